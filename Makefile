@@ -1,0 +1,44 @@
+# The user's entry points. `make test` and `make run` each do the whole set-up on a
+# fresh Debian 12 machine: install missing packages, configure, build.
+BUILD      ?= build
+BUILD_SAN  ?= build-sanitize
+BUILD_FUZZ ?= build-fuzz
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+FUZZ_SECONDS ?= 60
+
+.PHONY: all deps build test run test-sanitize fuzz clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+run: build
+	./$(BUILD)/toy --help
+
+# The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
+test-sanitize: deps
+	CC=clang cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON
+	cmake --build $(BUILD_SAN) -j $(JOBS)
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --test-dir $(BUILD_SAN) --output-on-failure -j $(JOBS)
+
+# A short libFuzzer run of the GGUF reader, seeded with the regression corpus.
+fuzz: deps
+	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf
+	mkdir -p $(BUILD_FUZZ)/corpus
+	./$(BUILD_FUZZ)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus fuzz/corpus
+
+clean:
+	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

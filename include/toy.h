@@ -1,0 +1,293 @@
+/* toy.h — the public C API of libtoy.
+ *
+ * Conventions (in the spirit of llama.h and sqlite3.h):
+ *   - handles are opaque; every object has one create and one free function;
+ *   - functions that can fail return a toy_status; on failure the message naming
+ *     the file, key, tensor or byte offset is available from toy_last_error()
+ *     (per thread, valid until the next failing call on that thread);
+ *   - the library never prints, never exits and exports no global variables.
+ */
+#ifndef TOY_H
+#define TOY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define TOY_API __attribute__((visibility("default")))
+#else
+#define TOY_API
+#endif
+
+#define TOY_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+typedef enum {
+    TOY_OK = 0,
+    TOY_ERR_IO,          /* open/read/write/mmap failed */
+    TOY_ERR_FORMAT,      /* the file is malformed */
+    TOY_ERR_NOMEM,       /* allocation failed */
+    TOY_ERR_INVALID,     /* a bad argument or request */
+    TOY_ERR_UNSUPPORTED, /* well-formed, but not something toy handles */
+    TOY_ERR_NOT_FOUND,   /* a key or tensor that was asked for is absent */
+} toy_status;
+
+TOY_API const char *toy_status_str(toy_status status);
+/* The message of the last failure on this thread ("" if none). */
+TOY_API const char *toy_last_error(void);
+
+/* ---------------------------------------------------------------- weight types
+ * The numbering is ggml's (enum ggml_type), which is what GGUF files store. */
+
+typedef enum {
+    TOY_TYPE_F32 = 0,
+    TOY_TYPE_F16 = 1,
+    TOY_TYPE_Q4_0 = 2,
+    TOY_TYPE_Q4_1 = 3,
+    TOY_TYPE_Q5_0 = 6,
+    TOY_TYPE_Q5_1 = 7,
+    TOY_TYPE_Q8_0 = 8,
+    TOY_TYPE_Q8_1 = 9,
+    TOY_TYPE_Q2_K = 10,
+    TOY_TYPE_Q3_K = 11,
+    TOY_TYPE_Q4_K = 12,
+    TOY_TYPE_Q5_K = 13,
+    TOY_TYPE_Q6_K = 14,
+    TOY_TYPE_Q8_K = 15,
+    TOY_TYPE_IQ2_XXS = 16,
+    TOY_TYPE_IQ2_XS = 17,
+    TOY_TYPE_IQ3_XXS = 18,
+    TOY_TYPE_IQ1_S = 19,
+    TOY_TYPE_IQ4_NL = 20,
+    TOY_TYPE_IQ3_S = 21,
+    TOY_TYPE_IQ2_S = 22,
+    TOY_TYPE_IQ4_XS = 23,
+    TOY_TYPE_I8 = 24,
+    TOY_TYPE_I16 = 25,
+    TOY_TYPE_I32 = 26,
+    TOY_TYPE_I64 = 27,
+    TOY_TYPE_F64 = 28,
+    TOY_TYPE_IQ1_M = 29,
+    TOY_TYPE_BF16 = 30,
+    TOY_TYPE_TQ1_0 = 34,
+    TOY_TYPE_TQ2_0 = 35,
+    TOY_TYPE_MXFP4 = 39,
+    TOY_TYPE_COUNT = 40,
+} toy_type;
+
+/* Name as ggml spells it ("Q4_K"), or NULL for a number that is no known type. */
+TOY_API const char *toy_type_name(int type);
+/* Parses a type name, case-insensitive. Returns -1 if unknown. */
+TOY_API int toy_type_from_name(const char *name);
+/* Elements per block and bytes per block; 0 for an unknown type. */
+TOY_API int64_t toy_type_block_size(int type);
+TOY_API size_t toy_type_size(int type);
+/* Bytes of a row of n elements; fails if n is not a whole number of blocks or the
+ * size overflows. */
+TOY_API toy_status toy_type_row_size(int type, int64_t n, size_t *out);
+TOY_API bool toy_type_can_dequantize(int type);
+TOY_API bool toy_type_can_quantize(int type);
+/* Converts n elements (a whole number of blocks) to float / from float. */
+TOY_API toy_status toy_dequantize(int type, const void *src, float *dst, int64_t n);
+TOY_API toy_status toy_quantize(int type, const float *src, void *dst, int64_t n);
+
+/* ---------------------------------------------------------------- GGUF reading */
+
+typedef enum {
+    TOY_GGUF_UINT8 = 0,
+    TOY_GGUF_INT8 = 1,
+    TOY_GGUF_UINT16 = 2,
+    TOY_GGUF_INT16 = 3,
+    TOY_GGUF_UINT32 = 4,
+    TOY_GGUF_INT32 = 5,
+    TOY_GGUF_FLOAT32 = 6,
+    TOY_GGUF_BOOL = 7,
+    TOY_GGUF_STRING = 8,
+    TOY_GGUF_ARRAY = 9,
+    TOY_GGUF_UINT64 = 10,
+    TOY_GGUF_INT64 = 11,
+    TOY_GGUF_FLOAT64 = 12,
+    TOY_GGUF_TYPE_COUNT = 13,
+} toy_gguf_type;
+
+TOY_API const char *toy_gguf_type_name(toy_gguf_type type);
+
+#define TOY_GGUF_DEFAULT_ALIGNMENT 32
+#define TOY_MAX_DIMS 4
+
+typedef struct toy_gguf toy_gguf;
+/* A metadata value, or an element of an array value. Owned by its toy_gguf. */
+typedef struct toy_gguf_value toy_gguf_value;
+
+typedef struct {
+    const char *name;             /* NUL-terminated */
+    int type;                     /* toy_type */
+    int n_dims;                   /* 0..TOY_MAX_DIMS (0: a scalar) */
+    int64_t ne[TOY_MAX_DIMS];     /* elements per dimension, fastest first; unused = 1 */
+    uint64_t offset;              /* within the data section */
+    size_t size;                  /* bytes */
+    const void *data;             /* in place, inside the mapped file */
+} toy_gguf_tensor;
+
+/* Maps and validates a GGUF file (versions 2 and 3). Tensor data stays in the map. */
+TOY_API toy_status toy_gguf_open(const char *path, toy_gguf **out);
+/* The same over a caller-owned buffer that must outlive the handle; `name` is used
+ * in error messages. */
+TOY_API toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name,
+                                        toy_gguf **out);
+TOY_API void toy_gguf_close(toy_gguf *gguf);
+
+TOY_API const char *toy_gguf_path(const toy_gguf *gguf);
+TOY_API uint32_t toy_gguf_version(const toy_gguf *gguf);
+TOY_API size_t toy_gguf_alignment(const toy_gguf *gguf);
+TOY_API size_t toy_gguf_file_size(const toy_gguf *gguf);
+TOY_API size_t toy_gguf_data_offset(const toy_gguf *gguf);
+
+TOY_API int64_t toy_gguf_n_kv(const toy_gguf *gguf);
+TOY_API const char *toy_gguf_key(const toy_gguf *gguf, int64_t i);
+TOY_API const toy_gguf_value *toy_gguf_kv(const toy_gguf *gguf, int64_t i);
+/* Index of a key, or -1. */
+TOY_API int64_t toy_gguf_find_key(const toy_gguf *gguf, const char *key);
+/* The value of a key, or NULL. */
+TOY_API const toy_gguf_value *toy_gguf_get(const toy_gguf *gguf, const char *key);
+
+TOY_API toy_gguf_type toy_gguf_value_type(const toy_gguf_value *v);
+/* Integer values of any width and signedness; fails if the value is no integer or
+ * does not fit. */
+TOY_API toy_status toy_gguf_value_u64(const toy_gguf_value *v, uint64_t *out);
+TOY_API toy_status toy_gguf_value_i64(const toy_gguf_value *v, int64_t *out);
+/* FLOAT32, FLOAT64 (and integers, converted). */
+TOY_API toy_status toy_gguf_value_f64(const toy_gguf_value *v, double *out);
+TOY_API toy_status toy_gguf_value_bool(const toy_gguf_value *v, bool *out);
+/* A STRING's bytes (not NUL-terminated, may contain any byte) and length. */
+TOY_API toy_status toy_gguf_value_str(const toy_gguf_value *v, const char **s, size_t *len);
+/* Arrays: element type and count. Elements of arrays of strings or of arrays are
+ * values (toy_gguf_array_get, NULL otherwise); elements of arrays of numbers or bools
+ * are read with the typed accessors, which convert like the toy_gguf_value_* ones. */
+TOY_API toy_gguf_type toy_gguf_array_type(const toy_gguf_value *v);
+TOY_API uint64_t toy_gguf_array_len(const toy_gguf_value *v);
+TOY_API const toy_gguf_value *toy_gguf_array_get(const toy_gguf_value *v, uint64_t j);
+TOY_API toy_status toy_gguf_array_u64(const toy_gguf_value *v, uint64_t j, uint64_t *out);
+TOY_API toy_status toy_gguf_array_i64(const toy_gguf_value *v, uint64_t j, int64_t *out);
+TOY_API toy_status toy_gguf_array_f64(const toy_gguf_value *v, uint64_t j, double *out);
+TOY_API toy_status toy_gguf_array_str(const toy_gguf_value *v, uint64_t j, const char **s,
+                                      size_t *len);
+/* Raw little-endian elements of an array of numbers or bools (possibly unaligned),
+ * NULL for arrays of strings or arrays. */
+TOY_API const void *toy_gguf_array_data(const toy_gguf_value *v);
+
+/* Convenience lookups by key: TOY_ERR_NOT_FOUND if absent, TOY_ERR_FORMAT (naming the
+ * key) if present with the wrong type. */
+TOY_API toy_status toy_gguf_get_u64(const toy_gguf *gguf, const char *key, uint64_t *out);
+TOY_API toy_status toy_gguf_get_f64(const toy_gguf *gguf, const char *key, double *out);
+TOY_API toy_status toy_gguf_get_bool(const toy_gguf *gguf, const char *key, bool *out);
+TOY_API toy_status toy_gguf_get_str(const toy_gguf *gguf, const char *key, const char **s,
+                                    size_t *len);
+
+TOY_API int64_t toy_gguf_n_tensors(const toy_gguf *gguf);
+TOY_API const toy_gguf_tensor *toy_gguf_tensor_at(const toy_gguf *gguf, int64_t i);
+/* NULL if absent. */
+TOY_API const toy_gguf_tensor *toy_gguf_find_tensor(const toy_gguf *gguf, const char *name);
+TOY_API int64_t toy_tensor_nelements(const toy_gguf_tensor *t);
+
+/* ---------------------------------------------------------------- GGUF writing
+ * Collect metadata and tensor infos, then either write everything at once
+ * (toy_gguf_writer_write, tensor data given at add time) or stream the tensor data in
+ * order (begin / write_tensor_data / finish). The file appears atomically: it is
+ * written to PATH.tmp.XXXXXX and renamed when complete. */
+
+typedef struct toy_gguf_writer toy_gguf_writer;
+
+TOY_API toy_gguf_writer *toy_gguf_writer_new(void);
+TOY_API void toy_gguf_writer_free(toy_gguf_writer *w);
+
+/* Setting a key that is already present replaces its value in place. */
+TOY_API toy_status toy_gguf_writer_set_u8(toy_gguf_writer *w, const char *key, uint8_t v);
+TOY_API toy_status toy_gguf_writer_set_i8(toy_gguf_writer *w, const char *key, int8_t v);
+TOY_API toy_status toy_gguf_writer_set_u16(toy_gguf_writer *w, const char *key, uint16_t v);
+TOY_API toy_status toy_gguf_writer_set_i16(toy_gguf_writer *w, const char *key, int16_t v);
+TOY_API toy_status toy_gguf_writer_set_u32(toy_gguf_writer *w, const char *key, uint32_t v);
+TOY_API toy_status toy_gguf_writer_set_i32(toy_gguf_writer *w, const char *key, int32_t v);
+TOY_API toy_status toy_gguf_writer_set_u64(toy_gguf_writer *w, const char *key, uint64_t v);
+TOY_API toy_status toy_gguf_writer_set_i64(toy_gguf_writer *w, const char *key, int64_t v);
+TOY_API toy_status toy_gguf_writer_set_f32(toy_gguf_writer *w, const char *key, float v);
+TOY_API toy_status toy_gguf_writer_set_f64(toy_gguf_writer *w, const char *key, double v);
+TOY_API toy_status toy_gguf_writer_set_bool(toy_gguf_writer *w, const char *key, bool v);
+TOY_API toy_status toy_gguf_writer_set_str(toy_gguf_writer *w, const char *key, const char *s,
+                                           size_t len);
+/* An array of numbers or bools: n elements of `elem_type`, little-endian. */
+TOY_API toy_status toy_gguf_writer_set_array(toy_gguf_writer *w, const char *key,
+                                             toy_gguf_type elem_type, const void *data,
+                                             uint64_t n);
+TOY_API toy_status toy_gguf_writer_set_str_array(toy_gguf_writer *w, const char *key,
+                                                 const char *const *strs, const size_t *lens,
+                                                 uint64_t n);
+/* Copies any value, arrays of arrays included (e.g. from a file being converted). */
+TOY_API toy_status toy_gguf_writer_set_value(toy_gguf_writer *w, const char *key,
+                                             const toy_gguf_value *v);
+TOY_API toy_status toy_gguf_writer_remove(toy_gguf_writer *w, const char *key);
+
+/* `data` may be NULL when streaming; otherwise it must stay valid until written. */
+TOY_API toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, int type,
+                                              int n_dims, const int64_t *ne, const void *data);
+
+TOY_API toy_status toy_gguf_writer_write(toy_gguf_writer *w, const char *path);
+TOY_API toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path);
+/* Data of the next tensor, in the order the tensors were added; `size` must be its
+ * size. */
+TOY_API toy_status toy_gguf_writer_write_tensor_data(toy_gguf_writer *w, const void *data,
+                                                     size_t size);
+TOY_API toy_status toy_gguf_writer_finish(toy_gguf_writer *w);
+
+/* ---------------------------------------------------------------- quantization */
+
+/* llama.cpp's llama_ftype numbering, stored as general.file_type. */
+typedef enum {
+    TOY_FTYPE_ALL_F32 = 0,
+    TOY_FTYPE_MOSTLY_F16 = 1,
+    TOY_FTYPE_MOSTLY_Q4_0 = 2,
+    TOY_FTYPE_MOSTLY_Q4_1 = 3,
+    TOY_FTYPE_MOSTLY_Q8_0 = 7,
+    TOY_FTYPE_MOSTLY_Q5_0 = 8,
+    TOY_FTYPE_MOSTLY_Q5_1 = 9,
+    TOY_FTYPE_MOSTLY_Q2_K = 10,
+    TOY_FTYPE_MOSTLY_Q3_K_S = 11,
+    TOY_FTYPE_MOSTLY_Q3_K_M = 12,
+    TOY_FTYPE_MOSTLY_Q3_K_L = 13,
+    TOY_FTYPE_MOSTLY_Q4_K_S = 14,
+    TOY_FTYPE_MOSTLY_Q4_K_M = 15,
+    TOY_FTYPE_MOSTLY_Q5_K_S = 16,
+    TOY_FTYPE_MOSTLY_Q5_K_M = 17,
+    TOY_FTYPE_MOSTLY_Q6_K = 18,
+    TOY_FTYPE_MOSTLY_IQ4_NL = 25,
+    TOY_FTYPE_MOSTLY_BF16 = 32,
+} toy_ftype;
+
+/* Parses "Q4_K_M", "q8_0", "F16", ...; -1 if unknown. */
+TOY_API int toy_ftype_from_name(const char *name);
+TOY_API const char *toy_ftype_name(int ftype);
+
+typedef struct {
+    int n_threads;
+    /* Every quantizable tensor gets the mix's base type: no per-tensor choices
+     * (llama-quantize --pure). */
+    bool pure;
+    /* Called once per tensor after it is written; may be NULL. */
+    void (*progress)(void *user, int64_t index, int64_t count, const char *name,
+                     int type_in, int type_out, size_t bytes_in, size_t bytes_out);
+    void *progress_user;
+} toy_quantize_params;
+
+TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
+                                     const toy_quantize_params *params);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

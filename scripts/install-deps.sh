@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs the Debian packages toy needs, only those missing. Run as root (CI is);
+# as another user it only reports what is missing.
+set -euo pipefail
+
+packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root: apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,109 @@
+/* test.h — the few macros every test uses. A test is a program: exit 0 passes,
+ * 77 skips (ctest's SKIP_RETURN_CODE), anything else fails. */
+#ifndef TOY_TEST_H
+#define TOY_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int test_failures;
+
+#define CHECK(cond)                                                                     \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);     \
+            test_failures++;                                                            \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                            \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);     \
+            fprintf(stderr, __VA_ARGS__);                                               \
+            fputc('\n', stderr);                                                        \
+            test_failures++;                                                            \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                                  \
+    do {                                                                                \
+        long long a_ = (long long)(a), b_ = (long long)(b);                             \
+        if (a_ != b_) {                                                                 \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s = %lld, %s = %lld\n", __FILE__,  \
+                    __LINE__, #a, a_, #b, b_);                                          \
+            test_failures++;                                                            \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                           \
+    do {                                                                                \
+        double a_ = (double)(a), b_ = (double)(b);                                      \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                \
+            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g, %s = %.9g (tol %g)\n", \
+                    __FILE__, __LINE__, #a, a_, #b, b_, (double)(tol));                 \
+            test_failures++;                                                            \
+        }                                                                               \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(s, sub)                                                      \
+    do {                                                                                \
+        const char *s_ = (s);                                                           \
+        if (!s_ || !strstr(s_, (sub))) {                                                \
+            fprintf(stderr, "%s:%d: \"%s\" does not contain \"%s\"\n", __FILE__,         \
+                    __LINE__, s_ ? s_ : "(null)", (sub));                               \
+            test_failures++;                                                            \
+        }                                                                               \
+    } while (0)
+
+#define TEST_SKIP_CODE 77
+
+static inline int test_finish(const char *name) {
+    if (test_failures) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
+/* The fixtures folder: $TOY_FIXTURES, else ../shared/fixtures beside the repo. NULL
+ * (after printing why) when it is absent, so the caller can skip. */
+static inline const char *test_fixtures_dir(void) {
+    static char buf[4096];
+    const char *env = getenv("TOY_FIXTURES");
+    if (env && *env)
+        snprintf(buf, sizeof buf, "%s", env);
+    else
+        snprintf(buf, sizeof buf, "%s/../shared/fixtures", TOY_SOURCE_DIR);
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/README.md", buf);
+    FILE *f = fopen(probe, "rb");
+    if (!f) {
+        printf("SKIP: fixtures not found at %s (set TOY_FIXTURES to the fixtures folder)\n",
+               buf);
+        return NULL;
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Deterministic pseudo-random numbers for tests (xorshift64*). */
+static inline unsigned long long test_rand_u64(unsigned long long *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 2685821657736338717ULL;
+}
+static inline float test_rand_uniform(unsigned long long *s) { /* [0, 1) */
+    return (float)(test_rand_u64(s) >> 40) / (float)(1ULL << 24);
+}
+static inline float test_rand_normal(unsigned long long *s) {
+    float u1 = test_rand_uniform(s), u2 = test_rand_uniform(s);
+    if (u1 < 1e-7f) u1 = 1e-7f;
+    return sqrtf(-2.0f * logf(u1)) * cosf(6.2831853f * u2);
+}
+
+#endif

@@ -1,0 +1,22 @@
+/* commands.h — the subcommands of the toy command. Each returns the process exit code
+ * and prints its own errors to stderr (one line each). */
+#ifndef TOY_COMMANDS_H
+#define TOY_COMMANDS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+int cmd_info(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+
+/* Shared by the commands: parse a whole non-negative integer option value. */
+bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
+                   int *out);
+
+/* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
+void json_string(FILE *f, const char *s, size_t len);
+/* A double as JSON (non-finite numbers become null). */
+void json_number(FILE *f, double x);
+
+#endif

@@ -1,0 +1,71 @@
+/* toy.c — the toy command: dispatches to a subcommand. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "toy.h"
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} commands[] = {
+    {"info", cmd_info, "describe a GGUF file: architecture, hyperparameters, tokenizer, tensors"},
+    {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
+};
+
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: toy COMMAND [OPTIONS]\n"
+            "\n"
+            "toy runs and trains llama-family language models stored as GGUF files.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f,
+            "\n"
+            "`toy COMMAND --help` describes a command's options.\n"
+            "  -h, --help     this message\n"
+            "  --version      print the version\n");
+}
+
+bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
+                   int *out) {
+    if (!value) {
+        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    char *end;
+    long v = strtol(value, &end, 10);
+    if (*value == 0 || *end != 0 || v < min || v > max) {
+        fprintf(stderr, "toy %s: %s must be an integer in %d..%d, got '%s'\n", cmd, flag, min,
+                max, value);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("toy %s\n", TOY_VERSION_STRING);
+        return 0;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "toy: unknown command '%s' (see toy --help)\n", cmd);
+    return 2;
+}
