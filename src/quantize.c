@@ -77,7 +77,7 @@ typedef struct {
     bool is_70b;     /* llama.cpp's LLM_TYPE_70B: 80 layers with GQA */
     bool has_output; /* output.weight present (else token_embd is the output) */
     int n_attention_wv;
-    /* counters over the tensors in name order, as llama.cpp walks them */
+    /* counters over the tensors in llama.cpp's order */
     int i_attention_wv;
     int i_ffn_down;
 } mix_state;
@@ -359,9 +359,14 @@ static toy_status convert_tensor(const toy_gguf_tensor *t, int type_out, int n_t
 
 /* ---------------------------------------------------------------- the file */
 
-static int cmp_tensor_names(const void *a, const void *b) {
-    return strcmp((*(const toy_gguf_tensor *const *)a)->name,
-                  (*(const toy_gguf_tensor *const *)b)->name);
+/* llama.cpp's weight_name_comparer: by layer (tensors outside blk.N first), then by
+ * name. Its quantizer walks and writes the tensors in this order. */
+static int cmp_tensor_order(const void *a, const void *b) {
+    const char *x = (*(const toy_gguf_tensor *const *)a)->name;
+    const char *y = (*(const toy_gguf_tensor *const *)b)->name;
+    int lx = tensor_layer(x), ly = tensor_layer(y);
+    if (lx != ly) return lx < ly ? -1 : 1;
+    return strcmp(x, y);
 }
 
 toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
@@ -376,22 +381,21 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
     if (st) return st;
     int64_t n = toy_gguf_n_tensors(g);
     int *types = calloc((size_t)(n ? n : 1), sizeof *types);
-    const toy_gguf_tensor **by_name = calloc((size_t)(n ? n : 1), sizeof *by_name);
+    const toy_gguf_tensor **order = calloc((size_t)(n ? n : 1), sizeof *order);
     toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!types || !by_name || !w) {
+    if (!types || !order || !w) {
         st = toy_error(TOY_ERR_NOMEM, "%s: no memory", in_path);
         goto done;
     }
 
-    /* Decide every tensor's type first, walking the tensors in name order as
-     * llama.cpp does (its counters of attn_v / ffn_down tensors follow that order). */
+    /* Tensors are decided and written in llama.cpp's order (its counters of attn_v and
+     * ffn_down tensors follow it), so a mix gives the same types as llama-quantize. */
     mix_state mix;
     mix_state_init(&mix, g);
-    for (int64_t i = 0; i < n; i++) by_name[i] = toy_gguf_tensor_at(g, i);
-    qsort(by_name, (size_t)n, sizeof *by_name, cmp_tensor_names);
-    for (int64_t k = 0; k < n; k++) {
-        const toy_gguf_tensor *t = by_name[k];
-        int64_t i = t - toy_gguf_tensor_at(g, 0);
+    for (int64_t i = 0; i < n; i++) order[i] = toy_gguf_tensor_at(g, i);
+    qsort(order, (size_t)n, sizeof *order, cmp_tensor_order);
+    for (int64_t i = 0; i < n; i++) {
+        const toy_gguf_tensor *t = order[i];
         int type = t->type;
         if (tensor_is_quantizable(t)) {
             type = base_type;
@@ -403,18 +407,23 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
         types[i] = type;
     }
 
-    for (int64_t i = 0; i < toy_gguf_n_kv(g) && !st; i++)
-        st = toy_gguf_writer_set_value(w, toy_gguf_key(g, i), toy_gguf_kv(g, i));
+    /* llama.cpp's gguf_set_val moves an existing key to the end; these two are set last
+     * in this order, so the metadata matches llama-quantize's byte for byte. */
+    for (int64_t i = 0; i < toy_gguf_n_kv(g) && !st; i++) {
+        const char *key = toy_gguf_key(g, i);
+        if (strcmp(key, "general.quantization_version") != 0 && strcmp(key, "general.file_type") != 0)
+            st = toy_gguf_writer_set_value(w, key, toy_gguf_kv(g, i));
+    }
     if (!st) st = toy_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (!st) st = toy_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     for (int64_t i = 0; i < n && !st; i++) {
-        const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
+        const toy_gguf_tensor *t = order[i];
         st = toy_gguf_writer_add_tensor(w, t->name, types[i], t->n_dims ? t->n_dims : 1, t->ne,
                                         NULL);
     }
     if (!st) st = toy_gguf_writer_begin(w, out_path);
     for (int64_t i = 0; i < n && !st; i++) {
-        const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
+        const toy_gguf_tensor *t = order[i];
         uint8_t *buf = NULL;
         size_t size = t->size;
         if (types[i] == t->type) {
@@ -432,7 +441,7 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
 
 done:
     toy_gguf_writer_free(w);
-    free(by_name);
+    free(order);
     free(types);
     toy_gguf_close(g);
     return st;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# toy info on every fixture model, reference and vocabulary file: exit 0, valid JSON,
+# and the architecture, tensor count and parameter count that an independent reading
+# of the file (a few lines of Python below) finds.
+set -u
+toy="$1"
+fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
+if [ ! -f "$fixtures/README.md" ]; then
+  echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
+  exit 77
+fi
+
+"$toy" --help | grep -q "info" || { echo "toy --help does not list info"; exit 1; }
+"$toy" info --help | grep -q -- "--json" || { echo "toy info --help does not describe --json"; exit 1; }
+
+fail=0
+n=0
+for f in "$fixtures"/models/*.gguf "$fixtures"/vocab/*.gguf; do
+  n=$((n + 1))
+  if ! "$toy" info "$f" > /tmp/toy_info.$$ 2>&1; then
+    echo "FAIL: toy info $f: $(cat /tmp/toy_info.$$)"; fail=1; continue
+  fi
+  if ! "$toy" info --json "$f" > /tmp/toy_info_json.$$; then
+    echo "FAIL: toy info --json $f"; fail=1; continue
+  fi
+  python3 - "$f" /tmp/toy_info_json.$$ /tmp/toy_info.$$ <<'PY' || fail=1
+import json, struct, sys
+path, json_path, text_path = sys.argv[1:4]
+got = json.load(open(json_path))          # must be valid JSON
+
+# An independent GGUF reading: only what is needed for the counts.
+data = open(path, "rb").read()
+pos = 0
+def take(fmt):
+    global pos
+    v = struct.unpack_from("<" + fmt, data, pos); pos += struct.calcsize("<" + fmt)
+    return v[0]
+def string():
+    global pos
+    n = take("Q"); s = data[pos:pos + n]; pos += n; return s.decode("utf-8", "replace")
+sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+def value(t):
+    if t == 8: return string()
+    if t == 9:
+        et, n = take("I"), take("Q")
+        return [value(et) for _ in range(n)]
+    return take(sizes[t])
+assert data[:4] == b"GGUF"
+pos = 4
+version, n_tensors, n_kv = take("I"), take("Q"), take("Q")
+kv = {}
+for _ in range(n_kv):
+    k = string(); kv[k] = value(take("I"))
+n_params = 0
+for _ in range(n_tensors):
+    string(); nd = take("I"); ne = [take("q") for _ in range(nd)]; take("I"); take("Q")
+    p = 1
+    for x in ne: p *= x
+    n_params += p
+
+errors = []
+if got["architecture"] != kv.get("general.architecture"):
+    errors.append(f"architecture {got['architecture']} != {kv.get('general.architecture')}")
+if got["n_tensors"] != n_tensors: errors.append(f"n_tensors {got['n_tensors']} != {n_tensors}")
+if got["n_params"] != n_params: errors.append(f"n_params {got['n_params']} != {n_params}")
+if len(got["tensors"]) != n_tensors: errors.append("tensor table length")
+if "tokenizer.ggml.tokens" in kv and got["tokenizer"]["vocab_size"] != len(kv["tokenizer.ggml.tokens"]):
+    errors.append("vocab size")
+text = open(text_path).read()
+if f"architecture:  {kv.get('general.architecture')}" not in text: errors.append("text: architecture")
+if f"tensors:       {n_tensors}\n" not in text: errors.append("text: tensor count")
+if f"parameters:    {n_params} " not in text: errors.append("text: parameter count")
+if errors:
+    print(f"FAIL: {path}: " + "; ".join(errors)); sys.exit(1)
+PY
+done
+rm -f /tmp/toy_info.$$ /tmp/toy_info_json.$$
+
+# The manifest's architectures and tensor counts, for the models it lists.
+while IFS=$'\t' read -r name arch types rest; do
+  case "$name" in \#*|"") continue ;; esac
+  want=0
+  for t in $types; do want=$((want + ${t#*:})); done
+  got=$("$toy" info --json "$fixtures/models/$name.gguf" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["architecture"], d["n_tensors"])')
+  [ "$got" = "$arch $want" ] || { echo "FAIL: $name: manifest says '$arch $want', toy info says '$got'"; fail=1; }
+done < "$fixtures/models/manifest.tsv"
+
+[ $fail -eq 0 ] && echo "cli_info: $n files ok"
+exit $fail
