@@ -245,6 +245,127 @@ TOY_API toy_status toy_gguf_writer_write_tensor_data(toy_gguf_writer *w, const v
                                                      size_t size);
 TOY_API toy_status toy_gguf_writer_finish(toy_gguf_writer *w);
 
+/* ---------------------------------------------------------------- vocabulary
+ * The tokenizer described by a GGUF file's tokenizer.* metadata: SentencePiece-style
+ * ("llama"), byte-level BPE ("gpt2", with the pre-tokenizer named by
+ * tokenizer.ggml.pre) and WordPiece ("bert"), producing llama.cpp's token ids. */
+
+typedef struct toy_vocab toy_vocab;
+
+/* Token attributes, as tokenizer.ggml.token_type stores them. */
+typedef enum {
+    TOY_TOKEN_UNDEFINED = 0,
+    TOY_TOKEN_NORMAL = 1,
+    TOY_TOKEN_UNKNOWN = 2,
+    TOY_TOKEN_CONTROL = 3,
+    TOY_TOKEN_USER_DEFINED = 4,
+    TOY_TOKEN_UNUSED = 5,
+    TOY_TOKEN_BYTE = 6,
+} toy_token_type;
+
+typedef enum {
+    TOY_VOCAB_SPM = 1,  /* tokenizer.ggml.model "llama" */
+    TOY_VOCAB_BPE = 2,  /* "gpt2" */
+    TOY_VOCAB_WPM = 3,  /* "bert" */
+} toy_vocab_kind;
+
+/* Reads the vocabulary from a file's metadata; the handle keeps no pointer into it. */
+TOY_API toy_status toy_vocab_load(const toy_gguf *gguf, toy_vocab **out);
+TOY_API void toy_vocab_free(toy_vocab *vocab);
+
+TOY_API toy_vocab_kind toy_vocab_kind_of(const toy_vocab *vocab);
+TOY_API int32_t toy_vocab_n_tokens(const toy_vocab *vocab);
+/* -1 when the vocabulary has no such token. */
+TOY_API int32_t toy_vocab_bos(const toy_vocab *vocab);
+TOY_API int32_t toy_vocab_eos(const toy_vocab *vocab);
+TOY_API int32_t toy_vocab_eot(const toy_vocab *vocab);
+TOY_API bool toy_vocab_add_bos(const toy_vocab *vocab);
+TOY_API bool toy_vocab_add_eos(const toy_vocab *vocab);
+/* End of generation: EOS, EOT and the tokens llama.cpp treats so (<|im_end|>,
+ * <|eot_id|>, <|end|>, <end_of_turn>, ...). */
+TOY_API bool toy_vocab_is_eog(const toy_vocab *vocab, int32_t token);
+TOY_API toy_token_type toy_vocab_token_type(const toy_vocab *vocab, int32_t token);
+/* The token's text as stored in the vocabulary (NUL-terminated), NULL if out of range. */
+TOY_API const char *toy_vocab_token_text(const toy_vocab *vocab, int32_t token);
+
+/* Text to token ids, as llama_tokenize(text, add_special, parse_special): with
+ * add_special, BOS/EOS are added as the vocabulary asks; with parse_special, the text of
+ * control and user-defined tokens in `text` becomes those tokens. Writes at most
+ * n_max ids and sets *n_tokens to the number the text needs (so a caller can retry
+ * with a larger buffer when *n_tokens > n_max). */
+TOY_API toy_status toy_tokenize(const toy_vocab *vocab, const char *text, size_t len,
+                                bool add_special, bool parse_special, int32_t *tokens,
+                                int32_t n_max, int32_t *n_tokens);
+/* The bytes a token stands for in output text (SPM's U+2581 as a space, byte tokens as
+ * their byte, BPE's byte-level characters as bytes). Control tokens give "" unless
+ * `special`. Writes at most cap bytes, sets *len to the full length. */
+TOY_API toy_status toy_token_to_piece(const toy_vocab *vocab, int32_t token, bool special,
+                                      char *buf, size_t cap, size_t *len);
+/* Token ids to text (llama_detokenize with remove_special = false,
+ * unparse_special = `special`), exact to the byte. `*out` is malloc'd, NUL-terminated. */
+TOY_API toy_status toy_detokenize(const toy_vocab *vocab, const int32_t *tokens,
+                                  int32_t n_tokens, bool special, char **out, size_t *len);
+
+/* ---------------------------------------------------------------- sampling */
+
+typedef struct {
+    float temperature;       /* <= 0: greedy (argmax, lowest id wins a tie) */
+    int32_t top_k;           /* <= 0: off */
+    float top_p;             /* >= 1: off */
+    float min_p;             /* <= 0: off */
+    float repeat_penalty;    /* 1: off */
+    int32_t repeat_last_n;   /* tokens of history the penalties look at (0: off, -1: all) */
+    float frequency_penalty; /* 0: off */
+    float presence_penalty;  /* 0: off */
+    uint64_t seed;           /* same seed, same choices */
+} toy_sampler_params;
+
+typedef struct toy_sampler toy_sampler;
+
+/* Defaults as llama.cpp's: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
+ * repeat_penalty 1.0, repeat_last_n 64, no frequency/presence penalty, seed 0. */
+TOY_API toy_sampler_params toy_sampler_default_params(void);
+TOY_API toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
+                                   toy_sampler **out);
+TOY_API void toy_sampler_free(toy_sampler *sampler);
+/* Picks a token from one row of logits (n_vocab floats; not modified). */
+TOY_API int32_t toy_sampler_sample(toy_sampler *sampler, const float *logits);
+/* Records a token (prompt or generated) in the history the penalties use. */
+TOY_API void toy_sampler_accept(toy_sampler *sampler, int32_t token);
+TOY_API void toy_sampler_reset(toy_sampler *sampler);
+
+/* Stop strings over streamed output: feed each piece of text; the matcher says how many
+ * bytes are safe to print now (never the start of a possible stop string, never half
+ * a UTF-8 character) and whether a stop string was completed. */
+typedef struct toy_stop toy_stop;
+TOY_API toy_status toy_stop_new(const char *const *stops, size_t n_stops, toy_stop **out);
+TOY_API void toy_stop_free(toy_stop *stop);
+/* Appends `piece`; emit and emit_len give the bytes that may be printed now (valid until
+ * the next call). Returns true once a stop string has appeared (the text before it
+ * is emitted, the stop string itself is not). */
+TOY_API bool toy_stop_feed(toy_stop *stop, const char *piece, size_t len, const char **emit,
+                           size_t *emit_len);
+/* At the end of generation: whatever is held back (a partial UTF-8 character is dropped
+ * only if it can never complete). */
+TOY_API void toy_stop_flush(toy_stop *stop, const char **emit, size_t *emit_len);
+
+/* ---------------------------------------------------------------- chat templates */
+
+typedef struct {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+} toy_chat_message;
+
+/* The template family of a Jinja chat template (tokenizer.chat_template) or of a name
+ * ("chatml", "llama2", "llama3", "gemma", "phi3", "mistral", "zephyr", ...). NULL if
+ * unrecognised. */
+TOY_API const char *toy_chat_template_detect(const char *template_or_name);
+/* Formats the conversation with a family's template; with add_assistant the prompt
+ * ends where the assistant's reply begins. *out is malloc'd, NUL-terminated. Special
+ * tokens appear as text, to be tokenized with parse_special. */
+TOY_API toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
+                                  size_t n_messages, bool add_assistant, char **out);
+
 /* ---------------------------------------------------------------- quantization */
 
 /* llama.cpp's llama_ftype numbering, stored as general.file_type. */

@@ -3,7 +3,10 @@
 # as another user it only reports what is missing.
 set -euo pipefail
 
-packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3)
+# compilers and build: gcc, cmake, clang (sanitizers, libFuzzer); python3 runs a few
+# command tests; libpcre2-dev: Unicode regexes of the BPE pre-tokenizers; libedit-dev:
+# line editing in `toy chat`.
+packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev)
 
 missing=()
 for p in "${packages[@]}"; do
