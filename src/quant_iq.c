@@ -70,11 +70,12 @@ static void iq4nl_fit(const float *x, const float *weight, float inv_scale, floa
  * the outermost level; ggml's quantize_iq4_nl passes 7. */
 #define IQ4NL_NTRY 7
 
-/* The block scale, chosen as ggml does: first the scale that puts the extreme value on
- * level ±127 (least-squares refitted), then 2*NTRY+1 inverse scales (NTRY - 127 + k)/max
- * that put it on or near the outermost negative level, keeping whichever mapping has the
- * smallest weighted error. Weights are x^2, ggml's choice without an importance matrix:
- * the error on large weights matters most. */
+/* The block scale, chosen as ggml does: first the inverse scale 127/max (the extreme
+ * lands beyond the top level 113), then the 2*NTRY+1 inverse scales (k - 127)/max for
+ * k = -NTRY..NTRY (the extreme lands on or near the bottom level -127, the scale takes the
+ * other sign); each mapping gets its least-squares scale and the one with the smallest
+ * weighted error wins, the earlier one on a tie. Weights are x^2, ggml's choice without an
+ * importance matrix: the error on large weights matters most. */
 static float iq4nl_best_scale(const float *x, const float *weight, float max) {
     float sum_qx, sum_q2;
     iq4nl_fit(x, weight, 1.0f / (max / 127.0f), &sum_qx, &sum_q2);

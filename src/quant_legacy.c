@@ -9,8 +9,8 @@
  * The quantizers reproduce llama.cpp's reference ones (quantize_row_*_ref, which is what
  * llama-quantize runs when it has no importance matrix) byte for byte:
  *   - the scale comes from the block's extremes, and the inverse scale used to pick the
- *     levels is taken before d is rounded to fp16 (so a level can sit half a step off the
- *     stored scale; ggml does the same and files depend on it);
+ *     levels is taken before d is rounded to fp16 (so a level is the nearest one for the
+ *     exact scale, not always for the stored one; matching ggml needs the same);
  *   - Q4/Q5 levels are found by adding a bias plus 0.5 and truncating, so halfway cases
  *     round up (towards +inf), not to even and not away from zero; Q8_0 uses roundf.
  * Each product and each sum ggml forms as a separate step is a separate statement here,
