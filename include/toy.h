@@ -306,6 +306,69 @@ TOY_API toy_status toy_token_to_piece(const toy_vocab *vocab, int32_t token, boo
 TOY_API toy_status toy_detokenize(const toy_vocab *vocab, const int32_t *tokens,
                                   int32_t n_tokens, bool special, char **out, size_t *len);
 
+/* ---------------------------------------------------------------- models */
+
+typedef struct toy_model toy_model;
+
+/* Maps a GGUF model, reads its hyperparameters and tokenizer and binds every weight in
+ * place. A missing or mis-shaped tensor is an error naming it. */
+TOY_API toy_status toy_model_load(const char *path, toy_model **out);
+TOY_API void toy_model_free(toy_model *model);
+TOY_API const toy_vocab *toy_model_vocab(const toy_model *model);
+TOY_API const toy_gguf *toy_model_gguf(const toy_model *model);
+TOY_API int32_t toy_model_n_vocab(const toy_model *model);
+TOY_API int32_t toy_model_n_ctx_train(const toy_model *model);
+TOY_API int32_t toy_model_n_embd(const toy_model *model);
+TOY_API int32_t toy_model_n_layer(const toy_model *model);
+
+/* ---------------------------------------------------------------- contexts
+ * A context holds the KV cache and scratch for one model, allocated once. toy_decode
+ * runs one forward pass over a batch of tokens, each with its sequence id and
+ * position, like llama_decode: a prompt, one token per sequence, or any mix. */
+
+typedef struct toy_context toy_context;
+
+/* Called during a forward pass with named intermediate tensors ("embed",
+ * "L0.attn_norm", "L0.q", ..., "final_norm", "logits"): n_tokens rows of n floats. */
+typedef void (*toy_trace_fn)(void *user, const char *name, const float *data,
+                             int64_t n_tokens, int64_t n);
+
+typedef struct {
+    int32_t n_ctx;     /* KV cache cells per sequence (0: the model's training context) */
+    int32_t n_batch;   /* most tokens one toy_decode call takes */
+    int32_t n_seq_max; /* sequences the cache holds (ids 0..n_seq_max-1) */
+    int32_t n_outputs; /* most tokens of one batch with logits (0: n_seq_max) */
+    int32_t n_threads;
+    toy_trace_fn trace; /* NULL: no tracing, no cost */
+    void *trace_user;
+} toy_context_params;
+
+TOY_API toy_context_params toy_context_default_params(void);
+TOY_API toy_status toy_context_new(toy_model *model, const toy_context_params *params,
+                                   toy_context **out);
+TOY_API void toy_context_free(toy_context *ctx);
+TOY_API int32_t toy_n_ctx(const toy_context *ctx);
+TOY_API int32_t toy_n_batch(const toy_context *ctx);
+
+typedef struct {
+    int32_t n_tokens;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const int8_t *logits; /* per token: compute its logits? NULL: only the last token */
+} toy_batch;
+
+TOY_API toy_status toy_decode(toy_context *ctx, const toy_batch *batch);
+/* Logits (n_vocab floats) of token i of the last batch, NULL if not requested. */
+TOY_API const float *toy_get_logits(const toy_context *ctx, int32_t i);
+
+/* KV cache: drop positions [p0, p1) of a sequence (p1 < 0: to the end); shift positions
+ * [p0, p1) by delta (keys are re-rotated); the largest position held (-1: empty). */
+TOY_API toy_status toy_kv_seq_rm(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
+TOY_API toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1,
+                                  int32_t delta);
+TOY_API int32_t toy_kv_seq_pos_max(const toy_context *ctx, int32_t seq_id);
+
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct {

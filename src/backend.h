@@ -1,0 +1,70 @@
+/* backend.h — the small set of operations a forward pass is made of. The CPU backend
+ * implements them (backend_cpu.c); a CUDA backend will implement the same table. The
+ * forward pass calls only these and does not know which backend runs.
+ *
+ * Shapes: activations are row-major, one row per token. Every reduction that produces
+ * one output element is done in one fixed order, whatever the number of tokens or
+ * threads: a token's results do not depend on what else is in its batch.
+ */
+#ifndef TOY_BACKEND_H
+#define TOY_BACKEND_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+typedef struct toy_backend toy_backend;
+
+/* Where the K and V of one layer are, and which cells each sequence holds. */
+typedef struct {
+    const float *k;       /* [n_cells][n_head_kv][head_dim] */
+    const float *v;       /* [n_cells][n_head_kv][head_dim] */
+    const int32_t *pos;   /* position of each cell */
+    int32_t cells_per_seq;
+    const int32_t *n_used; /* per sequence: cells in use, from seq * cells_per_seq */
+} toy_kv_view;
+
+typedef struct {
+    int32_t n_head, n_head_kv, head_dim;
+    float scale; /* applied to QK^T before the softmax */
+} toy_attn_params;
+
+typedef struct {
+    toy_rope_type type;
+    int32_t n_rot;
+    float freq_base;
+    float freq_scale;
+    const float *freq_factors; /* n_rot/2 divisors of the angles (llama3, LongRoPE), or NULL */
+} toy_rope_params;
+
+struct toy_backend {
+    const char *name;
+    /* Allocates scratch once, for batches of up to n_tok tokens of rows up to max_cols
+     * floats and sequences of up to cells_per_seq cells; nothing allocates after. */
+    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t cells_per_seq);
+    /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
+    void (*rms_norm)(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
+                     int64_t n, float eps);
+    /* y[t][r] = W[r] . x[t] for n_tok tokens; x rows have w->n_cols floats, y rows
+     * w->n_rows floats */
+    void (*matmul)(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok, float *y);
+    /* rows of an embedding matrix as floats */
+    void (*get_rows)(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n, float *y);
+    /* rotates n_heads heads of each of n_tok rows in place, row t at position pos[t] */
+    void (*rope)(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
+                 const int32_t *pos, const toy_rope_params *p);
+    /* out[t] = softmax(scale * q[t] K^T, causal over seq_id[t]'s cells) V, per head */
+    void (*attention)(toy_backend *be, float *out, const float *q, int64_t n_tok,
+                      const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
+                      const toy_attn_params *p);
+    /* y = silu(gate) * up, elementwise */
+    void (*swiglu)(toy_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    /* y += x, elementwise */
+    void (*add)(toy_backend *be, float *y, const float *x, int64_t n);
+    void (*free)(toy_backend *be);
+};
+
+/* A CPU backend with n_threads threads (a persistent pool). NULL on failure. */
+toy_backend *toy_backend_cpu_new(int n_threads);
+
+#endif

@@ -1,0 +1,262 @@
+/* backend_cpu.c — the CPU implementation of the forward pass's operations.
+ *
+ * The arithmetic follows ggml's CPU backend where llama.cpp's numbers depend on it:
+ * RMSNorm sums squares in double, RoPE builds its angles by repeated multiplication in
+ * float, softmax sums exponentials in double, matmuls round activations to the
+ * weight's vec_dot type first (kernels.h). Work is split across threads by output rows
+ * or by (token, head), never inside a reduction, so results do not depend on threads.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "error.h"
+#include "kernels.h"
+#include "threadpool.h"
+
+typedef struct {
+    toy_backend base;
+    toy_pool *pool;
+    uint8_t *act;        /* quantized activation rows */
+    size_t act_cap;
+    float *scores;       /* per thread: attention scores over the cells of a sequence */
+    int64_t scores_per_thread;
+} cpu_backend;
+
+static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols,
+                              int64_t cells_per_seq) {
+    cpu_backend *c = (cpu_backend *)be;
+    /* F32 is the widest vec_dot type: 4 bytes per element */
+    size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
+    size_t scores = (size_t)cells_per_seq * (size_t)toy_pool_size(c->pool) * sizeof(float);
+    free(c->act);
+    free(c->scores);
+    c->act = malloc(act ? act : 1);
+    c->scores = malloc(scores ? scores : 1);
+    if (!c->act || !c->scores)
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + scores);
+    c->act_cap = act;
+    c->scores_per_thread = cells_per_seq;
+    return TOY_OK;
+}
+
+/* ---------------------------------------------------------------- rms_norm */
+
+static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
+                         int64_t n, float eps) {
+    (void)be;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *xr = x + t * n;
+        float *yr = y + t * n;
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += (double)(xr[i] * xr[i]);
+        const float mean = (float)(sum / (double)n);
+        const float scale = 1.0f / sqrtf(mean + eps);
+        /* two roundings, as ggml's rms_norm followed by mul */
+        for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
+    }
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+typedef struct {
+    const toy_weight *w;
+    const toy_kernel *k;
+    const float *x;
+    float *y;
+    int64_t n_tok;
+    const uint8_t *act;
+    size_t act_row;
+    int64_t rows_per_task;
+} matmul_job;
+
+static void quantize_act_task(void *ctx, int64_t t, int thread) {
+    (void)thread;
+    matmul_job *j = ctx;
+    j->k->quantize_act(j->x + t * j->w->n_cols, (uint8_t *)j->act + (size_t)t * j->act_row,
+                       j->w->n_cols);
+}
+
+static void matmul_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    matmul_job *j = ctx;
+    int64_t r0 = task * j->rows_per_task;
+    int64_t r1 = r0 + j->rows_per_task < j->w->n_rows ? r0 + j->rows_per_task : j->w->n_rows;
+    for (int64_t r = r0; r < r1; r++) {
+        const void *row = toy_weight_row(j->w, r);
+        for (int64_t t = 0; t < j->n_tok; t++)
+            j->y[t * j->w->n_rows + r] =
+                j->k->vec_dot(j->w->n_cols, row, j->act + (size_t)t * j->act_row);
+    }
+}
+
+static void cpu_matmul(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok,
+                       float *y) {
+    cpu_backend *c = (cpu_backend *)be;
+    matmul_job j = {.w = w, .k = toy_kernel_scalar(w->type), .x = x, .y = y, .n_tok = n_tok};
+    /* the model loader refuses types without a kernel and rows that are not whole
+     * blocks, so these cannot fail here */
+    toy_type_row_size(j.k->vec_dot_type, w->n_cols, &j.act_row);
+    j.act = c->act; /* sized by reserve() */
+    toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
+    /* enough tasks to balance threads, few enough to keep the hand-out cheap */
+    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * 8;
+    j.rows_per_task = (w->n_rows + n_tasks - 1) / n_tasks;
+    if (j.rows_per_task < 4) j.rows_per_task = 4;
+    toy_pool_run(c->pool, (w->n_rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
+}
+
+static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n,
+                         float *y) {
+    (void)be;
+    const toy_type_traits *tr = toy_type_traits_get(w->type);
+    for (int64_t i = 0; i < n; i++) tr->to_float(toy_weight_row(w, ids[i]), y + i * w->n_cols, w->n_cols);
+}
+
+/* ---------------------------------------------------------------- rope */
+
+static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
+                     const int32_t *pos, const toy_rope_params *p) {
+    (void)be;
+    const int32_t n_rot = p->n_rot;
+    const float theta_scale = powf(p->freq_base, -2.0f / (float)n_rot);
+    float cs[TOY_MAX_HEAD_DIM];
+    for (int64_t t = 0; t < n_tok; t++) {
+        /* ggml's rope cache: theta_i = pos * theta_scale^i by repeated multiplication */
+        float theta = (float)pos[t];
+        for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const float ff = p->freq_factors ? p->freq_factors[i0 / 2] : 1.0f;
+            float th = p->freq_scale * (theta / ff);
+            cs[i0] = cosf(th);
+            cs[i0 + 1] = sinf(th);
+            theta *= theta_scale;
+        }
+        for (int32_t h = 0; h < n_heads; h++) {
+            float *v = x + (t * n_heads + h) * head_dim;
+            for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
+                const float c = cs[i0], s = cs[i0 + 1];
+                int32_t a, b;
+                if (p->type == TOY_ROPE_NEOX) {
+                    a = i0 / 2;
+                    b = i0 / 2 + n_rot / 2;
+                } else {
+                    a = i0;
+                    b = i0 + 1;
+                }
+                const float x0 = v[a], x1 = v[b];
+                v[a] = x0 * c - x1 * s;
+                v[b] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- attention */
+
+typedef struct {
+    cpu_backend *c;
+    float *out;
+    const float *q;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const toy_kv_view *kv;
+    const toy_attn_params *p;
+} attn_job;
+
+static void attention_task(void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const toy_attn_params *p = j->p;
+    const int64_t t = task / p->n_head;
+    const int32_t h = (int32_t)(task % p->n_head);
+    const int32_t hd = p->head_dim;
+    const int32_t kvh = h / (p->n_head / p->n_head_kv); /* GQA: consecutive query heads share */
+    const float *q = j->q + (t * p->n_head + h) * hd;
+    float *out = j->out + (t * p->n_head + h) * hd;
+    const int32_t seq = j->seq_id[t];
+    const int64_t base = (int64_t)seq * j->kv->cells_per_seq;
+    const int32_t n = j->kv->n_used[seq];
+    float *s = j->c->scores + (int64_t)thread * j->c->scores_per_thread;
+    const int64_t stride = (int64_t)p->n_head_kv * hd;
+
+    float max = -INFINITY;
+    for (int32_t c = 0; c < n; c++) {
+        if (j->kv->pos[base + c] > j->pos[t]) {
+            s[c] = -INFINITY;
+            continue;
+        }
+        const float *k = j->kv->k + (base + c) * stride + kvh * hd;
+        float dot = 0.0f;
+        for (int32_t d = 0; d < hd; d++) dot += k[d] * q[d];
+        s[c] = dot * p->scale;
+        if (s[c] > max) max = s[c];
+    }
+    double sum = 0.0;
+    for (int32_t c = 0; c < n; c++) {
+        s[c] = s[c] == -INFINITY ? 0.0f : expf(s[c] - max);
+        sum += (double)s[c];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
+    for (int32_t c = 0; c < n; c++) {
+        const float w = s[c] * inv;
+        if (w == 0.0f) continue;
+        const float *v = j->kv->v + (base + c) * stride + kvh * hd;
+        for (int32_t d = 0; d < hd; d++) out[d] += w * v[d];
+    }
+}
+
+static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok,
+                          const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
+                          const toy_attn_params *p) {
+    cpu_backend *c = (cpu_backend *)be;
+    attn_job j = {c, out, q, pos, seq_id, kv, p};
+    toy_pool_run(c->pool, n_tok * p->n_head, attention_task, &j);
+}
+
+/* ---------------------------------------------------------------- elementwise */
+
+static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        y[i] = (g / (1.0f + expf(-g))) * up[i];
+    }
+}
+
+static void cpu_add(toy_backend *be, float *y, const float *x, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_free(toy_backend *be) {
+    cpu_backend *c = (cpu_backend *)be;
+    if (!c) return;
+    toy_pool_free(c->pool);
+    free(c->act);
+    free(c->scores);
+    free(c);
+}
+
+toy_backend *toy_backend_cpu_new(int n_threads) {
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->base = (toy_backend){
+        .name = "cpu",
+        .reserve = cpu_reserve,
+        .rms_norm = cpu_rms_norm,
+        .matmul = cpu_matmul,
+        .get_rows = cpu_get_rows,
+        .rope = cpu_rope,
+        .attention = cpu_attention,
+        .swiglu = cpu_swiglu,
+        .add = cpu_add,
+        .free = cpu_free,
+    };
+    c->pool = toy_pool_new(n_threads);
+    if (!c->pool) {
+        free(c);
+        return NULL;
+    }
+    return &c->base;
+}

@@ -1,0 +1,41 @@
+/* context.h — per-context state: the KV cache, the backend and scratch, all allocated
+ * once when the context is created. */
+#ifndef TOY_CONTEXT_H
+#define TOY_CONTEXT_H
+
+#include "backend.h"
+#include "kv_cache.h"
+#include "model.h"
+
+struct toy_context {
+    toy_model *model;
+    toy_context_params params;
+    toy_backend *be;
+    toy_kv_cache kv;
+
+    /* scratch, n_batch rows each */
+    float *x;      /* residual stream [n_embd] */
+    float *h;      /* normed input of a block [n_embd] */
+    float *q;      /* [n_head * head_dim] */
+    float *k;      /* [n_head_kv * head_dim] */
+    float *v;
+    float *attn;   /* attention output [n_head * head_dim] */
+    float *o;      /* block output [n_embd] */
+    float *gate;   /* [n_ff] */
+    float *up;
+    int32_t *cells;
+    /* MoE */
+    float *router;      /* [n_expert] per token */
+    int32_t *expert_id; /* [n_expert_used] per token */
+    float *expert_w;
+    float *expert_out;  /* [n_expert_used][n_embd] per token */
+    float *moe_in;      /* gathered rows of the tokens routed to one expert */
+    int32_t *moe_rows;  /* (token, slot) of each gathered row */
+
+    /* logits of the last batch */
+    float *logits;       /* [n_outputs][n_vocab] */
+    int32_t *logits_row; /* per token of the last batch: row in logits, or -1 */
+    int32_t n_last;      /* tokens in the last batch */
+};
+
+#endif

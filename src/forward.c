@@ -1,0 +1,189 @@
+/* forward.c — how a batch of tokens becomes logits.
+ *
+ * One function, toy_decode, top to bottom: embed → for each layer (norm, attention,
+ * FFN) → final norm → output projection. The batch may be a prompt, one token of each
+ * of several sequences, or any mix: every token carries its sequence id and position,
+ * matmuls run over the whole batch, and attention reads each token's own sequence from
+ * the KV cache. Architecture differences are switches in the hyperparameters.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "context.h"
+#include "error.h"
+
+static void trace(const toy_context *ctx, const char *name, int layer, const float *x,
+                  int64_t n_tok, int64_t n) {
+    if (!ctx->params.trace) return;
+    char full[64];
+    if (layer >= 0) snprintf(full, sizeof full, "L%d.%s", layer, name);
+    else snprintf(full, sizeof full, "%s", name);
+    ctx->params.trace(ctx->params.trace_user, full, x, n_tok, n);
+}
+
+static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
+    const toy_hparams *hp = &ctx->model->hp;
+    if (!b || b->n_tokens <= 0) return toy_error(TOY_ERR_INVALID, "empty batch");
+    if (b->n_tokens > ctx->params.n_batch)
+        return toy_error(TOY_ERR_INVALID, "batch of %d tokens exceeds n_batch %d", b->n_tokens,
+                         ctx->params.n_batch);
+    int32_t n_out = 0;
+    for (int32_t i = 0; i < b->n_tokens; i++) {
+        if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
+            return toy_error(TOY_ERR_INVALID, "batch token %d: id %d out of range (0..%d)", i,
+                             b->token[i], hp->n_vocab - 1);
+        if (b->seq_id[i] < 0 || b->seq_id[i] >= ctx->params.n_seq_max)
+            return toy_error(TOY_ERR_INVALID, "batch token %d: sequence id %d out of range (0..%d)",
+                             i, b->seq_id[i], ctx->params.n_seq_max - 1);
+        if (b->pos[i] < 0)
+            return toy_error(TOY_ERR_INVALID, "batch token %d: negative position %d", i, b->pos[i]);
+        n_out += b->logits ? b->logits[i] != 0 : i == b->n_tokens - 1;
+    }
+    if (n_out > ctx->params.n_outputs)
+        return toy_error(TOY_ERR_INVALID, "batch asks for logits of %d tokens, the context holds %d",
+                         n_out, ctx->params.n_outputs);
+    return TOY_OK;
+}
+
+/* Mixture of experts: softmax router, top-k experts per token, each expert a SwiGLU
+ * FFN; the outputs, scaled by their router weights, are summed in rank order. */
+static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
+    const toy_hparams *hp = &ctx->model->hp;
+    toy_backend *be = ctx->be;
+    const int32_t n_exp = hp->n_expert, k = hp->n_expert_used, n_embd = hp->n_embd;
+
+    be->matmul(be, &l->ffn_gate_inp, ctx->h, n_tok, ctx->router);
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *p = ctx->router + t * n_exp;
+        float max = -INFINITY;
+        for (int32_t e = 0; e < n_exp; e++) max = p[e] > max ? p[e] : max;
+        double sum = 0;
+        for (int32_t e = 0; e < n_exp; e++) sum += (double)(p[e] = expf(p[e] - max));
+        for (int32_t e = 0; e < n_exp; e++) p[e] *= (float)(1.0 / sum);
+        /* top-k by probability; the lower expert id wins a tie */
+        int32_t *ids = ctx->expert_id + t * k;
+        float *w = ctx->expert_w + t * k;
+        for (int32_t s = 0; s < k; s++) {
+            int32_t best = -1;
+            for (int32_t e = 0; e < n_exp; e++) {
+                bool taken = false;
+                for (int32_t r = 0; r < s; r++) taken |= ids[r] == e;
+                if (!taken && (best < 0 || p[e] > p[best])) best = e;
+            }
+            ids[s] = best;
+            w[s] = p[best];
+        }
+        if (hp->expert_weights_norm) {
+            float sw = 0;
+            for (int32_t s = 0; s < k; s++) sw += w[s];
+            if (sw < 6.103515625e-5f) sw = 6.103515625e-5f; /* llama.cpp's clamp */
+            for (int32_t s = 0; s < k; s++) w[s] /= sw;
+        }
+    }
+    /* each expert runs once over the tokens routed to it */
+    for (int32_t e = 0; e < n_exp; e++) {
+        int64_t n = 0;
+        for (int64_t t = 0; t < n_tok; t++)
+            for (int32_t s = 0; s < k; s++)
+                if (ctx->expert_id[t * k + s] == e) {
+                    memcpy(ctx->moe_in + n * n_embd, ctx->h + t * n_embd, n_embd * sizeof(float));
+                    ctx->moe_rows[n++] = (int32_t)(t * k + s);
+                }
+        if (!n) continue;
+        toy_weight gate = toy_weight_expert(&l->ffn_gate_exps, e);
+        toy_weight up = toy_weight_expert(&l->ffn_up_exps, e);
+        toy_weight down = toy_weight_expert(&l->ffn_down_exps, e);
+        be->matmul(be, &gate, ctx->moe_in, n, ctx->gate);
+        be->matmul(be, &up, ctx->moe_in, n, ctx->up);
+        be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n * hp->n_ff_exp);
+        be->matmul(be, &down, ctx->gate, n, ctx->moe_in);
+        for (int64_t i = 0; i < n; i++) {
+            int32_t slot = ctx->moe_rows[i];
+            float *dst = ctx->expert_out + (int64_t)slot * n_embd;
+            const float *src = ctx->moe_in + i * n_embd;
+            for (int32_t d = 0; d < n_embd; d++) dst[d] = src[d] * ctx->expert_w[slot];
+        }
+    }
+    for (int64_t t = 0; t < n_tok; t++) {
+        float *o = ctx->o + t * n_embd;
+        const float *src = ctx->expert_out + t * k * n_embd;
+        memcpy(o, src, n_embd * sizeof(float));
+        for (int32_t s = 1; s < k; s++) be->add(be, o, src + (int64_t)s * n_embd, n_embd);
+    }
+}
+
+toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
+    toy_status st = check_batch(ctx, b);
+    if (st) return st;
+    const toy_model *m = ctx->model;
+    const toy_hparams *hp = &m->hp;
+    toy_backend *be = ctx->be;
+    const int64_t n = b->n_tokens, n_embd = hp->n_embd;
+    const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    if ((st = toy_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
+
+    const toy_rope_params rope = {hp->rope_type, hp->n_rot, hp->rope_freq_base,
+                                  hp->rope_freq_scale, m->rope_freqs.data};
+    const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
+                                  1.0f / sqrtf((float)hp->head_dim)};
+
+    be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
+    trace(ctx, "embed", -1, ctx->x, n, n_embd);
+
+    for (int il = 0; il < hp->n_layer; il++) {
+        const toy_layer *l = &m->layers[il];
+
+        /* attention */
+        be->rms_norm(be, ctx->h, ctx->x, l->attn_norm.data, n, n_embd, hp->rms_eps);
+        trace(ctx, "attn_norm", il, ctx->h, n, n_embd);
+        be->matmul(be, &l->wq, ctx->h, n, ctx->q);
+        be->matmul(be, &l->wk, ctx->h, n, ctx->k);
+        be->matmul(be, &l->wv, ctx->h, n, ctx->v);
+        be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
+        be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
+        trace(ctx, "q", il, ctx->q, n, q_dim);
+        trace(ctx, "k", il, ctx->k, n, kv_dim);
+        trace(ctx, "v", il, ctx->v, n, kv_dim);
+        for (int64_t t = 0; t < n; t++) {
+            memcpy(toy_kv_k(&ctx->kv, il, ctx->cells[t]), ctx->k + t * kv_dim, kv_dim * sizeof(float));
+            memcpy(toy_kv_v(&ctx->kv, il, ctx->cells[t]), ctx->v + t * kv_dim, kv_dim * sizeof(float));
+        }
+        toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
+        be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
+        be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
+        trace(ctx, "attn_out", il, ctx->o, n, n_embd);
+        be->add(be, ctx->x, ctx->o, n * n_embd);
+
+        /* feed-forward */
+        be->rms_norm(be, ctx->h, ctx->x, l->ffn_norm.data, n, n_embd, hp->rms_eps);
+        trace(ctx, "ffn_norm", il, ctx->h, n, n_embd);
+        if (hp->n_expert) {
+            moe_ffn(ctx, l, n);
+        } else {
+            be->matmul(be, &l->ffn_gate, ctx->h, n, ctx->gate);
+            be->matmul(be, &l->ffn_up, ctx->h, n, ctx->up);
+            be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n * hp->n_ff);
+            be->matmul(be, &l->ffn_down, ctx->gate, n, ctx->o);
+        }
+        trace(ctx, "ffn_out", il, ctx->o, n, n_embd);
+        be->add(be, ctx->x, ctx->o, n * n_embd);
+    }
+
+    /* only the rows whose logits were asked for go through the output projection */
+    int32_t n_out = 0;
+    for (int64_t t = 0; t < n; t++) {
+        bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
+        ctx->logits_row[t] = want ? n_out : -1;
+        if (want) memmove(ctx->x + n_out++ * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
+    }
+    ctx->n_last = b->n_tokens;
+    if (n_out) {
+        be->rms_norm(be, ctx->h, ctx->x, m->output_norm.data, n_out, n_embd, hp->rms_eps);
+        trace(ctx, "final_norm", -1, ctx->h, n_out, n_embd);
+        be->matmul(be, &m->output, ctx->h, n_out, ctx->logits);
+        trace(ctx, "logits", -1, ctx->logits, n_out, hp->n_vocab);
+    }
+    return TOY_OK;
+}

@@ -1,0 +1,48 @@
+/* kv_cache.h — keys and values of past tokens, per layer, in cells.
+ *
+ * Each sequence owns a fixed range of cells_per_seq cells and fills it in order; a cell
+ * remembers the position of the token it holds, and attention masks by position. So a
+ * token's attention reads its own sequence's cells in the same order whether they were
+ * written by a batched prefill or one token at a time.
+ */
+#ifndef TOY_KV_CACHE_H
+#define TOY_KV_CACHE_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "toy.h"
+
+typedef struct {
+    int32_t n_layer;
+    int32_t n_seq;
+    int32_t cells_per_seq;
+    int32_t row;      /* floats per cell and layer: n_head_kv * head_dim */
+    float *k;         /* [n_layer][n_seq * cells_per_seq][row] */
+    float *v;
+    int32_t *pos;     /* [n_seq * cells_per_seq] */
+    int32_t *n_used;  /* [n_seq] */
+} toy_kv_cache;
+
+toy_status toy_kv_cache_init(toy_kv_cache *c, int32_t n_layer, int32_t n_seq,
+                             int32_t cells_per_seq, int32_t row);
+void toy_kv_cache_free(toy_kv_cache *c);
+
+/* Picks the cell of every token of a batch (appending to its sequence's range) and
+ * records its position. Fails, changing nothing, if a sequence would overflow. */
+toy_status toy_kv_cache_place(toy_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
+                              const int32_t *pos, int32_t *cells);
+
+static inline float *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell) {
+    return c->k + ((int64_t)layer * c->n_seq * c->cells_per_seq + cell) * c->row;
+}
+static inline float *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell) {
+    return c->v + ((int64_t)layer * c->n_seq * c->cells_per_seq + cell) * c->row;
+}
+
+toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer);
+
+/* Removes the cells of seq with positions in [p0, p1), keeping the others in order. */
+void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);
+
+#endif

@@ -1,0 +1,340 @@
+/* model.c — loading a model: hyperparameters from GGUF metadata, weights bound in place.
+ *
+ * Every tensor is checked for presence, shape and a type toy computes with before the
+ * model is handed out; a problem is an error naming the tensor. Nothing large is
+ * copied: matrices point into the mapped file. Only norm vectors stored in a type other
+ * than F32 are converted (they are a few KB).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "kernels.h"
+#include "model.h"
+
+/* ---------------------------------------------------------------- metadata */
+
+typedef struct {
+    const toy_gguf *g;
+    const char *path;
+    const char *arch;
+} meta_reader;
+
+/* Reads "{arch}.{suffix}" as an integer (layer 0's value for a per-layer array). Absent:
+ * *out = def, or an error if def < 0 (required). */
+static toy_status meta_int(const meta_reader *r, const char *suffix, int64_t def, int64_t min,
+                           int64_t max, int32_t *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", r->arch, suffix);
+    const toy_gguf_value *v = toy_gguf_get(r->g, key);
+    int64_t x = def;
+    if (!v) {
+        if (def < 0) return toy_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
+    } else if (toy_gguf_value_type(v) == TOY_GGUF_ARRAY) {
+        if (toy_gguf_array_len(v) == 0 || toy_gguf_array_i64(v, 0, &x))
+            return toy_error(TOY_ERR_FORMAT, "%s: %s: expected an integer or integer array",
+                             r->path, key);
+        /* layers that differ are not supported yet: say so rather than misread */
+        for (uint64_t j = 1; j < toy_gguf_array_len(v); j++) {
+            int64_t y;
+            if (toy_gguf_array_i64(v, j, &y) || y != x)
+                return toy_error(TOY_ERR_UNSUPPORTED, "%s: %s differs between layers", r->path,
+                                 key);
+        }
+    } else if (toy_gguf_value_i64(v, &x)) {
+        return toy_error(TOY_ERR_FORMAT, "%s: %s: expected an integer, got %s", r->path, key,
+                         toy_gguf_type_name(toy_gguf_value_type(v)));
+    }
+    if (x < min || x > max)
+        return toy_error(TOY_ERR_FORMAT, "%s: %s = %lld is outside %lld..%lld", r->path, key,
+                         (long long)x, (long long)min, (long long)max);
+    *out = (int32_t)x;
+    return TOY_OK;
+}
+
+static toy_status meta_float(const meta_reader *r, const char *suffix, double def, float *out) {
+    char key[160];
+    snprintf(key, sizeof key, "%s.%s", r->arch, suffix);
+    const toy_gguf_value *v = toy_gguf_get(r->g, key);
+    double x = def;
+    if (!v) {
+        if (isnan(def)) return toy_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
+    } else if (toy_gguf_value_f64(v, &x)) {
+        return toy_error(TOY_ERR_FORMAT, "%s: %s: expected a number, got %s", r->path, key,
+                         toy_gguf_type_name(toy_gguf_value_type(v)));
+    }
+    if (!isfinite(x))
+        return toy_error(TOY_ERR_FORMAT, "%s: %s is not a finite number", r->path, key);
+    *out = (float)x;
+    return TOY_OK;
+}
+
+static bool meta_bool(const toy_gguf *g, const char *key, bool def) {
+    bool b;
+    return toy_gguf_get_bool(g, key, &b) == TOY_OK ? b : def;
+}
+
+static toy_status read_hparams(toy_model *m, const char *path) {
+    toy_hparams *hp = &m->hp;
+    const char *arch;
+    size_t len;
+    if (toy_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
+        return toy_error(TOY_ERR_FORMAT, "%s: key general.architecture is missing: not a model",
+                         path);
+    char name[64];
+    snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arch);
+    if (strcmp(name, "llama") == 0) {
+        hp->arch = TOY_ARCH_LLAMA;
+    } else {
+        return toy_error(TOY_ERR_UNSUPPORTED,
+                         "%s: architecture '%s' is not supported (supported: llama)", path, name);
+    }
+    meta_reader r = {m->gguf, path, name};
+    toy_status st;
+    if ((st = meta_int(&r, "embedding_length", -1, 1, 1 << 20, &hp->n_embd))) return st;
+    if ((st = meta_int(&r, "block_count", -1, 1, TOY_MAX_LAYERS, &hp->n_layer))) return st;
+    if ((st = meta_int(&r, "context_length", 2048, 1, INT32_MAX, &hp->n_ctx_train))) return st;
+    if ((st = meta_int(&r, "attention.head_count", -1, 1, 1 << 14, &hp->n_head))) return st;
+    if ((st = meta_int(&r, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
+        return st;
+    if (hp->n_head % hp->n_head_kv)
+        return toy_error(TOY_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
+                         path, hp->n_head, hp->n_head_kv);
+    if ((st = meta_int(&r, "attention.key_length", hp->n_embd / hp->n_head, 1, TOY_MAX_HEAD_DIM,
+                       &hp->head_dim)))
+        return st;
+    if ((st = meta_int(&r, "attention.value_length", hp->head_dim, 1, TOY_MAX_HEAD_DIM, &hp->head_dim_v)))
+        return st;
+    if (hp->head_dim_v != hp->head_dim)
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d", path,
+                         hp->head_dim, hp->head_dim_v);
+    if ((st = meta_int(&r, "rope.dimension_count", hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
+        return st;
+    if (hp->n_rot % 2)
+        return toy_error(TOY_ERR_FORMAT, "%s: rope.dimension_count %d is odd", path, hp->n_rot);
+    if ((st = meta_float(&r, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
+    if ((st = meta_float(&r, "rope.freq_base", 10000.0, &hp->rope_freq_base))) return st;
+    float factor = 1.0f;
+    if ((st = meta_float(&r, "rope.scaling.factor", 1.0, &factor))) return st;
+    hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
+    if ((st = meta_int(&r, "expert_count", 0, 0, TOY_MAX_EXPERTS, &hp->n_expert))) return st;
+    if ((st = meta_int(&r, "expert_used_count", 0, 0, hp->n_expert, &hp->n_expert_used))) return st;
+    if (hp->n_expert > 0 && hp->n_expert_used == 0)
+        return toy_error(TOY_ERR_FORMAT, "%s: %s.expert_used_count is missing or 0", path, name);
+    if ((st = meta_int(&r, "feed_forward_length", hp->n_expert ? 0 : -1, 0, 1 << 20, &hp->n_ff)))
+        return st;
+    if ((st = meta_int(&r, "expert_feed_forward_length", hp->n_ff, 0, 1 << 20, &hp->n_ff_exp)))
+        return st;
+    hp->rope_type = TOY_ROPE_NORM;
+    hp->expert_weights_norm = true; /* llama.cpp renormalises mixtral's top-k weights */
+    hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);
+    return TOY_OK;
+}
+
+/* ---------------------------------------------------------------- tensors */
+
+static toy_status own(toy_model *m, void *p) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **o = realloc(m->owned, (size_t)cap * sizeof *o);
+        if (!o) {
+            free(p);
+            return toy_error(TOY_ERR_NOMEM, "no memory");
+        }
+        m->owned = o;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return TOY_OK;
+}
+
+static const char *model_path(const toy_model *m) { return toy_gguf_path(m->gguf); }
+
+/* A tensor of exactly the shape ne (n_dims entries; trailing dims must be 1). */
+static toy_status find_shaped(const toy_model *m, const char *name, int n_dims,
+                              const int64_t *ne, bool required, const toy_gguf_tensor **out) {
+    *out = toy_gguf_find_tensor(m->gguf, name);
+    if (!*out) {
+        if (!required) return TOY_OK;
+        return toy_error(TOY_ERR_FORMAT, "%s: tensor %s is missing", model_path(m), name);
+    }
+    const toy_gguf_tensor *t = *out;
+    bool ok = true;
+    for (int d = 0; d < TOY_MAX_DIMS; d++) ok &= t->ne[d] == (d < n_dims ? ne[d] : 1);
+    if (!ok)
+        return toy_error(TOY_ERR_FORMAT,
+                         "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                         model_path(m), name, (long long)t->ne[0], (long long)t->ne[1],
+                         (long long)t->ne[2], (long long)t->ne[3], (long long)ne[0],
+                         (long long)(n_dims > 1 ? ne[1] : 1), (long long)(n_dims > 2 ? ne[2] : 1));
+    if (!toy_kernel_scalar(t->type))
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot compute with",
+                         model_path(m), name, toy_type_name(t->type));
+    return TOY_OK;
+}
+
+/* A matrix [n_cols, n_rows] (or n_mats stacked of them, for experts). */
+static toy_status bind_matrix(toy_model *m, const char *name, int64_t n_cols, int64_t n_rows,
+                              int64_t n_mats, bool required, toy_weight *w) {
+    memset(w, 0, sizeof *w);
+    const toy_gguf_tensor *t;
+    int64_t ne[3] = {n_cols, n_rows, n_mats};
+    toy_status st = find_shaped(m, name, n_mats > 1 ? 3 : 2, ne, required, &t);
+    if (st || !t) return st;
+    w->type = t->type;
+    w->n_cols = n_cols;
+    w->n_rows = n_rows;
+    w->data = t->data;
+    w->n_parts = 1;
+    return toy_type_row_size(t->type, n_cols, &w->row_size);
+}
+
+/* Old toy layout: one [n_cols, rows_per_head] tensor per head, stacked along rows. */
+static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n_heads,
+                                int64_t n_cols, int64_t rows_per_head, toy_weight *w) {
+    memset(w, 0, sizeof *w);
+    w->parts = calloc((size_t)n_heads, sizeof *w->parts);
+    if (!w->parts) return toy_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = own(m, (void *)w->parts);
+    for (int h = 0; h < n_heads && !st; h++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.head_%d.weight", layer, what, h);
+        const toy_gguf_tensor *t;
+        int64_t ne[2] = {n_cols, rows_per_head};
+        if ((st = find_shaped(m, name, 2, ne, true, &t))) break;
+        if (h > 0 && t->type != w->type)
+            return toy_error(TOY_ERR_FORMAT, "%s: tensor %s has type %s, head 0 has %s",
+                             model_path(m), name, toy_type_name(t->type), toy_type_name(w->type));
+        w->type = t->type;
+        w->parts[h] = t->data;
+    }
+    if (st) return st;
+    w->n_cols = n_cols;
+    w->n_rows = rows_per_head * n_heads;
+    w->n_parts = n_heads;
+    w->rows_per_part = rows_per_head;
+    return toy_type_row_size(w->type, n_cols, &w->row_size);
+}
+
+static toy_status bind_vector(toy_model *m, const char *name, int64_t n, toy_vector *v) {
+    const toy_gguf_tensor *t;
+    toy_status st = find_shaped(m, name, 1, &n, true, &t);
+    if (st) return st;
+    v->n = n;
+    if (t->type == TOY_TYPE_F32) {
+        v->data = t->data;
+        return TOY_OK;
+    }
+    float *f = malloc((size_t)n * sizeof *f);
+    if (!f) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if ((st = own(m, f))) return st;
+    if ((st = toy_dequantize(t->type, t->data, f, n)))
+        return toy_error_wrap(st, "%s: tensor %s", model_path(m), name);
+    v->data = f;
+    return TOY_OK;
+}
+
+static toy_status bind_layer(toy_model *m, int il) {
+    const toy_hparams *hp = &m->hp;
+    toy_layer *l = &m->layers[il];
+    int64_t n_embd = hp->n_embd, q_rows = (int64_t)hp->n_head * hp->head_dim;
+    int64_t kv_rows = (int64_t)hp->n_head_kv * hp->head_dim;
+    char name[96];
+#define NAME(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), name)
+    toy_status st;
+    if ((st = bind_vector(m, NAME("attn_norm.weight"), n_embd, &l->attn_norm))) return st;
+    if (hp->per_head_weights) {
+        if ((st = bind_per_head(m, il, "attn_q", hp->n_head, n_embd, hp->head_dim, &l->wq))) return st;
+        if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
+        if ((st = bind_per_head(m, il, "attn_v", hp->n_head_kv, n_embd, hp->head_dim, &l->wv))) return st;
+    } else {
+        if ((st = bind_matrix(m, NAME("attn_q.weight"), n_embd, q_rows, 1, true, &l->wq))) return st;
+        if ((st = bind_matrix(m, NAME("attn_k.weight"), n_embd, kv_rows, 1, true, &l->wk))) return st;
+        if ((st = bind_matrix(m, NAME("attn_v.weight"), n_embd, kv_rows, 1, true, &l->wv))) return st;
+    }
+    if ((st = bind_matrix(m, NAME("attn_output.weight"), q_rows, n_embd, 1, true, &l->wo))) return st;
+    if ((st = bind_vector(m, NAME("ffn_norm.weight"), n_embd, &l->ffn_norm))) return st;
+    if (hp->n_expert == 0) {
+        if ((st = bind_matrix(m, NAME("ffn_gate.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_gate))) return st;
+        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_up))) return st;
+        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
+    } else {
+        int64_t ne = hp->n_expert, ff = hp->n_ff_exp;
+        if ((st = bind_matrix(m, NAME("ffn_gate_inp.weight"), n_embd, ne, 1, true, &l->ffn_gate_inp))) return st;
+        if ((st = bind_matrix(m, NAME("ffn_gate_exps.weight"), n_embd, ff, ne, true, &l->ffn_gate_exps))) return st;
+        if ((st = bind_matrix(m, NAME("ffn_up_exps.weight"), n_embd, ff, ne, true, &l->ffn_up_exps))) return st;
+        if ((st = bind_matrix(m, NAME("ffn_down_exps.weight"), ff, n_embd, ne, true, &l->ffn_down_exps))) return st;
+    }
+#undef NAME
+    return TOY_OK;
+}
+
+toy_weight toy_weight_expert(const toy_weight *w, int e) {
+    toy_weight x = *w;
+    x.data = w->data + (size_t)e * (size_t)w->n_rows * w->row_size;
+    return x;
+}
+
+static toy_status bind_tensors(toy_model *m) {
+    toy_hparams *hp = &m->hp;
+    const toy_gguf_tensor *emb = toy_gguf_find_tensor(m->gguf, "token_embd.weight");
+    if (!emb) return toy_error(TOY_ERR_FORMAT, "%s: tensor token_embd.weight is missing", model_path(m));
+    hp->n_vocab = (int32_t)emb->ne[1];
+    if (emb->ne[1] > INT32_MAX || emb->ne[1] < 1)
+        return toy_error(TOY_ERR_FORMAT, "%s: token_embd.weight has %lld rows", model_path(m),
+                         (long long)emb->ne[1]);
+    toy_status st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, true, &m->token_embd);
+    if (st) return st;
+    if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->output_norm))) return st;
+    if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, 1, false, &m->output))) return st;
+    if (toy_gguf_find_tensor(m->gguf, "rope_freqs.weight") &&
+        (st = bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, &m->rope_freqs)))
+        return st;
+    hp->tied_output = m->output.data == NULL;
+    if (hp->tied_output) m->output = m->token_embd;
+    m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
+    if (!m->layers) return toy_error(TOY_ERR_NOMEM, "no memory");
+    for (int il = 0; il < hp->n_layer; il++)
+        if ((st = bind_layer(m, il))) return st;
+    if (toy_vocab_n_tokens(m->vocab) != hp->n_vocab)
+        return toy_error(TOY_ERR_FORMAT, "%s: tokenizer has %d tokens but token_embd.weight has %d rows",
+                         model_path(m), toy_vocab_n_tokens(m->vocab), hp->n_vocab);
+    return TOY_OK;
+}
+
+/* ---------------------------------------------------------------- public */
+
+toy_status toy_model_load(const char *path, toy_model **out) {
+    *out = NULL;
+    toy_model *m = calloc(1, sizeof *m);
+    if (!m) return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+    toy_status st = toy_gguf_open(path, &m->gguf);
+    if (!st) st = read_hparams(m, path);
+    if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) toy_error_wrap(st, "%s", path);
+    if (!st) st = bind_tensors(m);
+    if (st) {
+        toy_model_free(m);
+        return st;
+    }
+    *out = m;
+    return TOY_OK;
+}
+
+void toy_model_free(toy_model *m) {
+    if (!m) return;
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
+    free(m->layers);
+    toy_vocab_free(m->vocab);
+    toy_gguf_close(m->gguf);
+    free(m);
+}
+
+const toy_vocab *toy_model_vocab(const toy_model *m) { return m->vocab; }
+const toy_gguf *toy_model_gguf(const toy_model *m) { return m->gguf; }
+int32_t toy_model_n_vocab(const toy_model *m) { return m->hp.n_vocab; }
+int32_t toy_model_n_ctx_train(const toy_model *m) { return m->hp.n_ctx_train; }
+int32_t toy_model_n_embd(const toy_model *m) { return m->hp.n_embd; }
+int32_t toy_model_n_layer(const toy_model *m) { return m->hp.n_layer; }

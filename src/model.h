@@ -1,0 +1,108 @@
+/* model.h — a model as loaded: hyperparameters read once from GGUF metadata, and weights
+ * that point into the mapped file.
+ *
+ * Architecture differences are named switches in toy_hparams (qkv_bias, moe, ...), set in
+ * one place (model.c) from the architecture and the metadata; the forward pass reads the
+ * switches and never the architecture name.
+ */
+#ifndef TOY_MODEL_H
+#define TOY_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "toy.h"
+
+#define TOY_MAX_LAYERS 512
+#define TOY_MAX_EXPERTS 256
+#define TOY_MAX_HEAD_DIM 1024
+
+typedef enum {
+    TOY_ARCH_LLAMA,
+} toy_arch;
+
+typedef enum {
+    TOY_ROPE_NORM, /* rotate adjacent pairs (2i, 2i+1): llama, granite */
+    TOY_ROPE_NEOX, /* rotate (i, i + n_rot/2): qwen, gemma, phi3, olmoe */
+} toy_rope_type;
+
+typedef struct {
+    toy_arch arch;
+    int32_t n_vocab;
+    int32_t n_ctx_train;
+    int32_t n_embd;
+    int32_t n_layer;
+    int32_t n_head;
+    int32_t n_head_kv;
+    int32_t head_dim;   /* attention.key_length, default n_embd / n_head */
+    int32_t head_dim_v; /* attention.value_length, default head_dim */
+    int32_t n_ff;
+    float rms_eps;
+
+    /* RoPE */
+    toy_rope_type rope_type;
+    int32_t n_rot;        /* rope.dimension_count: leading dimensions of a head rotated */
+    float rope_freq_base; /* rope.freq_base */
+    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling */
+
+    /* feature switches */
+    bool tied_output;       /* no output.weight: token_embd is the output projection */
+    bool per_head_weights;  /* old toy layout: blk.N.attn_{q,k,v}.head_H.weight */
+    int32_t n_expert;       /* 0: dense FFN */
+    int32_t n_expert_used;
+    int32_t n_ff_exp;       /* rows of one expert's gate/up */
+    bool expert_weights_norm; /* renormalise the chosen experts' weights to sum 1 */
+} toy_hparams;
+
+/* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
+ * old-layout per-head matrix is several tensors ("parts") stacked along the rows. */
+typedef struct {
+    int type;
+    int64_t n_cols;
+    int64_t n_rows;
+    size_t row_size;
+    const uint8_t *data;          /* n_parts == 1 */
+    int n_parts;
+    int64_t rows_per_part;
+    const uint8_t **parts;        /* n_parts > 1 */
+} toy_weight;
+
+static inline const void *toy_weight_row(const toy_weight *w, int64_t r) {
+    if (w->n_parts <= 1) return w->data + (size_t)r * w->row_size;
+    return w->parts[r / w->rows_per_part] + (size_t)(r % w->rows_per_part) * w->row_size;
+}
+
+/* A vector (norm weight, bias) as floats: in place when the file holds F32, else
+ * converted once at load (these are small). */
+typedef struct {
+    const float *data;
+    int64_t n;
+} toy_vector;
+
+typedef struct {
+    toy_vector attn_norm;
+    toy_weight wq, wk, wv, wo;
+    toy_vector ffn_norm;
+    toy_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
+    toy_weight ffn_gate_inp;                    /* MoE router [n_embd -> n_expert] */
+    toy_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* n_expert stacked matrices */
+} toy_layer;
+
+struct toy_model {
+    toy_gguf *gguf;
+    toy_vocab *vocab;
+    toy_hparams hp;
+    toy_weight token_embd;
+    toy_vector output_norm;
+    toy_vector rope_freqs; /* llama3 frequency factors, data NULL when absent */
+    toy_weight output;
+    toy_layer *layers;
+    /* what was allocated at load: converted vectors, per-head part tables */
+    void **owned;
+    int n_owned, cap_owned;
+};
+
+/* Matrix e of a stack of expert matrices. */
+toy_weight toy_weight_expert(const toy_weight *w, int e);
+
+#endif
