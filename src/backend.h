@@ -26,16 +26,11 @@ typedef struct {
 
 typedef struct {
     int32_t n_head, n_head_kv, head_dim;
-    float scale; /* applied to QK^T before the softmax */
+    float scale;   /* applied to QK^T before the softmax */
+    float softcap; /* 0: off; else scores = softcap * tanh(scores / softcap) first */
+    int32_t n_swa; /* 0: causal; else a query at p sees only keys at k with p - k < n_swa */
 } toy_attn_params;
 
-typedef struct {
-    toy_rope_type type;
-    int32_t n_rot;
-    float freq_base;
-    float freq_scale;
-    const float *freq_factors; /* n_rot/2 divisors of the angles (llama3, LongRoPE), or NULL */
-} toy_rope_params;
 
 struct toy_backend {
     const char *name;
@@ -59,8 +54,18 @@ struct toy_backend {
                       const toy_attn_params *p);
     /* y = silu(gate) * up, elementwise */
     void (*swiglu)(toy_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    /* y = gelu(gate) * up, tanh GELU through ggml's fp16 table */
+    void (*geglu)(toy_backend *be, float *y, const float *gate, const float *up, int64_t n);
     /* y += x, elementwise */
     void (*add)(toy_backend *be, float *y, const float *x, int64_t n);
+    /* y[t] += b for n_tok rows of n */
+    void (*add_bias)(toy_backend *be, float *y, const float *b, int64_t n_tok, int64_t n);
+    /* y *= s */
+    void (*scale)(toy_backend *be, float *y, float s, int64_t n);
+    /* y = cap * tanh(y / cap) */
+    void (*softcap)(toy_backend *be, float *y, float cap, int64_t n);
+    /* y = sigmoid(y) */
+    void (*sigmoid)(toy_backend *be, float *y, int64_t n);
     void (*free)(toy_backend *be);
 };
 

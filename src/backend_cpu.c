@@ -7,6 +7,7 @@
  * or by (token, head), never inside a reduction, so results do not depend on threads.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -116,6 +117,14 @@ static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *id
 
 /* ---------------------------------------------------------------- rope */
 
+/* YaRN's blend between interpolated and extrapolated angles over the dimension pairs
+ * between corr_dims[0] and corr_dims[1] (ggml's rope_yarn_ramp). */
+static float rope_yarn_ramp(float low, float high, int32_t i0) {
+    const float y = (float)(i0 / 2) - low;
+    const float r = y / (high - low > 0.001f ? high - low : 0.001f);
+    return 1.0f - (r < 0 ? 0.0f : r > 1 ? 1.0f : r);
+}
+
 static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
                      const int32_t *pos, const toy_rope_params *p) {
     (void)be;
@@ -127,9 +136,15 @@ static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, 
         float theta = (float)pos[t];
         for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
             const float ff = p->freq_factors ? p->freq_factors[i0 / 2] : 1.0f;
-            float th = p->freq_scale * (theta / ff);
-            cs[i0] = cosf(th);
-            cs[i0 + 1] = sinf(th);
+            const float extrap = theta / ff;
+            float th = p->freq_scale * extrap, mscale = p->attn_factor;
+            if (p->ext_factor != 0.0f) {
+                const float mix = rope_yarn_ramp(p->corr_dims[0], p->corr_dims[1], i0) * p->ext_factor;
+                th = th * (1 - mix) + extrap * mix;
+                mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
+            }
+            cs[i0] = cosf(th) * mscale;
+            cs[i0 + 1] = sinf(th) * mscale;
             theta *= theta_scale;
         }
         for (int32_t h = 0; h < n_heads; h++) {
@@ -179,15 +194,18 @@ static void attention_task(void *ctx, int64_t task, int thread) {
     float *s = j->c->scores + (int64_t)thread * j->c->scores_per_thread;
     const int64_t stride = (int64_t)p->n_head_kv * hd;
 
+    const int32_t qpos = j->pos[t];
     float max = -INFINITY;
     for (int32_t c = 0; c < n; c++) {
-        if (j->kv->pos[base + c] > j->pos[t]) {
+        const int32_t kpos = j->kv->pos[base + c];
+        if (kpos > qpos || (p->n_swa > 0 && qpos - kpos >= p->n_swa)) {
             s[c] = -INFINITY;
             continue;
         }
         const float *k = j->kv->k + (base + c) * stride + kvh * hd;
         float dot = 0.0f;
         for (int32_t d = 0; d < hd; d++) dot += k[d] * q[d];
+        if (p->softcap > 0.0f) dot = tanhf(dot * (1.0f / p->softcap)) * p->softcap;
         s[c] = dot * p->scale;
         if (s[c] > max) max = s[c];
     }
@@ -224,9 +242,57 @@ static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float
     }
 }
 
+/* ggml evaluates GELU through a table of all 65536 halves: the input is rounded to
+ * fp16 and so is the output (ggml_vec_gelu_f32 with GGML_GELU_FP16). */
+static float gelu_table[1 << 16];
+static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
+
+static void gelu_table_init(void) {
+    for (uint32_t i = 0; i < (1u << 16); i++) {
+        const float x = toy_fp16_to_fp32((toy_half)i);
+        const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x *
+                                                 (1.0f + 0.044715f * x * x)));
+        gelu_table[i] = toy_fp16_to_fp32(toy_fp32_to_fp16(g));
+    }
+}
+
+static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) {
+        const float g = gate[i];
+        float a;
+        if (g <= -10.0f) a = 0.0f;
+        else if (g >= 10.0f) a = g;
+        else a = gelu_table[toy_fp32_to_fp16(g)];
+        y[i] = a * up[i];
+    }
+}
+
 static void cpu_add(toy_backend *be, float *y, const float *x, int64_t n) {
     (void)be;
     for (int64_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static void cpu_add_bias(toy_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {
+    (void)be;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+}
+
+static void cpu_scale(toy_backend *be, float *y, float s, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] *= s;
+}
+
+/* three roundings, as ggml's scale, tanh, scale */
+static void cpu_softcap(toy_backend *be, float *y, float cap, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] = tanhf(y[i] * (1.0f / cap)) * cap;
+}
+
+static void cpu_sigmoid(toy_backend *be, float *y, int64_t n) {
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-y[i]));
 }
 
 static void cpu_free(toy_backend *be) {
@@ -250,9 +316,15 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .rope = cpu_rope,
         .attention = cpu_attention,
         .swiglu = cpu_swiglu,
+        .geglu = cpu_geglu,
         .add = cpu_add,
+        .add_bias = cpu_add_bias,
+        .scale = cpu_scale,
+        .softcap = cpu_softcap,
+        .sigmoid = cpu_sigmoid,
         .free = cpu_free,
     };
+    pthread_once(&gelu_once, gelu_table_init);
     c->pool = toy_pool_new(n_threads);
     if (!c->pool) {
         free(c);

@@ -57,6 +57,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     int64_t nb = p.n_batch, q_dim = (int64_t)hp->n_head * hp->head_dim;
     int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     int64_t ff = hp->n_ff > hp->n_ff_exp ? hp->n_ff : hp->n_ff_exp;
+    if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
     int64_t max_cols = hp->n_embd > q_dim ? hp->n_embd : q_dim;
     if (ff > max_cols) max_cols = ff;
     if ((st = ctx->be->reserve(ctx->be, nb, max_cols, p.n_ctx))) {
@@ -112,6 +113,15 @@ void toy_context_free(toy_context *ctx) {
     free(ctx);
 }
 
+toy_rope_params toy_context_rope(const toy_context *ctx, int il) {
+    const toy_model *m = ctx->model;
+    toy_rope_params r = m->layers[il].rope;
+    if (m->rope_factors_long.data)
+        r.freq_factors = ctx->params.n_ctx > m->hp.n_ctx_orig ? m->rope_factors_long.data
+                                                              : m->rope_factors_short.data;
+    return r;
+}
+
 int32_t toy_n_ctx(const toy_context *ctx) { return ctx->params.n_ctx; }
 int32_t toy_n_batch(const toy_context *ctx) { return ctx->params.n_batch; }
 
@@ -144,16 +154,16 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
     const toy_hparams *hp = &ctx->model->hp;
     toy_kv_cache *c = &ctx->kv;
     int64_t base = (int64_t)seq_id * c->cells_per_seq;
-    toy_rope_params rp = {hp->rope_type, hp->n_rot, hp->rope_freq_base, hp->rope_freq_scale,
-                          ctx->model->rope_freqs.data};
     for (int32_t i = 0; i < c->n_used[seq_id]; i++) {
         int32_t *pos = &c->pos[base + i];
         if (*pos < p0 || *pos >= p1) continue;
         /* keys hold rotated vectors: rotating by delta moves them to pos + delta, as
          * llama.cpp's K shift does */
-        for (int32_t l = 0; l < hp->n_layer; l++)
+        for (int32_t l = 0; l < hp->n_layer; l++) {
+            toy_rope_params rp = toy_context_rope(ctx, l);
             ctx->be->rope(ctx->be, toy_kv_k(c, l, base + i), 1, hp->n_head_kv, hp->head_dim,
                           &delta, &rp);
+        }
         *pos += delta;
     }
     return TOY_OK;

@@ -38,4 +38,8 @@ struct toy_context {
     int32_t n_last;      /* tokens in the last batch */
 };
 
+/* Layer il's RoPE in this context: LongRoPE models use their long factors only when the
+ * context is longer than the original one, as llama.cpp chooses. */
+toy_rope_params toy_context_rope(const toy_context *ctx, int il);
+
 #endif

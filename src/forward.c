@@ -111,6 +111,29 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
         memcpy(o, src, n_embd * sizeof(float));
         for (int32_t s = 1; s < k; s++) be->add(be, o, src + (int64_t)s * n_embd, n_embd);
     }
+    if (hp->n_ff_shexp) { /* qwen2moe: a shared expert, gated by sigmoid(w . x) */
+        float *gate = ctx->router; /* the routing probabilities are no longer needed */
+        be->matmul(be, &l->ffn_gate_inp_shexp, ctx->h, n_tok, gate);
+        be->sigmoid(be, gate, n_tok);
+        be->matmul(be, &l->ffn_gate_shexp, ctx->h, n_tok, ctx->gate);
+        be->matmul(be, &l->ffn_up_shexp, ctx->h, n_tok, ctx->up);
+        be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff_shexp);
+        be->matmul(be, &l->ffn_down_shexp, ctx->gate, n_tok, ctx->moe_in);
+        for (int64_t t = 0; t < n_tok; t++) {
+            be->scale(be, ctx->moe_in + t * n_embd, gate[t], n_embd);
+            be->add(be, ctx->o + t * n_embd, ctx->moe_in + t * n_embd, n_embd);
+        }
+    }
+}
+
+static void dense_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
+    const toy_hparams *hp = &ctx->model->hp;
+    toy_backend *be = ctx->be;
+    be->matmul(be, &l->ffn_gate, ctx->h, n_tok, ctx->gate);
+    be->matmul(be, &l->ffn_up, ctx->h, n_tok, ctx->up);
+    if (hp->ffn_act == TOY_ACT_GELU_TANH) be->geglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
+    else be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
+    be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
 }
 
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
@@ -124,12 +147,8 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     if ((st = toy_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
 
-    const toy_rope_params rope = {hp->rope_type, hp->n_rot, hp->rope_freq_base,
-                                  hp->rope_freq_scale, m->rope_freqs.data};
-    const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
-                                  1.0f / sqrtf((float)hp->head_dim)};
-
     be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
+    if (hp->embd_scale != 1.0f) be->scale(be, ctx->x, hp->embd_scale, n * n_embd);
     trace(ctx, "embed", -1, ctx->x, n, n_embd);
 
     for (int il = 0; il < hp->n_layer; il++) {
@@ -141,8 +160,22 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         be->matmul(be, &l->wq, ctx->h, n, ctx->q);
         be->matmul(be, &l->wk, ctx->h, n, ctx->k);
         be->matmul(be, &l->wv, ctx->h, n, ctx->v);
+        if (hp->qkv_bias) {
+            be->add_bias(be, ctx->q, l->bq.data, n, q_dim);
+            be->add_bias(be, ctx->k, l->bk.data, n, kv_dim);
+            be->add_bias(be, ctx->v, l->bv.data, n, kv_dim);
+        }
+        if (hp->qk_norm == TOY_QK_NORM_HEAD) {
+            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n * hp->n_head, hp->head_dim, hp->rms_eps);
+            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
+        } else if (hp->qk_norm == TOY_QK_NORM_FULL) {
+            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n, q_dim, hp->rms_eps);
+            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n, kv_dim, hp->rms_eps);
+        }
+        const toy_rope_params rope = toy_context_rope(ctx, il);
         be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
         be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
+        if (hp->q_prescale) be->scale(be, ctx->q, hp->attn_scale, n * q_dim);
         trace(ctx, "q", il, ctx->q, n, q_dim);
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
@@ -150,23 +183,26 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             memcpy(toy_kv_k(&ctx->kv, il, ctx->cells[t]), ctx->k + t * kv_dim, kv_dim * sizeof(float));
             memcpy(toy_kv_v(&ctx->kv, il, ctx->cells[t]), ctx->v + t * kv_dim, kv_dim * sizeof(float));
         }
+        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
+                                      hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap,
+                                      l->n_swa};
         toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
+        if (hp->post_norms)
+            be->rms_norm(be, ctx->o, ctx->o, l->post_attn_norm.data, n, n_embd, hp->rms_eps);
+        if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
         trace(ctx, "attn_out", il, ctx->o, n, n_embd);
         be->add(be, ctx->x, ctx->o, n * n_embd);
 
         /* feed-forward */
         be->rms_norm(be, ctx->h, ctx->x, l->ffn_norm.data, n, n_embd, hp->rms_eps);
         trace(ctx, "ffn_norm", il, ctx->h, n, n_embd);
-        if (hp->n_expert) {
-            moe_ffn(ctx, l, n);
-        } else {
-            be->matmul(be, &l->ffn_gate, ctx->h, n, ctx->gate);
-            be->matmul(be, &l->ffn_up, ctx->h, n, ctx->up);
-            be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n * hp->n_ff);
-            be->matmul(be, &l->ffn_down, ctx->gate, n, ctx->o);
-        }
+        if (hp->n_expert) moe_ffn(ctx, l, n);
+        else dense_ffn(ctx, l, n);
+        if (hp->post_norms)
+            be->rms_norm(be, ctx->o, ctx->o, l->post_ffn_norm.data, n, n_embd, hp->rms_eps);
+        if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
         trace(ctx, "ffn_out", il, ctx->o, n, n_embd);
         be->add(be, ctx->x, ctx->o, n * n_embd);
     }
@@ -182,8 +218,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     if (n_out) {
         be->rms_norm(be, ctx->h, ctx->x, m->output_norm.data, n_out, n_embd, hp->rms_eps);
         trace(ctx, "final_norm", -1, ctx->h, n_out, n_embd);
-        be->matmul(be, &m->output, ctx->h, n_out, ctx->logits);
-        trace(ctx, "logits", -1, ctx->logits, n_out, hp->n_vocab);
+        float *logits = ctx->logits;
+        const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
+        be->matmul(be, &m->output, ctx->h, n_out, logits);
+        if (hp->logit_scale != 1.0f) be->scale(be, logits, 1.0f / hp->logit_scale, n_logits);
+        if (hp->final_softcap > 0.0f) be->softcap(be, logits, hp->final_softcap, n_logits);
+        trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);
     }
     return TOY_OK;
 }

@@ -6,6 +6,9 @@
  * than F32 are converted (they are a few KB).
  */
 #include <math.h>
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,12 +88,23 @@ static toy_status read_hparams(toy_model *m, const char *path) {
                          path);
     char name[64];
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arch);
-    if (strcmp(name, "llama") == 0) {
-        hp->arch = TOY_ARCH_LLAMA;
-    } else {
+    static const struct {
+        const char *name;
+        toy_arch arch;
+    } archs[] = {
+        {"llama", TOY_ARCH_LLAMA},     {"qwen2", TOY_ARCH_QWEN2},   {"qwen2moe", TOY_ARCH_QWEN2MOE},
+        {"qwen3", TOY_ARCH_QWEN3},     {"qwen3moe", TOY_ARCH_QWEN3MOE}, {"gemma2", TOY_ARCH_GEMMA2},
+        {"gemma3", TOY_ARCH_GEMMA3},   {"phi3", TOY_ARCH_PHI3},     {"olmoe", TOY_ARCH_OLMOE},
+        {"granite", TOY_ARCH_GRANITE},
+    };
+    size_t ai = 0;
+    while (ai < sizeof archs / sizeof archs[0] && strcmp(archs[ai].name, name) != 0) ai++;
+    if (ai == sizeof archs / sizeof archs[0])
         return toy_error(TOY_ERR_UNSUPPORTED,
-                         "%s: architecture '%s' is not supported (supported: llama)", path, name);
-    }
+                         "%s: architecture '%s' is not supported (supported: llama, qwen2, "
+                         "qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, olmoe, granite)",
+                         path, name);
+    hp->arch = archs[ai].arch;
     meta_reader r = {m->gguf, path, name};
     toy_status st;
     if ((st = meta_int(&r, "embedding_length", -1, 1, 1 << 20, &hp->n_embd))) return st;
@@ -119,6 +133,21 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     float factor = 1.0f;
     if ((st = meta_float(&r, "rope.scaling.factor", 1.0, &factor))) return st;
     hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
+    char key[160];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", name);
+    const char *scaling;
+    size_t scaling_len;
+    if (!toy_gguf_get_str(m->gguf, key, &scaling, &scaling_len)) {
+        if (scaling_len == 4 && !memcmp(scaling, "yarn", 4)) hp->rope_yarn = true;
+        else if (scaling_len == 4 && !memcmp(scaling, "none", 4)) hp->rope_freq_scale = 1.0f;
+        else if (!(scaling_len == 6 && !memcmp(scaling, "linear", 6)))
+            return toy_error(TOY_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear, yarn)",
+                             path, key, (int)scaling_len, scaling);
+    }
+    if ((st = meta_int(&r, "rope.scaling.original_context_length", hp->n_ctx_train, 1, INT32_MAX,
+                       &hp->n_ctx_orig)))
+        return st;
+    if ((st = meta_float(&r, "rope.scaling.attn_factor", 1.0, &hp->rope_attn_factor))) return st;
     if ((st = meta_int(&r, "expert_count", 0, 0, TOY_MAX_EXPERTS, &hp->n_expert))) return st;
     if ((st = meta_int(&r, "expert_used_count", 0, 0, hp->n_expert, &hp->n_expert_used))) return st;
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
@@ -127,9 +156,65 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         return st;
     if ((st = meta_int(&r, "expert_feed_forward_length", hp->n_ff, 0, 1 << 20, &hp->n_ff_exp)))
         return st;
-    hp->rope_type = TOY_ROPE_NORM;
-    hp->expert_weights_norm = true; /* llama.cpp renormalises mixtral's top-k weights */
+    if ((st = meta_int(&r, "expert_shared_feed_forward_length", 0, 0, 1 << 20, &hp->n_ff_shexp)))
+        return st;
+    if ((st = meta_float(&r, "attention.scale", 0.0, &hp->attn_scale))) return st;
+    if (hp->attn_scale == 0.0f) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    if ((st = meta_float(&r, "attn_logit_softcapping", 0.0, &hp->attn_softcap))) return st;
+    if ((st = meta_float(&r, "final_logit_softcapping", 0.0, &hp->final_softcap))) return st;
+    if ((st = meta_float(&r, "embedding_scale", 1.0, &hp->embd_scale))) return st;
+    if ((st = meta_float(&r, "residual_scale", 1.0, &hp->residual_scale))) return st;
+    if ((st = meta_float(&r, "logit_scale", 1.0, &hp->logit_scale))) return st;
+    if ((st = meta_int(&r, "attention.sliding_window", 0, 0, INT32_MAX, &hp->n_swa))) return st;
     hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);
+
+    /* The architectures as sets of switches (llama.cpp's llm_build_* graphs). */
+    hp->rope_type = TOY_ROPE_NEOX;
+    hp->ffn_act = TOY_ACT_SILU;
+    switch (hp->arch) {
+    case TOY_ARCH_LLAMA:
+        hp->rope_type = TOY_ROPE_NORM;
+        hp->expert_weights_norm = true; /* mixtral: llama.cpp renormalises the top-k */
+        break;
+    case TOY_ARCH_GRANITE:
+        hp->rope_type = TOY_ROPE_NORM;
+        hp->expert_weights_norm = true;
+        break;
+    case TOY_ARCH_QWEN2:
+    case TOY_ARCH_QWEN2MOE:
+        hp->qkv_bias = true;
+        break;
+    case TOY_ARCH_QWEN3:
+        hp->qk_norm = TOY_QK_NORM_HEAD;
+        break;
+    case TOY_ARCH_QWEN3MOE:
+        hp->qk_norm = TOY_QK_NORM_HEAD;
+        hp->expert_weights_norm = true; /* whatever norm_topk_prob says, as llama.cpp */
+        break;
+    case TOY_ARCH_OLMOE:
+        hp->qk_norm = TOY_QK_NORM_FULL;
+        break;
+    case TOY_ARCH_GEMMA2:
+    case TOY_ARCH_GEMMA3:
+        hp->qk_norm = hp->arch == TOY_ARCH_GEMMA3 ? TOY_QK_NORM_HEAD : TOY_QK_NORM_NONE;
+        hp->post_norms = true;
+        hp->ffn_act = TOY_ACT_GELU_TANH;
+        hp->embd_scale = sqrtf((float)hp->n_embd);
+        hp->q_prescale = true;
+        /* query_pre_attn_scalar is not in GGUF: llama.cpp uses head_dim, except gemma3
+         * 27B (62 layers), which uses n_embd / n_head */
+        hp->attn_scale = 1.0f / sqrtf((float)(hp->arch == TOY_ARCH_GEMMA3 && hp->n_layer == 62
+                                                  ? hp->n_embd / hp->n_head
+                                                  : hp->head_dim));
+        break;
+    case TOY_ARCH_PHI3:
+        hp->fused_qkv = true;
+        hp->fused_gate_up = true;
+        hp->q_prescale = true;
+        /* llama.cpp ignores phi3's sliding window ("Phi SWA is currently disabled") */
+        hp->n_swa = 0;
+        break;
+    }
     return TOY_OK;
 }
 
@@ -236,6 +321,56 @@ static toy_status bind_vector(toy_model *m, const char *name, int64_t n, toy_vec
     return TOY_OK;
 }
 
+/* Rows [row0, row0 + n_rows) of a matrix, in place: the parts of a fused matrix. */
+static toy_weight weight_rows(const toy_weight *w, int64_t row0, int64_t n_rows) {
+    toy_weight x = *w;
+    x.data = w->data + (size_t)row0 * w->row_size;
+    x.n_rows = n_rows;
+    return x;
+}
+
+/* YaRN's correction range (ggml_rope_yarn_corr_dims): the dimension pairs whose
+ * wavelength lies between beta_fast and beta_slow rotations over the original context. */
+static float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float n_turns, float base) {
+    return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2 * (float)M_PI)) / (2 * logf(base));
+}
+
+static toy_rope_params layer_rope(const toy_model *m, bool swa) {
+    const toy_hparams *hp = &m->hp;
+    toy_rope_params r = {
+        .type = hp->rope_type,
+        .n_rot = hp->n_rot,
+        .freq_base = hp->rope_freq_base,
+        .freq_scale = hp->rope_freq_scale,
+        .freq_factors = m->rope_freqs.data,
+        .attn_factor = hp->rope_attn_factor,
+    };
+    /* gemma3's local layers use base 10000 and no scaling, whatever the file says */
+    if (swa && hp->arch == TOY_ARCH_GEMMA3) {
+        r.freq_base = 10000.0f;
+        r.freq_scale = 1.0f;
+    }
+    if (hp->rope_yarn) {
+        const float beta_fast = 32.0f, beta_slow = 1.0f;
+        float lo = floorf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig, beta_fast, r.freq_base));
+        float hi = ceilf(yarn_corr_dim(hp->n_rot, hp->n_ctx_orig, beta_slow, r.freq_base));
+        r.ext_factor = 1.0f;
+        r.corr_dims[0] = lo > 0 ? lo : 0;
+        r.corr_dims[1] = hi < (float)(hp->n_rot - 1) ? hi : (float)(hp->n_rot - 1);
+    }
+    return r;
+}
+
+/* Which layers use the sliding window (llama.cpp's swa patterns). */
+static bool layer_is_swa(const toy_hparams *hp, int il) {
+    if (hp->n_swa <= 0) return false;
+    switch (hp->arch) {
+    case TOY_ARCH_GEMMA2: return il % 2 == 0;
+    case TOY_ARCH_GEMMA3: return il % 6 < 5;
+    default: return true;
+    }
+}
+
 static toy_status bind_layer(toy_model *m, int il) {
     const toy_hparams *hp = &m->hp;
     toy_layer *l = &m->layers[il];
@@ -249,14 +384,44 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_per_head(m, il, "attn_q", hp->n_head, n_embd, hp->head_dim, &l->wq))) return st;
         if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
         if ((st = bind_per_head(m, il, "attn_v", hp->n_head_kv, n_embd, hp->head_dim, &l->wv))) return st;
+    } else if (hp->fused_qkv) {
+        toy_weight qkv;
+        if ((st = bind_matrix(m, NAME("attn_qkv.weight"), n_embd, q_rows + 2 * kv_rows, 1, true, &qkv)))
+            return st;
+        l->wq = weight_rows(&qkv, 0, q_rows);
+        l->wk = weight_rows(&qkv, q_rows, kv_rows);
+        l->wv = weight_rows(&qkv, q_rows + kv_rows, kv_rows);
     } else {
         if ((st = bind_matrix(m, NAME("attn_q.weight"), n_embd, q_rows, 1, true, &l->wq))) return st;
         if ((st = bind_matrix(m, NAME("attn_k.weight"), n_embd, kv_rows, 1, true, &l->wk))) return st;
         if ((st = bind_matrix(m, NAME("attn_v.weight"), n_embd, kv_rows, 1, true, &l->wv))) return st;
     }
+    if (hp->qkv_bias) {
+        if ((st = bind_vector(m, NAME("attn_q.bias"), q_rows, &l->bq))) return st;
+        if ((st = bind_vector(m, NAME("attn_k.bias"), kv_rows, &l->bk))) return st;
+        if ((st = bind_vector(m, NAME("attn_v.bias"), kv_rows, &l->bv))) return st;
+    }
+    if (hp->qk_norm != TOY_QK_NORM_NONE) {
+        bool head = hp->qk_norm == TOY_QK_NORM_HEAD;
+        if ((st = bind_vector(m, NAME("attn_q_norm.weight"), head ? hp->head_dim : q_rows, &l->q_norm)))
+            return st;
+        if ((st = bind_vector(m, NAME("attn_k_norm.weight"), head ? hp->head_dim : kv_rows, &l->k_norm)))
+            return st;
+    }
     if ((st = bind_matrix(m, NAME("attn_output.weight"), q_rows, n_embd, 1, true, &l->wo))) return st;
+    if (hp->post_norms) {
+        if ((st = bind_vector(m, NAME("post_attention_norm.weight"), n_embd, &l->post_attn_norm))) return st;
+        if ((st = bind_vector(m, NAME("post_ffw_norm.weight"), n_embd, &l->post_ffn_norm))) return st;
+    }
     if ((st = bind_vector(m, NAME("ffn_norm.weight"), n_embd, &l->ffn_norm))) return st;
-    if (hp->n_expert == 0) {
+    if (hp->n_expert == 0 && hp->fused_gate_up) {
+        toy_weight gate_up;
+        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, 2 * (int64_t)hp->n_ff, 1, true, &gate_up)))
+            return st;
+        l->ffn_gate = weight_rows(&gate_up, 0, hp->n_ff);
+        l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
+        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
+    } else if (hp->n_expert == 0) {
         if ((st = bind_matrix(m, NAME("ffn_gate.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_gate))) return st;
         if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_up))) return st;
         if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
@@ -266,8 +431,18 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_matrix(m, NAME("ffn_gate_exps.weight"), n_embd, ff, ne, true, &l->ffn_gate_exps))) return st;
         if ((st = bind_matrix(m, NAME("ffn_up_exps.weight"), n_embd, ff, ne, true, &l->ffn_up_exps))) return st;
         if ((st = bind_matrix(m, NAME("ffn_down_exps.weight"), ff, n_embd, ne, true, &l->ffn_down_exps))) return st;
+        if (hp->n_ff_shexp) {
+            int64_t sf = hp->n_ff_shexp;
+            if ((st = bind_matrix(m, NAME("ffn_gate_inp_shexp.weight"), n_embd, 1, 1, true, &l->ffn_gate_inp_shexp))) return st;
+            if ((st = bind_matrix(m, NAME("ffn_gate_shexp.weight"), n_embd, sf, 1, true, &l->ffn_gate_shexp))) return st;
+            if ((st = bind_matrix(m, NAME("ffn_up_shexp.weight"), n_embd, sf, 1, true, &l->ffn_up_shexp))) return st;
+            if ((st = bind_matrix(m, NAME("ffn_down_shexp.weight"), sf, n_embd, 1, true, &l->ffn_down_shexp))) return st;
+        }
     }
 #undef NAME
+    bool swa = layer_is_swa(hp, il);
+    l->n_swa = swa ? hp->n_swa : 0;
+    l->rope = layer_rope(m, swa);
     return TOY_OK;
 }
 
@@ -289,9 +464,17 @@ static toy_status bind_tensors(toy_model *m) {
     if (st) return st;
     if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->output_norm))) return st;
     if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, 1, false, &m->output))) return st;
-    if (toy_gguf_find_tensor(m->gguf, "rope_freqs.weight") &&
-        (st = bind_vector(m, "rope_freqs.weight", hp->n_rot / 2, &m->rope_freqs)))
-        return st;
+    /* llama3's frequency factors; LongRoPE's two sets (a context chooses one) */
+    static const char *const factor_names[3] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                                "rope_factors_short.weight"};
+    toy_vector *factor_vecs[3] = {&m->rope_freqs, &m->rope_factors_long, &m->rope_factors_short};
+    for (int i = 0; i < 3; i++)
+        if (toy_gguf_find_tensor(m->gguf, factor_names[i]) &&
+            (st = bind_vector(m, factor_names[i], hp->n_rot / 2, factor_vecs[i])))
+            return st;
+    if (!m->rope_factors_long.data != !m->rope_factors_short.data)
+        return toy_error(TOY_ERR_FORMAT, "%s: LongRoPE needs both rope_factors_long and rope_factors_short",
+                         model_path(m));
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) m->output = m->token_embd;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);

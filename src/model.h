@@ -19,7 +19,27 @@
 
 typedef enum {
     TOY_ARCH_LLAMA,
+    TOY_ARCH_QWEN2,
+    TOY_ARCH_QWEN2MOE,
+    TOY_ARCH_QWEN3,
+    TOY_ARCH_QWEN3MOE,
+    TOY_ARCH_GEMMA2,
+    TOY_ARCH_GEMMA3,
+    TOY_ARCH_PHI3,
+    TOY_ARCH_OLMOE,
+    TOY_ARCH_GRANITE,
 } toy_arch;
+
+typedef enum {
+    TOY_QK_NORM_NONE,
+    TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k (qwen3, gemma3) */
+    TOY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections (olmoe) */
+} toy_qk_norm;
+
+typedef enum {
+    TOY_ACT_SILU,      /* SwiGLU */
+    TOY_ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (gemma) */
+} toy_ffn_act;
 
 typedef enum {
     TOY_ROPE_NORM, /* rotate adjacent pairs (2i, 2i+1): llama, granite */
@@ -39,20 +59,49 @@ typedef struct {
     int32_t n_ff;
     float rms_eps;
 
-    /* RoPE */
+    /* RoPE (per-layer parameters are in toy_layer.rope) */
     toy_rope_type rope_type;
     int32_t n_rot;        /* rope.dimension_count: leading dimensions of a head rotated */
     float rope_freq_base; /* rope.freq_base */
-    float rope_freq_scale; /* 1 / rope.scaling.factor for linear scaling */
+    float rope_freq_scale; /* 1 / rope.scaling.factor (linear and YaRN scaling) */
+    bool rope_yarn;
+    int32_t n_ctx_orig;   /* rope.scaling.original_context_length */
+    float rope_attn_factor; /* rope.scaling.attn_factor: multiplies cos and sin */
 
-    /* feature switches */
+    /* feature switches: each architecture is a set of these (model.c) */
     bool tied_output;       /* no output.weight: token_embd is the output projection */
     bool per_head_weights;  /* old toy layout: blk.N.attn_{q,k,v}.head_H.weight */
+    bool fused_qkv;         /* one attn_qkv matrix: rows of Q, then K, then V (phi3) */
+    bool fused_gate_up;     /* ffn_up holds the gate rows, then the up rows (phi3) */
+    bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2) */
+    toy_qk_norm qk_norm;
+    bool post_norms;        /* post_attention_norm and post_ffw_norm (gemma) */
+    toy_ffn_act ffn_act;
+    bool q_prescale;        /* Q is multiplied by attn_scale before QK^T, scores unscaled */
+    float attn_scale;       /* scale of QK^T (default 1/sqrt(head_dim)) */
+    float attn_softcap;     /* 0: off; else scores = cap * tanh(scores / cap) */
+    float final_softcap;    /* the same on the logits */
+    float embd_scale;       /* token embeddings are multiplied by it (gemma, granite) */
+    float residual_scale;   /* attention and FFN outputs are multiplied by it (granite) */
+    float logit_scale;      /* logits are divided by it (granite) */
+    int32_t n_swa;          /* sliding window of SWA layers (0: none) */
     int32_t n_expert;       /* 0: dense FFN */
     int32_t n_expert_used;
     int32_t n_ff_exp;       /* rows of one expert's gate/up */
+    int32_t n_ff_shexp;     /* rows of the shared expert (qwen2moe), 0: none */
     bool expert_weights_norm; /* renormalise the chosen experts' weights to sum 1 */
 } toy_hparams;
+
+typedef struct {
+    toy_rope_type type;
+    int32_t n_rot;
+    float freq_base;
+    float freq_scale;
+    const float *freq_factors; /* n_rot/2 divisors of the angles (llama3, LongRoPE), or NULL */
+    float attn_factor;         /* multiplies cos and sin */
+    float ext_factor;          /* YaRN: 0 off, 1 on */
+    float corr_dims[2];        /* YaRN correction range, in dimension pairs */
+} toy_rope_params;
 
 /* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
  * old-layout per-head matrix is several tensors ("parts") stacked along the rows. */
@@ -82,10 +131,18 @@ typedef struct {
 typedef struct {
     toy_vector attn_norm;
     toy_weight wq, wk, wv, wo;
+    toy_vector bq, bk, bv;          /* qkv_bias */
+    toy_vector q_norm, k_norm;      /* qk_norm */
+    toy_vector post_attn_norm;      /* post_norms */
     toy_vector ffn_norm;
+    toy_vector post_ffn_norm;
+    int32_t n_swa;                  /* this layer's sliding window, 0: full attention */
+    toy_rope_params rope;           /* this layer's RoPE */
     toy_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
     toy_weight ffn_gate_inp;                    /* MoE router [n_embd -> n_expert] */
     toy_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* n_expert stacked matrices */
+    toy_weight ffn_gate_inp_shexp;                        /* shared expert's gate [n_embd -> 1] */
+    toy_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 } toy_layer;
 
 struct toy_model {
@@ -94,7 +151,8 @@ struct toy_model {
     toy_hparams hp;
     toy_weight token_embd;
     toy_vector output_norm;
-    toy_vector rope_freqs; /* llama3 frequency factors, data NULL when absent */
+    toy_vector rope_freqs; /* llama3 frequency factors (data NULL when absent) */
+    toy_vector rope_factors_long, rope_factors_short; /* LongRoPE (phi3) */
     toy_weight output;
     toy_layer *layers;
     /* what was allocated at load: converted vectors, per-head part tables */
