@@ -1,0 +1,404 @@
+/* sampler.c — picking the next token from a row of logits the way llama.cpp's common
+ * sampler chain does (common/sampling.cpp, default order, without the DRY, typical-p, XTC
+ * and top-n-sigma stages toy does not offer):
+ *
+ *     penalties → top-k → top-p → min-p → temperature → softmax → random pick
+ *
+ * Temperature <= 0 is greedy: the argmax of the penalised logits, lowest id on a tie (the
+ * later stages cannot change which token that is).
+ *
+ * Cost for vocabularies up to 256k: one pass applies the penalties; top-k keeps a heap of
+ * k tokens (O(n log k)) and sorts only those; top-p without top-k finds its cut by a
+ * quickselect on probability mass (expected O(n)); nothing beyond top-k's k is sorted.
+ * Survivors are listed best first when top-k ran, in id order otherwise. Everything is
+ * allocated in toy_sampler_new; sampling allocates nothing.
+ *
+ * The random numbers are xoshiro256** (Blackman and Vigna, 2018), its 256-bit state filled
+ * from the seed by four steps of splitmix64. A uniform double is the top 53 bits of one
+ * draw times 2^-53. The generator is integer arithmetic only, so a seed gives the same
+ * stream on every platform; each sampled token (greedy ones excepted) takes exactly one
+ * draw, and toy_sampler_reset starts the stream over. NaN logits count as -inf. */
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+struct toy_sampler {
+    toy_sampler_params params;
+    int32_t n_vocab;
+    bool penalties_on; /* a history window and a penalty that changes logits */
+    /* The penalty window: how often each token occurs in it and, when it is bounded, the
+     * last repeat_last_n tokens as a ring (window_head is the oldest once it is full). */
+    int32_t *counts; /* n_vocab */
+    int32_t *window; /* repeat_last_n entries; NULL for an unbounded window (-1) */
+    int32_t window_len, window_head;
+    float *logits;               /* n_vocab: the penalised row */
+    toy_sampler_candidate *cand; /* n_vocab: the tokens still in the running */
+    uint64_t rng[4];             /* xoshiro256** state */
+};
+
+/* ---------------------------------------------------------------- random numbers */
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t xoshiro256ss(uint64_t s[4]) {
+    const uint64_t result = rotl64(s[1] * 5, 7) * 9;
+    const uint64_t t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl64(s[3], 45);
+    return result;
+}
+
+static void seed_rng(toy_sampler *s) {
+    uint64_t x = s->params.seed;
+    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+}
+
+double toy_sampler_uniform(toy_sampler *s) {
+    return (double)(xoshiro256ss(s->rng) >> 11) * 0x1.0p-53;
+}
+
+/* ---------------------------------------------------------------- penalties */
+
+/* llama.cpp's llama_sampler_penalties: a token seen in the window has its logit divided by
+ * the repetition penalty when positive and multiplied when not (so it drops either way for
+ * a penalty > 1), then lowered by count * frequency + presence — one subtraction of the
+ * sum, as llama.cpp rounds it. */
+static float penalize(const toy_sampler_params *p, float logit, int32_t count) {
+    logit = logit <= 0 ? logit * p->repeat_penalty : logit / p->repeat_penalty;
+    return logit - ((float)count * p->frequency_penalty + p->presence_penalty);
+}
+
+void toy_sampler_apply_penalties(const toy_sampler *s, const float *logits, float *out) {
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        float l = isnan(logits[i]) ? -INFINITY : logits[i];
+        if (s->penalties_on && s->counts[i] > 0) l = penalize(&s->params, l, s->counts[i]);
+        out[i] = l;
+    }
+}
+
+/* ---------------------------------------------------------------- selection */
+
+/* The ranking every stage uses: higher logit first, lower id first on a tie — a total
+ * order, so any sort or selection gives the same list. */
+static inline bool ranks_above(const toy_sampler_candidate *a,
+                               const toy_sampler_candidate *b) {
+    return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
+}
+
+static inline void swap_cand(toy_sampler_candidate *a, toy_sampler_candidate *b) {
+    toy_sampler_candidate t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* A heap with the lowest-ranked kept token at the root: the one a better token evicts. */
+static void heap_sift_down(toy_sampler_candidate *h, size_t n, size_t i) {
+    for (;;) {
+        size_t low = i;
+        const size_t left = 2 * i + 1, right = left + 1;
+        if (left < n && ranks_above(&h[low], &h[left])) low = left;
+        if (right < n && ranks_above(&h[low], &h[right])) low = right;
+        if (low == i) return;
+        swap_cand(&h[i], &h[low]);
+        i = low;
+    }
+}
+
+static void heap_sift_up(toy_sampler_candidate *h, size_t i) {
+    while (i > 0) {
+        const size_t parent = (i - 1) / 2;
+        if (!ranks_above(&h[parent], &h[i])) return;
+        swap_cand(&h[i], &h[parent]);
+        i = parent;
+    }
+}
+
+/* The m best-ranked tokens above -inf into cand[0..), best first; returns how many (fewer
+ * than m when fewer are left). O(n_vocab log m): most tokens cost one comparison with
+ * the root. */
+static size_t select_top(toy_sampler *s, size_t m) {
+    toy_sampler_candidate *h = s->cand;
+    size_t n = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        const toy_sampler_candidate c = {i, s->logits[i], 0.0};
+        if (c.logit == -INFINITY) continue;
+        if (n < m) {
+            h[n] = c;
+            heap_sift_up(h, n++);
+        } else if (ranks_above(&c, &h[0])) {
+            h[0] = c;
+            heap_sift_down(h, n, 0);
+        }
+    }
+    /* heap sort: moving the root (the lowest-ranked) to the back leaves the best first */
+    for (size_t end = n; end > 1; end--) {
+        swap_cand(&h[0], &h[end - 1]);
+        heap_sift_down(h, end - 1, 0);
+    }
+    return n;
+}
+
+/* exp(logit - max) as softmax weighs it; a +inf maximum takes all the mass (shared by the
+ * +inf tokens) where exp(inf - inf) would give NaN. */
+static inline double softmax_weight(float logit, float max) {
+    if (isinf(max)) return logit == max ? 1.0 : 0.0;
+    return exp((double)logit - (double)max);
+}
+
+static void softmax(toy_sampler_candidate *c, size_t n) {
+    float max = c[0].logit;
+    for (size_t i = 1; i < n; i++)
+        if (c[i].logit > max) max = c[i].logit;
+    double sum = 0;
+    for (size_t i = 0; i < n; i++) sum += c[i].p = softmax_weight(c[i].logit, max);
+    for (size_t i = 0; i < n; i++) c[i].p /= sum;
+}
+
+/* llama.cpp's top-p over a list sorted best first: keep the shortest prefix whose
+ * probability reaches p (at least one token). */
+static size_t top_p_prefix(toy_sampler_candidate *c, size_t n, float top_p) {
+    softmax(c, n);
+    double cum = 0;
+    for (size_t i = 0; i < n; i++) {
+        cum += c[i].p;
+        if (cum >= top_p) return i + 1;
+    }
+    return n;
+}
+
+/* Top-p with top-k off: the same prefix, with probabilities over the whole vocabulary,
+ * found without sorting it. A quickselect on probability mass finds the prefix's
+ * lowest-ranked token (expected O(n_vocab); pivots come from a fixed splitmix64 sequence,
+ * so the work done is the same on every run); then one pass gathers every token ranked
+ * at or above it, in id order. The masses are summed in partition order rather than best
+ * first, which can move the cut only when the running sum lands within rounding of p. */
+static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
+    toy_sampler_candidate *c = s->cand;
+    size_t n = 0;
+    float max = -INFINITY;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        if (s->logits[i] == -INFINITY) continue;
+        c[n++] = (toy_sampler_candidate){i, s->logits[i], 0.0};
+        if (s->logits[i] > max) max = s->logits[i];
+    }
+    if (n == 0) return 0;
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += c[i].p = softmax_weight(c[i].logit, max);
+
+    /* c[0..lo) is kept for sure (its mass is top_p * total - need); the cut is in
+     * [lo, hi) */
+    double need = top_p * total;
+    size_t lo = 0, hi = n;
+    uint64_t pivot_state = 0;
+    toy_sampler_candidate cut;
+    for (;;) {
+        swap_cand(&c[lo + splitmix64(&pivot_state) % (hi - lo)], &c[hi - 1]);
+        const toy_sampler_candidate pivot = c[hi - 1];
+        size_t above = lo; /* c[lo..above) rank above the pivot */
+        double above_mass = 0;
+        for (size_t i = lo; i < hi - 1; i++) {
+            if (ranks_above(&c[i], &pivot)) {
+                above_mass += c[i].p;
+                swap_cand(&c[i], &c[above++]);
+            }
+        }
+        swap_cand(&c[above], &c[hi - 1]);
+        if (above > lo && above_mass >= need) {
+            hi = above; /* the better ones already reach p */
+        } else if (above_mass + pivot.p >= need || above + 1 == hi) {
+            cut = pivot; /* (or every token is in: rounding kept the sum short of p) */
+            break;
+        } else {
+            need -= above_mass + pivot.p;
+            lo = above + 1;
+        }
+    }
+
+    size_t kept = 0;
+    for (int32_t i = 0; i < s->n_vocab; i++) {
+        const toy_sampler_candidate t = {i, s->logits[i], 0.0};
+        if (t.logit != -INFINITY && (i == cut.id || ranks_above(&t, &cut))) c[kept++] = t;
+    }
+    return kept;
+}
+
+/* ---------------------------------------------------------------- the chain */
+
+size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
+                              const toy_sampler_candidate **out) {
+    const toy_sampler_params *p = &s->params;
+    toy_sampler_candidate *c = s->cand;
+    *out = c;
+    toy_sampler_apply_penalties(s, logits, s->logits);
+
+    if (!(p->temperature > 0)) {
+        int32_t best = 0;
+        for (int32_t i = 1; i < s->n_vocab; i++)
+            if (s->logits[i] > s->logits[best]) best = i;
+        c[0] = (toy_sampler_candidate){best, s->logits[best], 1.0};
+        return 1;
+    }
+
+    size_t n;
+    bool sorted = true;
+    if (p->top_k > 0 && p->top_k < s->n_vocab) {
+        n = select_top(s, (size_t)p->top_k);
+        if (n > 0 && p->top_p < 1) n = top_p_prefix(c, n, p->top_p);
+    } else if (p->top_p < 1) {
+        n = top_p_whole_vocab(s, p->top_p);
+        sorted = false;
+    } else {
+        n = 0;
+        for (int32_t i = 0; i < s->n_vocab; i++)
+            if (s->logits[i] != -INFINITY)
+                c[n++] = (toy_sampler_candidate){i, s->logits[i], 0.0};
+        sorted = false;
+    }
+    if (n == 0) { /* every logit is -inf or NaN: nothing to prefer, take the first token */
+        c[0] = (toy_sampler_candidate){0, -INFINITY, 1.0};
+        return 1;
+    }
+
+    /* min-p compares logits, as llama.cpp does: keep l >= l_max + log(min_p), i.e.
+     * p >= min_p * p_max; if that would leave none (min_p > 1), it keeps them all. */
+    if (p->min_p > 0 && n > 1) {
+        float max = c[0].logit;
+        if (!sorted)
+            for (size_t i = 1; i < n; i++)
+                if (c[i].logit > max) max = c[i].logit;
+        const float floor_logit = max + logf(p->min_p);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++)
+            if (c[i].logit >= floor_logit) c[kept++] = c[i];
+        if (kept > 0) n = kept;
+    }
+
+    if (p->temperature != 1)
+        for (size_t i = 0; i < n; i++) c[i].logit /= p->temperature;
+    softmax(c, n);
+    return n;
+}
+
+int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
+    const toy_sampler_candidate *c;
+    const size_t n = toy_sampler_candidates(s, logits, &c);
+    if (!(s->params.temperature > 0)) return c[0].id;
+    const double u = toy_sampler_uniform(s);
+    double cum = 0;
+    size_t last = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (c[i].p <= 0) continue;
+        cum += c[i].p;
+        last = i;
+        if (u < cum) return c[i].id;
+    }
+    return c[last].id; /* rounding left the total a hair under u */
+}
+
+/* ---------------------------------------------------------------- history */
+
+void toy_sampler_accept(toy_sampler *s, int32_t token) {
+    if (!s || !s->penalties_on || token < 0 || token >= s->n_vocab) return;
+    if (s->window) {
+        const int32_t cap = s->params.repeat_last_n;
+        if (s->window_len == cap)
+            s->counts[s->window[s->window_head]]--; /* the oldest token leaves */
+        else
+            s->window_len++;
+        s->window[s->window_head] = token;
+        s->window_head = (s->window_head + 1) % cap;
+    }
+    if (s->counts[token] < INT32_MAX) s->counts[token]++;
+}
+
+void toy_sampler_reset(toy_sampler *s) {
+    if (!s) return;
+    memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
+    s->window_len = s->window_head = 0;
+    seed_rng(s);
+}
+
+/* ---------------------------------------------------------------- lifetime */
+
+toy_sampler_params toy_sampler_default_params(void) {
+    return (toy_sampler_params){
+        .temperature = 0.8f,
+        .top_k = 40,
+        .top_p = 0.95f,
+        .min_p = 0.05f,
+        .repeat_penalty = 1.0f,
+        .repeat_last_n = 64,
+        .frequency_penalty = 0.0f,
+        .presence_penalty = 0.0f,
+        .seed = 0,
+    };
+}
+
+toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
+                           toy_sampler **out) {
+    if (!out) return toy_error(TOY_ERR_INVALID, "toy_sampler_new: out is NULL");
+    *out = NULL;
+    const toy_sampler_params p = params ? *params : toy_sampler_default_params();
+    if (n_vocab <= 0)
+        return toy_error(TOY_ERR_INVALID, "sampler: n_vocab must be positive, got %d",
+                         (int)n_vocab);
+    if (isnan(p.temperature) || isnan(p.top_p) || isnan(p.min_p))
+        return toy_error(TOY_ERR_INVALID,
+                         "sampler: temperature, top_p and min_p must not be NaN");
+    if (!(p.repeat_penalty > 0) || isinf(p.repeat_penalty))
+        return toy_error(TOY_ERR_INVALID,
+                         "sampler: repeat_penalty must be finite and > 0, got %g",
+                         (double)p.repeat_penalty);
+    if (!isfinite(p.frequency_penalty) || !isfinite(p.presence_penalty))
+        return toy_error(TOY_ERR_INVALID,
+                         "sampler: frequency_penalty and presence_penalty must be finite");
+    if (p.repeat_last_n < -1)
+        return toy_error(TOY_ERR_INVALID, "sampler: repeat_last_n must be >= -1, got %d",
+                         (int)p.repeat_last_n);
+
+    toy_sampler *s = calloc(1, sizeof *s);
+    if (!s) return toy_error(TOY_ERR_NOMEM, "sampler: out of memory");
+    s->params = p;
+    s->n_vocab = n_vocab;
+    s->penalties_on = p.repeat_last_n != 0 && (p.repeat_penalty != 1 ||
+                                               p.frequency_penalty != 0 ||
+                                               p.presence_penalty != 0);
+    s->counts = calloc((size_t)n_vocab, sizeof *s->counts);
+    s->logits = calloc((size_t)n_vocab, sizeof *s->logits);
+    s->cand = calloc((size_t)n_vocab, sizeof *s->cand);
+    const bool bounded = s->penalties_on && p.repeat_last_n > 0;
+    if (bounded) s->window = calloc((size_t)p.repeat_last_n, sizeof *s->window);
+    if (!s->counts || !s->logits || !s->cand || (bounded && !s->window)) {
+        toy_sampler_free(s);
+        return toy_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
+                         (int)n_vocab);
+    }
+    seed_rng(s);
+    *out = s;
+    return TOY_OK;
+}
+
+void toy_sampler_free(toy_sampler *s) {
+    if (!s) return;
+    free(s->counts);
+    free(s->window);
+    free(s->logits);
+    free(s->cand);
+    free(s);
+}
