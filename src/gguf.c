@@ -435,6 +435,16 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
                              g->path, t->name, (unsigned long long)t->offset, t->size, data,
                              g->size);
         t->data = g->base + begin;
+        /* blocks are read in place as structs of halves and floats: refuse data that
+         * is not aligned for them (only files with general.alignment below 8 can) */
+        size_t ts = toy_type_size(t->type);
+        uintptr_t need = ts % 8 == 0 ? 8 : ts % 4 == 0 ? 4 : ts % 2 == 0 ? 2 : 1;
+        if ((uintptr_t)t->data % need != 0)
+            return toy_error(TOY_ERR_UNSUPPORTED,
+                             "%s: tensor '%s' data at byte %zu is not %zu-byte aligned, as type "
+                             "%s needs (general.alignment is %zu)",
+                             g->path, t->name, begin, (size_t)need, toy_type_name(t->type),
+                             g->alignment);
     }
 
     toy_status st = sort_names(g, &g->tensors[0].name, sizeof *g->tensors, g->n_tensors,

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# cli_malformed.sh TOY — `toy info` on every malformed GGUF that test_gguf_malformed
+# writes: each must exit non-zero (not by a signal), print nothing on stdout and exactly
+# one line on stderr naming the file.
+set -u
+
+toy=${1:?usage: cli_malformed.sh PATH_TO_toy}
+bindir=$(cd "$(dirname "$toy")" && pwd)
+gen=$bindir/test_gguf_malformed
+if [ ! -x "$gen" ]; then
+  echo "SKIP: $gen not built (it writes the malformed files)"
+  exit 77
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/toy-cli-malformed.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+mkdir "$work/files"
+"$gen" --write-malformed "$work/files" >/dev/null || { echo "FAIL: $gen could not write the files"; exit 1; }
+
+fails=0
+n=0
+for f in "$work"/files/*.gguf; do
+  n=$((n + 1))
+  "$toy" info "$f" >"$work/out" 2>"$work/err"
+  rc=$?
+  name=$(basename "$f")
+  problem=
+  if [ "$rc" -eq 0 ]; then
+    problem="exit status 0"
+  elif [ "$rc" -ge 126 ]; then
+    problem="exit status $rc (a crash or a signal)"
+  elif [ -s "$work/out" ]; then
+    problem="printed to stdout"
+  elif [ "$(wc -l <"$work/err")" -ne 1 ] || [ "$(tail -c 1 "$work/err" | od -An -c | tr -d ' ')" != '\n' ]; then
+    problem="stderr is not exactly one line"
+  elif ! grep -qF -- "$name" "$work/err"; then
+    problem="stderr does not name the file"
+  fi
+  if [ -n "$problem" ]; then
+    fails=$((fails + 1))
+    echo "FAIL $name: $problem"
+    sed 's/^/  stdout: /' "$work/out" | head -5
+    sed 's/^/  stderr: /' "$work/err" | head -10
+  fi
+done
+
+if [ "$n" -eq 0 ]; then
+  echo "FAIL: no malformed files were written"
+  exit 1
+fi
+if [ "$fails" -ne 0 ]; then
+  echo "cli_malformed: $fails of $n files failed"
+  exit 1
+fi
+echo "cli_malformed: ok ($n files)"

@@ -1,0 +1,109 @@
+/* test_fuzz_corpus.c — the fuzz corpus as a regression suite, without libFuzzer.
+ *
+ * Every file under fuzz/corpus is opened with toy_gguf_open (the mapped path) and
+ * walked with the fuzz target's own walk, then fed to the fuzz target itself (the
+ * toy_gguf_open_memory path). seed-* files are valid and must load; crash-* files are
+ * inputs that once crashed the reader and must now load or be refused cleanly (a
+ * one-line message naming the file); anything else may do either.
+ */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "../fuzz/fuzz_gguf.c"
+#include "test.h"
+
+static bool read_whole(const char *path, uint8_t **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    uint8_t *p = NULL;
+    size_t n = 0, cap = 0, k;
+    uint8_t chunk[4096];
+    while ((k = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        if (n + k > cap) {
+            cap = (n + k) * 2;
+            uint8_t *q = realloc(p, cap);
+            if (!q) {
+                free(p);
+                fclose(f);
+                return false;
+            }
+            p = q;
+        }
+        memcpy(p + n, chunk, k);
+        n += k;
+    }
+    fclose(f);
+    *data = p;
+    *size = n;
+    return true;
+}
+
+static void check_one(const char *dir, const char *name) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    bool must_load = strncmp(name, "seed-", 5) == 0;
+
+    toy_gguf *g = NULL;
+    toy_status st = toy_gguf_open(path, &g);
+    if (st == TOY_OK) {
+        const char *problem = fuzz_check_gguf(g, NULL, 0);
+        CHECK_MSG(problem == NULL, "%s: %s", name, problem);
+        toy_gguf_close(g);
+    } else {
+        const char *msg = toy_last_error();
+        CHECK_MSG(!must_load, "%s: a seed is refused: %s", name, msg);
+        CHECK_MSG(st != TOY_ERR_NOMEM, "%s: refused with TOY_ERR_NOMEM: %s", name, msg);
+        CHECK_MSG(msg && *msg && !strchr(msg, '\n'), "%s: message is not one line: \"%s\"", name,
+                  msg ? msg : "(null)");
+        CHECK_MSG(msg && strstr(msg, path), "%s: message does not name the file: \"%s\"", name,
+                  msg ? msg : "(null)");
+    }
+
+    /* the same bytes through the fuzz target, from an exactly-sized buffer */
+    uint8_t *data = NULL;
+    size_t size = 0;
+    CHECK_MSG(read_whole(path, &data, &size), "%s: cannot read", name);
+    g = NULL;
+    toy_status st_mem = toy_gguf_open_memory(data ? data : (const uint8_t *)"", size, name, &g);
+    CHECK_MSG((st_mem == TOY_OK) == (st == TOY_OK),
+              "%s: toy_gguf_open says %s, toy_gguf_open_memory says %s", name,
+              toy_status_str(st), toy_status_str(st_mem));
+    if (st_mem == TOY_OK) toy_gguf_close(g);
+    LLVMFuzzerTestOneInput(data ? data : (const uint8_t *)"", size); /* traps on a problem */
+    free(data);
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int main(void) {
+    const char *dir = TOY_SOURCE_DIR "/fuzz/corpus";
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("SKIP: no corpus at %s\n", dir);
+        return TEST_SKIP_CODE;
+    }
+    char *names[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 4096) {
+        char path[4096];
+        struct stat sb;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        if (e->d_name[0] == '.' || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        names[n++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+
+    int seeds = 0;
+    for (int i = 0; i < n; i++) {
+        seeds += strncmp(names[i], "seed-", 5) == 0;
+        check_one(dir, names[i]);
+        free(names[i]);
+    }
+    CHECK_MSG(seeds >= 1, "no seed-* files in %s", dir);
+    printf("%d corpus files, %d seeds\n", n, seeds);
+    return test_finish("test_fuzz_corpus");
+}
