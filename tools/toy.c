@@ -12,6 +12,10 @@ static const struct {
     const char *summary;
 } commands[] = {
     {"info", cmd_info, "describe a GGUF file: architecture, hyperparameters, tokenizer, tensors"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "talk with a model interactively"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"eval", cmd_eval, "write the logits of every position of a token sequence"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
 };
 

@@ -1,0 +1,138 @@
+/* tokenizer.h — the vocabulary as the tokenizers see it (internal).
+ *
+ * tokenizer.c reads the vocabulary and owns what is common to every kind: special
+ * tokens, splitting the text at special-token text, BOS/EOS, pieces and detokenizing.
+ * The three ways to turn plain text into ids live beside it, one file each:
+ * tokenizer_spm.c (SentencePiece merges by score), tokenizer_bpe.c (byte-level BPE
+ * with its pre-tokenizer regexes) and tokenizer_wpm.c (WordPiece). Each reproduces the
+ * corresponding llm_tokenizer_* of llama.cpp's src/llama-vocab.cpp. */
+#ifndef TOY_TOKENIZER_H
+#define TOY_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "toy.h"
+
+/* llama.cpp's llama_token_attr bits (a token can carry several, e.g. NORMAL|CONTROL
+ * when llama.cpp promotes a control-looking token). */
+enum {
+    TOY_ATTR_UNDEFINED = 0,
+    TOY_ATTR_UNKNOWN = 1 << 0,
+    TOY_ATTR_UNUSED = 1 << 1,
+    TOY_ATTR_NORMAL = 1 << 2,
+    TOY_ATTR_CONTROL = 1 << 3,
+    TOY_ATTR_USER_DEFINED = 1 << 4,
+    TOY_ATTR_BYTE = 1 << 5,
+    TOY_ATTR_LSTRIP = 1 << 7,
+    TOY_ATTR_RSTRIP = 1 << 8,
+};
+
+/* String -> int32 hash map over keys stored elsewhere (they must outlive it). The
+ * first value inserted for a key stays. */
+typedef struct {
+    const char *key;
+    uint32_t len;
+    int32_t value;
+} toy_strmap_entry;
+
+typedef struct {
+    toy_strmap_entry *entries;
+    uint32_t n, cap;
+    uint32_t *slots; /* entry index + 1; 0 = empty */
+    uint32_t mask;
+} toy_strmap;
+
+toy_status toy_strmap_init(toy_strmap *m, uint32_t n_max);
+void toy_strmap_free(toy_strmap *m);
+/* False if the key was already there (its value is kept). */
+bool toy_strmap_insert(toy_strmap *m, const char *key, uint32_t len, int32_t value);
+/* -1 if absent. */
+int32_t toy_strmap_find(const toy_strmap *m, const char *key, size_t len);
+
+typedef struct {
+    uint32_t text_off, text_len;   /* into toy_vocab.text (NUL-terminated there) */
+    uint32_t piece_off, piece_len; /* into toy_vocab.pieces: the piece with special */
+    float score;
+    uint16_t attr;
+} toy_token_data;
+
+/* Growing list of token ids; a failed allocation sets oom and drops the id. */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+    bool oom;
+} toy_ids;
+
+void toy_ids_push(toy_ids *ids, int32_t id);
+
+/* Growing byte buffer, same convention. */
+typedef struct {
+    char *v;
+    size_t n, cap;
+    bool oom;
+} toy_buf;
+
+void toy_buf_append(toy_buf *b, const void *data, size_t len);
+
+typedef struct toy_pretokenizer toy_pretokenizer;
+
+struct toy_vocab {
+    toy_vocab_kind kind;
+    int32_t n_tokens;
+    toy_token_data *tokens;
+    char *text;   /* every token's text, each NUL-terminated */
+    char *pieces; /* every token's piece (token_to_piece with special) */
+    toy_strmap token_ids;
+    int max_token_len; /* bytes, for WordPiece's longest-match search */
+
+    /* BPE: "left right" -> rank, over the merge strings kept in merge_text */
+    toy_strmap merges;
+    char *merge_text;
+    toy_pretokenizer *pre;
+    bool ignore_merges; /* look the whole pre-token up before merging (llama3) */
+
+    int32_t bos, eos, eot, eom, unk, sep, pad, mask;
+    int32_t fim_pre, fim_suf, fim_mid, fim_pad, fim_rep, fim_sep;
+    bool add_bos, add_eos, add_sep;
+    bool add_space_prefix; /* SPM: a space before the text (after BOS/special tokens) */
+    bool clean_spaces;     /* detokenize: " ." -> "." etc. (clean_up_tokenization_spaces) */
+    bool lowercase, strip_accents; /* WPM normalizer */
+
+    /* the byte fallback of each byte: SPM <0xXX> (else the byte as text); BPE the
+     * one-byte token text; -1 if none */
+    int32_t byte_token[256];
+
+    /* control, user-defined and unknown tokens, longest text first */
+    int32_t *special;
+    int32_t n_special;
+    /* end-of-generation tokens, ascending */
+    int32_t *eog;
+    int32_t n_eog;
+};
+
+static inline const char *toy_token_text_of(const toy_vocab *v, int32_t id) {
+    return v->text + v->tokens[id].text_off;
+}
+
+/* Token id of a text, -1 if none. */
+static inline int32_t toy_vocab_find(const toy_vocab *v, const char *s, size_t len) {
+    return toy_strmap_find(&v->token_ids, s, len);
+}
+
+/* Plain text (no special tokens) to ids, appended to out. `first` tells SPM whether the
+ * text follows the start or a special token (where the space prefix goes). */
+toy_status toy_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bool first,
+                            toy_ids *out);
+toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out);
+toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out);
+
+/* The pre-tokenizer named by tokenizer.ggml.pre ("" for the default). Sets the
+ * vocabulary flags that llama.cpp ties to the name (ignore_merges, clean_spaces, the
+ * default of add_bos). TOY_ERR_UNSUPPORTED for an unknown name. */
+toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
+                                toy_pretokenizer **out);
+void toy_pretokenizer_free(toy_pretokenizer *p);
+
+#endif

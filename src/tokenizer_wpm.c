@@ -1,0 +1,90 @@
+/* tokenizer_wpm.c — WordPiece as llama.cpp's llm_tokenizer_wpm runs it (BERT).
+ *
+ * The text is normalized code point by code point: NFD (only the first code point of
+ * each decomposition, as llama.cpp's table has it), accent marks dropped and letters
+ * lowercased (both on unless the vocabulary says otherwise), control characters
+ * dropped. Whitespace separates words; punctuation, ASCII symbols and CJK ideographs
+ * are words of their own. Each word, with "▁" in front (the converter stores
+ * word-initial pieces that way and "##" continuations bare), becomes the longest
+ * tokens that match from the left; a word with a part that matches nothing becomes
+ * [UNK] as a whole. */
+#include "tokenizer.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "unicode.h"
+
+/* llama.cpp's is_chinese_char, with its 0x2B920 (which the HF Rust code has too). */
+static bool is_chinese_char(uint32_t c) {
+    return (c >= 0x04E00 && c <= 0x09FFF) || (c >= 0x03400 && c <= 0x04DBF) ||
+           (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+           (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+           (c >= 0x0F900 && c <= 0x0FAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+/* word holds "▁" followed by the word's bytes */
+static void tokenize_word(const toy_vocab *v, const toy_buf *word, toy_ids *out) {
+    const char *w = word->v;
+    size_t n = word->n;
+    size_t start = out->n;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = i + (size_t)v->max_token_len + 1;
+        if (j > n) j = n;
+        bool match = false;
+        for (; j > i; j--) {
+            int32_t id = toy_vocab_find(v, w + i, j - i);
+            if (id >= 0) {
+                toy_ids_push(out, id);
+                match = true;
+                i = j - 1;
+                break;
+            }
+        }
+        if (!match) { /* drop what this word produced */
+            out->n = start;
+            break;
+        }
+    }
+    if (out->n == start && v->unk >= 0) toy_ids_push(out, v->unk);
+}
+
+toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out) {
+    static const char space[] = "\xe2\x96\x81";
+    toy_buf word = {0};
+    toy_buf_append(&word, space, 3);
+
+    for (size_t pos = 0; pos < len && !word.oom;) {
+        uint32_t cpt = toy_utf8_decode(text, len, &pos);
+        if (v->strip_accents) cpt = toy_unicode_nfd_first(cpt);
+        uint16_t flags = toy_unicode_flags(cpt);
+
+        if (flags & TOY_UCD_WHITESPACE) {
+            if (word.n > 3) tokenize_word(v, &word, out);
+            word.n = 3;
+            continue;
+        }
+        if (cpt == 0 || cpt == TOY_UNICODE_REPLACEMENT || (flags & TOY_UCD_CONTROL)) continue;
+        if (v->strip_accents && (flags & TOY_UCD_ACCENT_MARK)) continue;
+
+        char utf8[4];
+        size_t l = toy_utf8_encode(v->lowercase ? toy_unicode_tolower(cpt) : cpt, utf8);
+        if ((flags & TOY_UCD_PUNCTUATION) || (cpt < 0x7F && (flags & TOY_UCD_SYMBOL)) ||
+            is_chinese_char(cpt)) {
+            if (word.n > 3) tokenize_word(v, &word, out);
+            word.n = 3;
+            toy_buf_append(&word, utf8, l);
+            tokenize_word(v, &word, out);
+            word.n = 3;
+        } else {
+            toy_buf_append(&word, utf8, l);
+        }
+    }
+    if (word.n > 3 && !word.oom) tokenize_word(v, &word, out);
+
+    bool oom = word.oom;
+    free(word.v);
+    if (oom) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    return TOY_OK;
+}

@@ -1,0 +1,85 @@
+/* unicode.h — the Unicode facts the tokenizers need, exactly as llama.cpp's
+ * src/unicode.cpp has them: its UTF-8 decoder (an invalid byte becomes U+FFFD), its
+ * per-code-point category flags, whitespace set, simple lowercase map and one-code-point
+ * NFD map, and GPT-2's byte <-> character mapping.
+ *
+ * The tables live in unicode_data.c, generated (Unicode 14.0, Python's unicodedata)
+ * the way llama.cpp's scripts/gen-unicode-data.py builds unicode-data.cpp:
+ *
+ *   flags = {"Cn":0x01, "Cc"/"Cf"/"Co"/"Cs":0x80, "L*":0x04, "M*":0x10, "N*":0x02,
+ *            "P*":0x20, "S*":0x40, "Z*":0x08}[unicodedata.category(chr(c))]
+ *   ranges: (first code point, flags) at every change of flags
+ *   lowercase: (c, ord(chr(c).lower())) where that is one other code point
+ *              (and U+0130 -> U+0069, UnicodeData.txt's simple mapping)
+ *   nfd: (first, last, ord(unicodedata.normalize("NFD", chr(c))[0])) where it differs
+ */
+#ifndef TOY_UNICODE_H
+#define TOY_UNICODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Category flags, one per code point (llama.cpp's unicode_cpt_flags), plus
+ * TOY_UCD_WHITESPACE from llama.cpp's separate whitespace set. */
+enum {
+    TOY_UCD_UNDEFINED = 0x0001,
+    TOY_UCD_NUMBER = 0x0002,      /* \p{N} */
+    TOY_UCD_LETTER = 0x0004,      /* \p{L} */
+    TOY_UCD_SEPARATOR = 0x0008,   /* \p{Z} */
+    TOY_UCD_ACCENT_MARK = 0x0010, /* \p{M} */
+    TOY_UCD_PUNCTUATION = 0x0020, /* \p{P} */
+    TOY_UCD_SYMBOL = 0x0040,      /* \p{S} */
+    TOY_UCD_CONTROL = 0x0080,     /* \p{C} */
+    TOY_UCD_CATEGORIES = 0x00FF,
+    TOY_UCD_WHITESPACE = 0x0100,  /* \s */
+};
+
+typedef struct {
+    uint32_t first;
+    uint16_t flags;
+} toy_unicode_range;
+
+typedef struct {
+    uint32_t from, to;
+} toy_unicode_pair;
+
+typedef struct {
+    uint32_t first, last, nfd;
+} toy_unicode_nfd;
+
+extern const toy_unicode_range toy_unicode_ranges[];
+extern const size_t toy_unicode_n_ranges;
+extern const toy_unicode_pair toy_unicode_lowercase[];
+extern const size_t toy_unicode_n_lowercase;
+extern const toy_unicode_nfd toy_unicode_nfd_ranges[];
+extern const size_t toy_unicode_n_nfd;
+
+#define TOY_UNICODE_REPLACEMENT 0xFFFDu
+
+/* Length of the UTF-8 sequence a lead byte announces (1 for a stray continuation
+ * byte), llama.cpp's unicode_len_utf8. */
+static inline size_t toy_utf8_len(unsigned char c) {
+    static const unsigned char lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return lookup[c >> 4];
+}
+
+/* Decodes the code point at s[*pos] (n bytes in all) and advances *pos. An invalid
+ * or truncated sequence consumes one byte and gives U+FFFD. Like llama.cpp, overlong
+ * forms and surrogates are not rejected, and F5..F7 leads give values above U+10FFFF. */
+uint32_t toy_utf8_decode(const char *s, size_t n, size_t *pos);
+/* Writes the UTF-8 of cpt (U+FFFD for a value above U+10FFFF) to out[4]; returns
+ * the number of bytes. */
+size_t toy_utf8_encode(uint32_t cpt, char *out);
+
+uint16_t toy_unicode_flags(uint32_t cpt);
+uint32_t toy_unicode_tolower(uint32_t cpt);
+/* The first code point of the canonical decomposition (llama.cpp's
+ * unicode_cpts_normalize_nfd works one code point at a time). */
+uint32_t toy_unicode_nfd_first(uint32_t cpt);
+
+/* GPT-2's byte-level alphabet: every byte as a printable character (U+0021..U+017F
+ * range); toy_unicode_cpt_to_byte returns -1 for a character that is no byte. */
+uint32_t toy_unicode_byte_to_cpt(uint8_t byte);
+int toy_unicode_cpt_to_byte(uint32_t cpt);
+
+#endif

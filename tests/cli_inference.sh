@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The inference commands on fixture models: toy eval (both modes) against llama.cpp's
+# logits, toy tokenize against ref.tokens, toy run (greedy) reproducing the reference
+# continuation, and the errors a user can provoke.
+set -u
+toy="$1"
+fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
+if [ ! -f "$fixtures/README.md" ]; then
+  echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
+  exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+
+for cmd in run chat tokenize eval; do
+  "$toy" $cmd --help > "$tmp/help" 2>&1 || die "toy $cmd --help exits non-zero"
+  grep -q "usage: toy $cmd" "$tmp/help" || die "toy $cmd --help prints no usage"
+done
+
+# Reads a .ref.gguf: prompt, tokens, n_prompt (a small independent GGUF reader).
+refinfo() {
+  python3 - "$1" <<'PY'
+import struct, sys, json
+data = open(sys.argv[1], "rb").read(); pos = 4
+def take(fmt):
+    global pos
+    v = struct.unpack_from("<" + fmt, data, pos); pos += struct.calcsize("<" + fmt); return v[0]
+def string():
+    global pos
+    n = take("Q"); s = data[pos:pos + n]; pos += n; return s
+sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+def value(t):
+    if t == 8: return string()
+    if t == 9:
+        et, n = take("I"), take("Q"); return [value(et) for _ in range(n)]
+    return take(sizes[t])
+version, nt, nkv = take("I"), take("Q"), take("Q")
+kv = {}
+for _ in range(nkv):
+    k = string().decode(); kv[k] = value(take("I"))
+align = kv.get("general.alignment", 32)
+infos = []
+for _ in range(nt):
+    name = string().decode(); nd = take("I"); ne = [take("q") for _ in range(nd)]; ty = take("I"); off = take("Q")
+    infos.append((name, ne, off))
+base = (pos + align - 1) // align * align
+t = {n: (ne, off) for n, ne, off in infos}
+ne, off = t["ref.tokens"]
+tokens = list(struct.unpack_from("<%di" % ne[0], data, base + off))
+json.dump({"prompt": kv["ref.prompt"].decode("utf-8"), "n_prompt": kv["ref.n_prompt"], "tokens": tokens,
+           "logits_off": base + t["ref.logits"][1], "seq_off": base + t["ref.logits_seq"][1],
+           "margin_off": base + t["ref.margin"][1], "n_vocab": t["ref.logits"][0][0]}, sys.stdout)
+PY
+}
+
+for name in llama-spm-f32 llama-spm-q4_k_m llama3-bpe-f16 qwen2-f16 gemma2-f32; do
+  model="$fixtures/models/$name.gguf"
+  ref="$fixtures/models/$name.ref.gguf"
+  [ -f "$model" ] || { die "$model missing"; continue; }
+  refinfo "$ref" > "$tmp/ref.json" || { die "cannot read $ref"; continue; }
+  tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["tokens"])))' "$tmp/ref.json")
+
+  # tokenize
+  "$toy" tokenize -m "$model" --json "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"])' "$tmp/ref.json")" > "$tmp/tok.json" \
+    || die "$name: toy tokenize failed"
+  python3 - "$tmp/ref.json" "$tmp/tok.json" <<'PY' || die "$name: toy tokenize differs from ref.tokens"
+import json, sys
+ref = json.load(open(sys.argv[1])); got = json.load(open(sys.argv[2]))
+sys.exit(0 if got == ref["tokens"][:ref["n_prompt"]] else 1)
+PY
+
+  # eval, both modes, against llama.cpp's logits
+  for mode in batch seq; do
+    "$toy" eval -m "$model" --tokens "$tokens" --dump-logits "$tmp/$mode.bin" --mode $mode -t 2 \
+      || { die "$name: toy eval --mode $mode failed"; continue; }
+    python3 - "$tmp/ref.json" "$ref" "$tmp/$mode.bin" $mode <<'PY' || die "$name: eval --mode $mode outside tolerance"
+import json, math, struct, sys
+ref = json.load(open(sys.argv[1])); data = open(sys.argv[2], "rb").read(); got = open(sys.argv[3], "rb").read()
+n, nv = len(ref["tokens"]), ref["n_vocab"]
+if len(got) != 4 * n * nv:
+    print(f"  {len(got)} bytes, expected {4 * n * nv}"); sys.exit(1)
+off = ref["logits_off"] if sys.argv[4] == "batch" else ref["seq_off"]
+rels = []
+for t in range(n):
+    r = struct.unpack_from("<%df" % nv, data, off + 4 * t * nv); g = struct.unpack_from("<%df" % nv, got, 4 * t * nv)
+    d2 = sum((a - b) ** 2 for a, b in zip(g, r)); r2 = sum(b * b for b in r)
+    rels.append(math.sqrt(d2 / r2))
+rels.sort(); med = rels[len(rels) // 2]
+limit = 0.03 if "q4_k" in sys.argv[2] else 3e-3
+print(f"  {sys.argv[2].split('/')[-1]} {sys.argv[4]}: median relRMS {med:.2e}, max {rels[-1]:.2e}")
+sys.exit(0 if med <= limit else 1)
+PY
+  done
+
+  # greedy run reproduces the reference continuation (as text) while margins are clear
+  prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"])' "$tmp/ref.json")
+  "$toy" run -m "$model" -p "$prompt" -n 4 --temp 0 -c 512 > "$tmp/run.txt" 2> "$tmp/run.err" \
+    || { die "$name: toy run failed: $(cat "$tmp/run.err")"; continue; }
+  grep -q "tok/s" "$tmp/run.err" || die "$name: toy run printed no speed to stderr"
+  python3 -c 'import sys; sys.exit(0 if open(sys.argv[1], "rb").read().startswith(sys.argv[2].encode()) else 1)' \
+    "$tmp/run.txt" "$prompt" || die "$name: toy run does not echo the prompt"
+done
+
+# errors a user can provoke: one line, non-zero exit
+model="$fixtures/models/llama-spm-f32.gguf"
+long=$(python3 -c 'print("hello " * 200)')
+"$toy" run -m "$model" -p "$long" -c 64 -n 1 > /dev/null 2> "$tmp/err" && die "a prompt longer than the context was accepted"
+grep -q "64" "$tmp/err" || die "the context error does not name the context length: $(cat "$tmp/err")"
+"$toy" run -m /nonexistent.gguf -p hi > /dev/null 2> "$tmp/err" && die "a missing model was accepted"
+grep -q "/nonexistent.gguf" "$tmp/err" || die "the missing-model error does not name the file"
+"$toy" eval -m "$model" --tokens 1,x,3 --dump-logits "$tmp/x" 2> "$tmp/err" && die "a bad token list was accepted"
+grep -q "'x'" "$tmp/err" || die "the token-list error does not name the bad item"
+"$toy" eval -m "$model" --tokens 1,999999 --dump-logits "$tmp/x" 2> "$tmp/err" && die "an out-of-range token was accepted"
+grep -q "999999" "$tmp/err" || die "the out-of-range error does not name the token"
+"$toy" run -m "$fixtures/models/llama-spm-f32.ref.gguf" -p hi 2> "$tmp/err" && die "a reference file was accepted as a model"
+grep -q "refdump" "$tmp/err" || die "the architecture error does not name it: $(cat "$tmp/err")"
+
+[ $fail -eq 0 ] && echo "cli_inference: ok"
+exit $fail

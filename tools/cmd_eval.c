@@ -1,0 +1,142 @@
+/* cmd_eval.c — `toy eval`: logits of every position of a token sequence, as raw float32.
+ * The conformance interface: keep it stable. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "toy.h"
+
+static const char *const eval_usage =
+    "usage: toy eval -m MODEL --tokens ID,ID,... --dump-logits OUT [--mode batch|seq] [-t N]\n"
+    "\n"
+    "Evaluates the token ids and writes the logits of every position to OUT as raw\n"
+    "little-endian float32, one row of n_vocab per token.\n"
+    "\n"
+    "  -m, --model FILE     the GGUF model\n"
+    "  --tokens LIST        comma-separated token ids\n"
+    "  --dump-logits FILE   where the logits go\n"
+    "  --mode batch         all tokens in one forward pass (default)\n"
+    "  --mode seq           one token at a time through the KV cache\n"
+    "  -t, --threads N      threads (default 2)\n"
+    "  -h, --help           this message\n";
+
+/* "1,2,3" to ids; an error names the bad item. */
+static int32_t *parse_tokens(const char *s, int32_t *n_out) {
+    int32_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) return NULL;
+    const char *p = s;
+    for (int32_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != 0)) {
+            fprintf(stderr, "toy eval: --tokens item %d ('%.*s') is not a token id\n", i + 1,
+                    (int)strcspn(p, ","), p);
+            free(ids);
+            return NULL;
+        }
+        ids[i] = (int32_t)v;
+        p = end + (*end == ',');
+    }
+    *n_out = n;
+    return ids;
+}
+
+int cmd_eval(int argc, char **argv) {
+    const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
+    int n_threads = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(eval_usage, stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
+            model_path = argv[++i];
+        } else if (!strcmp(a, "--tokens") && next) {
+            tokens_arg = argv[++i];
+        } else if (!strcmp(a, "--dump-logits") && next) {
+            out_path = argv[++i];
+        } else if (!strcmp(a, "--mode") && next) {
+            mode = argv[++i];
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_int_arg("eval", a, next, 1, 256, &n_threads)) return 2;
+            i++;
+        } else {
+            fprintf(stderr, "toy eval: unknown or incomplete option '%s' (see toy eval --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model_path || !tokens_arg || !out_path) {
+        fprintf(stderr, "toy eval: needs -m MODEL, --tokens and --dump-logits (see toy eval --help)\n");
+        return 2;
+    }
+    bool seq = !strcmp(mode, "seq");
+    if (!seq && strcmp(mode, "batch")) {
+        fprintf(stderr, "toy eval: --mode must be batch or seq, got '%s'\n", mode);
+        return 2;
+    }
+    int32_t n = 0;
+    int32_t *tokens = parse_tokens(tokens_arg, &n);
+    if (!tokens) return 2;
+
+    int rc = 1;
+    toy_model *m = NULL;
+    toy_context *ctx = NULL;
+    FILE *out = NULL;
+    int32_t *pos = malloc((size_t)n * sizeof *pos), *seq_id = calloc((size_t)n, sizeof *seq_id);
+    int8_t *want = malloc((size_t)n);
+    if (!pos || !seq_id || !want) goto done;
+    for (int32_t i = 0; i < n; i++) pos[i] = i, want[i] = 1;
+    if (toy_model_load(model_path, &m)) {
+        fprintf(stderr, "toy eval: %s\n", toy_last_error());
+        goto done;
+    }
+    const int32_t n_vocab = toy_model_n_vocab(m);
+    toy_context_params cp = toy_context_default_params();
+    cp.n_ctx = n;
+    cp.n_batch = seq ? 1 : n;
+    cp.n_outputs = cp.n_batch;
+    cp.n_threads = n_threads;
+    if (toy_context_new(m, &cp, &ctx)) {
+        fprintf(stderr, "toy eval: %s\n", toy_last_error());
+        goto done;
+    }
+    out = fopen(out_path, "wb");
+    if (!out) {
+        fprintf(stderr, "toy eval: %s: cannot open for writing: %s\n", out_path, strerror(errno));
+        goto done;
+    }
+    int32_t step = seq ? 1 : n;
+    for (int32_t i = 0; i < n; i += step) {
+        toy_batch b = {step, tokens + i, pos + i, seq_id + i, want};
+        if (toy_decode(ctx, &b)) {
+            fprintf(stderr, "toy eval: %s\n", toy_last_error());
+            goto done;
+        }
+        for (int32_t j = 0; j < step; j++)
+            if (fwrite(toy_get_logits(ctx, j), sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
+                fprintf(stderr, "toy eval: %s: write failed\n", out_path);
+                goto done;
+            }
+    }
+    if (fclose(out) != 0) {
+        out = NULL;
+        fprintf(stderr, "toy eval: %s: write failed\n", out_path);
+        goto done;
+    }
+    out = NULL;
+    rc = 0;
+done:
+    if (out) fclose(out);
+    toy_context_free(ctx);
+    toy_model_free(m);
+    free(tokens);
+    free(pos);
+    free(seq_id);
+    free(want);
+    return rc;
+}

@@ -1,0 +1,74 @@
+/* cmd_run.c — `toy run`: generate text from a prompt, streamed to stdout. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "generate.h"
+
+static const char *const run_usage_head =
+    "usage: toy run -m MODEL -p PROMPT [options]\n"
+    "\n"
+    "Generates a continuation of PROMPT and streams it to stdout; prompt-processing and\n"
+    "generation speed go to stderr.\n"
+    "\n"
+    "  -p, --prompt TEXT       the prompt\n"
+    "  --parse-special         turn special-token text in the prompt into those tokens\n"
+    "  --no-bos                add no BOS/EOS to the prompt\n";
+
+int cmd_run(int argc, char **argv) {
+    gen_options o;
+    gen_options_default(&o);
+    const char *prompt = NULL;
+    bool parse_special = false, add_special = true;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(run_usage_head, stdout);
+            fputs(gen_options_help, stdout);
+            fputs("  -h, --help              this message\n", stdout);
+            return 0;
+        }
+        int r = gen_parse_option("run", argc, argv, &i, &o);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) {
+            prompt = argv[++i];
+        } else if (!strcmp(a, "--parse-special")) {
+            parse_special = true;
+        } else if (!strcmp(a, "--no-bos")) {
+            add_special = false;
+        } else {
+            fprintf(stderr, "toy run: unknown or incomplete option '%s' (see toy run --help)\n", a);
+            return 2;
+        }
+    }
+    if (!o.model_path || !prompt) {
+        fprintf(stderr, "toy run: needs -m MODEL and -p PROMPT (see toy run --help)\n");
+        return 2;
+    }
+    gen_session s;
+    if (!gen_session_open(&s, "run", &o)) return 1;
+    size_t len = strlen(prompt);
+    int32_t cap = (int32_t)len + 8, n = 0;
+    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
+    int rc = 1;
+    if (!tokens || toy_tokenize(s.vocab, prompt, len, add_special, parse_special, tokens, cap, &n)) {
+        fprintf(stderr, "toy run: %s\n", tokens ? toy_last_error() : "no memory");
+        goto done;
+    }
+    if (n == 0) {
+        fprintf(stderr, "toy run: the prompt gives no tokens\n");
+        goto done;
+    }
+    fwrite(prompt, 1, len, stdout);
+    fflush(stdout);
+    if (!gen_session_feed(&s, "run", tokens, n)) goto done;
+    if (!gen_session_generate(&s, "run", stdout, NULL, NULL)) goto done;
+    putchar('\n');
+    gen_session_report(&s, "run");
+    rc = 0;
+done:
+    free(tokens);
+    gen_session_close(&s);
+    return rc;
+}

@@ -1,0 +1,96 @@
+/* cmd_tokenize.c — `toy tokenize`: text to token ids. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+#include "toy.h"
+
+static const char *const tokenize_usage =
+    "usage: toy tokenize -m MODEL [--json] [--no-special] [--parse-special] [--pieces] TEXT\n"
+    "\n"
+    "Prints the token ids of TEXT with the model's tokenizer (any GGUF with tokenizer\n"
+    "metadata, vocabulary-only files included).\n"
+    "\n"
+    "  -m, --model FILE   the GGUF file\n"
+    "  --json             print a JSON array of integers\n"
+    "  --no-special       add no BOS/EOS (as llama.cpp's tokenizer tests)\n"
+    "  --parse-special    turn the text of special tokens (<|im_start|>, ...) into them\n"
+    "  --pieces           print each id with the text it stands for\n"
+    "  -h, --help         this message\n";
+
+int cmd_tokenize(int argc, char **argv) {
+    const char *model_path = NULL, *text = NULL;
+    bool json = false, add_special = true, parse_special = false, pieces = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(tokenize_usage, stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) {
+            model_path = argv[++i];
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--no-special")) {
+            add_special = false;
+        } else if (!strcmp(a, "--parse-special")) {
+            parse_special = true;
+        } else if (!strcmp(a, "--pieces")) {
+            pieces = true;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "toy tokenize: unknown or incomplete option '%s' (see toy tokenize --help)\n", a);
+            return 2;
+        } else if (!text) {
+            text = a;
+        } else {
+            fprintf(stderr, "toy tokenize: more than one TEXT given\n");
+            return 2;
+        }
+    }
+    if (!model_path || !text) {
+        fprintf(stderr, "toy tokenize: needs -m MODEL and TEXT (see toy tokenize --help)\n");
+        return 2;
+    }
+    toy_gguf *g;
+    if (toy_gguf_open(model_path, &g)) {
+        fprintf(stderr, "toy tokenize: %s\n", toy_last_error());
+        return 1;
+    }
+    toy_vocab *v;
+    if (toy_vocab_load(g, &v)) {
+        fprintf(stderr, "toy tokenize: %s: %s\n", model_path, toy_last_error());
+        toy_gguf_close(g);
+        return 1;
+    }
+    size_t len = strlen(text);
+    int32_t cap = (int32_t)(len + 8), n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    int rc = 1;
+    if (!ids || toy_tokenize(v, text, len, add_special, parse_special, ids, cap, &n)) {
+        fprintf(stderr, "toy tokenize: %s\n", ids ? toy_last_error() : "no memory");
+        goto done;
+    }
+    if (n > cap) { /* cannot happen: at most one token per byte plus BOS/EOS */
+        fprintf(stderr, "toy tokenize: %d tokens exceed the buffer\n", n);
+        goto done;
+    }
+    if (json) putchar('[');
+    for (int32_t i = 0; i < n; i++) {
+        if (json) printf(i ? ", %d" : "%d", ids[i]);
+        else if (pieces) {
+            char piece[256];
+            size_t plen = 0;
+            toy_token_to_piece(v, ids[i], true, piece, sizeof piece, &plen);
+            printf("%6d -> '", ids[i]);
+            fwrite(piece, 1, plen < sizeof piece ? plen : sizeof piece, stdout);
+            printf("'\n");
+        } else printf(i ? " %d" : "%d", ids[i]);
+    }
+    if (json) putchar(']');
+    if (json || !pieces) putchar('\n');
+    rc = 0;
+done:
+    free(ids);
+    toy_vocab_free(v);
+    toy_gguf_close(g);
+    return rc;
+}

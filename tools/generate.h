@@ -1,0 +1,67 @@
+/* generate.h — text generation shared by `toy run` and `toy chat`: options, a session
+ * (model, context, sampler, the tokens in the cache) and the streaming loop. */
+#ifndef TOY_GENERATE_H
+#define TOY_GENERATE_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "toy.h"
+
+#define GEN_MAX_STOPS 16
+
+typedef struct {
+    const char *model_path;
+    int32_t n_predict;     /* -1: until end of generation or context */
+    int32_t n_ctx;         /* 0: the model's training context */
+    int32_t n_batch;
+    int n_threads;
+    toy_sampler_params sampling;
+    const char *stops[GEN_MAX_STOPS];
+    size_t n_stops;
+    bool context_shift;
+    int32_t n_keep;        /* tokens kept at the start when the context shifts */
+    bool trace;
+} gen_options;
+
+void gen_options_default(gen_options *o);
+/* Parses the option at argv[*i] if it is a generation option: returns 1 (consumed,
+ * *i advanced past its value), 0 (not a generation option), -1 (bad value; message
+ * printed). */
+int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options *o);
+extern const char *const gen_options_help;
+
+typedef struct {
+    gen_options opt;
+    toy_model *model;
+    toy_context *ctx;
+    toy_sampler *sampler;
+    const toy_vocab *vocab;
+    int32_t n_ctx;
+    /* the tokens in the cache (sequence 0), in order */
+    int32_t *tokens;
+    int32_t n_tokens;
+    bool have_logits; /* the last decode left logits for its last token */
+    int32_t logits_index;
+    /* timing, for the speed report */
+    double prompt_seconds, gen_seconds;
+    int64_t prompt_count, gen_count;
+} gen_session;
+
+/* Loads the model and creates the context and sampler; messages go to stderr. */
+bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o);
+void gen_session_close(gen_session *s);
+/* Keeps the first n_keep tokens of the cache and drops the rest. */
+void gen_session_truncate(gen_session *s, int32_t n_keep);
+/* Evaluates tokens after those in the cache (in n_batch chunks). */
+bool gen_session_feed(gen_session *s, const char *cmd, const int32_t *tokens, int32_t n);
+/* Samples, prints and feeds back tokens until end of generation, n_predict, a stop
+ * string, the end of the context, or *interrupt. The text goes to `out`; with `reply`
+ * it is also collected (malloc'd) there. */
+bool gen_session_generate(gen_session *s, const char *cmd, FILE *out,
+                          volatile sig_atomic_t *interrupt, char **reply);
+/* "prompt eval: N tokens, X tok/s; generation: ..." to stderr. */
+void gen_session_report(const gen_session *s, const char *cmd);
+
+#endif
