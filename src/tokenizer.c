@@ -580,7 +580,8 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
     const char *model, *pre;
     size_t model_len, pre_len;
     toy_status st;
-    if (!toy_gguf_get(g, KEY_MODEL)) return toy_error(TOY_ERR_NOT_FOUND, "%s: key not found", KEY_MODEL);
+    if (!toy_gguf_get(g, KEY_MODEL))
+        return toy_error(TOY_ERR_NOT_FOUND, "%s: key not found", KEY_MODEL);
     if ((st = get_str_opt(g, KEY_MODEL, &model, &model_len))) return st;
     if ((st = get_str_opt(g, KEY_PRE, &pre, &pre_len))) return st;
 
@@ -845,7 +846,9 @@ toy_status toy_tokenize(const toy_vocab *v, const char *text, size_t len, bool a
             continue;
         }
         switch (v->kind) {
-        case TOY_VOCAB_SPM: st = toy_spm_tokenize(v, text + f->off, f->len, prev_special, &ids); break;
+        case TOY_VOCAB_SPM:
+            st = toy_spm_tokenize(v, text + f->off, f->len, prev_special, &ids);
+            break;
         case TOY_VOCAB_BPE: st = toy_bpe_tokenize(v, text + f->off, f->len, &ids); break;
         case TOY_VOCAB_WPM: st = toy_wpm_tokenize(v, text + f->off, f->len, &ids); break;
         }

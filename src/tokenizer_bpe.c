@@ -38,14 +38,14 @@
 #define RE_LLAMA3                                                                         \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
     "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
-#define RE_LLAMA3_ORIG                                                                  \
-    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "             \
-    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_QWEN2                                                                          \
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 #define RE_CJK "[\xe4\xb8\x80-\xe9\xbe\xa5\xe0\xa0\x80-\xe4\xb8\x80\xea\xb0\x80-\xed\x9f\xbf]+"
-#define RE_PORO " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94\xd8\x8c)]+"
+/* " ?[^(\s|.,!?…。，、।۔،)]+" */
+#define RE_PORO                                                                        \
+    " ?[^(\\s|.,!?\xe2\x80\xa6\xe3\x80\x82\xef\xbc\x8c\xe3\x80\x81\xe0\xa5\xa4\xdb\x94" \
+    "\xd8\x8c)]+"
 
 /* pre-tokenizer regex lists, as llama.cpp's llm_tokenizer_bpe constructor has them */
 static const char *const re_default[] = {"[\\p{P}\\$\\+<=>\\^~\\|]+", RE_GPT2, "\\p{N}+",
@@ -167,6 +167,9 @@ static const pre_def pre_defs[] = {
     {"command-r", re_starcoder, PRE_KEEP_SPACES},
     {"qwen2", re_qwen2, PRE_KEEP_SPACES},
     {"deepseek-r1-qwen", re_qwen2, PRE_KEEP_SPACES},
+    {"kormo", re_qwen2, PRE_KEEP_SPACES},
+    {"f2llmv2", re_qwen2, PRE_KEEP_SPACES},
+    {"solar-open", re_qwen2, PRE_KEEP_SPACES},
     {"stablelm2", re_qwen2, 0},
     {"megrez", re_qwen2, 0},
     {"hunyuan", re_qwen2, PRE_KEEP_SPACES},
@@ -187,8 +190,12 @@ static const pre_def pre_defs[] = {
     {"exaone", re_starcoder, 0},
     {"chameleon", re_chameleon, PRE_ADD_BOS | PRE_KEEP_SPACES},
     {"minerva-7b", re_starcoder, 0},
+    {"mellum2", re_starcoder, 0},
     {"gpt-4o", re_gpt4o, PRE_KEEP_SPACES},
     {"llama4", re_gpt4o, PRE_KEEP_SPACES},
+    {"kanana2", re_gpt4o, PRE_KEEP_SPACES},
+    {"talkie", re_gpt4o, PRE_KEEP_SPACES},
+    {"minimax-m2", re_gpt4o, PRE_KEEP_SPACES},
     {"trillion", re_gpt2, PRE_KEEP_SPACES},
     {"granite-docling", re_gpt2, PRE_KEEP_SPACES},
     {"bailingmoe", re_bailingmoe, PRE_KEEP_SPACES},
@@ -308,8 +315,8 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
             if (strlen(pre_defs[i].name) == len && !memcmp(pre_defs[i].name, name, len))
                 def = &pre_defs[i];
         if (!def)
-            return toy_error(TOY_ERR_UNSUPPORTED, "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'",
-                             (int)len, name);
+            return toy_error(TOY_ERR_UNSUPPORTED,
+                             "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'", (int)len, name);
     }
     if (def->flags & PRE_IGNORE_MERGES) v->ignore_merges = true;
     if (def->flags & PRE_KEEP_SPACES) v->clean_spaces = false;
@@ -323,7 +330,7 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
         int i = p->n++;
         if (!strcmp(*re, RE_GPT2)) {
             p->kind[i] = SPLIT_GPT2;
-        } else if (!strcmp(*re, RE_LLAMA3) || !strcmp(*re, RE_LLAMA3_ORIG)) {
+        } else if (!strcmp(*re, RE_LLAMA3)) {
             p->kind[i] = SPLIT_LLAMA3;
         } else if (uses_categories(*re)) {
             p->kind[i] = SPLIT_COLLAPSED;

@@ -412,6 +412,90 @@ static void test_bpe(void) {
     toy_vocab_free(v);
 }
 
+/* Long runs of one kind of character: the regex pre-tokenizers must neither fail
+ * (PCRE2's JIT stack once ran out on 200k letters under gpt-4o's pattern) nor crawl. */
+static void test_bpe_long_runs(void) {
+    static const char *const pres[] = {"gpt-4o", "tekken", "qwen2", "deepseek-llm", "default",
+                                       "llama-bpe", "chameleon"};
+    enum { N = 200000 };
+    char *text = malloc(N);
+    int32_t *ids = malloc(N * sizeof *ids);
+    for (size_t p = 0; p < sizeof pres / sizeof pres[0]; p++) {
+        toy_vocab *v = NULL;
+        toy_status st = load_written(bpe_writer(pres[p]), &v);
+        CHECK_MSG(!st, "%s: %s", pres[p], toy_last_error());
+        if (st) continue;
+        const char fills[] = {'a', ' ', '!', '7', '\n'};
+        for (size_t f = 0; f < sizeof fills; f++) {
+            memset(text, fills[f], N);
+            int32_t n = 0;
+            st = toy_tokenize(v, text, N, false, false, ids, N, &n);
+            CHECK_MSG(!st, "%s, 200k of 0x%02x: %s", pres[p], fills[f], toy_last_error());
+            /* no merge joins two equal characters here: one token per byte */
+            CHECK_MSG(n == N, "%s, 200k of 0x%02x: %d tokens", pres[p], fills[f], (int)n);
+        }
+        toy_vocab_free(v);
+    }
+    free(text);
+    free(ids);
+}
+
+/* Random text (valid and invalid UTF-8, special tokens) through SPM and BPE: ids in
+ * range, detokenize works, and SPM gives plain valid UTF-8 back exactly. (Not invalid
+ * UTF-8: llama.cpp cuts SPM symbols by the length a lead byte announces, so a stray
+ * lead byte before a space takes bytes of its "▁" along, and those come back as
+ * bytes, not as a space.) */
+static void test_random_bytes(void) {
+    /* pieces of text: the first N_PLAIN are valid UTF-8 without special tokens (after
+     * one, SPM adds its space prefix again, which detokenize keeps) */
+    static const char *const units[] = {"a", "b", "c", "l", "h", "e", " ", "  ", "\t", "\n", "<",
+                                        "|", ">", "'", "\xc3\xa9", "\xf0\x9f\xa6\x99",
+                                        "\xe4\xbd\xa0", "<|user|>", "\xff", "\x80", "\xc3",
+                                        "\xf0\x9f", "\xed\xa0\x80"};
+    enum { N_UNITS = sizeof units / sizeof units[0], N_PLAIN = 17 };
+    toy_vocab *vocabs[3] = {NULL, NULL, NULL};
+    CHECK(!load_written(spm_writer("tiny-spm"), &vocabs[0]));
+    CHECK(!load_written(bpe_writer("gpt-2"), &vocabs[1]));
+    CHECK(!load_written(bpe_writer("llama-bpe"), &vocabs[2]));
+    unsigned long long seed = 42;
+    char text[256];
+    int32_t ids[512];
+    int n_round_trips = 0;
+    for (int iter = 0; iter < 3000; iter++) {
+        size_t len = 0, n_units = test_rand_u64(&seed) % 40;
+        bool plain = iter % 4 != 0;
+        int choices = plain ? N_PLAIN : N_UNITS;
+        for (size_t u = 0; u < n_units; u++) {
+            const char *unit = units[test_rand_u64(&seed) % (unsigned)choices];
+            memcpy(text + len, unit, strlen(unit));
+            len += strlen(unit);
+        }
+        for (int k = 0; k < 3; k++) {
+            toy_vocab *v = vocabs[k];
+            if (!v) continue;
+            int32_t n = 0;
+            bool parse = iter & 1;
+            toy_status st = toy_tokenize(v, text, len, true, parse, ids, 512, &n);
+            CHECK_MSG(!st && n <= 512, "random text %d: %s", iter, toy_last_error());
+            if (st || n > 512) continue;
+            for (int i = 0; i < n; i++) CHECK(ids[i] >= 0 && ids[i] < toy_vocab_n_tokens(v));
+            char *back = NULL;
+            size_t back_len = 0;
+            CHECK(!toy_detokenize(v, ids, n, false, &back, &back_len));
+            /* SPM with BOS (which detokenizes to nothing and keeps the space prefix):
+             * " " + the text, byte for byte */
+            if (k == 0 && len && plain) {
+                n_round_trips++;
+                CHECK_MSG(back_len == len + 1 && !memcmp(back + 1, text, len),
+                          "random text %d does not round-trip", iter);
+            }
+            free(back);
+        }
+    }
+    CHECK(n_round_trips > 2000);
+    for (int k = 0; k < 3; k++) toy_vocab_free(vocabs[k]);
+}
+
 /* ---------------------------------------------------------------- WPM */
 
 static void test_wpm(void) {
@@ -556,8 +640,8 @@ static void test_errors(void) {
     toy_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", 4);
     set_strs(w, "tokenizer.ggml.merges", (const char *const[]){"a b"}, 1);
     toy_gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", true);
-    expect_error(w, TOY_ERR_FORMAT,
-                 "tokenizer.ggml.add_bos_token is true, but tokenizer.ggml.bos_token_id is not set");
+    expect_error(w, TOY_ERR_FORMAT, "tokenizer.ggml.add_bos_token is true, but "
+                                    "tokenizer.ggml.bos_token_id is not set");
 
     w = tiny_writer();
     toy_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", 4);
@@ -580,6 +664,8 @@ static void test_errors(void) {
 int main(void) {
     test_spm();
     test_bpe();
+    test_bpe_long_runs();
+    test_random_bytes();
     test_wpm();
     test_errors();
     return test_finish("test_tokenizer");

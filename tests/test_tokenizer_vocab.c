@@ -201,6 +201,24 @@ static void test_vocab_file(const char *dir, const char *name) {
         }
         p = e + sep_len;
     }
+    /* arbitrary bytes, specials parsed or not: no failure, ids in range */
+    unsigned long long seed = 7;
+    int n_random_ok = 0;
+    for (int iter = 0; iter < 200; iter++) {
+        char text[200];
+        size_t len = test_rand_u64(&seed) % sizeof text;
+        for (size_t i = 0; i < len; i++) text[i] = (char)(test_rand_u64(&seed) & 0xFF);
+        int32_t n_got = 0;
+        st = toy_tokenize(v, text, len, iter & 1, iter & 2, got, MAX_IDS, &n_got);
+        bool ok = !st && n_got <= MAX_IDS;
+        for (int i = 0; ok && i < n_got; i++) ok = got[i] >= 0 && got[i] < toy_vocab_n_tokens(v);
+        char *back = NULL;
+        size_t back_len;
+        ok = ok && !toy_detokenize(v, got, n_got, iter & 4, &back, &back_len);
+        free(back);
+        n_random_ok += ok;
+    }
+    CHECK_MSG(n_random_ok == 200, "%s: %d of 200 random texts failed", name, 200 - n_random_ok);
     CHECK_MSG(n_cases > 0, "%s: no test strings", name);
     CHECK_MSG(n_pass == n_cases, "%s: %d of %d strings differ", name, n_cases - n_pass, n_cases);
     CHECK_MSG(n_round_ok == n_round, "%s: %d of %d round trips differ", name,

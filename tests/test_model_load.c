@@ -1,0 +1,134 @@
+/* test_model_load.c — binding a model: the old per-head layout gives the same logits as
+ * the standard one, and a broken model file is an error naming what is wrong. */
+#include <stdint.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "toy.h"
+
+static char tmpdir[] = "/tmp/toy_model_load_XXXXXX";
+
+typedef enum { EDIT_NONE, EDIT_PER_HEAD, EDIT_DROP, EDIT_RESHAPE, EDIT_ARCH, EDIT_DROP_KEY } edit;
+
+/* Copies `src` to a new file with one edit; returns its path (static buffer). */
+static const char *write_variant(const toy_gguf *src, edit e, const char *what) {
+    static char path[512];
+    static int counter;
+    snprintf(path, sizeof path, "%s/m%d.gguf", tmpdir, counter++);
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    for (int64_t i = 0; i < toy_gguf_n_kv(src); i++) {
+        const char *key = toy_gguf_key(src, i);
+        if (e == EDIT_DROP_KEY && !strcmp(key, what)) continue;
+        CHECK(toy_gguf_writer_set_value(w, key, toy_gguf_kv(src, i)) == TOY_OK);
+    }
+    if (e == EDIT_ARCH) CHECK(toy_gguf_writer_set_str(w, "general.architecture", what, strlen(what)) == TOY_OK);
+    if (e == EDIT_PER_HEAD) CHECK(toy_gguf_writer_set_bool(w, "toy.ggml_native", true) == TOY_OK);
+    uint64_t n_head = 0, n_head_kv = 0;
+    toy_gguf_get_u64(src, "llama.attention.head_count", &n_head);
+    toy_gguf_get_u64(src, "llama.attention.head_count_kv", &n_head_kv);
+    for (int64_t i = 0; i < toy_gguf_n_tensors(src); i++) {
+        const toy_gguf_tensor *t = toy_gguf_tensor_at(src, i);
+        if (e == EDIT_DROP && !strcmp(t->name, what)) continue;
+        if (e == EDIT_RESHAPE && !strcmp(t->name, what)) {
+            int64_t ne[2] = {t->ne[0], t->ne[1] / 2};
+            CHECK(toy_gguf_writer_add_tensor(w, t->name, t->type, 2, ne, t->data) == TOY_OK);
+            continue;
+        }
+        const char *dot = strstr(t->name, ".attn_");
+        bool split = e == EDIT_PER_HEAD && dot &&
+                     (!strcmp(dot, ".attn_q.weight") || !strcmp(dot, ".attn_k.weight") ||
+                      !strcmp(dot, ".attn_v.weight"));
+        if (!split) {
+            CHECK(toy_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == TOY_OK);
+            continue;
+        }
+        /* one [n_embd, head_dim] tensor per head: rows h*head_dim .. */
+        int64_t heads = !strcmp(dot, ".attn_q.weight") ? (int64_t)n_head : (int64_t)n_head_kv;
+        int64_t hd = t->ne[1] / heads;
+        size_t row = (size_t)t->ne[0] * sizeof(float); /* the F32 fixture */
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(strstr(dot, ".weight") - t->name), t->name);
+        for (int64_t h = 0; h < heads; h++) {
+            char name[96];
+            snprintf(name, sizeof name, "%s.head_%lld.weight", prefix, (long long)h);
+            int64_t ne[2] = {t->ne[0], hd};
+            CHECK(toy_gguf_writer_add_tensor(w, name, t->type, 2, ne,
+                                             (const uint8_t *)t->data + (size_t)(h * hd) * row) == TOY_OK);
+        }
+    }
+    CHECK_MSG(toy_gguf_writer_write(w, path) == TOY_OK, "%s", toy_last_error());
+    toy_gguf_writer_free(w);
+    return path;
+}
+
+static float *logits_of(const char *path, const int32_t *tok, int n, int32_t *n_vocab) {
+    toy_model *m;
+    if (toy_model_load(path, &m) != TOY_OK) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return NULL;
+    }
+    *n_vocab = toy_model_n_vocab(m);
+    toy_context_params p = toy_context_default_params();
+    p.n_ctx = 64;
+    p.n_outputs = n;
+    toy_context *ctx;
+    CHECK(toy_context_new(m, &p, &ctx) == TOY_OK);
+    int32_t pos[64], seq[64] = {0};
+    int8_t want[64];
+    for (int i = 0; i < n; i++) pos[i] = i, want[i] = 1;
+    toy_batch b = {n, tok, pos, seq, want};
+    CHECK(toy_decode(ctx, &b) == TOY_OK);
+    float *out = malloc((size_t)n * *n_vocab * sizeof *out);
+    for (int i = 0; i < n; i++)
+        memcpy(out + (size_t)i * *n_vocab, toy_get_logits(ctx, i), (size_t)*n_vocab * sizeof *out);
+    toy_context_free(ctx);
+    toy_model_free(m);
+    return out;
+}
+
+static void expect_load_error(const char *path, const char *needle) {
+    toy_model *m = NULL;
+    toy_status st = toy_model_load(path, &m);
+    CHECK_MSG(st != TOY_OK, "loading a broken model succeeded (expected '%s')", needle);
+    CHECK(m == NULL);
+    CHECK_STR_CONTAINS(toy_last_error(), needle);
+    CHECK(strchr(toy_last_error(), '\n') == NULL);
+    toy_model_free(m);
+}
+
+int main(void) {
+    const char *fix = test_fixtures_dir();
+    if (!fix) return TEST_SKIP_CODE;
+    CHECK(mkdtemp(tmpdir) != NULL);
+    char base[4400];
+    snprintf(base, sizeof base, "%s/models/llama-spm-f32.gguf", fix);
+    toy_gguf *src;
+    CHECK(toy_gguf_open(base, &src) == TOY_OK);
+
+    /* the per-head layout computes exactly what the fused one does */
+    const int32_t tok[8] = {1, 15, 300, 42, 1000, 7, 512, 2000};
+    int32_t nv1 = 0, nv2 = 0;
+    float *a = logits_of(base, tok, 8, &nv1);
+    float *b = logits_of(write_variant(src, EDIT_PER_HEAD, NULL), tok, 8, &nv2);
+    CHECK(a && b && nv1 == nv2);
+    if (a && b) CHECK_MSG(!memcmp(a, b, (size_t)8 * nv1 * sizeof(float)), "per-head logits differ");
+    free(a);
+    free(b);
+
+    /* errors name the tensor, key or architecture */
+    expect_load_error(write_variant(src, EDIT_DROP, "blk.1.ffn_up.weight"), "blk.1.ffn_up.weight");
+    expect_load_error(write_variant(src, EDIT_RESHAPE, "blk.0.attn_q.weight"), "blk.0.attn_q.weight");
+    expect_load_error(write_variant(src, EDIT_DROP, "output_norm.weight"), "output_norm.weight");
+    expect_load_error(write_variant(src, EDIT_DROP_KEY, "llama.block_count"), "llama.block_count");
+    expect_load_error(write_variant(src, EDIT_DROP_KEY, "tokenizer.ggml.tokens"), "tokenizer.ggml.tokens");
+    const char *unknown = write_variant(src, EDIT_ARCH, "mamba");
+    expect_load_error(unknown, "'mamba' is not supported");
+    expect_load_error(unknown, "qwen3moe"); /* the list of supported ones */
+    expect_load_error("/nonexistent/model.gguf", "/nonexistent/model.gguf");
+
+    toy_gguf_close(src);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    CHECK(system(cmd) == 0);
+    return test_finish("test_model_load");
+}
