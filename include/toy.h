@@ -339,6 +339,9 @@ typedef struct {
     int32_t n_seq_max; /* sequences the cache holds (ids 0..n_seq_max-1) */
     int32_t n_outputs; /* most tokens of one batch with logits (0: n_seq_max) */
     int32_t n_threads;
+    /* Use attention.sliding_window where llama.cpp ignores it (phi3); off by default so
+     * the numbers match llama.cpp's. */
+    bool honor_sliding_window;
     toy_trace_fn trace; /* NULL: no tracing, no cost */
     void *trace_user;
 } toy_context_params;

@@ -183,9 +183,11 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             memcpy(toy_kv_k(&ctx->kv, il, ctx->cells[t]), ctx->k + t * kv_dim, kv_dim * sizeof(float));
             memcpy(toy_kv_v(&ctx->kv, il, ctx->cells[t]), ctx->v + t * kv_dim, kv_dim * sizeof(float));
         }
+        int32_t n_swa = l->n_swa;
+        if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
         const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
                                       hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap,
-                                      l->n_swa};
+                                      n_swa};
         toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);

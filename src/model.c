@@ -211,7 +211,9 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         hp->fused_qkv = true;
         hp->fused_gate_up = true;
         hp->q_prescale = true;
-        /* llama.cpp ignores phi3's sliding window ("Phi SWA is currently disabled") */
+        /* llama.cpp ignores phi3's sliding window ("Phi SWA is currently disabled");
+         * a context can ask for it (toy_context_params.honor_sliding_window) */
+        hp->n_swa_ignored = hp->n_swa;
         hp->n_swa = 0;
         break;
     }

@@ -85,6 +85,7 @@ typedef struct {
     float residual_scale;   /* attention and FFN outputs are multiplied by it (granite) */
     float logit_scale;      /* logits are divided by it (granite) */
     int32_t n_swa;          /* sliding window of SWA layers (0: none) */
+    int32_t n_swa_ignored;  /* a window the file gives but llama.cpp ignores (phi3) */
     int32_t n_expert;       /* 0: dense FFN */
     int32_t n_expert_used;
     int32_t n_ff_exp;       /* rows of one expert's gate/up */

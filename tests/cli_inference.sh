@@ -103,6 +103,14 @@ PY
     "$tmp/run.txt" "$prompt" || die "$name: toy run does not echo the prompt"
 done
 
+# phi3's sliding window (16) is off by default, as in llama.cpp; --sliding-window turns
+# it on and changes what a prompt longer than the window generates
+phi3="$fixtures/models/phi3-f16.gguf"
+p="Hello world! The cafe fox ran 42 km, then slept. Then it woke and ran again, far away."
+a=$("$toy" run -m "$phi3" -p "$p" -n 8 --temp 0 -c 128 2>/dev/null)
+b=$("$toy" run -m "$phi3" -p "$p" -n 8 --temp 0 -c 128 --sliding-window 2>/dev/null)
+[ -n "$a" ] && [ "$a" != "$b" ] || die "--sliding-window does not change phi3's output"
+
 # errors a user can provoke: one line, non-zero exit
 model="$fixtures/models/llama-spm-f32.gguf"
 long=$(python3 -c 'print("hello " * 200)')

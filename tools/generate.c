@@ -27,7 +27,8 @@ const char *const gen_options_help =
     "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
     "  --context-shift         when the context is full, drop the oldest tokens and go on\n"
     "  --keep N                tokens kept at the start on a context shift (default 0)\n"
-    "  --trace                 min/max/mean|x|/NaNs of intermediate tensors to stderr\n";
+    "  --trace                 min/max/mean|x|/NaNs of intermediate tensors to stderr\n"
+    "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -112,6 +113,9 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--trace")) {
         o->trace = true;
         return 1;
+    } else if (IS("--sliding-window")) {
+        o->sliding_window = true;
+        return 1;
     } else {
         return 0;
     }
@@ -167,6 +171,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     cp.n_ctx = o->n_ctx;
     cp.n_batch = o->n_batch;
     cp.n_threads = o->n_threads;
+    cp.honor_sliding_window = o->sliding_window;
     if (o->trace) cp.trace = trace_print;
     if (toy_context_new(s->model, &cp, &s->ctx) ||
         toy_sampler_new(&o->sampling, toy_model_n_vocab(s->model), &s->sampler)) {

@@ -23,6 +23,7 @@ typedef struct {
     bool context_shift;
     int32_t n_keep;        /* tokens kept at the start when the context shifts */
     bool trace;
+    bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
 } gen_options;
 
 void gen_options_default(gen_options *o);
