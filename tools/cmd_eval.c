@@ -96,6 +96,12 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     }
     const int32_t n_vocab = toy_model_n_vocab(m);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] >= n_vocab) {
+            fprintf(stderr, "toy eval: --tokens item %d (%d) is not a token id of %s (0..%d)\n",
+                    i + 1, tokens[i], model_path, n_vocab - 1);
+            goto done;
+        }
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = n;
     cp.n_batch = seq ? 1 : n;

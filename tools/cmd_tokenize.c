@@ -81,7 +81,7 @@ int cmd_tokenize(int argc, char **argv) {
             size_t plen = 0;
             toy_token_to_piece(v, ids[i], true, piece, sizeof piece, &plen);
             printf("%6d -> '", ids[i]);
-            fwrite(piece, 1, plen < sizeof piece ? plen : sizeof piece, stdout);
+            print_piece(stdout, piece, plen < sizeof piece ? plen : sizeof piece);
             printf("'\n");
         } else printf(i ? " %d" : "%d", ids[i]);
     }

@@ -20,6 +20,8 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
 
 /* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
 void json_string(FILE *f, const char *s, size_t len);
+/* Text with control bytes and bytes that are no valid UTF-8 shown as \xNN. */
+void print_piece(FILE *f, const char *s, size_t len);
 /* A double as JSON (non-finite numbers become null). */
 void json_number(FILE *f, double x);
 

@@ -58,6 +58,20 @@ void json_string(FILE *f, const char *str, size_t n) {
     fputc('"', f);
 }
 
+void print_piece(FILE *f, const char *str, size_t n) {
+    const unsigned char *s = (const unsigned char *)str;
+    for (size_t i = 0; i < n;) {
+        size_t len = s[i] >= 0x20 ? utf8_len(s + i, n - i) : 0;
+        if (len == 0) {
+            fprintf(f, "\\x%02x", s[i]);
+            i++;
+        } else {
+            fwrite(s + i, 1, len, f);
+            i += len;
+        }
+    }
+}
+
 void json_number(FILE *f, double x) {
     if (!isfinite(x)) fputs("null", f);
     else if (x == (double)(int64_t)x && fabs(x) < 9e15) fprintf(f, "%lld", (long long)x);
