@@ -84,6 +84,16 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     matmul_job *j = ctx;
     int64_t r0 = task * j->rows_per_task;
     int64_t r1 = r0 + j->rows_per_task < j->w->n_rows ? r0 + j->rows_per_task : j->w->n_rows;
+    if (j->k->vec_dot_tile && j->n_tok > 1 && j->w->n_parts <= 1) {
+        /* prefill: each weight block is decoded once for a tile of tokens */
+        for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOY_TILE_MAX) {
+            int n_a = j->n_tok - t0 < TOY_TILE_MAX ? (int)(j->n_tok - t0) : TOY_TILE_MAX;
+            j->k->vec_dot_tile(j->w->n_cols, toy_weight_row(j->w, r0), j->w->row_size,
+                               (int)(r1 - r0), j->act + (size_t)t0 * j->act_row, j->act_row, n_a,
+                               j->y + t0 * j->w->n_rows + r0, (size_t)j->w->n_rows);
+        }
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const void *row = toy_weight_row(j->w, r);
         for (int64_t t = 0; t < j->n_tok; t++)
@@ -95,7 +105,7 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
 static void cpu_matmul(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok,
                        float *y) {
     cpu_backend *c = (cpu_backend *)be;
-    matmul_job j = {.w = w, .k = toy_kernel_scalar(w->type), .x = x, .y = y, .n_tok = n_tok};
+    matmul_job j = {.w = w, .k = toy_kernel_get(w->type), .x = x, .y = y, .n_tok = n_tok};
     /* the model loader refuses types without a kernel and rows that are not whole
      * blocks, so these cannot fail here */
     toy_type_row_size(j.k->vec_dot_type, w->n_cols, &j.act_row);

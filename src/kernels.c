@@ -57,6 +57,8 @@
 #include "kernels.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Contracting a*b + c into an FMA rounds once instead of twice and would change the
@@ -549,4 +551,64 @@ static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
 const toy_kernel *toy_kernel_scalar(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !scalar_kernels[type].vec_dot) return NULL;
     return &scalar_kernels[type];
+}
+
+/* ---------------------------------------------------------------- dispatch */
+
+const char *toy_isa_name(toy_isa isa) {
+    switch (isa) {
+    case TOY_ISA_AVX512: return "avx512";
+    case TOY_ISA_AVX2: return "avx2";
+    default: return "scalar";
+    }
+}
+
+static toy_isa detected_isa(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return TOY_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
+        return TOY_ISA_AVX2;
+#endif
+    return TOY_ISA_SCALAR;
+}
+
+static toy_isa chosen_isa;
+static const toy_kernel *chosen[TOY_TYPE_COUNT];
+static pthread_once_t dispatch_once = PTHREAD_ONCE_INIT;
+
+static void dispatch_init(void) {
+    toy_isa isa = detected_isa();
+    const char *want = getenv("TOY_ISA");
+    if (want) {
+        toy_isa w = !strcmp(want, "avx512") ? TOY_ISA_AVX512
+                    : !strcmp(want, "avx2") ? TOY_ISA_AVX2
+                                            : TOY_ISA_SCALAR;
+        if (w < isa) isa = w;
+    }
+    chosen_isa = isa;
+    for (int t = 0; t < TOY_TYPE_COUNT; t++) {
+        const toy_kernel *k = NULL;
+#if defined(__x86_64__)
+        if (isa >= TOY_ISA_AVX512) k = toy_kernel_avx512(t);
+        if (!k && isa >= TOY_ISA_AVX2) k = toy_kernel_avx2(t);
+#endif
+        if (!k) k = toy_kernel_scalar(t);
+        chosen[t] = k;
+    }
+}
+
+toy_isa toy_cpu_isa(void) {
+    pthread_once(&dispatch_once, dispatch_init);
+    return chosen_isa;
+}
+
+const toy_kernel *toy_kernel_get(int type) {
+    pthread_once(&dispatch_once, dispatch_init);
+    return type >= 0 && type < TOY_TYPE_COUNT ? chosen[type] : NULL;
 }

@@ -23,10 +23,38 @@ typedef struct {
     void (*quantize_act)(const float *x, void *y, int64_t n);
     /* Dot product of a weight row and a vec_dot-type activation row, n elements. */
     float (*vec_dot)(int64_t n, const void *w, const void *a);
+    /* A tile of dot products for prefill: n_w weight rows (w_stride bytes apart) times
+     * n_a activation rows (a_stride bytes apart, n_a <= TOY_TILE_MAX), written to
+     * y[j * y_stride + i] for weight row i and activation row j. Each result is
+     * bit-identical to vec_dot of that pair; the point is to decode each weight block
+     * once for all n_a rows. NULL: the matmul loops vec_dot. */
+    void (*vec_dot_tile)(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
+                         size_t a_stride, int n_a, float *y, size_t y_stride);
 } toy_kernel;
+
+#define TOY_TILE_MAX 8
 
 /* The scalar reference kernel of a weight type, NULL if toy has none. */
 const toy_kernel *toy_kernel_scalar(int type);
+
+/* The kernels of one instruction set, NULL for a type it has none for (the caller
+ * falls back to the next). Only call them on a CPU that has the instructions. */
+const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
+const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
+
+typedef enum {
+    TOY_ISA_SCALAR = 0,
+    TOY_ISA_AVX2 = 1,
+    TOY_ISA_AVX512 = 2,
+} toy_isa;
+
+/* The best instruction set of this CPU, or the one named by the environment variable
+ * TOY_ISA=scalar|avx2|avx512 (never above what the CPU has). Decided once. */
+toy_isa toy_cpu_isa(void);
+const char *toy_isa_name(toy_isa isa);
+
+/* The fastest kernel of a type on this CPU: chosen once per type, at first use. */
+const toy_kernel *toy_kernel_get(int type);
 
 /* Activation quantizers (llama.cpp's quantize_row_q8_0/q8_1/q8_K reference code). */
 void toy_quantize_act_q8_0(const float *x, void *y, int64_t n);
