@@ -14,6 +14,7 @@
 
 #include "error.h"
 #include "quant.h"
+#include "quantize.h"
 
 /* ---------------------------------------------------------------- file types */
 
@@ -246,38 +247,50 @@ static int64_t arch_int(const toy_gguf *g, const char *arch, const char *suffix,
     return toy_gguf_value_i64(v, &x) ? def : x;
 }
 
-static void mix_state_init(mix_state *s, const toy_gguf *g) {
-    memset(s, 0, sizeof *s);
+void toy_quant_shape_from_gguf(const toy_gguf *g, toy_quant_shape *shape) {
+    memset(shape, 0, sizeof *shape);
     const char *arch;
     size_t len;
-    if (toy_gguf_get_str(g, "general.architecture", &arch, &len) == TOY_OK && len < sizeof s->arch)
-        memcpy(s->arch, arch, len); /* zero-terminated by the memset */
+    if (toy_gguf_get_str(g, "general.architecture", &arch, &len) == TOY_OK && len < sizeof shape->arch)
+        memcpy(shape->arch, arch, len); /* zero-terminated by the memset */
     int max_layer = -1;
     for (int64_t i = 0; i < toy_gguf_n_tensors(g); i++) {
-        const char *name = toy_gguf_tensor_at(g, i)->name;
-        int l = tensor_layer(name);
+        int l = tensor_layer(toy_gguf_tensor_at(g, i)->name);
         if (l > max_layer) max_layer = l;
+    }
+    shape->n_layer = (int)arch_int(g, shape->arch, "block_count", max_layer + 1);
+    shape->n_head = (int)arch_int(g, shape->arch, "attention.head_count", 0);
+    shape->n_head_kv = (int)arch_int(g, shape->arch, "attention.head_count_kv", shape->n_head);
+    shape->n_expert = (int)arch_int(g, shape->arch, "expert_count", 0);
+}
+
+static void mix_state_init(mix_state *s, const toy_quant_shape *shape, const toy_gguf_tensor *tensors,
+                           int64_t n) {
+    memset(s, 0, sizeof *s);
+    memcpy(s->arch, shape->arch, sizeof s->arch);
+    for (int64_t i = 0; i < n; i++) {
+        const char *name = tensors[i].name;
         if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight") ||
             contains(name, "attn_kv_b.weight"))
             s->n_attention_wv++;
         if (strcmp(name, "output.weight") == 0) s->has_output = true;
     }
-    s->n_layer = (int)arch_int(g, s->arch, "block_count", max_layer + 1);
-    int64_t n_head = arch_int(g, s->arch, "attention.head_count", 0);
-    int64_t n_head_kv = arch_int(g, s->arch, "attention.head_count_kv", n_head);
-    s->n_gqa = n_head_kv > 0 ? (int)(n_head / n_head_kv) : 1;
-    s->n_expert = (int)arch_int(g, s->arch, "expert_count", 0);
-    s->is_70b = strcmp(s->arch, "llama") == 0 && s->n_layer == 80 && n_head != n_head_kv;
+    s->n_layer = shape->n_layer;
+    s->n_gqa = shape->n_head_kv > 0 ? shape->n_head / shape->n_head_kv : 1;
+    s->n_expert = shape->n_expert;
+    s->is_70b = strcmp(s->arch, "llama") == 0 && s->n_layer == 80 && shape->n_head != shape->n_head_kv;
 }
 
 /* ---------------------------------------------------------------- conversion */
 
 typedef struct {
-    const toy_gguf_tensor *t;
+    const char *name;
+    int64_t n_cols, n_rows;
+    toy_row_source source;
+    void *user;
     int type_out;
     uint8_t *out;
-    size_t row_in, row_out;
-    int64_t n_rows;
+    size_t row_out;
     int n_threads;
     int thread;
     toy_status status;
@@ -285,10 +298,8 @@ typedef struct {
 
 static void *convert_rows(void *arg) {
     convert_job *job = arg;
-    const toy_type_traits *in = toy_type_traits_get(job->t->type);
     const toy_type_traits *out = toy_type_traits_get(job->type_out);
-    int64_t n = job->t->ne[0];
-    float *row = malloc((size_t)(n ? n : 1) * sizeof *row);
+    float *row = malloc((size_t)(job->n_cols ? job->n_cols : 1) * sizeof *row);
     if (!row) {
         job->status = TOY_ERR_NOMEM;
         return NULL;
@@ -296,65 +307,79 @@ static void *convert_rows(void *arg) {
     /* rows are split into contiguous ranges, so results do not depend on threads */
     int64_t per = (job->n_rows + job->n_threads - 1) / job->n_threads;
     int64_t r0 = per * job->thread, r1 = r0 + per < job->n_rows ? r0 + per : job->n_rows;
-    const uint8_t *src = job->t->data;
     for (int64_t r = r0; r < r1; r++) {
-        in->to_float(src + (size_t)r * job->row_in, row, n);
-        out->from_float(row, job->out + (size_t)r * job->row_out, n);
+        job->source(job->user, r, row);
+        out->from_float(row, job->out + (size_t)r * job->row_out, job->n_cols);
     }
     free(row);
     return NULL;
 }
 
-static toy_status convert_tensor(const toy_gguf_tensor *t, int type_out, int n_threads,
-                                 uint8_t **out, size_t *out_size) {
-    const toy_type_traits *in = toy_type_traits_get(t->type);
+toy_status toy_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
+                             toy_row_source source, void *user, int type_out, int n_threads,
+                             uint8_t **out, size_t *out_size) {
     const toy_type_traits *tr = toy_type_traits_get(type_out);
-    if (!in->to_float)
-        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot convert from type %s",
-                         t->name, in->name);
-    if (!tr->from_float)
-        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot quantize to type %s",
-                         t->name, tr->name);
-    convert_job base = {.t = t, .type_out = type_out};
-    int64_t n_rows = t->ne[0] ? toy_tensor_nelements(t) / t->ne[0] : 0;
-    toy_status st = toy_type_row_size(t->type, t->ne[0], &base.row_in);
-    if (!st) st = toy_type_row_size(type_out, t->ne[0], &base.row_out);
+    if (!tr || !tr->from_float)
+        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot quantize to type %s", name,
+                         tr ? tr->name : "?");
+    convert_job base = {.name = name, .n_cols = n_cols, .n_rows = n_rows, .source = source,
+                        .user = user, .type_out = type_out};
+    toy_status st = toy_type_row_size(type_out, n_cols, &base.row_out);
     if (!st && toy_mul_overflows(base.row_out, (size_t)n_rows, out_size))
-        st = toy_error(TOY_ERR_INVALID, "tensor '%s' is too large", t->name);
-    if (st) return toy_error_wrap(st, "tensor '%s'", t->name);
+        st = toy_error(TOY_ERR_INVALID, "tensor '%s' is too large", name);
+    if (st) return toy_error_wrap(st, "tensor '%s'", name);
     *out = malloc(*out_size ? *out_size : 1);
-    if (!*out) return toy_error(TOY_ERR_NOMEM, "tensor '%s': no memory for %zu bytes", t->name, *out_size);
+    if (!*out) return toy_error(TOY_ERR_NOMEM, "tensor '%s': no memory for %zu bytes", name, *out_size);
 
     base.out = *out;
-    base.n_rows = n_rows;
     if (n_threads < 1) n_threads = 1;
     if (n_threads > 256) n_threads = 256;
     if (n_threads > n_rows) n_threads = n_rows > 0 ? (int)n_rows : 1;
     base.n_threads = n_threads;
     convert_job jobs[256];
     pthread_t threads[256];
-    int started = 0;
+    bool started[256] = {false};
     for (int i = 0; i < n_threads; i++) {
         jobs[i] = base;
         jobs[i].thread = i;
-        if (i > 0 && pthread_create(&threads[i], NULL, convert_rows, &jobs[i]) == 0) {
-            started = i;
-            continue;
-        }
-        if (i > 0) { /* no thread: do its share here */
-            convert_rows(&jobs[i]);
-            started = i;
-        }
+        if (i > 0) started[i] = pthread_create(&threads[i], NULL, convert_rows, &jobs[i]) == 0;
     }
     convert_rows(&jobs[0]);
-    for (int i = 1; i <= started && i < n_threads; i++) pthread_join(threads[i], NULL);
+    for (int i = 1; i < n_threads; i++) {
+        if (started[i]) pthread_join(threads[i], NULL);
+        else convert_rows(&jobs[i]); /* no thread: its share runs here */
+    }
     for (int i = 0; i < n_threads; i++)
         if (jobs[i].status) {
             free(*out);
             *out = NULL;
-            return toy_error(jobs[i].status, "tensor '%s': no memory", t->name);
+            return toy_error(jobs[i].status, "tensor '%s': no memory", name);
         }
     return TOY_OK;
+}
+
+typedef struct {
+    const toy_gguf_tensor *t;
+    const toy_type_traits *in;
+    size_t row_in;
+} tensor_rows;
+
+static void dequantized_row(void *user, int64_t r, float *out) {
+    const tensor_rows *s = user;
+    s->in->to_float((const uint8_t *)s->t->data + (size_t)r * s->row_in, out, s->t->ne[0]);
+}
+
+static toy_status convert_tensor(const toy_gguf_tensor *t, int type_out, int n_threads,
+                                 uint8_t **out, size_t *out_size) {
+    tensor_rows src = {t, toy_type_traits_get(t->type), 0};
+    if (!src.in->to_float)
+        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot convert from type %s",
+                         t->name, src.in->name);
+    toy_status st = toy_type_row_size(t->type, t->ne[0], &src.row_in);
+    if (st) return toy_error_wrap(st, "tensor '%s'", t->name);
+    int64_t n_rows = t->ne[0] ? toy_tensor_nelements(t) / t->ne[0] : 0;
+    return toy_quantize_rows(t->name, t->ne[0], n_rows, dequantized_row, &src, type_out, n_threads,
+                             out, out_size);
 }
 
 /* ---------------------------------------------------------------- the file */
@@ -369,10 +394,36 @@ static int cmp_tensor_order(const void *a, const void *b) {
     return strcmp(x, y);
 }
 
-toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
-                             const toy_quantize_params *params) {
+toy_status toy_quantize_plan(const toy_quant_shape *shape, const toy_gguf_tensor *tensors,
+                             int64_t n, int ftype, bool pure, int64_t *order, int *types) {
     int base_type = ftype_base_type(ftype);
     if (base_type < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
+    const toy_gguf_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
+    if (!sorted) return toy_error(TOY_ERR_NOMEM, "no memory");
+    for (int64_t i = 0; i < n; i++) sorted[i] = &tensors[i];
+    qsort(sorted, (size_t)n, sizeof *sorted, cmp_tensor_order);
+    mix_state mix;
+    mix_state_init(&mix, shape, tensors, n);
+    for (int64_t k = 0; k < n; k++) {
+        const toy_gguf_tensor *t = sorted[k];
+        int type = t->type;
+        if (tensor_is_quantizable(t)) {
+            type = base_type;
+            if (type_is_quantized(base_type)) {
+                if (!pure) type = mix_tensor_type(&mix, ftype, t, type);
+                type = fallback_type(t, type);
+            }
+        }
+        order[k] = t - tensors;
+        types[k] = type;
+    }
+    free(sorted);
+    return TOY_OK;
+}
+
+toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
+                             const toy_quantize_params *params) {
+    if (ftype_base_type(ftype) < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
     toy_quantize_params defaults = {.n_threads = 1};
     if (!params) params = &defaults;
 
@@ -381,31 +432,19 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
     if (st) return st;
     int64_t n = toy_gguf_n_tensors(g);
     int *types = calloc((size_t)(n ? n : 1), sizeof *types);
-    const toy_gguf_tensor **order = calloc((size_t)(n ? n : 1), sizeof *order);
+    int64_t *order = calloc((size_t)(n ? n : 1), sizeof *order);
+    toy_gguf_tensor *infos = calloc((size_t)(n ? n : 1), sizeof *infos);
     toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!types || !order || !w) {
+    if (!types || !order || !infos || !w) {
         st = toy_error(TOY_ERR_NOMEM, "%s: no memory", in_path);
         goto done;
     }
-
     /* Tensors are decided and written in llama.cpp's order (its counters of attn_v and
      * ffn_down tensors follow it), so a mix gives the same types as llama-quantize. */
-    mix_state mix;
-    mix_state_init(&mix, g);
-    for (int64_t i = 0; i < n; i++) order[i] = toy_gguf_tensor_at(g, i);
-    qsort(order, (size_t)n, sizeof *order, cmp_tensor_order);
-    for (int64_t i = 0; i < n; i++) {
-        const toy_gguf_tensor *t = order[i];
-        int type = t->type;
-        if (tensor_is_quantizable(t)) {
-            type = base_type;
-            if (type_is_quantized(base_type)) {
-                if (!params->pure) type = mix_tensor_type(&mix, ftype, t, type);
-                type = fallback_type(t, type);
-            }
-        }
-        types[i] = type;
-    }
+    for (int64_t i = 0; i < n; i++) infos[i] = *toy_gguf_tensor_at(g, i);
+    toy_quant_shape shape;
+    toy_quant_shape_from_gguf(g, &shape);
+    if ((st = toy_quantize_plan(&shape, infos, n, ftype, params->pure, order, types))) goto done;
 
     /* llama.cpp's gguf_set_val moves an existing key to the end; these two are set last
      * in this order, so the metadata matches llama-quantize's byte for byte. */
@@ -417,13 +456,13 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
     if (!st) st = toy_gguf_writer_set_u32(w, "general.quantization_version", 2);
     if (!st) st = toy_gguf_writer_set_u32(w, "general.file_type", (uint32_t)ftype);
     for (int64_t i = 0; i < n && !st; i++) {
-        const toy_gguf_tensor *t = order[i];
+        const toy_gguf_tensor *t = &infos[order[i]];
         st = toy_gguf_writer_add_tensor(w, t->name, types[i], t->n_dims ? t->n_dims : 1, t->ne,
                                         NULL);
     }
     if (!st) st = toy_gguf_writer_begin(w, out_path);
     for (int64_t i = 0; i < n && !st; i++) {
-        const toy_gguf_tensor *t = order[i];
+        const toy_gguf_tensor *t = &infos[order[i]];
         uint8_t *buf = NULL;
         size_t size = t->size;
         if (types[i] == t->type) {
@@ -441,6 +480,7 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftyp
 
 done:
     toy_gguf_writer_free(w);
+    free(infos);
     free(order);
     free(types);
     toy_gguf_close(g);
