@@ -192,6 +192,8 @@ TOY_API toy_status toy_gguf_get_str(const toy_gguf *gguf, const char *key, const
 
 TOY_API int64_t toy_gguf_n_tensors(const toy_gguf *gguf);
 TOY_API const toy_gguf_tensor *toy_gguf_tensor_at(const toy_gguf *gguf, int64_t i);
+/* mlock()s the mapped file. */
+TOY_API toy_status toy_gguf_mlock(toy_gguf *gguf);
 /* NULL if absent. */
 TOY_API const toy_gguf_tensor *toy_gguf_find_tensor(const toy_gguf *gguf, const char *name);
 TOY_API int64_t toy_tensor_nelements(const toy_gguf_tensor *t);
@@ -320,6 +322,12 @@ TOY_API int32_t toy_model_n_vocab(const toy_model *model);
 TOY_API int32_t toy_model_n_ctx_train(const toy_model *model);
 TOY_API int32_t toy_model_n_embd(const toy_model *model);
 TOY_API int32_t toy_model_n_layer(const toy_model *model);
+/* Bytes of weights a forward pass reads per token at batch size 1: every matrix, the
+ * active share of MoE experts, one embedding row (the whole matrix when it is also the
+ * output projection). The numerator of the memory roofline. */
+TOY_API uint64_t toy_model_weight_bytes_per_token(const toy_model *model);
+/* Locks the mapped weights in RAM (mlock), so they are never paged out. */
+TOY_API toy_status toy_model_mlock(toy_model *model);
 
 /* ---------------------------------------------------------------- contexts
  * A context holds the KV cache and scratch for one model, allocated once. toy_decode
@@ -473,6 +481,27 @@ typedef struct {
 
 TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
                                      const toy_quantize_params *params);
+
+/* ---------------------------------------------------------------- random models
+ * Models of real shapes with random weights and a real tokenizer, for measuring speed
+ * without downloads and as the start of training from scratch. */
+
+typedef struct {
+    const char *arch;       /* must match the preset's ("llama", "qwen2") */
+    const char *preset;     /* toy_init_preset_name(i) */
+    const char *vocab_path; /* a GGUF whose tokenizer.* metadata is copied */
+    int ftype;              /* toy_ftype: F32, F16, Q8_0, Q4_K_M, ... */
+    uint64_t seed;
+    int n_threads;
+    void (*progress)(void *user, int64_t index, int64_t count, const char *name,
+                     int type_in, int type_out, size_t bytes_in, size_t bytes_out);
+    void *progress_user;
+} toy_init_params;
+
+/* Preset i's name and architecture; NULL past the last. */
+TOY_API const char *toy_init_preset_name(int i);
+TOY_API const char *toy_init_preset_arch(int i);
+TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out_path);
 
 #ifdef __cplusplus
 }

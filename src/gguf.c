@@ -144,6 +144,25 @@ static void value_free(toy_gguf_value *v) {
     free(v->arr.items);
 }
 
+/* A number or bool of the given type from its bytes in the file (of value_types' size,
+ * unaligned); sets the member of v that the type reads. */
+static void decode_scalar(toy_gguf_type type, const uint8_t *p, toy_gguf_value *v) {
+    switch (type) {
+    case TOY_GGUF_UINT8: v->u64 = p[0]; break;
+    case TOY_GGUF_INT8: v->i64 = (int8_t)p[0]; break;
+    case TOY_GGUF_BOOL: v->b = p[0] != 0; break;
+    case TOY_GGUF_UINT16: { uint16_t x; memcpy(&x, p, 2); v->u64 = x; break; }
+    case TOY_GGUF_INT16: { int16_t x; memcpy(&x, p, 2); v->i64 = x; break; }
+    case TOY_GGUF_UINT32: { uint32_t x; memcpy(&x, p, 4); v->u64 = x; break; }
+    case TOY_GGUF_INT32: { int32_t x; memcpy(&x, p, 4); v->i64 = x; break; }
+    case TOY_GGUF_FLOAT32: { float x; memcpy(&x, p, 4); v->f64 = x; break; }
+    case TOY_GGUF_UINT64: memcpy(&v->u64, p, 8); break;
+    case TOY_GGUF_INT64: memcpy(&v->i64, p, 8); break;
+    case TOY_GGUF_FLOAT64: memcpy(&v->f64, p, 8); break;
+    default: break;
+    }
+}
+
 static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, const char *key,
                              int depth) {
     memset(v, 0, sizeof *v);
@@ -153,24 +172,9 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
                          c->g->path, key, (unsigned)type, c->pos);
     if (is_scalar(type)) {
         uint8_t buf[8];
-        size_t n = value_types[type].size;
-        toy_status st = read_raw(c, buf, n, key);
-        if (st) return st;
-        switch (type) {
-        case TOY_GGUF_UINT8: v->u64 = buf[0]; break;
-        case TOY_GGUF_INT8: v->i64 = (int8_t)buf[0]; break;
-        case TOY_GGUF_BOOL: v->b = buf[0] != 0; break;
-        case TOY_GGUF_UINT16: { uint16_t x; memcpy(&x, buf, 2); v->u64 = x; break; }
-        case TOY_GGUF_INT16: { int16_t x; memcpy(&x, buf, 2); v->i64 = x; break; }
-        case TOY_GGUF_UINT32: { uint32_t x; memcpy(&x, buf, 4); v->u64 = x; break; }
-        case TOY_GGUF_INT32: { int32_t x; memcpy(&x, buf, 4); v->i64 = x; break; }
-        case TOY_GGUF_FLOAT32: { float x; memcpy(&x, buf, 4); v->f64 = x; break; }
-        case TOY_GGUF_UINT64: memcpy(&v->u64, buf, 8); break;
-        case TOY_GGUF_INT64: memcpy(&v->i64, buf, 8); break;
-        case TOY_GGUF_FLOAT64: memcpy(&v->f64, buf, 8); break;
-        default: break;
-        }
-        return TOY_OK;
+        toy_status st = read_raw(c, buf, value_types[type].size, key);
+        if (!st) decode_scalar(type, buf, v);
+        return st;
     }
     if (type == TOY_GGUF_STRING) return read_str(c, &v->str.ptr, &v->str.len, key);
 
@@ -494,12 +498,8 @@ static toy_gguf *gguf_new(const char *name) {
     return g;
 }
 
-toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name, toy_gguf **out) {
-    *out = NULL;
-    toy_gguf *g = gguf_new(name);
-    if (!g) return toy_error(TOY_ERR_NOMEM, "%s: no memory", name ? name : "(memory)");
-    g->base = data;
-    g->size = size;
+/* Parses the bytes g holds into *out; on failure g is closed. */
+static toy_status parse_or_close(toy_gguf *g, toy_gguf **out) {
     toy_status st = parse(g);
     if (st) {
         toy_gguf_close(g);
@@ -507,6 +507,15 @@ toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name,
     }
     *out = g;
     return TOY_OK;
+}
+
+toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name, toy_gguf **out) {
+    *out = NULL;
+    toy_gguf *g = gguf_new(name);
+    if (!g) return toy_error(TOY_ERR_NOMEM, "%s: no memory", name ? name : "(memory)");
+    g->base = data;
+    g->size = size;
+    return parse_or_close(g, out);
 }
 
 toy_status toy_gguf_open(const char *path, toy_gguf **out) {
@@ -540,13 +549,7 @@ toy_status toy_gguf_open(const char *path, toy_gguf **out) {
     g->base = map;
     g->size = (size_t)sb.st_size;
     g->mapped = true;
-    toy_status st = parse(g);
-    if (st) {
-        toy_gguf_close(g);
-        return st;
-    }
-    *out = g;
-    return TOY_OK;
+    return parse_or_close(g, out);
 }
 
 void toy_gguf_close(toy_gguf *g) {
@@ -680,25 +683,9 @@ static toy_status array_elem(const toy_gguf_value *v, uint64_t j, toy_gguf_value
     if (j >= v->arr.n)
         return toy_error(TOY_ERR_INVALID, "array index %llu out of range (%llu elements)",
                          (unsigned long long)j, (unsigned long long)v->arr.n);
-    size_t sz = value_types[v->arr.type].size;
-    uint8_t buf[8];
-    memcpy(buf, v->arr.raw + j * sz, sz);
     memset(out, 0, sizeof *out);
     out->type = v->arr.type;
-    switch (v->arr.type) {
-    case TOY_GGUF_UINT8: out->u64 = buf[0]; break;
-    case TOY_GGUF_INT8: out->i64 = (int8_t)buf[0]; break;
-    case TOY_GGUF_BOOL: out->b = buf[0] != 0; break;
-    case TOY_GGUF_UINT16: { uint16_t x; memcpy(&x, buf, 2); out->u64 = x; break; }
-    case TOY_GGUF_INT16: { int16_t x; memcpy(&x, buf, 2); out->i64 = x; break; }
-    case TOY_GGUF_UINT32: { uint32_t x; memcpy(&x, buf, 4); out->u64 = x; break; }
-    case TOY_GGUF_INT32: { int32_t x; memcpy(&x, buf, 4); out->i64 = x; break; }
-    case TOY_GGUF_FLOAT32: { float x; memcpy(&x, buf, 4); out->f64 = x; break; }
-    case TOY_GGUF_UINT64: memcpy(&out->u64, buf, 8); break;
-    case TOY_GGUF_INT64: memcpy(&out->i64, buf, 8); break;
-    case TOY_GGUF_FLOAT64: memcpy(&out->f64, buf, 8); break;
-    default: break;
-    }
+    decode_scalar(v->arr.type, v->arr.raw + j * value_types[v->arr.type].size, out);
     return TOY_OK;
 }
 
@@ -764,6 +751,13 @@ toy_status toy_gguf_get_str(const toy_gguf *g, const char *key, const char **s, 
 }
 
 int64_t toy_gguf_n_tensors(const toy_gguf *g) { return g->n_tensors; }
+
+toy_status toy_gguf_mlock(toy_gguf *g) {
+    if (g->mapped && mlock(g->base, g->size) != 0)
+        return toy_error(TOY_ERR_IO, "%s: cannot lock %zu bytes in memory: %s (see ulimit -l)",
+                         g->path, g->size, strerror(errno));
+    return TOY_OK;
+}
 
 const toy_gguf_tensor *toy_gguf_tensor_at(const toy_gguf *g, int64_t i) {
     return i >= 0 && i < g->n_tensors ? &g->tensors[i] : NULL;

@@ -518,6 +518,30 @@ void toy_model_free(toy_model *m) {
 }
 
 const toy_vocab *toy_model_vocab(const toy_model *m) { return m->vocab; }
+
+toy_status toy_model_mlock(toy_model *m) { return toy_gguf_mlock(m->gguf); }
+
+static uint64_t weight_bytes(const toy_weight *w) {
+    return w->data || w->n_parts > 1 ? (uint64_t)w->n_rows * w->row_size : 0;
+}
+
+uint64_t toy_model_weight_bytes_per_token(const toy_model *m) {
+    const toy_hparams *hp = &m->hp;
+    uint64_t total = weight_bytes(&m->output) + m->token_embd.row_size;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const toy_layer *l = &m->layers[il];
+        total += weight_bytes(&l->wq) + weight_bytes(&l->wk) + weight_bytes(&l->wv) +
+                 weight_bytes(&l->wo) + weight_bytes(&l->ffn_gate) + weight_bytes(&l->ffn_up) +
+                 weight_bytes(&l->ffn_down) + weight_bytes(&l->ffn_gate_inp) +
+                 weight_bytes(&l->ffn_gate_inp_shexp) + weight_bytes(&l->ffn_gate_shexp) +
+                 weight_bytes(&l->ffn_up_shexp) + weight_bytes(&l->ffn_down_shexp);
+        /* one expert matrix per used expert (stacks bind n_rows of one expert) */
+        total += (uint64_t)hp->n_expert_used *
+                 (weight_bytes(&l->ffn_gate_exps) + weight_bytes(&l->ffn_up_exps) +
+                  weight_bytes(&l->ffn_down_exps));
+    }
+    return total;
+}
 const toy_gguf *toy_model_gguf(const toy_model *m) { return m->gguf; }
 int32_t toy_model_n_vocab(const toy_model *m) { return m->hp.n_vocab; }
 int32_t toy_model_n_ctx_train(const toy_model *m) { return m->hp.n_ctx_train; }

@@ -17,6 +17,8 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
+    {"init", cmd_init, "write a random-weight model of a real shape"},
+    {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -1,0 +1,236 @@
+/* cmd_bench.c — `toy bench`: prompt-processing and generation speed, and how close
+ * generation comes to the memory-bandwidth roofline.
+ *
+ * Decode reads every weight once per token, so its ceiling is bandwidth / bytes per
+ * token. The bandwidth is measured here, on this machine, with the same number of
+ * threads: each thread sums its share of a buffer much larger than the caches. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "commands.h"
+#include "toy.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---------------------------------------------------------------- bandwidth */
+
+typedef struct {
+    const uint64_t *p;
+    size_t n;
+    uint64_t sum;
+} read_job;
+
+static void *read_slice(void *arg) {
+    read_job *j = arg;
+    /* four independent sums keep several loads in flight */
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= j->n; i += 4) {
+        s0 += j->p[i];
+        s1 += j->p[i + 1];
+        s2 += j->p[i + 2];
+        s3 += j->p[i + 3];
+    }
+    j->sum = s0 + s1 + s2 + s3;
+    return NULL;
+}
+
+/* Read bandwidth in bytes/s: the median of several passes over a 512 MiB buffer. */
+static double measure_bandwidth(int n_threads) {
+    const size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
+    uint64_t *buf = malloc(bytes);
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page */
+    double rates[7];
+    volatile uint64_t sink = 0;
+    for (int pass = 0; pass < 7; pass++) {
+        read_job jobs[256];
+        pthread_t th[256];
+        size_t per = n / (size_t)n_threads;
+        double t0 = now();
+        for (int t = 0; t < n_threads; t++) {
+            jobs[t] = (read_job){buf + per * (size_t)t, per, 0};
+            if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
+        }
+        read_slice(&jobs[0]);
+        for (int t = 1; t < n_threads; t++)
+            if (th[t]) pthread_join(th[t], NULL);
+        double dt = now() - t0;
+        for (int t = 0; t < n_threads; t++) sink += jobs[t].sum;
+        rates[pass] = (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
+    }
+    (void)sink;
+    free(buf);
+    return median(rates, 7);
+}
+
+/* ---------------------------------------------------------------- the model */
+
+static bool run_tokens(toy_context *ctx, int32_t n, int32_t pos0, int32_t n_vocab, uint64_t *rng,
+                       int32_t batch) {
+    int32_t tok[512], pos[512], seq[512] = {0};
+    for (int32_t i = 0; i < n; i += batch) {
+        int32_t k = n - i < batch ? n - i : batch;
+        for (int32_t j = 0; j < k; j++) {
+            *rng = *rng * 6364136223846793005ULL + 1442695040888963407ULL;
+            tok[j] = (int32_t)((*rng >> 33) % (uint64_t)n_vocab);
+            pos[j] = pos0 + i + j;
+        }
+        toy_batch b = {k, tok, pos, seq, NULL};
+        if (toy_decode(ctx, &b)) return false;
+    }
+    return true;
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *model_path = NULL;
+    int n_prompt = 512, n_gen = 128, n_threads = 2, reps = 5;
+    bool json = false, mlock_weights = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            printf("usage: toy bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json] [--mlock]\n"
+                   "\n"
+                   "Measures prompt processing (a batch of -p tokens) and generation (-n tokens one\n"
+                   "at a time), with random tokens, -r times each, and prints the medians with the\n"
+                   "weight bytes read per generated token, this machine's measured read bandwidth\n"
+                   "with the same threads, and the fraction of that roofline decode reaches.\n"
+                   "\n"
+                   "  -m, --model FILE   the GGUF model\n"
+                   "  -p N               prompt tokens (default 512; 0 skips)\n"
+                   "  -n N               generated tokens (default 128; 0 skips)\n"
+                   "  -t, --threads N    threads (default 2)\n"
+                   "  -r, --reps N       repetitions (default 5)\n"
+                   "  --json             one JSON object\n"
+                   "  --mlock            lock the weights in RAM first\n"
+                   "  -h, --help         this message\n");
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+            model_path = argv[++i];
+        } else if (!strcmp(a, "-p")) {
+            if (!parse_int_arg("bench", a, v, 0, 1 << 16, &n_prompt)) return 2;
+            i++;
+        } else if (!strcmp(a, "-n")) {
+            if (!parse_int_arg("bench", a, v, 0, 1 << 16, &n_gen)) return 2;
+            i++;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_int_arg("bench", a, v, 1, 256, &n_threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) {
+            if (!parse_int_arg("bench", a, v, 1, 1000, &reps)) return 2;
+            i++;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else if (!strcmp(a, "--mlock")) {
+            mlock_weights = true;
+        } else {
+            fprintf(stderr, "toy bench: unknown or incomplete option '%s' (see toy bench --help)\n", a);
+            return 2;
+        }
+    }
+    if (!model_path) {
+        fprintf(stderr, "toy bench: no model given (-m MODEL)\n");
+        return 2;
+    }
+    toy_model *m;
+    if (toy_model_load(model_path, &m)) {
+        fprintf(stderr, "toy bench: %s\n", toy_last_error());
+        return 1;
+    }
+    if (mlock_weights && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
+    toy_context_params cp = toy_context_default_params();
+    cp.n_ctx = n_prompt + n_gen + 1;
+    cp.n_batch = n_prompt > 0 && n_prompt < 512 ? n_prompt : 512;
+    cp.n_threads = n_threads;
+    toy_context *ctx;
+    if (toy_context_new(m, &cp, &ctx)) {
+        fprintf(stderr, "toy bench: %s\n", toy_last_error());
+        toy_model_free(m);
+        return 1;
+    }
+    const int32_t n_vocab = toy_model_n_vocab(m);
+    uint64_t rng = 1;
+    double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    int rc = 0;
+    /* one warm-up pass of each, so page faults of the mapping are not measured */
+    run_tokens(ctx, n_prompt ? (n_prompt < 32 ? n_prompt : 32) : 1, 0, n_vocab, &rng, cp.n_batch);
+    toy_kv_seq_rm(ctx, 0, 0, -1);
+    for (int r = 0; r < reps && !rc; r++) {
+        if (n_prompt) {
+            double t0 = now();
+            if (!run_tokens(ctx, n_prompt, 0, n_vocab, &rng, cp.n_batch)) rc = 1;
+            pp[r] = n_prompt / (now() - t0);
+            toy_kv_seq_rm(ctx, 0, 0, -1);
+        }
+        if (n_gen && !rc) {
+            double t0 = now();
+            if (!run_tokens(ctx, n_gen, 0, n_vocab, &rng, 1)) rc = 1;
+            tg[r] = n_gen / (now() - t0);
+            toy_kv_seq_rm(ctx, 0, 0, -1);
+        }
+    }
+    if (rc) {
+        fprintf(stderr, "toy bench: %s\n", toy_last_error());
+    } else {
+        double pp_med = n_prompt ? median(pp, reps) : 0, tg_med = n_gen ? median(tg, reps) : 0;
+        uint64_t bytes = toy_model_weight_bytes_per_token(m);
+        struct rusage ru; /* before the bandwidth buffer inflates it */
+        getrusage(RUSAGE_SELF, &ru);
+        double bw = measure_bandwidth(n_threads);
+        double roof = bw > 0 ? tg_med * (double)bytes / bw : 0;
+        const char *arch = "?", *name = NULL;
+        size_t arch_len = 1, name_len = 0;
+        toy_gguf_get_str(toy_model_gguf(m), "general.architecture", &arch, &arch_len);
+        toy_gguf_get_str(toy_model_gguf(m), "general.name", &name, &name_len);
+        uint64_t ftype = 0;
+        toy_gguf_get_u64(toy_model_gguf(m), "general.file_type", &ftype);
+        const char *ftype_name = toy_ftype_name((int)ftype);
+        char model_type[256];
+        snprintf(model_type, sizeof model_type, "%.*s %.*s%s%s", (int)arch_len, arch,
+                 (int)(name ? name_len : 0), name ? name : "", name ? " " : "",
+                 ftype_name ? ftype_name : "?");
+        if (json) {
+            printf("{\"model\": ");
+            json_string(stdout, model_path, strlen(model_path));
+            printf(", \"model_type\": ");
+            json_string(stdout, model_type, strlen(model_type));
+            printf(", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
+                   "\"prompt_tokens_per_s\": %.3f, \"gen_tokens_per_s\": %.3f, "
+                   "\"weight_bytes_per_token\": %llu, \"bandwidth_gb_per_s\": %.3f, "
+                   "\"roofline_fraction\": %.4f, \"peak_rss_bytes\": %lld}\n",
+                   n_threads, n_prompt, n_gen, reps, pp_med, tg_med, (unsigned long long)bytes,
+                   bw / 1e9, roof, (long long)ru.ru_maxrss * 1024);
+        } else {
+            printf("model             %s (%s)\n", model_path, model_type);
+            printf("threads           %d\n", n_threads);
+            if (n_prompt) printf("prompt            %.2f tokens/s (median of %d, %d tokens)\n", pp_med, reps, n_prompt);
+            if (n_gen) printf("generation        %.2f tokens/s (median of %d, %d tokens)\n", tg_med, reps, n_gen);
+            printf("weights/token     %.1f MB\n", (double)bytes / 1e6);
+            printf("read bandwidth    %.2f GB/s (measured, %d threads)\n", bw / 1e9, n_threads);
+            printf("roofline          %.1f%% (generation x weights/token / bandwidth)\n", 100 * roof);
+            printf("peak RSS          %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
+        }
+    }
+    free(pp);
+    free(tg);
+    toy_context_free(ctx);
+    toy_model_free(m);
+    return rc;
+}
