@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "error.h"
 
 typedef enum {
@@ -200,44 +201,15 @@ const char *toy_chat_template_detect(const char *template_or_name) {
 
 /* ---------------------------------------------------------------- output */
 
-typedef struct {
-    char *s;
-    size_t len, cap;
-    bool oom;
-} strbuf;
-
-static void put_n(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (n + 1 > b->cap - b->len) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (n + 1 > cap - b->len) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = true;
-                return;
-            }
-            cap *= 2;
-        }
-        char *grown = realloc(b->s, cap);
-        if (!grown) {
-            b->oom = true;
-            return;
-        }
-        b->s = grown;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = 0;
-}
-
 /* Appends each string in turn: PUT(b, "<|im_start|>", m->role, "\n"). */
 #if defined(__GNUC__)
 __attribute__((sentinel))
 #endif
-static void put_all(strbuf *b, ...) {
+static void put_all(toy_buf *b, ...) {
     va_list ap;
     va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) put_n(b, s, strlen(s));
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+        toy_buf_append(b, s, strlen(s));
     va_end(ap);
 }
 #define PUT(b, ...) put_all(b, __VA_ARGS__, (const char *)NULL)
@@ -247,11 +219,11 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-static void put_trimmed(strbuf *b, const char *s) {
+static void put_trimmed(toy_buf *b, const char *s) {
     size_t len = strlen(s);
     while (len > 0 && is_space(*s)) s++, len--;
     while (len > 0 && is_space(s[len - 1])) len--;
-    put_n(b, s, len);
+    toy_buf_append(b, s, len);
 }
 
 static bool role_is(const toy_chat_message *m, const char *role) {
@@ -265,7 +237,7 @@ static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') 
 
 /* llm_chat_apply_template, one family at a time. */
 static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass,
-                        strbuf *b) {
+                        toy_buf *b) {
     switch (f) {
     case CHAT_CHATML:
         for (size_t i = 0; i < n; i++)
@@ -388,7 +360,7 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
     case CHAT_GEMMA: {
         /* Gemma has no system turn: system messages (trimmed, run together) open the next
          * turn that is not the model's. The assistant is "model"; content is trimmed. */
-        strbuf system = {0};
+        toy_buf system = {0};
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system")) {
@@ -397,34 +369,34 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
             }
             const char *role = role_is(m, "assistant") ? "model" : m->role;
             PUT(b, "<start_of_turn>", role, "\n");
-            if (system.len > 0 && strcmp(role, "model") != 0) {
-                put_n(b, system.s, system.len);
+            if (system.n > 0 && strcmp(role, "model") != 0) {
+                toy_buf_append(b, system.v, system.n);
                 PUT(b, "\n\n");
-                system.len = 0;
+                system.n = 0;
             }
             put_trimmed(b, m->content);
             PUT(b, "<end_of_turn>\n");
         }
         if (add_ass) PUT(b, "<start_of_turn>model\n");
         b->oom |= system.oom;
-        free(system.s);
+        free(system.v);
         break;
     }
 
     case CHAT_ORION: {
         /* no system turn either: it opens the next user message. No generation prompt:
          * every user turn already ends with "Assistant: </s>". */
-        strbuf system = {0};
+        toy_buf system = {0};
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system")) {
                 PUT(&system, m->content);
             } else if (role_is(m, "user")) {
                 PUT(b, "Human: ");
-                if (system.len > 0) {
-                    put_n(b, system.s, system.len);
+                if (system.n > 0) {
+                    toy_buf_append(b, system.v, system.n);
                     PUT(b, "\n\n");
-                    system.len = 0;
+                    system.n = 0;
                 }
                 PUT(b, m->content, "\n\nAssistant: </s>");
             } else {
@@ -432,7 +404,7 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
             }
         }
         b->oom |= system.oom;
-        free(system.s);
+        free(system.v);
         break;
     }
 
@@ -649,7 +621,7 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
             } else {
                 for (const char *r = m->role; *r; r++) {
                     const char c = upper(*r);
-                    put_n(b, &c, 1);
+                    toy_buf_append(b, &c, 1);
                 }
             }
             PUT(b, "</role>", m->content);
@@ -794,13 +766,13 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
                          "unknown chat template family \"%.*s%s\" (known: %s)", (int)shown,
                          family, shown < strlen(family) ? "..." : "", known);
     }
-    strbuf b = {0};
-    put_n(&b, "", 0); /* an empty conversation still gives an empty string */
+    toy_buf b = {0};
+    toy_buf_append(&b, "", 0); /* an empty conversation still gives an empty string */
     format_chat(f, messages, n_messages, add_assistant, &b);
     if (b.oom) {
-        free(b.s);
+        free(b.v);
         return toy_error(TOY_ERR_NOMEM, "chat template %s: out of memory", family_names[f]);
     }
-    *out = b.s;
+    *out = b.v;
     return TOY_OK;
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "buffer.h"
 #include "error.h"
 #include "gguf.h"
 
@@ -20,7 +21,7 @@
 
 typedef struct {
     char *key;
-    uint8_t *bytes; /* value type (u32) followed by the encoded value */
+    char *bytes; /* value type (u32) followed by the encoded value */
     size_t len;
 } writer_kv;
 
@@ -50,34 +51,11 @@ struct toy_gguf_writer {
 
 /* ---------------------------------------------------------------- byte buffers */
 
-typedef struct {
-    uint8_t *p;
-    size_t len, cap;
-    bool failed;
-} buffer;
-
-static void buf_put(buffer *b, const void *data, size_t n) {
-    if (b->failed) return;
-    if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->len + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->len, data, n);
-    b->len += n;
-}
-
-static void buf_u32(buffer *b, uint32_t v) { buf_put(b, &v, 4); }
-static void buf_u64(buffer *b, uint64_t v) { buf_put(b, &v, 8); }
-static void buf_str(buffer *b, const char *s, size_t n) {
+static void buf_u32(toy_buf *b, uint32_t v) { toy_buf_append(b, &v, 4); }
+static void buf_u64(toy_buf *b, uint64_t v) { toy_buf_append(b, &v, 8); }
+static void buf_str(toy_buf *b, const char *s, size_t n) {
     buf_u64(b, n);
-    buf_put(b, s, n);
+    toy_buf_append(b, s, n);
 }
 
 /* ---------------------------------------------------------------- metadata */
@@ -115,23 +93,23 @@ static int64_t find_kv(const toy_gguf_writer *w, const char *key) {
 }
 
 /* Takes ownership of the buffer's bytes. */
-static toy_status set_encoded(toy_gguf_writer *w, const char *key, buffer *b) {
-    if (b->failed) {
-        free(b->p);
+static toy_status set_encoded(toy_gguf_writer *w, const char *key, toy_buf *b) {
+    if (b->oom) {
+        free(b->v);
         return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
     }
     int64_t i = find_kv(w, key);
     if (i >= 0) {
         free(w->kvs[i].bytes);
-        w->kvs[i].bytes = b->p;
-        w->kvs[i].len = b->len;
+        w->kvs[i].bytes = b->v;
+        w->kvs[i].len = b->n;
         return TOY_OK;
     }
     if (w->n_kv == w->cap_kv) {
         int64_t cap = w->cap_kv ? 2 * w->cap_kv : 16;
         writer_kv *kvs = realloc(w->kvs, (size_t)cap * sizeof *kvs);
         if (!kvs) {
-            free(b->p);
+            free(b->v);
             return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
         }
         w->kvs = kvs;
@@ -139,18 +117,18 @@ static toy_status set_encoded(toy_gguf_writer *w, const char *key, buffer *b) {
     }
     char *k = strdup(key);
     if (!k) {
-        free(b->p);
+        free(b->v);
         return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
     }
-    w->kvs[w->n_kv++] = (writer_kv){k, b->p, b->len};
+    w->kvs[w->n_kv++] = (writer_kv){k, b->v, b->n};
     return TOY_OK;
 }
 
 static toy_status set_scalar(toy_gguf_writer *w, const char *key, toy_gguf_type type,
                              const void *v) {
-    buffer b = {0};
+    toy_buf b = {0};
     buf_u32(&b, type);
-    buf_put(&b, v, toy_gguf_type_size(type));
+    toy_buf_append(&b, v, toy_gguf_type_size(type));
     return set_encoded(w, key, &b);
 }
 
@@ -191,7 +169,7 @@ toy_status toy_gguf_writer_set_bool(toy_gguf_writer *w, const char *k, bool v) {
 
 toy_status toy_gguf_writer_set_str(toy_gguf_writer *w, const char *key, const char *s,
                                    size_t len) {
-    buffer b = {0};
+    toy_buf b = {0};
     buf_u32(&b, TOY_GGUF_STRING);
     buf_str(&b, s, len);
     return set_encoded(w, key, &b);
@@ -206,18 +184,18 @@ toy_status toy_gguf_writer_set_array(toy_gguf_writer *w, const char *key,
     size_t bytes;
     if (toy_mul_overflows((size_t)n, toy_gguf_type_size(elem_type), &bytes))
         return toy_error(TOY_ERR_INVALID, "gguf writer: key '%s': array too large", key);
-    buffer b = {0};
+    toy_buf b = {0};
     buf_u32(&b, TOY_GGUF_ARRAY);
     buf_u32(&b, elem_type);
     buf_u64(&b, n);
-    buf_put(&b, data, bytes);
+    toy_buf_append(&b, data, bytes);
     return set_encoded(w, key, &b);
 }
 
 toy_status toy_gguf_writer_set_str_array(toy_gguf_writer *w, const char *key,
                                          const char *const *strs, const size_t *lens,
                                          uint64_t n) {
-    buffer b = {0};
+    toy_buf b = {0};
     buf_u32(&b, TOY_GGUF_ARRAY);
     buf_u32(&b, TOY_GGUF_STRING);
     buf_u64(&b, n);
@@ -226,7 +204,7 @@ toy_status toy_gguf_writer_set_str_array(toy_gguf_writer *w, const char *key,
 }
 
 /* Encodes a value read from a file (without its type tag). */
-static void encode_value(buffer *b, const toy_gguf_value *v) {
+static void encode_value(toy_buf *b, const toy_gguf_value *v) {
     toy_gguf_type t = toy_gguf_value_type(v);
     switch (t) {
     case TOY_GGUF_STRING: {
@@ -244,7 +222,7 @@ static void encode_value(buffer *b, const toy_gguf_value *v) {
         if (et == TOY_GGUF_STRING || et == TOY_GGUF_ARRAY) {
             for (uint64_t j = 0; j < n; j++) encode_value(b, toy_gguf_array_get(v, j));
         } else {
-            buf_put(b, toy_gguf_array_data(v), (size_t)n * toy_gguf_type_size(et));
+            toy_buf_append(b, toy_gguf_array_data(v), (size_t)n * toy_gguf_type_size(et));
         }
         return;
     }
@@ -252,20 +230,20 @@ static void encode_value(buffer *b, const toy_gguf_value *v) {
         bool x = false;
         toy_gguf_value_bool(v, &x);
         uint8_t u = x;
-        buf_put(b, &u, 1);
+        toy_buf_append(b, &u, 1);
         return;
     }
     case TOY_GGUF_FLOAT32: {
         double d = 0;
         toy_gguf_value_f64(v, &d);
         float f = (float)d; /* exact: it was a float */
-        buf_put(b, &f, 4);
+        toy_buf_append(b, &f, 4);
         return;
     }
     case TOY_GGUF_FLOAT64: {
         double d = 0;
         toy_gguf_value_f64(v, &d);
-        buf_put(b, &d, 8);
+        toy_buf_append(b, &d, 8);
         return;
     }
     default: { /* integers: the low bytes of the 64-bit value, little-endian */
@@ -275,7 +253,7 @@ static void encode_value(buffer *b, const toy_gguf_value *v) {
             toy_gguf_value_i64(v, &i);
             u = (uint64_t)i;
         }
-        buf_put(b, &u, toy_gguf_type_size(t));
+        toy_buf_append(b, &u, toy_gguf_type_size(t));
         return;
     }
     }
@@ -283,7 +261,7 @@ static void encode_value(buffer *b, const toy_gguf_value *v) {
 
 toy_status toy_gguf_writer_set_value(toy_gguf_writer *w, const char *key,
                                      const toy_gguf_value *v) {
-    buffer b = {0};
+    toy_buf b = {0};
     buf_u32(&b, toy_gguf_value_type(v));
     encode_value(&b, v);
     return set_encoded(w, key, &b);
@@ -389,14 +367,14 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
         offset += w->tensors[i].size + pad_to(w->tensors[i].size, w->alignment);
     }
 
-    buffer h = {0};
-    buf_put(&h, "GGUF", 4);
+    toy_buf h = {0};
+    toy_buf_append(&h, "GGUF", 4);
     buf_u32(&h, 3);
     buf_u64(&h, (uint64_t)w->n_tensors);
     buf_u64(&h, (uint64_t)w->n_kv);
     for (int64_t i = 0; i < w->n_kv; i++) {
         buf_str(&h, w->kvs[i].key, strlen(w->kvs[i].key));
-        buf_put(&h, w->kvs[i].bytes, w->kvs[i].len);
+        toy_buf_append(&h, w->kvs[i].bytes, w->kvs[i].len);
     }
     for (int64_t i = 0; i < w->n_tensors; i++) {
         const writer_tensor *t = &w->tensors[i];
@@ -406,8 +384,8 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
         buf_u32(&h, (uint32_t)t->type);
         buf_u64(&h, t->offset);
     }
-    if (h.failed) {
-        free(h.p);
+    if (h.oom) {
+        free(h.v);
         return toy_error(TOY_ERR_NOMEM, "%s: no memory for the header", path);
     }
 
@@ -415,7 +393,7 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
     w->path = strdup(path);
     w->tmp_path = malloc(plen + 16);
     if (!w->path || !w->tmp_path) {
-        free(h.p);
+        free(h.v);
         writer_close_file(w);
         return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
     }
@@ -423,7 +401,7 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
     int fd = mkstemp(w->tmp_path);
     if (fd < 0) {
         int e = errno;
-        free(h.p);
+        free(h.v);
         free(w->tmp_path);
         free(w->path);
         w->tmp_path = w->path = NULL;
@@ -438,13 +416,13 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
     if (!w->file) {
         close(fd);
         unlink(w->tmp_path);
-        free(h.p);
+        free(h.v);
         writer_close_file(w);
         return toy_error(TOY_ERR_IO, "%s: cannot open the temporary file", path);
     }
-    toy_status st = write_bytes(w, h.p, h.len);
-    if (!st) st = write_padding(w, pad_to(h.len, w->alignment));
-    free(h.p);
+    toy_status st = write_bytes(w, h.v, h.n);
+    if (!st) st = write_padding(w, pad_to(h.n, w->alignment));
+    free(h.v);
     w->next_tensor = 0;
     if (st) writer_close_file(w);
     return st;

@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "buffer.h"
 #include "toy.h"
 
 /* llama.cpp's llama_token_attr bits (a token can carry several, e.g. NORMAL|CONTROL
@@ -67,14 +68,43 @@ typedef struct {
 
 void toy_ids_push(toy_ids *ids, int32_t id);
 
-/* Growing byte buffer, same convention. */
+/* Merging adjacent symbols, shared by SPM and BPE (llama.cpp's llm_symbol and
+ * llm_bigram_*): the text is cut into characters, and the queued pair that comes first
+ * is merged, again and again. */
 typedef struct {
-    char *v;
-    size_t n, cap;
-    bool oom;
-} toy_buf;
+    int prev, next; /* -1: none */
+    size_t off, n;  /* bytes of the text; n = 0 once merged into its left neighbour */
+} toy_symbol;
 
-void toy_buf_append(toy_buf *b, const void *data, size_t len);
+typedef struct {
+    int left, right;
+    /* The lowest key first, then the leftmost: BPE's merge rank, or SPM's score negated
+     * (llama.cpp pops the highest score first). A double holds every int32 and float
+     * exactly, and negation is exact, so ties and order are those of comparing the rank
+     * or the score itself. */
+    double key;
+    size_t size; /* bytes of the pair when it was queued; differs once it is stale */
+} toy_bigram;
+
+/* A binary heap of bigrams. */
+typedef struct {
+    toy_bigram *v;
+    size_t n, cap;
+} toy_bigram_queue;
+
+/* One symbol per UTF-8 character of text[0..n), linked in order (a truncated character
+ * at the end keeps what is left); sym has room for n. Returns the number of symbols. */
+int toy_symbols_init(toy_symbol *sym, const char *text, size_t n);
+/* False when out of memory. */
+bool toy_bigram_push(toy_bigram_queue *q, toy_bigram b);
+/* Pops pairs until one whose symbols are as they were when it was queued, merges its
+ * right symbol into its left one and returns the left one's index; -1 once the queue is
+ * empty. */
+int toy_bigram_merge_next(toy_bigram_queue *q, toy_symbol *sym);
+/* Appends the token of every symbol, in order. A symbol that is no token falls back to
+ * the byte_token of each of its bytes, else to `unk` (-1: the byte is dropped). */
+void toy_symbols_emit(const toy_vocab *v, const char *text, const toy_symbol *sym, int n_sym,
+                      int32_t unk, toy_ids *out);
 
 typedef struct toy_pretokenizer toy_pretokenizer;
 

@@ -733,73 +733,18 @@ static toy_status pretokenize(const toy_pretokenizer *p, pretok_text *t, lengths
 /* ---------------------------------------------------------------- merging */
 
 typedef struct {
-    int prev, next;
-    size_t off, n; /* n = 0 once merged into its left neighbour */
-} bpe_symbol;
-
-typedef struct {
-    int left, right;
-    int32_t rank;
-    size_t size;
-} bpe_bigram;
-
-typedef struct {
-    bpe_bigram *v;
-    size_t n, cap;
-} bpe_queue;
-
-/* the lowest rank first, then the leftmost */
-static bool bpe_before(const bpe_bigram *a, const bpe_bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool bpe_queue_push(bpe_queue *q, bpe_bigram b) {
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? 2 * q->cap : 64;
-        bpe_bigram *v = realloc(q->v, cap * sizeof *v);
-        if (!v) return false;
-        q->v = v;
-        q->cap = cap;
-    }
-    size_t i = q->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bpe_before(&b, &q->v[parent])) break;
-        q->v[i] = q->v[parent];
-        i = parent;
-    }
-    q->v[i] = b;
-    return true;
-}
-
-static bpe_bigram bpe_queue_pop(bpe_queue *q) {
-    bpe_bigram top = q->v[0], last = q->v[--q->n];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= q->n) break;
-        if (c + 1 < q->n && bpe_before(&q->v[c + 1], &q->v[c])) c++;
-        if (!bpe_before(&q->v[c], &last)) break;
-        q->v[i] = q->v[c];
-        i = c;
-    }
-    if (q->n) q->v[i] = last;
-    return top;
-}
-
-typedef struct {
     const toy_vocab *vocab;
     const char *word;
-    bpe_symbol *sym;
+    toy_symbol *sym;
     size_t sym_cap;
-    bpe_queue queue;
+    toy_bigram_queue queue;
     toy_buf key; /* "left right", the form merges are stored in */
     bool oom;
 } bpe_session;
 
 static void add_bigram(bpe_session *s, int left, int right) {
     if (left < 0 || right < 0) return;
-    const bpe_symbol *l = &s->sym[left], *r = &s->sym[right];
+    const toy_symbol *l = &s->sym[left], *r = &s->sym[right];
     s->key.n = 0;
     toy_buf_append(&s->key, s->word + l->off, l->n);
     toy_buf_append(&s->key, " ", 1);
@@ -810,7 +755,7 @@ static void add_bigram(bpe_session *s, int left, int right) {
     }
     int32_t rank = toy_strmap_find(&s->vocab->merges, s->key.v, s->key.n);
     if (rank < 0) return;
-    if (!bpe_queue_push(&s->queue, (bpe_bigram){left, right, rank, l->n + r->n})) s->oom = true;
+    if (!toy_bigram_push(&s->queue, (toy_bigram){left, right, rank, l->n + r->n})) s->oom = true;
 }
 
 /* One pre-token, already in GPT-2 characters. */
@@ -825,7 +770,7 @@ static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
         }
     }
     if (n > s->sym_cap) {
-        bpe_symbol *sym = realloc(s->sym, n * sizeof *sym);
+        toy_symbol *sym = realloc(s->sym, n * sizeof *sym);
         if (!sym) {
             s->oom = true;
             return;
@@ -835,42 +780,17 @@ static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
     }
     s->word = w;
     s->queue.n = 0;
-    int n_sym = 0;
-    for (size_t off = 0; off < n;) {
-        size_t l = toy_utf8_len((unsigned char)w[off]);
-        if (l > n - off) l = n - off;
-        s->sym[n_sym] = (bpe_symbol){n_sym - 1, off + l == n ? -1 : n_sym + 1, off, l};
-        off += l;
-        n_sym++;
-    }
+    int n_sym = toy_symbols_init(s->sym, w, n);
     for (int i = 1; i < n_sym; i++) add_bigram(s, i - 1, i);
 
-    while (s->queue.n && !s->oom) {
-        bpe_bigram b = bpe_queue_pop(&s->queue);
-        bpe_symbol *l = &s->sym[b.left], *r = &s->sym[b.right];
-        /* stale: one side was merged since (llama.cpp compares the texts) */
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) s->sym[r->next].prev = b.left;
-        add_bigram(s, l->prev, b.left);
-        add_bigram(s, b.left, l->next);
+    for (int left; !s->oom && (left = toy_bigram_merge_next(&s->queue, s->sym)) >= 0;) {
+        add_bigram(s, s->sym[left].prev, left);
+        add_bigram(s, left, s->sym[left].next);
     }
 
-    for (int i = 0; i != -1; i = s->sym[i].next) {
-        const bpe_symbol *sym = &s->sym[i];
-        int32_t id = toy_vocab_find(v, w + sym->off, sym->n);
-        if (id >= 0) {
-            toy_ids_push(out, id);
-            continue;
-        }
-        /* llama.cpp looks up each byte of the symbol's text as a one-byte token */
-        for (size_t j = 0; j < sym->n; j++) {
-            int32_t b = v->byte_token[(unsigned char)w[sym->off + j]];
-            if (b >= 0) toy_ids_push(out, b);
-        }
-    }
+    /* llama.cpp looks up each byte of a symbol that is no token as a one-byte token,
+     * and drops the byte when there is none */
+    toy_symbols_emit(v, w, s->sym, n_sym, -1, out);
 }
 
 /* Every pre-token, in GPT-2 characters, through the merges. */

@@ -16,30 +16,56 @@ static const char *const info_usage =
     "  --json       print one JSON object instead of text\n"
     "  -h, --help   this message\n";
 
+/* The name of a hyperparameter of the architecture ("block_count" for
+ * "llama.block_count" when arch is "llama"); NULL for any other key. */
+static const char *arch_param(const char *key, const char *arch) {
+    size_t n = strlen(arch);
+    return n && strncmp(key, arch, n) == 0 && key[n] == '.' ? key + n + 1 : NULL;
+}
+
 /* Prefixes toy knows; other keys are listed as unrecognised. */
 static bool key_is_known(const char *key, const char *arch) {
     static const char *const prefixes[] = {"general.", "tokenizer.", "split.", "quantize.",
                                            "adapter.", "training.", "toy.", "ref."};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(key, prefixes[i], strlen(prefixes[i])) == 0) return true;
-    size_t n = strlen(arch);
-    return n && strncmp(key, arch, n) == 0 && key[n] == '.';
+    return arch_param(key, arch) != NULL;
 }
 
-/* ---------------------------------------------------------------- values as text */
+/* ---------------------------------------------------------------- values */
 
-static void print_scalar_text(FILE *f, const toy_gguf_value *v) {
-    toy_gguf_type t = toy_gguf_value_type(v);
-    uint64_t u;
+/* A number or bool, as JSON or text: the scalar v itself (j < 0) or element j of v, an
+ * array of them (whose elements the API reads through the array, not as values). */
+static void print_number(FILE *f, const toy_gguf_value *v, int64_t j, bool json) {
+    const toy_gguf_type t = j < 0 ? toy_gguf_value_type(v) : toy_gguf_array_type(v);
+    const uint64_t k = (uint64_t)j;
+    bool b = false;
+    double d = 0;
     int64_t i;
-    double d;
-    bool b;
-    const char *s;
-    size_t n;
-    if (t == TOY_GGUF_BOOL && !toy_gguf_value_bool(v, &b)) fputs(b ? "true" : "false", f);
-    else if ((t == TOY_GGUF_FLOAT32 || t == TOY_GGUF_FLOAT64) && !toy_gguf_value_f64(v, &d))
-        fprintf(f, "%g", d);
-    else if (t == TOY_GGUF_STRING && !toy_gguf_value_str(v, &s, &n)) {
+    uint64_t u = 0;
+    if (t == TOY_GGUF_BOOL) {
+        if (j < 0) toy_gguf_value_bool(v, &b);
+        else b = ((const uint8_t *)toy_gguf_array_data(v))[k] != 0;
+        fputs(b ? "true" : "false", f);
+    } else if (t == TOY_GGUF_FLOAT32 || t == TOY_GGUF_FLOAT64) {
+        if (j < 0) toy_gguf_value_f64(v, &d);
+        else toy_gguf_array_f64(v, k, &d);
+        if (json) json_number(f, d);
+        else fprintf(f, "%g", d);
+    } else if ((j < 0 ? toy_gguf_value_i64(v, &i) : toy_gguf_array_i64(v, k, &i)) == TOY_OK) {
+        fprintf(f, "%" PRId64, i);
+    } else { /* a u64 past INT64_MAX */
+        if (j < 0) toy_gguf_value_u64(v, &u);
+        else toy_gguf_array_u64(v, k, &u);
+        fprintf(f, "%" PRIu64, u);
+    }
+}
+
+static void print_value_text(FILE *f, const toy_gguf_value *v) {
+    if (toy_gguf_value_type(v) == TOY_GGUF_STRING) {
+        const char *s;
+        size_t n;
+        toy_gguf_value_str(v, &s, &n);
         /* one line: long or multi-line strings (chat templates) are cut */
         size_t shown = 0;
         while (shown < n && shown < 60 && s[shown] != '\n') shown++;
@@ -47,15 +73,10 @@ static void print_scalar_text(FILE *f, const toy_gguf_value *v) {
         fwrite(s, 1, shown, f);
         fputc('"', f);
         if (shown < n) fprintf(f, "... (%zu bytes)", n);
-    } else if (!toy_gguf_value_u64(v, &u))
-        fprintf(f, "%" PRIu64, u);
-    else if (!toy_gguf_value_i64(v, &i))
-        fprintf(f, "%" PRId64, i);
-}
-
-static void print_value_text(FILE *f, const toy_gguf_value *v) {
+        return;
+    }
     if (toy_gguf_value_type(v) != TOY_GGUF_ARRAY) {
-        print_scalar_text(f, v);
+        print_number(f, v, -1, false);
         return;
     }
     toy_gguf_type et = toy_gguf_array_type(v);
@@ -66,85 +87,41 @@ static void print_value_text(FILE *f, const toy_gguf_value *v) {
     uint64_t shown = n < 6 ? n : 6;
     for (uint64_t j = 0; j < shown; j++) {
         if (j) fputs(", ", f);
-        if (et == TOY_GGUF_STRING) {
-            print_scalar_text(f, toy_gguf_array_get(v, j));
-        } else {
-            double d;
-            int64_t i;
-            if (et == TOY_GGUF_FLOAT32 || et == TOY_GGUF_FLOAT64) {
-                if (!toy_gguf_array_f64(v, j, &d)) fprintf(f, "%g", d);
-            } else if (!toy_gguf_array_i64(v, j, &i)) {
-                fprintf(f, "%" PRId64, i);
-            } else {
-                uint64_t u = 0;
-                toy_gguf_array_u64(v, j, &u);
-                fprintf(f, "%" PRIu64, u);
-            }
-        }
+        if (et == TOY_GGUF_STRING) print_value_text(f, toy_gguf_array_get(v, j));
+        else print_number(f, v, (int64_t)j, false);
     }
     if (shown < n) fputs(", ...", f);
 }
 
-/* ---------------------------------------------------------------- values as JSON */
-
 static void print_value_json(FILE *f, const toy_gguf_value *v) {
-    toy_gguf_type t = toy_gguf_value_type(v);
-    uint64_t u;
-    int64_t i;
-    double d;
-    bool b;
-    const char *s;
-    size_t n;
-    switch (t) {
-    case TOY_GGUF_BOOL:
-        toy_gguf_value_bool(v, &b);
-        fputs(b ? "true" : "false", f);
-        return;
-    case TOY_GGUF_FLOAT32:
-    case TOY_GGUF_FLOAT64:
-        toy_gguf_value_f64(v, &d);
-        json_number(f, d);
-        return;
-    case TOY_GGUF_STRING:
+    if (toy_gguf_value_type(v) == TOY_GGUF_STRING) {
+        const char *s;
+        size_t n;
         toy_gguf_value_str(v, &s, &n);
         json_string(f, s, n);
         return;
-    case TOY_GGUF_ARRAY: {
-        toy_gguf_type et = toy_gguf_array_type(v);
-        uint64_t len = toy_gguf_array_len(v);
-        /* vocabularies are large: arrays longer than this are summarised */
-        if (len > 64) {
-            fprintf(f, "{\"array_type\": \"%s\", \"length\": %" PRIu64 "}", toy_gguf_type_name(et),
-                    len);
-            return;
-        }
-        fputc('[', f);
-        for (uint64_t j = 0; j < len; j++) {
-            if (j) fputs(", ", f);
-            if (et == TOY_GGUF_STRING || et == TOY_GGUF_ARRAY) {
-                print_value_json(f, toy_gguf_array_get(v, j));
-            } else if (et == TOY_GGUF_BOOL) {
-                toy_gguf_array_u64(v, j, &u);
-                fputs(u ? "true" : "false", f);
-            } else if (et == TOY_GGUF_FLOAT32 || et == TOY_GGUF_FLOAT64) {
-                toy_gguf_array_f64(v, j, &d);
-                json_number(f, d);
-            } else if (!toy_gguf_array_i64(v, j, &i)) {
-                fprintf(f, "%" PRId64, i);
-            } else {
-                toy_gguf_array_u64(v, j, &u);
-                fprintf(f, "%" PRIu64, u);
-            }
-        }
-        fputc(']', f);
+    }
+    if (toy_gguf_value_type(v) != TOY_GGUF_ARRAY) {
+        print_number(f, v, -1, true);
         return;
     }
-    default:
-        if (!toy_gguf_value_i64(v, &i)) fprintf(f, "%" PRId64, i);
-        else if (!toy_gguf_value_u64(v, &u)) fprintf(f, "%" PRIu64, u);
-        else fputs("null", f);
+    toy_gguf_type et = toy_gguf_array_type(v);
+    uint64_t len = toy_gguf_array_len(v);
+    /* vocabularies are large: arrays longer than this are summarised */
+    if (len > 64) {
+        fprintf(f, "{\"array_type\": \"%s\", \"length\": %" PRIu64 "}", toy_gguf_type_name(et),
+                len);
         return;
     }
+    fputc('[', f);
+    for (uint64_t j = 0; j < len; j++) {
+        if (j) fputs(", ", f);
+        if (et == TOY_GGUF_STRING || et == TOY_GGUF_ARRAY)
+            print_value_json(f, toy_gguf_array_get(v, j));
+        else
+            print_number(f, v, (int64_t)j, true);
+    }
+    fputc(']', f);
 }
 
 /* ---------------------------------------------------------------- the summary */
@@ -199,12 +176,14 @@ static bool token_text(const toy_gguf *g, int64_t id, const char **s, size_t *n)
            toy_gguf_array_str(v, (uint64_t)id, s, n) == TOY_OK;
 }
 
-static void print_shape(FILE *f, const toy_gguf_tensor *t, bool json) {
-    fputc('[', f);
-    int dims = t->n_dims ? t->n_dims : 1;
-    for (int d = 0; d < dims; d++) fprintf(f, d ? ", %" PRId64 : "%" PRId64, t->ne[d]);
-    fputc(']', f);
-    (void)json;
+/* "[ne0, ne1, ...]" (a scalar as one dimension) in shape[0..size), cut if too long. */
+static const char *shape_text(const toy_gguf_tensor *t, char *shape, size_t size) {
+    int len = 0, dims = t->n_dims ? t->n_dims : 1;
+    for (int d = 0; d < dims && len < (int)size; d++)
+        len += snprintf(shape + len, size - (size_t)len, d ? ", %" PRId64 : "[%" PRId64,
+                        t->ne[d]);
+    if (len < (int)size - 1) snprintf(shape + len, size - (size_t)len, "]");
+    return shape;
 }
 
 static void info_text(const toy_gguf *g, const file_summary *s) {
@@ -225,11 +204,10 @@ static void info_text(const toy_gguf *g, const file_summary *s) {
 
     if (s->arch[0]) {
         fprintf(f, "\nhyperparameters:\n");
-        size_t an = strlen(s->arch);
         for (int64_t i = 0; i < toy_gguf_n_kv(g); i++) {
-            const char *key = toy_gguf_key(g, i);
-            if (strncmp(key, s->arch, an) != 0 || key[an] != '.') continue;
-            fprintf(f, "  %-40s ", key + an + 1);
+            const char *param = arch_param(toy_gguf_key(g, i), s->arch);
+            if (!param) continue;
+            fprintf(f, "  %-40s ", param);
             print_value_text(f, toy_gguf_kv(g, i));
             fputc('\n', f);
         }
@@ -283,13 +261,8 @@ static void info_text(const toy_gguf *g, const file_summary *s) {
         for (int64_t i = 0; i < toy_gguf_n_tensors(g); i++) {
             const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
             char shape[96];
-            int len = 0, dims = t->n_dims ? t->n_dims : 1;
-            for (int d = 0; d < dims && len < (int)sizeof shape; d++)
-                len += snprintf(shape + len, sizeof shape - (size_t)len, d ? ", %" PRId64 : "[%" PRId64,
-                                t->ne[d]);
-            if (len < (int)sizeof shape - 1) snprintf(shape + len, sizeof shape - (size_t)len, "]");
             fprintf(f, "%5" PRId64 "  %-40s %-7s %-24s %12zu%s\n", i, t->name,
-                    toy_type_name(t->type), shape, t->size,
+                    toy_type_name(t->type), shape_text(t, shape, sizeof shape), t->size,
                     toy_type_can_dequantize(t->type) ? "" : "  (type not supported by toy)");
         }
     }
@@ -310,14 +283,13 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
     json_number(f, s->n_params ? 8.0 * (double)s->tensor_bytes / (double)s->n_params : 0.0);
 
     fputs(",\n  \"hyperparameters\": {", f);
-    size_t an = strlen(s->arch);
     bool first = true;
-    for (int64_t i = 0; an && i < toy_gguf_n_kv(g); i++) {
-        const char *key = toy_gguf_key(g, i);
-        if (strncmp(key, s->arch, an) != 0 || key[an] != '.') continue;
+    for (int64_t i = 0; i < toy_gguf_n_kv(g); i++) {
+        const char *param = arch_param(toy_gguf_key(g, i), s->arch);
+        if (!param) continue;
         fputs(first ? "\n    " : ",\n    ", f);
         first = false;
-        json_string(f, key + an + 1, strlen(key + an + 1));
+        json_string(f, param, strlen(param));
         fputs(": ", f);
         print_value_json(f, toy_gguf_kv(g, i));
     }
@@ -378,8 +350,9 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
         fputs(i ? ",\n    " : "\n    ", f);
         fputs("{\"name\": ", f);
         json_string(f, t->name, strlen(t->name));
-        fprintf(f, ", \"type\": \"%s\", \"shape\": ", toy_type_name(t->type));
-        print_shape(f, t, true);
+        char shape[96];
+        fprintf(f, ", \"type\": \"%s\", \"shape\": %s", toy_type_name(t->type),
+                shape_text(t, shape, sizeof shape));
         fprintf(f, ", \"bytes\": %zu, \"offset\": %" PRIu64 ", \"supported\": %s}", t->size,
                 t->offset, toy_type_can_dequantize(t->type) ? "true" : "false");
     }

@@ -1,0 +1,44 @@
+/* buffer.h — a growing byte buffer (internal). */
+#ifndef TOY_BUFFER_H
+#define TOY_BUFFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The bytes are kept NUL-terminated, so text can be handed out as a C string. A failed
+ * allocation sets oom and every later append does nothing: callers check once, at the
+ * end. */
+typedef struct {
+    char *v;
+    size_t n, cap;
+    bool oom;
+} toy_buf;
+
+static inline void toy_buf_append(toy_buf *b, const void *data, size_t len) {
+    if (b->oom) return;
+    if (b->cap - b->n < len + 1) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap - b->n < len + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = true;
+                return;
+            }
+            cap *= 2;
+        }
+        char *v = realloc(b->v, cap);
+        if (!v) {
+            b->oom = true;
+            return;
+        }
+        b->v = v;
+        b->cap = cap;
+    }
+    if (len) memcpy(b->v + b->n, data, len);
+    b->n += len;
+    b->v[b->n] = 0;
+}
+
+#endif
