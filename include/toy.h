@@ -347,6 +347,8 @@ typedef struct {
     int32_t n_seq_max; /* sequences the cache holds (ids 0..n_seq_max-1) */
     int32_t n_outputs; /* most tokens of one batch with logits (0: n_seq_max) */
     int32_t n_threads;
+    int cache_type_k;  /* KV cache types: TOY_TYPE_F32 (default), F16, BF16 or Q8_0 */
+    int cache_type_v;
     /* Use attention.sliding_window where llama.cpp ignores it (phi3); off by default so
      * the numbers match llama.cpp's. */
     bool honor_sliding_window;

@@ -17,8 +17,10 @@ typedef struct toy_backend toy_backend;
 
 /* Where the K and V of one layer are, and which cells each sequence holds. */
 typedef struct {
-    const float *k;       /* [n_cells][n_head_kv][head_dim] */
-    const float *v;       /* [n_cells][n_head_kv][head_dim] */
+    const uint8_t *k;     /* [n_cells][n_head_kv] rows of head_dim, type_k */
+    const uint8_t *v;     /* the same, type_v */
+    int type_k, type_v;
+    size_t head_bytes_k, head_bytes_v;
     const int32_t *pos;   /* position of each cell */
     int32_t cells_per_seq;
     const int32_t *n_used; /* per sequence: cells in use, from seq * cells_per_seq */
@@ -48,7 +50,9 @@ struct toy_backend {
     /* rotates n_heads heads of each of n_tok rows in place, row t at position pos[t] */
     void (*rope)(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
                  const int32_t *pos, const toy_rope_params *p);
-    /* out[t] = softmax(scale * q[t] K^T, causal over seq_id[t]'s cells) V, per head */
+    /* out[t] = softmax(scale * q[t] K^T, causal over seq_id[t]'s cells) V, per head:
+     * fused, one pass with an online softmax, the K and V rows of a KV head read once
+     * for all the query heads that share it */
     void (*attention)(toy_backend *be, float *out, const float *q, int64_t n_tok,
                       const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
                       const toy_attn_params *p);

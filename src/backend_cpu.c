@@ -21,8 +21,8 @@ typedef struct {
     toy_pool *pool;
     uint8_t *act;        /* quantized activation rows */
     size_t act_cap;
-    float *scores;       /* per thread: attention scores over the cells of a sequence */
-    int64_t scores_per_thread;
+    float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
+    size_t attn_ws_per_thread;
 } cpu_backend;
 
 static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols,
@@ -30,15 +30,18 @@ static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols,
     cpu_backend *c = (cpu_backend *)be;
     /* F32 is the widest vec_dot type: 4 bytes per element */
     size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
-    size_t scores = (size_t)cells_per_seq * (size_t)toy_pool_size(c->pool) * sizeof(float);
+    /* attention: per query head its accumulator, max and sum, plus one V row and the
+     * quantized queries (at most 4 bytes an element): under 3 * max_cols + 2 * heads */
+    (void)cells_per_seq;
+    c->attn_ws_per_thread = (size_t)(3 * max_cols + 2 * TOY_MAX_HEAD_DIM + 64);
+    size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
     free(c->act);
-    free(c->scores);
+    free(c->attn_ws);
     c->act = malloc(act ? act : 1);
-    c->scores = malloc(scores ? scores : 1);
-    if (!c->act || !c->scores)
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + scores);
+    c->attn_ws = malloc(ws);
+    if (!c->act || !c->attn_ws)
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + ws);
     c->act_cap = act;
-    c->scores_per_thread = cells_per_seq;
     return TOY_OK;
 }
 
@@ -187,50 +190,67 @@ typedef struct {
     const int32_t *seq_id;
     const toy_kv_view *kv;
     const toy_attn_params *p;
+    const toy_kernel *kk;       /* dot products with K rows, in K's type */
+    const toy_type_traits *tv; /* V rows to float */
+    size_t q_row;               /* bytes of one query head in K's vec_dot type */
 } attn_job;
 
+/* One token and one KV head: the query heads sharing that KV head go through the cells
+ * together, so each K and V row is read (and converted) once for the group. The softmax
+ * is online (flash-style): a running maximum, sum and weighted sum of V per head,
+ * rescaled when the maximum grows. Cells are visited in order, so the result does not
+ * depend on the batch or the threads. */
 static void attention_task(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
     const toy_attn_params *p = j->p;
-    const int64_t t = task / p->n_head;
-    const int32_t h = (int32_t)(task % p->n_head);
-    const int32_t hd = p->head_dim;
-    const int32_t kvh = h / (p->n_head / p->n_head_kv); /* GQA: consecutive query heads share */
-    const float *q = j->q + (t * p->n_head + h) * hd;
-    float *out = j->out + (t * p->n_head + h) * hd;
-    const int32_t seq = j->seq_id[t];
-    const int64_t base = (int64_t)seq * j->kv->cells_per_seq;
-    const int32_t n = j->kv->n_used[seq];
-    float *s = j->c->scores + (int64_t)thread * j->c->scores_per_thread;
-    const int64_t stride = (int64_t)p->n_head_kv * hd;
+    const toy_kv_view *kv = j->kv;
+    const int32_t group = p->n_head / p->n_head_kv, hd = p->head_dim;
+    const int64_t t = task / p->n_head_kv;
+    const int32_t g = (int32_t)(task % p->n_head_kv);
+    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    float *m = acc + (size_t)group * hd, *l = m + group, *vrow = l + group;
+    uint8_t *qq = (uint8_t *)(vrow + hd);
 
-    const int32_t qpos = j->pos[t];
-    float max = -INFINITY;
+    for (int32_t h = 0; h < group; h++) {
+        j->kk->quantize_act(j->q + (t * p->n_head + g * group + h) * hd, qq + (size_t)h * j->q_row, hd);
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+    }
+    memset(acc, 0, (size_t)group * hd * sizeof *acc);
+    const int32_t seq = j->seq_id[t], qpos = j->pos[t], n = kv->n_used[seq];
+    const int64_t base = (int64_t)seq * kv->cells_per_seq;
     for (int32_t c = 0; c < n; c++) {
-        const int32_t kpos = j->kv->pos[base + c];
-        if (kpos > qpos || (p->n_swa > 0 && qpos - kpos >= p->n_swa)) {
-            s[c] = -INFINITY;
-            continue;
+        const int32_t kpos = kv->pos[base + c];
+        if (kpos > qpos || (p->n_swa > 0 && qpos - kpos >= p->n_swa)) continue;
+        const size_t cell_head = (size_t)(base + c) * (size_t)p->n_head_kv + (size_t)g;
+        const uint8_t *krow = kv->k + cell_head * kv->head_bytes_k;
+        const uint8_t *vbytes = kv->v + cell_head * kv->head_bytes_v;
+        const float *v = (const float *)vbytes;
+        if (kv->type_v != TOY_TYPE_F32) {
+            j->tv->to_float(vbytes, vrow, hd);
+            v = vrow;
         }
-        const float *k = j->kv->k + (base + c) * stride + kvh * hd;
-        float dot = 0.0f;
-        for (int32_t d = 0; d < hd; d++) dot += k[d] * q[d];
-        if (p->softcap > 0.0f) dot = tanhf(dot * (1.0f / p->softcap)) * p->softcap;
-        s[c] = dot * p->scale;
-        if (s[c] > max) max = s[c];
+        for (int32_t h = 0; h < group; h++) {
+            float s = j->kk->vec_dot(hd, krow, qq + (size_t)h * j->q_row);
+            if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
+            s *= p->scale;
+            float *a = acc + (size_t)h * hd;
+            if (s > m[h]) {
+                const float corr = expf(m[h] - s);
+                for (int32_t d = 0; d < hd; d++) a[d] = a[d] * corr + v[d];
+                l[h] = l[h] * corr + 1.0f;
+                m[h] = s;
+            } else {
+                const float w = expf(s - m[h]);
+                for (int32_t d = 0; d < hd; d++) a[d] += w * v[d];
+                l[h] += w;
+            }
+        }
     }
-    double sum = 0.0;
-    for (int32_t c = 0; c < n; c++) {
-        s[c] = s[c] == -INFINITY ? 0.0f : expf(s[c] - max);
-        sum += (double)s[c];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int32_t d = 0; d < hd; d++) out[d] = 0.0f;
-    for (int32_t c = 0; c < n; c++) {
-        const float w = s[c] * inv;
-        if (w == 0.0f) continue;
-        const float *v = j->kv->v + (base + c) * stride + kvh * hd;
-        for (int32_t d = 0; d < hd; d++) out[d] += w * v[d];
+    for (int32_t h = 0; h < group; h++) {
+        float *out = j->out + (t * p->n_head + g * group + h) * hd;
+        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+        for (int32_t d = 0; d < hd; d++) out[d] = acc[(size_t)h * hd + d] * inv;
     }
 }
 
@@ -238,8 +258,10 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
                           const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
                           const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
-    attn_job j = {c, out, q, pos, seq_id, kv, p};
-    toy_pool_run(c->pool, n_tok * p->n_head, attention_task, &j);
+    attn_job j = {c, out, q, pos, seq_id, kv, p, toy_kernel_get(kv->type_k),
+                  toy_type_traits_get(kv->type_v), 0};
+    toy_type_row_size(j.kk->vec_dot_type, p->head_dim, &j.q_row); /* checked at cache creation */
+    toy_pool_run(c->pool, n_tok * p->n_head_kv, attention_task, &j);
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -310,7 +332,7 @@ static void cpu_free(toy_backend *be) {
     if (!c) return;
     toy_pool_free(c->pool);
     free(c->act);
-    free(c->scores);
+    free(c->attn_ws);
     free(c);
 }
 

@@ -4,6 +4,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "quant.h"
 
 toy_context_params toy_context_default_params(void) {
     return (toy_context_params){
@@ -12,6 +13,8 @@ toy_context_params toy_context_default_params(void) {
         .n_seq_max = 1,
         .n_outputs = 0,
         .n_threads = 1,
+        .cache_type_k = TOY_TYPE_F32,
+        .cache_type_v = TOY_TYPE_F32,
     };
 }
 
@@ -43,8 +46,8 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (!ctx) return toy_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;
     ctx->params = p;
-    toy_status st = toy_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx,
-                                      hp->n_head_kv * hp->head_dim);
+    toy_status st = toy_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
+                                      hp->head_dim, p.cache_type_k, p.cache_type_v);
     if (st) {
         free(ctx);
         return st;
@@ -161,8 +164,15 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
          * llama.cpp's K shift does */
         for (int32_t l = 0; l < hp->n_layer; l++) {
             toy_rope_params rp = toy_context_rope(ctx, l);
-            ctx->be->rope(ctx->be, toy_kv_k(c, l, base + i), 1, hp->n_head_kv, hp->head_dim,
-                          &delta, &rp);
+            uint8_t *k = toy_kv_k(c, l, base + i);
+            const toy_type_traits *tk = toy_type_traits_get(c->type_k);
+            for (int32_t h = 0; h < hp->n_head_kv; h++) {
+                float row[TOY_MAX_HEAD_DIM];
+                uint8_t *kh = k + (size_t)h * c->head_bytes_k;
+                tk->to_float(kh, row, hp->head_dim);
+                ctx->be->rope(ctx->be, row, 1, 1, hp->head_dim, &delta, &rp);
+                tk->from_float(row, kh, hp->head_dim);
+            }
         }
         *pos += delta;
     }

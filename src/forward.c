@@ -179,10 +179,8 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         trace(ctx, "q", il, ctx->q, n, q_dim);
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
-        for (int64_t t = 0; t < n; t++) {
-            memcpy(toy_kv_k(&ctx->kv, il, ctx->cells[t]), ctx->k + t * kv_dim, kv_dim * sizeof(float));
-            memcpy(toy_kv_v(&ctx->kv, il, ctx->cells[t]), ctx->v + t * kv_dim, kv_dim * sizeof(float));
-        }
+        for (int64_t t = 0; t < n; t++)
+            toy_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
         int32_t n_swa = l->n_swa;
         if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
         const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,

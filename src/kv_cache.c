@@ -5,24 +5,45 @@
 #include <string.h>
 
 #include "error.h"
+#include "quant.h"
+
+static bool cache_type_ok(int type) {
+    return type == TOY_TYPE_F32 || type == TOY_TYPE_F16 || type == TOY_TYPE_BF16 ||
+           type == TOY_TYPE_Q8_0;
+}
 
 toy_status toy_kv_cache_init(toy_kv_cache *c, int32_t n_layer, int32_t n_seq,
-                             int32_t cells_per_seq, int32_t row) {
+                             int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
+                             int type_k, int type_v) {
     memset(c, 0, sizeof *c);
+    for (int i = 0; i < 2; i++) {
+        int t = i ? type_v : type_k;
+        if (!cache_type_ok(t))
+            return toy_error(TOY_ERR_UNSUPPORTED, "KV cache type %s is not supported (f32, f16, bf16, q8_0)",
+                             toy_type_name(t) ? toy_type_name(t) : "?");
+        if (toy_type_row_size(t, head_dim, i ? &c->head_bytes_v : &c->head_bytes_k))
+            return toy_error(TOY_ERR_UNSUPPORTED, "KV cache type %s needs head_dim %% %lld == 0, got %d",
+                             toy_type_name(t), (long long)toy_type_block_size(t), head_dim);
+    }
     c->n_layer = n_layer;
     c->n_seq = n_seq;
     c->cells_per_seq = cells_per_seq;
-    c->row = row;
-    size_t cells = (size_t)n_seq * (size_t)cells_per_seq, bytes;
-    if (toy_mul_overflows(cells * (size_t)n_layer, (size_t)row * sizeof(float), &bytes))
+    c->n_head_kv = n_head_kv;
+    c->head_dim = head_dim;
+    c->type_k = type_k;
+    c->type_v = type_v;
+    size_t cells = (size_t)n_seq * (size_t)cells_per_seq, bytes_k, bytes_v;
+    if (toy_mul_overflows(cells * (size_t)n_layer * (size_t)n_head_kv, c->head_bytes_k, &bytes_k) ||
+        toy_mul_overflows(cells * (size_t)n_layer * (size_t)n_head_kv, c->head_bytes_v, &bytes_v))
         return toy_error(TOY_ERR_INVALID, "KV cache size overflows");
-    c->k = malloc(bytes ? bytes : 1);
-    c->v = malloc(bytes ? bytes : 1);
+    size_t bytes = bytes_k + bytes_v;
+    c->k = malloc(bytes_k ? bytes_k : 1);
+    c->v = malloc(bytes_v ? bytes_v : 1);
     c->pos = calloc(cells ? cells : 1, sizeof *c->pos);
     c->n_used = calloc((size_t)n_seq, sizeof *c->n_used);
     if (!c->k || !c->v || !c->pos || !c->n_used) {
         toy_kv_cache_free(c);
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate a KV cache of 2 x %zu bytes", bytes);
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate a KV cache of %zu bytes", bytes);
     }
     return TOY_OK;
 }
@@ -60,24 +81,38 @@ toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer) {
     return (toy_kv_view){
         .k = toy_kv_k(c, layer, 0),
         .v = toy_kv_v(c, layer, 0),
+        .type_k = c->type_k,
+        .type_v = c->type_v,
+        .head_bytes_k = c->head_bytes_k,
+        .head_bytes_v = c->head_bytes_v,
         .pos = c->pos,
         .cells_per_seq = c->cells_per_seq,
         .n_used = c->n_used,
     };
 }
 
+void toy_kv_cache_store(toy_kv_cache *c, int32_t layer, int64_t cell, const float *k,
+                        const float *v) {
+    const toy_type_traits *tk = toy_type_traits_get(c->type_k), *tv = toy_type_traits_get(c->type_v);
+    uint8_t *kd = toy_kv_k(c, layer, cell), *vd = toy_kv_v(c, layer, cell);
+    for (int32_t h = 0; h < c->n_head_kv; h++) {
+        tk->from_float(k + (size_t)h * c->head_dim, kd + (size_t)h * c->head_bytes_k, c->head_dim);
+        tv->from_float(v + (size_t)h * c->head_dim, vd + (size_t)h * c->head_bytes_v, c->head_dim);
+    }
+}
+
 void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1) {
     int64_t base = (int64_t)seq * c->cells_per_seq;
     int32_t kept = 0;
-    size_t row_bytes = (size_t)c->row * sizeof(float);
+    size_t k_bytes = c->head_bytes_k * (size_t)c->n_head_kv, v_bytes = c->head_bytes_v * (size_t)c->n_head_kv;
     for (int32_t i = 0; i < c->n_used[seq]; i++) {
         int32_t p = c->pos[base + i];
         if (p >= p0 && p < p1) continue;
         if (kept != i) {
             c->pos[base + kept] = p;
             for (int32_t l = 0; l < c->n_layer; l++) {
-                memmove(toy_kv_k(c, l, base + kept), toy_kv_k(c, l, base + i), row_bytes);
-                memmove(toy_kv_v(c, l, base + kept), toy_kv_v(c, l, base + i), row_bytes);
+                memmove(toy_kv_k(c, l, base + kept), toy_kv_k(c, l, base + i), k_bytes);
+                memmove(toy_kv_v(c, l, base + kept), toy_kv_v(c, l, base + i), v_bytes);
             }
         }
         kept++;

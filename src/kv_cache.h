@@ -17,15 +17,18 @@ typedef struct {
     int32_t n_layer;
     int32_t n_seq;
     int32_t cells_per_seq;
-    int32_t row;      /* floats per cell and layer: n_head_kv * head_dim */
-    float *k;         /* [n_layer][n_seq * cells_per_seq][row] */
-    float *v;
-    int32_t *pos;     /* [n_seq * cells_per_seq] */
-    int32_t *n_used;  /* [n_seq] */
+    int32_t n_head_kv, head_dim;
+    int type_k, type_v;       /* F32, F16, BF16 or Q8_0 (rows of head_dim per head) */
+    size_t head_bytes_k, head_bytes_v; /* bytes of one head's row */
+    uint8_t *k;               /* [n_layer][n_seq * cells_per_seq][n_head_kv] rows */
+    uint8_t *v;
+    int32_t *pos;             /* [n_seq * cells_per_seq] */
+    int32_t *n_used;          /* [n_seq] */
 } toy_kv_cache;
 
 toy_status toy_kv_cache_init(toy_kv_cache *c, int32_t n_layer, int32_t n_seq,
-                             int32_t cells_per_seq, int32_t row);
+                             int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
+                             int type_k, int type_v);
 void toy_kv_cache_free(toy_kv_cache *c);
 
 /* Picks the cell of every token of a batch (appending to its sequence's range) and
@@ -33,12 +36,20 @@ void toy_kv_cache_free(toy_kv_cache *c);
 toy_status toy_kv_cache_place(toy_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
                               const int32_t *pos, int32_t *cells);
 
-static inline float *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell) {
-    return c->k + ((int64_t)layer * c->n_seq * c->cells_per_seq + cell) * c->row;
+/* The K (V) rows of all heads of one cell and layer. */
+static inline uint8_t *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell) {
+    return c->k + ((size_t)layer * (size_t)c->n_seq * (size_t)c->cells_per_seq + (size_t)cell) *
+                      c->head_bytes_k * (size_t)c->n_head_kv;
 }
-static inline float *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell) {
-    return c->v + ((int64_t)layer * c->n_seq * c->cells_per_seq + cell) * c->row;
+static inline uint8_t *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell) {
+    return c->v + ((size_t)layer * (size_t)c->n_seq * (size_t)c->cells_per_seq + (size_t)cell) *
+                      c->head_bytes_v * (size_t)c->n_head_kv;
 }
+
+/* Stores the float K and V rows (n_head_kv * head_dim each) of a token in a cell,
+ * converted to the cache types. */
+void toy_kv_cache_store(toy_kv_cache *c, int32_t layer, int64_t cell, const float *k,
+                        const float *v);
 
 toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer);
 
