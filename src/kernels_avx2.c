@@ -1,8 +1,647 @@
 /* kernels_avx2.c — AVX2 + FMA + F16C kernels (compiled with those instructions enabled;
- * called only after toy_cpu_isa() found them). Being written. */
+ * called only after toy_cpu_isa() found them).
+ *
+ * Every function here returns the bits of the scalar reference in kernels.c: it follows
+ * the REDUCTION SHAPE documented there. Inside a block the integer sum is exact, so any
+ * order of integer adds will do; the float part is reproduced operation by operation:
+ * the per-block value v_b from the same separate multiplies and adds (never an FMA),
+ * eight blocks' v_b in one __m256 added to one accumulator (lane[b % 8] += v_b), the
+ * lanes combined pairwise at the end. The activation quantizers are the scalar ones
+ * (they run once per row, not per weight row).
+ *
+ * Integer dot products use vpmaddubsw (unsigned bytes x signed bytes, pairs summed into
+ * int16 with saturation) and vpmaddwd (int16 pairs into int32). Saturation never
+ * happens: the unsigned operand is a weight of at most 6 bits, or for signed weights
+ * (Q4_0, Q5_0, Q8_0, IQ4_NL, IQ4_XS) |w| <= 128 with the activation carrying the sign,
+ * as llama.cpp does. That relies on activation quants being in [-127, 127], which the
+ * quantizers guarantee (kernels.c): 2 * 128 * 127 = 32512 < 32767, and negating an
+ * activation never wraps.
+ *
+ * One generic function per family (legacy/IQ blocks and K-quant super-blocks, float
+ * elements) is instantiated per type through a constant `type` argument; after
+ * inlining, the type switches fold away. vec_dot is the 1 x 1 case of the tile.
+ */
 #include "kernels.h"
 
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+/* The per-block values must round each multiply and add on its own (kernels.c). */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* Blocks are reduced eight at a time: one lane of the accumulator per block. */
+#define GROUP 8
+
+/* ================================================================ shared helpers */
+
+/* The fixed pairwise combination of the 8 block lanes: k += k + 4, k += k + 2, 0 += 1. */
+static inline float combine8(__m256 lane) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(lane), _mm256_extractf128_ps(lane, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Eight blocks' int32 partial sums (eight lanes each) to one vector of the eight block
+ * totals, block k in lane k. Integer adds are exact, so the tree's order is free; this
+ * replaces eight full horizontal sums by seven hadds, one lane swap and an add. */
+static inline __m256i sum8_blocks(const __m256i p[GROUP]) {
+    const __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+    const __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+    const __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+    const __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+    /* per 128-bit half: [block 0..3] and [block 4..7], each still split in two halves */
+    const __m256i h0123 = _mm256_hadd_epi32(h01, h23);
+    const __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+    const __m256i swapped = _mm256_permute2x128_si256(h0123, h4567, 0x21);
+    const __m256i kept = _mm256_blend_epi32(h0123, h4567, 0xf0);
+    return _mm256_add_epi32(swapped, kept);
+}
+
+/* The fp16 fields of up to eight consecutive blocks (`stride` bytes apart) as floats,
+ * lanes from `count` on zero. Weight rows are only 2-byte aligned, hence memcpy. */
+ALWAYS_INLINE __m256 load_halves(const uint8_t *p, size_t stride, int count) {
+    uint16_t h[GROUP] = {0};
+    for (int k = 0; k < count; k++) memcpy(&h[k], p + (size_t)k * stride, sizeof h[k]);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+}
+
+/* The float fields of up to eight consecutive blocks (Q8_K's d), lanes past count zero. */
+ALWAYS_INLINE __m256 load_floats(const uint8_t *p, size_t stride, int count) {
+    float f[GROUP] = {0};
+    for (int k = 0; k < count; k++) memcpy(&f[k], p + (size_t)k * stride, sizeof f[k]);
+    return _mm256_loadu_ps(f);
+}
+
+static inline __m256i load256(const void *p) {
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+static inline __m128i load128(const void *p) {
+    return _mm_loadu_si128((const __m128i *)p);
+}
+
+/* 16 bytes of packed nibbles to 32 bytes: the low nibbles (weights 0-15) then the high
+ * ones (weights 16-31), ggml's layout for 32-weight blocks. */
+static inline __m256i nibbles32(const uint8_t *qs) {
+    const __m128i packed = load128(qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+}
+
+/* A 32-bit mask to 32 bytes: byte i is 0xff where bit i is set. */
+static inline __m256i bits32_to_bytes(const uint8_t *p) {
+    uint32_t bits;
+    memcpy(&bits, p, sizeof bits); /* qh: a little-endian uint32, as x86 loads it */
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)bits),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2,
+                         2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+}
+
+/* IQ4_NL / IQ4_XS: nibbles (0..15) to their signed levels. */
+static inline __m256i iq4nl_levels(__m256i nibbles) {
+    const __m256i table = _mm256_broadcastsi128_si256(load128(toy_iq4nl_values));
+    return _mm256_shuffle_epi8(table, nibbles);
+}
+
+/* The int32 lane sums of u * a over 32 byte pairs (u unsigned, a signed; see the top
+ * comment for why vpmaddubsw cannot saturate here). */
+static inline __m256i dot_u8_i8(__m256i u, __m256i a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+}
+
+/* ================================================================ block families
+ *
+ * Legacy and IQ4_NL blocks (32 weights, one int32 sum each) and K-quant / IQ4_XS
+ * super-blocks (256 weights: an int32 isum, and for Q2_K/Q4_K/Q5_K an int32 summs for
+ * the mins) share one driver. A weight block is decoded once into `wdec` — bytes ready
+ * for vpmaddubsw plus per-chunk scales — and then dotted with each activation row. */
+
+static inline int is_k_family(int type) {
+    return type == TOY_TYPE_Q2_K || type == TOY_TYPE_Q3_K || type == TOY_TYPE_Q4_K ||
+           type == TOY_TYPE_Q5_K || type == TOY_TYPE_Q6_K || type == TOY_TYPE_IQ4_XS;
+}
+
+/* Weights that are signed: vpmaddubsw gets |w| and the activation takes w's sign. */
+static inline int is_signed_weight(int type) {
+    return type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q5_0 || type == TOY_TYPE_Q8_0 ||
+           type == TOY_TYPE_IQ4_NL || type == TOY_TYPE_IQ4_XS;
+}
+
+/* The types whose v_b subtracts a mins term dm * summs. */
+static inline int has_mins(int type) {
+    return type == TOY_TYPE_Q2_K || type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K;
+}
+
+/* The types whose v_b adds an offset term m * s (from the Q8_1 activation). */
+static inline int has_offset(int type) {
+    return type == TOY_TYPE_Q4_1 || type == TOY_TYPE_Q5_1;
+}
+
+static inline size_t weight_block_bytes(int type) {
+    switch (type) {
+    case TOY_TYPE_Q4_0: return sizeof(block_q4_0);
+    case TOY_TYPE_Q4_1: return sizeof(block_q4_1);
+    case TOY_TYPE_Q5_0: return sizeof(block_q5_0);
+    case TOY_TYPE_Q5_1: return sizeof(block_q5_1);
+    case TOY_TYPE_Q8_0: return sizeof(block_q8_0);
+    case TOY_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
+    case TOY_TYPE_Q2_K: return sizeof(block_q2_K);
+    case TOY_TYPE_Q3_K: return sizeof(block_q3_K);
+    case TOY_TYPE_Q4_K: return sizeof(block_q4_K);
+    case TOY_TYPE_Q5_K: return sizeof(block_q5_K);
+    case TOY_TYPE_Q6_K: return sizeof(block_q6_K);
+    default: return sizeof(block_iq4_xs);
+    }
+}
+
+static inline size_t act_block_bytes(int type) {
+    return is_k_family(type) ? sizeof(block_q8_K)
+           : has_offset(type) ? sizeof(block_q8_1)
+                              : sizeof(block_q8_0);
+}
+
+/* Where the activation quants start in their block. */
+static inline size_t act_qs_offset(int type) {
+    return is_k_family(type) ? offsetof(block_q8_K, qs)
+           : has_offset(type) ? offsetof(block_q8_1, qs)
+                              : offsetof(block_q8_0, qs);
+}
+
+/* Offsets of the fp16 d and dmin (or m) of a weight block. */
+static inline size_t weight_d_offset(int type) {
+    switch (type) {
+    case TOY_TYPE_Q2_K: return offsetof(block_q2_K, d);
+    case TOY_TYPE_Q3_K: return offsetof(block_q3_K, d);
+    case TOY_TYPE_Q6_K: return offsetof(block_q6_K, d);
+    default: return 0; /* every other block starts with d */
+    }
+}
+
+static inline size_t weight_m_offset(int type) {
+    switch (type) {
+    case TOY_TYPE_Q2_K: return offsetof(block_q2_K, dmin);
+    case TOY_TYPE_Q4_K: return offsetof(block_q4_K, dmin);
+    case TOY_TYPE_Q5_K: return offsetof(block_q5_K, dmin);
+    default: return offsetof(block_q4_1, m); /* Q4_1 and Q5_1: 2 */
+    }
+}
+
+typedef struct {
+    __m256i q[8];     /* weights of chunk c (32 each), unsigned (|w| for signed types) */
+    __m256i sign[8];  /* signed types: the weights themselves, for the activation's sign */
+    __m256i scale[8]; /* K family: int16 scale of each vpmaddubsw pair of chunk c */
+    __m256i group16;  /* K family: int16 factor of each bsums entry (see dot_block) */
+} wdec;
+
+/* Scales of sixteen 16-weight groups (int16, `sc16`) to the per-pair scale vectors of the
+ * eight 32-weight chunks: vpmaddubsw's lanes 0-7 cover the chunk's first 16 weights
+ * (group 2c), lanes 8-15 the next 16 (group 2c + 1). */
+static inline void chunk_scales(__m256i sc16, __m256i scale[8]) {
+    static const uint8_t pick[4][32] = {
+        {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+         2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+        {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
+         6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+        {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9,
+         10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+        {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
+         14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+    };
+    const __m256i low = _mm256_permute2x128_si256(sc16, sc16, 0x00);  /* groups 0-7 twice */
+    const __m256i high = _mm256_permute2x128_si256(sc16, sc16, 0x11); /* groups 8-15 twice */
+    for (int c = 0; c < 4; c++) {
+        scale[c] = _mm256_shuffle_epi8(low, load256(pick[c]));
+        scale[c + 4] = _mm256_shuffle_epi8(high, load256(pick[c]));
+    }
+}
+
+/* Eight per-32 scales (int16) repeated for the two 16-weight groups of each chunk. */
+static inline __m256i per32_to_per16(__m128i sc8) {
+    return _mm256_set_m128i(_mm_unpackhi_epi16(sc8, sc8), _mm_unpacklo_epi16(sc8, sc8));
+}
+
+/* Q4_K/Q5_K's 12 scale bytes to 8 scales (bytes 0-7) and 8 mins (bytes 8-15); the
+ * packing is described at k4_scale_min in kernels.c (llama.cpp's utmp shuffle). */
+static inline __m128i k4_scales_mins(const uint8_t *packed) {
+    uint32_t u[4];
+    memcpy(u, packed, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    const uint32_t mins_low = u[1] & 0x3f3f3f3f;
+    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    u[2] = mins_low;
+    u[0] &= 0x3f3f3f3f;
+    return _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+}
+
+/* Q3_K's 12 scale bytes to 16 signed scales (see q3_scale in kernels.c). */
+static inline __m128i q3_scales(const uint8_t *packed) {
+    uint32_t a[3];
+    memcpy(a, packed, 12);
+    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const __m128i biased = _mm_setr_epi32(
+        (int)((a[0] & low4) | ((a[2] & low2) << 4)),
+        (int)((a[1] & low4) | (((a[2] >> 2) & low2) << 4)),
+        (int)(((a[0] >> 4) & low4) | (((a[2] >> 4) & low2) << 4)),
+        (int)(((a[1] >> 4) & low4) | (((a[2] >> 6) & low2) << 4)));
+    return _mm_sub_epi8(biased, _mm_set1_epi8(32));
+}
+
+/* Decodes one weight block. The element order of chunk c is that of activations
+ * 32c..32c+31; the layouts are described beside the scalar kernels. */
+ALWAYS_INLINE void decode_block(int type, const uint8_t *blk, wdec *w) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m256i low2 = _mm256_set1_epi8(0x03);
+    const __m256i one = _mm256_set1_epi8(0x01);
+    switch (type) {
+    case TOY_TYPE_Q8_0: w->sign[0] = load256(blk + offsetof(block_q8_0, qs)); break;
+    case TOY_TYPE_Q4_0:
+        w->sign[0] = _mm256_sub_epi8(nibbles32(blk + offsetof(block_q4_0, qs)), _mm256_set1_epi8(8));
+        break;
+    case TOY_TYPE_Q4_1: w->q[0] = nibbles32(blk + offsetof(block_q4_1, qs)); break;
+    case TOY_TYPE_Q5_0: {
+        /* (nibble | bit << 4) - 16: a clear bit makes the byte nibble - 16 = nibble | 0xf0 */
+        const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_0, qh));
+        w->sign[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_0, qs)),
+                                     _mm256_andnot_si256(bits, _mm256_set1_epi8((char)0xf0)));
+        break;
+    }
+    case TOY_TYPE_Q5_1: {
+        const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_1, qh));
+        w->q[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_1, qs)),
+                                  _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
+        break;
+    }
+    case TOY_TYPE_IQ4_NL:
+        w->sign[0] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_nl, qs)));
+        break;
+    case TOY_TYPE_Q4_K:
+    case TOY_TYPE_Q5_K: {
+        const size_t sc_off = type == TOY_TYPE_Q4_K ? offsetof(block_q4_K, scales) : offsetof(block_q5_K, scales);
+        const size_t qs_off = type == TOY_TYPE_Q4_K ? offsetof(block_q4_K, qs) : offsetof(block_q5_K, qs);
+        const __m128i sm = k4_scales_mins(blk + sc_off);
+        chunk_scales(per32_to_per16(_mm_cvtepu8_epi16(sm)), w->scale);
+        w->group16 = per32_to_per16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8))); /* mins */
+        for (int p = 0; p < 4; p++) {
+            const __m256i bits = load256(blk + qs_off + 32 * p);
+            w->q[2 * p] = _mm256_and_si256(bits, low4);
+            w->q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+        }
+        if (type == TOY_TYPE_Q5_K) {
+            /* bit c of qh[l] is the fifth bit of weight 32c + l */
+            const __m256i high = load256(blk + offsetof(block_q5_K, qh));
+            for (int c = 0; c < 8; c++) {
+                const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(high, c), one);
+                w->q[c] = _mm256_or_si256(w->q[c], _mm256_slli_epi16(bit, 4));
+            }
+        }
+        break;
+    }
+    case TOY_TYPE_Q6_K: {
+        /* stored as q + 32 in 0..63; dot_block takes the 32 back out through the bsums */
+        const __m128i sc8 = load128(blk + offsetof(block_q6_K, scales));
+        w->group16 = _mm256_cvtepi8_epi16(sc8);
+        chunk_scales(w->group16, w->scale);
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *ql = blk + offsetof(block_q6_K, ql) + 64 * h;
+            const __m256i lo[2] = {load256(ql), load256(ql + 32)};
+            const __m256i hi = load256(blk + offsetof(block_q6_K, qh) + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(lo[k % 2], 4 * (k / 2)), low4);
+                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * k), low2);
+                w->q[4 * h + k] = _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+            }
+        }
+        break;
+    }
+    case TOY_TYPE_Q3_K: {
+        /* q + 4 = 2-bit field + 4 * hmask bit, in 0..7; the 4 comes back out through the
+         * bsums */
+        w->group16 = _mm256_cvtepi8_epi16(q3_scales(blk + offsetof(block_q3_K, scales)));
+        chunk_scales(w->group16, w->scale);
+        const __m256i hmask = load256(blk + offsetof(block_q3_K, hmask));
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = load256(blk + offsetof(block_q3_K, qs) + 32 * h);
+            for (int k = 0; k < 4; k++) {
+                const int c = 4 * h + k;
+                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), low2);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hmask, c), one);
+                w->q[c] = _mm256_or_si256(q2, _mm256_slli_epi16(hb, 2));
+            }
+        }
+        break;
+    }
+    case TOY_TYPE_Q2_K: {
+        const __m128i sc = load128(blk + offsetof(block_q2_K, scales));
+        const __m128i low4_128 = _mm_set1_epi8(0x0f);
+        chunk_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, low4_128)), w->scale);
+        w->group16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4_128));
+        for (int h = 0; h < 2; h++) {
+            const __m256i bits = load256(blk + offsetof(block_q2_K, qs) + 32 * h);
+            for (int k = 0; k < 4; k++)
+                w->q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), low2);
+        }
+        break;
+    }
+    case TOY_TYPE_IQ4_XS: {
+        uint16_t scales_h;
+        memcpy(&scales_h, blk + offsetof(block_iq4_xs, scales_h), sizeof scales_h);
+        const uint8_t *scales_l = blk + offsetof(block_iq4_xs, scales_l);
+        int16_t sc[8];
+        for (int ib = 0; ib < 8; ib++) {
+            const int low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+            const int high = (scales_h >> (2 * ib)) & 3;
+            sc[ib] = (int16_t)((low | high << 4) - 32);
+        }
+        chunk_scales(per32_to_per16(load128(sc)), w->scale);
+        for (int c = 0; c < 8; c++)
+            w->sign[c] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_xs, qs) + 16 * c));
+        break;
+    }
+    default: break;
+    }
+    if (is_signed_weight(type)) {
+        const int chunks = is_k_family(type) ? 8 : 1;
+        /* |-128| is 0x80, which vpmaddubsw reads as the unsigned 128 */
+        for (int c = 0; c < chunks; c++) w->q[c] = _mm256_abs_epi8(w->sign[c]);
+    }
+}
+
+/* One decoded weight block times one activation block: int32 lanes summing to the
+ * block's sumi / isum, and for the mins types lanes summing to summs. */
+ALWAYS_INLINE void dot_block(int type, const wdec *w, const uint8_t *act, __m256i *isum,
+                             __m256i *summs) {
+    const int8_t *q8 = (const int8_t *)(act + act_qs_offset(type));
+    if (!is_k_family(type)) {
+        __m256i a = load256(q8);
+        if (is_signed_weight(type)) a = _mm256_sign_epi8(a, w->sign[0]);
+        *isum = dot_u8_i8(w->q[0], a);
+        return;
+    }
+    __m256i s = _mm256_setzero_si256();
+    for (int c = 0; c < 8; c++) {
+        __m256i a = load256(q8 + 32 * c);
+        if (is_signed_weight(type)) a = _mm256_sign_epi8(a, w->sign[c]);
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(w->q[c], a), w->scale[c]));
+    }
+    if (type == TOY_TYPE_IQ4_XS) {
+        *isum = s;
+        return;
+    }
+    /* bsums[g] * group16[g], exact in int32: the mins, or the offset that made Q3_K and
+     * Q6_K's quants unsigned (sum over the group of scale * offset * q8) */
+    const __m256i g = _mm256_madd_epi16(w->group16, load256(act + offsetof(block_q8_K, bsums)));
+    if (type == TOY_TYPE_Q3_K) s = _mm256_sub_epi32(s, _mm256_slli_epi32(g, 2));
+    if (type == TOY_TYPE_Q6_K) s = _mm256_sub_epi32(s, _mm256_slli_epi32(g, 5));
+    *isum = s;
+    if (has_mins(type)) *summs = g;
+}
+
+/* The weight factors of a group of blocks: fp16 d and dmin/m as floats. */
+typedef struct {
+    __m256 d, m;
+} wscales;
+
+ALWAYS_INLINE wscales load_weight_scales(int type, const uint8_t *w, int count) {
+    const size_t wsz = weight_block_bytes(type);
+    wscales s;
+    s.d = load_halves(w + weight_d_offset(type), wsz, count);
+    s.m = has_mins(type) || has_offset(type) ? load_halves(w + weight_m_offset(type), wsz, count)
+                                             : _mm256_setzero_ps();
+    return s;
+}
+
+/* v_b of a group of blocks, exactly as the scalar kernels form it (kernels.c). */
+ALWAYS_INLINE __m256 block_values(int type, wscales ws, __m256i isum, __m256i summs,
+                                  const uint8_t *act, int count) {
+    const size_t asz = act_block_bytes(type);
+    const __m256 ad = is_k_family(type) ? load_floats(act + offsetof(block_q8_K, d), asz, count)
+                                        : load_halves(act, asz, count);
+    const __m256 d = _mm256_mul_ps(ws.d, ad);
+    const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+    if (has_mins(type)) {
+        const __m256 dm = _mm256_mul_ps(ws.m, ad);
+        const __m256 mins = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summs));
+        return _mm256_sub_ps(scaled, mins);
+    }
+    if (has_offset(type)) {
+        const __m256 s = load_halves(act + offsetof(block_q8_1, s), asz, count);
+        return _mm256_add_ps(scaled, _mm256_mul_ps(ws.m, s));
+    }
+    return scaled;
+}
+
+/* Blocks b0 .. b0 + count - 1 (count <= 8) of one weight row against n_a activation
+ * rows: each block decoded once, its lane b % 8 added to every row's accumulator. Lanes
+ * from count on add +0.0f, which leaves an accumulator unchanged (a lane that starts at
+ * +0 and only ever adds is never -0). */
+ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b0,
+                             const uint8_t *a, size_t a_stride, int n_a, __m256 *acc) {
+    const size_t wsz = weight_block_bytes(type), asz = act_block_bytes(type);
+    const uint8_t *w = wrow + (size_t)b0 * wsz;
+    __m256i isum[TOY_TILE_MAX][GROUP], summs[TOY_TILE_MAX][GROUP];
+    for (int k = 0; k < GROUP; k++) {
+        if (k < count) {
+            wdec dec;
+            decode_block(type, w + (size_t)k * wsz, &dec);
+            for (int j = 0; j < n_a; j++) {
+                const uint8_t *act = a + (size_t)j * a_stride + (size_t)(b0 + k) * asz;
+                summs[j][k] = _mm256_setzero_si256();
+                dot_block(type, &dec, act, &isum[j][k], &summs[j][k]);
+            }
+        } else {
+            for (int j = 0; j < n_a; j++) isum[j][k] = summs[j][k] = _mm256_setzero_si256();
+        }
+    }
+    const wscales ws = load_weight_scales(type, w, count);
+    for (int j = 0; j < n_a; j++) {
+        const uint8_t *act = a + (size_t)j * a_stride + (size_t)b0 * asz;
+        const __m256i sumi = sum8_blocks(isum[j]);
+        const __m256i summ = has_mins(type) ? sum8_blocks(summs[j]) : _mm256_setzero_si256();
+        acc[j] = _mm256_add_ps(acc[j], block_values(type, ws, sumi, summ, act, count));
+    }
+}
+
+ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_stride, int n_w,
+                               const void *a, size_t a_stride, int n_a, float *y,
+                               size_t y_stride) {
+    const int64_t nb = n / (is_k_family(type) ? QK_K : 32);
+    for (int i = 0; i < n_w; i++) {
+        const uint8_t *wrow = (const uint8_t *)w + (size_t)i * w_stride;
+        __m256 acc[TOY_TILE_MAX];
+        for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();
+        int64_t b0 = 0;
+        for (; b0 + GROUP <= nb; b0 += GROUP) dot_group(type, GROUP, wrow, b0, a, a_stride, n_a, acc);
+        if (b0 < nb) dot_group(type, (int)(nb - b0), wrow, b0, a, a_stride, n_a, acc);
+        for (int j = 0; j < n_a; j++) y[(size_t)j * y_stride + (size_t)i] = combine8(acc[j]);
+    }
+}
+
+/* vec_dot is the 1 x 1 tile; the tile entry handles activation rows one at a time when
+ * only one is asked for, so the compiler sees n_a = 1 and keeps everything in registers. */
+#define BLOCK_KERNELS(name, type)                                                           \
+    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
+        float y;                                                                            \
+        tile_blocks(type, n, w, 0, 1, a, 0, 1, &y, 0);                                      \
+        return y;                                                                           \
+    }                                                                                       \
+    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
+                                    const void *a, size_t a_stride, int n_a, float *y,      \
+                                    size_t y_stride) {                                      \
+        tile_blocks(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
+    }
+
+BLOCK_KERNELS(q4_0, TOY_TYPE_Q4_0)
+BLOCK_KERNELS(q4_1, TOY_TYPE_Q4_1)
+BLOCK_KERNELS(q5_0, TOY_TYPE_Q5_0)
+BLOCK_KERNELS(q5_1, TOY_TYPE_Q5_1)
+BLOCK_KERNELS(q8_0, TOY_TYPE_Q8_0)
+BLOCK_KERNELS(iq4_nl, TOY_TYPE_IQ4_NL)
+BLOCK_KERNELS(q2_K, TOY_TYPE_Q2_K)
+BLOCK_KERNELS(q3_K, TOY_TYPE_Q3_K)
+BLOCK_KERNELS(q4_K, TOY_TYPE_Q4_K)
+BLOCK_KERNELS(q5_K, TOY_TYPE_Q5_K)
+BLOCK_KERNELS(q6_K, TOY_TYPE_Q6_K)
+BLOCK_KERNELS(iq4_xs, TOY_TYPE_IQ4_XS)
+
+/* ================================================================ float rows
+ * p[i % 32] += w_i * a_i: four 8-lane accumulators over each 32 elements, an element
+ * tail finished in scalar code on the stored lanes, then the pairwise combine with
+ * strides 16, 8, 4, 2, 1. */
+
+static inline size_t elem_bytes(int type) {
+    return type == TOY_TYPE_F32 ? 4 : 2;
+}
+
+ALWAYS_INLINE __m256 load8_elems(int type, const uint8_t *p) {
+    switch (type) {
+    case TOY_TYPE_F32: return _mm256_loadu_ps((const float *)p);
+    case TOY_TYPE_F16: return _mm256_cvtph_ps(load128(p));
+    default: /* BF16: the top half of a float */
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+    }
+}
+
+ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
+    if (type == TOY_TYPE_F32) {
+        float f;
+        memcpy(&f, p, sizeof f);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, p, sizeof h);
+    return type == TOY_TYPE_F16 ? _cvtsh_ss(h) : toy_bf16_to_fp32(h);
+}
+
+static float combine32(float *p) {
+    for (int s = 16; s > 0; s /= 2)
+        for (int k = 0; k < s; k++) p[k] += p[k + s];
+    return p[0];
+}
+
+/* One weight row against `rows` (1 or 2) activation rows: the weights are converted once
+ * for both, and 2 x 4 accumulators plus 4 weight vectors fit AVX2's 16 registers. */
+ALWAYS_INLINE void dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a0,
+                             const uint8_t *a1, int rows, float *out0, float *out1) {
+    const size_t es = elem_bytes(type);
+    const uint8_t *a[2] = {a0, a1};
+    __m256 acc[2][4];
+    for (int r = 0; r < rows; r++)
+        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        for (int k = 0; k < 4; k++) {
+            const size_t off = (size_t)(i + 8 * k) * es;
+            const __m256 wv = load8_elems(type, w + off);
+            for (int r = 0; r < rows; r++) {
+                const __m256 av = load8_elems(type, a[r] + off);
+                /* a product of two halves is exact in float, so the FMA rounds once
+                 * just like the add; F32 and BF16 products round, so not there */
+                acc[r][k] = type == TOY_TYPE_F16
+                                ? _mm256_fmadd_ps(wv, av, acc[r][k])
+                                : _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv, av));
+            }
+        }
+    }
+    float *out[2] = {out0, out1};
+    for (int r = 0; r < rows; r++) {
+        float p[32];
+        for (int k = 0; k < 4; k++) _mm256_storeu_ps(p + 8 * k, acc[r][k]);
+        for (int64_t t = i; t < n; t++) {
+            const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(type, a[r] + (size_t)t * es);
+            p[t - i] += prod;
+        }
+        *out[r] = combine32(p);
+    }
+}
+
+ALWAYS_INLINE void tile_elems(int type, int64_t n, const void *w, size_t w_stride, int n_w,
+                              const void *a, size_t a_stride, int n_a, float *y,
+                              size_t y_stride) {
+    for (int i = 0; i < n_w; i++) {
+        const uint8_t *wrow = (const uint8_t *)w + (size_t)i * w_stride;
+        int j = 0;
+        for (; j + 2 <= n_a; j += 2)
+            dot_elems(type, n, wrow, (const uint8_t *)a + (size_t)j * a_stride,
+                      (const uint8_t *)a + (size_t)(j + 1) * a_stride, 2,
+                      &y[(size_t)j * y_stride + (size_t)i], &y[(size_t)(j + 1) * y_stride + (size_t)i]);
+        if (j < n_a)
+            dot_elems(type, n, wrow, (const uint8_t *)a + (size_t)j * a_stride, NULL, 1,
+                      &y[(size_t)j * y_stride + (size_t)i], NULL);
+    }
+}
+
+#define ELEM_KERNELS(name, type)                                                            \
+    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
+        float y;                                                                            \
+        dot_elems(type, n, w, a, NULL, 1, &y, NULL);                                        \
+        return y;                                                                           \
+    }                                                                                       \
+    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
+                                    const void *a, size_t a_stride, int n_a, float *y,      \
+                                    size_t y_stride) {                                      \
+        tile_elems(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);               \
+    }
+
+ELEM_KERNELS(f32, TOY_TYPE_F32)
+ELEM_KERNELS(f16, TOY_TYPE_F16)
+ELEM_KERNELS(bf16, TOY_TYPE_BF16)
+
+/* ================================================================ the table */
+
+/* vec_dot types and activation quantizers are the scalar table's (test_kernels_simd checks
+ * they agree). */
+#define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
+
+static const toy_kernel avx2_kernels[TOY_TYPE_COUNT] = {
+    K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, f16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
+    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
+    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
+    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
+    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q5_1),
+    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q8_0),
+    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q2_K),
+    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q3_K),
+    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q4_K),
+    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q5_K),
+    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q6_K),
+    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, iq4_nl),
+    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, iq4_xs),
+};
+
+#undef K
+
 const toy_kernel *toy_kernel_avx2(int type) {
-    (void)type;
-    return NULL;
+    if (type < 0 || type >= TOY_TYPE_COUNT || !avx2_kernels[type].vec_dot) return NULL;
+    return &avx2_kernels[type];
 }

@@ -178,11 +178,34 @@ static void check_model(const char *fix, const char *name) {
         CHECK(toy_decode(ctx, &g) == TOY_OK);
     }
 
+    /* the KV cache in f16 and q8_0: within the F16 and the quantized tolerances */
+    static const int cache_types[2] = {TOY_TYPE_F16, TOY_TYPE_Q8_0};
+    double cache_median[2] = {0, 0};
+    for (int ci = 0; ci < 2; ci++) {
+        toy_context_params cq = cp;
+        cq.cache_type_k = cq.cache_type_v = cache_types[ci];
+        toy_context *cctx;
+        if (toy_context_new(m, &cq, &cctx) != TOY_OK) {
+            CHECK_MSG(0, "%s: %s", name, toy_last_error());
+            continue;
+        }
+        CHECK(toy_decode(cctx, &b) == TOY_OK);
+        for (int32_t i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * n_vocab, toy_get_logits(cctx, i), n_vocab * sizeof(float));
+        const tolerance *ct = ci == 0 && tol == &tol_float ? &tol_float : &tol_quant;
+        row_errors ec = compare(logits, tl->data, margin, n, n_vocab, ct->margin);
+        cache_median[ci] = ec.median;
+        CHECK_MSG(ec.median <= (ci ? 0.1 : ct->median_max) && ec.argmax_bad == 0,
+                  "%s: logits with a %s KV cache outside tolerance (median %.3g)", name,
+                  toy_type_name(cache_types[ci]), ec.median);
+        toy_context_free(cctx);
+    }
+
     printf("%-20s %-9s batch %.2e/%.2e (abs %.3f, argmax %d/%d)  seq %.2e/%.2e (abs %.3f, "
-           "argmax %d/%d)  greedy %d/%d\n",
+           "argmax %d/%d)  greedy %d/%d  cache f16 %.1e q8_0 %.1e\n",
            name, tol->name, eb.median, eb.max, eb.max_abs, eb.argmax_checked - eb.argmax_bad,
            eb.argmax_checked, es.median, es.max, es.max_abs, es.argmax_checked - es.argmax_bad,
-           es.argmax_checked, matched, n - (int32_t)n_prompt);
+           es.argmax_checked, matched, n - (int32_t)n_prompt, cache_median[0], cache_median[1]);
     CHECK_MSG(eb.median <= tol->median_max && eb.max <= tol->max_max && eb.argmax_bad == 0,
               "%s: batch logits outside tolerance", name);
     CHECK_MSG(es.median <= tol->median_max && es.max <= tol->max_max && es.argmax_bad == 0,

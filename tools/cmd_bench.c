@@ -103,6 +103,7 @@ int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL;
     int n_prompt = 512, n_gen = 128, n_threads = 2, reps = 5;
     bool json = false, mlock_weights = false;
+    int cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -120,6 +121,8 @@ int cmd_bench(int argc, char **argv) {
                    "  -r, --reps N       repetitions (default 5)\n"
                    "  --json             one JSON object\n"
                    "  --mlock            lock the weights in RAM first\n"
+                   "  --cache-type-k T   KV cache types: f32 (default), f16, bf16, q8_0\n"
+                   "  --cache-type-v T\n"
                    "  -h, --help         this message\n");
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
@@ -140,6 +143,14 @@ int cmd_bench(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--mlock")) {
             mlock_weights = true;
+        } else if ((!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) && v) {
+            int t = toy_type_from_name(argv[++i]);
+            if (t != TOY_TYPE_F32 && t != TOY_TYPE_F16 && t != TOY_TYPE_BF16 && t != TOY_TYPE_Q8_0) {
+                fprintf(stderr, "toy bench: %s must be f32, f16, bf16 or q8_0\n", a);
+                return 2;
+            }
+            if (a[13] == 'k') cache_k = t;
+            else cache_v = t;
         } else {
             fprintf(stderr, "toy bench: unknown or incomplete option '%s' (see toy bench --help)\n", a);
             return 2;
@@ -159,6 +170,8 @@ int cmd_bench(int argc, char **argv) {
     cp.n_ctx = n_prompt + n_gen + 1;
     cp.n_batch = n_prompt > 0 && n_prompt < 512 ? n_prompt : 512;
     cp.n_threads = n_threads;
+    cp.cache_type_k = cache_k;
+    cp.cache_type_v = cache_v;
     toy_context *ctx;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy bench: %s\n", toy_last_error());

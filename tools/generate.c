@@ -28,7 +28,10 @@ const char *const gen_options_help =
     "  --context-shift         when the context is full, drop the oldest tokens and go on\n"
     "  --keep N                tokens kept at the start on a context shift (default 0)\n"
     "  --trace                 min/max/mean|x|/NaNs of intermediate tensors to stderr\n"
-    "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n";
+    "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n"
+    "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
+    "  --cache-type-v T        the same for values\n"
+    "  --mlock                 lock the weights in RAM\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -37,6 +40,7 @@ void gen_options_default(gen_options *o) {
     o->n_threads = 2;
     o->sampling = toy_sampler_default_params();
     o->sampling.seed = (uint64_t)time(NULL);
+    o->cache_type_k = o->cache_type_v = TOY_TYPE_F32;
 }
 
 static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
@@ -113,6 +117,15 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--trace")) {
         o->trace = true;
         return 1;
+    } else if (IS("--cache-type-k") || IS("--cache-type-v")) {
+        int t = v ? toy_type_from_name(v) : -1;
+        ok = t == TOY_TYPE_F32 || t == TOY_TYPE_F16 || t == TOY_TYPE_BF16 || t == TOY_TYPE_Q8_0;
+        if (!ok) fprintf(stderr, "toy %s: %s must be f32, f16, bf16 or q8_0, got '%s'\n", cmd, a, v ? v : "");
+        else if (IS("--cache-type-k")) o->cache_type_k = t;
+        else o->cache_type_v = t;
+    } else if (IS("--mlock")) {
+        o->mlock = true;
+        return 1;
     } else if (IS("--sliding-window")) {
         o->sliding_window = true;
         return 1;
@@ -172,6 +185,9 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     cp.n_batch = o->n_batch;
     cp.n_threads = o->n_threads;
     cp.honor_sliding_window = o->sliding_window;
+    cp.cache_type_k = o->cache_type_k;
+    cp.cache_type_v = o->cache_type_v;
+    if (o->mlock && toy_model_mlock(s->model)) fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
     if (o->trace) cp.trace = trace_print;
     if (toy_context_new(s->model, &cp, &s->ctx) ||
         toy_sampler_new(&o->sampling, toy_model_n_vocab(s->model), &s->sampler)) {

@@ -24,6 +24,8 @@ typedef struct {
     int32_t n_keep;        /* tokens kept at the start when the context shifts */
     bool trace;
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
+    int cache_type_k, cache_type_v;
+    bool mlock;
 } gen_options;
 
 void gen_options_default(gen_options *o);
