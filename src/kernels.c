@@ -58,6 +58,10 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdbool.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 
@@ -526,7 +530,7 @@ static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
 
 /* ================================================================ the table */
 
-#define K(t, vdt, q, dot) [t] = {t, vdt, q, dot}
+#define K(t, vdt, q, dot) [t] = {t, vdt, q, dot, NULL}
 
 static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
     K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32),
@@ -566,13 +570,15 @@ const char *toy_isa_name(toy_isa isa) {
 static toy_isa detected_isa(void) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+    /* clang 14's __builtin_cpu_supports does not know "f16c": ask cpuid (leaf 1, ECX
+     * bit 29) */
+    unsigned eax, ebx, ecx = 0, edx;
+    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && f16c)
         return TOY_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
         return TOY_ISA_AVX2;
 #endif
     return TOY_ISA_SCALAR;

@@ -17,9 +17,10 @@
  * quantizers guarantee (kernels.c): 2 * 128 * 127 = 32512 < 32767, and negating an
  * activation never wraps.
  *
- * One generic function per family (legacy/IQ blocks and K-quant super-blocks, float
- * elements) is instantiated per type through a constant `type` argument; after
- * inlining, the type switches fold away. vec_dot is the 1 x 1 case of the tile.
+ * Each type has a section that decodes its block into bytes for vpmaddubsw; one driver
+ * for all block types and one for the float rows take the type as a constant argument,
+ * so after inlining their switches fold away. A block type's vec_dot is the 1 x 1 case
+ * of its tile.
  */
 #include "kernels.h"
 
@@ -33,6 +34,9 @@
 #endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* Loops over the 8 blocks of a group, the chunks of a block and the accumulators are
+ * unrolled so that their vectors live in registers (-O2 leaves them in stack arrays). */
+#define UNROLL _Pragma("GCC unroll 8")
 
 /* Blocks are reduced eight at a time: one lane of the accumulator per block. */
 #define GROUP 8
@@ -67,6 +71,7 @@ static inline __m256i sum8_blocks(const __m256i p[GROUP]) {
  * lanes from `count` on zero. Weight rows are only 2-byte aligned, hence memcpy. */
 ALWAYS_INLINE __m256 load_halves(const uint8_t *p, size_t stride, int count) {
     uint16_t h[GROUP] = {0};
+    UNROLL
     for (int k = 0; k < count; k++) memcpy(&h[k], p + (size_t)k * stride, sizeof h[k]);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
@@ -74,6 +79,7 @@ ALWAYS_INLINE __m256 load_halves(const uint8_t *p, size_t stride, int count) {
 /* The float fields of up to eight consecutive blocks (Q8_K's d), lanes past count zero. */
 ALWAYS_INLINE __m256 load_floats(const uint8_t *p, size_t stride, int count) {
     float f[GROUP] = {0};
+    UNROLL
     for (int k = 0; k < count; k++) memcpy(&f[k], p + (size_t)k * stride, sizeof f[k]);
     return _mm256_loadu_ps(f);
 }
@@ -118,19 +124,256 @@ static inline __m256i dot_u8_i8(__m256i u, __m256i a) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
 }
 
-/* ================================================================ block families
+/* ================================================================ decoded weights
  *
- * Legacy and IQ4_NL blocks (32 weights, one int32 sum each) and K-quant / IQ4_XS
+ * A weight block is decoded once into bytes ready for vpmaddubsw and then dotted with
+ * each activation row of a tile. Chunk c holds the weights of activations 32c..32c+31
+ * (a 32-weight block has one chunk, a 256-weight super-block eight). */
+
+typedef struct {
+    __m256i q[8];     /* chunk c, unsigned: the weight, or |w| for signed weights */
+    __m256i sign[8];  /* signed weights: w itself, whose sign the activation takes */
+    __m256i scale[8]; /* super-blocks: the int16 scale of each vpmaddubsw pair of chunk c */
+    __m256i group16;  /* super-blocks: the int16 factor of each of the 16 bsums (see
+                       * dot_superblock) */
+} wdec;
+
+/* Scales of sixteen 16-weight groups (int16, `sc16`) to the per-pair scale vectors of the
+ * eight chunks: vpmaddubsw's lanes 0-7 cover a chunk's first 16 weights (group 2c),
+ * lanes 8-15 the next 16 (group 2c + 1). */
+static inline void chunk_scales(__m256i sc16, __m256i scale[8]) {
+    static const uint8_t pick[4][32] = {
+        {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+         2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+        {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
+         6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
+        {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9,
+         10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
+        {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
+         14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
+    };
+    const __m256i low = _mm256_permute2x128_si256(sc16, sc16, 0x00);  /* groups 0-7 twice */
+    const __m256i high = _mm256_permute2x128_si256(sc16, sc16, 0x11); /* groups 8-15 twice */
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        scale[c] = _mm256_shuffle_epi8(low, load256(pick[c]));
+        scale[c + 4] = _mm256_shuffle_epi8(high, load256(pick[c]));
+    }
+}
+
+/* Eight per-chunk scales (int16) repeated for the two 16-weight groups of each chunk. */
+static inline __m256i per32_to_per16(__m128i sc8) {
+    return _mm256_set_m128i(_mm_unpackhi_epi16(sc8, sc8), _mm_unpacklo_epi16(sc8, sc8));
+}
+
+/* Signed weights: vpmaddubsw gets |w| (|-128| is 0x80, read as the unsigned 128). */
+static inline void take_abs(wdec *w, int chunks) {
+    UNROLL
+    for (int c = 0; c < chunks; c++) w->q[c] = _mm256_abs_epi8(w->sign[c]);
+}
+
+/* ---------------------------------------------------------------- Q8_0 */
+
+static inline void decode_q8_0(const uint8_t *blk, wdec *w) {
+    w->sign[0] = load256(blk + offsetof(block_q8_0, qs));
+    take_abs(w, 1);
+}
+
+/* ---------------------------------------------------------------- Q4_0 */
+
+static inline void decode_q4_0(const uint8_t *blk, wdec *w) {
+    w->sign[0] = _mm256_sub_epi8(nibbles32(blk + offsetof(block_q4_0, qs)), _mm256_set1_epi8(8));
+    take_abs(w, 1);
+}
+
+/* ---------------------------------------------------------------- Q4_K */
+
+/* The 12 scale bytes to 8 scales (bytes 0-7) and 8 mins (bytes 8-15): the packing is
+ * described at k4_scale_min in kernels.c (this is llama.cpp's utmp shuffle). */
+static inline __m128i k4_scales_mins(const uint8_t *packed) {
+    uint32_t u[4];
+    memcpy(u, packed, 12);
+    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
+    const uint32_t mins_low = u[1] & 0x3f3f3f3f;
+    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
+    u[2] = mins_low;
+    u[0] &= 0x3f3f3f3f;
+    return _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
+}
+
+/* Scales, mins (as bsums factors) and low nibbles, shared by Q4_K and Q5_K: weight
+ * 32c + l is nibble c % 2 of qs[32 * (c / 2) + l]. */
+static inline void decode_k4(const uint8_t *scales, const uint8_t *qs, wdec *w) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f);
+    const __m128i sm = k4_scales_mins(scales);
+    chunk_scales(per32_to_per16(_mm_cvtepu8_epi16(sm)), w->scale);
+    w->group16 = per32_to_per16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+    UNROLL
+    for (int p = 0; p < 4; p++) {
+        const __m256i bits = load256(qs + 32 * p);
+        w->q[2 * p] = _mm256_and_si256(bits, low4);
+        w->q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
+    }
+}
+
+static inline void decode_q4_K(const uint8_t *blk, wdec *w) {
+    decode_k4(blk + offsetof(block_q4_K, scales), blk + offsetof(block_q4_K, qs), w);
+}
+
+/* ---------------------------------------------------------------- Q6_K */
+
+/* Per 128-weight half h: chunk 4h + k takes nibble k / 2 of ql[64h + 32 (k % 2) + l]
+ * and bits 2k, 2k + 1 of qh[32h + l] on top. The quants are stored + 32 (0..63), kept
+ * that way: dot_superblock takes 32 * scale * bsum back out. */
+static inline void decode_q6_K(const uint8_t *blk, wdec *w) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
+    w->group16 = _mm256_cvtepi8_epi16(load128(blk + offsetof(block_q6_K, scales)));
+    chunk_scales(w->group16, w->scale);
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = blk + offsetof(block_q6_K, ql) + 64 * h;
+        const __m256i low_bits[2] = {load256(ql), load256(ql + 32)};
+        const __m256i high_bits = load256(blk + offsetof(block_q6_K, qh) + 32 * h);
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const __m256i low = _mm256_and_si256(_mm256_srli_epi16(low_bits[k % 2], 4 * (k / 2)), low4);
+            const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k), low2);
+            w->q[4 * h + k] = _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- Q5_K */
+
+/* Q4_K's layout plus a fifth bit: bit c of qh[l] for weight 32c + l. */
+static inline void decode_q5_K(const uint8_t *blk, wdec *w) {
+    decode_k4(blk + offsetof(block_q5_K, scales), blk + offsetof(block_q5_K, qs), w);
+    const __m256i high = load256(blk + offsetof(block_q5_K, qh));
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(high, c), _mm256_set1_epi8(1));
+        w->q[c] = _mm256_or_si256(w->q[c], _mm256_slli_epi16(bit, 4));
+    }
+}
+
+/* ---------------------------------------------------------------- Q5_0 */
+
+/* (nibble | bit << 4) - 16: where the bit is clear the byte is nibble - 16, which as an
+ * int8 is nibble | 0xf0. */
+static inline void decode_q5_0(const uint8_t *blk, wdec *w) {
+    const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_0, qh));
+    w->sign[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_0, qs)),
+                                 _mm256_andnot_si256(bits, _mm256_set1_epi8((char)0xf0)));
+    take_abs(w, 1);
+}
+
+/* ---------------------------------------------------------------- Q4_1 */
+
+static inline void decode_q4_1(const uint8_t *blk, wdec *w) {
+    w->q[0] = nibbles32(blk + offsetof(block_q4_1, qs));
+}
+
+/* ---------------------------------------------------------------- Q5_1 */
+
+static inline void decode_q5_1(const uint8_t *blk, wdec *w) {
+    const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_1, qh));
+    w->q[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_1, qs)),
+                              _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
+}
+
+/* ---------------------------------------------------------------- Q2_K */
+
+/* Per 128-weight half h: chunk 4h + k is bits 2k, 2k + 1 of qs[32h + l]. Each scales
+ * byte holds a 4-bit scale (low) and a 4-bit min (high) of a 16-weight group. */
+static inline void decode_q2_K(const uint8_t *blk, wdec *w) {
+    const __m128i sc = load128(blk + offsetof(block_q2_K, scales));
+    const __m128i nibble = _mm_set1_epi8(0x0f);
+    chunk_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, nibble)), w->scale);
+    w->group16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), nibble));
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m256i bits = load256(blk + offsetof(block_q2_K, qs) + 32 * h);
+        UNROLL
+        for (int k = 0; k < 4; k++)
+            w->q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), _mm256_set1_epi8(3));
+    }
+}
+
+/* ---------------------------------------------------------------- Q3_K */
+
+/* The 12 scale bytes to 16 signed scales (see q3_scale in kernels.c). */
+static inline __m128i q3_scales(const uint8_t *packed) {
+    uint32_t a[3];
+    memcpy(a, packed, 12);
+    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const __m128i biased = _mm_setr_epi32(
+        (int)((a[0] & low4) | ((a[2] & low2) << 4)),
+        (int)((a[1] & low4) | (((a[2] >> 2) & low2) << 4)),
+        (int)(((a[0] >> 4) & low4) | (((a[2] >> 4) & low2) << 4)),
+        (int)(((a[1] >> 4) & low4) | (((a[2] >> 6) & low2) << 4)));
+    return _mm_sub_epi8(biased, _mm_set1_epi8(32));
+}
+
+/* Q2_K's 2-bit fields plus bit c of hmask[l]; a clear bit means q - 4. Decoded as
+ * q + 4 = field + 4 * bit (0..7), unsigned: dot_superblock takes 4 * scale * bsum back
+ * out. */
+static inline void decode_q3_K(const uint8_t *blk, wdec *w) {
+    w->group16 = _mm256_cvtepi8_epi16(q3_scales(blk + offsetof(block_q3_K, scales)));
+    chunk_scales(w->group16, w->scale);
+    const __m256i hmask = load256(blk + offsetof(block_q3_K, hmask));
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        const __m256i bits = load256(blk + offsetof(block_q3_K, qs) + 32 * h);
+        UNROLL
+        for (int k = 0; k < 4; k++) {
+            const int c = 4 * h + k;
+            const __m256i field = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), _mm256_set1_epi8(3));
+            const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(hmask, c), _mm256_set1_epi8(1));
+            w->q[c] = _mm256_or_si256(field, _mm256_slli_epi16(bit, 2));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- IQ4_NL */
+
+static inline void decode_iq4_nl(const uint8_t *blk, wdec *w) {
+    w->sign[0] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_nl, qs)));
+    take_abs(w, 1);
+}
+
+/* ---------------------------------------------------------------- IQ4_XS */
+
+/* Eight IQ4_NL-like 32-weight chunks with 6-bit scales stored + 32: the low nibble of
+ * chunk c's in scales_l[c / 2] (even c low), its top two bits at bit 2c of scales_h. */
+static inline void decode_iq4_xs(const uint8_t *blk, wdec *w) {
+    uint16_t scales_h;
+    memcpy(&scales_h, blk + offsetof(block_iq4_xs, scales_h), sizeof scales_h);
+    const uint8_t *scales_l = blk + offsetof(block_iq4_xs, scales_l);
+    int16_t sc[8];
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const int low = (scales_l[c / 2] >> (4 * (c % 2))) & 0x0f;
+        const int high = (scales_h >> (2 * c)) & 3;
+        sc[c] = (int16_t)((low | high << 4) - 32);
+    }
+    chunk_scales(per32_to_per16(load128(sc)), w->scale);
+    UNROLL
+    for (int c = 0; c < 8; c++)
+        w->sign[c] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_xs, qs) + 16 * c));
+    take_abs(w, 8);
+}
+
+/* ================================================================ the block driver
+ *
+ * Legacy and IQ4_NL blocks (32 weights, one int32 sumi each) and K-quant / IQ4_XS
  * super-blocks (256 weights: an int32 isum, and for Q2_K/Q4_K/Q5_K an int32 summs for
- * the mins) share one driver. A weight block is decoded once into `wdec` — bytes ready
- * for vpmaddubsw plus per-chunk scales — and then dotted with each activation row. */
+ * the mins) share one driver, specialised by its constant `type`. */
 
 static inline int is_k_family(int type) {
     return type == TOY_TYPE_Q2_K || type == TOY_TYPE_Q3_K || type == TOY_TYPE_Q4_K ||
            type == TOY_TYPE_Q5_K || type == TOY_TYPE_Q6_K || type == TOY_TYPE_IQ4_XS;
 }
 
-/* Weights that are signed: vpmaddubsw gets |w| and the activation takes w's sign. */
 static inline int is_signed_weight(int type) {
     return type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q5_0 || type == TOY_TYPE_Q8_0 ||
            type == TOY_TYPE_IQ4_NL || type == TOY_TYPE_IQ4_XS;
@@ -141,7 +384,7 @@ static inline int has_mins(int type) {
     return type == TOY_TYPE_Q2_K || type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K;
 }
 
-/* The types whose v_b adds an offset term m * s (from the Q8_1 activation). */
+/* The types whose v_b adds an offset term m * s (s from the Q8_1 activation). */
 static inline int has_offset(int type) {
     return type == TOY_TYPE_Q4_1 || type == TOY_TYPE_Q5_1;
 }
@@ -176,7 +419,7 @@ static inline size_t act_qs_offset(int type) {
                               : offsetof(block_q8_0, qs);
 }
 
-/* Offsets of the fp16 d and dmin (or m) of a weight block. */
+/* Offsets of the fp16 d and of dmin (or m) in a weight block. */
 static inline size_t weight_d_offset(int type) {
     switch (type) {
     case TOY_TYPE_Q2_K: return offsetof(block_q2_K, d);
@@ -191,202 +434,41 @@ static inline size_t weight_m_offset(int type) {
     case TOY_TYPE_Q2_K: return offsetof(block_q2_K, dmin);
     case TOY_TYPE_Q4_K: return offsetof(block_q4_K, dmin);
     case TOY_TYPE_Q5_K: return offsetof(block_q5_K, dmin);
-    default: return offsetof(block_q4_1, m); /* Q4_1 and Q5_1: 2 */
+    default: return offsetof(block_q4_1, m); /* Q4_1 and Q5_1 */
     }
 }
 
-typedef struct {
-    __m256i q[8];     /* weights of chunk c (32 each), unsigned (|w| for signed types) */
-    __m256i sign[8];  /* signed types: the weights themselves, for the activation's sign */
-    __m256i scale[8]; /* K family: int16 scale of each vpmaddubsw pair of chunk c */
-    __m256i group16;  /* K family: int16 factor of each bsums entry (see dot_block) */
-} wdec;
-
-/* Scales of sixteen 16-weight groups (int16, `sc16`) to the per-pair scale vectors of the
- * eight 32-weight chunks: vpmaddubsw's lanes 0-7 cover the chunk's first 16 weights
- * (group 2c), lanes 8-15 the next 16 (group 2c + 1). */
-static inline void chunk_scales(__m256i sc16, __m256i scale[8]) {
-    static const uint8_t pick[4][32] = {
-        {0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-         2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
-        {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5,
-         6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7},
-        {8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9, 8, 9,
-         10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11, 10, 11},
-        {12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13, 12, 13,
-         14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15, 14, 15},
-    };
-    const __m256i low = _mm256_permute2x128_si256(sc16, sc16, 0x00);  /* groups 0-7 twice */
-    const __m256i high = _mm256_permute2x128_si256(sc16, sc16, 0x11); /* groups 8-15 twice */
-    for (int c = 0; c < 4; c++) {
-        scale[c] = _mm256_shuffle_epi8(low, load256(pick[c]));
-        scale[c + 4] = _mm256_shuffle_epi8(high, load256(pick[c]));
-    }
-}
-
-/* Eight per-32 scales (int16) repeated for the two 16-weight groups of each chunk. */
-static inline __m256i per32_to_per16(__m128i sc8) {
-    return _mm256_set_m128i(_mm_unpackhi_epi16(sc8, sc8), _mm_unpacklo_epi16(sc8, sc8));
-}
-
-/* Q4_K/Q5_K's 12 scale bytes to 8 scales (bytes 0-7) and 8 mins (bytes 8-15); the
- * packing is described at k4_scale_min in kernels.c (llama.cpp's utmp shuffle). */
-static inline __m128i k4_scales_mins(const uint8_t *packed) {
-    uint32_t u[4];
-    memcpy(u, packed, 12);
-    u[3] = ((u[2] >> 4) & 0x0f0f0f0f) | (((u[1] >> 6) & 0x03030303) << 4);
-    const uint32_t mins_low = u[1] & 0x3f3f3f3f;
-    u[1] = (u[2] & 0x0f0f0f0f) | (((u[0] >> 6) & 0x03030303) << 4);
-    u[2] = mins_low;
-    u[0] &= 0x3f3f3f3f;
-    return _mm_setr_epi32((int)u[0], (int)u[1], (int)u[2], (int)u[3]);
-}
-
-/* Q3_K's 12 scale bytes to 16 signed scales (see q3_scale in kernels.c). */
-static inline __m128i q3_scales(const uint8_t *packed) {
-    uint32_t a[3];
-    memcpy(a, packed, 12);
-    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const __m128i biased = _mm_setr_epi32(
-        (int)((a[0] & low4) | ((a[2] & low2) << 4)),
-        (int)((a[1] & low4) | (((a[2] >> 2) & low2) << 4)),
-        (int)(((a[0] >> 4) & low4) | (((a[2] >> 4) & low2) << 4)),
-        (int)(((a[1] >> 4) & low4) | (((a[2] >> 6) & low2) << 4)));
-    return _mm_sub_epi8(biased, _mm_set1_epi8(32));
-}
-
-/* Decodes one weight block. The element order of chunk c is that of activations
- * 32c..32c+31; the layouts are described beside the scalar kernels. */
 ALWAYS_INLINE void decode_block(int type, const uint8_t *blk, wdec *w) {
-    const __m256i low4 = _mm256_set1_epi8(0x0f);
-    const __m256i low2 = _mm256_set1_epi8(0x03);
-    const __m256i one = _mm256_set1_epi8(0x01);
     switch (type) {
-    case TOY_TYPE_Q8_0: w->sign[0] = load256(blk + offsetof(block_q8_0, qs)); break;
-    case TOY_TYPE_Q4_0:
-        w->sign[0] = _mm256_sub_epi8(nibbles32(blk + offsetof(block_q4_0, qs)), _mm256_set1_epi8(8));
-        break;
-    case TOY_TYPE_Q4_1: w->q[0] = nibbles32(blk + offsetof(block_q4_1, qs)); break;
-    case TOY_TYPE_Q5_0: {
-        /* (nibble | bit << 4) - 16: a clear bit makes the byte nibble - 16 = nibble | 0xf0 */
-        const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_0, qh));
-        w->sign[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_0, qs)),
-                                     _mm256_andnot_si256(bits, _mm256_set1_epi8((char)0xf0)));
-        break;
-    }
-    case TOY_TYPE_Q5_1: {
-        const __m256i bits = bits32_to_bytes(blk + offsetof(block_q5_1, qh));
-        w->q[0] = _mm256_or_si256(nibbles32(blk + offsetof(block_q5_1, qs)),
-                                  _mm256_and_si256(bits, _mm256_set1_epi8(0x10)));
-        break;
-    }
-    case TOY_TYPE_IQ4_NL:
-        w->sign[0] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_nl, qs)));
-        break;
-    case TOY_TYPE_Q4_K:
-    case TOY_TYPE_Q5_K: {
-        const size_t sc_off = type == TOY_TYPE_Q4_K ? offsetof(block_q4_K, scales) : offsetof(block_q5_K, scales);
-        const size_t qs_off = type == TOY_TYPE_Q4_K ? offsetof(block_q4_K, qs) : offsetof(block_q5_K, qs);
-        const __m128i sm = k4_scales_mins(blk + sc_off);
-        chunk_scales(per32_to_per16(_mm_cvtepu8_epi16(sm)), w->scale);
-        w->group16 = per32_to_per16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8))); /* mins */
-        for (int p = 0; p < 4; p++) {
-            const __m256i bits = load256(blk + qs_off + 32 * p);
-            w->q[2 * p] = _mm256_and_si256(bits, low4);
-            w->q[2 * p + 1] = _mm256_and_si256(_mm256_srli_epi16(bits, 4), low4);
-        }
-        if (type == TOY_TYPE_Q5_K) {
-            /* bit c of qh[l] is the fifth bit of weight 32c + l */
-            const __m256i high = load256(blk + offsetof(block_q5_K, qh));
-            for (int c = 0; c < 8; c++) {
-                const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(high, c), one);
-                w->q[c] = _mm256_or_si256(w->q[c], _mm256_slli_epi16(bit, 4));
-            }
-        }
-        break;
-    }
-    case TOY_TYPE_Q6_K: {
-        /* stored as q + 32 in 0..63; dot_block takes the 32 back out through the bsums */
-        const __m128i sc8 = load128(blk + offsetof(block_q6_K, scales));
-        w->group16 = _mm256_cvtepi8_epi16(sc8);
-        chunk_scales(w->group16, w->scale);
-        for (int h = 0; h < 2; h++) {
-            const uint8_t *ql = blk + offsetof(block_q6_K, ql) + 64 * h;
-            const __m256i lo[2] = {load256(ql), load256(ql + 32)};
-            const __m256i hi = load256(blk + offsetof(block_q6_K, qh) + 32 * h);
-            for (int k = 0; k < 4; k++) {
-                const __m256i low = _mm256_and_si256(_mm256_srli_epi16(lo[k % 2], 4 * (k / 2)), low4);
-                const __m256i top = _mm256_and_si256(_mm256_srli_epi16(hi, 2 * k), low2);
-                w->q[4 * h + k] = _mm256_or_si256(low, _mm256_slli_epi16(top, 4));
-            }
-        }
-        break;
-    }
-    case TOY_TYPE_Q3_K: {
-        /* q + 4 = 2-bit field + 4 * hmask bit, in 0..7; the 4 comes back out through the
-         * bsums */
-        w->group16 = _mm256_cvtepi8_epi16(q3_scales(blk + offsetof(block_q3_K, scales)));
-        chunk_scales(w->group16, w->scale);
-        const __m256i hmask = load256(blk + offsetof(block_q3_K, hmask));
-        for (int h = 0; h < 2; h++) {
-            const __m256i bits = load256(blk + offsetof(block_q3_K, qs) + 32 * h);
-            for (int k = 0; k < 4; k++) {
-                const int c = 4 * h + k;
-                const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), low2);
-                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hmask, c), one);
-                w->q[c] = _mm256_or_si256(q2, _mm256_slli_epi16(hb, 2));
-            }
-        }
-        break;
-    }
-    case TOY_TYPE_Q2_K: {
-        const __m128i sc = load128(blk + offsetof(block_q2_K, scales));
-        const __m128i low4_128 = _mm_set1_epi8(0x0f);
-        chunk_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, low4_128)), w->scale);
-        w->group16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), low4_128));
-        for (int h = 0; h < 2; h++) {
-            const __m256i bits = load256(blk + offsetof(block_q2_K, qs) + 32 * h);
-            for (int k = 0; k < 4; k++)
-                w->q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), low2);
-        }
-        break;
-    }
-    case TOY_TYPE_IQ4_XS: {
-        uint16_t scales_h;
-        memcpy(&scales_h, blk + offsetof(block_iq4_xs, scales_h), sizeof scales_h);
-        const uint8_t *scales_l = blk + offsetof(block_iq4_xs, scales_l);
-        int16_t sc[8];
-        for (int ib = 0; ib < 8; ib++) {
-            const int low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-            const int high = (scales_h >> (2 * ib)) & 3;
-            sc[ib] = (int16_t)((low | high << 4) - 32);
-        }
-        chunk_scales(per32_to_per16(load128(sc)), w->scale);
-        for (int c = 0; c < 8; c++)
-            w->sign[c] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_xs, qs) + 16 * c));
-        break;
-    }
-    default: break;
-    }
-    if (is_signed_weight(type)) {
-        const int chunks = is_k_family(type) ? 8 : 1;
-        /* |-128| is 0x80, which vpmaddubsw reads as the unsigned 128 */
-        for (int c = 0; c < chunks; c++) w->q[c] = _mm256_abs_epi8(w->sign[c]);
+    case TOY_TYPE_Q8_0: decode_q8_0(blk, w); break;
+    case TOY_TYPE_Q4_0: decode_q4_0(blk, w); break;
+    case TOY_TYPE_Q4_K: decode_q4_K(blk, w); break;
+    case TOY_TYPE_Q6_K: decode_q6_K(blk, w); break;
+    case TOY_TYPE_Q5_K: decode_q5_K(blk, w); break;
+    case TOY_TYPE_Q5_0: decode_q5_0(blk, w); break;
+    case TOY_TYPE_Q4_1: decode_q4_1(blk, w); break;
+    case TOY_TYPE_Q5_1: decode_q5_1(blk, w); break;
+    case TOY_TYPE_Q2_K: decode_q2_K(blk, w); break;
+    case TOY_TYPE_Q3_K: decode_q3_K(blk, w); break;
+    case TOY_TYPE_IQ4_NL: decode_iq4_nl(blk, w); break;
+    default: decode_iq4_xs(blk, w); break;
     }
 }
 
-/* One decoded weight block times one activation block: int32 lanes summing to the
- * block's sumi / isum, and for the mins types lanes summing to summs. */
-ALWAYS_INLINE void dot_block(int type, const wdec *w, const uint8_t *act, __m256i *isum,
-                             __m256i *summs) {
+/* A decoded 32-weight block times one activation block: int32 lanes summing to sumi. */
+ALWAYS_INLINE __m256i dot_block32(int type, __m256i u, __m256i sign, const uint8_t *act) {
+    __m256i a = load256(act + act_qs_offset(type));
+    if (is_signed_weight(type)) a = _mm256_sign_epi8(a, sign);
+    return dot_u8_i8(u, a);
+}
+
+/* A decoded super-block times one activation block: int32 lanes summing to isum, and
+ * for the mins types lanes summing to summs. */
+ALWAYS_INLINE void dot_superblock(int type, const wdec *w, const uint8_t *act, __m256i *isum,
+                                  __m256i *summs) {
     const int8_t *q8 = (const int8_t *)(act + act_qs_offset(type));
-    if (!is_k_family(type)) {
-        __m256i a = load256(q8);
-        if (is_signed_weight(type)) a = _mm256_sign_epi8(a, w->sign[0]);
-        *isum = dot_u8_i8(w->q[0], a);
-        return;
-    }
     __m256i s = _mm256_setzero_si256();
+    UNROLL
     for (int c = 0; c < 8; c++) {
         __m256i a = load256(q8 + 32 * c);
         if (is_signed_weight(type)) a = _mm256_sign_epi8(a, w->sign[c]);
@@ -442,12 +524,44 @@ ALWAYS_INLINE __m256 block_values(int type, wscales ws, __m256i isum, __m256i su
 /* Blocks b0 .. b0 + count - 1 (count <= 8) of one weight row against n_a activation
  * rows: each block decoded once, its lane b % 8 added to every row's accumulator. Lanes
  * from count on add +0.0f, which leaves an accumulator unchanged (a lane that starts at
- * +0 and only ever adds is never -0). */
+ * +0 and only ever adds is never -0).
+ *
+ * The loop order differs by family. A 32-weight block is a handful of instructions per
+ * activation row, so the group's eight decoded blocks are kept (in L1) and each row's
+ * eight block sums stay in registers through the reduction. A super-block decodes into
+ * far more than the registers hold, so it is decoded once and dotted with every row
+ * before the next; the rows' partial sums wait on the stack for the group's reduction. */
 ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b0,
                              const uint8_t *a, size_t a_stride, int n_a, __m256 *acc) {
     const size_t wsz = weight_block_bytes(type), asz = act_block_bytes(type);
     const uint8_t *w = wrow + (size_t)b0 * wsz;
+    const wscales ws = load_weight_scales(type, w, count);
+    if (!is_k_family(type)) {
+        __m256i u[GROUP], sign[GROUP];
+        UNROLL
+        for (int k = 0; k < GROUP; k++) {
+            u[k] = sign[k] = _mm256_setzero_si256();
+            if (k < count) {
+                wdec dec;
+                decode_block(type, w + (size_t)k * wsz, &dec);
+                u[k] = dec.q[0];
+                if (is_signed_weight(type)) sign[k] = dec.sign[0];
+            }
+        }
+        for (int j = 0; j < n_a; j++) {
+            const uint8_t *act = a + (size_t)j * a_stride + (size_t)b0 * asz;
+            __m256i isum[GROUP];
+            UNROLL
+            for (int k = 0; k < GROUP; k++)
+                isum[k] = k < count ? dot_block32(type, u[k], sign[k], act + (size_t)k * asz)
+                                    : _mm256_setzero_si256();
+            const __m256i sumi = sum8_blocks(isum);
+            acc[j] = _mm256_add_ps(acc[j], block_values(type, ws, sumi, sumi, act, count));
+        }
+        return;
+    }
     __m256i isum[TOY_TILE_MAX][GROUP], summs[TOY_TILE_MAX][GROUP];
+    UNROLL
     for (int k = 0; k < GROUP; k++) {
         if (k < count) {
             wdec dec;
@@ -455,13 +569,12 @@ ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b
             for (int j = 0; j < n_a; j++) {
                 const uint8_t *act = a + (size_t)j * a_stride + (size_t)(b0 + k) * asz;
                 summs[j][k] = _mm256_setzero_si256();
-                dot_block(type, &dec, act, &isum[j][k], &summs[j][k]);
+                dot_superblock(type, &dec, act, &isum[j][k], &summs[j][k]);
             }
         } else {
             for (int j = 0; j < n_a; j++) isum[j][k] = summs[j][k] = _mm256_setzero_si256();
         }
     }
-    const wscales ws = load_weight_scales(type, w, count);
     for (int j = 0; j < n_a; j++) {
         const uint8_t *act = a + (size_t)j * a_stride + (size_t)b0 * asz;
         const __m256i sumi = sum8_blocks(isum[j]);
@@ -485,8 +598,8 @@ ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_stri
     }
 }
 
-/* vec_dot is the 1 x 1 tile; the tile entry handles activation rows one at a time when
- * only one is asked for, so the compiler sees n_a = 1 and keeps everything in registers. */
+/* vec_dot is the 1 x 1 tile: with n_w = n_a = 1 known, the compiler keeps everything in
+ * registers. */
 #define BLOCK_KERNELS(name, type)                                                           \
     static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
         float y;                                                                            \
@@ -521,13 +634,40 @@ static inline size_t elem_bytes(int type) {
     return type == TOY_TYPE_F32 ? 4 : 2;
 }
 
-ALWAYS_INLINE __m256 load8_elems(int type, const uint8_t *p) {
-    switch (type) {
-    case TOY_TYPE_F32: return _mm256_loadu_ps((const float *)p);
-    case TOY_TYPE_F16: return _mm256_cvtph_ps(load128(p));
-    default: /* BF16: the top half of a float */
-        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+/* Elements i..i+31 as four float vectors. F32 and F16 come in order: vector k holds
+ * lanes p[8k..8k+7]. A bf16 is the top half of a float, so BF16 is widened in place
+ * within each 32-bit pair of elements: shifting left by 16 gives the even elements,
+ * masking the odd ones. That avoids shuffles (the bottleneck of a zero-extension) but
+ * leaves lane l of vector k holding element 16 * (k / 2) + 2l + k % 2, so the lanes are
+ * put back in order when stored (store_lanes). */
+ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
+    if (type == TOY_TYPE_BF16) {
+        const __m256i odd = _mm256_set1_epi32((int)0xffff0000u);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i x = load256(p + 32 * h);
+            v[2 * h] = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+            v[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(x, odd));
+        }
+        return;
     }
+    UNROLL
+    for (int k = 0; k < 4; k++)
+        v[k] = type == TOY_TYPE_F32 ? _mm256_loadu_ps((const float *)(p + 32 * k))
+                                    : _mm256_cvtph_ps(load128(p + 16 * k));
+}
+
+ALWAYS_INLINE void store_lanes(int type, const __m256 v[4], float p[32]) {
+    if (type == TOY_TYPE_BF16) {
+        float t[4][8];
+        UNROLL
+        for (int k = 0; k < 4; k++) _mm256_storeu_ps(t[k], v[k]);
+        for (int k = 0; k < 4; k++)
+            for (int l = 0; l < 8; l++) p[16 * (k / 2) + 2 * l + k % 2] = t[k][l];
+        return;
+    }
+    UNROLL
+    for (int k = 0; k < 4; k++) _mm256_storeu_ps(p + 8 * k, v[k]);
 }
 
 ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
@@ -547,63 +687,99 @@ static float combine32(float *p) {
     return p[0];
 }
 
-/* One weight row against `rows` (1 or 2) activation rows: the weights are converted once
- * for both, and 2 x 4 accumulators plus 4 weight vectors fit AVX2's 16 registers. */
-ALWAYS_INLINE void dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a0,
-                             const uint8_t *a1, int rows, float *out0, float *out1) {
+/* The 32 lanes p[0..31] of one (weight row, activation row) pair. */
+typedef struct {
+    __m256 v[4];
+} lanes32;
+
+/* Elements [i0, i1) (whole 32-element steps) of one weight row against `rows` (1 or 2)
+ * activation rows, continuing their lanes: the weights are converted once for both, and
+ * 2 x 4 accumulators plus 4 weight vectors fit AVX2's 16 registers. */
+ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a0,
+                                    const uint8_t *a1, int rows, int64_t i0, int64_t i1,
+                                    lanes32 *lanes) {
     const size_t es = elem_bytes(type);
     const uint8_t *a[2] = {a0, a1};
     __m256 acc[2][4];
+    UNROLL
     for (int r = 0; r < rows; r++)
-        for (int k = 0; k < 4; k++) acc[r][k] = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        for (int k = 0; k < 4; k++) {
-            const size_t off = (size_t)(i + 8 * k) * es;
-            const __m256 wv = load8_elems(type, w + off);
-            for (int r = 0; r < rows; r++) {
-                const __m256 av = load8_elems(type, a[r] + off);
+        UNROLL
+        for (int k = 0; k < 4; k++) acc[r][k] = lanes[r].v[k];
+    for (int64_t i = i0; i < i1; i += 32) {
+        __m256 wv[4];
+        load32_elems(type, w + (size_t)i * es, wv);
+        UNROLL
+        for (int r = 0; r < rows; r++) {
+            __m256 av[4];
+            load32_elems(type, a[r] + (size_t)i * es, av);
+            UNROLL
+            for (int k = 0; k < 4; k++)
                 /* a product of two halves is exact in float, so the FMA rounds once
                  * just like the add; F32 and BF16 products round, so not there */
                 acc[r][k] = type == TOY_TYPE_F16
-                                ? _mm256_fmadd_ps(wv, av, acc[r][k])
-                                : _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv, av));
-            }
+                                ? _mm256_fmadd_ps(wv[k], av[k], acc[r][k])
+                                : _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv[k], av[k]));
         }
     }
-    float *out[2] = {out0, out1};
-    for (int r = 0; r < rows; r++) {
-        float p[32];
-        for (int k = 0; k < 4; k++) _mm256_storeu_ps(p + 8 * k, acc[r][k]);
-        for (int64_t t = i; t < n; t++) {
-            const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(type, a[r] + (size_t)t * es);
-            p[t - i] += prod;
-        }
-        *out[r] = combine32(p);
-    }
+    UNROLL
+    for (int r = 0; r < rows; r++)
+        UNROLL
+        for (int k = 0; k < 4; k++) lanes[r].v[k] = acc[r][k];
 }
+
+/* The element tail from i (a multiple of 32) on, in scalar code on the stored lanes, and
+ * the pairwise combine. */
+ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
+                                 const uint8_t *a, const lanes32 *lanes) {
+    const size_t es = elem_bytes(type);
+    float p[32];
+    store_lanes(type, lanes->v, p);
+    for (int64_t t = i; t < n; t++) {
+        const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(type, a + (size_t)t * es);
+        p[t - i] += prod;
+    }
+    return combine32(p);
+}
+
+ALWAYS_INLINE float dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a) {
+    const int64_t n32 = n / 32 * 32;
+    lanes32 lanes = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                      _mm256_setzero_ps()}};
+    accumulate_elems(type, w, a, NULL, 1, 0, n32, &lanes);
+    return finish_elems(type, n, n32, w, a, &lanes);
+}
+
+/* Elements per pass of the tile: the weight chunk and the chunks of all 8 activation
+ * rows (9 x 2 KiB) stay in L1 while the rows are paired through them. */
+#define ELEM_CHUNK 1024
 
 ALWAYS_INLINE void tile_elems(int type, int64_t n, const void *w, size_t w_stride, int n_w,
                               const void *a, size_t a_stride, int n_a, float *y,
                               size_t y_stride) {
+    const int64_t n32 = n / 32 * 32;
     for (int i = 0; i < n_w; i++) {
         const uint8_t *wrow = (const uint8_t *)w + (size_t)i * w_stride;
-        int j = 0;
-        for (; j + 2 <= n_a; j += 2)
-            dot_elems(type, n, wrow, (const uint8_t *)a + (size_t)j * a_stride,
-                      (const uint8_t *)a + (size_t)(j + 1) * a_stride, 2,
-                      &y[(size_t)j * y_stride + (size_t)i], &y[(size_t)(j + 1) * y_stride + (size_t)i]);
-        if (j < n_a)
-            dot_elems(type, n, wrow, (const uint8_t *)a + (size_t)j * a_stride, NULL, 1,
-                      &y[(size_t)j * y_stride + (size_t)i], NULL);
+        const uint8_t *arow[TOY_TILE_MAX];
+        lanes32 lanes[TOY_TILE_MAX];
+        for (int j = 0; j < n_a; j++) {
+            arow[j] = (const uint8_t *)a + (size_t)j * a_stride;
+            for (int k = 0; k < 4; k++) lanes[j].v[k] = _mm256_setzero_ps();
+        }
+        for (int64_t i0 = 0; i0 < n32; i0 += ELEM_CHUNK) {
+            const int64_t i1 = n32 - i0 < ELEM_CHUNK ? n32 : i0 + ELEM_CHUNK;
+            int j = 0;
+            for (; j + 2 <= n_a; j += 2)
+                accumulate_elems(type, wrow, arow[j], arow[j + 1], 2, i0, i1, &lanes[j]);
+            if (j < n_a) accumulate_elems(type, wrow, arow[j], NULL, 1, i0, i1, &lanes[j]);
+        }
+        for (int j = 0; j < n_a; j++)
+            y[(size_t)j * y_stride + (size_t)i] = finish_elems(type, n, n32, wrow, arow[j], &lanes[j]);
     }
 }
 
 #define ELEM_KERNELS(name, type)                                                            \
     static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
-        float y;                                                                            \
-        dot_elems(type, n, w, a, NULL, 1, &y, NULL);                                        \
-        return y;                                                                           \
+        return dot_elems(type, n, w, a);                                                    \
     }                                                                                       \
     static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
                                     const void *a, size_t a_stride, int n_a, float *y,      \
@@ -611,9 +787,14 @@ ALWAYS_INLINE void tile_elems(int type, int64_t n, const void *w, size_t w_strid
         tile_elems(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);               \
     }
 
-ELEM_KERNELS(f32, TOY_TYPE_F32)
 ELEM_KERNELS(f16, TOY_TYPE_F16)
 ELEM_KERNELS(bf16, TOY_TYPE_BF16)
+
+/* F32 has no tile: there is no conversion to share, and the tile measured slower than
+ * the matmul's own loop of vec_dot (the compiler reloads the weights per row anyway). */
+static float vec_dot_f32(int64_t n, const void *w, const void *a) {
+    return dot_elems(TOY_TYPE_F32, n, w, a);
+}
 
 /* ================================================================ the table */
 
@@ -622,7 +803,7 @@ ELEM_KERNELS(bf16, TOY_TYPE_BF16)
 #define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
 
 static const toy_kernel avx2_kernels[TOY_TYPE_COUNT] = {
-    K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
+    [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32, NULL},
     K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, f16),
     K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),

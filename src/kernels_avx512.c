@@ -1,8 +1,1089 @@
-/* kernels_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) kernels (compiled with those
- * instructions enabled; called only after toy_cpu_isa() found them). Being written. */
+/* kernels_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) dot products, bit-identical to the
+ * scalar reference (kernels.c). Compiled with those instructions enabled; called only
+ * after toy_cpu_isa() found them.
+ *
+ * Exactness. Integer sums inside a block are exact in any order, so they are free to use
+ * VNNI; everything in float — the per-block epilogue and the REDUCTION SHAPE's lanes — is
+ * done with the reference's operations in the reference's order, one vector lane per
+ * scalar lane: 8 blocks per step, their values v_b in one __m256 added to one __m256
+ * accumulator (lane b % 8), a short last step added under a mask, then the documented
+ * pairwise combine. Multiplies and adds stay separate wherever the reference rounds
+ * twice; the one FMA is F16's, whose products are exact (see the float rows).
+ *
+ * Signed times signed. vpdpbusd and vpmaddubsw multiply unsigned by signed bytes. Where
+ * both weights and activations are signed, the activation is offset instead of the
+ * weight: a ^ 0x80 is a + 128 as an unsigned byte, and
+ *     sum (a + 128) * w  =  sum a * w  +  128 * sum w,
+ * so the integer accumulator starts at -128 * sum w, a property of the weights alone:
+ * computed once per weight block and shared by all activation rows of a tile. It is exact
+ * for every byte (sign tricks with vpsignb-like negation wrap at -128), and it needs no
+ * bsums, which the scalar code of those types does not read either.
+ *
+ * Layout. Eight 32-weight blocks sit in four zmm registers, register k holding block k in
+ * its low 256 bits and block k + 4 in its high 256 bits; reduce8_blocks then turns the
+ * four int32 vectors into the 8 block sums in block order with one transpose-style tree
+ * (no per-block horizontal sums). A 256-weight super-block yields one zmm of int32
+ * partial sums, eight of which fold into the same tree.
+ *
+ * Tiles (prefill) decode each weight block once — nibbles unpacked, high bits merged,
+ * scales expanded, the -128 * sum w start computed — and apply it to every activation
+ * row of the tile, each row with its own accumulators; the 32-weight block and float
+ * types also take two weight rows per pass, so each activation vector is loaded once
+ * for both. Every result is the same bits as vec_dot of that pair.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
 #include "kernels.h"
 
+/* a*b + c must not become an FMA: the reference rounds the product first. (Intrinsics
+ * are explicit already; this keeps any plain float code honest too.) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define GROUP 8 /* blocks per step: the BLOCK_LANES of the reduction shape */
+
+/* Loops over the 4 registers of a group or the 8 blocks of a step must be unrolled so
+ * the decoded weights stay in registers (gcc -O2 does not unroll them by itself); clang
+ * accepts the gcc spelling. */
+#define UNROLLED _Pragma("GCC unroll 8")
+
+/* Helpers pass decoded blocks in structs of registers; a call that is not inlined sends
+ * them through memory (and the big decoders exceed gcc's inlining limits). */
+#define INLINE static inline __attribute__((always_inline))
+
+/* ================================================================ shared helpers */
+
+INLINE uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE float rdf32(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE __mmask8 first_lanes(int count) {
+    return (__mmask8)((1u << count) - 1u);
+}
+
+/* Eight fp16 fields `stride` bytes apart (the d of 8 consecutive blocks), as floats:
+ * the conversion is exact, as toy_fp16_to_fp32. */
+INLINE __m256 halves8(const void *p, size_t stride) {
+    const uint8_t *b = p;
+    return _mm256_cvtph_ps(_mm_setr_epi16(
+        (short)rd16(b), (short)rd16(b + stride), (short)rd16(b + 2 * stride),
+        (short)rd16(b + 3 * stride), (short)rd16(b + 4 * stride), (short)rd16(b + 5 * stride),
+        (short)rd16(b + 6 * stride), (short)rd16(b + 7 * stride)));
+}
+
+/* As halves8 for blocks of 34 or 36 bytes (Q8_0, Q8_1 activations), where p .. p + 255
+ * lies inside the 8 blocks: four zmm loads and two word permutes instead of eight scalar
+ * inserts, which dominated the per-row cost of a tile. */
+_Static_assert(8 * sizeof(block_q8_0) >= 256 && 8 * sizeof(block_q8_1) >= 256 + 2 &&
+                   3 * sizeof(block_q8_1) + 2 <= 128,
+               "halves8_wide reads 256 bytes from the first field, 4 fields per 128 bytes");
+INLINE __m256 halves8_wide(const void *p, size_t stride) {
+    const uint8_t *b = p;
+    const __m512i z0 = _mm512_loadu_si512(b), z1 = _mm512_loadu_si512(b + 64);
+    const __m512i z2 = _mm512_loadu_si512(b + 128), z3 = _mm512_loadu_si512(b + 192);
+    /* word indices into z0:z1 for fields 0-3 and into z2:z3 for fields 4-7 */
+    const __m512i idx = _mm512_zextsi128_si512(_mm_setr_epi16(
+        0, (short)(stride / 2), (short)(stride), (short)(3 * stride / 2),
+        (short)((4 * stride - 128) / 2), (short)((5 * stride - 128) / 2),
+        (short)((6 * stride - 128) / 2), (short)((7 * stride - 128) / 2)));
+    const __m128i lo = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, idx, z1));
+    const __m128i hi = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z2, idx, z3));
+    return _mm256_cvtph_ps(_mm_mask_blend_epi16(0xf0, lo, hi));
+}
+
+/* Field k of a short step of count blocks: the last present one stands in for the
+ * missing ones (their lanes are zeroed after), so nothing is read past the row and no
+ * store-to-load round trip stalls. */
+INLINE const uint8_t *field_at(const void *p, size_t stride, int k, int count) {
+    return (const uint8_t *)p + (size_t)(k < count ? k : count - 1) * stride;
+}
+
+/* The first `count` of 8 fp16 fields, zeros after: the last, short step of a row. */
+INLINE __m256 halves_n(const void *p, size_t stride, int count) {
+    if (count == GROUP) return halves8(p, stride);
+    const __m256 h = _mm256_cvtph_ps(_mm_setr_epi16(
+        (short)rd16(field_at(p, stride, 0, count)), (short)rd16(field_at(p, stride, 1, count)),
+        (short)rd16(field_at(p, stride, 2, count)), (short)rd16(field_at(p, stride, 3, count)),
+        (short)rd16(field_at(p, stride, 4, count)), (short)rd16(field_at(p, stride, 5, count)),
+        (short)rd16(field_at(p, stride, 6, count)), (short)rd16(field_at(p, stride, 7, count))));
+    return _mm256_maskz_mov_ps(first_lanes(count), h);
+}
+
+/* The first `count` of 8 float fields (Q8_K's d), zeros after. */
+INLINE __m256 floats_n(const void *p, size_t stride, int count) {
+    const int c = count;
+    const __m256 f = _mm256_setr_ps(
+        rdf32(field_at(p, stride, 0, c)), rdf32(field_at(p, stride, 1, c)),
+        rdf32(field_at(p, stride, 2, c)), rdf32(field_at(p, stride, 3, c)),
+        rdf32(field_at(p, stride, 4, c)), rdf32(field_at(p, stride, 5, c)),
+        rdf32(field_at(p, stride, 6, c)), rdf32(field_at(p, stride, 7, c)));
+    return count == GROUP ? f : _mm256_maskz_mov_ps(first_lanes(count), f);
+}
+
+/* The fixed combine of the 8 block lanes: lane[k] += lane[k + 4], then k + 2, then k + 1
+ * (kernels.c combine_lanes). */
+INLINE float combine8(__m256 lane) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(lane), _mm256_extractf128_ps(lane, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* The 32 element lanes: p0 holds lanes 0-15, p1 lanes 16-31; strides 16, 8, 4, 2, 1. */
+INLINE float combine32(__m512 p0, __m512 p1) {
+    const __m512 p = _mm512_add_ps(p0, p1);
+    return combine8(_mm256_add_ps(_mm512_castps512_ps256(p), _mm512_extractf32x8_ps(p, 1)));
+}
+
+/* The reduction tree. zk holds int32 partial sums of block k (low 256 bits) and block
+ * k + 4 (high 256 bits). Levels 1 and 2 (reduce_lanes) pair dwords across z0/z1 and
+ * z2/z3, then across those, leaving in 128-bit lane L the lane sums [z0_L, z1_L, z2_L,
+ * z3_L]; level 3 (reduce_halves) adds lanes 0+1 (blocks 0-3) and 2+3 (blocks 4-7), for
+ * two trees at once: [r0's 8 block sums | r1's 8 block sums], in block order. */
+INLINE __m512i reduce_lanes(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i p =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(z0, z1), _mm512_unpackhi_epi32(z0, z1));
+    const __m512i q =
+        _mm512_add_epi32(_mm512_unpacklo_epi32(z2, z3), _mm512_unpackhi_epi32(z2, z3));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(p, q), _mm512_unpackhi_epi64(p, q));
+}
+
+INLINE __m512i reduce_halves(__m512i r0, __m512i r1) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(r0, r1, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i64x2(r0, r1, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* The 8 block sums of each of two trees: [z's | y's]. */
+INLINE __m512i reduce8_blocks_x2(const __m512i z[4], const __m512i y[4]) {
+    const __m512i rz = reduce_lanes(z[0], z[1], z[2], z[3]);
+    return reduce_halves(rz, reduce_lanes(y[0], y[1], y[2], y[3]));
+}
+
+/* The 8 block sums of one tree. */
+INLINE __m256i reduce8_blocks(__m512i z0, __m512i z1, __m512i z2, __m512i z3) {
+    const __m512i r = reduce_lanes(z0, z1, z2, z3);
+    return _mm512_castsi512_si256(reduce_halves(r, r));
+}
+
+/* s[b] holds 16 int32 partial sums of super-block b; returns the 8 totals in order. */
+INLINE __m256i reduce8_superblocks(const __m512i s[GROUP]) {
+    __m512i t[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        t[k] = _mm512_add_epi32(_mm512_shuffle_i64x2(s[k], s[k + 4], _MM_SHUFFLE(1, 0, 1, 0)),
+                                _mm512_shuffle_i64x2(s[k], s[k + 4], _MM_SHUFFLE(3, 2, 3, 2)));
+    return reduce8_blocks(t[0], t[1], t[2], t[3]);
+}
+
+/* m[b] holds 8 int32 partial sums of super-block b; returns the 8 totals in order. */
+INLINE __m256i reduce8_ymm(const __m256i m[GROUP]) {
+    __m512i t[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        t[k] = _mm512_inserti64x4(_mm512_castsi256_si512(m[k]), m[k + 4], 1);
+    return reduce8_blocks(t[0], t[1], t[2], t[3]);
+}
+
+/* 32 bytes at p0 in the low half, 32 at p4 in the high half. */
+INLINE __m512i load_pair(const void *p0, const void *p4) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)p0)),
+                              _mm256_loadu_si256((const __m256i *)p4), 1);
+}
+
+/* The 32-weight nibble layout of Q4_0..Q5_1 and IQ4_NL: 16 bytes, low nibble weight j,
+ * high nibble weight j + 16. Returns the 32 four-bit values of the block at p0 in order
+ * in the low half and those of p4 in the high half: each 16 bytes are broadcast to two
+ * 128-bit lanes and the second lane takes the high nibbles. */
+INLINE __m512i nibbles_pair(const uint8_t *p0, const uint8_t *p4) {
+    const __m256i b0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p0));
+    const __m256i b4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p4));
+    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b4, 1);
+    t = _mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4);
+    return _mm512_and_si512(t, _mm512_set1_epi8(0x0f));
+}
+
+/* 64 weights as nibbles in 32 bytes, low nibbles first (Q4_K/Q5_K: sub-block 2k in the
+ * low nibbles of 32 bytes, sub-block 2k + 1 in their high nibbles). */
+INLINE __m512i nibbles_lohi(const uint8_t *p) {
+    __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)p));
+    t = _mm512_mask_srli_epi16(t, 0xFFFF0000u, t, 4);
+    return _mm512_and_si512(t, _mm512_set1_epi8(0x0f));
+}
+
+/* The offset activation bytes a + 128 (see the top of the file). */
+INLINE __m512i offset_act(__m512i a) {
+    return _mm512_xor_si512(a, _mm512_set1_epi8((char)0x80));
+}
+
+/* -128 * (sum of each 4 signed weights), the dpbusd start that cancels offset_act. */
+INLINE __m512i offset_start(__m512i q) {
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), q);
+    return _mm512_sub_epi32(_mm512_setzero_si512(), s);
+}
+
+INLINE const void *row_at(const void *base, size_t stride, int64_t i) {
+    return (const uint8_t *)base + (size_t)i * stride;
+}
+
+/* ================================================================ 32-weight blocks
+ * Q4_0, Q5_0, Q8_0, IQ4_NL (signed weights, Q8_0 activations) and Q4_1, Q5_1 (unsigned
+ * weights, Q8_1 activations). A decoder turns a step of up to 8 weight blocks into a
+ * group8; a dot function applies it to the step's activation blocks and returns the 8
+ * block values v_b, computed as the reference's per-block epilogue. A short last step
+ * (count < 8) repeats its last block in the missing places — nothing is read past the
+ * row — and its extra lanes are masked off when accumulated; for whole steps count is
+ * the constant GROUP and the clamping folds away.
+ *
+ * Tiles take two weight rows per pass (pair8): each activation step is loaded, offset
+ * and its scales converted once for both, and the last level of the reduction tree and
+ * the float epilogue run on one zmm holding both rows' 8 block values. The weight-only
+ * start (-128 * sum w) is reduced once per step and added after the tree. */
+
+/* Block k of a step of count blocks at p. */
+#define BLOCK_AT(p, k, count) ((p) + ((k) < (count) ? (k) : (count) - 1))
+
+typedef struct {
+    __m512i q[4]; /* weight values, blocks k | k + 4 in q[k] */
+    __m256 d;     /* weight scales */
+    __m256 m;     /* Q4_1/Q5_1 weight offsets */
+} group8;
+
+typedef struct {
+    group8 g[2];   /* two weight rows */
+    __m512i start; /* signed weights: -128 * (sum of each block's weights), row 0 | row 1 */
+    __m512 d, m;   /* row 0 | row 1 */
+} pair8;
+
+INLINE __m512 join_ps(__m256 lo, __m256 hi) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+/* The activation blocks' fp16 fields of a step. */
+INLINE __m256 act_halves(const void *p, size_t stride, int count) {
+    return count == GROUP ? halves8_wide(p, stride) : halves_n(p, stride, count);
+}
+
+/* Signed weights against Q8_0: v = (w.d * a.d) * (float)sumi. */
+INLINE __m256 dot8_signed(const group8 *g, const block_q8_0 *a, int count) {
+    __m512i z[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i av = load_pair(BLOCK_AT(a, k, count)->qs, BLOCK_AT(a, k + 4, count)->qs);
+        const __m512i au = offset_act(av);
+        z[k] = _mm512_dpbusd_epi32(offset_start(g->q[k]), au, g->q[k]);
+    }
+    const __m256i sumi = reduce8_blocks(z[0], z[1], z[2], z[3]);
+    const __m256 d = _mm256_mul_ps(g->d, act_halves(&a[0].d, sizeof *a, count));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi));
+}
+
+INLINE void pair8_signed(pair8 *p) {
+    __m512i r[2];
+    UNROLLED
+    for (int i = 0; i < 2; i++)
+        r[i] = reduce_lanes(offset_start(p->g[i].q[0]), offset_start(p->g[i].q[1]),
+                            offset_start(p->g[i].q[2]), offset_start(p->g[i].q[3]));
+    p->start = reduce_halves(r[0], r[1]);
+    p->d = join_ps(p->g[0].d, p->g[1].d);
+}
+
+INLINE __m512 dot8x2_signed(const pair8 *p, const block_q8_0 *a, int count) {
+    __m512i z0[4], z1[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i av = load_pair(BLOCK_AT(a, k, count)->qs, BLOCK_AT(a, k + 4, count)->qs);
+        const __m512i au = offset_act(av);
+        z0[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), au, p->g[0].q[k]);
+        z1[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), au, p->g[1].q[k]);
+    }
+    const __m512i sumi = _mm512_add_epi32(reduce8_blocks_x2(z0, z1), p->start);
+    const __m256 ad = act_halves(&a[0].d, sizeof *a, count);
+    const __m512 d = _mm512_mul_ps(p->d, join_ps(ad, ad));
+    return _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi));
+}
+
+/* Unsigned weights against Q8_1: v = (w.d * a.d) * (float)sumi + w.m * a.s. */
+INLINE __m256 dot8_unsigned(const group8 *g, const block_q8_1 *a, int count) {
+    __m512i z[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i av = load_pair(BLOCK_AT(a, k, count)->qs, BLOCK_AT(a, k + 4, count)->qs);
+        z[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[k], av);
+    }
+    const __m256i sumi = reduce8_blocks(z[0], z[1], z[2], z[3]);
+    const __m256 d = _mm256_mul_ps(g->d, act_halves(&a[0].d, sizeof *a, count));
+    const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi));
+    const __m256 offset = _mm256_mul_ps(g->m, act_halves(&a[0].s, sizeof *a, count));
+    return _mm256_add_ps(scaled, offset);
+}
+
+INLINE void pair8_unsigned(pair8 *p) {
+    p->d = join_ps(p->g[0].d, p->g[1].d);
+    p->m = join_ps(p->g[0].m, p->g[1].m);
+}
+
+INLINE __m512 dot8x2_unsigned(const pair8 *p, const block_q8_1 *a, int count) {
+    __m512i z0[4], z1[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i av = load_pair(BLOCK_AT(a, k, count)->qs, BLOCK_AT(a, k + 4, count)->qs);
+        z0[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p->g[0].q[k], av);
+        z1[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), p->g[1].q[k], av);
+    }
+    const __m512i sumi = reduce8_blocks_x2(z0, z1);
+    const __m256 ad = act_halves(&a[0].d, sizeof *a, count);
+    const __m256 as = act_halves(&a[0].s, sizeof *a, count);
+    const __m512 d = _mm512_mul_ps(p->d, join_ps(ad, ad));
+    const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi));
+    const __m512 offset = _mm512_mul_ps(p->m, join_ps(as, as));
+    return _mm512_add_ps(scaled, offset);
+}
+
+/* The 32-bit qh of Q5_0/Q5_1 blocks k and k + 4: bit j is the fifth bit of weight j,
+ * which is byte j of the block's half of the register. */
+INLINE __mmask64 qh_pair(const uint8_t *qh0, const uint8_t *qh4) {
+    uint32_t lo, hi;
+    memcpy(&lo, qh0, 4);
+    memcpy(&hi, qh4, 4);
+    return _cvtu64_mask64((uint64_t)lo | (uint64_t)hi << 32);
+}
+
+/* ---------------------------------------------------------------- Q8_0 */
+
+INLINE void decode8_q8_0(const block_q8_0 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        g->q[k] = load_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- Q4_0 */
+
+INLINE void decode8_q4_0(const block_q4_0 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i nib = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
+        g->q[k] = _mm512_sub_epi8(nib, _mm512_set1_epi8(8));
+    }
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- Q5_0 */
+
+/* A clear fifth bit means the nibble minus 16, a set one the nibble itself. */
+INLINE void decode8_q5_0(const block_q5_0 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const block_q5_0 *b0 = BLOCK_AT(w, k, count), *b4 = BLOCK_AT(w, k + 4, count);
+        const __m512i nib = nibbles_pair(b0->qs, b4->qs);
+        const __mmask64 clear = _knot_mask64(qh_pair(b0->qh, b4->qh));
+        g->q[k] = _mm512_mask_sub_epi8(nib, clear, nib, _mm512_set1_epi8(16));
+    }
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- IQ4_NL */
+
+/* The 16 levels in every 128-bit lane, for vpshufb. */
+INLINE __m512i iq4nl_table(void) {
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+}
+
+INLINE void decode8_iq4_nl(const block_iq4_nl *w, int count, group8 *g) {
+    const __m512i table = iq4nl_table();
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        g->q[k] = _mm512_shuffle_epi8(
+            table, nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs));
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- Q4_1 */
+
+INLINE void decode8_q4_1(const block_q4_1 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->m = halves_n(&w[0].m, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- Q5_1 */
+
+INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const block_q5_1 *b0 = BLOCK_AT(w, k, count), *b4 = BLOCK_AT(w, k + 4, count);
+        const __m512i nib = nibbles_pair(b0->qs, b4->qs);
+        const __mmask64 set = qh_pair(b0->qh, b4->qh);
+        g->q[k] = _mm512_mask_add_epi8(nib, set, nib, _mm512_set1_epi8(16));
+    }
+    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->m = halves_n(&w[0].m, sizeof *w, count);
+}
+
+/* ---------------------------------------------------------------- block drivers */
+
+/* vec_dot and vec_dot_tile of a 32-weight block type. An odd last weight row of a tile is
+ * paired with itself and the copy's results dropped. */
+#define BLOCK_KERNELS(name, wblock, ablock, decode8, dot8, prepare2, dot8x2)                   \
+    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
+        const wblock *x = w;                                                                   \
+        const ablock *y = a;                                                                   \
+        const int64_t nb = n / 32;                                                             \
+        __m256 acc = _mm256_setzero_ps();                                                      \
+        int64_t b = 0;                                                                         \
+        for (; b + GROUP <= nb; b += GROUP) {                                                  \
+            group8 g;                                                                          \
+            decode8(x + b, GROUP, &g);                                                         \
+            acc = _mm256_add_ps(acc, dot8(&g, y + b, GROUP));                                  \
+        }                                                                                      \
+        if (b < nb) {                                                                          \
+            const int count = (int)(nb - b);                                                   \
+            group8 g;                                                                          \
+            decode8(x + b, count, &g);                                                         \
+            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, dot8(&g, y + b, count));    \
+        }                                                                                      \
+        return combine8(acc);                                                                  \
+    }                                                                                          \
+                                                                                               \
+    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
+                                    const void *a, size_t a_stride, int n_a, float *out,       \
+                                    size_t out_stride) {                                       \
+        const int64_t nb = n / 32, nfull = nb - nb % GROUP;                                    \
+        const int count = (int)(nb % GROUP);                                                   \
+        const __mmask16 tail = (__mmask16)(first_lanes(count) * 0x101u);                       \
+        for (int i = 0; i < n_w; i += 2) {                                                     \
+            const wblock *x0 = row_at(w, w_stride, i);                                         \
+            const wblock *x1 = row_at(w, w_stride, i + 1 < n_w ? i + 1 : i);                   \
+            __m512 acc[TOY_TILE_MAX];                                                          \
+            for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();                        \
+            for (int64_t b = 0; b < nfull; b += GROUP) {                                       \
+                pair8 p;                                                                       \
+                decode8(x0 + b, GROUP, &p.g[0]);                                               \
+                decode8(x1 + b, GROUP, &p.g[1]);                                               \
+                prepare2(&p);                                                                  \
+                for (int j = 0; j < n_a; j++) {                                                \
+                    const ablock *y = row_at(a, a_stride, j);                                  \
+                    acc[j] = _mm512_add_ps(acc[j], dot8x2(&p, y + b, GROUP));                  \
+                }                                                                              \
+            }                                                                                  \
+            if (count) {                                                                       \
+                pair8 p;                                                                       \
+                decode8(x0 + nfull, count, &p.g[0]);                                           \
+                decode8(x1 + nfull, count, &p.g[1]);                                           \
+                prepare2(&p);                                                                  \
+                for (int j = 0; j < n_a; j++) {                                                \
+                    const ablock *y = row_at(a, a_stride, j);                                  \
+                    const __m512 v = dot8x2(&p, y + nfull, count);                             \
+                    acc[j] = _mm512_mask_add_ps(acc[j], tail, acc[j], v);                      \
+                }                                                                              \
+            }                                                                                  \
+            for (int j = 0; j < n_a; j++) {                                                    \
+                out[(size_t)j * out_stride + i] = combine8(_mm512_castps512_ps256(acc[j]));    \
+                if (i + 1 < n_w)                                                               \
+                    out[(size_t)j * out_stride + i + 1] =                                      \
+                        combine8(_mm512_extractf32x8_ps(acc[j], 1));                           \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+BLOCK_KERNELS(q8_0, block_q8_0, block_q8_0, decode8_q8_0, dot8_signed, pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(q4_0, block_q4_0, block_q8_0, decode8_q4_0, dot8_signed, pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(q5_0, block_q5_0, block_q8_0, decode8_q5_0, dot8_signed, pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(iq4_nl, block_iq4_nl, block_q8_0, decode8_iq4_nl, dot8_signed, pair8_signed,
+              dot8x2_signed)
+BLOCK_KERNELS(q4_1, block_q4_1, block_q8_1, decode8_q4_1, dot8_unsigned, pair8_unsigned,
+              dot8x2_unsigned)
+BLOCK_KERNELS(q5_1, block_q5_1, block_q8_1, decode8_q5_1, dot8_unsigned, pair8_unsigned,
+              dot8x2_unsigned)
+
+
+/* ================================================================ K-quants
+ * One super-block of 256 weights per v_b. A decoder expands one weight super-block; a dot
+ * function applies it to one Q8_K block and leaves 16 int32 partial sums of isum (and,
+ * for types with mins, 8 of summs); after 8 super-blocks the partial sums are reduced
+ * together and turned into the 8 values v_b by the type's epilogue.
+ *
+ * Scales multiply 16-bit pair sums: vpmaddubsw forms (q * a) pairs without saturating
+ * (|q| <= 63 unsigned, or <= 32 signed against a + 128 <= 255: at most 16320), then
+ * vpdpwssd multiplies them by the scale repeated in both halves of a dword and adds. */
+
+/* The vpdpwssd scales of a zmm covering sub-blocks with scales lo (low 256 bits) and hi
+ * (high 256 bits): each in both 16-bit halves of every dword of its half. */
+INLINE __m512i scale_pair_w16(int lo, int hi) {
+    const int32_t a = (int32_t)((uint32_t)(uint16_t)lo * 0x10001u);
+    const int32_t b = (int32_t)((uint32_t)(uint16_t)hi * 0x10001u);
+    return _mm512_inserti64x4(_mm512_set1_epi32(a), _mm256_set1_epi32(b), 1);
+}
+
+/* Per-16-weight scales (Q2_K, Q3_K, Q6_K): from the 16 scales as int32, the four zmm
+ * of vpdpwssd scales, out[k] for weights 64k..64k+63: scale 4k + L in every word of
+ * 128-bit lane L. */
+INLINE void scales_quad_w16(__m512i sc, __m512i out[4]) {
+    const __m512i words =
+        _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(sc, 16));
+    const __m512i lane = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        out[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(4 * k)), words);
+}
+
+/* Q2_K/Q3_K 2-bit fields of one 128-weight half: byte l of qs32 holds weights l, l + 32,
+ * l + 64, l + 96 in bits 0-1, 2-3, 4-5, 6-7. Returns weights 64*part .. 64*part + 63. */
+INLINE __m512i crumbs_half(const uint8_t *qs32, int part) {
+    const __m512i t = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)qs32));
+    const __m512i shift = _mm512_inserti64x4(_mm512_set1_epi16((short)(4 * part)),
+                                             _mm256_set1_epi16((short)(4 * part + 2)), 1);
+    return _mm512_and_si512(_mm512_srlv_epi16(t, shift), _mm512_set1_epi8(3));
+}
+
+/* For the zmm of weights 64k..64k+63 in the hmask/qh layout (bit e/32 of byte e%32), the
+ * byte mask selecting bit 2k in the low half and bit 2k + 1 in the high half. */
+INLINE __m512i bit_pair_select(int k) {
+    return _mm512_inserti64x4(_mm512_set1_epi8((char)(1 << (2 * k))),
+                              _mm256_set1_epi8((char)(1 << (2 * k + 1))), 1);
+}
+
+/* The epilogue of a step of count super-blocks. wf holds the weights' d (and dmin) of
+ * the step as floats, converted once per weight row and shared by a tile's activation
+ * rows. With mins (Q2_K, Q4_K, Q5_K):
+ *     v = (w.d * a.d) * (float)isum - (w.dmin * a.d) * (float)summs */
+INLINE __m256 values8_dmin(const __m256 wf[2], const block_q8_K *a, const __m512i s[GROUP],
+                           const __m256i m[GROUP], int count) {
+    const __m256i isum = reduce8_superblocks(s), summs = reduce8_ymm(m);
+    const __m256 ad = floats_n(&a[0].d, sizeof *a, count);
+    const __m256 d = _mm256_mul_ps(wf[0], ad);
+    const __m256 dm = _mm256_mul_ps(wf[1], ad);
+    const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+    const __m256 mins = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summs));
+    return _mm256_sub_ps(scaled, mins);
+}
+
+/* Without (Q3_K, Q6_K, IQ4_XS): v = (w.d * a.d) * (float)isum. */
+INLINE __m256 values8_d(const __m256 wf[2], const block_q8_K *a, const __m512i s[GROUP],
+                        const __m256i m[GROUP], int count) {
+    (void)m;
+    const __m256i isum = reduce8_superblocks(s);
+    const __m256 d = _mm256_mul_ps(wf[0], floats_n(&a[0].d, sizeof *a, count));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
+}
+
+/* wfactors_<type>: the weight factors of a step (d, and dmin where the type has one). */
+#define WEIGHT_FACTORS_D(name, wblock)                                                         \
+    INLINE void wfactors_##name(const wblock *w, int count, __m256 wf[2]) {                    \
+        wf[0] = halves_n(&w->d, sizeof *w, count);                                             \
+        wf[1] = _mm256_setzero_ps();                                                           \
+    }
+#define WEIGHT_FACTORS_D_DMIN(name, wblock)                                                    \
+    INLINE void wfactors_##name(const wblock *w, int count, __m256 wf[2]) {                    \
+        wf[0] = halves_n(&w->d, sizeof *w, count);                                             \
+        wf[1] = halves_n(&w->dmin, sizeof *w, count);                                          \
+    }
+
+/* ---------------------------------------------------------------- Q4_K, Q5_K */
+
+typedef struct {
+    __m512i q[4];  /* sub-blocks 2k | 2k + 1 as unsigned bytes */
+    __m512i sc[4]; /* their scales for vpdpwssd */
+    __m256i mins;  /* min of sub-block j in words 2j, 2j + 1: the pairing of bsums */
+} k4_dec;
+
+/* The 8 six-bit scales and mins (kernels.c k4_scale_min), as ggml's kmask unpacking:
+ * bytes 0-3 of sc/mn are sub-blocks 0-3, bytes 4-7 sub-blocks 4-7. */
+INLINE void k4_scales(const uint8_t *packed, k4_dec *dec) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+    const uint64_t sc = (uint64_t)(u[0] & low6) |
+                        (uint64_t)((u[2] & low4) | ((u[0] >> 6) & low2) << 4) << 32;
+    const uint64_t mn = (uint64_t)(u[1] & low6) |
+                        (uint64_t)(((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4) << 32;
+    uint8_t s[8];
+    memcpy(s, &sc, sizeof s);
+    UNROLLED
+    for (int k = 0; k < 4; k++) dec->sc[k] = scale_pair_w16(s[2 * k], s[2 * k + 1]);
+    const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
+    dec->mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
+INLINE void decode_q4_K(const block_q4_K *w, k4_dec *dec) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) dec->q[k] = nibbles_lohi(w->qs + 32 * k);
+    k4_scales(w->scales, dec);
+}
+
+/* The fifth bit of weight 32j + l is bit j of qh[l]. */
+INLINE void decode_q5_K(const block_q5_K *w, k4_dec *dec) {
+    const __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w->qh));
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i nib = nibbles_lohi(w->qs + 32 * k);
+        const __mmask64 set = _mm512_test_epi8_mask(qh, bit_pair_select(k));
+        dec->q[k] = _mm512_mask_add_epi8(nib, set, nib, _mm512_set1_epi8(16));
+    }
+    k4_scales(w->scales, dec);
+}
+
+INLINE void dot_k4(const k4_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
+    __m512i acc = _mm512_setzero_si512();
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i prod = _mm512_maddubs_epi16(dec->q[k], _mm512_loadu_si512(a->qs + 64 * k));
+        acc = _mm512_dpwssd_epi32(acc, prod, dec->sc[k]);
+    }
+    *s = acc;
+    *m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), dec->mins);
+}
+
+/* ---------------------------------------------------------------- Q2_K */
+
+typedef struct {
+    __m512i q[4];  /* weights 64k..64k+63, unsigned 0..3 */
+    __m512i sc[4]; /* per-16 scales (low nibbles) */
+    __m256i mins;  /* per-16 mins (high nibbles), matching the 16 bsums */
+} q2_K_dec;
+
+INLINE void decode_q2_K(const block_q2_K *w, q2_K_dec *dec) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) dec->q[k] = crumbs_half(w->qs + 32 * (k / 2), k % 2);
+    const __m128i packed = _mm_loadu_si128((const __m128i *)w->scales);
+    const __m512i sc =
+        _mm512_cvtepu8_epi32(_mm_and_si128(packed, _mm_set1_epi8(0x0f)));
+    scales_quad_w16(sc, dec->sc);
+    dec->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)));
+}
+
+INLINE void dot_q2_K(const q2_K_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
+    __m512i acc = _mm512_setzero_si512();
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i prod = _mm512_maddubs_epi16(dec->q[k], _mm512_loadu_si512(a->qs + 64 * k));
+        acc = _mm512_dpwssd_epi32(acc, prod, dec->sc[k]);
+    }
+    *s = acc;
+    *m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), dec->mins);
+}
+
+/* ---------------------------------------------------------------- signed K-types
+ * Q3_K, Q6_K and IQ4_XS weights are signed: the activations are offset (a + 128) and
+ * `start` holds -128 * sum(scale * w) of the super-block (see the top of the file). */
+
+typedef struct {
+    __m512i q[4];  /* weights 64k..64k+63, signed */
+    __m512i sc[4]; /* scales for vpdpwssd (Q3_K, Q6_K) or vpmulld (IQ4_XS) */
+    __m512i start;
+} ks_dec;
+
+INLINE void finish_signed_k(ks_dec *dec) {
+    __m512i s = _mm512_setzero_si512();
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(_mm512_set1_epi8((char)0x80), dec->q[k]),
+                                dec->sc[k]);
+    dec->start = _mm512_sub_epi32(_mm512_setzero_si512(), s);
+}
+
+/* Q3_K, Q6_K: per-16 scales applied to vpmaddubsw pair sums. */
+INLINE void dot_ks16(const ks_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
+    (void)m;
+    __m512i acc = dec->start;
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i au = offset_act(_mm512_loadu_si512(a->qs + 64 * k));
+        acc = _mm512_dpwssd_epi32(acc, _mm512_maddubs_epi16(au, dec->q[k]), dec->sc[k]);
+    }
+    *s = acc;
+}
+
+/* ---------------------------------------------------------------- Q3_K */
+
+/* The 16 six-bit scales stored +32 (kernels.c q3_scale), unpacked as ggml does. */
+INLINE __m512i q3_scales(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303, top = u[2];
+    const __m128i biased = _mm_setr_epi32((int)((u[0] & low4) | (top & low2) << 4),
+                                          (int)((u[1] & low4) | ((top >> 2) & low2) << 4),
+                                          (int)(((u[0] >> 4) & low4) | ((top >> 4) & low2) << 4),
+                                          (int)(((u[1] >> 4) & low4) | ((top >> 6) & low2) << 4));
+    const __m128i s = _mm_sub_epi8(biased, _mm_set1_epi8(32));
+    return _mm512_cvtepi8_epi32(s);
+}
+
+/* A clear hmask bit means the 2-bit value minus 4. */
+INLINE void decode_q3_K(const block_q3_K *w, ks_dec *dec) {
+    const __m512i hm = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w->hmask));
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i q2 = crumbs_half(w->qs + 32 * (k / 2), k % 2);
+        const __mmask64 clear = _mm512_testn_epi8_mask(hm, bit_pair_select(k));
+        dec->q[k] = _mm512_mask_sub_epi8(q2, clear, q2, _mm512_set1_epi8(4));
+    }
+    const __m512i sc = q3_scales(w->scales);
+    scales_quad_w16(sc, dec->sc);
+    finish_signed_k(dec);
+}
+
+/* ---------------------------------------------------------------- Q6_K */
+
+/* Per 128-weight half: ql[0..63] holds weights 0-63 in its low nibbles and 64-127 in its
+ * high nibbles; qh[l] holds the top two bits of weights l, l+32, l+64, l+96. Shifting
+ * each 16-bit word of qh by 4, 2 (low zmm) or 0, -2 (high zmm) puts the right pair at
+ * bits 4-5 of every byte; bits crossing into the neighbouring byte are masked off. */
+INLINE void decode_q6_K(const block_q6_K *w, ks_dec *dec) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i shr = _mm512_inserti64x4(_mm512_set1_epi16(0), _mm256_set1_epi16(2), 1);
+    UNROLLED
+    for (int h = 0; h < 2; h++) {
+        const __m512i ql = load_pair(w->ql + 64 * h, w->ql + 64 * h + 32);
+        const __m512i qh =
+            _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w->qh + 32 * h)));
+        const __m512i hi_lo = _mm512_and_si512(_mm512_sllv_epi16(qh, shl), bits45);
+        const __m512i hi_hi = _mm512_and_si512(_mm512_srlv_epi16(qh, shr), bits45);
+        const __m512i lo = _mm512_or_si512(_mm512_and_si512(ql, low4), hi_lo);
+        const __m512i hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), low4), hi_hi);
+        dec->q[2 * h] = _mm512_sub_epi8(lo, _mm512_set1_epi8(32));
+        dec->q[2 * h + 1] = _mm512_sub_epi8(hi, _mm512_set1_epi8(32));
+    }
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)w->scales));
+    scales_quad_w16(sc, dec->sc);
+    finish_signed_k(dec);
+}
+
+/* ---------------------------------------------------------------- IQ4_XS */
+
+/* Levels up to 127 against a + 128 overflow vpmaddubsw's 16-bit pairs, so the sums stay
+ * int32 (vpdpbusd) and the per-32 scales multiply dwords. start = -128 * sum(scale * w)
+ * per dword, added after the multiply. */
+INLINE void decode_iq4_xs(const block_iq4_xs *w, ks_dec *dec) {
+    const __m512i table = iq4nl_table();
+    __m512i s = _mm512_setzero_si512();
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        /* groups 2k and 2k + 1: 16 bytes each, laid out like an IQ4_NL block */
+        const uint8_t *qs = w->qs + 32 * k;
+        dec->q[k] = _mm512_shuffle_epi8(table, nibbles_pair(qs, qs + 16));
+        const int ib = 2 * k;
+        const int lo = ((w->scales_l[k] & 0x0f) | ((w->scales_h >> (2 * ib)) & 3) << 4) - 32;
+        const int hi = ((w->scales_l[k] >> 4) | ((w->scales_h >> (2 * ib + 2)) & 3) << 4) - 32;
+        dec->sc[k] = _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
+        s = _mm512_add_epi32(s, _mm512_mullo_epi32(offset_start(dec->q[k]), dec->sc[k]));
+    }
+    dec->start = s;
+}
+
+INLINE void dot_iq4_xs(const ks_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
+    (void)m;
+    __m512i acc = dec->start;
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i au = offset_act(_mm512_loadu_si512(a->qs + 64 * k));
+        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), au, dec->q[k]);
+        acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(dot, dec->sc[k]));
+    }
+    *s = acc;
+}
+
+/* ---------------------------------------------------------------- super-block drivers */
+
+/* vec_dot and vec_dot_tile of a super-block type. Each step covers up to 8 super-blocks
+ * (fewer at the end of a row: missing ones contribute zero sums and masked lanes). The
+ * tile decodes each weight super-block once, keeps every activation row's partial sums
+ * in s/m until the step's epilogue, and converts the step's weight factors once. */
+#define SUPERBLOCK_KERNELS(name, wblock, dec_t, decode, dot, values8)                          \
+    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
+        const wblock *x = w;                                                                   \
+        const block_q8_K *y = a;                                                               \
+        const int64_t nb = n / QK_K;                                                           \
+        __m256 acc = _mm256_setzero_ps();                                                      \
+        for (int64_t b = 0; b < nb; b += GROUP) {                                              \
+            const int count = nb - b < GROUP ? (int)(nb - b) : GROUP;                          \
+            __m512i s[GROUP];                                                                  \
+            __m256i m[GROUP];                                                                  \
+            UNROLLED                                                                           \
+            for (int k = 0; k < GROUP; k++) {                                                  \
+                s[k] = _mm512_setzero_si512();                                                 \
+                m[k] = _mm256_setzero_si256();                                                 \
+            }                                                                                  \
+            for (int k = 0; k < count; k++) {                                                  \
+                dec_t dec;                                                                     \
+                decode(x + b + k, &dec);                                                       \
+                dot(&dec, y + b + k, &s[k], &m[k]);                                            \
+            }                                                                                  \
+            __m256 wf[2];                                                                      \
+            wfactors_##name(x + b, count, wf);                                                 \
+            const __m256 v = values8(wf, y + b, s, m, count);                                  \
+            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, v);                         \
+        }                                                                                      \
+        return combine8(acc);                                                                  \
+    }                                                                                          \
+                                                                                               \
+    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
+                                    const void *a, size_t a_stride, int n_a, float *out,       \
+                                    size_t out_stride) {                                       \
+        const int64_t nb = n / QK_K;                                                           \
+        __m512i s[TOY_TILE_MAX][GROUP];                                                        \
+        __m256i m[TOY_TILE_MAX][GROUP];                                                        \
+        for (int i = 0; i < n_w; i++) {                                                        \
+            const wblock *x = row_at(w, w_stride, i);                                          \
+            __m256 acc[TOY_TILE_MAX];                                                          \
+            for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();                        \
+            for (int64_t b = 0; b < nb; b += GROUP) {                                          \
+                const int count = nb - b < GROUP ? (int)(nb - b) : GROUP;                      \
+                for (int k = 0; k < count; k++) {                                              \
+                    dec_t dec;                                                                 \
+                    decode(x + b + k, &dec);                                                   \
+                    for (int j = 0; j < n_a; j++) {                                            \
+                        const block_q8_K *y = row_at(a, a_stride, j);                          \
+                        dot(&dec, y + b + k, &s[j][k], &m[j][k]);                              \
+                    }                                                                          \
+                }                                                                              \
+                __m256 wf[2];                                                                  \
+                wfactors_##name(x + b, count, wf);                                             \
+                for (int j = 0; j < n_a; j++) {                                                \
+                    for (int k = count; k < GROUP; k++) {                                      \
+                        s[j][k] = _mm512_setzero_si512();                                      \
+                        m[j][k] = _mm256_setzero_si256();                                      \
+                    }                                                                          \
+                    const block_q8_K *y = row_at(a, a_stride, j);                              \
+                    acc[j] = _mm256_mask_add_ps(acc[j], first_lanes(count), acc[j],            \
+                                                values8(wf, y + b, s[j], m[j], count));        \
+                }                                                                              \
+            }                                                                                  \
+            for (int j = 0; j < n_a; j++) out[(size_t)j * out_stride + i] = combine8(acc[j]);  \
+        }                                                                                      \
+    }
+
+WEIGHT_FACTORS_D_DMIN(q4_K, block_q4_K)
+WEIGHT_FACTORS_D_DMIN(q5_K, block_q5_K)
+WEIGHT_FACTORS_D_DMIN(q2_K, block_q2_K)
+WEIGHT_FACTORS_D(q3_K, block_q3_K)
+WEIGHT_FACTORS_D(q6_K, block_q6_K)
+WEIGHT_FACTORS_D(iq4_xs, block_iq4_xs)
+
+SUPERBLOCK_KERNELS(q4_K, block_q4_K, k4_dec, decode_q4_K, dot_k4, values8_dmin)
+SUPERBLOCK_KERNELS(q5_K, block_q5_K, k4_dec, decode_q5_K, dot_k4, values8_dmin)
+SUPERBLOCK_KERNELS(q6_K, block_q6_K, ks_dec, decode_q6_K, dot_ks16, values8_d)
+SUPERBLOCK_KERNELS(q2_K, block_q2_K, q2_K_dec, decode_q2_K, dot_q2_K, values8_dmin)
+SUPERBLOCK_KERNELS(q3_K, block_q3_K, ks_dec, decode_q3_K, dot_ks16, values8_d)
+SUPERBLOCK_KERNELS(iq4_xs, block_iq4_xs, ks_dec, decode_iq4_xs, dot_iq4_xs, values8_d)
+
+/* ================================================================ float rows
+ * 32 lanes p[i % 32] += w_i * a_i, two zmm accumulators. Each type loads 32 elements as
+ * two float vectors and says which lanes they feed: F32 and F16 elements 0-15 and 16-31,
+ * BF16 the even and the odd elements (a bf16 pair in a dword becomes two floats with one
+ * AND and one shift; the accumulators are interleaved back to lane order at the end —
+ * moving values, not adding them). A short tail loads under a mask (nothing read past
+ * the row) and accumulates under the lanes' masks, leaving the lanes it does not reach
+ * untouched. F32 and BF16 multiply then add (their products round); F16 uses FMA: the
+ * product of two halves is exact in float, so the single rounding is the add's. */
+
+/* The two lane masks for the first `rest` (< 32) elements, elements 0-15 | 16-31. */
+INLINE void masks_split(int rest, __mmask16 *m0, __mmask16 *m1) {
+    *m0 = rest >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rest) - 1u);
+    *m1 = rest > 16 ? (__mmask16)((1u << (rest - 16)) - 1u) : (__mmask16)0;
+}
+
+/* The same for even | odd elements. */
+INLINE void masks_even_odd(int rest, __mmask16 *m0, __mmask16 *m1) {
+    *m0 = (__mmask16)((1u << ((rest + 1) / 2)) - 1u);
+    *m1 = (__mmask16)((1u << (rest / 2)) - 1u);
+}
+
+/* The first `bytes` of 64 bytes at p, zeros after (nothing read past them). Weights
+ * (stream) come from memory, where rows are only 32-byte aligned (GGUF) and a zmm load
+ * straddling two cache lines costs about as much as two loads: two ymm loads instead. */
+INLINE __m512i load64(const void *p, int bytes, int stream) {
+    if (bytes < 64) {
+        const __mmask64 m = bytes <= 0 ? 0 : ((uint64_t)1 << bytes) - 1;
+        return _mm512_maskz_loadu_epi8(m, p);
+    }
+    if (stream) return load_pair(p, (const uint8_t *)p + 32);
+    return _mm512_loadu_si512(p);
+}
+
+INLINE __m256i load32B(const void *p, int bytes) {
+    if (bytes < 32)
+        return _mm256_maskz_loadu_epi8(bytes <= 0 ? 0 : (__mmask32)((1u << bytes) - 1u), p);
+    return _mm256_loadu_si256((const __m256i *)p);
+}
+
+/* 32 elements (rest of them present; 32 for a whole step, where the masks fold away).
+ * F32 takes ymm pairs for activations too: its tile is load-bound, and activation rows
+ * (malloc'd, 16-byte aligned) would straddle lines as often as weights. */
+INLINE void load32_f32(const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
+    (void)stream;
+    *v0 = _mm512_castsi512_ps(load64(p, 4 * rest, 1));
+    *v1 = _mm512_castsi512_ps(load64((const uint8_t *)p + 64, 4 * rest - 64, 1));
+}
+
+/* fp16 -> float is exact (as toy_fp16_to_fp32). */
+INLINE void load32_f16(const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
+    (void)stream;
+    *v0 = _mm512_cvtph_ps(load32B(p, 2 * rest));
+    *v1 = _mm512_cvtph_ps(load32B((const uint8_t *)p + 32, 2 * rest - 32));
+}
+
+/* bf16 is the top half of a float (toy_bf16_to_fp32): v0 even elements, v1 odd. */
+INLINE void load32_bf16(const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
+    const __m512i u = load64(p, 2 * rest, stream);
+    *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+    *v1 = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+}
+
+INLINE __m512 madd_round2(__m512 p, __mmask16 m, __m512 w, __m512 a) {
+    return _mm512_mask_add_ps(p, m, p, _mm512_mul_ps(w, a));
+}
+
+INLINE __m512 madd_exact_product(__m512 p, __mmask16 m, __m512 w, __m512 a) {
+    return _mm512_mask3_fmadd_ps(w, a, p, m);
+}
+
+INLINE float lanes_split(__m512 p0, __m512 p1) {
+    return combine32(p0, p1);
+}
+
+/* even holds lanes 0, 2, .., 30, odd lanes 1, 3, .., 31 */
+INLINE float lanes_even_odd(__m512 even, __m512 odd) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
+    return combine32(_mm512_permutex2var_ps(even, lo, odd), _mm512_permutex2var_ps(even, hi, odd));
+}
+
+/* vec_dot and vec_dot_tile of an element type. The tile runs a register-blocked kernel
+ * over whole rows: 2 weight rows x up to 4 activation rows, 16 zmm accumulators, each
+ * weight and activation vector loaded and converted once per 32 elements for all pairs
+ * it meets. An odd last weight row is paired with itself and the copy's results
+ * dropped. */
+#define ELEM_KERNELS(name, elem_t, load32, masks, madd, lanes)                                 \
+    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
+        const elem_t *x = w, *y = a;                                                           \
+        __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();                             \
+        int64_t i = 0;                                                                         \
+        for (; i + 32 <= n; i += 32) {                                                         \
+            __m512 w0, w1, a0, a1;                                                             \
+            load32(x + i, 32, 1, &w0, &w1);                                                    \
+            load32(y + i, 32, 0, &a0, &a1);                                                    \
+            p0 = madd(p0, 0xffff, w0, a0);                                                     \
+            p1 = madd(p1, 0xffff, w1, a1);                                                     \
+        }                                                                                      \
+        if (i < n) {                                                                           \
+            const int rest = (int)(n - i);                                                     \
+            __m512 w0, w1, a0, a1;                                                             \
+            __mmask16 m0, m1;                                                                  \
+            masks(rest, &m0, &m1);                                                             \
+            load32(x + i, rest, 1, &w0, &w1);                                                  \
+            load32(y + i, rest, 0, &a0, &a1);                                                  \
+            p0 = madd(p0, m0, w0, a0);                                                         \
+            p1 = madd(p1, m1, w1, a1);                                                         \
+        }                                                                                      \
+        return lanes(p0, p1);                                                                  \
+    }                                                                                          \
+                                                                                               \
+    /* One step of 32 elements (rest of them present) for the 2 x na block. */                 \
+    INLINE void step_2x4_##name(const elem_t *const x[2], const elem_t *const y[4], int na,    \
+                                int64_t i, int rest, __m512 p[2][4][2]) {                      \
+        __mmask16 m0 = 0xffff, m1 = 0xffff;                                                    \
+        if (rest < 32) masks(rest, &m0, &m1);                                                  \
+        __m512 w[2][2];                                                                        \
+        load32(x[0] + i, rest, 1, &w[0][0], &w[0][1]);                                         \
+        load32(x[1] + i, rest, 1, &w[1][0], &w[1][1]);                                         \
+        UNROLLED                                                                               \
+        for (int j = 0; j < na; j++) {                                                         \
+            __m512 a0, a1;                                                                     \
+            load32(y[j] + i, rest, 0, &a0, &a1);                                               \
+            UNROLLED                                                                           \
+            for (int r = 0; r < 2; r++) {                                                      \
+                p[r][j][0] = madd(p[r][j][0], m0, w[r][0], a0);                                \
+                p[r][j][1] = madd(p[r][j][1], m1, w[r][1], a1);                                \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+                                                                                               \
+    /* res[r][j] = dot(x[r], y[j]) for r < 2, j < na (a constant once inlined) */              \
+    INLINE void tile_2x4_##name(int64_t n, const elem_t *const x[2], const elem_t *const y[4], \
+                                int na, float res[2][4]) {                                     \
+        __m512 p[2][4][2];                                                                     \
+        UNROLLED                                                                               \
+        for (int r = 0; r < 2; r++)                                                            \
+            UNROLLED                                                                           \
+            for (int j = 0; j < na; j++) p[r][j][0] = p[r][j][1] = _mm512_setzero_ps();        \
+        int64_t i = 0;                                                                         \
+        for (; i + 32 <= n; i += 32) step_2x4_##name(x, y, na, i, 32, p);                      \
+        if (i < n) step_2x4_##name(x, y, na, i, (int)(n - i), p);                              \
+        UNROLLED                                                                               \
+        for (int r = 0; r < 2; r++)                                                            \
+            UNROLLED                                                                           \
+            for (int j = 0; j < na; j++) res[r][j] = lanes(p[r][j][0], p[r][j][1]);            \
+    }                                                                                          \
+                                                                                               \
+    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
+                                    const void *a, size_t a_stride, int n_a, float *out,       \
+                                    size_t out_stride) {                                       \
+        for (int i = 0; i < n_w; i += 2) {                                                     \
+            const elem_t *const x[2] = {row_at(w, w_stride, i),                                \
+                                        row_at(w, w_stride, i + 1 < n_w ? i + 1 : i)};         \
+            for (int j0 = 0; j0 < n_a; j0 += 4) {                                              \
+                const int na = n_a - j0 < 4 ? n_a - j0 : 4;                                    \
+                const elem_t *y[4];                                                            \
+                for (int j = 0; j < 4; j++) y[j] = row_at(a, a_stride, j0 + (j < na ? j : 0)); \
+                float res[2][4];                                                               \
+                switch (na) {                                                                  \
+                case 4: tile_2x4_##name(n, x, y, 4, res); break;                               \
+                case 3: tile_2x4_##name(n, x, y, 3, res); break;                               \
+                case 2: tile_2x4_##name(n, x, y, 2, res); break;                               \
+                default: tile_2x4_##name(n, x, y, 1, res); break;                              \
+                }                                                                              \
+                for (int j = 0; j < na; j++) {                                                 \
+                    out[(size_t)(j0 + j) * out_stride + i] = res[0][j];                        \
+                    if (i + 1 < n_w) out[(size_t)(j0 + j) * out_stride + i + 1] = res[1][j];   \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+    }
+
+ELEM_KERNELS(f32, float, load32_f32, masks_split, madd_round2, lanes_split)
+ELEM_KERNELS(f16, toy_half, load32_f16, masks_split, madd_exact_product, lanes_split)
+ELEM_KERNELS(bf16, uint16_t, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
+
+/* ================================================================ the table */
+
+#define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
+
+static const toy_kernel avx512_kernels[TOY_TYPE_COUNT] = {
+    K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, f16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
+    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
+    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
+    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
+    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q5_1),
+    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q8_0),
+    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q2_K),
+    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q3_K),
+    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q4_K),
+    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q5_K),
+    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q6_K),
+    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, iq4_nl),
+    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, iq4_xs),
+};
+
+#undef K
+
 const toy_kernel *toy_kernel_avx512(int type) {
-    (void)type;
-    return NULL;
+    if (type < 0 || type >= TOY_TYPE_COUNT || !avx512_kernels[type].vec_dot) return NULL;
+    return &avx512_kernels[type];
 }

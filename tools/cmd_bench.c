@@ -38,8 +38,33 @@ typedef struct {
     uint64_t sum;
 } read_job;
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* 32-byte loads, four in flight: the way the kernels stream weights */
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(p + i)));
+        a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(p + i + 4)));
+        a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(p + i + 8)));
+        a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i *)(p + i + 12)));
+    }
+    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    uint64_t out[4];
+    _mm256_storeu_si256((__m256i *)out, a);
+    return out[0] ^ out[1] ^ out[2] ^ out[3];
+}
+#endif
+
 static void *read_slice(void *arg) {
     read_job *j = arg;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) {
+        j->sum = read_avx2(j->p, j->n);
+        return NULL;
+    }
+#endif
     /* four independent sums keep several loads in flight */
     uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     for (size_t i = 0; i + 4 <= j->n; i += 4) {
@@ -52,9 +77,10 @@ static void *read_slice(void *arg) {
     return NULL;
 }
 
-/* Read bandwidth in bytes/s: the median of several passes over a 512 MiB buffer. */
+/* Read bandwidth in bytes/s: the best of several passes over a 1 GiB buffer (the
+ * best, so that the roofline fraction is not flattered by a slow pass). */
 static double measure_bandwidth(int n_threads) {
-    const size_t bytes = (size_t)512 << 20, n = bytes / sizeof(uint64_t);
+    const size_t bytes = (size_t)1 << 30, n = bytes / sizeof(uint64_t);
     uint64_t *buf = malloc(bytes);
     if (!buf) return 0;
     for (size_t i = 0; i < n; i++) buf[i] = i; /* touch every page */
@@ -78,7 +104,9 @@ static double measure_bandwidth(int n_threads) {
     }
     (void)sink;
     free(buf);
-    return median(rates, 7);
+    double best = 0;
+    for (int pass = 0; pass < 7; pass++) best = rates[pass] > best ? rates[pass] : best;
+    return best;
 }
 
 /* ---------------------------------------------------------------- the model */

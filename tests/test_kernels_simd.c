@@ -1,0 +1,378 @@
+/* test_kernels_simd.c — every SIMD kernel (AVX2, AVX-512) against the scalar reference,
+ * bit for bit: kernels.c fixes one reduction shape, so vec_dot must return exactly the
+ * scalar float (memcmp of the bits), vec_dot_tile exactly the scalar vec_dot of every
+ * (weight row, activation row) pair, and quantize_act the scalar bytes.
+ *
+ * Inputs: Gaussian weights through toy's quantizer, random blocks (every bit pattern of
+ * the quants, which reaches extremes no quantizer emits: Q8_0 -128, Q6_K scale -128,
+ * IQ4_XS, which toy cannot quantize to), all-zero blocks, extreme fp16 scales (65504,
+ * subnormal), max-magnitude quant bytes against max-magnitude activations (the
+ * vpmaddubsw saturation corner), on rows of one block, of block counts that leave a
+ * partial group of 8, and of the model widths 4096, 11008 and 14336.
+ *
+ * Only the instruction sets this CPU has (or TOY_ISA allows) are run; exit 77 when that
+ * is none. */
+#include "kernels.h"
+
+#include <stdint.h>
+#include <time.h>
+
+#include "quant.h"
+#include "test.h"
+
+static const int weight_types[] = {
+    TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q6_K,   TOY_TYPE_Q5_K,
+    TOY_TYPE_F16,  TOY_TYPE_BF16, TOY_TYPE_F32,  TOY_TYPE_Q5_0,   TOY_TYPE_Q4_1,
+    TOY_TYPE_Q5_1, TOY_TYPE_Q2_K, TOY_TYPE_Q3_K, TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_XS,
+};
+#define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
+
+static uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static size_t row_bytes(int type, int64_t n) {
+    size_t size = 0;
+    if (toy_type_row_size(type, n, &size) != TOY_OK) abort();
+    return size;
+}
+
+static void *xmalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) abort();
+    return p;
+}
+
+/* ---------------------------------------------------------------- inputs */
+
+typedef enum {
+    W_GAUSSIAN,   /* toy_quantize of N(0, 0.05^2) where toy can; random blocks otherwise */
+    W_RANDOM,     /* random bits, small random fp16 factors */
+    W_ZERO,       /* all-zero blocks / elements */
+    W_BIG_SCALE,  /* random bits, every fp16 factor +-65504 */
+    W_TINY_SCALE, /* random bits, every fp16 factor a subnormal half */
+    W_MAX_QUANTS, /* every quant byte 0x00, 0xff, 0x80 or 0x7f: the extreme of each field */
+    W_MODES
+} weight_mode;
+
+static const char *const weight_mode_name[W_MODES] = {"gaussian", "random",     "zero",
+                                                      "big-scale", "tiny-scale", "max-quants"};
+
+typedef enum {
+    A_GAUSSIAN, /* N(0, 1) */
+    A_ZERO,
+    A_MAX,      /* +-1000 with random signs: every quant +-127 */
+    A_TINY,     /* N(0, (1e-18)^2): against tiny float weights, products that underflow */
+    A_MODES
+} act_mode;
+
+static const char *const act_mode_name[A_MODES] = {"gaussian", "zero", "max", "tiny"};
+
+/* The offsets of a block's fp16 factors (d, and dmin or m where the type has one). */
+static int block_factors(int type, size_t off[2]) {
+    switch (type) {
+    case TOY_TYPE_Q4_0: off[0] = offsetof(block_q4_0, d); return 1;
+    case TOY_TYPE_Q4_1: off[0] = offsetof(block_q4_1, d), off[1] = offsetof(block_q4_1, m); return 2;
+    case TOY_TYPE_Q5_0: off[0] = offsetof(block_q5_0, d); return 1;
+    case TOY_TYPE_Q5_1: off[0] = offsetof(block_q5_1, d), off[1] = offsetof(block_q5_1, m); return 2;
+    case TOY_TYPE_Q8_0: off[0] = offsetof(block_q8_0, d); return 1;
+    case TOY_TYPE_Q2_K: off[0] = offsetof(block_q2_K, d), off[1] = offsetof(block_q2_K, dmin); return 2;
+    case TOY_TYPE_Q3_K: off[0] = offsetof(block_q3_K, d); return 1;
+    case TOY_TYPE_Q4_K: off[0] = offsetof(block_q4_K, d), off[1] = offsetof(block_q4_K, dmin); return 2;
+    case TOY_TYPE_Q5_K: off[0] = offsetof(block_q5_K, d), off[1] = offsetof(block_q5_K, dmin); return 2;
+    case TOY_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); return 1;
+    case TOY_TYPE_IQ4_NL: off[0] = offsetof(block_iq4_nl, d); return 1;
+    case TOY_TYPE_IQ4_XS: off[0] = offsetof(block_iq4_xs, d); return 1;
+    default: abort();
+    }
+}
+
+static toy_half factor(weight_mode mode, unsigned long long *rng) {
+    const uint64_t r = test_rand_u64(rng);
+    const uint16_t sign = (r & 1) ? 0x8000 : 0;
+    switch (mode) {
+    case W_BIG_SCALE: return (toy_half)(sign | 0x7bff); /* 65504 */
+    case W_TINY_SCALE: return (toy_half)(sign | (1 + (r >> 8) % 0x3ff));
+    default: return toy_fp32_to_fp16(0.02f * (2.0f * test_rand_uniform(rng) - 1.0f));
+    }
+}
+
+static void fill_normal(float *x, int64_t n, float scale, unsigned long long *rng) {
+    for (int64_t i = 0; i < n; i++) x[i] = scale * test_rand_normal(rng);
+}
+
+static void make_weights(int type, void *row, int64_t n, weight_mode mode,
+                         unsigned long long *rng) {
+    const size_t size = row_bytes(type, n);
+    uint8_t *bytes = row;
+    if (toy_type_block_size(type) == 1) {
+        /* float rows: values through the type's own rounding; the extremes are large
+         * (F16 65504, F32/BF16 1e18: products near 1e36, still finite) and tiny (BF16
+         * products that underflow, where an FMA would differ from multiply-then-add) */
+        float *x = xmalloc((size_t)n * sizeof *x);
+        const float big = type == TOY_TYPE_F16 ? 65504.0f : 1e18f;
+        const float tiny = type == TOY_TYPE_F16 ? 6e-8f : 1e-25f;
+        for (int64_t i = 0; i < n; i++) {
+            const float g = test_rand_normal(rng);
+            switch (mode) {
+            case W_ZERO: x[i] = 0.0f; break;
+            case W_BIG_SCALE:
+            case W_MAX_QUANTS: x[i] = g < 0 ? -big : big; break;
+            case W_TINY_SCALE: x[i] = tiny * g; break;
+            default: x[i] = 0.05f * g; break;
+            }
+        }
+        CHECK(toy_quantize(type, x, row, n) == TOY_OK);
+        free(x);
+        return;
+    }
+    if (mode == W_ZERO) {
+        memset(row, 0, size);
+        return;
+    }
+    if (mode == W_GAUSSIAN && toy_type_can_quantize(type)) {
+        float *x = xmalloc((size_t)n * sizeof *x);
+        fill_normal(x, n, 0.05f, rng);
+        CHECK(toy_quantize(type, x, row, n) == TOY_OK);
+        free(x);
+        return;
+    }
+    static const uint8_t extremes[4] = {0x00, 0xff, 0x80, 0x7f};
+    for (size_t i = 0; i < size; i++) {
+        const uint64_t r = test_rand_u64(rng);
+        bytes[i] = mode == W_MAX_QUANTS ? extremes[r >> 62] : (uint8_t)(r >> 32);
+    }
+    size_t off[2];
+    const int n_factors = block_factors(type, off);
+    const size_t bsize = toy_type_size(type);
+    for (int64_t b = 0; b < n / toy_type_block_size(type); b++)
+        for (int f = 0; f < n_factors; f++) {
+            const toy_half h = factor(mode == W_MAX_QUANTS ? W_RANDOM : mode, rng);
+            memcpy(bytes + (size_t)b * bsize + off[f], &h, sizeof h);
+        }
+}
+
+static void make_acts(float *x, int64_t n, act_mode mode, unsigned long long *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (mode) {
+        case A_ZERO: x[i] = 0.0f; break;
+        case A_MAX: x[i] = (test_rand_u64(rng) >> 63) ? 1000.0f : -1000.0f; break;
+        case A_TINY: x[i] = 1e-18f * test_rand_normal(rng); break;
+        default: x[i] = test_rand_normal(rng); break;
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- checks */
+
+typedef struct {
+    const char *name;
+    toy_isa isa;
+    const toy_kernel *(*get)(int type);
+} isa_entry;
+
+typedef struct {
+    int dots, tiles, acts; /* comparisons made */
+    int failures;
+} tally;
+
+/* The activation bytes of the SIMD kernel's quantizer equal the scalar one's, over
+ * buffers prefilled differently so that no byte is left unwritten. */
+static void check_act(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+                      const float *x, int64_t n, const void *want, tally *t) {
+    const size_t size = row_bytes(ref->vec_dot_type, n);
+    uint8_t *got = xmalloc(size);
+    for (int fill = 0; fill < 2; fill++) {
+        memset(got, fill ? 0xff : 0x00, size);
+        k->quantize_act(x, got, n);
+        t->acts++;
+        if (memcmp(got, want, size) != 0) {
+            t->failures++;
+            CHECK_MSG(0, "%s %s quantize_act n=%lld: bytes differ from scalar", isa->name,
+                      toy_type_name(k->type), (long long)n);
+        }
+    }
+    free(got);
+}
+
+static void check_dot(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+                      int64_t n, const void *w, const void *a, const char *what, tally *t) {
+    const float want = ref->vec_dot(n, w, a);
+    const float got = k->vec_dot(n, w, a);
+    t->dots++;
+    if (float_bits(got) != float_bits(want)) {
+        t->failures++;
+        CHECK_MSG(0, "%s %s vec_dot n=%lld %s: %.9g (0x%08x), scalar %.9g (0x%08x)", isa->name,
+                  toy_type_name(k->type), (long long)n, what, got, float_bits(got), want,
+                  float_bits(want));
+    }
+}
+
+/* vec_dot over every length, weight mode and activation mode. */
+static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+                         unsigned long long *rng, tally *t) {
+    static const int64_t lens_elem[] = {1, 7, 31, 32, 33, 100, 4096, 11008, 14336};
+    static const int64_t blocks[] = {1, 7, 8, 9, 15, 17};
+    static const int64_t widths[] = {4096, 11008, 14336};
+    const int64_t bs = toy_type_block_size(k->type);
+    int64_t lens[16];
+    int n_lens = 0;
+    if (bs == 1) {
+        for (size_t i = 0; i < sizeof lens_elem / sizeof *lens_elem; i++) lens[n_lens++] = lens_elem[i];
+    } else {
+        for (size_t i = 0; i < sizeof blocks / sizeof *blocks; i++) lens[n_lens++] = blocks[i] * bs;
+        for (size_t i = 0; i < sizeof widths / sizeof *widths; i++) lens[n_lens++] = widths[i];
+    }
+    for (int l = 0; l < n_lens; l++) {
+        const int64_t n = lens[l];
+        void *w = xmalloc(row_bytes(k->type, n));
+        void *a = xmalloc(row_bytes(ref->vec_dot_type, n));
+        float *x = xmalloc((size_t)n * sizeof *x);
+        for (int am = 0; am < A_MODES; am++) {
+            make_acts(x, n, (act_mode)am, rng);
+            ref->quantize_act(x, a, n);
+            check_act(isa, k, ref, x, n, a, t);
+            for (int wm = 0; wm < W_MODES; wm++) {
+                make_weights(k->type, w, n, (weight_mode)wm, rng);
+                char what[64];
+                snprintf(what, sizeof what, "weights %s, acts %s", weight_mode_name[wm],
+                         act_mode_name[am]);
+                check_dot(isa, k, ref, n, w, a, what, t);
+            }
+        }
+        free(w);
+        free(a);
+        free(x);
+    }
+    /* n = 0 is an empty sum: +0.0f */
+    char dummy[512] = {0};
+    check_dot(isa, k, ref, 0, dummy, dummy, "empty row", t);
+}
+
+#define TILE_ROWS 17 /* weight rows: every n_w in 1..17 */
+
+/* vec_dot_tile for every n_w in 1..17 and n_a in 1..TOY_TILE_MAX, with strides that are
+ * not the row size: weight and activation rows padded by three times their field
+ * alignment (rows stay as aligned as a GGUF row of that type may be: 2 bytes, 4 for
+ * F32 and Q8_K's float d), an odd output stride. Every result must be the scalar
+ * vec_dot of its pair, and no other output element may be written. */
+static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+                      int64_t n, unsigned long long *rng, tally *t) {
+    const size_t wrow = row_bytes(k->type, n), arow = row_bytes(ref->vec_dot_type, n);
+    const size_t w_align = k->type == TOY_TYPE_F32 ? 4 : 2;
+    const size_t a_align = ref->vec_dot_type == TOY_TYPE_F32 || ref->vec_dot_type == TOY_TYPE_Q8_K ? 4 : 2;
+    const size_t w_stride = wrow + 3 * w_align, a_stride = arow + 3 * a_align;
+    const size_t y_stride = TILE_ROWS + 4; /* odd */
+    uint8_t *w_rows[TILE_ROWS], *a_rows[TOY_TILE_MAX];
+    uint8_t *w_tile = xmalloc(w_stride * TILE_ROWS), *a_tile = xmalloc(a_stride * TOY_TILE_MAX);
+    float *x = xmalloc((size_t)n * sizeof *x);
+    float want[TOY_TILE_MAX][TILE_ROWS];
+    float y[TOY_TILE_MAX * (TILE_ROWS + 4)];
+
+    for (int i = 0; i < TILE_ROWS; i++) {
+        w_rows[i] = xmalloc(wrow);
+        make_weights(k->type, w_rows[i], n, (weight_mode)(i % W_MODES), rng);
+        memcpy(w_tile + (size_t)i * w_stride, w_rows[i], wrow);
+    }
+    for (int j = 0; j < TOY_TILE_MAX; j++) {
+        a_rows[j] = xmalloc(arow);
+        make_acts(x, n, j == 5 ? A_MAX : j == 6 ? A_ZERO : j == 7 ? A_TINY : A_GAUSSIAN, rng);
+        ref->quantize_act(x, a_rows[j], n);
+        memcpy(a_tile + (size_t)j * a_stride, a_rows[j], arow);
+    }
+    for (int j = 0; j < TOY_TILE_MAX; j++)
+        for (int i = 0; i < TILE_ROWS; i++) want[j][i] = ref->vec_dot(n, w_rows[i], a_rows[j]);
+
+    const uint32_t sentinel = 0x7fc0dead; /* a NaN no kernel computes */
+    int bad_shapes = 0;
+    for (int n_w = 1; n_w <= TILE_ROWS; n_w++) {
+        for (int n_a = 1; n_a <= TOY_TILE_MAX; n_a++) {
+            for (size_t e = 0; e < sizeof y / sizeof *y; e++) memcpy(&y[e], &sentinel, 4);
+            k->vec_dot_tile(n, w_tile, w_stride, n_w, a_tile, a_stride, n_a, y, y_stride);
+            t->tiles++;
+            int bad = 0;
+            for (int j = 0; j < TOY_TILE_MAX; j++)
+                for (size_t i = 0; i < y_stride; i++) {
+                    const uint32_t got = float_bits(y[(size_t)j * y_stride + i]);
+                    const int inside = j < n_a && i < (size_t)n_w;
+                    const uint32_t expect = inside ? float_bits(want[j][i]) : sentinel;
+                    if (got != expect) {
+                        if (!bad && bad_shapes < 5)
+                            fprintf(stderr,
+                                    "%s %s tile n=%lld n_w=%d n_a=%d: y[%d][%zu] = 0x%08x, "
+                                    "want 0x%08x (%s)\n",
+                                    isa->name, toy_type_name(k->type), (long long)n, n_w, n_a,
+                                    j, i, got, expect, inside ? "scalar vec_dot" : "untouched");
+                        bad = 1;
+                    }
+                }
+            bad_shapes += bad;
+        }
+    }
+    if (bad_shapes) {
+        t->failures += bad_shapes;
+        CHECK_MSG(0, "%s %s tile n=%lld: %d of %d shapes wrong", isa->name,
+                  toy_type_name(k->type), (long long)n, bad_shapes, TILE_ROWS * TOY_TILE_MAX);
+    }
+    for (int i = 0; i < TILE_ROWS; i++) free(w_rows[i]);
+    for (int j = 0; j < TOY_TILE_MAX; j++) free(a_rows[j]);
+    free(w_tile);
+    free(a_tile);
+    free(x);
+}
+
+int main(void) {
+    const toy_isa have = toy_cpu_isa();
+    if (have == TOY_ISA_SCALAR) {
+        printf("SKIP: no SIMD instruction set on this CPU (or TOY_ISA=scalar)\n");
+        return TEST_SKIP_CODE;
+    }
+    const isa_entry isas[] = {
+        {"avx2", TOY_ISA_AVX2, toy_kernel_avx2},
+        {"avx512", TOY_ISA_AVX512, toy_kernel_avx512},
+    };
+    const clock_t start = clock();
+    printf("%-7s %-7s %8s %7s %6s  %s\n", "isa", "type", "vec_dot", "tile", "act", "result");
+    for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {
+        const isa_entry *isa = &isas[s];
+        if (have < isa->isa) {
+            printf("%-7s (not on this CPU: skipped)\n", isa->name);
+            continue;
+        }
+        for (int ti = 0; ti < N_TYPES; ti++) {
+            const int type = weight_types[ti];
+            const toy_kernel *k = isa->get(type);
+            const toy_kernel *ref = toy_kernel_scalar(type);
+            if (!k) {
+                printf("%-7s %-7s %8s %7s %6s  scalar fallback\n", isa->name, toy_type_name(type),
+                       "-", "-", "-");
+                continue;
+            }
+            tally t = {0};
+            const int before = test_failures;
+            CHECK_EQ(k->type, type);
+            CHECK_EQ(k->vec_dot_type, ref->vec_dot_type);
+            CHECK(k->quantize_act != NULL && k->vec_dot != NULL);
+            unsigned long long rng = 0x51d0 + (unsigned long long)type;
+            test_vec_dot(isa, k, ref, &rng, &t);
+            if (k->vec_dot_tile) {
+                const int64_t bs = toy_type_block_size(type);
+                /* one block; and a full group of 8 plus a partial one */
+                test_tile(isa, k, ref, bs == 1 ? 7 : bs, &rng, &t);
+                test_tile(isa, k, ref, bs == 1 ? 77 : bs == 32 ? 11 * bs : 9 * bs, &rng, &t);
+            }
+            char tiles[16];
+            snprintf(tiles, sizeof tiles, "%d", t.tiles);
+            printf("%-7s %-7s %8d %7s %6d  %s\n", isa->name, toy_type_name(type), t.dots,
+                   k->vec_dot_tile ? tiles : "none", t.acts,
+                   test_failures == before ? "bit-identical" : "MISMATCH");
+        }
+    }
+    printf("(vec_dot: rows of 1, 7, 8, 9, 15, 17 blocks and 4096, 11008, 14336 weights, %d "
+           "weight x %d activation modes; tile: every n_w 1..%d x n_a 1..%d, padded strides)\n",
+           W_MODES, A_MODES, TILE_ROWS, TOY_TILE_MAX);
+    printf("time %.2f s\n", (double)(clock() - start) / CLOCKS_PER_SEC);
+    return test_finish("test_kernels_simd");
+}
