@@ -114,8 +114,11 @@ static void cpu_matmul(toy_backend *be, const toy_weight *w, const float *x, int
     toy_type_row_size(j.k->vec_dot_type, w->n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
-    /* enough tasks to balance threads, few enough to keep the hand-out cheap */
-    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * 8;
+    /* Decode streams the matrix from memory: one contiguous range per thread keeps
+     * each stream long enough for the hardware prefetcher (16 short interleaved tasks
+     * made two threads slower than one on a 0.9 MB matrix). Prefill is compute-bound:
+     * more, smaller tasks balance better. */
+    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * (n_tok == 1 ? 1 : 8);
     j.rows_per_task = (w->n_rows + n_tasks - 1) / n_tasks;
     if (j.rows_per_task < 4) j.rows_per_task = 4;
     toy_pool_run(c->pool, (w->n_rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
