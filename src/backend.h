@@ -37,8 +37,8 @@ typedef struct {
 struct toy_backend {
     const char *name;
     /* Allocates scratch once, for batches of up to n_tok tokens of rows up to max_cols
-     * floats and sequences of up to cells_per_seq cells; nothing allocates after. */
-    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t cells_per_seq);
+     * floats and attention with n_head query heads; nothing allocates after. */
+    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head);
     /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
     void (*rms_norm)(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                      int64_t n, float eps);

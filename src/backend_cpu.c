@@ -16,6 +16,11 @@
 #include "kernels.h"
 #include "threadpool.h"
 
+/* acc += w * v and acc *= s over n floats: elementwise (one multiply and one add per
+ * element, no FMA), so any vector width gives the same bits. */
+typedef void (*axpy_fn)(int32_t n, float w, const float *v, float *acc);
+typedef void (*scal_fn)(int32_t n, float s, float *acc);
+
 typedef struct {
     toy_backend base;
     toy_pool *pool;
@@ -23,17 +28,20 @@ typedef struct {
     size_t act_cap;
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
+    axpy_fn axpy;
+    scal_fn scal;
 } cpu_backend;
 
-static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols,
-                              int64_t cells_per_seq) {
+/* Cells whose scores attention_task computes before it exponentiates them. */
+#define ATTN_CHUNK 32
+
+static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head) {
     cpu_backend *c = (cpu_backend *)be;
     /* F32 is the widest vec_dot type: 4 bytes per element */
     size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
-    /* attention: per query head its accumulator, max and sum, plus one V row and the
-     * quantized queries (at most 4 bytes an element): under 3 * max_cols + 2 * heads */
-    (void)cells_per_seq;
-    c->attn_ws_per_thread = (size_t)(3 * max_cols + 2 * TOY_MAX_HEAD_DIM + 64);
+    /* attention, per thread: each query head's accumulator (at most max_cols floats in
+     * all), max and sum, scores of a chunk of cells; one K and one V row */
+    c->attn_ws_per_thread = (size_t)(max_cols + n_head * (2 + ATTN_CHUNK) + 2 * TOY_MAX_HEAD_DIM + 64);
     size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
     free(c->act);
     free(c->attn_ws);
@@ -195,16 +203,43 @@ typedef struct {
     const toy_attn_params *p;
     const toy_kernel *dot;      /* F32 dot products: queries stay unrounded */
     const toy_type_traits *tk, *tv; /* K and V rows to float */
+    axpy_fn axpy;
+    scal_fn scal;
 } attn_job;
+
+static void axpy_scalar(int32_t n, float w, const float *v, float *acc) {
+    for (int32_t d = 0; d < n; d++) acc[d] += w * v[d];
+}
+static void scal_scalar(int32_t n, float s, float *acc) {
+    for (int32_t d = 0; d < n; d++) acc[d] *= s;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+__attribute__((target("avx2"))) static void axpy_avx2(int32_t n, float w, const float *v, float *acc) {
+    const __m256 vw = _mm256_set1_ps(w);
+    int32_t d = 0;
+    for (; d + 8 <= n; d += 8)
+        _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d),
+                                                _mm256_mul_ps(vw, _mm256_loadu_ps(v + d))));
+    for (; d < n; d++) acc[d] += w * v[d];
+}
+__attribute__((target("avx2"))) static void scal_avx2(int32_t n, float s, float *acc) {
+    const __m256 vs = _mm256_set1_ps(s);
+    int32_t d = 0;
+    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
+    for (; d < n; d++) acc[d] *= s;
+}
+#endif
 
 /* One token and one KV head: the query heads sharing that KV head go through the cells
  * together, so each K and V row is read (and converted to float) once for the group. A
  * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
  * to K's type too, which doubles the error of a q8_0 cache on models with large scores
- * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax
- * is online (flash-style): a running maximum, sum and weighted sum of V per head,
- * rescaled when the maximum grows. Cells are visited in order, so the result does not
- * depend on the batch or the threads. */
+ * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax is online
+ * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's scores first, then one
+ * rescale of the running sum if the maximum grew, then the chunk's V rows. Cells are
+ * visited in order, so the result does not depend on the batch or the threads. */
 static void attention_task(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
     const toy_attn_params *p = j->p;
@@ -213,7 +248,8 @@ static void attention_task(void *ctx, int64_t task, int thread) {
     const int64_t t = task / p->n_head_kv;
     const int32_t g = (int32_t)(task % p->n_head_kv);
     float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
-    float *m = acc + (size_t)group * hd, *l = m + group, *vrow = l + group, *krow_f = vrow + hd;
+    float *m = acc + (size_t)group * hd, *l = m + group, *scores = l + group;
+    float *vrow = scores + (size_t)group * ATTN_CHUNK, *krow_f = vrow + hd;
     const float *q = j->q + (t * p->n_head + g * group) * hd; /* the group's heads are adjacent */
 
     for (int32_t h = 0; h < group; h++) {
@@ -223,35 +259,53 @@ static void attention_task(void *ctx, int64_t task, int thread) {
     memset(acc, 0, (size_t)group * hd * sizeof *acc);
     const int32_t seq = j->seq_id[t], qpos = j->pos[t], n = kv->n_used[seq];
     const int64_t base = (int64_t)seq * kv->cells_per_seq;
-    for (int32_t c = 0; c < n; c++) {
-        const int32_t kpos = kv->pos[base + c];
-        if (kpos > qpos || (p->n_swa > 0 && qpos - kpos >= p->n_swa)) continue;
-        const size_t cell_head = (size_t)(base + c) * (size_t)p->n_head_kv + (size_t)g;
-        const uint8_t *kbytes = kv->k + cell_head * kv->head_bytes_k;
-        const uint8_t *vbytes = kv->v + cell_head * kv->head_bytes_v;
-        const float *krow = (const float *)kbytes;
-        if (kv->type_k != TOY_TYPE_F32) {
-            j->tk->to_float(kbytes, krow_f, hd);
-            krow = krow_f;
+    for (int32_t c0 = 0; c0 < n; c0 += ATTN_CHUNK) {
+        const int32_t nc = n - c0 < ATTN_CHUNK ? n - c0 : ATTN_CHUNK;
+        bool live[ATTN_CHUNK], any = false;
+        for (int32_t i = 0; i < nc; i++) {
+            const int32_t kpos = kv->pos[base + c0 + i];
+            live[i] = kpos <= qpos && !(p->n_swa > 0 && qpos - kpos >= p->n_swa);
+            if (!live[i]) {
+                for (int32_t h = 0; h < group; h++) scores[h * ATTN_CHUNK + i] = -INFINITY;
+                continue;
+            }
+            any = true;
+            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
+            const uint8_t *kbytes = kv->k + cell_head * kv->head_bytes_k;
+            const float *krow = (const float *)kbytes;
+            if (kv->type_k != TOY_TYPE_F32) {
+                j->tk->to_float(kbytes, krow_f, hd);
+                krow = krow_f;
+            }
+            for (int32_t h = 0; h < group; h++) {
+                float s = j->dot->vec_dot(hd, krow, q + (size_t)h * hd);
+                if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
+                scores[h * ATTN_CHUNK + i] = s * p->scale;
+            }
         }
-        const float *v = (const float *)vbytes;
-        if (kv->type_v != TOY_TYPE_F32) {
-            j->tv->to_float(vbytes, vrow, hd);
-            v = vrow;
-        }
+        if (!any) continue;
         for (int32_t h = 0; h < group; h++) {
-            float s = j->dot->vec_dot(hd, krow, q + (size_t)h * hd);
-            if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
-            s *= p->scale;
-            float *a = acc + (size_t)h * hd;
-            if (s > m[h]) {
-                const float corr = expf(m[h] - s);
-                for (int32_t d = 0; d < hd; d++) a[d] = a[d] * corr + v[d];
-                l[h] = l[h] * corr + 1.0f;
-                m[h] = s;
-            } else {
-                const float w = expf(s - m[h]);
-                for (int32_t d = 0; d < hd; d++) a[d] += w * v[d];
+            float cmax = -INFINITY;
+            for (int32_t i = 0; i < nc; i++) cmax = fmaxf(cmax, scores[h * ATTN_CHUNK + i]);
+            if (cmax > m[h]) {
+                const float corr = expf(m[h] - cmax);
+                j->scal(hd, corr, acc + (size_t)h * hd);
+                l[h] *= corr;
+                m[h] = cmax;
+            }
+        }
+        for (int32_t i = 0; i < nc; i++) {
+            if (!live[i]) continue;
+            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
+            const uint8_t *vbytes = kv->v + cell_head * kv->head_bytes_v;
+            const float *v = (const float *)vbytes;
+            if (kv->type_v != TOY_TYPE_F32) {
+                j->tv->to_float(vbytes, vrow, hd);
+                v = vrow;
+            }
+            for (int32_t h = 0; h < group; h++) {
+                const float w = expf(scores[h * ATTN_CHUNK + i] - m[h]);
+                j->axpy(hd, w, v, acc + (size_t)h * hd);
                 l[h] += w;
             }
         }
@@ -268,7 +322,7 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
                           const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
     attn_job j = {c, out, q, pos, seq_id, kv, p, toy_kernel_get(TOY_TYPE_F32),
-                  toy_type_traits_get(kv->type_k), toy_type_traits_get(kv->type_v)};
+                  toy_type_traits_get(kv->type_k), toy_type_traits_get(kv->type_v), c->axpy, c->scal};
     toy_pool_run(c->pool, n_tok * p->n_head_kv, attention_task, &j);
 }
 
@@ -365,6 +419,14 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .free = cpu_free,
     };
     pthread_once(&gelu_once, gelu_table_init);
+    c->axpy = axpy_scalar;
+    c->scal = scal_scalar;
+#if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX2) {
+        c->axpy = axpy_avx2;
+        c->scal = scal_avx2;
+    }
+#endif
     c->pool = toy_pool_new(n_threads);
     if (!c->pool) {
         free(c);

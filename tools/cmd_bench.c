@@ -77,13 +77,15 @@ static void *read_slice(void *arg) {
     return NULL;
 }
 
-/* Read bandwidth in bytes/s: the median of several passes over a 1 GiB buffer (the best
- * pass is not used: now and then one comes out implausibly fast on this VM). */
-static double measure_bandwidth(int n_threads) {
-    const size_t bytes = (size_t)1 << 30, n = bytes / sizeof(uint64_t);
-    uint64_t *buf = malloc(bytes);
-    if (!buf) return 0;
-    /* touch every page, with data no layer below can compress or share */
+/* The bandwidth probe: a 512 MiB buffer, far larger than the caches, filled with random
+ * data (a buffer of simple patterns read at up to 79 GB/s on this VM now and then: some
+ * layer below shares or compresses such pages). */
+#define PROBE_BYTES ((size_t)512 << 20)
+
+static uint64_t *probe_new(void) {
+    const size_t n = PROBE_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(PROBE_BYTES);
+    if (!buf) return NULL;
     uint64_t x = 0x9e3779b97f4a7c15ULL;
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13;
@@ -91,9 +93,18 @@ static double measure_bandwidth(int n_threads) {
         x ^= x << 17;
         buf[i] = x;
     }
-    double rates[7];
+    return buf;
+}
+
+/* Read bandwidth in bytes/s now: the median of three passes over the probe. The
+ * machine's bandwidth is shared with its neighbours and drifts (45 to 72 GB/s seen
+ * here within minutes), so it is measured beside every generation run. */
+static double measure_bandwidth(const uint64_t *buf, int n_threads) {
+    const size_t n = PROBE_BYTES / sizeof(uint64_t);
+    if (!buf) return 0;
+    double rates[3];
     volatile uint64_t sink = 0;
-    for (int pass = 0; pass < 7; pass++) {
+    for (int pass = 0; pass < 3; pass++) {
         read_job jobs[256];
         pthread_t th[256];
         size_t per = n / (size_t)n_threads;
@@ -110,8 +121,7 @@ static double measure_bandwidth(int n_threads) {
         rates[pass] = (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
     }
     (void)sink;
-    free(buf);
-    return median(rates, 7);
+    return median(rates, 3);
 }
 
 /* ---------------------------------------------------------------- the model */
@@ -214,10 +224,15 @@ int cmd_bench(int argc, char **argv) {
     const int32_t n_vocab = toy_model_n_vocab(m);
     uint64_t rng = 1;
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
+    double *bws = calloc((size_t)reps, sizeof *bws), *roofs = calloc((size_t)reps, sizeof *roofs);
+    const uint64_t bytes = toy_model_weight_bytes_per_token(m);
     int rc = 0;
     /* one warm-up pass of each, so page faults of the mapping are not measured */
-    run_tokens(ctx, n_prompt ? (n_prompt < 32 ? n_prompt : 32) : 1, 0, n_vocab, &rng, cp.n_batch);
+    run_tokens(ctx, n_prompt ? n_prompt : 1, 0, n_vocab, &rng, cp.n_batch);
     toy_kv_seq_rm(ctx, 0, 0, -1);
+    struct rusage ru; /* the model's peak, before the bandwidth probe adds to it */
+    getrusage(RUSAGE_SELF, &ru);
+    uint64_t *probe = probe_new();
     for (int r = 0; r < reps && !rc; r++) {
         if (n_prompt) {
             double t0 = now();
@@ -226,9 +241,11 @@ int cmd_bench(int argc, char **argv) {
             toy_kv_seq_rm(ctx, 0, 0, -1);
         }
         if (n_gen && !rc) {
+            bws[r] = measure_bandwidth(probe, n_threads);
             double t0 = now();
             if (!run_tokens(ctx, n_gen, 0, n_vocab, &rng, 1)) rc = 1;
             tg[r] = n_gen / (now() - t0);
+            roofs[r] = bws[r] > 0 ? tg[r] * (double)bytes / bws[r] : 0;
             toy_kv_seq_rm(ctx, 0, 0, -1);
         }
     }
@@ -236,11 +253,9 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "toy bench: %s\n", toy_last_error());
     } else {
         double pp_med = n_prompt ? median(pp, reps) : 0, tg_med = n_gen ? median(tg, reps) : 0;
-        uint64_t bytes = toy_model_weight_bytes_per_token(m);
-        struct rusage ru; /* before the bandwidth buffer inflates it */
-        getrusage(RUSAGE_SELF, &ru);
-        double bw = measure_bandwidth(n_threads);
-        double roof = bw > 0 ? tg_med * (double)bytes / bw : 0;
+        if (!n_gen) bws[0] = measure_bandwidth(probe, n_threads);
+        double bw = median(bws, n_gen ? reps : 1);
+        double roof = n_gen ? median(roofs, reps) : 0;
         const char *arch = "?", *name = NULL;
         size_t arch_len = 1, name_len = 0;
         toy_gguf_get_str(toy_model_gguf(m), "general.architecture", &arch, &arch_len);
@@ -269,13 +284,18 @@ int cmd_bench(int argc, char **argv) {
             if (n_prompt) printf("prompt            %.2f tokens/s (median of %d, %d tokens)\n", pp_med, reps, n_prompt);
             if (n_gen) printf("generation        %.2f tokens/s (median of %d, %d tokens)\n", tg_med, reps, n_gen);
             printf("weights/token     %.1f MB\n", (double)bytes / 1e6);
-            printf("read bandwidth    %.2f GB/s (measured, %d threads)\n", bw / 1e9, n_threads);
-            printf("roofline          %.1f%% (generation x weights/token / bandwidth)\n", 100 * roof);
+            printf("read bandwidth    %.2f GB/s (measured before each generation run, %d threads)\n",
+                   bw / 1e9, n_threads);
+            printf("roofline          %.1f%% (median over runs of tokens/s x weights/token / bandwidth)\n",
+                   100 * roof);
             printf("peak RSS          %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
         }
     }
     free(pp);
     free(tg);
+    free(bws);
+    free(roofs);
+    free(probe);
     toy_context_free(ctx);
     toy_model_free(m);
     return rc;
