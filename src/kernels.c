@@ -586,6 +586,7 @@ static toy_isa detected_isa(void) {
 
 static toy_isa chosen_isa;
 static const toy_kernel *chosen[TOY_TYPE_COUNT];
+static toy_kernel chosen_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
 static pthread_once_t dispatch_once = PTHREAD_ONCE_INIT;
 
 static void dispatch_init(void) {
@@ -605,6 +606,14 @@ static void dispatch_init(void) {
         if (!k && isa >= TOY_ISA_AVX2) k = toy_kernel_avx2(t);
 #endif
         if (!k) k = toy_kernel_scalar(t);
+        if (k) {
+            chosen_copy[t] = *k;
+#if defined(__x86_64__)
+            toy_quantize_act_fn q = isa >= TOY_ISA_AVX2 ? toy_quantize_act_avx2(k->vec_dot_type) : NULL;
+            if (q) chosen_copy[t].quantize_act = q;
+#endif
+            k = &chosen_copy[t];
+        }
         chosen[t] = k;
     }
 }

@@ -16,6 +16,8 @@
 
 #include "quant.h"
 
+typedef void (*toy_quantize_act_fn)(const float *x, void *y, int64_t n);
+
 typedef struct {
     int type;          /* the weight type */
     int vec_dot_type;  /* what activations are rounded to */
@@ -41,6 +43,9 @@ const toy_kernel *toy_kernel_scalar(int type);
  * falls back to the next). Only call them on a CPU that has the instructions. */
 const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
 const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
+/* AVX2 activation quantizers of a vec_dot type (Q8_0, Q8_1, Q8_K), byte-identical to
+ * the scalar ones; NULL for other types. The dispatcher puts them in every kernel. */
+toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
 
 typedef enum {
     TOY_ISA_SCALAR = 0,

@@ -826,3 +826,135 @@ const toy_kernel *toy_kernel_avx2(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !avx2_kernels[type].vec_dot) return NULL;
     return &avx2_kernels[type];
 }
+
+/* ---------------------------------------------------------------- activation rows
+ * The Q8 activation quantizers, byte for byte the scalar ones of kernels.c (those call
+ * roundf and fmaxf per element, which on baseline x86-64 are library calls: 20% of a
+ * small model's prefill). The dispatcher uses these for every kernel on AVX2 CPUs. */
+
+/* roundf (halves away from zero) of |v| <= 2^23, exactly: trunc, then one step away
+ * from zero where the dropped fraction is at least one half. */
+ALWAYS_INLINE __m256 round_half_away(__m256 v) {
+    const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_sub_ps(v, t); /* exact */
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    const __m256 step = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(frac, abs_mask), _mm256_set1_ps(0.5f), _CMP_GE_OQ),
+                                      _mm256_or_ps(_mm256_set1_ps(1.0f), _mm256_andnot_ps(abs_mask, v)));
+    return _mm256_add_ps(t, step);
+}
+
+/* 32 floats to int8 levels as kernels.c's q8_round: roundf, clamp to [-127, 127], NaN 0;
+ * returns their sum. */
+ALWAYS_INLINE int quantize32(const float *x, float id, int8_t *q) {
+    const __m256 vid = _mm256_set1_ps(id);
+    __m256i out[4];
+    for (int k = 0; k < 4; k++) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), vid);
+        __m256 r = round_half_away(v);
+        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        r = _mm256_and_ps(r, _mm256_cmp_ps(v, v, _CMP_ORD_Q)); /* NaN -> 0 */
+        out[k] = _mm256_cvttps_epi32(r);
+    }
+    /* pack 32 int32 to int8 in order (packs work within 128-bit lanes: fix with a permute) */
+    __m256i p01 = _mm256_packs_epi32(out[0], out[1]), p23 = _mm256_packs_epi32(out[2], out[3]);
+    __m256i p = _mm256_packs_epi16(p01, p23);
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256((__m256i *)q, p);
+    __m256i s16 = _mm256_maddubs_epi16(_mm256_set1_epi8(1), p);
+    __m256i s32 = _mm256_madd_epi16(s16, _mm256_set1_epi16(1));
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+ALWAYS_INLINE float absmax32(const float *x) {
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 m = _mm256_setzero_ps();
+    /* max_ps returns its second operand when one is NaN: keep the running max there,
+     * so a NaN element is skipped as fmaxf skips it */
+    for (int k = 0; k < 4; k++) m = _mm256_max_ps(_mm256_and_ps(_mm256_loadu_ps(x + 8 * k), abs_mask), m);
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_movehdup_ps(h));
+    return _mm_cvtss_f32(h);
+}
+
+static toy_half half_of(float f) { return (toy_half)_cvtss_sh(f, 0); }
+
+static void quantize_act_q8_0_avx2(const float *x, void *y, int64_t n) {
+    block_q8_0 *blocks = y;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        const float d = absmax32(x) / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        blocks[b].d = half_of(d);
+        quantize32(x, id, blocks[b].qs);
+    }
+}
+
+static void quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
+    block_q8_1 *blocks = y;
+    for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
+        const float d = absmax32(x) / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        blocks[b].d = half_of(d);
+        const int sum = quantize32(x, id, blocks[b].qs);
+        blocks[b].s = half_of((float)sum * d);
+    }
+}
+
+static void quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
+    block_q8_K *blocks = y;
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
+        block_q8_K *blk = &blocks[b];
+        float amax = 0.0f;
+        for (int c = 0; c < QK_K / 32; c++) {
+            const float a = absmax32(x + 32 * c);
+            amax = a > amax ? a : amax;
+        }
+        if (amax == 0.0f) {
+            memset(blk, 0, sizeof *blk);
+            continue;
+        }
+        /* the first element of that magnitude gives the sign, as in the scalar loop */
+        float max = 0.0f;
+        const __m256 va = _mm256_set1_ps(amax);
+        for (int c = 0; c < QK_K; c += 8) {
+            int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + c), abs_mask), va, _CMP_EQ_OQ));
+            if (hit) {
+                max = x[c + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        for (int c = 0; c < QK_K; c += 32) {
+            __m256i q[4];
+            for (int k = 0; k < 4; k++) {
+                /* nearest, ties to even: cvtps under the default rounding mode, as
+                 * ggml's nearest_int */
+                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + c + 8 * k)));
+                q[k] = _mm256_min_epi32(v, _mm256_set1_epi32(127));
+            }
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(blk->qs + c), p);
+        }
+        for (int g = 0; g < QK_K / 16; g++) {
+            int sum = 0;
+            for (int j = 0; j < 16; j++) sum += blk->qs[16 * g + j];
+            blk->bsums[g] = (int16_t)sum;
+        }
+        blk->d = 1.0f / iscale;
+    }
+}
+
+toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
+    switch (vec_dot_type) {
+    case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
+    case TOY_TYPE_Q8_1: return quantize_act_q8_1_avx2;
+    case TOY_TYPE_Q8_K: return quantize_act_q8_K_avx2;
+    default: return NULL;
+    }
+}

@@ -323,6 +323,48 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
     free(x);
 }
 
+/* The dispatched kernels carry the fastest activation quantizer of the CPU; its bytes
+ * must be the scalar quantizer's for every row: Gaussian, exact halves after scaling
+ * (the rounding-mode edge), zeros, a NaN and an infinity, ties for the largest |x|. */
+static void test_dispatched_act(void) {
+    static const int vdts[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K};
+    static const int weights_of[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K};
+    const int64_t n = 1024;
+    float *x = xmalloc((size_t)n * sizeof *x);
+    unsigned long long rng = 77;
+    int rows = 0;
+    for (size_t v = 0; v < sizeof vdts / sizeof *vdts; v++) {
+        const toy_kernel *k = toy_kernel_get(weights_of[v]), *ref = toy_kernel_scalar(weights_of[v]);
+        CHECK_EQ(k->vec_dot_type, vdts[v]);
+        size_t bytes = row_bytes(vdts[v], n);
+        uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
+        for (int mode = 0; mode < 6; mode++) {
+            for (int rep = 0; rep < 50; rep++) {
+                fill_normal(x, n, 3.0f, &rng);
+                if (mode == 1) /* halves: amax 127 gives id 1 (Q8_0/Q8_1) */
+                    for (int64_t i = 0; i < n; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(test_rand_u64(&rng) % 254) - 127) * 0.5f;
+                if (mode == 2) memset(x, 0, (size_t)n * sizeof *x);
+                if (mode == 3) x[test_rand_u64(&rng) % n] = NAN;
+                if (mode == 4) x[test_rand_u64(&rng) % n] = INFINITY;
+                if (mode == 5) /* equal magnitudes of both signs: the first one's sign wins */
+                    for (int64_t i = 0; i < n; i += 7) x[i] = (i / 7) % 2 ? 9.0f : -9.0f;
+                memset(a, 0xAA, bytes);
+                memset(b, 0x55, bytes);
+                k->quantize_act(x, a, n);
+                ref->quantize_act(x, b, n);
+                CHECK_MSG(!memcmp(a, b, bytes), "dispatched %s quantizer differs (mode %d)",
+                          toy_type_name(vdts[v]), mode);
+                rows++;
+            }
+        }
+        free(a);
+        free(b);
+    }
+    printf("dispatched activation quantizers (%s): %d rows byte-identical to scalar\n",
+           toy_isa_name(toy_cpu_isa()), rows);
+    free(x);
+}
+
 int main(void) {
     const toy_isa have = toy_cpu_isa();
     if (have == TOY_ISA_SCALAR) {
@@ -373,6 +415,7 @@ int main(void) {
     printf("(vec_dot: rows of 1, 7, 8, 9, 15, 17 blocks and 4096, 11008, 14336 weights, %d "
            "weight x %d activation modes; tile: every n_w 1..%d x n_a 1..%d, padded strides)\n",
            W_MODES, A_MODES, TILE_ROWS, TOY_TILE_MAX);
+    test_dispatched_act();
     printf("time %.2f s\n", (double)(clock() - start) / CLOCKS_PER_SEC);
     return test_finish("test_kernels_simd");
 }
