@@ -933,8 +933,10 @@ static void quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
             __m256i q[4];
             for (int k = 0; k < 4; k++) {
                 /* nearest, ties to even: cvtps under the default rounding mode, as
-                 * ggml's nearest_int */
-                __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(x + c + 8 * k)));
+                 * ggml's nearest_int; that one turns NaN into 0 (cvtps: INT_MIN) */
+                __m256 f = _mm256_mul_ps(vs, _mm256_loadu_ps(x + c + 8 * k));
+                f = _mm256_and_ps(f, _mm256_cmp_ps(f, f, _CMP_ORD_Q));
+                __m256i v = _mm256_cvtps_epi32(f);
                 q[k] = _mm256_min_epi32(v, _mm256_set1_epi32(127));
             }
             __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));

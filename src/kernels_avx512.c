@@ -102,6 +102,35 @@ INLINE __m256 halves8_wide(const void *p, size_t stride) {
     return _mm256_cvtph_ps(_mm_mask_blend_epi16(0xf0, lo, hi));
 }
 
+/* The fp16 field at byte `off` of each of 8 consecutive blocks of `stride` <= 36 bytes, as
+ * floats, reading only the 8 blocks [group, group + 8 * stride) with whole-register loads
+ * and word permutes (eight scalar inserts cost more than a step's dot product). Fields
+ * 0-3 come from the 128 bytes at group, fields 4-7 from the 128 bytes at hb, which ends
+ * the step (blocks up to 32 bytes) or starts 128 bytes in (larger blocks, 8 * stride >=
+ * 256). When all 8 fields lie in the first 128 bytes, one permute does. */
+INLINE __m256 halves8_group(const void *group, size_t off, size_t stride) {
+    const uint8_t *g = group;
+    const size_t hb = stride <= 32 ? 8 * stride - 128 : 128;
+    const __m512i z0 = _mm512_loadu_si512(g), z1 = _mm512_loadu_si512(g + 64);
+    if (off + 7 * stride + 2 <= 128) {
+        const __m512i idx = _mm512_zextsi128_si512(_mm_setr_epi16(
+            (short)(off / 2), (short)((off + stride) / 2), (short)((off + 2 * stride) / 2),
+            (short)((off + 3 * stride) / 2), (short)((off + 4 * stride) / 2),
+            (short)((off + 5 * stride) / 2), (short)((off + 6 * stride) / 2),
+            (short)((off + 7 * stride) / 2)));
+        return _mm256_cvtph_ps(_mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, idx, z1)));
+    }
+    const __m512i z2 = _mm512_loadu_si512(g + hb), z3 = _mm512_loadu_si512(g + hb + 64);
+    const __m512i idx = _mm512_zextsi128_si512(_mm_setr_epi16(
+        (short)(off / 2), (short)((off + stride) / 2), (short)((off + 2 * stride) / 2),
+        (short)((off + 3 * stride) / 2), (short)((off + 4 * stride - hb) / 2),
+        (short)((off + 5 * stride - hb) / 2), (short)((off + 6 * stride - hb) / 2),
+        (short)((off + 7 * stride - hb) / 2)));
+    const __m128i lo = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z0, idx, z1));
+    const __m128i hi = _mm512_castsi512_si128(_mm512_permutex2var_epi16(z2, idx, z3));
+    return _mm256_cvtph_ps(_mm_mask_blend_epi16(0xf0, lo, hi));
+}
+
 /* Field k of a short step of count blocks: the last present one stands in for the
  * missing ones (their lanes are zeroed after), so nothing is read past the row and no
  * store-to-load round trip stalls. */
@@ -119,6 +148,15 @@ INLINE __m256 halves_n(const void *p, size_t stride, int count) {
         (short)rd16(field_at(p, stride, 6, count)), (short)rd16(field_at(p, stride, 7, count))));
     return _mm256_maskz_mov_ps(first_lanes(count), h);
 }
+
+INLINE size_t field_offset(const void *block, const void *field) {
+    return (size_t)((const uint8_t *)field - (const uint8_t *)block);
+}
+
+/* The fp16 field of a step's weight blocks. */
+#define WEIGHT_HALVES(w, field, count)                                                         \
+    ((count) == GROUP ? halves8_group((w), field_offset(w, &(w)[0].field), sizeof *(w))        \
+                      : halves_n(&(w)[0].field, sizeof *(w), (count)))
 
 /* The first `count` of 8 float fields (Q8_K's d), zeros after. */
 INLINE __m256 floats_n(const void *p, size_t stride, int count) {
@@ -206,10 +244,11 @@ INLINE __m512i load_pair(const void *p0, const void *p4) {
  * in the low half and those of p4 in the high half: each 16 bytes are broadcast to two
  * 128-bit lanes and the second lane takes the high nibbles. */
 INLINE __m512i nibbles_pair(const uint8_t *p0, const uint8_t *p4) {
-    const __m256i b0 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p0));
-    const __m256i b4 = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p4));
-    __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(b0), b4, 1);
-    t = _mm512_mask_srli_epi16(t, 0xFF00FF00u, t, 4);
+    /* a broadcast from memory is a plain load; the masked one merges in one more uop */
+    __m512i t = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p0));
+    t = _mm512_mask_broadcast_i32x4(t, 0xff00, _mm_loadu_si128((const __m128i *)p4));
+    t = _mm512_srlv_epi16(t, _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0,
+                                                0, 0x0004000400040004, 0x0004000400040004));
     return _mm512_and_si512(t, _mm512_set1_epi8(0x0f));
 }
 
@@ -230,6 +269,18 @@ INLINE __m512i offset_act(__m512i a) {
 INLINE __m512i offset_start(__m512i q) {
     const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), q);
     return _mm512_sub_epi32(_mm512_setzero_si512(), s);
+}
+
+#ifndef PREFETCH_DIST
+#define PREFETCH_DIST 8192
+#endif
+/* Decode streams weight rows from memory; asking for the lines PREFETCH_DIST bytes ahead
+ * of the block being decoded keeps more of them in flight than the hardware prefetcher
+ * alone does. A prefetch never faults, so running past the row end is harmless. */
+INLINE void prefetch_ahead(const void *p, size_t bytes) {
+    if (PREFETCH_DIST == 0) return;
+    const char *c = (const char *)p + PREFETCH_DIST;
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
 INLINE const void *row_at(const void *base, size_t stride, int64_t i) {
@@ -286,6 +337,32 @@ INLINE __m256 dot8_signed(const group8 *g, const block_q8_0 *a, int count) {
     const __m256i sumi = reduce8_blocks(z[0], z[1], z[2], z[3]);
     const __m256 d = _mm256_mul_ps(g->d, act_halves(&a[0].d, sizeof *a, count));
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi));
+}
+
+/* Weights stored as unsigned u = w + bias (Q4_0: nibble = w + 8, Q5_0: five bits = w + 16)
+ * against Q8_0, for vec_dot: sum w * a = sum u * a - bias * sum a, both sums straight
+ * from vpdpbusd (u unsigned, a signed): exact for every byte and cheaper than offsetting
+ * the activations, whose start term a single row cannot share. */
+INLINE __m256 dot8_biased(const group8 *g, const block_q8_0 *a, int count, char bias) {
+    __m512i z[4];
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i av = load_pair(BLOCK_AT(a, k, count)->qs, BLOCK_AT(a, k + 4, count)->qs);
+        const __m512i ua = _mm512_dpbusd_epi32(_mm512_setzero_si512(), g->q[k], av);
+        const __m512i ba = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(bias), av);
+        z[k] = _mm512_sub_epi32(ua, ba);
+    }
+    const __m256i sumi = reduce8_blocks(z[0], z[1], z[2], z[3]);
+    const __m256 d = _mm256_mul_ps(g->d, act_halves(&a[0].d, sizeof *a, count));
+    return _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi));
+}
+
+INLINE __m256 dot8_bias8(const group8 *g, const block_q8_0 *a, int count) {
+    return dot8_biased(g, a, count, 8);
+}
+
+INLINE __m256 dot8_bias16(const group8 *g, const block_q8_0 *a, int count) {
+    return dot8_biased(g, a, count, 16);
 }
 
 INLINE void pair8_signed(pair8 *p) {
@@ -365,7 +442,7 @@ INLINE void decode8_q8_0(const block_q8_0 *w, int count, group8 *g) {
     UNROLLED
     for (int k = 0; k < 4; k++)
         g->q[k] = load_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
 }
 
 /* ---------------------------------------------------------------- Q4_0 */
@@ -376,10 +453,29 @@ INLINE void decode8_q4_0(const block_q4_0 *w, int count, group8 *g) {
         const __m512i nib = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
         g->q[k] = _mm512_sub_epi8(nib, _mm512_set1_epi8(8));
     }
-    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
+}
+
+/* The nibbles as stored (w + 8), for dot8_bias8. */
+INLINE void decode8_q4_0_biased(const block_q4_0 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++)
+        g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
+    g->d = WEIGHT_HALVES(w, d, count);
 }
 
 /* ---------------------------------------------------------------- Q5_0 */
+
+/* The five bits as stored (w + 16), for dot8_bias16. */
+INLINE void decode8_q5_0_biased(const block_q5_0 *w, int count, group8 *g) {
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const block_q5_0 *b0 = BLOCK_AT(w, k, count), *b4 = BLOCK_AT(w, k + 4, count);
+        const __m512i nib = nibbles_pair(b0->qs, b4->qs);
+        g->q[k] = _mm512_mask_add_epi8(nib, qh_pair(b0->qh, b4->qh), nib, _mm512_set1_epi8(16));
+    }
+    g->d = WEIGHT_HALVES(w, d, count);
+}
 
 /* A clear fifth bit means the nibble minus 16, a set one the nibble itself. */
 INLINE void decode8_q5_0(const block_q5_0 *w, int count, group8 *g) {
@@ -390,7 +486,7 @@ INLINE void decode8_q5_0(const block_q5_0 *w, int count, group8 *g) {
         const __mmask64 clear = _knot_mask64(qh_pair(b0->qh, b4->qh));
         g->q[k] = _mm512_mask_sub_epi8(nib, clear, nib, _mm512_set1_epi8(16));
     }
-    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
 }
 
 /* ---------------------------------------------------------------- IQ4_NL */
@@ -406,7 +502,7 @@ INLINE void decode8_iq4_nl(const block_iq4_nl *w, int count, group8 *g) {
     for (int k = 0; k < 4; k++)
         g->q[k] = _mm512_shuffle_epi8(
             table, nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs));
-    g->d = halves_n(&w[0].d, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
 }
 
 /* ---------------------------------------------------------------- Q4_1 */
@@ -415,8 +511,8 @@ INLINE void decode8_q4_1(const block_q4_1 *w, int count, group8 *g) {
     UNROLLED
     for (int k = 0; k < 4; k++)
         g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-    g->d = halves_n(&w[0].d, sizeof *w, count);
-    g->m = halves_n(&w[0].m, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
+    g->m = WEIGHT_HALVES(w, m, count);
 }
 
 /* ---------------------------------------------------------------- Q5_1 */
@@ -429,15 +525,15 @@ INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
         const __mmask64 set = qh_pair(b0->qh, b4->qh);
         g->q[k] = _mm512_mask_add_epi8(nib, set, nib, _mm512_set1_epi8(16));
     }
-    g->d = halves_n(&w[0].d, sizeof *w, count);
-    g->m = halves_n(&w[0].m, sizeof *w, count);
+    g->d = WEIGHT_HALVES(w, d, count);
+    g->m = WEIGHT_HALVES(w, m, count);
 }
 
 /* ---------------------------------------------------------------- block drivers */
 
 /* vec_dot and vec_dot_tile of a 32-weight block type. An odd last weight row of a tile is
  * paired with itself and the copy's results dropped. */
-#define BLOCK_KERNELS(name, wblock, ablock, decode8, dot8, prepare2, dot8x2)                   \
+#define BLOCK_KERNELS(name, wblock, ablock, decode8_row, dot8_row, decode8, prepare2, dot8x2)     \
     static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
         const wblock *x = w;                                                                   \
         const ablock *y = a;                                                                   \
@@ -445,15 +541,16 @@ INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
         __m256 acc = _mm256_setzero_ps();                                                      \
         int64_t b = 0;                                                                         \
         for (; b + GROUP <= nb; b += GROUP) {                                                  \
+            prefetch_ahead(x + b, GROUP * sizeof *x);                                          \
             group8 g;                                                                          \
-            decode8(x + b, GROUP, &g);                                                         \
-            acc = _mm256_add_ps(acc, dot8(&g, y + b, GROUP));                                  \
+            decode8_row(x + b, GROUP, &g);                                                     \
+            acc = _mm256_add_ps(acc, dot8_row(&g, y + b, GROUP));                              \
         }                                                                                      \
         if (b < nb) {                                                                          \
             const int count = (int)(nb - b);                                                   \
             group8 g;                                                                          \
-            decode8(x + b, count, &g);                                                         \
-            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, dot8(&g, y + b, count));    \
+            decode8_row(x + b, count, &g);                                                     \
+            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, dot8_row(&g, y + b, count)); \
         }                                                                                      \
         return combine8(acc);                                                                  \
     }                                                                                          \
@@ -499,15 +596,18 @@ INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
         }                                                                                      \
     }
 
-BLOCK_KERNELS(q8_0, block_q8_0, block_q8_0, decode8_q8_0, dot8_signed, pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(q4_0, block_q4_0, block_q8_0, decode8_q4_0, dot8_signed, pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(q5_0, block_q5_0, block_q8_0, decode8_q5_0, dot8_signed, pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(iq4_nl, block_iq4_nl, block_q8_0, decode8_iq4_nl, dot8_signed, pair8_signed,
+BLOCK_KERNELS(q8_0, block_q8_0, block_q8_0, decode8_q8_0, dot8_signed, decode8_q8_0, pair8_signed,
               dot8x2_signed)
-BLOCK_KERNELS(q4_1, block_q4_1, block_q8_1, decode8_q4_1, dot8_unsigned, pair8_unsigned,
-              dot8x2_unsigned)
-BLOCK_KERNELS(q5_1, block_q5_1, block_q8_1, decode8_q5_1, dot8_unsigned, pair8_unsigned,
-              dot8x2_unsigned)
+BLOCK_KERNELS(q4_0, block_q4_0, block_q8_0, decode8_q4_0_biased, dot8_bias8, decode8_q4_0,
+              pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(q5_0, block_q5_0, block_q8_0, decode8_q5_0_biased, dot8_bias16, decode8_q5_0,
+              pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(iq4_nl, block_iq4_nl, block_q8_0, decode8_iq4_nl, dot8_signed, decode8_iq4_nl,
+              pair8_signed, dot8x2_signed)
+BLOCK_KERNELS(q4_1, block_q4_1, block_q8_1, decode8_q4_1, dot8_unsigned, decode8_q4_1,
+              pair8_unsigned, dot8x2_unsigned)
+BLOCK_KERNELS(q5_1, block_q5_1, block_q8_1, decode8_q5_1, dot8_unsigned, decode8_q5_1,
+              pair8_unsigned, dot8x2_unsigned)
 
 
 /* ================================================================ K-quants
@@ -519,14 +619,6 @@ BLOCK_KERNELS(q5_1, block_q5_1, block_q8_1, decode8_q5_1, dot8_unsigned, pair8_u
  * Scales multiply 16-bit pair sums: vpmaddubsw forms (q * a) pairs without saturating
  * (|q| <= 63 unsigned, or <= 32 signed against a + 128 <= 255: at most 16320), then
  * vpdpwssd multiplies them by the scale repeated in both halves of a dword and adds. */
-
-/* The vpdpwssd scales of a zmm covering sub-blocks with scales lo (low 256 bits) and hi
- * (high 256 bits): each in both 16-bit halves of every dword of its half. */
-INLINE __m512i scale_pair_w16(int lo, int hi) {
-    const int32_t a = (int32_t)((uint32_t)(uint16_t)lo * 0x10001u);
-    const int32_t b = (int32_t)((uint32_t)(uint16_t)hi * 0x10001u);
-    return _mm512_inserti64x4(_mm512_set1_epi32(a), _mm256_set1_epi32(b), 1);
-}
 
 /* Per-16-weight scales (Q2_K, Q3_K, Q6_K): from the 16 scales as int32, the four zmm
  * of vpdpwssd scales, out[k] for weights 64k..64k+63: scale 4k + L in every word of
@@ -600,28 +692,46 @@ typedef struct {
     __m256i mins;  /* min of sub-block j in words 2j, 2j + 1: the pairing of bsums */
 } k4_dec;
 
-/* The 8 six-bit scales and mins (kernels.c k4_scale_min), as ggml's kmask unpacking:
- * bytes 0-3 of sc/mn are sub-blocks 0-3, bytes 4-7 sub-blocks 4-7. */
-INLINE void k4_scales(const uint8_t *packed, k4_dec *dec) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const uint64_t sc = (uint64_t)(u[0] & low6) |
-                        (uint64_t)((u[2] & low4) | ((u[0] >> 6) & low2) << 4) << 32;
-    const uint64_t mn = (uint64_t)(u[1] & low6) |
-                        (uint64_t)(((u[2] >> 4) & low4) | ((u[1] >> 6) & low2) << 4) << 32;
-    uint8_t s[8];
-    memcpy(s, &sc, sizeof s);
+/* The 8 six-bit scales and mins (kernels.c k4_scale_min), as ggml's kmask unpacking, in
+ * vector registers (moving them through general registers cost more than the dot
+ * product). head is the block's first 16 bytes: d and dmin, then the 12 packed bytes
+ * u0 u1 u2 (dwords 1-3). Bytes 0-7 of the result are the scales of sub-blocks 0-7,
+ * bytes 8-15 their mins:
+ *     scales 0-3 = u0 & 0x3f, scales 4-7 = (u2 & 0x0f) | (u0 >> 6) << 4,
+ *     mins 0-3   = u1 & 0x3f, mins 4-7   = (u2 >> 4)  | (u1 >> 6) << 4. */
+INLINE __m128i k4_unpack_scales(const void *head) {
+    const __m128i x = _mm_loadu_si128((const __m128i *)head);
+    const __m128i p = _mm_shuffle_epi32(x, _MM_SHUFFLE(2, 2, 1, 1));            /* u0 u0 u1 u1 */
+    const __m128i q = _mm_srlv_epi32(_mm_shuffle_epi32(x, _MM_SHUFFLE(3, 3, 3, 3)),
+                                     _mm_setr_epi32(0, 0, 0, 4));               /* - u2 - u2>>4 */
+    /* low nibble from q, bits 4-5 from p >> 2 (bits 6-7 cleared below) */
+    const __m128i high = _mm_ternarylogic_epi32(_mm_set1_epi8(0x0f), q, _mm_srli_epi32(p, 2), 0xca);
+    return _mm_and_si128(_mm_mask_blend_epi32(0xa, p, high), _mm_set1_epi8(0x3f));
+}
+
+/* dec->sc[k]: scale 2k in every word of the low half, 2k + 1 in the high half; dec->mins:
+ * min j in words 2j and 2j + 1. */
+INLINE void k4_scales(const void *head, k4_dec *dec) {
+    const __m512i b = _mm512_broadcast_i32x4(k4_unpack_scales(head));
     UNROLLED
-    for (int k = 0; k < 4; k++) dec->sc[k] = scale_pair_w16(s[2 * k], s[2 * k + 1]);
-    const __m128i m8 = _mm_cvtsi64_si128((long long)mn);
-    dec->mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    for (int k = 0; k < 4; k++) {
+        const char lo = (char)(2 * k), hi = (char)(2 * k + 1), z = (char)0x80;
+        const __m256i l = _mm256_setr_epi8(lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z,
+                                           lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z, lo, z);
+        const __m256i h = _mm256_setr_epi8(hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z,
+                                           hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z, hi, z);
+        dec->sc[k] = _mm512_shuffle_epi8(b, _mm512_inserti64x4(_mm512_castsi256_si512(l), h, 1));
+    }
+    const char z = (char)0x80;
+    const __m256i mins_words = _mm256_setr_epi8(8, z, 8, z, 9, z, 9, z, 10, z, 10, z, 11, z, 11, z,
+                                                12, z, 12, z, 13, z, 13, z, 14, z, 14, z, 15, z, 15, z);
+    dec->mins = _mm256_shuffle_epi8(_mm512_castsi512_si256(b), mins_words);
 }
 
 INLINE void decode_q4_K(const block_q4_K *w, k4_dec *dec) {
     UNROLLED
     for (int k = 0; k < 4; k++) dec->q[k] = nibbles_lohi(w->qs + 32 * k);
-    k4_scales(w->scales, dec);
+    k4_scales(w, dec);
 }
 
 /* The fifth bit of weight 32j + l is bit j of qh[l]. */
@@ -633,7 +743,7 @@ INLINE void decode_q5_K(const block_q5_K *w, k4_dec *dec) {
         const __mmask64 set = _mm512_test_epi8_mask(qh, bit_pair_select(k));
         dec->q[k] = _mm512_mask_add_epi8(nib, set, nib, _mm512_set1_epi8(16));
     }
-    k4_scales(w->scales, dec);
+    k4_scales(w, dec);
 }
 
 INLINE void dot_k4(const k4_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
@@ -809,19 +919,36 @@ INLINE void dot_iq4_xs(const ks_dec *dec, const block_q8_K *a, __m512i *s, __m25
         const block_q8_K *y = a;                                                               \
         const int64_t nb = n / QK_K;                                                           \
         __m256 acc = _mm256_setzero_ps();                                                      \
-        for (int64_t b = 0; b < nb; b += GROUP) {                                              \
-            const int count = nb - b < GROUP ? (int)(nb - b) : GROUP;                          \
+        int64_t b = 0;                                                                         \
+        for (; b + GROUP <= nb; b += GROUP) {                                                  \
             __m512i s[GROUP];                                                                  \
             __m256i m[GROUP];                                                                  \
             UNROLLED                                                                           \
             for (int k = 0; k < GROUP; k++) {                                                  \
-                s[k] = _mm512_setzero_si512();                                                 \
-                m[k] = _mm256_setzero_si256();                                                 \
-            }                                                                                  \
-            for (int k = 0; k < count; k++) {                                                  \
+                prefetch_ahead(x + b + k, sizeof *x);                                          \
                 dec_t dec;                                                                     \
                 decode(x + b + k, &dec);                                                       \
                 dot(&dec, y + b + k, &s[k], &m[k]);                                            \
+            }                                                                                  \
+            __m256 wf[2];                                                                      \
+            wfactors_##name(x + b, GROUP, wf);                                                 \
+            acc = _mm256_add_ps(acc, values8(wf, y + b, s, m, GROUP));                         \
+        }                                                                                      \
+        if (b < nb) {                                                                          \
+            const int count = (int)(nb - b);                                                   \
+            __m512i s[GROUP];                                                                  \
+            __m256i m[GROUP];                                                                  \
+            /* unrolled with a test per block, so s and m stay in registers */                \
+            UNROLLED                                                                           \
+            for (int k = 0; k < GROUP; k++) {                                                  \
+                s[k] = _mm512_setzero_si512();                                                 \
+                m[k] = _mm256_setzero_si256();                                                 \
+                if (k < count) {                                                               \
+                    prefetch_ahead(x + b + k, sizeof *x);                                      \
+                    dec_t dec;                                                                 \
+                    decode(x + b + k, &dec);                                                   \
+                    dot(&dec, y + b + k, &s[k], &m[k]);                                        \
+                }                                                                              \
             }                                                                                  \
             __m256 wf[2];                                                                      \
             wfactors_##name(x + b, count, wf);                                                 \
@@ -974,6 +1101,7 @@ INLINE float lanes_even_odd(__m512 even, __m512 odd) {
         __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();                             \
         int64_t i = 0;                                                                         \
         for (; i + 32 <= n; i += 32) {                                                         \
+            prefetch_ahead(x + i, 32 * sizeof *x);                                             \
             __m512 w0, w1, a0, a1;                                                             \
             load32(x + i, 32, 1, &w0, &w1);                                                    \
             load32(y + i, 32, 0, &a0, &a1);                                                    \
