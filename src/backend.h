@@ -45,6 +45,9 @@ struct toy_backend {
     /* y[t][r] = W[r] . x[t] for n_tok tokens; x rows have w->n_cols floats, y rows
      * w->n_rows floats */
     void (*matmul)(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok, float *y);
+    /* The same for n_w matrices of one input (Q, K, V; gate, up): y[i] = w[i] x */
+    void (*matmul_multi)(toy_backend *be, int n_w, const toy_weight *const *w, const float *x,
+                         int64_t n_tok, float *const *y);
     /* rows of an embedding matrix as floats */
     void (*get_rows)(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n, float *y);
     /* rotates n_heads heads of each of n_tok rows in place, row t at position pos[t] */

@@ -72,12 +72,18 @@ static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float 
 
 /* ---------------------------------------------------------------- matmul */
 
+#define MATMUL_MAX 3
+
+/* Up to MATMUL_MAX matrices with the same input (Q, K and V; gate and up) in one job:
+ * the input is quantized once and the threads split the rows of all of them. */
 typedef struct {
-    const toy_weight *w;
-    const toy_kernel *k;
+    int n_w;
+    const toy_weight *w[MATMUL_MAX];
+    const toy_kernel *k[MATMUL_MAX];
+    float *y[MATMUL_MAX];
+    int64_t row0[MATMUL_MAX + 1]; /* where each matrix starts in the joint row range */
     const float *x;
-    float *y;
-    int64_t n_tok;
+    int64_t n_cols, n_tok;
     const uint8_t *act;
     size_t act_row;
     int64_t rows_per_task;
@@ -86,50 +92,79 @@ typedef struct {
 static void quantize_act_task(void *ctx, int64_t t, int thread) {
     (void)thread;
     matmul_job *j = ctx;
-    j->k->quantize_act(j->x + t * j->w->n_cols, (uint8_t *)j->act + (size_t)t * j->act_row,
-                       j->w->n_cols);
+    j->k[0]->quantize_act(j->x + t * j->n_cols, (uint8_t *)j->act + (size_t)t * j->act_row, j->n_cols);
 }
 
-static void matmul_task(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    matmul_job *j = ctx;
-    int64_t r0 = task * j->rows_per_task;
-    int64_t r1 = r0 + j->rows_per_task < j->w->n_rows ? r0 + j->rows_per_task : j->w->n_rows;
-    if (j->k->vec_dot_tile && j->n_tok > 1 && j->w->n_parts <= 1) {
+/* Rows [r0, r1) of one matrix. */
+static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
+    const toy_weight *w = j->w[i];
+    const toy_kernel *k = j->k[i];
+    float *y = j->y[i];
+    if (k->vec_dot_tile && j->n_tok > 1 && w->n_parts <= 1) {
         /* prefill: each weight block is decoded once for a tile of tokens */
         for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOY_TILE_MAX) {
             int n_a = j->n_tok - t0 < TOY_TILE_MAX ? (int)(j->n_tok - t0) : TOY_TILE_MAX;
-            j->k->vec_dot_tile(j->w->n_cols, toy_weight_row(j->w, r0), j->w->row_size,
-                               (int)(r1 - r0), j->act + (size_t)t0 * j->act_row, j->act_row, n_a,
-                               j->y + t0 * j->w->n_rows + r0, (size_t)j->w->n_rows);
+            k->vec_dot_tile(w->n_cols, toy_weight_row(w, r0), w->row_size, (int)(r1 - r0),
+                            j->act + (size_t)t0 * j->act_row, j->act_row, n_a,
+                            y + t0 * w->n_rows + r0, (size_t)w->n_rows);
         }
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        const void *row = toy_weight_row(j->w, r);
+        const void *row = toy_weight_row(w, r);
         for (int64_t t = 0; t < j->n_tok; t++)
-            j->y[t * j->w->n_rows + r] =
-                j->k->vec_dot(j->w->n_cols, row, j->act + (size_t)t * j->act_row);
+            y[t * w->n_rows + r] = k->vec_dot(w->n_cols, row, j->act + (size_t)t * j->act_row);
     }
+}
+
+static void matmul_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const matmul_job *j = ctx;
+    const int64_t r0 = task * j->rows_per_task, end = j->row0[j->n_w];
+    const int64_t r1 = r0 + j->rows_per_task < end ? r0 + j->rows_per_task : end;
+    for (int i = 0; i < j->n_w; i++) {
+        int64_t a = r0 > j->row0[i] ? r0 : j->row0[i];
+        int64_t b = r1 < j->row0[i + 1] ? r1 : j->row0[i + 1];
+        if (a < b) matmul_rows(j, i, a - j->row0[i], b - j->row0[i]);
+    }
+}
+
+static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *w, const float *x,
+                             int64_t n_tok, float *const *y) {
+    cpu_backend *c = (cpu_backend *)be;
+    matmul_job j = {.x = x, .n_cols = w[0]->n_cols, .n_tok = n_tok};
+    for (int i = 0; i < n_w; i++) {
+        const toy_kernel *k = toy_kernel_get(w[i]->type);
+        /* matrices whose inputs are rounded differently run as jobs of their own */
+        if (j.n_w == MATMUL_MAX || (j.n_w && k->vec_dot_type != j.k[0]->vec_dot_type)) {
+            cpu_matmul_multi(be, n_w - i, w + i, x, n_tok, y + i);
+            break;
+        }
+        j.w[j.n_w] = w[i];
+        j.k[j.n_w] = k;
+        j.y[j.n_w] = y[i];
+        j.row0[j.n_w + 1] = j.row0[j.n_w] + w[i]->n_rows;
+        j.n_w++;
+    }
+    /* the model loader refuses types without a kernel and rows that are not whole
+     * blocks, so this cannot fail here */
+    toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
+    j.act = c->act; /* sized by reserve() */
+    toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
+    /* Decode streams the matrices from memory: one contiguous range per thread keeps
+     * each stream long enough for the hardware prefetcher (16 short interleaved tasks
+     * made two threads slower than one on a 0.9 MB matrix). Prefill is compute-bound:
+     * more, smaller tasks balance better. */
+    const int64_t rows = j.row0[j.n_w];
+    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * (n_tok == 1 ? 1 : 8);
+    j.rows_per_task = (rows + n_tasks - 1) / n_tasks;
+    if (j.rows_per_task < 4) j.rows_per_task = 4;
+    toy_pool_run(c->pool, (rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
 }
 
 static void cpu_matmul(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok,
                        float *y) {
-    cpu_backend *c = (cpu_backend *)be;
-    matmul_job j = {.w = w, .k = toy_kernel_get(w->type), .x = x, .y = y, .n_tok = n_tok};
-    /* the model loader refuses types without a kernel and rows that are not whole
-     * blocks, so these cannot fail here */
-    toy_type_row_size(j.k->vec_dot_type, w->n_cols, &j.act_row);
-    j.act = c->act; /* sized by reserve() */
-    toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
-    /* Decode streams the matrix from memory: one contiguous range per thread keeps
-     * each stream long enough for the hardware prefetcher (16 short interleaved tasks
-     * made two threads slower than one on a 0.9 MB matrix). Prefill is compute-bound:
-     * more, smaller tasks balance better. */
-    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * (n_tok == 1 ? 1 : 8);
-    j.rows_per_task = (w->n_rows + n_tasks - 1) / n_tasks;
-    if (j.rows_per_task < 4) j.rows_per_task = 4;
-    toy_pool_run(c->pool, (w->n_rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
+    cpu_matmul_multi(be, 1, &w, x, n_tok, &y);
 }
 
 static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n,
@@ -406,6 +441,7 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .reserve = cpu_reserve,
         .rms_norm = cpu_rms_norm,
         .matmul = cpu_matmul,
+        .matmul_multi = cpu_matmul_multi,
         .get_rows = cpu_get_rows,
         .rope = cpu_rope,
         .attention = cpu_attention,

@@ -129,8 +129,9 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
 static void dense_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
     const toy_hparams *hp = &ctx->model->hp;
     toy_backend *be = ctx->be;
-    be->matmul(be, &l->ffn_gate, ctx->h, n_tok, ctx->gate);
-    be->matmul(be, &l->ffn_up, ctx->h, n_tok, ctx->up);
+    const toy_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
+    float *gate_up_out[2] = {ctx->gate, ctx->up};
+    be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
     if (hp->ffn_act == TOY_ACT_GELU_TANH) be->geglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     else be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
@@ -157,9 +158,9 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         /* attention */
         be->rms_norm(be, ctx->h, ctx->x, l->attn_norm.data, n, n_embd, hp->rms_eps);
         trace(ctx, "attn_norm", il, ctx->h, n, n_embd);
-        be->matmul(be, &l->wq, ctx->h, n, ctx->q);
-        be->matmul(be, &l->wk, ctx->h, n, ctx->k);
-        be->matmul(be, &l->wv, ctx->h, n, ctx->v);
+        const toy_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
+        float *qkv_out[3] = {ctx->q, ctx->k, ctx->v};
+        be->matmul_multi(be, 3, qkv, ctx->h, n, qkv_out);
         if (hp->qkv_bias) {
             be->add_bias(be, ctx->q, l->bq.data, n, q_dim);
             be->add_bias(be, ctx->k, l->bk.data, n, kv_dim);
