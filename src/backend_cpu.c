@@ -16,11 +16,6 @@
 #include "kernels.h"
 #include "threadpool.h"
 
-/* acc += w * v and acc *= s over n floats: elementwise (one multiply and one add per
- * element, no FMA), so any vector width gives the same bits. */
-typedef void (*axpy_fn)(int32_t n, float w, const float *v, float *acc);
-typedef void (*scal_fn)(int32_t n, float s, float *acc);
-
 typedef struct {
     toy_backend base;
     toy_pool *pool;
@@ -28,8 +23,7 @@ typedef struct {
     size_t act_cap;
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
-    axpy_fn axpy;
-    scal_fn scal;
+    bool simd; /* AVX2 attention */
 } cpu_backend;
 
 /* Cells whose scores attention_task computes before it exponentiates them. */
@@ -236,129 +230,92 @@ typedef struct {
     const int32_t *seq_id;
     const toy_kv_view *kv;
     const toy_attn_params *p;
-    const toy_kernel *dot;      /* F32 dot products: queries stay unrounded */
     const toy_type_traits *tk, *tv; /* K and V rows to float */
-    axpy_fn axpy;
-    scal_fn scal;
 } attn_job;
 
-static void axpy_scalar(int32_t n, float w, const float *v, float *acc) {
+/* The attention helpers, inlined into the attention task of each instruction set. All
+ * versions give the same bits: the dot product keeps 8 float lanes (element d goes to
+ * lane d % 8; multiply, then add) combined pairwise (k + 4, k + 2, 1), the others are
+ * elementwise. */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE float lanes8_sum(float *l) {
+    for (int k = 0; k < 4; k++) l[k] += l[k + 4];
+    for (int k = 0; k < 2; k++) l[k] += l[k + 2];
+    return l[0] + l[1];
+}
+
+ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
+    float l[8] = {0};
+    for (int32_t d = 0; d < n; d++) l[d % 8] += a[d] * b[d];
+    return lanes8_sum(l);
+}
+ALWAYS_INLINE void axpy_scalar(int32_t n, float w, const float *v, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] += w * v[d];
 }
-static void scal_scalar(int32_t n, float s, float *acc) {
+ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
+#define ATTN_TASK attention_task_scalar
+#define ATTN_TARGET
+#define ATTN_DOT dot_scalar
+#define ATTN_AXPY axpy_scalar
+#define ATTN_SCAL scal_scalar
+#include "attention_cpu.h"
+#undef ATTN_TASK
+#undef ATTN_TARGET
+#undef ATTN_DOT
+#undef ATTN_AXPY
+#undef ATTN_SCAL
+
 #if defined(__x86_64__)
 #include <immintrin.h>
-__attribute__((target("avx2"))) static void axpy_avx2(int32_t n, float w, const float *v, float *acc) {
+#define AVX2 __attribute__((target("avx2")))
+
+/* head_dim % 8 == 0 only (the dispatcher checks): lane d % 8 is lane d of each vector */
+AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int32_t d = 0; d < n; d += 8)
+        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
+    float l[8];
+    _mm256_storeu_ps(l, acc);
+    return lanes8_sum(l);
+}
+AVX2 ALWAYS_INLINE void axpy_avx2(int32_t n, float w, const float *v, float *acc) {
     const __m256 vw = _mm256_set1_ps(w);
-    int32_t d = 0;
-    for (; d + 8 <= n; d += 8)
-        _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d),
-                                                _mm256_mul_ps(vw, _mm256_loadu_ps(v + d))));
-    for (; d < n; d++) acc[d] += w * v[d];
+    for (int32_t d = 0; d < n; d += 8)
+        _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), _mm256_mul_ps(vw, _mm256_loadu_ps(v + d))));
 }
-__attribute__((target("avx2"))) static void scal_avx2(int32_t n, float s, float *acc) {
+AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     const __m256 vs = _mm256_set1_ps(s);
-    int32_t d = 0;
-    for (; d + 8 <= n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
-    for (; d < n; d++) acc[d] *= s;
+    for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
+
+#define ATTN_TASK attention_task_avx2
+#define ATTN_TARGET AVX2
+#define ATTN_DOT dot_avx2
+#define ATTN_AXPY axpy_avx2
+#define ATTN_SCAL scal_avx2
+#include "attention_cpu.h"
+#undef ATTN_TASK
+#undef ATTN_TARGET
+#undef ATTN_DOT
+#undef ATTN_AXPY
+#undef ATTN_SCAL
 #endif
-
-/* One token and one KV head: the query heads sharing that KV head go through the cells
- * together, so each K and V row is read (and converted to float) once for the group. A
- * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
- * to K's type too, which doubles the error of a q8_0 cache on models with large scores
- * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax is online
- * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's scores first, then one
- * rescale of the running sum if the maximum grew, then the chunk's V rows. Cells are
- * visited in order, so the result does not depend on the batch or the threads. */
-static void attention_task(void *ctx, int64_t task, int thread) {
-    attn_job *j = ctx;
-    const toy_attn_params *p = j->p;
-    const toy_kv_view *kv = j->kv;
-    const int32_t group = p->n_head / p->n_head_kv, hd = p->head_dim;
-    const int64_t t = task / p->n_head_kv;
-    const int32_t g = (int32_t)(task % p->n_head_kv);
-    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
-    float *m = acc + (size_t)group * hd, *l = m + group, *scores = l + group;
-    float *vrow = scores + (size_t)group * ATTN_CHUNK, *krow_f = vrow + hd;
-    const float *q = j->q + (t * p->n_head + g * group) * hd; /* the group's heads are adjacent */
-
-    for (int32_t h = 0; h < group; h++) {
-        m[h] = -INFINITY;
-        l[h] = 0.0f;
-    }
-    memset(acc, 0, (size_t)group * hd * sizeof *acc);
-    const int32_t seq = j->seq_id[t], qpos = j->pos[t], n = kv->n_used[seq];
-    const int64_t base = (int64_t)seq * kv->cells_per_seq;
-    for (int32_t c0 = 0; c0 < n; c0 += ATTN_CHUNK) {
-        const int32_t nc = n - c0 < ATTN_CHUNK ? n - c0 : ATTN_CHUNK;
-        bool live[ATTN_CHUNK], any = false;
-        for (int32_t i = 0; i < nc; i++) {
-            const int32_t kpos = kv->pos[base + c0 + i];
-            live[i] = kpos <= qpos && !(p->n_swa > 0 && qpos - kpos >= p->n_swa);
-            if (!live[i]) {
-                for (int32_t h = 0; h < group; h++) scores[h * ATTN_CHUNK + i] = -INFINITY;
-                continue;
-            }
-            any = true;
-            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
-            const uint8_t *kbytes = kv->k + cell_head * kv->head_bytes_k;
-            const float *krow = (const float *)kbytes;
-            if (kv->type_k != TOY_TYPE_F32) {
-                j->tk->to_float(kbytes, krow_f, hd);
-                krow = krow_f;
-            }
-            for (int32_t h = 0; h < group; h++) {
-                float s = j->dot->vec_dot(hd, krow, q + (size_t)h * hd);
-                if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
-                scores[h * ATTN_CHUNK + i] = s * p->scale;
-            }
-        }
-        if (!any) continue;
-        for (int32_t h = 0; h < group; h++) {
-            float cmax = -INFINITY;
-            for (int32_t i = 0; i < nc; i++) cmax = fmaxf(cmax, scores[h * ATTN_CHUNK + i]);
-            if (cmax > m[h]) {
-                const float corr = expf(m[h] - cmax);
-                j->scal(hd, corr, acc + (size_t)h * hd);
-                l[h] *= corr;
-                m[h] = cmax;
-            }
-        }
-        for (int32_t i = 0; i < nc; i++) {
-            if (!live[i]) continue;
-            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
-            const uint8_t *vbytes = kv->v + cell_head * kv->head_bytes_v;
-            const float *v = (const float *)vbytes;
-            if (kv->type_v != TOY_TYPE_F32) {
-                j->tv->to_float(vbytes, vrow, hd);
-                v = vrow;
-            }
-            for (int32_t h = 0; h < group; h++) {
-                const float w = expf(scores[h * ATTN_CHUNK + i] - m[h]);
-                j->axpy(hd, w, v, acc + (size_t)h * hd);
-                l[h] += w;
-            }
-        }
-    }
-    for (int32_t h = 0; h < group; h++) {
-        float *out = j->out + (t * p->n_head + g * group + h) * hd;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int32_t d = 0; d < hd; d++) out[d] = acc[(size_t)h * hd + d] * inv;
-    }
-}
 
 static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok,
                           const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
                           const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
-    attn_job j = {c, out, q, pos, seq_id, kv, p, toy_kernel_get(TOY_TYPE_F32),
-                  toy_type_traits_get(kv->type_k), toy_type_traits_get(kv->type_v), c->axpy, c->scal};
-    toy_pool_run(c->pool, n_tok * p->n_head_kv, attention_task, &j);
+    attn_job j = {c, out, q, pos, seq_id, kv, p, toy_type_traits_get(kv->type_k),
+                  toy_type_traits_get(kv->type_v)};
+    toy_task_fn task = attention_task_scalar;
+#if defined(__x86_64__)
+    if (c->simd && p->head_dim % 8 == 0) task = attention_task_avx2;
+#endif
+    toy_pool_run(c->pool, n_tok * p->n_head_kv, task, &j);
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -455,14 +412,7 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .free = cpu_free,
     };
     pthread_once(&gelu_once, gelu_table_init);
-    c->axpy = axpy_scalar;
-    c->scal = scal_scalar;
-#if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AVX2) {
-        c->axpy = axpy_avx2;
-        c->scal = scal_avx2;
-    }
-#endif
+    c->simd = toy_cpu_isa() >= TOY_ISA_AVX2;
     c->pool = toy_pool_new(n_threads);
     if (!c->pool) {
         free(c);

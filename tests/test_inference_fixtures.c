@@ -192,10 +192,14 @@ static void check_model(const char *fix, const char *name) {
         CHECK(toy_decode(cctx, &b) == TOY_OK);
         for (int32_t i = 0; i < n; i++)
             memcpy(logits + (int64_t)i * n_vocab, toy_get_logits(cctx, i), n_vocab * sizeof(float));
-        const tolerance *ct = ci == 0 && tol == &tol_float ? &tol_float : &tol_quant;
+        /* an f16 cache rounds K and V to 16 bits: an error of the BF16 class (the README
+         * measures 3.6e-4 on llama-spm; gemma2's large, soft-capped scores make it about
+         * 3e-3); a q8_0 cache is held to the quantized tolerance, as the speed issue asks */
+        const tolerance *ct = ci == 0 && tol != &tol_quant ? &tol_bf16 : &tol_quant;
         row_errors ec = compare(logits, tl->data, margin, n, n_vocab, ct->margin);
         cache_median[ci] = ec.median;
-        CHECK_MSG(ec.median <= (ci ? 0.1 : ct->median_max) && ec.argmax_bad == 0,
+        CHECK_MSG(ec.median <= (ci ? 0.1 : ct->median_max) && ec.max <= (ci ? INFINITY : ct->max_max) &&
+                      ec.argmax_bad == 0,
                   "%s: logits with a %s KV cache outside tolerance (median %.3g)", name,
                   toy_type_name(cache_types[ci]), ec.median);
         toy_context_free(cctx);
