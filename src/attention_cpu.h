@@ -16,13 +16,21 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
     const toy_attn_params *p = j->p;
     const toy_kv_view *kv = j->kv;
-    const int32_t group = p->n_head / p->n_head_kv, hd = p->head_dim;
-    const int64_t t = task / p->n_head_kv;
-    const int32_t g = (int32_t)(task % p->n_head_kv);
+    const int32_t hd = p->head_dim, n_split = j->group_split;
+    /* a task is one token, one KV head, and a share of the query heads using it: all of
+     * them in a batch, fewer in decode so the threads have enough tasks (each head's
+     * arithmetic is the same either way) */
+    const int64_t t = task / ((int64_t)p->n_head_kv * n_split);
+    const int32_t g = (int32_t)(task / n_split % p->n_head_kv), share = (int32_t)(task % n_split);
+    const int32_t per = (p->n_head / p->n_head_kv + n_split - 1) / n_split;
+    const int32_t h0 = share * per;
+    const int32_t left = p->n_head / p->n_head_kv - h0;
+    const int32_t group = left < per ? (left > 0 ? left : 0) : per;
     float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
     float *m = acc + (size_t)group * hd, *l = m + group, *scores = l + group;
     float *vrow = scores + (size_t)group * ATTN_CHUNK, *krow_f = vrow + hd;
-    const float *q = j->q + (t * p->n_head + g * group) * hd; /* the group's heads are adjacent */
+    const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
+    const float *q = j->q + (t * p->n_head + head0) * hd;
 
     for (int32_t h = 0; h < group; h++) {
         m[h] = -INFINITY;
@@ -83,7 +91,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
         }
     }
     for (int32_t h = 0; h < group; h++) {
-        float *out = j->out + (t * p->n_head + g * group + h) * hd;
+        float *out = j->out + (t * p->n_head + head0 + h) * hd;
         const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
         for (int32_t d = 0; d < hd; d++) out[d] = acc[(size_t)h * hd + d] * inv;
     }

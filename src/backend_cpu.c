@@ -231,6 +231,7 @@ typedef struct {
     const toy_kv_view *kv;
     const toy_attn_params *p;
     const toy_type_traits *tk, *tv; /* K and V rows to float */
+    int32_t group_split; /* query heads of a group are split over this many tasks */
 } attn_job;
 
 /* The attention helpers, inlined into the attention task of each instruction set. All
@@ -310,12 +311,17 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
                           const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
     attn_job j = {c, out, q, pos, seq_id, kv, p, toy_type_traits_get(kv->type_k),
-                  toy_type_traits_get(kv->type_v)};
+                  toy_type_traits_get(kv->type_v), 1};
+    /* few tokens (decode): split each group's query heads until every thread has about
+     * four tasks; K and V rows are then read once per share instead of once per group */
+    const int32_t group = p->n_head / p->n_head_kv;
+    while (j.group_split < group && n_tok * p->n_head_kv * j.group_split < 4 * toy_pool_size(c->pool))
+        j.group_split++;
     toy_task_fn task = attention_task_scalar;
 #if defined(__x86_64__)
     if (c->simd && p->head_dim % 8 == 0) task = attention_task_avx2;
 #endif
-    toy_pool_run(c->pool, n_tok * p->n_head_kv, task, &j);
+    toy_pool_run(c->pool, n_tok * p->n_head_kv * j.group_split, task, &j);
 }
 
 /* ---------------------------------------------------------------- elementwise */
