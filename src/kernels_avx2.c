@@ -24,6 +24,18 @@
  */
 #include "kernels.h"
 
+#if !defined(__x86_64__)
+/* Not an x86-64 build: no kernels of this instruction set. */
+const toy_kernel *toy_kernel_avx2(int type) {
+    (void)type;
+    return NULL;
+}
+toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
+    (void)vec_dot_type;
+    return NULL;
+}
+#else
+
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
@@ -960,3 +972,5 @@ toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
     default: return NULL;
     }
 }
+
+#endif /* __x86_64__ */

@@ -37,6 +37,14 @@
 
 #include "kernels.h"
 
+#if !defined(__x86_64__)
+/* Not an x86-64 build: no kernels of this instruction set. */
+const toy_kernel *toy_kernel_avx512(int type) {
+    (void)type;
+    return NULL;
+}
+#else
+
 /* a*b + c must not become an FMA: the reference rounds the product first. (Intrinsics
  * are explicit already; this keeps any plain float code honest too.) */
 #if defined(__clang__)
@@ -1215,3 +1223,5 @@ const toy_kernel *toy_kernel_avx512(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !avx512_kernels[type].vec_dot) return NULL;
     return &avx512_kernels[type];
 }
+
+#endif /* __x86_64__ */
