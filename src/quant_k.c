@@ -127,6 +127,22 @@ static float signed_absmax(int n, const float *x, float *amax) {
     return max;
 }
 
+/* Rounds x to the symmetric grid of step 1/iscale (levels -nmax .. nmax-1, stored plus
+ * `offset`) and returns the x^2-weighted sums the fits compare: sum w x l and sum w l^2. */
+static void grid_sums(int n, int nmax, const float *x, float iscale, int offset, int8_t *L,
+                      float *sumlx, float *suml2) {
+    float slx = 0, sl2 = 0;
+    for (int i = 0; i < n; i++) {
+        int l = clamp_int(toy_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        L[i] = (int8_t)(l + offset);
+        float w = x[i] * x[i];
+        slx += w * x[i] * l;
+        sl2 += w * l * l;
+    }
+    *sumlx = slx;
+    *suml2 = sl2;
+}
+
 /* Symmetric fit x[i] ~= scale * (L[i] - nmax), L[i] in [0, 2*nmax), weighted by x^2.
  * The largest-magnitude element is mapped to -nmax (so the scale carries its sign),
  * then 18 nearby grids (nmax +- 0.1 .. 0.9) are tried and the one whose least-squares
@@ -140,30 +156,15 @@ static float fit_symmetric_grid(int n, int nmax, const float *x, int8_t *L) {
         return 0.0f;
     }
 
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clamp_int(toy_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)(l + nmax);
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    grid_sums(n, nmax, x, -nmax / max, nmax, L, &sumlx, &suml2);
     float scale = suml2 ? sumlx / suml2 : 0.0f;
     float best = scale * sumlx;
 
     int8_t trial[16]; /* Q6_K's groups of 16 are the only caller */
     for (int step = -9; step <= 9; step++) {
         if (step == 0) continue;
-        iscale = -(nmax + 0.1f * step) / max;
-        sumlx = suml2 = 0;
-        for (int i = 0; i < n; i++) {
-            int l = clamp_int(toy_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-            trial[i] = (int8_t)(l + nmax);
-            float w = x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
-        }
+        grid_sums(n, nmax, x, -(nmax + 0.1f * step) / max, nmax, trial, &sumlx, &suml2);
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             memcpy(L, trial, (size_t)n);
             scale = sumlx / suml2;
@@ -185,15 +186,8 @@ static float fit_symmetric_refine(int n, int nmax, const float *x, int8_t *L) {
         return 0.0f;
     }
 
-    float iscale = -nmax / max;
-    float sumlx = 0, suml2 = 0;
-    for (int i = 0; i < n; i++) {
-        int l = clamp_int(toy_nearest_int(iscale * x[i]), -nmax, nmax - 1);
-        L[i] = (int8_t)l;
-        float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
-    }
+    float sumlx, suml2;
+    grid_sums(n, nmax, x, -nmax / max, 0, L, &sumlx, &suml2);
     for (int sweep = 0; sweep < 5; sweep++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
