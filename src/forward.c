@@ -25,6 +25,10 @@ static void trace(const toy_context *ctx, const char *name, int layer, const flo
 static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
     const toy_hparams *hp = &ctx->model->hp;
     if (!b || b->n_tokens <= 0) return toy_error(TOY_ERR_INVALID, "empty batch");
+    if (!b->token || !b->pos || !b->seq_id)
+        return toy_error(TOY_ERR_INVALID, "batch without %s", !b->token ? "token ids"
+                                                             : !b->pos ? "positions"
+                                                                       : "sequence ids");
     if (b->n_tokens > ctx->params.n_batch)
         return toy_error(TOY_ERR_INVALID, "batch of %d tokens exceeds n_batch %d", b->n_tokens,
                          ctx->params.n_batch);

@@ -115,6 +115,29 @@ int main(void) {
     free(a);
     free(b);
 
+    /* a malformed batch is an error, not a crash */
+    {
+        toy_model *m;
+        CHECK(toy_model_load(base, &m) == TOY_OK);
+        toy_context *ctx;
+        CHECK(toy_context_new(m, NULL, &ctx) == TOY_OK);
+        int32_t tk[2] = {1, 99999}, ps[2] = {0, 1}, sq[2] = {0, 0};
+        toy_batch nopos = {1, tk, NULL, sq, NULL};
+        CHECK(toy_decode(ctx, &nopos) == TOY_ERR_INVALID);
+        CHECK_STR_CONTAINS(toy_last_error(), "positions");
+        toy_batch bad_token = {2, tk, ps, sq, NULL};
+        CHECK(toy_decode(ctx, &bad_token) == TOY_ERR_INVALID);
+        CHECK_STR_CONTAINS(toy_last_error(), "99999");
+        int32_t bad_seq = 5;
+        toy_batch bad_s = {1, tk, ps, &bad_seq, NULL};
+        CHECK(toy_decode(ctx, &bad_s) == TOY_ERR_INVALID);
+        CHECK_STR_CONTAINS(toy_last_error(), "sequence id 5");
+        CHECK(toy_decode(ctx, NULL) == TOY_ERR_INVALID);
+        CHECK(toy_get_logits(ctx, 0) == NULL); /* nothing decoded yet */
+        toy_context_free(ctx);
+        toy_model_free(m);
+    }
+
     /* errors name the tensor, key or architecture */
     expect_load_error(write_variant(src, EDIT_DROP, "blk.1.ffn_up.weight"), "blk.1.ffn_up.weight");
     expect_load_error(write_variant(src, EDIT_RESHAPE, "blk.0.attn_q.weight"), "blk.0.attn_q.weight");
