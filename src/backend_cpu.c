@@ -23,7 +23,7 @@ typedef struct {
     size_t act_cap;
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
-    bool simd; /* AVX2 attention */
+    toy_isa isa; /* which attention task runs */
 } cpu_backend;
 
 /* Cells whose scores attention_task computes before it exponentiates them. */
@@ -235,21 +235,21 @@ typedef struct {
 } attn_job;
 
 /* The attention helpers, inlined into the attention task of each instruction set. All
- * versions give the same bits: the dot product keeps 8 float lanes (element d goes to
- * lane d % 8; multiply, then add) combined pairwise (k + 4, k + 2, 1), the others are
- * elementwise. */
+ * versions give the same bits: the dot product keeps 16 float lanes (element d goes to
+ * lane d % 16; multiply, then add) combined pairwise (k + 8, k + 4, k + 2, 1): one
+ * AVX-512 vector or two AVX2 ones; axpy and scal are elementwise. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-ALWAYS_INLINE float lanes8_sum(float *l) {
-    for (int k = 0; k < 4; k++) l[k] += l[k + 4];
-    for (int k = 0; k < 2; k++) l[k] += l[k + 2];
-    return l[0] + l[1];
+ALWAYS_INLINE float lanes16_sum(float *l) {
+    for (int s = 8; s >= 1; s /= 2)
+        for (int k = 0; k < s; k++) l[k] += l[k + s];
+    return l[0];
 }
 
 ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
-    float l[8] = {0};
-    for (int32_t d = 0; d < n; d++) l[d % 8] += a[d] * b[d];
-    return lanes8_sum(l);
+    float l[16] = {0};
+    for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
+    return lanes16_sum(l);
 }
 ALWAYS_INLINE void axpy_scalar(int32_t n, float w, const float *v, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] += w * v[d];
@@ -273,15 +273,25 @@ ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define AVX2 __attribute__((target("avx2")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2")))
 
-/* head_dim % 8 == 0 only (the dispatcher checks): lane d % 8 is lane d of each vector */
+/* The pairwise combine of 8 lanes in registers: k + 4, k + 2, k + 1, as lanes16_sum's
+ * last three steps. */
+AVX2 ALWAYS_INLINE float combine8_avx2(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* head_dim % 16 == 0 only (the dispatcher checks) */
 AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int32_t d = 0; d < n; d += 8)
-        acc = _mm256_add_ps(acc, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
-    float l[8];
-    _mm256_storeu_ps(l, acc);
-    return lanes8_sum(l);
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16) {
+        lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
+        hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8)));
+    }
+    return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
 AVX2 ALWAYS_INLINE void axpy_avx2(int32_t n, float w, const float *v, float *acc) {
     const __m256 vw = _mm256_set1_ps(w);
@@ -293,11 +303,40 @@ AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
 
+AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d)));
+    const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    return combine8_avx2(v);
+}
+AVX512 ALWAYS_INLINE void axpy_avx512(int32_t n, float w, const float *v, float *acc) {
+    const __m512 vw = _mm512_set1_ps(w);
+    for (int32_t d = 0; d < n; d += 16)
+        _mm512_storeu_ps(acc + d, _mm512_add_ps(_mm512_loadu_ps(acc + d), _mm512_mul_ps(vw, _mm512_loadu_ps(v + d))));
+}
+AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
+}
+
 #define ATTN_TASK attention_task_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOT dot_avx2
 #define ATTN_AXPY axpy_avx2
 #define ATTN_SCAL scal_avx2
+#include "attention_cpu.h"
+#undef ATTN_TASK
+#undef ATTN_TARGET
+#undef ATTN_DOT
+#undef ATTN_AXPY
+#undef ATTN_SCAL
+
+#define ATTN_TASK attention_task_avx512
+#define ATTN_TARGET AVX512
+#define ATTN_DOT dot_avx512
+#define ATTN_AXPY axpy_avx512
+#define ATTN_SCAL scal_avx512
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_TARGET
@@ -319,7 +358,8 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
         j.group_split++;
     toy_task_fn task = attention_task_scalar;
 #if defined(__x86_64__)
-    if (c->simd && p->head_dim % 8 == 0) task = attention_task_avx2;
+    if (c->isa >= TOY_ISA_AVX512 && p->head_dim % 16 == 0) task = attention_task_avx512;
+    else if (c->isa >= TOY_ISA_AVX2 && p->head_dim % 16 == 0) task = attention_task_avx2;
 #endif
     toy_pool_run(c->pool, n_tok * p->n_head_kv * j.group_split, task, &j);
 }
@@ -418,7 +458,7 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .free = cpu_free,
     };
     pthread_once(&gelu_once, gelu_table_init);
-    c->simd = toy_cpu_isa() >= TOY_ISA_AVX2;
+    c->isa = toy_cpu_isa();
     c->pool = toy_pool_new(n_threads);
     if (!c->pool) {
         free(c);
