@@ -66,7 +66,12 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
         if (!any) continue;
         for (int32_t h = 0; h < group; h++) {
             float cmax = -INFINITY;
-            for (int32_t i = 0; i < nc; i++) cmax = fmaxf(cmax, scores[h * ATTN_CHUNK + i]);
+            /* a comparison, not fmaxf: that is a library call on baseline x86-64 (scores
+             * are never NaN: masked cells hold -inf) */
+            for (int32_t i = 0; i < nc; i++) {
+                const float sc = scores[h * ATTN_CHUNK + i];
+                cmax = sc > cmax ? sc : cmax;
+            }
             if (cmax > m[h]) {
                 const float corr = expf(m[h] - cmax);
                 ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
