@@ -73,11 +73,12 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
                 cmax = sc > cmax ? sc : cmax;
             }
             if (cmax > m[h]) {
-                const float corr = expf(m[h] - cmax);
+                const float corr = exp_nonpos(m[h] - cmax);
                 ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
                 l[h] *= corr;
                 m[h] = cmax;
             }
+            ATTN_EXPS(nc, scores + h * ATTN_CHUNK, m[h]); /* scores become weights */
         }
         for (int32_t i = 0; i < nc; i++) {
             if (!live[i]) continue;
@@ -89,7 +90,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
                 v = vrow;
             }
             for (int32_t h = 0; h < group; h++) {
-                const float w = expf(scores[h * ATTN_CHUNK + i] - m[h]);
+                const float w = scores[h * ATTN_CHUNK + i];
                 ATTN_AXPY(hd, w, v, acc + (size_t)h * hd);
                 l[h] += w;
             }

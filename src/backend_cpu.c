@@ -246,6 +246,43 @@ ALWAYS_INLINE float lanes16_sum(float *l) {
     return l[0];
 }
 
+/* exp(x) for x <= 0 (-inf included), the same bits in every version: Cody-Waite
+ * reduction by ln 2 and a degree-6 polynomial, with separate multiplies and adds. Within
+ * 2 ulp of expf; softmax weights need no more, and expf per (cell, head) was a tenth of
+ * a long prompt's attention. */
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693145751953125f
+#define EXP_LN2_LO 1.428606765330187e-06f
+#define EXP_MIN -87.0f /* below: 0 (the weights of such cells underflow anyway) */
+#define EXP_ROUND 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+#define EXP_C6 1.3888889e-3f
+#define EXP_C5 8.3333333e-3f
+#define EXP_C4 4.1666667e-2f
+#define EXP_C3 1.6666667e-1f
+#define EXP_C2 0.5f
+
+ALWAYS_INLINE float exp_nonpos(float x) {
+    if (!(x >= EXP_MIN)) return 0.0f;
+    const float n = (x * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
+    const float r = (x - n * EXP_LN2_HI) - n * EXP_LN2_LO;
+    float p = EXP_C6;
+    p = p * r + EXP_C5;
+    p = p * r + EXP_C4;
+    p = p * r + EXP_C3;
+    p = p * r + EXP_C2;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+/* x[i] = exp(x[i] - m) for i < n */
+ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
+    for (int32_t i = 0; i < n; i++) x[i] = exp_nonpos(x[i] - m);
+}
+
 ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     float l[16] = {0};
     for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
@@ -263,12 +300,14 @@ ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
 #define ATTN_DOT dot_scalar
 #define ATTN_AXPY axpy_scalar
 #define ATTN_SCAL scal_scalar
+#define ATTN_EXPS exps_scalar
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
 #undef ATTN_AXPY
 #undef ATTN_SCAL
+#undef ATTN_EXPS
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -298,6 +337,30 @@ AVX2 ALWAYS_INLINE void axpy_avx2(int32_t n, float w, const float *v, float *acc
     for (int32_t d = 0; d < n; d += 8)
         _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), _mm256_mul_ps(vw, _mm256_loadu_ps(v + d))));
 }
+/* exp_nonpos of 8 lanes: the same operations, lane by lane */
+AVX2 ALWAYS_INLINE __m256 exp8_avx2(__m256 x) {
+    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN)); /* keeps the integer part in range */
+    const __m256 rnd = _mm256_set1_ps(EXP_ROUND);
+    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), rnd), rnd);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_HI))),
+                                   _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_LO)));
+    __m256 p = _mm256_set1_ps(EXP_C6);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C5));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C4));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C2));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), ok);
+}
+AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    for (; i < n; i++) x[i] = exp_nonpos(x[i] - m);
+}
 AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     const __m256 vs = _mm256_set1_ps(s);
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
@@ -325,7 +388,9 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_DOT dot_avx2
 #define ATTN_AXPY axpy_avx2
 #define ATTN_SCAL scal_avx2
+#define ATTN_EXPS exps_avx2
 #include "attention_cpu.h"
+#undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
@@ -337,7 +402,9 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_DOT dot_avx512
 #define ATTN_AXPY axpy_avx512
 #define ATTN_SCAL scal_avx512
+#define ATTN_EXPS exps_avx2
 #include "attention_cpu.h"
+#undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
