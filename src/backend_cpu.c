@@ -20,7 +20,6 @@ typedef struct {
     toy_backend base;
     toy_pool *pool;
     uint8_t *act;        /* quantized activation rows */
-    size_t act_cap;
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
     toy_isa isa; /* which attention task runs */
@@ -43,7 +42,6 @@ static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, 
     c->attn_ws = malloc(ws);
     if (!c->act || !c->attn_ws)
         return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + ws);
-    c->act_cap = act;
     return TOY_OK;
 }
 
