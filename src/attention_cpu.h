@@ -1,6 +1,7 @@
 /* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
  * instruction set with ATTN_TASK (its name), ATTN_TARGET (a target attribute or
- * nothing) and ATTN_DOT / ATTN_AXPY / ATTN_SCAL (inline helpers of that set) defined.
+ * nothing) and ATTN_DOT / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_ROW (inline helpers
+ * of that set) defined.
  * One text, so the scalar and the vector versions cannot drift apart; the helpers
  * produce the same bits in every version (see backend_cpu.c). */
 
@@ -9,8 +10,9 @@
  * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
  * to K's type too, which doubles the error of a q8_0 cache on models with large scores
  * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax is online
- * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's scores first, then one
- * rescale of the running sum if the maximum grew, then the chunk's V rows. Cells are
+ * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's K and V rows as floats and
+ * its scores first, then per head one rescale of the running sum if the maximum grew and
+ * the weighted V rows, accumulated in registers. Cells are
  * visited in order, so the result does not depend on the batch or the threads. */
 ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
@@ -26,9 +28,11 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     const int32_t h0 = share * per;
     const int32_t left = p->n_head / p->n_head_kv - h0;
     const int32_t group = left < per ? (left > 0 ? left : 0) : per;
+    /* the thread's workspace: accumulators, maxima, sums and scores of the group, then
+     * the chunk's K and V rows as floats */
     float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
     float *m = acc + (size_t)group * hd, *l = m + group, *scores = l + group;
-    float *vrow = scores + (size_t)group * ATTN_CHUNK, *krow_f = vrow + hd;
+    float *kbuf = scores + (size_t)group * ATTN_CHUNK, *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
     const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
     const float *q = j->q + (t * p->n_head + head0) * hd;
 
@@ -39,61 +43,51 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     memset(acc, 0, (size_t)group * hd * sizeof *acc);
     const int32_t seq = j->seq_id[t], qpos = j->pos[t], n = kv->n_used[seq];
     const int64_t base = (int64_t)seq * kv->cells_per_seq;
+    /* the sequence's rows of KV head g follow each other from here */
+    const size_t head_row = ((size_t)seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
     for (int32_t c0 = 0; c0 < n; c0 += ATTN_CHUNK) {
         const int32_t nc = n - c0 < ATTN_CHUNK ? n - c0 : ATTN_CHUNK;
-        bool live[ATTN_CHUNK], any = false;
+        /* the cells this query sees, in order */
+        int32_t live[ATTN_CHUNK], n_live = 0;
         for (int32_t i = 0; i < nc; i++) {
             const int32_t kpos = kv->pos[base + c0 + i];
-            live[i] = kpos <= qpos && !(p->n_swa > 0 && qpos - kpos >= p->n_swa);
-            if (!live[i]) {
+            if (kpos <= qpos && !(p->n_swa > 0 && qpos - kpos >= p->n_swa)) live[n_live++] = i;
+            else
                 for (int32_t h = 0; h < group; h++) scores[h * ATTN_CHUNK + i] = -INFINITY;
-                continue;
-            }
-            any = true;
-            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
-            const uint8_t *kbytes = kv->k + cell_head * kv->head_bytes_k;
-            const float *krow = (const float *)kbytes;
-            if (kv->type_k != TOY_TYPE_F32) {
-                j->tk->to_float(kbytes, krow_f, hd);
-                krow = krow_f;
-            }
-            for (int32_t h = 0; h < group; h++) {
-                float s = ATTN_DOT(hd, krow, q + (size_t)h * hd);
-                if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
-                scores[h * ATTN_CHUNK + i] = s * p->scale;
-            }
         }
-        if (!any) continue;
+        if (!n_live) continue;
+        /* all rows converted before any is read back: a load right after the stores
+         * that wrote it waits for them */
+        const float *krows[ATTN_CHUNK], *vrows[ATTN_CHUNK];
+        for (int32_t r = 0; r < n_live; r++) {
+            const size_t row = head_row + (size_t)(c0 + live[r]);
+            krows[r] = ATTN_ROW(kv->type_k, j->tk, kv->k + row * kv->head_bytes_k,
+                                kbuf + (size_t)r * hd, hd);
+            vrows[r] = ATTN_ROW(kv->type_v, j->tv, kv->v + row * kv->head_bytes_v,
+                                vbuf + (size_t)r * hd, hd);
+        }
+        for (int32_t r = 0; r < n_live; r++)
+            for (int32_t h = 0; h < group; h++) {
+                float s = ATTN_DOT(hd, krows[r], q + (size_t)h * hd);
+                if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
+                scores[h * ATTN_CHUNK + live[r]] = s * p->scale;
+            }
         for (int32_t h = 0; h < group; h++) {
+            float *w = scores + h * ATTN_CHUNK;
             float cmax = -INFINITY;
             /* a comparison, not fmaxf: that is a library call on baseline x86-64 (scores
              * are never NaN: masked cells hold -inf) */
-            for (int32_t i = 0; i < nc; i++) {
-                const float sc = scores[h * ATTN_CHUNK + i];
-                cmax = sc > cmax ? sc : cmax;
-            }
+            for (int32_t i = 0; i < nc; i++) cmax = w[i] > cmax ? w[i] : cmax;
             if (cmax > m[h]) {
                 const float corr = exp_nonpos(m[h] - cmax);
                 ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
                 l[h] *= corr;
                 m[h] = cmax;
             }
-            ATTN_EXPS(nc, scores + h * ATTN_CHUNK, m[h]); /* scores become weights */
-        }
-        for (int32_t i = 0; i < nc; i++) {
-            if (!live[i]) continue;
-            const size_t cell_head = (size_t)(base + c0 + i) * (size_t)p->n_head_kv + (size_t)g;
-            const uint8_t *vbytes = kv->v + cell_head * kv->head_bytes_v;
-            const float *v = (const float *)vbytes;
-            if (kv->type_v != TOY_TYPE_F32) {
-                j->tv->to_float(vbytes, vrow, hd);
-                v = vrow;
-            }
-            for (int32_t h = 0; h < group; h++) {
-                const float w = scores[h * ATTN_CHUNK + i];
-                ATTN_AXPY(hd, w, v, acc + (size_t)h * hd);
-                l[h] += w;
-            }
+            ATTN_EXPS(nc, w, m[h]); /* scores become weights */
+            /* acc += w_i * v_i over the live cells in order, each element on its own */
+            ATTN_ACCUM(hd, n_live, live, w, vrows, acc + (size_t)h * hd);
+            for (int32_t r = 0; r < n_live; r++) l[h] += w[live[r]];
         }
     }
     for (int32_t h = 0; h < group; h++) {
@@ -102,4 +96,3 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
         for (int32_t d = 0; d < hd; d++) out[d] = acc[(size_t)h * hd + d] * inv;
     }
 }
-

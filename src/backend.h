@@ -17,7 +17,7 @@ typedef struct toy_backend toy_backend;
 
 /* Where the K and V of one layer are, and which cells each sequence holds. */
 typedef struct {
-    const uint8_t *k;     /* [n_cells][n_head_kv] rows of head_dim, type_k */
+    const uint8_t *k;     /* [n_seq][n_head_kv][cells_per_seq] rows of head_dim, type_k */
     const uint8_t *v;     /* the same, type_v */
     int type_k, type_v;
     size_t head_bytes_k, head_bytes_v;

@@ -33,8 +33,9 @@ static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, 
     /* F32 is the widest vec_dot type: 4 bytes per element */
     size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
     /* attention, per thread: each query head's accumulator (at most max_cols floats in
-     * all), max and sum, scores of a chunk of cells; one K and one V row */
-    c->attn_ws_per_thread = (size_t)(max_cols + n_head * (2 + ATTN_CHUNK) + 2 * TOY_MAX_HEAD_DIM + 64);
+     * all), max and sum, scores of a chunk of cells; the chunk's K and V rows */
+    c->attn_ws_per_thread =
+        (size_t)(max_cols + n_head * (2 + ATTN_CHUNK) + 2 * ATTN_CHUNK * TOY_MAX_HEAD_DIM + 64);
     size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
     free(c->act);
     free(c->attn_ws);
@@ -235,7 +236,7 @@ typedef struct {
 /* The attention helpers, inlined into the attention task of each instruction set. All
  * versions give the same bits: the dot product keeps 16 float lanes (element d goes to
  * lane d % 16; multiply, then add) combined pairwise (k + 8, k + 4, k + 2, 1): one
- * AVX-512 vector or two AVX2 ones; axpy and scal are elementwise. */
+ * AVX-512 vector or two AVX2 ones; accum and scal are elementwise. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 ALWAYS_INLINE float lanes16_sum(float *l) {
@@ -286,31 +287,45 @@ ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
     return lanes16_sum(l);
 }
-ALWAYS_INLINE void axpy_scalar(int32_t n, float w, const float *v, float *acc) {
-    for (int32_t d = 0; d < n; d++) acc[d] += w * v[d];
+/* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order */
+ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                const float *const *rows, float *acc) {
+    for (int32_t r = 0; r < n_live; r++)
+        for (int32_t d = 0; d < n; d++) acc[d] += w[live[r]] * rows[r][d];
 }
 ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
+/* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
+ * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
+ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
+                                      float *buf, int32_t n) {
+    if (type == TOY_TYPE_F32) return (const float *)src;
+    tr->to_float(src, buf, n);
+    return buf;
+}
+
 #define ATTN_TASK attention_task_scalar
 #define ATTN_TARGET
 #define ATTN_DOT dot_scalar
-#define ATTN_AXPY axpy_scalar
+#define ATTN_ACCUM accum_scalar
 #define ATTN_SCAL scal_scalar
 #define ATTN_EXPS exps_scalar
+#define ATTN_ROW row_scalar
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
-#undef ATTN_AXPY
+#undef ATTN_ACCUM
 #undef ATTN_SCAL
 #undef ATTN_EXPS
+#undef ATTN_ROW
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define AVX2 __attribute__((target("avx2")))
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx2")))
+#define AVX2 __attribute__((target("avx2,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,f16c")))
 
 /* The pairwise combine of 8 lanes in registers: k + 4, k + 2, k + 1, as lanes16_sum's
  * last three steps. */
@@ -330,10 +345,32 @@ AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
     }
     return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
-AVX2 ALWAYS_INLINE void axpy_avx2(int32_t n, float w, const float *v, float *acc) {
-    const __m256 vw = _mm256_set1_ps(w);
-    for (int32_t d = 0; d < n; d += 8)
-        _mm256_storeu_ps(acc + d, _mm256_add_ps(_mm256_loadu_ps(acc + d), _mm256_mul_ps(vw, _mm256_loadu_ps(v + d))));
+/* accum_scalar with 32 elements of acc in four registers through all the cells */
+AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                   const float *const *rows, float *acc) {
+    int32_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+        for (int32_t r = 0; r < n_live; r++) {
+            const __m256 vw = _mm256_set1_ps(w[live[r]]);
+            const float *v = rows[r] + d;
+            a0 = _mm256_add_ps(a0, _mm256_mul_ps(vw, _mm256_loadu_ps(v)));
+            a1 = _mm256_add_ps(a1, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 8)));
+            a2 = _mm256_add_ps(a2, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 16)));
+            a3 = _mm256_add_ps(a3, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 24)));
+        }
+        _mm256_storeu_ps(acc + d, a0);
+        _mm256_storeu_ps(acc + d + 8, a1);
+        _mm256_storeu_ps(acc + d + 16, a2);
+        _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d < n; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc + d);
+        for (int32_t r = 0; r < n_live; r++)
+            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[live[r]]), _mm256_loadu_ps(rows[r] + d)));
+        _mm256_storeu_ps(acc + d, a);
+    }
 }
 /* exp_nonpos of 8 lanes: the same operations, lane by lane */
 AVX2 ALWAYS_INLINE __m256 exp8_avx2(__m256 x) {
@@ -359,6 +396,37 @@ AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     for (; i < n; i++) x[i] = exp_nonpos(x[i] - m);
 }
+/* head_dim % 16 == 0, so whole Q8_0 blocks too */
+AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
+                                         float *buf, int32_t n) {
+    switch (type) {
+    case TOY_TYPE_F32:
+        return (const float *)src;
+    case TOY_TYPE_F16:
+        for (int32_t d = 0; d < n; d += 8)
+            _mm256_storeu_ps(buf + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * d))));
+        return buf;
+    case TOY_TYPE_BF16:
+        for (int32_t d = 0; d < n; d += 8) {
+            const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * d)));
+            _mm256_storeu_ps(buf + d, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+        return buf;
+    case TOY_TYPE_Q8_0:
+        for (int32_t b = 0; b < n / QK8_0; b++) {
+            const block_q8_0 *blk = (const block_q8_0 *)src + b;
+            const __m256 d = _mm256_set1_ps(toy_fp16_to_fp32(blk->d));
+            for (int32_t k = 0; k < QK8_0; k += 8) {
+                const __m128i q = _mm_loadl_epi64((const __m128i *)(blk->qs + k));
+                const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+                _mm256_storeu_ps(buf + b * QK8_0 + k, _mm256_mul_ps(f, d));
+            }
+        }
+        return buf;
+    default:
+        return row_scalar(type, tr, src, buf, n);
+    }
+}
 AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     const __m256 vs = _mm256_set1_ps(s);
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
@@ -371,10 +439,39 @@ AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b)
     const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     return combine8_avx2(v);
 }
-AVX512 ALWAYS_INLINE void axpy_avx512(int32_t n, float w, const float *v, float *acc) {
-    const __m512 vw = _mm512_set1_ps(w);
+/* accum_scalar with 64 elements of acc in four registers through all the cells */
+AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                       const float *const *rows, float *acc) {
+    int32_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
+        __m512 a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
+        for (int32_t r = 0; r < n_live; r++) {
+            const __m512 vw = _mm512_set1_ps(w[live[r]]);
+            const float *v = rows[r] + d;
+            a0 = _mm512_add_ps(a0, _mm512_mul_ps(vw, _mm512_loadu_ps(v)));
+            a1 = _mm512_add_ps(a1, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 16)));
+            a2 = _mm512_add_ps(a2, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 32)));
+            a3 = _mm512_add_ps(a3, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 48)));
+        }
+        _mm512_storeu_ps(acc + d, a0);
+        _mm512_storeu_ps(acc + d + 16, a1);
+        _mm512_storeu_ps(acc + d + 32, a2);
+        _mm512_storeu_ps(acc + d + 48, a3);
+    }
+    for (; d < n; d += 16) {
+        __m512 a = _mm512_loadu_ps(acc + d);
+        for (int32_t r = 0; r < n_live; r++)
+            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[live[r]]), _mm512_loadu_ps(rows[r] + d)));
+        _mm512_storeu_ps(acc + d, a);
+    }
+}
+AVX512 ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
+                                           float *buf, int32_t n) {
+    if (type != TOY_TYPE_F16) return row_avx2(type, tr, src, buf, n);
     for (int32_t d = 0; d < n; d += 16)
-        _mm512_storeu_ps(acc + d, _mm512_add_ps(_mm512_loadu_ps(acc + d), _mm512_mul_ps(vw, _mm512_loadu_ps(v + d))));
+        _mm512_storeu_ps(buf + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
+    return buf;
 }
 AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
     const __m512 vs = _mm512_set1_ps(s);
@@ -384,29 +481,33 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_TASK attention_task_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOT dot_avx2
-#define ATTN_AXPY axpy_avx2
+#define ATTN_ACCUM accum_avx2
 #define ATTN_SCAL scal_avx2
 #define ATTN_EXPS exps_avx2
+#define ATTN_ROW row_avx2
 #include "attention_cpu.h"
+#undef ATTN_ROW
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
-#undef ATTN_AXPY
+#undef ATTN_ACCUM
 #undef ATTN_SCAL
 
 #define ATTN_TASK attention_task_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOT dot_avx512
-#define ATTN_AXPY axpy_avx512
+#define ATTN_ACCUM accum_avx512
 #define ATTN_SCAL scal_avx512
 #define ATTN_EXPS exps_avx2
+#define ATTN_ROW row_avx512
 #include "attention_cpu.h"
+#undef ATTN_ROW
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOT
-#undef ATTN_AXPY
+#undef ATTN_ACCUM
 #undef ATTN_SCAL
 #endif
 

@@ -164,11 +164,10 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
          * llama.cpp's K shift does */
         for (int32_t l = 0; l < hp->n_layer; l++) {
             toy_rope_params rp = toy_context_rope(ctx, l);
-            uint8_t *k = toy_kv_k(c, l, base + i);
             const toy_type_traits *tk = toy_type_traits_get(c->type_k);
             for (int32_t h = 0; h < hp->n_head_kv; h++) {
                 float row[TOY_MAX_HEAD_DIM];
-                uint8_t *kh = k + (size_t)h * c->head_bytes_k;
+                uint8_t *kh = toy_kv_k(c, l, base + i, h);
                 tk->to_float(kh, row, hp->head_dim);
                 ctx->be->rope(ctx->be, row, 1, 1, hp->head_dim, &delta, &rp);
                 tk->from_float(row, kh, hp->head_dim);

@@ -79,8 +79,8 @@ toy_status toy_kv_cache_place(toy_kv_cache *c, int32_t n_tokens, const int32_t *
 
 toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer) {
     return (toy_kv_view){
-        .k = toy_kv_k(c, layer, 0),
-        .v = toy_kv_v(c, layer, 0),
+        .k = toy_kv_k(c, layer, 0, 0),
+        .v = toy_kv_v(c, layer, 0, 0),
         .type_k = c->type_k,
         .type_v = c->type_v,
         .head_bytes_k = c->head_bytes_k,
@@ -94,26 +94,25 @@ toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer) {
 void toy_kv_cache_store(toy_kv_cache *c, int32_t layer, int64_t cell, const float *k,
                         const float *v) {
     const toy_type_traits *tk = toy_type_traits_get(c->type_k), *tv = toy_type_traits_get(c->type_v);
-    uint8_t *kd = toy_kv_k(c, layer, cell), *vd = toy_kv_v(c, layer, cell);
     for (int32_t h = 0; h < c->n_head_kv; h++) {
-        tk->from_float(k + (size_t)h * c->head_dim, kd + (size_t)h * c->head_bytes_k, c->head_dim);
-        tv->from_float(v + (size_t)h * c->head_dim, vd + (size_t)h * c->head_bytes_v, c->head_dim);
+        tk->from_float(k + (size_t)h * c->head_dim, toy_kv_k(c, layer, cell, h), c->head_dim);
+        tv->from_float(v + (size_t)h * c->head_dim, toy_kv_v(c, layer, cell, h), c->head_dim);
     }
 }
 
 void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1) {
     int64_t base = (int64_t)seq * c->cells_per_seq;
     int32_t kept = 0;
-    size_t k_bytes = c->head_bytes_k * (size_t)c->n_head_kv, v_bytes = c->head_bytes_v * (size_t)c->n_head_kv;
     for (int32_t i = 0; i < c->n_used[seq]; i++) {
         int32_t p = c->pos[base + i];
         if (p >= p0 && p < p1) continue;
         if (kept != i) {
             c->pos[base + kept] = p;
-            for (int32_t l = 0; l < c->n_layer; l++) {
-                memmove(toy_kv_k(c, l, base + kept), toy_kv_k(c, l, base + i), k_bytes);
-                memmove(toy_kv_v(c, l, base + kept), toy_kv_v(c, l, base + i), v_bytes);
-            }
+            for (int32_t l = 0; l < c->n_layer; l++)
+                for (int32_t h = 0; h < c->n_head_kv; h++) {
+                    memmove(toy_kv_k(c, l, base + kept, h), toy_kv_k(c, l, base + i, h), c->head_bytes_k);
+                    memmove(toy_kv_v(c, l, base + kept, h), toy_kv_v(c, l, base + i, h), c->head_bytes_v);
+                }
         }
         kept++;
     }

@@ -20,7 +20,7 @@ typedef struct {
     int32_t n_head_kv, head_dim;
     int type_k, type_v;       /* F32, F16, BF16 or Q8_0 (rows of head_dim per head) */
     size_t head_bytes_k, head_bytes_v; /* bytes of one head's row */
-    uint8_t *k;               /* [n_layer][n_seq * cells_per_seq][n_head_kv] rows */
+    uint8_t *k;               /* [n_layer][n_seq][n_head_kv][cells_per_seq] rows */
     uint8_t *v;
     int32_t *pos;             /* [n_seq * cells_per_seq] */
     int32_t *n_used;          /* [n_seq] */
@@ -36,14 +36,19 @@ void toy_kv_cache_free(toy_kv_cache *c);
 toy_status toy_kv_cache_place(toy_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
                               const int32_t *pos, int32_t *cells);
 
-/* The K (V) rows of all heads of one cell and layer. */
-static inline uint8_t *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell) {
-    return c->k + ((size_t)layer * (size_t)c->n_seq * (size_t)c->cells_per_seq + (size_t)cell) *
-                      c->head_bytes_k * (size_t)c->n_head_kv;
+/* The K (V) row of one head of one cell and layer. Rows are laid out
+ * [layer][seq][head][cell]: the cells of a sequence and head follow each other, so
+ * attention over one head streams through contiguous memory. */
+static inline size_t toy_kv_row_index(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+    const int64_t seq = cell / c->cells_per_seq, i = cell % c->cells_per_seq;
+    return (((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_head_kv + (size_t)head) *
+               (size_t)c->cells_per_seq + (size_t)i;
 }
-static inline uint8_t *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell) {
-    return c->v + ((size_t)layer * (size_t)c->n_seq * (size_t)c->cells_per_seq + (size_t)cell) *
-                      c->head_bytes_v * (size_t)c->n_head_kv;
+static inline uint8_t *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+    return c->k + toy_kv_row_index(c, layer, cell, head) * c->head_bytes_k;
+}
+static inline uint8_t *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+    return c->v + toy_kv_row_index(c, layer, cell, head) * c->head_bytes_v;
 }
 
 /* Stores the float K and V rows (n_head_kv * head_dim each) of a token in a cell,
