@@ -1,6 +1,6 @@
 /* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
  * instruction set with ATTN_TASK (its name), ATTN_TARGET (a target attribute or
- * nothing) and ATTN_DOT / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_ROW (inline helpers
+ * nothing) and ATTN_DOTS / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_ROW (inline helpers
  * of that set) defined.
  * One text, so the scalar and the vector versions cannot drift apart; the helpers
  * produce the same bits in every version (see backend_cpu.c). */
@@ -66,12 +66,15 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
             vrows[r] = ATTN_ROW(kv->type_v, j->tv, kv->v + row * kv->head_bytes_v,
                                 vbuf + (size_t)r * hd, hd);
         }
-        for (int32_t r = 0; r < n_live; r++)
-            for (int32_t h = 0; h < group; h++) {
-                float s = ATTN_DOT(hd, krows[r], q + (size_t)h * hd);
+        for (int32_t h = 0; h < group; h++) {
+            float dots[ATTN_CHUNK];
+            ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, dots);
+            for (int32_t r = 0; r < n_live; r++) {
+                float s = dots[r];
                 if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
                 scores[h * ATTN_CHUNK + live[r]] = s * p->scale;
             }
+        }
         for (int32_t h = 0; h < group; h++) {
             float *w = scores + h * ATTN_CHUNK;
             float cmax = -INFINITY;

@@ -238,6 +238,7 @@ typedef struct {
  * lane d % 16; multiply, then add) combined pairwise (k + 8, k + 4, k + 2, 1): one
  * AVX-512 vector or two AVX2 ones; accum and scal are elementwise. */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define UNROLL16 _Pragma("GCC unroll 16")
 
 ALWAYS_INLINE float lanes16_sum(float *l) {
     for (int s = 8; s >= 1; s /= 2)
@@ -287,6 +288,11 @@ ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
     return lanes16_sum(l);
 }
+/* out[r] = dot(rows[r], q) for r < n_rows */
+ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+                               float *out) {
+    for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
+}
 /* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order */
 ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                 const float *const *rows, float *acc) {
@@ -308,7 +314,7 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
 
 #define ATTN_TASK attention_task_scalar
 #define ATTN_TARGET
-#define ATTN_DOT dot_scalar
+#define ATTN_DOTS dots_scalar
 #define ATTN_ACCUM accum_scalar
 #define ATTN_SCAL scal_scalar
 #define ATTN_EXPS exps_scalar
@@ -316,7 +322,7 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_TARGET
-#undef ATTN_DOT
+#undef ATTN_DOTS
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 #undef ATTN_EXPS
@@ -345,6 +351,11 @@ AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
     }
     return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
+AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+                                  float *out) {
+    for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
+}
+
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
 AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                    const float *const *rows, float *acc) {
@@ -439,6 +450,46 @@ AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b)
     const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     return combine8_avx2(v);
 }
+/* dots_scalar for 16 rows at once: 16 lane accumulators, then the combine of all 16
+ * transposed, one level per step (k + 8, k + 4, k + 2, k + 1), each step adding the
+ * same pairs of lanes as lanes16_sum. After the last step row L + 4p sits in element
+ * 4L + p. */
+AVX512 ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, const float *q) {
+    __m512 acc[16];
+    UNROLL16
+    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + d);
+        UNROLL16
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(qv, _mm512_loadu_ps(rows[r] + d)));
+    }
+    __m512 c[8], e[4], g[2];
+    UNROLL16
+    for (int j = 0; j < 8; j++) /* k + 8: [row 2j's 8 | row 2j + 1's 8] */
+        c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    UNROLL16
+    for (int i = 0; i < 4; i++) /* k + 4: 128-bit lane L holds row 4i + L's 4 */
+        e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    UNROLL16
+    for (int u = 0; u < 2; u++) /* k + 2: lane L holds rows 8u + L and 8u + 4 + L, 2 each */
+        g[u] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* k + 1: lane L holds rows L, 4 + L, 8 + L, 12 + L */
+    return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
+                                      const float *q, float *out) {
+    /* element 4L + p holds row L + 4p: gather row r from element 4 (r % 4) + r / 4 */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    int32_t r = 0;
+    for (; r + 16 <= n_rows; r += 16)
+        _mm512_storeu_ps(out + r, _mm512_permutexvar_ps(order, dots16_avx512(n, rows + r, q)));
+    for (; r < n_rows; r++) out[r] = dot_avx512(n, rows[r], q);
+}
+
 /* accum_scalar with 64 elements of acc in four registers through all the cells */
 AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                        const float *const *rows, float *acc) {
@@ -480,7 +531,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 
 #define ATTN_TASK attention_task_avx2
 #define ATTN_TARGET AVX2
-#define ATTN_DOT dot_avx2
+#define ATTN_DOTS dots_avx2
 #define ATTN_ACCUM accum_avx2
 #define ATTN_SCAL scal_avx2
 #define ATTN_EXPS exps_avx2
@@ -490,13 +541,13 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
-#undef ATTN_DOT
+#undef ATTN_DOTS
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 
 #define ATTN_TASK attention_task_avx512
 #define ATTN_TARGET AVX512
-#define ATTN_DOT dot_avx512
+#define ATTN_DOTS dots_avx512
 #define ATTN_ACCUM accum_avx512
 #define ATTN_SCAL scal_avx512
 #define ATTN_EXPS exps_avx2
@@ -506,7 +557,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_TARGET
-#undef ATTN_DOT
+#undef ATTN_DOTS
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 #endif

@@ -186,14 +186,9 @@ int cmd_bench(int argc, char **argv) {
             json = true;
         } else if (!strcmp(a, "--mlock")) {
             mlock_weights = true;
-        } else if ((!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) && v) {
-            int t = toy_type_from_name(argv[++i]);
-            if (t != TOY_TYPE_F32 && t != TOY_TYPE_F16 && t != TOY_TYPE_BF16 && t != TOY_TYPE_Q8_0) {
-                fprintf(stderr, "toy bench: %s must be f32, f16, bf16 or q8_0\n", a);
-                return 2;
-            }
-            if (a[13] == 'k') cache_k = t;
-            else cache_v = t;
+        } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
+            if (!parse_cache_type("bench", a, v, a[13] == 'k' ? &cache_k : &cache_v)) return 2;
+            i++;
         } else {
             fprintf(stderr, "toy bench: unknown or incomplete option '%s' (see toy bench --help)\n", a);
             return 2;

@@ -9,6 +9,7 @@
 
 static const char *const eval_usage =
     "usage: toy eval -m MODEL --tokens ID,ID,... --dump-logits OUT [--mode batch|seq] [-t N]\n"
+    "                [--cache-type-k T] [--cache-type-v T]\n"
     "\n"
     "Evaluates the token ids and writes the logits of every position to OUT as raw\n"
     "little-endian float32, one row of n_vocab per token.\n"
@@ -19,6 +20,8 @@ static const char *const eval_usage =
     "  --mode batch         all tokens in one forward pass (default)\n"
     "  --mode seq           one token at a time through the KV cache\n"
     "  -t, --threads N      threads (default 2)\n"
+    "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
+    "  --cache-type-v T     the same for values\n"
     "  -h, --help           this message\n";
 
 /* "1,2,3" to ids; an error names the bad item. */
@@ -47,7 +50,7 @@ static int32_t *parse_tokens(const char *s, int32_t *n_out) {
 
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
-    int n_threads = 2;
+    int n_threads = 2, cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -64,6 +67,9 @@ int cmd_eval(int argc, char **argv) {
             mode = argv[++i];
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("eval", a, next, 1, 256, &n_threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
+            if (!parse_cache_type("eval", a, next, a[13] == 'k' ? &cache_k : &cache_v)) return 2;
             i++;
         } else {
             fprintf(stderr, "toy eval: unknown or incomplete option '%s' (see toy eval --help)\n", a);
@@ -107,6 +113,8 @@ int cmd_eval(int argc, char **argv) {
     cp.n_batch = seq ? 1 : n;
     cp.n_outputs = cp.n_batch;
     cp.n_threads = n_threads;
+    cp.cache_type_k = cache_k;
+    cp.cache_type_v = cache_v;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy eval: %s\n", toy_last_error());
         goto done;

@@ -20,6 +20,9 @@ int cmd_bench(int argc, char **argv);
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
 
+/* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
+bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
+
 /* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
 void json_string(FILE *f, const char *s, size_t len);
 /* Text with control bytes and bytes that are no valid UTF-8 shown as \xNN. */

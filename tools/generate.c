@@ -118,11 +118,7 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
         o->trace = true;
         return 1;
     } else if (IS("--cache-type-k") || IS("--cache-type-v")) {
-        int t = v ? toy_type_from_name(v) : -1;
-        ok = t == TOY_TYPE_F32 || t == TOY_TYPE_F16 || t == TOY_TYPE_BF16 || t == TOY_TYPE_Q8_0;
-        if (!ok) fprintf(stderr, "toy %s: %s must be f32, f16, bf16 or q8_0, got '%s'\n", cmd, a, v ? v : "");
-        else if (IS("--cache-type-k")) o->cache_type_k = t;
-        else o->cache_type_v = t;
+        ok = parse_cache_type(cmd, a, v, IS("--cache-type-k") ? &o->cache_type_k : &o->cache_type_v);
     } else if (IS("--mlock")) {
         o->mlock = true;
         return 1;

@@ -56,6 +56,17 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
     return true;
 }
 
+bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out) {
+    const int t = value ? toy_type_from_name(value) : -1;
+    if (t != TOY_TYPE_F32 && t != TOY_TYPE_F16 && t != TOY_TYPE_BF16 && t != TOY_TYPE_Q8_0) {
+        fprintf(stderr, "toy %s: %s must be f32, f16, bf16 or q8_0, got '%s'\n", cmd, flag,
+                value ? value : "");
+        return false;
+    }
+    *out = t;
+    return true;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
