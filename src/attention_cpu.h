@@ -1,7 +1,7 @@
 /* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
  * instruction set with ATTN_TASK (its name), ATTN_TARGET (a target attribute or
- * nothing) and ATTN_DOTS / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_ROW (inline helpers
- * of that set) defined.
+ * nothing) and ATTN_DOTS / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM /
+ * ATTN_ROW (inline helpers of that set) defined.
  * One text, so the scalar and the vector versions cannot drift apart; the helpers
  * produce the same bits in every version (see backend_cpu.c). */
 
@@ -11,8 +11,9 @@
  * to K's type too, which doubles the error of a q8_0 cache on models with large scores
  * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax is online
  * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's K and V rows as floats and
- * its scores first, then per head one rescale of the running sum if the maximum grew and
- * the weighted V rows, accumulated in registers. Cells are
+ * its scores first, then per head one rescale of the running sum if the maximum grew, the
+ * weighted V rows, accumulated in registers, and the chunk's sum of weights (summed in
+ * 16 lanes combined pairwise) added to the running sum. Cells are
  * visited in order, so the result does not depend on the batch or the threads. */
 ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
@@ -77,10 +78,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
         }
         for (int32_t h = 0; h < group; h++) {
             float *w = scores + h * ATTN_CHUNK;
-            float cmax = -INFINITY;
-            /* a comparison, not fmaxf: that is a library call on baseline x86-64 (scores
-             * are never NaN: masked cells hold -inf) */
-            for (int32_t i = 0; i < nc; i++) cmax = w[i] > cmax ? w[i] : cmax;
+            const float cmax = ATTN_MAX(nc, w);
             if (cmax > m[h]) {
                 const float corr = exp_nonpos(m[h] - cmax);
                 ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
@@ -90,7 +88,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
             ATTN_EXPS(nc, w, m[h]); /* scores become weights */
             /* acc += w_i * v_i over the live cells in order, each element on its own */
             ATTN_ACCUM(hd, n_live, live, w, vrows, acc + (size_t)h * hd);
-            for (int32_t r = 0; r < n_live; r++) l[h] += w[live[r]];
+            l[h] += ATTN_SUM(nc, w); /* masked cells weigh 0 */
         }
     }
     for (int32_t h = 0; h < group; h++) {

@@ -65,6 +65,10 @@ static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float 
 
 /* ---------------------------------------------------------------- matmul */
 
+#ifndef MATMUL_TASKS_PER_THREAD
+#define MATMUL_TASKS_PER_THREAD 16
+#endif
+
 #define MATMUL_MAX 3
 
 /* Up to MATMUL_MAX matrices with the same input (Q, K and V; gate and up) in one job:
@@ -144,12 +148,11 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
-    /* Decode streams the matrices from memory: one contiguous range per thread keeps
-     * each stream long enough for the hardware prefetcher (16 short interleaved tasks
-     * made two threads slower than one on a 0.9 MB matrix). Prefill is compute-bound:
-     * more, smaller tasks balance better. */
+    /* Each thread runs a contiguous range of the tasks, long streams for the hardware
+     * prefetcher, then helps with the ends of the others' ranges (threadpool.h): many
+     * tasks per thread let the threads finish together. */
     const int64_t rows = j.row0[j.n_w];
-    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * (n_tok == 1 ? 1 : 8);
+    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * MATMUL_TASKS_PER_THREAD;
     j.rows_per_task = (rows + n_tasks - 1) / n_tasks;
     if (j.rows_per_task < 4) j.rows_per_task = 4;
     toy_pool_run(c->pool, (rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
@@ -288,6 +291,19 @@ ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
     return lanes16_sum(l);
 }
+/* The largest of n scores: a comparison, not fmaxf, which is a library call on baseline
+ * x86-64 (scores are never NaN: masked cells hold -inf). Any order gives the same. */
+ALWAYS_INLINE float max_scalar(int32_t n, const float *x) {
+    float m = -INFINITY;
+    for (int32_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+/* The sum of a chunk's n <= 32 weights: x[i] into lane i % 16, the lanes pairwise. */
+ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
+    float l[16] = {0};
+    for (int32_t i = 0; i < n; i++) l[i % 16] += x[i];
+    return lanes16_sum(l);
+}
 /* out[r] = dot(rows[r], q) for r < n_rows */
 ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                float *out) {
@@ -318,11 +334,15 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
 #define ATTN_ACCUM accum_scalar
 #define ATTN_SCAL scal_scalar
 #define ATTN_EXPS exps_scalar
+#define ATTN_MAX max_scalar
+#define ATTN_SUM chunk_sum_scalar
 #define ATTN_ROW row_scalar
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 #undef ATTN_EXPS
@@ -490,6 +510,24 @@ AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *co
     for (; r < n_rows; r++) out[r] = dot_avx512(n, rows[r], q);
 }
 
+AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+AVX512 ALWAYS_INLINE float max_avx512(int32_t n, const float *x) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int32_t i = 0; i < n; i += 16) {
+        const __mmask16 k = lanes_below(n - i);
+        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+    }
+    return _mm512_reduce_max_ps(m);
+}
+_Static_assert(ATTN_CHUNK == 32, "chunk_sum_avx512 adds two vectors of 16");
+AVX512 ALWAYS_INLINE float chunk_sum_avx512(int32_t n, const float *x) {
+    const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes_below(n), x),
+                                   _mm512_maskz_loadu_ps(lanes_below(n - 16), x + 16));
+    return combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
 /* accum_scalar with 64 elements of acc in four registers through all the cells */
 AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                        const float *const *rows, float *acc) {
@@ -532,6 +570,8 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_TASK attention_task_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOTS dots_avx2
+#define ATTN_MAX max_scalar
+#define ATTN_SUM chunk_sum_scalar
 #define ATTN_ACCUM accum_avx2
 #define ATTN_SCAL scal_avx2
 #define ATTN_EXPS exps_avx2
@@ -542,12 +582,16 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 
 #define ATTN_TASK attention_task_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOTS dots_avx512
+#define ATTN_MAX max_avx512
+#define ATTN_SUM chunk_sum_avx512
 #define ATTN_ACCUM accum_avx512
 #define ATTN_SCAL scal_avx512
 #define ATTN_EXPS exps_avx2
@@ -558,6 +602,8 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_TASK
 #undef ATTN_TARGET
 #undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
 #undef ATTN_ACCUM
 #undef ATTN_SCAL
 #endif

@@ -21,6 +21,15 @@
 
 #define SPIN_SECONDS 0.002
 
+/* A thread's range of tasks: [lo, hi) packed as lo | hi << 32, so that the owner taking
+ * from the front and a helper taking from the back cannot both get the same task. On
+ * a cache line of its own: the owner updates it at every task. */
+typedef struct {
+    _Alignas(64) atomic_uint_fast64_t span;
+} task_range;
+
+#define RANGE_MAX_TASKS 0x7fffffffLL /* a job of more runs in slices of this many */
+
 struct toy_pool {
     int n_threads;
     pthread_t *threads;
@@ -34,8 +43,8 @@ struct toy_pool {
     /* the current job */
     toy_task_fn fn;
     void *ctx;
-    int64_t n_tasks;
-    atomic_int_fast64_t next;
+    int64_t first; /* task index of range position 0 */
+    task_range *ranges; /* one per thread */
 };
 
 typedef struct {
@@ -43,11 +52,29 @@ typedef struct {
     int index;
 } worker_arg;
 
-static void work(toy_pool *p, int thread) {
+static uint64_t span_of(uint64_t lo, uint64_t hi) { return lo | hi << 32; }
+
+/* Takes the first (front) or last task of a range; false when it is empty. */
+static bool take(task_range *r, bool front, int64_t *task) {
+    uint64_t s = atomic_load_explicit(&r->span, memory_order_relaxed);
     for (;;) {
-        int64_t t = atomic_fetch_add_explicit(&p->next, 1, memory_order_relaxed);
-        if (t >= p->n_tasks) return;
-        p->fn(p->ctx, t, thread);
+        const uint64_t lo = s & 0xffffffffu, hi = s >> 32;
+        if (lo >= hi) return false;
+        const uint64_t next = front ? span_of(lo + 1, hi) : span_of(lo, hi - 1);
+        if (atomic_compare_exchange_weak_explicit(&r->span, &s, next, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+            *task = (int64_t)(front ? lo : hi - 1);
+            return true;
+        }
+    }
+}
+
+static void work(toy_pool *p, int thread) {
+    int64_t t;
+    while (take(&p->ranges[thread], true, &t)) p->fn(p->ctx, p->first + t, thread);
+    for (int k = 1; k < p->n_threads; k++) {
+        task_range *other = &p->ranges[(thread + k) % p->n_threads];
+        while (take(other, false, &t)) p->fn(p->ctx, p->first + t, thread);
     }
 }
 
@@ -99,7 +126,9 @@ toy_pool *toy_pool_new(int n_threads) {
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->wake, NULL);
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
-    if (!p->threads) {
+    p->ranges = aligned_alloc(_Alignof(task_range), (size_t)n_threads * sizeof *p->ranges);
+    if (!p->threads || !p->ranges) {
+        p->n_threads = 1; /* no workers to join */
         toy_pool_free(p);
         return NULL;
     }
@@ -129,6 +158,7 @@ void toy_pool_free(toy_pool *p) {
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->wake);
     free(p->threads);
+    free(p->ranges);
     free(p);
 }
 
@@ -140,17 +170,24 @@ void toy_pool_run(toy_pool *p, int64_t n_tasks, toy_task_fn fn, void *ctx) {
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);
         return;
     }
-    p->fn = fn;
-    p->ctx = ctx;
-    p->n_tasks = n_tasks;
-    atomic_store(&p->next, 0);
-    atomic_store(&p->busy, p->n_threads - 1);
-    atomic_fetch_add(&p->generation, 1); /* publishes the job (seq_cst) */
-    if (atomic_load(&p->sleepers) > 0) {
-        pthread_mutex_lock(&p->lock);
-        pthread_cond_broadcast(&p->wake);
-        pthread_mutex_unlock(&p->lock);
+    for (int64_t first = 0; first < n_tasks; first += RANGE_MAX_TASKS) {
+        const int64_t n = n_tasks - first < RANGE_MAX_TASKS ? n_tasks - first : RANGE_MAX_TASKS;
+        p->fn = fn;
+        p->ctx = ctx;
+        p->first = first;
+        for (int i = 0; i < p->n_threads; i++)
+            atomic_store_explicit(&p->ranges[i].span,
+                                  span_of((uint64_t)(n * i / p->n_threads),
+                                          (uint64_t)(n * (i + 1) / p->n_threads)),
+                                  memory_order_relaxed);
+        atomic_store(&p->busy, p->n_threads - 1);
+        atomic_fetch_add(&p->generation, 1); /* publishes the job (seq_cst) */
+        if (atomic_load(&p->sleepers) > 0) {
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_broadcast(&p->wake);
+            pthread_mutex_unlock(&p->lock);
+        }
+        work(p, 0);
+        while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) cpu_relax();
     }
-    work(p, 0);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) cpu_relax();
 }

@@ -1,6 +1,9 @@
-/* threadpool.h — a persistent pool of worker threads. Work is a number of tasks handed
- * out by an atomic counter; the caller works too and returns when all are done.
- * Workers sleep on a condition variable between jobs: no spinning once work ends. */
+/* threadpool.h — a persistent pool of worker threads. A job is a number of tasks, cut
+ * into one contiguous range per thread: each thread runs its own range in order (a
+ * stream the hardware prefetcher can follow), then takes tasks from the far end of the
+ * others' ranges, so a thread that started late or runs slower is helped out. The
+ * caller works too and returns when all are done. Workers sleep on a condition
+ * variable between jobs: no spinning once work ends. */
 #ifndef TOY_THREADPOOL_H
 #define TOY_THREADPOOL_H
 
