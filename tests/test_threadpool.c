@@ -1,0 +1,53 @@
+/* test_threadpool.c — the thread pool (threadpool.c): every task of a job runs exactly
+ * once, on a valid thread, whatever the number of tasks and threads, including tasks of
+ * very different lengths (so threads finish their own ranges at different times and
+ * take tasks from the ends of the others'), and back-to-back jobs do not mix. */
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "test.h"
+#include "threadpool.h"
+
+typedef struct {
+    atomic_int *runs;   /* per task: how often it ran */
+    int n_threads;
+    atomic_int bad_thread;
+    int uneven;         /* spin longer on some tasks */
+} job;
+
+static void task(void *ctx, int64_t t, int thread) {
+    job *j = ctx;
+    if (thread < 0 || thread >= j->n_threads) atomic_fetch_add(&j->bad_thread, 1);
+    if (j->uneven && t % 7 == 0) {
+        volatile int64_t x = 0;
+        for (int i = 0; i < 20000; i++) x += i;
+    }
+    atomic_fetch_add(&j->runs[t], 1);
+}
+
+int main(void) {
+    static const int64_t sizes[] = {1, 2, 3, 5, 16, 17, 100, 1000, 4097};
+    for (int n_threads = 1; n_threads <= 4; n_threads++) {
+        toy_pool *pool = toy_pool_new(n_threads);
+        CHECK(pool != NULL);
+        if (!pool) continue;
+        CHECK_EQ(toy_pool_size(pool), n_threads);
+        for (int uneven = 0; uneven < 2; uneven++)
+            for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
+                for (int rep = 0; rep < 20; rep++) {
+                    const int64_t n = sizes[s];
+                    atomic_int *runs = calloc((size_t)n, sizeof *runs);
+                    job j = {runs, n_threads, 0, uneven};
+                    toy_pool_run(pool, n, task, &j);
+                    int64_t wrong = 0;
+                    for (int64_t t = 0; t < n; t++) wrong += atomic_load(&runs[t]) != 1;
+                    CHECK_MSG(wrong == 0, "%d threads, %lld tasks: %lld tasks did not run once",
+                              n_threads, (long long)n, (long long)wrong);
+                    CHECK_EQ(atomic_load(&j.bad_thread), 0);
+                    free(runs);
+                }
+        toy_pool_run(pool, 0, task, NULL); /* no tasks: returns at once */
+        toy_pool_free(pool);
+    }
+    return test_finish("test_threadpool");
+}
