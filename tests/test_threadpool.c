@@ -15,13 +15,13 @@ typedef struct {
     int uneven;         /* spin longer on some tasks */
 } job;
 
+static volatile int64_t busy_work;
+
 static void task(void *ctx, int64_t t, int thread) {
     job *j = ctx;
     if (thread < 0 || thread >= j->n_threads) atomic_fetch_add(&j->bad_thread, 1);
-    if (j->uneven && t % 7 == 0) {
-        volatile int64_t x = 0;
-        for (int i = 0; i < 20000; i++) x += i;
-    }
+    if (j->uneven && t % 7 == 0)
+        for (int i = 0; i < 20000; i++) busy_work = busy_work + i;
     atomic_fetch_add(&j->runs[t], 1);
 }
 
