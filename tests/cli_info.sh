@@ -4,11 +4,7 @@
 # of the file (a few lines of Python below) finds.
 set -u
 toy="$1"
-fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
-if [ ! -f "$fixtures/README.md" ]; then
-  echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
-  exit 77
-fi
+. "$(dirname "$0")/fixtures.sh"
 
 "$toy" --help | grep -q "info" || { echo "toy --help does not list info"; exit 1; }
 "$toy" info --help | grep -q -- "--json" || { echo "toy info --help does not describe --json"; exit 1; }

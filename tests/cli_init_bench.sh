@@ -4,11 +4,7 @@
 # fields its --json promises.
 set -u
 toy="$1"
-fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
-if [ ! -f "$fixtures/README.md" ]; then
-  echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
-  exit 77
-fi
+. "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0

@@ -6,11 +6,7 @@
 # attention's 16-row score blocks, its tails and its online softmax all run.
 set -u
 toy="$1"
-fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
-if [ ! -f "$fixtures/README.md" ]; then
-  echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
-  exit 77
-fi
+. "$(dirname "$0")/fixtures.sh"
 isas="scalar"
 grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw f16c /proc/cpuinfo && isas="$isas avx2"
 grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx512_vnni /proc/cpuinfo && isas="$isas avx512"
