@@ -1,53 +1,44 @@
 /* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
- * instruction set with ATTN_TASK (its name), ATTN_TARGET (a target attribute or
- * nothing) and ATTN_DOTS / ATTN_ACCUM / ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM /
- * ATTN_ROW (inline helpers of that set) defined.
- * One text, so the scalar and the vector versions cannot drift apart; the helpers
- * produce the same bits in every version (see backend_cpu.c). */
-
-/* One token and one KV head: the query heads sharing that KV head go through the cells
+ * instruction set with ATTN_TASK (its name), ATTN_SEGMENT (the name of its segment
+ * function), ATTN_TARGET (a target attribute or nothing) and ATTN_DOTS / ATTN_ACCUM /
+ * ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM / ATTN_ROW (inline helpers of that set)
+ * defined. One text, so the scalar and the vector versions cannot drift apart; the
+ * helpers produce the same bits in every version (see backend_cpu.c).
+ *
+ * One token and one KV head: the query heads sharing that KV head go through the cells
  * together, so each K and V row is read (and converted to float) once for the group. A
  * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
  * to K's type too, which doubles the error of a q8_0 cache on models with large scores
- * (the gemma2 fixture: median relRMS 0.102 against 0.072). The softmax is online
- * (flash-style) over chunks of ATTN_CHUNK cells: the chunk's K and V rows as floats and
- * its scores first, then per head one rescale of the running sum if the maximum grew, the
- * weighted V rows, accumulated in registers, and the chunk's sum of weights (summed in
- * 16 lanes combined pairwise) added to the running sum. Cells are
- * visited in order, so the result does not depend on the batch or the threads. */
-ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
-    attn_job *j = ctx;
+ * (the gemma2 fixture: median relRMS 0.102 against 0.072).
+ *
+ * The cells of a sequence are cut into segments of ATTN_SEGMENT_CELLS, each a fresh
+ * online (flash-style) softmax over chunks of ATTN_CHUNK cells: the chunk's K and V rows
+ * as floats and its scores first, then per head one rescale of the running sum if the
+ * maximum grew, the weighted V rows, accumulated in registers, and the chunk's sum of
+ * weights (16 lanes combined pairwise) added to the running sum. The segments are then
+ * folded in order (attn_fold). The cut depends only on the cell index, so the result
+ * does not depend on the batch or the threads; in decode, the segments of one token can
+ * run on different threads. */
+ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_t g, int32_t head0,
+                                            int32_t group, int32_t c_begin, int32_t c_end,
+                                            float *acc, float *m, float *l, float *ws) {
     const toy_attn_params *p = j->p;
     const toy_kv_view *kv = j->kv;
-    const int32_t hd = p->head_dim, n_split = j->group_split;
-    /* a task is one token, one KV head, and a share of the query heads using it: all of
-     * them in a batch, fewer in decode so the threads have enough tasks (each head's
-     * arithmetic is the same either way) */
-    const int64_t t = task / ((int64_t)p->n_head_kv * n_split);
-    const int32_t g = (int32_t)(task / n_split % p->n_head_kv), share = (int32_t)(task % n_split);
-    const int32_t per = (p->n_head / p->n_head_kv + n_split - 1) / n_split;
-    const int32_t h0 = share * per;
-    const int32_t left = p->n_head / p->n_head_kv - h0;
-    const int32_t group = left < per ? (left > 0 ? left : 0) : per;
-    /* the thread's workspace: accumulators, maxima, sums and scores of the group, then
-     * the chunk's K and V rows as floats */
-    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
-    float *m = acc + (size_t)group * hd, *l = m + group, *scores = l + group;
-    float *kbuf = scores + (size_t)group * ATTN_CHUNK, *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
-    const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
+    const int32_t hd = p->head_dim;
+    float *scores = ws, *kbuf = scores + (size_t)group * ATTN_CHUNK;
+    float *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
     const float *q = j->q + (t * p->n_head + head0) * hd;
-
     for (int32_t h = 0; h < group; h++) {
         m[h] = -INFINITY;
         l[h] = 0.0f;
     }
     memset(acc, 0, (size_t)group * hd * sizeof *acc);
-    const int32_t seq = j->seq_id[t], qpos = j->pos[t], n = kv->n_used[seq];
+    const int32_t seq = j->seq_id[t], qpos = j->pos[t];
     const int64_t base = (int64_t)seq * kv->cells_per_seq;
     /* the sequence's rows of KV head g follow each other from here */
     const size_t head_row = ((size_t)seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
-    for (int32_t c0 = 0; c0 < n; c0 += ATTN_CHUNK) {
-        const int32_t nc = n - c0 < ATTN_CHUNK ? n - c0 : ATTN_CHUNK;
+    for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
+        const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
         /* the cells this query sees, in order */
         int32_t live[ATTN_CHUNK], n_live = 0;
         for (int32_t i = 0; i < nc; i++) {
@@ -91,9 +82,61 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
             l[h] += ATTN_SUM(nc, w); /* masked cells weigh 0 */
         }
     }
-    for (int32_t h = 0; h < group; h++) {
-        float *out = j->out + (t * p->n_head + head0 + h) * hd;
-        const float inv = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-        for (int32_t d = 0; d < hd; d++) out[d] = acc[(size_t)h * hd + d] * inv;
+}
+
+/* A task is one token, one KV head and a share of the query heads using it (all of them
+ * in a batch, fewer in decode so the threads have enough tasks), and, when the job
+ * splits the cells (seg_split), one segment of ATTN_SEGMENT_CELLS cells; otherwise the
+ * task folds its segments in order itself. Either way each segment is computed alone and
+ * the segments are folded in order by attn_fold, so the result is the same. */
+ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const toy_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, n_split = j->group_split, n_seg = j->seg_split ? j->n_seg : 1;
+    const int32_t s = (int32_t)(task % n_seg);
+    const int64_t rest = task / n_seg;
+    const int64_t t = rest / ((int64_t)p->n_head_kv * n_split);
+    const int32_t g = (int32_t)(rest / n_split % p->n_head_kv), share = (int32_t)(rest % n_split);
+    const int32_t per = (p->n_head / p->n_head_kv + n_split - 1) / n_split;
+    const int32_t h0 = share * per;
+    const int32_t left = p->n_head / p->n_head_kv - h0;
+    const int32_t group = left < per ? (left > 0 ? left : 0) : per;
+    const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
+    const int32_t n = j->kv->n_used[j->seq_id[t]];
+    /* the thread's workspace: one segment's sums, maxima and weights, the running fold
+     * of the segments so far, then ATTN_SEGMENT's scratch */
+    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    float *m = acc + (size_t)group * hd, *l = m + group;
+    float *run_acc = l + group, *run_m = run_acc + (size_t)group * hd, *run_l = run_m + group;
+    float *ws = run_l + group;
+    if (j->seg_split) {
+        /* this segment only: into its slot, folded by cpu_attention */
+        const int32_t c_begin = s * ATTN_SEGMENT_CELLS;
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        float *slot = attn_slot(j, t, s) + (size_t)head0 * (size_t)(hd + 2);
+        if (c_begin >= c_end) {
+            for (int32_t h = 0; h < group; h++) {
+                slot[(size_t)h * (hd + 2) + hd] = -INFINITY;
+                slot[(size_t)h * (hd + 2) + hd + 1] = 0.0f;
+            }
+            return;
+        }
+        ATTN_SEGMENT(j, t, g, head0, group, c_begin, c_end, acc, m, l, ws);
+        for (int32_t h = 0; h < group; h++) {
+            float *st = slot + (size_t)h * (hd + 2);
+            memcpy(st, acc + (size_t)h * hd, (size_t)hd * sizeof *st);
+            st[hd] = m[h];
+            st[hd + 1] = l[h];
+        }
+        return;
     }
+    for (int32_t h = 0; h < group; h++) run_l[h] = 0.0f;
+    for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        ATTN_SEGMENT(j, t, g, head0, group, c_begin, c_end, acc, m, l, ws);
+        for (int32_t h = 0; h < group; h++)
+            attn_fold(hd, run_acc + (size_t)h * hd, &run_m[h], &run_l[h], acc + (size_t)h * hd, m[h], l[h]);
+    }
+    for (int32_t h = 0; h < group; h++)
+        attn_finish(hd, run_acc + (size_t)h * hd, run_l[h], j->out + (t * p->n_head + head0 + h) * hd);
 }

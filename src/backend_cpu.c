@@ -22,27 +22,42 @@ typedef struct {
     uint8_t *act;        /* quantized activation rows */
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
+    float *attn_slots;   /* decode: the state of each (token, segment) of a split job */
+    size_t attn_n_slots, attn_slot_cap; /* how many, floats each */
     toy_isa isa; /* which attention task runs */
 } cpu_backend;
 
 /* Cells whose scores attention_task computes before it exponentiates them. */
 #define ATTN_CHUNK 32
+/* Cells of a segment: a fresh online softmax, folded into the others after (whole
+ * chunks, so the chunks fall where they would without segments). */
+#define ATTN_SEGMENT_CELLS 256
+_Static_assert(ATTN_SEGMENT_CELLS % ATTN_CHUNK == 0, "segments are whole chunks");
+/* (token, segment) states a split decode job may hold, per thread */
+#define ATTN_SLOTS_PER_THREAD 64
 
 static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head) {
     cpu_backend *c = (cpu_backend *)be;
     /* F32 is the widest vec_dot type: 4 bytes per element */
     size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
-    /* attention, per thread: each query head's accumulator (at most max_cols floats in
-     * all), max and sum, scores of a chunk of cells; the chunk's K and V rows */
-    c->attn_ws_per_thread =
-        (size_t)(max_cols + n_head * (2 + ATTN_CHUNK) + 2 * ATTN_CHUNK * TOY_MAX_HEAD_DIM + 64);
+    /* attention, per thread: a segment's and the running fold's accumulators of a query
+     * group (at most max_cols floats each), maxima and sums, the scores of a chunk of
+     * cells, its K and V rows */
+    c->attn_ws_per_thread = (size_t)(2 * (max_cols + 2 * n_head) + n_head * ATTN_CHUNK +
+                                     2 * ATTN_CHUNK * TOY_MAX_HEAD_DIM + 64);
     size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
+    /* a slot holds every head's sums, maximum and sum: n_head * (head_dim + 2) floats */
+    c->attn_slot_cap = (size_t)(max_cols + 2 * n_head);
+    c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)toy_pool_size(c->pool);
+    size_t slots = c->attn_n_slots * c->attn_slot_cap * sizeof(float);
     free(c->act);
     free(c->attn_ws);
+    free(c->attn_slots);
     c->act = malloc(act ? act : 1);
     c->attn_ws = malloc(ws);
-    if (!c->act || !c->attn_ws)
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + ws);
+    c->attn_slots = malloc(slots);
+    if (!c->act || !c->attn_ws || !c->attn_slots)
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act + ws + slots);
     return TOY_OK;
 }
 
@@ -234,7 +249,16 @@ typedef struct {
     const toy_attn_params *p;
     const toy_type_traits *tk, *tv; /* K and V rows to float */
     int32_t group_split; /* query heads of a group are split over this many tasks */
+    bool seg_split;      /* one task per segment, folded after (else in the task) */
+    int32_t n_seg;       /* with seg_split: segments of the longest sequence */
+    size_t slot_floats;  /* floats of one (token, segment) slot: n_head x (head_dim + 2) */
 } attn_job;
+
+/* Where the state of token t's segment s lies, with seg_split: per head, the weighted
+ * sums (head_dim floats), the maximum and the sum of weights. */
+static float *attn_slot(const attn_job *j, int64_t t, int32_t s) {
+    return j->c->attn_slots + ((size_t)t * (size_t)j->n_seg + (size_t)s) * j->slot_floats;
+}
 
 /* The attention helpers, inlined into the attention task of each instruction set. All
  * versions give the same bits: the dot product keeps 16 float lanes (element d goes to
@@ -328,7 +352,33 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
     return buf;
 }
 
+/* Folds a segment's state (sums as, maximum ms, weights ls) into the running one (acc,
+ * *m, *l) of one head; the running state starts with *l = 0. The same plain C for every
+ * instruction set, and for the fold inside a task and after a split job. */
+static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *as, float ms,
+                      float ls) {
+    if (ls == 0.0f) return; /* no visible cell in the segment */
+    if (*l == 0.0f) {
+        memcpy(acc, as, (size_t)hd * sizeof *acc);
+        *m = ms;
+        *l = ls;
+        return;
+    }
+    const float mx = ms > *m ? ms : *m;
+    const float ca = exp_nonpos(*m - mx), cs = exp_nonpos(ms - mx); /* one of them is 1 */
+    for (int32_t d = 0; d < hd; d++) acc[d] = acc[d] * ca + as[d] * cs;
+    *l = *l * ca + ls * cs;
+    *m = mx;
+}
+
+/* out = acc / l (0 where no cell was visible) */
+static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    for (int32_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
 #define ATTN_TASK attention_task_scalar
+#define ATTN_SEGMENT attention_segment_scalar
 #define ATTN_TARGET
 #define ATTN_DOTS dots_scalar
 #define ATTN_ACCUM accum_scalar
@@ -339,6 +389,7 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
 #define ATTN_ROW row_scalar
 #include "attention_cpu.h"
 #undef ATTN_TASK
+#undef ATTN_SEGMENT
 #undef ATTN_TARGET
 #undef ATTN_DOTS
 #undef ATTN_MAX
@@ -568,6 +619,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 }
 
 #define ATTN_TASK attention_task_avx2
+#define ATTN_SEGMENT attention_segment_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOTS dots_avx2
 #define ATTN_MAX max_scalar
@@ -580,6 +632,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_ROW
 #undef ATTN_EXPS
 #undef ATTN_TASK
+#undef ATTN_SEGMENT
 #undef ATTN_TARGET
 #undef ATTN_DOTS
 #undef ATTN_MAX
@@ -588,6 +641,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_SCAL
 
 #define ATTN_TASK attention_task_avx512
+#define ATTN_SEGMENT attention_segment_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOTS dots_avx512
 #define ATTN_MAX max_avx512
@@ -600,6 +654,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #undef ATTN_ROW
 #undef ATTN_EXPS
 #undef ATTN_TASK
+#undef ATTN_SEGMENT
 #undef ATTN_TARGET
 #undef ATTN_DOTS
 #undef ATTN_MAX
@@ -613,18 +668,44 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
                           const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
     attn_job j = {c, out, q, pos, seq_id, kv, p, toy_type_traits_get(kv->type_k),
-                  toy_type_traits_get(kv->type_v), 1};
-    /* few tokens (decode): split each group's query heads until every thread has about
-     * four tasks; K and V rows are then read once per share instead of once per group */
-    const int32_t group = p->n_head / p->n_head_kv;
-    while (j.group_split < group && n_tok * p->n_head_kv * j.group_split < 4 * toy_pool_size(c->pool))
-        j.group_split++;
+                  toy_type_traits_get(kv->type_v), 1, false, 1, 0};
+    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    const int64_t want = 4 * (int64_t)toy_pool_size(c->pool); /* tasks for the threads */
+    /* Few tokens (decode): first one task per segment of cells (each K and V row still
+     * read once), then, if that is not enough, split each group's query heads (their K
+     * and V rows are then read once per share). */
+    if (n_tok * p->n_head_kv < want) {
+        int32_t longest = 0;
+        for (int64_t t = 0; t < n_tok; t++)
+            if (kv->n_used[seq_id[t]] > longest) longest = kv->n_used[seq_id[t]];
+        const int32_t n_seg = (longest + ATTN_SEGMENT_CELLS - 1) / ATTN_SEGMENT_CELLS;
+        j.slot_floats = (size_t)p->n_head * (size_t)(hd + 2);
+        if (n_seg > 1 && (size_t)n_tok * (size_t)n_seg <= c->attn_n_slots &&
+            j.slot_floats <= c->attn_slot_cap) {
+            j.seg_split = true;
+            j.n_seg = n_seg;
+        }
+    }
+    const int64_t tasks = n_tok * p->n_head_kv * j.n_seg;
+    while (j.group_split < group && tasks * j.group_split < want) j.group_split++;
     toy_task_fn task = attention_task_scalar;
 #if defined(__x86_64__)
-    if (c->isa >= TOY_ISA_AVX512 && p->head_dim % 16 == 0) task = attention_task_avx512;
-    else if (c->isa >= TOY_ISA_AVX2 && p->head_dim % 16 == 0) task = attention_task_avx2;
+    if (c->isa >= TOY_ISA_AVX512 && hd % 16 == 0) task = attention_task_avx512;
+    else if (c->isa >= TOY_ISA_AVX2 && hd % 16 == 0) task = attention_task_avx2;
 #endif
-    toy_pool_run(c->pool, n_tok * p->n_head_kv * j.group_split, task, &j);
+    toy_pool_run(c->pool, tasks * j.group_split, task, &j);
+    if (!j.seg_split) return;
+    /* the segments of each token and head, folded in order as a task would */
+    float *acc = c->attn_ws, m = 0.0f, l;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < p->n_head; h++) {
+            l = 0.0f;
+            for (int32_t s = 0; s < j.n_seg; s++) {
+                const float *st = attn_slot(&j, t, s) + (size_t)h * (size_t)(hd + 2);
+                attn_fold(hd, acc, &m, &l, st, st[hd], st[hd + 1]);
+            }
+            attn_finish(hd, acc, l, out + (t * p->n_head + h) * hd);
+        }
 }
 
 /* ---------------------------------------------------------------- elementwise */
@@ -696,6 +777,7 @@ static void cpu_free(toy_backend *be) {
     toy_pool_free(c->pool);
     free(c->act);
     free(c->attn_ws);
+    free(c->attn_slots);
     free(c);
 }
 

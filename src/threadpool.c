@@ -7,6 +7,7 @@
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -20,6 +21,16 @@
 #endif
 
 #define SPIN_SECONDS 0.002
+
+/* Spinning threads give their core away now and then: with more threads than free cores
+ * (-t above the core count, or a busy machine) the thread being waited for may be the
+ * one that is not running, and a pure spin would hold its core for a whole time slice. */
+#define SPINS_PER_YIELD 256
+
+static void spin_once(int i) {
+    cpu_relax();
+    if (i % SPINS_PER_YIELD == 0) sched_yield();
+}
 
 /* A thread's range of tasks: [lo, hi) packed as lo | hi << 32, so that the owner taking
  * from the front and a helper taking from the back cannot both get the same task. On
@@ -90,7 +101,7 @@ static bool wait_for_job(toy_pool *p, uint64_t seen) {
     for (int i = 1;; i++) {
         if (atomic_load(&p->generation) != seen) return true;
         if (atomic_load(&p->shutdown)) return false;
-        cpu_relax();
+        spin_once(i);
         if (i % 1024 == 0 && seconds() > deadline) break;
     }
     pthread_mutex_lock(&p->lock);
@@ -188,6 +199,6 @@ void toy_pool_run(toy_pool *p, int64_t n_tasks, toy_task_fn fn, void *ctx) {
             pthread_mutex_unlock(&p->lock);
         }
         work(p, 0);
-        while (atomic_load_explicit(&p->busy, memory_order_acquire) > 0) cpu_relax();
+        for (int i = 1; atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) spin_once(i);
     }
 }

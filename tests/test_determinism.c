@@ -8,7 +8,9 @@
  *   C. in one batch interleaved with a second sequence, with 3 threads,
  *   D. half as a batch, then token by token while another sequence decodes beside it.
  * toy reduces every dot product and attention row in one fixed order, so these are
- * equal by construction; this test keeps them so.
+ * equal by construction; this test keeps them so. A long sequence (300 tokens: two
+ * attention segments, which decode spreads over threads and a batch folds inside each
+ * task) is checked the same way on a few models, with 2 and 3 threads.
  */
 #include <stdint.h>
 
@@ -110,6 +112,71 @@ static void check_model(const char *fix, const char *name) {
     toy_model_free(f.m);
 }
 
+enum { N_LONG = 300, N_PAIR = 150 };
+
+/* The long case: one batch with 2 threads against one token at a time with 2 and 3
+ * threads (and a 2-token step beside another sequence). */
+static void check_long(const char *fix, const char *name) {
+    char path[8400];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    toy_model *m = NULL;
+    if (toy_model_load(path, &m) != TOY_OK) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return;
+    }
+    const int32_t n_vocab = toy_model_n_vocab(m);
+    int32_t *tok = malloc(N_LONG * sizeof *tok), *pos = malloc(N_LONG * sizeof *pos);
+    int32_t *seq = calloc(N_LONG, sizeof *seq);
+    int8_t *want = malloc(N_LONG);
+    unsigned long long rng = 99;
+    for (int i = 0; i < N_LONG; i++) {
+        tok[i] = (int32_t)(test_rand_u64(&rng) % (uint64_t)n_vocab);
+        pos[i] = i;
+        want[i] = 1;
+    }
+    const size_t row = (size_t)n_vocab * sizeof(float);
+    float *ref = malloc(N_LONG * row), *got = malloc(N_LONG * row);
+    for (int mode = 0; mode < 3; mode++) {
+        toy_context_params p = toy_context_default_params();
+        p.n_ctx = N_LONG + 8;
+        p.n_batch = p.n_outputs = mode == 0 ? N_LONG : 2;
+        p.n_seq_max = 2;
+        p.n_threads = mode == 2 ? 3 : 2;
+        toy_context *ctx = NULL;
+        if (toy_context_new(m, &p, &ctx) != TOY_OK) {
+            CHECK_MSG(0, "%s", toy_last_error());
+            break;
+        }
+        float *out = mode == 0 ? ref : got;
+        bool ok = true;
+        for (int i = 0; i < N_LONG && ok;) {
+            /* mode 2 decodes beside a second sequence from token N_PAIR on */
+            const bool pair = mode == 2 && i >= N_PAIR;
+            const int n = mode == 0 ? N_LONG : 1;
+            int32_t t2[2] = {tok[i], tok[i < N_PAIR ? 0 : i - N_PAIR]}, p2[2] = {i, i - N_PAIR}, s2[2] = {0, 1};
+            toy_batch b = mode == 0 ? (toy_batch){n, tok, pos, seq, want}
+                                    : (toy_batch){pair ? 2 : 1, t2, p2, s2, want};
+            ok = toy_decode(ctx, &b) == TOY_OK;
+            CHECK_MSG(ok, "%s", toy_last_error());
+            for (int k = 0; k < n && ok; k++) memcpy(out + (size_t)(i + k) * n_vocab, toy_get_logits(ctx, k), row);
+            i += n;
+        }
+        if (mode > 0)
+            CHECK_MSG(memcmp(ref, got, N_LONG * row) == 0,
+                      "%s: %d tokens one at a time (%d threads%s) differ from the batch", name,
+                      N_LONG, p.n_threads, mode == 2 ? ", beside another sequence" : "");
+        toy_context_free(ctx);
+    }
+    printf("%-20s bit-identical over %d tokens\n", name, N_LONG);
+    free(ref);
+    free(got);
+    free(tok);
+    free(pos);
+    free(seq);
+    free(want);
+    toy_model_free(m);
+}
+
 int main(void) {
     const char *fix = test_fixtures_dir();
     if (!fix) return TEST_SKIP_CODE;
@@ -127,5 +194,9 @@ int main(void) {
         check_model(fix, line);
     }
     fclose(mf);
+    /* GQA, head_dim 128, and sliding windows (whole segments out of the window) */
+    check_long(fix, "llama-spm-q4_k_m");
+    check_long(fix, "qwen3-f16");
+    check_long(fix, "gemma2-f32");
     return test_finish("test_determinism");
 }
