@@ -144,7 +144,7 @@ static bool run_tokens(toy_context *ctx, int32_t n, int32_t pos0, int32_t n_voca
 
 int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL;
-    int n_prompt = 512, n_gen = 128, n_threads = 2, reps = 5;
+    int n_prompt = 512, n_gen = 128, n_threads = default_threads(), reps = 5;
     bool json = false, mlock_weights = false;
     int cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
     for (int i = 1; i < argc; i++) {
@@ -160,7 +160,7 @@ int cmd_bench(int argc, char **argv) {
                    "  -m, --model FILE   the GGUF model\n"
                    "  -p N               prompt tokens (default 512; 0 skips)\n"
                    "  -n N               generated tokens (default 128; 0 skips)\n"
-                   "  -t, --threads N    threads (default 2)\n"
+                   "  -t, --threads N    threads (default: the CPUs available)\n"
                    "  -r, --reps N       repetitions (default 5)\n"
                    "  --json             one JSON object\n"
                    "  --mlock            lock the weights in RAM first\n"

@@ -19,7 +19,7 @@ static const char *const eval_usage =
     "  --dump-logits FILE   where the logits go\n"
     "  --mode batch         all tokens in one forward pass (default)\n"
     "  --mode seq           one token at a time through the KV cache\n"
-    "  -t, --threads N      threads (default 2)\n"
+    "  -t, --threads N      threads (default: the CPUs available)\n"
     "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T     the same for values\n"
     "  -h, --help           this message\n";
@@ -50,7 +50,7 @@ static int32_t *parse_tokens(const char *s, int32_t *n_out) {
 
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
-    int n_threads = 2, cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
+    int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;

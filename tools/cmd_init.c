@@ -15,7 +15,7 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
 }
 
 int cmd_init(int argc, char **argv) {
-    toy_init_params p = {.ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = 2, .progress = progress};
+    toy_init_params p = {.ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = default_threads(), .progress = progress};
     const char *out = NULL, *type = "F32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -35,7 +35,7 @@ int cmd_init(int argc, char **argv) {
                    "  --out FILE           the model to write\n"
                    "  --type T             F32 (default), F16, BF16, Q8_0, Q4_K_M, ... as toy quantize\n"
                    "  --seed S             random seed (default 42; same seed, same file)\n"
-                   "  -t, --threads N      threads (default 2)\n"
+                   "  -t, --threads N      threads (default: the CPUs available)\n"
                    "  -h, --help           this message\n");
             return 0;
         } else if (!strcmp(a, "--arch") && v) {

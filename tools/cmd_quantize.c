@@ -16,7 +16,7 @@ static const char *const quantize_usage =
     "TYPE: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 IQ4_NL Q2_K Q3_K_S Q3_K_M Q3_K_L\n"
     "      Q4_K_S Q4_K_M Q5_K_S Q5_K_M Q6_K (Q3_K, Q4_K, Q5_K mean the _M mixes)\n"
     "\n"
-    "  -t, --threads N   threads (default 1)\n"
+    "  -t, --threads N   threads (default: the CPUs available)\n"
     "  --pure            no mix: every quantizable tensor gets TYPE itself\n"
     "  -h, --help        this message\n";
 
@@ -31,7 +31,7 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
     int n_pos = 0;
-    toy_quantize_params params = {.n_threads = 1, .progress = progress};
+    toy_quantize_params params = {.n_threads = default_threads(), .progress = progress};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {

@@ -20,6 +20,10 @@ int cmd_bench(int argc, char **argv);
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
 
+/* The default of -t: the CPUs this process may run on (at most 256). More threads than
+ * free cores only slows toy down. */
+int default_threads(void);
+
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
 

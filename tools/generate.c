@@ -14,7 +14,7 @@ const char *const gen_options_help =
     "  -n, --n-predict N       tokens to generate (default -1: until end of text or context)\n"
     "  -c, --ctx-size N        context length (default: the model's)\n"
     "  -b, --batch-size N      tokens per forward pass of the prompt (default 512)\n"
-    "  -t, --threads N         threads (default 2)\n"
+    "  -t, --threads N         threads (default: the CPUs available)\n"
     "  --temp T                temperature (default 0.8; 0 = greedy)\n"
     "  --top-k K               keep the K most likely tokens (default 40; 0 = off)\n"
     "  --top-p P               nucleus sampling (default 0.95; 1 = off)\n"
@@ -37,7 +37,7 @@ void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->n_batch = 512;
-    o->n_threads = 2;
+    o->n_threads = default_threads();
     o->sampling = toy_sampler_default_params();
     o->sampling.seed = (uint64_t)time(NULL);
     o->cache_type_k = o->cache_type_v = TOY_TYPE_F32;

@@ -1,4 +1,5 @@
 /* toy.c — the toy command: dispatches to a subcommand. */
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,12 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
     }
     *out = (int)v;
     return true;
+}
+
+int default_threads(void) {
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n < 1 ? 1 : n > 256 ? 256 : n;
 }
 
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out) {
