@@ -262,8 +262,10 @@ static float *attn_slot(const attn_job *j, int64_t t, int32_t s) {
 
 /* The attention helpers, inlined into the attention task of each instruction set. All
  * versions give the same bits: the dot product keeps 16 float lanes (element d goes to
- * lane d % 16; multiply, then add) combined pairwise (k + 8, k + 4, k + 2, 1): one
- * AVX-512 vector or two AVX2 ones; accum and scal are elementwise. */
+ * lane d % 16 by a fused multiply-add, one rounding) combined pairwise (k + 8, k + 4,
+ * k + 2, 1): one AVX-512 vector or two AVX2 ones; accum (fused multiply-adds) and scal
+ * are elementwise. The scalar version calls fmaf, exact everywhere (a library call where
+ * the CPU has no FMA, which only the portable fallback meets). */
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define UNROLL16 _Pragma("GCC unroll 16")
 
@@ -312,7 +314,7 @@ ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
 
 ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     float l[16] = {0};
-    for (int32_t d = 0; d < n; d++) l[d % 16] += a[d] * b[d];
+    for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[d], b[d], l[d % 16]);
     return lanes16_sum(l);
 }
 /* The largest of n scores: a comparison, not fmaxf, which is a library call on baseline
@@ -333,11 +335,11 @@ ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *ro
                                float *out) {
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
 }
-/* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order */
+/* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order, one rounding each */
 ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                 const float *const *rows, float *acc) {
     for (int32_t r = 0; r < n_live; r++)
-        for (int32_t d = 0; d < n; d++) acc[d] += w[live[r]] * rows[r][d];
+        for (int32_t d = 0; d < n; d++) acc[d] = fmaf(w[live[r]], rows[r][d], acc[d]);
 }
 ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
@@ -401,8 +403,8 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,f16c")))
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
 
 /* The pairwise combine of 8 lanes in registers: k + 4, k + 2, k + 1, as lanes16_sum's
  * last three steps. */
@@ -417,8 +419,8 @@ AVX2 ALWAYS_INLINE float combine8_avx2(__m256 v) {
 AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int32_t d = 0; d < n; d += 16) {
-        lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d)));
-        hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8)));
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), hi);
     }
     return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
@@ -437,10 +439,10 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
         for (int32_t r = 0; r < n_live; r++) {
             const __m256 vw = _mm256_set1_ps(w[live[r]]);
             const float *v = rows[r] + d;
-            a0 = _mm256_add_ps(a0, _mm256_mul_ps(vw, _mm256_loadu_ps(v)));
-            a1 = _mm256_add_ps(a1, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 8)));
-            a2 = _mm256_add_ps(a2, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 16)));
-            a3 = _mm256_add_ps(a3, _mm256_mul_ps(vw, _mm256_loadu_ps(v + 24)));
+            a0 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v), a0);
+            a1 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 8), a1);
+            a2 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 16), a2);
+            a3 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 24), a3);
         }
         _mm256_storeu_ps(acc + d, a0);
         _mm256_storeu_ps(acc + d + 8, a1);
@@ -450,7 +452,7 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
     for (; d < n; d += 8) {
         __m256 a = _mm256_loadu_ps(acc + d);
         for (int32_t r = 0; r < n_live; r++)
-            a = _mm256_add_ps(a, _mm256_mul_ps(_mm256_set1_ps(w[live[r]]), _mm256_loadu_ps(rows[r] + d)));
+            a = _mm256_fmadd_ps(_mm256_set1_ps(w[live[r]]), _mm256_loadu_ps(rows[r] + d), a);
         _mm256_storeu_ps(acc + d, a);
     }
 }
@@ -517,7 +519,7 @@ AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
 AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
     __m512 acc = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16)
-        acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d)));
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
     const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     return combine8_avx2(v);
 }
@@ -532,7 +534,7 @@ AVX512 ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, c
     for (int32_t d = 0; d < n; d += 16) {
         const __m512 qv = _mm512_loadu_ps(q + d);
         UNROLL16
-        for (int r = 0; r < 16; r++) acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(qv, _mm512_loadu_ps(rows[r] + d)));
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows[r] + d), acc[r]);
     }
     __m512 c[8], e[4], g[2];
     UNROLL16
@@ -589,10 +591,10 @@ AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t 
         for (int32_t r = 0; r < n_live; r++) {
             const __m512 vw = _mm512_set1_ps(w[live[r]]);
             const float *v = rows[r] + d;
-            a0 = _mm512_add_ps(a0, _mm512_mul_ps(vw, _mm512_loadu_ps(v)));
-            a1 = _mm512_add_ps(a1, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 16)));
-            a2 = _mm512_add_ps(a2, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 32)));
-            a3 = _mm512_add_ps(a3, _mm512_mul_ps(vw, _mm512_loadu_ps(v + 48)));
+            a0 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 48), a3);
         }
         _mm512_storeu_ps(acc + d, a0);
         _mm512_storeu_ps(acc + d + 16, a1);
@@ -602,7 +604,7 @@ AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t 
     for (; d < n; d += 16) {
         __m512 a = _mm512_loadu_ps(acc + d);
         for (int32_t r = 0; r < n_live; r++)
-            a = _mm512_add_ps(a, _mm512_mul_ps(_mm512_set1_ps(w[live[r]]), _mm512_loadu_ps(rows[r] + d)));
+            a = _mm512_fmadd_ps(_mm512_set1_ps(w[live[r]]), _mm512_loadu_ps(rows[r] + d), a);
         _mm512_storeu_ps(acc + d, a);
     }
 }
