@@ -98,8 +98,9 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
         toy_weight gate = toy_weight_expert(&l->ffn_gate_exps, e);
         toy_weight up = toy_weight_expert(&l->ffn_up_exps, e);
         toy_weight down = toy_weight_expert(&l->ffn_down_exps, e);
-        be->matmul(be, &gate, ctx->moe_in, n, ctx->gate);
-        be->matmul(be, &up, ctx->moe_in, n, ctx->up);
+        const toy_weight *gate_up[2] = {&gate, &up};
+        float *gate_up_out[2] = {ctx->gate, ctx->up};
+        be->matmul_multi(be, 2, gate_up, ctx->moe_in, n, gate_up_out);
         be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n * hp->n_ff_exp);
         be->matmul(be, &down, ctx->gate, n, ctx->moe_in);
         for (int64_t i = 0; i < n; i++) {
@@ -119,8 +120,9 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
         float *gate = ctx->router; /* the routing probabilities are no longer needed */
         be->matmul(be, &l->ffn_gate_inp_shexp, ctx->h, n_tok, gate);
         be->sigmoid(be, gate, n_tok);
-        be->matmul(be, &l->ffn_gate_shexp, ctx->h, n_tok, ctx->gate);
-        be->matmul(be, &l->ffn_up_shexp, ctx->h, n_tok, ctx->up);
+        const toy_weight *gate_up[2] = {&l->ffn_gate_shexp, &l->ffn_up_shexp};
+        float *gate_up_out[2] = {ctx->gate, ctx->up};
+        be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
         be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff_shexp);
         be->matmul(be, &l->ffn_down_shexp, ctx->gate, n_tok, ctx->moe_in);
         for (int64_t t = 0; t < n_tok; t++) {
