@@ -712,12 +712,39 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
 
 /* ---------------------------------------------------------------- elementwise */
 
-static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) {
-        const float g = gate[i];
-        y[i] = (g / (1.0f + expf(-g))) * up[i];
+/* silu(g) * u through exp_nonpos, so that every instruction set computes the same bits:
+ * with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g * e) / (1 + e). */
+static inline float silu_mul(float g, float u) {
+    const float e = exp_nonpos(-fabsf(g));
+    return ((g >= 0.0f ? g : g * e) / (1.0f + e)) * u;
+}
+
+#if defined(__x86_64__)
+/* silu_mul on 8 lanes: the same operations */
+AVX2 static void swiglu_avx2(float *y, const float *gate, const float *up, int64_t n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i);
+        const __m256 e = exp8_avx2(_mm256_or_ps(g, sign)); /* -|g| */
+        const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g,
+                                            _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
+        const __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
     }
+    for (; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
+}
+#endif
+
+static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+#if defined(__x86_64__)
+    if (((cpu_backend *)be)->isa >= TOY_ISA_AVX2) {
+        swiglu_avx2(y, gate, up, n);
+        return;
+    }
+#endif
+    (void)be;
+    for (int64_t i = 0; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
 }
 
 /* ggml evaluates GELU through a table of all 65536 halves: the input is rounded to
