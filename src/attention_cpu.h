@@ -1,7 +1,7 @@
 /* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
  * instruction set with ATTN_TASK (its name), ATTN_SEGMENT (the name of its segment
  * function), ATTN_TARGET (a target attribute or nothing) and ATTN_DOTS / ATTN_ACCUM /
- * ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM / ATTN_ROW (inline helpers of that set)
+ * ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM / ATTN_ROW / ATTN_LIVE (inline helpers of that set)
  * defined. One text, so the scalar and the vector versions cannot drift apart; the
  * helpers produce the same bits in every version (see backend_cpu.c).
  *
@@ -40,13 +40,8 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
     for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
         const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
         /* the cells this query sees, in order */
-        int32_t live[ATTN_CHUNK], n_live = 0;
-        for (int32_t i = 0; i < nc; i++) {
-            const int32_t kpos = kv->pos[base + c0 + i];
-            if (kpos <= qpos && !(p->n_swa > 0 && qpos - kpos >= p->n_swa)) live[n_live++] = i;
-            else
-                for (int32_t h = 0; h < group; h++) scores[h * ATTN_CHUNK + i] = -INFINITY;
-        }
+        int32_t live[ATTN_CHUNK];
+        const int32_t n_live = ATTN_LIVE(nc, kv->pos + base + c0, qpos, p->n_swa, live);
         if (!n_live) continue;
         /* all rows converted before any is read back: a load right after the stores
          * that wrote it waits for them */
@@ -59,13 +54,17 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
                                 vbuf + (size_t)r * hd, hd);
         }
         for (int32_t h = 0; h < group; h++) {
-            float dots[ATTN_CHUNK];
+            float dots[ATTN_CHUNK], *w = scores + h * ATTN_CHUNK;
             ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, dots);
-            for (int32_t r = 0; r < n_live; r++) {
-                float s = dots[r];
-                if (p->softcap > 0.0f) s = tanhf(s * (1.0f / p->softcap)) * p->softcap;
-                scores[h * ATTN_CHUNK + live[r]] = s * p->scale;
+            if (p->softcap > 0.0f)
+                for (int32_t r = 0; r < n_live; r++)
+                    dots[r] = tanhf(dots[r] * (1.0f / p->softcap)) * p->softcap;
+            if (n_live == nc) { /* every cell visible: in place */
+                for (int32_t i = 0; i < nc; i++) w[i] = dots[i] * p->scale;
+                continue;
             }
+            for (int32_t i = 0; i < nc; i++) w[i] = -INFINITY; /* masked: weight 0 */
+            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r] * p->scale;
         }
         for (int32_t h = 0; h < group; h++) {
             float *w = scores + h * ATTN_CHUNK;

@@ -330,6 +330,15 @@ ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
     for (int32_t i = 0; i < n; i++) l[i % 16] += x[i];
     return lanes16_sum(l);
 }
+/* The cells of a chunk a query at qpos sees (kpos <= qpos, and within the sliding window
+ * when n_swa > 0), as indices in order; returns how many. */
+ALWAYS_INLINE int32_t live_scalar(int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
+                                  int32_t *live) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < nc; i++)
+        if (kpos[i] <= qpos && !(n_swa > 0 && qpos - kpos[i] >= n_swa)) live[n++] = i;
+    return n;
+}
 /* out[r] = dot(rows[r], q) for r < n_rows */
 ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                float *out) {
@@ -389,6 +398,7 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #define ATTN_MAX max_scalar
 #define ATTN_SUM chunk_sum_scalar
 #define ATTN_ROW row_scalar
+#define ATTN_LIVE live_scalar
 #include "attention_cpu.h"
 #undef ATTN_TASK
 #undef ATTN_SEGMENT
@@ -400,6 +410,7 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #undef ATTN_SCAL
 #undef ATTN_EXPS
 #undef ATTN_ROW
+#undef ATTN_LIVE
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -574,6 +585,21 @@ AVX512 ALWAYS_INLINE float max_avx512(int32_t n, const float *x) {
     }
     return _mm512_reduce_max_ps(m);
 }
+AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
+                                         int32_t n_swa, int32_t *live) {
+    const __m512i q = _mm512_set1_epi32(qpos);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int32_t n = 0;
+    for (int32_t i = 0; i < nc; i += 16) {
+        const __mmask16 in = lanes_below(nc - i);
+        const __m512i k = _mm512_maskz_loadu_epi32(in, kpos + i);
+        __mmask16 ok = _mm512_mask_cmple_epi32_mask(in, k, q);
+        if (n_swa > 0) ok &= _mm512_cmplt_epi32_mask(_mm512_sub_epi32(q, k), _mm512_set1_epi32(n_swa));
+        _mm512_mask_compressstoreu_epi32(live + n, ok, _mm512_add_epi32(lane, _mm512_set1_epi32(i)));
+        n += __builtin_popcount(ok);
+    }
+    return n;
+}
 _Static_assert(ATTN_CHUNK == 32, "chunk_sum_avx512 adds two vectors of 16");
 AVX512 ALWAYS_INLINE float chunk_sum_avx512(int32_t n, const float *x) {
     const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes_below(n), x),
@@ -630,8 +656,10 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_SCAL scal_avx2
 #define ATTN_EXPS exps_avx2
 #define ATTN_ROW row_avx2
+#define ATTN_LIVE live_scalar
 #include "attention_cpu.h"
 #undef ATTN_ROW
+#undef ATTN_LIVE
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_SEGMENT
@@ -652,8 +680,10 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_SCAL scal_avx512
 #define ATTN_EXPS exps_avx2
 #define ATTN_ROW row_avx512
+#define ATTN_LIVE live_avx512
 #include "attention_cpu.h"
 #undef ATTN_ROW
+#undef ATTN_LIVE
 #undef ATTN_EXPS
 #undef ATTN_TASK
 #undef ATTN_SEGMENT
