@@ -382,9 +382,13 @@ static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *a
     *m = mx;
 }
 
-/* out = acc / l (0 where no cell was visible) */
+/* out = acc / l; zeros where no cell was visible (acc was never written then) */
 static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
-    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    if (!(l > 0.0f)) {
+        memset(out, 0, (size_t)hd * sizeof *out);
+        return;
+    }
+    const float inv = 1.0f / l;
     for (int32_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
 }
 
