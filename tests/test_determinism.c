@@ -10,7 +10,8 @@
  * toy reduces every dot product and attention row in one fixed order, so these are
  * equal by construction; this test keeps them so. A long sequence (300 tokens: two
  * attention segments, which decode spreads over threads and a batch folds inside each
- * task) is checked the same way on a few models, with 2 and 3 threads.
+ * task) is checked the same way on a few models, with 2 and 3 threads. Editing the KV
+ * cache is checked too (check_kv_edit).
  */
 #include <stdint.h>
 
@@ -177,6 +178,83 @@ static void check_long(const char *fix, const char *name) {
     toy_model_free(m);
 }
 
+/* Decodes n tokens at the given positions (sequence 0) in one batch; copies the last
+ * token's logits to out if out is not NULL. */
+static bool decode_at(toy_context *ctx, int n, const int32_t *tok, const int32_t *pos, float *out,
+                      int32_t n_vocab) {
+    int32_t seq[64] = {0};
+    toy_batch b = {n, tok, pos, seq, NULL};
+    if (toy_decode(ctx, &b) != TOY_OK) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return false;
+    }
+    if (out) memcpy(out, toy_get_logits(ctx, 0), (size_t)n_vocab * sizeof(float));
+    return true;
+}
+
+/* KV cache edits: dropping the tail (positions 30..39 of 40) leaves exactly what a
+ * context fed only 30 tokens holds, so the next token's logits are the same bits; and
+ * moving all 30 positions up by 5 (toy_kv_seq_add re-rotates the keys) matches a context
+ * fed them at 5..34 directly, within rounding, since RoPE scores depend only on relative
+ * positions. (Removing a middle range is checked on the cache itself, test_kv_cache.) */
+static void check_kv_edit(const char *fix, const char *name) {
+    char path[8400];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    toy_model *m = NULL;
+    if (toy_model_load(path, &m) != TOY_OK) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return;
+    }
+    const int32_t n_vocab = toy_model_n_vocab(m);
+    int32_t tok[40], pos[40], moved[40];
+    unsigned long long rng = 7;
+    for (int i = 0; i < 40; i++) {
+        tok[i] = (int32_t)(test_rand_u64(&rng) % (uint64_t)n_vocab);
+        pos[i] = i;
+        moved[i] = i + 5;
+    }
+    const int32_t next = tok[7];
+    float *a = malloc((size_t)n_vocab * sizeof *a), *b = malloc((size_t)n_vocab * sizeof *b);
+    toy_context_params p = toy_context_default_params();
+    p.n_ctx = 64;
+    p.n_batch = p.n_outputs = 64;
+    p.n_threads = 2;
+    for (int shift = 0; shift < 2; shift++) {
+        toy_context *c1 = NULL, *c2 = NULL;
+        CHECK(toy_context_new(m, &p, &c1) == TOY_OK && toy_context_new(m, &p, &c2) == TOY_OK);
+        if (!c1 || !c2) break;
+        const int32_t at = shift ? 35 : 30;
+        bool ok;
+        if (!shift) {
+            ok = decode_at(c1, 40, tok, pos, NULL, n_vocab) && toy_kv_seq_rm(c1, 0, 30, -1) == TOY_OK;
+            ok = ok && decode_at(c2, 30, tok, pos, NULL, n_vocab);
+        } else {
+            ok = decode_at(c1, 30, tok, pos, NULL, n_vocab) && toy_kv_seq_add(c1, 0, 0, -1, 5) == TOY_OK;
+            ok = ok && decode_at(c2, 30, tok, moved, NULL, n_vocab);
+        }
+        ok = ok && decode_at(c1, 1, &next, &at, a, n_vocab) && decode_at(c2, 1, &next, &at, b, n_vocab);
+        CHECK_MSG(ok, "%s: KV edit sequence failed", name);
+        if (ok && !shift)
+            CHECK_MSG(memcmp(a, b, (size_t)n_vocab * sizeof *a) == 0,
+                      "%s: logits after removing positions 30..39 differ from a fresh context", name);
+        if (ok && shift) {
+            double num = 0, den = 0;
+            for (int32_t i = 0; i < n_vocab; i++) {
+                num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+                den += (double)b[i] * b[i];
+            }
+            CHECK_MSG(sqrt(num / den) < 1e-3, "%s: logits after shifting positions by 5: relRMS %.3g",
+                      name, sqrt(num / den));
+        }
+        toy_context_free(c1);
+        toy_context_free(c2);
+    }
+    printf("%-20s KV cache edits as a fresh context\n", name);
+    free(a);
+    free(b);
+    toy_model_free(m);
+}
+
 int main(void) {
     const char *fix = test_fixtures_dir();
     if (!fix) return TEST_SKIP_CODE;
@@ -198,5 +276,7 @@ int main(void) {
     check_long(fix, "llama-spm-q4_k_m");
     check_long(fix, "qwen3-f16");
     check_long(fix, "gemma2-f32");
+    check_kv_edit(fix, "llama-spm-q4_k_m");
+    check_kv_edit(fix, "qwen3-f16");
     return test_finish("test_determinism");
 }
