@@ -41,6 +41,9 @@ typedef enum {
 TOY_API const char *toy_status_str(toy_status status);
 /* The message of the last failure on this thread ("" if none). */
 TOY_API const char *toy_last_error(void);
+/* The instruction set toy's kernels use on this CPU: "avx512", "avx2" or "scalar" (the
+ * environment variable TOY_ISA may ask for a lower one). Results are the same bits. */
+TOY_API const char *toy_kernel_isa(void);
 
 /* ---------------------------------------------------------------- weight types
  * The numbering is ggml's (enum ggml_type), which is what GGUF files store. */

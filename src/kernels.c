@@ -55,6 +55,7 @@
  * in double; float lanes are what vector code can reproduce at full speed.
  */
 #include "kernels.h"
+#include "toy.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -617,6 +618,8 @@ static void dispatch_init(void) {
         chosen[t] = k;
     }
 }
+
+const char *toy_kernel_isa(void) { return toy_isa_name(toy_cpu_isa()); }
 
 toy_isa toy_cpu_isa(void) {
     pthread_once(&dispatch_once, dispatch_init);

@@ -43,6 +43,7 @@ for k in ("prompt_tokens_per_s", "gen_tokens_per_s", "weight_bytes_per_token",
 assert d["prompt_tokens_per_s"] > 0 and d["gen_tokens_per_s"] > 0 and d["bandwidth_gb_per_s"] > 0
 assert 60e6 < d["weight_bytes_per_token"] < 100e6, d["weight_bytes_per_token"]
 assert d["threads"] == 2 and "smollm2-135m" in d["model_type"]
+assert d["isa"] in ("avx512", "avx2", "scalar"), d.get("isa")
 PY
 
 "$toy" init --arch qwen2 --preset smollm2-135m --vocab-from "$vocab" --out "$tmp/c.gguf" 2> "$tmp/err" \

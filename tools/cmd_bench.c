@@ -271,6 +271,7 @@ int cmd_bench(int argc, char **argv) {
             json_string(stdout, model_path, strlen(model_path));
             printf(", \"model_type\": ");
             json_string(stdout, model_type, strlen(model_type));
+            printf(", \"isa\": \"%s\"", toy_kernel_isa());
             printf(", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
                    "\"prompt_tokens_per_s\": %.3f, \"gen_tokens_per_s\": %.3f, "
                    "\"weight_bytes_per_token\": %llu, \"bandwidth_gb_per_s\": %.3f, "
@@ -279,7 +280,7 @@ int cmd_bench(int argc, char **argv) {
                    bw / 1e9, roof, (long long)ru.ru_maxrss * 1024);
         } else {
             printf("model             %s (%s)\n", model_path, model_type);
-            printf("threads           %d\n", n_threads);
+            printf("threads           %d (kernels: %s)\n", n_threads, toy_kernel_isa());
             if (n_prompt) printf("prompt            %.2f tokens/s (median of %d, %d tokens)\n", pp_med, reps, n_prompt);
             if (n_gen) printf("generation        %.2f tokens/s (median of %d, %d tokens)\n", tg_med, reps, n_gen);
             printf("weights/token     %.1f MB\n", (double)bytes / 1e6);

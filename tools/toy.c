@@ -85,7 +85,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("toy %s\n", TOY_VERSION_STRING);
+        printf("toy %s (kernels: %s)\n", TOY_VERSION_STRING, toy_kernel_isa());
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
