@@ -100,6 +100,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     const int32_t h0 = share * per;
     const int32_t left = p->n_head / p->n_head_kv - h0;
     const int32_t group = left < per ? (left > 0 ? left : 0) : per;
+    if (group == 0) return; /* a share past the group's last head (the split rounds up) */
     const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
     const int32_t n = j->kv->n_used[j->seq_id[t]];
     /* the thread's workspace: one segment's sums, maxima and weights, the running fold

@@ -37,8 +37,10 @@ typedef struct {
 struct toy_backend {
     const char *name;
     /* Allocates scratch once, for batches of up to n_tok tokens of rows up to max_cols
-     * floats and attention with n_head query heads; nothing allocates after. */
-    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head);
+     * floats and attention with n_head query heads of head_dim; nothing allocates
+     * after. */
+    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
+                          int64_t head_dim);
     /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
     void (*rms_norm)(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                      int64_t n, float eps);

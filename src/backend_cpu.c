@@ -36,18 +36,20 @@ _Static_assert(ATTN_SEGMENT_CELLS % ATTN_CHUNK == 0, "segments are whole chunks"
 /* (token, segment) states a split decode job may hold, per thread */
 #define ATTN_SLOTS_PER_THREAD 64
 
-static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head) {
+static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
+                              int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
     /* F32 is the widest vec_dot type: 4 bytes per element */
     size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
     /* attention, per thread: a segment's and the running fold's accumulators of a query
-     * group (at most max_cols floats each), maxima and sums, the scores of a chunk of
-     * cells, its K and V rows */
-    c->attn_ws_per_thread = (size_t)(2 * (max_cols + 2 * n_head) + n_head * ATTN_CHUNK +
-                                     2 * ATTN_CHUNK * TOY_MAX_HEAD_DIM + 64);
+     * group (at most n_head * head_dim floats each), maxima and sums, the scores of a
+     * chunk of cells, its K and V rows */
+    const int64_t q_cols = n_head * head_dim;
+    c->attn_ws_per_thread = (size_t)(2 * (q_cols + 2 * n_head) + n_head * ATTN_CHUNK +
+                                     2 * ATTN_CHUNK * head_dim + 64);
     size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
     /* a slot holds every head's sums, maximum and sum: n_head * (head_dim + 2) floats */
-    c->attn_slot_cap = (size_t)(max_cols + 2 * n_head);
+    c->attn_slot_cap = (size_t)(q_cols + 2 * n_head);
     c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)toy_pool_size(c->pool);
     size_t slots = c->attn_n_slots * c->attn_slot_cap * sizeof(float);
     free(c->act);
@@ -495,7 +497,7 @@ AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
     for (; i < n; i++) x[i] = exp_nonpos(x[i] - m);
 }
-/* head_dim % 16 == 0, so whole Q8_0 blocks too */
+/* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
 AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
     switch (type) {
@@ -585,7 +587,8 @@ AVX512 ALWAYS_INLINE float max_avx512(int32_t n, const float *x) {
     __m512 m = _mm512_set1_ps(-INFINITY);
     for (int32_t i = 0; i < n; i += 16) {
         const __mmask16 k = lanes_below(n - i);
-        m = _mm512_mask_max_ps(m, k, m, _mm512_maskz_loadu_ps(k, x + i));
+        /* max(x, m) returns m when x is NaN, as max_scalar's x > m ? x : m does */
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, x + i), m);
     }
     return _mm512_reduce_max_ps(m);
 }

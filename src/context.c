@@ -63,7 +63,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (hp->n_ff_shexp > ff) ff = hp->n_ff_shexp;
     int64_t max_cols = hp->n_embd > q_dim ? hp->n_embd : q_dim;
     if (ff > max_cols) max_cols = ff;
-    if ((st = ctx->be->reserve(ctx->be, nb, max_cols, hp->n_head))) {
+    if ((st = ctx->be->reserve(ctx->be, nb, max_cols, hp->n_head, hp->head_dim))) {
         toy_context_free(ctx);
         return st;
     }

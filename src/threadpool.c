@@ -27,7 +27,7 @@
  * one that is not running, and a pure spin would hold its core for a whole time slice. */
 #define SPINS_PER_YIELD 256
 
-static void spin_once(int i) {
+static void spin_once(unsigned i) {
     cpu_relax();
     if (i % SPINS_PER_YIELD == 0) sched_yield();
 }
@@ -98,7 +98,7 @@ static double seconds(void) {
 /* Waits until the generation differs from `seen`; returns false on shutdown. */
 static bool wait_for_job(toy_pool *p, uint64_t seen) {
     double deadline = seconds() + SPIN_SECONDS;
-    for (int i = 1;; i++) {
+    for (unsigned i = 1;; i++) {
         if (atomic_load(&p->generation) != seen) return true;
         if (atomic_load(&p->shutdown)) return false;
         spin_once(i);
@@ -199,6 +199,6 @@ void toy_pool_run(toy_pool *p, int64_t n_tasks, toy_task_fn fn, void *ctx) {
             pthread_mutex_unlock(&p->lock);
         }
         work(p, 0);
-        for (int i = 1; atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) spin_once(i);
+        for (unsigned i = 1; atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) spin_once(i);
     }
 }

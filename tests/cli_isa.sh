@@ -3,7 +3,9 @@
 # TOY_ISA=scalar, avx2 and avx512 (those this CPU has), batched and token by token, with
 # every KV cache type, on fixtures that cover GQA, head_dim 128, sliding windows and
 # soft-capping. 70 tokens: more than two chunks of attention cells, so the SIMD
-# attention's 16-row score blocks, its tails and its online softmax all run.
+# attention's 16-row score blocks, its tails and its online softmax all run; then 300
+# tokens on two models, past one 256-cell segment, so the segment fold runs inside a
+# task (batch) and after a split job (token by token).
 set -u
 toy="$1"
 . "$(dirname "$0")/fixtures.sh"
@@ -17,31 +19,37 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
-tokens=$(seq -s, 1 70)
 n_checked=0
-for model in llama-spm-q4_k_m gemma2-f32 qwen3-f16 smollm2-f16; do
-  for cache in "f32 f32" "f16 f16" "bf16 q8_0" "q8_0 f16"; do
-    set -- $cache
-    for mode in batch seq; do
-      ref=""
-      for isa in $isas; do
-        out="$tmp/$model-$1-$2-$mode-$isa.f32"
-        if ! TOY_ISA=$isa "$toy" eval -m "$fixtures/models/$model.gguf" --tokens "$tokens" \
-            --dump-logits "$out" --mode $mode --cache-type-k $1 --cache-type-v $2 -t 2 2> "$tmp/err"; then
-          echo "FAIL: $model ($isa, $mode, cache $1/$2): $(cat "$tmp/err")"
-          fail=1
-          continue
-        fi
-        if [ -z "$ref" ]; then
-          ref="$out"
-        elif ! cmp -s "$ref" "$out"; then
-          echo "FAIL: $model ($mode, cache $1/$2): logits under $isa differ from scalar"
-          fail=1
-        fi
-        n_checked=$((n_checked + 1))
+# check N_TOKENS "MODELS" "CACHES" (each cache "K V")
+check() {
+  local tokens model cache mode isa ref out k v
+  tokens=$(seq -s, 1 "$1")
+  for model in $2; do
+    for cache in $3; do
+      k=${cache%/*} v=${cache#*/}
+      for mode in batch seq; do
+        ref=""
+        for isa in $isas; do
+          out="$tmp/$model-$k-$v-$mode-$isa.f32"
+          if ! TOY_ISA=$isa "$toy" eval -m "$fixtures/models/$model.gguf" --tokens "$tokens" \
+              --dump-logits "$out" --mode $mode --cache-type-k $k --cache-type-v $v -t 2 2> "$tmp/err"; then
+            echo "FAIL: $model ($isa, $mode, cache $k/$v, $1 tokens): $(cat "$tmp/err")"
+            fail=1
+            continue
+          fi
+          if [ -z "$ref" ]; then
+            ref="$out"
+          elif ! cmp -s "$ref" "$out"; then
+            echo "FAIL: $model ($mode, cache $k/$v, $1 tokens): logits under $isa differ from scalar"
+            fail=1
+          fi
+          n_checked=$((n_checked + 1))
+        done
       done
     done
   done
-done
+}
+check 70 "llama-spm-q4_k_m gemma2-f32 qwen3-f16 smollm2-f16" "f32/f32 f16/f16 bf16/q8_0 q8_0/f16"
+check 300 "llama-spm-q4_k_m gemma2-f32" "f16/f16 q8_0/f32"
 [ $fail -eq 0 ] && echo "OK: $n_checked runs over ISAs ($isas) bit-identical"
 exit $fail

@@ -15,7 +15,7 @@ typedef struct {
     int uneven;         /* spin longer on some tasks */
 } job;
 
-static volatile int64_t busy_work;
+static _Thread_local volatile int64_t busy_work; /* per thread: no data race */
 
 static void task(void *ctx, int64_t t, int thread) {
     job *j = ctx;

@@ -20,8 +20,8 @@ int cmd_bench(int argc, char **argv);
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
 
-/* The default of -t: the CPUs this process may run on (at most 256). More threads than
- * free cores only slows toy down. */
+/* The default of -t: the CPUs this process may run on, within its cgroup's CPU quota
+ * (at most 256). More threads than free cores only slow toy down. */
 int default_threads(void);
 
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */

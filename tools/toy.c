@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "toy.h"
@@ -58,9 +59,20 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
 }
 
 int default_threads(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
-    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
-    return n < 1 ? 1 : n > 256 ? 256 : n;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = CPU_COUNT(&set);
+    /* a cgroup v2 CPU quota ("QUOTA PERIOD"; "max" for none) caps what a container gets */
+    FILE *f = fopen("/sys/fs/cgroup/cpu.max", "r");
+    if (f) {
+        long long quota, period;
+        if (fscanf(f, "%lld %lld", &quota, &period) == 2 && quota > 0 && period > 0) {
+            const long long cap = (quota + period - 1) / period;
+            if (cap < n) n = (long)cap;
+        }
+        fclose(f);
+    }
+    return n < 1 ? 1 : n > 256 ? 256 : (int)n;
 }
 
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out) {
