@@ -52,14 +52,21 @@ static void run_batch(toy_context *ctx, const fixture *f, int n, const int32_t *
                    (size_t)f->n_vocab * sizeof(float));
 }
 
-static void check_model(const char *fix, const char *name) {
+/* A fixture model by name; NULL (and a failed check) if it does not load. */
+static toy_model *load_model(const char *fix, const char *name) {
     char path[8400];
     snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
-    fixture f;
-    if (toy_model_load(path, &f.m) != TOY_OK) {
+    toy_model *m = NULL;
+    if (toy_model_load(path, &m) != TOY_OK) {
         CHECK_MSG(0, "%s", toy_last_error());
-        return;
+        return NULL;
     }
+    return m;
+}
+
+static void check_model(const char *fix, const char *name) {
+    fixture f;
+    if (!(f.m = load_model(fix, name))) return;
     f.n_vocab = toy_model_n_vocab(f.m);
     unsigned long long rng = 1234;
     for (int s = 0; s < 2; s++)
@@ -118,13 +125,8 @@ enum { N_LONG = 300, N_PAIR = 150 };
 /* The long case: one batch with 2 threads against one token at a time with 2 and 3
  * threads (and a 2-token step beside another sequence). */
 static void check_long(const char *fix, const char *name) {
-    char path[8400];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
-    toy_model *m = NULL;
-    if (toy_model_load(path, &m) != TOY_OK) {
-        CHECK_MSG(0, "%s", toy_last_error());
-        return;
-    }
+    toy_model *m = load_model(fix, name);
+    if (!m) return;
     const int failures_before = test_failures;
     const int32_t n_vocab = toy_model_n_vocab(m);
     int32_t *tok = malloc(N_LONG * sizeof *tok), *pos = malloc(N_LONG * sizeof *pos);
@@ -199,13 +201,8 @@ static bool decode_at(toy_context *ctx, int n, const int32_t *tok, const int32_t
  * fed them at 5..34 directly, within rounding, since RoPE scores depend only on relative
  * positions. (Removing a middle range is checked on the cache itself, test_kv_cache.) */
 static void check_kv_edit(const char *fix, const char *name) {
-    char path[8400];
-    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
-    toy_model *m = NULL;
-    if (toy_model_load(path, &m) != TOY_OK) {
-        CHECK_MSG(0, "%s", toy_last_error());
-        return;
-    }
+    toy_model *m = load_model(fix, name);
+    if (!m) return;
     const int failures_before = test_failures;
     const int32_t n_vocab = toy_model_n_vocab(m);
     int32_t tok[40], pos[40], moved[40];
