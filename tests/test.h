@@ -4,6 +4,7 @@
 #define TOY_TEST_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,20 @@ static inline const char *test_fixtures_dir(void) {
     }
     fclose(f);
     return buf;
+}
+
+/* The bits of a float, to compare results exactly. */
+static inline uint32_t float_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* malloc that aborts on failure (and never returns NULL for 0 bytes). */
+static inline void *xmalloc(size_t size) {
+    void *p = malloc(size ? size : 1);
+    if (!p) abort();
+    return p;
 }
 
 /* Deterministic pseudo-random numbers for tests (xorshift64*). */

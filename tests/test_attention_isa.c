@@ -13,12 +13,6 @@
 
 enum { HEADS = 4, KV_HEADS = 2, HD = 64, CELLS = 300, TOKENS = 3 };
 
-static uint32_t bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* Prints a hash of the outputs of two cases: ordinary values, then the same with
  * infinities in K rows (NaN and infinite scores). */
 static int child(void) {
@@ -49,7 +43,7 @@ static int child(void) {
         uint64_t h = 1469598103934665603ULL;
         for (int n_tok = 1; n_tok <= TOKENS; n_tok += TOKENS - 1) { /* decode, then a batch */
             be->attention(be, out, q, n_tok, qpos, seq, &kv, &p);
-            for (int i = 0; i < n_tok * HEADS * HD; i++) h = (h ^ bits(out[i])) * 1099511628211ULL;
+            for (int i = 0; i < n_tok * HEADS * HD; i++) h = (h ^ float_bits(out[i])) * 1099511628211ULL;
         }
         printf("%016llx\n", (unsigned long long)h);
     }

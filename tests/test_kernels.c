@@ -17,22 +17,10 @@ static const int weight_types[] = {
 
 #define MAX_N 4096
 
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 static size_t row_bytes(int type, int64_t n) {
     size_t size = 0;
     if (toy_type_row_size(type, n, &size) != TOY_OK) abort();
     return size;
-}
-
-static void *xmalloc(size_t size) {
-    void *p = malloc(size ? size : 1);
-    if (!p) abort();
-    return p;
 }
 
 static void fill_normal(float *x, int64_t n, float scale, unsigned long long *rng) {

@@ -27,22 +27,10 @@ static const int weight_types[] = {
 };
 #define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
 
-static uint32_t float_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 static size_t row_bytes(int type, int64_t n) {
     size_t size = 0;
     if (toy_type_row_size(type, n, &size) != TOY_OK) abort();
     return size;
-}
-
-static void *xmalloc(size_t size) {
-    void *p = malloc(size ? size : 1);
-    if (!p) abort();
-    return p;
 }
 
 /* ---------------------------------------------------------------- inputs */

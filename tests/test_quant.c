@@ -18,12 +18,6 @@ static float f32_from_bits(uint32_t u) {
     return f;
 }
 
-static uint32_t f32_bits(float f) {
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 static int half_is_nan(toy_half h) {
     return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
 }
@@ -144,7 +138,7 @@ static void test_fp16_against_compiler(void) {
         _Float16 c;
         memcpy(&c, &bits, sizeof c);
         const float want = (float)c, got = toy_fp16_to_fp32((toy_half)h);
-        if (isnan(want) ? !isnan(got) : f32_bits(want) != f32_bits(got)) {
+        if (isnan(want) ? !isnan(got) : float_bits(want) != float_bits(got)) {
             CHECK_MSG(0, "half 0x%04x decodes to %a, _Float16 gives %a", h, got, want);
             break;
         }
@@ -160,7 +154,7 @@ static void test_bf16(void) {
     for (uint32_t h = 0; h < 0x10000; h++) {
         const float f = toy_bf16_to_fp32((uint16_t)h);
         const uint16_t back = toy_fp32_to_bf16(f);
-        int ok = f32_bits(f) == h << 16; /* bf16 is the top half of a float */
+        int ok = float_bits(f) == h << 16; /* bf16 is the top half of a float */
         if (bf16_is_nan((uint16_t)h))
             ok = ok && bf16_is_nan(back) && (back & 0x8040) == ((h & 0x8000) | 0x40);
         else
