@@ -105,6 +105,31 @@ static inline void *xmalloc(size_t size) {
     return p;
 }
 
+/* Calls fn(fix, name) for every model listed in the fixtures' models/manifest.tsv whose
+ * name contains filter (NULL: every one); returns how many (0 counts as a failure). */
+static inline int test_each_fixture_model(const char *fix, const char *filter,
+                                          void (*fn)(const char *fix, const char *name)) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/models/manifest.tsv", fix);
+    FILE *f = fopen(path, "r");
+    CHECK_MSG(f != NULL, "cannot open %s", path);
+    if (!f) return 0;
+    char line[4096];
+    int n = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (line[0] == '#' || line[0] == '\n') continue;
+        char *tab = strchr(line, '\t');
+        if (!tab) continue;
+        *tab = 0;
+        if (filter && !strstr(line, filter)) continue;
+        fn(fix, line);
+        n++;
+    }
+    fclose(f);
+    CHECK_MSG(n > 0, "no model of %s was checked", path);
+    return n;
+}
+
 /* Deterministic pseudo-random numbers for tests (xorshift64*). */
 static inline unsigned long long test_rand_u64(unsigned long long *s) {
     *s ^= *s >> 12;

@@ -261,20 +261,7 @@ static void check_kv_edit(const char *fix, const char *name) {
 int main(void) {
     const char *fix = test_fixtures_dir();
     if (!fix) return TEST_SKIP_CODE;
-    char path[4400];
-    snprintf(path, sizeof path, "%s/models/manifest.tsv", fix);
-    FILE *mf = fopen(path, "r");
-    CHECK(mf != NULL);
-    if (!mf) return 1;
-    char line[4096];
-    while (fgets(line, sizeof line, mf)) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        char *tab = strchr(line, '\t');
-        if (!tab) continue;
-        *tab = 0;
-        check_model(fix, line);
-    }
-    fclose(mf);
+    test_each_fixture_model(fix, NULL, check_model);
     /* GQA, head_dim 128, and sliding windows (whole segments out of the window) */
     check_long(fix, "llama-spm-q4_k_m");
     check_long(fix, "qwen3-f16");

@@ -136,9 +136,10 @@ static void check_model(const char *fix, const char *name) {
     cp.n_batch = 512;
     cp.n_outputs = n;
     cp.n_threads = 2;
-    toy_context *ctx;
-    CHECK(toy_context_new(m, &cp, &ctx) == TOY_OK);
-    float *logits = malloc((size_t)n * n_vocab * sizeof *logits);
+    toy_context *ctx = NULL;
+    CHECK_MSG(toy_context_new(m, &cp, &ctx) == TOY_OK, "%s: %s", name, toy_last_error());
+    if (!ctx) goto out_ref;
+    float *logits = calloc((size_t)n * n_vocab, sizeof *logits); /* zeros if a decode fails */
     int32_t *pos = malloc((size_t)n * sizeof *pos), *seq = calloc((size_t)n, sizeof *seq);
     int8_t *want = malloc((size_t)n);
     for (int32_t i = 0; i < n; i++) pos[i] = i, want[i] = 1;
@@ -229,23 +230,6 @@ out_ref:
 int main(int argc, char **argv) {
     const char *fix = test_fixtures_dir();
     if (!fix) return TEST_SKIP_CODE;
-    char path[4400];
-    snprintf(path, sizeof path, "%s/models/manifest.tsv", fix);
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    if (!f) return 1;
-    char line[4096];
-    int n_models = 0;
-    while (fgets(line, sizeof line, f)) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        char *tab = strchr(line, '\t');
-        if (!tab) continue;
-        *tab = 0;
-        if (argc > 1 && !strstr(line, argv[1])) continue; /* a filter, for debugging */
-        check_model(fix, line);
-        n_models++;
-    }
-    fclose(f);
-    CHECK(n_models > 0);
+    test_each_fixture_model(fix, argc > 1 ? argv[1] : NULL, check_model); /* a filter, for debugging */
     return test_finish("test_inference_fixtures");
 }
