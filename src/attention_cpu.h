@@ -96,11 +96,10 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     const int64_t rest = task / n_seg;
     const int64_t t = rest / ((int64_t)p->n_head_kv * n_split);
     const int32_t g = (int32_t)(rest / n_split % p->n_head_kv), share = (int32_t)(rest % n_split);
-    const int32_t per = (p->n_head / p->n_head_kv + n_split - 1) / n_split;
-    const int32_t h0 = share * per;
-    const int32_t left = p->n_head / p->n_head_kv - h0;
-    const int32_t group = left < per ? (left > 0 ? left : 0) : per;
-    if (group == 0) return; /* a share past the group's last head (the split rounds up) */
+    /* share k of n_split takes heads [k G / n_split, (k + 1) G / n_split) of the group of
+     * G: never empty, since n_split <= G */
+    const int32_t G = p->n_head / p->n_head_kv;
+    const int32_t h0 = share * G / n_split, group = (share + 1) * G / n_split - h0;
     const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
     const int32_t n = j->kv->n_used[j->seq_id[t]];
     /* the thread's workspace: one segment's sums, maxima and weights, the running fold
