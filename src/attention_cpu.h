@@ -100,10 +100,11 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
      * G: never empty, since n_split <= G */
     const int32_t G = p->n_head / p->n_head_kv;
     const int32_t h0 = share * G / n_split, group = (share + 1) * G / n_split - h0;
-    const int32_t head0 = g * (p->n_head / p->n_head_kv) + h0; /* the group's heads are adjacent */
+    const int32_t head0 = g * G + h0; /* the group's heads are adjacent */
     const int32_t n = j->kv->n_used[j->seq_id[t]];
     /* the thread's workspace: one segment's sums, maxima and weights, the running fold
-     * of the segments so far, then ATTN_SEGMENT's scratch */
+     * of the segments so far, then ATTN_SEGMENT's scratch (a split job's segment goes
+     * straight to its slot instead) */
     float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
     float *m = acc + (size_t)group * hd, *l = m + group;
     float *run_acc = l + group, *run_m = run_acc + (size_t)group * hd, *run_l = run_m + group;
@@ -112,21 +113,14 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
         /* this segment only: into its slot, folded by cpu_attention */
         const int32_t c_begin = s * ATTN_SEGMENT_CELLS;
         const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
-        float *slot = attn_slot(j, t, s) + (size_t)head0 * (size_t)(hd + 2);
-        if (c_begin >= c_end) {
-            for (int32_t h = 0; h < group; h++) {
-                slot[(size_t)h * (hd + 2) + hd] = -INFINITY;
-                slot[(size_t)h * (hd + 2) + hd + 1] = 0.0f;
-            }
+        const attn_state st = attn_slot(j, t, s);
+        float *st_m = st.m + head0, *st_l = st.l + head0;
+        if (c_begin >= c_end) { /* past this token's cells: an empty segment */
+            for (int32_t h = 0; h < group; h++) st_m[h] = -INFINITY, st_l[h] = 0.0f;
             return;
         }
-        ATTN_SEGMENT(j, t, g, head0, group, c_begin, c_end, acc, m, l, ws);
-        for (int32_t h = 0; h < group; h++) {
-            float *st = slot + (size_t)h * (hd + 2);
-            memcpy(st, acc + (size_t)h * hd, (size_t)hd * sizeof *st);
-            st[hd] = m[h];
-            st[hd + 1] = l[h];
-        }
+        ATTN_SEGMENT(j, t, g, head0, group, c_begin, c_end, st.acc + (size_t)head0 * hd, st_m,
+                     st_l, ws);
         return;
     }
     for (int32_t h = 0; h < group; h++) run_l[h] = 0.0f;

@@ -256,10 +256,17 @@ typedef struct {
     size_t slot_floats;  /* floats of one (token, segment) slot: n_head x (head_dim + 2) */
 } attn_job;
 
-/* Where the state of token t's segment s lies, with seg_split: per head, the weighted
- * sums (head_dim floats), the maximum and the sum of weights. */
-static float *attn_slot(const attn_job *j, int64_t t, int32_t s) {
-    return j->c->attn_slots + ((size_t)t * (size_t)j->n_seg + (size_t)s) * j->slot_floats;
+/* The state of token t's segment s, with seg_split, laid out as ATTN_SEGMENT writes it
+ * for all n_head heads: the weighted sums (n_head rows of head_dim), the maxima, the sums
+ * of weights. */
+typedef struct {
+    float *acc, *m, *l;
+} attn_state;
+
+static attn_state attn_slot(const attn_job *j, int64_t t, int32_t s) {
+    float *slot = j->c->attn_slots + ((size_t)t * (size_t)j->n_seg + (size_t)s) * j->slot_floats;
+    const size_t sums = (size_t)j->p->n_head * (size_t)j->p->head_dim;
+    return (attn_state){slot, slot + sums, slot + sums + j->p->n_head};
 }
 
 /* The attention helpers, inlined into the attention task of each instruction set. All
@@ -740,8 +747,8 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
         for (int32_t h = 0; h < p->n_head; h++) {
             l = 0.0f;
             for (int32_t s = 0; s < j.n_seg; s++) {
-                const float *st = attn_slot(&j, t, s) + (size_t)h * (size_t)(hd + 2);
-                attn_fold(hd, acc, &m, &l, st, st[hd], st[hd + 1]);
+                const attn_state st = attn_slot(&j, t, s);
+                attn_fold(hd, acc, &m, &l, st.acc + (size_t)h * hd, st.m[h], st.l[h]);
             }
             attn_finish(hd, acc, l, out + (t * p->n_head + h) * hd);
         }
