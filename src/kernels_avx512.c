@@ -455,21 +455,19 @@ INLINE void decode8_q8_0(const block_q8_0 *w, int count, group8 *g) {
 
 /* ---------------------------------------------------------------- Q4_0 */
 
-INLINE void decode8_q4_0(const block_q4_0 *w, int count, group8 *g) {
-    UNROLLED
-    for (int k = 0; k < 4; k++) {
-        const __m512i nib = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-        g->q[k] = _mm512_sub_epi8(nib, _mm512_set1_epi8(8));
-    }
-    g->d = WEIGHT_HALVES(w, d, count);
-}
-
 /* The nibbles as stored (w + 8), for dot8_bias8. */
 INLINE void decode8_q4_0_biased(const block_q4_0 *w, int count, group8 *g) {
     UNROLLED
     for (int k = 0; k < 4; k++)
         g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
     g->d = WEIGHT_HALVES(w, d, count);
+}
+
+/* The signed weights w, for the tiles. */
+INLINE void decode8_q4_0(const block_q4_0 *w, int count, group8 *g) {
+    decode8_q4_0_biased(w, count, g);
+    UNROLLED
+    for (int k = 0; k < 4; k++) g->q[k] = _mm512_sub_epi8(g->q[k], _mm512_set1_epi8(8));
 }
 
 /* ---------------------------------------------------------------- Q5_0 */
