@@ -1,0 +1,79 @@
+/* gemm.h — single-precision matrix products, the bulk of training's work.
+ *
+ *     C[M x N] = (accumulate ? C : 0) + op(A)[M x K] . op(B)[K x N]
+ *
+ * All matrices are row-major. op(A) is A (M rows of K, lda apart) or, with trans_a, the
+ * transpose of A stored as K rows of M; op(B) is B (K rows of N) or, with trans_b, the
+ * transpose of B stored as N rows of K. So a linear layer y = x W^T with W [out][in] is
+ * gemm(x, W, trans_b) forward, dx = dy W backward, and dW += dy^T x is gemm(dy, x,
+ * trans_a, accumulate).
+ *
+ * THE RESULT IS DEFINED ELEMENT BY ELEMENT: each C[i][j] is one chain of fused
+ * multiply-adds over k = 0, 1, ..., K-1 in order, starting from C[i][j] (accumulate) or
+ * +0.0f:
+ *
+ *     acc = accumulate ? C[i][j] : 0;  for k: acc = fmaf(opA[i][k], opB[k][j], acc)
+ *
+ * Blocking, packing, threads and instruction set only decide which chains run where, so
+ * every version gives the same bits as toy_gemm_ref, and a product split over K into
+ * calls with accumulate (micro-batches, chunks of tokens) equals the product in one call.
+ */
+#ifndef TOY_GEMM_H
+#define TOY_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "threadpool.h"
+#include "toy.h"
+
+typedef struct {
+    bool trans_a, trans_b, accumulate;
+    int64_t m, n, k;
+    const float *a;
+    int64_t lda;
+    const float *b;
+    int64_t ldb;
+    float *c;
+    int64_t ldc;
+} toy_gemm_args;
+
+/* Packing space of one thread, and the instruction set's micro-kernel. */
+typedef struct toy_gemm toy_gemm;
+
+/* A product engine for the pool's threads (pool may be NULL: the caller alone), with the
+ * fastest micro-kernel of this CPU (toy_cpu_isa, so TOY_ISA lowers it). NULL: no memory. */
+toy_gemm *toy_gemm_new(toy_pool *pool);
+void toy_gemm_free(toy_gemm *g);
+toy_pool *toy_gemm_pool(const toy_gemm *g);
+
+/* C = ..., split over the pool's threads. */
+void toy_gemm_run(toy_gemm *g, const toy_gemm_args *p);
+/* The same on the calling thread only, with thread `thread`'s packing space: for tasks
+ * that run many small products (attention heads) inside a pool job. */
+void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p);
+
+/* The definition above, as plain loops (fmaf). */
+void toy_gemm_ref(const toy_gemm_args *p);
+
+/* ---- micro-kernels (gemm_avx2.c, gemm_avx512.c) ----
+ * A tile of mr x nr results: c[i * ldc + j] (+)= sum over k < kc of a[k * mr + i] *
+ * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */
+typedef void (*toy_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
+                                   int64_t ldc, bool load_c);
+typedef struct {
+    const char *isa;
+    int mr, nr;
+    toy_gemm_kernel_fn kernel;
+} toy_gemm_kernel;
+
+const toy_gemm_kernel *toy_gemm_kernel_avx2(void);   /* AVX2 + FMA */
+const toy_gemm_kernel *toy_gemm_kernel_avx512(void); /* AVX-512 F */
+const toy_gemm_kernel *toy_gemm_kernel_scalar(void);
+/* The kernel a new engine uses. */
+const toy_gemm_kernel *toy_gemm_kernel_best(void);
+/* An engine with a given kernel (tests compare them). */
+toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel);
+
+#endif

@@ -1,0 +1,107 @@
+/* test_gemm.c — the matrix products (gemm.h): every micro-kernel this CPU can run, on
+ * 1-3 threads, gives exactly the bits of toy_gemm_ref (one fused multiply-add chain per
+ * element, in k order) for every transpose combination, with and without accumulation,
+ * on shapes that are not multiples of any tile or block size; a product split over K
+ * into accumulating calls equals the product in one call. */
+#include "gemm.h"
+#include "kernels.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x1234567;
+static float frand(void) {
+    rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(rng_state >> 40) / (double)(1ULL << 24)) * 2.0f - 1.0f;
+}
+
+static void fill(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = frand();
+}
+
+/* the first element whose bits differ, or -1 */
+static int64_t first_diff(const float *a, const float *b, int64_t m, int64_t n, int64_t ld) {
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++)
+            if (float_bits(a[i * ld + j]) != float_bits(b[i * ld + j])) return i * ld + j;
+    return -1;
+}
+
+static void check_shape(toy_gemm *g, const char *isa, int64_t m, int64_t n, int64_t k, bool ta,
+                        bool tb, bool acc) {
+    /* leading dimensions larger than the rows, so strides are exercised */
+    const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
+    const int64_t rows_a = ta ? k : m, rows_b = tb ? n : k;
+    float *a = xmalloc((size_t)(rows_a * lda) * sizeof *a);
+    float *b = xmalloc((size_t)(rows_b * ldb) * sizeof *b);
+    float *c = xmalloc((size_t)(m * ldc) * sizeof *c);
+    float *ref = xmalloc((size_t)(m * ldc) * sizeof *ref);
+    fill(a, rows_a * lda);
+    fill(b, rows_b * ldb);
+    fill(c, m * ldc);
+    memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
+    toy_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc};
+    toy_gemm_run(g, &p);
+    p.c = ref;
+    toy_gemm_ref(&p);
+    int64_t d = first_diff(c, ref, m, n, ldc);
+    CHECK_MSG(d < 0, "%s m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %.9g, ref %.9g",
+              isa, (long long)m, (long long)n, (long long)k, ta, tb, acc, (long long)d,
+              d < 0 ? 0.0 : c[d], d < 0 ? 0.0 : ref[d]);
+    /* the padding columns of C are never written */
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = n; j < ldc; j++) CHECK(float_bits(c[i * ldc + j]) == float_bits(ref[i * ldc + j]));
+    /* K in two accumulating calls: the same chains */
+    if (k >= 2) {
+        const int64_t k1 = k / 3 + 1;
+        fill(c, m * ldc);
+        memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
+        toy_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc};
+        toy_gemm_run(g, &p1);
+        toy_gemm_args p2 = {ta, tb, true, m, n, k - k1, ta ? a + k1 * lda : a + k1, lda,
+                            tb ? b + k1 : b + k1 * ldb, ldb, c, ldc};
+        toy_gemm_run(g, &p2);
+        p.c = ref;
+        toy_gemm_run(g, &p);
+        CHECK_MSG(first_diff(c, ref, m, n, ldc) < 0, "%s split K m=%lld n=%lld k=%lld", isa,
+                  (long long)m, (long long)n, (long long)k);
+    }
+    free(a);
+    free(b);
+    free(c);
+    free(ref);
+}
+
+int main(void) {
+    const toy_gemm_kernel *kernels[3] = {toy_gemm_kernel_scalar(), NULL, NULL};
+    int n_kernels = 1;
+#if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = toy_gemm_kernel_avx2();
+    if (toy_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = toy_gemm_kernel_avx512();
+#endif
+    if (n_kernels < 3) printf("kernels above %s are not tested: this CPU (or TOY_ISA) lacks them\n",
+                              kernels[n_kernels - 1]->isa);
+    static const int64_t shapes[][3] = {
+        {1, 1, 1}, {1, 37, 5}, {13, 1, 9}, {12, 32, 256}, {25, 65, 257}, {7, 100, 600},
+        {200, 33, 70}, {193, 515, 31}, {64, 64, 0}, {50, 1030, 3},
+    };
+    for (int ki = 0; ki < n_kernels; ki++)
+        for (int nt = 1; nt <= 3; nt++) {
+            toy_pool *pool = toy_pool_new(nt);
+            toy_gemm *g = toy_gemm_new_with(pool, kernels[ki]);
+            CHECK(pool && g);
+            if (!pool || !g) return 1;
+            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                for (int t = 0; t < 8; t++)
+                    check_shape(g, kernels[ki]->isa, shapes[s][0], shapes[s][1], shapes[s][2], t & 1,
+                                t & 2, t & 4);
+            toy_gemm_free(g);
+            toy_pool_free(pool);
+        }
+    /* K = 0 without accumulation writes zeros */
+    toy_gemm *g = toy_gemm_new(NULL);
+    float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
+    toy_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
+    toy_gemm_run(g, &p);
+    for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
+    toy_gemm_free(g);
+    return test_finish("test_gemm");
+}
