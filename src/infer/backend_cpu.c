@@ -189,36 +189,13 @@ static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *id
 
 /* ---------------------------------------------------------------- rope */
 
-/* YaRN's blend between interpolated and extrapolated angles over the dimension pairs
- * between corr_dims[0] and corr_dims[1] (ggml's rope_yarn_ramp). */
-static float rope_yarn_ramp(float low, float high, int32_t i0) {
-    const float y = (float)(i0 / 2) - low;
-    const float r = y / (high - low > 0.001f ? high - low : 0.001f);
-    return 1.0f - (r < 0 ? 0.0f : r > 1 ? 1.0f : r);
-}
-
 static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
                      const int32_t *pos, const toy_rope_params *p) {
     (void)be;
     const int32_t n_rot = p->n_rot;
-    const float theta_scale = powf(p->freq_base, -2.0f / (float)n_rot);
     float cs[TOY_MAX_HEAD_DIM];
     for (int64_t t = 0; t < n_tok; t++) {
-        /* ggml's rope cache: theta_i = pos * theta_scale^i by repeated multiplication */
-        float theta = (float)pos[t];
-        for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const float ff = p->freq_factors ? p->freq_factors[i0 / 2] : 1.0f;
-            const float extrap = theta / ff;
-            float th = p->freq_scale * extrap, mscale = p->attn_factor;
-            if (p->ext_factor != 0.0f) {
-                const float mix = rope_yarn_ramp(p->corr_dims[0], p->corr_dims[1], i0) * p->ext_factor;
-                th = th * (1 - mix) + extrap * mix;
-                mscale *= 1.0f + 0.1f * logf(1.0f / p->freq_scale);
-            }
-            cs[i0] = cosf(th) * mscale;
-            cs[i0 + 1] = sinf(th) * mscale;
-            theta *= theta_scale;
-        }
+        toy_rope_cos_sin(p, pos[t], cs);
         for (int32_t h = 0; h < n_heads; h++) {
             float *v = x + (t * n_heads + h) * head_dim;
             for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {

@@ -104,6 +104,10 @@ typedef struct {
     float corr_dims[2];        /* YaRN correction range, in dimension pairs */
 } toy_rope_params;
 
+/* cos and sin of the n_rot / 2 angles of position pos, interleaved: cs[2i] = cos,
+ * cs[2i + 1] = sin of pair i (rope.c). */
+void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs);
+
 /* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
  * old-layout per-head matrix is several tensors ("parts") stacked along the rows. */
 typedef struct {
