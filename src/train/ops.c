@@ -1,0 +1,542 @@
+/* ops.c — the forward/backward pairs of ops.h.
+ *
+ * Products go through gemm.h; everything else is a loop over rows (or, for sums over
+ * rows, over columns) cut into tasks for the thread pool. Sums inside a row are taken in
+ * double, in order.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "ops.h"
+
+/* ---------------------------------------------------------------- parallel loops */
+
+typedef void (*range_fn)(const void *args, int64_t i0, int64_t i1);
+
+typedef struct {
+    range_fn fn;
+    const void *args;
+    int64_t n, per_task;
+} range_job;
+
+static void range_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const range_job *j = ctx;
+    const int64_t i0 = task * j->per_task;
+    j->fn(j->args, i0, i0 + j->per_task < j->n ? i0 + j->per_task : j->n);
+}
+
+/* fn over [0, n) in pieces of at least `grain`: which thread runs a piece never changes
+ * what it computes */
+static void parallel_for(toy_pool *pool, int64_t n, int64_t grain, range_fn fn, const void *args) {
+    if (n <= 0) return;
+    const int n_threads = pool ? toy_pool_size(pool) : 1;
+    if (n_threads == 1 || n <= grain) {
+        fn(args, 0, n);
+        return;
+    }
+    int64_t per_task = (n + 4 * n_threads - 1) / (4 * n_threads);
+    if (per_task < grain) per_task = grain;
+    range_job j = {fn, args, n, per_task};
+    toy_pool_run(pool, (n + per_task - 1) / per_task, range_task, &j);
+}
+
+/* Rows that touch about this many floats make a task worth its overhead. */
+static int64_t grain_rows(int64_t row_floats) {
+    const int64_t g = 16384 / (row_floats > 0 ? row_floats : 1);
+    return g > 0 ? g : 1;
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+void embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t n, int64_t C,
+                       float scale) {
+    for (int64_t i = 0; i < n; i++) {
+        const float *src = wte + (int64_t)tok[i] * C;
+        float *dst = out + i * C;
+        if (scale == 1.0f) memcpy(dst, src, (size_t)C * sizeof *dst);
+        else
+            for (int64_t c = 0; c < C; c++) dst[c] = src[c] * scale;
+    }
+}
+
+/* in token order: a row several tokens share gets their gradients in a fixed order */
+void embedding_backward(float *dwte, const float *dout, const int32_t *tok, int64_t n, int64_t C,
+                        float scale) {
+    for (int64_t i = 0; i < n; i++) {
+        float *dst = dwte + (int64_t)tok[i] * C;
+        const float *src = dout + i * C;
+        for (int64_t c = 0; c < C; c++) dst[c] += src[c] * scale;
+    }
+}
+
+/* ---------------------------------------------------------------- rmsnorm */
+
+typedef struct {
+    float *out, *rstd, *dx, *dw;
+    const float *x, *w, *dout, *rstd_in;
+    int64_t n, C;
+    float eps;
+} norm_args;
+
+static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const norm_args *a = args;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = a->x + r * a->C;
+        float *y = a->out + r * a->C;
+        double ss = 0;
+        for (int64_t i = 0; i < a->C; i++) ss += (double)x[i] * x[i];
+        const float rs = (float)(1.0 / sqrt(ss / (double)a->C + (double)a->eps));
+        if (a->rstd) a->rstd[r] = rs;
+        for (int64_t i = 0; i < a->C; i++) y[i] = x[i] * rs * a->w[i];
+    }
+}
+
+void rmsnorm_forward(toy_pool *pool, float *out, float *rstd, const float *x, const float *w,
+                     int64_t n, int64_t C, float eps) {
+    norm_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .n = n, .C = C, .eps = eps};
+    parallel_for(pool, n, grain_rows(C), rmsnorm_fwd_rows, &a);
+}
+
+/* dx_i = rstd * (w_i dy_i - x_i rstd^2 mean_j(w_j dy_j x_j)) */
+static void rmsnorm_bwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const norm_args *a = args;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = a->x + r * a->C, *dy = a->dout + r * a->C;
+        float *dx = a->dx + r * a->C;
+        const double rs = a->rstd_in[r];
+        double dot = 0;
+        for (int64_t i = 0; i < a->C; i++) dot += (double)a->w[i] * dy[i] * x[i];
+        const double k = rs * rs * rs * dot / (double)a->C;
+        for (int64_t i = 0; i < a->C; i++) dx[i] += (float)(rs * a->w[i] * dy[i] - k * x[i]);
+    }
+}
+
+/* dw_i += sum over rows of dy_i x_i rstd, one column range per task, rows in order */
+static void rmsnorm_bwd_cols(const void *args, int64_t c0, int64_t c1) {
+    const norm_args *a = args;
+    for (int64_t r = 0; r < a->n; r++) {
+        const float *x = a->x + r * a->C, *dy = a->dout + r * a->C;
+        const float rs = a->rstd_in[r];
+        for (int64_t i = c0; i < c1; i++) a->dw[i] += dy[i] * (x[i] * rs);
+    }
+}
+
+void rmsnorm_backward(toy_pool *pool, float *dx, float *dw, const float *dout, const float *x,
+                      const float *w, const float *rstd, int64_t n, int64_t C) {
+    norm_args a = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd, .n = n, .C = C};
+    if (dx) parallel_for(pool, n, grain_rows(C), rmsnorm_bwd_rows, &a);
+    if (dw) parallel_for(pool, C, 16, rmsnorm_bwd_cols, &a);
+}
+
+/* ---------------------------------------------------------------- matmul */
+
+typedef struct {
+    float *y;
+    float *db;
+    const float *b, *dy;
+    int64_t n, C;
+} bias_args;
+
+static void bias_fwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const bias_args *a = args;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t i = 0; i < a->C; i++) a->y[r * a->C + i] += a->b[i];
+}
+
+static void bias_bwd_cols(const void *args, int64_t c0, int64_t c1) {
+    const bias_args *a = args;
+    for (int64_t r = 0; r < a->n; r++)
+        for (int64_t i = c0; i < c1; i++) a->db[i] += a->dy[r * a->C + i];
+}
+
+void matmul_forward(toy_gemm *g, float *out, const float *in, const float *w, const float *bias,
+                    int64_t n, int64_t C, int64_t OC) {
+    toy_gemm_args p = {false, true, false, n, OC, C, in, C, w, C, out, OC};
+    toy_gemm_run(g, &p);
+    if (bias) {
+        bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
+        parallel_for(toy_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+    }
+}
+
+void matmul_backward(toy_gemm *g, float *din, float *dw, float *dbias, const float *dout,
+                     const float *in, const float *w, int64_t n, int64_t C, int64_t OC) {
+    if (din) { /* din[n x C] += dout[n x OC] W[OC x C] */
+        toy_gemm_args p = {false, false, true, n, C, OC, dout, OC, w, C, din, C};
+        toy_gemm_run(g, &p);
+    }
+    if (dw) { /* dW[OC x C] += dout^T in */
+        toy_gemm_args p = {true, false, true, OC, C, n, dout, OC, in, C, dw, C};
+        toy_gemm_run(g, &p);
+    }
+    if (dbias) {
+        bias_args a = {.db = dbias, .dy = dout, .n = n, .C = OC};
+        parallel_for(toy_gemm_pool(g), OC, 16, bias_bwd_cols, &a);
+    }
+}
+
+/* ---------------------------------------------------------------- rope */
+
+typedef struct {
+    float *x;
+    int64_t T;
+    int n_heads, head_dim;
+    const toy_rope_params *p;
+    const float *cs;
+    float sign; /* +1 forward, -1 backward (the transposed rotation) */
+} rope_args;
+
+static void rope_rows(const void *args, int64_t r0, int64_t r1) {
+    const rope_args *a = args;
+    const int32_t n_rot = a->p->n_rot;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *cs = a->cs + (r % a->T) * n_rot;
+        for (int h = 0; h < a->n_heads; h++) {
+            float *v = a->x + (r * a->n_heads + h) * a->head_dim;
+            for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
+                const float c = cs[i0], s = a->sign * cs[i0 + 1];
+                const int32_t i = a->p->type == TOY_ROPE_NEOX ? i0 / 2 : i0;
+                const int32_t j = a->p->type == TOY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
+                const float x0 = v[i], x1 = v[j];
+                v[i] = x0 * c - x1 * s;
+                v[j] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+void rope_forward(toy_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
+                  const toy_rope_params *p, const float *cs) {
+    rope_args a = {x, T, n_heads, head_dim, p, cs, 1.0f};
+    parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+}
+
+/* y0 = c x0 - s x1, y1 = s x0 + c x1: dx0 = c dy0 + s dy1, dx1 = -s dy0 + c dy1 */
+void rope_backward(toy_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
+                   const toy_rope_params *p, const float *cs) {
+    rope_args a = {dx, T, n_heads, head_dim, p, cs, -1.0f};
+    parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+}
+
+/* ---------------------------------------------------------------- attention */
+
+/* Query rows are taken in blocks: a block's scores cover only the keys some row of it
+ * sees (causal, sliding window), so about half of T x T is computed. */
+#define ATT_ROWS 64
+
+/* the keys [lo, hi) that some query of rows [i0, i1) sees */
+static void att_key_range(const attention_shape *s, int64_t i0, int64_t i1, int64_t *lo, int64_t *hi) {
+    *lo = s->n_swa > 0 && i0 - s->n_swa + 1 > 0 ? i0 - s->n_swa + 1 : 0;
+    *hi = i1;
+}
+
+static bool att_visible(const attention_shape *s, int64_t i, int64_t j) {
+    return j <= i && !(s->n_swa > 0 && i - j >= s->n_swa);
+}
+
+/* score of a raw dot product, and its derivative */
+static float att_score(const attention_shape *s, float dot, float *dscore_ddot) {
+    if (s->softcap > 0.0f) {
+        const float t = tanhf(dot / s->softcap);
+        if (dscore_ddot) *dscore_ddot = (1.0f - t * t) * s->scale;
+        return s->softcap * t * s->scale;
+    }
+    if (dscore_ddot) *dscore_ddot = s->scale;
+    return dot * s->scale;
+}
+
+int64_t attention_scratch_floats(const attention_shape *s, int n_threads) {
+    return 2 * (int64_t)ATT_ROWS * s->T * n_threads;
+}
+
+typedef struct {
+    toy_gemm *g;
+    const attention_shape *s;
+    float *out, *lse, *dq, *dk, *dv;
+    const float *q, *k, *v, *dout, *out_in, *lse_in;
+    float *scratch;
+} att_job;
+
+/* S[i][j] = q_i . k_j for query rows [i0, i1) and keys [lo, hi) of one head pair */
+static void att_dots(const att_job *j, int thread, const float *q, const float *k, int64_t i0,
+                     int64_t i1, int64_t lo, int64_t hi, float *S) {
+    const attention_shape *s = j->s;
+    const int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
+    toy_gemm_args p = {false, true, false, i1 - i0, hi - lo, s->head_dim, q + i0 * qd, qd,
+                       k + lo * kvd, kvd, S, hi - lo};
+    toy_gemm_run_1(j->g, thread, &p);
+}
+
+static void att_fwd_task(void *ctx, int64_t task, int thread) {
+    const att_job *j = ctx;
+    const attention_shape *s = j->s;
+    const int64_t b = task / s->n_head, h = task % s->n_head, g = h / (s->n_head / s->n_head_kv);
+    const int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
+    const float *q = j->q + b * s->T * qd + h * s->head_dim;
+    const float *k = j->k + b * s->T * kvd + g * s->head_dim;
+    const float *v = j->v + b * s->T * kvd + g * s->head_dim;
+    float *out = j->out + b * s->T * qd + h * s->head_dim;
+    float *lse = j->lse + (b * s->n_head + h) * s->T;
+    float *S = j->scratch + (size_t)thread * 2 * ATT_ROWS * s->T;
+    for (int64_t i0 = 0; i0 < s->T; i0 += ATT_ROWS) {
+        const int64_t i1 = i0 + ATT_ROWS < s->T ? i0 + ATT_ROWS : s->T;
+        int64_t lo, hi;
+        att_key_range(s, i0, i1, &lo, &hi);
+        const int64_t nk = hi - lo;
+        att_dots(j, thread, q, k, i0, i1, lo, hi, S);
+        for (int64_t i = i0; i < i1; i++) {
+            float *row = S + (i - i0) * nk;
+            float mx = -INFINITY;
+            for (int64_t c = 0; c < nk; c++) {
+                row[c] = att_visible(s, i, lo + c) ? att_score(s, row[c], NULL) : -INFINITY;
+                if (row[c] > mx) mx = row[c];
+            }
+            double sum = 0;
+            for (int64_t c = 0; c < nk; c++) sum += row[c] = row[c] == -INFINITY ? 0.0f : expf(row[c] - mx);
+            const float inv = (float)(1.0 / sum);
+            for (int64_t c = 0; c < nk; c++) row[c] *= inv;
+            lse[i] = mx + (float)log(sum);
+        }
+        /* out rows [i0, i1) = P V */
+        toy_gemm_args p = {false, false, false, i1 - i0, s->head_dim, nk, S, nk, v + lo * kvd, kvd,
+                           out + i0 * qd, qd};
+        toy_gemm_run_1(j->g, thread, &p);
+    }
+}
+
+void attention_forward(toy_gemm *g, float *out, float *lse, const float *q, const float *k,
+                       const float *v, const attention_shape *s, float *scratch) {
+    att_job j = {.g = g, .s = s, .out = out, .lse = lse, .q = q, .k = k, .v = v, .scratch = scratch};
+    toy_pool *pool = toy_gemm_pool(g);
+    const int64_t tasks = s->B * s->n_head;
+    if (pool) toy_pool_run(pool, tasks, att_fwd_task, &j);
+    else
+        for (int64_t t = 0; t < tasks; t++) att_fwd_task(&j, t, 0);
+}
+
+/* One task per (sequence, KV head): the query heads of its group in order, so the
+ * gradients of the shared K and V rows are summed in a fixed order. */
+static void att_bwd_task(void *ctx, int64_t task, int thread) {
+    const att_job *j = ctx;
+    const attention_shape *s = j->s;
+    const int64_t b = task / s->n_head_kv, g = task % s->n_head_kv, group = s->n_head / s->n_head_kv;
+    const int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
+    const float *k = j->k + b * s->T * kvd + g * s->head_dim;
+    const float *v = j->v + b * s->T * kvd + g * s->head_dim;
+    float *dk = j->dk + b * s->T * kvd + g * s->head_dim;
+    float *dv = j->dv + b * s->T * kvd + g * s->head_dim;
+    float *S = j->scratch + (size_t)thread * 2 * ATT_ROWS * s->T;
+    float *dP = S + ATT_ROWS * s->T;
+    for (int64_t h = g * group; h < (g + 1) * group; h++) {
+        const float *q = j->q + b * s->T * qd + h * s->head_dim;
+        const float *o = j->out_in + b * s->T * qd + h * s->head_dim;
+        const float *dout = j->dout + b * s->T * qd + h * s->head_dim;
+        float *dq = j->dq + b * s->T * qd + h * s->head_dim;
+        const float *lse = j->lse_in + (b * s->n_head + h) * s->T;
+        for (int64_t i0 = 0; i0 < s->T; i0 += ATT_ROWS) {
+            const int64_t i1 = i0 + ATT_ROWS < s->T ? i0 + ATT_ROWS : s->T, m = i1 - i0;
+            int64_t lo, hi;
+            att_key_range(s, i0, i1, &lo, &hi);
+            const int64_t nk = hi - lo;
+            att_dots(j, thread, q, k, i0, i1, lo, hi, S);
+            /* dP = dO V^T */
+            toy_gemm_args pdp = {false, true, false, m, nk, s->head_dim, dout + i0 * qd, qd,
+                                 v + lo * kvd, kvd, dP, nk};
+            toy_gemm_run_1(j->g, thread, &pdp);
+            for (int64_t i = i0; i < i1; i++) {
+                float *srow = S + (i - i0) * nk, *drow = dP + (i - i0) * nk;
+                double D = 0; /* dO_i . O_i = sum_j P_ij dP_ij */
+                for (int64_t d = 0; d < s->head_dim; d++) D += (double)dout[i * qd + d] * o[i * qd + d];
+                for (int64_t c = 0; c < nk; c++) {
+                    float p = 0.0f, dsc = 0.0f;
+                    if (att_visible(s, i, lo + c)) p = expf(att_score(s, srow[c], &dsc) - lse[i]);
+                    srow[c] = p;                                  /* P, for dV */
+                    drow[c] = (float)(p * ((double)drow[c] - D)) * dsc; /* d(raw dot) */
+                }
+            }
+            /* dV[lo, hi) += P^T dO;  dQ[i0, i1) += dS K;  dK[lo, hi) += dS^T Q */
+            toy_gemm_args pdv = {true, false, true, nk, s->head_dim, m, S, nk, dout + i0 * qd, qd,
+                                 dv + lo * kvd, kvd};
+            toy_gemm_run_1(j->g, thread, &pdv);
+            toy_gemm_args pdq = {false, false, true, m, s->head_dim, nk, dP, nk, k + lo * kvd, kvd,
+                                 dq + i0 * qd, qd};
+            toy_gemm_run_1(j->g, thread, &pdq);
+            toy_gemm_args pdk = {true, false, true, nk, s->head_dim, m, dP, nk, q + i0 * qd, qd,
+                                 dk + lo * kvd, kvd};
+            toy_gemm_run_1(j->g, thread, &pdk);
+        }
+    }
+}
+
+void attention_backward(toy_gemm *g, float *dq, float *dk, float *dv, const float *dout,
+                        const float *out, const float *lse, const float *q, const float *k,
+                        const float *v, const attention_shape *s, float *scratch) {
+    att_job j = {.g = g, .s = s, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .out_in = out,
+                 .lse_in = lse, .q = q, .k = k, .v = v, .scratch = scratch};
+    toy_pool *pool = toy_gemm_pool(g);
+    const int64_t tasks = s->B * s->n_head_kv;
+    if (pool) toy_pool_run(pool, tasks, att_bwd_task, &j);
+    else
+        for (int64_t t = 0; t < tasks; t++) att_bwd_task(&j, t, 0);
+}
+
+/* ---------------------------------------------------------------- gated activations */
+
+typedef struct {
+    float *out, *dgate, *dup;
+    const float *gate, *up, *dout;
+} glu_args;
+
+static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+static void swiglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) a->out[i] = a->gate[i] * sigmoidf(a->gate[i]) * a->up[i];
+}
+
+/* silu'(g) = s (1 + g (1 - s)), s = sigmoid(g) */
+static void swiglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) {
+        const float g = a->gate[i], sg = sigmoidf(g), dy = a->dout[i];
+        a->dgate[i] += dy * a->up[i] * (sg * (1.0f + g * (1.0f - sg)));
+        a->dup[i] += dy * (g * sg);
+    }
+}
+
+#define GELU_C 0.79788456080286535588f /* sqrt(2 / pi) */
+#define GELU_A 0.044715f
+
+static float gelu(float x, float *dgelu) {
+    const float u = GELU_C * (x + GELU_A * x * x * x), t = tanhf(u);
+    if (dgelu)
+        *dgelu = 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * GELU_C * (1.0f + 3.0f * GELU_A * x * x);
+    return 0.5f * x * (1.0f + t);
+}
+
+static void geglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) a->out[i] = gelu(a->gate[i], NULL) * a->up[i];
+}
+
+static void geglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) {
+        float dg;
+        const float g = gelu(a->gate[i], &dg), dy = a->dout[i];
+        a->dgate[i] += dy * a->up[i] * dg;
+        a->dup[i] += dy * g;
+    }
+}
+
+void swiglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
+    glu_args a = {.out = out, .gate = gate, .up = up};
+    parallel_for(pool, n, 16384, swiglu_fwd_range, &a);
+}
+
+void swiglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+                     const float *up, int64_t n) {
+    glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
+    parallel_for(pool, n, 16384, swiglu_bwd_range, &a);
+}
+
+void geglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
+    glu_args a = {.out = out, .gate = gate, .up = up};
+    parallel_for(pool, n, 16384, geglu_fwd_range, &a);
+}
+
+void geglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+                    const float *up, int64_t n) {
+    glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
+    parallel_for(pool, n, 16384, geglu_bwd_range, &a);
+}
+
+/* ---------------------------------------------------------------- loss */
+
+typedef struct {
+    float *y, *loss, *lse, *dy;
+    const float *z, *lse_in, *dloss;
+    const int32_t *target;
+    int64_t V;
+    float s, c;
+} loss_args;
+
+static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const loss_args *a = args;
+    for (int64_t r = r0; r < r1; r++) {
+        float *z = a->y + r * a->V;
+        float mx = -INFINITY;
+        for (int64_t v = 0; v < a->V; v++) {
+            float x = z[v] * a->s;
+            if (a->c > 0.0f) x = a->c * tanhf(x / a->c);
+            z[v] = x;
+            if (x > mx) mx = x;
+        }
+        double sum = 0;
+        for (int64_t v = 0; v < a->V; v++) sum += expf(z[v] - mx);
+        const float lse = mx + (float)log(sum);
+        a->lse[r] = lse;
+        a->loss[r] = a->target[r] >= 0 ? lse - z[a->target[r]] : 0.0f;
+    }
+}
+
+void lm_loss_forward(toy_pool *pool, float *y, float *loss, float *lse, const int32_t *target,
+                     int64_t n, int64_t V, float s, float c) {
+    loss_args a = {.y = y, .loss = loss, .lse = lse, .target = target, .V = V, .s = s, .c = c};
+    parallel_for(pool, n, 1, loss_fwd_rows, &a);
+}
+
+/* dz_v = (softmax(z)_v - [v = target]) dloss; through the softcap dx = dz (1 - (z / c)^2),
+ * through the scale dy = dx s */
+static void loss_bwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const loss_args *a = args;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *z = a->z + r * a->V;
+        float *dy = a->dy + r * a->V;
+        const int32_t t = a->target[r];
+        const float w = t >= 0 ? a->dloss[r] : 0.0f, lse = a->lse_in[r];
+        for (int64_t v = 0; v < a->V; v++) {
+            const float zv = z[v];
+            float d = (expf(zv - lse) - (v == t ? 1.0f : 0.0f)) * w;
+            if (a->c > 0.0f) d *= 1.0f - (zv / a->c) * (zv / a->c);
+            dy[v] = d * a->s;
+        }
+    }
+}
+
+void lm_loss_backward(toy_pool *pool, float *dy, const float *z, const float *lse,
+                      const int32_t *target, const float *dloss, int64_t n, int64_t V, float s,
+                      float c) {
+    loss_args a = {.dy = dy, .z = z, .lse_in = lse, .dloss = dloss, .target = target, .V = V,
+                   .s = s, .c = c};
+    parallel_for(pool, n, 1, loss_bwd_rows, &a);
+}
+
+/* ---------------------------------------------------------------- helpers */
+
+typedef struct {
+    float *y;
+    const float *a, *b;
+    float s;
+} axpy_args;
+
+static void add_scaled_range(const void *args, int64_t i0, int64_t i1) {
+    const axpy_args *a = args;
+    for (int64_t i = i0; i < i1; i++) a->y[i] = a->a[i] + a->s * a->b[i];
+}
+
+static void scale_range(const void *args, int64_t i0, int64_t i1) {
+    const axpy_args *a = args;
+    for (int64_t i = i0; i < i1; i++) a->y[i] *= a->s;
+}
+
+void add_scaled(toy_pool *pool, float *y, const float *a, const float *b, float s, int64_t n) {
+    axpy_args x = {y, a, b, s};
+    parallel_for(pool, n, 65536, add_scaled_range, &x);
+}
+
+void scale_inplace(toy_pool *pool, float *y, float s, int64_t n) {
+    axpy_args x = {y, NULL, NULL, s};
+    parallel_for(pool, n, 65536, scale_range, &x);
+}

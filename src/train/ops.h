@@ -1,0 +1,93 @@
+/* ops.h — training's operations as forward/backward pairs over plain arrays (as in
+ * llm.c). Activations are row-major, one row per token: n = B * T rows, token t of
+ * sequence b in row b * T + t.
+ *
+ * Backward functions ADD into every gradient they produce (inputs and weights), so
+ * branches that meet — the residual stream, Q, K and V reading one input, a tied
+ * embedding — accumulate without copies; whoever starts a sum zeroes it. A gradient
+ * pointer may be NULL where nobody needs it.
+ *
+ * Every result is independent of the number of threads: products are FMA chains in a
+ * fixed order (gemm.h), row operations run one row per task, and sums over rows (the
+ * gradient of a norm weight or a bias) run one column per task, rows in order.
+ */
+#ifndef TOY_TRAIN_OPS_H
+#define TOY_TRAIN_OPS_H
+
+#include <stdint.h>
+
+#include "gemm.h"
+#include "model.h"
+#include "threadpool.h"
+
+/* ---- embedding: out[i] = scale * wte[tok[i]] */
+void embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t n, int64_t C,
+                       float scale);
+void embedding_backward(float *dwte, const float *dout, const int32_t *tok, int64_t n, int64_t C,
+                        float scale);
+
+/* ---- RMSNorm: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) per row */
+void rmsnorm_forward(toy_pool *pool, float *out, float *rstd, const float *x, const float *w,
+                     int64_t n, int64_t C, float eps);
+void rmsnorm_backward(toy_pool *pool, float *dx, float *dw, const float *dout, const float *x,
+                      const float *w, const float *rstd, int64_t n, int64_t C);
+
+/* ---- linear: out[n x OC] = in[n x C] W^T + bias, W stored [OC][C], bias may be NULL */
+void matmul_forward(toy_gemm *g, float *out, const float *in, const float *w, const float *bias,
+                    int64_t n, int64_t C, int64_t OC);
+void matmul_backward(toy_gemm *g, float *din, float *dw, float *dbias, const float *dout,
+                     const float *in, const float *w, int64_t n, int64_t C, int64_t OC);
+
+/* ---- RoPE, in place over n rows of n_heads heads of head_dim; row r is at position
+ * r % T, and cs holds toy_rope_cos_sin of positions 0..T-1 (n_rot floats each). The
+ * backward rotates by the transpose (cos and sin may carry attn_factor: not orthogonal). */
+void rope_forward(toy_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
+                  const toy_rope_params *p, const float *cs);
+void rope_backward(toy_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
+                   const toy_rope_params *p, const float *cs);
+
+/* ---- causal attention of B sequences of T tokens, grouped-query: query head h reads KV
+ * head h / (n_head / n_head_kv). score = softcap(q . k) * scale (softcap c > 0:
+ * c * tanh(x / c)); a query at t sees keys at u <= t, and with n_swa > 0 only those with
+ * t - u < n_swa. q, out [n][n_head * hd]; k, v [n][n_head_kv * hd]; lse [B][n_head][T]
+ * holds each row's log-sum-exp for the backward, which recomputes the scores. */
+typedef struct {
+    int64_t B, T;
+    int n_head, n_head_kv, head_dim;
+    float scale, softcap;
+    int32_t n_swa;
+} attention_shape;
+
+/* floats of scratch attention needs (all threads) */
+int64_t attention_scratch_floats(const attention_shape *s, int n_threads);
+void attention_forward(toy_gemm *g, float *out, float *lse, const float *q, const float *k,
+                       const float *v, const attention_shape *s, float *scratch);
+void attention_backward(toy_gemm *g, float *dq, float *dk, float *dv, const float *dout,
+                        const float *out, const float *lse, const float *q, const float *k,
+                        const float *v, const attention_shape *s, float *scratch);
+
+/* ---- gated activations over n elements: out = act(gate) * up; SwiGLU act = silu,
+ * GeGLU act = tanh-approximated GELU (the smooth function, not ggml's fp16 table) */
+void swiglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n);
+void swiglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+                     const float *up, int64_t n);
+void geglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n);
+void geglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+                    const float *up, int64_t n);
+
+/* ---- next-token loss over n rows of V logits y (the output projection): z = s * y, then
+ * z = c * tanh(z / c) when c > 0; loss[i] = logsumexp(z_i) - z_i[target[i]]. Rows with
+ * target < 0 are not scored (loss 0). The forward turns y into z in place and keeps each
+ * row's log-sum-exp; the backward writes dy for dloss[i] (the row's weight in the total),
+ * reading z: dy and z may be the same array. */
+void lm_loss_forward(toy_pool *pool, float *y, float *loss, float *lse, const int32_t *target,
+                     int64_t n, int64_t V, float s, float c);
+void lm_loss_backward(toy_pool *pool, float *dy, const float *z, const float *lse,
+                      const int32_t *target, const float *dloss, int64_t n, int64_t V, float s,
+                      float c);
+
+/* ---- small helpers: y = a + s * b (y may be a); y *= s */
+void add_scaled(toy_pool *pool, float *y, const float *a, const float *b, float s, int64_t n);
+void scale_inplace(toy_pool *pool, float *y, float s, int64_t n);
+
+#endif
