@@ -508,6 +508,17 @@ TOY_API const char *toy_init_preset_name(int i);
 TOY_API const char *toy_init_preset_arch(int i);
 TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out_path);
 
+/* ---------------------------------------------------------------- training */
+
+/* The next-token loss of one causal sequence (positions 0..n-1; the mean over the n - 1
+ * predicted tokens) and its gradient with respect to every tensor of the model, written
+ * to out_path as a GGUF of F32 tensors with the model's names and shapes and the loss as
+ * the float key toy.loss. Quantized and half-precision weights are differentiated as
+ * their dequantized values, GELU as the smooth tanh-GELU. Dense architectures only (MoE
+ * is an error naming the architecture). *loss may be NULL. */
+TOY_API toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n_tokens,
+                            int n_threads, const char *out_path, double *loss);
+
 #ifdef __cplusplus
 }
 #endif

@@ -133,8 +133,16 @@ static double rope_loss(op_case *c) {
     return dot_dy(t->dy, t->y, t->n * t->heads * t->hd);
 }
 
+static float rope_factors[4] = {1.0f, 2.0f, 4.0f, 8.0f};
+
+static double rope_factor_loss(op_case *c) {
+    rope_t *t = c->state;
+    for (int64_t p = 0; p < t->T; p++) toy_rope_cos_sin(&t->p, (int32_t)(p + 5), t->cs + p * t->p.n_rot);
+    return rope_loss(c);
+}
+
 static void test_rope(toy_pool *pool, toy_rope_type type) {
-    static const float factors[4] = {1.0f, 2.0f, 4.0f, 8.0f};
+    const float *factors = rope_factors;
     rope_t t = {pool, 6, 3, 2, 10, {0}, NULL, NULL, NULL, NULL};
     t.p = (toy_rope_params){.type = type, .n_rot = 8, .freq_base = 10000.0f, .freq_scale = 0.5f,
                             .freq_factors = factors, .attn_factor = 1.19f, .ext_factor = 1.0f,
@@ -150,6 +158,13 @@ static void test_rope(toy_pool *pool, toy_rope_type type) {
     memcpy(dx, t.dy, (size_t)nx * sizeof *dx);
     rope_backward(pool, dx, t.n, t.T, t.heads, t.hd, &t.p, t.cs);
     fd_check(&c, t.x, dx, nx, "x");
+    /* the frequency factors, through the angles */
+    float theta[3 * 4], dff[4] = {0};
+    for (int64_t p = 0; p < t.T; p++) toy_rope_angles(&t.p, (int32_t)(p + 5), theta + p * 4);
+    rope_loss(&c);
+    rope_freq_backward(dff, t.y, t.dy, t.n, t.T, t.heads, t.hd, &t.p, theta);
+    op_case cf = {c.name, rope_factor_loss, &t};
+    fd_check(&cf, rope_factors, dff, 4, "freq_factors");
     free(t.cs), free(t.x), free(t.y), free(t.dy), free(dx);
 }
 

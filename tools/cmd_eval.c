@@ -24,30 +24,6 @@ static const char *const eval_usage =
     "  --cache-type-v T     the same for values\n"
     "  -h, --help           this message\n";
 
-/* "1,2,3" to ids; an error names the bad item. */
-static int32_t *parse_tokens(const char *s, int32_t *n_out) {
-    int32_t n = 1;
-    for (const char *p = s; *p; p++) n += *p == ',';
-    int32_t *ids = malloc((size_t)n * sizeof *ids);
-    if (!ids) return NULL;
-    const char *p = s;
-    for (int32_t i = 0; i < n; i++) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != 0)) {
-            fprintf(stderr, "toy eval: --tokens item %d ('%.*s') is not a token id\n", i + 1,
-                    (int)strcspn(p, ","), p);
-            free(ids);
-            return NULL;
-        }
-        ids[i] = (int32_t)v;
-        p = end + (*end == ',');
-    }
-    *n_out = n;
-    return ids;
-}
-
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
     int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
@@ -86,7 +62,7 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     int32_t n = 0;
-    int32_t *tokens = parse_tokens(tokens_arg, &n);
+    int32_t *tokens = parse_token_list("eval", tokens_arg, &n);
     if (!tokens) return 2;
 
     int rc = 1;

@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 int cmd_info(int argc, char **argv);
@@ -15,6 +16,7 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_grad(int argc, char **argv);
 
 /* Shared by the commands: parse a whole non-negative integer option value. */
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
@@ -23,6 +25,9 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
 /* The default of -t: the CPUs this process may run on, within its cgroup's CPU quota
  * (at most 256). More threads than free cores only slow toy down. */
 int default_threads(void);
+
+/* "1,2,3" to token ids (malloc'd), or NULL after a message naming the bad item. */
+int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out);
 
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);

@@ -1,4 +1,5 @@
 /* toy.c — the toy command: dispatches to a subcommand. */
+#include <errno.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ static const struct {
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
     {"init", cmd_init, "write a random-weight model of a real shape"},
     {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
+    {"grad", cmd_grad, "write the loss of a token sequence and the gradient of every weight"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -84,6 +86,30 @@ bool parse_cache_type(const char *cmd, const char *flag, const char *value, int 
     }
     *out = t;
     return true;
+}
+
+/* "1,2,3" to ids; an error names the bad item. */
+int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out) {
+    int32_t n = 1;
+    for (const char *p = s; *p; p++) n += *p == ',';
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    if (!ids) return NULL;
+    const char *p = s;
+    for (int32_t i = 0; i < n; i++) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 0 || v > INT32_MAX || (*end != ',' && *end != 0)) {
+            fprintf(stderr, "toy %s: --tokens item %d ('%.*s') is not a token id\n", cmd, i + 1,
+                    (int)strcspn(p, ","), p);
+            free(ids);
+            return NULL;
+        }
+        ids[i] = (int32_t)v;
+        p = end + (*end == ',');
+    }
+    *n_out = n;
+    return ids;
 }
 
 int main(int argc, char **argv) {

@@ -107,6 +107,8 @@ typedef struct {
 /* cos and sin of the n_rot / 2 angles of position pos, interleaved: cs[2i] = cos,
  * cs[2i + 1] = sin of pair i (rope.c). */
 void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs);
+/* The n_rot / 2 angles themselves (the backward of the frequency factors needs them). */
+void toy_rope_angles(const toy_rope_params *p, int32_t pos, float *theta);
 
 /* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
  * old-layout per-head matrix is several tensors ("parts") stacked along the rows. */

@@ -219,6 +219,25 @@ void rope_backward(toy_pool *pool, float *dx, int64_t n, int64_t T, int n_heads,
     parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
+/* one pass in row order: the sums do not depend on threads */
+void rope_freq_backward(float *dff, const float *y, const float *dy, int64_t n, int64_t T,
+                        int n_heads, int head_dim, const toy_rope_params *p, const float *theta) {
+    const int32_t n_rot = p->n_rot;
+    for (int64_t r = 0; r < n; r++) {
+        const float *th = theta + (r % T) * (n_rot / 2);
+        for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
+            const int32_t i = p->type == TOY_ROPE_NEOX ? i0 / 2 : i0;
+            const int32_t j = p->type == TOY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
+            double dangle = 0;
+            for (int h = 0; h < n_heads; h++) {
+                const float *yv = y + (r * n_heads + h) * head_dim, *dv = dy + (r * n_heads + h) * head_dim;
+                dangle += (double)dv[j] * yv[i] - (double)dv[i] * yv[j];
+            }
+            dff[i0 / 2] += (float)(-dangle * th[i0 / 2] / p->freq_factors[i0 / 2]);
+        }
+    }
+}
+
 /* ---------------------------------------------------------------- attention */
 
 /* Query rows are taken in blocks: a block's scores cover only the keys some row of it

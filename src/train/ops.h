@@ -45,6 +45,13 @@ void rope_forward(toy_pool *pool, float *x, int64_t n, int64_t T, int n_heads, i
                   const toy_rope_params *p, const float *cs);
 void rope_backward(toy_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
                    const toy_rope_params *p, const float *cs);
+/* The gradient of the frequency factors p->freq_factors (llama3's rope_freqs, LongRoPE's
+ * factors): every angle is theta / factor, so dL/dfactor_i = sum over rows and heads of
+ * -(angle / factor_i) dL/dangle, with dL/dangle = dy1 y0 - dy0 y1 for the rotated pair
+ * (y0, y1) and its gradient. y: the rotated rows, dy: their gradients; theta holds
+ * toy_rope_angles of positions 0..T-1 (n_rot / 2 each). Added into dff. */
+void rope_freq_backward(float *dff, const float *y, const float *dy, int64_t n, int64_t T,
+                        int n_heads, int head_dim, const toy_rope_params *p, const float *theta);
 
 /* ---- causal attention of B sequences of T tokens, grouped-query: query head h reads KV
  * head h / (n_head / n_head_kv). score = softcap(q . k) * scale (softcap c > 0:

@@ -1,0 +1,76 @@
+/* train_model.h — a dense model being trained: every tensor of its GGUF file as F32 in
+ * one allocation (the parameters), a gradient of the same layout, and the activations
+ * of one micro-batch of B sequences of T tokens (the "seq mode" forward: whole
+ * sequences from position 0, no KV cache).
+ *
+ * Quantized and half-precision tensors are dequantized once when the model is made, so
+ * their gradients are those of the dequantized values. The forward follows toy_decode's
+ * architecture switches, in F32 throughout (no rounding of matmul inputs) and with the
+ * smooth tanh-GELU; llama.cpp's numbers differ from it by that rounding only.
+ */
+#ifndef TOY_TRAIN_MODEL_H
+#define TOY_TRAIN_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gemm.h"
+#include "model.h"
+
+/* A layer's weights: pointers into the parameters (or, in a gradient view, into the
+ * gradients). Fused matrices (phi3's attn_qkv, ffn_up) are row ranges of one tensor. */
+typedef struct {
+    float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *post_attn_norm;
+    float *ffn_norm, *ffn_gate, *ffn_up, *ffn_down, *post_ffn_norm;
+} train_layer_weights;
+
+typedef struct {
+    float *token_embd, *output_norm, *output; /* output == token_embd when tied */
+    float *rope_factors;                      /* the frequency factors the layers use, or NULL */
+    train_layer_weights *layers;
+} train_weights;
+
+/* One tensor of the file: where its floats are in the parameters. */
+typedef struct {
+    char name[96];
+    int type; /* in the source file */
+    int n_dims;
+    int64_t ne[4];
+    int64_t offset, n; /* floats */
+    bool trainable;    /* false: carried unchanged (RoPE frequency factors) */
+    bool decay;        /* weight decay applies: matrices, not norms and biases */
+} train_tensor;
+
+typedef struct {
+    int B, T;
+    const int32_t *tokens;  /* [B * T] */
+    const int32_t *targets; /* [B * T], the token each row predicts; < 0: not scored */
+    const float *weights;   /* [B * T] each scored row's weight in the loss */
+} train_batch;
+
+typedef struct train_model train_model;
+
+/* Training copies of a loaded model's tensors (the model may be freed after). MoE and
+ * other layouts training does not cover are an error naming the architecture. seq_len
+ * is the context the model is trained at (it picks LongRoPE's factors). */
+toy_status train_model_new(const toy_model *model, int32_t seq_len, toy_pool *pool,
+                           train_model **out);
+void train_model_free(train_model *tm);
+
+/* Activations for micro-batches of up to B x T tokens (T <= the seq_len given). */
+toy_status train_model_reserve(train_model *tm, int B, int T);
+
+/* The weighted loss sum_i weights[i] * loss_i of a batch. With backward, the gradient
+ * of that sum is ADDED to the gradients (zero them to start a sum). */
+double train_model_step(train_model *tm, const train_batch *b, bool backward);
+
+int64_t train_model_n_params(const train_model *tm); /* trainable floats */
+float *train_model_params(train_model *tm);
+float *train_model_grads(train_model *tm);
+void train_model_zero_grads(train_model *tm);
+int train_model_n_tensors(const train_model *tm);
+const train_tensor *train_model_tensor(const train_model *tm, int i);
+const toy_hparams *train_model_hparams(const train_model *tm);
+toy_gemm *train_model_gemm(train_model *tm);
+
+#endif

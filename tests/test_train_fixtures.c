@@ -1,0 +1,195 @@
+/* test_train_fixtures.c — training's forward and backward on every fixture model.
+ *
+ * For each dense model: the loss of the reference token sequence (prompt and greedy
+ * continuation) computed by training's forward agrees with the loss computed from
+ * llama.cpp's own logits of that sequence (ref.logits), and the gradient of every tensor
+ * agrees with central finite differences of that loss along random directions. MoE
+ * models give the "training not supported" error. On one model, the gradients with 1
+ * and 3 threads are the same bits.
+ *
+ * Tolerances. The loss: training runs in F32 without ggml's rounding of matmul inputs
+ * and with the smooth tanh-GELU, so against llama.cpp's logits it differs by that
+ * rounding: 1e-5 relative for F32 models (float noise), 3e-4 for F16 (the fixtures'
+ * README puts F16 rounding at ~1e-3 relative RMS of the logits; the loss, a mean over
+ * positions, moves less), 2e-3 for BF16 and gemma2's fp16 GELU table, 5e-3 for
+ * quantized models (8-bit activations).
+ * The gradients: along a random direction u of tensor W (each element +-rms(W)), the
+ * loss changes by h g.u + O(h^3). These random models are far from linear (gemma2's
+ * embedding, scaled by 16, moves the loss by 10 % along u at h = 1e-2), so the
+ * difference quotients at h = 1e-3 and h / 2 are combined by Richardson extrapolation,
+ * which cancels the h^2 term. What remains is the float rounding of the loss, measured
+ * at 1e-7..5e-7 (the scatter of the loss about a straight line along u), which the
+ * extrapolated quotient turns into about 1e-3 absolute: the RMS error over four
+ * directions must stay within 2 % of the RMS of g.u plus 4e-6 / h. A wrongly wired
+ * gradient (a missing term, a wrong sign, a swapped tensor) is off by far more; the
+ * precise checks are test_train_ops (op by op) and an independent float64 reference.
+ */
+#include "test.h"
+#include "toy.h"
+#include "train_model.h"
+
+static const char *moe_names[] = {"mixtral", "qwen2moe", "qwen3moe", "olmoe"};
+
+static bool is_moe(const char *name) {
+    for (size_t i = 0; i < sizeof moe_names / sizeof *moe_names; i++)
+        if (!strncmp(name, moe_names[i], strlen(moe_names[i]))) return true;
+    return false;
+}
+
+static double ref_loss(const toy_gguf *ref, const int32_t **tokens_out, int32_t *n_out) {
+    const toy_gguf_tensor *tt = toy_gguf_find_tensor(ref, "ref.tokens");
+    const toy_gguf_tensor *lt = toy_gguf_find_tensor(ref, "ref.logits");
+    const int32_t *tok = tt->data;
+    const int32_t n = (int32_t)tt->ne[0], V = (int32_t)lt->ne[0];
+    const float *logits = lt->data;
+    double sum = 0;
+    for (int32_t t = 0; t + 1 < n; t++) {
+        const float *z = logits + (int64_t)t * V;
+        double mx = -INFINITY, se = 0;
+        for (int32_t v = 0; v < V; v++) mx = z[v] > mx ? z[v] : mx;
+        for (int32_t v = 0; v < V; v++) se += exp(z[v] - mx);
+        sum += mx + log(se) - z[tok[t + 1]];
+    }
+    *tokens_out = tok;
+    *n_out = n;
+    return sum / (n - 1);
+}
+
+static double loss_of(train_model *tm, const train_batch *b) { return train_model_step(tm, b, false); }
+
+static void check_model(const char *fix, const char *name) {
+    char path[4400], ref_path[4400];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    snprintf(ref_path, sizeof ref_path, "%s/models/%s.ref.gguf", fix, name);
+    toy_model *m;
+    toy_gguf *ref;
+    if (toy_model_load(path, &m) || toy_gguf_open(ref_path, &ref)) {
+        CHECK_MSG(0, "%s: %s", name, toy_last_error());
+        return;
+    }
+    const int32_t *tok;
+    int32_t n;
+    const double want = ref_loss(ref, &tok, &n);
+    toy_pool *pool = toy_pool_new(2);
+    train_model *tm = NULL;
+    toy_status st = train_model_new(m, n, pool, &tm);
+    if (is_moe(name)) {
+        CHECK_MSG(st == TOY_ERR_UNSUPPORTED, "%s: MoE accepted for training", name);
+        CHECK_STR_CONTAINS(toy_last_error(), "training not supported for");
+        printf("%-22s %s\n", name, toy_last_error());
+        goto done;
+    }
+    CHECK_MSG(st == TOY_OK, "%s: %s", name, toy_last_error());
+    if (st || train_model_reserve(tm, 1, n)) goto done;
+    int32_t *targets = xmalloc((size_t)n * sizeof *targets);
+    float *weights = xmalloc((size_t)n * sizeof *weights);
+    for (int32_t i = 0; i < n; i++) {
+        targets[i] = i + 1 < n ? tok[i + 1] : -1;
+        weights[i] = 1.0f / (float)(n - 1);
+    }
+    train_batch b = {1, n, tok, targets, weights};
+    train_model_zero_grads(tm);
+    const double loss = train_model_step(tm, &b, true);
+
+    bool quant = false, bf16 = false, f16 = false;
+    for (int i = 0; i < train_model_n_tensors(tm); i++) {
+        const int t = train_model_tensor(tm, i)->type;
+        quant |= t != TOY_TYPE_F32 && t != TOY_TYPE_F16 && t != TOY_TYPE_BF16;
+        bf16 |= t == TOY_TYPE_BF16;
+        f16 |= t == TOY_TYPE_F16;
+    }
+    const bool gelu_table = train_model_hparams(tm)->ffn_act == TOY_ACT_GELU_TANH;
+    const double tol = quant ? 5e-3 : bf16 || gelu_table ? 2e-3 : f16 ? 3e-4 : 1e-5;
+    const double rel = fabs(loss - want) / want;
+    CHECK_MSG(rel <= tol, "%s: loss %.7f, from llama.cpp's logits %.7f (relative %.2e > %.0e)", name,
+              loss, want, rel, tol);
+
+    /* finite differences along random directions, tensor by tensor */
+    float *params = train_model_params(tm), *grads = train_model_grads(tm);
+    unsigned long long rng = 0x5eed0000ULL + (unsigned long long)n;
+    double worst = 0;
+    const char *worst_name = "";
+    const float h = 1e-3f;
+    for (int i = 0; i < train_model_n_tensors(tm); i++) {
+        const train_tensor *t = train_model_tensor(tm, i);
+        float *w = params + t->offset;
+        const float *g = grads + t->offset;
+        double ms = 0;
+        for (int64_t k = 0; k < t->n; k++) ms += (double)w[k] * w[k];
+        const float amp = ms > 0 ? (float)sqrt(ms / (double)t->n) : 1e-2f;
+        float *u = xmalloc((size_t)t->n * sizeof *u), *saved = xmalloc((size_t)t->n * sizeof *saved);
+        memcpy(saved, w, (size_t)t->n * sizeof *w);
+        double err2 = 0, sig2 = 0;
+        for (int dir = 0; dir < 4; dir++) {
+            double gu = 0;
+            for (int64_t k = 0; k < t->n; k++) {
+                u[k] = (test_rand_u64(&rng) & 1) ? amp : -amp;
+                gu += (double)g[k] * u[k];
+            }
+            double d[2];
+            for (int half = 0; half < 2; half++) {
+                const float step = half ? h / 2 : h;
+                for (int64_t k = 0; k < t->n; k++) w[k] = saved[k] + step * u[k];
+                const double lp = loss_of(tm, &b);
+                for (int64_t k = 0; k < t->n; k++) w[k] = saved[k] - step * u[k];
+                const double lm = loss_of(tm, &b);
+                d[half] = (lp - lm) / (2.0 * step);
+            }
+            memcpy(w, saved, (size_t)t->n * sizeof *w);
+            const double fd = (4.0 * d[1] - d[0]) / 3.0;
+            err2 += (fd - gu) * (fd - gu);
+            sig2 += gu * gu;
+        }
+        const double err = sqrt(err2 / 4), sig = sqrt(sig2 / 4), floor = 4e-6 / h;
+        CHECK_MSG(err <= 2e-2 * sig + floor,
+                  "%s: %s: gradient off finite differences by %.2e (RMS of g.u %.2e)", name, t->name,
+                  err, sig);
+        const double e = err / (sig + floor);
+        if (e > worst) worst = e, worst_name = t->name;
+        free(u);
+        free(saved);
+    }
+    printf("%-22s loss %.6f (llama.cpp logits %.6f, rel %.1e); worst |fd - g.u| / (|g.u| + floor) %.1e (%s)\n",
+           name, loss, want, rel, worst, worst_name);
+    free(targets);
+    free(weights);
+done:
+    train_model_free(tm);
+    toy_pool_free(pool);
+    toy_gguf_close(ref);
+    toy_model_free(m);
+}
+
+/* toy_grad writes the same bits with 1 and 3 threads */
+static void check_threads(const char *fix) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/models/qwen3-f16.gguf", fix);
+    const int32_t tok[12] = {1, 5, 77, 300, 2000, 17, 17, 4, 900, 1500, 3, 8};
+    const char *out[2] = {"test_train_grad_t1.gguf", "test_train_grad_t3.gguf"};
+    double loss[2];
+    for (int r = 0; r < 2; r++)
+        CHECK_MSG(toy_grad(path, tok, 12, r ? 3 : 1, out[r], &loss[r]) == TOY_OK, "%s", toy_last_error());
+    toy_gguf *a, *b;
+    if (toy_gguf_open(out[0], &a) || toy_gguf_open(out[1], &b)) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return;
+    }
+    CHECK(loss[0] == loss[1]);
+    CHECK_EQ(toy_gguf_n_tensors(a), toy_gguf_n_tensors(b));
+    for (int64_t i = 0; i < toy_gguf_n_tensors(a); i++) {
+        const toy_gguf_tensor *ta = toy_gguf_tensor_at(a, i), *tb = toy_gguf_tensor_at(b, i);
+        CHECK_MSG(ta->size == tb->size && !memcmp(ta->data, tb->data, ta->size), "%s differs", ta->name);
+    }
+    toy_gguf_close(a);
+    toy_gguf_close(b);
+    remove(out[0]);
+    remove(out[1]);
+}
+
+int main(void) {
+    const char *fix = test_fixtures_dir();
+    if (!fix) return TEST_SKIP_CODE;
+    test_each_fixture_model(fix, NULL, check_model);
+    check_threads(fix);
+    return test_finish("test_train_fixtures");
+}
