@@ -10,9 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "atomic_file.h"
 #include "buffer.h"
 #include "error.h"
 #include "gguf.h"
@@ -42,9 +41,9 @@ struct toy_gguf_writer {
     int64_t n_tensors, cap_tensors;
 
     /* while streaming */
-    FILE *file;
-    char *tmp_path;
-    char *path;
+    toy_atomic_file out;
+    FILE *file; /* out.f */
+    char *path; /* out.path */
     size_t alignment;
     int64_t next_tensor;
 };
@@ -63,14 +62,9 @@ static void buf_str(toy_buf *b, const char *s, size_t n) {
 toy_gguf_writer *toy_gguf_writer_new(void) { return calloc(1, sizeof(toy_gguf_writer)); }
 
 static void writer_close_file(toy_gguf_writer *w) {
-    if (w->file) {
-        fclose(w->file);
-        w->file = NULL;
-        unlink(w->tmp_path);
-    }
-    free(w->tmp_path);
-    free(w->path);
-    w->tmp_path = w->path = NULL;
+    toy_atomic_abort(&w->out);
+    w->file = NULL;
+    w->path = NULL;
 }
 
 void toy_gguf_writer_free(toy_gguf_writer *w) {
@@ -389,38 +383,14 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
         return toy_error(TOY_ERR_NOMEM, "%s: no memory for the header", path);
     }
 
-    size_t plen = strlen(path);
-    w->path = strdup(path);
-    w->tmp_path = malloc(plen + 16);
-    if (!w->path || !w->tmp_path) {
+    toy_status st = toy_atomic_open(&w->out, path);
+    if (st) {
         free(h.v);
-        writer_close_file(w);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+        return st;
     }
-    snprintf(w->tmp_path, plen + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(w->tmp_path);
-    if (fd < 0) {
-        int e = errno;
-        free(h.v);
-        free(w->tmp_path);
-        free(w->path);
-        w->tmp_path = w->path = NULL;
-        return toy_error(TOY_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                         strerror(e));
-    }
-    /* mkstemp creates 0600; a model file is as readable as any other file. */
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    w->file = fdopen(fd, "wb");
-    if (!w->file) {
-        close(fd);
-        unlink(w->tmp_path);
-        free(h.v);
-        writer_close_file(w);
-        return toy_error(TOY_ERR_IO, "%s: cannot open the temporary file", path);
-    }
-    toy_status st = write_bytes(w, h.v, h.n);
+    w->file = w->out.f;
+    w->path = w->out.path;
+    st = write_bytes(w, h.v, h.n);
     if (!st) st = write_padding(w, pad_to(h.n, w->alignment));
     free(h.v);
     w->next_tensor = 0;
@@ -451,20 +421,10 @@ toy_status toy_gguf_writer_finish(toy_gguf_writer *w) {
         writer_close_file(w);
         return st;
     }
-    int bad = fflush(w->file) != 0 || fsync(fileno(w->file)) != 0;
-    int e = errno;
-    bad |= fclose(w->file) != 0;
+    toy_status st = toy_atomic_commit(&w->out);
     w->file = NULL;
-    if (bad || rename(w->tmp_path, w->path) != 0) {
-        if (!bad) e = errno;
-        unlink(w->tmp_path);
-        toy_status st = toy_error(TOY_ERR_IO, "%s: cannot complete the file: %s", w->path,
-                                  strerror(e));
-        writer_close_file(w);
-        return st;
-    }
-    writer_close_file(w);
-    return TOY_OK;
+    w->path = NULL;
+    return st;
 }
 
 toy_status toy_gguf_writer_write(toy_gguf_writer *w, const char *path) {
