@@ -10,6 +10,7 @@
 #ifndef TOY_H
 #define TOY_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -439,6 +440,10 @@ typedef struct {
  * ("chatml", "llama2", "llama3", "gemma", "phi3", "mistral", "zephyr", ...). NULL if
  * unrecognised. */
 TOY_API const char *toy_chat_template_detect(const char *template_or_name);
+/* The family of a file's tokenizer.chat_template in *family: TOY_ERR_NOT_FOUND when
+ * the file has none and TOY_ERR_UNSUPPORTED when toy does not recognise it, with
+ * *family = "chatml", the fallback, in both cases. */
+TOY_API toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family);
 /* Formats the conversation with a family's template; with add_assistant the prompt
  * ends where the assistant's reply begins. *out is malloc'd, NUL-terminated. Special
  * tokens appear as text, to be tokenized with parse_special. */
@@ -492,8 +497,13 @@ TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, 
  * without downloads and as the start of training from scratch. */
 
 typedef struct {
-    const char *arch;       /* must match the preset's ("llama", "qwen2") */
-    const char *preset;     /* toy_init_preset_name(i) */
+    const char *arch;       /* "llama" or "qwen2"; must match the preset's */
+    const char *preset;     /* toy_init_preset_name(i), or NULL: every dimension below given */
+    /* dimensions replacing the preset's (0: the preset's) */
+    int32_t n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx;
+    int tied;               /* 1: output tied to the embedding, -1: untied, 0: the preset's
+                               (without a preset: tied) */
+    const char *name;       /* general.name (NULL: the preset's, or "custom") */
     const char *vocab_path; /* a GGUF whose tokenizer.* metadata is copied */
     int ftype;              /* toy_ftype: F32, F16, Q8_0, Q4_K_M, ... */
     uint64_t seed;
@@ -518,6 +528,86 @@ TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out
  * is an error naming the architecture). *loss may be NULL. */
 TOY_API toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n_tokens,
                             int n_threads, const char *out_path, double *loss);
+
+/* Where a run stands, after each optimizer step. */
+typedef struct {
+    int64_t step, n_steps; /* steps done, steps in all */
+    int64_t epoch;         /* 0-based */
+    double loss;           /* this step's mean loss over its scored tokens */
+    double lr, grad_norm;  /* the step's learning rate; the gradient norm before clipping */
+    double tokens_per_s;   /* scored tokens per second over this step */
+    double elapsed_s, eta_s;
+    bool has_eval;         /* this step ran an evaluation: */
+    double eval_loss, eval_ppl;
+    bool saved;            /* a checkpoint was written after this step */
+} toy_train_progress;
+
+typedef struct {
+    /* The model: a base to fine-tune (model_path), or a new one (model_path NULL) from
+     * `init` (arch, preset and/or dimensions, vocab_path for the tokenizer, seed). */
+    const char *model_path;
+    toy_init_params init;
+    /* Data: plain text files, or .jsonl chat records (loss on the assistant's tokens). */
+    const char *const *data;
+    int n_data;
+    const char *const *eval_data; /* validation loss and perplexity, n_eval_data may be 0 */
+    int n_eval_data;
+    int64_t eval_every;    /* steps between evaluations (0: only at the end) */
+    /* Batches: grad_accum micro-batches of `batch` sequences of `seq` tokens per step. */
+    int32_t batch, seq, grad_accum;
+    int64_t steps;         /* optimizer steps (0: `epochs` passes over the data) */
+    int32_t epochs;
+    /* AdamW and the schedule (linear warmup, cosine decay to min_lr) */
+    float lr, min_lr;
+    int64_t warmup;
+    float weight_decay, beta1, beta2, eps;
+    float clip;            /* the global gradient norm is clipped to this (0: off) */
+    uint64_t seed;         /* the order of the data (and a new model's weights) */
+    int n_threads;
+    /* Output: the model (also OUT.optim.gguf, the state to resume from, OUT.csv, the loss
+     * log, and OUT.svg, the loss curve), in out_ftype (-1: the base's type; F32 for a new
+     * model), every save_every steps (0: at the end only) and when *stop becomes true. */
+    const char *out_path;
+    int out_ftype;
+    int64_t save_every;
+    bool resume;           /* continue from OUT.optim.gguf (and OUT) */
+    void (*progress)(void *user, const toy_train_progress *p);
+    void *progress_user;
+    const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */
+} toy_train_params;
+
+typedef struct {
+    int64_t steps;          /* steps done in all (a resumed run counts the earlier ones) */
+    int64_t n_params;       /* trainable parameters */
+    int64_t n_train_tokens, n_eval_tokens; /* scored tokens of the data */
+    double loss;            /* the last step's loss */
+    double eval_loss;       /* the last evaluation's (NAN: none) */
+    bool stopped;           /* *stop ended the run early (after a checkpoint) */
+} toy_train_result;
+
+/* Defaults: batch 8, seq 256, grad_accum 1, 1 epoch, lr 1e-3 to 1e-4, warmup 100, weight
+ * decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, seed 42, out_ftype -1. */
+TOY_API toy_train_params toy_train_default_params(void);
+/* Trains as the parameters say. Same data, seed and options give the same losses bit
+ * for bit, whatever n_threads, and a resumed run the losses of an uninterrupted one. */
+TOY_API toy_status toy_train(const toy_train_params *params, toy_train_result *result);
+
+typedef struct {
+    double tokens_per_s;   /* median over the steps measured */
+    double step_s;         /* median seconds per step */
+    double utilisation;    /* 6 * n_params * tokens_per_s / (peak_gflops * 1e9) */
+    double peak_gflops;    /* this machine's F32 FMA peak with n_threads, measured */
+    double peak_rss_mb;
+    int64_t n_params, tokens_per_step;
+    int threads;
+} toy_train_bench_result;
+
+/* Full training steps (forward, backward, AdamW) of the model on random tokens: batch x
+ * seq tokens per step, `steps` measured after one warm-up step. */
+TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps,
+                                   int n_threads, toy_train_bench_result *result);
+/* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
+TOY_API double toy_cpu_peak_gflops(int n_threads);
 
 #ifdef __cplusplus
 }

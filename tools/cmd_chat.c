@@ -52,14 +52,10 @@ static const char *choose_template(const char *flag, const toy_model *m) {
         if (!f) fprintf(stderr, "toy chat: unknown chat template '%s'; using chatml\n", flag);
         return f ? f : "chatml";
     }
-    const char *tmpl;
-    size_t len;
-    if (toy_gguf_get_str(toy_model_gguf(m), "tokenizer.chat_template", &tmpl, &len)) return "chatml";
-    char *z = strndup(tmpl, len);
-    const char *f = z ? toy_chat_template_detect(z) : NULL;
-    free(z);
-    if (!f) fprintf(stderr, "toy chat: the model's chat template is not recognised; using chatml\n");
-    return f ? f : "chatml";
+    const char *f;
+    if (toy_chat_template_of(toy_model_gguf(m), &f) == TOY_ERR_UNSUPPORTED)
+        fprintf(stderr, "toy chat: the model's chat template is not recognised; using chatml\n");
+    return f;
 }
 
 int cmd_chat(int argc, char **argv) {

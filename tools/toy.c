@@ -23,6 +23,8 @@ static const struct {
     {"init", cmd_init, "write a random-weight model of a real shape"},
     {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
     {"grad", cmd_grad, "write the loss of a token sequence and the gradient of every weight"},
+    {"train", cmd_train, "train a model from scratch (or further) on text or chat data"},
+    {"finetune", cmd_finetune, "fine-tune every weight of a model on text or chat data"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "model.h"
 #include "quantize.h"
 
 typedef struct {
@@ -222,27 +223,70 @@ static toy_status set_hparams(toy_gguf_writer *w, const preset *p, int64_t n_voc
 
 /* ---------------------------------------------------------------- the model */
 
-toy_status toy_init_model(const toy_init_params *params, const char *out_path) {
+/* The shape to write: the preset's, or the architecture's defaults (a SmolLM2-like small
+ * llama: tied embeddings, rope base 10000), with every explicit dimension of params
+ * replacing the preset's. */
+static toy_status choose_shape(const toy_init_params *params, preset *out) {
     const preset *p = NULL;
     for (int i = 0; i < N_PRESETS; i++)
         if (params->preset && !strcmp(presets[i].name, params->preset)) p = &presets[i];
-    if (!p) {
+    if (params->preset && !p) {
         char list[512] = "";
         for (int i = 0; i < N_PRESETS; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      presets[i].name);
-        return toy_error(TOY_ERR_INVALID, "unknown preset '%s' (presets: %s)",
-                         params->preset ? params->preset : "", list);
+        return toy_error(TOY_ERR_INVALID, "unknown preset '%s' (presets: %s)", params->preset, list);
     }
-    if (!params->arch || strcmp(params->arch, p->arch) != 0)
+    if (p && (!params->arch || strcmp(params->arch, p->arch) != 0))
         return toy_error(TOY_ERR_INVALID, "preset %s is architecture %s, not '%s'", p->name, p->arch,
                          params->arch ? params->arch : "");
+    if (!p) {
+        if (!params->arch || (strcmp(params->arch, "llama") && strcmp(params->arch, "qwen2")))
+            return toy_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama or qwen2",
+                             params->arch ? params->arch : "");
+        const bool qwen2 = !strcmp(params->arch, "qwen2");
+        *out = (preset){"custom", qwen2 ? "qwen2" : "llama", 0, 0, 0, 0, 0, 2048,
+                        qwen2 ? 1000000.0f : 10000.0f, qwen2 ? 1e-6f : 1e-5f, true, qwen2, false, 0, 0};
+    } else {
+        *out = *p;
+    }
+    if (params->name) out->name = params->name;
+    if (params->n_embd) out->n_embd = params->n_embd;
+    if (params->n_layer) out->n_layer = params->n_layer;
+    if (params->n_head) out->n_head = params->n_head;
+    if (params->n_head_kv) out->n_head_kv = params->n_head_kv;
+    else if (params->n_head && !p) out->n_head_kv = params->n_head;
+    if (params->n_ff) out->n_ff = params->n_ff;
+    if (params->n_ctx) out->n_ctx = params->n_ctx;
+    if (params->tied) out->tied = params->tied > 0;
+    static const char *const dims[] = {"n_embd", "n_layer", "n_head", "n_head_kv", "n_ff", "n_ctx"};
+    const int32_t vals[] = {out->n_embd, out->n_layer, out->n_head, out->n_head_kv, out->n_ff, out->n_ctx};
+    for (int i = 0; i < 6; i++)
+        if (vals[i] <= 0 || vals[i] > (i == 5 ? (1 << 24) : (1 << 16)))
+            return toy_error(TOY_ERR_INVALID, "%s %d is out of range%s", dims[i], vals[i],
+                             p ? "" : " (without a preset, give every dimension)");
+    if (out->n_embd % out->n_head || (out->n_embd / out->n_head) % 2)
+        return toy_error(TOY_ERR_INVALID, "n_embd %d is not n_head %d times an even head size",
+                         out->n_embd, out->n_head);
+    if (out->n_head % out->n_head_kv)
+        return toy_error(TOY_ERR_INVALID, "n_head %d is not a multiple of n_head_kv %d", out->n_head,
+                         out->n_head_kv);
+    if (out->n_layer > TOY_MAX_LAYERS)
+        return toy_error(TOY_ERR_INVALID, "n_layer %d is over %d", out->n_layer, TOY_MAX_LAYERS);
+    return TOY_OK;
+}
+
+toy_status toy_init_model(const toy_init_params *params, const char *out_path) {
+    preset chosen;
+    toy_status st = choose_shape(params, &chosen);
+    if (st) return st;
+    const preset *p = &chosen;
     if (!toy_ftype_name(params->ftype))
         return toy_error(TOY_ERR_INVALID, "unknown file type %d", params->ftype);
     if (!params->vocab_path) return toy_error(TOY_ERR_INVALID, "no vocabulary file given");
 
     toy_gguf *vocab;
-    toy_status st = toy_gguf_open(params->vocab_path, &vocab);
+    st = toy_gguf_open(params->vocab_path, &vocab);
     if (st) return st;
     const toy_gguf_value *tokens = toy_gguf_get(vocab, "tokenizer.ggml.tokens");
     int64_t n_vocab = tokens ? (int64_t)toy_gguf_array_len(tokens) : 0;

@@ -199,6 +199,22 @@ const char *toy_chat_template_detect(const char *template_or_name) {
     return f == CHAT_UNKNOWN ? NULL : family_names[f];
 }
 
+toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
+    *family = "chatml";
+    const char *tmpl;
+    size_t len;
+    if (toy_gguf_get_str(gguf, "tokenizer.chat_template", &tmpl, &len)) return TOY_ERR_NOT_FOUND;
+    char *z = strndup(tmpl, len);
+    if (!z) return toy_error(TOY_ERR_NOMEM, "no memory");
+    const char *f = toy_chat_template_detect(z);
+    free(z);
+    if (!f)
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer.chat_template is not a template toy recognises",
+                         toy_gguf_path(gguf));
+    *family = f;
+    return TOY_OK;
+}
+
 /* ---------------------------------------------------------------- output */
 
 /* Appends each string in turn: PUT(b, "<|im_start|>", m->role, "\n"). */

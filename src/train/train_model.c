@@ -535,6 +535,7 @@ double train_model_step(train_model *tm, const train_batch *b, bool backward) {
 /* ---------------------------------------------------------------- accessors */
 
 int64_t train_model_n_params(const train_model *tm) { return tm->n_trainable; }
+int64_t train_model_n_floats(const train_model *tm) { return tm->n_floats; }
 float *train_model_params(train_model *tm) { return tm->params; }
 float *train_model_grads(train_model *tm) { return tm->grads; }
 void train_model_zero_grads(train_model *tm) { zero(tm->grads, tm->n_floats); }

@@ -65,6 +65,7 @@ toy_status train_model_reserve(train_model *tm, int B, int T);
 double train_model_step(train_model *tm, const train_batch *b, bool backward);
 
 int64_t train_model_n_params(const train_model *tm); /* trainable floats */
+int64_t train_model_n_floats(const train_model *tm);   /* the length of params and grads */
 float *train_model_params(train_model *tm);
 float *train_model_grads(train_model *tm);
 void train_model_zero_grads(train_model *tm);

@@ -1,0 +1,347 @@
+/* cmd_train.c — `toy train` (a new model, or more training of one) and `toy finetune`
+ * (a full fine-tune of a base model): options, the progress display, Ctrl-C, and
+ * `toy train --bench`. */
+#include <math.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commands.h"
+#include "toy.h"
+
+static const char *const train_usage =
+    "usage: toy train --data FILE... --out MODEL.gguf [model] [options]\n"
+    "       toy train --bench -m MODEL.gguf [--batch B] [--seq T] [--steps N] [--json]\n"
+    "\n"
+    "Trains a new model from scratch (or, with -m, trains an existing one further) on plain\n"
+    "text or .jsonl chat records, and writes it as a GGUF model llama.cpp loads, with\n"
+    "MODEL.optim.gguf (the state --resume continues from), MODEL.csv (the loss log) and\n"
+    "MODEL.svg (the loss curve) beside it. Ctrl-C writes a checkpoint and stops.\n"
+    "\n"
+    "model (a new one):\n"
+    "  --arch ARCH            llama (default) or qwen2\n"
+    "  --preset NAME          a published shape (see toy init --help), or the dimensions:\n"
+    "  --n-embd N --n-layer N --n-head N --n-head-kv N --n-ff N --ctx N\n"
+    "  --untied               a separate output matrix (default: tied to the embedding)\n"
+    "  --vocab-from FILE      the tokenizer: any GGUF with one (toy tokenizer train writes them)\n"
+    "  -m, --model FILE       train this model instead of a new one\n";
+
+static const char *const finetune_usage =
+    "usage: toy finetune -m BASE.gguf --data FILE... --out MODEL.gguf [options]\n"
+    "\n"
+    "A full fine-tune of BASE (any dense architecture; F32, F16 or BF16 weights, others are\n"
+    "trained as their dequantized values) on plain text or .jsonl chat records\n"
+    "({\"messages\": [{\"role\": \"user\", \"content\": ...}, ...]}: formatted with the model's\n"
+    "chat template, the loss on the assistant's tokens only). Writes MODEL.gguf in the\n"
+    "base's type, MODEL.optim.gguf, MODEL.csv and MODEL.svg. Ctrl-C writes a checkpoint.\n"
+    "\n"
+    "  -m, --model FILE       the base model\n";
+
+static const char *const common_usage =
+    "\n"
+    "data:\n"
+    "  --data FILE...         training files (.jsonl: chat records; anything else: text)\n"
+    "  --eval-data FILE...    validation files: loss and perplexity\n"
+    "  --eval-every N         evaluate every N steps (default: at the end only)\n"
+    "batches and schedule:\n"
+    "  --batch B              sequences per micro-batch (default 8)\n"
+    "  --seq T                tokens per sequence (default 256)\n"
+    "  --grad-accum N         micro-batches per optimizer step (default 1)\n"
+    "  --steps N | --epochs N optimizer steps, or passes over the data (default 1 epoch)\n"
+    "  --lr X --min-lr X      peak and final learning rate (default 1e-3, 1e-4)\n"
+    "  --warmup N             steps of linear warmup (default 100, at most a tenth of the run)\n"
+    "  --weight-decay X       AdamW's decoupled decay, not on norms and biases (default 0.1)\n"
+    "  --adam-beta1 X --adam-beta2 X --adam-eps X   (default 0.9, 0.95, 1e-8)\n"
+    "  --clip X               clip the global gradient norm (default 1.0; 0: off)\n"
+    "  --seed S               data order and new weights (default 42)\n"
+    "output:\n"
+    "  --out FILE             the model to write\n"
+    "  --out-type T           F32, F16, BF16, Q8_0, ... (default: the base's; F32 for a new model)\n"
+    "  --save-every N         a checkpoint every N steps (default: at the end)\n"
+    "  --resume               continue the run that wrote --out\n"
+    "  -t, --threads N        threads (default: the CPUs available; the losses are the same)\n"
+    "  -h, --help             this message\n";
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_requested = 1;
+    signal(SIGINT, SIG_DFL); /* a second Ctrl-C ends at once */
+}
+
+/* ---------------------------------------------------------------- progress */
+
+typedef struct {
+    bool tty;
+    double last_print;
+    const char *cmd;
+} progress_state;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_time(char *buf, size_t n, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    const long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", t / 3600, t / 60 % 60, t % 60);
+    else snprintf(buf, n, "%ld:%02ld", t / 60, t % 60);
+}
+
+static void show_progress(void *user, const toy_train_progress *p) {
+    progress_state *ps = user;
+    char eta[32], el[32];
+    fmt_time(eta, sizeof eta, p->eta_s);
+    fmt_time(el, sizeof el, p->elapsed_s);
+    if (ps->tty) {
+        const int width = 24, fill = (int)((double)width * (double)p->step / (double)p->n_steps);
+        char bar[32];
+        for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+        bar[width] = 0;
+        fprintf(stderr, "\r\033[K%lld/%lld [%s] loss %.4f lr %.2e %.0f tok/s %s ETA %s", (long long)p->step,
+                (long long)p->n_steps, bar, p->loss, p->lr, p->tokens_per_s, el, eta);
+        if (p->has_eval || p->saved || p->step == p->n_steps) fputc('\n', stderr);
+    }
+    const double t = now_s();
+    const bool plain = !ps->tty && (t - ps->last_print >= 1.0 || p->step == p->n_steps || p->has_eval || p->saved);
+    if (plain) {
+        fprintf(stderr, "step %lld/%lld loss %.4f lr %.3e grad_norm %.3f %.0f tok/s elapsed %s eta %s\n",
+                (long long)p->step, (long long)p->n_steps, p->loss, p->lr, p->grad_norm, p->tokens_per_s, el, eta);
+        ps->last_print = t;
+    }
+    if (p->has_eval) fprintf(stderr, "  eval loss %.4f, perplexity %.3f\n", p->eval_loss, p->eval_ppl);
+    if (p->saved) fprintf(stderr, "  checkpoint written\n");
+}
+
+/* ---------------------------------------------------------------- options */
+
+static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
+    char *end;
+    if (!v) {
+        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    const double x = strtod(v, &end);
+    if (*v == 0 || *end || !isfinite(x)) {
+        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, v);
+        return false;
+    }
+    *out = (float)x;
+    return true;
+}
+
+static bool parse_i64_arg(const char *cmd, const char *flag, const char *v, int64_t *out) {
+    int x;
+    if (!parse_int_arg(cmd, flag, v, 0, 2000000000, &x)) return false;
+    *out = x;
+    return true;
+}
+
+/* --data A B C: the values up to the next option */
+static int take_files(int argc, char **argv, int i, const char ***list, int *n) {
+    int k = i + 1;
+    while (k < argc && argv[k][0] != '-') k++;
+    const int count = k - i - 1;
+    const char **l = realloc(*list, (size_t)(*n + count + 1) * sizeof *l);
+    if (!l) return -1;
+    for (int j = 0; j < count; j++) l[*n + j] = argv[i + 1 + j];
+    *list = l;
+    *n += count;
+    return count;
+}
+
+static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, int threads, bool json) {
+    toy_train_bench_result r;
+    if (toy_train_bench(model, batch, seq, steps, threads, &r)) {
+        fprintf(stderr, "toy train --bench: %s\n", toy_last_error());
+        return 1;
+    }
+    if (json) {
+        printf("{\"model\": ");
+        json_string(stdout, model, strlen(model));
+        printf(", \"n_params\": %lld, \"batch\": %d, \"seq\": %d, \"threads\": %d, \"isa\": \"%s\", "
+               "\"step_s\": ",
+               (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa());
+        json_number(stdout, r.step_s);
+        printf(", \"tokens_per_s\": ");
+        json_number(stdout, r.tokens_per_s);
+        printf(", \"peak_gflops\": ");
+        json_number(stdout, r.peak_gflops);
+        printf(", \"utilisation\": ");
+        json_number(stdout, r.utilisation);
+        printf(", \"peak_rss_mb\": ");
+        json_number(stdout, r.peak_rss_mb);
+        printf("}\n");
+        return 0;
+    }
+    printf("model             %s (%.1f M parameters)\n", model, (double)r.n_params / 1e6);
+    printf("threads           %d (kernels: %s)\n", r.threads, toy_kernel_isa());
+    printf("tokens/step       %lld (%d x %d)\n", (long long)r.tokens_per_step, batch, seq);
+    printf("step              %.3f s (median of %d: forward, backward, AdamW)\n", r.step_s, steps);
+    printf("throughput        %.1f tokens/s\n", r.tokens_per_s);
+    printf("peak              %.1f GFLOP/s (F32 FMA with %d threads, measured)\n", r.peak_gflops, r.threads);
+    printf("utilisation       %.1f %% (6 x parameters x tokens/s / peak)\n", 100.0 * r.utilisation);
+    printf("peak RSS          %.0f MB\n", r.peak_rss_mb);
+    return 0;
+}
+
+static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
+    toy_train_params p = toy_train_default_params();
+    p.n_threads = default_threads();
+    p.init.arch = "llama";
+    const char **data = NULL, **eval = NULL;
+    int n_data = 0, n_eval = 0, rc = 2;
+    bool bench = false, json = false, warmup_set = false;
+    const char *out_type = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int x;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(finetune ? finetune_usage : train_usage, stdout);
+            fputs(common_usage, stdout);
+            free(data);
+            free(eval);
+            return 0;
+        } else if (!strcmp(a, "--data") || !strcmp(a, "--eval-data")) {
+            const bool is_eval = !strcmp(a, "--eval-data");
+            const int k = take_files(argc, argv, i, is_eval ? &eval : &data, is_eval ? &n_eval : &n_data);
+            if (k <= 0) {
+                fprintf(stderr, "toy %s: %s needs one or more files\n", cmd, a);
+                goto done;
+            }
+            i += k;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+            p.model_path = argv[++i];
+        } else if (!strcmp(a, "--out") && v) {
+            p.out_path = argv[++i];
+        } else if (!strcmp(a, "--out-type") && v) {
+            out_type = argv[++i];
+        } else if (!finetune && !strcmp(a, "--arch") && v) {
+            p.init.arch = argv[++i];
+        } else if (!finetune && !strcmp(a, "--preset") && v) {
+            p.init.preset = argv[++i];
+        } else if (!finetune && !strcmp(a, "--vocab-from") && v) {
+            p.init.vocab_path = argv[++i];
+        } else if (!finetune && !strcmp(a, "--untied")) {
+            p.init.tied = -1;
+        } else if (!finetune && (!strcmp(a, "--n-embd") || !strcmp(a, "--n-layer") || !strcmp(a, "--n-head") ||
+                                 !strcmp(a, "--n-head-kv") || !strcmp(a, "--n-ff") || !strcmp(a, "--ctx"))) {
+            if (!parse_int_arg(cmd, a, v, 1, 1 << 24, &x)) goto done;
+            i++;
+            int32_t *dst = !strcmp(a, "--n-embd") ? &p.init.n_embd : !strcmp(a, "--n-layer") ? &p.init.n_layer
+                         : !strcmp(a, "--n-head") ? &p.init.n_head : !strcmp(a, "--n-head-kv") ? &p.init.n_head_kv
+                         : !strcmp(a, "--n-ff") ? &p.init.n_ff : &p.init.n_ctx;
+            *dst = x;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--grad-accum") ||
+                   !strcmp(a, "--epochs")) {
+            if (!parse_int_arg(cmd, a, v, 1, 1 << 20, &x)) goto done;
+            i++;
+            if (!strcmp(a, "--batch")) p.batch = x;
+            else if (!strcmp(a, "--seq")) p.seq = x;
+            else if (!strcmp(a, "--grad-accum")) p.grad_accum = x;
+            else p.epochs = x, p.steps = 0;
+        } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--eval-every") ||
+                   !strcmp(a, "--save-every")) {
+            int64_t y;
+            if (!parse_i64_arg(cmd, a, v, &y)) goto done;
+            i++;
+            if (!strcmp(a, "--steps")) p.steps = y;
+            else if (!strcmp(a, "--warmup")) p.warmup = y, warmup_set = true;
+            else if (!strcmp(a, "--eval-every")) p.eval_every = y;
+            else p.save_every = y;
+        } else if (!strcmp(a, "--lr") || !strcmp(a, "--min-lr") || !strcmp(a, "--weight-decay") ||
+                   !strcmp(a, "--clip") || !strcmp(a, "--adam-beta1") || !strcmp(a, "--adam-beta2") ||
+                   !strcmp(a, "--adam-eps")) {
+            float f;
+            if (!parse_float_arg(cmd, a, v, &f)) goto done;
+            i++;
+            float *dst = !strcmp(a, "--lr") ? &p.lr : !strcmp(a, "--min-lr") ? &p.min_lr
+                       : !strcmp(a, "--weight-decay") ? &p.weight_decay : !strcmp(a, "--clip") ? &p.clip
+                       : !strcmp(a, "--adam-beta1") ? &p.beta1 : !strcmp(a, "--adam-beta2") ? &p.beta2 : &p.eps;
+            *dst = f;
+        } else if (!strcmp(a, "--seed") && v) {
+            char *end;
+            p.seed = strtoull(argv[++i], &end, 10);
+            if (*end || argv[i][0] == '-') {
+                fprintf(stderr, "toy %s: --seed must be a non-negative integer, got '%s'\n", cmd, argv[i]);
+                goto done;
+            }
+            p.init.seed = p.seed;
+        } else if (!strcmp(a, "--resume")) {
+            p.resume = true;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!parse_int_arg(cmd, a, v, 1, 256, &p.n_threads)) goto done;
+            i++;
+        } else if (!finetune && !strcmp(a, "--bench")) {
+            bench = true;
+        } else if (!finetune && !strcmp(a, "--json")) {
+            json = true;
+        } else {
+            fprintf(stderr, "toy %s: unknown or incomplete option '%s' (see toy %s --help)\n", cmd, a, cmd);
+            goto done;
+        }
+    }
+    if (bench) {
+        if (!p.model_path) {
+            fprintf(stderr, "toy train --bench: needs -m MODEL (toy init writes one of any shape)\n");
+            goto done;
+        }
+        const bool shape_given = p.batch != toy_train_default_params().batch || p.seq != toy_train_default_params().seq;
+        rc = run_bench(p.model_path, shape_given ? p.batch : 8, shape_given ? p.seq : 512,
+                       p.steps > 0 ? (int)p.steps : 3, p.n_threads, json);
+        goto done;
+    }
+    if (!p.out_path || n_data == 0 || (finetune && !p.model_path)) {
+        fprintf(stderr, "toy %s: needs %s--data and --out (see toy %s --help)\n", cmd, finetune ? "-m BASE, " : "",
+                cmd);
+        goto done;
+    }
+    if (!p.model_path && !p.resume && !p.init.vocab_path) {
+        fprintf(stderr, "toy %s: a new model needs a tokenizer: --vocab-from FILE.gguf (or -m MODEL)\n", cmd);
+        goto done;
+    }
+    if (out_type) {
+        p.out_ftype = toy_ftype_from_name(out_type);
+        if (p.out_ftype < 0) {
+            fprintf(stderr, "toy %s: unknown --out-type '%s' (see toy quantize --help)\n", cmd, out_type);
+            goto done;
+        }
+    }
+    if (!warmup_set && p.steps > 0 && p.warmup > p.steps / 10) p.warmup = p.steps / 10;
+    p.data = data;
+    p.n_data = n_data;
+    p.eval_data = eval;
+    p.n_eval_data = n_eval;
+    progress_state ps = {isatty(2), 0, cmd};
+    p.progress = show_progress;
+    p.progress_user = &ps;
+    p.stop = &stop_requested;
+    signal(SIGINT, on_sigint);
+    toy_train_result r;
+    const toy_status st = toy_train(&p, &r);
+    signal(SIGINT, SIG_DFL);
+    if (st) {
+        if (ps.tty) fputc('\n', stderr);
+        fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+        rc = 1;
+        goto done;
+    }
+    fprintf(stderr, "toy %s: %s %s after %lld steps (%.2f M parameters, %lld training tokens): loss %.4f",
+            cmd, r.stopped ? "stopped; checkpoint" : "wrote", p.out_path, (long long)r.steps,
+            (double)r.n_params / 1e6, (long long)r.n_train_tokens, r.loss);
+    if (!isnan(r.eval_loss)) fprintf(stderr, ", eval loss %.4f (perplexity %.3f)", r.eval_loss, exp(r.eval_loss));
+    fprintf(stderr, "\n");
+    rc = r.stopped ? 130 : 0;
+done:
+    free(data);
+    free(eval);
+    return rc;
+}
+
+int cmd_train(int argc, char **argv) { return train_main("train", false, argc, argv); }
+int cmd_finetune(int argc, char **argv) { return train_main("finetune", true, argc, argv); }
