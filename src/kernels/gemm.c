@@ -1,12 +1,13 @@
-/* gemm.c — the driver of the matrix products (gemm.h): blocks of C as tasks, operands
- * packed into micro-panels, the instruction set's micro-kernel on each tile.
+/* gemm.c — the driver of the matrix products (gemm.h): operands packed into
+ * micro-panels, the instruction set's micro-kernel on every mr x nr tile of C.
  *
- * A task owns one block of C (up to GEMM_MC rows by GEMM_NC columns) and walks K in
- * slices of GEMM_KC: it packs the slice of op(B) for its columns (GEMM_NC x GEMM_KC,
- * nr-wide panels, k-major) and of op(A) for its rows (mr-tall panels, k-major), then
- * runs the micro-kernel over every mr x nr tile, loading C after the first slice. A
- * tile's chains therefore run k = 0..K-1 in order whatever the block sizes, which are
- * free to shrink so that every thread gets work.
+ * The threaded product walks C in chunks (up to GEMM_CHUNK rows by GEMM_CHUNK columns)
+ * and K in slices of GEMM_KC. For each chunk and slice, one job packs the slice of
+ * op(A) (mr-tall panels, k-major) and of op(B) (nr-wide panels) into buffers all
+ * threads share, each panel once; a second job runs the micro-kernels over tiles of
+ * GEMM_TM x GEMM_TN, loading C after the first slice. The single-thread product
+ * (toy_gemm_run_1) does the same per block with its thread's own buffers. Either way a
+ * tile's chains run k = 0..K-1 in order, whatever the sizes, threads or ISA.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,9 +17,13 @@
 #include "kernels.h"
 
 #define GEMM_KC 256
-#define GEMM_MC 192 /* a multiple of every kernel's mr (4, 6, 12) */
-#define GEMM_NC 512 /* a multiple of every kernel's nr (4, 16, 32) */
+#define GEMM_MC 192    /* rows of a single-thread block: a multiple of every mr (4, 6, 12) */
+#define GEMM_NC 512    /* its columns: a multiple of every nr (4, 16, 32) */
+#define GEMM_CHUNK 3072 /* rows and columns of a threaded chunk: a multiple of both */
+#define GEMM_TM 96     /* a threaded tile: GEMM_TM rows (multiple of every mr) */
+#define GEMM_TN 256    /* by GEMM_TN columns (multiple of every nr) */
 #define GEMM_MAX_TILE (16 * 32)
+#define PANELS_PER_TASK 8
 
 struct toy_gemm {
     toy_pool *pool;
@@ -26,6 +31,7 @@ struct toy_gemm {
     int n_threads;
     float *pack;            /* per thread: A slice, B slice, an edge tile */
     size_t pack_per_thread; /* floats */
+    float *shared_a, *shared_b; /* the threaded product's packed slices */
 };
 
 /* ---------------------------------------------------------------- reference */
@@ -57,7 +63,7 @@ static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, 
 }
 
 const toy_gemm_kernel *toy_gemm_kernel_scalar(void) {
-    static const toy_gemm_kernel k = {"scalar", 4, 4, kernel_scalar};
+    static const toy_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL};
     return &k;
 }
 
@@ -81,8 +87,11 @@ toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
     g->n_threads = pool ? toy_pool_size(pool) : 1;
     g->pack_per_thread = (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC + GEMM_MAX_TILE + 16;
     g->pack = aligned_alloc(64, g->pack_per_thread * (size_t)g->n_threads * sizeof(float));
-    if (!g->pack) {
-        free(g);
+    const size_t shared = (size_t)GEMM_CHUNK * GEMM_KC * sizeof(float);
+    g->shared_a = g->n_threads > 1 ? aligned_alloc(64, shared) : NULL;
+    g->shared_b = g->n_threads > 1 ? aligned_alloc(64, shared) : NULL;
+    if (!g->pack || (g->n_threads > 1 && (!g->shared_a || !g->shared_b))) {
+        toy_gemm_free(g);
         return NULL;
     }
     return g;
@@ -93,6 +102,8 @@ toy_gemm *toy_gemm_new(toy_pool *pool) { return toy_gemm_new_with(pool, toy_gemm
 void toy_gemm_free(toy_gemm *g) {
     if (!g) return;
     free(g->pack);
+    free(g->shared_a);
+    free(g->shared_b);
     free(g);
 }
 
@@ -102,11 +113,14 @@ toy_pool *toy_gemm_pool(const toy_gemm *g) { return g->pool; }
 
 /* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels: panel p holds
  * dst[p * kc * mr + k * mr + i] = op(A)[m0 + p * mr + i][k0 + k], zero past row m. */
-static void pack_a(const toy_gemm_args *p, int mr, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
-                   float *dst) {
+static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t m0, int64_t mc,
+                   int64_t k0, int64_t kc, float *dst) {
+    const int mr = kern->mr;
     for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += kc * mr) {
         const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
-        if (p->trans_a) {
+        if (!p->trans_a && kern->pack_a_rows) {
+            kern->pack_a_rows(p->a + (m0 + r0) * p->lda + k0, p->lda, rows, kc, dst);
+        } else if (p->trans_a) {
             /* A is K x M: a panel's k-th column is contiguous in A's row k */
             const float *src = p->a + k0 * p->lda + m0 + r0;
             for (int64_t k = 0; k < kc; k++, src += p->lda) {
@@ -129,11 +143,14 @@ static void pack_a(const toy_gemm_args *p, int mr, int64_t m0, int64_t mc, int64
 
 /* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels: panel q holds
  * dst[q * kc * nr + k * nr + j] = op(B)[k0 + k][n0 + q * nr + j], zero past column n. */
-static void pack_b(const toy_gemm_args *p, int nr, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
-                   float *dst) {
+static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t n0, int64_t nc,
+                   int64_t k0, int64_t kc, float *dst) {
+    const int nr = kern->nr;
     for (int64_t c0 = 0; c0 < nc; c0 += nr, dst += kc * nr) {
         const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
-        if (!p->trans_b) {
+        if (p->trans_b && kern->pack_b_rows) {
+            kern->pack_b_rows(p->b + (n0 + c0) * p->ldb + k0, p->ldb, cols, kc, dst);
+        } else if (!p->trans_b) {
             const float *src = p->b + k0 * p->ldb + n0 + c0;
             for (int64_t k = 0; k < kc; k++, src += p->ldb) {
                 float *d = dst + k * nr;
@@ -156,38 +173,43 @@ static void pack_b(const toy_gemm_args *p, int nr, int64_t n0, int64_t nc, int64
 
 /* ---------------------------------------------------------------- blocks */
 
-/* C rows [m0, m0 + mc), columns [n0, n0 + nc), over all of K. */
+/* The tiles of C rows [m0, m0 + mc), columns [n0, n0 + nc) for one slice of kc, from
+ * packed panels (pa: the panels of those rows, pb: of those columns). */
+static void gemm_tiles(const toy_gemm *g, const toy_gemm_args *p, const float *pa, const float *pb,
+                       float *tile, int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t kc, bool load_c) {
+    const int mr = g->kern->mr, nr = g->kern->nr;
+    for (int64_t c0 = 0; c0 < nc; c0 += nr) {
+        const float *b = pb + (c0 / nr) * kc * nr;
+        const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
+        for (int64_t r0 = 0; r0 < mc; r0 += mr) {
+            const float *a = pa + (r0 / mr) * kc * mr;
+            const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
+            float *c = p->c + (m0 + r0) * p->ldc + n0 + c0;
+            if (rows == mr && cols == nr) {
+                g->kern->kernel(kc, a, b, c, p->ldc, load_c);
+                continue;
+            }
+            /* an edge tile: through a full-size copy (zeros start the same chains) */
+            for (int i = 0; i < mr; i++)
+                for (int j = 0; j < nr; j++)
+                    tile[i * nr + j] = load_c && i < rows && j < cols ? c[i * p->ldc + j] : 0.0f;
+            g->kern->kernel(kc, a, b, tile, nr, true);
+            for (int i = 0; i < rows; i++) memcpy(c + i * p->ldc, tile + i * nr, (size_t)cols * sizeof *c);
+        }
+    }
+}
+
+/* C rows [m0, m0 + mc), columns [n0, n0 + nc), over all of K, on one thread. */
 static void gemm_block(const toy_gemm *g, const toy_gemm_args *p, int thread, int64_t m0,
                        int64_t mc, int64_t n0, int64_t nc) {
-    const int mr = g->kern->mr, nr = g->kern->nr;
     float *pa = g->pack + (size_t)thread * g->pack_per_thread;
     float *pb = pa + (size_t)GEMM_MC * GEMM_KC;
     float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        const bool load_c = p->accumulate || k0 > 0;
-        pack_b(p, nr, n0, nc, k0, kc, pb);
-        pack_a(p, mr, m0, mc, k0, kc, pa);
-        for (int64_t c0 = 0; c0 < nc; c0 += nr) {
-            const float *b = pb + (c0 / nr) * kc * nr;
-            const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
-            for (int64_t r0 = 0; r0 < mc; r0 += mr) {
-                const float *a = pa + (r0 / mr) * kc * mr;
-                const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
-                float *c = p->c + (m0 + r0) * p->ldc + n0 + c0;
-                if (rows == mr && cols == nr) {
-                    g->kern->kernel(kc, a, b, c, p->ldc, load_c);
-                    continue;
-                }
-                /* an edge tile: through a full-size copy (zeros start the same chains) */
-                for (int i = 0; i < mr; i++)
-                    for (int j = 0; j < nr; j++)
-                        tile[i * nr + j] = load_c && i < rows && j < cols ? c[i * p->ldc + j] : 0.0f;
-                g->kern->kernel(kc, a, b, tile, nr, true);
-                for (int i = 0; i < rows; i++)
-                    memcpy(c + i * p->ldc, tile + i * nr, (size_t)cols * sizeof *c);
-            }
-        }
+        pack_b(g->kern, p, n0, nc, k0, kc, pb);
+        pack_a(g->kern, p, m0, mc, k0, kc, pa);
+        gemm_tiles(g, p, pa, pb, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
     }
 }
 
@@ -207,18 +229,38 @@ void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p) {
                        p->n - n0 < GEMM_NC ? p->n - n0 : GEMM_NC);
 }
 
+/* One chunk of C and one slice of K, shared by the jobs that pack and multiply it. */
 typedef struct {
     const toy_gemm *g;
     const toy_gemm_args *p;
-    int64_t mc, nc, n_mb; /* block sizes, blocks along M */
-} gemm_job;
+    int64_t m0, mc, n0, nc, k0, kc;
+    int64_t a_panels, b_panels, tiles_n;
+    bool load_c;
+} chunk_job;
 
-static void gemm_task(void *ctx, int64_t task, int thread) {
-    const gemm_job *j = ctx;
-    const int64_t m0 = (task % j->n_mb) * j->mc, n0 = (task / j->n_mb) * j->nc;
-    const int64_t mc = j->p->m - m0 < j->mc ? j->p->m - m0 : j->mc;
-    const int64_t nc = j->p->n - n0 < j->nc ? j->p->n - n0 : j->nc;
-    gemm_block(j->g, j->p, thread, m0, mc, n0, nc);
+static void pack_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const chunk_job *j = ctx;
+    const int mr = j->g->kern->mr, nr = j->g->kern->nr;
+    for (int64_t q = task * PANELS_PER_TASK; q < (task + 1) * PANELS_PER_TASK; q++) {
+        if (q < j->a_panels) {
+            const int64_t r0 = q * mr, rows = j->mc - r0 < mr ? j->mc - r0 : mr;
+            pack_a(j->g->kern, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * j->kc);
+        } else if (q < j->a_panels + j->b_panels) {
+            const int64_t c0 = (q - j->a_panels) * nr, cols = j->nc - c0 < nr ? j->nc - c0 : nr;
+            pack_b(j->g->kern, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * j->kc);
+        }
+    }
+}
+
+static void tile_task(void *ctx, int64_t task, int thread) {
+    const chunk_job *j = ctx;
+    const int64_t r0 = (task / j->tiles_n) * GEMM_TM, c0 = (task % j->tiles_n) * GEMM_TN;
+    const int64_t mc = j->mc - r0 < GEMM_TM ? j->mc - r0 : GEMM_TM;
+    const int64_t nc = j->nc - c0 < GEMM_TN ? j->nc - c0 : GEMM_TN;
+    float *tile = j->g->pack + (size_t)thread * j->g->pack_per_thread + (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC;
+    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * j->kc, j->g->shared_b + c0 * j->kc, tile, j->m0 + r0, mc,
+               j->n0 + c0, nc, j->kc, j->load_c);
 }
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -230,15 +272,17 @@ void toy_gemm_run(toy_gemm *g, const toy_gemm_args *p) {
         return;
     }
     const int mr = g->kern->mr, nr = g->kern->nr;
-    gemm_job j = {g, p, GEMM_MC, GEMM_NC, 0};
-    /* smaller blocks until each thread has a few (the result does not change) */
-    const int64_t want = 3 * (int64_t)g->n_threads;
-    while (ceil_div(p->m, j.mc) * ceil_div(p->n, j.nc) < want) {
-        if (j.nc > 4 * nr && j.nc >= j.mc) j.nc = ceil_div(j.nc / 2, nr) * nr;
-        else if (j.mc > 2 * mr) j.mc = ceil_div(j.mc / 2, mr) * mr;
-        else if (j.nc > nr) j.nc = ceil_div(j.nc / 2, nr) * nr;
-        else break;
-    }
-    j.n_mb = ceil_div(p->m, j.mc);
-    toy_pool_run(g->pool, j.n_mb * ceil_div(p->n, j.nc), gemm_task, &j);
+    for (int64_t n0 = 0; n0 < p->n; n0 += GEMM_CHUNK)
+        for (int64_t m0 = 0; m0 < p->m; m0 += GEMM_CHUNK)
+            for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
+                chunk_job j = {g, p, m0, p->m - m0 < GEMM_CHUNK ? p->m - m0 : GEMM_CHUNK,
+                               n0, p->n - n0 < GEMM_CHUNK ? p->n - n0 : GEMM_CHUNK,
+                               k0, p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC, 0, 0, 0,
+                               p->accumulate || k0 > 0};
+                j.a_panels = ceil_div(j.mc, mr);
+                j.b_panels = ceil_div(j.nc, nr);
+                j.tiles_n = ceil_div(j.nc, GEMM_TN);
+                toy_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
+                toy_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);
+            }
 }

@@ -62,10 +62,15 @@ void toy_gemm_ref(const toy_gemm_args *p);
  * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */
 typedef void (*toy_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
                                    int64_t ldc, bool load_c);
+/* Transposing packs (NULL: the portable loops): an A panel from `rows` <= mr rows of A
+ * stored M x K, dst[k * mr + i] = a[i * lda + k]; a B panel from `cols` <= nr rows of B
+ * stored N x K, dst[k * nr + j] = b[j * ldb + k]; zeros past rows / cols. */
+typedef void (*toy_gemm_pack_fn)(const float *src, int64_t ld, int n, int64_t kc, float *dst);
 typedef struct {
     const char *isa;
     int mr, nr;
     toy_gemm_kernel_fn kernel;
+    toy_gemm_pack_fn pack_a_rows, pack_b_rows;
 } toy_gemm_kernel;
 
 const toy_gemm_kernel *toy_gemm_kernel_avx2(void);   /* AVX2 + FMA */

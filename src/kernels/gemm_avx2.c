@@ -39,7 +39,7 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *c, in
 }
 
 const toy_gemm_kernel *toy_gemm_kernel_avx2(void) {
-    static const toy_gemm_kernel k = {"avx2", MR, NR, kernel_6x16};
+    static const toy_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
     return &k;
 }
 #endif

@@ -38,8 +38,70 @@ static void kernel_12x32(int64_t kc, const float *a, const float *b, float *c, i
     }
 }
 
+/* r[i] holds row i (16 floats); afterwards r[j] holds column j. */
+static inline __attribute__((always_inline)) void transpose16(__m512 r[16]) {
+    __m512 t[16];
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    /* r[4q + s] now holds, in each 128-bit lane L, element s of rows 4q..4q+3 at column
+     * 4L + (0..3) order; gather the lanes */
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < 4; i++) {
+        t[i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        t[4 + i] = _mm512_shuffle_f32x4(r[i], r[4 + i], _MM_SHUFFLE(3, 1, 3, 1));
+        t[8 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        t[12 + i] = _mm512_shuffle_f32x4(r[8 + i], r[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+    _Pragma("GCC unroll 16")
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], _MM_SHUFFLE(3, 1, 3, 1));
+        r[4 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(2, 0, 2, 0));
+        r[12 + i] = _mm512_shuffle_f32x4(t[4 + i], t[12 + i], _MM_SHUFFLE(3, 1, 3, 1));
+    }
+}
+
+/* dst[k * width + off + i] = src[i * ld + k] for i < rows (zeros up to 16 rows), k < kc;
+ * `store` lanes of each column written (12 for A panels, 16 for B half-panels). */
+static inline __attribute__((always_inline)) void pack_rows16(const float *src, int64_t ld, int rows, int64_t kc, float *dst, int width,
+                               __mmask16 store) {
+    __m512 r[16];
+    _Pragma("GCC unroll 16")
+    for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+        const int nk = kc - k0 < 16 ? (int)(kc - k0) : 16;
+        const __mmask16 in = (__mmask16)(nk == 16 ? 0xffff : (1u << nk) - 1u);
+        _Pragma("GCC unroll 16")
+        for (int i = 0; i < 16; i++)
+            r[i] = i < rows ? _mm512_maskz_loadu_ps(in, src + i * ld + k0) : _mm512_setzero_ps();
+        transpose16(r);
+        _Pragma("GCC unroll 16")
+        for (int k = 0; k < nk; k++) _mm512_mask_storeu_ps(dst + (k0 + k) * width, store, r[k]);
+    }
+}
+
+/* an A panel from 12 rows of A (row-major, K contiguous) */
+static void pack_a_rows(const float *a, int64_t lda, int rows, int64_t kc, float *dst) {
+    pack_rows16(a, lda, rows, kc, dst, MR, 0x0fff);
+}
+
+/* a B panel from 32 rows of B stored N x K (op(B) = B^T) */
+static void pack_b_rows(const float *b, int64_t ldb, int cols, int64_t kc, float *dst) {
+    pack_rows16(b, ldb, cols < 16 ? cols : 16, kc, dst, NR, 0xffff);
+    pack_rows16(b + 16 * ldb, ldb, cols > 16 ? cols - 16 : 0, kc, dst + 16, NR, 0xffff);
+}
+
 const toy_gemm_kernel *toy_gemm_kernel_avx512(void) {
-    static const toy_gemm_kernel k = {"avx512", MR, NR, kernel_12x32};
+    static const toy_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
     return &k;
 }
 #endif
