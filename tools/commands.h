@@ -14,6 +14,7 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_grad(int argc, char **argv);

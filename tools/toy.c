@@ -19,6 +19,7 @@ static const struct {
     {"chat", cmd_chat, "talk with a model interactively"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+    {"perplexity", cmd_perplexity, "measure a model's perplexity over a text file, as llama.cpp does"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
     {"init", cmd_init, "write a random-weight model of a real shape"},
     {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
