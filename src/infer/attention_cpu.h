@@ -70,7 +70,7 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
             float *w = scores + h * ATTN_CHUNK;
             const float cmax = ATTN_MAX(nc, w);
             if (cmax > m[h]) {
-                const float corr = exp_nonpos(m[h] - cmax);
+                const float corr = toy_exp_nonpos(m[h] - cmax);
                 ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
                 l[h] *= corr;
                 m[h] = cmax;

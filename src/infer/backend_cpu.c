@@ -15,6 +15,7 @@
 #include "error.h"
 #include "kernels.h"
 #include "threadpool.h"
+#include "vec_exp.h"
 
 typedef struct {
     toy_backend base;
@@ -261,41 +262,9 @@ ALWAYS_INLINE float lanes16_sum(float *l) {
     return l[0];
 }
 
-/* exp(x) for x <= 0 (-inf included), the same bits in every version: Cody-Waite
- * reduction by ln 2 and a degree-6 polynomial, with separate multiplies and adds. Within
- * 2 ulp of expf; softmax weights need no more, and expf per (cell, head) was a tenth of
- * a long prompt's attention. */
-#define EXP_LOG2E 1.44269504088896341f
-#define EXP_LN2_HI 0.693145751953125f
-#define EXP_LN2_LO 1.428606765330187e-06f
-#define EXP_MIN -87.0f /* below: 0 (the weights of such cells underflow anyway) */
-#define EXP_ROUND 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
-#define EXP_C6 1.3888889e-3f
-#define EXP_C5 8.3333333e-3f
-#define EXP_C4 4.1666667e-2f
-#define EXP_C3 1.6666667e-1f
-#define EXP_C2 0.5f
-
-ALWAYS_INLINE float exp_nonpos(float x) {
-    if (!(x >= EXP_MIN)) return 0.0f;
-    const float n = (x * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
-    const float r = (x - n * EXP_LN2_HI) - n * EXP_LN2_LO;
-    float p = EXP_C6;
-    p = p * r + EXP_C5;
-    p = p * r + EXP_C4;
-    p = p * r + EXP_C3;
-    p = p * r + EXP_C2;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* x[i] = exp(x[i] - m) for i < n */
 ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
-    for (int32_t i = 0; i < n; i++) x[i] = exp_nonpos(x[i] - m);
+    for (int32_t i = 0; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
 }
 
 ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
@@ -362,7 +331,7 @@ static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *a
         return;
     }
     const float mx = ms > *m ? ms : *m;
-    const float ca = exp_nonpos(*m - mx), cs = exp_nonpos(ms - mx); /* one of them is 1 */
+    const float ca = toy_exp_nonpos(*m - mx), cs = toy_exp_nonpos(ms - mx); /* one of them is 1 */
     for (int32_t d = 0; d < hd; d++) acc[d] = acc[d] * ca + as[d] * cs;
     *l = *l * ca + ls * cs;
     *m = mx;
@@ -457,29 +426,11 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
         _mm256_storeu_ps(acc + d, a);
     }
 }
-/* exp_nonpos of 8 lanes: the same operations, lane by lane */
-AVX2 ALWAYS_INLINE __m256 exp8_avx2(__m256 x) {
-    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN)); /* keeps the integer part in range */
-    const __m256 rnd = _mm256_set1_ps(EXP_ROUND);
-    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), rnd), rnd);
-    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_HI))),
-                                   _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_LO)));
-    __m256 p = _mm256_set1_ps(EXP_C6);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C5));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C4));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C3));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C2));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), ok);
-}
 AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
     const __m256 vm = _mm256_set1_ps(m);
     int32_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, exp8_avx2(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
-    for (; i < n; i++) x[i] = exp_nonpos(x[i] - m);
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    for (; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
 }
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
 AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
@@ -736,7 +687,7 @@ static void cpu_attention(toy_backend *be, float *out, const float *q, int64_t n
 /* silu(g) * u through exp_nonpos, so that every instruction set computes the same bits:
  * with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g * e) / (1 + e). */
 static inline float silu_mul(float g, float u) {
-    const float e = exp_nonpos(-fabsf(g));
+    const float e = toy_exp_nonpos(-fabsf(g));
     return ((g >= 0.0f ? g : g * e) / (1.0f + e)) * u;
 }
 
@@ -747,7 +698,7 @@ AVX2 static void swiglu_avx2(float *y, const float *gate, const float *up, int64
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 g = _mm256_loadu_ps(gate + i);
-        const __m256 e = exp8_avx2(_mm256_or_ps(g, sign)); /* -|g| */
+        const __m256 e = toy_exp8_nonpos(_mm256_or_ps(g, sign)); /* -|g| */
         const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g,
                                             _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
         const __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));

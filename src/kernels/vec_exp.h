@@ -1,0 +1,84 @@
+/* vec_exp.h — exp(x) for x <= 0 (-inf included) in scalar, AVX2 and AVX-512 versions that
+ * give the same bits: Cody-Waite reduction by ln 2 and a degree-6 polynomial, with
+ * separate multiplies and adds. Within 2 ulp of expf; softmax weights need no more, and
+ * libm's expf per element was a tenth of a long prompt's attention (and more of a
+ * training step). Inputs below -87 give 0, as does NaN. */
+#ifndef TOY_VEC_EXP_H
+#define TOY_VEC_EXP_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define TOY_ALWAYS_INLINE static inline __attribute__((always_inline))
+
+#define EXP_LOG2E 1.44269504088896341f
+#define EXP_LN2_HI 0.693145751953125f
+#define EXP_LN2_LO 1.428606765330187e-06f
+#define EXP_MIN -87.0f /* below: 0 (the weights of such cells underflow anyway) */
+#define EXP_ROUND 12582912.0f /* 1.5 * 2^23: adding it rounds to an integer */
+#define EXP_C6 1.3888889e-3f
+#define EXP_C5 8.3333333e-3f
+#define EXP_C4 4.1666667e-2f
+#define EXP_C3 1.6666667e-1f
+#define EXP_C2 0.5f
+
+TOY_ALWAYS_INLINE float toy_exp_nonpos(float x) {
+    if (!(x >= EXP_MIN)) return 0.0f;
+    const float n = (x * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
+    const float r = (x - n * EXP_LN2_HI) - n * EXP_LN2_LO;
+    float p = EXP_C6;
+    p = p * r + EXP_C5;
+    p = p * r + EXP_C4;
+    p = p * r + EXP_C3;
+    p = p * r + EXP_C2;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    int32_t bits = ((int32_t)n + 127) << 23;
+    float scale;
+    memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+/* toy_exp_nonpos of 8 lanes: the same operations, lane by lane */
+__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
+    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ);
+    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN)); /* keeps the integer part in range */
+    const __m256 rnd = _mm256_set1_ps(EXP_ROUND);
+    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), rnd), rnd);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_HI))),
+                                   _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_LO)));
+    __m256 p = _mm256_set1_ps(EXP_C6);
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C5));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C4));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C3));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C2));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), ok);
+}
+
+/* the same on 16 lanes */
+__attribute__((target("avx512f"))) TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
+    const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_GE_OQ);
+    x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
+    const __m512 rnd = _mm512_set1_ps(EXP_ROUND);
+    const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(EXP_LOG2E)), rnd), rnd);
+    const __m512 r = _mm512_sub_ps(_mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(EXP_LN2_HI))),
+                                   _mm512_mul_ps(n, _mm512_set1_ps(EXP_LN2_LO)));
+    __m512 p = _mm512_set1_ps(EXP_C6);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(EXP_C5));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(EXP_C4));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(EXP_C3));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(EXP_C2));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(1.0f));
+    const __m512i bits = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvttps_epi32(n), _mm512_set1_epi32(127)), 23);
+    return _mm512_maskz_mov_ps(ok, _mm512_mul_ps(p, _mm512_castsi512_ps(bits)));
+}
+#endif
+
+#endif
