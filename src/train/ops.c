@@ -1,13 +1,17 @@
 /* ops.c — the forward/backward pairs of ops.h.
  *
  * Products go through gemm.h; everything else is a loop over rows (or, for sums over
- * rows, over columns) cut into tasks for the thread pool. Sums inside a row are taken in
- * double, in order.
+ * rows, over columns) cut into tasks for the thread pool. The exponentials of the
+ * softmaxes and gates are vec_exp.h's, and sums along a row go into 16 float lanes
+ * (element i into lane i % 16, combined pairwise at the end), in the scalar, AVX2 and
+ * AVX-512 versions alike: training gives the same bits on every instruction set.
  */
 #include <math.h>
 #include <string.h>
 
+#include "kernels.h"
 #include "ops.h"
+#include "vec_exp.h"
 
 /* ---------------------------------------------------------------- parallel loops */
 
@@ -47,6 +51,133 @@ static int64_t grain_rows(int64_t row_floats) {
     return g > 0 ? g : 1;
 }
 
+
+/* ---------------------------------------------------------------- row kernels */
+
+static float lanes16(float *l) {
+    for (int s = 8; s >= 1; s /= 2)
+        for (int k = 0; k < s; k++) l[k] += l[k + s];
+    return l[0];
+}
+
+#if defined(__x86_64__)
+#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
+
+/* y[i] = exp(x[i] - m) * scale (when y), the sum of exp(x[i] - m) returned */
+AVX512 static float row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale) {
+    __m512 acc = _mm512_setzero_ps();
+    const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        acc = _mm512_add_ps(acc, e);
+        if (y) _mm512_storeu_ps(y + i, _mm512_mul_ps(e, vs));
+    }
+    float l[16];
+    _mm512_storeu_ps(l, acc);
+    for (; i < n; i++) {
+        const float e = toy_exp_nonpos(x[i] - m);
+        l[i % 16] += e;
+        if (y) y[i] = e * scale;
+    }
+    return lanes16(l);
+}
+
+AVX2 static float row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 e0 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        const __m256 e1 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        lo = _mm256_add_ps(lo, e0);
+        hi = _mm256_add_ps(hi, e1);
+        if (y) {
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(e0, vs));
+            _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(e1, vs));
+        }
+    }
+    float l[16];
+    _mm256_storeu_ps(l, lo);
+    _mm256_storeu_ps(l + 8, hi);
+    for (; i < n; i++) {
+        const float e = toy_exp_nonpos(x[i] - m);
+        l[i % 16] += e;
+        if (y) y[i] = e * scale;
+    }
+    return lanes16(l);
+}
+
+/* gates: sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, e = exp(-|g|) */
+AVX512 static void swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t i, int64_t i1) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= i1; i += 16) {
+        const __m512 g = _mm512_loadu_ps(gate + i);
+        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+        const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
+        const __m512 sg = _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
+        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sg), _mm512_loadu_ps(up + i)));
+    }
+}
+
+AVX512 static void swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate,
+                                     const float *up, int64_t i, int64_t i1) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    for (; i + 16 <= i1; i += 16) {
+        const __m512 g = _mm512_loadu_ps(gate + i), dy = _mm512_loadu_ps(dout + i);
+        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+        const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
+        const __m512 sg = _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
+        /* silu'(g) = s (1 + g (1 - s)) */
+        const __m512 d = _mm512_mul_ps(sg, _mm512_add_ps(one, _mm512_mul_ps(g, _mm512_sub_ps(one, sg))));
+        _mm512_storeu_ps(dgate + i, _mm512_add_ps(_mm512_loadu_ps(dgate + i),
+                                                  _mm512_mul_ps(_mm512_mul_ps(dy, _mm512_loadu_ps(up + i)), d)));
+        _mm512_storeu_ps(dup + i, _mm512_add_ps(_mm512_loadu_ps(dup + i), _mm512_mul_ps(dy, _mm512_mul_ps(g, sg))));
+    }
+}
+#endif
+
+static float row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale) {
+    float l[16] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        const float e = toy_exp_nonpos(x[i] - m);
+        l[i % 16] += e;
+        if (y) y[i] = e * scale;
+    }
+    return lanes16(l);
+}
+
+static float row_exp(const float *x, float *y, int64_t n, float m, float scale) {
+#if defined(__x86_64__)
+    const toy_isa isa = toy_cpu_isa();
+    if (isa >= TOY_ISA_AVX512) return row_exp_avx512(x, y, n, m, scale);
+    if (isa >= TOY_ISA_AVX2) return row_exp_avx2(x, y, n, m, scale);
+#endif
+    return row_exp_scalar(x, y, n, m, scale);
+}
+
+static float row_max(const float *x, int64_t n) {
+    float m = -INFINITY;
+    for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+/* the sum of x[i] * y[i] in 16 lanes, each product rounded first */
+static float row_dot(const float *x, const float *y, int64_t n) {
+    float l[16] = {0};
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) l[k] += x[i + k] * y[i + k];
+    for (; i < n; i++) l[i % 16] += x[i] * y[i];
+    return lanes16(l);
+}
+
+static float sigmoid_of(float g) {
+    const float e = toy_exp_nonpos(-fabsf(g));
+    return (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+
 /* ---------------------------------------------------------------- embedding */
 
 void embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t n, int64_t C,
@@ -84,9 +215,8 @@ static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *x = a->x + r * a->C;
         float *y = a->out + r * a->C;
-        double ss = 0;
-        for (int64_t i = 0; i < a->C; i++) ss += (double)x[i] * x[i];
-        const float rs = (float)(1.0 / sqrt(ss / (double)a->C + (double)a->eps));
+        const float ss = row_dot(x, x, a->C);
+        const float rs = 1.0f / sqrtf(ss / (float)a->C + a->eps);
         if (a->rstd) a->rstd[r] = rs;
         for (int64_t i = 0; i < a->C; i++) y[i] = x[i] * rs * a->w[i];
     }
@@ -104,11 +234,11 @@ static void rmsnorm_bwd_rows(const void *args, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
         const float *x = a->x + r * a->C, *dy = a->dout + r * a->C;
         float *dx = a->dx + r * a->C;
-        const double rs = a->rstd_in[r];
-        double dot = 0;
-        for (int64_t i = 0; i < a->C; i++) dot += (double)a->w[i] * dy[i] * x[i];
-        const double k = rs * rs * rs * dot / (double)a->C;
-        for (int64_t i = 0; i < a->C; i++) dx[i] += (float)(rs * a->w[i] * dy[i] - k * x[i]);
+        const float rs = a->rstd_in[r];
+        float l[16] = {0};
+        for (int64_t i = 0; i < a->C; i++) l[i % 16] += (a->w[i] * dy[i]) * x[i];
+        const float k = rs * rs * rs * lanes16(l) / (float)a->C;
+        for (int64_t i = 0; i < a->C; i++) dx[i] += rs * (a->w[i] * dy[i]) - k * x[i];
     }
 }
 
@@ -250,8 +380,11 @@ static void att_key_range(const attention_shape *s, int64_t i0, int64_t i1, int6
     *hi = i1;
 }
 
-static bool att_visible(const attention_shape *s, int64_t i, int64_t j) {
-    return j <= i && !(s->n_swa > 0 && i - j >= s->n_swa);
+/* the keys query i sees, as columns [c0, c1) of a block whose first key is lo */
+static void att_visible_range(const attention_shape *s, int64_t i, int64_t lo, int64_t *c0, int64_t *c1) {
+    const int64_t first = s->n_swa > 0 && i - s->n_swa + 1 > 0 ? i - s->n_swa + 1 : 0;
+    *c0 = first - lo > 0 ? first - lo : 0;
+    *c1 = i + 1 - lo;
 }
 
 /* score of a raw dot product, and its derivative */
@@ -306,16 +439,16 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
         att_dots(j, thread, q, k, i0, i1, lo, hi, S);
         for (int64_t i = i0; i < i1; i++) {
             float *row = S + (i - i0) * nk;
-            float mx = -INFINITY;
-            for (int64_t c = 0; c < nk; c++) {
-                row[c] = att_visible(s, i, lo + c) ? att_score(s, row[c], NULL) : -INFINITY;
-                if (row[c] > mx) mx = row[c];
-            }
-            double sum = 0;
-            for (int64_t c = 0; c < nk; c++) sum += row[c] = row[c] == -INFINITY ? 0.0f : expf(row[c] - mx);
-            const float inv = (float)(1.0 / sum);
-            for (int64_t c = 0; c < nk; c++) row[c] *= inv;
-            lse[i] = mx + (float)log(sum);
+            int64_t c0, c1; /* the keys row i sees: [c0, c1) of the block */
+            att_visible_range(s, i, lo, &c0, &c1);
+            for (int64_t c = c0; c < c1; c++) row[c] = att_score(s, row[c], NULL);
+            const float mx = row_max(row + c0, c1 - c0);
+            const float sum = row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
+            const float inv = 1.0f / sum;
+            for (int64_t c = c0; c < c1; c++) row[c] *= inv;
+            memset(row, 0, (size_t)c0 * sizeof *row);
+            memset(row + c1, 0, (size_t)(nk - c1) * sizeof *row);
+            lse[i] = mx + logf(sum);
         }
         /* out rows [i0, i1) = P V */
         toy_gemm_args p = {false, false, false, i1 - i0, s->head_dim, nk, S, nk, v + lo * kvd, kvd,
@@ -365,14 +498,26 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
             toy_gemm_run_1(j->g, thread, &pdp);
             for (int64_t i = i0; i < i1; i++) {
                 float *srow = S + (i - i0) * nk, *drow = dP + (i - i0) * nk;
-                double D = 0; /* dO_i . O_i = sum_j P_ij dP_ij */
-                for (int64_t d = 0; d < s->head_dim; d++) D += (double)dout[i * qd + d] * o[i * qd + d];
-                for (int64_t c = 0; c < nk; c++) {
-                    float p = 0.0f, dsc = 0.0f;
-                    if (att_visible(s, i, lo + c)) p = expf(att_score(s, srow[c], &dsc) - lse[i]);
-                    srow[c] = p;                                  /* P, for dV */
-                    drow[c] = (float)(p * ((double)drow[c] - D)) * dsc; /* d(raw dot) */
+                /* dO_i . O_i = sum_j P_ij dP_ij */
+                const float D = row_dot(dout + i * qd, o + i * qd, s->head_dim);
+                int64_t c0, c1;
+                att_visible_range(s, i, lo, &c0, &c1);
+                if (s->softcap > 0.0f) {
+                    for (int64_t c = c0; c < c1; c++) {
+                        float dsc;
+                        const float p = toy_exp_nonpos(att_score(s, srow[c], &dsc) - lse[i]);
+                        srow[c] = p;
+                        drow[c] = p * (drow[c] - D) * dsc;
+                    }
+                } else {
+                    for (int64_t c = c0; c < c1; c++) srow[c] *= s->scale;
+                    row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
+                    for (int64_t c = c0; c < c1; c++) drow[c] = srow[c] * (drow[c] - D) * s->scale; /* d(raw dot) */
                 }
+                memset(srow, 0, (size_t)c0 * sizeof *srow);
+                memset(srow + c1, 0, (size_t)(nk - c1) * sizeof *srow);
+                memset(drow, 0, (size_t)c0 * sizeof *drow);
+                memset(drow + c1, 0, (size_t)(nk - c1) * sizeof *drow);
             }
             /* dV[lo, hi) += P^T dO;  dQ[i0, i1) += dS K;  dK[lo, hi) += dS^T Q */
             toy_gemm_args pdv = {true, false, true, nk, s->head_dim, m, S, nk, dout + i0 * qd, qd,
@@ -407,19 +552,31 @@ typedef struct {
     const float *gate, *up, *dout;
 } glu_args;
 
-static float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 static void swiglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    for (int64_t i = i0; i < i1; i++) a->out[i] = a->gate[i] * sigmoidf(a->gate[i]) * a->up[i];
+    int64_t i = i0;
+#if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
+        swiglu_fwd_avx512(a->out, a->gate, a->up, i0, i1);
+        i = i0 + (i1 - i0) / 16 * 16;
+    }
+#endif
+    for (; i < i1; i++) a->out[i] = (a->gate[i] * sigmoid_of(a->gate[i])) * a->up[i];
 }
 
 /* silu'(g) = s (1 + g (1 - s)), s = sigmoid(g) */
 static void swiglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    for (int64_t i = i0; i < i1; i++) {
-        const float g = a->gate[i], sg = sigmoidf(g), dy = a->dout[i];
-        a->dgate[i] += dy * a->up[i] * (sg * (1.0f + g * (1.0f - sg)));
+    int64_t i = i0;
+#if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
+        swiglu_bwd_avx512(a->dgate, a->dup, a->dout, a->gate, a->up, i0, i1);
+        i = i0 + (i1 - i0) / 16 * 16;
+    }
+#endif
+    for (; i < i1; i++) {
+        const float g = a->gate[i], sg = sigmoid_of(g), dy = a->dout[i];
+        a->dgate[i] += (dy * a->up[i]) * (sg * (1.0f + g * (1.0f - sg)));
         a->dup[i] += dy * (g * sg);
     }
 }
@@ -485,16 +642,12 @@ static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
     const loss_args *a = args;
     for (int64_t r = r0; r < r1; r++) {
         float *z = a->y + r * a->V;
-        float mx = -INFINITY;
-        for (int64_t v = 0; v < a->V; v++) {
-            float x = z[v] * a->s;
-            if (a->c > 0.0f) x = a->c * tanhf(x / a->c);
-            z[v] = x;
-            if (x > mx) mx = x;
-        }
-        double sum = 0;
-        for (int64_t v = 0; v < a->V; v++) sum += expf(z[v] - mx);
-        const float lse = mx + (float)log(sum);
+        if (a->s != 1.0f)
+            for (int64_t v = 0; v < a->V; v++) z[v] *= a->s;
+        if (a->c > 0.0f)
+            for (int64_t v = 0; v < a->V; v++) z[v] = a->c * tanhf(z[v] / a->c);
+        const float mx = row_max(z, a->V);
+        const float lse = mx + logf(row_exp(z, NULL, a->V, mx, 1.0f));
         a->lse[r] = lse;
         a->loss[r] = a->target[r] >= 0 ? lse - z[a->target[r]] : 0.0f;
     }
@@ -515,11 +668,19 @@ static void loss_bwd_rows(const void *args, int64_t r0, int64_t r1) {
         float *dy = a->dy + r * a->V;
         const int32_t t = a->target[r];
         const float w = t >= 0 ? a->dloss[r] : 0.0f, lse = a->lse_in[r];
-        for (int64_t v = 0; v < a->V; v++) {
-            const float zv = z[v];
-            float d = (expf(zv - lse) - (v == t ? 1.0f : 0.0f)) * w;
-            if (a->c > 0.0f) d *= 1.0f - (zv / a->c) * (zv / a->c);
-            dy[v] = d * a->s;
+        const float zt = t >= 0 ? z[t] : 0.0f;
+        if (a->c > 0.0f) {
+            for (int64_t v = 0; v < a->V; v++) {
+                const float zv = z[v];
+                dy[v] = (toy_exp_nonpos(zv - lse) * w) * (1.0f - (zv / a->c) * (zv / a->c)) * a->s;
+            }
+        } else {
+            row_exp(z, dy, a->V, lse, w * a->s);
+        }
+        if (t >= 0) { /* the target's -1 */
+            float d = (toy_exp_nonpos(zt - lse) - 1.0f) * w;
+            if (a->c > 0.0f) d *= 1.0f - (zt / a->c) * (zt / a->c);
+            dy[t] = d * a->s;
         }
     }
 }
