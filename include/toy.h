@@ -518,6 +518,46 @@ TOY_API const char *toy_init_preset_name(int i);
 TOY_API const char *toy_init_preset_arch(int i);
 TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out_path);
 
+/* ------------- tokenizer training
+ * Learns a byte-level BPE tokenizer from plain text and writes it as a GGUF holding
+ * only tokenizer metadata (as llama.cpp's vocabulary files), which toy and llama.cpp
+ * tokenize with alike. Tokens: ids 0..255 the single bytes, then one token per merge,
+ * then the special tokens (CONTROL): "<|endoftext|>" (BOS and EOS), "<|im_start|>",
+ * "<|im_end|>" and the caller's; a ChatML chat template. The text is pre-tokenized as
+ * the tokenizer will be (special-token text is cut out, never learned), and the most
+ * frequent adjacent pair is merged, again and again; a tie goes to the pair whose left
+ * token's bytes, then right token's bytes, come first in byte order. A pair whose bytes
+ * are already a token, or spell a special token's text in GPT-2's byte characters, is
+ * not merged (every token text has one id). The same data and parameters give the same
+ * file, byte for byte, whatever n_threads; memory follows the distinct pre-tokens. */
+
+typedef struct {
+    uint64_t n_bytes;     /* bytes of text read */
+    uint64_t n_pretokens; /* pre-tokens counted (special-token text left out) */
+    uint64_t n_distinct;  /* distinct pre-tokens */
+    int32_t n_merges;     /* merges learned */
+    int32_t n_tokens;     /* tokens written: 256 + n_merges + specials */
+} toy_tokenizer_train_stats;
+
+typedef struct {
+    const char *const *data_paths; /* plain-text files, in order */
+    size_t n_data;
+    /* every token: 256 bytes + merges + special tokens. Fewer are written when the text
+     * runs out of pairs to merge (stats->n_tokens says how many). */
+    int32_t vocab_size;
+    /* tokenizer.ggml.pre (NULL: "qwen2"). Names under which llama.cpp looks a whole
+     * pre-token up before merging (llama-bpe, llama3, tekken, ...) are refused: that is
+     * not the merging learned here ("smaug-bpe" splits as "llama-bpe" without it). */
+    const char *pre;
+    const char *const *special; /* special tokens after the default three */
+    size_t n_special;
+    const char *name;           /* general.name (NULL: "toy-bpe") */
+    int n_threads;              /* pre-tokenizing and counting (<= 0: 1) */
+    toy_tokenizer_train_stats *stats; /* filled in on success, if not NULL */
+} toy_tokenizer_train_params;
+
+TOY_API toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, const char *out_path);
+
 /* ---------------------------------------------------------------- training */
 
 /* The next-token loss of one causal sequence (positions 0..n-1; the mean over the n - 1

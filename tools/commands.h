@@ -13,6 +13,7 @@ int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
+int cmd_tokenizer(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_init(int argc, char **argv);

@@ -18,6 +18,7 @@ static const struct {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model interactively"},
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"tokenizer", cmd_tokenizer, "train a byte-level BPE tokenizer on plain text"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity over a text file, as llama.cpp does"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},

@@ -219,6 +219,7 @@ struct toy_pretokenizer {
     int n;
     split_kind kind[MAX_SPLITTERS];
     pcre2_code *code[MAX_SPLITTERS];
+    unsigned flags; /* PRE_* of its name */
 };
 
 /* llama.cpp's k_ucat_enum / k_ucat_cpt / k_ucat_map */
@@ -318,13 +319,14 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
             return toy_error(TOY_ERR_UNSUPPORTED,
                              "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'", (int)len, name);
     }
-    if (def->flags & PRE_IGNORE_MERGES) v->ignore_merges = true;
-    if (def->flags & PRE_KEEP_SPACES) v->clean_spaces = false;
-    if (def->flags & PRE_ADD_BOS) v->add_bos = true;
-    if (def->flags & PRE_NO_BOS) v->bos = -1;
+    if (v && (def->flags & PRE_IGNORE_MERGES)) v->ignore_merges = true;
+    if (v && (def->flags & PRE_KEEP_SPACES)) v->clean_spaces = false;
+    if (v && (def->flags & PRE_ADD_BOS)) v->add_bos = true;
+    if (v && (def->flags & PRE_NO_BOS)) v->bos = -1;
 
     toy_pretokenizer *p = calloc(1, sizeof *p);
     if (!p) return toy_error(TOY_ERR_NOMEM, "pre-tokenizer: out of memory");
+    p->flags = def->flags;
     toy_status st = TOY_OK;
     for (const char *const *re = def->regexes; *re && !st; re++) {
         int i = p->n++;
@@ -355,6 +357,14 @@ void toy_pretokenizer_free(toy_pretokenizer *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++) pcre2_code_free(p->code[i]);
     free(p);
+}
+
+bool toy_pretokenizer_ignores_merges(const toy_pretokenizer *p) {
+    return p->flags & PRE_IGNORE_MERGES;
+}
+
+const char *toy_pretokenizer_name(size_t i) {
+    return i < sizeof pre_defs / sizeof pre_defs[0] ? pre_defs[i].name : NULL;
 }
 
 /* ---------------------------------------------------------------- splitting */
@@ -793,37 +803,13 @@ static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
     toy_symbols_emit(v, w, s->sym, n_sym, -1, out);
 }
 
-/* Every pre-token, in GPT-2 characters, through the merges. */
-static void merge_words(bpe_session *s, const pretok_text *t, const lengths *words,
-                        toy_buf *enc, toy_ids *out) {
-    char byte_chars[256][4];
-    unsigned char byte_char_len[256];
-    for (int b = 0; b < 256; b++)
-        byte_char_len[b] = (unsigned char)toy_utf8_encode(toy_unicode_byte_to_cpt((uint8_t)b),
-                                                          byte_chars[b]);
-    size_t start = 0;
-    for (size_t w = 0; w < words->n && !s->oom && !enc->oom; w++) {
-        enc->n = 0;
-        for (size_t i = start; i < start + words->v[w]; i++) {
-            char utf8[4];
-            size_t l = toy_utf8_encode(t->cpts[i], utf8);
-            for (size_t k = 0; k < l; k++) {
-                unsigned char b = (unsigned char)utf8[k];
-                toy_buf_append(enc, byte_chars[b], byte_char_len[b]);
-            }
-        }
-        start += words->v[w];
-        if (!enc->oom) merge_word(s, enc->v, enc->n, out);
-    }
-}
-
-toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out) {
+toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t len,
+                           toy_pretoken_fn fn, void *user) {
     uint32_t *cpts = malloc((len ? len : 1) * sizeof *cpts);
     uint16_t *flags = malloc((len ? len : 1) * sizeof *flags);
     pretok_text t = {.cpts = cpts, .flags = flags};
     lengths words = {0};
-    bpe_session s = {.vocab = v};
-    toy_buf enc = {0};
+    toy_buf word = {0};
     toy_status st = TOY_OK;
 
     if (!cpts || !flags) {
@@ -833,11 +819,18 @@ toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, to
             cpts[t.n] = toy_utf8_decode(text, len, &pos);
             flags[t.n] = toy_unicode_flags(cpts[t.n]);
         }
-        st = pretokenize(v->pre, &t, &words);
+        st = pretokenize(p, &t, &words);
     }
-    if (!st) {
-        merge_words(&s, &t, &words, &enc, out);
-        if (enc.oom || s.oom) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    size_t start = 0;
+    for (size_t w = 0; !st && w < words.n; w++) {
+        word.n = 0;
+        for (size_t i = start; i < start + words.v[w]; i++) {
+            char utf8[4];
+            toy_buf_append(&word, utf8, toy_utf8_encode(t.cpts[i], utf8));
+        }
+        start += words.v[w];
+        st = word.oom ? toy_error(TOY_ERR_NOMEM, "tokenize: out of memory")
+                      : fn(user, word.v, word.n);
     }
 
     free(cpts);
@@ -846,9 +839,40 @@ toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, to
     free(t.wide);
     free(t.wide_offset);
     free(words.v);
-    free(s.sym);
-    free(s.queue.v);
-    free(s.key.v);
-    free(enc.v);
+    free(word.v);
+    return st;
+}
+
+typedef struct {
+    bpe_session s;
+    toy_buf enc; /* the word in GPT-2 characters */
+    char byte_chars[256][4];
+    unsigned char byte_char_len[256];
+    toy_ids *out;
+} bpe_words;
+
+/* One pre-token: its bytes as GPT-2 characters, through the merges. */
+static toy_status merge_pretoken(void *user, const char *word, size_t len) {
+    bpe_words *b = user;
+    b->enc.n = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)word[i];
+        toy_buf_append(&b->enc, b->byte_chars[c], b->byte_char_len[c]);
+    }
+    if (!b->enc.oom) merge_word(&b->s, b->enc.v, b->enc.n, b->out);
+    if (b->enc.oom || b->s.oom) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    return TOY_OK;
+}
+
+toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out) {
+    bpe_words b = {.s = {.vocab = v}, .out = out};
+    for (int c = 0; c < 256; c++)
+        b.byte_char_len[c] = (unsigned char)toy_utf8_encode(toy_unicode_byte_to_cpt((uint8_t)c),
+                                                            b.byte_chars[c]);
+    toy_status st = toy_pretokenize(v->pre, text, len, merge_pretoken, &b);
+    free(b.s.sym);
+    free(b.s.queue.v);
+    free(b.s.key.v);
+    free(b.enc.v);
     return st;
 }
