@@ -25,6 +25,7 @@ static const char *const train_usage =
     "  --preset NAME          a published shape (see toy init --help), or the dimensions:\n"
     "  --n-embd N --n-layer N --n-head N --n-head-kv N --n-ff N --ctx N\n"
     "  --untied               a separate output matrix (default: tied to the embedding)\n"
+    "  --name NAME            general.name of the model (default: the preset's, or custom)\n"
     "  --vocab-from FILE      the tokenizer: any GGUF with one (toy tokenizer train writes them)\n"
     "  -m, --model FILE       train this model instead of a new one\n";
 
@@ -227,6 +228,8 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
             p.init.preset = argv[++i];
         } else if (!finetune && !strcmp(a, "--vocab-from") && v) {
             p.init.vocab_path = argv[++i];
+        } else if (!finetune && !strcmp(a, "--name") && v) {
+            p.init.name = argv[++i];
         } else if (!finetune && !strcmp(a, "--untied")) {
             p.init.tied = -1;
         } else if (!finetune && (!strcmp(a, "--n-embd") || !strcmp(a, "--n-layer") || !strcmp(a, "--n-head") ||

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# toy train and toy finetune from the command line:
+#  - a new model trained from scratch, and a full fine-tune of a fixture model on text and
+#    on JSONL chat records, lower their loss; the fine-tune keeps the base's type;
+#  - both checkpoints load in llama.cpp and give toy's numbers there (llama-perplexity
+#    against toy perplexity on the same file, within 1e-3);
+#  - the same losses and the same model bytes whatever the instruction set (TOY_ISA);
+#  - Ctrl-C (SIGINT) writes a checkpoint and exits 130, and --resume then ends with the
+#    model of an uninterrupted run, byte for byte;
+#  - the CSV log and SVG curve are written; bad options and data are one-line errors.
+set -u
+toy="$1"
+. "$(dirname "$0")/fixtures.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+llama_cpp="${TOY_LLAMA_CPP:-$TOY_SOURCE_DIR/../shared/llama.cpp}"
+llama_ppl="$llama_cpp/bin/llama-perplexity"
+[ -x "$llama_ppl" ] || { echo "SKIP (llama.cpp checks only): $llama_ppl not found"; llama_ppl=; }
+
+"$toy" train --help | grep -q -- "--vocab-from" || die "toy train --help lacks --vocab-from"
+"$toy" finetune --help | grep -q -- "--out-type" || die "toy finetune --help lacks --out-type"
+
+# text: the fixtures' README and tokenizer test strings (about 11,000 SPM tokens)
+text="$tmp/text.txt"
+cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+vocab="$fixtures/models/llama-spm-f32.gguf"
+new=(--vocab-from "$vocab" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --ctx 256
+     --data "$text" --seq 64 --batch 4 --steps 24 --warmup 4 --lr 3e-3 -t 2)
+
+# loss of the first and the last step, from the CSV log
+first_last() { python3 -c "
+import csv, sys
+r = list(csv.DictReader(open(sys.argv[1])))
+print(r[0]['loss'], r[-1]['loss'])" "$1"; }
+lowered() { python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.5 else 1)" $1; }
+
+# llama.cpp's perplexity of a model against toy's (both at their defaults)
+same_ppl() {
+  [ -n "$llama_ppl" ] || return 0
+  "$toy" perplexity -m "$1" -f "$text" -c 128 -t 2 > "$tmp/p.toy" 2> "$tmp/p.err" \
+    || { die "toy perplexity on $1: $(cat "$tmp/p.err")"; return; }
+  "$llama_ppl" -m "$1" -f "$text" -c 128 -t 2 > "$tmp/p.llama" 2>&1 \
+    || { die "llama.cpp does not load $1: $(grep -i error "$tmp/p.llama" | head -2)"; return; }
+  python3 - "$tmp/p.toy" "$tmp/p.llama" "$2" <<'PY' || die "$2: llama.cpp's perplexity differs from toy's"
+import re, sys
+t = float(re.search(r"PPL = ([0-9.]+)", open(sys.argv[1]).read()).group(1))
+l = float(re.search(r"PPL = ([0-9.]+)", open(sys.argv[2]).read()).group(1))
+print(f"  {sys.argv[3]}: perplexity toy {t:.4f}, llama.cpp {l:.4f} (ratio - 1 = {t / l - 1:+.1e})")
+sys.exit(0 if abs(t / l - 1) < 1e-3 else 1)
+PY
+}
+
+# ---- from scratch
+"$toy" train "${new[@]}" --out "$tmp/new.gguf" 2> "$tmp/err" || die "toy train: $(tail -1 "$tmp/err")"
+for f in new.gguf new.optim.gguf new.csv new.svg; do [ -s "$tmp/$f" ] || die "toy train wrote no $f"; done
+grep -q "</svg>" "$tmp/new.svg" || die "the loss curve is not a whole SVG"
+fl=$(first_last "$tmp/new.csv") && lowered "$fl" || die "training from scratch: loss $fl did not fall"
+echo "from scratch: loss $fl"
+same_ppl "$tmp/new.gguf" "from scratch"
+
+# ---- the same bytes on every instruction set
+for isa in scalar avx2; do
+  TOY_ISA=$isa "$toy" train "${new[@]}" --out "$tmp/isa-$isa.gguf" 2> /dev/null || die "TOY_ISA=$isa failed"
+  cmp -s "$tmp/new.gguf" "$tmp/isa-$isa.gguf" || die "TOY_ISA=$isa wrote a different model"
+done
+
+# ---- Ctrl-C and --resume
+"$toy" train "${new[@]}" --steps 400 --out "$tmp/full.gguf" 2> /dev/null || die "the uninterrupted run failed"
+"$toy" train "${new[@]}" --steps 400 --out "$tmp/int.gguf" 2> "$tmp/int.err" &
+pid=$!
+for i in $(seq 1 100); do grep -q "^step [1-9]" "$tmp/int.err" 2> /dev/null && break; sleep 0.1; done
+kill -INT $pid
+wait $pid
+rc=$?
+if [ $rc -eq 0 ]; then
+  echo "  (the run ended before the interrupt: nothing to resume)"
+else
+  [ $rc -eq 130 ] || die "Ctrl-C: exit code $rc, expected 130"
+  grep -q "stopped; checkpoint" "$tmp/int.err" || die "Ctrl-C: no checkpoint message: $(tail -1 "$tmp/int.err")"
+  "$toy" train "${new[@]}" --steps 400 --out "$tmp/int.gguf" --resume 2> "$tmp/err" \
+    || die "--resume: $(tail -1 "$tmp/err")"
+  cmp -s "$tmp/full.gguf" "$tmp/int.gguf" || die "interrupted and resumed: a different model than the uninterrupted run"
+  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed to 400: the same model"
+fi
+
+# ---- full fine-tune of a fixture model on text: the base's type (F16) is kept
+base="$fixtures/models/qwen2-f16.gguf"
+"$toy" finetune -m "$base" --data "$text" --seq 128 --batch 2 --steps 12 --warmup 2 --lr 3e-3 -t 2 \
+  --out "$tmp/ft.gguf" 2> "$tmp/err" || die "toy finetune: $(tail -1 "$tmp/err")"
+fl=$(first_last "$tmp/ft.csv") && lowered "$fl" || die "fine-tune: loss $fl did not fall"
+echo "fine-tune (text): loss $fl"
+"$toy" info --json "$tmp/ft.gguf" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+types = {t['type'] for t in d['tensors'] if len(t['shape']) == 2}
+sys.exit(0 if types == {'F16'} else 1)" || die "the fine-tuned model's matrices are not F16"
+same_ppl "$tmp/ft.gguf" "fine-tuned"
+
+# ---- fine-tune on chat records: loss on the assistant's tokens only
+chat="$tmp/chat.jsonl"
+python3 - "$chat" <<'PY'
+import json, sys
+with open(sys.argv[1], "w") as f:
+    for i in range(60):
+        f.write(json.dumps({"messages": [
+            {"role": "system", "content": "You answer with the number's square."},
+            {"role": "user", "content": f"What is {i} squared?"},
+            {"role": "assistant", "content": f"{i} squared is {i * i}."}]}) + "\n")
+PY
+"$toy" finetune -m "$base" --data "$chat" --seq 64 --batch 2 --steps 16 --warmup 2 --lr 3e-4 -t 2 \
+  --out "$tmp/chat.gguf" 2> "$tmp/err" || die "toy finetune on chat records: $(tail -1 "$tmp/err")"
+fl=$(first_last "$tmp/chat.csv") && lowered "$fl" || die "chat fine-tune: loss $fl did not fall"
+echo "fine-tune (chat): loss $fl"
+
+# ---- errors
+"$toy" train --out "$tmp/x.gguf" 2> "$tmp/err"; [ $? -eq 2 ] || die "no --data: not a usage error"
+grep -q "needs --data and --out" "$tmp/err" || die "no --data: $(cat "$tmp/err")"
+"$toy" train "${new[@]}" --lr abc --out "$tmp/x.gguf" 2> "$tmp/err" && die "--lr abc accepted"
+grep -q -- "--lr must be a number, got 'abc'" "$tmp/err" || die "--lr abc: $(cat "$tmp/err")"
+"$toy" finetune --data "$text" --out "$tmp/x.gguf" 2> "$tmp/err" && die "finetune without -m accepted"
+grep -q "needs -m BASE" "$tmp/err" || die "finetune without -m: $(cat "$tmp/err")"
+echo '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}]}' > "$tmp/bad.jsonl"
+"$toy" finetune -m "$base" --data "$tmp/bad.jsonl" --out "$tmp/x.gguf" 2> "$tmp/err" && die "bad JSONL accepted"
+grep -q "bad.jsonl:1: message 2 needs string fields" "$tmp/err" || die "bad JSONL: $(cat "$tmp/err")"
+"$toy" finetune -m "$fixtures/models/mixtral-f16.gguf" --data "$text" --out "$tmp/x.gguf" 2> "$tmp/err" \
+  && die "MoE fine-tune accepted"
+grep -q "training not supported for llama (mixture of experts)" "$tmp/err" || die "MoE: $(cat "$tmp/err")"
+"$toy" train "${new[@]}" --out "$tmp/none.gguf" --resume 2> "$tmp/err" && die "--resume without a run accepted"
+grep -q "from an earlier run" "$tmp/err" || die "--resume without a run: $(cat "$tmp/err")"
+exit $fail
