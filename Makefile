@@ -22,8 +22,10 @@ build: deps $(BUILD)/CMakeCache.txt
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
+# A passage from the bundled model (models/toy-kjv.gguf, trained by toy on the King James
+# Bible; see README.md for how).
 run: build
-	./$(BUILD)/toy --help
+	./$(BUILD)/toy run -p "And it came to pass" -n 120
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
 test-sanitize: deps

@@ -97,6 +97,14 @@ d = json.load(sys.stdin)
 types = {t['type'] for t in d['tensors'] if len(t['shape']) == 2}
 sys.exit(0 if types == {'F16'} else 1)" || die "the fine-tuned model's matrices are not F16"
 same_ppl "$tmp/ft.gguf" "fine-tuned"
+# a BF16 base stays BF16
+"$toy" finetune -m "$fixtures/models/llama-spm-bf16.gguf" --data "$text" --seq 64 --batch 2 --steps 2 \
+  --warmup 1 -t 2 --out "$tmp/bf16.gguf" 2> "$tmp/err" || die "BF16 fine-tune: $(tail -1 "$tmp/err")"
+"$toy" info --json "$tmp/bf16.gguf" | python3 -c "
+import json, sys
+d = json.load(sys.stdin)
+sys.exit(0 if {t['type'] for t in d['tensors'] if len(t['shape']) == 2} == {'BF16'} else 1)" \
+  || die "the fine-tuned BF16 model's matrices are not BF16"
 
 # ---- fine-tune on chat records: loss on the assistant's tokens only
 chat="$tmp/chat.jsonl"

@@ -12,7 +12,7 @@
 #include "generate.h"
 
 static const char *const chat_usage_head =
-    "usage: toy chat -m MODEL [--system TEXT] [--chat-template NAME] [options]\n"
+    "usage: toy chat [-m MODEL] [--system TEXT] [--chat-template NAME] [options]\n"
     "\n"
     "Talks with the model. Lines are edited with the usual keys (libedit); history with\n"
     "up/down. Ctrl-C interrupts a reply; Ctrl-D or /quit ends the chat.\n"

@@ -6,7 +6,7 @@
 #include "generate.h"
 
 static const char *const run_usage_head =
-    "usage: toy run -m MODEL -p PROMPT [options]\n"
+    "usage: toy run [-m MODEL] -p PROMPT [options]\n"
     "\n"
     "Generates a continuation of PROMPT and streams it to stdout; prompt-processing and\n"
     "generation speed go to stderr.\n"
@@ -42,8 +42,8 @@ int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
-    if (!o.model_path || !prompt) {
-        fprintf(stderr, "toy run: needs -m MODEL and -p PROMPT (see toy run --help)\n");
+    if (!prompt) {
+        fprintf(stderr, "toy run: needs -p PROMPT (see toy run --help)\n");
         return 2;
     }
     gen_session s;

@@ -26,6 +26,10 @@ int cmd_finetune(int argc, char **argv);
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
 
+/* The bundled model (toy-kjv.gguf) if it can be found, else NULL. */
+#define TOY_DEFAULT_MODEL "toy-kjv.gguf"
+const char *default_model_path(void);
+
 /* The default of -t: the CPUs this process may run on, within its cgroup's CPU quota
  * (at most 256). More threads than free cores only slow toy down. */
 int default_threads(void);

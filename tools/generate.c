@@ -10,7 +10,7 @@
 #include "commands.h"
 
 const char *const gen_options_help =
-    "  -m, --model FILE        the GGUF model\n"
+    "  -m, --model FILE        the GGUF model (default: the bundled models/" TOY_DEFAULT_MODEL ")\n"
     "  -n, --n-predict N       tokens to generate (default -1: until end of text or context)\n"
     "  -c, --ctx-size N        context length (default: the model's)\n"
     "  -b, --batch-size N      tokens per forward pass of the prompt (default 512)\n"
@@ -167,11 +167,12 @@ static double now(void) {
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     memset(s, 0, sizeof *s);
     s->opt = *o;
-    if (!o->model_path) {
-        fprintf(stderr, "toy %s: no model given (-m MODEL)\n", cmd);
+    if (!s->opt.model_path && !(s->opt.model_path = default_model_path())) {
+        fprintf(stderr, "toy %s: no model given (-m MODEL), and the bundled models/%s is not there\n", cmd,
+                TOY_DEFAULT_MODEL);
         return false;
     }
-    if (toy_model_load(o->model_path, &s->model)) {
+    if (toy_model_load(s->opt.model_path, &s->model)) {
         fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
         return false;
     }

@@ -116,6 +116,28 @@ int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out) {
     return ids;
 }
 
+/* The model that ships with toy, for run and chat without -m: $TOY_MODEL, else
+ * models/toy-kjv.gguf beside the binary's folder (build/toy in the source tree), else
+ * in the source tree the binary was built from. */
+const char *default_model_path(void) {
+    static char path[4096];
+    const char *env = getenv("TOY_MODEL");
+    if (env && *env) return env;
+    char exe[2048];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = 0;
+            snprintf(path, sizeof path, "%s/../models/" TOY_DEFAULT_MODEL, exe);
+            if (access(path, R_OK) == 0) return path;
+        }
+    }
+    snprintf(path, sizeof path, "%s/" TOY_DEFAULT_MODEL, TOY_MODELS_DIR);
+    return access(path, R_OK) == 0 ? path : NULL;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
