@@ -2,10 +2,12 @@
  *
  * For each dense model: the loss of the reference token sequence (prompt and greedy
  * continuation) computed by training's forward agrees with the loss computed from
- * llama.cpp's own logits of that sequence (ref.logits), and the gradient of every tensor
- * agrees with central finite differences of that loss along random directions. MoE
- * models give the "training not supported" error. On one model, the gradients with 1
- * and 3 threads are the same bits.
+ * llama.cpp's own logits of that sequence (ref.logits); for one model of each
+ * architecture and feature set (the quantized variants of llama-spm share its graph:
+ * their dequantization is what the loss checks), the gradient of every tensor agrees
+ * with central finite differences of that loss along random directions. MoE models give
+ * the "training not supported" error. On one model, the gradients with 1 and 3 threads
+ * are the same bits.
  *
  * Tolerances. The loss: training runs in F32 without ggml's rounding of matmul inputs
  * and with the smooth tanh-GELU, so against llama.cpp's logits it differs by that
@@ -19,7 +21,7 @@
  * difference quotients at h = 1e-3 and h / 2 are combined by Richardson extrapolation,
  * which cancels the h^2 term. What remains is the float rounding of the loss, measured
  * at 1e-7..5e-7 (the scatter of the loss about a straight line along u), which the
- * extrapolated quotient turns into about 1e-3 absolute: the RMS error over four
+ * extrapolated quotient turns into about 1e-3 absolute: the RMS error over two
  * directions must stay within 2 % of the RMS of g.u plus 4e-6 / h. A wrongly wired
  * gradient (a missing term, a wrong sign, a swapped tensor) is off by far more; the
  * precise checks are test_train_ops (op by op) and an independent float64 reference.
@@ -104,6 +106,10 @@ static void check_model(const char *fix, const char *name) {
     CHECK_MSG(rel <= tol, "%s: loss %.7f, from llama.cpp's logits %.7f (relative %.2e > %.0e)", name,
               loss, want, rel, tol);
 
+    if (strstr(name, "llama-spm") && strcmp(name, "llama-spm-f32")) {
+        printf("%-22s loss %.6f (llama.cpp logits %.6f, rel %.1e)\n", name, loss, want, rel);
+        goto done_fd;
+    }
     /* finite differences along random directions, tensor by tensor */
     float *params = train_model_params(tm), *grads = train_model_grads(tm);
     unsigned long long rng = 0x5eed0000ULL + (unsigned long long)n;
@@ -120,7 +126,7 @@ static void check_model(const char *fix, const char *name) {
         float *u = xmalloc((size_t)t->n * sizeof *u), *saved = xmalloc((size_t)t->n * sizeof *saved);
         memcpy(saved, w, (size_t)t->n * sizeof *w);
         double err2 = 0, sig2 = 0;
-        for (int dir = 0; dir < 4; dir++) {
+        for (int dir = 0; dir < 2; dir++) {
             double gu = 0;
             for (int64_t k = 0; k < t->n; k++) {
                 u[k] = (test_rand_u64(&rng) & 1) ? amp : -amp;
@@ -140,7 +146,7 @@ static void check_model(const char *fix, const char *name) {
             err2 += (fd - gu) * (fd - gu);
             sig2 += gu * gu;
         }
-        const double err = sqrt(err2 / 4), sig = sqrt(sig2 / 4), floor = 4e-6 / h;
+        const double err = sqrt(err2 / 2), sig = sqrt(sig2 / 2), floor = 4e-6 / h;
         CHECK_MSG(err <= 2e-2 * sig + floor,
                   "%s: %s: gradient off finite differences by %.2e (RMS of g.u %.2e)", name, t->name,
                   err, sig);
@@ -151,6 +157,7 @@ static void check_model(const char *fix, const char *name) {
     }
     printf("%-22s loss %.6f (llama.cpp logits %.6f, rel %.1e); worst |fd - g.u| / (|g.u| + floor) %.1e (%s)\n",
            name, loss, want, rel, worst, worst_name);
+done_fd:
     free(targets);
     free(weights);
 done:
