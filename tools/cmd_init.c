@@ -19,31 +19,27 @@ int cmd_init(int argc, char **argv) {
     const char *out = NULL, *type = "F32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int shaped;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            printf("usage: toy init --arch ARCH --preset NAME --vocab-from FILE.gguf --out FILE.gguf\n"
-                   "                [--type T] [--seed S] [-t N]\n"
+            printf("usage: toy init --arch ARCH (--preset NAME | dimensions) --vocab-from FILE.gguf\n"
+                   "                --out FILE.gguf [--type T] [--seed S] [-t N]\n"
                    "\n"
                    "Writes a model of a real shape with random weights (Gaussian, std 0.02) and the\n"
                    "tokenizer of FILE.gguf (any GGUF with tokenizer metadata; n_vocab is its size).\n"
                    "\n"
-                   "  --arch ARCH          llama or qwen2 (must match the preset)\n"
-                   "  --preset NAME        one of:");
+                   "presets:");
             for (int k = 0; toy_init_preset_name(k); k++)
                 printf(" %s (%s)", toy_init_preset_name(k), toy_init_preset_arch(k));
-            printf("\n"
-                   "  --vocab-from FILE    the tokenizer to copy\n"
-                   "  --out FILE           the model to write\n"
-                   "  --type T             F32 (default), F16, BF16, Q8_0, Q4_K_M, ... as toy quantize\n"
-                   "  --seed S             random seed (default 42; same seed, same file)\n"
-                   "  -t, --threads N      threads (default: the CPUs available)\n"
-                   "  -h, --help           this message\n");
+            printf("\n\n");
+            fputs(shape_options_help, stdout);
+            printf("  --out FILE             the model to write\n"
+                   "  --type T               F32 (default), F16, BF16, Q8_0, Q4_K_M, ... as toy quantize\n"
+                   "  --seed S               random seed (default 42; same seed, same file)\n"
+                   "  -t, --threads N        threads (default: the CPUs available)\n"
+                   "  -h, --help             this message\n");
             return 0;
-        } else if (!strcmp(a, "--arch") && v) {
-            p.arch = argv[++i];
-        } else if (!strcmp(a, "--preset") && v) {
-            p.preset = argv[++i];
-        } else if (!strcmp(a, "--vocab-from") && v) {
-            p.vocab_path = argv[++i];
+        } else if ((shaped = parse_shape_option("init", argc, argv, &i, &p)) != 0) {
+            if (shaped < 0) return 2;
         } else if (!strcmp(a, "--out") && v) {
             out = argv[++i];
         } else if (!strcmp(a, "--type") && v) {
@@ -63,8 +59,8 @@ int cmd_init(int argc, char **argv) {
             return 2;
         }
     }
-    if (!p.arch || !p.preset || !p.vocab_path || !out) {
-        fprintf(stderr, "toy init: needs --arch, --preset, --vocab-from and --out (see toy init --help)\n");
+    if (!p.arch || !p.vocab_path || !out) {
+        fprintf(stderr, "toy init: needs --arch, --preset (or the dimensions), --vocab-from and --out (see toy init --help)\n");
         return 2;
     }
     p.ftype = toy_ftype_from_name(type);
@@ -76,6 +72,6 @@ int cmd_init(int argc, char **argv) {
         fprintf(stderr, "toy init: %s\n", toy_last_error());
         return 1;
     }
-    fprintf(stderr, "toy init: wrote %s (%s, %s)\n", out, p.preset, type);
+    fprintf(stderr, "toy init: wrote %s (%s, %s)\n", out, p.preset ? p.preset : p.name ? p.name : "custom", type);
     return 0;
 }

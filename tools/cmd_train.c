@@ -20,14 +20,7 @@ static const char *const train_usage =
     "MODEL.optim.gguf (the state --resume continues from), MODEL.csv (the loss log) and\n"
     "MODEL.svg (the loss curve) beside it. Ctrl-C writes a checkpoint and stops.\n"
     "\n"
-    "model (a new one):\n"
-    "  --arch ARCH            llama (default) or qwen2\n"
-    "  --preset NAME          a published shape (see toy init --help), or the dimensions:\n"
-    "  --n-embd N --n-layer N --n-head N --n-head-kv N --n-ff N --ctx N\n"
-    "  --untied               a separate output matrix (default: tied to the embedding)\n"
-    "  --name NAME            general.name of the model (default: the preset's, or custom)\n"
-    "  --vocab-from FILE      the tokenizer: any GGUF with one (toy tokenizer train writes them)\n"
-    "  -m, --model FILE       train this model instead of a new one\n";
+    "model (a new one):\n";
 
 static const char *const finetune_usage =
     "usage: toy finetune -m BASE.gguf --data FILE... --out MODEL.gguf [options]\n"
@@ -204,6 +197,8 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
         int x;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(finetune ? finetune_usage : train_usage, stdout);
+            if (!finetune) fputs(shape_options_help, stdout);
+            if (!finetune) fputs("  -m, --model FILE       train this model instead of a new one\n", stdout);
             fputs(common_usage, stdout);
             free(data);
             free(eval);
@@ -222,24 +217,8 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
             p.out_path = argv[++i];
         } else if (!strcmp(a, "--out-type") && v) {
             out_type = argv[++i];
-        } else if (!finetune && !strcmp(a, "--arch") && v) {
-            p.init.arch = argv[++i];
-        } else if (!finetune && !strcmp(a, "--preset") && v) {
-            p.init.preset = argv[++i];
-        } else if (!finetune && !strcmp(a, "--vocab-from") && v) {
-            p.init.vocab_path = argv[++i];
-        } else if (!finetune && !strcmp(a, "--name") && v) {
-            p.init.name = argv[++i];
-        } else if (!finetune && !strcmp(a, "--untied")) {
-            p.init.tied = -1;
-        } else if (!finetune && (!strcmp(a, "--n-embd") || !strcmp(a, "--n-layer") || !strcmp(a, "--n-head") ||
-                                 !strcmp(a, "--n-head-kv") || !strcmp(a, "--n-ff") || !strcmp(a, "--ctx"))) {
-            if (!parse_int_arg(cmd, a, v, 1, 1 << 24, &x)) goto done;
-            i++;
-            int32_t *dst = !strcmp(a, "--n-embd") ? &p.init.n_embd : !strcmp(a, "--n-layer") ? &p.init.n_layer
-                         : !strcmp(a, "--n-head") ? &p.init.n_head : !strcmp(a, "--n-head-kv") ? &p.init.n_head_kv
-                         : !strcmp(a, "--n-ff") ? &p.init.n_ff : &p.init.n_ctx;
-            *dst = x;
+        } else if (!finetune && (x = parse_shape_option(cmd, argc, argv, &i, &p.init)) != 0) {
+            if (x < 0) goto done;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--grad-accum") ||
                    !strcmp(a, "--epochs")) {
             if (!parse_int_arg(cmd, a, v, 1, 1 << 20, &x)) goto done;

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "toy.h"
+
 int cmd_info(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
@@ -25,6 +27,12 @@ int cmd_finetune(int argc, char **argv);
 /* Shared by the commands: parse a whole non-negative integer option value. */
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
+
+/* The options that shape a new model (toy init, toy train): --arch, --preset, the
+ * dimensions, --untied, --name, --vocab-from. Returns 1 if argv[*i] was one (*i advanced
+ * past its value), 0 if not, -1 on a bad value (message printed). */
+int parse_shape_option(const char *cmd, int argc, char **argv, int *i, toy_init_params *p);
+extern const char *const shape_options_help;
 
 /* The bundled model (toy-kjv.gguf) if it can be found, else NULL. */
 #define TOY_DEFAULT_MODEL "toy-kjv.gguf"

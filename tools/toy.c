@@ -116,6 +116,41 @@ int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out) {
     return ids;
 }
 
+int parse_shape_option(const char *cmd, int argc, char **argv, int *i, toy_init_params *p) {
+    static const char *const dims[6] = {"--n-embd", "--n-layer", "--n-head", "--n-head-kv", "--n-ff", "--ctx"};
+    int32_t *const dst[6] = {&p->n_embd, &p->n_layer, &p->n_head, &p->n_head_kv, &p->n_ff, &p->n_ctx};
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    for (int k = 0; k < 6; k++)
+        if (!strcmp(a, dims[k])) {
+            int x;
+            if (!parse_int_arg(cmd, a, v, 1, 1 << 24, &x)) return -1;
+            *dst[k] = x;
+            ++*i;
+            return 1;
+        }
+    if (!strcmp(a, "--untied")) {
+        p->tied = -1;
+        return 1;
+    }
+    if ((!strcmp(a, "--arch") || !strcmp(a, "--preset") || !strcmp(a, "--vocab-from") || !strcmp(a, "--name")) && v) {
+        const char **field = !strcmp(a, "--arch") ? &p->arch : !strcmp(a, "--preset") ? &p->preset
+                           : !strcmp(a, "--vocab-from") ? &p->vocab_path : &p->name;
+        *field = argv[++*i];
+        return 1;
+    }
+    return 0;
+}
+
+const char *const shape_options_help =
+    "  --arch ARCH            llama (default for toy train) or qwen2\n"
+    "  --preset NAME          a published shape (toy init --help lists them), or the dimensions:\n"
+    "  --n-embd N --n-layer N --n-head N --n-head-kv N --n-ff N --ctx N\n"
+    "                         (each replaces the preset's; without a preset give them all but\n"
+    "                         --n-head-kv, which defaults to --n-head)\n"
+    "  --untied               a separate output matrix (default: tied to the embedding)\n"
+    "  --name NAME            general.name of the model (default: the preset's, or custom)\n"
+    "  --vocab-from FILE      the tokenizer: any GGUF with one (toy tokenizer train writes them)\n";
+
 /* The model that ships with toy, for run and chat without -m: $TOY_MODEL, else
  * models/toy-kjv.gguf beside the binary's folder (build/toy in the source tree), else
  * in the source tree the binary was built from. */
