@@ -272,7 +272,12 @@ static toy_status save(run *r) {
     if (!st) st = checkpoint_write_state(r->out.state, r->tm, r->m, r->v, master, &r->st, &r->hist);
     const int64_t per_step = (int64_t)r->p->batch * r->p->grad_accum * r->p->seq;
     if (!st) st = write_csv(r->out.csv, &r->hist, per_step);
-    if (!st) st = write_svg(r->out.svg, r->out.model, &r->hist);
+    if (!st) {
+        const char *slash = strrchr(r->out.model, '/');
+        char title[256];
+        snprintf(title, sizeof title, "%s: training and validation loss", slash ? slash + 1 : r->out.model);
+        st = write_svg(r->out.svg, title, &r->hist);
+    }
     return st;
 }
 
