@@ -105,6 +105,28 @@ static inline void *xmalloc(size_t size) {
     return p;
 }
 
+/* A whole file's bytes (malloc'd, NUL-terminated; *len without the NUL), NULL if it
+ * cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = xmalloc((size_t)(n > 0 ? n : 0) + 1);
+    *len = fread(buf, 1, (size_t)(n > 0 ? n : 0), f);
+    buf[*len] = 0;
+    fclose(f);
+    return buf;
+}
+
+/* Writes len bytes to path; aborts on failure (a test's own scratch file). */
+static inline void test_write_file(const char *path, const void *data, size_t len) {
+    FILE *f = fopen(path, "wb");
+    if (!f || (len && fwrite(data, 1, len, f) != len)) abort();
+    fclose(f);
+}
+
 /* Calls fn(fix, name) for every model listed in the fixtures' models/manifest.tsv whose
  * name contains filter (NULL: every one); returns how many (0 counts as a failure). */
 static inline int test_each_fixture_model(const char *fix, const char *filter,

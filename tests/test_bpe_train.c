@@ -26,24 +26,6 @@ static char *tmp_path(const char *name) {
     return p;
 }
 
-static void write_text(const char *path, const char *text, size_t len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) abort();
-    if (len && fwrite(text, 1, len, f) != len) abort();
-    fclose(f);
-}
-
-static char *read_bytes(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = xmalloc((size_t)n + 1);
-    *len = fread(buf, 1, (size_t)n, f);
-    fclose(f);
-    return buf;
-}
 
 static toy_status train(const char *data, int32_t vocab_size, const char *pre,
                         const char *const *special, size_t n_special, int n_threads,
@@ -89,7 +71,7 @@ static void test_classic_corpus(void) {
     for (size_t w = 0; w < sizeof words / sizeof words[0]; w++)
         for (int k = 0; k < words[w].count; k++)
             n += (size_t)snprintf(text + n, sizeof text - n, "%s\n", words[w].word);
-    write_text(tmp_path("classic.txt"), text, n);
+    test_write_file(tmp_path("classic.txt"), text, n);
 
     toy_tokenizer_train_stats stats = {0};
     const char *out = tmp_path("classic.gguf");
@@ -173,14 +155,14 @@ static toy_status count_word(void *user, const char *word, size_t len) {
 static void test_determinism(void) {
     size_t len;
     char *text = make_text(3u << 20, &len);
-    write_text(tmp_path("big.txt"), text, len);
+    test_write_file(tmp_path("big.txt"), text, len);
     toy_tokenizer_train_stats s1 = {0}, s3 = {0};
     toy_status st = train(tmp_path("big.txt"), 2000, NULL, NULL, 0, 1, tmp_path("big1.gguf"), &s1);
     CHECK_MSG(!st, "%s", toy_last_error());
     st = train(tmp_path("big.txt"), 2000, NULL, NULL, 0, 3, tmp_path("big3.gguf"), &s3);
     CHECK_MSG(!st, "%s", toy_last_error());
     size_t n1 = 0, n3 = 0;
-    char *f1 = read_bytes(tmp_path("big1.gguf"), &n1), *f3 = read_bytes(tmp_path("big3.gguf"), &n3);
+    char *f1 = test_read_file(tmp_path("big1.gguf"), &n1), *f3 = test_read_file(tmp_path("big3.gguf"), &n3);
     CHECK_MSG(f1 && f3 && n1 == n3 && !memcmp(f1, f3, n1),
               "1 and 3 threads gave different files");
     CHECK_EQ(s1.n_pretokens, s3.n_pretokens);
@@ -206,7 +188,7 @@ static void test_specials(void) {
     for (int i = 0; i < 60; i++)
         n += (size_t)snprintf(text + n, sizeof text - n,
                               "<|im_start|>user\ncafé\né<|im_end|><tool>call</tool> <|endoftext|>");
-    write_text(tmp_path("special.txt"), text, n);
+    test_write_file(tmp_path("special.txt"), text, n);
     const char *extra[] = {"<tool>", "</tool>", "\xc3\x83\xc2\xa9"};
     toy_tokenizer_train_stats stats = {0};
     toy_status st = train(tmp_path("special.txt"), 1000, NULL, extra, 3, 2,
@@ -260,7 +242,7 @@ static void test_errors(void) {
     expect_error(train(missing, 300, NULL, NULL, 0, 1, out, NULL), TOY_ERR_IO, missing);
     expect_error(train(tmpdir, 300, NULL, NULL, 0, 1, out, NULL), TOY_ERR_IO,
                  "is a directory");
-    write_text(tmp_path("empty.txt"), "", 0);
+    test_write_file(tmp_path("empty.txt"), "", 0);
     expect_error(train(tmp_path("empty.txt"), 300, NULL, NULL, 0, 1, out, NULL), TOY_ERR_INVALID,
                  "empty.txt: no training text");
     const char *twice[] = {"<|im_start|>"};

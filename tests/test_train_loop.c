@@ -21,29 +21,11 @@ static char dir[256];
 
 static void path_in(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
 
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
-static char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = xmalloc((size_t)n + 1);
-    *len = fread(b, 1, (size_t)n, f);
-    fclose(f);
-    return b;
-}
+static void write_text(const char *path, const char *text) { test_write_file(path, text, strlen(text)); }
 
 static bool same_file(const char *a, const char *b) {
     size_t la, lb;
-    char *x = read_all(a, &la), *y = read_all(b, &lb);
+    char *x = test_read_file(a, &la), *y = test_read_file(b, &lb);
     bool same = x && y && la == lb && !memcmp(x, y, la);
     free(x);
     free(y);

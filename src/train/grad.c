@@ -12,11 +12,12 @@ toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, in
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
     if (st) return st;
+    const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= m->hp.n_vocab) {
+        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
             toy_model_free(m);
             return toy_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
-                             m->hp.n_vocab - 1);
+                             n_vocab - 1);
         }
     toy_pool *pool = toy_pool_new(n_threads > 0 ? n_threads : 1);
     train_model *tm = NULL;
