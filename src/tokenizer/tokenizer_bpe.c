@@ -805,6 +805,9 @@ static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
 
 toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t len,
                            toy_pretoken_fn fn, void *user) {
+    /* the buffers below take up to 8 bytes per byte of text (build_wide: 4 + offsets) */
+    if (len > SIZE_MAX / 16)
+        return toy_error(TOY_ERR_INVALID, "tokenize: a text of %zu bytes is too long", len);
     uint32_t *cpts = malloc((len ? len : 1) * sizeof *cpts);
     uint16_t *flags = malloc((len ? len : 1) * sizeof *flags);
     pretok_text t = {.cpts = cpts, .flags = flags};
