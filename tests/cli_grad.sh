@@ -22,8 +22,9 @@ models="$fixtures/models"
 for f in "$models"/*.ref.gguf; do
   name=$(basename "$f" .ref.gguf)
   tokens=$("$py" -c "
-import sys; sys.path.insert(0, '$(dirname "$0")'); import grad_reference as g
-print(','.join(str(int(x)) for x in g.read_gguf('$f')[1]['ref.tokens']))")
+import struct, sys; sys.path.insert(0, '$(dirname "$0")'); from gguf_reader import GGUF
+g = GGUF('$f'); ne, typ, off = g.tensors['ref.tokens']
+print(','.join(str(x) for x in struct.unpack_from('<%di' % ne[0], g.data, off)))")
   case "$name" in
   mixtral* | qwen2moe* | qwen3moe* | olmoe*)
     if "$toy" grad -m "$models/$name.gguf" --tokens "$tokens" --out "$tmp/g.gguf" 2> "$tmp/err"; then

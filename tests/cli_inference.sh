@@ -17,37 +17,17 @@ done
 
 # Reads a .ref.gguf: prompt, tokens, n_prompt (a small independent GGUF reader).
 refinfo() {
-  python3 - "$1" <<'PY'
-import struct, sys, json
-data = open(sys.argv[1], "rb").read(); pos = 4
-def take(fmt):
-    global pos
-    v = struct.unpack_from("<" + fmt, data, pos); pos += struct.calcsize("<" + fmt); return v[0]
-def string():
-    global pos
-    n = take("Q"); s = data[pos:pos + n]; pos += n; return s
-sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-def value(t):
-    if t == 8: return string()
-    if t == 9:
-        et, n = take("I"), take("Q"); return [value(et) for _ in range(n)]
-    return take(sizes[t])
-version, nt, nkv = take("I"), take("Q"), take("Q")
-kv = {}
-for _ in range(nkv):
-    k = string().decode(); kv[k] = value(take("I"))
-align = kv.get("general.alignment", 32)
-infos = []
-for _ in range(nt):
-    name = string().decode(); nd = take("I"); ne = [take("q") for _ in range(nd)]; ty = take("I"); off = take("Q")
-    infos.append((name, ne, off))
-base = (pos + align - 1) // align * align
-t = {n: (ne, off) for n, ne, off in infos}
+  TESTS_DIR="$(dirname "$0")" python3 - "$1" <<'PY'
+import json, os, struct, sys
+sys.path.insert(0, os.environ["TESTS_DIR"])
+from gguf_reader import GGUF
+g = GGUF(sys.argv[1])
+kv, t = g.kv, {name: (ne, off) for name, (ne, typ, off) in g.tensors.items()}
 ne, off = t["ref.tokens"]
-tokens = list(struct.unpack_from("<%di" % ne[0], data, base + off))
+tokens = list(struct.unpack_from("<%di" % ne[0], g.data, off))
 json.dump({"prompt": kv["ref.prompt"].decode("utf-8"), "n_prompt": kv["ref.n_prompt"], "tokens": tokens,
-           "logits_off": base + t["ref.logits"][1], "seq_off": base + t["ref.logits_seq"][1],
-           "margin_off": base + t["ref.margin"][1], "n_vocab": t["ref.logits"][0][0]}, sys.stdout)
+           "logits_off": t["ref.logits"][1], "seq_off": t["ref.logits_seq"][1],
+           "margin_off": t["ref.margin"][1], "n_vocab": t["ref.logits"][0][0]}, sys.stdout)
 PY
 }
 

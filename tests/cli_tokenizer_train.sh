@@ -40,25 +40,12 @@ grep -q "wrote $tmp/tok.gguf: $vocab_size tokens (256 bytes, $((vocab_size - 259
 cmp -s "$tmp/tok.gguf" "$tmp/tok1.gguf" || die "the same data gave different files with -t 1 and -t 2"
 
 # the layout, read with an independent GGUF reader
-python3 - "$tmp/tok.gguf" $vocab_size <<'PY' || die "the tokenizer file does not have the promised layout"
-import struct, sys
-data = open(sys.argv[1], "rb").read(); pos = 4
-def take(fmt):
-    global pos
-    v = struct.unpack_from("<" + fmt, data, pos); pos += struct.calcsize("<" + fmt); return v[0]
-def string():
-    global pos
-    n = take("Q"); s = data[pos:pos + n]; pos += n; return s
-sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
-def value(t):
-    if t == 8: return string()
-    if t == 9:
-        et, n = take("I"), take("Q"); return [value(et) for _ in range(n)]
-    return take(sizes[t])
-version, n_tensors, n_kv = take("I"), take("Q"), take("Q")
-kv = {}
-for _ in range(n_kv):
-    k = string().decode(); kv[k] = value(take("I"))
+TESTS_DIR="$(dirname "$0")" python3 - "$tmp/tok.gguf" $vocab_size <<'PY' || die "the tokenizer file does not have the promised layout"
+import os, sys
+sys.path.insert(0, os.environ["TESTS_DIR"])
+from gguf_reader import GGUF
+g = GGUF(sys.argv[1])
+kv, n_tensors = g.kv, len(g.tensors)
 n = int(sys.argv[2])
 # GPT-2's byte-to-unicode table
 bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))

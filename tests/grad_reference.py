@@ -13,77 +13,39 @@ Prints the loss of both and the relative RMS difference of every tensor's gradie
 exits 1 if the loss differs by more than 0.1 % or a tensor by more than T.
 """
 import math
-import struct
+import os
 import sys
 
 import numpy as np
 import torch
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gguf_reader import GGUF  # noqa: E402
+
 torch.set_default_dtype(torch.float64)
 
 # ---------------------------------------------------------------- GGUF reading
 
-GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
-                10: "<Q", 11: "<q", 12: "<d"}
-
-
 def read_gguf(path):
-    data = open(path, "rb").read()
-    pos = 0
-
-    def take(fmt):
-        nonlocal pos
-        v = struct.unpack_from(fmt, data, pos)
-        pos += struct.calcsize(fmt)
-        return v[0]
-
-    def string():
-        nonlocal pos
-        n = take("<Q")
-        s = data[pos:pos + n].decode("utf-8", "replace")
-        pos += n
-        return s
-
-    def value(t):
-        if t == 8:
-            return string()
-        if t == 9:
-            et, n = take("<I"), take("<Q")
-            return [value(et) for _ in range(n)]
-        return take(GGUF_SCALARS[t])
-
-    assert data[:4] == b"GGUF", path + ": not a GGUF file"
-    pos = 4
-    take("<I")  # version
-    n_tensors, n_kv = take("<Q"), take("<Q")
-    kv = {}
-    for _ in range(n_kv):
-        k = string()
-        kv[k] = value(take("<I"))
-    infos = []
-    for _ in range(n_tensors):
-        name = string()
-        nd = take("<I")
-        ne = [take("<Q") for _ in range(nd)]
-        infos.append((name, ne, take("<I"), take("<Q")))
-    align = kv.get("general.alignment", 32)
-    start = (pos + align - 1) // align * align
+    """The metadata (strings decoded) and every tensor as a float64 (or int32) array,
+    shaped slowest dimension first."""
+    g = GGUF(path)
+    kv = {k: (v.decode("utf-8", "replace") if isinstance(v, bytes) else v) for k, v in g.kv.items()}
     tensors = {}
-    for name, ne, typ, off in infos:
+    for name, (ne, typ, at) in g.tensors.items():
         n = int(np.prod(ne))
-        at = start + off
         if typ == 0:
-            arr = np.frombuffer(data, np.float32, n, at).astype(np.float64)
+            arr = np.frombuffer(g.data, np.float32, n, at).astype(np.float64)
         elif typ == 1:
-            arr = np.frombuffer(data, np.float16, n, at).astype(np.float64)
+            arr = np.frombuffer(g.data, np.float16, n, at).astype(np.float64)
         elif typ == 26:
-            arr = np.frombuffer(data, np.int32, n, at).copy()
+            arr = np.frombuffer(g.data, np.int32, n, at).copy()
         elif typ == 30:
-            raw = np.frombuffer(data, np.uint16, n, at).astype(np.uint32) << 16
+            raw = np.frombuffer(g.data, np.uint16, n, at).astype(np.uint32) << 16
             arr = raw.view(np.float32).astype(np.float64)
         else:
             raise SystemExit(f"{path}: tensor {name} has type {typ}: convert the model to F32 first")
-        tensors[name] = arr.reshape(list(reversed(ne)))  # numpy shape: slowest first
+        tensors[name] = arr.reshape(list(reversed(ne)))
     return kv, tensors
 
 
