@@ -5,10 +5,11 @@ set -euo pipefail
 
 # compilers and build: gcc, cmake, clang (sanitizers, libFuzzer); python3 runs a few
 # command tests; libpcre2-dev: Unicode regexes of the BPE pre-tokenizers; libedit-dev:
-# line editing in `toy chat`; libjansson-dev: JSON (chat data for training); python3-torch
+# line editing in `toy chat`; libjansson-dev: JSON (chat data, the server); libmicrohttpd-dev:
+# the HTTP server; python3-torch
 # and python3-numpy: the independent float64 reference that toy grad is tested against.
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev
-          libjansson-dev python3-numpy python3-torch)
+          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -268,9 +268,9 @@ int cmd_bench(int argc, char **argv) {
                  ftype_name ? ftype_name : "?");
         if (json) {
             printf("{\"model\": ");
-            json_string(stdout, model_path, strlen(model_path));
+            print_json_string(stdout, model_path, strlen(model_path));
             printf(", \"model_type\": ");
-            json_string(stdout, model_type, strlen(model_type));
+            print_json_string(stdout, model_type, strlen(model_type));
             printf(", \"isa\": \"%s\"", toy_kernel_isa());
             printf(", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
                    "\"prompt_tokens_per_s\": %.3f, \"gen_tokens_per_s\": %.3f, "

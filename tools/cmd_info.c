@@ -50,7 +50,7 @@ static void print_number(FILE *f, const toy_gguf_value *v, int64_t j, bool json)
     } else if (t == TOY_GGUF_FLOAT32 || t == TOY_GGUF_FLOAT64) {
         if (j < 0) toy_gguf_value_f64(v, &d);
         else toy_gguf_array_f64(v, k, &d);
-        if (json) json_number(f, d);
+        if (json) print_json_number(f, d);
         else fprintf(f, "%g", d);
     } else if ((j < 0 ? toy_gguf_value_i64(v, &i) : toy_gguf_array_i64(v, k, &i)) == TOY_OK) {
         fprintf(f, "%" PRId64, i);
@@ -98,7 +98,7 @@ static void print_value_json(FILE *f, const toy_gguf_value *v) {
         const char *s;
         size_t n;
         toy_gguf_value_str(v, &s, &n);
-        json_string(f, s, n);
+        print_json_string(f, s, n);
         return;
     }
     if (toy_gguf_value_type(v) != TOY_GGUF_ARRAY) {
@@ -271,16 +271,16 @@ static void info_text(const toy_gguf *g, const file_summary *s) {
 static void info_json(const toy_gguf *g, const file_summary *s) {
     FILE *f = stdout;
     fputs("{\n  \"file\": ", f);
-    json_string(f, toy_gguf_path(g), strlen(toy_gguf_path(g)));
+    print_json_string(f, toy_gguf_path(g), strlen(toy_gguf_path(g)));
     fprintf(f, ",\n  \"file_size\": %zu,\n  \"version\": %u,\n  \"alignment\": %zu,\n",
             toy_gguf_file_size(g), toy_gguf_version(g), toy_gguf_alignment(g));
     fprintf(f, "  \"data_offset\": %zu,\n  \"architecture\": ", toy_gguf_data_offset(g));
-    if (s->arch[0]) json_string(f, s->arch, strlen(s->arch));
+    if (s->arch[0]) print_json_string(f, s->arch, strlen(s->arch));
     else fputs("null", f);
     fprintf(f, ",\n  \"n_tensors\": %" PRId64 ",\n  \"n_params\": %" PRId64
                ",\n  \"tensor_bytes\": %" PRIu64 ",\n  \"bits_per_weight\": ",
             toy_gguf_n_tensors(g), s->n_params, s->tensor_bytes);
-    json_number(f, s->n_params ? 8.0 * (double)s->tensor_bytes / (double)s->n_params : 0.0);
+    print_json_number(f, s->n_params ? 8.0 * (double)s->tensor_bytes / (double)s->n_params : 0.0);
 
     fputs(",\n  \"hyperparameters\": {", f);
     bool first = true;
@@ -289,7 +289,7 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
         if (!param) continue;
         fputs(first ? "\n    " : ",\n    ", f);
         first = false;
-        json_string(f, param, strlen(param));
+        print_json_string(f, param, strlen(param));
         fputs(": ", f);
         print_value_json(f, toy_gguf_kv(g, i));
     }
@@ -298,12 +298,12 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
     fputs(",\n  \"tokenizer\": ", f);
     if (s->tok_model) {
         fputs("{\"model\": ", f);
-        json_string(f, s->tok_model, s->tok_model_len);
+        print_json_string(f, s->tok_model, s->tok_model_len);
         const char *pre;
         size_t pn;
         if (!toy_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &pn)) {
             fputs(", \"pre\": ", f);
-            json_string(f, pre, pn);
+            print_json_string(f, pre, pn);
         }
         fprintf(f, ", \"vocab_size\": %" PRId64 ", \"n_merges\": %" PRId64, s->n_vocab,
                 s->n_merges);
@@ -325,7 +325,7 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
     fputs(",\n  \"metadata\": {", f);
     for (int64_t i = 0; i < toy_gguf_n_kv(g); i++) {
         fputs(i ? ",\n    " : "\n    ", f);
-        json_string(f, toy_gguf_key(g, i), strlen(toy_gguf_key(g, i)));
+        print_json_string(f, toy_gguf_key(g, i), strlen(toy_gguf_key(g, i)));
         fputs(": {\"type\": \"", f);
         const toy_gguf_value *v = toy_gguf_kv(g, i);
         fputs(toy_gguf_type_name(toy_gguf_value_type(v)), f);
@@ -342,14 +342,14 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
         if (key_is_known(key, s->arch)) continue;
         if (!first) fputs(", ", f);
         first = false;
-        json_string(f, key, strlen(key));
+        print_json_string(f, key, strlen(key));
     }
     fputs("],\n  \"tensors\": [", f);
     for (int64_t i = 0; i < toy_gguf_n_tensors(g); i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
         fputs(i ? ",\n    " : "\n    ", f);
         fputs("{\"name\": ", f);
-        json_string(f, t->name, strlen(t->name));
+        print_json_string(f, t->name, strlen(t->name));
         char shape[96];
         fprintf(f, ", \"type\": \"%s\", \"shape\": %s", toy_type_name(t->type),
                 shape_text(t, shape, sizeof shape));

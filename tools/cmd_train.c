@@ -157,19 +157,19 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
     }
     if (json) {
         printf("{\"model\": ");
-        json_string(stdout, model, strlen(model));
+        print_json_string(stdout, model, strlen(model));
         printf(", \"n_params\": %lld, \"batch\": %d, \"seq\": %d, \"threads\": %d, \"isa\": \"%s\", "
                "\"step_s\": ",
                (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa());
-        json_number(stdout, r.step_s);
+        print_json_number(stdout, r.step_s);
         printf(", \"tokens_per_s\": ");
-        json_number(stdout, r.tokens_per_s);
+        print_json_number(stdout, r.tokens_per_s);
         printf(", \"peak_gflops\": ");
-        json_number(stdout, r.peak_gflops);
+        print_json_number(stdout, r.peak_gflops);
         printf(", \"utilisation\": ");
-        json_number(stdout, r.utilisation);
+        print_json_number(stdout, r.utilisation);
         printf(", \"peak_rss_mb\": ");
-        json_number(stdout, r.peak_rss_mb);
+        print_json_number(stdout, r.peak_rss_mb);
         printf("}\n");
         return 0;
     }

@@ -20,6 +20,7 @@ int cmd_eval(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_init(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
@@ -49,10 +50,10 @@ int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out);
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
 
 /* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
-void json_string(FILE *f, const char *s, size_t len);
+void print_json_string(FILE *f, const char *s, size_t len);
 /* Text with control bytes and bytes that are no valid UTF-8 shown as \xNN. */
 void print_piece(FILE *f, const char *s, size_t len);
 /* A double as JSON (non-finite numbers become null). */
-void json_number(FILE *f, double x);
+void print_json_number(FILE *f, double x);
 
 #endif

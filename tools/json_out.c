@@ -27,7 +27,7 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return len;
 }
 
-void json_string(FILE *f, const char *str, size_t n) {
+void print_json_string(FILE *f, const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;
     fputc('"', f);
     for (size_t i = 0; i < n;) {
@@ -72,7 +72,7 @@ void print_piece(FILE *f, const char *str, size_t n) {
     }
 }
 
-void json_number(FILE *f, double x) {
+void print_json_number(FILE *f, double x) {
     if (!isfinite(x)) fputs("null", f);
     else if (x == (double)(int64_t)x && fabs(x) < 9e15) fprintf(f, "%lld", (long long)x);
     else fprintf(f, "%.9g", x);

@@ -24,6 +24,7 @@ static const struct {
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
     {"init", cmd_init, "write a random-weight model of a real shape"},
     {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
+    {"serve", cmd_serve, "serve a model over HTTP with OpenAI's API, and a chat page"},
     {"grad", cmd_grad, "write the loss of a token sequence and the gradient of every weight"},
     {"train", cmd_train, "train a model from scratch (or further) on text or chat data"},
     {"finetune", cmd_finetune, "fine-tune every weight of a model on text or chat data"},

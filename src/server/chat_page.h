@@ -1,0 +1,11 @@
+/* chat_page.h — the chat page served at GET / (src/server/chat.html, embedded at build
+ * time by cmake/embed.cmake). */
+#ifndef TOY_CHAT_PAGE_H
+#define TOY_CHAT_PAGE_H
+
+#include <stddef.h>
+
+extern const char toy_chat_page[];
+extern const size_t toy_chat_page_len;
+
+#endif

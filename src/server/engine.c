@@ -1,0 +1,521 @@
+/* engine.c — the slots and the step loop of engine.h. */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "engine.h"
+#include "error.h"
+
+struct srv_request {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int refs;        /* the client's and one per choice not finished */
+    srv_params p;
+    srv_event *ev;   /* a FIFO: ev[head .. n_ev) are waiting */
+    int n_ev, cap_ev, head;
+    int n_done;
+    int cancelled;   /* read by the engine without the lock: only ever goes 0 -> 1 */
+    int32_t n_completion, n_cached;
+};
+
+typedef struct {
+    srv_request *req; /* NULL: idle */
+    int choice;
+    int32_t *cache;   /* the tokens in this slot's KV sequence */
+    int32_t n_cache;
+    bool decoding;    /* the prompt is read: next_token is to be evaluated */
+    int32_t next_token;
+    int32_t produced;
+    toy_sampler *sampler;
+    toy_stop *stop;
+    int32_t batch_row; /* the slot's logits in the last batch, -1: none */
+    int32_t batch_tokens; /* prompt tokens it put in the last batch */
+    uint64_t last_used;
+} slot;
+
+typedef struct {
+    srv_request *req;
+    int choice;
+} job;
+
+struct srv_engine {
+    toy_model *model;
+    const toy_vocab *vocab;
+    toy_context *ctx;
+    srv_engine_params p;
+    slot *slots;
+    float *logits; /* a copy of one row, for ignore_eos and the log-probabilities */
+    int32_t *b_token, *b_pos, *b_seq;
+    int8_t *b_logits;
+    pthread_t thread;
+    bool thread_started;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    job *queue;
+    int q_head, q_len;
+    bool stopping;
+    uint64_t clock;
+    srv_metrics m;
+};
+
+/* ---------------------------------------------------------------- requests */
+
+static void params_free(srv_params *p) {
+    free(p->prompt);
+    for (size_t i = 0; i < p->n_stops; i++) free(p->stops[i]);
+    memset(p, 0, sizeof *p);
+}
+
+static void request_unref(srv_request *r) {
+    pthread_mutex_lock(&r->lock);
+    const int left = --r->refs;
+    pthread_mutex_unlock(&r->lock);
+    if (left) return;
+    for (int i = r->head; i < r->n_ev; i++) free(r->ev[i].text);
+    free(r->ev);
+    params_free(&r->p);
+    pthread_mutex_destroy(&r->lock);
+    pthread_cond_destroy(&r->cond);
+    free(r);
+}
+
+/* Appends an event (text copied); on no memory the event is dropped but a DONE still
+ * counts, so the client is never left waiting. */
+static void push_event(srv_request *r, const srv_event *ev, const char *text, size_t len) {
+    pthread_mutex_lock(&r->lock);
+    if (ev->kind == SRV_EV_DONE) r->n_done++;
+    if (r->n_ev == r->cap_ev) {
+        if (r->head > 0) { /* reuse the consumed front */
+            memmove(r->ev, r->ev + r->head, (size_t)(r->n_ev - r->head) * sizeof *r->ev);
+            r->n_ev -= r->head;
+            r->head = 0;
+        }
+        if (r->n_ev == r->cap_ev) {
+            const int cap = r->cap_ev ? 2 * r->cap_ev : 16;
+            srv_event *e = realloc(r->ev, (size_t)cap * sizeof *e);
+            if (e) {
+                r->ev = e;
+                r->cap_ev = cap;
+            }
+        }
+    }
+    if (r->n_ev < r->cap_ev) {
+        srv_event *dst = &r->ev[r->n_ev];
+        *dst = *ev;
+        dst->text = malloc(len + 1);
+        if (dst->text) {
+            memcpy(dst->text, text, len);
+            dst->text[len] = 0;
+            dst->len = len;
+        } else {
+            dst->len = 0;
+        }
+        r->n_ev++;
+    }
+    pthread_cond_broadcast(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+}
+
+bool srv_next_event(srv_request *r, srv_event *ev, int timeout_ms) {
+    pthread_mutex_lock(&r->lock);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    if (timeout_ms > 0) {
+        until.tv_sec += timeout_ms / 1000;
+        until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    }
+    while (r->head == r->n_ev && r->n_done < r->p.n_choices) {
+        if (timeout_ms == 0) break;
+        if (timeout_ms < 0) pthread_cond_wait(&r->cond, &r->lock);
+        else if (pthread_cond_timedwait(&r->cond, &r->lock, &until)) break;
+    }
+    const bool got = r->head < r->n_ev;
+    if (got) *ev = r->ev[r->head++];
+    pthread_mutex_unlock(&r->lock);
+    return got;
+}
+
+void srv_event_clear(srv_event *ev) {
+    free(ev->text);
+    ev->text = NULL;
+}
+
+void srv_cancel(srv_request *r) { __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE); }
+
+void srv_request_release(srv_request *r) { request_unref(r); }
+
+void srv_request_usage(srv_request *r, int32_t *prompt, int32_t *completion, int32_t *cached) {
+    pthread_mutex_lock(&r->lock);
+    *prompt = r->p.n_prompt;
+    *completion = r->n_completion;
+    *cached = r->n_cached;
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* ---------------------------------------------------------------- slots */
+
+static void slot_finish(srv_engine *e, slot *s, const char *reason) {
+    srv_request *r = s->req;
+    if (reason && !__atomic_load_n(&r->cancelled, __ATOMIC_ACQUIRE)) {
+        const char *rest;
+        size_t rest_len;
+        toy_stop_flush(s->stop, &rest, &rest_len);
+        srv_event ev = {.kind = SRV_EV_DONE, .choice = s->choice, .finish_reason = reason};
+        push_event(r, &ev, rest, rest_len);
+    } else {
+        srv_event ev = {.kind = SRV_EV_DONE, .choice = s->choice, .finish_reason = "stop"};
+        push_event(r, &ev, "", 0);
+    }
+    toy_sampler_free(s->sampler);
+    toy_stop_free(s->stop);
+    s->sampler = NULL;
+    s->stop = NULL;
+    s->req = NULL;
+    s->decoding = false;
+    s->last_used = ++e->clock;
+    request_unref(r);
+}
+
+static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
+    int32_t i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Puts a job in the idle slot that holds the longest prefix of its prompt (the least
+ * recently used among equals); false if none is idle or it cannot start. */
+static bool slot_start(srv_engine *e, const job *j) {
+    const srv_params *p = &j->req->p;
+    slot *best = NULL;
+    int32_t best_common = -1;
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req) continue;
+        const int32_t c = common_prefix(s->cache, s->n_cache, p->prompt, p->n_prompt);
+        if (c > best_common || (c == best_common && s->last_used < best->last_used)) {
+            best = s;
+            best_common = c;
+        }
+    }
+    if (!best) return false;
+    /* the last prompt token is always evaluated again: its logits start the reply */
+    int32_t keep = best_common < p->n_prompt ? best_common : p->n_prompt - 1;
+    toy_kv_seq_rm(e->ctx, (int32_t)(best - e->slots), keep, -1);
+    best->n_cache = keep;
+    toy_sampler_params sp = p->sampling;
+    sp.seed += (uint64_t)j->choice;
+    if (toy_sampler_new(&sp, toy_model_n_vocab(e->model), &best->sampler) ||
+        toy_stop_new((const char *const *)p->stops, p->n_stops, &best->stop)) {
+        toy_sampler_free(best->sampler);
+        best->sampler = NULL;
+        return false;
+    }
+    /* as toy run: the prompt goes into the penalties' history before the first sample */
+    for (int32_t i = 0; i < p->n_prompt; i++) toy_sampler_accept(best->sampler, p->prompt[i]);
+    best->req = j->req;
+    best->choice = j->choice;
+    best->decoding = false;
+    best->produced = 0;
+    pthread_mutex_lock(&j->req->lock);
+    j->req->n_cached += keep;
+    pthread_mutex_unlock(&j->req->lock);
+    __atomic_fetch_add(&e->m.cached_tokens, keep, __ATOMIC_RELAXED);
+    return true;
+}
+
+/* log-softmax of the token and the top alternatives, from the raw logits */
+static void logprobs(const float *logits, int32_t n_vocab, int n_top, srv_event *ev) {
+    float mx = -INFINITY;
+    for (int32_t v = 0; v < n_vocab; v++) mx = logits[v] > mx ? logits[v] : mx;
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; v++) sum += exp((double)logits[v] - mx);
+    const double lse = mx + log(sum);
+    ev->logprob = (float)(logits[ev->token] - lse);
+    ev->n_top = n_top < n_vocab ? n_top : n_vocab;
+    for (int k = 0; k < ev->n_top; k++) { /* selection, highest first, lower id on ties */
+        int32_t best = -1;
+        for (int32_t v = 0; v < n_vocab; v++) {
+            bool taken = false;
+            for (int i = 0; i < k && !taken; i++) taken = ev->top_token[i] == v;
+            if (!taken && (best < 0 || logits[v] > logits[best])) best = v;
+        }
+        ev->top_token[k] = best;
+        ev->top_logprob[k] = (float)(logits[best] - lse);
+    }
+}
+
+/* Samples the slot's next token from its logits and reports it, or ends the slot. */
+static void slot_sample(srv_engine *e, slot *s) {
+    const srv_params *p = &s->req->p;
+    const int32_t n_vocab = toy_model_n_vocab(e->model);
+    const float *logits = toy_get_logits(e->ctx, s->batch_row);
+    if (p->ignore_eos) { /* as llama-server: end-of-generation tokens get -inf */
+        memcpy(e->logits, logits, (size_t)n_vocab * sizeof *logits);
+        for (int32_t v = 0; v < n_vocab; v++)
+            if (toy_vocab_is_eog(e->vocab, v)) e->logits[v] = -INFINITY;
+        logits = e->logits;
+    }
+    const int32_t tok = toy_sampler_sample(s->sampler, logits);
+    toy_sampler_accept(s->sampler, tok);
+    if (toy_vocab_is_eog(e->vocab, tok)) {
+        slot_finish(e, s, "stop");
+        return;
+    }
+    srv_event ev = {.kind = SRV_EV_TOKEN, .choice = s->choice, .token = tok};
+    if (p->top_logprobs >= 0) logprobs(toy_get_logits(e->ctx, s->batch_row), n_vocab, p->top_logprobs, &ev);
+    char piece[256];
+    size_t len = 0;
+    toy_token_to_piece(e->vocab, tok, false, piece, sizeof piece, &len);
+    const char *emit;
+    size_t emit_len;
+    const bool stopped = toy_stop_feed(s->stop, piece, len < sizeof piece ? len : sizeof piece, &emit, &emit_len);
+    s->produced++;
+    __atomic_fetch_add(&e->m.generated_tokens, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&s->req->lock);
+    s->req->n_completion++;
+    pthread_mutex_unlock(&s->req->lock);
+    push_event(s->req, &ev, emit, emit_len);
+    if (stopped) slot_finish(e, s, "stop");
+    else if (p->max_tokens >= 0 && s->produced >= p->max_tokens) slot_finish(e, s, "length");
+    else if (s->n_cache >= e->p.n_ctx) slot_finish(e, s, "length"); /* as toy run: context full */
+    else {
+        s->decoding = true;
+        s->next_token = tok;
+    }
+}
+
+/* ---------------------------------------------------------------- the step loop */
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* One batch: every generating slot's next token, then prompt chunks while the batch has
+ * room, the slots taken in turn from a rotating start so that none waits for long. */
+static int32_t build_batch(srv_engine *e, int start) {
+    int32_t n = 0;
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        slot *s = &e->slots[i];
+        s->batch_row = -1;
+        s->batch_tokens = 0;
+        if (!s->req || !s->decoding) continue;
+        e->b_token[n] = s->next_token;
+        e->b_pos[n] = s->n_cache;
+        e->b_seq[n] = i;
+        e->b_logits[n] = 1;
+        s->batch_row = n++;
+    }
+    for (int k = 0; k < e->p.n_parallel && n < e->p.n_batch; k++) {
+        const int i = (start + k) % e->p.n_parallel;
+        slot *s = &e->slots[i];
+        if (!s->req || s->decoding) continue;
+        const srv_params *p = &s->req->p;
+        int32_t m = p->n_prompt - s->n_cache;
+        if (m > e->p.prefill_chunk) m = e->p.prefill_chunk;
+        if (m > e->p.n_batch - n) m = e->p.n_batch - n;
+        for (int32_t t = 0; t < m; t++) {
+            e->b_token[n + t] = p->prompt[s->n_cache + t];
+            e->b_pos[n + t] = s->n_cache + t;
+            e->b_seq[n + t] = i;
+            e->b_logits[n + t] = 0;
+        }
+        if (s->n_cache + m == p->n_prompt) { /* the prompt's last token: logits for the reply */
+            e->b_logits[n + m - 1] = 1;
+            s->batch_row = n + m - 1;
+        }
+        s->batch_tokens = m;
+        n += m;
+    }
+    return n;
+}
+
+static void *engine_thread(void *arg) {
+    srv_engine *e = arg;
+    int start = 0;
+    pthread_mutex_lock(&e->lock);
+    for (;;) {
+        /* choices waiting go to idle slots; those of cancelled requests are dropped */
+        while (e->q_len > 0) {
+            job *j = &e->queue[e->q_head];
+            if (__atomic_load_n(&j->req->cancelled, __ATOMIC_ACQUIRE)) {
+                srv_event ev = {.kind = SRV_EV_DONE, .choice = j->choice, .finish_reason = "stop"};
+                push_event(j->req, &ev, "", 0);
+                request_unref(j->req);
+            } else if (!slot_start(e, j)) {
+                break;
+            }
+            e->q_head = (e->q_head + 1) % e->p.queue_max;
+            e->q_len--;
+        }
+        int busy = 0;
+        for (int i = 0; i < e->p.n_parallel; i++) busy += e->slots[i].req != NULL;
+        e->m.busy_slots = busy;
+        e->m.queue_depth = e->q_len;
+        if (!busy) {
+            if (e->stopping && e->q_len == 0) break;
+            pthread_cond_wait(&e->wake, &e->lock);
+            continue;
+        }
+        pthread_mutex_unlock(&e->lock);
+
+        const double t0 = now_s();
+        for (int i = 0; i < e->p.n_parallel; i++) { /* clients that left */
+            slot *s = &e->slots[i];
+            if (s->req && __atomic_load_n(&s->req->cancelled, __ATOMIC_ACQUIRE)) slot_finish(e, s, NULL);
+        }
+        const int32_t n = build_batch(e, start);
+        start = (start + 1) % e->p.n_parallel;
+        if (n > 0) {
+            toy_batch b = {n, e->b_token, e->b_pos, e->b_seq, e->b_logits};
+            const toy_status st = toy_decode(e->ctx, &b);
+            for (int i = 0; i < e->p.n_parallel; i++) {
+                slot *s = &e->slots[i];
+                if (!s->req) continue;
+                if (st) { /* cannot happen with a valid batch; end the slot, keep serving */
+                    s->n_cache = 0;
+                    toy_kv_seq_rm(e->ctx, i, 0, -1);
+                    slot_finish(e, s, "length");
+                    continue;
+                }
+                if (s->decoding && s->batch_row >= 0) {
+                    s->cache[s->n_cache++] = s->next_token;
+                } else if (s->batch_tokens > 0) {
+                    memcpy(s->cache + s->n_cache, s->req->p.prompt + s->n_cache,
+                           (size_t)s->batch_tokens * sizeof *s->cache);
+                    s->n_cache += s->batch_tokens;
+                    __atomic_fetch_add(&e->m.prompt_tokens, s->batch_tokens, __ATOMIC_RELAXED);
+                }
+                if (s->batch_row >= 0) slot_sample(e, s);
+            }
+        }
+        pthread_mutex_lock(&e->lock);
+        e->m.busy_seconds += now_s() - t0;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- public */
+
+toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out) {
+    *out = NULL;
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return toy_error(TOY_ERR_NOMEM, "no memory");
+    e->model = model;
+    e->vocab = toy_model_vocab(model);
+    e->p = *p;
+    if (e->p.n_parallel < 1) e->p.n_parallel = 1;
+    if (e->p.n_batch < e->p.n_parallel) e->p.n_batch = e->p.n_parallel;
+    if (e->p.prefill_chunk < 1) e->p.prefill_chunk = 1;
+    if (e->p.queue_max < 1) e->p.queue_max = 1;
+    toy_context_params cp = toy_context_default_params();
+    cp.n_ctx = p->n_ctx;
+    cp.n_batch = e->p.n_batch;
+    cp.n_seq_max = e->p.n_parallel;
+    cp.n_outputs = e->p.n_parallel;
+    cp.n_threads = p->n_threads;
+    cp.cache_type_k = p->cache_type_k;
+    cp.cache_type_v = p->cache_type_v;
+    toy_status st = toy_context_new(model, &cp, &e->ctx);
+    if (st) {
+        free(e);
+        return st;
+    }
+    e->p.n_ctx = toy_n_ctx(e->ctx);
+    const size_t nb = (size_t)e->p.n_batch;
+    e->slots = calloc((size_t)e->p.n_parallel, sizeof *e->slots);
+    e->logits = malloc((size_t)toy_model_n_vocab(model) * sizeof *e->logits);
+    e->b_token = malloc(nb * sizeof *e->b_token);
+    e->b_pos = malloc(nb * sizeof *e->b_pos);
+    e->b_seq = malloc(nb * sizeof *e->b_seq);
+    e->b_logits = malloc(nb);
+    e->queue = calloc((size_t)e->p.queue_max, sizeof *e->queue);
+    bool ok = e->slots && e->logits && e->b_token && e->b_pos && e->b_seq && e->b_logits && e->queue;
+    for (int i = 0; ok && i < e->p.n_parallel; i++)
+        ok = (e->slots[i].cache = malloc((size_t)e->p.n_ctx * sizeof(int32_t))) != NULL;
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_cond_init(&e->wake, NULL);
+    e->m.n_slots = e->p.n_parallel;
+    if (ok) ok = pthread_create(&e->thread, NULL, engine_thread, e) == 0;
+    if (!ok) {
+        srv_engine_free(e);
+        return toy_error(TOY_ERR_NOMEM, "cannot set up %d slots of %d tokens", p->n_parallel, p->n_ctx);
+    }
+    e->thread_started = true;
+    *out = e;
+    return TOY_OK;
+}
+
+void srv_engine_free(srv_engine *e) {
+    if (!e) return;
+    if (e->thread_started) {
+        pthread_mutex_lock(&e->lock);
+        e->stopping = true;
+        pthread_cond_broadcast(&e->wake);
+        pthread_mutex_unlock(&e->lock);
+        pthread_join(e->thread, NULL);
+    }
+    for (int i = 0; e->slots && i < e->p.n_parallel; i++) free(e->slots[i].cache);
+    free(e->slots);
+    free(e->logits);
+    free(e->b_token);
+    free(e->b_pos);
+    free(e->b_seq);
+    free(e->b_logits);
+    free(e->queue);
+    toy_context_free(e->ctx);
+    pthread_mutex_destroy(&e->lock);
+    pthread_cond_destroy(&e->wake);
+    free(e);
+}
+
+int32_t srv_engine_n_ctx(const srv_engine *e) { return e->p.n_ctx; }
+const toy_vocab *srv_engine_vocab(const srv_engine *e) { return e->vocab; }
+
+toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
+    *out = NULL;
+    srv_request *r = calloc(1, sizeof *r);
+    if (!r) {
+        params_free(p);
+        return toy_error(TOY_ERR_NOMEM, "no memory");
+    }
+    r->p = *p;
+    memset(p, 0, sizeof *p);
+    if (r->p.n_choices < 1) r->p.n_choices = 1;
+    pthread_mutex_init(&r->lock, NULL);
+    pthread_cond_init(&r->cond, NULL);
+    r->refs = 1 + r->p.n_choices;
+    pthread_mutex_lock(&e->lock);
+    if (e->stopping || e->q_len + r->p.n_choices > e->p.queue_max) {
+        pthread_mutex_unlock(&e->lock);
+        r->refs = 1;
+        request_unref(r);
+        return toy_error(TOY_ERR_UNSUPPORTED, e->stopping ? "the server is stopping" : "the queue is full");
+    }
+    for (int c = 0; c < r->p.n_choices; c++) {
+        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = (job){r, c};
+        e->q_len++;
+    }
+    e->m.queue_depth = e->q_len;
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+    *out = r;
+    return TOY_OK;
+}
+
+void srv_engine_metrics(srv_engine *e, srv_metrics *m) {
+    pthread_mutex_lock(&e->lock);
+    m->queue_depth = e->m.queue_depth;
+    m->busy_slots = e->m.busy_slots;
+    m->n_slots = e->m.n_slots;
+    m->busy_seconds = e->m.busy_seconds;
+    pthread_mutex_unlock(&e->lock);
+    m->prompt_tokens = __atomic_load_n(&e->m.prompt_tokens, __ATOMIC_RELAXED);
+    m->generated_tokens = __atomic_load_n(&e->m.generated_tokens, __ATOMIC_RELAXED);
+    m->cached_tokens = __atomic_load_n(&e->m.cached_tokens, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,73 @@
+/* openai.h — the OpenAI API's requests and responses as toy serve speaks them: a
+ * request's JSON checked field by field and turned into engine parameters, and the
+ * completion, chat completion and streaming chunk objects built from engine events. */
+#ifndef TOY_SERVER_OPENAI_H
+#define TOY_SERVER_OPENAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "engine.h"
+
+typedef struct {
+    int status;       /* HTTP status: 400, 404, ... */
+    char message[512];
+    const char *param; /* the field at fault, or NULL */
+    const char *type;  /* "invalid_request_error", ... */
+} oai_error;
+
+typedef struct {
+    bool chat;
+    srv_params gen;
+    bool stream, include_usage;
+    bool logprobs; /* chat: logprobs true; completions: logprobs N given */
+} oai_request;
+
+typedef struct {
+    const char *model_id;     /* what clients name the model */
+    const toy_vocab *vocab;
+    const char *chat_family;  /* the model's chat template family */
+    int32_t n_ctx;            /* per slot */
+    uint64_t seed;            /* for requests that give none */
+} oai_context;
+
+/* Parses a request body (NULL on success sets nothing in err). The caller owns the
+ * prompt and stops in out->gen until it submits them. */
+bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out,
+               oai_error *err);
+void oai_request_free(oai_request *r);
+
+/* {"error": {"message", "type", "param", "code"}} as text (malloc'd). */
+char *oai_error_json(const oai_error *err);
+
+/* The pieces of a response: per choice, the text so far and, with logprobs, one entry
+ * per token. */
+typedef struct {
+    char *text;
+    size_t len, cap;
+    json_t *logprobs; /* array of entries (chat) or NULL */
+    json_t *lp_tokens, *lp_token_logprobs, *lp_top, *lp_offsets; /* completions */
+    const char *finish_reason;
+} oai_choice;
+
+/* One token's log-probability entry, in the chat format ({"token", "logprob", "bytes",
+ * "top_logprobs"}). */
+json_t *oai_token_logprob(const toy_vocab *v, const srv_event *ev);
+/* Adds an event to a choice being collected (non-streaming). */
+void oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev);
+void oai_choice_free(oai_choice *c);
+/* The whole response object (malloc'd text). */
+char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices,
+                        int n, int32_t prompt_tokens, int32_t completion_tokens);
+/* A streaming chunk for one event ("data: ...\n\n", malloc'd); first: the choice's
+ * first chunk (chat sends the role then). */
+char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *id, long created,
+                    const srv_event *ev, bool first);
+/* The last chunk with the usage and no choices. */
+char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created,
+                          int32_t prompt_tokens, int32_t completion_tokens);
+
+/* JSON text of a valid UTF-8 string from any bytes (invalid sequences become U+FFFD). */
+json_t *oai_json_text(const char *s, size_t len);
+
+#endif
