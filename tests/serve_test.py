@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""toy serve, driven over HTTP with the standard library only.
+
+usage: serve_test.py TOY MODEL
+
+- greedy and seeded completions equal `toy run`'s output for the same prompt and settings;
+- many concurrent streaming clients each get exactly their lone answer;
+- chat completions, n > 1, stop strings, logprobs, usage counts;
+- a corpus of bad requests gets the promised statuses, and the server goes on answering;
+- a client that leaves mid-stream frees its slot at once;
+- SIGTERM lets the request in flight finish, then the server exits 0.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+TOY, MODEL = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+class Server:
+    def __init__(self, *args):
+        self.proc = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args],
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not m:
+            raise SystemExit(f"toy serve did not start: {line}{self.proc.stderr.read()}")
+        self.port = int(m.group(1))
+        self.log = []
+        threading.Thread(target=self._drain, daemon=True).start()
+
+    def _drain(self):
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+        c.request(method, path, body=data, headers=headers or {})
+        r = c.getresponse()
+        text = r.read().decode("utf-8", "replace")
+        c.close()
+        return r.status, text, r
+
+    def post(self, path, body, **kw):
+        status, text, r = self.request("POST", path, body, **kw)
+        try:
+            return status, json.loads(text), r
+        except ValueError:
+            return status, text, r
+
+    def stream(self, path, body):
+        """The events of a streaming request, as parsed JSON (and the last "[DONE]")."""
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        events, buf = [], b""
+        while True:
+            chunk = r.read1(65536) if hasattr(r, "read1") else r.read(1)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n\n" in buf:
+                ev, buf = buf.split(b"\n\n", 1)
+                if ev.startswith(b"data: "):
+                    d = ev[6:].decode()
+                    events.append(d if d == "[DONE]" else json.loads(d))
+        c.close()
+        return r.status, events
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def toy_run(prompt, n, *flags):
+    out = subprocess.run([TOY, "run", "-m", MODEL, "-p", prompt, "-n", str(n), "-t", "2", *flags],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.startswith(prompt)
+    return out[len(prompt):].rstrip("\n")
+
+
+def stream_text(events, choice=0):
+    text, finish, usage = "", None, None
+    for e in events:
+        if e == "[DONE]":
+            continue
+        if e.get("usage"):
+            usage = e["usage"]
+        for c in e["choices"]:
+            if c["index"] != choice:
+                continue
+            text += c.get("text", "") if "text" in c else (c["delta"].get("content") or "")
+            finish = c["finish_reason"] or finish
+    return text, finish, usage
+
+
+prompts = ["And God said", "In the beginning", "The LORD is my shepherd", "And it came to pass that",
+           "Blessed are", "Then Jesus said unto them", "And Moses", "Let there be"]
+
+srv = Server("--parallel", "4")
+try:
+    # ---- the same tokens as toy run: greedy, and sampled with a seed
+    for i, p in enumerate(prompts[:4]):
+        st, r, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0})
+        check(st == 200 and r["choices"][0]["text"] == toy_run(p, 24, "--temp", "0"),
+              f"greedy completion of {p!r} differs from toy run")
+        st, r, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0.9, "seed": 100 + i})
+        check(st == 200 and r["choices"][0]["text"] == toy_run(p, 24, "--temp", "0.9", "--seed", str(100 + i)),
+              f"seeded completion of {p!r} differs from toy run")
+        check(r["usage"]["completion_tokens"] == 24 and r["choices"][0]["finish_reason"] == "length",
+              f"usage/finish of {p!r}: {r.get('usage')} {r['choices'][0].get('finish_reason')}")
+        st, tok, _ = srv.post("/tokenize", {"content": p})
+        check(r["usage"]["prompt_tokens"] == len(tok["tokens"]), f"prompt_tokens of {p!r}")
+
+    # ---- many clients at once, each with its lone answer
+    jobs = [(prompts[i % len(prompts)], 8 + 7 * i, 0.7, 1000 + i) for i in range(12)]
+    lone = []
+    for p, n, t, seed in jobs:
+        st, r, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": n, "temperature": t, "seed": seed})
+        lone.append(r["choices"][0]["text"])
+    got = [None] * len(jobs)
+
+    def client(i):
+        p, n, t, seed = jobs[i]
+        st, ev = srv.stream("/v1/completions", {"prompt": p, "max_tokens": n, "temperature": t, "seed": seed,
+                                                "stream": True})
+        got[i] = (st, ev)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    for i, (st, ev) in enumerate(got):
+        text, finish, _ = stream_text(ev)
+        check(st == 200 and ev and ev[-1] == "[DONE]", f"stream {i} incomplete")
+        check(text == lone[i], f"stream {i} ({jobs[i][0]!r}, {jobs[i][1]} tokens) differs from its lone answer")
+
+    # ---- chat, n > 1, stop, logprobs, usage
+    msgs = [{"role": "user", "content": "Who made the heaven and the earth?"}]
+    st, r, _ = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0.8, "seed": 5, "n": 3})
+    check(st == 200 and [c["index"] for c in r["choices"]] == [0, 1, 2], "chat n=3: three choices")
+    check(r["choices"][0]["message"]["role"] == "assistant", "chat: the assistant's role")
+    total = sum(1 for _ in r["choices"])
+    check(0 < r["usage"]["completion_tokens"] <= 30 and total == 3, f"chat n=3 usage {r['usage']}")
+    st, ev = srv.stream("/v1/chat/completions", {"messages": msgs, "max_tokens": 10, "temperature": 0.8, "seed": 5,
+                                                 "n": 3, "stream": True, "stream_options": {"include_usage": True}})
+    for k in range(3):
+        check(stream_text(ev, k)[0] == r["choices"][k]["message"]["content"], f"streamed chat choice {k} differs")
+    check(stream_text(ev)[2] == r["usage"], "streamed usage equals the non-streamed one")
+    full = toy_run("And God said", 40, "--temp", "0")
+    stop_at = full[10:14]
+    st, r, _ = srv.post("/v1/completions", {"prompt": "And God said", "max_tokens": 40, "temperature": 0, "stop": [stop_at]})
+    check(r["choices"][0]["text"] == full[:full.index(stop_at)] and r["choices"][0]["finish_reason"] == "stop",
+          f"stop {stop_at!r}: {r['choices'][0]}")
+    st, r, _ = srv.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "logprobs": True, "top_logprobs": 3,
+                                                 "temperature": 0})
+    lp = r["choices"][0]["logprobs"]["content"]
+    check(len(lp) == 4 and all(len(e["top_logprobs"]) == 3 for e in lp), "chat logprobs: 4 tokens, 3 alternatives")
+    check(all(e["logprob"] == e["top_logprobs"][0]["logprob"] for e in lp), "greedy: the token is the most likely")
+    check(all(e["logprob"] <= 0 for e in lp), "log-probabilities are <= 0")
+    st, r, _ = srv.post("/v1/completions", {"prompt": "And God", "max_tokens": 3, "logprobs": 2, "temperature": 0})
+    check(len(r["choices"][0]["logprobs"]["tokens"]) == 3, "completion logprobs")
+
+    # ---- bad requests: statuses and error objects, the server still answering
+    bad = [
+        ("POST", "/v1/completions", "{bad", 400, None),
+        ("POST", "/v1/completions", "[1]", 400, None),
+        ("POST", "/v1/completions", '{"prompt": 5}', 400, "prompt"),
+        ("POST", "/v1/completions", '{"prompt": "x", "temperature": "hot"}', 400, "temperature"),
+        ("POST", "/v1/completions", '{"prompt": "x", "temperature": 9}', 400, "temperature"),
+        ("POST", "/v1/completions", '{"prompt": "x", "max_tokens": -1}', 400, "max_tokens"),
+        ("POST", "/v1/completions", '{"prompt": "x", "n": 0}', 400, "n"),
+        ("POST", "/v1/completions", '{"prompt": "x", "stop": [1]}', 400, "stop"),
+        ("POST", "/v1/completions", '{"prompt": [999999]}', 400, "prompt"),
+        ("POST", "/v1/completions", '{"prompt": "x", "model": "gpt-4"}', 400, "model"),
+        ("POST", "/v1/completions", '{"prompt": "x", "max_tokens": 1000000}', 400, "max_tokens"),
+        ("POST", "/v1/chat/completions", '{"messages": []}', 400, "messages"),
+        ("POST", "/v1/chat/completions", '{"messages": [{"role": "robot", "content": "x"}]}', 400, "messages"),
+        ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": 3}]}', 400, "messages"),
+        ("POST", "/v1/chat/completions", '{"messages": [{"role": "user", "content": "x"}], "logprobs": 1}', 400, "logprobs"),
+        ("POST", "/tokenize", '{"content": 1}', 400, "content"),
+        ("POST", "/detokenize", '{"tokens": [-1]}', 400, "tokens"),
+        ("GET", "/v1/nothing", None, 404, None),
+        ("GET", "/v1/completions", None, 405, None),
+        ("POST", "/health", "{}", 405, None),
+    ]
+    for method, path, body, want, param in bad:
+        st, text, _ = srv.request(method, path, raw=body)
+        check(st == want, f"{method} {path} {body!r}: status {st}, expected {want}")
+        try:
+            e = json.loads(text)["error"]
+            check(set(e) >= {"message", "type", "param", "code"} and e["param"] == param,
+                  f"{method} {path} {body!r}: error object {e}")
+        except (ValueError, KeyError, TypeError):
+            check(False, f"{method} {path} {body!r}: no error object: {text[:200]}")
+    st, text, _ = srv.request("POST", "/v1/completions", raw="x" * (9 << 20))
+    check(st == 413, f"a 9 MiB body: status {st}, expected 413")
+    st, text, _ = srv.request("GET", "/health")
+    check(st == 200, "the server answers after the bad requests")
+
+    # ---- metrics
+    st, text, _ = srv.request("GET", "/metrics")
+    check(st == 200 and re.search(r'toy_requests_total\{status="400"\} [1-9]', text) and "toy_busy_slots" in text,
+          "metrics count the requests")
+finally:
+    rc = srv.stop()
+check(rc == 0, f"SIGTERM: exit code {rc}")
+
+# ---- one slot: a client that leaves frees it; a full queue answers 503; SIGTERM finishes the stream
+srv = Server("--parallel", "1", "--queue", "1", "--api-key", "sesame")
+auth = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
+try:
+    st, _, _ = srv.request("GET", "/v1/models")
+    check(st == 401, f"no key: status {st}")
+    st, _, _ = srv.request("GET", "/v1/models", headers={"Authorization": "Bearer wrong"})
+    check(st == 401, f"a wrong key: status {st}")
+    st, _, _ = srv.request("GET", "/health")
+    check(st == 200, "/health needs no key")
+    st, _, _ = srv.request("GET", "/v1/models", headers=auth)
+    check(st == 200, "the right key")
+
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps({"prompt": "And God said", "max_tokens": 400, "stream": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    s.recv(4096)
+    s.close()  # gone mid-stream
+    t0 = time.time()
+    st, r, _ = srv.post("/v1/completions", {"prompt": "In the beginning", "max_tokens": 4}, headers=auth)
+    check(st == 200 and time.time() - t0 < 5, f"the slot of a client that left is free again ({time.time() - t0:.1f} s)")
+
+    # a long stream holds the slot; of several requests at once, one waits in the queue and
+    # the others are turned away with 503
+    s = socket.create_connection(("127.0.0.1", srv.port))
+    body = json.dumps({"prompt": "And", "max_tokens": 400, "stream": True, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    received = s.recv(65536)
+    statuses = []
+
+    def short():
+        st, _, resp = srv.request("POST", "/v1/completions", raw=json.dumps({"prompt": "Who", "max_tokens": 5}),
+                                  headers=auth)
+        statuses.append((st, resp.getheader("Retry-After")))
+
+    shorts = [threading.Thread(target=short) for _ in range(5)]
+    for th in shorts:
+        th.start()
+    # SIGTERM while the stream runs: it and the waiting request finish, then the server exits 0
+    time.sleep(0.05)
+    srv.proc.send_signal(signal.SIGTERM)
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        received += chunk
+    s.close()
+    for th in shorts:
+        th.join(60)
+    rc = srv.proc.wait(timeout=60)
+    check(rc == 0, f"SIGTERM with a stream in flight: exit code {rc}")
+    check(any(st == 503 and ra for st, ra in statuses), f"a full queue answers 503 with Retry-After: {statuses}")
+    check(any(st == 200 for st, _ in statuses), f"the request that waited was answered: {statuses}")
+    text = received.decode("utf-8", "replace")
+    check(text.count("data: ") == 402 and "data: [DONE]" in text,
+          f"the stream in flight at SIGTERM was whole: {text.count('data: ')} events, expected 402")
+except Exception:
+    srv.proc.kill()
+    raise
+
+if failures:
+    print(f"{len(failures)} check(s) failed")
+    sys.exit(1)
+print("serve_test: ok")
