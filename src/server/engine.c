@@ -47,6 +47,8 @@ struct srv_engine {
     srv_engine_params p;
     slot *slots;
     float *logits; /* a copy of one row, for ignore_eos and the log-probabilities */
+    int32_t *eog;  /* the end-of-generation tokens, for ignore_eos */
+    int32_t n_eog;
     int32_t *b_token, *b_pos, *b_seq;
     int8_t *b_logits;
     pthread_t thread;
@@ -254,8 +256,7 @@ static void slot_sample(srv_engine *e, slot *s) {
     const float *logits = toy_get_logits(e->ctx, s->batch_row);
     if (p->ignore_eos) { /* as llama-server: end-of-generation tokens get -inf */
         memcpy(e->logits, logits, (size_t)n_vocab * sizeof *logits);
-        for (int32_t v = 0; v < n_vocab; v++)
-            if (toy_vocab_is_eog(e->vocab, v)) e->logits[v] = -INFINITY;
+        for (int32_t i = 0; i < e->n_eog; i++) e->logits[e->eog[i]] = -INFINITY;
         logits = e->logits;
     }
     const int32_t tok = toy_sampler_sample(s->sampler, logits);
@@ -435,7 +436,11 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     e->b_seq = malloc(nb * sizeof *e->b_seq);
     e->b_logits = malloc(nb);
     e->queue = calloc((size_t)e->p.queue_max, sizeof *e->queue);
-    bool ok = e->slots && e->logits && e->b_token && e->b_pos && e->b_seq && e->b_logits && e->queue;
+    const int32_t n_vocab = toy_model_n_vocab(model);
+    e->eog = malloc((size_t)n_vocab * sizeof *e->eog);
+    for (int32_t v = 0; e->eog && v < n_vocab; v++)
+        if (toy_vocab_is_eog(e->vocab, v)) e->eog[e->n_eog++] = v;
+    bool ok = e->eog && e->slots && e->logits && e->b_token && e->b_pos && e->b_seq && e->b_logits && e->queue;
     for (int i = 0; ok && i < e->p.n_parallel; i++)
         ok = (e->slots[i].cache = malloc((size_t)e->p.n_ctx * sizeof(int32_t))) != NULL;
     pthread_mutex_init(&e->lock, NULL);
@@ -463,6 +468,7 @@ void srv_engine_free(srv_engine *e) {
     for (int i = 0; e->slots && i < e->p.n_parallel; i++) free(e->slots[i].cache);
     free(e->slots);
     free(e->logits);
+    free(e->eog);
     free(e->b_token);
     free(e->b_pos);
     free(e->b_seq);
