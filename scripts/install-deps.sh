@@ -7,9 +7,10 @@ set -euo pipefail
 # command tests; libpcre2-dev: Unicode regexes of the BPE pre-tokenizers; libedit-dev:
 # line editing in `toy chat`; libjansson-dev: JSON (chat data, the server); libmicrohttpd-dev:
 # the HTTP server; python3-torch
-# and python3-numpy: the independent float64 reference that toy grad is tested against.
+# and python3-numpy: the independent float64 reference that toy grad is tested against;
+# chromium: the chat page's test (with playwright-core from npm, tests/node).
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev
-          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch)
+          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium)
 
 missing=()
 for p in "${packages[@]}"; do

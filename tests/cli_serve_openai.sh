@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # toy serve driven by the official openai npm package (tests/node/serve_openai.mjs) on the
+# bundled model and a fixture model, and its chat page in headless Chromium
+# (tests/node/chat_page.mjs, Debian's chromium with playwright-core). On the
 # bundled model and a fixture model (smollm2): completions and chat, streaming and not, stop, n,
 # logprobs, usage, errors; greedy answers equal toy run's. The npm packages come from
 # tests/node/package-lock.json (npm ci, once); without node or npm the test is skipped.
@@ -36,6 +38,23 @@ import sys; out = sys.stdin.read(); p = sys.argv[1]; print(out[len(p):].rstrip('
   pid=
 }
 run_model "$TOY_SOURCE_DIR/models/toy-kjv.gguf" toy-kjv "And God said"
+# the chat page in headless Chromium, on the bundled model
+if [ -x /usr/bin/chromium ]; then
+  "$toy" serve --port 0 --parallel 2 -t 2 2> "$tmp/log" &
+  pid=$!
+  port=""
+  for i in $(seq 1 100); do
+    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | cut -d: -f3)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium || fail=1
+  kill -TERM $pid
+  wait $pid || { echo "FAIL: toy serve exited with $? after SIGTERM"; fail=1; }
+  pid=
+else
+  echo "SKIP (the chat page only): /usr/bin/chromium is missing (apt-get install chromium)"
+fi
 # a fixture model of another architecture and tokenizer (its greedy text is valid UTF-8)
 . "$here/fixtures.sh"
 run_model "$fixtures/models/smollm2-f16.gguf" smollm2-f16 "Hello world"

@@ -1,0 +1,74 @@
+// toy serve's chat page in headless Chromium (Debian's, driven by playwright-core):
+// type a message, see a streamed reply and the tokens/s, a second turn that keeps the
+// conversation, a stopped reply, and markup in the conversation shown as text.
+//
+// usage: node chat_page.mjs PORT [CHROMIUM]
+import { chromium } from "playwright-core";
+
+const [port, exe = "/usr/bin/chromium"] = process.argv.slice(2);
+let failures = 0;
+const check = (cond, what) => {
+  if (!cond) {
+    failures++;
+    console.log("FAIL:", what);
+  }
+};
+
+const browser = await chromium.launch({
+  executablePath: exe,
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"],
+});
+try {
+  const page = await browser.newPage();
+  const requests = [];
+  page.on("request", r => { if (r.url().includes("/v1/chat/completions")) requests.push(JSON.parse(r.postData())); });
+  await page.goto(`http://127.0.0.1:${port}/`);
+  check((await page.title()) === "toy chat", "the page's title");
+
+  const reply = async text => {
+    await page.fill("#input", text);
+    await page.press("#input", "Enter");
+    // the reply is done when Send is enabled again
+    await page.waitForFunction(() => document.querySelectorAll(".msg.assistant").length > 0 &&
+      !document.getElementById("send").disabled, null, { timeout: 60000 });
+    const all = await page.$$eval(".msg.assistant .text", els => els.map(e => e.textContent));
+    return all[all.length - 1];
+  };
+
+  const first = await reply("Who made the heaven and the earth?");
+  check(first.length > 0, "a streamed reply appears");
+  check(/tokens\/s/.test(await page.textContent("#speed")), "the tokens/s are shown");
+  const second = await reply("And what did he say?");
+  check(second.length > 0, "a second reply appears");
+  const last = requests[requests.length - 1];
+  check(last && last.messages.length === 3 && last.messages[1].role === "assistant" && last.messages[1].content === first,
+        "the second turn sends the conversation, the first reply included");
+
+  // markup typed into the conversation stays text
+  await reply('<img src=x onerror="window.injected = 1"><b>bold</b>');
+  check((await page.$$("#log img, #log b")).length === 0, "no element is made from the conversation's text");
+  check(!(await page.evaluate(() => window.injected)), "no script ran from the conversation's text");
+
+  // a reply can be stopped: Stop is clicked the moment it is enabled (replies of the small
+  // bundled model last a fraction of a second), and the page is ready for the next turn
+  await page.fill("#input", "Tell me everything.");
+  await page.press("#input", "Enter");
+  const clicked = await page.waitForFunction(() => {
+    const b = document.getElementById("stop");
+    if (b.disabled) return document.querySelectorAll(".msg.assistant").length === 4 && "finished";
+    b.click();
+    return "clicked";
+  }, null, { timeout: 10000, polling: "raf" });
+  await page.waitForFunction(() => !document.getElementById("send").disabled && document.getElementById("stop").disabled,
+                             null, { timeout: 10000 });
+  check(["clicked", "finished"].includes(await clicked.jsonValue()), "the stop button");
+} finally {
+  await browser.close();
+}
+if (failures) {
+  console.log(`${failures} check(s) failed`);
+  process.exit(1);
+}
+console.log("chat_page: ok");
