@@ -8,9 +8,10 @@ set -euo pipefail
 # line editing in `toy chat`; libjansson-dev: JSON (chat data, the server); libmicrohttpd-dev:
 # the HTTP server; python3-torch
 # and python3-numpy: the independent float64 reference that toy grad is tested against;
-# chromium: the chat page's test (with playwright-core from npm, tests/node).
+# chromium: the chat page's test (with playwright-core from npm, tests/node); nginx: the test
+# of replicas behind a load balancer.
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev
-          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium)
+          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx)
 
 missing=()
 for p in "${packages[@]}"; do
