@@ -24,15 +24,17 @@ try {
   const page = await browser.newPage();
   const requests = [];
   page.on("request", r => { if (r.url().includes("/v1/chat/completions")) requests.push(JSON.parse(r.postData())); });
-  await page.goto(`http://127.0.0.1:${port}/`);
+  // replies of at most 48 tokens, so that four turns fit the bundled model's 512-token context
+  await page.goto(`http://127.0.0.1:${port}/?max_tokens=48`);
   check((await page.title()) === "toy chat", "the page's title");
 
   const reply = async text => {
     await page.fill("#input", text);
     await page.press("#input", "Enter");
     // the reply is done when Send is enabled again
-    await page.waitForFunction(() => document.querySelectorAll(".msg.assistant").length > 0 &&
-      !document.getElementById("send").disabled, null, { timeout: 60000 });
+    await page.waitForFunction(() => document.querySelectorAll(".msg.assistant, .msg.error").length > 0 &&
+      !document.getElementById("send").disabled, null, { timeout: 60000, polling: 10 });
+    check((await page.$$(".msg.error")).length === 0, "no reply ends in an error");
     const all = await page.$$eval(".msg.assistant .text", els => els.map(e => e.textContent));
     return all[all.length - 1];
   };
@@ -57,12 +59,12 @@ try {
   await page.press("#input", "Enter");
   const clicked = await page.waitForFunction(() => {
     const b = document.getElementById("stop");
-    if (b.disabled) return document.querySelectorAll(".msg.assistant").length === 4 && "finished";
+    if (b.disabled) return document.querySelectorAll(".msg.assistant, .msg.error").length === 4 && "finished";
     b.click();
     return "clicked";
-  }, null, { timeout: 10000, polling: "raf" });
+  }, null, { timeout: 30000, polling: 5 });
   await page.waitForFunction(() => !document.getElementById("send").disabled && document.getElementById("stop").disabled,
-                             null, { timeout: 10000 });
+                             null, { timeout: 30000, polling: 10 });
   check(["clicked", "finished"].includes(await clicked.jsonValue()), "the stop button");
 } finally {
   await browser.close();
