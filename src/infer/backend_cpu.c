@@ -14,6 +14,7 @@
 #include "backend.h"
 #include "error.h"
 #include "kernels.h"
+#include "packed.h"
 #include "threadpool.h"
 #include "vec_exp.h"
 
@@ -90,13 +91,17 @@ static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float 
 #define MATMUL_MAX 3
 
 /* Up to MATMUL_MAX matrices with the same input (Q, K and V; gate and up) in one job:
- * the input is quantized once and the threads split the rows of all of them. */
+ * the input is quantized once and the threads split the rows of all of them. A job is
+ * either all packed matrices (packed.h) of one packed kernel or all row-kernel ones. */
 typedef struct {
     int n_w;
     const toy_weight *w[MATMUL_MAX];
     const toy_kernel *k[MATMUL_MAX];
+    const toy_packed_kernel *pk; /* the packed kernel, or NULL */
     float *y[MATMUL_MAX];
-    int64_t row0[MATMUL_MAX + 1]; /* where each matrix starts in the joint row range */
+    /* where each matrix starts in the joint row range (packed: rows rounded up to whole
+     * groups, so that tasks split at group boundaries) */
+    int64_t row0[MATMUL_MAX + 1];
     const float *x;
     int64_t n_cols, n_tok;
     const uint8_t *act;
@@ -107,14 +112,22 @@ typedef struct {
 static void quantize_act_task(void *ctx, int64_t t, int thread) {
     (void)thread;
     matmul_job *j = ctx;
-    j->k[0]->quantize_act(j->x + t * j->n_cols, (uint8_t *)j->act + (size_t)t * j->act_row, j->n_cols);
+    uint8_t *row = (uint8_t *)j->act + (size_t)t * j->act_row;
+    if (j->pk) j->pk->quantize_act(j->x + t * j->n_cols, row, j->n_cols);
+    else j->k[0]->quantize_act(j->x + t * j->n_cols, row, j->n_cols);
 }
 
-/* Rows [r0, r1) of one matrix. */
+/* Rows [r0, r1) of one matrix (packed: r0 a multiple of 16). */
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     const toy_weight *w = j->w[i];
     const toy_kernel *k = j->k[i];
     float *y = j->y[i];
+    if (j->pk) {
+        if (r1 > w->n_rows) r1 = w->n_rows;
+        j->pk->gemm(w->n_cols, w->packed + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0, j->act,
+                    j->act_row, j->n_tok, y + r0, (size_t)w->n_rows);
+        return;
+    }
     if (k->vec_dot_tile && j->n_tok > 1 && w->n_parts <= 1) {
         /* prefill: each weight block is decoded once for a tile of tokens */
         for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOY_TILE_MAX) {
@@ -150,20 +163,25 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     matmul_job j = {.x = x, .n_cols = w[0]->n_cols, .n_tok = n_tok};
     for (int i = 0; i < n_w; i++) {
         const toy_kernel *k = toy_kernel_get(w[i]->type);
+        const toy_packed_kernel *pk = w[i]->packed ? toy_packed_get(w[i]->type) : NULL;
         /* matrices whose inputs are rounded differently run as jobs of their own */
-        if (j.n_w == MATMUL_MAX || (j.n_w && k->vec_dot_type != j.k[0]->vec_dot_type)) {
+        if (j.n_w == MATMUL_MAX ||
+            (j.n_w && (k->vec_dot_type != j.k[0]->vec_dot_type || pk != j.pk))) {
             cpu_matmul_multi(be, n_w - i, w + i, x, n_tok, y + i);
             break;
         }
         j.w[j.n_w] = w[i];
         j.k[j.n_w] = k;
+        j.pk = pk;
         j.y[j.n_w] = y[i];
-        j.row0[j.n_w + 1] = j.row0[j.n_w] + w[i]->n_rows;
+        const int64_t rows = pk ? (w[i]->n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS * TOY_PACK_ROWS : w[i]->n_rows;
+        j.row0[j.n_w + 1] = j.row0[j.n_w] + rows;
         j.n_w++;
     }
     /* the model loader refuses types without a kernel and rows that are not whole
      * blocks, so this cannot fail here */
-    toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
+    if (j.pk) j.act_row = (size_t)(j.n_cols / 32) * j.pk->act_block;
+    else toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
     /* Each thread runs a contiguous range of the tasks, long streams for the hardware
@@ -173,6 +191,7 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * MATMUL_TASKS_PER_THREAD;
     j.rows_per_task = (rows + n_tasks - 1) / n_tasks;
     if (j.rows_per_task < 4) j.rows_per_task = 4;
+    if (j.pk) j.rows_per_task = (j.rows_per_task + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS * TOY_PACK_ROWS;
     toy_pool_run(c->pool, (rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
 }
 

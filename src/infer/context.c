@@ -42,11 +42,13 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         return toy_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
                          p.n_ctx, p.n_seq_max, p.n_batch);
 
+    toy_status st = toy_model_pack(model);
+    if (st) return st;
     toy_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return toy_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;
     ctx->params = p;
-    toy_status st = toy_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
+    st = toy_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
                                       hp->head_dim, p.cache_type_k, p.cache_type_v);
     if (st) {
         free(ctx);

@@ -12,10 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "kernels.h"
 #include "model.h"
+#include "packed.h"
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -323,6 +326,10 @@ static toy_status bind_vector(toy_model *m, const char *name, int64_t n, toy_vec
     return TOY_OK;
 }
 
+static int64_t packed_groups(const toy_weight *w) {
+    return (w->n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
+}
+
 /* Rows [row0, row0 + n_rows) of a matrix, in place: the parts of a fused matrix. */
 static toy_weight weight_rows(const toy_weight *w, int64_t row0, int64_t n_rows) {
     toy_weight x = *w;
@@ -451,6 +458,7 @@ static toy_status bind_layer(toy_model *m, int il) {
 toy_weight toy_weight_expert(const toy_weight *w, int e) {
     toy_weight x = *w;
     x.data = w->data + (size_t)e * (size_t)w->n_rows * w->row_size;
+    if (w->packed) x.packed = w->packed + (size_t)e * (size_t)packed_groups(w) * w->packed_group;
     return x;
 }
 
@@ -491,10 +499,67 @@ static toy_status bind_tensors(toy_model *m) {
 
 /* ---------------------------------------------------------------- public */
 
+/* ---------------------------------------------------------------- packing */
+
+/* Packs n_mats stacked matrices of w (experts; 1 otherwise). */
+static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
+    if (!w->data || w->n_parts > 1 || w->packed || !toy_packed_get(w->type)) return TOY_OK;
+    const size_t group = toy_packed_group_size(w->type, w->n_cols);
+    if (!group) return TOY_OK;
+    const size_t per_mat = (size_t)packed_groups(w) * group;
+    size_t bytes;
+    if (per_mat / group != (size_t)packed_groups(w) || __builtin_mul_overflow(per_mat, (size_t)n_mats, &bytes) ||
+        bytes > SIZE_MAX - 63)
+        return toy_error(TOY_ERR_NOMEM, "%s: packed weights too large", model_path(m));
+    uint8_t *p = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p) return toy_error(TOY_ERR_NOMEM, "%s: no memory for %zu bytes of packed weights", model_path(m), bytes);
+    toy_status st = own(m, p);
+    if (st) return st;
+    const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
+    for (int64_t e = 0; e < n_mats; e++)
+        toy_pack_rows(w->type, w->data + (size_t)e * mat_bytes, w->row_size, w->n_rows, w->n_cols,
+                      p + (size_t)e * per_mat);
+    /* the file's pages of this matrix are read no more by products: out of this
+     * process's memory with them (a private read-only mapping refills from the page
+     * cache if they are touched again) */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page;
+    const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    w->packed = p;
+    w->packed_group = group;
+    m->packed_bytes += bytes;
+    return TOY_OK;
+}
+
+toy_status toy_model_pack(toy_model *m) {
+    pthread_mutex_lock(&m->pack_lock);
+    toy_status st = TOY_OK;
+    if (!m->packed) {
+        const toy_hparams *hp = &m->hp;
+        for (int il = 0; il < hp->n_layer && !st; il++) {
+            toy_layer *l = &m->layers[il];
+            toy_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+                                   &l->ffn_gate_inp, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp,
+                                   &l->ffn_up_shexp, &l->ffn_down_shexp};
+            for (size_t i = 0; i < sizeof dense / sizeof dense[0] && !st; i++) st = pack_weight(m, dense[i], 1);
+            toy_weight *experts[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+            for (size_t i = 0; i < 3 && !st; i++) st = pack_weight(m, experts[i], hp->n_expert);
+        }
+        if (!st) st = pack_weight(m, &m->output, 1);
+        m->packed = !st;
+    }
+    pthread_mutex_unlock(&m->pack_lock);
+    return st;
+}
+
+/* ---------------------------------------------------------------- public */
+
 toy_status toy_model_load(const char *path, toy_model **out) {
     *out = NULL;
     toy_model *m = calloc(1, sizeof *m);
     if (!m) return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+    pthread_mutex_init(&m->pack_lock, NULL);
     toy_status st = toy_gguf_open(path, &m->gguf);
     if (!st) st = read_hparams(m, path);
     if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) toy_error_wrap(st, "%s", path);
@@ -514,6 +579,7 @@ void toy_model_free(toy_model *m) {
     free(m->layers);
     toy_vocab_free(m->vocab);
     toy_gguf_close(m->gguf);
+    pthread_mutex_destroy(&m->pack_lock);
     free(m);
 }
 
@@ -521,7 +587,9 @@ const toy_vocab *toy_model_vocab(const toy_model *m) { return m->vocab; }
 
 toy_status toy_model_mlock(toy_model *m) { return toy_gguf_mlock(m->gguf); }
 
+/* The bytes a product with the matrix reads: its packed copy where it has one. */
 static uint64_t weight_bytes(const toy_weight *w) {
+    if (w->packed) return (uint64_t)packed_groups(w) * w->packed_group;
     return w->data || w->n_parts > 1 ? (uint64_t)w->n_rows * w->row_size : 0;
 }
 

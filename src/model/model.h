@@ -8,6 +8,7 @@
 #ifndef TOY_MODEL_H
 #define TOY_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -111,7 +112,9 @@ void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs);
 void toy_rope_angles(const toy_rope_params *p, int32_t pos, float *theta);
 
 /* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
- * old-layout per-head matrix is several tensors ("parts") stacked along the rows. */
+ * old-layout per-head matrix is several tensors ("parts") stacked along the rows. Where
+ * this CPU has a packed kernel for the type (packed.h), inference also holds the matrix
+ * repacked into groups of 16 rows, and the matmuls read only that. */
 typedef struct {
     int type;
     int64_t n_cols;
@@ -121,6 +124,8 @@ typedef struct {
     int n_parts;
     int64_t rows_per_part;
     const uint8_t **parts;        /* n_parts > 1 */
+    const uint8_t *packed;        /* the packed groups, or NULL (toy_model_pack) */
+    size_t packed_group;          /* bytes of one packed group of 16 rows */
 } toy_weight;
 
 static inline const void *toy_weight_row(const toy_weight *w, int64_t r) {
@@ -162,10 +167,18 @@ struct toy_model {
     toy_vector rope_factors_long, rope_factors_short; /* LongRoPE (phi3) */
     toy_weight output;
     toy_layer *layers;
-    /* what was allocated at load: converted vectors, per-head part tables */
+    /* what was allocated at load: converted vectors, per-head part tables, packed weights */
     void **owned;
     int n_owned, cap_owned;
+    pthread_mutex_t pack_lock;
+    bool packed;      /* toy_model_pack has run */
+    uint64_t packed_bytes;
 };
+
+/* Repacks, once, every matrix of a type this CPU has a packed kernel for (packed.h) and
+ * gives the file's pages of those matrices back to the kernel (they are read again, from
+ * the page cache, only by row lookups such as the token embedding). Contexts call it. */
+toy_status toy_model_pack(toy_model *m);
 
 /* Matrix e of a stack of expert matrices. */
 toy_weight toy_weight_expert(const toy_weight *w, int e);

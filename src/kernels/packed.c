@@ -1,0 +1,130 @@
+/* packed.c — packing weights into groups of 16 interleaved rows, the activation layout
+ * of packed products, the scalar reference of those products, and the choice of a
+ * packed kernel for this CPU. The layouts are described in packed.h. */
+#include "packed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+
+#define BLOCK_LANES 8 /* the reduction shape's lanes (kernels.c) */
+
+typedef struct {
+    float d[TOY_PACK_ROWS];
+    uint8_t q[8][TOY_PACK_ROWS][4];
+} packed_q8_0;
+
+_Static_assert(sizeof(packed_q8_0) == 576, "packed Q8_0 block size");
+_Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
+
+size_t toy_packed_group_size(int type, int64_t n_cols) {
+    if (type != TOY_TYPE_Q8_0 || n_cols <= 0 || n_cols % QK8_0) return 0;
+    return (size_t)(n_cols / QK8_0) * sizeof(packed_q8_0);
+}
+
+/* The position of block b among nb in a group's residue order. */
+static int64_t residue_position(int64_t b, int64_t nb) {
+    const int64_t r = b % BLOCK_LANES;
+    /* blocks of the residues before r: those of residue s < r number ceil((nb - s) / 8) */
+    int64_t before = 0;
+    for (int64_t s = 0; s < r; s++) before += (nb - s + BLOCK_LANES - 1) / BLOCK_LANES;
+    return before + b / BLOCK_LANES;
+}
+
+void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
+                   void *out) {
+    (void)type; /* Q8_0, the only packed type so far */
+    const int64_t nb = n_cols / QK8_0, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
+    packed_q8_0 *p = out;
+    for (int64_t g = 0; g < n_groups; g++, p += nb) {
+        memset(p, 0, (size_t)nb * sizeof *p);
+        for (int64_t b = 0; b < nb; b++) {
+            packed_q8_0 *pb = p + residue_position(b, nb);
+            for (int r = 0; r < TOY_PACK_ROWS; r++) {
+                const int64_t row = g * TOY_PACK_ROWS + r;
+                if (row >= n_rows) {
+                    memset(pb->q[0][r], 128, 4); /* a zero weight */
+                    for (int k = 1; k < 8; k++) memset(pb->q[k][r], 128, 4);
+                    continue;
+                }
+                const block_q8_0 *wb = (const block_q8_0 *)((const uint8_t *)rows + (size_t)row * row_size) + b;
+                pb->d[r] = toy_fp16_to_fp32(wb->d);
+                for (int k = 0; k < 8; k++)
+                    for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)(wb->qs[4 * k + i] + 128);
+            }
+        }
+    }
+}
+
+/* The row is first quantized to plain Q8_0 blocks (this CPU's quantizer: the bytes the
+ * row kernels see) at the end of y, then widened in place from the front: packed block
+ * b ends at 40(b + 1), never past the start 6 nb + 34(b + 1) of the Q8_0 block b + 1 not
+ * yet read, and block b itself is copied out before it is overwritten. */
+void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
+    const int64_t nb = n / QK8_0;
+    uint8_t *base = y;
+    block_q8_0 *q = (block_q8_0 *)(base + (size_t)nb * (sizeof(toy_act_q8_0x) - sizeof(block_q8_0)));
+    toy_kernel_get(TOY_TYPE_Q8_0)->quantize_act(x, q, n);
+    toy_act_q8_0x *a = y;
+    for (int64_t b = 0; b < nb; b++) {
+        block_q8_0 src;
+        memcpy(&src, &q[b], sizeof src);
+        int32_t sum = 0;
+        for (int j = 0; j < QK8_0; j++) sum += src.qs[j];
+        toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src.d), .start = -128 * sum};
+        memcpy(dst.qs, src.qs, sizeof dst.qs);
+        memcpy(&a[b], &dst, sizeof dst);
+    }
+}
+
+/* The reference: the definition in packed.h, one row and one activation row at a time. */
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
+                              size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
+    const int64_t nb = n_cols / QK8_0;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
+        const packed_q8_0 *group = (const packed_q8_0 *)w + (r0 / TOY_PACK_ROWS) * nb;
+        for (int64_t j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)((const uint8_t *)a + (size_t)j * a_stride);
+            for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
+                float lane[BLOCK_LANES] = {0};
+                const packed_q8_0 *pb = group;
+                for (int l = 0; l < BLOCK_LANES; l++)
+                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb++) {
+                        int32_t sumi = x[b].start;
+                        for (int k = 0; k < 8; k++)
+                            for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x[b].qs[4 * k + i];
+                        const float d = pb->d[r] * x[b].d;
+                        const float v = d * (float)sumi;
+                        lane[l] += v;
+                    }
+                for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
+                    for (int k = 0; k < s; k++) lane[k] += lane[k + s];
+                y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
+            }
+        }
+    }
+}
+
+static const toy_packed_kernel packed_q8_0_scalar = {
+    .type = TOY_TYPE_Q8_0,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x,
+    .gemm = gemm_q8_0x_scalar,
+};
+
+const toy_packed_kernel *toy_packed_scalar(int type) {
+    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_scalar : NULL;
+}
+
+const toy_packed_kernel *toy_packed_get(int type) {
+    const char *env = getenv("TOY_REPACK");
+    if (env && !strcmp(env, "0")) return NULL;
+#if defined(__x86_64__)
+    /* without VNNI the row kernels' own tiles are as fast: nothing to pack for */
+    if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
+#endif
+    (void)type;
+    return NULL;
+}

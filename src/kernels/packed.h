@@ -1,0 +1,77 @@
+/* packed.h — weights repacked at load into interleaved groups of rows, for products of a
+ * matrix with several activation rows at once (batched decode, prefill) without any
+ * horizontal sum.
+ *
+ * The row-by-row kernels (kernels.h) reduce each 32-weight block across vector lanes:
+ * that tree of shuffles costs more than the block's multiplies. Here 16 weight rows sit
+ * side by side, four bytes of each row in one 32-bit lane, so one vpdpbusd against four
+ * broadcast activation bytes advances 16 rows at once and a block's 16 integer sums come
+ * out in 16 lanes, ready for the per-block float epilogue.
+ *
+ * Results are bit-identical to vec_dot of the same pair (kernels.c, REDUCTION SHAPE):
+ * the block sums are exact integers; each block's value is the reference's
+ * (w.d * a.d) * (float)sumi; block b goes into lane b % 8, in block order; the 8 lanes
+ * are combined pairwise. Only the memory layout changes, never a logit.
+ *
+ * Q8_0 layout ("q8_0x16"). A matrix is ceil(n_rows / 16) groups of 16 rows, the last one
+ * padded with zero rows. A group is n_cols / 32 packed blocks in residue order — the
+ * blocks b with b % 8 == 0 in ascending order, then those with b % 8 == 1, ... — so each
+ * accumulator lane of the reduction shape reads one contiguous stretch. A packed block is
+ *     float   d[16]         the rows' fp16 scales, converted exactly
+ *     uint8_t q[8][16][4]   q[k][r][i] = weight 4k + i of row r, plus 128
+ * (576 bytes for 16 x 32 weights, against 544 in the file.)
+ *
+ * Activations for these products are Q8_0 rows with two fields per block made ready:
+ *     float d; int32_t start; int8_t qs[32]     (40 bytes)
+ * d is the Q8_0 scale (fp16-rounded, as float) and start = -128 * sum qs, so that
+ *     start + sum (w + 128) * a  =  sum w * a     exactly,
+ * the unsigned-times-signed product vpdpbusd computes, with the correction a property of
+ * the activation alone, shared by every weight row.
+ */
+#ifndef TOY_PACKED_H
+#define TOY_PACKED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TOY_PACK_ROWS 16
+
+typedef struct {
+    float d;
+    int32_t start;
+    int8_t qs[32];
+} toy_act_q8_0x;
+
+typedef struct {
+    int type;           /* the weight type */
+    size_t act_block;   /* bytes of the activations of 32 columns */
+    /* One activation row of n floats (n a multiple of 32) to the packed activation
+     * layout: bytes identical, where they overlap, to the vec_dot type's quantizer. */
+    void (*quantize_act)(const float *x, void *y, int64_t n);
+    /* y[j * y_stride + r] = row r of the packed matrix w (starting at a group) times
+     * activation row j (a_stride bytes apart), for r < n_rows, j < n_a. */
+    void (*gemm)(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                 int64_t n_a, float *y, size_t y_stride);
+} toy_packed_kernel;
+
+/* The packed Q8_0 activation quantizer, shared by every instruction set. */
+void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
+
+/* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
+ * layout. */
+size_t toy_packed_group_size(int type, int64_t n_cols);
+
+/* Packs n_rows rows (row_size bytes apart) into ceil(n_rows / 16) groups at out. */
+void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
+                   void *out);
+
+/* The scalar reference of a packed type, NULL if it has none. */
+const toy_packed_kernel *toy_packed_scalar(int type);
+/* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
+const toy_packed_kernel *toy_packed_avx512(int type);
+
+/* The packed kernel worth loading weights for on this CPU (toy_cpu_isa(), so TOY_ISA
+ * counts), NULL where the row kernels are as good, or where TOY_REPACK=0. */
+const toy_packed_kernel *toy_packed_get(int type);
+
+#endif

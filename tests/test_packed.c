@@ -1,0 +1,166 @@
+/* test_packed.c — packed weights (packed.h): every packed product, the scalar reference
+ * and each instruction set's, must give exactly the bits of the row kernels' scalar
+ * vec_dot for every (weight row, activation row) pair, and the packed activation layout
+ * must hold the Q8_0 quantizer's bytes.
+ *
+ * Inputs: Gaussian weights through toy's quantizer, random bits (quants of -128, which
+ * no quantizer emits, and random fp16 scales), extreme scales (+-65504, subnormal
+ * halves); Gaussian, zero, +-1000 and tiny activations; row counts around a group of 16,
+ * block counts that leave residue lanes empty or uneven, activation counts around the
+ * tile of 8. */
+#include "packed.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "quant.h"
+#include "test.h"
+
+typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight_mode;
+typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
+
+static void fill_weights(block_q8_0 *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
+                         unsigned long long *rng) {
+    const int64_t nb = n_cols / 32;
+    if (mode == W_GAUSSIAN) {
+        float *f = xmalloc((size_t)(n_rows * n_cols) * sizeof *f);
+        for (int64_t i = 0; i < n_rows * n_cols; i++) f[i] = 0.05f * test_rand_normal(rng);
+        CHECK(toy_quantize(TOY_TYPE_Q8_0, f, w, n_rows * n_cols) == TOY_OK);
+        free(f);
+        return;
+    }
+    for (int64_t b = 0; b < n_rows * nb; b++) {
+        for (int j = 0; j < 32; j++) w[b].qs[j] = (int8_t)(test_rand_u64(rng) & 0xff);
+        const toy_half sign = (toy_half)((test_rand_u64(rng) & 1) << 15);
+        switch (mode) {
+        case W_BIG_SCALE: w[b].d = sign | 0x7bff; break;                       /* 65504 */
+        case W_TINY_SCALE: w[b].d = sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff); break;
+        default: w[b].d = toy_fp32_to_fp16(0.01f * test_rand_normal(rng)); break;
+        }
+    }
+}
+
+static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rng) {
+    for (int64_t i = 0; i < n; i++) {
+        switch (mode) {
+        case A_ZERO: x[i] = 0.0f; break;
+        case A_MAX: x[i] = test_rand_u64(rng) & 1 ? 1000.0f : -1000.0f; break;
+        case A_TINY: x[i] = 1e-18f * test_rand_normal(rng); break;
+        default: x[i] = test_rand_normal(rng); break;
+        }
+    }
+}
+
+/* The packed activation row holds the Q8_0 quantizer's scale and quants. */
+static void check_act_layout(const float *x, int64_t n) {
+    const int64_t nb = n / 32;
+    block_q8_0 *q = xmalloc((size_t)nb * sizeof *q);
+    toy_act_q8_0x *p = xmalloc((size_t)nb * sizeof *p);
+    toy_quantize_act_q8_0(x, q, n);
+    toy_quantize_act_q8_0x(x, p, n);
+    for (int64_t b = 0; b < nb; b++) {
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) sum += q[b].qs[j];
+        CHECK_MSG(float_bits(p[b].d) == float_bits(toy_fp16_to_fp32(q[b].d)) &&
+                      !memcmp(p[b].qs, q[b].qs, sizeof q[b].qs) && p[b].start == -128 * sum,
+                  "packed activation block %lld of %lld differs from Q8_0", (long long)b, (long long)nb);
+    }
+    free(q);
+    free(p);
+}
+
+static int run_shape(const toy_packed_kernel *const *kernels, const char *const *names, int n_kernels,
+                     int64_t n_rows, int64_t n_cols, int64_t n_a, weight_mode wm, act_mode am,
+                     unsigned long long *rng) {
+    const int64_t nb = n_cols / 32;
+    const toy_kernel *ref = toy_kernel_scalar(TOY_TYPE_Q8_0);
+    block_q8_0 *w = xmalloc((size_t)(n_rows * nb) * sizeof *w);
+    fill_weights(w, n_rows, n_cols, wm, rng);
+    float *x = xmalloc((size_t)(n_a * n_cols) * sizeof *x);
+    fill_acts(x, n_a * n_cols, am, rng);
+
+    const size_t group = toy_packed_group_size(TOY_TYPE_Q8_0, n_cols);
+    const int64_t n_groups = (n_rows + 15) / 16;
+    uint8_t *packed = xmalloc(group * (size_t)n_groups);
+    toy_pack_rows(TOY_TYPE_Q8_0, w, (size_t)nb * sizeof *w, n_rows, n_cols, packed);
+
+    block_q8_0 *qa = xmalloc((size_t)(n_a * nb) * sizeof *qa);
+    const size_t a_stride = (size_t)nb * sizeof(toy_act_q8_0x);
+    uint8_t *pa = xmalloc(a_stride * (size_t)n_a);
+    for (int64_t j = 0; j < n_a; j++) {
+        toy_quantize_act_q8_0(x + j * n_cols, qa + j * nb, n_cols);
+        toy_quantize_act_q8_0x(x + j * n_cols, pa + (size_t)j * a_stride, n_cols);
+    }
+    check_act_layout(x, n_cols);
+
+    /* y has a spare column per row, which no kernel may write */
+    const size_t y_stride = (size_t)n_rows + 1;
+    float *want = xmalloc(y_stride * (size_t)n_a * sizeof *want);
+    float *got = xmalloc(y_stride * (size_t)n_a * sizeof *got);
+    for (int64_t j = 0; j < n_a; j++)
+        for (int64_t r = 0; r < n_rows; r++)
+            want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + r * nb, qa + j * nb);
+    int bad = 0;
+    for (int k = 0; k < n_kernels; k++) {
+        for (size_t i = 0; i < y_stride * (size_t)n_a; i++) got[i] = -7.0f;
+        kernels[k]->gemm(n_cols, packed, n_rows, pa, a_stride, n_a, got, y_stride);
+        for (int64_t j = 0; j < n_a && !bad; j++) {
+            for (int64_t r = 0; r < n_rows; r++) {
+                const size_t i = (size_t)j * y_stride + (size_t)r;
+                if (float_bits(got[i]) != float_bits(want[i])) {
+                    CHECK_MSG(0, "%s: rows %lld cols %lld acts %lld (weights %d, acts %d): row %lld act %lld: %.9g, want %.9g",
+                              names[k], (long long)n_rows, (long long)n_cols, (long long)n_a, wm, am,
+                              (long long)r, (long long)j, got[i], want[i]);
+                    bad = 1;
+                    break;
+                }
+            }
+            CHECK_MSG(bad || float_bits(got[(size_t)j * y_stride + (size_t)n_rows]) == float_bits(-7.0f),
+                      "%s: wrote past row %lld", names[k], (long long)n_rows);
+        }
+    }
+    free(w);
+    free(x);
+    free(packed);
+    free(qa);
+    free(pa);
+    free(want);
+    free(got);
+    return bad;
+}
+
+int main(void) {
+    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 576);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 256) == 0);
+
+    const toy_packed_kernel *kernels[2] = {toy_packed_scalar(TOY_TYPE_Q8_0)};
+    const char *names[2] = {"scalar"};
+    int n_kernels = 1;
+#if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
+        kernels[n_kernels] = toy_packed_avx512(TOY_TYPE_Q8_0);
+        names[n_kernels++] = "avx512";
+    } else {
+        printf("packed avx512: skipped (the CPU or TOY_ISA=%s does not allow AVX-512 VNNI)\n",
+               toy_isa_name(toy_cpu_isa()));
+    }
+#endif
+    unsigned long long rng = 0x9e3779b97f4a7c15ull;
+    static const int64_t rows[] = {1, 15, 16, 17, 40};
+    static const int64_t cols[] = {32, 96, 256, 288, 576, 1536};
+    static const int64_t acts[] = {1, 2, 7, 8, 9, 19};
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
+        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+            for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
+                const weight_mode wm = (weight_mode)((r + c + a) % W_MODES);
+                const act_mode am = (act_mode)((r * 3 + c + a * 2) % A_MODES);
+                run_shape(kernels, names, n_kernels, rows[r], cols[c], acts[a], wm, am, &rng);
+            }
+    /* every mode on a model's shape */
+    for (int wm = 0; wm < W_MODES; wm++)
+        for (int am = 0; am < A_MODES; am++)
+            run_shape(kernels, names, n_kernels, 48, 2048, 8, (weight_mode)wm, (act_mode)am, &rng);
+    return test_finish("test_packed");
+}
