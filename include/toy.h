@@ -386,6 +386,29 @@ TOY_API toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, 
                                   int32_t delta);
 TOY_API int32_t toy_kv_seq_pos_max(const toy_context *ctx, int32_t seq_id);
 
+/* ---------------------------------------------------------------- LoRA adapters
+ * Adapters in llama.cpp's LoRA GGUF format (general.type "adapter", adapter.lora.alpha,
+ * W.lora_a / W.lora_b named after the base tensors W), applied on the fly: each adapted
+ * product becomes W x + scale * alpha / rank * B (A x), the base left as it is. */
+
+typedef struct toy_lora toy_lora;
+
+/* Reads an adapter and checks it against the base model (architecture, every tensor's
+ * name and shape). */
+TOY_API toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out);
+TOY_API void toy_lora_free(toy_lora *lora);
+/* The adapters every later toy_decode of the context applies, in order, each with its
+ * scale (replacing the previous set; n = 0: none). They must outlive that use. The KV
+ * cache is not recomputed: clear it when the set changes mid-conversation. */
+TOY_API toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const float *scales,
+                                        int n);
+/* Writes the base model with every adapted matrix replaced by W + sum over the adapters
+ * of scale * alpha / rank * B A, in `type` (the other tensors as they are), atomically.
+ * At most TOY_LORA_MERGE_MAX adapters. */
+#define TOY_LORA_MERGE_MAX 8
+TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n,
+                                  int type, int n_threads, const char *path);
+
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct {

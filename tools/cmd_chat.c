@@ -67,6 +67,7 @@ int cmd_chat(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(chat_usage_head, stdout);
             fputs(gen_options_help, stdout);
+            fputs(lora_options_help, stdout);
             fputs("  -h, --help              this message\n", stdout);
             return 0;
         }

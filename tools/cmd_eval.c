@@ -9,7 +9,7 @@
 
 static const char *const eval_usage =
     "usage: toy eval -m MODEL --tokens ID,ID,... --dump-logits OUT [--mode batch|seq] [-t N]\n"
-    "                [--cache-type-k T] [--cache-type-v T]\n"
+    "                [--cache-type-k T] [--cache-type-v T] [--lora FILE [--lora-scale S]]...\n"
     "\n"
     "Evaluates the token ids and writes the logits of every position to OUT as raw\n"
     "little-endian float32, one row of n_vocab per token.\n"
@@ -22,17 +22,22 @@ static const char *const eval_usage =
     "  -t, --threads N      threads (default: the CPUs available)\n"
     "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T     the same for values\n"
+    "  --lora FILE          apply a LoRA adapter on the fly (repeatable)\n"
+    "  --lora-scale S       the scale of the --lora before it (default 1)\n"
     "  -h, --help           this message\n";
 
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
-    int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
+    int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32, lora_rc;
+    lora_options lora = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(eval_usage, stdout);
             return 0;
+        } else if ((lora_rc = lora_parse_option("eval", argc, argv, &i, &lora))) {
+            if (lora_rc < 0) return 2;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
             model_path = argv[++i];
         } else if (!strcmp(a, "--tokens") && next) {
@@ -95,6 +100,7 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "toy eval: %s\n", toy_last_error());
         goto done;
     }
+    if (!lora_options_apply("eval", &lora, m, ctx)) goto done;
     out = fopen(out_path, "wb");
     if (!out) {
         fprintf(stderr, "toy eval: %s: cannot open for writing: %s\n", out_path, strerror(errno));
@@ -123,6 +129,7 @@ int cmd_eval(int argc, char **argv) {
 done:
     if (out) fclose(out);
     toy_context_free(ctx);
+    lora_options_free(&lora);
     toy_model_free(m);
     free(tokens);
     free(pos);

@@ -15,7 +15,7 @@
 #include "toy.h"
 
 static const char *const perplexity_usage =
-    "usage: toy perplexity -m MODEL -f FILE [-c N] [-b N] [-t N] [--chunks N]\n"
+    "usage: toy perplexity -m MODEL -f FILE [-c N] [-b N] [-t N] [--chunks N] [--lora FILE]...\n"
     "\n"
     "Prints the perplexity of MODEL over the text of FILE as llama.cpp's llama-perplexity\n"
     "computes it: the text is tokenized (with BOS when the vocabulary adds one) and cut\n"
@@ -33,6 +33,8 @@ static const char *const perplexity_usage =
     "  --cache-type-k T       KV cache type of keys: f16 (default, as llama-perplexity's),\n"
     "                         f32, bf16, q8_0\n"
     "  --cache-type-v T       the same for values\n"
+    "  --lora FILE            apply a LoRA adapter on the fly (repeatable)\n"
+    "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  -h, --help             this message\n";
 
 static double now(void) {
@@ -116,13 +118,16 @@ int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL;
     /* llama-perplexity's defaults: -c 512, -b 2048 */
     int n_ctx = 512, n_batch = 2048, n_threads = default_threads(), max_chunks = -1;
-    int cache_k = TOY_TYPE_F16, cache_v = TOY_TYPE_F16;
+    int cache_k = TOY_TYPE_F16, cache_v = TOY_TYPE_F16, lora_rc;
+    lora_options lora = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(perplexity_usage, stdout);
             return 0;
+        } else if ((lora_rc = lora_parse_option("perplexity", argc, argv, &i, &lora))) {
+            if (lora_rc < 0) return 2;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
             model_path = argv[++i];
         } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && next) {
@@ -208,6 +213,7 @@ int cmd_perplexity(int argc, char **argv) {
         fprintf(stderr, "toy perplexity: %s\n", toy_last_error());
         goto done;
     }
+    if (!lora_options_apply("perplexity", &lora, m, ctx)) goto done;
     const size_t n_win = (size_t)n_seq * (size_t)n_ctx;
     win_tokens = malloc(n_win * sizeof *win_tokens);
     win_pos = malloc(n_win * sizeof *win_pos);
@@ -269,6 +275,7 @@ int cmd_perplexity(int argc, char **argv) {
     rc = 0;
 done:
     toy_context_free(ctx);
+    lora_options_free(&lora);
     toy_model_free(m);
     free(text);
     free(tokens);

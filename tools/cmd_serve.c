@@ -11,7 +11,7 @@
 static const char *const serve_usage =
     "usage: toy serve [-m MODEL] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t N]\n"
     "                 [--api-key KEY | --api-key-file F] [--cache-type-k T] [--cache-type-v T]\n"
-    "                 [--timeout S] [--queue N] [--max-body BYTES]\n"
+    "                 [--timeout S] [--queue N] [--max-body BYTES] [--lora FILE [--lora-scale S]]...\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
     "GET /v1/models; streaming as server-sent events), /tokenize, /detokenize, /health,\n"
@@ -33,6 +33,8 @@ static const char *const serve_usage =
     "  --timeout S            close a connection idle for S seconds (default 600; 0: never)\n"
     "  --queue N              choices waiting for a slot before 503 (default 256)\n"
     "  --max-body BYTES       the largest request body (default 8 MiB; larger: 413)\n"
+    "  --lora FILE            apply a LoRA adapter to every request (repeatable)\n"
+    "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  -h, --help             this message\n";
 
 static volatile sig_atomic_t stop_requested;
@@ -65,7 +67,8 @@ int cmd_serve(int argc, char **argv) {
                            .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
                            .max_body = 8u << 20, .queue_max = 256};
     char *key_from_file = NULL;
-    int n_ctx = -1, x;
+    int n_ctx = -1, x, lora_rc;
+    lora_options lora = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -100,6 +103,11 @@ int cmd_serve(int argc, char **argv) {
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p.cache_type_k : &p.cache_type_v)) return 2;
             i++;
+        } else if ((lora_rc = lora_parse_option("serve", argc, argv, &i, &lora))) {
+            if (lora_rc < 0) {
+                free(key_from_file);
+                return 2;
+            }
         } else {
             fprintf(stderr, "toy serve: unknown or incomplete option '%s' (see toy serve --help)\n", a);
             free(key_from_file);
@@ -113,6 +121,9 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     p.n_ctx = n_ctx < 0 ? 0 : n_ctx;
+    p.lora_paths = lora.path;
+    p.lora_scales = lora.scale;
+    p.n_lora = lora.n;
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);

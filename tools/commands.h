@@ -24,6 +24,7 @@ int cmd_serve(int argc, char **argv);
 int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
+int cmd_lora(int argc, char **argv);
 
 /* Shared by the commands: parse a whole non-negative integer option value. */
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
@@ -45,6 +46,20 @@ int default_threads(void);
 
 /* "1,2,3" to token ids (malloc'd), or NULL after a message naming the bad item. */
 int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out);
+
+/* --lora FILE [--lora-scale S] (repeatable): parse like parse_shape_option; apply loads
+ * the adapters (once) and sets them on the context, printing any error. */
+#define LORA_MAX 8
+typedef struct {
+    const char *path[LORA_MAX];
+    float scale[LORA_MAX];
+    toy_lora *lora[LORA_MAX];
+    int n;
+} lora_options;
+int lora_parse_option(const char *cmd, int argc, char **argv, int *i, lora_options *o);
+bool lora_options_apply(const char *cmd, lora_options *o, const toy_model *m, toy_context *ctx);
+void lora_options_free(lora_options *o);
+extern const char *const lora_options_help;
 
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);

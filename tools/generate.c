@@ -63,6 +63,8 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     int x;
     bool ok;
+    const int lora = lora_parse_option(cmd, argc, argv, i, &o->lora);
+    if (lora) return lora;
 #define IS(s) (strcmp(a, s) == 0)
     if (IS("-m") || IS("--model")) {
         if (!v) {
@@ -192,6 +194,10 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
         gen_session_close(s);
         return false;
     }
+    if (!lora_options_apply(cmd, &s->opt.lora, s->model, s->ctx)) {
+        gen_session_close(s);
+        return false;
+    }
     s->n_ctx = toy_n_ctx(s->ctx);
     s->tokens = malloc((size_t)s->n_ctx * sizeof *s->tokens);
     if (!s->tokens) {
@@ -205,6 +211,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
 void gen_session_close(gen_session *s) {
     toy_sampler_free(s->sampler);
     toy_context_free(s->ctx);
+    lora_options_free(&s->opt.lora);
     toy_model_free(s->model);
     free(s->tokens);
     memset(s, 0, sizeof *s);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "commands.h"
 #include "toy.h"
 
 #define GEN_MAX_STOPS 16
@@ -26,6 +27,7 @@ typedef struct {
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
     int cache_type_k, cache_type_v;
     bool mlock;
+    lora_options lora;
 } gen_options;
 
 void gen_options_default(gen_options *o);

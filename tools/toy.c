@@ -27,7 +27,8 @@ static const struct {
     {"serve", cmd_serve, "serve a model over HTTP with OpenAI's API, and a chat page"},
     {"grad", cmd_grad, "write the loss of a token sequence and the gradient of every weight"},
     {"train", cmd_train, "train a model from scratch (or further) on text or chat data"},
-    {"finetune", cmd_finetune, "fine-tune every weight of a model on text or chat data"},
+    {"finetune", cmd_finetune, "fine-tune a model (every weight, or LoRA adapters) on text or chat data"},
+    {"lora", cmd_lora, "merge LoRA adapters into a model"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

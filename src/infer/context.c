@@ -1,9 +1,11 @@
 /* context.c — creating a context and editing its KV cache. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
 #include "error.h"
+#include "lora.h"
 #include "quant.h"
 
 toy_context_params toy_context_default_params(void) {
@@ -115,7 +117,152 @@ void toy_context_free(toy_context *ctx) {
     free(ctx->moe_rows);
     free(ctx->logits);
     free(ctx->logits_row);
+    free(ctx->lora_uses);
+    free(ctx->lora_first);
+    free(ctx->lora_t);
+    free(ctx->lora_u);
+    for (int i = 0; i < ctx->n_lora_owned; i++) free(ctx->lora_owned[i]);
+    free(ctx->lora_owned);
     free(ctx);
+}
+
+/* ---------------------------------------------------------------- adapters */
+
+typedef struct {
+    int slot;
+    int64_t row0, n_rows;
+} lora_target;
+
+/* Where the pair for base tensor `name` applies: up to 3 parts of a fused matrix. */
+static int lora_targets(const toy_hparams *hp, const char *name, lora_target *t) {
+    const int n_slots = hp->n_layer * LORA_KINDS;
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    if (!strcmp(name, "output.weight")) return t[0] = (lora_target){n_slots, 0, hp->n_vocab}, 1;
+    if (!strcmp(name, "token_embd.weight")) return t[0] = (lora_target){n_slots + 1, 0, hp->n_embd}, 1;
+    int il, len = 0;
+    char kind[32];
+    if (sscanf(name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) != 2 || name[len] || il < 0 ||
+        il >= hp->n_layer)
+        return 0;
+    const int s = il * LORA_KINDS;
+    if (!strcmp(kind, "attn_q")) return t[0] = (lora_target){s + LORA_Q, 0, qd}, 1;
+    if (!strcmp(kind, "attn_k")) return t[0] = (lora_target){s + LORA_K, 0, kvd}, 1;
+    if (!strcmp(kind, "attn_v")) return t[0] = (lora_target){s + LORA_V, 0, kvd}, 1;
+    if (!strcmp(kind, "attn_qkv")) {
+        t[0] = (lora_target){s + LORA_Q, 0, qd};
+        t[1] = (lora_target){s + LORA_K, qd, kvd};
+        t[2] = (lora_target){s + LORA_V, qd + kvd, kvd};
+        return 3;
+    }
+    if (!strcmp(kind, "attn_output")) return t[0] = (lora_target){s + LORA_O, 0, hp->n_embd}, 1;
+    if (hp->n_expert) return 0; /* the FFN of a mixture of experts */
+    if (!strcmp(kind, "ffn_gate")) return t[0] = (lora_target){s + LORA_GATE, 0, hp->n_ff}, 1;
+    if (!strcmp(kind, "ffn_down")) return t[0] = (lora_target){s + LORA_DOWN, 0, hp->n_embd}, 1;
+    if (!strcmp(kind, "ffn_up")) {
+        if (!hp->fused_gate_up) return t[0] = (lora_target){s + LORA_UP, 0, hp->n_ff}, 1;
+        t[0] = (lora_target){s + LORA_GATE, 0, hp->n_ff};
+        t[1] = (lora_target){s + LORA_UP, hp->n_ff, hp->n_ff};
+        return 2;
+    }
+    return 0;
+}
+
+toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const float *scales, int n) {
+    const toy_hparams *hp = &ctx->model->hp;
+    const int n_slots = hp->n_layer * LORA_KINDS + 2;
+    int n_uses = 0;
+    for (int i = 0; i < n; i++) n_uses += 4 * loras[i]->n_pairs;
+    toy_lora_use *uses = calloc((size_t)n_uses + 1, sizeof *uses);
+    int32_t *first = calloc((size_t)n_slots + 1, sizeof *first);
+    int *slot_of = calloc((size_t)n_uses + 1, sizeof *slot_of);
+    if (!uses || !first || !slot_of) {
+        free(uses);
+        free(first);
+        free(slot_of);
+        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+    }
+    /* a tied output is the embedding matrix: an embedding adapter changes the output
+     * projection too, logits += s (h B) A^T, with B transposed once here */
+    float **owned = calloc((size_t)n_uses + 1, sizeof *owned);
+    int n_owned = 0;
+    if (!owned) {
+        free(uses), free(first), free(slot_of);
+        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+    }
+    /* collect the uses, then order them by slot (adapters in the order given) */
+    int k = 0;
+    int64_t max_rank = 1, max_t = 1, max_u = 1;
+    for (int i = 0; i < n; i++) {
+        const toy_lora *lora = loras[i];
+        for (int j = 0; j < lora->n_pairs; j++) {
+            const toy_lora_pair *p = &lora->pairs[j];
+            lora_target t[3];
+            const int n_t = lora_targets(hp, p->name, t);
+            if (!n_t) {
+                for (int o = 0; o < n_owned; o++) free(owned[o]);
+                free(owned);
+                free(uses);
+                free(first);
+                free(slot_of);
+                return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy cannot apply LoRA to %s", lora->path, p->name);
+            }
+            const bool embd = t[0].slot == n_slots - 1;
+            if (embd && hp->tied_output) {
+                float *bt = malloc((size_t)(p->rank * p->n_in) * sizeof *bt);
+                if (!bt) {
+                    for (int o = 0; o < n_owned; o++) free(owned[o]);
+                    free(owned), free(uses), free(first), free(slot_of);
+                    return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+                }
+                for (int64_t e = 0; e < p->n_in; e++)
+                    for (int64_t r = 0; r < p->rank; r++) bt[r * p->n_in + e] = p->b[e * p->rank + r];
+                owned[n_owned++] = bt;
+                uses[k] = (toy_lora_use){bt, p->a, p->rank, p->n_in, p->n_out,
+                                         toy_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
+                slot_of[k++] = n_slots - 2;
+                if (ctx->params.n_outputs * p->n_out > max_u) max_u = ctx->params.n_outputs * p->n_out;
+                if (ctx->params.n_outputs * p->rank > max_t) max_t = ctx->params.n_outputs * p->rank;
+            }
+            for (int q = 0; q < n_t; q++) {
+                uses[k] = (toy_lora_use){p->a, p->b + t[q].row0 * p->rank, p->rank, embd ? p->n_out : p->n_in,
+                                         t[q].n_rows, toy_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
+                slot_of[k++] = t[q].slot;
+                const int64_t rows = t[q].slot == n_slots - 2 ? ctx->params.n_outputs : ctx->params.n_batch;
+                if (p->rank > max_rank) max_rank = p->rank;
+                if (rows * p->rank > max_t) max_t = rows * p->rank;
+                if (rows * t[q].n_rows > max_u) max_u = rows * t[q].n_rows;
+            }
+        }
+    }
+    toy_lora_use *sorted = calloc((size_t)k + 1, sizeof *sorted);
+    float *tbuf = malloc((size_t)max_t * sizeof *tbuf), *ubuf = malloc((size_t)max_u * sizeof *ubuf);
+    if (!sorted || !tbuf || !ubuf) {
+        for (int o = 0; o < n_owned; o++) free(owned[o]);
+        free(owned), free(uses), free(first), free(slot_of), free(sorted), free(tbuf), free(ubuf);
+        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+    }
+    int m = 0;
+    for (int s = 0; s < n_slots; s++) {
+        first[s] = m;
+        for (int i = 0; i < k; i++)
+            if (slot_of[i] == s) sorted[m++] = uses[i];
+    }
+    first[n_slots] = m;
+    free(uses);
+    free(slot_of);
+    free(ctx->lora_uses);
+    free(ctx->lora_first);
+    free(ctx->lora_t);
+    free(ctx->lora_u);
+    ctx->lora_uses = sorted;
+    ctx->lora_first = n ? first : (free(first), NULL);
+    ctx->lora_t = tbuf;
+    ctx->lora_u = ubuf;
+    for (int i = 0; i < ctx->n_lora_owned; i++) free(ctx->lora_owned[i]);
+    free(ctx->lora_owned);
+    ctx->lora_owned = owned;
+    ctx->n_lora_owned = n_owned;
+    return TOY_OK;
 }
 
 toy_rope_params toy_context_rope(const toy_context *ctx, int il) {

@@ -7,6 +7,17 @@
 #include "kv_cache.h"
 #include "model.h"
 
+/* The products an adapter can reach, per layer; then the output and the embedding. */
+enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_KINDS };
+
+/* One adapter pair applied to one product: out += scale * (in A^T) B^T, B the rows of
+ * lora_b that belong to this product (a part of a fused matrix). */
+typedef struct {
+    const float *a, *b;
+    int64_t rank, n_in, n_rows;
+    float scale;
+} toy_lora_use;
+
 struct toy_context {
     toy_model *model;
     toy_context_params params;
@@ -31,6 +42,15 @@ struct toy_context {
     float *expert_out;  /* [n_expert_used][n_embd] per token */
     float *moe_in;      /* gathered rows of the tokens routed to one expert */
     int32_t *moe_rows;  /* (token, slot) of each gathered row */
+
+    /* adapters (toy_context_set_lora): the uses of product slot i (layer il, kind k at
+     * il * LORA_KINDS + k; the output, then the embedding, after the layers) are
+     * lora_uses[lora_first[i] .. lora_first[i + 1]) */
+    toy_lora_use *lora_uses;
+    int32_t *lora_first;
+    float *lora_t, *lora_u; /* scratch: in A^T, then its product with B */
+    float **lora_owned;     /* transposed copies (a tied output's share of an embedding adapter) */
+    int n_lora_owned;
 
     /* logits of the last batch */
     float *logits;       /* [n_outputs][n_vocab] */

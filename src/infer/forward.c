@@ -12,6 +12,7 @@
 
 #include "context.h"
 #include "error.h"
+#include "lora.h"
 
 static void trace(const toy_context *ctx, const char *name, int layer, const float *x,
                   int64_t n_tok, int64_t n) {
@@ -20,6 +21,43 @@ static void trace(const toy_context *ctx, const char *name, int layer, const flo
     if (layer >= 0) snprintf(full, sizeof full, "L%d.%s", layer, name);
     else snprintf(full, sizeof full, "%s", name);
     ctx->params.trace(ctx->params.trace_user, full, x, n_tok, n);
+}
+
+/* An F32 matrix of the adapters as the backend multiplies it. */
+static toy_weight f32_weight(const float *data, int64_t n_rows, int64_t n_cols) {
+    return (toy_weight){.type = TOY_TYPE_F32, .n_cols = n_cols, .n_rows = n_rows,
+                        .row_size = (size_t)n_cols * sizeof(float), .data = (const uint8_t *)data, .n_parts = 1};
+}
+
+/* The adapters' share of product slot `slot` (context.h), after the base product:
+ * out[n x rows] += scale * (in A^T) B^T, one adapter after the other, as llama.cpp adds
+ * them. */
+static void apply_lora(toy_context *ctx, int slot, const float *in, int64_t n, float *out) {
+    if (!ctx->lora_first) return;
+    toy_backend *be = ctx->be;
+    for (int32_t i = ctx->lora_first[slot]; i < ctx->lora_first[slot + 1]; i++) {
+        const toy_lora_use *u = &ctx->lora_uses[i];
+        const toy_weight a = f32_weight(u->a, u->rank, u->n_in), b = f32_weight(u->b, u->n_rows, u->rank);
+        be->matmul(be, &a, in, n, ctx->lora_t);
+        be->matmul(be, &b, ctx->lora_t, n, ctx->lora_u);
+        be->scale(be, ctx->lora_u, u->scale, n * u->n_rows);
+        be->add(be, out, ctx->lora_u, n * u->n_rows);
+    }
+}
+
+/* The embedding's adapters: row t gains scale * B a_t, a_t the token's row of A. */
+static void apply_lora_embd(toy_context *ctx, const int32_t *tok, int64_t n, float *x) {
+    if (!ctx->lora_first) return;
+    toy_backend *be = ctx->be;
+    const int slot = ctx->model->hp.n_layer * LORA_KINDS + 1;
+    for (int32_t i = ctx->lora_first[slot]; i < ctx->lora_first[slot + 1]; i++) {
+        const toy_lora_use *u = &ctx->lora_uses[i];
+        const toy_weight a = f32_weight(u->a, u->n_in, u->rank), b = f32_weight(u->b, u->n_rows, u->rank);
+        be->get_rows(be, &a, tok, n, ctx->lora_t);
+        be->matmul(be, &b, ctx->lora_t, n, ctx->lora_u);
+        be->scale(be, ctx->lora_u, u->scale, n * u->n_rows);
+        be->add(be, x, ctx->lora_u, n * u->n_rows);
+    }
 }
 
 static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
@@ -132,15 +170,18 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
     }
 }
 
-static void dense_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
+static void dense_ffn(toy_context *ctx, const toy_layer *l, int il, int64_t n_tok) {
     const toy_hparams *hp = &ctx->model->hp;
     toy_backend *be = ctx->be;
     const toy_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
     float *gate_up_out[2] = {ctx->gate, ctx->up};
     be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
+    apply_lora(ctx, il * LORA_KINDS + LORA_GATE, ctx->h, n_tok, ctx->gate);
+    apply_lora(ctx, il * LORA_KINDS + LORA_UP, ctx->h, n_tok, ctx->up);
     if (hp->ffn_act == TOY_ACT_GELU_TANH) be->geglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     else be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
+    apply_lora(ctx, il * LORA_KINDS + LORA_DOWN, ctx->gate, n_tok, ctx->o);
 }
 
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
@@ -155,6 +196,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     if ((st = toy_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
 
     be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
+    apply_lora_embd(ctx, b->token, n, ctx->x);
     if (hp->embd_scale != 1.0f) be->scale(be, ctx->x, hp->embd_scale, n * n_embd);
     trace(ctx, "embed", -1, ctx->x, n, n_embd);
 
@@ -167,6 +209,9 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         const toy_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
         float *qkv_out[3] = {ctx->q, ctx->k, ctx->v};
         be->matmul_multi(be, 3, qkv, ctx->h, n, qkv_out);
+        apply_lora(ctx, il * LORA_KINDS + LORA_Q, ctx->h, n, ctx->q);
+        apply_lora(ctx, il * LORA_KINDS + LORA_K, ctx->h, n, ctx->k);
+        apply_lora(ctx, il * LORA_KINDS + LORA_V, ctx->h, n, ctx->v);
         if (hp->qkv_bias) {
             be->add_bias(be, ctx->q, l->bq.data, n, q_dim);
             be->add_bias(be, ctx->k, l->bk.data, n, kv_dim);
@@ -196,6 +241,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
+        apply_lora(ctx, il * LORA_KINDS + LORA_O, ctx->attn, n, ctx->o);
         if (hp->post_norms)
             be->rms_norm(be, ctx->o, ctx->o, l->post_attn_norm.data, n, n_embd, hp->rms_eps);
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
@@ -206,7 +252,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         be->rms_norm(be, ctx->h, ctx->x, l->ffn_norm.data, n, n_embd, hp->rms_eps);
         trace(ctx, "ffn_norm", il, ctx->h, n, n_embd);
         if (hp->n_expert) moe_ffn(ctx, l, n);
-        else dense_ffn(ctx, l, n);
+        else dense_ffn(ctx, l, il, n);
         if (hp->post_norms)
             be->rms_norm(be, ctx->o, ctx->o, l->post_ffn_norm.data, n, n_embd, hp->rms_eps);
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
@@ -228,6 +274,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         float *logits = ctx->logits;
         const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
         be->matmul(be, &m->output, ctx->h, n_out, logits);
+        apply_lora(ctx, hp->n_layer * LORA_KINDS, ctx->h, n_out, logits);
         if (hp->logit_scale != 1.0f) be->scale(be, logits, 1.0f / hp->logit_scale, n_logits);
         if (hp->final_softcap > 0.0f) be->softcap(be, logits, hp->final_softcap, n_logits);
         trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);

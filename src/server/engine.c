@@ -483,6 +483,10 @@ void srv_engine_free(srv_engine *e) {
 int32_t srv_engine_n_ctx(const srv_engine *e) { return e->p.n_ctx; }
 const toy_vocab *srv_engine_vocab(const srv_engine *e) { return e->vocab; }
 
+toy_status srv_engine_set_lora(srv_engine *e, toy_lora *const *loras, const float *scales, int n) {
+    return toy_context_set_lora(e->ctx, loras, scales, n);
+}
+
 toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
     *out = NULL;
     srv_request *r = calloc(1, sizeof *r);

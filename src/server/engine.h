@@ -72,6 +72,8 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
 void srv_engine_free(srv_engine *e);
 int32_t srv_engine_n_ctx(const srv_engine *e);
 const toy_vocab *srv_engine_vocab(const srv_engine *e);
+/* Adapters for every request (before serving starts). */
+toy_status srv_engine_set_lora(srv_engine *e, toy_lora *const *loras, const float *scales, int n);
 
 /* Queues a request (taking ownership of p's prompt and stops, even on failure).
  * TOY_ERR_UNSUPPORTED with *out NULL: the queue is full, try later. */

@@ -30,6 +30,7 @@ static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 500, 
 typedef struct {
     toy_server_params p;
     toy_model *model;
+    toy_lora *loras[16];
     srv_engine *engine;
     oai_context oai;
     char model_id[256];
@@ -542,6 +543,15 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
         fprintf(stderr, "toy serve: %s\n", toy_last_error());
         goto done;
     }
+    for (int i = 0; i < p->n_lora; i++)
+        if (toy_lora_load(s->model, p->lora_paths[i], &s->loras[i])) {
+            fprintf(stderr, "toy serve: %s\n", toy_last_error());
+            goto done;
+        }
+    if (p->n_lora && srv_engine_set_lora(s->engine, s->loras, p->lora_scales, p->n_lora)) {
+        fprintf(stderr, "toy serve: %s\n", toy_last_error());
+        goto done;
+    }
     const char *family;
     toy_chat_template_of(toy_model_gguf(s->model), &family);
     s->oai = (oai_context){s->model_id, srv_engine_vocab(s->engine), family, srv_engine_n_ctx(s->engine), 0};
@@ -577,6 +587,7 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
 done:
     if (d) MHD_stop_daemon(d);
     srv_engine_free(s->engine);
+    for (int i = 0; i < p->n_lora; i++) toy_lora_free(s->loras[i]);
     toy_model_free(s->model);
     free(s);
     return rc;

@@ -19,6 +19,9 @@ typedef struct {
     int timeout_s;       /* an idle connection is closed after this (0: never) */
     size_t max_body;     /* bytes of a request body, at most */
     int queue_max;       /* choices waiting for a slot, at most */
+    const char *const *lora_paths; /* LoRA adapters applied to every request */
+    const float *lora_scales;
+    int n_lora;
 } toy_server_params;
 
 /* Serves until *stop becomes true, then stops accepting, finishes the requests in flight
