@@ -634,6 +634,14 @@ typedef struct {
     int out_ftype;
     int64_t save_every;
     bool resume;           /* continue from OUT.optim.gguf (and OUT) */
+    /* LoRA (lora_rank > 0): the base (model_path) stays as it is, memory-mapped in its own
+     * type; OUT is an adapter in llama.cpp's format on the products named by lora_targets
+     * (bits 1 << i for q, k, v, o, gate, up, down), scaled by lora_alpha / lora_rank
+     * (lora_alpha 0: the rank), its input dropped with probability lora_dropout. */
+    int32_t lora_rank;
+    float lora_alpha;
+    uint32_t lora_targets;
+    float lora_dropout;
     void (*progress)(void *user, const toy_train_progress *p);
     void *progress_user;
     const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */

@@ -89,7 +89,7 @@ static void check_model(const char *fix, const char *name) {
         targets[i] = i + 1 < n ? tok[i + 1] : -1;
         weights[i] = 1.0f / (float)(n - 1);
     }
-    train_batch b = {1, n, tok, targets, weights};
+    train_batch b = {1, n, 0, tok, targets, weights};
     train_model_zero_grads(tm);
     const double loss = train_model_step(tm, &b, true);
 

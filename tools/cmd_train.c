@@ -31,7 +31,15 @@ static const char *const finetune_usage =
     "chat template, the loss on the assistant's tokens only). Writes MODEL.gguf in the\n"
     "base's type, MODEL.optim.gguf, MODEL.csv and MODEL.svg. Ctrl-C writes a checkpoint.\n"
     "\n"
-    "  -m, --model FILE       the base model\n";
+    "With --lora-rank R it trains LoRA adapters instead: the base stays in its own type\n"
+    "(quantized ones included), memory-mapped, and --out is an adapter in llama.cpp's\n"
+    "format (toy run --lora, llama-cli --lora).\n"
+    "\n"
+    "  -m, --model FILE       the base model\n"
+    "  --lora-rank R          train rank-R adapters (A Gaussian, B zero: step 0 is the base)\n"
+    "  --lora-alpha A         the adapters' scale is A / R (default A = R)\n"
+    "  --lora-targets LIST    products to adapt, of q,k,v,o,gate,up,down (default: all)\n"
+    "  --lora-dropout P       drop each adapter input with probability P (default 0)\n";
 
 static const char *const common_usage =
     "\n"
@@ -184,6 +192,30 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
     return 0;
 }
 
+/* "q,v" to the bits of train_lora targets (q, k, v, o, gate, up, down). */
+static bool parse_lora_targets(const char *cmd, const char *list, uint32_t *out) {
+    static const char *const names[] = {"q", "k", "v", "o", "gate", "up", "down"};
+    uint32_t bits = 0;
+    const char *s = list;
+    while (*s) {
+        const size_t len = strcspn(s, ",");
+        size_t k = 0;
+        while (k < 7 && !(strlen(names[k]) == len && !strncmp(names[k], s, len))) k++;
+        if (k == 7) {
+            fprintf(stderr, "toy %s: --lora-targets: '%.*s' is not one of q, k, v, o, gate, up, down\n", cmd, (int)len, s);
+            return false;
+        }
+        bits |= 1u << k;
+        s += len + (s[len] == ',');
+    }
+    if (!bits) {
+        fprintf(stderr, "toy %s: --lora-targets is empty\n", cmd);
+        return false;
+    }
+    *out = bits;
+    return true;
+}
+
 static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     toy_train_params p = toy_train_default_params();
     p.n_threads = default_threads();
@@ -254,6 +286,18 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
                 goto done;
             }
             p.init.seed = p.seed;
+        } else if (finetune && !strcmp(a, "--lora-rank")) {
+            if (!parse_int_arg(cmd, a, v, 1, 4096, &x)) goto done;
+            p.lora_rank = x;
+            i++;
+        } else if (finetune && (!strcmp(a, "--lora-alpha") || !strcmp(a, "--lora-dropout"))) {
+            float f;
+            if (!parse_float_arg(cmd, a, v, &f)) goto done;
+            i++;
+            if (!strcmp(a, "--lora-alpha")) p.lora_alpha = f;
+            else p.lora_dropout = f;
+        } else if (finetune && !strcmp(a, "--lora-targets") && v) {
+            if (!parse_lora_targets(cmd, argv[++i], &p.lora_targets)) goto done;
         } else if (!strcmp(a, "--resume")) {
             p.resume = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "lora.h"
 #include "error.h"
 #include "quantize.h"
 
@@ -117,6 +118,38 @@ toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int f
     free(infos);
     free(order);
     free(types);
+    return st;
+}
+
+/* A LoRA run's adapter: its tensors come in (lora_a, lora_b) pairs. */
+toy_status checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path) {
+    const train_lora_params *lp = train_model_lora(tm);
+    const int n = train_model_n_tensors(tm);
+    toy_lora_pair *pairs = calloc((size_t)n / 2 + 1, sizeof *pairs);
+    if (!pairs) return toy_error(TOY_ERR_NOMEM, "no memory");
+    int n_pairs = 0;
+    float *params = train_model_params(tm);
+    for (int i = 0; i + 1 < n; i++) {
+        const train_tensor *a = train_model_tensor(tm, i), *b = train_model_tensor(tm, i + 1);
+        if (!a->lora) continue;
+        toy_lora_pair *p = &pairs[n_pairs++];
+        snprintf(p->name, sizeof p->name, "%.*s", (int)(strlen(a->name) - strlen(".lora_a")), a->name);
+        p->n_in = a->ne[0];
+        p->n_out = b->ne[1];
+        p->rank = a->ne[1];
+        p->a = params + a->offset;
+        p->b = params + b->offset;
+        i++;
+    }
+    const char *arch;
+    size_t len;
+    char arch_buf[64];
+    toy_status st = toy_gguf_get_str(source, "general.architecture", &arch, &len);
+    if (!st) {
+        snprintf(arch_buf, sizeof arch_buf, "%.*s", (int)(len < 63 ? len : 63), arch);
+        st = toy_lora_write(path, arch_buf, lp->alpha, pairs, n_pairs);
+    }
+    free(pairs);
     return st;
 }
 

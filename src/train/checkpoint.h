@@ -39,6 +39,9 @@ void history_free(train_history *h);
 toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
                                   const char *path);
 
+/* A LoRA run's adapters in llama.cpp's adapter format, atomically. */
+toy_status checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path);
+
 /* The state file; with master the parameters themselves are kept too. */
 toy_status checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,
                                   bool master, const train_state *s, const train_history *h);

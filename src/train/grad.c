@@ -32,7 +32,7 @@ toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, in
             targets[i] = i + 1 < n ? tokens[i + 1] : -1;
             weights[i] = 1.0f / (float)(n - 1);
         }
-        train_batch b = {1, n, tokens, targets, weights};
+        train_batch b = {1, n, 0, tokens, targets, weights};
         loss = train_model_step(tm, &b, true);
     }
     toy_gguf_writer *w = st ? NULL : toy_gguf_writer_new();

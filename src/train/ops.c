@@ -720,3 +720,128 @@ void scale_inplace(toy_pool *pool, float *y, float s, int64_t n) {
     axpy_args x = {y, NULL, NULL, s};
     parallel_for(pool, n, 65536, scale_range, &x);
 }
+
+/* ---------------------------------------------------------------- frozen matrices */
+
+typedef struct {
+    const toy_weight *w;
+    int64_t row0;
+    float *panel;
+} dequant_args;
+
+static void dequant_rows(const void *args, int64_t r0, int64_t r1) {
+    const dequant_args *a = args;
+    const toy_type_traits *tr = toy_type_traits_get(a->w->type);
+    for (int64_t r = r0; r < r1; r++)
+        tr->to_float(toy_weight_row(a->w, a->row0 + r), a->panel + r * a->w->n_cols, a->w->n_cols);
+}
+
+/* Rows [o0, o0 + rows) of w as floats into panel, split over the pool. */
+static void dequant_panel(toy_pool *pool, const toy_weight *w, int64_t o0, int64_t rows, float *panel) {
+    dequant_args a = {w, o0, panel};
+    parallel_for(pool, rows, 4, dequant_rows, &a);
+}
+
+void frozen_matmul_forward(toy_gemm *g, float *out, const float *in, const toy_weight *w, const float *bias,
+                           int64_t n, float *panel, int64_t panel_rows) {
+    const int64_t C = w->n_cols, OC = w->n_rows;
+    for (int64_t o0 = 0; o0 < OC; o0 += panel_rows) {
+        const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
+        dequant_panel(toy_gemm_pool(g), w, o0, rows, panel);
+        toy_gemm_args p = {false, true, false, n, rows, C, in, C, panel, C, out + o0, OC};
+        toy_gemm_run(g, &p);
+    }
+    if (bias) {
+        bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
+        parallel_for(toy_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+    }
+}
+
+void frozen_matmul_backward(toy_gemm *g, float *din, const float *dout, const toy_weight *w, int64_t n,
+                            float *panel, int64_t panel_rows) {
+    const int64_t C = w->n_cols, OC = w->n_rows;
+    for (int64_t o0 = 0; o0 < OC; o0 += panel_rows) {
+        const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
+        dequant_panel(toy_gemm_pool(g), w, o0, rows, panel);
+        /* the k = o chain continues across panels (accumulate): the bits of one product */
+        toy_gemm_args p = {false, false, true, n, C, rows, dout + o0, OC, panel, C, din, C};
+        toy_gemm_run(g, &p);
+    }
+}
+
+void frozen_embedding_forward(float *out, const int32_t *tok, const toy_weight *w, int64_t n, float scale) {
+    const toy_type_traits *tr = toy_type_traits_get(w->type);
+    const int64_t C = w->n_cols;
+    for (int64_t i = 0; i < n; i++) {
+        float *o = out + i * C;
+        tr->to_float(toy_weight_row(w, tok[i]), o, C);
+        if (scale != 1.0f)
+            for (int64_t c = 0; c < C; c++) o[c] *= scale;
+    }
+}
+
+/* ---------------------------------------------------------------- LoRA */
+
+/* splitmix64: a keyed stream of independent 64-bit values */
+static uint64_t mix64(uint64_t x) {
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+typedef struct {
+    float *out;
+    const float *in;
+    int64_t C;
+    uint32_t threshold; /* drop when the element's 32 random bits are below it */
+    float keep_scale;
+    uint64_t key;
+} dropout_args;
+
+static void dropout_rows(const void *args, int64_t r0, int64_t r1) {
+    const dropout_args *a = args;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = 0; c < a->C; c++) {
+            const uint32_t u = (uint32_t)(mix64(a->key ^ mix64((uint64_t)(r * a->C + c))) >> 32);
+            const float v = a->in[r * a->C + c];
+            a->out[r * a->C + c] = u < a->threshold ? 0.0f : v * a->keep_scale;
+        }
+}
+
+void dropout_forward(toy_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key) {
+    dropout_args a = {out, in, C, (uint32_t)((double)p * 4294967296.0 > 4294967295.0 ? 4294967295u
+                                                                                        : (double)p * 4294967296.0),
+                      1.0f / (1.0f - p), key};
+    parallel_for(pool, n, grain_rows(C), dropout_rows, &a);
+}
+
+void lora_forward(toy_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
+                  int64_t C, int64_t OC, int64_t r, float s) {
+    toy_gemm_args t = {false, true, false, n, r, C, x, C, a, C, ts, r};
+    toy_gemm_run(g, &t);
+    scale_inplace(toy_gemm_pool(g), ts, s, n * r);
+    toy_gemm_args o = {false, true, true, n, OC, r, ts, r, b, r, out, OC};
+    toy_gemm_run(g, &o);
+}
+
+void lora_backward(toy_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
+                   const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
+                   float s) {
+    if (db) { /* dB[OC x r] += dout^T ts */
+        toy_gemm_args p = {true, false, true, OC, r, n, dout, OC, ts, r, db, r};
+        toy_gemm_run(g, &p);
+    }
+    /* dts = dout B [n x r]; dt = s dts */
+    toy_gemm_args p = {false, false, false, n, r, OC, dout, OC, b, r, dts, r};
+    toy_gemm_run(g, &p);
+    scale_inplace(toy_gemm_pool(g), dts, s, n * r);
+    if (da) { /* dA[r x C] += dt^T x */
+        toy_gemm_args q = {true, false, true, r, C, n, dts, r, x, C, da, C};
+        toy_gemm_run(g, &q);
+    }
+    if (dx) { /* dx[n x C] (+)= dt A */
+        toy_gemm_args q = {false, false, true, n, C, r, dts, r, a, C, dx, C};
+        toy_gemm_run(g, &q);
+    }
+}

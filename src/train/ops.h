@@ -93,6 +93,31 @@ void lm_loss_backward(toy_pool *pool, float *dy, const float *z, const float *ls
                       const int32_t *target, const float *dloss, int64_t n, int64_t V, float s,
                       float c);
 
+/* ---- a frozen matrix (LoRA's base), in its file type: out = in W^T + bias, the rows of
+ * W dequantized panel_rows at a time into panel [panel_rows x C] (never the whole
+ * matrix), each panel one product; the backward gives din += dout W only. Each result
+ * is the bits matmul_forward / matmul_backward give with W dequantized (gemm.h: a
+ * product split over K with accumulate is the product in one call). */
+void frozen_matmul_forward(toy_gemm *g, float *out, const float *in, const toy_weight *w, const float *bias,
+                           int64_t n, float *panel, int64_t panel_rows);
+void frozen_matmul_backward(toy_gemm *g, float *din, const float *dout, const toy_weight *w, int64_t n,
+                            float *panel, int64_t panel_rows);
+/* out[i] = scale * W[tok[i]], rows dequantized one by one (no backward: frozen) */
+void frozen_embedding_forward(float *out, const int32_t *tok, const toy_weight *w, int64_t n, float scale);
+
+/* ---- LoRA: out[n x OC] += s (x A^T) B^T, A [r x C], B [OC x r]. The forward keeps
+ * ts = s (x A^T) [n x r] for the backward, which adds dB += dout^T ts, dA += dt^T x and
+ * dx += dt A with dt = s (dout B) (dts: [n x r] scratch). x is the adapter's input after
+ * dropout: dropout_forward zeroes each element with probability p (a hash of key and
+ * the element's index, so the backward can redraw the same mask) and scales the rest by
+ * 1 / (1 - p); it is its own backward (the same mask applied to the gradient). */
+void dropout_forward(toy_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key);
+void lora_forward(toy_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
+                  int64_t C, int64_t OC, int64_t r, float s);
+void lora_backward(toy_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
+                   const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
+                   float s);
+
 /* ---- small helpers: y = a + s * b (y may be a); y *= s */
 void add_scaled(toy_pool *pool, float *y, const float *a, const float *b, float s, int64_t n);
 void scale_inplace(toy_pool *pool, float *y, float s, int64_t n);

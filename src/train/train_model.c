@@ -28,7 +28,13 @@ typedef struct {
     float *x_mid;        /* the residual stream after attention */
     float *gate, *up;    /* [n][n_ff] */
     float *f_raw;        /* FFN output before its post-norm (post_norms only) */
+    float *ts[TRAIN_LORA_KINDS]; /* LoRA: s (x A^T) of each adapted product [n][rank] */
 } layer_acts;
+
+/* One adapter's A [rank][n_in] and B [n_out][rank], in the parameters or gradients. */
+typedef struct {
+    float *a, *b;
+} lora_ab;
 
 struct train_model {
     toy_hparams hp;
@@ -52,7 +58,21 @@ struct train_model {
     float *h, *rstd, *act, *dact, *dgate, *dup, *dh, *dbranch, *draw, *datt, *dq, *dk, *dv;
     float *dq_raw, *dk_raw, *att_scratch, *cs, *theta, *logits, *row_loss, *row_lse;
     int64_t head_rows; /* rows of logits per chunk */
+
+    /* LoRA (lora.rank > 0): the base's matrices, frozen, and the adapters */
+    train_lora_params lora;
+    float lora_scale;                 /* alpha / rank */
+    const toy_weight **frozen;        /* [n_layer * TRAIN_LORA_KINDS] */
+    const toy_weight *frozen_embd, *frozen_output;
+    lora_ab *lw, *lg;                 /* [n_layer * TRAIN_LORA_KINDS], a NULL: not adapted */
+    float *panel;                     /* a frozen matrix's rows as floats, panel_rows at a time */
+    int64_t panel_rows;
+    float *xd, *dxd, *dts;            /* dropout's input, its gradient, d(ts) */
+    uint64_t key;                     /* the micro-batch's dropout key */
 };
+
+static const char *const lora_kind_name[TRAIN_LORA_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                             "ffn_gate", "ffn_up", "ffn_down"};
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -112,6 +132,18 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
     }
 }
 
+/* The adapters' A and B in params or grads. */
+static void bind_lora(const train_model *tm, float *base, lora_ab *ab) {
+    char name[128];
+    for (int il = 0; il < tm->hp.n_layer; il++)
+        for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, lora_kind_name[k]);
+            ab[il * TRAIN_LORA_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, lora_kind_name[k]);
+            ab[il * TRAIN_LORA_KINDS + k].b = tensor_at(tm, base, name, 0, 0);
+        }
+}
+
 static const char *arch_name(const toy_model *m) {
     const char *s;
     size_t len;
@@ -121,7 +153,54 @@ static const char *arch_name(const toy_model *m) {
     return buf;
 }
 
+/* A normal variate (Box-Muller on splitmix64), for LoRA's A. */
+static float train_gaussian(uint64_t *state) {
+    uint64_t z[2];
+    for (int i = 0; i < 2; i++) {
+        uint64_t x = (*state += 0x9e3779b97f4a7c15ull);
+        x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+        x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+        z[i] = x ^ (x >> 31);
+    }
+    const double u1 = ((z[0] >> 11) + 1) * (1.0 / 9007199254740993.0), u2 = (z[1] >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
+}
+
+/* The base matrix of layer il's product `kind`. */
+static const toy_weight *layer_matrix(const toy_model *m, int il, int kind) {
+    const toy_layer *l = &m->layers[il];
+    const toy_weight *w[TRAIN_LORA_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+    return w[kind];
+}
+
+static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+                            train_model **out);
+
 toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, train_model **out) {
+    return model_new(m, seq_len, pool, NULL, out);
+}
+
+toy_status train_model_new_lora(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+                                train_model **out) {
+    *out = NULL;
+    const char *path = toy_gguf_path(m->gguf);
+    if (lp->rank < 1 || lp->rank > 4096) return toy_error(TOY_ERR_INVALID, "LoRA rank %d (1..4096)", lp->rank);
+    if (!(lp->dropout >= 0 && lp->dropout < 1))
+        return toy_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
+    if (!(lp->targets & ((1u << TRAIN_LORA_KINDS) - 1))) return toy_error(TOY_ERR_INVALID, "no LoRA targets");
+    if (m->hp.fused_qkv && (lp->targets & 7))
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: LoRA training on a fused attn_qkv (phi3) is not supported yet; "
+                         "target o, gate, up, down", path);
+    if (m->hp.fused_gate_up && (lp->targets & (3u << TRAIN_LORA_GATE)))
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: LoRA training on a fused ffn_up (phi3) is not supported yet; "
+                         "target q, k, v, o, down", path);
+    return model_new(m, seq_len, pool, lp, out);
+}
+
+const train_lora_params *train_model_lora(const train_model *tm) { return tm->lora.rank ? &tm->lora : NULL; }
+
+static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+                            train_model **out) {
     *out = NULL;
     const toy_hparams *hp = &m->hp;
     const char *path = toy_gguf_path(m->gguf);
@@ -139,8 +218,8 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
     tm->pool = pool;
     toy_status st = TOY_OK;
     const toy_gguf *g = m->gguf;
-    tm->n_tensors = (int)toy_gguf_n_tensors(g);
-    tm->tensors = calloc((size_t)tm->n_tensors, sizeof *tm->tensors);
+    const int n_file = (int)toy_gguf_n_tensors(g);
+    tm->tensors = calloc((size_t)n_file + (size_t)hp->n_layer * TRAIN_LORA_KINDS * 2, sizeof *tm->tensors);
     tm->rope = calloc((size_t)hp->n_layer, sizeof *tm->rope);
     tm->n_swa = calloc((size_t)hp->n_layer, sizeof *tm->n_swa);
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
@@ -150,11 +229,28 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
         train_model_free(tm);
         return toy_error(TOY_ERR_NOMEM, "no memory");
     }
-    /* one float per element, tensors in file order, each 16-float aligned */
+    if (lp) {
+        tm->lora = *lp;
+        tm->lora_scale = lp->alpha / (float)lp->rank;
+        tm->frozen = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->frozen);
+        tm->lw = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->lw);
+        tm->lg = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->lg);
+        if (!tm->frozen || !tm->lw || !tm->lg) {
+            train_model_free(tm);
+            return toy_error(TOY_ERR_NOMEM, "no memory");
+        }
+        for (int il = 0; il < hp->n_layer; il++)
+            for (int k = 0; k < TRAIN_LORA_KINDS; k++) tm->frozen[il * TRAIN_LORA_KINDS + k] = layer_matrix(m, il, k);
+        tm->frozen_embd = &m->token_embd;
+        tm->frozen_output = &m->output;
+    }
+    /* one float per element, tensors in file order (LoRA: the vectors only, then the
+     * adapters), each 16-float aligned */
     int64_t off = 0;
-    for (int i = 0; i < tm->n_tensors; i++) {
+    for (int i = 0; i < n_file; i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
-        train_tensor *tt = &tm->tensors[i];
+        if (lp && t->n_dims >= 2) continue; /* a frozen matrix, read in place */
+        train_tensor *tt = &tm->tensors[tm->n_tensors++];
         snprintf(tt->name, sizeof tt->name, "%s", t->name);
         tt->type = t->type;
         tt->n_dims = t->n_dims;
@@ -166,11 +262,31 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
                            path, t->name, toy_type_name(t->type));
             break;
         }
-        tt->trainable = strncmp(t->name, "rope_freqs", 10) && strncmp(t->name, "rope_factors", 12);
+        tt->trainable = !lp && strncmp(t->name, "rope_freqs", 10) && strncmp(t->name, "rope_factors", 12);
         tt->decay = tt->trainable && t->n_dims >= 2;
         if (tt->trainable) tm->n_trainable += tt->n;
         off += (tt->n + 15) / 16 * 16;
     }
+    const int n_vectors = tm->n_tensors;
+    for (int il = 0; lp && !st && il < hp->n_layer; il++)
+        for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
+            if (!(lp->targets & (1u << k))) continue;
+            const toy_weight *w = tm->frozen[il * TRAIN_LORA_KINDS + k];
+            for (int ab = 0; ab < 2; ab++) {
+                train_tensor *tt = &tm->tensors[tm->n_tensors++];
+                snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, lora_kind_name[k], ab ? 'b' : 'a');
+                tt->type = TOY_TYPE_F32;
+                tt->n_dims = 2;
+                tt->ne[0] = ab ? lp->rank : w->n_cols;
+                tt->ne[1] = ab ? w->n_rows : lp->rank;
+                tt->ne[2] = tt->ne[3] = 1;
+                tt->n = tt->ne[0] * tt->ne[1];
+                tt->offset = off;
+                tt->trainable = tt->decay = tt->lora = true;
+                tm->n_trainable += tt->n;
+                off += (tt->n + 15) / 16 * 16;
+            }
+        }
     tm->n_floats = off;
     if (!st) {
         tm->params = aligned_alloc(64, (size_t)off * sizeof(float) + 64);
@@ -179,10 +295,18 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
             st = toy_error(TOY_ERR_NOMEM, "cannot allocate %lld parameters and gradients",
                            (long long)off);
     }
-    for (int i = 0; !st && i < tm->n_tensors; i++) {
-        const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
+    for (int i = 0; !st && i < n_vectors; i++) {
+        const toy_gguf_tensor *t = toy_gguf_find_tensor(g, tm->tensors[i].name);
         st = toy_dequantize(t->type, t->data, tm->params + tm->tensors[i].offset, tm->tensors[i].n);
         if (st) toy_error_wrap(st, "%s: tensor %s", path, t->name);
+    }
+    /* LoRA's standard start: A ~ N(0, 1 / rank^2), B = 0 */
+    uint64_t rng = lp ? lp->seed * 0x9e3779b97f4a7c15ull + 1 : 0;
+    for (int i = n_vectors; !st && i < tm->n_tensors; i++) {
+        const train_tensor *t = &tm->tensors[i];
+        float *x = tm->params + t->offset;
+        const bool is_a = t->name[strlen(t->name) - 1] == 'a';
+        for (int64_t j = 0; j < t->n; j++) x[j] = is_a ? train_gaussian(&rng) / (float)lp->rank : 0.0f;
     }
     if (st) {
         train_model_free(tm);
@@ -190,7 +314,21 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
     }
     memset(tm->grads, 0, (size_t)off * sizeof(float));
     bind_weights(tm, tm->params, &tm->w);
-    bind_weights(tm, tm->grads, &tm->g);
+    if (!lp) bind_weights(tm, tm->grads, &tm->g); /* LoRA: nothing of the base has a gradient */
+    if (lp) {
+        bind_lora(tm, tm->params, tm->lw);
+        bind_lora(tm, tm->grads, tm->lg);
+        /* about 4 MB of a frozen matrix at a time, whole groups of 16 rows */
+        int64_t widest = hp->n_embd > hp->n_ff ? hp->n_embd : hp->n_ff;
+        const int64_t qd = (int64_t)hp->n_head * hp->head_dim;
+        if (qd > widest) widest = qd;
+        tm->panel_rows = ((1 << 20) / widest + 15) / 16 * 16;
+        tm->panel = aligned_alloc(64, (size_t)(tm->panel_rows * widest) * sizeof(float) + 64);
+        if (!tm->panel) {
+            train_model_free(tm);
+            return toy_error(TOY_ERR_NOMEM, "no memory");
+        }
+    }
     /* RoPE as a context of seq_len would use it (LongRoPE: long factors past the
      * original context), the factors pointing at the trainable copy */
     const char *factors = NULL;
@@ -199,7 +337,7 @@ toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, 
     else if (m->rope_freqs.data) factors = "rope_freqs.weight";
     if (factors) {
         tm->w.rope_factors = tensor_at(tm, tm->params, factors, 0, 0);
-        tm->g.rope_factors = tensor_at(tm, tm->grads, factors, 0, 0);
+        tm->g.rope_factors = lp ? NULL : tensor_at(tm, tm->grads, factors, 0, 0);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         tm->rope[il] = m->layers[il].rope;
@@ -228,6 +366,10 @@ void train_model_free(train_model *tm) {
     free(tm->g.layers);
     free(tm->params);
     free(tm->grads);
+    free(tm->frozen);
+    free(tm->lw);
+    free(tm->lg);
+    free(tm->panel);
     toy_gemm_free(tm->gemm);
     free(tm);
 }
@@ -269,6 +411,14 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
         a->x_mid = carve(c, n * C);
         a->gate = carve(c, n * F);
         a->up = carve(c, n * F);
+        for (int k = 0; k < TRAIN_LORA_KINDS; k++)
+            if (tm->lora.rank && (tm->lora.targets & (1u << k))) a->ts[k] = carve(c, n * tm->lora.rank);
+    }
+    if (tm->lora.rank) {
+        const int64_t widest = C > F ? (C > qd ? C : qd) : (F > qd ? F : qd);
+        tm->xd = carve(c, n * widest);
+        tm->dxd = carve(c, n * widest);
+        tm->dts = carve(c, n * tm->lora.rank);
     }
     tm->x_final = carve(c, n * C);
     const int64_t wide = C > qd ? C : qd;
@@ -342,6 +492,52 @@ static void glu_forward(train_model *tm, float *out, const float *gate, const fl
     else swiglu_forward(tm->pool, out, gate, up, n);
 }
 
+/* ---------------------------------------------------------------- products
+ * Layer il's product `kind`: out = in W^T + bias, W trainable (w) or the base's, frozen;
+ * with an adapter, + s B (A dropout(in)). */
+
+static const float *lora_input(train_model *tm, int il, int kind, const float *in, int64_t n, int64_t C) {
+    if (tm->lora.dropout <= 0) return in;
+    const uint64_t key = tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + kind) << 40) ^ tm->lora.seed;
+    dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key);
+    return tm->xd;
+}
+
+static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
+                           const float *bias, int64_t n, int64_t C, int64_t OC) {
+    if (w) matmul_forward(tm->gemm, out, in, w, bias, n, C, OC);
+    else frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * TRAIN_LORA_KINDS + kind], bias, n, tm->panel,
+                               tm->panel_rows);
+    const lora_ab *ab = tm->lw ? &tm->lw[il * TRAIN_LORA_KINDS + kind] : NULL;
+    if (!ab || !ab->a) return;
+    const float *x = lora_input(tm, il, kind, in, n, C);
+    lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank, tm->lora_scale);
+}
+
+/* din += dout W (and the trainable weight's dw, dbias), and the adapter's gradients. */
+static void linear_backward(train_model *tm, int il, int kind, const float *w, float *dw, float *dbias, float *din,
+                            const float *dout, const float *in, int64_t n, int64_t C, int64_t OC) {
+    if (w) matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, n, C, OC);
+    else frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * TRAIN_LORA_KINDS + kind], n, tm->panel,
+                                tm->panel_rows);
+    const lora_ab *ab = tm->lw ? &tm->lw[il * TRAIN_LORA_KINDS + kind] : NULL;
+    if (!ab || !ab->a) return;
+    const lora_ab *gab = &tm->lg[il * TRAIN_LORA_KINDS + kind];
+    const float *x = lora_input(tm, il, kind, in, n, C);
+    if (tm->lora.dropout <= 0) {
+        lora_backward(tm->gemm, din, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
+                      tm->lora.rank, tm->lora_scale);
+        return;
+    }
+    /* the gradient reaches the input through the same mask */
+    memset(tm->dxd, 0, (size_t)(n * C) * sizeof *tm->dxd);
+    lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
+                  tm->lora.rank, tm->lora_scale);
+    const uint64_t key = tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + kind) << 40) ^ tm->lora.seed;
+    dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, key);
+    add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
+}
+
 static void layer_forward(train_model *tm, int il, int B, int T) {
     const toy_hparams *hp = &tm->hp;
     const train_layer_weights *w = &tm->w.layers[il];
@@ -356,9 +552,9 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
     float *q = hp->qk_norm != TOY_QK_NORM_NONE ? a->q_raw : a->q;
     float *k = hp->qk_norm != TOY_QK_NORM_NONE ? a->k_raw : a->k;
-    matmul_forward(g, q, tm->h, w->wq, w->bq, n, C, qd);
-    matmul_forward(g, k, tm->h, w->wk, w->bk, n, C, kvd);
-    matmul_forward(g, a->v, tm->h, w->wv, w->bv, n, C, kvd);
+    linear_forward(tm, il, TRAIN_LORA_Q, w->wq, q, tm->h, w->bq, n, C, qd);
+    linear_forward(tm, il, TRAIN_LORA_K, w->wk, k, tm->h, w->bk, n, C, kvd);
+    linear_forward(tm, il, TRAIN_LORA_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
     if (hp->qk_norm == TOY_QK_NORM_HEAD) {
         rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * hp->n_head, hd, hp->rms_eps);
         rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * hp->n_head_kv, hd, hp->rms_eps);
@@ -373,7 +569,7 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     const attention_shape as = layer_attention(tm, il, B, T);
     attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
-    matmul_forward(g, o, a->att, w->wo, NULL, n, qd, C);
+    linear_forward(tm, il, TRAIN_LORA_O, w->wo, o, a->att, NULL, n, qd, C);
     if (hp->post_norms) {
         rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
@@ -382,11 +578,11 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
     /* feed-forward */
     rmsnorm_forward(pool, tm->h, NULL, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
-    matmul_forward(g, a->gate, tm->h, w->ffn_gate, NULL, n, C, F);
-    matmul_forward(g, a->up, tm->h, w->ffn_up, NULL, n, C, F);
+    linear_forward(tm, il, TRAIN_LORA_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
+    linear_forward(tm, il, TRAIN_LORA_UP, w->ffn_up, a->up, tm->h, NULL, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     float *f = hp->post_norms ? a->f_raw : tm->dbranch;
-    matmul_forward(g, f, tm->act, w->ffn_down, NULL, n, F, C);
+    linear_forward(tm, il, TRAIN_LORA_DOWN, w->ffn_down, f, tm->act, NULL, n, F, C);
     if (hp->post_norms) {
         rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
@@ -406,7 +602,9 @@ static double head_forward_backward(train_model *tm, const train_batch *b, bool 
     double total = 0;
     for (int64_t r0 = 0; r0 < n; r0 += tm->head_rows) {
         const int64_t m = n - r0 < tm->head_rows ? n - r0 : tm->head_rows;
-        matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
+        if (tm->w.output) matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
+        else frozen_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->frozen_output, NULL, m, tm->panel,
+                                   tm->panel_rows);
         lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
                         s, hp->final_softcap);
         for (int64_t i = r0; i < r0 + m; i++)
@@ -414,8 +612,11 @@ static double head_forward_backward(train_model *tm, const train_batch *b, bool 
         if (!backward) continue;
         lm_loss_backward(pool, tm->logits, tm->logits, tm->row_lse + r0, b->targets + r0, b->weights + r0,
                          m, V, s, hp->final_softcap);
-        matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C,
-                        tm->w.output, m, C, V);
+        if (tm->w.output)
+            matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C, tm->w.output,
+                            m, C, V);
+        else frozen_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->logits, tm->frozen_output, m, tm->panel,
+                                    tm->panel_rows);
     }
     if (backward) {
         zero(tm->dbranch, n * C); /* becomes d(x_final), the start of the residual gradient */
@@ -463,20 +664,20 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     const float *df = branch_grad(tm, dres, a->f_raw, w->post_ffn_norm, gw->post_ffn_norm, n);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     zero(tm->dact, n * F);
-    matmul_backward(g, tm->dact, gw->ffn_down, NULL, df, tm->act, w->ffn_down, n, F, C);
+    linear_backward(tm, il, TRAIN_LORA_DOWN, w->ffn_down, gw->ffn_down, NULL, tm->dact, df, tm->act, n, F, C);
     zero(tm->dgate, n * F);
     zero(tm->dup, n * F);
     glu_backward(tm, tm->dgate, tm->dup, tm->dact, a->gate, a->up, n * F);
     rmsnorm_forward(pool, tm->h, tm->rstd, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
-    matmul_backward(g, tm->dh, gw->ffn_gate, NULL, tm->dgate, tm->h, w->ffn_gate, n, C, F);
-    matmul_backward(g, tm->dh, gw->ffn_up, NULL, tm->dup, tm->h, w->ffn_up, n, C, F);
+    linear_backward(tm, il, TRAIN_LORA_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
+    linear_backward(tm, il, TRAIN_LORA_UP, w->ffn_up, gw->ffn_up, NULL, tm->dh, tm->dup, tm->h, n, C, F);
     rmsnorm_backward(pool, dres, gw->ffn_norm, tm->dh, a->x_mid, w->ffn_norm, tm->rstd, n, C);
 
     /* attention: x_mid = x + rs * post_norm(attention(q, k, v) W_o^T) */
     const float *dox = branch_grad(tm, dres, a->o_raw, w->post_attn_norm, gw->post_attn_norm, n);
     zero(tm->datt, n * qd);
-    matmul_backward(g, tm->datt, gw->wo, NULL, dox, a->att, w->wo, n, qd, C);
+    linear_backward(tm, il, TRAIN_LORA_O, w->wo, gw->wo, NULL, tm->datt, dox, a->att, n, qd, C);
     zero(tm->dq, n * qd);
     zero(tm->dk, n * kvd);
     zero(tm->dv, n * kvd);
@@ -510,16 +711,18 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     }
     rmsnorm_forward(pool, tm->h, tm->rstd, a->x, w->attn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
-    matmul_backward(g, tm->dh, gw->wq, gw->bq, dq, tm->h, w->wq, n, C, qd);
-    matmul_backward(g, tm->dh, gw->wk, gw->bk, dk, tm->h, w->wk, n, C, kvd);
-    matmul_backward(g, tm->dh, gw->wv, gw->bv, tm->dv, tm->h, w->wv, n, C, kvd);
+    linear_backward(tm, il, TRAIN_LORA_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
+    linear_backward(tm, il, TRAIN_LORA_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
+    linear_backward(tm, il, TRAIN_LORA_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
     rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
 }
 
 double train_model_step(train_model *tm, const train_batch *b, bool backward) {
     const toy_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd;
-    embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
+    tm->key = b->key;
+    if (tm->w.token_embd) embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
+    else frozen_embedding_forward(tm->acts[0].x, b->tokens, tm->frozen_embd, n, hp->embd_scale);
     for (int il = 0; il < hp->n_layer; il++) layer_forward(tm, il, b->B, b->T);
     const double loss = head_forward_backward(tm, b, backward);
     if (!backward) return loss;
@@ -528,7 +731,7 @@ double train_model_step(train_model *tm, const train_batch *b, bool backward) {
     float *dres = tm->x_final;
     memcpy(dres, tm->dbranch, (size_t)(n * C) * sizeof *dres);
     for (int il = hp->n_layer - 1; il >= 0; il--) layer_backward(tm, il, b->B, b->T, dres);
-    embedding_backward(tm->g.token_embd, dres, b->tokens, n, C, hp->embd_scale);
+    if (tm->g.token_embd) embedding_backward(tm->g.token_embd, dres, b->tokens, n, C, hp->embd_scale);
     return loss;
 }
 

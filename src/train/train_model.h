@@ -39,10 +39,12 @@ typedef struct {
     int64_t offset, n; /* floats */
     bool trainable;    /* false: carried unchanged (RoPE frequency factors) */
     bool decay;        /* weight decay applies: matrices, not norms and biases */
+    bool lora;         /* a LoRA adapter's A or B */
 } train_tensor;
 
 typedef struct {
     int B, T;
+    uint64_t key;           /* which micro-batch this is: LoRA dropout's masks follow it */
     const int32_t *tokens;  /* [B * T] */
     const int32_t *targets; /* [B * T], the token each row predicts; < 0: not scored */
     const float *weights;   /* [B * T] each scored row's weight in the loss */
@@ -56,6 +58,27 @@ typedef struct train_model train_model;
 toy_status train_model_new(const toy_model *model, int32_t seq_len, toy_pool *pool,
                            train_model **out);
 void train_model_free(train_model *tm);
+
+/* LoRA: the base's matrices stay as they are in the file (any type, memory-mapped: the
+ * model must outlive the train_model), frozen with its norms and biases; the
+ * parameters are adapters on the matrices named by `targets` (bits of 1 << kind, in the
+ * order q, k, v, o, gate, up, down), y = W x + (alpha / rank) B (A dropout(x)), A
+ * Gaussian (std 1 / rank, from seed) and B zero, so that the model starts as the base.
+ * Their tensors are named as llama.cpp's adapters ("blk.0.attn_q.weight.lora_a",
+ * ne [n_in, rank]; "...lora_b", ne [rank, n_out]). */
+enum { TRAIN_LORA_Q, TRAIN_LORA_K, TRAIN_LORA_V, TRAIN_LORA_O, TRAIN_LORA_GATE, TRAIN_LORA_UP,
+       TRAIN_LORA_DOWN, TRAIN_LORA_KINDS };
+typedef struct {
+    int32_t rank;
+    float alpha;
+    uint32_t targets;
+    float dropout;
+    uint64_t seed;
+} train_lora_params;
+toy_status train_model_new_lora(const toy_model *model, int32_t seq_len, toy_pool *pool,
+                                const train_lora_params *lp, train_model **out);
+/* NULL for a full model */
+const train_lora_params *train_model_lora(const train_model *tm);
 
 /* Activations for micro-batches of up to B x T tokens (T <= the seq_len given). */
 toy_status train_model_reserve(train_model *tm, int B, int T);

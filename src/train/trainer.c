@@ -27,7 +27,7 @@
 toy_train_params toy_train_default_params(void) {
     return (toy_train_params){
         .batch = 8, .seq = 256, .grad_accum = 1, .epochs = 1, .lr = 1e-3f, .min_lr = 1e-4f,
-        .warmup = 100, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+        .lora_targets = 0x7f, .warmup = 100, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
         .clip = 1.0f, .seed = 42, .n_threads = 1, .out_ftype = -1,
         .init = {.ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = 1},
     };
@@ -143,8 +143,10 @@ static toy_status open_model(run *r) {
         if (!file_exists(r->out.model) || !file_exists(r->out.state))
             return toy_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
                              r->out.model, r->out.state);
-        return toy_model_load(r->out.model, &r->model);
+        /* LoRA: the adapters come back from the state's master copy; the base is the base */
+        if (!p->lora_rank) return toy_model_load(r->out.model, &r->model);
     }
+    if (p->lora_rank && !p->model_path) return toy_error(TOY_ERR_INVALID, "LoRA needs a base model");
     if (p->model_path) return toy_model_load(p->model_path, &r->model);
     const size_t n = strlen(r->out.model) + 16;
     char *tmp = malloc(n);
@@ -194,7 +196,13 @@ static toy_status setup(run *r) {
     if (!r->pool) return toy_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     if ((st = open_model(r))) return st;
     r->ftype = p->out_ftype >= 0 ? p->out_ftype : p->model_path ? model_ftype(r->model) : TOY_FTYPE_ALL_F32;
-    if ((st = train_model_new(r->model, p->seq, r->pool, &r->tm))) return st;
+    if (p->lora_rank) {
+        const train_lora_params lp = {p->lora_rank, p->lora_alpha > 0 ? p->lora_alpha : (float)p->lora_rank,
+                                      p->lora_targets, p->lora_dropout, p->seed};
+        if ((st = train_model_new_lora(r->model, p->seq, r->pool, &lp, &r->tm))) return st;
+    } else if ((st = train_model_new(r->model, p->seq, r->pool, &r->tm))) {
+        return st;
+    }
     if ((st = train_model_reserve(r->tm, p->batch, p->seq))) return st;
 
     const toy_vocab *vocab = toy_model_vocab(r->model);
@@ -259,16 +267,18 @@ static double evaluate(run *r) {
             scored += train_stream_window(&r->eval, w0 + i, p->seq, r->tokens + (size_t)i * p->seq,
                                           r->targets + (size_t)i * p->seq);
         for (int i = 0; i < b * p->seq; i++) r->weights[i] = 1.0f;
-        const train_batch batch = {b, p->seq, r->tokens, r->targets, r->weights};
+        const train_batch batch = {b, p->seq, 0, r->tokens, r->targets, r->weights};
         sum += train_model_step(r->tm, &batch, false);
     }
     return scored ? sum / (double)scored : NAN;
 }
 
 static toy_status save(run *r) {
-    const bool master = r->ftype != TOY_FTYPE_ALL_F32;
-    toy_status st = checkpoint_write_model(r->tm, toy_model_gguf(r->model), r->ftype, r->p->n_threads,
-                                           r->out.model);
+    const bool lora = train_model_lora(r->tm) != NULL;
+    const bool master = lora || r->ftype != TOY_FTYPE_ALL_F32;
+    toy_status st = lora ? checkpoint_write_adapter(r->tm, toy_model_gguf(r->model), r->out.model)
+                         : checkpoint_write_model(r->tm, toy_model_gguf(r->model), r->ftype, r->p->n_threads,
+                                                  r->out.model);
     if (!st) st = checkpoint_write_state(r->out.state, r->tm, r->m, r->v, master, &r->st, &r->hist);
     const int64_t per_step = (int64_t)r->p->batch * r->p->grad_accum * r->p->seq;
     if (!st) st = write_csv(r->out.csv, &r->hist, per_step);
@@ -307,7 +317,8 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
             train_stream_window(&r->data, windows[a * p->batch + i], p->seq, r->tokens + (size_t)i * p->seq,
                                 r->targets + (size_t)i * p->seq);
         for (int i = 0; i < p->batch * p->seq; i++) r->weights[i] = weight;
-        const train_batch b = {p->batch, p->seq, r->tokens, r->targets, r->weights};
+        const train_batch b = {p->batch, p->seq, (uint64_t)(r->st.step * p->grad_accum + a), r->tokens, r->targets,
+                               r->weights};
         loss += train_model_step(tm, &b, true);
     }
     /* tensors that are not trained (RoPE factors) take no part in the norm */
@@ -432,7 +443,7 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
             w[i] = 1.0f / (float)rows;
         }
         const adamw_params ap = {1e-4f, 1e-5f, 0, 100, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
-        const train_batch b = {batch, seq, tok, tgt, w};
+        const train_batch b = {batch, seq, 0, tok, tgt, w};
         for (int s = -1; s < steps; s++) { /* step -1 warms up */
             const double t0 = now_s();
             train_model_zero_grads(tm);
