@@ -591,6 +591,11 @@ TOY_API toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, cons
  * is an error naming the architecture). *loss may be NULL. */
 TOY_API toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n_tokens,
                             int n_threads, const char *out_path, double *loss);
+/* The same with a LoRA adapter on the base (lora_path; NULL: toy_grad): the gradients of
+ * the adapter's tensors only (W.lora_a, W.lora_b, as in the adapter file), the base
+ * frozen in its own type. One rank for all pairs, on q, k, v, o, gate, up, down. */
+TOY_API toy_status toy_grad_lora(const char *model_path, const char *lora_path, const int32_t *tokens,
+                                 int32_t n_tokens, int n_threads, const char *out_path, double *loss);
 
 /* Where a run stands, after each optimizer step. */
 typedef struct {

@@ -3,7 +3,8 @@
 # autograd) on every dense fixture model: the loss within 0.1 % and every tensor's
 # gradient within 1e-3 relative RMS (quantized models: the reference reads the F32
 # conversion that toy quantize writes, the same dequantized values toy grad
-# differentiates). MoE models and bad input give errors naming the problem.
+# differentiates); then the same for LoRA adapters (toy grad --lora) on float and
+# quantized bases. MoE models and bad input give errors naming the problem.
 set -u
 toy="$1"
 . "$(dirname "$0")/fixtures.sh"
@@ -45,6 +46,29 @@ print(','.join(str(x) for x in struct.unpack_from('<%di' % ne[0], g.data, off)))
     printf '%-20s %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
   else
     die "$name: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"
+  fi
+done
+
+# LoRA: the adapters' gradients (toy grad --lora), the base frozen in its own type; the
+# adapters come from a few steps of toy finetune, so that B is no longer zero
+text="$tmp/text.txt"
+cat "$fixtures/README.md" > "$text"
+for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 llama3-bpe-f16; do
+  model="$models/$name.gguf"
+  "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 4 \
+    --lora-alpha 8 --out "$tmp/a.gguf" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }
+  tokens="1,$(seq -s, 40 7 200)"
+  "$toy" grad -m "$model" --lora "$tmp/a.gguf" --tokens "$tokens" --out "$tmp/g.gguf" -t 2 > /dev/null 2> "$tmp/err" \
+    || { die "$name: toy grad --lora: $(cat "$tmp/err")"; continue; }
+  case "$name" in
+  *-f32 | *-f16 | *-bf16) ;;
+  *) "$toy" quantize "$model" "$tmp/f32.gguf" F32 > /dev/null 2>&1 || die "$name: toy quantize to F32 failed"
+     model="$tmp/f32.gguf" ;;
+  esac
+  if "$py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 --lora "$tmp/a.gguf" > "$tmp/out" 2>&1; then
+    printf '%-20s LoRA: %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
+  else
+    die "$name LoRA: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"
   fi
 done
 

@@ -8,9 +8,11 @@ next-token loss (mean over the n - 1 predicted tokens) with respect to every ten
 Nothing here comes from toy's sources: the GGUF reader, the architecture rules and the
 derivatives are all separate.
 
-usage: grad_reference.py MODEL.gguf TOKENS_CSV TOY_GRADS.gguf [--tol T]
+usage: grad_reference.py MODEL.gguf TOKENS_CSV TOY_GRADS.gguf [--tol T] [--lora ADAPTER.gguf]
 Prints the loss of both and the relative RMS difference of every tensor's gradient;
-exits 1 if the loss differs by more than 0.1 % or a tensor by more than T.
+exits 1 if the loss differs by more than 0.1 % or a tensor by more than T. With --lora
+the model is frozen and the gradients are those of the adapter's lora_a / lora_b
+(llama.cpp's adapter format: W x + alpha / rank * B (A x)).
 """
 import math
 import os
@@ -93,14 +95,29 @@ def gelu_tanh(x):
     return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
-def loss_and_grads(kv, np_tensors, tokens):
+def loss_and_grads(kv, np_tensors, tokens, lora=None):
+    """lora: (alpha, {tensor name: (A [rank][n_in], B [n_out][rank])}); then only the
+    adapters have gradients, as W x + alpha / rank * B (A x)."""
     arch = kv["general.architecture"]
 
     def hp(key, default=None):
         v = kv.get(f"{arch}.{key}", default)
         return v[0] if isinstance(v, list) else v
 
-    W = {k: torch.tensor(v, requires_grad=True) for k, v in np_tensors.items()}
+    W = {k: torch.tensor(v, requires_grad=lora is None) for k, v in np_tensors.items()}
+    L = {}
+    if lora is not None:
+        alpha, pairs = lora
+        for name, (a, b) in pairs.items():
+            L[name] = (torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True),
+                       (alpha or a.shape[0]) / a.shape[0])
+
+    def mm(h, name):
+        y = h @ W[name].T
+        if name in L:
+            a, b, s = L[name]
+            y = y + s * ((h @ a.T) @ b.T)
+        return y
     n_embd, n_layer = hp("embedding_length"), hp("block_count")
     n_head = hp("attention.head_count")
     n_head_kv = hp("attention.head_count_kv", n_head)
@@ -151,10 +168,10 @@ def loss_and_grads(kv, np_tensors, tokens):
             return W.get(f"blk.{il}.{name}")
         h = rms_norm(x, w("attn_norm.weight"), eps)
         if w("attn_qkv.weight") is not None:
-            qkv = h @ w("attn_qkv.weight").T
+            qkv = mm(h, f"blk.{il}.attn_qkv.weight")
             q, k, v = qkv[:, :qd], qkv[:, qd:qd + kvd], qkv[:, qd + kvd:]
         else:
-            q, k, v = h @ w("attn_q.weight").T, h @ w("attn_k.weight").T, h @ w("attn_v.weight").T
+            q, k, v = (mm(h, f"blk.{il}.attn_{t}.weight") for t in "qkv")
         if w("attn_q.bias") is not None:
             q, k, v = q + w("attn_q.bias"), k + w("attn_k.bias"), v + w("attn_v.bias")
         q = q.reshape(T, n_head, head_dim)
@@ -190,28 +207,32 @@ def loss_and_grads(kv, np_tensors, tokens):
             mask = mask | (idx[:, None] - idx[None, :] >= swa)
         scores = scores.masked_fill(mask[None], float("-inf"))
         att = torch.einsum("htu,uhd->thd", torch.softmax(scores, -1), v).reshape(T, qd)
-        o = att @ w("attn_output.weight").T
+        o = mm(att, f"blk.{il}.attn_output.weight")
         if w("post_attention_norm.weight") is not None:
             o = rms_norm(o, w("post_attention_norm.weight"), eps)
         x = x + residual_scale * o
         h = rms_norm(x, w("ffn_norm.weight"), eps)
         if w("ffn_gate.weight") is not None:
-            gate, up = h @ w("ffn_gate.weight").T, h @ w("ffn_up.weight").T
+            gate, up = mm(h, f"blk.{il}.ffn_gate.weight"), mm(h, f"blk.{il}.ffn_up.weight")
         else:  # phi3: gate rows, then up rows
-            gu = h @ w("ffn_up.weight").T
+            gu = mm(h, f"blk.{il}.ffn_up.weight")
             gate, up = gu[:, : gu.shape[1] // 2], gu[:, gu.shape[1] // 2:]
         act = gelu_tanh(gate) if gemma else torch.nn.functional.silu(gate)
-        f = (act * up) @ w("ffn_down.weight").T
+        f = mm(act * up, f"blk.{il}.ffn_down.weight")
         if w("post_ffw_norm.weight") is not None:
             f = rms_norm(f, w("post_ffw_norm.weight"), eps)
         x = x + residual_scale * f
     h = rms_norm(x, W["output_norm.weight"], eps)
-    out_w = W.get("output.weight", W["token_embd.weight"])
-    z = (h @ out_w.T) / logit_scale
+    z = mm(h, "output.weight" if "output.weight" in W else "token_embd.weight") / logit_scale
     if final_softcap:
         z = final_softcap * torch.tanh(z / final_softcap)
     loss = torch.nn.functional.cross_entropy(z[:-1], torch.tensor(tokens[1:]))
     loss.backward()
+    if L:
+        grads = {}
+        for name, (a, b, _) in L.items():
+            grads[name + ".lora_a"], grads[name + ".lora_b"] = a.grad.numpy(), b.grad.numpy()
+        return loss.item(), grads
     return loss.item(), {k: (t.grad.numpy() if t.grad is not None else np.zeros(t.shape)) for k, t in W.items()}
 
 
@@ -222,10 +243,17 @@ def main():
         i = args.index("--tol")
         tol = float(args[i + 1])
         del args[i:i + 2]
+    lora = None
+    if "--lora" in args:
+        i = args.index("--lora")
+        akv, at = read_gguf(args[i + 1])
+        del args[i:i + 2]
+        pairs = {n[:-len(".lora_a")]: (t, at[n[:-1] + "b"]) for n, t in at.items() if n.endswith(".lora_a")}
+        lora = (akv.get("adapter.lora.alpha", 0.0), pairs)
     model, tokens_csv, toy_grads = args
     tokens = [int(t) for t in tokens_csv.split(",")]
     kv, tensors = read_gguf(model)
-    loss, grads = loss_and_grads(kv, tensors, tokens)
+    loss, grads = loss_and_grads(kv, tensors, tokens, lora)
     gkv, toy = read_gguf(toy_grads)
     toy_loss = gkv["toy.loss"]
     ok = abs(toy_loss - loss) <= 1e-3 * abs(loss)

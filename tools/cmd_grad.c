@@ -7,7 +7,7 @@
 #include "toy.h"
 
 static const char *const grad_usage =
-    "usage: toy grad -m MODEL --tokens ID,ID,... --out GRADS.gguf [-t N]\n"
+    "usage: toy grad -m MODEL [--lora ADAPTER] --tokens ID,ID,... --out GRADS.gguf [-t N]\n"
     "\n"
     "Evaluates the tokens as one causal sequence from position 0 and writes the gradient of\n"
     "the next-token loss (cross-entropy, the mean over the n - 1 predicted tokens) with\n"
@@ -16,13 +16,15 @@ static const char *const grad_usage =
     "differentiated as their dequantized values, GELU as the smooth tanh-GELU.\n"
     "\n"
     "  -m, --model FILE     the GGUF model (a dense architecture)\n"
+    "  --lora FILE          a LoRA adapter on it: the gradients of the adapter's tensors\n"
+    "                       (W.lora_a, W.lora_b), the model frozen in its own type\n"
     "  --tokens LIST        comma-separated token ids (at least 2)\n"
     "  --out FILE           where the gradients go\n"
     "  -t, --threads N      threads (default: the CPUs available; the result is the same)\n"
     "  -h, --help           this message\n";
 
 int cmd_grad(int argc, char **argv) {
-    const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL;
+    const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *lora_path = NULL;
     int n_threads = default_threads();
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
@@ -31,6 +33,8 @@ int cmd_grad(int argc, char **argv) {
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
             model_path = argv[++i];
+        } else if (!strcmp(a, "--lora") && next) {
+            lora_path = argv[++i];
         } else if (!strcmp(a, "--tokens") && next) {
             tokens_arg = argv[++i];
         } else if (!strcmp(a, "--out") && next) {
@@ -51,7 +55,7 @@ int cmd_grad(int argc, char **argv) {
     int32_t *tokens = parse_token_list("grad", tokens_arg, &n);
     if (!tokens) return 2;
     double loss;
-    toy_status st = toy_grad(model_path, tokens, n, n_threads, out_path, &loss);
+    toy_status st = toy_grad_lora(model_path, lora_path, tokens, n, n_threads, out_path, &loss);
     free(tokens);
     if (st) {
         fprintf(stderr, "toy grad: %s\n", toy_last_error());

@@ -3,11 +3,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stdio.h>
+
 #include "error.h"
+#include "lora.h"
 #include "train_model.h"
+
+/* The adapter's settings for a LoRA train_model: its kinds, its one rank, its alpha. */
+static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_params *lp) {
+    static const char *const kinds[TRAIN_LORA_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                        "ffn_gate", "ffn_up", "ffn_down"};
+    *lp = (train_lora_params){.alpha = l->alpha};
+    for (int i = 0; i < l->n_pairs; i++) {
+        const toy_lora_pair *p = &l->pairs[i];
+        int il, len = 0, k = 0;
+        char kind[32];
+        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
+            while (k < TRAIN_LORA_KINDS && strcmp(kind, kinds[k])) k++;
+        if (!len || k == TRAIN_LORA_KINDS || il < 0 || il >= m->hp.n_layer)
+            return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
+        if (lp->rank && p->rank != lp->rank)
+            return toy_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
+                             lp->rank, (long long)p->rank);
+        lp->rank = (int32_t)p->rank;
+        lp->targets |= 1u << k;
+    }
+    if (lp->alpha == 0) lp->alpha = (float)lp->rank; /* llama.cpp: scale 1 */
+    return TOY_OK;
+}
 
 toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, int n_threads,
                     const char *out_path, double *loss_out) {
+    return toy_grad_lora(model_path, NULL, tokens, n, n_threads, out_path, loss_out);
+}
+
+toy_status toy_grad_lora(const char *model_path, const char *lora_path, const int32_t *tokens, int32_t n,
+                         int n_threads, const char *out_path, double *loss_out) {
     if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
@@ -24,7 +55,24 @@ toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, in
     int32_t *targets = malloc((size_t)n * sizeof *targets);
     float *weights = malloc((size_t)n * sizeof *weights);
     if (!pool || !targets || !weights) st = toy_error(TOY_ERR_NOMEM, "no memory");
-    if (!st) st = train_model_new(m, n, pool, &tm);
+    toy_lora *lora = NULL;
+    train_lora_params lp;
+    if (!st && lora_path && !(st = toy_lora_load(m, lora_path, &lora))) st = lora_setup(m, lora, &lp);
+    if (!st) st = lora ? train_model_new_lora(m, n, pool, &lp, &tm) : train_model_new(m, n, pool, &tm);
+    /* the adapter's values in place of the fresh ones; every pair has its tensors there */
+    for (int i = 0; !st && lora && i < train_model_n_tensors(tm); i++) {
+        const train_tensor *t = train_model_tensor(tm, i);
+        if (!t->lora) continue;
+        char name[96];
+        snprintf(name, sizeof name, "%.*s", (int)(strlen(t->name) - strlen(".lora_a")), t->name);
+        const toy_lora_pair *p = toy_lora_find(lora, name);
+        const bool is_a = t->name[strlen(t->name) - 1] == 'a';
+        if (!p) { /* a target the adapter has in another layer only */
+            memset(train_model_params(tm) + t->offset, 0, (size_t)t->n * sizeof(float));
+            continue;
+        }
+        memcpy(train_model_params(tm) + t->offset, is_a ? p->a : p->b, (size_t)t->n * sizeof(float));
+    }
     if (!st) st = train_model_reserve(tm, 1, n);
     double loss = 0;
     if (!st) {
@@ -41,6 +89,7 @@ toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, in
     if (!st) st = toy_gguf_writer_set_u32(w, "toy.n_tokens", (uint32_t)n);
     for (int i = 0; !st && i < train_model_n_tensors(tm); i++) {
         const train_tensor *t = train_model_tensor(tm, i);
+        if (lora && !t->lora) continue; /* the frozen base has no gradient */
         st = toy_gguf_writer_add_tensor(w, t->name, TOY_TYPE_F32, t->n_dims, t->ne,
                                         train_model_grads(tm) + t->offset);
     }
@@ -49,6 +98,7 @@ toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, in
     toy_gguf_writer_free(w);
     train_model_free(tm);
     toy_pool_free(pool);
+    toy_lora_free(lora);
     free(targets);
     free(weights);
     toy_model_free(m);
