@@ -647,6 +647,10 @@ typedef struct {
     float lora_alpha;
     uint32_t lora_targets;
     float lora_dropout;
+    /* Mixed precision: TOY_TYPE_BF16 or TOY_TYPE_F16 round both operands of every
+     * training product to that type (F32 accumulation, F32 master weights and moments);
+     * 0 or TOY_TYPE_F32: F32 throughout. */
+    int compute_type;
     void (*progress)(void *user, const toy_train_progress *p);
     void *progress_user;
     const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */

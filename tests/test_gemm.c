@@ -2,9 +2,12 @@
  * 1-3 threads, gives exactly the bits of toy_gemm_ref (one fused multiply-add chain per
  * element, in k order) for every transpose combination, with and without accumulation,
  * on shapes that are not multiples of any tile or block size; a product split over K
- * into accumulating calls equals the product in one call. */
+ * into accumulating calls equals the product in one call. The same with the operands
+ * rounded to BF16 or F16 (mixed precision), against toy_gemm_ref_rounded; rounding
+ * changes the result (it is not silently skipped). */
 #include "gemm.h"
 #include "kernels.h"
+#include "quant.h"
 #include "test.h"
 
 static uint64_t rng_state = 0x1234567;
@@ -25,7 +28,7 @@ static int64_t first_diff(const float *a, const float *b, int64_t m, int64_t n, 
     return -1;
 }
 
-static void check_shape(toy_gemm *g, const char *isa, int64_t m, int64_t n, int64_t k, bool ta,
+static void check_shape(toy_gemm *g, const char *isa, int round, int64_t m, int64_t n, int64_t k, bool ta,
                         bool tb, bool acc) {
     /* leading dimensions larger than the rows, so strides are exercised */
     const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
@@ -41,10 +44,10 @@ static void check_shape(toy_gemm *g, const char *isa, int64_t m, int64_t n, int6
     toy_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc};
     toy_gemm_run(g, &p);
     p.c = ref;
-    toy_gemm_ref(&p);
+    toy_gemm_ref_rounded(&p, round);
     int64_t d = first_diff(c, ref, m, n, ldc);
-    CHECK_MSG(d < 0, "%s m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %.9g, ref %.9g",
-              isa, (long long)m, (long long)n, (long long)k, ta, tb, acc, (long long)d,
+    CHECK_MSG(d < 0, "%s (operands %d) m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %.9g, ref %.9g",
+              isa, round, (long long)m, (long long)n, (long long)k, ta, tb, acc, (long long)d,
               d < 0 ? 0.0 : c[d], d < 0 ? 0.0 : ref[d]);
     /* the padding columns of C are never written */
     for (int64_t i = 0; i < m; i++)
@@ -89,10 +92,14 @@ int main(void) {
             toy_gemm *g = toy_gemm_new_with(pool, kernels[ki]);
             CHECK(pool && g);
             if (!pool || !g) return 1;
-            for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-                for (int t = 0; t < 8; t++)
-                    check_shape(g, kernels[ki]->isa, shapes[s][0], shapes[s][1], shapes[s][2], t & 1,
-                                t & 2, t & 4);
+            static const int rounds[] = {TOY_TYPE_F32, TOY_TYPE_BF16, TOY_TYPE_F16};
+            for (int r = 0; r < 3; r++) {
+                toy_gemm_set_operand_type(g, rounds[r]);
+                for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+                    for (int t = 0; t < 8; t++)
+                        check_shape(g, kernels[ki]->isa, rounds[r], shapes[s][0], shapes[s][1], shapes[s][2],
+                                    t & 1, t & 2, t & 4);
+            }
             toy_gemm_free(g);
             toy_pool_free(pool);
         }
@@ -102,6 +109,15 @@ int main(void) {
     toy_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
     toy_gemm_run(g, &p);
     for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
+    /* BF16 operands: 1 + 2^-10 rounds to 1, so the product is 1, not 1 + 2^-10 */
+    float one_plus[1] = {1.0f + 1.0f / 1024}, one[1] = {1.0f}, out[1];
+    toy_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1};
+    toy_gemm_set_operand_type(g, TOY_TYPE_BF16);
+    toy_gemm_run(g, &q);
+    CHECK(out[0] == 1.0f);
+    toy_gemm_set_operand_type(g, TOY_TYPE_F16);
+    toy_gemm_run(g, &q);
+    CHECK(out[0] == one_plus[0]); /* F16 holds 10 mantissa bits */
     toy_gemm_free(g);
     return test_finish("test_gemm");
 }

@@ -64,6 +64,8 @@ static const char *const common_usage =
     "  --save-every N         a checkpoint every N steps (default: at the end)\n"
     "  --resume               continue the run that wrote --out\n"
     "  -t, --threads N        threads (default: the CPUs available; the losses are the same)\n"
+    "  --compute T            f32 (default), bf16 or f16: the products' operands rounded to T\n"
+    "                         (F32 accumulation, F32 master weights and AdamW moments)\n"
     "  -h, --help             this message\n";
 
 static volatile sig_atomic_t stop_requested;
@@ -298,6 +300,13 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
             else p.lora_dropout = f;
         } else if (finetune && !strcmp(a, "--lora-targets") && v) {
             if (!parse_lora_targets(cmd, argv[++i], &p.lora_targets)) goto done;
+        } else if (!strcmp(a, "--compute") && v) {
+            const int t = toy_type_from_name(argv[++i]);
+            if (t != TOY_TYPE_F32 && t != TOY_TYPE_BF16 && t != TOY_TYPE_F16) {
+                fprintf(stderr, "toy %s: --compute must be f32, bf16 or f16, got '%s'\n", cmd, argv[i]);
+                goto done;
+            }
+            p.compute_type = t;
         } else if (!strcmp(a, "--resume")) {
             p.resume = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {

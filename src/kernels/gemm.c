@@ -15,6 +15,7 @@
 
 #include "gemm.h"
 #include "kernels.h"
+#include "quant.h"
 
 #define GEMM_KC 256
 #define GEMM_MC 192    /* rows of a single-thread block: a multiple of every mr (4, 6, 12) */
@@ -28,11 +29,44 @@
 struct toy_gemm {
     toy_pool *pool;
     const toy_gemm_kernel *kern;
+    int operand_type;       /* TOY_TYPE_F32, or BF16 / F16: operands rounded when packed */
     int n_threads;
     float *pack;            /* per thread: A slice, B slice, an edge tile */
     size_t pack_per_thread; /* floats */
     float *shared_a, *shared_b; /* the threaded product's packed slices */
 };
+
+/* ---------------------------------------------------------------- rounding */
+
+/* x rounded to the operand type and back (F32: x), the conversions toy's type table
+ * defines: round to nearest even, NaN kept. */
+static inline float round_operand(float x, int type) {
+    if (type == TOY_TYPE_BF16) return toy_bf16_to_fp32(toy_fp32_to_bf16(x));
+    if (type == TOY_TYPE_F16) return toy_fp16_to_fp32(toy_fp32_to_fp16(x));
+    return x;
+}
+
+static void round_panel(float *d, int64_t n, int type) {
+    if (type == TOY_TYPE_F32) return;
+    for (int64_t i = 0; i < n; i++) d[i] = round_operand(d[i], type);
+}
+
+void toy_gemm_set_operand_type(toy_gemm *g, int type) {
+    g->operand_type = type == TOY_TYPE_BF16 || type == TOY_TYPE_F16 ? type : TOY_TYPE_F32;
+}
+
+void toy_gemm_ref_rounded(const toy_gemm_args *p, int type) {
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->n; j++) {
+            float acc = p->accumulate ? p->c[i * p->ldc + j] : 0.0f;
+            for (int64_t k = 0; k < p->k; k++) {
+                const float a = p->trans_a ? p->a[k * p->lda + i] : p->a[i * p->lda + k];
+                const float b = p->trans_b ? p->b[j * p->ldb + k] : p->b[k * p->ldb + j];
+                acc = fmaf(round_operand(a, type), round_operand(b, type), acc);
+            }
+            p->c[i * p->ldc + j] = acc;
+        }
+}
 
 /* ---------------------------------------------------------------- reference */
 
@@ -84,6 +118,7 @@ toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
     if (!g) return NULL;
     g->pool = pool;
     g->kern = kernel;
+    g->operand_type = TOY_TYPE_F32;
     g->n_threads = pool ? toy_pool_size(pool) : 1;
     g->pack_per_thread = (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC + GEMM_MAX_TILE + 16;
     g->pack = aligned_alloc(64, g->pack_per_thread * (size_t)g->n_threads * sizeof(float));
@@ -114,8 +149,9 @@ toy_pool *toy_gemm_pool(const toy_gemm *g) { return g->pool; }
 /* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels: panel p holds
  * dst[p * kc * mr + k * mr + i] = op(A)[m0 + p * mr + i][k0 + k], zero past row m. */
 static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t m0, int64_t mc,
-                   int64_t k0, int64_t kc, float *dst) {
+                   int64_t k0, int64_t kc, float *dst, int round) {
     const int mr = kern->mr;
+    float *const start = dst;
     for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += kc * mr) {
         const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
         if (!p->trans_a && kern->pack_a_rows) {
@@ -139,13 +175,15 @@ static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t 
             }
         }
     }
+    round_panel(start, (dst - start), round);
 }
 
 /* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels: panel q holds
  * dst[q * kc * nr + k * nr + j] = op(B)[k0 + k][n0 + q * nr + j], zero past column n. */
 static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t n0, int64_t nc,
-                   int64_t k0, int64_t kc, float *dst) {
+                   int64_t k0, int64_t kc, float *dst, int round) {
     const int nr = kern->nr;
+    float *const start = dst;
     for (int64_t c0 = 0; c0 < nc; c0 += nr, dst += kc * nr) {
         const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
         if (p->trans_b && kern->pack_b_rows) {
@@ -169,6 +207,7 @@ static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t 
             }
         }
     }
+    round_panel(start, (dst - start), round);
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -207,8 +246,8 @@ static void gemm_block(const toy_gemm *g, const toy_gemm_args *p, int thread, in
     float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        pack_b(g->kern, p, n0, nc, k0, kc, pb);
-        pack_a(g->kern, p, m0, mc, k0, kc, pa);
+        pack_b(g->kern, p, n0, nc, k0, kc, pb, g->operand_type);
+        pack_a(g->kern, p, m0, mc, k0, kc, pa, g->operand_type);
         gemm_tiles(g, p, pa, pb, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
     }
 }
@@ -245,10 +284,12 @@ static void pack_task(void *ctx, int64_t task, int thread) {
     for (int64_t q = task * PANELS_PER_TASK; q < (task + 1) * PANELS_PER_TASK; q++) {
         if (q < j->a_panels) {
             const int64_t r0 = q * mr, rows = j->mc - r0 < mr ? j->mc - r0 : mr;
-            pack_a(j->g->kern, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * j->kc);
+            pack_a(j->g->kern, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * j->kc,
+                   j->g->operand_type);
         } else if (q < j->a_panels + j->b_panels) {
             const int64_t c0 = (q - j->a_panels) * nr, cols = j->nc - c0 < nr ? j->nc - c0 : nr;
-            pack_b(j->g->kern, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * j->kc);
+            pack_b(j->g->kern, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * j->kc,
+                   j->g->operand_type);
         }
     }
 }

@@ -57,6 +57,14 @@ void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p);
 /* The definition above, as plain loops (fmaf). */
 void toy_gemm_ref(const toy_gemm_args *p);
 
+/* Mixed precision: with TOY_TYPE_BF16 or TOY_TYPE_F16, every later product of the engine
+ * rounds each operand element to that type (round to nearest even) before the chains,
+ * which stay F32: C[i][j] = chain of fmaf(round(opA[i][k]), round(opB[k][j]), acc).
+ * The rounding is done as the operands are packed, so it costs O(mk + kn), not O(mnk).
+ * TOY_TYPE_F32 (the default) turns it off. toy_gemm_ref_rounded is the definition. */
+void toy_gemm_set_operand_type(toy_gemm *g, int type);
+void toy_gemm_ref_rounded(const toy_gemm_args *p, int type);
+
 /* ---- micro-kernels (gemm_avx2.c, gemm_avx512.c) ----
  * A tile of mr x nr results: c[i * ldc + j] (+)= sum over k < kc of a[k * mr + i] *
  * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */

@@ -203,6 +203,10 @@ static toy_status setup(run *r) {
     } else if ((st = train_model_new(r->model, p->seq, r->pool, &r->tm))) {
         return st;
     }
+    if (p->compute_type && p->compute_type != TOY_TYPE_F32 && p->compute_type != TOY_TYPE_BF16 &&
+        p->compute_type != TOY_TYPE_F16)
+        return toy_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(p->compute_type));
+    toy_gemm_set_operand_type(train_model_gemm(r->tm), p->compute_type ? p->compute_type : TOY_TYPE_F32);
     if ((st = train_model_reserve(r->tm, p->batch, p->seq))) return st;
 
     const toy_vocab *vocab = toy_model_vocab(r->model);
