@@ -341,7 +341,8 @@ TOY_API toy_status toy_model_mlock(toy_model *model);
 typedef struct toy_context toy_context;
 
 /* Called during a forward pass with named intermediate tensors ("embed",
- * "L0.attn_norm", "L0.q", ..., "final_norm", "logits"): n_tokens rows of n floats. */
+ * "L0.attn_norm", "L0.q", ..., "L0.out" (the residual stream after block 0), ...,
+ * "final_norm", "logits"): n_tokens rows of n floats. */
 typedef void (*toy_trace_fn)(void *user, const char *name, const float *data,
                              int64_t n_tokens, int64_t n);
 
@@ -688,6 +689,22 @@ TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_
                                    int n_threads, toy_train_bench_result *result);
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
+
+/* ---------------------------------------------------------------- model comparison */
+
+/* Linear CKA of two sets of n activations (rows of x [n x dx] and y [n x dy]):
+ * ||Yc^T Xc||_F^2 / (||Xc^T Xc||_F ||Yc^T Yc||_F), Xc, Yc the column-centred matrices,
+ * computed through the n x n Gram matrices (accumulated in double). 0 when either set
+ * is constant. */
+TOY_API double toy_linear_cka(const float *x, int64_t n, int64_t dx, const float *y, int64_t dy);
+
+/* The linear CKA of every layer pair of two models on one token stream: the residual
+ * stream after each block of A (n_layer_a taps) against each block of B, in windows of
+ * at most `window` tokens (0: 512, at most each model's training context) from position
+ * 0. The models must share the tokenizer (an error says where they differ). *cka is
+ * malloc'd [n_layer_a][n_layer_b]. */
+TOY_API toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int32_t n_tokens,
+                                  int32_t window, int n_threads, double **cka, int *n_layer_a, int *n_layer_b);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,7 @@ int cmd_grad(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_lora(int argc, char **argv);
+int cmd_cka(int argc, char **argv);
 
 /* Shared by the commands: parse a whole non-negative integer option value. */
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,

@@ -29,6 +29,7 @@ static const struct {
     {"train", cmd_train, "train a model from scratch (or further) on text or chat data"},
     {"finetune", cmd_finetune, "fine-tune a model (every weight, or LoRA adapters) on text or chat data"},
     {"lora", cmd_lora, "merge LoRA adapters into a model"},
+    {"cka", cmd_cka, "compare two models layer by layer (linear CKA of their residual streams)"},
 };
 
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

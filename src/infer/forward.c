@@ -258,6 +258,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
         trace(ctx, "ffn_out", il, ctx->o, n, n_embd);
         be->add(be, ctx->x, ctx->o, n * n_embd);
+        trace(ctx, "out", il, ctx->x, n, n_embd); /* the residual stream after the block */
     }
 
     /* only the rows whose logits were asked for go through the output projection */

@@ -1,0 +1,176 @@
+/* cka.c — comparing models by linear CKA of their residual streams (Kornblith et al.,
+ * 2019): the taps are the residual stream after each block, read through the context's
+ * trace callback on one token stream fed to both models. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "toy.h"
+
+/* Column-centred copy of x [n x d]. */
+static float *centred(const float *x, int64_t n, int64_t d) {
+    float *c = malloc((size_t)(n * d) * sizeof *c);
+    double *mean = calloc((size_t)d, sizeof *mean);
+    if (!c || !mean) {
+        free(c);
+        free(mean);
+        return NULL;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < d; j++) mean[j] += x[i * d + j];
+    for (int64_t j = 0; j < d; j++) mean[j] /= (double)n;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < d; j++) c[i * d + j] = (float)(x[i * d + j] - mean[j]);
+    free(mean);
+    return c;
+}
+
+/* G = Xc Xc^T [n x n] in double (each entry a dot product over d, summed in double). */
+static double *gram(const float *xc, int64_t n, int64_t d) {
+    double *g = malloc((size_t)(n * n) * sizeof *g);
+    if (!g) return NULL;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j <= i; j++) {
+            double s = 0;
+            for (int64_t k = 0; k < d; k++) s += (double)xc[i * d + k] * xc[j * d + k];
+            g[i * n + j] = g[j * n + i] = s;
+        }
+    return g;
+}
+
+/* <Gx, Gy> / (||Gx|| ||Gy||) = ||Yc^T Xc||^2 / (||Xc^T Xc|| ||Yc^T Yc||) */
+static double cka_of_grams(const double *gx, const double *gy, int64_t n) {
+    double xy = 0, xx = 0, yy = 0;
+    for (int64_t i = 0; i < n * n; i++) {
+        xy += gx[i] * gy[i];
+        xx += gx[i] * gx[i];
+        yy += gy[i] * gy[i];
+    }
+    return xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0.0;
+}
+
+static double *centred_gram(const float *x, int64_t n, int64_t d) {
+    float *c = centred(x, n, d);
+    double *g = c ? gram(c, n, d) : NULL;
+    free(c);
+    return g;
+}
+
+double toy_linear_cka(const float *x, int64_t n, int64_t dx, const float *y, int64_t dy) {
+    double *gx = centred_gram(x, n, dx), *gy = centred_gram(y, n, dy);
+    const double r = gx && gy ? cka_of_grams(gx, gy, n) : NAN;
+    free(gx);
+    free(gy);
+    return r;
+}
+
+/* ---------------------------------------------------------------- taps */
+
+typedef struct {
+    float *taps;     /* [n_layer][n_tokens][n_embd] */
+    int n_layer;
+    int64_t n_embd, n_tokens, row0; /* row0: where this window's tokens go */
+} tap_sink;
+
+static void on_trace(void *user, const char *name, const float *data, int64_t n_tok, int64_t n) {
+    tap_sink *s = user;
+    int il, len = 0;
+    if (sscanf(name, "L%d.out%n", &il, &len) != 1 || name[len] || il < 0 || il >= s->n_layer || n != s->n_embd)
+        return;
+    memcpy(s->taps + ((size_t)il * (size_t)s->n_tokens + (size_t)s->row0) * (size_t)n, data,
+           (size_t)(n_tok * n) * sizeof *data);
+}
+
+static toy_status model_taps(toy_model *m, const int32_t *tokens, int32_t n, int32_t window, int n_threads,
+                             tap_sink *s) {
+    s->n_layer = toy_model_n_layer(m);
+    s->n_embd = toy_model_n_embd(m);
+    s->n_tokens = n;
+    s->taps = malloc((size_t)s->n_layer * (size_t)n * (size_t)s->n_embd * sizeof *s->taps);
+    if (!s->taps) return toy_error(TOY_ERR_NOMEM, "no memory for %d x %d activations", s->n_layer, n);
+    toy_context_params p = toy_context_default_params();
+    p.n_ctx = window;
+    p.n_batch = window;
+    p.n_threads = n_threads;
+    p.trace = on_trace;
+    p.trace_user = s;
+    toy_context *ctx;
+    toy_status st = toy_context_new(m, &p, &ctx);
+    if (st) return st;
+    int32_t *pos = malloc((size_t)window * sizeof *pos), *seq = calloc((size_t)window, sizeof *seq);
+    if (!pos || !seq) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    for (int32_t i = 0; !st && i < window; i++) pos[i] = i;
+    for (int32_t t0 = 0; !st && t0 < n; t0 += window) {
+        const int32_t len = n - t0 < window ? n - t0 : window;
+        toy_kv_seq_rm(ctx, 0, 0, -1);
+        s->row0 = t0;
+        toy_batch b = {len, tokens + t0, pos, seq, NULL};
+        st = toy_decode(ctx, &b);
+    }
+    free(pos);
+    free(seq);
+    toy_context_free(ctx);
+    return st;
+}
+
+/* The tokenizers must agree token for token. */
+static toy_status same_tokenizer(const toy_model *a, const toy_model *b) {
+    const toy_vocab *va = toy_model_vocab(a), *vb = toy_model_vocab(b);
+    const int32_t na = toy_vocab_n_tokens(va), nb = toy_vocab_n_tokens(vb);
+    if (na != nb || toy_vocab_kind_of(va) != toy_vocab_kind_of(vb))
+        return toy_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (%d and %d tokens): CKA needs one "
+                         "token stream for both", toy_gguf_path(toy_model_gguf(a)), toy_gguf_path(toy_model_gguf(b)),
+                         na, nb);
+    for (int32_t t = 0; t < na; t++)
+        if (strcmp(toy_vocab_token_text(va, t), toy_vocab_token_text(vb, t)))
+            return toy_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (token %d is \"%s\" and \"%s\"): "
+                             "CKA needs one token stream for both", toy_gguf_path(toy_model_gguf(a)),
+                             toy_gguf_path(toy_model_gguf(b)), t, toy_vocab_token_text(va, t),
+                             toy_vocab_token_text(vb, t));
+    return TOY_OK;
+}
+
+toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int32_t n_tokens, int32_t window,
+                          int n_threads, double **cka, int *n_layer_a, int *n_layer_b) {
+    *cka = NULL;
+    toy_status st = same_tokenizer(a, b);
+    if (st) return st;
+    if (n_tokens < 2) return toy_error(TOY_ERR_INVALID, "CKA needs at least 2 tokens, got %d", n_tokens);
+    if (window <= 0) window = 512;
+    if (window > toy_model_n_ctx_train(a)) window = toy_model_n_ctx_train(a);
+    if (window > toy_model_n_ctx_train(b)) window = toy_model_n_ctx_train(b);
+    if (window > n_tokens) window = n_tokens;
+    tap_sink sa = {0}, sb = {0};
+    if (!(st = model_taps(a, tokens, n_tokens, window, n_threads, &sa)))
+        st = model_taps(b, tokens, n_tokens, window, n_threads, &sb);
+    double **ga = NULL, **gb = NULL, *out = NULL;
+    if (!st) {
+        ga = calloc((size_t)sa.n_layer, sizeof *ga);
+        gb = calloc((size_t)sb.n_layer, sizeof *gb);
+        out = malloc((size_t)sa.n_layer * (size_t)sb.n_layer * sizeof *out);
+        if (!ga || !gb || !out) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    }
+    const size_t per_a = (size_t)n_tokens * (size_t)sa.n_embd, per_b = (size_t)n_tokens * (size_t)sb.n_embd;
+    for (int i = 0; !st && i < sa.n_layer; i++)
+        if (!(ga[i] = centred_gram(sa.taps + i * per_a, n_tokens, sa.n_embd))) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    for (int j = 0; !st && j < sb.n_layer; j++)
+        if (!(gb[j] = centred_gram(sb.taps + j * per_b, n_tokens, sb.n_embd))) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    for (int i = 0; !st && i < sa.n_layer; i++)
+        for (int j = 0; j < sb.n_layer; j++) out[i * sb.n_layer + j] = cka_of_grams(ga[i], gb[j], n_tokens);
+    for (int i = 0; ga && i < sa.n_layer; i++) free(ga[i]);
+    for (int j = 0; gb && j < sb.n_layer; j++) free(gb[j]);
+    free(ga);
+    free(gb);
+    free(sa.taps);
+    free(sb.taps);
+    if (st) {
+        free(out);
+        return st;
+    }
+    *cka = out;
+    *n_layer_a = sa.n_layer;
+    *n_layer_b = sb.n_layer;
+    return TOY_OK;
+}

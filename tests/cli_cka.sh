@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# toy cka: a model against itself gives 1 on the diagonal (and a symmetric matrix);
+# models of different width and depth compare (an n_layer_a x n_layer_b matrix in
+# [0, 1]); a quantized model is close to its F32 original layer for layer; different
+# tokenizers are an error that says so.
+set -u
+toy="$1"
+. "$(dirname "$0")/fixtures.sh"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+models="$fixtures/models"
+text="$fixtures/README.md"
+
+"$toy" cka -m "$models/llama-spm-f32.gguf" -m "$models/llama-spm-f32.gguf" --data "$text" --tokens 200 --json \
+  > "$tmp/self.json" 2> "$tmp/err" || die "self: $(cat "$tmp/err")"
+"$toy" init --arch llama --n-embd 96 --n-layer 3 --n-head 4 --n-head-kv 2 --n-ff 192 --ctx 512 \
+  --vocab-from "$models/llama-spm-f32.gguf" --out "$tmp/narrow.gguf" > /dev/null 2>&1 || die "toy init failed"
+"$toy" cka -m "$models/llama-spm-f32.gguf" -m "$tmp/narrow.gguf" --data "$text" --tokens 200 --json \
+  > "$tmp/other.json" 2> "$tmp/err" || die "different widths: $(cat "$tmp/err")"
+"$toy" cka -m "$models/llama-spm-f32.gguf" -m "$models/llama-spm-q8_0.gguf" --data "$text" --tokens 200 --json \
+  > "$tmp/q8.json" 2> "$tmp/err" || die "Q8_0: $(cat "$tmp/err")"
+python3 - "$tmp/self.json" "$tmp/other.json" "$tmp/q8.json" <<'PY' || die "CKA matrices"
+import json, sys
+s, o, q = (json.load(open(p)) for p in sys.argv[1:])
+m = s["cka"]
+assert s["layers_a"] == s["layers_b"] == len(m), s
+for i in range(len(m)):
+    assert abs(m[i][i] - 1) < 1e-6, ("diagonal", i, m[i][i])
+    for j in range(len(m)):
+        assert abs(m[i][j] - m[j][i]) < 1e-6, ("symmetry", i, j)
+assert o["layers_b"] == 3 and len(o["cka"]) == o["layers_a"] and all(len(r) == 3 for r in o["cka"]), o
+assert all(0 <= v <= 1 + 1e-9 for r in o["cka"] for v in r), o["cka"]
+assert all(q["cka"][i][i] > 0.95 for i in range(q["layers_a"])), q["cka"]
+print("self:", m, "\nQ8_0 diagonal:", [round(q["cka"][i][i], 4) for i in range(q["layers_a"])])
+PY
+"$toy" cka -m "$models/llama-spm-f32.gguf" -m "$models/llama3-bpe-f16.gguf" --data "$text" 2> "$tmp/err" \
+  && die "different tokenizers accepted"
+grep -q "different tokenizers" "$tmp/err" || die "different tokenizers: $(cat "$tmp/err")"
+"$toy" cka -m "$models/llama-spm-f32.gguf" --data "$text" 2> "$tmp/err" && die "one model accepted"
+grep -q "needs -m A -m B" "$tmp/err" || die "one model: $(cat "$tmp/err")"
+[ $fail -eq 0 ] && echo "cli_cka: ok"
+exit $fail

@@ -1,0 +1,130 @@
+/* cmd_cka.c — `toy cka`: two models compared layer by layer by linear CKA. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char *const cka_usage =
+    "usage: toy cka -m A.gguf -m B.gguf --data FILE [--tokens N] [--window N] [-t N] [--json]\n"
+    "\n"
+    "Feeds the first N tokens of FILE (tokenized once: the models must share the tokenizer)\n"
+    "to both models and prints the linear CKA between the residual stream after each block\n"
+    "of A (rows) and after each block of B (columns): 1 for representations equal up to a\n"
+    "rotation and a scale, near 0 for unrelated ones. Models may differ in architecture,\n"
+    "width and depth.\n"
+    "\n"
+    "  -m, --model FILE     model A, then model B (the same file twice: a self-comparison)\n"
+    "  --data FILE          the text\n"
+    "  --tokens N           tokens compared (default 512)\n"
+    "  --window N           tokens per forward pass, each from position 0 (default 512)\n"
+    "  -t, --threads N      threads (default: the CPUs available)\n"
+    "  --json               {\"layers_a\", \"layers_b\", \"tokens\", \"cka\": [[...], ...]}\n"
+    "  -h, --help           this message\n";
+
+int cmd_cka(int argc, char **argv) {
+    const char *paths[2] = {NULL, NULL}, *data = NULL;
+    int n_models = 0, n_tokens = 512, window = 512, n_threads = default_threads();
+    bool json = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(cka_usage, stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+            if (n_models == 2) {
+                fprintf(stderr, "toy cka: two models (-m A -m B), not more\n");
+                return 2;
+            }
+            paths[n_models++] = argv[++i];
+        } else if (!strcmp(a, "--data") && v) {
+            data = argv[++i];
+        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window") || !strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            int *dst = !strcmp(a, "--tokens") ? &n_tokens : !strcmp(a, "--window") ? &window : &n_threads;
+            if (!parse_int_arg("cka", a, v, dst == &n_threads ? 1 : 2, dst == &n_threads ? 256 : 1 << 20, dst))
+                return 2;
+            i++;
+        } else if (!strcmp(a, "--json")) {
+            json = true;
+        } else {
+            fprintf(stderr, "toy cka: unknown or incomplete option '%s' (see toy cka --help)\n", a);
+            return 2;
+        }
+    }
+    if (n_models != 2 || !data) {
+        fprintf(stderr, "toy cka: needs -m A -m B and --data FILE (see toy cka --help)\n");
+        return 2;
+    }
+    int rc = 1;
+    toy_model *m[2] = {NULL, NULL};
+    char *text = NULL;
+    int32_t *tokens = NULL;
+    double *cka = NULL;
+    for (int k = 0; k < 2; k++)
+        if (toy_model_load(paths[k], &m[k])) {
+            fprintf(stderr, "toy cka: %s\n", toy_last_error());
+            goto done;
+        }
+    FILE *f = fopen(data, "rb");
+    size_t len = 0;
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        const long size = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        text = size >= 0 ? malloc((size_t)size + 1) : NULL;
+        len = text ? fread(text, 1, (size_t)size, f) : 0;
+        fclose(f);
+    }
+    if (!text) {
+        fprintf(stderr, "toy cka: %s: cannot read\n", data);
+        goto done;
+    }
+    int32_t need = 0;
+    const toy_vocab *vocab = toy_model_vocab(m[0]);
+    toy_tokenize(vocab, text, len, true, false, NULL, 0, &need);
+    tokens = malloc((size_t)(need > 0 ? need : 1) * sizeof *tokens);
+    if (!tokens || toy_tokenize(vocab, text, len, true, false, tokens, need, &need)) {
+        fprintf(stderr, "toy cka: %s: %s\n", data, tokens ? toy_last_error() : "no memory");
+        goto done;
+    }
+    if (need < n_tokens) {
+        fprintf(stderr, "toy cka: %s holds %d tokens, fewer than --tokens %d\n", data, need, n_tokens);
+        goto done;
+    }
+    int la, lb;
+    if (toy_cka_models(m[0], m[1], tokens, n_tokens, window, n_threads, &cka, &la, &lb)) {
+        fprintf(stderr, "toy cka: %s\n", toy_last_error());
+        goto done;
+    }
+    if (json) {
+        printf("{\"model_a\": ");
+        print_json_string(stdout, paths[0], strlen(paths[0]));
+        printf(", \"model_b\": ");
+        print_json_string(stdout, paths[1], strlen(paths[1]));
+        printf(", \"layers_a\": %d, \"layers_b\": %d, \"tokens\": %d, \"cka\": [", la, lb, n_tokens);
+        for (int i = 0; i < la; i++) {
+            printf("%s[", i ? ", " : "");
+            for (int j = 0; j < lb; j++) printf("%s%.6f", j ? ", " : "", cka[i * lb + j]);
+            printf("]");
+        }
+        printf("]}\n");
+    } else {
+        printf("linear CKA over %d tokens: rows are the blocks of %s, columns those of %s\n", n_tokens, paths[0],
+               paths[1]);
+        printf("     ");
+        for (int j = 0; j < lb; j++) printf(" B%-4d", j);
+        printf("\n");
+        for (int i = 0; i < la; i++) {
+            printf("A%-4d", i);
+            for (int j = 0; j < lb; j++) printf(" %.3f", cka[i * lb + j]);
+            printf("\n");
+        }
+    }
+    rc = 0;
+done:
+    free(cka);
+    free(tokens);
+    free(text);
+    toy_model_free(m[0]);
+    toy_model_free(m[1]);
+    return rc;
+}
