@@ -652,6 +652,9 @@ typedef struct {
      * training product to that type (F32 accumulation, F32 master weights and moments);
      * 0 or TOY_TYPE_F32: F32 throughout. */
     int compute_type;
+    /* Under `mpirun -np N` (a build with MPI) the N processes split each step's
+     * grad_accum micro-batches (a multiple of N) and sum their gradients in rank order;
+     * rank 0 writes the checkpoints and reports progress. */
     void (*progress)(void *user, const toy_train_progress *p);
     void *progress_user;
     const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */
@@ -664,7 +667,14 @@ typedef struct {
     double loss;            /* the last step's loss */
     double eval_loss;       /* the last evaluation's (NAN: none) */
     bool stopped;           /* *stop ended the run early (after a checkpoint) */
+    int rank, n_procs;      /* under mpirun: this process, and how many share the steps */
 } toy_train_result;
+
+/* Whether this build trains under mpirun (it found the MPI development package). */
+TOY_API bool toy_have_mpi(void);
+/* Under mpirun, after an error one process cannot recover from: ends every process of
+ * the run with exit code `code` (the others would wait for it forever). Alone: nothing. */
+TOY_API void toy_mpi_abort(int code);
 
 /* Defaults: batch 8, seq 256, grad_accum 1, 1 epoch, lr 1e-3 to 1e-4, warmup 100, weight
  * decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, seed 42, out_ftype -1. */

@@ -9,9 +9,11 @@ set -euo pipefail
 # the HTTP server; python3-torch
 # and python3-numpy: the independent float64 reference that toy grad is tested against;
 # chromium: the chat page's test (with playwright-core from npm, tests/node); nginx: the test
-# of replicas behind a load balancer.
+# of replicas behind a load balancer; libopenmpi-dev and openmpi-bin: data-parallel training
+# under mpirun (the build leaves it out where they are missing).
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev
-          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx)
+          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx libopenmpi-dev
+          openmpi-bin)
 
 missing=()
 for p in "${packages[@]}"; do

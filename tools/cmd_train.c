@@ -363,14 +363,19 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     if (st) {
         if (ps.tty) fputc('\n', stderr);
         fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+        fflush(stderr);
+        toy_mpi_abort(1);
         rc = 1;
         goto done;
     }
-    fprintf(stderr, "toy %s: %s %s after %lld steps (%.2f M parameters, %lld training tokens): loss %.4f",
-            cmd, r.stopped ? "stopped; checkpoint" : "wrote", p.out_path, (long long)r.steps,
-            (double)r.n_params / 1e6, (long long)r.n_train_tokens, r.loss);
-    if (!isnan(r.eval_loss)) fprintf(stderr, ", eval loss %.4f (perplexity %.3f)", r.eval_loss, exp(r.eval_loss));
-    fprintf(stderr, "\n");
+    if (r.rank == 0) {
+        fprintf(stderr, "toy %s: %s %s after %lld steps (%.2f M parameters, %lld training tokens): loss %.4f",
+                cmd, r.stopped ? "stopped; checkpoint" : "wrote", p.out_path, (long long)r.steps,
+                (double)r.n_params / 1e6, (long long)r.n_train_tokens, r.loss);
+        if (!isnan(r.eval_loss)) fprintf(stderr, ", eval loss %.4f (perplexity %.3f)", r.eval_loss, exp(r.eval_loss));
+        if (r.n_procs > 1) fprintf(stderr, "; %d processes", r.n_procs);
+        fprintf(stderr, "\n");
+    }
     rc = r.stopped ? 130 : 0;
 done:
     free(data);

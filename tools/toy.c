@@ -187,7 +187,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("toy %s (kernels: %s)\n", TOY_VERSION_STRING, toy_kernel_isa());
+        printf("toy %s (kernels: %s; mpirun: %s)\n", TOY_VERSION_STRING, toy_kernel_isa(),
+               toy_have_mpi() ? "yes" : "no, built without MPI");
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)

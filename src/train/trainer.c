@@ -22,6 +22,7 @@
 #include "error.h"
 #include "optimizer.h"
 #include "plot.h"
+#include "dist.h"
 #include "train_model.h"
 
 toy_train_params toy_train_default_params(void) {
@@ -104,6 +105,7 @@ typedef struct {
     const toy_train_params *p;
     out_paths out;
     toy_pool *pool;
+    train_dist dist; /* this process among those of mpirun (rank 0 of 1 alone) */
     toy_model *model;  /* the source of metadata and tokenizer */
     train_model *tm;
     float *m, *v;      /* AdamW moments */
@@ -148,10 +150,12 @@ static toy_status open_model(run *r) {
     }
     if (p->lora_rank && !p->model_path) return toy_error(TOY_ERR_INVALID, "LoRA needs a base model");
     if (p->model_path) return toy_model_load(p->model_path, &r->model);
-    const size_t n = strlen(r->out.model) + 16;
+    const size_t n = strlen(r->out.model) + 32;
     char *tmp = malloc(n);
     if (!tmp) return toy_error(TOY_ERR_NOMEM, "no memory");
-    snprintf(tmp, n, "%s.init.gguf", r->out.model);
+    /* every process of mpirun makes the same model from the same seed, each its own file */
+    if (r->dist.size > 1) snprintf(tmp, n, "%s.init.%d.gguf", r->out.model, r->dist.rank);
+    else snprintf(tmp, n, "%s.init.gguf", r->out.model);
     toy_init_params ip = p->init;
     ip.ftype = TOY_FTYPE_ALL_F32;
     ip.n_threads = p->n_threads;
@@ -192,6 +196,11 @@ static toy_status setup(run *r) {
     const toy_train_params *p = r->p;
     toy_status st = make_paths(p->out_path, &r->out);
     if (st) return st;
+    if ((st = train_dist_init(&r->dist))) return st;
+    if (p->grad_accum % r->dist.size)
+        return toy_error(TOY_ERR_INVALID,
+                         "%d processes share each step's %d micro-batches (--grad-accum): make it a multiple of %d",
+                         r->dist.size, p->grad_accum, r->dist.size);
     r->pool = toy_pool_new(p->n_threads > 0 ? p->n_threads : 1);
     if (!r->pool) return toy_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     if ((st = open_model(r))) return st;
@@ -315,8 +324,10 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
     train_model_zero_grads(tm);
     double loss = 0;
     const float weight = scored ? 1.0f / (float)scored : 0.0f;
-    for (int a = 0; a < p->grad_accum; a++) {
-        if (p->stop && *p->stop) return false;
+    /* this process's share of the micro-batches: a contiguous run of them */
+    const int a0 = r->dist.rank * p->grad_accum / r->dist.size, a1 = (r->dist.rank + 1) * p->grad_accum / r->dist.size;
+    for (int a = a0; a < a1; a++) {
+        if (r->dist.size == 1 && p->stop && *p->stop) return false; /* (several: at step boundaries) */
         for (int i = 0; i < p->batch; i++)
             train_stream_window(&r->data, windows[a * p->batch + i], p->seq, r->tokens + (size_t)i * p->seq,
                                 r->targets + (size_t)i * p->seq);
@@ -327,6 +338,9 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
     }
     /* tensors that are not trained (RoPE factors) take no part in the norm */
     float *g = train_model_grads(tm), *params = train_model_params(tm);
+    /* every process gets the same sums, in rank order */
+    if (train_dist_sum_floats(&r->dist, g, train_model_n_floats(tm)) || train_dist_sum_double(&r->dist, &loss))
+        return false;
     for (int i = 0; i < train_model_n_tensors(tm); i++) {
         const train_tensor *t = train_model_tensor(tm, i);
         if (!t->trainable) memset(g + t->offset, 0, (size_t)t->n * sizeof *g);
@@ -362,8 +376,13 @@ toy_status toy_train(const toy_train_params *p, toy_train_result *result) {
                             .n_eval_tokens = r.eval.n_scored, .eval_loss = NAN};
     const double t_start = now_s(), seconds_before = r.st.seconds;
     const int64_t step0 = r.st.step;
+    res.rank = r.dist.rank;
+    res.n_procs = r.dist.size;
+    const bool main_rank = r.dist.rank == 0;
     while (!st && r.st.step < r.n_steps) {
-        if (p->stop && *p->stop) {
+        double stop = p->stop && *p->stop; /* all stop together, if any was told to */
+        if (r.dist.size > 1 && (st = train_dist_sum_double(&r.dist, &stop))) break;
+        if (stop > 0) {
             res.stopped = true;
             break;
         }
@@ -394,12 +413,13 @@ toy_status toy_train(const toy_train_params *p, toy_train_result *result) {
             if ((st = history_add_eval(&r.hist, r.st.step, (float)pr.eval_loss))) break;
         }
         if (!last && p->save_every > 0 && r.st.step % p->save_every == 0) {
-            if ((st = save(&r))) break;
+            if (main_rank && (st = save(&r))) break;
             pr.saved = true;
         }
-        if (p->progress) p->progress(p->progress_user, &pr);
+        if (p->progress && main_rank) p->progress(p->progress_user, &pr);
     }
-    if (!st) st = save(&r); /* at the end, and when stopped: a run always leaves a checkpoint */
+    /* at the end, and when stopped: a run always leaves a checkpoint (rank 0 writes) */
+    if (!st && main_rank) st = save(&r);
     res.steps = r.st.step;
     if (result) *result = res;
     run_free(&r);

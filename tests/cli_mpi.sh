@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Data-parallel training: `mpirun -np 2 toy train` splits each step's micro-batches
+# between two processes on this machine and sums their gradients in rank order. With the
+# same global batch and seed the loss of every step equals the one-process run's to the
+# CSV's 6 decimals, and the final models agree to float rounding (relative RMS <= 1e-5):
+# not bit for bit, because a weight's gradient over a step is one fused multiply-add
+# chain over all its rows, which two processes split into two partial sums added after.
+# Rank 0 alone writes the checkpoint and the log; a --grad-accum that does not split
+# evenly is an error. Skipped when toy was built without MPI or mpirun is absent.
+set -u
+toy="$1"
+. "$(dirname "$0")/fixtures.sh"
+"$toy" --version | grep -q "mpirun: yes" || { echo "SKIP: toy was built without MPI (libopenmpi-dev)"; exit 77; }
+command -v mpirun > /dev/null || { echo "SKIP: no mpirun (openmpi-bin)"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+die() { echo "FAIL: $*"; fail=1; }
+mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
+# under the sanitizer run: Open MPI's own allocations held to exit are not toy's leaks
+# (suppressed by library; its components stay loaded and stacks are unwound fully, so
+# that each leak is seen to come from inside Open MPI)
+export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export OMPI_MCA_mca_base_component_disable_dlclose=1
+[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+text="$tmp/text.txt"
+cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+args=(--vocab-from "$fixtures/models/llama-spm-f32.gguf" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
+      --n-ff 128 --ctx 256 --data "$text" --seq 64 --batch 2 --grad-accum 4 --steps 12 --warmup 2 --lr 3e-3 -t 1)
+
+"$toy" train "${args[@]}" --out "$tmp/np1.gguf" 2> "$tmp/err1" || die "one process: $(tail -1 "$tmp/err1")"
+"${mpi[@]}" "$toy" train "${args[@]}" --out "$tmp/np2.gguf" > "$tmp/out2" 2> "$tmp/err2" \
+  || die "mpirun -np 2: $(tail -3 "$tmp/err2")"
+[ "$(grep -c "wrote $tmp/np2.gguf" "$tmp/err2")" = 1 ] || die "not exactly one process reported the result"
+grep -q "; 2 processes" "$tmp/err2" || die "the report does not say 2 processes"
+/usr/bin/python3 - "$tmp/np1" "$tmp/np2" <<'PY' || die "-np 2 and -np 1 disagree"
+import csv, os, sys
+import numpy as np
+sys.path.insert(0, os.environ["TOY_SOURCE_DIR"] + "/tests")
+from gguf_reader import GGUF
+a, b = ([r["loss"] for r in csv.DictReader(open(p + ".csv"))] for p in sys.argv[1:])
+assert len(a) == len(b) == 12 and a == b, (a, b)
+g1, g2 = GGUF(sys.argv[1] + ".gguf"), GGUF(sys.argv[2] + ".gguf")
+worst = 0.0
+for name, (ne, typ, off) in g1.tensors.items():
+    n = int(np.prod(ne))
+    x = np.frombuffer(g1.data, np.float32, n, off).astype(np.float64)
+    y = np.frombuffer(g2.data, np.float32, n, g2.tensors[name][2]).astype(np.float64)
+    worst = max(worst, np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30))
+print(f"losses of 12 steps equal ({a[0]} .. {a[-1]}); models: worst tensor relRMS {worst:.1e}")
+assert worst <= 1e-5
+PY
+"${mpi[@]}" "$toy" train "${args[@]}" --grad-accum 3 --out "$tmp/odd.gguf" > /dev/null 2> "$tmp/err" \
+  && die "--grad-accum 3 on 2 processes accepted"
+grep -q "make it a multiple of 2" "$tmp/err" || die "--grad-accum 3: $(grep -v '^$' "$tmp/err" | head -2)"
+[ $fail -eq 0 ] && echo "cli_mpi: ok"
+exit $fail
