@@ -53,7 +53,7 @@ done
 # adapters come from a few steps of toy finetune, so that B is no longer zero
 text="$tmp/text.txt"
 cat "$fixtures/README.md" > "$text"
-for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 llama3-bpe-f16; do
+for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 llama3-bpe-f16 phi3-f16; do
   model="$models/$name.gguf"
   "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 4 \
     --lora-alpha 8 --out "$tmp/a.gguf" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }

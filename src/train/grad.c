@@ -18,15 +18,20 @@ static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_p
         const toy_lora_pair *p = &l->pairs[i];
         int il, len = 0, k = 0;
         char kind[32];
-        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
+        uint32_t bits = 0;
+        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len]) {
             while (k < TRAIN_LORA_KINDS && strcmp(kind, kinds[k])) k++;
-        if (!len || k == TRAIN_LORA_KINDS || il < 0 || il >= m->hp.n_layer)
+            if (k < TRAIN_LORA_KINDS) bits = 1u << k;
+            if (!strcmp(kind, "attn_qkv") && m->hp.fused_qkv) bits = 7u; /* phi3's fused matrices */
+            if (!strcmp(kind, "ffn_up") && m->hp.fused_gate_up) bits = 3u << TRAIN_LORA_GATE;
+        }
+        if (!bits || il < 0 || il >= m->hp.n_layer)
             return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
         if (lp->rank && p->rank != lp->rank)
             return toy_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
                              lp->rank, (long long)p->rank);
         lp->rank = (int32_t)p->rank;
-        lp->targets |= 1u << k;
+        lp->targets |= bits;
     }
     if (lp->alpha == 0) lp->alpha = (float)lp->rank; /* llama.cpp: scale 1 */
     return TOY_OK;

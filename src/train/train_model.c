@@ -132,15 +132,42 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
     }
 }
 
+/* Where the adapter of product `kind` lives: its own tensor, or on a fused matrix (phi3's
+ * attn_qkv, ffn_up) the one pair of that matrix, whose A the parts share and whose B
+ * they split by rows (from *row0, of *n_out in all). Returns the kind that owns the pair
+ * (its dropout mask is the parts' too). */
+static int lora_home(const toy_hparams *hp, int kind, const char **tensor, int64_t *row0, int64_t *n_out) {
+    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    *row0 = 0;
+    *n_out = 0;
+    if (hp->fused_qkv && kind <= TRAIN_LORA_V) {
+        *tensor = "attn_qkv";
+        *row0 = kind == TRAIN_LORA_Q ? 0 : kind == TRAIN_LORA_K ? qd : qd + kvd;
+        *n_out = qd + 2 * kvd;
+        return TRAIN_LORA_Q;
+    }
+    if (hp->fused_gate_up && (kind == TRAIN_LORA_GATE || kind == TRAIN_LORA_UP)) {
+        *tensor = "ffn_up";
+        *row0 = kind == TRAIN_LORA_GATE ? 0 : hp->n_ff;
+        *n_out = 2 * (int64_t)hp->n_ff;
+        return TRAIN_LORA_GATE;
+    }
+    *tensor = lora_kind_name[kind];
+    return kind;
+}
+
 /* The adapters' A and B in params or grads. */
 static void bind_lora(const train_model *tm, float *base, lora_ab *ab) {
     char name[128];
     for (int il = 0; il < tm->hp.n_layer; il++)
         for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
-            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, lora_kind_name[k]);
+            const char *tensor;
+            int64_t row0, n_out;
+            lora_home(&tm->hp, k, &tensor, &row0, &n_out);
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, tensor);
             ab[il * TRAIN_LORA_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
-            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, lora_kind_name[k]);
-            ab[il * TRAIN_LORA_KINDS + k].b = tensor_at(tm, base, name, 0, 0);
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, tensor);
+            ab[il * TRAIN_LORA_KINDS + k].b = tensor_at(tm, base, name, row0, tm->lora.rank);
         }
 }
 
@@ -188,13 +215,12 @@ toy_status train_model_new_lora(const toy_model *m, int32_t seq_len, toy_pool *p
     if (!(lp->dropout >= 0 && lp->dropout < 1))
         return toy_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
     if (!(lp->targets & ((1u << TRAIN_LORA_KINDS) - 1))) return toy_error(TOY_ERR_INVALID, "no LoRA targets");
-    if (m->hp.fused_qkv && (lp->targets & 7))
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: LoRA training on a fused attn_qkv (phi3) is not supported yet; "
-                         "target o, gate, up, down", path);
-    if (m->hp.fused_gate_up && (lp->targets & (3u << TRAIN_LORA_GATE)))
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: LoRA training on a fused ffn_up (phi3) is not supported yet; "
-                         "target q, k, v, o, down", path);
-    return model_new(m, seq_len, pool, lp, out);
+    (void)path;
+    /* a fused matrix has one adapter: naming one of its parts adapts them all */
+    train_lora_params p = *lp;
+    if (m->hp.fused_qkv && (p.targets & 7u)) p.targets |= 7u;
+    if (m->hp.fused_gate_up && (p.targets & (3u << TRAIN_LORA_GATE))) p.targets |= 3u << TRAIN_LORA_GATE;
+    return model_new(m, seq_len, pool, &p, out);
 }
 
 const train_lora_params *train_model_lora(const train_model *tm) { return tm->lora.rank ? &tm->lora : NULL; }
@@ -272,13 +298,17 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
             if (!(lp->targets & (1u << k))) continue;
             const toy_weight *w = tm->frozen[il * TRAIN_LORA_KINDS + k];
+            const char *tensor;
+            int64_t row0, n_out;
+            if (lora_home(hp, k, &tensor, &row0, &n_out) != k) continue; /* a part of a fused pair */
+            if (!n_out) n_out = w->n_rows;
             for (int ab = 0; ab < 2; ab++) {
                 train_tensor *tt = &tm->tensors[tm->n_tensors++];
-                snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, lora_kind_name[k], ab ? 'b' : 'a');
+                snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, tensor, ab ? 'b' : 'a');
                 tt->type = TOY_TYPE_F32;
                 tt->n_dims = 2;
                 tt->ne[0] = ab ? lp->rank : w->n_cols;
-                tt->ne[1] = ab ? w->n_rows : lp->rank;
+                tt->ne[1] = ab ? n_out : lp->rank;
                 tt->ne[2] = tt->ne[3] = 1;
                 tt->n = tt->ne[0] * tt->ne[1];
                 tt->offset = off;
@@ -496,9 +526,17 @@ static void glu_forward(train_model *tm, float *out, const float *gate, const fl
  * Layer il's product `kind`: out = in W^T + bias, W trainable (w) or the base's, frozen;
  * with an adapter, + s B (A dropout(in)). */
 
+/* The dropout mask's key of an adapter input: the micro-batch, the layer, the pair. */
+static uint64_t dropout_key(const train_model *tm, int il, int kind) {
+    const char *tensor;
+    int64_t row0, n_out;
+    const int home = lora_home(&tm->hp, kind, &tensor, &row0, &n_out);
+    return tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + home) << 40) ^ tm->lora.seed;
+}
+
 static const float *lora_input(train_model *tm, int il, int kind, const float *in, int64_t n, int64_t C) {
     if (tm->lora.dropout <= 0) return in;
-    const uint64_t key = tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + kind) << 40) ^ tm->lora.seed;
+    const uint64_t key = dropout_key(tm, il, kind);
     dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key);
     return tm->xd;
 }
@@ -533,8 +571,7 @@ static void linear_backward(train_model *tm, int il, int kind, const float *w, f
     memset(tm->dxd, 0, (size_t)(n * C) * sizeof *tm->dxd);
     lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
                   tm->lora.rank, tm->lora_scale);
-    const uint64_t key = tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + kind) << 40) ^ tm->lora.seed;
-    dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, key);
+    dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind));
     add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
 }
 
