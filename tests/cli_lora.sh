@@ -8,6 +8,7 @@
 #    --lora's number (F32 and F16 bases: within 1e-3, as for full models; quantized bases: each
 #    engine's ratio adapted / base within 1e-2, since the two engines round a quantized
 #    base's activations differently);
+#  - toy serve --lora answers as toy run --lora does;
 #  - toy lora merge gives a model with the adapted numbers (perplexity within 1e-3 on the
 #    F32 base, 2e-2 on the quantized one, whose merged matrices are F32);
 #  - the same adapter bytes with 1 and 2 threads and on every instruction set, with
@@ -69,6 +70,31 @@ for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 phi3-f16; do
     close "$tm" "$ta" 2e-2 || die "$name: merged $tm, applied $ta"
   fi
 done
+
+# ---- toy serve --lora answers as toy run --lora does (greedy), and differs from the base
+q8="$fixtures/models/llama-spm-q8_0.gguf"
+python3 - "$toy" "$q8" "$tmp/llama-spm-q8_0.lora.gguf" <<'PY' || die "toy serve --lora"
+import http.client, json, re, subprocess, sys
+toy, model, adapter = sys.argv[1:]
+def run(*extra):
+    out = subprocess.run([toy, "run", "-m", model, "-p", "The", "-n", "12", "--temp", "0", "-t", "2", *extra],
+                         capture_output=True, check=True).stdout  # random weights: not always UTF-8
+    return out[len("The"):].rstrip(b"\n").decode("utf-8", "replace")
+srv = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", "--lora", adapter],
+                       stderr=subprocess.PIPE, text=True)
+try:
+    port = int(re.search(r"127\.0\.0\.1:(\d+)/", srv.stderr.readline()).group(1))
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c.request("POST", "/v1/completions", json.dumps({"prompt": "The", "max_tokens": 12, "temperature": 0}),
+              {"Content-Type": "application/json"})
+    got = json.loads(c.getresponse().read())["choices"][0]["text"]
+finally:
+    srv.terminate()
+    srv.wait()
+want, base = run("--lora", adapter), run()
+print(f"  toy serve --lora: {got!r} (toy run --lora: {want!r}, the base: {base!r})")
+assert got == want and want != base
+PY
 
 # ---- the same bytes whatever the threads and instruction set, dropout included
 base="$fixtures/models/llama-spm-q4_k_m.gguf"

@@ -16,6 +16,7 @@
  *   - two adapters apply as their sum (an adapter with scale s and the same with -s
  *     cancel to rounding: relRMS <= 2e-4 on float bases);
  *   - the logits do not depend on the batch (one batch or token by token, bit for bit);
+ *   - an F16 adapter (as llama.cpp's converter writes) gives the F32 one's logits;
  *   - bad adapters are refused with messages naming the file and tensor.
  */
 #include <math.h>
@@ -23,6 +24,7 @@
 #include <unistd.h>
 
 #include "lora.h"
+#include "quant.h"
 #include "test.h"
 #include "toy.h"
 
@@ -207,6 +209,59 @@ out:
     unlink(merged_path);
 }
 
+/* llama.cpp's converter writes F16 adapters as often as F32 ones: an F16 adapter gives
+ * the logits of the F32 adapter holding the same (F16-rounded) values, bit for bit. */
+static void check_f16_adapter(const char *fix) {
+    char path[4400], p16[512], p32[512];
+    snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
+    snprintf(p16, sizeof p16, "%s/f16.gguf", tmp_dir);
+    snprintf(p32, sizeof p32, "%s/f32.gguf", tmp_dir);
+    toy_model *m = load(path);
+    if (!m) return;
+    write_adapter(m, p32, 0.1f, 0.03f, 4);
+    toy_lora *l = load_lora(m, p32);
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    CHECK(w && toy_gguf_writer_set_str(w, "general.type", "adapter", 7) == TOY_OK);
+    toy_gguf_writer_set_str(w, "general.architecture", "llama", 5);
+    toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
+    toy_gguf_writer_set_f32(w, "adapter.lora.alpha", l->alpha);
+    toy_half **halves = calloc((size_t)l->n_pairs * 2, sizeof *halves);
+    for (int i = 0; i < l->n_pairs; i++) {
+        toy_lora_pair *p = &l->pairs[i];
+        const bool embd = !strcmp(p->name, "token_embd.weight");
+        const int64_t na = p->rank * (embd ? p->n_out : p->n_in), nb = p->rank * (embd ? p->n_in : p->n_out);
+        float *src[2] = {p->a, p->b};
+        const int64_t cnt[2] = {na, nb};
+        const int64_t ne[2][2] = {{embd ? p->rank : p->n_in, embd ? p->n_out : p->rank},
+                                  {p->rank, embd ? p->n_in : p->n_out}};
+        for (int k = 0; k < 2; k++) {
+            toy_half *h = halves[2 * i + k] = xmalloc((size_t)cnt[k] * sizeof *h);
+            CHECK(toy_quantize(TOY_TYPE_F16, src[k], h, cnt[k]) == TOY_OK);
+            for (int64_t j = 0; j < cnt[k]; j++) src[k][j] = toy_fp16_to_fp32(h[j]); /* the same values */
+            char name[128];
+            snprintf(name, sizeof name, "%s.lora_%c", p->name, k ? 'b' : 'a');
+            CHECK(toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F16, 2, ne[k], h) == TOY_OK);
+        }
+    }
+    CHECK_MSG(toy_gguf_writer_write(w, p16) == TOY_OK, "%s", toy_last_error());
+    toy_gguf_writer_free(w);
+    toy_lora *h16 = load_lora(m, p16);
+    if (h16) {
+        float *a = logits(m, &l, (float[]){1.0f}, 1, false), *b = logits(m, &h16, (float[]){1.0f}, 1, false);
+        CHECK_MSG(a && b && !memcmp(a, b, (size_t)N_TOK * toy_model_n_vocab(m) * sizeof(float)),
+                  "an F16 adapter differs from the F32 one with its values");
+        free(a);
+        free(b);
+    }
+    for (int i = 0; i < 2 * l->n_pairs; i++) free(halves[i]);
+    free(halves);
+    toy_lora_free(l);
+    toy_lora_free(h16);
+    toy_model_free(m);
+    unlink(p16);
+    unlink(p32);
+}
+
 static void check_errors(const char *fix) {
     char path[4400], other[4400], bad[512];
     snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
@@ -256,6 +311,7 @@ int main(void) {
     check_model(fix, "gemma2-f32", BASE_F32);  /* embedding scale, post-norms, softcaps */
     check_model(fix, "llama-spm-q4_k_m", BASE_QUANT);
     check_model(fix, "llama-spm-q8_0", BASE_QUANT); /* packed weights where the CPU has them */
+    check_f16_adapter(fix);
     check_errors(fix);
     rmdir(tmp_dir);
     return test_finish("test_lora");
