@@ -5,6 +5,8 @@
  * into accumulating calls equals the product in one call. The same with the operands
  * rounded to BF16 or F16 (mixed precision), against toy_gemm_ref_rounded; rounding
  * changes the result (it is not silently skipped). */
+#include <math.h>
+
 #include "gemm.h"
 #include "kernels.h"
 #include "quant.h"
@@ -118,6 +120,36 @@ int main(void) {
     toy_gemm_set_operand_type(g, TOY_TYPE_F16);
     toy_gemm_run(g, &q);
     CHECK(out[0] == one_plus[0]); /* F16 holds 10 mantissa bits */
+    /* the fast rounding on every kind of value: random bit patterns (subnormals, F16's
+     * subnormal range and overflow, ties), each multiplied by 1 against the definition */
+    enum { NV = 1 << 16 };
+    float *av = xmalloc(NV * sizeof *av), *got = xmalloc(NV * sizeof *got), *want = xmalloc(NV * sizeof *want);
+    for (int i = 0; i < NV; i++) {
+        rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
+        uint32_t u = (uint32_t)(rng_state >> 32);
+        if (i % 4 == 1) u = (u & 0x807fffffu) | (uint32_t)(0x33 + (i / 4) % 0x16) << 23; /* 2^-25 .. 2^-4 */
+        if (i % 4 == 2) u = (u & 0x807fffffu) | (uint32_t)(0x8c + (i / 4) % 6) << 23;  /* 2^13 .. 2^18 */
+        if (i % 4 == 3) u &= 0xffffe000u | (1u << 12);                                   /* F16 ties */
+        memcpy(&av[i], &u, sizeof u);
+    }
+    for (int r = 0; r < 2; r++) {
+        const int type = r ? TOY_TYPE_F16 : TOY_TYPE_BF16;
+        toy_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1};
+        toy_gemm_set_operand_type(g, type);
+        toy_gemm_run(g, &q2);
+        q2.c = want;
+        toy_gemm_ref_rounded(&q2, type);
+        int bad = 0;
+        for (int i = 0; i < NV && !bad; i++)
+            if (float_bits(got[i]) != float_bits(want[i]) && !(isnan(got[i]) && isnan(want[i]))) {
+                CHECK_MSG(0, "rounding %s of %a (bits %08x): %a, want %a", r ? "f16" : "bf16", av[i],
+                          float_bits(av[i]), got[i], want[i]);
+                bad = 1;
+            }
+    }
+    free(av);
+    free(got);
+    free(want);
     toy_gemm_free(g);
     return test_finish("test_gemm");
 }
