@@ -1,4 +1,4 @@
-/* test_packed.c — packed weights (packed.h): every packed product, the scalar reference
+/* test_packed.c — packed weights (packed.h), Q8_0 and Q4_0: every packed product, the scalar reference
  * and each instruction set's, must give exactly the bits of the row kernels' scalar
  * vec_dot for every (weight row, activation row) pair, and the packed activation layout
  * must hold the Q8_0 quantizer's bytes.
@@ -20,24 +20,29 @@
 typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight_mode;
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
-static void fill_weights(block_q8_0 *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
+/* Weights of `type` (Q8_0 or Q4_0): blocks of a fp16 d, then quant bytes. */
+static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
     const int64_t nb = n_cols / 32;
     if (mode == W_GAUSSIAN) {
         float *f = xmalloc((size_t)(n_rows * n_cols) * sizeof *f);
         for (int64_t i = 0; i < n_rows * n_cols; i++) f[i] = 0.05f * test_rand_normal(rng);
-        CHECK(toy_quantize(TOY_TYPE_Q8_0, f, w, n_rows * n_cols) == TOY_OK);
+        CHECK(toy_quantize(type, f, w, n_rows * n_cols) == TOY_OK);
         free(f);
         return;
     }
+    const size_t block = type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
     for (int64_t b = 0; b < n_rows * nb; b++) {
-        for (int j = 0; j < 32; j++) w[b].qs[j] = (int8_t)(test_rand_u64(rng) & 0xff);
+        uint8_t *blk = (uint8_t *)w + (size_t)b * block;
+        for (size_t j = 2; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
         const toy_half sign = (toy_half)((test_rand_u64(rng) & 1) << 15);
+        toy_half d;
         switch (mode) {
-        case W_BIG_SCALE: w[b].d = sign | 0x7bff; break;                       /* 65504 */
-        case W_TINY_SCALE: w[b].d = sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff); break;
-        default: w[b].d = toy_fp32_to_fp16(0.01f * test_rand_normal(rng)); break;
+        case W_BIG_SCALE: d = sign | 0x7bff; break;                       /* 65504 */
+        case W_TINY_SCALE: d = sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff); break;
+        default: d = toy_fp32_to_fp16(0.01f * test_rand_normal(rng)); break;
         }
+        memcpy(blk, &d, sizeof d);
     }
 }
 
@@ -70,20 +75,21 @@ static void check_act_layout(const float *x, int64_t n) {
     free(p);
 }
 
-static int run_shape(const toy_packed_kernel *const *kernels, const char *const *names, int n_kernels,
+static int run_shape(int type, const toy_packed_kernel *const *kernels, const char *const *names, int n_kernels,
                      int64_t n_rows, int64_t n_cols, int64_t n_a, weight_mode wm, act_mode am,
                      unsigned long long *rng) {
     const int64_t nb = n_cols / 32;
-    const toy_kernel *ref = toy_kernel_scalar(TOY_TYPE_Q8_0);
-    block_q8_0 *w = xmalloc((size_t)(n_rows * nb) * sizeof *w);
-    fill_weights(w, n_rows, n_cols, wm, rng);
+    const toy_kernel *ref = toy_kernel_scalar(type);
+    const size_t wblock = type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    uint8_t *w = xmalloc((size_t)(n_rows * nb) * wblock);
+    fill_weights(type, w, n_rows, n_cols, wm, rng);
     float *x = xmalloc((size_t)(n_a * n_cols) * sizeof *x);
     fill_acts(x, n_a * n_cols, am, rng);
 
-    const size_t group = toy_packed_group_size(TOY_TYPE_Q8_0, n_cols);
+    const size_t group = toy_packed_group_size(type, n_cols);
     const int64_t n_groups = (n_rows + 15) / 16;
     uint8_t *packed = xmalloc(group * (size_t)n_groups);
-    toy_pack_rows(TOY_TYPE_Q8_0, w, (size_t)nb * sizeof *w, n_rows, n_cols, packed);
+    toy_pack_rows(type, w, (size_t)nb * wblock, n_rows, n_cols, packed);
 
     block_q8_0 *qa = xmalloc((size_t)(n_a * nb) * sizeof *qa);
     const size_t a_stride = (size_t)nb * sizeof(toy_act_q8_0x);
@@ -100,7 +106,7 @@ static int run_shape(const toy_packed_kernel *const *kernels, const char *const 
     float *got = xmalloc(y_stride * (size_t)n_a * sizeof *got);
     for (int64_t j = 0; j < n_a; j++)
         for (int64_t r = 0; r < n_rows; r++)
-            want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + r * nb, qa + j * nb);
+            want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + (size_t)(r * nb) * wblock, qa + j * nb);
     int bad = 0;
     for (int k = 0; k < n_kernels; k++) {
         for (size_t i = 0; i < y_stride * (size_t)n_a; i++) got[i] = -7.0f;
@@ -109,8 +115,8 @@ static int run_shape(const toy_packed_kernel *const *kernels, const char *const 
             for (int64_t r = 0; r < n_rows; r++) {
                 const size_t i = (size_t)j * y_stride + (size_t)r;
                 if (float_bits(got[i]) != float_bits(want[i])) {
-                    CHECK_MSG(0, "%s: rows %lld cols %lld acts %lld (weights %d, acts %d): row %lld act %lld: %.9g, want %.9g",
-                              names[k], (long long)n_rows, (long long)n_cols, (long long)n_a, wm, am,
+                    CHECK_MSG(0, "%s %s: rows %lld cols %lld acts %lld (weights %d, acts %d): row %lld act %lld: %.9g, want %.9g",
+                              toy_type_name(type), names[k], (long long)n_rows, (long long)n_cols, (long long)n_a, wm, am,
                               (long long)r, (long long)j, got[i], want[i]);
                     bad = 1;
                     break;
@@ -130,20 +136,16 @@ static int run_shape(const toy_packed_kernel *const *kernels, const char *const 
     return bad;
 }
 
-int main(void) {
-    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 576);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 256) == 0);
-
-    const toy_packed_kernel *kernels[2] = {toy_packed_scalar(TOY_TYPE_Q8_0)};
+static void run_type(int type) {
+    const toy_packed_kernel *kernels[2] = {toy_packed_scalar(type)};
     const char *names[2] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
     if (toy_cpu_isa() >= TOY_ISA_AVX512) {
-        kernels[n_kernels] = toy_packed_avx512(TOY_TYPE_Q8_0);
+        kernels[n_kernels] = toy_packed_avx512(type);
         names[n_kernels++] = "avx512";
     } else {
-        printf("packed avx512: skipped (the CPU or TOY_ISA=%s does not allow AVX-512 VNNI)\n",
+        printf("packed avx512 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-512 VNNI)\n", toy_type_name(type),
                toy_isa_name(toy_cpu_isa()));
     }
 #endif
@@ -156,11 +158,20 @@ int main(void) {
             for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
                 const weight_mode wm = (weight_mode)((r + c + a) % W_MODES);
                 const act_mode am = (act_mode)((r * 3 + c + a * 2) % A_MODES);
-                run_shape(kernels, names, n_kernels, rows[r], cols[c], acts[a], wm, am, &rng);
+                run_shape(type, kernels, names, n_kernels, rows[r], cols[c], acts[a], wm, am, &rng);
             }
     /* every mode on a model's shape */
     for (int wm = 0; wm < W_MODES; wm++)
         for (int am = 0; am < A_MODES; am++)
-            run_shape(kernels, names, n_kernels, 48, 2048, 8, (weight_mode)wm, (act_mode)am, &rng);
+            run_shape(type, kernels, names, n_kernels, 48, 2048, 8, (weight_mode)wm, (act_mode)am, &rng);
+}
+
+int main(void) {
+    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 576);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 320);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 256) == 0);
+    run_type(TOY_TYPE_Q8_0);
+    run_type(TOY_TYPE_Q4_0);
     return test_finish("test_packed");
 }

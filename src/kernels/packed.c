@@ -16,12 +16,22 @@ typedef struct {
     uint8_t q[8][TOY_PACK_ROWS][4];
 } packed_q8_0;
 
+/* Q4_0: the file's bytes regrouped, q[g][r][i] = qs[4g + i] of row r, whose low nibble
+ * is weight 4g + i + 8 and high nibble weight 4g + i + 16 + 8 (groups g and g + 4). */
+typedef struct {
+    float d[TOY_PACK_ROWS];
+    uint8_t q[4][TOY_PACK_ROWS][4];
+} packed_q4_0;
+
 _Static_assert(sizeof(packed_q8_0) == 576, "packed Q8_0 block size");
+_Static_assert(sizeof(packed_q4_0) == 320, "packed Q4_0 block size");
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 
 size_t toy_packed_group_size(int type, int64_t n_cols) {
-    if (type != TOY_TYPE_Q8_0 || n_cols <= 0 || n_cols % QK8_0) return 0;
-    return (size_t)(n_cols / QK8_0) * sizeof(packed_q8_0);
+    if (n_cols <= 0 || n_cols % 32) return 0;
+    if (type == TOY_TYPE_Q8_0) return (size_t)(n_cols / 32) * sizeof(packed_q8_0);
+    if (type == TOY_TYPE_Q4_0) return (size_t)(n_cols / 32) * sizeof(packed_q4_0);
+    return 0;
 }
 
 /* The position of block b among nb in a group's residue order. */
@@ -33,9 +43,33 @@ static int64_t residue_position(int64_t b, int64_t nb) {
     return before + b / BLOCK_LANES;
 }
 
+static void pack_rows_q4_0(const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, void *out) {
+    const int64_t nb = n_cols / QK4_0, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
+    packed_q4_0 *p = out;
+    for (int64_t g = 0; g < n_groups; g++, p += nb) {
+        memset(p, 0x88, (size_t)nb * sizeof *p); /* padding rows: nibbles 8, weights 0 */
+        for (int64_t b = 0; b < nb; b++) {
+            packed_q4_0 *pb = p + residue_position(b, nb);
+            for (int r = 0; r < TOY_PACK_ROWS; r++) {
+                const int64_t row = g * TOY_PACK_ROWS + r;
+                if (row >= n_rows) {
+                    pb->d[r] = 0.0f;
+                    continue;
+                }
+                const block_q4_0 *wb = (const block_q4_0 *)((const uint8_t *)rows + (size_t)row * row_size) + b;
+                pb->d[r] = toy_fp16_to_fp32(wb->d);
+                for (int k = 0; k < 4; k++) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+            }
+        }
+    }
+}
+
 void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out) {
-    (void)type; /* Q8_0, the only packed type so far */
+    if (type == TOY_TYPE_Q4_0) {
+        pack_rows_q4_0(rows, row_size, n_rows, n_cols, out);
+        return;
+    }
     const int64_t nb = n_cols / QK8_0, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
     packed_q8_0 *p = out;
     for (int64_t g = 0; g < n_groups; g++, p += nb) {
@@ -107,6 +141,44 @@ static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     }
 }
 
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
+                              size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
+    const int64_t nb = n_cols / QK4_0;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
+        const packed_q4_0 *group = (const packed_q4_0 *)w + (r0 / TOY_PACK_ROWS) * nb;
+        for (int64_t j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)((const uint8_t *)a + (size_t)j * a_stride);
+            for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
+                float lane[BLOCK_LANES] = {0};
+                const packed_q4_0 *pb = group;
+                for (int l = 0; l < BLOCK_LANES; l++)
+                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb++) {
+                        /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
+                        int32_t sumi = x[b].start / 16;
+                        for (int k = 0; k < 4; k++)
+                            for (int i = 0; i < 4; i++) {
+                                sumi += (pb->q[k][r][i] & 15) * x[b].qs[4 * k + i];
+                                sumi += (pb->q[k][r][i] >> 4) * x[b].qs[16 + 4 * k + i];
+                            }
+                        const float d = pb->d[r] * x[b].d;
+                        const float v = d * (float)sumi;
+                        lane[l] += v;
+                    }
+                for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
+                    for (int k = 0; k < s; k++) lane[k] += lane[k + s];
+                y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
+            }
+        }
+    }
+}
+
+static const toy_packed_kernel packed_q4_0_scalar = {
+    .type = TOY_TYPE_Q4_0,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x,
+    .gemm = gemm_q4_0x_scalar,
+};
+
 static const toy_packed_kernel packed_q8_0_scalar = {
     .type = TOY_TYPE_Q8_0,
     .act_block = sizeof(toy_act_q8_0x),
@@ -115,7 +187,7 @@ static const toy_packed_kernel packed_q8_0_scalar = {
 };
 
 const toy_packed_kernel *toy_packed_scalar(int type) {
-    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_scalar : NULL;
+    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_scalar : type == TOY_TYPE_Q4_0 ? &packed_q4_0_scalar : NULL;
 }
 
 const toy_packed_kernel *toy_packed_get(int type) {

@@ -40,32 +40,57 @@ INLINE int32_t rd32(const void *p) {
     return v;
 }
 
-/* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows; n_a is a
- * constant in each instantiation, so the accumulators live in registers. */
-INLINE void q8_0x_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a,
-                        size_t a_stride, const int n_a, float *y, size_t y_stride) {
+/* A packed block's 16 rows times one activation block: the exact integer sums.
+ * Q8_0: eight weight registers, each against four broadcast activation bytes.
+ * Q4_0: four registers of file bytes, whose low nibbles (weights + 8) meet activation
+ * bytes 4g.. and high nibbles bytes 16 + 4g..; the start is then -8 * sum a. */
+INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q4) {
+    __m512i z0 = _mm512_set1_epi32(q4 ? x->start / 16 : x->start), z1 = _mm512_setzero_si512();
+    if (q4) {
+        const __m512i low = _mm512_set1_epi8(0x0f);
+        UNROLLED
+        for (int g = 0; g < 4; g++) {
+            const __m512i lo = _mm512_and_si512(w[g], low);
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w[g], 4), low);
+            z0 = _mm512_dpbusd_epi32(z0, lo, _mm512_set1_epi32(rd32(x->qs + 4 * g)));
+            z1 = _mm512_dpbusd_epi32(z1, hi, _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
+        }
+    } else {
+        /* two chains of four, so that a lone row is not one long latency chain */
+        UNROLLED
+        for (int k = 0; k < 8; k += 2) {
+            z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(x->qs + 4 * k)));
+            z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(x->qs + 4 * k + 4)));
+        }
+    }
+    return _mm512_add_epi32(z0, z1);
+}
+
+/* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows; n_a and q4
+ * are constants in each instantiation, so the accumulators live in registers. */
+INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
+                         const int n_a, const bool q4, float *y, size_t y_stride) {
+    const size_t block_bytes = q4 ? 320 : BLOCK_BYTES;
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m512 acc[TILE];
         UNROLLED
         for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += BLOCK_BYTES) {
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
             const __m512 wd = _mm512_loadu_ps(blk);
             __m512i w[8];
-            UNROLLED
-            for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+            if (q4) {
+                UNROLLED
+                for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+            } else {
+                UNROLLED
+                for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+            }
             UNROLLED
             for (int j = 0; j < n_a; j++) {
                 const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-                /* two chains of four, so that a lone row is not one long latency chain */
-                __m512i z0 = _mm512_set1_epi32(x->start), z1 = _mm512_setzero_si512();
-                UNROLLED
-                for (int k = 0; k < 8; k += 2) {
-                    z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(x->qs + 4 * k)));
-                    z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(x->qs + 4 * k + 4)));
-                }
-                const __m512i sumi = _mm512_add_epi32(z0, z1);
+                const __m512i sumi = block_sums(w, x, q4);
                 const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
                 acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
             }
@@ -84,10 +109,10 @@ INLINE void q8_0x_group(int64_t nb, const uint8_t *group, int rows, const uint8_
     }
 }
 
-static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
-                       size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
+INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                        float *y, size_t y_stride, const bool q4) {
     const int64_t nb = n_cols / 32;
-    const size_t group_bytes = (size_t)nb * BLOCK_BYTES;
+    const size_t group_bytes = (size_t)nb * (q4 ? 320 : BLOCK_BYTES);
     const uint8_t *group = w, *act = a;
     /* group outer, activation tiles inner: a group's weights stay in L1 for all rows */
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes) {
@@ -96,18 +121,35 @@ static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void
             const uint8_t *aj = act + (size_t)j0 * a_stride;
             float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
             switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-            case 1: q8_0x_group(nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
-            case 2: q8_0x_group(nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
-            case 3: q8_0x_group(nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
-            case 4: q8_0x_group(nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
-            case 5: q8_0x_group(nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
-            case 6: q8_0x_group(nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
-            case 7: q8_0x_group(nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
-            default: q8_0x_group(nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
+            case 1: packed_group(nb, group, rows, aj, a_stride, 1, q4, yj, y_stride); break;
+            case 2: packed_group(nb, group, rows, aj, a_stride, 2, q4, yj, y_stride); break;
+            case 3: packed_group(nb, group, rows, aj, a_stride, 3, q4, yj, y_stride); break;
+            case 4: packed_group(nb, group, rows, aj, a_stride, 4, q4, yj, y_stride); break;
+            case 5: packed_group(nb, group, rows, aj, a_stride, 5, q4, yj, y_stride); break;
+            case 6: packed_group(nb, group, rows, aj, a_stride, 6, q4, yj, y_stride); break;
+            case 7: packed_group(nb, group, rows, aj, a_stride, 7, q4, yj, y_stride); break;
+            default: packed_group(nb, group, rows, aj, a_stride, 8, q4, yj, y_stride); break;
             }
         }
     }
 }
+
+static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
+}
+
+static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, true);
+}
+
+static const toy_packed_kernel packed_q4_0_avx512 = {
+    .type = TOY_TYPE_Q4_0,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x,
+    .gemm = gemm_q4_0x,
+};
 
 static const toy_packed_kernel packed_q8_0_avx512 = {
     .type = TOY_TYPE_Q8_0,
@@ -117,7 +159,7 @@ static const toy_packed_kernel packed_q8_0_avx512 = {
 };
 
 const toy_packed_kernel *toy_packed_avx512(int type) {
-    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_avx512 : NULL;
+    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_avx512 : type == TOY_TYPE_Q4_0 ? &packed_q4_0_avx512 : NULL;
 }
 
 #endif /* __x86_64__ */
