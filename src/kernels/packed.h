@@ -13,10 +13,6 @@
  * (w.d * a.d) * (float)sumi; block b goes into lane b % 8, in block order; the 8 lanes
  * are combined pairwise. Only the memory layout changes, never a logit.
  *
- * Q4_0 ("q4_0x16") is the same with 320-byte blocks: the 16 scales, then uint8_t q[4][16][4]
- * = the file's qs[4g + i] of row r (low nibble weight 4g + i + 8, high nibble weight
- * 16 + 4g + i + 8), unpacked with a mask and a shift; its start is -8 * sum qs.
- *
  * Q8_0 layout ("q8_0x16"). A matrix is ceil(n_rows / 16) groups of 16 rows, the last one
  * padded with zero rows. A group is n_cols / 32 packed blocks in residue order — the
  * blocks b with b % 8 == 0 in ascending order, then those with b % 8 == 1, ... — so each
@@ -24,6 +20,10 @@
  *     float   d[16]         the rows' fp16 scales, converted exactly
  *     uint8_t q[8][16][4]   q[k][r][i] = weight 4k + i of row r, plus 128
  * (576 bytes for 16 x 32 weights, against 544 in the file.)
+ *
+ * Q4_0 ("q4_0x16") is the same with 320-byte blocks: the 16 scales, then uint8_t q[4][16][4]
+ * = the file's qs[4g + i] of row r (low nibble weight 4g + i + 8, high nibble weight
+ * 16 + 4g + i + 8), unpacked with a mask and a shift; its start is -8 * sum qs.
  *
  * Activations for these products are Q8_0 rows with two fields per block made ready:
  *     float d; int32_t start; int8_t qs[32]     (40 bytes)
