@@ -3,6 +3,8 @@
  * packed kernel for this CPU. The layouts are described in packed.h. */
 #include "packed.h"
 
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,9 +192,18 @@ const toy_packed_kernel *toy_packed_scalar(int type) {
     return type == TOY_TYPE_Q8_0 ? &packed_q8_0_scalar : type == TOY_TYPE_Q4_0 ? &packed_q4_0_scalar : NULL;
 }
 
-const toy_packed_kernel *toy_packed_get(int type) {
+static bool repack_off;
+static pthread_once_t repack_once = PTHREAD_ONCE_INIT;
+
+static void read_repack_env(void) {
     const char *env = getenv("TOY_REPACK");
-    if (env && !strcmp(env, "0")) return NULL;
+    repack_off = env && !strcmp(env, "0");
+}
+
+/* Called by every product: the environment is read once. */
+const toy_packed_kernel *toy_packed_get(int type) {
+    pthread_once(&repack_once, read_repack_env);
+    if (repack_off) return NULL;
 #if defined(__x86_64__)
     /* without VNNI the row kernels' own tiles are as fast: nothing to pack for */
     if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
