@@ -45,53 +45,45 @@ static int64_t residue_position(int64_t b, int64_t nb) {
     return before + b / BLOCK_LANES;
 }
 
-static void pack_rows_q4_0(const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, void *out) {
-    const int64_t nb = n_cols / QK4_0, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
-    packed_q4_0 *p = out;
-    for (int64_t g = 0; g < n_groups; g++, p += nb) {
-        memset(p, 0x88, (size_t)nb * sizeof *p); /* padding rows: nibbles 8, weights 0 */
-        for (int64_t b = 0; b < nb; b++) {
-            packed_q4_0 *pb = p + residue_position(b, nb);
-            for (int r = 0; r < TOY_PACK_ROWS; r++) {
-                const int64_t row = g * TOY_PACK_ROWS + r;
-                if (row >= n_rows) {
-                    pb->d[r] = 0.0f;
-                    continue;
-                }
-                const block_q4_0 *wb = (const block_q4_0 *)((const uint8_t *)rows + (size_t)row * row_size) + b;
-                pb->d[r] = toy_fp16_to_fp32(wb->d);
-                for (int k = 0; k < 4; k++) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-            }
-        }
+/* Bytes of one packed block of the type (Q8_0 or Q4_0); both start with the 16 scales. */
+static size_t packed_block_size(int type) {
+    return type == TOY_TYPE_Q4_0 ? sizeof(packed_q4_0) : sizeof(packed_q8_0);
+}
+
+/* Row r of a packed block from the file's block src, or a zero row (src NULL). */
+static void pack_block_row(int type, void *block, int r, const void *src) {
+    if (type == TOY_TYPE_Q4_0) {
+        packed_q4_0 *pb = block;
+        const block_q4_0 *wb = src;
+        pb->d[r] = wb ? toy_fp16_to_fp32(wb->d) : 0.0f;
+        for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
+            if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+            else memset(pb->q[k][r], 0x88, 4);
+        return;
     }
+    packed_q8_0 *pb = block;
+    const block_q8_0 *wb = src;
+    pb->d[r] = wb ? toy_fp16_to_fp32(wb->d) : 0.0f;
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
 }
 
 void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out) {
-    if (type == TOY_TYPE_Q4_0) {
-        pack_rows_q4_0(rows, row_size, n_rows, n_cols, out);
-        return;
-    }
-    const int64_t nb = n_cols / QK8_0, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
-    packed_q8_0 *p = out;
-    for (int64_t g = 0; g < n_groups; g++, p += nb) {
-        memset(p, 0, (size_t)nb * sizeof *p);
+    const int64_t nb = n_cols / 32, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
+    const size_t block = packed_block_size(type), file_block = type == TOY_TYPE_Q4_0 ? sizeof(block_q4_0)
+                                                                                      : sizeof(block_q8_0);
+    uint8_t *group = out;
+    for (int64_t g = 0; g < n_groups; g++, group += (size_t)nb * block)
         for (int64_t b = 0; b < nb; b++) {
-            packed_q8_0 *pb = p + residue_position(b, nb);
+            uint8_t *pb = group + (size_t)residue_position(b, nb) * block;
             for (int r = 0; r < TOY_PACK_ROWS; r++) {
                 const int64_t row = g * TOY_PACK_ROWS + r;
-                if (row >= n_rows) {
-                    memset(pb->q[0][r], 128, 4); /* a zero weight */
-                    for (int k = 1; k < 8; k++) memset(pb->q[k][r], 128, 4);
-                    continue;
-                }
-                const block_q8_0 *wb = (const block_q8_0 *)((const uint8_t *)rows + (size_t)row * row_size) + b;
-                pb->d[r] = toy_fp16_to_fp32(wb->d);
-                for (int k = 0; k < 8; k++)
-                    for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)(wb->qs[4 * k + i] + 128);
+                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * file_block
+                                                  : NULL;
+                pack_block_row(type, pb, r, src);
             }
         }
-    }
 }
 
 /* The row is first quantized to plain Q8_0 blocks (this CPU's quantizer: the bytes the
@@ -115,23 +107,42 @@ void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     }
 }
 
+/* The exact integer sum of row r of a packed block against an activation block. */
+static int32_t block_sum(int type, const void *block, int r, const toy_act_q8_0x *x) {
+    if (type == TOY_TYPE_Q4_0) {
+        const packed_q4_0 *pb = block;
+        /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
+        int32_t sumi = x->start / 16;
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 4; i++) {
+                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
+                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
+            }
+        return sumi;
+    }
+    const packed_q8_0 *pb = block;
+    int32_t sumi = x->start;
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x->qs[4 * k + i];
+    return sumi;
+}
+
 /* The reference: the definition in packed.h, one row and one activation row at a time. */
-static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
-                              size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    const int64_t nb = n_cols / QK8_0;
+static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                        int64_t n_a, float *y, size_t y_stride) {
+    const int64_t nb = n_cols / 32;
+    const size_t block = packed_block_size(type);
     for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
-        const packed_q8_0 *group = (const packed_q8_0 *)w + (r0 / TOY_PACK_ROWS) * nb;
+        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * block;
         for (int64_t j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)((const uint8_t *)a + (size_t)j * a_stride);
             for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
                 float lane[BLOCK_LANES] = {0};
-                const packed_q8_0 *pb = group;
+                const uint8_t *pb = group;
                 for (int l = 0; l < BLOCK_LANES; l++)
-                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb++) {
-                        int32_t sumi = x[b].start;
-                        for (int k = 0; k < 8; k++)
-                            for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x[b].qs[4 * k + i];
-                        const float d = pb->d[r] * x[b].d;
+                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block) {
+                        const int32_t sumi = block_sum(type, pb, r, &x[b]);
+                        const float d = ((const float *)pb)[r] * x[b].d; /* the scales come first */
                         const float v = d * (float)sumi;
                         lane[l] += v;
                     }
@@ -143,35 +154,14 @@ static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     }
 }
 
-static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
-                              size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    const int64_t nb = n_cols / QK4_0;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
-        const packed_q4_0 *group = (const packed_q4_0 *)w + (r0 / TOY_PACK_ROWS) * nb;
-        for (int64_t j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)((const uint8_t *)a + (size_t)j * a_stride);
-            for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
-                float lane[BLOCK_LANES] = {0};
-                const packed_q4_0 *pb = group;
-                for (int l = 0; l < BLOCK_LANES; l++)
-                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb++) {
-                        /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
-                        int32_t sumi = x[b].start / 16;
-                        for (int k = 0; k < 4; k++)
-                            for (int i = 0; i < 4; i++) {
-                                sumi += (pb->q[k][r][i] & 15) * x[b].qs[4 * k + i];
-                                sumi += (pb->q[k][r][i] >> 4) * x[b].qs[16 + 4 * k + i];
-                            }
-                        const float d = pb->d[r] * x[b].d;
-                        const float v = d * (float)sumi;
-                        lane[l] += v;
-                    }
-                for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
-                    for (int k = 0; k < s; k++) lane[k] += lane[k + s];
-                y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
-            }
-        }
-    }
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
 static const toy_packed_kernel packed_q4_0_scalar = {
