@@ -167,8 +167,8 @@ static void run_type(int type) {
 }
 
 int main(void) {
-    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 576);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 320);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 256) == 0);
     run_type(TOY_TYPE_Q8_0);

@@ -14,19 +14,19 @@
 #define BLOCK_LANES 8 /* the reduction shape's lanes (kernels.c) */
 
 typedef struct {
-    float d[TOY_PACK_ROWS];
+    uint16_t d[TOY_PACK_ROWS]; /* the file's fp16 scales */
     uint8_t q[8][TOY_PACK_ROWS][4];
 } packed_q8_0;
 
 /* Q4_0: the file's bytes regrouped, q[g][r][i] = qs[4g + i] of row r, whose low nibble
  * is weight 4g + i + 8 and high nibble weight 4g + i + 16 + 8 (groups g and g + 4). */
 typedef struct {
-    float d[TOY_PACK_ROWS];
+    uint16_t d[TOY_PACK_ROWS];
     uint8_t q[4][TOY_PACK_ROWS][4];
 } packed_q4_0;
 
-_Static_assert(sizeof(packed_q8_0) == 576, "packed Q8_0 block size");
-_Static_assert(sizeof(packed_q4_0) == 320, "packed Q4_0 block size");
+_Static_assert(sizeof(packed_q8_0) == 544, "packed Q8_0 block size");
+_Static_assert(sizeof(packed_q4_0) == 288, "packed Q4_0 block size");
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 
 size_t toy_packed_group_size(int type, int64_t n_cols) {
@@ -55,7 +55,7 @@ static void pack_block_row(int type, void *block, int r, const void *src) {
     if (type == TOY_TYPE_Q4_0) {
         packed_q4_0 *pb = block;
         const block_q4_0 *wb = src;
-        pb->d[r] = wb ? toy_fp16_to_fp32(wb->d) : 0.0f;
+        pb->d[r] = wb ? wb->d : 0;
         for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
             if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
             else memset(pb->q[k][r], 0x88, 4);
@@ -63,7 +63,7 @@ static void pack_block_row(int type, void *block, int r, const void *src) {
     }
     packed_q8_0 *pb = block;
     const block_q8_0 *wb = src;
-    pb->d[r] = wb ? toy_fp16_to_fp32(wb->d) : 0.0f;
+    pb->d[r] = wb ? wb->d : 0;
     for (int k = 0; k < 8; k++)
         for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
 }
@@ -142,7 +142,9 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
                 for (int l = 0; l < BLOCK_LANES; l++)
                     for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block) {
                         const int32_t sumi = block_sum(type, pb, r, &x[b]);
-                        const float d = ((const float *)pb)[r] * x[b].d; /* the scales come first */
+                        uint16_t wd;
+                        memcpy(&wd, pb + 2 * r, sizeof wd); /* the scales come first */
+                        const float d = toy_fp16_to_fp32(wd) * x[b].d;
                         const float v = d * (float)sumi;
                         lane[l] += v;
                     }

@@ -17,11 +17,11 @@
  * padded with zero rows. A group is n_cols / 32 packed blocks in residue order — the
  * blocks b with b % 8 == 0 in ascending order, then those with b % 8 == 1, ... — so each
  * accumulator lane of the reduction shape reads one contiguous stretch. A packed block is
- *     float   d[16]         the rows' fp16 scales, converted exactly
+ *     uint16_t d[16]        the rows' fp16 scales, as in the file
  *     uint8_t q[8][16][4]   q[k][r][i] = weight 4k + i of row r, plus 128
- * (576 bytes for 16 x 32 weights, against 544 in the file.)
+ * (544 bytes for 16 x 32 weights, as in the file: decode reads no more than unpacked.)
  *
- * Q4_0 ("q4_0x16") is the same with 320-byte blocks: the 16 scales, then uint8_t q[4][16][4]
+ * Q4_0 ("q4_0x16") is the same with 288-byte blocks (as in the file): the 16 scales, then uint8_t q[4][16][4]
  * = the file's qs[4g + i] of row r (low nibble weight 4g + i + 8, high nibble weight
  * 16 + 4g + i + 8), unpacked with a mask and a shift; its start is -8 * sum qs.
  *

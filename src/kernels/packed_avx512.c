@@ -2,8 +2,8 @@
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * One packed block is eight zmm of weights (four bytes of each of 16 rows per 32-bit
- * lane) and one zmm of the rows' scales. For each activation row, eight vpdpbusd with
- * the row's four-byte groups broadcast give the 16 rows' exact block sums, starting from
+ * lane) and the rows' 16 fp16 scales, widened exactly by vcvtph2ps. For each activation
+ * row, eight vpdpbusd with the row's four-byte groups broadcast give the 16 rows' exact block sums, starting from
  * the activation's -128 * sum; then the reference's epilogue, d = w.d * a.d and
  * v = d * (float)sumi, runs on 16 rows at once, and v goes into the accumulator of the
  * block's lane (b % 8). Blocks are stored lane by lane, so one pass over a lane keeps
@@ -32,7 +32,8 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 #define UNROLLED _Pragma("GCC unroll 8")
 #define LANES 8          /* the reduction shape's block lanes */
 #define TILE 8           /* activation rows per pass */
-#define BLOCK_BYTES 576  /* a packed Q8_0 block: 16 scales, 8 x 16 x 4 weight bytes */
+#define BLOCK_BYTES 544  /* a packed Q8_0 block: 16 fp16 scales, 8 x 16 x 4 weight bytes */
+#define Q4_BLOCK_BYTES 288
 
 INLINE int32_t rd32(const void *p) {
     int32_t v;
@@ -70,7 +71,7 @@ INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q
  * are constants in each instantiation, so the accumulators live in registers. */
 INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
                          const int n_a, const bool q4, float *y, size_t y_stride) {
-    const size_t block_bytes = q4 ? 320 : BLOCK_BYTES;
+    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES;
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -78,14 +79,14 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
         UNROLLED
         for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
-            const __m512 wd = _mm512_loadu_ps(blk);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
             __m512i w[8];
             if (q4) {
                 UNROLLED
-                for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+                for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
             } else {
                 UNROLLED
-                for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 64 + 64 * k);
+                for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
             }
             UNROLLED
             for (int j = 0; j < n_a; j++) {
@@ -112,7 +113,7 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
 INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                         float *y, size_t y_stride, const bool q4) {
     const int64_t nb = n_cols / 32;
-    const size_t group_bytes = (size_t)nb * (q4 ? 320 : BLOCK_BYTES);
+    const size_t group_bytes = (size_t)nb * (q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES);
     const uint8_t *group = w, *act = a;
     /* group outer, activation tiles inner: a group's weights stay in L1 for all rows */
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes) {
