@@ -1,11 +1,11 @@
-/* test_packed.c — packed weights (packed.h), Q8_0 and Q4_0: every packed product, the scalar reference
- * and each instruction set's, must give exactly the bits of the row kernels' scalar
- * vec_dot for every (weight row, activation row) pair, and the packed activation layout
- * must hold the Q8_0 quantizer's bytes.
+/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0 and Q4_K: every packed product, the scalar
+ * reference and each instruction set's, must give exactly the bits of the row kernels'
+ * scalar vec_dot for every (weight row, activation row) pair, and the packed activation
+ * layouts must hold the Q8_0 / Q8_K quantizer's bytes.
  *
  * Inputs: Gaussian weights through toy's quantizer, random bits (quants of -128, which
- * no quantizer emits, and random fp16 scales), extreme scales (+-65504, subnormal
- * halves); Gaussian, zero, +-1000 and tiny activations; row counts around a group of 16,
+ * no quantizer emits, random six-bit scales and mins, and random fp16 scales), extreme
+ * scales (+-65504, subnormal halves); Gaussian, zero, +-1000 and tiny activations; row counts around a group of 16,
  * block counts that leave residue lanes empty or uneven, activation counts around the
  * tile of 8. */
 #include "packed.h"
@@ -20,10 +20,27 @@
 typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight_mode;
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
-/* Weights of `type` (Q8_0 or Q4_0): blocks of a fp16 d, then quant bytes. */
+static int64_t block_cols(int type) {
+    return type == TOY_TYPE_Q4_K ? QK_K : 32;
+}
+
+static size_t file_block(int type) {
+    return type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : type == TOY_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q4_K);
+}
+
+static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
+    const toy_half sign = (toy_half)((test_rand_u64(rng) & 1) << 15);
+    switch (mode) {
+    case W_BIG_SCALE: return sign | 0x7bff; /* 65504 */
+    case W_TINY_SCALE: return sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff);
+    default: return toy_fp32_to_fp16(0.01f * test_rand_normal(rng));
+    }
+}
+
+/* Weights of `type`: blocks starting with a fp16 d (and, for Q4_K, dmin), then bytes. */
 static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
-    const int64_t nb = n_cols / 32;
+    const int64_t nb = n_cols / block_cols(type);
     if (mode == W_GAUSSIAN) {
         float *f = xmalloc((size_t)(n_rows * n_cols) * sizeof *f);
         for (int64_t i = 0; i < n_rows * n_cols; i++) f[i] = 0.05f * test_rand_normal(rng);
@@ -31,18 +48,16 @@ static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weig
         free(f);
         return;
     }
-    const size_t block = type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const size_t block = file_block(type);
     for (int64_t b = 0; b < n_rows * nb; b++) {
         uint8_t *blk = (uint8_t *)w + (size_t)b * block;
         for (size_t j = 2; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
-        const toy_half sign = (toy_half)((test_rand_u64(rng) & 1) << 15);
-        toy_half d;
-        switch (mode) {
-        case W_BIG_SCALE: d = sign | 0x7bff; break;                       /* 65504 */
-        case W_TINY_SCALE: d = sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff); break;
-        default: d = toy_fp32_to_fp16(0.01f * test_rand_normal(rng)); break;
-        }
+        const toy_half d = random_scale(mode, rng);
         memcpy(blk, &d, sizeof d);
+        if (type == TOY_TYPE_Q4_K) {
+            const toy_half dmin = random_scale(mode, rng);
+            memcpy(blk + 2, &dmin, sizeof dmin);
+        }
     }
 }
 
@@ -57,8 +72,23 @@ static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rn
     }
 }
 
-/* The packed activation row holds the Q8_0 quantizer's scale and quants. */
-static void check_act_layout(const float *x, int64_t n) {
+/* The packed activation row holds the Q8_0 (Q8_K) quantizer's scale and quants. */
+static void check_act_layout(int type, const float *x, int64_t n) {
+    if (type == TOY_TYPE_Q4_K) {
+        const int64_t nb = n / QK_K;
+        block_q8_K *q = xmalloc((size_t)nb * sizeof *q);
+        toy_act_q8_Kx *p = xmalloc((size_t)nb * sizeof *p);
+        toy_quantize_act_q8_K(x, q, n);
+        toy_quantize_act_q8_Kx(x, p, n);
+        for (int64_t b = 0; b < nb; b++) {
+            int same = float_bits(p[b].d) == float_bits(q[b].d) && !memcmp(p[b].qs, q[b].qs, sizeof q[b].qs);
+            for (int j = 0; j < 8; j++) same &= p[b].msum[j] == q[b].bsums[2 * j] + q[b].bsums[2 * j + 1];
+            CHECK_MSG(same, "packed activation block %lld of %lld differs from Q8_K", (long long)b, (long long)nb);
+        }
+        free(q);
+        free(p);
+        return;
+    }
     const int64_t nb = n / 32;
     block_q8_0 *q = xmalloc((size_t)nb * sizeof *q);
     toy_act_q8_0x *p = xmalloc((size_t)nb * sizeof *p);
@@ -78,9 +108,10 @@ static void check_act_layout(const float *x, int64_t n) {
 static int run_shape(int type, const toy_packed_kernel *const *kernels, const char *const *names, int n_kernels,
                      int64_t n_rows, int64_t n_cols, int64_t n_a, weight_mode wm, act_mode am,
                      unsigned long long *rng) {
-    const int64_t nb = n_cols / 32;
+    const int64_t nb = n_cols / block_cols(type);
     const toy_kernel *ref = toy_kernel_scalar(type);
-    const size_t wblock = type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : sizeof(block_q4_0);
+    const toy_packed_kernel *pk = kernels[0];
+    const size_t wblock = file_block(type);
     uint8_t *w = xmalloc((size_t)(n_rows * nb) * wblock);
     fill_weights(type, w, n_rows, n_cols, wm, rng);
     float *x = xmalloc((size_t)(n_a * n_cols) * sizeof *x);
@@ -91,14 +122,16 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
     uint8_t *packed = xmalloc(group * (size_t)n_groups);
     toy_pack_rows(type, w, (size_t)nb * wblock, n_rows, n_cols, packed);
 
-    block_q8_0 *qa = xmalloc((size_t)(n_a * nb) * sizeof *qa);
-    const size_t a_stride = (size_t)nb * sizeof(toy_act_q8_0x);
+    size_t qa_row;
+    CHECK(toy_type_row_size(ref->vec_dot_type, n_cols, &qa_row) == TOY_OK);
+    uint8_t *qa = xmalloc((size_t)n_a * qa_row);
+    const size_t a_stride = (size_t)nb * pk->act_block;
     uint8_t *pa = xmalloc(a_stride * (size_t)n_a);
     for (int64_t j = 0; j < n_a; j++) {
-        toy_quantize_act_q8_0(x + j * n_cols, qa + j * nb, n_cols);
-        toy_quantize_act_q8_0x(x + j * n_cols, pa + (size_t)j * a_stride, n_cols);
+        ref->quantize_act(x + j * n_cols, qa + (size_t)j * qa_row, n_cols);
+        pk->quantize_act(x + j * n_cols, pa + (size_t)j * a_stride, n_cols);
     }
-    check_act_layout(x, n_cols);
+    check_act_layout(type, x, n_cols);
 
     /* y has a spare column per row, which no kernel may write */
     const size_t y_stride = (size_t)n_rows + 1;
@@ -106,7 +139,7 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
     float *got = xmalloc(y_stride * (size_t)n_a * sizeof *got);
     for (int64_t j = 0; j < n_a; j++)
         for (int64_t r = 0; r < n_rows; r++)
-            want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + (size_t)(r * nb) * wblock, qa + j * nb);
+            want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + (size_t)(r * nb) * wblock, qa + (size_t)j * qa_row);
     int bad = 0;
     for (int k = 0; k < n_kernels; k++) {
         for (size_t i = 0; i < y_stride * (size_t)n_a; i++) got[i] = -7.0f;
@@ -151,14 +184,16 @@ static void run_type(int type) {
 #endif
     unsigned long long rng = 0x9e3779b97f4a7c15ull;
     static const int64_t rows[] = {1, 15, 16, 17, 40};
-    static const int64_t cols[] = {32, 96, 256, 288, 576, 1536};
+    /* in blocks: one, three, eight, nine, eighteen, forty-eight */
+    static const int64_t col_blocks[] = {1, 3, 8, 9, 18, 48};
     static const int64_t acts[] = {1, 2, 7, 8, 9, 19};
+    const int64_t bc = block_cols(type);
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
-        for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++)
+        for (size_t c = 0; c < sizeof col_blocks / sizeof col_blocks[0]; c++)
             for (size_t a = 0; a < sizeof acts / sizeof acts[0]; a++) {
                 const weight_mode wm = (weight_mode)((r + c + a) % W_MODES);
                 const act_mode am = (act_mode)((r * 3 + c + a * 2) % A_MODES);
-                run_shape(type, kernels, names, n_kernels, rows[r], cols[c], acts[a], wm, am, &rng);
+                run_shape(type, kernels, names, n_kernels, rows[r], col_blocks[c] * bc, acts[a], wm, am, &rng);
             }
     /* every mode on a model's shape */
     for (int wm = 0; wm < W_MODES; wm++)
@@ -170,8 +205,11 @@ int main(void) {
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 256) == 0);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 0);
     run_type(TOY_TYPE_Q8_0);
     run_type(TOY_TYPE_Q4_0);
+    run_type(TOY_TYPE_Q4_K);
     return test_finish("test_packed");
 }

@@ -180,7 +180,7 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     }
     /* the model loader refuses types without a kernel and rows that are not whole
      * blocks, so this cannot fail here */
-    if (j.pk) j.act_row = (size_t)(j.n_cols / 32) * j.pk->act_block;
+    if (j.pk) j.act_row = (size_t)(j.n_cols / j.pk->block_cols) * j.pk->act_block;
     else toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);

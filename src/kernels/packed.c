@@ -25,15 +25,71 @@ typedef struct {
     uint8_t q[4][TOY_PACK_ROWS][4];
 } packed_q4_0;
 
-_Static_assert(sizeof(packed_q8_0) == 544, "packed Q8_0 block size");
-_Static_assert(sizeof(packed_q4_0) == 288, "packed Q4_0 block size");
+typedef struct {
+    uint16_t d[TOY_PACK_ROWS], dmin[TOY_PACK_ROWS];
+    uint8_t scales[3][TOY_PACK_ROWS][4];
+    uint8_t q[4][8][TOY_PACK_ROWS][4];
+} packed_q4_K;
+
+_Static_assert(sizeof(packed_q8_0) == 16 * sizeof(block_q8_0), "packed Q8_0 block size");
+_Static_assert(sizeof(packed_q4_0) == 16 * sizeof(block_q4_0), "packed Q4_0 block size");
+_Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
+_Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
+
+/* Row r of a packed block from the file's block src, or a zero row (src NULL). */
+static void pack_row_q8_0(void *block, int r, const void *src) {
+    packed_q8_0 *pb = block;
+    const block_q8_0 *wb = src;
+    pb->d[r] = wb ? wb->d : 0;
+    for (int k = 0; k < 8; k++)
+        for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
+}
+
+static void pack_row_q4_0(void *block, int r, const void *src) {
+    packed_q4_0 *pb = block;
+    const block_q4_0 *wb = src;
+    pb->d[r] = wb ? wb->d : 0;
+    for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
+        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+        else memset(pb->q[k][r], 0x88, 4);
+}
+
+static void pack_row_q4_K(void *block, int r, const void *src) {
+    packed_q4_K *pb = block;
+    const block_q4_K *wb = src;
+    static const block_q4_K zero;
+    if (!wb) wb = &zero;
+    pb->d[r] = wb->d;
+    pb->dmin[r] = wb->dmin;
+    for (int s = 0; s < 3; s++) memcpy(pb->scales[s][r], wb->scales + 4 * s, 4);
+    for (int p = 0; p < 4; p++)
+        for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], wb->qs + 32 * p + 4 * k, 4);
+}
+
+typedef struct {
+    int type;
+    int64_t block_cols; /* the columns of one file block */
+    size_t file_block, packed_block;
+    void (*pack_row)(void *block, int r, const void *src);
+} packed_layout;
+
+static const packed_layout layouts[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
+    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
+};
+
+static const packed_layout *layout_of(int type) {
+    for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
+        if (layouts[i].type == type) return &layouts[i];
+    return NULL;
+}
 
 size_t toy_packed_group_size(int type, int64_t n_cols) {
-    if (n_cols <= 0 || n_cols % 32) return 0;
-    if (type == TOY_TYPE_Q8_0) return (size_t)(n_cols / 32) * sizeof(packed_q8_0);
-    if (type == TOY_TYPE_Q4_0) return (size_t)(n_cols / 32) * sizeof(packed_q4_0);
-    return 0;
+    const packed_layout *l = layout_of(type);
+    if (!l || n_cols <= 0 || n_cols % l->block_cols) return 0;
+    return (size_t)(n_cols / l->block_cols) * l->packed_block;
 }
 
 /* The position of block b among nb in a group's residue order. */
@@ -45,43 +101,19 @@ static int64_t residue_position(int64_t b, int64_t nb) {
     return before + b / BLOCK_LANES;
 }
 
-/* Bytes of one packed block of the type (Q8_0 or Q4_0); both start with the 16 scales. */
-static size_t packed_block_size(int type) {
-    return type == TOY_TYPE_Q4_0 ? sizeof(packed_q4_0) : sizeof(packed_q8_0);
-}
-
-/* Row r of a packed block from the file's block src, or a zero row (src NULL). */
-static void pack_block_row(int type, void *block, int r, const void *src) {
-    if (type == TOY_TYPE_Q4_0) {
-        packed_q4_0 *pb = block;
-        const block_q4_0 *wb = src;
-        pb->d[r] = wb ? wb->d : 0;
-        for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
-            if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-            else memset(pb->q[k][r], 0x88, 4);
-        return;
-    }
-    packed_q8_0 *pb = block;
-    const block_q8_0 *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
-    for (int k = 0; k < 8; k++)
-        for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
-}
-
 void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out) {
-    const int64_t nb = n_cols / 32, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
-    const size_t block = packed_block_size(type), file_block = type == TOY_TYPE_Q4_0 ? sizeof(block_q4_0)
-                                                                                      : sizeof(block_q8_0);
+    const packed_layout *l = layout_of(type);
+    const int64_t nb = n_cols / l->block_cols, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
     uint8_t *group = out;
-    for (int64_t g = 0; g < n_groups; g++, group += (size_t)nb * block)
+    for (int64_t g = 0; g < n_groups; g++, group += (size_t)nb * l->packed_block)
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *pb = group + (size_t)residue_position(b, nb) * block;
+            uint8_t *pb = group + (size_t)residue_position(b, nb) * l->packed_block;
             for (int r = 0; r < TOY_PACK_ROWS; r++) {
                 const int64_t row = g * TOY_PACK_ROWS + r;
-                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * file_block
+                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * l->file_block
                                                   : NULL;
-                pack_block_row(type, pb, r, src);
+                l->pack_row(pb, r, src);
             }
         }
 }
@@ -107,47 +139,85 @@ void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     }
 }
 
-/* The exact integer sum of row r of a packed block against an activation block. */
-static int32_t block_sum(int type, const void *block, int r, const toy_act_q8_0x *x) {
+/* Block by block through this CPU's Q8_K quantizer (Q8_K blocks are independent). */
+void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
+    const toy_quantize_act_fn quantize = toy_kernel_get(TOY_TYPE_Q4_K)->quantize_act;
+    toy_act_q8_Kx *a = y;
+    for (int64_t b = 0; b < n / QK_K; b++) {
+        block_q8_K q;
+        quantize(x + b * QK_K, &q, QK_K);
+        toy_act_q8_Kx dst = {.d = q.d};
+        for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q.bsums[2 * j] + q.bsums[2 * j + 1]);
+        memcpy(dst.qs, q.qs, sizeof dst.qs);
+        memcpy(&a[b], &dst, sizeof dst);
+    }
+}
+
+/* The value v of row r of a packed block against an activation block, as the row
+ * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
+ * then the float epilogue. */
+static float block_value(int type, const void *block, int r, const void *act) {
+    if (type == TOY_TYPE_Q4_K) {
+        const packed_q4_K *pb = block;
+        const toy_act_q8_Kx *x = act;
+        uint8_t scales[12];
+        for (int s = 0; s < 3; s++) memcpy(scales + 4 * s, pb->scales[s][r], 4);
+        int32_t isum = 0, summs = 0;
+        for (int j = 0; j < 8; j++) {
+            const int sc = j < 4 ? scales[j] & 63 : (scales[j + 4] & 0x0f) | (scales[j - 4] >> 6) << 4;
+            const int m = j < 4 ? scales[j + 4] & 63 : (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
+            int32_t s = 0;
+            for (int k = 0; k < 8; k++)
+                for (int i = 0; i < 4; i++) s += ((pb->q[j / 2][k][r][i] >> (4 * (j % 2))) & 15) * x->qs[32 * j + 4 * k + i];
+            isum += sc * s;
+            summs += m * x->msum[j];
+        }
+        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
+        const float dm = toy_fp16_to_fp32(pb->dmin[r]) * x->d;
+        const float scaled = d * (float)isum;
+        const float mins = dm * (float)summs;
+        return scaled - mins;
+    }
+    const toy_act_q8_0x *x = act;
+    int32_t sumi;
+    uint16_t wd;
     if (type == TOY_TYPE_Q4_0) {
         const packed_q4_0 *pb = block;
         /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
-        int32_t sumi = x->start / 16;
+        sumi = x->start / 16;
         for (int k = 0; k < 4; k++)
             for (int i = 0; i < 4; i++) {
                 sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
                 sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
             }
-        return sumi;
+        wd = pb->d[r];
+    } else {
+        const packed_q8_0 *pb = block;
+        sumi = x->start;
+        for (int k = 0; k < 8; k++)
+            for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x->qs[4 * k + i];
+        wd = pb->d[r];
     }
-    const packed_q8_0 *pb = block;
-    int32_t sumi = x->start;
-    for (int k = 0; k < 8; k++)
-        for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x->qs[4 * k + i];
-    return sumi;
+    const float d = toy_fp16_to_fp32(wd) * x->d;
+    return d * (float)sumi;
 }
 
 /* The reference: the definition in packed.h, one row and one activation row at a time. */
 static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    const int64_t nb = n_cols / 32;
-    const size_t block = packed_block_size(type);
+    const packed_layout *lay = layout_of(type);
+    const int64_t nb = n_cols / lay->block_cols;
+    const size_t block = lay->packed_block, act_block = toy_packed_scalar(type)->act_block;
     for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
         const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * block;
         for (int64_t j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)((const uint8_t *)a + (size_t)j * a_stride);
+            const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
             for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
                 float lane[BLOCK_LANES] = {0};
                 const uint8_t *pb = group;
                 for (int l = 0; l < BLOCK_LANES; l++)
-                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block) {
-                        const int32_t sumi = block_sum(type, pb, r, &x[b]);
-                        uint16_t wd;
-                        memcpy(&wd, pb + 2 * r, sizeof wd); /* the scales come first */
-                        const float d = toy_fp16_to_fp32(wd) * x[b].d;
-                        const float v = d * (float)sumi;
-                        lane[l] += v;
-                    }
+                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block)
+                        lane[l] += block_value(type, pb, r, x + (size_t)b * act_block);
                 for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
                     for (int k = 0; k < s; k++) lane[k] += lane[k + s];
                 y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
@@ -166,22 +236,21 @@ static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
-static const toy_packed_kernel packed_q4_0_scalar = {
-    .type = TOY_TYPE_Q4_0,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x,
-    .gemm = gemm_q4_0x_scalar,
-};
+static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
 
-static const toy_packed_kernel packed_q8_0_scalar = {
-    .type = TOY_TYPE_Q8_0,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x,
-    .gemm = gemm_q8_0x_scalar,
+static const toy_packed_kernel packed_scalar[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
 };
 
 const toy_packed_kernel *toy_packed_scalar(int type) {
-    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_scalar : type == TOY_TYPE_Q4_0 ? &packed_q4_0_scalar : NULL;
+    for (size_t i = 0; i < sizeof packed_scalar / sizeof packed_scalar[0]; i++)
+        if (packed_scalar[i].type == type) return &packed_scalar[i];
+    return NULL;
 }
 
 static bool repack_off;

@@ -21,11 +21,22 @@
  *     uint8_t q[8][16][4]   q[k][r][i] = weight 4k + i of row r, plus 128
  * (544 bytes for 16 x 32 weights, as in the file: decode reads no more than unpacked.)
  *
- * Q4_0 ("q4_0x16") is the same with 288-byte blocks (as in the file): the 16 scales, then uint8_t q[4][16][4]
- * = the file's qs[4g + i] of row r (low nibble weight 4g + i + 8, high nibble weight
- * 16 + 4g + i + 8), unpacked with a mask and a shift; its start is -8 * sum qs.
+ * Q4_0 ("q4_0x16") is the same with 288-byte blocks (as in the file): the 16 scales, then
+ * uint8_t q[4][16][4] = the file's qs[4g + i] of row r (low nibble weight 4g + i + 8,
+ * high nibble weight 16 + 4g + i + 8), unpacked with a mask and a shift; its start is
+ * -8 * sum qs.
  *
- * Activations for these products are Q8_0 rows with two fields per block made ready:
+ * Q4_K ("q4_Kx16"): a packed block is one 256-weight super-block of 16 rows, in residue
+ * order as above, 2304 bytes (as in the file):
+ *     uint16_t d[16], dmin[16]       the rows' fp16 fields
+ *     uint8_t scales[3][16][4]       scales[s][r][i] = byte 4s + i of row r's 12 scale bytes
+ *     uint8_t q[4][8][16][4]         q[p][k][r][i] = the file's qs[32p + 4k + i] of row r
+ * The nibbles are the weights themselves (0..15, the unsigned operand of vpdpbusd): low
+ * nibbles of pair p are sub-block 2p, high nibbles sub-block 2p + 1. Each sub-block's
+ * exact sum is multiplied by its six-bit scale in 32-bit lanes; the mins meet the
+ * activation's sub-block sums in 16-bit pairs (vpdpwssd).
+ *
+ * Activations for the Q8_0 and Q4_0 products are Q8_0 rows with two fields per block made ready:
  *     float d; int32_t start; int8_t qs[32]     (40 bytes)
  * d is the Q8_0 scale (fp16-rounded, as float) and start = -128 * sum qs, so that
  *     start + sum (w + 128) * a  =  sum w * a     exactly,
@@ -46,9 +57,18 @@ typedef struct {
     int8_t qs[32];
 } toy_act_q8_0x;
 
+/* Q8_K activations for packed Q4_K: the Q8_K scale and quants, and the sums of each
+ * 32-quant sub-block (bsums 2j + 2j+1, at most 32 * 128 in magnitude). */
+typedef struct {
+    float d;
+    int16_t msum[8];
+    int8_t qs[256];
+} toy_act_q8_Kx;
+
 typedef struct {
     int type;           /* the weight type */
-    size_t act_block;   /* bytes of the activations of 32 columns */
+    int64_t block_cols; /* the columns of one weight block: 32, or 256 for K-quants */
+    size_t act_block;   /* bytes of the activations of block_cols columns */
     /* One activation row of n floats (n a multiple of 32) to the packed activation
      * layout: bytes identical, where they overlap, to the vec_dot type's quantizer. */
     void (*quantize_act)(const float *x, void *y, int64_t n);
@@ -58,8 +78,9 @@ typedef struct {
                  int64_t n_a, float *y, size_t y_stride);
 } toy_packed_kernel;
 
-/* The packed Q8_0 activation quantizer, shared by every instruction set. */
+/* The packed activation quantizers, shared by every instruction set. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
+void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
 
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */

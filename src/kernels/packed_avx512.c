@@ -67,6 +67,20 @@ INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q
     return _mm512_add_epi32(z0, z1);
 }
 
+/* The 8 lanes of each activation row combined pairwise, as in the reference, and the
+ * group's first `rows` results stored. */
+INLINE void store_lanes(__m512 lane[LANES][TILE], int rows, const int n_a, float *y, size_t y_stride) {
+    const __mmask16 keep = (__mmask16)((1u << rows) - 1u);
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        __m512 l0 = _mm512_add_ps(lane[0][j], lane[4][j]), l1 = _mm512_add_ps(lane[1][j], lane[5][j]);
+        __m512 l2 = _mm512_add_ps(lane[2][j], lane[6][j]), l3 = _mm512_add_ps(lane[3][j], lane[7][j]);
+        l0 = _mm512_add_ps(l0, l2);
+        l1 = _mm512_add_ps(l1, l3);
+        _mm512_mask_storeu_ps(y + (size_t)j * y_stride, keep, _mm512_add_ps(l0, l1));
+    }
+}
+
 /* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows; n_a and q4
  * are constants in each instantiation, so the accumulators live in registers. */
 INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
@@ -99,15 +113,7 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
         UNROLLED
         for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
     }
-    const __mmask16 keep = (__mmask16)((1u << rows) - 1u);
-    UNROLLED
-    for (int j = 0; j < n_a; j++) {
-        __m512 l0 = _mm512_add_ps(lane[0][j], lane[4][j]), l1 = _mm512_add_ps(lane[1][j], lane[5][j]);
-        __m512 l2 = _mm512_add_ps(lane[2][j], lane[6][j]), l3 = _mm512_add_ps(lane[3][j], lane[7][j]);
-        l0 = _mm512_add_ps(l0, l2);
-        l1 = _mm512_add_ps(l1, l3);
-        _mm512_mask_storeu_ps(y + (size_t)j * y_stride, keep, _mm512_add_ps(l0, l1));
-    }
+    store_lanes(lane, rows, n_a, y, y_stride);
 }
 
 INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
@@ -135,6 +141,113 @@ INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const voi
     }
 }
 
+/* Q4_K: a packed block is one super-block of 16 rows (packed.h), 2304 bytes:
+ * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
+ * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
+#define Q4K_BLOCK_BYTES 2304
+/* Q4_K reads each block with many instructions: without prefetching two blocks ahead,
+ * decode from DRAM ran at 19.5 GB/s on one core against 31 with it (the row kernel: 31). */
+#define PREFETCH (2 * Q4K_BLOCK_BYTES)
+
+/* The six-bit scale (or min: lo = the min dword) of sub-block j of 16 rows, per 32-bit
+ * lane, from the three scale dwords (kernels.c k4_scale_min). */
+INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
+    if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lo, 8 * j), _mm512_set1_epi32(63));
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
+    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
+    return _mm512_or_si512(low, _mm512_slli_epi32(top, 4));
+}
+
+INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
+                      float *y, size_t y_stride) {
+    __m512 lane[LANES][TILE];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[TILE];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES) {
+            const __m512i s0 = _mm512_loadu_si512(blk + 64), s1 = _mm512_loadu_si512(blk + 128);
+            const __m512i s2 = _mm512_loadu_si512(blk + 192);
+            for (int c = 0; c < 256; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
+            __m512i isum[TILE];
+            UNROLLED
+            for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
+            UNROLLED
+            for (int j = 0; j < 8; j++) {
+                const __m512i sc = q4k_field(s0, s0, s2, j, false);
+                const uint8_t *q = blk + 256 + 512 * (j / 2);
+                __m512i w[8];
+                UNROLLED
+                for (int k = 0; k < 8; k++) {
+                    const __m512i v = _mm512_loadu_si512(q + 64 * k);
+                    if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
+                    w[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
+                }
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 32 * j;
+                    __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+                    UNROLLED
+                    for (int k = 0; k < 8; k += 2) {
+                        z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
+                        z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+                }
+            }
+            /* the mins of sub-blocks 2p and 2p + 1 as 16-bit pairs, against the pairs of
+             * activation sub-block sums */
+            __m512i mp[4];
+            UNROLLED
+            for (int p = 0; p < 4; p++)
+                mp[p] = _mm512_or_si512(q4k_field(s1, s0, s2, 2 * p, true),
+                                        _mm512_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            UNROLLED
+            for (int t = 0; t < n_a; t++) {
+                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                __m512i summs = _mm512_setzero_si512();
+                UNROLLED
+                for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+                const __m512 ad = _mm512_set1_ps(x->d);
+                const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
+                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
+                const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(scaled, mins));
+            }
+        }
+        UNROLLED
+        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
+    }
+    store_lanes(lane, rows, n_a, y, y_stride);
+}
+
+static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    const int64_t nb = n_cols / 256;
+    const uint8_t *group = w;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q4K_BLOCK_BYTES) {
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
+            const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
+            float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
+            switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
+            case 1: q4k_group(nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
+            case 2: q4k_group(nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
+            case 3: q4k_group(nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
+            case 4: q4k_group(nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
+            case 5: q4k_group(nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
+            case 6: q4k_group(nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
+            case 7: q4k_group(nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
+            default: q4k_group(nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
+            }
+        }
+    }
+}
+
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
@@ -147,6 +260,7 @@ static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void
 
 static const toy_packed_kernel packed_q4_0_avx512 = {
     .type = TOY_TYPE_Q4_0,
+    .block_cols = 32,
     .act_block = sizeof(toy_act_q8_0x),
     .quantize_act = toy_quantize_act_q8_0x,
     .gemm = gemm_q4_0x,
@@ -154,13 +268,27 @@ static const toy_packed_kernel packed_q4_0_avx512 = {
 
 static const toy_packed_kernel packed_q8_0_avx512 = {
     .type = TOY_TYPE_Q8_0,
+    .block_cols = 32,
     .act_block = sizeof(toy_act_q8_0x),
     .quantize_act = toy_quantize_act_q8_0x,
     .gemm = gemm_q8_0x,
 };
 
+static const toy_packed_kernel packed_q4_K_avx512 = {
+    .type = TOY_TYPE_Q4_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q4_Kx,
+};
+
 const toy_packed_kernel *toy_packed_avx512(int type) {
-    return type == TOY_TYPE_Q8_0 ? &packed_q8_0_avx512 : type == TOY_TYPE_Q4_0 ? &packed_q4_0_avx512 : NULL;
+    switch (type) {
+    case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
+    case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;
+    case TOY_TYPE_Q4_K: return &packed_q4_K_avx512;
+    default: return NULL;
+    }
 }
 
 #endif /* __x86_64__ */
