@@ -21,11 +21,16 @@ typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
 static int64_t block_cols(int type) {
-    return type == TOY_TYPE_Q4_K ? QK_K : 32;
+    return type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q6_K ? QK_K : 32;
 }
 
 static size_t file_block(int type) {
-    return type == TOY_TYPE_Q8_0 ? sizeof(block_q8_0) : type == TOY_TYPE_Q4_0 ? sizeof(block_q4_0) : sizeof(block_q4_K);
+    switch (type) {
+    case TOY_TYPE_Q8_0: return sizeof(block_q8_0);
+    case TOY_TYPE_Q4_0: return sizeof(block_q4_0);
+    case TOY_TYPE_Q4_K: return sizeof(block_q4_K);
+    default: return sizeof(block_q6_K);
+    }
 }
 
 static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
@@ -37,7 +42,8 @@ static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
     }
 }
 
-/* Weights of `type`: blocks starting with a fp16 d (and, for Q4_K, dmin), then bytes. */
+/* Weights of `type`: blocks with a fp16 d first (Q4_K: and dmin; Q6_K: last), the other
+ * bytes random. */
 static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
     const int64_t nb = n_cols / block_cols(type);
@@ -51,9 +57,9 @@ static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weig
     const size_t block = file_block(type);
     for (int64_t b = 0; b < n_rows * nb; b++) {
         uint8_t *blk = (uint8_t *)w + (size_t)b * block;
-        for (size_t j = 2; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
+        for (size_t j = 0; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
         const toy_half d = random_scale(mode, rng);
-        memcpy(blk, &d, sizeof d);
+        memcpy(type == TOY_TYPE_Q6_K ? blk + block - 2 : blk, &d, sizeof d);
         if (type == TOY_TYPE_Q4_K) {
             const toy_half dmin = random_scale(mode, rng);
             memcpy(blk + 2, &dmin, sizeof dmin);
@@ -74,6 +80,7 @@ static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rn
 
 /* The packed activation row holds the Q8_0 (Q8_K) quantizer's scale and quants. */
 static void check_act_layout(int type, const float *x, int64_t n) {
+    if (type == TOY_TYPE_Q6_K) return; /* the Q8_K quantizer itself */
     if (type == TOY_TYPE_Q4_K) {
         const int64_t nb = n / QK_K;
         block_q8_K *q = xmalloc((size_t)nb * sizeof *q);
@@ -207,9 +214,11 @@ int main(void) {
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 0);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 3360);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q5_K, 256) == 0);
     run_type(TOY_TYPE_Q8_0);
     run_type(TOY_TYPE_Q4_0);
     run_type(TOY_TYPE_Q4_K);
+    run_type(TOY_TYPE_Q6_K);
     return test_finish("test_packed");
 }

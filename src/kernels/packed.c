@@ -31,9 +31,19 @@ typedef struct {
     uint8_t q[4][8][TOY_PACK_ROWS][4];
 } packed_q4_K;
 
+/* Q6_K: sub-block g's scale of row r in scales[g][r]; the file's ql and qh bytes
+ * regrouped so that one 32-bit lane holds four consecutive weights' bits of one row. */
+typedef struct {
+    uint16_t d[TOY_PACK_ROWS];
+    int8_t scales[16][TOY_PACK_ROWS];
+    uint8_t ql[2][2][8][TOY_PACK_ROWS][4];
+    uint8_t qh[2][8][TOY_PACK_ROWS][4];
+} packed_q6_K;
+
 _Static_assert(sizeof(packed_q8_0) == 16 * sizeof(block_q8_0), "packed Q8_0 block size");
 _Static_assert(sizeof(packed_q4_0) == 16 * sizeof(block_q4_0), "packed Q4_0 block size");
 _Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
+_Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K block size");
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 _Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
 
@@ -67,6 +77,20 @@ static void pack_row_q4_K(void *block, int r, const void *src) {
         for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], wb->qs + 32 * p + 4 * k, 4);
 }
 
+static void pack_row_q6_K(void *block, int r, const void *src) {
+    packed_q6_K *pb = block;
+    const block_q6_K *wb = src;
+    static const block_q6_K zero;
+    if (!wb) wb = &zero;
+    pb->d[r] = wb->d;
+    for (int g = 0; g < 16; g++) pb->scales[g][r] = wb->scales[g];
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 8; k++) {
+            for (int s = 0; s < 2; s++) memcpy(pb->ql[h][s][k][r], wb->ql + 64 * h + 32 * s + 4 * k, 4);
+            memcpy(pb->qh[h][k][r], wb->qh + 32 * h + 4 * k, 4);
+        }
+}
+
 typedef struct {
     int type;
     int64_t block_cols; /* the columns of one file block */
@@ -78,6 +102,7 @@ static const packed_layout layouts[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
     {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
     {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
 };
 
 static const packed_layout *layout_of(int type) {
@@ -157,6 +182,24 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
  * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
  * then the float epilogue. */
 static float block_value(int type, const void *block, int r, const void *act) {
+    if (type == TOY_TYPE_Q6_K) {
+        const packed_q6_K *pb = block;
+        const block_q8_K *x = act;
+        int32_t isum = 0;
+        for (int g = 0; g < 16; g++) {
+            int32_t s = 0;
+            for (int e = 16 * g; e < 16 * g + 16; e++) {
+                /* weight e = 128 h + 32 m + 4 k + i (kernels.c q6_value) */
+                const int h = e / 128, m = e % 128 / 32, k = e % 32 / 4, i = e % 4;
+                const int low = (pb->ql[h][m % 2][k][r][i] >> (4 * (m / 2))) & 15;
+                const int high = (pb->qh[h][k][r][i] >> (2 * m)) & 3;
+                s += x->qs[e] * ((low | high << 4) - 32);
+            }
+            isum += pb->scales[g][r] * s;
+        }
+        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
+        return d * (float)isum;
+    }
     if (type == TOY_TYPE_Q4_K) {
         const packed_q4_K *pb = block;
         const toy_act_q8_Kx *x = act;
@@ -241,10 +284,20 @@ static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
+static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
+void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
+    toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
+}
+
 static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
 };
 
 const toy_packed_kernel *toy_packed_scalar(int type) {

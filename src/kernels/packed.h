@@ -36,6 +36,17 @@
  * exact sum is multiplied by its six-bit scale in 32-bit lanes; the mins meet the
  * activation's sub-block sums in 16-bit pairs (vpdpwssd).
  *
+ * Q6_K ("q6_Kx16"), 3360 bytes a block (as in the file):
+ *     uint16_t d[16]
+ *     int8_t   scales[16][16]        scales[g][r] = the scale of sub-block g of row r
+ *     uint8_t  ql[2][2][8][16][4]    ql[h][s][k][r][i] = the file's ql[64h + 32s + 4k + i]
+ *     uint8_t  qh[2][8][16][4]       qh[h][k][r][i] = the file's qh[32h + 4k + i]
+ * Weight 128h + 32m + 4k + i is u - 32 with u = (nibble m / 2 of ql[h][m % 2][k]) |
+ * (bits 2m, 2m + 1 of qh[h][k]) << 4, 0..63, the unsigned operand of vpdpbusd; each
+ * 16-weight sub-block's sum of u * a is multiplied by its scale, and the -32 comes back
+ * as 32 * sum over g of scale * bsum (vpdpwssd on pairs of sub-blocks). Its activations
+ * are the plain Q8_K blocks of the row kernels.
+ *
  * Activations for the Q8_0 and Q4_0 products are Q8_0 rows with two fields per block made ready:
  *     float d; int32_t start; int8_t qs[32]     (40 bytes)
  * d is the Q8_0 scale (fp16-rounded, as float) and start = -128 * sum qs, so that
@@ -81,6 +92,8 @@ typedef struct {
 /* The packed activation quantizers, shared by every instruction set. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
+/* Q6_K products take plain Q8_K activations: this CPU's quantizer, the row kernels' bytes. */
+void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n);
 
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */

@@ -248,6 +248,111 @@ static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void
     }
 }
 
+/* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
+ * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
+#define Q6K_BLOCK_BYTES 3360
+#define Q6K_PREFETCH (2 * Q6K_BLOCK_BYTES)
+
+INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
+                      float *y, size_t y_stride) {
+    __m512 lane[LANES][TILE];
+    const uint8_t *blk = group;
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[TILE];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) {
+            __m512i isum[TILE], corr[TILE];
+            UNROLLED
+            for (int t = 0; t < n_a; t++) isum[t] = corr[t] = _mm512_setzero_si512();
+            for (int c = 0; c < 320; c += 64) _mm_prefetch((const char *)blk + c + Q6K_PREFETCH, _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
+                for (int c = 0; c < 1024; c += 64) _mm_prefetch((const char *)ql + c + Q6K_PREFETCH, _MM_HINT_T0);
+                for (int c = 0; c < 512; c += 64) _mm_prefetch((const char *)qh + c + Q6K_PREFETCH, _MM_HINT_T0);
+                UNROLLED
+                for (int m = 0; m < 4; m++)
+                    UNROLLED
+                    for (int kk = 0; kk < 2; kk++) {
+                        const int g = 8 * h + 2 * m + kk;
+                        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
+                        __m512i u[4];
+                        UNROLLED
+                        for (int i = 0; i < 4; i++) {
+                            const int k = 4 * kk + i;
+                            const __m512i vl = _mm512_loadu_si512(ql + 512 * (m % 2) + 64 * k);
+                            const __m512i vh = _mm512_loadu_si512(qh + 64 * k);
+                            const __m512i lo = m / 2 ? _mm512_srli_epi16(vl, 4) : vl;
+                            const __m512i hi = m == 0 ? _mm512_slli_epi16(vh, 4)
+                                             : m == 1 ? _mm512_slli_epi16(vh, 2)
+                                             : m == 2 ? vh
+                                                      : _mm512_srli_epi16(vh, 2);
+                            /* (lo & 0x0f) | (hi & 0x30) */
+                            u[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), hi, high2, 0xf8);
+                        }
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) {
+                            const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                            const int8_t *qs = x->qs + 128 * h + 32 * m + 16 * kk;
+                            __m512i z0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_set1_epi32(rd32(qs)));
+                            __m512i z1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], _mm512_set1_epi32(rd32(qs + 4)));
+                            z0 = _mm512_dpbusd_epi32(z0, u[2], _mm512_set1_epi32(rd32(qs + 8)));
+                            z1 = _mm512_dpbusd_epi32(z1, u[3], _mm512_set1_epi32(rd32(qs + 12)));
+                            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+                        }
+                    }
+            }
+            /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
+            UNROLLED
+            for (int p = 0; p < 8; p++) {
+                const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * p)));
+                const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 32 * p)));
+                const __m512i pair = _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(s1, 16));
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                    corr[t] = _mm512_dpwssd_epi32(corr[t], pair, _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
+                }
+            }
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            UNROLLED
+            for (int t = 0; t < n_a; t++) {
+                const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
+                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+            }
+        }
+        UNROLLED
+        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
+    }
+    store_lanes(lane, rows, n_a, y, y_stride);
+}
+
+static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    const int64_t nb = n_cols / 256;
+    const uint8_t *group = w;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q6K_BLOCK_BYTES) {
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
+            const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
+            float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
+            switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
+            case 1: q6k_group(nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
+            case 2: q6k_group(nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
+            case 3: q6k_group(nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
+            case 4: q6k_group(nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
+            case 5: q6k_group(nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
+            case 6: q6k_group(nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
+            case 7: q6k_group(nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
+            default: q6k_group(nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
+            }
+        }
+    }
+}
+
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
@@ -282,8 +387,17 @@ static const toy_packed_kernel packed_q4_K_avx512 = {
     .gemm = gemm_q4_Kx,
 };
 
+static const toy_packed_kernel packed_q6_K_avx512 = {
+    .type = TOY_TYPE_Q6_K,
+    .block_cols = 256,
+    .act_block = sizeof(block_q8_K),
+    .quantize_act = toy_quantize_act_q8_K_cpu,
+    .gemm = gemm_q6_Kx,
+};
+
 const toy_packed_kernel *toy_packed_avx512(int type) {
     switch (type) {
+    case TOY_TYPE_Q6_K: return &packed_q6_K_avx512;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx512;
