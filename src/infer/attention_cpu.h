@@ -76,10 +76,11 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
                 m[h] = cmax;
             }
             ATTN_EXPS(nc, w, m[h]); /* scores become weights */
-            /* acc += w_i * v_i over the live cells in order, each element on its own */
-            ATTN_ACCUM(hd, n_live, live, w, vrows, acc + (size_t)h * hd);
-            l[h] += ATTN_SUM(nc, w); /* masked cells weigh 0 */
         }
+        /* acc += w_i * v_i over the live cells in order, each element on its own; the
+         * group's heads together, so that each V row is loaded once for all of them */
+        ATTN_ACCUM(hd, n_live, live, scores, group, vrows, acc);
+        for (int32_t h = 0; h < group; h++) l[h] += ATTN_SUM(nc, scores + h * ATTN_CHUNK); /* masked cells weigh 0 */
     }
 }
 

@@ -319,10 +319,16 @@ ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *ro
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
 }
 /* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order, one rounding each */
-ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
-                                const float *const *rows, float *acc) {
+ALWAYS_INLINE void accum1_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                 const float *const *rows, float *acc) {
     for (int32_t r = 0; r < n_live; r++)
         for (int32_t d = 0; d < n; d++) acc[d] = fmaf(w[live[r]], rows[r][d], acc[d]);
+}
+/* accum1 for each of n_heads heads: weights ATTN_CHUNK apart, sums n apart */
+ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w, int32_t n_heads,
+                                const float *const *rows, float *acc) {
+    for (int32_t h = 0; h < n_heads; h++)
+        accum1_scalar(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
@@ -419,8 +425,8 @@ AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const 
 }
 
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
-AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
-                                   const float *const *rows, float *acc) {
+AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                    const float *const *rows, float *acc) {
     int32_t d = 0;
     for (; d + 32 <= n; d += 32) {
         __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
@@ -444,6 +450,11 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
             a = _mm256_fmadd_ps(_mm256_set1_ps(w[live[r]]), _mm256_loadu_ps(rows[r] + d), a);
         _mm256_storeu_ps(acc + d, a);
     }
+}
+AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                   int32_t n_heads, const float *const *rows, float *acc) {
+    for (int32_t h = 0; h < n_heads; h++)
+        accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
     const __m256 vm = _mm256_set1_ps(m);
@@ -568,9 +579,36 @@ AVX512 ALWAYS_INLINE float chunk_sum_avx512(int32_t n, const float *x) {
     return combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
-/* accum_scalar with 64 elements of acc in four registers through all the cells */
-AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
-                                       const float *const *rows, float *acc) {
+/* Elements [d, d + 64) of the sums of H heads (n apart; weights ATTN_CHUNK apart) in
+ * 4 H registers through all the cells: each V row is loaded once for the H heads. */
+AVX512 ALWAYS_INLINE void accum64_heads_avx512(int32_t n, int32_t d, const int H, int32_t n_live, const int32_t *live,
+                                               const float *w, const float *const *rows, float *acc) {
+    __m512 a[4][4];
+    UNROLL16
+    for (int h = 0; h < H; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) a[h][i] = _mm512_loadu_ps(acc + (size_t)h * n + d + 16 * i);
+    for (int32_t r = 0; r < n_live; r++) {
+        const float *v = rows[r] + d;
+        const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+        const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+        UNROLL16
+        for (int h = 0; h < H; h++) {
+            const __m512 vw = _mm512_set1_ps(w[h * ATTN_CHUNK + live[r]]);
+            a[h][0] = _mm512_fmadd_ps(vw, v0, a[h][0]);
+            a[h][1] = _mm512_fmadd_ps(vw, v1, a[h][1]);
+            a[h][2] = _mm512_fmadd_ps(vw, v2, a[h][2]);
+            a[h][3] = _mm512_fmadd_ps(vw, v3, a[h][3]);
+        }
+    }
+    UNROLL16
+    for (int h = 0; h < H; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc + (size_t)h * n + d + 16 * i, a[h][i]);
+}
+/* accum1 (one head) with 64 elements of acc in four registers through all the cells */
+AVX512 ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                        const float *const *rows, float *acc) {
     int32_t d = 0;
     for (; d + 64 <= n; d += 64) {
         __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
@@ -594,6 +632,23 @@ AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t 
             a = _mm512_fmadd_ps(_mm512_set1_ps(w[live[r]]), _mm512_loadu_ps(rows[r] + d), a);
         _mm512_storeu_ps(acc + d, a);
     }
+}
+/* The heads four at a time where head_dim is whole blocks of 64, else one by one. */
+AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                       int32_t n_heads, const float *const *rows, float *acc) {
+    int32_t h = 0;
+    if (n % 64 == 0)
+        for (; h < n_heads; h += 4) {
+            const float *wh = w + (size_t)h * ATTN_CHUNK;
+            float *ah = acc + (size_t)h * n;
+            for (int32_t d = 0; d < n; d += 64) switch (n_heads - h < 4 ? n_heads - h : 4) {
+                case 1: accum64_heads_avx512(n, d, 1, n_live, live, wh, rows, ah); break;
+                case 2: accum64_heads_avx512(n, d, 2, n_live, live, wh, rows, ah); break;
+                case 3: accum64_heads_avx512(n, d, 3, n_live, live, wh, rows, ah); break;
+                default: accum64_heads_avx512(n, d, 4, n_live, live, wh, rows, ah); break;
+                }
+        }
+    for (; h < n_heads; h++) accum1_avx512(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 AVX512 ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
                                            float *buf, int32_t n) {
