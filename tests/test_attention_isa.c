@@ -42,11 +42,11 @@ static int child(void) {
         const toy_attn_params p = {heads, kv_heads, hd, 0.125f, 0.0f, 0};
         const int32_t qpos[TOKENS] = {CELLS - 1, 150, 40}, seq[TOKENS] = {0, 0, 0};
         for (int special = 0; special < 2; special++) {
-            if (special) { /* head 0: cell 19 gives NaN scores, cell 200 +inf; head 1: -inf */
+            if (special) { /* KV head 0: cell 19 gives NaN scores, cell 200 +inf; the last: -inf */
                 k[19 * hd + 0] = INFINITY;
                 k[19 * hd + 1] = -INFINITY;
                 k[200 * hd + 5] = INFINITY;
-                k[(CELLS + 7) * hd + 3] = -INFINITY;
+                k[((size_t)(kv_heads - 1) * CELLS + 7) * hd + 3] = -INFINITY; /* the last KV head */
             }
             uint64_t h = 1469598103934665603ULL;
             for (int n_tok = 1; n_tok <= TOKENS; n_tok += TOKENS - 1) { /* decode, then a batch */
