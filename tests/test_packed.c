@@ -139,6 +139,14 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
         pk->quantize_act(x + j * n_cols, pa + (size_t)j * a_stride, n_cols);
     }
     check_act_layout(type, x, n_cols);
+    /* every kernel's activation quantizer writes the reference bytes */
+    uint8_t *pa_k = xmalloc(a_stride);
+    for (int k = 1; k < n_kernels; k++) {
+        kernels[k]->quantize_act(x, pa_k, n_cols);
+        CHECK_MSG(!memcmp(pa_k, pa, a_stride), "%s %s: activation bytes differ from the scalar quantizer's",
+                  toy_type_name(type), names[k]);
+    }
+    free(pa_k);
 
     /* y has a spare column per row, which no kernel may write */
     const size_t y_stride = (size_t)n_rows + 1;

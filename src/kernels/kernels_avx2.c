@@ -23,6 +23,7 @@
  * of its tile.
  */
 #include "kernels.h"
+#include "packed.h"
 
 #if !defined(__x86_64__)
 /* Not an x86-64 build: no kernels of this instruction set. */
@@ -901,6 +902,18 @@ static void quantize_act_q8_0_avx2(const float *x, void *y, int64_t n) {
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
         blocks[b].d = half_of(d);
         quantize32(x, id, blocks[b].qs);
+    }
+}
+
+/* The packed activation layout (packed.h) in one pass: quantize32's sum is the start. */
+void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n) {
+    toy_act_q8_0x *blocks = y;
+    for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
+        const float d = absmax32(x) / 127;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        toy_act_q8_0x *blk = &blocks[b];
+        blk->d = toy_fp16_to_fp32(half_of(d));
+        blk->start = -128 * quantize32(x, id, blk->qs);
     }
 }
 

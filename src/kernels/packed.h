@@ -92,6 +92,8 @@ typedef struct {
 /* The packed activation quantizers, shared by every instruction set. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
+/* toy_quantize_act_q8_0x in one pass with AVX2 (kernels_avx2.c): the same bytes. */
+void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
 /* Q6_K products take plain Q8_K activations: this CPU's quantizer, the row kernels' bytes. */
 void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n);
 

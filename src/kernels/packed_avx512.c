@@ -28,7 +28,15 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define INLINE static inline __attribute__((always_inline))
+/* UBSan is off in these kernels: their arithmetic is vector intrinsics, where it has
+ * nothing to check (the loads are still checked by ASan), and its instrumentation of the
+ * unrolled tiles made this one file take four minutes to compile in the fuzzing build. */
+#if defined(__clang__)
+#define NO_UBSAN __attribute__((no_sanitize("undefined")))
+#else
+#define NO_UBSAN __attribute__((no_sanitize_undefined))
+#endif
+#define INLINE static inline __attribute__((always_inline)) NO_UBSAN
 #define UNROLLED _Pragma("GCC unroll 8")
 #define LANES 8          /* the reduction shape's block lanes */
 #define TILE 8           /* activation rows per pass */
@@ -151,10 +159,14 @@ INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const voi
 
 /* The six-bit scale (or min: lo = the min dword) of sub-block j of 16 rows, per 32-bit
  * lane, from the three scale dwords (kernels.c k4_scale_min). */
+INLINE __m512i srl32(__m512i v, int n) {
+    return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+
 INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
-    if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(lo, 8 * j), _mm512_set1_epi32(63));
-    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
-    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
+    if (j < 4) return _mm512_and_si512(srl32(lo, 8 * j), _mm512_set1_epi32(63));
+    const __m512i top = _mm512_and_si512(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
+    const __m512i low = _mm512_and_si512(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
     return _mm512_or_si512(low, _mm512_slli_epi32(top, 4));
 }
 
@@ -173,16 +185,18 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
             __m512i isum[TILE];
             UNROLLED
             for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
-            UNROLLED
+            /* not unrolled (shifts by counts): a copy per sub-block, for each of the
+             * eight tile sizes, made this file slow to compile */
             for (int j = 0; j < 8; j++) {
                 const __m512i sc = q4k_field(s0, s0, s2, j, false);
                 const uint8_t *q = blk + 256 + 512 * (j / 2);
+                const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
                 __m512i w[8];
                 UNROLLED
                 for (int k = 0; k < 8; k++) {
                     const __m512i v = _mm512_loadu_si512(q + 64 * k);
                     if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
-                    w[k] = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(v, 4) : v, _mm512_set1_epi8(0x0f));
+                    w[k] = _mm512_and_si512(_mm512_srl_epi16(v, nibble), _mm512_set1_epi8(0x0f));
                 }
                 UNROLLED
                 for (int t = 0; t < n_a; t++) {
@@ -225,7 +239,7 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     const int64_t nb = n_cols / 256;
     const uint8_t *group = w;
@@ -271,9 +285,11 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                 const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
                 for (int c = 0; c < 1024; c += 64) _mm_prefetch((const char *)ql + c + Q6K_PREFETCH, _MM_HINT_T0);
                 for (int c = 0; c < 512; c += 64) _mm_prefetch((const char *)qh + c + Q6K_PREFETCH, _MM_HINT_T0);
-                UNROLLED
-                for (int m = 0; m < 4; m++)
-                    UNROLLED
+                /* not unrolled (the shifts take counts): eight copies of the body, for
+                 * each of the eight tile sizes, made this file slow to compile */
+                for (int m = 0; m < 4; m++) {
+                    const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
+                    const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
                     for (int kk = 0; kk < 2; kk++) {
                         const int g = 8 * h + 2 * m + kk;
                         const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
@@ -283,11 +299,9 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                             const int k = 4 * kk + i;
                             const __m512i vl = _mm512_loadu_si512(ql + 512 * (m % 2) + 64 * k);
                             const __m512i vh = _mm512_loadu_si512(qh + 64 * k);
-                            const __m512i lo = m / 2 ? _mm512_srli_epi16(vl, 4) : vl;
-                            const __m512i hi = m == 0 ? _mm512_slli_epi16(vh, 4)
-                                             : m == 1 ? _mm512_slli_epi16(vh, 2)
-                                             : m == 2 ? vh
-                                                      : _mm512_srli_epi16(vh, 2);
+                            const __m512i lo = _mm512_srl_epi16(vl, lo_shift);
+                            /* bits 2m, 2m + 1 to bits 4, 5 */
+                            const __m512i hi = m < 2 ? _mm512_sll_epi16(vh, hi_shift) : _mm512_srl_epi16(vh, hi_shift);
                             /* (lo & 0x0f) | (hi & 0x30) */
                             u[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), hi, high2, 0xf8);
                         }
@@ -302,6 +316,7 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                             isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
                         }
                     }
+                }
             }
             /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
             UNROLLED
@@ -330,7 +345,7 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     const int64_t nb = n_cols / 256;
     const uint8_t *group = w;
@@ -353,12 +368,12 @@ static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void
     }
 }
 
-static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
 }
 
-static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, true);
 }
@@ -367,7 +382,7 @@ static const toy_packed_kernel packed_q4_0_avx512 = {
     .type = TOY_TYPE_Q4_0,
     .block_cols = 32,
     .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x,
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
     .gemm = gemm_q4_0x,
 };
 
@@ -375,7 +390,7 @@ static const toy_packed_kernel packed_q8_0_avx512 = {
     .type = TOY_TYPE_Q8_0,
     .block_cols = 32,
     .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x,
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
     .gemm = gemm_q8_0x,
 };
 
