@@ -54,7 +54,9 @@ INLINE int32_t rd32(const void *p) {
  * Q4_0: four registers of file bytes, whose low nibbles (weights + 8) meet activation
  * bytes 4g.. and high nibbles bytes 16 + 4g..; the start is then -8 * sum a. */
 INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q4) {
-    __m512i z0 = _mm512_set1_epi32(q4 ? x->start / 16 : x->start), z1 = _mm512_setzero_si512();
+    /* Q4_0's start -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
+    const __m512i start = _mm512_set1_epi32(x->start);
+    __m512i z0 = q4 ? _mm512_srai_epi32(start, 4) : start, z1 = _mm512_setzero_si512();
     if (q4) {
         const __m512i low = _mm512_set1_epi8(0x0f);
         UNROLLED
