@@ -185,10 +185,16 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
 }
 
 static void run_type(int type) {
-    const toy_packed_kernel *kernels[2] = {toy_packed_scalar(type)};
-    const char *names[2] = {"scalar"};
+    const toy_packed_kernel *kernels[3] = {toy_packed_scalar(type)};
+    const char *names[3] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
+    if (toy_cpu_isa() >= TOY_ISA_AVX2) {
+        if ((kernels[n_kernels] = toy_packed_avx2(type))) names[n_kernels++] = "avx2";
+    } else {
+        printf("packed avx2 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX2)\n", toy_type_name(type),
+               toy_isa_name(toy_cpu_isa()));
+    }
     if (toy_cpu_isa() >= TOY_ISA_AVX512) {
         kernels[n_kernels] = toy_packed_avx512(type);
         names[n_kernels++] = "avx512";

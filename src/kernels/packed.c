@@ -319,8 +319,9 @@ const toy_packed_kernel *toy_packed_get(int type) {
     pthread_once(&repack_once, read_repack_env);
     if (repack_off) return NULL;
 #if defined(__x86_64__)
-    /* without VNNI the row kernels' own tiles are as fast: nothing to pack for */
     if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
+    /* without VNNI only Q8_0 and Q4_0 gain: the K-quants keep the row kernels */
+    if (toy_cpu_isa() >= TOY_ISA_AVX2) return toy_packed_avx2(type);
 #endif
     (void)type;
     return NULL;

@@ -1,0 +1,169 @@
+/* packed_avx2.c — AVX2 products of packed Q8_0 and Q4_0 weights (packed.h) with up to 4
+ * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
+ * reference (packed.c).
+ *
+ * The layout is the AVX-512 one: a group of 16 rows is taken as two halves of 8, each
+ * 32-byte half of a 64-byte row vector holding four bytes of each of 8 rows per 32-bit
+ * lane. Without vpdpbusd the bytes go through vpmaddubsw (unsigned times signed bytes,
+ * adjacent pairs summed into 16 bits, saturating), which must never saturate. So every
+ * weight byte is split into nibbles, at most 15: a pair of products is then at most
+ * 2 * 15 * 128 = 3840 and eight of them add up in 16 bits without overflow (30720).
+ *   Q4_0: the nibbles are the file's (weights + 8); eight vpmaddubsw (low nibbles
+ *         against activation bytes 4g.., high against 16 + 4g..) summed in 16 bits,
+ *         one vpmaddwd by ones, plus the start -8 * sum a.
+ *   Q8_0: the stored byte is weight + 128 = 16 hi + lo; the low and the high nibbles of
+ *         the eight vectors are summed apart in 16 bits, then vpmaddwd by 1 and by 16,
+ *         plus the start -128 * sum a.
+ * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
+ * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
+ * after toy_cpu_isa() found them. */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "packed.h"
+
+#if !defined(__x86_64__)
+const toy_packed_kernel *toy_packed_avx2(int type) {
+    (void)type;
+    return NULL;
+}
+#else
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLLED _Pragma("GCC unroll 8")
+#define LANES 8 /* the reduction shape's block lanes */
+#define TILE 4  /* activation rows per pass: sixteen ymm registers */
+#define Q8_BLOCK_BYTES 544
+#define Q4_BLOCK_BYTES 288
+
+INLINE int32_t rd32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* The exact sums of 8 rows (half h of a packed block) against one activation block. */
+INLINE __m256i half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x, const bool q4) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i start = _mm256_set1_epi32(x->start);
+    if (q4) {
+        __m256i s = _mm256_setzero_si256();
+        UNROLLED
+        for (int g = 0; g < 4; g++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+            const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
+            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
+        }
+        /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
+        return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_srai_epi32(start, 4));
+    }
+    __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();
+    UNROLLED
+    for (int k = 0; k < 8; k++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
+        const __m256i a = _mm256_set1_epi32(rd32(x->qs + 4 * k));
+        s_lo = _mm256_add_epi16(s_lo, _mm256_maddubs_epi16(_mm256_and_si256(v, low), a));
+        s_hi = _mm256_add_epi16(s_hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), a));
+    }
+    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s_lo, _mm256_set1_epi16(1)),
+                                         _mm256_madd_epi16(s_hi, _mm256_set1_epi16(16)));
+    return _mm256_add_epi32(sum, start);
+}
+
+/* Rows [0, rows) of half h of one group (rows <= 8) times n_a <= TILE activation rows. */
+INLINE void packed_half(int64_t nb, const uint8_t *group, int h, int rows, const uint8_t *a, size_t a_stride,
+                        const int n_a, const bool q4, float *y, size_t y_stride) {
+    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
+    __m256 lane[LANES][TILE];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[TILE];
+        UNROLLED
+        for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
+            const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+            UNROLLED
+            for (int j = 0; j < n_a; j++) {
+                const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+                const __m256i sumi = half_sums(blk, h, x, q4);
+                const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+            }
+        }
+        UNROLLED
+        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
+    }
+    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        __m256 l0 = _mm256_add_ps(lane[0][j], lane[4][j]), l1 = _mm256_add_ps(lane[1][j], lane[5][j]);
+        __m256 l2 = _mm256_add_ps(lane[2][j], lane[6][j]), l3 = _mm256_add_ps(lane[3][j], lane[7][j]);
+        l0 = _mm256_add_ps(l0, l2);
+        l1 = _mm256_add_ps(l1, l3);
+        _mm256_maskstore_ps(y + (size_t)j * y_stride, keep, _mm256_add_ps(l0, l1));
+    }
+}
+
+INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                        float *y, size_t y_stride, const bool q4) {
+    const int64_t nb = n_cols / 32;
+    const size_t group_bytes = (size_t)nb * (q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES);
+    const uint8_t *group = w, *act = a;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes)
+        for (int h = 0; h < 2 && r0 + 8 * h < n_rows; h++) {
+            const int rows = n_rows - r0 - 8 * h < 8 ? (int)(n_rows - r0 - 8 * h) : 8;
+            for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
+                const uint8_t *aj = act + (size_t)j0 * a_stride;
+                float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
+                switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
+                case 1: packed_half(nb, group, h, rows, aj, a_stride, 1, q4, yj, y_stride); break;
+                case 2: packed_half(nb, group, h, rows, aj, a_stride, 2, q4, yj, y_stride); break;
+                case 3: packed_half(nb, group, h, rows, aj, a_stride, 3, q4, yj, y_stride); break;
+                default: packed_half(nb, group, h, rows, aj, a_stride, 4, q4, yj, y_stride); break;
+                }
+            }
+        }
+}
+
+static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
+}
+
+static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, true);
+}
+
+static const toy_packed_kernel packed_q8_0_avx2 = {
+    .type = TOY_TYPE_Q8_0,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_q8_0x,
+};
+
+static const toy_packed_kernel packed_q4_0_avx2 = {
+    .type = TOY_TYPE_Q4_0,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_q4_0x,
+};
+
+const toy_packed_kernel *toy_packed_avx2(int type) {
+    switch (type) {
+    case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
+    case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
+    default: return NULL;
+    }
+}
+
+#endif /* __x86_64__ */
