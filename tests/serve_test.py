@@ -235,6 +235,22 @@ try:
     st, _, _ = srv.request("GET", "/v1/models", headers=auth)
     check(st == 200, "the right key")
 
+    # two requests at once on an idle server: one takes the slot, the other waits in the
+    # queue of one, even when the second arrives before the engine has moved the first
+    # into its slot (a race that answered 503 under load)
+    pair = []
+
+    def one():
+        st, _, _ = srv.post("/v1/completions", {"prompt": "In the beginning", "max_tokens": 4}, headers=auth)
+        pair.append(st)
+
+    both = [threading.Thread(target=one) for _ in range(2)]
+    for th in both:
+        th.start()
+    for th in both:
+        th.join(60)
+    check(pair == [200, 200], f"two requests at once, one slot and a queue of one: statuses {pair}")
+
     s = socket.create_connection(("127.0.0.1", srv.port))
     body = json.dumps({"prompt": "And God said", "max_tokens": 400, "stream": True}).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"

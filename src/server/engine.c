@@ -57,6 +57,7 @@ struct srv_engine {
     pthread_cond_t wake;
     job *queue;
     int q_head, q_len;
+    int q_cap; /* queue_max + n_parallel: the choices that idle slots have not yet taken, and the waiting */
     bool stopping;
     uint64_t clock;
     srv_metrics m;
@@ -350,7 +351,7 @@ static void *engine_thread(void *arg) {
             } else if (!slot_start(e, j)) {
                 break;
             }
-            e->q_head = (e->q_head + 1) % e->p.queue_max;
+            e->q_head = (e->q_head + 1) % e->q_cap;
             e->q_len--;
         }
         int busy = 0;
@@ -435,7 +436,8 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     e->b_pos = malloc(nb * sizeof *e->b_pos);
     e->b_seq = malloc(nb * sizeof *e->b_seq);
     e->b_logits = malloc(nb);
-    e->queue = calloc((size_t)e->p.queue_max, sizeof *e->queue);
+    e->q_cap = e->p.queue_max + e->p.n_parallel;
+    e->queue = calloc((size_t)e->q_cap, sizeof *e->queue);
     const int32_t n_vocab = toy_model_n_vocab(model);
     e->eog = malloc((size_t)n_vocab * sizeof *e->eog);
     for (int32_t v = 0; e->eog && v < n_vocab; v++)
@@ -501,14 +503,19 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
     pthread_cond_init(&r->cond, NULL);
     r->refs = 1 + r->p.n_choices;
     pthread_mutex_lock(&e->lock);
-    if (e->stopping || e->q_len + r->p.n_choices > e->p.queue_max) {
+    /* The queue holds queue_max waiting choices beyond those idle slots will take: a
+     * request submitted before the engine moved the previous one into its idle slot is
+     * not turned away. busy_slots is from the engine's last pass; slots freed since only
+     * make it count high, never too low. */
+    const int idle = e->p.n_parallel - e->m.busy_slots;
+    if (e->stopping || e->q_len + r->p.n_choices > e->p.queue_max + (idle > 0 ? idle : 0)) {
         pthread_mutex_unlock(&e->lock);
         r->refs = 1;
         request_unref(r);
         return toy_error(TOY_ERR_UNSUPPORTED, e->stopping ? "the server is stopping" : "the queue is full");
     }
     for (int c = 0; c < r->p.n_choices; c++) {
-        e->queue[(e->q_head + e->q_len) % e->p.queue_max] = (job){r, c};
+        e->queue[(e->q_head + e->q_len) % e->q_cap] = (job){r, c};
         e->q_len++;
     }
     e->m.queue_depth = e->q_len;
