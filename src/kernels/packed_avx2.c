@@ -77,37 +77,52 @@ INLINE __m256i half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x, cons
     return _mm256_add_epi32(sum, start);
 }
 
-/* Rows [0, rows) of half h of one group (rows <= 8) times n_a <= TILE activation rows. */
-INLINE void packed_half(int64_t nb, const uint8_t *group, int h, int rows, const uint8_t *a, size_t a_stride,
-                        const int n_a, const bool q4, float *y, size_t y_stride) {
+/* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
+ * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
+ * so that each cache line is used whole when it arrives from memory; a tile of more
+ * activation rows takes one half at a time, to keep its accumulators in registers. */
+INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
+                          size_t a_stride, const int n_a, const bool q4, float *y, size_t y_stride) {
     const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
-    __m256 lane[LANES][TILE];
+    __m256 lane[LANES][2][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
-        __m256 acc[TILE];
+        __m256 acc[2][TILE];
         UNROLLED
-        for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
-            const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        for (int i = 0; i < n_h; i++)
             UNROLLED
-            for (int j = 0; j < n_a; j++) {
-                const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-                const __m256i sumi = half_sums(blk, h, x, q4);
-                const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
-                acc[j] = _mm256_add_ps(acc[j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+            for (int j = 0; j < n_a; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            UNROLLED
+            for (int i = 0; i < n_h; i++) {
+                const int h = h0 + i;
+                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                UNROLLED
+                for (int j = 0; j < n_a; j++) {
+                    const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+                    const __m256i sumi = half_sums(blk, h, x, q4);
+                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+                    acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+                }
             }
-        }
         UNROLLED
-        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
     }
-    const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(rows), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     UNROLLED
-    for (int j = 0; j < n_a; j++) {
-        __m256 l0 = _mm256_add_ps(lane[0][j], lane[4][j]), l1 = _mm256_add_ps(lane[1][j], lane[5][j]);
-        __m256 l2 = _mm256_add_ps(lane[2][j], lane[6][j]), l3 = _mm256_add_ps(lane[3][j], lane[7][j]);
-        l0 = _mm256_add_ps(l0, l2);
-        l1 = _mm256_add_ps(l1, l3);
-        _mm256_maskstore_ps(y + (size_t)j * y_stride, keep, _mm256_add_ps(l0, l1));
+    for (int i = 0; i < n_h; i++) {
+        const int r = rows - 8 * i; /* rows of this half, when positive */
+        if (r <= 0) break;
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            __m256 l0 = _mm256_add_ps(lane[0][i][j], lane[4][i][j]), l1 = _mm256_add_ps(lane[1][i][j], lane[5][i][j]);
+            __m256 l2 = _mm256_add_ps(lane[2][i][j], lane[6][i][j]), l3 = _mm256_add_ps(lane[3][i][j], lane[7][i][j]);
+            l0 = _mm256_add_ps(l0, l2);
+            l1 = _mm256_add_ps(l1, l3);
+            _mm256_maskstore_ps(y + (size_t)j * y_stride + 8 * i, keep, _mm256_add_ps(l0, l1));
+        }
     }
 }
 
@@ -116,20 +131,26 @@ INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const voi
     const int64_t nb = n_cols / 32;
     const size_t group_bytes = (size_t)nb * (q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES);
     const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes)
-        for (int h = 0; h < 2 && r0 + 8 * h < n_rows; h++) {
-            const int rows = n_rows - r0 - 8 * h < 8 ? (int)(n_rows - r0 - 8 * h) : 8;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes) {
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        if (n_a <= 2) {
+            if (n_a == 1) packed_halves(nb, group, 0, 2, rows, act, a_stride, 1, q4, y + r0, y_stride);
+            else packed_halves(nb, group, 0, 2, rows, act, a_stride, 2, q4, y + r0, y_stride);
+            continue;
+        }
+        for (int h = 0; h < 2 && 8 * h < rows; h++)
             for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
                 const uint8_t *aj = act + (size_t)j0 * a_stride;
                 float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
+                const int rh = rows - 8 * h;
                 switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-                case 1: packed_half(nb, group, h, rows, aj, a_stride, 1, q4, yj, y_stride); break;
-                case 2: packed_half(nb, group, h, rows, aj, a_stride, 2, q4, yj, y_stride); break;
-                case 3: packed_half(nb, group, h, rows, aj, a_stride, 3, q4, yj, y_stride); break;
-                default: packed_half(nb, group, h, rows, aj, a_stride, 4, q4, yj, y_stride); break;
+                case 1: packed_halves(nb, group, h, 1, rh, aj, a_stride, 1, q4, yj, y_stride); break;
+                case 2: packed_halves(nb, group, h, 1, rh, aj, a_stride, 2, q4, yj, y_stride); break;
+                case 3: packed_halves(nb, group, h, 1, rh, aj, a_stride, 3, q4, yj, y_stride); break;
+                default: packed_halves(nb, group, h, 1, rh, aj, a_stride, 4, q4, yj, y_stride); break;
                 }
             }
-        }
+    }
 }
 
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
