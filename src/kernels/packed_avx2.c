@@ -1,4 +1,4 @@
-/* packed_avx2.c — AVX2 products of packed Q8_0 and Q4_0 weights (packed.h) with up to 4
+/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0 and Q4_K weights (packed.h) with up to 4
  * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
  * reference (packed.c).
  *
@@ -14,6 +14,7 @@
  *   Q8_0: the stored byte is weight + 128 = 16 hi + lo; the low and the high nibbles of
  *         the eight vectors are summed apart in 16 bits, then vpmaddwd by 1 and by 16,
  *         plus the start -128 * sum a.
+ *   Q4_K: nibbles as Q4_0, scales and mins in 16-bit pairs (the Q4_K section below).
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
  * after toy_cpu_isa() found them. */
@@ -77,6 +78,26 @@ INLINE __m256i half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x, cons
     return _mm256_add_epi32(sum, start);
 }
 
+/* The 8 lanes of each (half, activation row) combined pairwise, as in the reference,
+ * and the rows of each half stored (rows counted from the first half's first). */
+INLINE void store_halves(__m256 lane[LANES][2][TILE], const int n_h, int rows, const int n_a, float *y,
+                         size_t y_stride) {
+    UNROLLED
+    for (int i = 0; i < n_h; i++) {
+        const int r = rows - 8 * i; /* rows of this half, when positive */
+        if (r <= 0) break;
+        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            __m256 l0 = _mm256_add_ps(lane[0][i][j], lane[4][i][j]), l1 = _mm256_add_ps(lane[1][i][j], lane[5][i][j]);
+            __m256 l2 = _mm256_add_ps(lane[2][i][j], lane[6][i][j]), l3 = _mm256_add_ps(lane[3][i][j], lane[7][i][j]);
+            l0 = _mm256_add_ps(l0, l2);
+            l1 = _mm256_add_ps(l1, l3);
+            _mm256_maskstore_ps(y + (size_t)j * y_stride + 8 * i, keep, _mm256_add_ps(l0, l1));
+        }
+    }
+}
+
 /* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
  * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
  * so that each cache line is used whole when it arrives from memory; a tile of more
@@ -110,20 +131,7 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
             UNROLLED
             for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
     }
-    UNROLLED
-    for (int i = 0; i < n_h; i++) {
-        const int r = rows - 8 * i; /* rows of this half, when positive */
-        if (r <= 0) break;
-        const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        UNROLLED
-        for (int j = 0; j < n_a; j++) {
-            __m256 l0 = _mm256_add_ps(lane[0][i][j], lane[4][i][j]), l1 = _mm256_add_ps(lane[1][i][j], lane[5][i][j]);
-            __m256 l2 = _mm256_add_ps(lane[2][i][j], lane[6][i][j]), l3 = _mm256_add_ps(lane[3][i][j], lane[7][i][j]);
-            l0 = _mm256_add_ps(l0, l2);
-            l1 = _mm256_add_ps(l1, l3);
-            _mm256_maskstore_ps(y + (size_t)j * y_stride + 8 * i, keep, _mm256_add_ps(l0, l1));
-        }
-    }
+    store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
 INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
@@ -148,6 +156,122 @@ INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const voi
                 case 2: packed_halves(nb, group, h, 1, rh, aj, a_stride, 2, q4, yj, y_stride); break;
                 case 3: packed_halves(nb, group, h, 1, rh, aj, a_stride, 3, q4, yj, y_stride); break;
                 default: packed_halves(nb, group, h, 1, rh, aj, a_stride, 4, q4, yj, y_stride); break;
+                }
+            }
+    }
+}
+
+/* Q4_K (packed.h): half h of a block has its 8 d at 16 h, dmin at 32 + 16 h, scale dwords
+ * at 64 + 64 s + 32 h, nibbles of sub-block pair p, vector k at 256 + 512 p + 64 k + 32 h.
+ * The nibbles (at most 15) go through vpmaddubsw, the eight vectors of a sub-block
+ * summed in 16 bits (at most 30720), and vpmaddwd by the sub-block's scale in both
+ * 16-bit halves of each row's lane gives scale * sum in 32 bits at once. */
+#define Q4K_BLOCK_BYTES 2304
+
+INLINE __m256i srl32(__m256i v, int n) {
+    return _mm256_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+
+/* The six-bit scale (min: lo = the min dword) of sub-block j of 8 rows (kernels.c
+ * k4_scale_min). */
+INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
+    if (j < 4) return _mm256_and_si256(srl32(lo, 8 * j), _mm256_set1_epi32(63));
+    const __m256i top = _mm256_and_si256(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm256_set1_epi32(3));
+    const __m256i low = _mm256_and_si256(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm256_set1_epi32(15));
+    return _mm256_or_si256(low, _mm256_slli_epi32(top, 4));
+}
+
+INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
+                       size_t a_stride, const int n_a, float *y, size_t y_stride) {
+    __m256 lane[LANES][2][TILE];
+    const uint8_t *blk = group;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[2][TILE];
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES)
+            UNROLLED
+            for (int i = 0; i < n_h; i++) {
+                const int h = h0 + i;
+                const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+                const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+                const __m256i s2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
+                __m256i isum[TILE];
+                UNROLLED
+                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++) {
+                    const __m256i sc = q4k_field(s0, s0, s2, j, false);
+                    const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                    const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
+                    const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
+                    __m256i w[8];
+                    UNROLLED
+                    for (int k = 0; k < 8; k++)
+                        w[k] = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) {
+                        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                        const int8_t *qs = x->qs + 32 * j;
+                        __m256i s16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(rd32(qs)));
+                        UNROLLED
+                        for (int k = 1; k < 8; k++)
+                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(rd32(qs + 4 * k))));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, sc16));
+                    }
+                }
+                __m256i mp[4];
+                UNROLLED
+                for (int p = 0; p < 4; p++)
+                    mp[p] = _mm256_or_si256(q4k_field(s1, s0, s2, 2 * p, true),
+                                            _mm256_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
+                    UNROLLED
+                    for (int p = 1; p < 4; p++)
+                        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(rd32(x->msum + 2 * p))));
+                    const __m256 ad = _mm256_set1_ps(x->d);
+                    const __m256 d = _mm256_mul_ps(wd, ad), dm = _mm256_mul_ps(wdm, ad);
+                    const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]));
+                    const __m256 mins = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summs));
+                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_sub_ps(scaled, mins));
+                }
+            }
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
+    }
+    store_halves(lane, n_h, rows, n_a, y, y_stride);
+}
+
+static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    const int64_t nb = n_cols / 256;
+    const uint8_t *group = w, *act = a;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q4K_BLOCK_BYTES) {
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        if (n_a <= 2) {
+            if (n_a == 1) q4k_halves(nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
+            else q4k_halves(nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
+            continue;
+        }
+        for (int h = 0; h < 2 && 8 * h < rows; h++)
+            for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
+                const uint8_t *aj = act + (size_t)j0 * a_stride;
+                float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
+                const int rh = rows - 8 * h;
+                switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
+                case 1: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
+                case 2: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
+                case 3: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
+                default: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 }
             }
     }
@@ -179,8 +303,17 @@ static const toy_packed_kernel packed_q4_0_avx2 = {
     .gemm = gemm_q4_0x,
 };
 
+static const toy_packed_kernel packed_q4_K_avx2 = {
+    .type = TOY_TYPE_Q4_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q4_Kx,
+};
+
 const toy_packed_kernel *toy_packed_avx2(int type) {
     switch (type) {
+    case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
     default: return NULL;
