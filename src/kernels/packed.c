@@ -320,7 +320,6 @@ const toy_packed_kernel *toy_packed_get(int type) {
     if (repack_off) return NULL;
 #if defined(__x86_64__)
     if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
-    /* without VNNI: Q8_0, Q4_0 and Q4_K (Q6_K keeps the row kernels) */
     if (toy_cpu_isa() >= TOY_ISA_AVX2) return toy_packed_avx2(type);
 #endif
     (void)type;

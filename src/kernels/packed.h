@@ -109,7 +109,7 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
 const toy_packed_kernel *toy_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
 const toy_packed_kernel *toy_packed_avx512(int type);
-/* The AVX2 kernels (packed_avx2.c), Q8_0, Q4_0 and Q4_K; call only where the CPU has AVX2. */
+/* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
 
 /* The packed kernel worth loading weights for on this CPU (toy_cpu_isa(), so TOY_ISA

@@ -1,4 +1,4 @@
-/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0 and Q4_K weights (packed.h) with up to 4
+/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K and Q6_K weights (packed.h) with up to 4
  * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
  * reference (packed.c).
  *
@@ -14,7 +14,8 @@
  *   Q8_0: the stored byte is weight + 128 = 16 hi + lo; the low and the high nibbles of
  *         the eight vectors are summed apart in 16 bits, then vpmaddwd by 1 and by 16,
  *         plus the start -128 * sum a.
- *   Q4_K: nibbles as Q4_0, scales and mins in 16-bit pairs (the Q4_K section below).
+ *   Q4_K, Q6_K: nibbles (Q6_K: six-bit bytes) summed per sub-block, then vpmaddwd by
+ *         the scale (the sections below).
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
  * after toy_cpu_isa() found them. */
@@ -195,6 +196,8 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
         for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES)
             UNROLLED
             for (int i = 0; i < n_h; i++) {
+                if (i == 0) /* many instructions a block: fetch two blocks ahead */
+                    for (int c = 0; c < Q4K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q4K_BLOCK_BYTES, _MM_HINT_T0);
                 const int h = h0 + i;
                 const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
                 const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
@@ -277,6 +280,117 @@ static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void
     }
 }
 
+/* Q6_K (packed.h): half hf of a block has its 8 d at 16 hf, the int8 scales of sub-block g
+ * at 32 + 16 g + 8 hf, ql vector [h][s][k] at 288 + 1024 h + 512 s + 64 k + 32 hf, qh
+ * vector [h][k] at 2336 + 512 h + 64 k + 32 hf. A weight plus 32 is at most 63: a pair of
+ * products is at most 16128 and two pairs add up in 16 bits (32256), so each 16-weight
+ * sub-block is two vpmaddwd by its scale; the 32 comes back as 32 * sum scale * bsum. */
+#define Q6K_BLOCK_BYTES 3360
+
+INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
+                       size_t a_stride, const int n_a, float *y, size_t y_stride) {
+    __m256 lane[LANES][2][TILE];
+    const uint8_t *blk = group;
+    const __m256i low4 = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[2][TILE];
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES)
+            UNROLLED
+            for (int i = 0; i < n_h; i++) {
+                if (i == 0) /* many instructions a block: fetch two blocks ahead */
+                    for (int c = 0; c < Q6K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q6K_BLOCK_BYTES, _MM_HINT_T0);
+                const int hf = h0 + i;
+                __m256i isum[TILE];
+                UNROLLED
+                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+                for (int g = 0; g < 16; g++) {
+                    const int h = g / 8, m = g % 8 / 2, kk = g % 2;
+                    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * g + 8 * hf)));
+                    const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+                    const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
+                    const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
+                    const uint8_t *ql = blk + 288 + 1024 * h + 512 * (m % 2) + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
+                    __m256i u[4];
+                    UNROLLED
+                    for (int k = 0; k < 4; k++) {
+                        const int kv = 4 * kk + k;
+                        const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 64 * kv));
+                        const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * kv));
+                        const __m256i hi = m < 2 ? _mm256_sll_epi16(vh, hi_shift) : _mm256_srl_epi16(vh, hi_shift);
+                        u[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(vl, lo_shift), low4), _mm256_and_si256(hi, high2));
+                    }
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) {
+                        const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                        const int8_t *qs = x->qs + 16 * g;
+                        const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], _mm256_set1_epi32(rd32(qs))),
+                                                             _mm256_maddubs_epi16(u[1], _mm256_set1_epi32(rd32(qs + 4))));
+                        const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], _mm256_set1_epi32(rd32(qs + 8))),
+                                                             _mm256_maddubs_epi16(u[3], _mm256_set1_epi32(rd32(qs + 12))));
+                        isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(p01, sc16), _mm256_madd_epi16(p23, sc16)));
+                    }
+                }
+                /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
+                __m256i corr[TILE];
+                UNROLLED
+                for (int t = 0; t < n_a; t++) corr[t] = _mm256_setzero_si256();
+                for (int p = 0; p < 8; p++) {
+                    const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 32 * p + 8 * hf)));
+                    const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 48 + 32 * p + 8 * hf)));
+                    const __m256i pair = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) {
+                        const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                        corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(rd32(x->bsums + 2 * p))));
+                    }
+                }
+                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                    const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+                }
+            }
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
+    }
+    store_halves(lane, n_h, rows, n_a, y, y_stride);
+}
+
+static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                       float *y, size_t y_stride) {
+    const int64_t nb = n_cols / 256;
+    const uint8_t *group = w, *act = a;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q6K_BLOCK_BYTES) {
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        if (n_a <= 2) {
+            if (n_a == 1) q6k_halves(nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
+            else q6k_halves(nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
+            continue;
+        }
+        for (int h = 0; h < 2 && 8 * h < rows; h++)
+            for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
+                const uint8_t *aj = act + (size_t)j0 * a_stride;
+                float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
+                const int rh = rows - 8 * h;
+                switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
+                case 1: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
+                case 2: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
+                case 3: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
+                default: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
+                }
+            }
+    }
+}
+
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
                        float *y, size_t y_stride) {
     packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
@@ -311,8 +425,17 @@ static const toy_packed_kernel packed_q4_K_avx2 = {
     .gemm = gemm_q4_Kx,
 };
 
+static const toy_packed_kernel packed_q6_K_avx2 = {
+    .type = TOY_TYPE_Q6_K,
+    .block_cols = 256,
+    .act_block = sizeof(block_q8_K),
+    .quantize_act = toy_quantize_act_q8_K_cpu,
+    .gemm = gemm_q6_Kx,
+};
+
 const toy_packed_kernel *toy_packed_avx2(int type) {
     switch (type) {
+    case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
