@@ -135,33 +135,6 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                        float *y, size_t y_stride, const bool q4) {
-    const int64_t nb = n_cols / 32;
-    const size_t group_bytes = (size_t)nb * (q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES);
-    const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes) {
-        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
-        if (n_a <= 2) {
-            if (n_a == 1) packed_halves(nb, group, 0, 2, rows, act, a_stride, 1, q4, y + r0, y_stride);
-            else packed_halves(nb, group, 0, 2, rows, act, a_stride, 2, q4, y + r0, y_stride);
-            continue;
-        }
-        for (int h = 0; h < 2 && 8 * h < rows; h++)
-            for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
-                const uint8_t *aj = act + (size_t)j0 * a_stride;
-                float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
-                const int rh = rows - 8 * h;
-                switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-                case 1: packed_halves(nb, group, h, 1, rh, aj, a_stride, 1, q4, yj, y_stride); break;
-                case 2: packed_halves(nb, group, h, 1, rh, aj, a_stride, 2, q4, yj, y_stride); break;
-                case 3: packed_halves(nb, group, h, 1, rh, aj, a_stride, 3, q4, yj, y_stride); break;
-                default: packed_halves(nb, group, h, 1, rh, aj, a_stride, 4, q4, yj, y_stride); break;
-                }
-            }
-    }
-}
-
 /* Q4_K (packed.h): half h of a block has its 8 d at 16 h, dmin at 32 + 16 h, scale dwords
  * at 64 + 64 s + 32 h, nibbles of sub-block pair p, vector k at 256 + 512 p + 64 k + 32 h.
  * The nibbles (at most 15) go through vpmaddubsw, the eight vectors of a sub-block
@@ -254,32 +227,6 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    const int64_t nb = n_cols / 256;
-    const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q4K_BLOCK_BYTES) {
-        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
-        if (n_a <= 2) {
-            if (n_a == 1) q4k_halves(nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
-            else q4k_halves(nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
-            continue;
-        }
-        for (int h = 0; h < 2 && 8 * h < rows; h++)
-            for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
-                const uint8_t *aj = act + (size_t)j0 * a_stride;
-                float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
-                const int rh = rows - 8 * h;
-                switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-                case 1: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
-                case 2: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
-                case 3: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
-                default: q4k_halves(nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
-                }
-            }
-    }
-}
-
 /* Q6_K (packed.h): half hf of a block has its 8 d at 16 hf, the int8 scales of sub-block g
  * at 32 + 16 g + 8 hf, ql vector [h][s][k] at 288 + 1024 h + 512 s + 64 k + 32 hf, qh
  * vector [h][k] at 2336 + 512 h + 64 k + 32 hf. A weight plus 32 is at most 63: a pair of
@@ -365,15 +312,32 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    const int64_t nb = n_cols / 256;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
+
+/* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
+INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
+                   const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
+    switch (k) {
+    case KIND_Q8_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
+    case KIND_Q4_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
+    case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_Q6_K: q6k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
+    }
+}
+
+/* The product of one packed type: per group, decode (one or two activation rows) in one
+ * pass over both halves, larger tiles half by half. */
+INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                        int64_t n_a, float *y, size_t y_stride) {
+    static const int64_t block_cols[] = {32, 32, 256, 256};
+    static const size_t block_bytes[] = {Q8_BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q6K_BLOCK_BYTES) {
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
-            if (n_a == 1) q6k_halves(nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
-            else q6k_halves(nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
+            if (n_a == 1) halves(k, nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
+            else halves(k, nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
             continue;
         }
         for (int h = 0; h < 2 && 8 * h < rows; h++)
@@ -382,24 +346,25 @@ static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void
                 float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
                 const int rh = rows - 8 * h;
                 switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-                case 1: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
-                case 2: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
-                case 3: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
-                default: q6k_halves(nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
+                case 1: halves(k, nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
+                case 2: halves(k, nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
+                case 3: halves(k, nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
+                default: halves(k, nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 }
             }
     }
 }
 
-static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
-}
-
-static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, true);
-}
+#define GEMM(name, k)                                                                                          \
+    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
+                     float *y, size_t y_stride) {                                                              \
+        packed_gemm(k, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                      \
+    }
+GEMM(gemm_q8_0x, KIND_Q8_0)
+GEMM(gemm_q4_0x, KIND_Q4_0)
+GEMM(gemm_q4_Kx, KIND_Q4_K)
+GEMM(gemm_q6_Kx, KIND_Q6_K)
+#undef GEMM
 
 static const toy_packed_kernel packed_q8_0_avx2 = {
     .type = TOY_TYPE_Q8_0,
