@@ -126,31 +126,6 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-INLINE void packed_gemm(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                        float *y, size_t y_stride, const bool q4) {
-    const int64_t nb = n_cols / 32;
-    const size_t group_bytes = (size_t)nb * (q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES);
-    const uint8_t *group = w, *act = a;
-    /* group outer, activation tiles inner: a group's weights stay in L1 for all rows */
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += group_bytes) {
-        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
-        for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
-            const uint8_t *aj = act + (size_t)j0 * a_stride;
-            float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
-            switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-            case 1: packed_group(nb, group, rows, aj, a_stride, 1, q4, yj, y_stride); break;
-            case 2: packed_group(nb, group, rows, aj, a_stride, 2, q4, yj, y_stride); break;
-            case 3: packed_group(nb, group, rows, aj, a_stride, 3, q4, yj, y_stride); break;
-            case 4: packed_group(nb, group, rows, aj, a_stride, 4, q4, yj, y_stride); break;
-            case 5: packed_group(nb, group, rows, aj, a_stride, 5, q4, yj, y_stride); break;
-            case 6: packed_group(nb, group, rows, aj, a_stride, 6, q4, yj, y_stride); break;
-            case 7: packed_group(nb, group, rows, aj, a_stride, 7, q4, yj, y_stride); break;
-            default: packed_group(nb, group, rows, aj, a_stride, 8, q4, yj, y_stride); break;
-            }
-        }
-    }
-}
-
 /* Q4_K: a packed block is one super-block of 16 rows (packed.h), 2304 bytes:
  * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
  * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
@@ -241,29 +216,6 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    const int64_t nb = n_cols / 256;
-    const uint8_t *group = w;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q4K_BLOCK_BYTES) {
-        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
-        for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
-            const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
-            float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
-            switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-            case 1: q4k_group(nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
-            case 2: q4k_group(nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
-            case 3: q4k_group(nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
-            case 4: q4k_group(nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
-            case 5: q4k_group(nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
-            case 6: q4k_group(nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
-            case 7: q4k_group(nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
-            default: q4k_group(nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
-            }
-        }
-    }
-}
-
 /* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
  * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
 #define Q6K_BLOCK_BYTES 3360
@@ -347,38 +299,55 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    const int64_t nb = n_cols / 256;
-    const uint8_t *group = w;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * Q6K_BLOCK_BYTES) {
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
+
+/* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
+INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
+                       const int n_a, float *y, size_t y_stride) {
+    switch (k) {
+    case KIND_Q8_0: packed_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
+    case KIND_Q4_0: packed_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
+    case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
+    }
+}
+
+/* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
+INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                        int64_t n_a, float *y, size_t y_stride) {
+    static const int64_t block_cols[] = {32, 32, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    const int64_t nb = n_cols / block_cols[k];
+    const uint8_t *group = w, *act = a;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
-            const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
+            const uint8_t *aj = act + (size_t)j0 * a_stride;
             float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
             switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-            case 1: q6k_group(nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
-            case 2: q6k_group(nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
-            case 3: q6k_group(nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
-            case 4: q6k_group(nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
-            case 5: q6k_group(nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
-            case 6: q6k_group(nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
-            case 7: q6k_group(nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
-            default: q6k_group(nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
+            case 1: group_tile(k, nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
+            case 2: group_tile(k, nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
+            case 3: group_tile(k, nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
+            case 4: group_tile(k, nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
+            case 5: group_tile(k, nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
+            case 6: group_tile(k, nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
+            case 7: group_tile(k, nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
+            default: group_tile(k, nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
             }
         }
     }
 }
 
-NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, false);
-}
-
-NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
-                       float *y, size_t y_stride) {
-    packed_gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride, true);
-}
+#define GEMM(name, k)                                                                                          \
+    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
+                              int64_t n_a, float *y, size_t y_stride) {                                        \
+        packed_gemm(k, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                      \
+    }
+GEMM(gemm_q8_0x, KIND_Q8_0)
+GEMM(gemm_q4_0x, KIND_Q4_0)
+GEMM(gemm_q4_Kx, KIND_Q4_K)
+GEMM(gemm_q6_Kx, KIND_Q6_K)
+#undef GEMM
 
 static const toy_packed_kernel packed_q4_0_avx512 = {
     .type = TOY_TYPE_Q4_0,
