@@ -1,9 +1,9 @@
-/* attention_cpu.h — the CPU attention task, included by backend_cpu.c once per
+/* attention_tasks.h — the CPU attention task, included by attention_cpu.c once per
  * instruction set with ATTN_TASK (its name), ATTN_SEGMENT (the name of its segment
  * function), ATTN_TARGET (a target attribute or nothing) and ATTN_DOTS / ATTN_ACCUM /
  * ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM / ATTN_ROW / ATTN_LIVE (inline helpers of that set)
  * defined. One text, so the scalar and the vector versions cannot drift apart; the
- * helpers produce the same bits in every version (see backend_cpu.c).
+ * helpers produce the same bits in every version (see attention_cpu.c).
  *
  * One token and one KV head: the query heads sharing that KV head go through the cells
  * together, so each K and V row is read (and converted to float) once for the group. A

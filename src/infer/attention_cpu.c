@@ -1,0 +1,567 @@
+/* attention_cpu.c — the CPU backend's attention: softmax(q K^T * scale) V over the cells of
+ * each token's sequence in the KV cache, with causal and sliding-window masks and
+ * grouped query heads, in one fixed order whatever the batch, the threads or the
+ * instruction set (attention_tasks.h holds the task text every instruction set shares). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_cpu.h"
+#include "error.h"
+#include "quant.h"
+#include "vec_exp.h"
+
+/* Cells whose scores attention_task computes before it exponentiates them. */
+#define ATTN_CHUNK 32
+/* Cells of a segment: a fresh online softmax, folded into the others after (whole
+ * chunks, so the chunks fall where they would without segments). */
+#define ATTN_SEGMENT_CELLS 256
+_Static_assert(ATTN_SEGMENT_CELLS % ATTN_CHUNK == 0, "segments are whole chunks");
+/* (token, segment) states a split decode job may hold, per thread */
+#define ATTN_SLOTS_PER_THREAD 64
+
+toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim) {
+    (void)n_tok;
+    /* attention, per thread: a segment's and the running fold's accumulators of a query
+     * group (at most n_head * head_dim floats each), maxima and sums, the scores of a
+     * chunk of cells, its K and V rows */
+    const int64_t q_cols = n_head * head_dim;
+    c->attn_ws_per_thread = (size_t)(2 * (q_cols + 2 * n_head) + n_head * ATTN_CHUNK +
+                                     2 * ATTN_CHUNK * head_dim + 64);
+    size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
+    /* a slot holds every head's sums, maximum and sum: n_head * (head_dim + 2) floats */
+    c->attn_slot_cap = (size_t)(q_cols + 2 * n_head);
+    c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)toy_pool_size(c->pool);
+    size_t slots = c->attn_n_slots * c->attn_slot_cap * sizeof(float);
+    free(c->attn_ws);
+    free(c->attn_slots);
+    c->attn_ws = malloc(ws);
+    c->attn_slots = malloc(slots);
+    if (!c->attn_ws || !c->attn_slots)
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", ws + slots);
+    return TOY_OK;
+}
+
+void toy_cpu_attention_free(cpu_backend *c) {
+    free(c->attn_ws);
+    free(c->attn_slots);
+}
+
+
+typedef struct {
+    cpu_backend *c;
+    float *out;
+    const float *q;
+    const int32_t *pos;
+    const int32_t *seq_id;
+    const toy_kv_view *kv;
+    const toy_attn_params *p;
+    const toy_type_traits *tk, *tv; /* K and V rows to float */
+    int32_t group_split; /* query heads of a group are split over this many tasks */
+    bool seg_split;      /* one task per segment, folded after (else in the task) */
+    int32_t n_seg;       /* with seg_split: segments of the longest sequence */
+    size_t slot_floats;  /* floats of one (token, segment) slot: n_head x (head_dim + 2) */
+} attn_job;
+
+/* The state of token t's segment s, with seg_split, laid out as ATTN_SEGMENT writes it
+ * for all n_head heads: the weighted sums (n_head rows of head_dim), the maxima, the sums
+ * of weights. */
+typedef struct {
+    float *acc, *m, *l;
+} attn_state;
+
+static attn_state attn_slot(const attn_job *j, int64_t t, int32_t s) {
+    float *slot = j->c->attn_slots + ((size_t)t * (size_t)j->n_seg + (size_t)s) * j->slot_floats;
+    const size_t sums = (size_t)j->p->n_head * (size_t)j->p->head_dim;
+    return (attn_state){slot, slot + sums, slot + sums + j->p->n_head};
+}
+
+/* The attention helpers, inlined into the attention task of each instruction set. All
+ * versions give the same bits: the dot product keeps 16 float lanes (element d goes to
+ * lane d % 16 by a fused multiply-add, one rounding) combined pairwise (k + 8, k + 4,
+ * k + 2, 1): one AVX-512 vector or two AVX2 ones; accum (fused multiply-adds) and scal
+ * are elementwise. The scalar version calls fmaf, exact everywhere (a library call where
+ * the CPU has no FMA, which only the portable fallback meets). */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define UNROLL16 _Pragma("GCC unroll 16")
+
+ALWAYS_INLINE float lanes16_sum(float *l) {
+    for (int s = 8; s >= 1; s /= 2)
+        for (int k = 0; k < s; k++) l[k] += l[k + s];
+    return l[0];
+}
+
+/* x[i] = exp(x[i] - m) for i < n */
+ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
+    for (int32_t i = 0; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
+}
+
+ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
+    float l[16] = {0};
+    for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[d], b[d], l[d % 16]);
+    return lanes16_sum(l);
+}
+/* The largest of n scores: a comparison, not fmaxf, which is a library call on baseline
+ * x86-64 (scores are never NaN: masked cells hold -inf). Any order gives the same. */
+ALWAYS_INLINE float max_scalar(int32_t n, const float *x) {
+    float m = -INFINITY;
+    for (int32_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+    return m;
+}
+/* The sum of a chunk's n <= 32 weights: x[i] into lane i % 16, the lanes pairwise. */
+ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
+    float l[16] = {0};
+    for (int32_t i = 0; i < n; i++) l[i % 16] += x[i];
+    return lanes16_sum(l);
+}
+/* The cells of a chunk a query at qpos sees (kpos <= qpos, and within the sliding window
+ * when n_swa > 0), as indices in order; returns how many. */
+ALWAYS_INLINE int32_t live_scalar(int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
+                                  int32_t *live) {
+    int32_t n = 0;
+    for (int32_t i = 0; i < nc; i++)
+        if (kpos[i] <= qpos && !(n_swa > 0 && qpos - kpos[i] >= n_swa)) live[n++] = i;
+    return n;
+}
+/* out[r] = dot(rows[r], q) for r < n_rows */
+ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+                               float *out) {
+    for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
+}
+/* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order, one rounding each */
+ALWAYS_INLINE void accum1_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                 const float *const *rows, float *acc) {
+    for (int32_t r = 0; r < n_live; r++)
+        for (int32_t d = 0; d < n; d++) acc[d] = fmaf(w[live[r]], rows[r][d], acc[d]);
+}
+/* accum1 for each of n_heads heads: weights ATTN_CHUNK apart, sums n apart */
+ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w, int32_t n_heads,
+                                const float *const *rows, float *acc) {
+    for (int32_t h = 0; h < n_heads; h++)
+        accum1_scalar(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
+}
+ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
+    for (int32_t d = 0; d < n; d++) acc[d] *= s;
+}
+
+/* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
+ * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
+ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
+                                      float *buf, int32_t n) {
+    if (type == TOY_TYPE_F32) return (const float *)src;
+    tr->to_float(src, buf, n);
+    return buf;
+}
+
+/* Folds a segment's state (sums as, maximum ms, weights ls) into the running one (acc,
+ * *m, *l) of one head; the running state starts with *l = 0. The same plain C for every
+ * instruction set, and for the fold inside a task and after a split job. */
+static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *as, float ms,
+                      float ls) {
+    if (ls == 0.0f) return; /* no visible cell in the segment */
+    if (*l == 0.0f) {
+        memcpy(acc, as, (size_t)hd * sizeof *acc);
+        *m = ms;
+        *l = ls;
+        return;
+    }
+    const float mx = ms > *m ? ms : *m;
+    const float ca = toy_exp_nonpos(*m - mx), cs = toy_exp_nonpos(ms - mx); /* one of them is 1 */
+    for (int32_t d = 0; d < hd; d++) acc[d] = acc[d] * ca + as[d] * cs;
+    *l = *l * ca + ls * cs;
+    *m = mx;
+}
+
+/* out = acc / l; zeros where no cell was visible (acc was never written then) */
+static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
+    if (!(l > 0.0f)) {
+        memset(out, 0, (size_t)hd * sizeof *out);
+        return;
+    }
+    const float inv = 1.0f / l;
+    for (int32_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
+}
+
+#define ATTN_TASK attention_task_scalar
+#define ATTN_SEGMENT attention_segment_scalar
+#define ATTN_TARGET
+#define ATTN_DOTS dots_scalar
+#define ATTN_ACCUM accum_scalar
+#define ATTN_SCAL scal_scalar
+#define ATTN_EXPS exps_scalar
+#define ATTN_MAX max_scalar
+#define ATTN_SUM chunk_sum_scalar
+#define ATTN_ROW row_scalar
+#define ATTN_LIVE live_scalar
+#include "attention_tasks.h"
+#undef ATTN_TASK
+#undef ATTN_SEGMENT
+#undef ATTN_TARGET
+#undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
+#undef ATTN_ACCUM
+#undef ATTN_SCAL
+#undef ATTN_EXPS
+#undef ATTN_ROW
+#undef ATTN_LIVE
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
+
+/* The pairwise combine of 8 lanes in registers: k + 4, k + 2, k + 1, as lanes16_sum's
+ * last three steps. */
+AVX2 ALWAYS_INLINE float combine8_avx2(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* head_dim % 16 == 0 only (the dispatcher checks) */
+AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16) {
+        lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), lo);
+        hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), hi);
+    }
+    return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
+}
+AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+                                  float *out) {
+    for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
+}
+
+/* accum_scalar with 32 elements of acc in four registers through all the cells */
+AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                    const float *const *rows, float *acc) {
+    int32_t d = 0;
+    for (; d + 32 <= n; d += 32) {
+        __m256 a0 = _mm256_loadu_ps(acc + d), a1 = _mm256_loadu_ps(acc + d + 8);
+        __m256 a2 = _mm256_loadu_ps(acc + d + 16), a3 = _mm256_loadu_ps(acc + d + 24);
+        for (int32_t r = 0; r < n_live; r++) {
+            const __m256 vw = _mm256_set1_ps(w[live[r]]);
+            const float *v = rows[r] + d;
+            a0 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v), a0);
+            a1 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 8), a1);
+            a2 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 16), a2);
+            a3 = _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + 24), a3);
+        }
+        _mm256_storeu_ps(acc + d, a0);
+        _mm256_storeu_ps(acc + d + 8, a1);
+        _mm256_storeu_ps(acc + d + 16, a2);
+        _mm256_storeu_ps(acc + d + 24, a3);
+    }
+    for (; d < n; d += 8) {
+        __m256 a = _mm256_loadu_ps(acc + d);
+        for (int32_t r = 0; r < n_live; r++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(w[live[r]]), _mm256_loadu_ps(rows[r] + d), a);
+        _mm256_storeu_ps(acc + d, a);
+    }
+}
+AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                   int32_t n_heads, const float *const *rows, float *acc) {
+    for (int32_t h = 0; h < n_heads; h++)
+        accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
+}
+AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
+    const __m256 vm = _mm256_set1_ps(m);
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
+    for (; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
+}
+/* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
+AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
+                                         float *buf, int32_t n) {
+    switch (type) {
+    case TOY_TYPE_F32:
+        return (const float *)src;
+    case TOY_TYPE_F16:
+        for (int32_t d = 0; d < n; d += 8)
+            _mm256_storeu_ps(buf + d, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + 2 * d))));
+        return buf;
+    case TOY_TYPE_BF16:
+        for (int32_t d = 0; d < n; d += 8) {
+            const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + 2 * d)));
+            _mm256_storeu_ps(buf + d, _mm256_castsi256_ps(_mm256_slli_epi32(h, 16)));
+        }
+        return buf;
+    case TOY_TYPE_Q8_0:
+        for (int32_t b = 0; b < n / QK8_0; b++) {
+            const block_q8_0 *blk = (const block_q8_0 *)src + b;
+            const __m256 d = _mm256_set1_ps(toy_fp16_to_fp32(blk->d));
+            for (int32_t k = 0; k < QK8_0; k += 8) {
+                const __m128i q = _mm_loadl_epi64((const __m128i *)(blk->qs + k));
+                const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+                _mm256_storeu_ps(buf + b * QK8_0 + k, _mm256_mul_ps(f, d));
+            }
+        }
+        return buf;
+    default:
+        return row_scalar(type, tr, src, buf, n);
+    }
+}
+AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
+    const __m256 vs = _mm256_set1_ps(s);
+    for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
+}
+
+AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
+    const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    return combine8_avx2(v);
+}
+/* dots_scalar for 16 rows at once: 16 lane accumulators, then the combine of all 16
+ * transposed, one level per step (k + 8, k + 4, k + 2, k + 1), each step adding the
+ * same pairs of lanes as lanes16_sum. After the last step row L + 4p sits in element
+ * 4L + p. */
+AVX512 ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, const float *q) {
+    __m512 acc[16];
+    UNROLL16
+    for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
+    for (int32_t d = 0; d < n; d += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + d);
+        UNROLL16
+        for (int r = 0; r < 16; r++) acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows[r] + d), acc[r]);
+    }
+    __m512 c[8], e[4], g[2];
+    UNROLL16
+    for (int j = 0; j < 8; j++) /* k + 8: [row 2j's 8 | row 2j + 1's 8] */
+        c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    UNROLL16
+    for (int i = 0; i < 4; i++) /* k + 4: 128-bit lane L holds row 4i + L's 4 */
+        e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    UNROLL16
+    for (int u = 0; u < 2; u++) /* k + 2: lane L holds rows 8u + L and 8u + 4 + L, 2 each */
+        g[u] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    /* k + 1: lane L holds rows L, 4 + L, 8 + L, 12 + L */
+    return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
+                                      const float *q, float *out) {
+    /* element 4L + p holds row L + 4p: gather row r from element 4 (r % 4) + r / 4 */
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    int32_t r = 0;
+    for (; r + 16 <= n_rows; r += 16)
+        _mm512_storeu_ps(out + r, _mm512_permutexvar_ps(order, dots16_avx512(n, rows + r, q)));
+    for (; r < n_rows; r++) out[r] = dot_avx512(n, rows[r], q);
+}
+
+AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
+    return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
+}
+AVX512 ALWAYS_INLINE float max_avx512(int32_t n, const float *x) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    for (int32_t i = 0; i < n; i += 16) {
+        const __mmask16 k = lanes_below(n - i);
+        /* max(x, m) returns m when x is NaN, as max_scalar's x > m ? x : m does */
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, x + i), m);
+    }
+    return _mm512_reduce_max_ps(m);
+}
+AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
+                                         int32_t n_swa, int32_t *live) {
+    const __m512i q = _mm512_set1_epi32(qpos);
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    int32_t n = 0;
+    for (int32_t i = 0; i < nc; i += 16) {
+        const __mmask16 in = lanes_below(nc - i);
+        const __m512i k = _mm512_maskz_loadu_epi32(in, kpos + i);
+        __mmask16 ok = _mm512_mask_cmple_epi32_mask(in, k, q);
+        if (n_swa > 0) ok &= _mm512_cmplt_epi32_mask(_mm512_sub_epi32(q, k), _mm512_set1_epi32(n_swa));
+        _mm512_mask_compressstoreu_epi32(live + n, ok, _mm512_add_epi32(lane, _mm512_set1_epi32(i)));
+        n += __builtin_popcount(ok);
+    }
+    return n;
+}
+_Static_assert(ATTN_CHUNK == 32, "chunk_sum_avx512 adds two vectors of 16");
+AVX512 ALWAYS_INLINE float chunk_sum_avx512(int32_t n, const float *x) {
+    const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes_below(n), x),
+                                   _mm512_maskz_loadu_ps(lanes_below(n - 16), x + 16));
+    return combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+}
+
+/* Elements [d, d + 64) of the sums of H heads (n apart; weights ATTN_CHUNK apart) in
+ * 4 H registers through all the cells: each V row is loaded once for the H heads. */
+AVX512 ALWAYS_INLINE void accum64_heads_avx512(int32_t n, int32_t d, const int H, int32_t n_live, const int32_t *live,
+                                               const float *w, const float *const *rows, float *acc) {
+    __m512 a[4][4];
+    UNROLL16
+    for (int h = 0; h < H; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) a[h][i] = _mm512_loadu_ps(acc + (size_t)h * n + d + 16 * i);
+    for (int32_t r = 0; r < n_live; r++) {
+        const float *v = rows[r] + d;
+        const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
+        const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
+        UNROLL16
+        for (int h = 0; h < H; h++) {
+            const __m512 vw = _mm512_set1_ps(w[h * ATTN_CHUNK + live[r]]);
+            a[h][0] = _mm512_fmadd_ps(vw, v0, a[h][0]);
+            a[h][1] = _mm512_fmadd_ps(vw, v1, a[h][1]);
+            a[h][2] = _mm512_fmadd_ps(vw, v2, a[h][2]);
+            a[h][3] = _mm512_fmadd_ps(vw, v3, a[h][3]);
+        }
+    }
+    UNROLL16
+    for (int h = 0; h < H; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc + (size_t)h * n + d + 16 * i, a[h][i]);
+}
+/* accum1 (one head) with 64 elements of acc in four registers through all the cells */
+AVX512 ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                        const float *const *rows, float *acc) {
+    int32_t d = 0;
+    for (; d + 64 <= n; d += 64) {
+        __m512 a0 = _mm512_loadu_ps(acc + d), a1 = _mm512_loadu_ps(acc + d + 16);
+        __m512 a2 = _mm512_loadu_ps(acc + d + 32), a3 = _mm512_loadu_ps(acc + d + 48);
+        for (int32_t r = 0; r < n_live; r++) {
+            const __m512 vw = _mm512_set1_ps(w[live[r]]);
+            const float *v = rows[r] + d;
+            a0 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v), a0);
+            a1 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 16), a1);
+            a2 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 32), a2);
+            a3 = _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + 48), a3);
+        }
+        _mm512_storeu_ps(acc + d, a0);
+        _mm512_storeu_ps(acc + d + 16, a1);
+        _mm512_storeu_ps(acc + d + 32, a2);
+        _mm512_storeu_ps(acc + d + 48, a3);
+    }
+    for (; d < n; d += 16) {
+        __m512 a = _mm512_loadu_ps(acc + d);
+        for (int32_t r = 0; r < n_live; r++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(w[live[r]]), _mm512_loadu_ps(rows[r] + d), a);
+        _mm512_storeu_ps(acc + d, a);
+    }
+}
+/* The heads four at a time where head_dim is whole blocks of 64, else one by one. */
+AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                       int32_t n_heads, const float *const *rows, float *acc) {
+    int32_t h = 0;
+    if (n % 64 == 0)
+        for (; h < n_heads; h += 4) {
+            const float *wh = w + (size_t)h * ATTN_CHUNK;
+            float *ah = acc + (size_t)h * n;
+            for (int32_t d = 0; d < n; d += 64) switch (n_heads - h < 4 ? n_heads - h : 4) {
+                case 1: accum64_heads_avx512(n, d, 1, n_live, live, wh, rows, ah); break;
+                case 2: accum64_heads_avx512(n, d, 2, n_live, live, wh, rows, ah); break;
+                case 3: accum64_heads_avx512(n, d, 3, n_live, live, wh, rows, ah); break;
+                default: accum64_heads_avx512(n, d, 4, n_live, live, wh, rows, ah); break;
+                }
+        }
+    for (; h < n_heads; h++) accum1_avx512(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
+}
+AVX512 ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
+                                           float *buf, int32_t n) {
+    if (type != TOY_TYPE_F16) return row_avx2(type, tr, src, buf, n);
+    for (int32_t d = 0; d < n; d += 16)
+        _mm512_storeu_ps(buf + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
+    return buf;
+}
+AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
+    const __m512 vs = _mm512_set1_ps(s);
+    for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
+}
+
+#define ATTN_TASK attention_task_avx2
+#define ATTN_SEGMENT attention_segment_avx2
+#define ATTN_TARGET AVX2
+#define ATTN_DOTS dots_avx2
+#define ATTN_MAX max_scalar
+#define ATTN_SUM chunk_sum_scalar
+#define ATTN_ACCUM accum_avx2
+#define ATTN_SCAL scal_avx2
+#define ATTN_EXPS exps_avx2
+#define ATTN_ROW row_avx2
+#define ATTN_LIVE live_scalar
+#include "attention_tasks.h"
+#undef ATTN_ROW
+#undef ATTN_LIVE
+#undef ATTN_EXPS
+#undef ATTN_TASK
+#undef ATTN_SEGMENT
+#undef ATTN_TARGET
+#undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
+#undef ATTN_ACCUM
+#undef ATTN_SCAL
+
+#define ATTN_TASK attention_task_avx512
+#define ATTN_SEGMENT attention_segment_avx512
+#define ATTN_TARGET AVX512
+#define ATTN_DOTS dots_avx512
+#define ATTN_MAX max_avx512
+#define ATTN_SUM chunk_sum_avx512
+#define ATTN_ACCUM accum_avx512
+#define ATTN_SCAL scal_avx512
+#define ATTN_EXPS exps_avx2
+#define ATTN_ROW row_avx512
+#define ATTN_LIVE live_avx512
+#include "attention_tasks.h"
+#undef ATTN_ROW
+#undef ATTN_LIVE
+#undef ATTN_EXPS
+#undef ATTN_TASK
+#undef ATTN_SEGMENT
+#undef ATTN_TARGET
+#undef ATTN_DOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
+#undef ATTN_ACCUM
+#undef ATTN_SCAL
+#endif
+
+void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok,
+                          const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
+                          const toy_attn_params *p) {
+    cpu_backend *c = (cpu_backend *)be;
+    attn_job j = {c, out, q, pos, seq_id, kv, p, toy_type_traits_get(kv->type_k),
+                  toy_type_traits_get(kv->type_v), 1, false, 1, 0};
+    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    const int64_t want = 4 * (int64_t)toy_pool_size(c->pool); /* tasks for the threads */
+    /* Few tokens (decode): first one task per segment of cells (each K and V row still
+     * read once), then, if that is not enough, split each group's query heads (their K
+     * and V rows are then read once per share). */
+    if (n_tok * p->n_head_kv < want) {
+        int32_t longest = 0;
+        for (int64_t t = 0; t < n_tok; t++)
+            if (kv->n_used[seq_id[t]] > longest) longest = kv->n_used[seq_id[t]];
+        const int32_t n_seg = (longest + ATTN_SEGMENT_CELLS - 1) / ATTN_SEGMENT_CELLS;
+        j.slot_floats = (size_t)p->n_head * (size_t)(hd + 2);
+        if (n_seg > 1 && (size_t)n_tok * (size_t)n_seg <= c->attn_n_slots &&
+            j.slot_floats <= c->attn_slot_cap) {
+            j.seg_split = true;
+            j.n_seg = n_seg;
+        }
+    }
+    const int64_t tasks = n_tok * p->n_head_kv * j.n_seg;
+    while (j.group_split < group && tasks * j.group_split < want) j.group_split++;
+    toy_task_fn task = attention_task_scalar;
+#if defined(__x86_64__)
+    if (c->isa >= TOY_ISA_AVX512 && hd % 16 == 0) task = attention_task_avx512;
+    else if (c->isa >= TOY_ISA_AVX2 && hd % 16 == 0) task = attention_task_avx2;
+#endif
+    toy_pool_run(c->pool, tasks * j.group_split, task, &j);
+    if (!j.seg_split) return;
+    /* the segments of each token and head, folded in order as a task would */
+    float *acc = c->attn_ws, m = 0.0f, l;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int32_t h = 0; h < p->n_head; h++) {
+            l = 0.0f;
+            for (int32_t s = 0; s < j.n_seg; s++) {
+                const attn_state st = attn_slot(&j, t, s);
+                attn_fold(hd, acc, &m, &l, st.acc + (size_t)h * hd, st.m[h], st.l[h]);
+            }
+            attn_finish(hd, acc, l, out + (t * p->n_head + h) * hd);
+        }
+}

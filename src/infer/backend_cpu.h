@@ -1,0 +1,31 @@
+/* backend_cpu.h — the CPU backend's state, shared by its two files: backend_cpu.c (the
+ * table, matmuls, norms, element-wise operations) and attention_cpu.c (attention). */
+#ifndef TOY_BACKEND_CPU_H
+#define TOY_BACKEND_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "kernels.h"
+#include "threadpool.h"
+
+typedef struct {
+    toy_backend base;
+    toy_pool *pool;
+    uint8_t *act;        /* quantized activation rows */
+    float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
+    size_t attn_ws_per_thread;
+    float *attn_slots;   /* decode: the state of each (token, segment) of a split job */
+    size_t attn_n_slots, attn_slot_cap; /* how many, floats each */
+    toy_isa isa; /* which attention task runs */
+} cpu_backend;
+
+/* Attention's scratch for batches of up to n_tok tokens; freed by toy_cpu_attention_free. */
+toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim);
+void toy_cpu_attention_free(cpu_backend *c);
+/* The backend's attention (backend.h) */
+void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok, const int32_t *pos,
+                       const int32_t *seq_id, const toy_kv_view *kv, const toy_attn_params *p);
+
+#endif
