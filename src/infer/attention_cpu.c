@@ -19,34 +19,54 @@
 _Static_assert(ATTN_SEGMENT_CELLS % ATTN_CHUNK == 0, "segments are whole chunks");
 /* (token, segment) states a split decode job may hold, per thread */
 #define ATTN_SLOTS_PER_THREAD 64
+/* A prefill's blocks: at most this many tokens of a sequence, about ATTN_BLOCK_ROWS
+ * query rows (tokens x the query heads of a KV head); a sequence with fewer than
+ * ATTN_BLOCK_MIN tokens in a row in the batch is attended token by token. */
+#define ATTN_BLOCK_TOKENS 16
+#define ATTN_BLOCK_ROWS 32
+#define ATTN_BLOCK_MIN 2
+
+/* the query rows of a block task: at most max(ATTN_BLOCK_ROWS, 2 group) */
+static int32_t block_tokens(int32_t group) {
+    const int32_t b = ATTN_BLOCK_ROWS / group;
+    return b < 2 ? 2 : b > ATTN_BLOCK_TOKENS ? ATTN_BLOCK_TOKENS : b;
+}
 
 toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim) {
-    (void)n_tok;
-    /* attention, per thread: a segment's and the running fold's accumulators of a query
-     * group (at most n_head * head_dim floats each), maxima and sums, the scores of a
-     * chunk of cells, its K and V rows */
+    /* per thread: a segment's and the running fold's accumulators of a query group (at
+     * most n_head * head_dim floats each), maxima and sums, the scores of a chunk of
+     * cells, its K and V rows; or those of a block's rows (at most max(ATTN_BLOCK_ROWS,
+     * 2 n_head) of them, block_tokens) */
     const int64_t q_cols = n_head * head_dim;
-    c->attn_ws_per_thread = (size_t)(2 * (q_cols + 2 * n_head) + n_head * ATTN_CHUNK +
-                                     2 * ATTN_CHUNK * head_dim + 64);
+    const int64_t rows = 2 * n_head > ATTN_BLOCK_ROWS ? 2 * n_head : ATTN_BLOCK_ROWS;
+    const int64_t one = 2 * (q_cols + 2 * n_head) + n_head * ATTN_CHUNK + 2 * ATTN_CHUNK * head_dim;
+    const int64_t block = rows * (2 * head_dim + 4 + ATTN_CHUNK);
+    c->attn_ws_per_thread = (size_t)((one > block ? one : block) + 64);
     size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
     /* a slot holds every head's sums, maximum and sum: n_head * (head_dim + 2) floats */
     c->attn_slot_cap = (size_t)(q_cols + 2 * n_head);
     c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)toy_pool_size(c->pool);
     size_t slots = c->attn_n_slots * c->attn_slot_cap * sizeof(float);
-    free(c->attn_ws);
-    free(c->attn_slots);
+    size_t lists = 3 * (size_t)(n_tok > 0 ? n_tok : 1) * sizeof(int32_t);
+    toy_cpu_attention_free(c);
     c->attn_ws = malloc(ws);
     c->attn_slots = malloc(slots);
-    if (!c->attn_ws || !c->attn_slots)
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", ws + slots);
+    c->attn_runs = malloc(lists);
+    if (!c->attn_ws || !c->attn_slots || !c->attn_runs)
+        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", ws + slots + lists);
+    c->attn_tok = c->attn_runs + 2 * (n_tok > 0 ? n_tok : 1);
     return TOY_OK;
 }
 
 void toy_cpu_attention_free(cpu_backend *c) {
     free(c->attn_ws);
     free(c->attn_slots);
+    free(c->attn_runs);
+    free(c->attn_kv);
+    c->attn_ws = c->attn_slots = c->attn_kv = NULL;
+    c->attn_runs = c->attn_tok = NULL;
+    c->attn_kv_cap = 0;
 }
-
 
 typedef struct {
     cpu_backend *c;
@@ -61,6 +81,14 @@ typedef struct {
     bool seg_split;      /* one task per segment, folded after (else in the task) */
     int32_t n_seg;       /* with seg_split: segments of the longest sequence */
     size_t slot_floats;  /* floats of one (token, segment) slot: n_head x (head_dim + 2) */
+    const int32_t *tok;  /* one-token tasks: their tokens (NULL: the batch's, in order) */
+    /* block tasks (ATTN_BLOCK_TASK): the runs of one sequence, its K and V converted */
+    const int32_t *runs; /* (first token, tokens) of each */
+    int32_t n_runs;
+    int32_t kv_seq;      /* the sequence */
+    int32_t kv_chunks;   /* its chunks of cells */
+    const float *kt;     /* [n_head_kv][kv_chunks][head_dim][ATTN_CHUNK] */
+    const float *vf;     /* [n_head_kv][kv_chunks * ATTN_CHUNK][head_dim]; NULL: the cache's f32 rows */
 } attn_job;
 
 /* The state of token t's segment s, with seg_split, laid out as ATTN_SEGMENT writes it
@@ -128,6 +156,26 @@ ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *ro
                                float *out) {
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
 }
+/* The scores of R query rows against the ATTN_CHUNK cells of a transposed chunk (kt[d *
+ * ATTN_CHUNK + i] is element d of cell i's K row): out[r * ATTN_CHUNK + i] = dot_scalar of
+ * cell i's row and query row r, which is query head r % G of the block's token r / G
+ * (q0 + (r / G) tok_stride + (r % G) n). */
+ALWAYS_INLINE void ktdots_scalar(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                 size_t tok_stride, float *out) {
+    for (int32_t r = 0; r < R; r++) {
+        const float *q = q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n;
+        for (int32_t i = 0; i < ATTN_CHUNK; i++) {
+            float l[16] = {0};
+            for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(kt[(size_t)d * ATTN_CHUNK + i], q[d], l[d % 16]);
+            out[(size_t)r * ATTN_CHUNK + i] = lanes16_sum(l);
+        }
+    }
+}
+/* Every cell of a chunk, in order: the live list of a token that sees them all */
+static const int32_t attn_all_cells[ATTN_CHUNK] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                   11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                   22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+_Static_assert(ATTN_CHUNK == 32, "attn_all_cells lists 32 cells");
 /* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order, one rounding each */
 ALWAYS_INLINE void accum1_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                  const float *const *rows, float *acc) {
@@ -184,6 +232,10 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 
 #define ATTN_TASK attention_task_scalar
 #define ATTN_SEGMENT attention_segment_scalar
+#define ATTN_BLOCK_TASK attention_block_task_scalar
+#define ATTN_BLOCK_SEGMENT attention_block_segment_scalar
+#define ATTN_CONVERT_TASK attention_convert_task_scalar
+#define ATTN_KTDOTS ktdots_scalar
 #define ATTN_TARGET
 #define ATTN_DOTS dots_scalar
 #define ATTN_ACCUM accum_scalar
@@ -194,17 +246,6 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #define ATTN_ROW row_scalar
 #define ATTN_LIVE live_scalar
 #include "attention_tasks.h"
-#undef ATTN_TASK
-#undef ATTN_SEGMENT
-#undef ATTN_TARGET
-#undef ATTN_DOTS
-#undef ATTN_MAX
-#undef ATTN_SUM
-#undef ATTN_ACCUM
-#undef ATTN_SCAL
-#undef ATTN_EXPS
-#undef ATTN_ROW
-#undef ATTN_LIVE
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -234,6 +275,44 @@ AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const 
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
 }
 
+/* ktdots_avx512 on 8-lane vectors, 16 cells (two vectors) of one query row at a time */
+AVX2 ALWAYS_INLINE void ktleaf_avx2(int32_t n, const float *kt, const float *q, int k, __m256 L[2]) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+    for (int32_t d = k; d < n; d += 16) {
+        const float *ka = kt + (size_t)d * ATTN_CHUNK, *kb = ka + 8 * ATTN_CHUNK;
+        const __m256 qa = _mm256_broadcast_ss(q + d), qb = _mm256_broadcast_ss(q + d + 8);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(ka), qa, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(ka + 8), qa, a1);
+        b0 = _mm256_fmadd_ps(_mm256_loadu_ps(kb), qb, b0);
+        b1 = _mm256_fmadd_ps(_mm256_loadu_ps(kb + 8), qb, b1);
+    }
+    L[0] = _mm256_add_ps(a0, b0);
+    L[1] = _mm256_add_ps(a1, b1);
+}
+AVX2 ALWAYS_INLINE void ktrow16_avx2(int32_t n, const float *kt, const float *q, float *out) {
+    __m256 x[2], y[2], m0[2], n0[2], m1[2];
+    ktleaf_avx2(n, kt, q, 0, x);
+    ktleaf_avx2(n, kt, q, 4, y);
+    for (int e = 0; e < 2; e++) m0[e] = _mm256_add_ps(x[e], y[e]);
+    ktleaf_avx2(n, kt, q, 2, x);
+    ktleaf_avx2(n, kt, q, 6, y);
+    for (int e = 0; e < 2; e++) n0[e] = _mm256_add_ps(m0[e], _mm256_add_ps(x[e], y[e]));
+    ktleaf_avx2(n, kt, q, 1, x);
+    ktleaf_avx2(n, kt, q, 5, y);
+    for (int e = 0; e < 2; e++) m1[e] = _mm256_add_ps(x[e], y[e]);
+    ktleaf_avx2(n, kt, q, 3, x);
+    ktleaf_avx2(n, kt, q, 7, y);
+    for (int e = 0; e < 2; e++)
+        _mm256_storeu_ps(out + 8 * e, _mm256_add_ps(n0[e], _mm256_add_ps(m1[e], _mm256_add_ps(x[e], y[e]))));
+}
+AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                    size_t tok_stride, float *out) {
+    for (int32_t r = 0; r < R; r++) {
+        const float *q = q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n;
+        ktrow16_avx2(n, kt, q, out + (size_t)r * ATTN_CHUNK);
+        ktrow16_avx2(n, kt + 16, q, out + (size_t)r * ATTN_CHUNK + 16);
+    }
+}
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
 AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                     const float *const *rows, float *acc) {
@@ -355,6 +434,71 @@ AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *co
     for (; r < n_rows; r++) out[r] = dot_avx512(n, rows[r], q);
 }
 
+/* ktdots_scalar with cells in the lanes: P_k, the sum of lane k (elements d = k, k + 16,
+ * ...), is a chain of FMAs per cell, and the pairwise combine of the 16 lanes is done on
+ * whole vectors of cells in the order of lanes16_sum: L_k = P_k + P_(k+8), M_k = L_k +
+ * L_(k+4), N_k = M_k + M_(k+2), N_0 + N_1. No horizontal sums; each transposed K vector
+ * is loaded once for two query rows. */
+AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ, const float *const *q, int k,
+                                        __m512 L[2][2]) {
+    __m512 a[2][2], b[2][2];
+    UNROLL16
+    for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm512_setzero_ps();
+    for (int32_t d = k; d < n; d += 16) {
+        const float *ka = kt + (size_t)d * ATTN_CHUNK, *kb = ka + 8 * ATTN_CHUNK;
+        const __m512 ka0 = _mm512_loadu_ps(ka), ka1 = _mm512_loadu_ps(ka + 16);
+        const __m512 kb0 = _mm512_loadu_ps(kb), kb1 = _mm512_loadu_ps(kb + 16);
+        UNROLL16
+        for (int i = 0; i < NQ; i++) {
+            const __m512 qa = _mm512_set1_ps(q[i][d]), qb = _mm512_set1_ps(q[i][d + 8]);
+            a[i][0] = _mm512_fmadd_ps(ka0, qa, a[i][0]);
+            a[i][1] = _mm512_fmadd_ps(ka1, qa, a[i][1]);
+            b[i][0] = _mm512_fmadd_ps(kb0, qb, b[i][0]);
+            b[i][1] = _mm512_fmadd_ps(kb1, qb, b[i][1]);
+        }
+    }
+    UNROLL16
+    for (int i = 0; i < NQ; i++) L[i][0] = _mm512_add_ps(a[i][0], b[i][0]), L[i][1] = _mm512_add_ps(a[i][1], b[i][1]);
+}
+/* NQ (1 or 2) query rows' scores of the 32 cells */
+AVX512 ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ, const float *const *q,
+                                        float *const *out) {
+    __m512 x[2][2], y[2][2], m0[2][2], n0[2][2], m1[2][2];
+#define KT_SUM(dst, u, v) UNROLL16 for (int i = 0; i < NQ; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm512_add_ps(u[i][e], v[i][e])
+    ktleaf_avx512(n, kt, NQ, q, 0, x);
+    ktleaf_avx512(n, kt, NQ, q, 4, y);
+    KT_SUM(m0, x, y); /* M_0 */
+    ktleaf_avx512(n, kt, NQ, q, 2, x);
+    ktleaf_avx512(n, kt, NQ, q, 6, y);
+    KT_SUM(x, x, y); /* M_2 */
+    KT_SUM(n0, m0, x);
+    ktleaf_avx512(n, kt, NQ, q, 1, x);
+    ktleaf_avx512(n, kt, NQ, q, 5, y);
+    KT_SUM(m1, x, y); /* M_1 */
+    ktleaf_avx512(n, kt, NQ, q, 3, x);
+    ktleaf_avx512(n, kt, NQ, q, 7, y);
+    KT_SUM(x, x, y); /* M_3 */
+    KT_SUM(y, m1, x); /* N_1 */
+    KT_SUM(x, n0, y);
+#undef KT_SUM
+    UNROLL16
+    for (int i = 0; i < NQ; i++) _mm512_storeu_ps(out[i], x[i][0]), _mm512_storeu_ps(out[i] + 16, x[i][1]);
+}
+AVX512 ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                        size_t tok_stride, float *out) {
+    int32_t r = 0;
+    for (; r + 2 <= R; r += 2) {
+        const float *q[2] = {q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n,
+                             q0 + (size_t)((r + 1) / G) * tok_stride + (size_t)((r + 1) % G) * (size_t)n};
+        float *o[2] = {out + (size_t)r * ATTN_CHUNK, out + (size_t)(r + 1) * ATTN_CHUNK};
+        ktrows_avx512(n, kt, 2, q, o);
+    }
+    if (r < R) {
+        const float *q[1] = {q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n};
+        float *o[1] = {out + (size_t)r * ATTN_CHUNK};
+        ktrows_avx512(n, kt, 1, q, o);
+    }
+}
 AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
@@ -474,6 +618,10 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 
 #define ATTN_TASK attention_task_avx2
 #define ATTN_SEGMENT attention_segment_avx2
+#define ATTN_BLOCK_TASK attention_block_task_avx2
+#define ATTN_BLOCK_SEGMENT attention_block_segment_avx2
+#define ATTN_CONVERT_TASK attention_convert_task_avx2
+#define ATTN_KTDOTS ktdots_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOTS dots_avx2
 #define ATTN_MAX max_scalar
@@ -484,20 +632,13 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_ROW row_avx2
 #define ATTN_LIVE live_scalar
 #include "attention_tasks.h"
-#undef ATTN_ROW
-#undef ATTN_LIVE
-#undef ATTN_EXPS
-#undef ATTN_TASK
-#undef ATTN_SEGMENT
-#undef ATTN_TARGET
-#undef ATTN_DOTS
-#undef ATTN_MAX
-#undef ATTN_SUM
-#undef ATTN_ACCUM
-#undef ATTN_SCAL
 
 #define ATTN_TASK attention_task_avx512
 #define ATTN_SEGMENT attention_segment_avx512
+#define ATTN_BLOCK_TASK attention_block_task_avx512
+#define ATTN_BLOCK_SEGMENT attention_block_segment_avx512
+#define ATTN_CONVERT_TASK attention_convert_task_avx512
+#define ATTN_KTDOTS ktdots_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOTS dots_avx512
 #define ATTN_MAX max_avx512
@@ -508,27 +649,92 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_ROW row_avx512
 #define ATTN_LIVE live_avx512
 #include "attention_tasks.h"
-#undef ATTN_ROW
-#undef ATTN_LIVE
-#undef ATTN_EXPS
-#undef ATTN_TASK
-#undef ATTN_SEGMENT
-#undef ATTN_TARGET
-#undef ATTN_DOTS
-#undef ATTN_MAX
-#undef ATTN_SUM
-#undef ATTN_ACCUM
-#undef ATTN_SCAL
 #endif
 
+/* The tasks of one instruction set */
+typedef struct {
+    toy_task_fn token, block, convert;
+} attn_tasks;
+
+/* Converts sequence seq's K and V rows for block tasks into c->attn_kv (grown as
+ * needed); false when there is no memory for them (the tokens then go one by one). */
+static bool attn_convert(cpu_backend *c, attn_job *j, const attn_tasks *tasks, int32_t seq) {
+    const toy_attn_params *p = j->p;
+    const int32_t n = j->kv->n_used[seq];
+    const size_t chunks = ((size_t)n + ATTN_CHUNK - 1) / ATTN_CHUNK;
+    const size_t per_head = chunks * ATTN_CHUNK * (size_t)p->head_dim;
+    const size_t copies = j->kv->type_v == TOY_TYPE_F32 ? 1 : 2; /* K, and V unless f32 */
+    if (per_head > SIZE_MAX / sizeof(float) / copies / (size_t)p->n_head_kv) return false;
+    const size_t floats = per_head * (size_t)p->n_head_kv * copies;
+    if (floats > c->attn_kv_cap) {
+        free(c->attn_kv);
+        c->attn_kv_cap = 0;
+        c->attn_kv = malloc(floats * sizeof(float));
+        if (!c->attn_kv) return false;
+        c->attn_kv_cap = floats;
+    }
+    j->kv_seq = seq;
+    j->kv_chunks = (int32_t)chunks;
+    j->kt = c->attn_kv;
+    j->vf = copies == 2 ? c->attn_kv + per_head * (size_t)p->n_head_kv : NULL;
+    toy_pool_run(c->pool, (int64_t)p->n_head_kv * (int64_t)chunks, tasks->convert, j);
+    return true;
+}
+
+/* Prefill: each stretch of at least ATTN_BLOCK_MIN tokens of one sequence in a row goes
+ * in block tasks (its K and V converted first); returns the tokens left to one-token
+ * tasks, listed in c->attn_tok. */
+static int64_t attn_blocks(cpu_backend *c, attn_job *j, const attn_tasks *tasks, int64_t n_tok, int64_t want) {
+    const toy_attn_params *p = j->p;
+    const int32_t group = p->n_head / p->n_head_kv;
+    int64_t n_single = 0;
+    for (int64_t t = 0; t < n_tok;) {
+        const int32_t seq = j->seq_id[t];
+        int64_t end = t + 1;
+        while (end < n_tok && j->seq_id[end] == seq) end++;
+        if (end - t < ATTN_BLOCK_MIN || !attn_convert(c, j, tasks, seq)) {
+            for (; t < end; t++) c->attn_tok[n_single++] = (int32_t)t;
+            continue;
+        }
+        /* blocks small enough to give the threads enough tasks */
+        int64_t nb = block_tokens(group);
+        const int64_t fit = (end - t) * p->n_head_kv / want;
+        if (fit < nb) nb = fit < 2 ? 2 : fit;
+        int32_t n_runs = 0;
+        while (t < end) {
+            const int64_t len = end - t < nb ? end - t : nb;
+            if (len == 1) {
+                c->attn_tok[n_single++] = (int32_t)t;
+            } else {
+                c->attn_runs[2 * n_runs] = (int32_t)t;
+                c->attn_runs[2 * n_runs + 1] = (int32_t)len;
+                n_runs++;
+            }
+            t += len;
+        }
+        j->runs = c->attn_runs;
+        j->n_runs = n_runs;
+        toy_pool_run(c->pool, (int64_t)n_runs * p->n_head_kv, tasks->block, j);
+    }
+    return n_single;
+}
+
 void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok,
-                          const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
-                          const toy_attn_params *p) {
+                       const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
+                       const toy_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
-    attn_job j = {c, out, q, pos, seq_id, kv, p, toy_type_traits_get(kv->type_k),
-                  toy_type_traits_get(kv->type_v), 1, false, 1, 0};
+    attn_job j = {.c = c, .out = out, .q = q, .pos = pos, .seq_id = seq_id, .kv = kv, .p = p,
+                  .tk = toy_type_traits_get(kv->type_k), .tv = toy_type_traits_get(kv->type_v),
+                  .group_split = 1, .n_seg = 1};
     const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
     const int64_t want = 4 * (int64_t)toy_pool_size(c->pool); /* tasks for the threads */
+    attn_tasks tasks = {attention_task_scalar, attention_block_task_scalar, attention_convert_task_scalar};
+#if defined(__x86_64__)
+    if (c->isa >= TOY_ISA_AVX512 && hd % 16 == 0)
+        tasks = (attn_tasks){attention_task_avx512, attention_block_task_avx512, attention_convert_task_avx512};
+    else if (c->isa >= TOY_ISA_AVX2 && hd % 16 == 0)
+        tasks = (attn_tasks){attention_task_avx2, attention_block_task_avx2, attention_convert_task_avx2};
+#endif
     /* Few tokens (decode): first one task per segment of cells (each K and V row still
      * read once), then, if that is not enough, split each group's query heads (their K
      * and V rows are then read once per share). */
@@ -544,14 +750,15 @@ void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_to
             j.n_seg = n_seg;
         }
     }
-    const int64_t tasks = n_tok * p->n_head_kv * j.n_seg;
-    while (j.group_split < group && tasks * j.group_split < want) j.group_split++;
-    toy_task_fn task = attention_task_scalar;
-#if defined(__x86_64__)
-    if (c->isa >= TOY_ISA_AVX512 && hd % 16 == 0) task = attention_task_avx512;
-    else if (c->isa >= TOY_ISA_AVX2 && hd % 16 == 0) task = attention_task_avx2;
-#endif
-    toy_pool_run(c->pool, tasks * j.group_split, task, &j);
+    /* the rest: blocks of a sequence's tokens where there are enough of them in a row */
+    int64_t n_single = n_tok;
+    if (!j.seg_split) {
+        n_single = attn_blocks(c, &j, &tasks, n_tok, want);
+        j.tok = c->attn_tok;
+    }
+    const int64_t n_tasks = n_single * p->n_head_kv * j.n_seg;
+    while (j.group_split < group && n_tasks * j.group_split < want) j.group_split++;
+    toy_pool_run(c->pool, n_tasks * j.group_split, tasks.token, &j);
     if (!j.seg_split) return;
     /* the segments of each token and head, folded in order as a task would */
     float *acc = c->attn_ws, m = 0.0f, l;

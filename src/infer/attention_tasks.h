@@ -84,7 +84,7 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
     }
 }
 
-/* A task is one token, one KV head and a share of the query heads using it (all of them
+/* A task is one token (of j->tok when the job has a list, else the batch's t-th), one KV head and a share of the query heads using it (all of them
  * in a batch, fewer in decode so the threads have enough tasks), and, when the job
  * splits the cells (seg_split), one segment of ATTN_SEGMENT_CELLS cells; otherwise the
  * task folds its segments in order itself. Either way each segment is computed alone and
@@ -95,7 +95,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     const int32_t hd = p->head_dim, n_split = j->group_split, n_seg = j->seg_split ? j->n_seg : 1;
     const int32_t s = (int32_t)(task % n_seg);
     const int64_t rest = task / n_seg;
-    const int64_t t = rest / ((int64_t)p->n_head_kv * n_split);
+    const int64_t i = rest / ((int64_t)p->n_head_kv * n_split), t = j->tok ? j->tok[i] : i;
     const int32_t g = (int32_t)(rest / n_split % p->n_head_kv), share = (int32_t)(rest % n_split);
     /* share k of n_split takes heads [k G / n_split, (k + 1) G / n_split) of the group of
      * G: never empty, since n_split <= G */
@@ -134,3 +134,162 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     for (int32_t h = 0; h < group; h++)
         attn_finish(hd, run_acc + (size_t)h * hd, run_l[h], j->out + (t * p->n_head + head0 + h) * hd);
 }
+
+/* ---------------------------------------------------------------- blocks of tokens */
+
+/* A prefill's tokens go in blocks: up to ATTN_BLOCK_TOKENS tokens of one sequence and
+ * one KV head, so nt x group query rows, share each chunk's K and V rows. K comes
+ * transposed (ATTN_CONVERT_TASK wrote it once for the whole call: [d][cell of the chunk]),
+ * so that ATTN_KTDOTS computes 16 cells' scores in a vector with no horizontal sums; V
+ * comes as float rows. Every row's arithmetic is the one ATTN_SEGMENT does for its token
+ * alone, in the same order: its scores have the same bits (the same 16 lanes combined
+ * pairwise, see attention_cpu.c), and its softmax and V sums are the same calls. Only
+ * where a token sees part of a chunk (the diagonal, a window's edge) does it take its
+ * own cells, as ATTN_SEGMENT would. */
+ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0, int32_t nt, int32_t g,
+                                                  int32_t c_begin, int32_t c_end, float *acc, float *m,
+                                                  float *l, float *scores) {
+    const toy_attn_params *p = j->p;
+    const toy_kv_view *kv = j->kv;
+    const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv, R = nt * G;
+    const size_t tok_stride = (size_t)p->n_head * (size_t)hd;
+    const float *q0 = j->q + ((size_t)t0 * (size_t)p->n_head + (size_t)g * (size_t)G) * (size_t)hd;
+    for (int32_t r = 0; r < R; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    memset(acc, 0, (size_t)R * (size_t)hd * sizeof *acc);
+    const int64_t base = (int64_t)j->kv_seq * kv->cells_per_seq;
+    const size_t head_row = ((size_t)j->kv_seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
+    const float *kt_head = j->kt + (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK * (size_t)hd;
+    const float *vf_head = j->vf ? j->vf + (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK * (size_t)hd : NULL;
+    for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
+        const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
+        int32_t live[ATTN_BLOCK_TOKENS][ATTN_CHUNK], n_live[ATTN_BLOCK_TOKENS], seen = 0;
+        for (int32_t tt = 0; tt < nt; tt++) {
+            n_live[tt] = ATTN_LIVE(nc, kv->pos + base + c0, j->pos[t0 + tt], p->n_swa, live[tt]);
+            seen |= n_live[tt];
+        }
+        if (!seen) continue;
+        const float *vrows[ATTN_CHUNK];
+        for (int32_t i = 0; i < nc; i++)
+            vrows[i] = vf_head ? vf_head + (size_t)(c0 + i) * (size_t)hd
+                               : (const float *)(kv->v + (head_row + (size_t)(c0 + i)) * kv->head_bytes_v);
+        /* every row's scores of all ATTN_CHUNK cells (cells past nc are zeros) */
+        ATTN_KTDOTS(hd, kt_head + (size_t)(c0 / ATTN_CHUNK) * ATTN_CHUNK * (size_t)hd, R, G, q0, tok_stride,
+                    scores);
+        for (int32_t tt = 0; tt < nt; tt++) {
+            if (!n_live[tt]) continue;
+            bool visible[ATTN_CHUNK] = {false};
+            for (int32_t r = 0; r < n_live[tt]; r++) visible[live[tt][r]] = true;
+            for (int32_t h = 0; h < G; h++) {
+                const int32_t r = tt * G + h;
+                float *w = scores + (size_t)r * ATTN_CHUNK;
+                if (p->softcap > 0.0f)
+                    for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / p->softcap)) * p->softcap;
+                for (int32_t i = 0; i < nc; i++) w[i] = visible[i] ? w[i] * p->scale : -INFINITY;
+                const float cmax = ATTN_MAX(nc, w);
+                if (cmax > m[r]) {
+                    const float corr = toy_exp_nonpos(m[r] - cmax);
+                    ATTN_SCAL(hd, corr, acc + (size_t)r * hd);
+                    l[r] *= corr;
+                    m[r] = cmax;
+                }
+                ATTN_EXPS(nc, w, m[r]);
+            }
+        }
+        /* the V rows: tokens that see the whole chunk together (each row loaded once for
+         * all their query rows), the others over their own cells */
+        for (int32_t tt = 0; tt < nt;) {
+            if (n_live[tt] == nc) {
+                int32_t te = tt + 1;
+                while (te < nt && n_live[te] == nc) te++;
+                ATTN_ACCUM(hd, nc, attn_all_cells, scores + (size_t)tt * G * ATTN_CHUNK, (te - tt) * G, vrows,
+                           acc + (size_t)tt * G * hd);
+                tt = te;
+                continue;
+            }
+            if (n_live[tt]) {
+                const float *own[ATTN_CHUNK];
+                for (int32_t r = 0; r < n_live[tt]; r++) own[r] = vrows[live[tt][r]];
+                ATTN_ACCUM(hd, n_live[tt], live[tt], scores + (size_t)tt * G * ATTN_CHUNK, G, own,
+                           acc + (size_t)tt * G * hd);
+            }
+            tt++;
+        }
+        for (int32_t tt = 0; tt < nt; tt++)
+            if (n_live[tt])
+                for (int32_t r = tt * G; r < (tt + 1) * G; r++) l[r] += ATTN_SUM(nc, scores + (size_t)r * ATTN_CHUNK);
+    }
+}
+
+/* A block task: one run of tokens (j->runs, the last run first: the later a token, the
+ * more cells it sees, so the longest tasks start first) and one KV head, its segments
+ * folded in order as ATTN_TASK folds a token's. */
+ATTN_TARGET static void ATTN_BLOCK_TASK(void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const toy_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv;
+    const int32_t run = j->n_runs - 1 - (int32_t)(task / p->n_head_kv), g = (int32_t)(task % p->n_head_kv);
+    const int32_t t0 = j->runs[2 * run], nt = j->runs[2 * run + 1], R = nt * G;
+    const int32_t n = j->kv->n_used[j->kv_seq];
+    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    float *m = acc + (size_t)R * hd, *l = m + R;
+    float *run_acc = l + R, *run_m = run_acc + (size_t)R * hd, *run_l = run_m + R;
+    float *scores = run_l + R;
+    for (int32_t r = 0; r < R; r++) run_l[r] = 0.0f;
+    for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        ATTN_BLOCK_SEGMENT(j, t0, nt, g, c_begin, c_end, acc, m, l, scores);
+        for (int32_t r = 0; r < R; r++)
+            attn_fold(hd, run_acc + (size_t)r * hd, &run_m[r], &run_l[r], acc + (size_t)r * hd, m[r], l[r]);
+    }
+    for (int32_t r = 0; r < R; r++) {
+        const int32_t tt = r / G, h = r % G;
+        attn_finish(hd, run_acc + (size_t)r * hd, run_l[r],
+                    j->out + ((size_t)(t0 + tt) * (size_t)p->n_head + (size_t)(g * G + h)) * (size_t)hd);
+    }
+}
+
+/* One chunk of one KV head of j->kv_seq: its K rows as floats, transposed into kt
+ * ([d][cell], cells past the sequence's end zero), and, when the cache's V is not f32,
+ * its V rows as floats into vf. */
+ATTN_TARGET static void ATTN_CONVERT_TASK(void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const toy_attn_params *p = j->p;
+    const toy_kv_view *kv = j->kv;
+    const int32_t hd = p->head_dim, g = (int32_t)(task / j->kv_chunks), ch = (int32_t)(task % j->kv_chunks);
+    const int32_t n = kv->n_used[j->kv_seq];
+    const size_t head_row = ((size_t)j->kv_seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
+    const size_t first = (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK + (size_t)ch * ATTN_CHUNK;
+    float *kt = (float *)j->kt + first * (size_t)hd;
+    float *row = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    for (int32_t i = 0; i < ATTN_CHUNK; i++) {
+        const int32_t cell = ch * ATTN_CHUNK + i;
+        if (cell >= n) {
+            for (int32_t d = 0; d < hd; d++) kt[(size_t)d * ATTN_CHUNK + i] = 0.0f;
+            continue;
+        }
+        const float *k = ATTN_ROW(kv->type_k, j->tk, kv->k + (head_row + (size_t)cell) * kv->head_bytes_k, row, hd);
+        for (int32_t d = 0; d < hd; d++) kt[(size_t)d * ATTN_CHUNK + i] = k[d];
+        if (j->vf)
+            ATTN_ROW(kv->type_v, j->tv, kv->v + (head_row + (size_t)cell) * kv->head_bytes_v,
+                     (float *)j->vf + (first + (size_t)i) * (size_t)hd, hd);
+    }
+}
+
+#undef ATTN_TASK
+#undef ATTN_SEGMENT
+#undef ATTN_BLOCK_TASK
+#undef ATTN_BLOCK_SEGMENT
+#undef ATTN_CONVERT_TASK
+#undef ATTN_TARGET
+#undef ATTN_DOTS
+#undef ATTN_KTDOTS
+#undef ATTN_MAX
+#undef ATTN_SUM
+#undef ATTN_ACCUM
+#undef ATTN_SCAL
+#undef ATTN_EXPS
+#undef ATTN_ROW
+#undef ATTN_LIVE

@@ -18,6 +18,10 @@ typedef struct {
     size_t attn_ws_per_thread;
     float *attn_slots;   /* decode: the state of each (token, segment) of a split job */
     size_t attn_n_slots, attn_slot_cap; /* how many, floats each */
+    int32_t *attn_runs;  /* prefill: (first token, tokens) of each block of a sequence */
+    int32_t *attn_tok;   /* the tokens attended one by one */
+    float *attn_kv;      /* prefill: a sequence's K transposed by chunks, its V as floats */
+    size_t attn_kv_cap;  /* floats; grown on the first prefill that needs more */
     toy_isa isa; /* which attention task runs */
 } cpu_backend;
 
