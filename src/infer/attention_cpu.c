@@ -192,6 +192,32 @@ ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
+/* The scores of a chunk (w, nc of them) of n_rows rows of one token become their weights,
+ * as ATTN_SEGMENT makes a token's: soft-capped, scaled, -inf where the token does not see
+ * the cell (bit i of visible clear); each row's maximum m[r], sum of weights l[r] and sums
+ * acc (rows hd apart) rescaled if its maximum grew; w[i] = exp(w[i] - m[r]); l[r] += their
+ * sum. Rows are ATTN_CHUNK scores apart. One text for the scalar and AVX2 sets, over their
+ * helpers. */
+#define ATTN_WEIGHTS_OF(name, TARGET, MAX, SCAL, EXPS, SUM)                                           \
+    TARGET ALWAYS_INLINE void name(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,    \
+                                   int32_t n_rows, float *w, float *m, float *l, float *acc) {        \
+        for (int32_t r = 0; r < n_rows; r++, w += ATTN_CHUNK, acc += hd) {                             \
+            if (cap > 0.0f)                                                                           \
+                for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / cap)) * cap;             \
+            for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;    \
+            const float cmax = MAX(nc, w);                                                            \
+            if (cmax > m[r]) {                                                                        \
+                const float corr = toy_exp_nonpos(m[r] - cmax);                                       \
+                SCAL(hd, corr, acc);                                                                  \
+                l[r] *= corr;                                                                         \
+                m[r] = cmax;                                                                          \
+            }                                                                                         \
+            EXPS(nc, w, m[r]);                                                                        \
+            l[r] += SUM(nc, w);                                                                       \
+        }                                                                                             \
+    }
+ATTN_WEIGHTS_OF(weights_scalar, , max_scalar, scal_scalar, exps_scalar, chunk_sum_scalar)
+
 /* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
  * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
 ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
@@ -236,6 +262,7 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #define ATTN_BLOCK_SEGMENT attention_block_segment_scalar
 #define ATTN_CONVERT_TASK attention_convert_task_scalar
 #define ATTN_KTDOTS ktdots_scalar
+#define ATTN_WEIGHTS weights_scalar
 #define ATTN_TARGET
 #define ATTN_DOTS dots_scalar
 #define ATTN_ACCUM accum_scalar
@@ -307,8 +334,10 @@ AVX2 ALWAYS_INLINE void ktrow16_avx2(int32_t n, const float *kt, const float *q,
 }
 AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                     size_t tok_stride, float *out) {
+    int32_t tt = 0, h = 0; /* row r is head h of token tt */
     for (int32_t r = 0; r < R; r++) {
-        const float *q = q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n;
+        const float *q = q0 + (size_t)tt * tok_stride + (size_t)h * (size_t)n;
+        if (++h == G) h = 0, tt++;
         ktrow16_avx2(n, kt, q, out + (size_t)r * ATTN_CHUNK);
         ktrow16_avx2(n, kt + 16, q, out + (size_t)r * ATTN_CHUNK + 16);
     }
@@ -387,6 +416,9 @@ AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
 
+ATTN_WEIGHTS_OF(weights_avx2, AVX2, max_scalar, scal_avx2, exps_avx2, chunk_sum_scalar)
+
+
 AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
     __m512 acc = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16)
@@ -440,8 +472,8 @@ AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *co
  * L_(k+4), N_k = M_k + M_(k+2), N_0 + N_1. No horizontal sums; each transposed K vector
  * is loaded once for two query rows. */
 AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ, const float *const *q, int k,
-                                        __m512 L[2][2]) {
-    __m512 a[2][2], b[2][2];
+                                        __m512 L[4][2]) {
+    __m512 a[4][2], b[4][2];
     UNROLL16
     for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm512_setzero_ps();
     for (int32_t d = k; d < n; d += 16) {
@@ -460,10 +492,10 @@ AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ
     UNROLL16
     for (int i = 0; i < NQ; i++) L[i][0] = _mm512_add_ps(a[i][0], b[i][0]), L[i][1] = _mm512_add_ps(a[i][1], b[i][1]);
 }
-/* NQ (1 or 2) query rows' scores of the 32 cells */
+/* NQ (at most 4) query rows' scores of the 32 cells */
 AVX512 ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ, const float *const *q,
-                                        float *const *out) {
-    __m512 x[2][2], y[2][2], m0[2][2], n0[2][2], m1[2][2];
+                                        float *out) {
+    __m512 x[4][2], y[4][2], m0[4][2], n0[4][2], m1[4][2];
 #define KT_SUM(dst, u, v) UNROLL16 for (int i = 0; i < NQ; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm512_add_ps(u[i][e], v[i][e])
     ktleaf_avx512(n, kt, NQ, q, 0, x);
     ktleaf_avx512(n, kt, NQ, q, 4, y);
@@ -482,23 +514,29 @@ AVX512 ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ
     KT_SUM(x, n0, y);
 #undef KT_SUM
     UNROLL16
-    for (int i = 0; i < NQ; i++) _mm512_storeu_ps(out[i], x[i][0]), _mm512_storeu_ps(out[i] + 16, x[i][1]);
+    for (int i = 0; i < NQ; i++)
+        _mm512_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm512_storeu_ps(out + i * ATTN_CHUNK + 16, x[i][1]);
 }
 AVX512 ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                         size_t tok_stride, float *out) {
-    int32_t r = 0;
-    for (; r + 2 <= R; r += 2) {
-        const float *q[2] = {q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n,
-                             q0 + (size_t)((r + 1) / G) * tok_stride + (size_t)((r + 1) % G) * (size_t)n};
-        float *o[2] = {out + (size_t)r * ATTN_CHUNK, out + (size_t)(r + 1) * ATTN_CHUNK};
-        ktrows_avx512(n, kt, 2, q, o);
-    }
-    if (r < R) {
-        const float *q[1] = {q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n};
-        float *o[1] = {out + (size_t)r * ATTN_CHUNK};
-        ktrows_avx512(n, kt, 1, q, o);
+    const float *q[4];
+    int32_t tt = 0, h = 0; /* row r is head h of token tt */
+    for (int32_t r = 0; r < R;) {
+        const int32_t nq = R - r < 4 ? R - r : 4;
+        for (int32_t i = 0; i < nq; i++) {
+            q[i] = q0 + (size_t)tt * tok_stride + (size_t)h * (size_t)n;
+            if (++h == G) h = 0, tt++;
+        }
+        switch (nq) {
+        case 4: ktrows_avx512(n, kt, 4, q, out + (size_t)r * ATTN_CHUNK); break;
+        case 3: ktrows_avx512(n, kt, 3, q, out + (size_t)r * ATTN_CHUNK); break;
+        case 2: ktrows_avx512(n, kt, 2, q, out + (size_t)r * ATTN_CHUNK); break;
+        default: ktrows_avx512(n, kt, 1, q, out + (size_t)r * ATTN_CHUNK); break;
+        }
+        r += nq;
     }
 }
+
 AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
@@ -616,12 +654,67 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
 }
 
+/* ATTN_WEIGHTS_OF's function for NR (at most 4) rows at once, each chunk's two vectors of
+ * 16 in registers, with the same operations: max_avx512's maxima (a NaN score leaves the
+ * maximum as it was), one exp16 for the rows' rescale factors (exp_nonpos lane by lane),
+ * exp16 of w - m as exps_avx2's exp8, chunk_sum_avx512's sums. No branch: a row whose
+ * maximum did not grow is rescaled by 1, which changes no bit. */
+AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
+                                          float *w, float *m, float *l, float *acc) {
+    const __m512 minf = _mm512_set1_ps(-INFINITY), s = _mm512_set1_ps(scale);
+    const __mmask16 in0 = lanes_below(nc), in1 = lanes_below(nc - 16);
+    const __mmask16 vis0 = (__mmask16)visible & in0, vis1 = (__mmask16)(visible >> 16) & in1;
+    __m512 x0[4], x1[4];
+    float cmax[4], dm[16] = {0}, corr[16];
+    UNROLL16
+    for (int r = 0; r < NR; r++) {
+        x0[r] = _mm512_mask_mul_ps(minf, vis0, _mm512_loadu_ps(w + r * ATTN_CHUNK), s);
+        x1[r] = _mm512_mask_mul_ps(minf, vis1, _mm512_loadu_ps(w + r * ATTN_CHUNK + 16), s);
+        __m512 mx = _mm512_mask_max_ps(minf, in0, x0[r], minf);
+        mx = _mm512_mask_max_ps(mx, in1, x1[r], mx);
+        cmax[r] = _mm512_reduce_max_ps(mx);
+        dm[r] = m[r] - cmax[r];
+    }
+    _mm512_storeu_ps(corr, toy_exp16_nonpos(_mm512_loadu_ps(dm)));
+    UNROLL16
+    for (int r = 0; r < NR; r++) {
+        const bool grow = cmax[r] > m[r];
+        const float c = grow ? corr[r] : 1.0f;
+        scal_avx512(hd, c, acc + (size_t)r * hd);
+        l[r] *= c;
+        m[r] = grow ? cmax[r] : m[r];
+        const __m512 vm = _mm512_set1_ps(m[r]);
+        const __m512 e0 = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
+        const __m512 e1 = _mm512_maskz_mov_ps(in1, toy_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
+        _mm512_storeu_ps(w + r * ATTN_CHUNK, e0);
+        _mm512_storeu_ps(w + r * ATTN_CHUNK + 16, e1);
+        const __m512 v = _mm512_add_ps(e0, e1);
+        l[r] += combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+    }
+}
+AVX512 ALWAYS_INLINE void weights_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
+                                         int32_t n_rows, float *w, float *m, float *l, float *acc) {
+    if (cap > 0.0f)
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t i = 0; i < nc; i++) w[r * ATTN_CHUNK + i] = tanhf(w[r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
+    for (int32_t r = 0; r < n_rows; r += 4) {
+        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
+        switch (n_rows - r < 4 ? n_rows - r : 4) {
+        case 1: weights4_avx512(hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
+        case 2: weights4_avx512(hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
+        case 3: weights4_avx512(hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
+        default: weights4_avx512(hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
+        }
+    }
+}
+
 #define ATTN_TASK attention_task_avx2
 #define ATTN_SEGMENT attention_segment_avx2
 #define ATTN_BLOCK_TASK attention_block_task_avx2
 #define ATTN_BLOCK_SEGMENT attention_block_segment_avx2
 #define ATTN_CONVERT_TASK attention_convert_task_avx2
 #define ATTN_KTDOTS ktdots_avx2
+#define ATTN_WEIGHTS weights_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOTS dots_avx2
 #define ATTN_MAX max_scalar
@@ -639,6 +732,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 #define ATTN_BLOCK_SEGMENT attention_block_segment_avx512
 #define ATTN_CONVERT_TASK attention_convert_task_avx512
 #define ATTN_KTDOTS ktdots_avx512
+#define ATTN_WEIGHTS weights_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOTS dots_avx512
 #define ATTN_MAX max_avx512

@@ -25,6 +25,7 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
     const toy_attn_params *p = j->p;
     const toy_kv_view *kv = j->kv;
     const int32_t hd = p->head_dim;
+    const float scale = p->scale, cap = p->softcap; /* locals: stores to w cannot change them */
     float *scores = ws, *kbuf = scores + (size_t)group * ATTN_CHUNK;
     float *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
     const float *q = j->q + (t * p->n_head + head0) * hd;
@@ -56,15 +57,14 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
         for (int32_t h = 0; h < group; h++) {
             float dots[ATTN_CHUNK], *w = scores + h * ATTN_CHUNK;
             ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, dots);
-            if (p->softcap > 0.0f)
-                for (int32_t r = 0; r < n_live; r++)
-                    dots[r] = tanhf(dots[r] * (1.0f / p->softcap)) * p->softcap;
+            if (cap > 0.0f)
+                for (int32_t r = 0; r < n_live; r++) dots[r] = tanhf(dots[r] * (1.0f / cap)) * cap;
             if (n_live == nc) { /* every cell visible: in place */
-                for (int32_t i = 0; i < nc; i++) w[i] = dots[i] * p->scale;
+                for (int32_t i = 0; i < nc; i++) w[i] = dots[i] * scale;
                 continue;
             }
             for (int32_t i = 0; i < nc; i++) w[i] = -INFINITY; /* masked: weight 0 */
-            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r] * p->scale;
+            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r] * scale;
         }
         for (int32_t h = 0; h < group; h++) {
             float *w = scores + h * ATTN_CHUNK;
@@ -180,23 +180,11 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
                     scores);
         for (int32_t tt = 0; tt < nt; tt++) {
             if (!n_live[tt]) continue;
-            bool visible[ATTN_CHUNK] = {false};
-            for (int32_t r = 0; r < n_live[tt]; r++) visible[live[tt][r]] = true;
-            for (int32_t h = 0; h < G; h++) {
-                const int32_t r = tt * G + h;
-                float *w = scores + (size_t)r * ATTN_CHUNK;
-                if (p->softcap > 0.0f)
-                    for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / p->softcap)) * p->softcap;
-                for (int32_t i = 0; i < nc; i++) w[i] = visible[i] ? w[i] * p->scale : -INFINITY;
-                const float cmax = ATTN_MAX(nc, w);
-                if (cmax > m[r]) {
-                    const float corr = toy_exp_nonpos(m[r] - cmax);
-                    ATTN_SCAL(hd, corr, acc + (size_t)r * hd);
-                    l[r] *= corr;
-                    m[r] = cmax;
-                }
-                ATTN_EXPS(nc, w, m[r]);
-            }
+            uint32_t visible = 0; /* bit i: cell i */
+            for (int32_t r = 0; r < n_live[tt]; r++) visible |= 1u << live[tt][r];
+            const int32_t r = tt * G;
+            ATTN_WEIGHTS(hd, nc, visible, p->scale, p->softcap, G, scores + (size_t)r * ATTN_CHUNK, m + r, l + r,
+                         acc + (size_t)r * hd);
         }
         /* the V rows: tokens that see the whole chunk together (each row loaded once for
          * all their query rows), the others over their own cells */
@@ -217,9 +205,6 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
             }
             tt++;
         }
-        for (int32_t tt = 0; tt < nt; tt++)
-            if (n_live[tt])
-                for (int32_t r = tt * G; r < (tt + 1) * G; r++) l[r] += ATTN_SUM(nc, scores + (size_t)r * ATTN_CHUNK);
     }
 }
 
@@ -286,6 +271,7 @@ ATTN_TARGET static void ATTN_CONVERT_TASK(void *ctx, int64_t task, int thread) {
 #undef ATTN_TARGET
 #undef ATTN_DOTS
 #undef ATTN_KTDOTS
+#undef ATTN_WEIGHTS
 #undef ATTN_MAX
 #undef ATTN_SUM
 #undef ATTN_ACCUM
