@@ -196,27 +196,24 @@ ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
  * as ATTN_SEGMENT makes a token's: soft-capped, scaled, -inf where the token does not see
  * the cell (bit i of visible clear); each row's maximum m[r], sum of weights l[r] and sums
  * acc (rows hd apart) rescaled if its maximum grew; w[i] = exp(w[i] - m[r]); l[r] += their
- * sum. Rows are ATTN_CHUNK scores apart. One text for the scalar and AVX2 sets, over their
- * helpers. */
-#define ATTN_WEIGHTS_OF(name, TARGET, MAX, SCAL, EXPS, SUM)                                           \
-    TARGET ALWAYS_INLINE void name(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,    \
-                                   int32_t n_rows, float *w, float *m, float *l, float *acc) {        \
-        for (int32_t r = 0; r < n_rows; r++, w += ATTN_CHUNK, acc += hd) {                             \
-            if (cap > 0.0f)                                                                           \
-                for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / cap)) * cap;             \
-            for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;    \
-            const float cmax = MAX(nc, w);                                                            \
-            if (cmax > m[r]) {                                                                        \
-                const float corr = toy_exp_nonpos(m[r] - cmax);                                       \
-                SCAL(hd, corr, acc);                                                                  \
-                l[r] *= corr;                                                                         \
-                m[r] = cmax;                                                                          \
-            }                                                                                         \
-            EXPS(nc, w, m[r]);                                                                        \
-            l[r] += SUM(nc, w);                                                                       \
-        }                                                                                             \
+ * sum. Rows are ATTN_CHUNK scores apart. */
+ALWAYS_INLINE void weights_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap, int32_t n_rows,
+                                  float *w, float *m, float *l, float *acc) {
+    for (int32_t r = 0; r < n_rows; r++, w += ATTN_CHUNK, acc += hd) {
+        if (cap > 0.0f)
+            for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / cap)) * cap;
+        for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;
+        const float cmax = max_scalar(nc, w);
+        if (cmax > m[r]) {
+            const float corr = toy_exp_nonpos(m[r] - cmax);
+            scal_scalar(hd, corr, acc);
+            l[r] *= corr;
+            m[r] = cmax;
+        }
+        exps_scalar(nc, w, m[r]);
+        l[r] += chunk_sum_scalar(nc, w);
     }
-ATTN_WEIGHTS_OF(weights_scalar, , max_scalar, scal_scalar, exps_scalar, chunk_sum_scalar)
+}
 
 /* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
  * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
@@ -416,7 +413,64 @@ AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
 
-ATTN_WEIGHTS_OF(weights_avx2, AVX2, max_scalar, scal_avx2, exps_avx2, chunk_sum_scalar)
+/* weights4_avx512 (below) on 8-lane vectors: four per row */
+AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
+                                      float *m, float *l, float *acc) {
+    const __m256 minf = _mm256_set1_ps(-INFINITY), s = _mm256_set1_ps(scale);
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256 vis[4], in[4];
+    for (int v = 0; v < 4; v++) {
+        const __m256i bits = _mm256_and_si256(_mm256_set1_epi32((int)(visible >> (8 * v))), bit);
+        in[v] = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(nc - 8 * v), lane));
+        vis[v] = _mm256_and_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(bits, bit)), in[v]);
+    }
+    __m256 x[4][4];
+    float cmax[4], dm[8] = {0}, corr[8];
+    for (int r = 0; r < NR; r++) {
+        __m256 mx = minf;
+        for (int v = 0; v < 4; v++) {
+            x[r][v] = _mm256_blendv_ps(minf, _mm256_mul_ps(_mm256_loadu_ps(w + r * ATTN_CHUNK + 8 * v), s), vis[v]);
+            mx = _mm256_max_ps(x[r][v], mx); /* x NaN: mx stays */
+        }
+        __m128 h = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+        h = _mm_max_ss(h, _mm_movehdup_ps(h));
+        cmax[r] = _mm_cvtss_f32(h);
+        dm[r] = m[r] - cmax[r];
+    }
+    _mm256_storeu_ps(corr, toy_exp8_nonpos(_mm256_loadu_ps(dm)));
+    for (int r = 0; r < NR; r++) {
+        const bool grow = cmax[r] > m[r];
+        const float c = grow ? corr[r] : 1.0f;
+        scal_avx2(hd, c, acc + (size_t)r * hd);
+        l[r] *= c;
+        m[r] = grow ? cmax[r] : m[r];
+        const __m256 vm = _mm256_set1_ps(m[r]);
+        __m256 e[4];
+        for (int v = 0; v < 4; v++) {
+            e[v] = _mm256_and_ps(toy_exp8_nonpos(_mm256_sub_ps(x[r][v], vm)), in[v]);
+            _mm256_storeu_ps(w + r * ATTN_CHUNK + 8 * v, e[v]);
+        }
+        /* chunk_sum_scalar: lane k holds cells k and k + 16, then lanes16_sum */
+        l[r] += combine8_avx2(_mm256_add_ps(_mm256_add_ps(e[0], e[2]), _mm256_add_ps(e[1], e[3])));
+    }
+}
+AVX2 ALWAYS_INLINE void weights_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
+                                     int32_t n_rows, float *w, float *m, float *l, float *acc) {
+    if (cap > 0.0f)
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t i = 0; i < nc; i++) w[r * ATTN_CHUNK + i] = tanhf(w[r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
+    for (int32_t r = 0; r < n_rows; r += 4) {
+        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
+        switch (n_rows - r < 4 ? n_rows - r : 4) {
+        case 1: weights4_avx2(hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
+        case 2: weights4_avx2(hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
+        case 3: weights4_avx2(hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
+        default: weights4_avx2(hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
+        }
+    }
+}
 
 
 AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
@@ -654,7 +708,7 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
 }
 
-/* ATTN_WEIGHTS_OF's function for NR (at most 4) rows at once, each chunk's two vectors of
+/* weights_scalar for NR (at most 4) rows at once, each chunk's two vectors of
  * 16 in registers, with the same operations: max_avx512's maxima (a NaN score leaves the
  * maximum as it was), one exp16 for the rows' rescale factors (exp_nonpos lane by lane),
  * exp16 of w - m as exps_avx2's exp8, chunk_sum_avx512's sums. No branch: a row whose
