@@ -37,8 +37,9 @@ typedef struct {
 struct toy_backend {
     const char *name;
     /* Allocates scratch once, for batches of up to n_tok tokens of rows up to max_cols
-     * floats and attention with n_head query heads of head_dim; nothing allocates
-     * after. */
+     * floats and attention with n_head query heads of head_dim; after it only the CPU's
+     * prefill attention grows one buffer (a sequence's K and V as floats) when a longer
+     * prompt needs it, and goes token by token if that allocation fails. */
     toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                           int64_t head_dim);
     /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
