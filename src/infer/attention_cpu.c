@@ -124,10 +124,14 @@ ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
     for (int32_t i = 0; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
 }
 
-ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
+/* a[d * stride] . b[d] over d < n */
+ALWAYS_INLINE float dot_strided_scalar(int32_t n, const float *a, size_t stride, const float *b) {
     float l[16] = {0};
-    for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[d], b[d], l[d % 16]);
+    for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[(size_t)d * stride], b[d], l[d % 16]);
     return lanes16_sum(l);
+}
+ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
+    return dot_strided_scalar(n, a, 1, b);
 }
 /* The largest of n scores: a comparison, not fmaxf, which is a library call on baseline
  * x86-64 (scores are never NaN: masked cells hold -inf). Any order gives the same. */
@@ -164,11 +168,8 @@ ALWAYS_INLINE void ktdots_scalar(int32_t n, const float *kt, int32_t R, int32_t 
                                  size_t tok_stride, float *out) {
     for (int32_t r = 0; r < R; r++) {
         const float *q = q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n;
-        for (int32_t i = 0; i < ATTN_CHUNK; i++) {
-            float l[16] = {0};
-            for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(kt[(size_t)d * ATTN_CHUNK + i], q[d], l[d % 16]);
-            out[(size_t)r * ATTN_CHUNK + i] = lanes16_sum(l);
-        }
+        for (int32_t i = 0; i < ATTN_CHUNK; i++)
+            out[(size_t)r * ATTN_CHUNK + i] = dot_strided_scalar(n, kt + i, ATTN_CHUNK, q);
     }
 }
 /* Every cell of a chunk, in order: the live list of a token that sees them all */
@@ -192,16 +193,11 @@ ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
-/* The scores of a chunk (w, nc of them) of n_rows rows of one token become their weights,
- * as ATTN_SEGMENT makes a token's: soft-capped, scaled, -inf where the token does not see
- * the cell (bit i of visible clear); each row's maximum m[r], sum of weights l[r] and sums
- * acc (rows hd apart) rescaled if its maximum grew; w[i] = exp(w[i] - m[r]); l[r] += their
- * sum. Rows are ATTN_CHUNK scores apart. */
-ALWAYS_INLINE void weights_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap, int32_t n_rows,
-                                  float *w, float *m, float *l, float *acc) {
-    for (int32_t r = 0; r < n_rows; r++, w += ATTN_CHUNK, acc += hd) {
-        if (cap > 0.0f)
-            for (int32_t i = 0; i < nc; i++) w[i] = tanhf(w[i] * (1.0f / cap)) * cap;
+/* ATTN_WEIGHTS (attention_tasks.h) for NR rows after the soft-cap: scaled, masked, the
+ * maximum, the rescale, the exps and their sum as a token alone has always had them */
+ALWAYS_INLINE void weights4_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
+                                   float *m, float *l, float *acc) {
+    for (int r = 0; r < NR; r++, w += ATTN_CHUNK, acc += hd) {
         for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;
         const float cmax = max_scalar(nc, w);
         if (cmax > m[r]) {
@@ -213,6 +209,12 @@ ALWAYS_INLINE void weights_scalar(int32_t hd, int32_t nc, uint32_t visible, floa
         exps_scalar(nc, w, m[r]);
         l[r] += chunk_sum_scalar(nc, w);
     }
+}
+/* Bit i set for each cell i of a live list */
+static inline uint32_t attn_live_bits(int32_t n_live, const int32_t *live) {
+    uint32_t bits = 0;
+    for (int32_t r = 0; r < n_live; r++) bits |= 1u << live[r];
+    return bits;
 }
 
 /* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
@@ -259,14 +261,11 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #define ATTN_BLOCK_SEGMENT attention_block_segment_scalar
 #define ATTN_CONVERT_TASK attention_convert_task_scalar
 #define ATTN_KTDOTS ktdots_scalar
-#define ATTN_WEIGHTS weights_scalar
+#define ATTN_WEIGHTS attention_weights_scalar
+#define ATTN_WEIGHTS4 weights4_scalar
 #define ATTN_TARGET
 #define ATTN_DOTS dots_scalar
 #define ATTN_ACCUM accum_scalar
-#define ATTN_SCAL scal_scalar
-#define ATTN_EXPS exps_scalar
-#define ATTN_MAX max_scalar
-#define ATTN_SUM chunk_sum_scalar
 #define ATTN_ROW row_scalar
 #define ATTN_LIVE live_scalar
 #include "attention_tasks.h"
@@ -371,12 +370,6 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
     for (int32_t h = 0; h < n_heads; h++)
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-AVX2 ALWAYS_INLINE void exps_avx2(int32_t n, float *x, float m) {
-    const __m256 vm = _mm256_set1_ps(m);
-    int32_t i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm)));
-    for (; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
-}
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
 AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
@@ -413,7 +406,7 @@ AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
 
-/* weights4_avx512 (below) on 8-lane vectors: four per row */
+/* weights4_avx512 (below) on 8-lane vectors, four per row */
 AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
                                       float *m, float *l, float *acc) {
     const __m256 minf = _mm256_set1_ps(-INFINITY), s = _mm256_set1_ps(scale);
@@ -456,23 +449,6 @@ AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, 
         l[r] += combine8_avx2(_mm256_add_ps(_mm256_add_ps(e[0], e[2]), _mm256_add_ps(e[1], e[3])));
     }
 }
-AVX2 ALWAYS_INLINE void weights_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
-                                     int32_t n_rows, float *w, float *m, float *l, float *acc) {
-    if (cap > 0.0f)
-        for (int32_t r = 0; r < n_rows; r++)
-            for (int32_t i = 0; i < nc; i++) w[r * ATTN_CHUNK + i] = tanhf(w[r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
-    for (int32_t r = 0; r < n_rows; r += 4) {
-        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
-        switch (n_rows - r < 4 ? n_rows - r : 4) {
-        case 1: weights4_avx2(hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
-        case 2: weights4_avx2(hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
-        case 3: weights4_avx2(hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
-        default: weights4_avx2(hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
-        }
-    }
-}
-
-
 AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
     __m512 acc = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16)
@@ -524,7 +500,7 @@ AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *co
  * ...), is a chain of FMAs per cell, and the pairwise combine of the 16 lanes is done on
  * whole vectors of cells in the order of lanes16_sum: L_k = P_k + P_(k+8), M_k = L_k +
  * L_(k+4), N_k = M_k + M_(k+2), N_0 + N_1. No horizontal sums; each transposed K vector
- * is loaded once for two query rows. */
+ * is loaded once for four query rows. */
 AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ, const float *const *q, int k,
                                         __m512 L[4][2]) {
     __m512 a[4][2], b[4][2];
@@ -594,15 +570,6 @@ AVX512 ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, i
 AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
-AVX512 ALWAYS_INLINE float max_avx512(int32_t n, const float *x) {
-    __m512 m = _mm512_set1_ps(-INFINITY);
-    for (int32_t i = 0; i < n; i += 16) {
-        const __mmask16 k = lanes_below(n - i);
-        /* max(x, m) returns m when x is NaN, as max_scalar's x > m ? x : m does */
-        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, x + i), m);
-    }
-    return _mm512_reduce_max_ps(m);
-}
 AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
                                          int32_t n_swa, int32_t *live) {
     const __m512i q = _mm512_set1_epi32(qpos);
@@ -617,12 +584,6 @@ AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_
         n += __builtin_popcount(ok);
     }
     return n;
-}
-_Static_assert(ATTN_CHUNK == 32, "chunk_sum_avx512 adds two vectors of 16");
-AVX512 ALWAYS_INLINE float chunk_sum_avx512(int32_t n, const float *x) {
-    const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(lanes_below(n), x),
-                                   _mm512_maskz_loadu_ps(lanes_below(n - 16), x + 16));
-    return combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
 }
 
 /* Elements [d, d + 64) of the sums of H heads (n apart; weights ATTN_CHUNK apart) in
@@ -708,11 +669,11 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
 }
 
-/* weights_scalar for NR (at most 4) rows at once, each chunk's two vectors of
- * 16 in registers, with the same operations: max_avx512's maxima (a NaN score leaves the
- * maximum as it was), one exp16 for the rows' rescale factors (exp_nonpos lane by lane),
- * exp16 of w - m as exps_avx2's exp8, chunk_sum_avx512's sums. No branch: a row whose
- * maximum did not grow is rescaled by 1, which changes no bit. */
+/* weights4_scalar with the NR rows side by side, each chunk's two vectors of 16 in
+ * registers: max_scalar's maximum (a NaN score leaves the maximum as it was; the order of
+ * a maximum changes nothing), one exp16 for the rows' rescale factors and exp16 of w - m
+ * (toy_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs. No branch: a row
+ * whose maximum did not grow is rescaled by 1, which changes no bit. */
 AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
                                           float *w, float *m, float *l, float *acc) {
     const __m512 minf = _mm512_set1_ps(-INFINITY), s = _mm512_set1_ps(scale);
@@ -746,36 +707,17 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
         l[r] += combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
     }
 }
-AVX512 ALWAYS_INLINE void weights_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
-                                         int32_t n_rows, float *w, float *m, float *l, float *acc) {
-    if (cap > 0.0f)
-        for (int32_t r = 0; r < n_rows; r++)
-            for (int32_t i = 0; i < nc; i++) w[r * ATTN_CHUNK + i] = tanhf(w[r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
-    for (int32_t r = 0; r < n_rows; r += 4) {
-        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
-        switch (n_rows - r < 4 ? n_rows - r : 4) {
-        case 1: weights4_avx512(hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
-        case 2: weights4_avx512(hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
-        case 3: weights4_avx512(hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
-        default: weights4_avx512(hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
-        }
-    }
-}
-
 #define ATTN_TASK attention_task_avx2
 #define ATTN_SEGMENT attention_segment_avx2
 #define ATTN_BLOCK_TASK attention_block_task_avx2
 #define ATTN_BLOCK_SEGMENT attention_block_segment_avx2
 #define ATTN_CONVERT_TASK attention_convert_task_avx2
 #define ATTN_KTDOTS ktdots_avx2
-#define ATTN_WEIGHTS weights_avx2
+#define ATTN_WEIGHTS attention_weights_avx2
+#define ATTN_WEIGHTS4 weights4_avx2
 #define ATTN_TARGET AVX2
 #define ATTN_DOTS dots_avx2
-#define ATTN_MAX max_scalar
-#define ATTN_SUM chunk_sum_scalar
 #define ATTN_ACCUM accum_avx2
-#define ATTN_SCAL scal_avx2
-#define ATTN_EXPS exps_avx2
 #define ATTN_ROW row_avx2
 #define ATTN_LIVE live_scalar
 #include "attention_tasks.h"
@@ -786,14 +728,11 @@ AVX512 ALWAYS_INLINE void weights_avx512(int32_t hd, int32_t nc, uint32_t visibl
 #define ATTN_BLOCK_SEGMENT attention_block_segment_avx512
 #define ATTN_CONVERT_TASK attention_convert_task_avx512
 #define ATTN_KTDOTS ktdots_avx512
-#define ATTN_WEIGHTS weights_avx512
+#define ATTN_WEIGHTS attention_weights_avx512
+#define ATTN_WEIGHTS4 weights4_avx512
 #define ATTN_TARGET AVX512
 #define ATTN_DOTS dots_avx512
-#define ATTN_MAX max_avx512
-#define ATTN_SUM chunk_sum_avx512
 #define ATTN_ACCUM accum_avx512
-#define ATTN_SCAL scal_avx512
-#define ATTN_EXPS exps_avx2
 #define ATTN_ROW row_avx512
 #define ATTN_LIVE live_avx512
 #include "attention_tasks.h"

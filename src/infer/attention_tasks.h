@@ -1,11 +1,34 @@
-/* attention_tasks.h — the CPU attention task, included by attention_cpu.c once per
- * instruction set with ATTN_TASK (its name), ATTN_SEGMENT (the name of its segment
- * function), ATTN_TARGET (a target attribute or nothing) and ATTN_DOTS / ATTN_ACCUM /
- * ATTN_SCAL / ATTN_EXPS / ATTN_MAX / ATTN_SUM / ATTN_ROW / ATTN_LIVE (inline helpers of that set)
- * defined. One text, so the scalar and the vector versions cannot drift apart; the
- * helpers produce the same bits in every version (see attention_cpu.c).
- *
- * One token and one KV head: the query heads sharing that KV head go through the cells
+/* attention_tasks.h — the CPU attention tasks, included by attention_cpu.c once per
+ * instruction set with the names of its functions defined (ATTN_TASK, ATTN_SEGMENT,
+ * ATTN_WEIGHTS, ATTN_BLOCK_TASK, ATTN_BLOCK_SEGMENT, ATTN_CONVERT_TASK), ATTN_TARGET (a
+ * target attribute or nothing) and the inline helpers of that set (ATTN_DOTS,
+ * ATTN_KTDOTS, ATTN_WEIGHTS4, ATTN_ACCUM, ATTN_ROW, ATTN_LIVE); it undefines them all at
+ * its end. One text, so the scalar and the vector versions cannot drift apart; the
+ * helpers produce the same bits in every version (see attention_cpu.c). */
+
+/* The scores of a chunk (w, nc of them) of n_rows query rows of one token become their
+ * weights: soft-capped, scaled, -inf where the token does not see the cell (bit i of
+ * visible clear); each row's maximum m[r], sum of weights l[r] and sums acc (rows hd
+ * apart) rescaled if its maximum grew; w[i] = exp(w[i] - m[r]); l[r] += their sum. Rows
+ * are ATTN_CHUNK scores apart; ATTN_WEIGHTS4 takes them four at a time. */
+ATTN_TARGET static inline void ATTN_WEIGHTS(int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
+                                            int32_t n_rows, float *w, float *m, float *l, float *acc) {
+    if (cap > 0.0f)
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t i = 0; i < nc; i++)
+                w[(size_t)r * ATTN_CHUNK + i] = tanhf(w[(size_t)r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
+    for (int32_t r = 0; r < n_rows; r += 4) {
+        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
+        switch (n_rows - r < 4 ? n_rows - r : 4) {
+        case 1: ATTN_WEIGHTS4(hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
+        case 2: ATTN_WEIGHTS4(hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
+        case 3: ATTN_WEIGHTS4(hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
+        default: ATTN_WEIGHTS4(hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
+        }
+    }
+}
+
+/* One token and one KV head: the query heads sharing that KV head go through the cells
  * together, so each K and V row is read (and converted to float) once for the group. A
  * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
  * to K's type too, which doubles the error of a q8_0 cache on models with large scores
@@ -25,7 +48,6 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
     const toy_attn_params *p = j->p;
     const toy_kv_view *kv = j->kv;
     const int32_t hd = p->head_dim;
-    const float scale = p->scale, cap = p->softcap; /* locals: stores to w cannot change them */
     float *scores = ws, *kbuf = scores + (size_t)group * ATTN_CHUNK;
     float *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
     const float *q = j->q + (t * p->n_head + head0) * hd;
@@ -54,33 +76,22 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
             vrows[r] = ATTN_ROW(kv->type_v, j->tv, kv->v + row * kv->head_bytes_v,
                                 vbuf + (size_t)r * hd, hd);
         }
+        /* each head's scores of the chunk's cells, the seen ones (the others are never read) */
         for (int32_t h = 0; h < group; h++) {
-            float dots[ATTN_CHUNK], *w = scores + h * ATTN_CHUNK;
-            ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, dots);
-            if (cap > 0.0f)
-                for (int32_t r = 0; r < n_live; r++) dots[r] = tanhf(dots[r] * (1.0f / cap)) * cap;
-            if (n_live == nc) { /* every cell visible: in place */
-                for (int32_t i = 0; i < nc; i++) w[i] = dots[i] * scale;
+            float *w = scores + (size_t)h * ATTN_CHUNK;
+            if (n_live == nc) {
+                ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, w);
                 continue;
             }
-            for (int32_t i = 0; i < nc; i++) w[i] = -INFINITY; /* masked: weight 0 */
-            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r] * scale;
+            float dots[ATTN_CHUNK];
+            ATTN_DOTS(hd, n_live, krows, q + (size_t)h * hd, dots);
+            memset(w, 0, ATTN_CHUNK * sizeof *w);
+            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r];
         }
-        for (int32_t h = 0; h < group; h++) {
-            float *w = scores + h * ATTN_CHUNK;
-            const float cmax = ATTN_MAX(nc, w);
-            if (cmax > m[h]) {
-                const float corr = toy_exp_nonpos(m[h] - cmax);
-                ATTN_SCAL(hd, corr, acc + (size_t)h * hd);
-                l[h] *= corr;
-                m[h] = cmax;
-            }
-            ATTN_EXPS(nc, w, m[h]); /* scores become weights */
-        }
+        ATTN_WEIGHTS(hd, nc, attn_live_bits(n_live, live), p->scale, p->softcap, group, scores, m, l, acc);
         /* acc += w_i * v_i over the live cells in order, each element on its own; the
          * group's heads together, so that each V row is loaded once for all of them */
         ATTN_ACCUM(hd, n_live, live, scores, group, vrows, acc);
-        for (int32_t h = 0; h < group; h++) l[h] += ATTN_SUM(nc, scores + h * ATTN_CHUNK); /* masked cells weigh 0 */
     }
 }
 
@@ -180,11 +191,9 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
                     scores);
         for (int32_t tt = 0; tt < nt; tt++) {
             if (!n_live[tt]) continue;
-            uint32_t visible = 0; /* bit i: cell i */
-            for (int32_t r = 0; r < n_live[tt]; r++) visible |= 1u << live[tt][r];
             const int32_t r = tt * G;
-            ATTN_WEIGHTS(hd, nc, visible, p->scale, p->softcap, G, scores + (size_t)r * ATTN_CHUNK, m + r, l + r,
-                         acc + (size_t)r * hd);
+            ATTN_WEIGHTS(hd, nc, attn_live_bits(n_live[tt], live[tt]), p->scale, p->softcap, G,
+                         scores + (size_t)r * ATTN_CHUNK, m + r, l + r, acc + (size_t)r * hd);
         }
         /* the V rows: tokens that see the whole chunk together (each row loaded once for
          * all their query rows), the others over their own cells */
@@ -272,10 +281,7 @@ ATTN_TARGET static void ATTN_CONVERT_TASK(void *ctx, int64_t task, int thread) {
 #undef ATTN_DOTS
 #undef ATTN_KTDOTS
 #undef ATTN_WEIGHTS
-#undef ATTN_MAX
-#undef ATTN_SUM
+#undef ATTN_WEIGHTS4
 #undef ATTN_ACCUM
-#undef ATTN_SCAL
-#undef ATTN_EXPS
 #undef ATTN_ROW
 #undef ATTN_LIVE
