@@ -5,8 +5,9 @@ BUILD_SAN  ?= build-sanitize
 BUILD_FUZZ ?= build-fuzz
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
+PREFIX     ?= /usr/local
 
-.PHONY: all deps build test run test-sanitize fuzz clean
+.PHONY: all deps build test run install uninstall test-sanitize fuzz clean
 
 all: build
 
@@ -26,6 +27,18 @@ test: build
 # Bible; see README.md for how).
 run: build
 	./$(BUILD)/toy run -p "And it came to pass" -n 120
+
+# The command, libtoy (shared and static), toy.h, toy.pc, the CMake package, the man page
+# and the bundled model under PREFIX (DESTDIR=D stages them under D, as packagers do).
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
+# Removes what the last install wrote (listed in $(BUILD)/install_manifest.txt).
+uninstall:
+	@test -f $(BUILD)/install_manifest.txt || { echo "uninstall: nothing installed from $(BUILD)"; exit 1; }
+	xargs -d '\n' rm -f < $(BUILD)/install_manifest.txt
+	rmdir "$(DESTDIR)$(PREFIX)/share/toy" "$(DESTDIR)$(PREFIX)/lib/cmake/toy" 2>/dev/null || true
+	rm -f $(BUILD)/install_manifest.txt
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
 test-sanitize: deps

@@ -25,7 +25,37 @@ extern "C" {
 #define TOY_API
 #endif
 
-#define TOY_VERSION_STRING "0.1.0"
+/* ---------------------------------------------------------------- versions and the ABI
+ *
+ * toy's versions are MAJOR.MINOR.PATCH, and the shared library's soname is
+ * libtoy.so.MAJOR. Within one major version, a program built against an older release
+ * runs against a newer one unchanged:
+ *   - functions, enum values and #defines are added, never removed or changed;
+ *   - a struct the caller fills in (the *_params) begins with `size`, which its *_init
+ *     function (or the static inline *_default_params) sets to the caller's sizeof; new
+ *     fields are only ever appended, and the library gives the fields a shorter struct
+ *     lacks their defaults. A size of 0 (a struct not initialised so) is an error;
+ *   - a struct the library fills in for the caller (the *_result, *_stats) begins with
+ *     `size` too, set by the caller; the library writes no more bytes than it says;
+ *   - a struct the library owns and hands out by const pointer (toy_gguf_tensor,
+ *     toy_train_progress) only grows at its end;
+ *   - toy_batch and toy_chat_message never change.
+ * Only the functions marked TOY_API are exported. TOY_VERSION_* is the header a program
+ * was built against; toy_version() the library it runs against. */
+
+#define TOY_VERSION_MAJOR 1
+#define TOY_VERSION_MINOR 0
+#define TOY_VERSION_PATCH 0
+#define TOY_VERSION_STRING "1.0.0"
+
+/* MAJOR * 1000000 + MINOR * 1000 + PATCH of the running library; each of major, minor
+ * and patch may be NULL. */
+TOY_API int toy_version(int *major, int *minor, int *patch);
+
+/* Frees what the library returned as malloc'd (toy_detokenize's and toy_chat_apply's
+ * text, toy_cka_models' matrix); the same as free() in C, for callers in other
+ * languages. NULL is fine. */
+TOY_API void toy_free(void *p);
 
 /* ---------------------------------------------------------------- status */
 
@@ -141,6 +171,8 @@ typedef struct {
 
 /* Maps and validates a GGUF file (versions 2 and 3). Tensor data stays in the map. */
 TOY_API toy_status toy_gguf_open(const char *path, toy_gguf **out);
+/* The same with the whole file read into allocated memory instead of mapped. */
+TOY_API toy_status toy_gguf_open_read(const char *path, toy_gguf **out);
 /* The same over a caller-owned buffer that must outlive the handle; `name` is used
  * in error messages. */
 TOY_API toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name,
@@ -316,9 +348,26 @@ TOY_API toy_status toy_detokenize(const toy_vocab *vocab, const int32_t *tokens,
 
 typedef struct toy_model toy_model;
 
+typedef struct {
+    size_t size;   /* sizeof (toy_model_params), as toy_model_default_params sets it */
+    /* true (default): the weights stay in the memory-mapped file; false: the file is
+     * read into allocated memory (filesystems without mmap). Same logits either way. */
+    bool use_mmap;
+} toy_model_params;
+
+TOY_API void toy_model_params_init(toy_model_params *params, size_t size);
+static inline toy_model_params toy_model_default_params(void) {
+    toy_model_params p;
+    toy_model_params_init(&p, sizeof p);
+    return p;
+}
+
 /* Maps a GGUF model, reads its hyperparameters and tokenizer and binds every weight in
  * place. A missing or mis-shaped tensor is an error naming it. */
 TOY_API toy_status toy_model_load(const char *path, toy_model **out);
+/* The same with parameters (NULL: the defaults, which toy_model_load uses). */
+TOY_API toy_status toy_model_load_with(const char *path, const toy_model_params *params,
+                                       toy_model **out);
 TOY_API void toy_model_free(toy_model *model);
 TOY_API const toy_vocab *toy_model_vocab(const toy_model *model);
 TOY_API const toy_gguf *toy_model_gguf(const toy_model *model);
@@ -347,6 +396,7 @@ typedef void (*toy_trace_fn)(void *user, const char *name, const float *data,
                              int64_t n_tokens, int64_t n);
 
 typedef struct {
+    size_t size;       /* sizeof (toy_context_params), as toy_context_default_params sets it */
     int32_t n_ctx;     /* KV cache cells per sequence (0: the model's training context) */
     int32_t n_batch;   /* most tokens one toy_decode call takes */
     int32_t n_seq_max; /* sequences the cache holds (ids 0..n_seq_max-1) */
@@ -361,7 +411,13 @@ typedef struct {
     void *trace_user;
 } toy_context_params;
 
-TOY_API toy_context_params toy_context_default_params(void);
+/* Defaults: the model's context, n_batch 512, one sequence, 1 thread, F32 cache. */
+TOY_API void toy_context_params_init(toy_context_params *params, size_t size);
+static inline toy_context_params toy_context_default_params(void) {
+    toy_context_params p;
+    toy_context_params_init(&p, sizeof p);
+    return p;
+}
 TOY_API toy_status toy_context_new(toy_model *model, const toy_context_params *params,
                                    toy_context **out);
 TOY_API void toy_context_free(toy_context *ctx);
@@ -413,6 +469,7 @@ TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras,
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct {
+    size_t size;             /* sizeof (toy_sampler_params), as its _default_params sets it */
     float temperature;       /* <= 0: greedy (argmax, lowest id wins a tie) */
     int32_t top_k;           /* <= 0: off */
     float top_p;             /* >= 1: off */
@@ -428,7 +485,12 @@ typedef struct toy_sampler toy_sampler;
 
 /* Defaults as llama.cpp's: temperature 0.8, top_k 40, top_p 0.95, min_p 0.05,
  * repeat_penalty 1.0, repeat_last_n 64, no frequency/presence penalty, seed 0. */
-TOY_API toy_sampler_params toy_sampler_default_params(void);
+TOY_API void toy_sampler_params_init(toy_sampler_params *params, size_t size);
+static inline toy_sampler_params toy_sampler_default_params(void) {
+    toy_sampler_params p;
+    toy_sampler_params_init(&p, sizeof p);
+    return p;
+}
 TOY_API toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
                                    toy_sampler **out);
 TOY_API void toy_sampler_free(toy_sampler *sampler);
@@ -452,6 +514,65 @@ TOY_API bool toy_stop_feed(toy_stop *stop, const char *piece, size_t len, const 
 /* At the end of generation: whatever is held back (a partial UTF-8 character is dropped
  * only if it can never complete). */
 TOY_API void toy_stop_flush(toy_stop *stop, const char **emit, size_t *emit_len);
+
+/* ---------------------------------------------------------------- generation
+ * The loop of `toy run` and `toy chat`: a prompt evaluated after what sequence 0 of the
+ * context already holds, then one token after another sampled, shown and fed back until
+ * an end-of-generation token, max_tokens, a stop string, a full context or the caller
+ * says stop. */
+
+typedef enum {
+    TOY_FINISH_EOG = 1, /* the model ended its text (an end-of-generation token) */
+    TOY_FINISH_LENGTH,  /* max_tokens were generated */
+    TOY_FINISH_STOP,    /* a stop string appeared (it is not shown) */
+    TOY_FINISH_CONTEXT, /* the context is full and context_shift is off */
+    TOY_FINISH_CALLER,  /* on_text returned false */
+} toy_finish_reason;
+
+/* Called after each generated token with its id and the text now safe to show: possibly
+ * empty, since text that may begin a stop string or ends in half a UTF-8 character is
+ * held back. At the end, once more with token -1 for whatever was held back, if any.
+ * Returning false stops the generation (TOY_FINISH_CALLER). */
+typedef bool (*toy_text_fn)(void *user, int32_t token, const char *text, size_t len);
+
+typedef struct {
+    size_t size;            /* sizeof (toy_generate_params), as its _default_params sets it */
+    int32_t max_tokens;     /* tokens to generate at most (-1, the default: no limit) */
+    const char *const *stops; /* stop strings (n_stops of them) */
+    size_t n_stops;
+    /* When the context is full: false (default) ends the generation; true drops the
+     * older half of the tokens after the first n_keep and goes on, as llama.cpp does. */
+    bool context_shift;
+    int32_t n_keep;
+    toy_text_fn on_text;    /* may be NULL */
+    void *user;
+} toy_generate_params;
+
+TOY_API void toy_generate_params_init(toy_generate_params *params, size_t size);
+static inline toy_generate_params toy_generate_default_params(void) {
+    toy_generate_params p;
+    toy_generate_params_init(&p, sizeof p);
+    return p;
+}
+
+typedef struct {
+    size_t size;            /* set by the caller: sizeof (toy_generate_result) */
+    toy_finish_reason finish;
+    int32_t n_prompt;       /* prompt tokens evaluated */
+    int32_t n_generated;    /* tokens generated (an end-of-generation token not counted) */
+    int32_t n_discarded;    /* tokens dropped from the cache by context shifts */
+    double prompt_seconds, gen_seconds;
+} toy_generate_result;
+
+/* Generates on sequence 0 of ctx: the prompt goes after the tokens the sequence holds
+ * (none after toy_kv_seq_rm(ctx, 0, 0, -1)) and into the sampler's history; the sampler
+ * picks every token. The cache then holds the prompt and the generated tokens, all of
+ * them when max_tokens ended the generation, all but the last when a stop string, the
+ * full context or the callback did (an end-of-generation token is never fed back).
+ * result may be NULL. */
+TOY_API toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *prompt,
+                                int32_t n_prompt, const toy_generate_params *params,
+                                toy_generate_result *result);
 
 /* ---------------------------------------------------------------- chat templates */
 
@@ -503,6 +624,7 @@ TOY_API int toy_ftype_from_name(const char *name);
 TOY_API const char *toy_ftype_name(int ftype);
 
 typedef struct {
+    size_t size; /* sizeof (toy_quantize_params), as toy_quantize_default_params sets it */
     int n_threads;
     /* Every quantizable tensor gets the mix's base type: no per-tensor choices
      * (llama-quantize --pure). */
@@ -511,7 +633,16 @@ typedef struct {
     void (*progress)(void *user, int64_t index, int64_t count, const char *name,
                      int type_in, int type_out, size_t bytes_in, size_t bytes_out);
     void *progress_user;
+    bool no_mmap; /* read the input file into memory instead of mapping it */
 } toy_quantize_params;
+
+/* Defaults: 1 thread, llama.cpp's mixes, no progress. */
+TOY_API void toy_quantize_params_init(toy_quantize_params *params, size_t size);
+static inline toy_quantize_params toy_quantize_default_params(void) {
+    toy_quantize_params p;
+    toy_quantize_params_init(&p, sizeof p);
+    return p;
+}
 
 TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
                                      const toy_quantize_params *params);
@@ -521,6 +652,7 @@ TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, 
  * without downloads and as the start of training from scratch. */
 
 typedef struct {
+    size_t size;            /* sizeof (toy_init_params), as toy_init_default_params sets it */
     const char *arch;       /* "llama" or "qwen2"; must match the preset's */
     const char *preset;     /* toy_init_preset_name(i), or NULL: every dimension below given */
     /* dimensions replacing the preset's (0: the preset's) */
@@ -536,6 +668,14 @@ typedef struct {
                      int type_in, int type_out, size_t bytes_in, size_t bytes_out);
     void *progress_user;
 } toy_init_params;
+
+/* Defaults: every field 0 or NULL, but ftype F32 and seed 42. */
+TOY_API void toy_init_params_init(toy_init_params *params, size_t size);
+static inline toy_init_params toy_init_default_params(void) {
+    toy_init_params p;
+    toy_init_params_init(&p, sizeof p);
+    return p;
+}
 
 /* Preset i's name and architecture; NULL past the last. */
 TOY_API const char *toy_init_preset_name(int i);
@@ -556,6 +696,7 @@ TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out
  * file, byte for byte, whatever n_threads; memory follows the distinct pre-tokens. */
 
 typedef struct {
+    size_t size;          /* set by the caller: sizeof (toy_tokenizer_train_stats) */
     uint64_t n_bytes;     /* bytes of text read */
     uint64_t n_pretokens; /* pre-tokens counted (special-token text left out) */
     uint64_t n_distinct;  /* distinct pre-tokens */
@@ -564,6 +705,7 @@ typedef struct {
 } toy_tokenizer_train_stats;
 
 typedef struct {
+    size_t size; /* sizeof (toy_tokenizer_train_params), as its _default_params sets it */
     const char *const *data_paths; /* plain-text files, in order */
     size_t n_data;
     /* every token: 256 bytes + merges + special tokens. Fewer are written when the text
@@ -579,6 +721,14 @@ typedef struct {
     int n_threads;              /* pre-tokenizing and counting (<= 0: 1) */
     toy_tokenizer_train_stats *stats; /* filled in on success, if not NULL */
 } toy_tokenizer_train_params;
+
+/* Defaults: every field 0 or NULL (vocab_size must then be given). */
+TOY_API void toy_tokenizer_train_params_init(toy_tokenizer_train_params *params, size_t size);
+static inline toy_tokenizer_train_params toy_tokenizer_train_default_params(void) {
+    toy_tokenizer_train_params p;
+    toy_tokenizer_train_params_init(&p, sizeof p);
+    return p;
+}
 
 TOY_API toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, const char *out_path);
 
@@ -612,10 +762,11 @@ typedef struct {
 } toy_train_progress;
 
 typedef struct {
+    size_t size; /* sizeof (toy_train_params), as toy_train_default_params sets it */
     /* The model: a base to fine-tune (model_path), or a new one (model_path NULL) from
-     * `init` (arch, preset and/or dimensions, vocab_path for the tokenizer, seed). */
+     * `*init` (arch, preset and/or dimensions, vocab_path for the tokenizer, seed). */
     const char *model_path;
-    toy_init_params init;
+    const toy_init_params *init;
     /* Data: plain text files, or .jsonl chat records (loss on the assistant's tokens). */
     const char *const *data;
     int n_data;
@@ -658,9 +809,11 @@ typedef struct {
     void (*progress)(void *user, const toy_train_progress *p);
     void *progress_user;
     const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */
+    bool no_mmap; /* read the base model into memory instead of mapping it */
 } toy_train_params;
 
 typedef struct {
+    size_t size;            /* set by the caller: sizeof (toy_train_result) */
     int64_t steps;          /* steps done in all (a resumed run counts the earlier ones) */
     int64_t n_params;       /* trainable parameters */
     int64_t n_train_tokens, n_eval_tokens; /* scored tokens of the data */
@@ -678,12 +831,18 @@ TOY_API void toy_mpi_abort(int code);
 
 /* Defaults: batch 8, seq 256, grad_accum 1, 1 epoch, lr 1e-3 to 1e-4, warmup 100, weight
  * decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, seed 42, out_ftype -1. */
-TOY_API toy_train_params toy_train_default_params(void);
+TOY_API void toy_train_params_init(toy_train_params *params, size_t size);
+static inline toy_train_params toy_train_default_params(void) {
+    toy_train_params p;
+    toy_train_params_init(&p, sizeof p);
+    return p;
+}
 /* Trains as the parameters say. Same data, seed and options give the same losses bit
  * for bit, whatever n_threads, and a resumed run the losses of an uninterrupted one. */
 TOY_API toy_status toy_train(const toy_train_params *params, toy_train_result *result);
 
 typedef struct {
+    size_t size;           /* set by the caller: sizeof (toy_train_bench_result) */
     double tokens_per_s;   /* median over the steps measured */
     double step_s;         /* median seconds per step */
     double utilisation;    /* 6 * n_params * tokens_per_s / (peak_gflops * 1e9) */

@@ -3,16 +3,17 @@
 # as another user it only reports what is missing.
 set -euo pipefail
 
-# compilers and build: gcc, cmake, clang (sanitizers, libFuzzer); python3 runs a few
-# command tests; libpcre2-dev: Unicode regexes of the BPE pre-tokenizers; libedit-dev:
+# compilers and build: gcc, cmake, clang (sanitizers, libFuzzer); dpkg-dev: make deb;
+# python3 runs a few command tests and the Python bindings (python3-pip: their install with
+# pip is tested); libpcre2-dev: Unicode regexes of the BPE pre-tokenizers; libedit-dev:
 # line editing in `toy chat`; libjansson-dev: JSON (chat data, the server); libmicrohttpd-dev:
-# the HTTP server; python3-torch
-# and python3-numpy: the independent float64 reference that toy grad is tested against;
-# chromium: the chat page's test (with playwright-core from npm, tests/node); nginx: the test
-# of replicas behind a load balancer; libopenmpi-dev and openmpi-bin: data-parallel training
-# under mpirun (the build leaves it out where they are missing).
-packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 libpcre2-dev libedit-dev
-          libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx libopenmpi-dev
+# the HTTP server; python3-torch and python3-numpy: the independent float64 reference that
+# toy grad is tested against; chromium: the chat page's test (with playwright-core from npm,
+# tests/node); nginx: the test of replicas behind a load balancer; libopenmpi-dev and
+# openmpi-bin: data-parallel training under mpirun (the build leaves it out where they are
+# missing).
+packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 python3-pip dpkg-dev libpcre2-dev
+          libedit-dev libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx libopenmpi-dev
           openmpi-bin)
 
 missing=()

@@ -31,16 +31,15 @@ static toy_status train(const char *data, int32_t vocab_size, const char *pre,
                         const char *const *special, size_t n_special, int n_threads,
                         const char *out, toy_tokenizer_train_stats *stats) {
     const char *paths[] = {data};
-    toy_tokenizer_train_params p = {
-        .data_paths = paths,
-        .n_data = 1,
-        .vocab_size = vocab_size,
-        .pre = pre,
-        .special = special,
-        .n_special = n_special,
-        .n_threads = n_threads,
-        .stats = stats,
-    };
+    toy_tokenizer_train_params p = toy_tokenizer_train_default_params();
+    p.data_paths = paths;
+    p.n_data = 1;
+    p.vocab_size = vocab_size;
+    p.pre = pre;
+    p.special = special;
+    p.n_special = n_special;
+    p.n_threads = n_threads;
+    p.stats = stats;
     return toy_tokenizer_train(&p, out);
 }
 
@@ -73,7 +72,7 @@ static void test_classic_corpus(void) {
             n += (size_t)snprintf(text + n, sizeof text - n, "%s\n", words[w].word);
     test_write_file(tmp_path("classic.txt"), text, n);
 
-    toy_tokenizer_train_stats stats = {0};
+    toy_tokenizer_train_stats stats = {.size = sizeof stats};
     const char *out = tmp_path("classic.gguf");
     toy_status st = train(tmp_path("classic.txt"), 256 + 3 + 100, "gpt-2", NULL, 0, 1, out,
                           &stats);
@@ -156,7 +155,7 @@ static void test_determinism(void) {
     size_t len;
     char *text = make_text(3u << 20, &len);
     test_write_file(tmp_path("big.txt"), text, len);
-    toy_tokenizer_train_stats s1 = {0}, s3 = {0};
+    toy_tokenizer_train_stats s1 = {.size = sizeof s1}, s3 = {.size = sizeof s3};
     toy_status st = train(tmp_path("big.txt"), 2000, NULL, NULL, 0, 1, tmp_path("big1.gguf"), &s1);
     CHECK_MSG(!st, "%s", toy_last_error());
     st = train(tmp_path("big.txt"), 2000, NULL, NULL, 0, 3, tmp_path("big3.gguf"), &s3);
@@ -190,7 +189,7 @@ static void test_specials(void) {
                               "<|im_start|>user\ncafé\né<|im_end|><tool>call</tool> <|endoftext|>");
     test_write_file(tmp_path("special.txt"), text, n);
     const char *extra[] = {"<tool>", "</tool>", "\xc3\x83\xc2\xa9"};
-    toy_tokenizer_train_stats stats = {0};
+    toy_tokenizer_train_stats stats = {.size = sizeof stats};
     toy_status st = train(tmp_path("special.txt"), 1000, NULL, extra, 3, 2,
                           tmp_path("special.gguf"), &stats);
     CHECK_MSG(!st, "%s", toy_last_error());
@@ -254,7 +253,8 @@ static void test_errors(void) {
     const char *empty[] = {""};
     expect_error(train(data, 300, NULL, empty, 1, 1, out, NULL), TOY_ERR_INVALID,
                  "special token 4 is empty");
-    toy_tokenizer_train_params p = {.vocab_size = 300};
+    toy_tokenizer_train_params p = toy_tokenizer_train_default_params();
+    p.vocab_size = 300;
     expect_error(toy_tokenizer_train(&p, out), TOY_ERR_INVALID, "no training data files");
     CHECK(access(out, F_OK) != 0);
 }

@@ -123,7 +123,8 @@ int main(void) {
 
         char out[4400];
         snprintf(out, sizeof out, "%s/%s.gguf", tmp, variants[v].file);
-        toy_quantize_params params = {.n_threads = 2};
+        toy_quantize_params params = toy_quantize_default_params();
+        params.n_threads = 2;
         int ftype = toy_ftype_from_name(variants[v].ftype);
         snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
         if (toy_quantize_file(path, out, ftype, &params) != TOY_OK) {

@@ -352,7 +352,8 @@ static void tmp_path(char *buf, size_t size, const char *file) {
 static toy_gguf *quantize(const char *in_path, int ftype, bool pure, const char *label) {
     char out_path[128];
     tmp_path(out_path, sizeof out_path, "out.gguf");
-    toy_quantize_params params = {.n_threads = 1, .pure = pure};
+    toy_quantize_params params = toy_quantize_default_params();
+    params.pure = pure;
     toy_status st = toy_quantize_file(in_path, out_path, ftype, &params);
     CHECK_MSG(st == TOY_OK, "%s %s%s: %s", label, toy_ftype_name(ftype), pure ? " --pure" : "",
               toy_last_error());

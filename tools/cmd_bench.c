@@ -145,7 +145,7 @@ static bool run_tokens(toy_context *ctx, int32_t n, int32_t pos0, int32_t n_voca
 int cmd_bench(int argc, char **argv) {
     const char *model_path = NULL;
     int n_prompt = 512, n_gen = 128, n_threads = default_threads(), reps = 5;
-    bool json = false, mlock_weights = false;
+    bool json = false, mlock_weights = false, no_mmap = false;
     int cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -161,6 +161,7 @@ int cmd_bench(int argc, char **argv) {
                    "  -p N               prompt tokens (default 512; 0 skips)\n"
                    "  -n N               generated tokens (default 128; 0 skips)\n"
                    "  -t, --threads N    threads (default: the CPUs available)\n"
+                   "  --no-mmap          read the model into memory instead of mapping it\n"
                    "  -r, --reps N       repetitions (default 5)\n"
                    "  --json             one JSON object\n"
                    "  --mlock            lock the weights in RAM first\n"
@@ -176,6 +177,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (!strcmp(a, "-n")) {
             if (!parse_int_arg("bench", a, v, 0, 1 << 16, &n_gen)) return 2;
             i++;
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("bench", a, v, 1, 256, &n_threads)) return 2;
             i++;
@@ -199,10 +202,7 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     toy_model *m;
-    if (toy_model_load(model_path, &m)) {
-        fprintf(stderr, "toy bench: %s\n", toy_last_error());
-        return 1;
-    }
+    if (!load_model("bench", model_path, no_mmap, &m)) return 1;
     if (mlock_weights && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = n_prompt + n_gen + 1;

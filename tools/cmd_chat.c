@@ -137,15 +137,14 @@ int cmd_chat(int argc, char **argv) {
         int32_t common = 0;
         while (common < s.n_tokens && common < n - 1 && s.tokens[common] == tokens[common]) common++;
         gen_session_truncate(&s, common);
-        ok = gen_session_feed(&s, "chat", tokens + common, n - common);
+        char *reply = NULL;
+        ok = gen_session_generate(&s, "chat", tokens + common, n - common, stdout, &interrupted, &reply);
         free(tokens);
         if (!ok) {
             conv.n--; /* the turn did not fit: forget it */
             free((char *)conv.msgs[conv.n].content);
             continue;
         }
-        char *reply = NULL;
-        gen_session_generate(&s, "chat", stdout, &interrupted, &reply);
         fputs(interrupted ? " [interrupted]\n" : "\n", stdout);
         add_message(&conv, "assistant", reply ? reply : strdup(""));
     }

@@ -18,13 +18,14 @@ static const char *const cka_usage =
     "  --tokens N           tokens compared (default 512)\n"
     "  --window N           tokens per forward pass, each from position 0 (default 512)\n"
     "  -t, --threads N      threads (default: the CPUs available)\n"
+    "  --no-mmap            read the model into memory instead of mapping it\n"
     "  --json               {\"layers_a\", \"layers_b\", \"tokens\", \"cka\": [[...], ...]}\n"
     "  -h, --help           this message\n";
 
 int cmd_cka(int argc, char **argv) {
     const char *paths[2] = {NULL, NULL}, *data = NULL;
     int n_models = 0, n_tokens = 512, window = 512, n_threads = default_threads();
-    bool json = false;
+    bool json = false, no_mmap = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -38,6 +39,8 @@ int cmd_cka(int argc, char **argv) {
             paths[n_models++] = argv[++i];
         } else if (!strcmp(a, "--data") && v) {
             data = argv[++i];
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window") || !strcmp(a, "-t") || !strcmp(a, "--threads")) {
             int *dst = !strcmp(a, "--tokens") ? &n_tokens : !strcmp(a, "--window") ? &window : &n_threads;
             if (!parse_int_arg("cka", a, v, dst == &n_threads ? 1 : 2, dst == &n_threads ? 256 : 1 << 20, dst))
@@ -60,10 +63,7 @@ int cmd_cka(int argc, char **argv) {
     int32_t *tokens = NULL;
     double *cka = NULL;
     for (int k = 0; k < 2; k++)
-        if (toy_model_load(paths[k], &m[k])) {
-            fprintf(stderr, "toy cka: %s\n", toy_last_error());
-            goto done;
-        }
+        if (!load_model("cka", paths[k], no_mmap, &m[k])) goto done;
     FILE *f = fopen(data, "rb");
     size_t len = 0;
     if (f) {

@@ -20,6 +20,7 @@ static const char *const eval_usage =
     "  --mode batch         all tokens in one forward pass (default)\n"
     "  --mode seq           one token at a time through the KV cache\n"
     "  -t, --threads N      threads (default: the CPUs available)\n"
+    "  --no-mmap            read the model into memory instead of mapping it\n"
     "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T     the same for values\n"
     "  --lora FILE          apply a LoRA adapter on the fly (repeatable)\n"
@@ -28,6 +29,7 @@ static const char *const eval_usage =
 
 int cmd_eval(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
+    bool no_mmap = false;
     int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32, lora_rc;
     lora_options lora = {0};
     for (int i = 1; i < argc; i++) {
@@ -46,6 +48,8 @@ int cmd_eval(int argc, char **argv) {
             out_path = argv[++i];
         } else if (!strcmp(a, "--mode") && next) {
             mode = argv[++i];
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("eval", a, next, 1, 256, &n_threads)) return 2;
             i++;
@@ -78,10 +82,7 @@ int cmd_eval(int argc, char **argv) {
     int8_t *want = malloc((size_t)n);
     if (!pos || !seq_id || !want) goto done;
     for (int32_t i = 0; i < n; i++) pos[i] = i, want[i] = 1;
-    if (toy_model_load(model_path, &m)) {
-        fprintf(stderr, "toy eval: %s\n", toy_last_error());
-        goto done;
-    }
+    if (!load_model("eval", model_path, no_mmap, &m)) goto done;
     const int32_t n_vocab = toy_model_n_vocab(m);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] >= n_vocab) {

@@ -15,7 +15,9 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
 }
 
 int cmd_init(int argc, char **argv) {
-    toy_init_params p = {.ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = default_threads(), .progress = progress};
+    toy_init_params p = toy_init_default_params();
+    p.n_threads = default_threads();
+    p.progress = progress;
     const char *out = NULL, *type = "F32";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;

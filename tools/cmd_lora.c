@@ -18,6 +18,7 @@ static const char *const lora_usage =
     "  --type T             the type of the merged matrices: f32 (default), f16, bf16, q8_0,\n"
     "                       q4_k, ... (any type toy quantizes to)\n"
     "  -t, --threads N      threads (default: the CPUs available)\n"
+    "  --no-mmap            read the model into memory instead of mapping it\n"
     "  -h, --help           this message\n";
 
 int cmd_lora(int argc, char **argv) {
@@ -30,6 +31,7 @@ int cmd_lora(int argc, char **argv) {
         return 2;
     }
     const char *model_path = NULL, *out_path = NULL;
+    bool no_mmap = false;
     int type = TOY_TYPE_F32, n_threads = default_threads(), lora_rc;
     lora_options lora = {0};
     for (int i = 2; i < argc; i++) {
@@ -50,6 +52,8 @@ int cmd_lora(int argc, char **argv) {
                 return 2;
             }
             i++;
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("lora merge", a, v, 1, 256, &n_threads)) return 2;
             i++;
@@ -64,10 +68,7 @@ int cmd_lora(int argc, char **argv) {
     }
     toy_model *m = NULL;
     int rc = 1;
-    if (toy_model_load(model_path, &m)) {
-        fprintf(stderr, "toy lora merge: %s\n", toy_last_error());
-        return 1;
-    }
+    if (!load_model("lora merge", model_path, no_mmap, &m)) return 1;
     for (int i = 0; i < lora.n; i++)
         if (toy_lora_load(m, lora.path[i], &lora.lora[i])) {
             fprintf(stderr, "toy lora merge: %s\n", toy_last_error());

@@ -29,6 +29,7 @@ static const char *const perplexity_usage =
     "  -b, --batch-size N     tokens per forward pass (default 2048); from 2N up, whole\n"
     "                         windows share a pass as separate sequences\n"
     "  -t, --threads N        threads (default: the CPUs available)\n"
+    "  --no-mmap              read the model into memory instead of mapping it\n"
     "  --chunks N             score at most N windows (default -1: all)\n"
     "  --cache-type-k T       KV cache type of keys: f16 (default, as llama-perplexity's),\n"
     "                         f32, bf16, q8_0\n"
@@ -116,6 +117,7 @@ static double token_nll(const float *logits, int32_t n_vocab, int32_t token) {
 
 int cmd_perplexity(int argc, char **argv) {
     const char *model_path = NULL, *text_path = NULL;
+    bool no_mmap = false;
     /* llama-perplexity's defaults: -c 512, -b 2048 */
     int n_ctx = 512, n_batch = 2048, n_threads = default_threads(), max_chunks = -1;
     int cache_k = TOY_TYPE_F16, cache_v = TOY_TYPE_F16, lora_rc;
@@ -139,6 +141,8 @@ int cmd_perplexity(int argc, char **argv) {
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             if (!parse_int_arg("perplexity", a, next, 1, 1 << 16, &n_batch)) return 2;
             i++;
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("perplexity", a, next, 1, 256, &n_threads)) return 2;
             i++;
@@ -171,10 +175,7 @@ int cmd_perplexity(int argc, char **argv) {
     toy_context *ctx = NULL;
 
     if (!(text = read_text(text_path, &text_len))) goto done;
-    if (toy_model_load(model_path, &m)) {
-        fprintf(stderr, "toy perplexity: %s\n", toy_last_error());
-        goto done;
-    }
+    if (!load_model("perplexity", model_path, no_mmap, &m)) goto done;
     const toy_vocab *vocab = toy_model_vocab(m);
     int32_t n_tokens = 0;
     if (!(tokens = tokenize_text(vocab, text_path, text, text_len, &n_tokens))) goto done;

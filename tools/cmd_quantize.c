@@ -18,6 +18,7 @@ static const char *const quantize_usage =
     "\n"
     "  -t, --threads N   threads (default: the CPUs available)\n"
     "  --pure            no mix: every quantizable tensor gets TYPE itself\n"
+    "  --no-mmap         read IN into memory instead of mapping it\n"
     "  -h, --help        this message\n";
 
 static void progress(void *user, int64_t index, int64_t count, const char *name, int type_in,
@@ -31,7 +32,9 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
 int cmd_quantize(int argc, char **argv) {
     const char *pos[3];
     int n_pos = 0;
-    toy_quantize_params params = {.n_threads = default_threads(), .progress = progress};
+    toy_quantize_params params = toy_quantize_default_params();
+    params.n_threads = default_threads();
+    params.progress = progress;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -43,6 +46,8 @@ int cmd_quantize(int argc, char **argv) {
                 return 2;
         } else if (strcmp(a, "--pure") == 0) {
             params.pure = true;
+        } else if (strcmp(a, "--no-mmap") == 0) {
+            params.no_mmap = true;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "toy quantize: unknown option '%s' (see toy quantize --help)\n", a);
             return 2;

@@ -63,8 +63,7 @@ int cmd_run(int argc, char **argv) {
     }
     fwrite(prompt, 1, len, stdout);
     fflush(stdout);
-    if (!gen_session_feed(&s, "run", tokens, n)) goto done;
-    if (!gen_session_generate(&s, "run", stdout, NULL, NULL)) goto done;
+    if (!gen_session_generate(&s, "run", tokens, n, stdout, NULL, NULL)) goto done;
     putchar('\n');
     gen_session_report(&s, "run");
     rc = 0;

@@ -26,6 +26,7 @@ static const char *const serve_usage =
     "  --parallel N           requests served at once, each with a KV cache slot (default 4)\n"
     "  -c, --ctx-size N       tokens of a slot's context (default: the model's, at most 4096)\n"
     "  -t, --threads N        threads (default: the CPUs available)\n"
+    "  --no-mmap              read the model into memory instead of mapping it\n"
     "  --api-key KEY          require Authorization: Bearer KEY (on every route but /health)\n"
     "  --api-key-file F       the same, the key read from the first line of F\n"
     "  --cache-type-k T       KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
@@ -76,6 +77,8 @@ int cmd_serve(int argc, char **argv) {
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
             p.model_path = argv[++i];
+        } else if (!strcmp(a, "--no-mmap")) {
+            p.no_mmap = true;
         } else if (!strcmp(a, "--host") && v) {
             p.host = argv[++i];
         } else if (!strcmp(a, "--api-key") && v) {

@@ -47,8 +47,9 @@ static double now_s(void) {
 }
 
 static int cmd_tokenizer_train(int argc, char **argv) {
-    toy_tokenizer_train_params p = {.n_threads = default_threads()};
-    toy_tokenizer_train_stats stats;
+    toy_tokenizer_train_params p = toy_tokenizer_train_default_params();
+    p.n_threads = default_threads();
+    toy_tokenizer_train_stats stats = {.size = sizeof stats};
     p.stats = &stats;
     const char **data = calloc((size_t)argc, sizeof *data);
     const char **special = calloc((size_t)argc, sizeof *special);

@@ -63,6 +63,7 @@ static const char *const common_usage =
     "  --out-type T           F32, F16, BF16, Q8_0, ... (default: the base's; F32 for a new model)\n"
     "  --save-every N         a checkpoint every N steps (default: at the end)\n"
     "  --resume               continue the run that wrote --out\n"
+    "  --no-mmap              read the model into memory instead of mapping it\n"
     "  -t, --threads N        threads (default: the CPUs available; the losses are the same)\n"
     "  --compute T            f32 (default), bf16 or f16: the products' operands rounded to T\n"
     "                         (F32 accumulation, F32 master weights and AdamW moments)\n"
@@ -160,7 +161,7 @@ static int take_files(int argc, char **argv, int i, const char ***list, int *n) 
 }
 
 static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, int threads, bool json) {
-    toy_train_bench_result r;
+    toy_train_bench_result r = {.size = sizeof r};
     if (toy_train_bench(model, batch, seq, steps, threads, &r)) {
         fprintf(stderr, "toy train --bench: %s\n", toy_last_error());
         return 1;
@@ -220,8 +221,10 @@ static bool parse_lora_targets(const char *cmd, const char *list, uint32_t *out)
 
 static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     toy_train_params p = toy_train_default_params();
+    toy_init_params init = toy_init_default_params();
     p.n_threads = default_threads();
-    p.init.arch = "llama";
+    p.init = &init;
+    init.arch = "llama";
     const char **data = NULL, **eval = NULL;
     int n_data = 0, n_eval = 0, rc = 2;
     bool bench = false, json = false, warmup_set = false;
@@ -251,7 +254,7 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
             p.out_path = argv[++i];
         } else if (!strcmp(a, "--out-type") && v) {
             out_type = argv[++i];
-        } else if (!finetune && (x = parse_shape_option(cmd, argc, argv, &i, &p.init)) != 0) {
+        } else if (!finetune && (x = parse_shape_option(cmd, argc, argv, &i, &init)) != 0) {
             if (x < 0) goto done;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--grad-accum") ||
                    !strcmp(a, "--epochs")) {
@@ -287,7 +290,7 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
                 fprintf(stderr, "toy %s: --seed must be a non-negative integer, got '%s'\n", cmd, argv[i]);
                 goto done;
             }
-            p.init.seed = p.seed;
+            init.seed = p.seed;
         } else if (finetune && !strcmp(a, "--lora-rank")) {
             if (!parse_int_arg(cmd, a, v, 1, 4096, &x)) goto done;
             p.lora_rank = x;
@@ -307,6 +310,8 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
                 goto done;
             }
             p.compute_type = t;
+        } else if (!strcmp(a, "--no-mmap")) {
+            p.no_mmap = true;
         } else if (!strcmp(a, "--resume")) {
             p.resume = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
@@ -336,7 +341,7 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
                 cmd);
         goto done;
     }
-    if (!p.model_path && !p.resume && !p.init.vocab_path) {
+    if (!p.model_path && !p.resume && !init.vocab_path) {
         fprintf(stderr, "toy %s: a new model needs a tokenizer: --vocab-from FILE.gguf (or -m MODEL)\n", cmd);
         goto done;
     }
@@ -357,7 +362,7 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     p.progress_user = &ps;
     p.stop = &stop_requested;
     signal(SIGINT, on_sigint);
-    toy_train_result r;
+    toy_train_result r = {.size = sizeof r};
     const toy_status st = toy_train(&p, &r);
     signal(SIGINT, SIG_DFL);
     if (st) {

@@ -62,6 +62,10 @@ bool lora_options_apply(const char *cmd, lora_options *o, const toy_model *m, to
 void lora_options_free(lora_options *o);
 extern const char *const lora_options_help;
 
+/* Loads a model, mapped or (--no-mmap) read into memory; an error is printed as
+ * "toy CMD: message". */
+bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out);
+
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
 

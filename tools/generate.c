@@ -31,7 +31,8 @@ const char *const gen_options_help =
     "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n"
     "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T        the same for values\n"
-    "  --mlock                 lock the weights in RAM\n";
+    "  --mlock                 lock the weights in RAM\n"
+    "  --no-mmap               read the model into memory instead of mapping it\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -124,6 +125,9 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--mlock")) {
         o->mlock = true;
         return 1;
+    } else if (IS("--no-mmap")) {
+        o->no_mmap = true;
+        return 1;
     } else if (IS("--sliding-window")) {
         o->sliding_window = true;
         return 1;
@@ -160,12 +164,6 @@ static void trace_print(void *user, const char *name, const float *x, int64_t n_
 
 /* ---------------------------------------------------------------- session */
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     memset(s, 0, sizeof *s);
     s->opt = *o;
@@ -174,10 +172,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
                 TOY_DEFAULT_MODEL);
         return false;
     }
-    if (toy_model_load(s->opt.model_path, &s->model)) {
-        fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
-        return false;
-    }
+    if (!load_model(cmd, s->opt.model_path, o->no_mmap, &s->model)) return false;
     s->vocab = toy_model_vocab(s->model);
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = o->n_ctx;
@@ -221,131 +216,77 @@ void gen_session_truncate(gen_session *s, int32_t n_keep) {
     if (n_keep >= s->n_tokens) return;
     toy_kv_seq_rm(s->ctx, 0, n_keep, -1);
     s->n_tokens = n_keep;
-    s->have_logits = false;
-}
-
-static bool decode(gen_session *s, const char *cmd, const int32_t *tokens, int32_t n) {
-    int32_t pos[512], seq[512] = {0};
-    for (int32_t i = 0; i < n; i++) pos[i] = s->n_tokens + i;
-    toy_batch b = {n, tokens, pos, seq, NULL};
-    if (toy_decode(s->ctx, &b)) {
-        fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
-        return false;
-    }
-    memcpy(s->tokens + s->n_tokens, tokens, (size_t)n * sizeof *tokens);
-    s->n_tokens += n;
-    s->have_logits = true;
-    s->logits_index = n - 1;
-    return true;
-}
-
-bool gen_session_feed(gen_session *s, const char *cmd, const int32_t *tokens, int32_t n) {
-    if (s->n_tokens + n > s->n_ctx) {
-        fprintf(stderr, "toy %s: the prompt is %d tokens but the context holds %d (%d in use); "
-                        "use a larger -c\n", cmd, n, s->n_ctx, s->n_tokens);
-        return false;
-    }
-    double t0 = now();
-    int32_t step = toy_n_batch(s->ctx) < 512 ? toy_n_batch(s->ctx) : 512;
-    for (int32_t i = 0; i < n; i += step) {
-        int32_t k = n - i < step ? n - i : step;
-        if (!decode(s, cmd, tokens + i, k)) return false;
-    }
-    for (int32_t i = 0; i < n; i++) toy_sampler_accept(s->sampler, tokens[i]);
-    s->prompt_seconds += now() - t0;
-    s->prompt_count += n;
-    return true;
-}
-
-/* Makes room for one more token: drops half of what follows the kept prefix, as
- * llama.cpp's main does, and moves the rest down. */
-static bool shift_context(gen_session *s) {
-    int32_t keep = s->opt.n_keep < s->n_tokens ? s->opt.n_keep : 0;
-    int32_t discard = (s->n_tokens - keep) / 2;
-    if (discard <= 0) return false;
-    toy_kv_seq_rm(s->ctx, 0, keep, keep + discard);
-    toy_kv_seq_add(s->ctx, 0, keep + discard, s->n_tokens, -discard);
-    memmove(s->tokens + keep, s->tokens + keep + discard,
-            (size_t)(s->n_tokens - keep - discard) * sizeof *s->tokens);
-    s->n_tokens -= discard;
-    return true;
 }
 
 typedef struct {
-    char *p;
+    gen_session *s;
+    FILE *out;
+    volatile sig_atomic_t *interrupt;
+    char *text; /* the reply, when asked for */
     size_t len, cap;
-} text_buf;
+    bool want_text;
+} gen_sink;
 
-static void text_append(text_buf *b, const char *s, size_t n) {
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap * 2 : 256;
-        while (cap < b->len + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
+static void sink_append(gen_sink *k, const char *t, size_t n) {
+    if (k->len + n + 1 > k->cap) {
+        size_t cap = k->cap ? k->cap * 2 : 256;
+        while (cap < k->len + n + 1) cap *= 2;
+        char *p = realloc(k->text, cap);
         if (!p) return;
-        b->p = p;
-        b->cap = cap;
+        k->text = p;
+        k->cap = cap;
     }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = 0;
+    memcpy(k->text + k->len, t, n);
+    k->len += n;
+    k->text[k->len] = 0;
 }
 
-bool gen_session_generate(gen_session *s, const char *cmd, FILE *out,
+/* toy_generate's callback: the text to `out` (and the reply), the token to the list */
+static bool on_text(void *user, int32_t token, const char *text, size_t len) {
+    gen_sink *k = user;
+    fwrite(text, 1, len, k->out);
+    fflush(k->out);
+    if (k->want_text) sink_append(k, text, len);
+    if (token >= 0 && k->s->n_tokens < k->s->n_ctx) k->s->tokens[k->s->n_tokens++] = token;
+    return !(k->interrupt && *k->interrupt);
+}
+
+bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
                           volatile sig_atomic_t *interrupt, char **reply) {
-    toy_stop *stop;
-    if (toy_stop_new(s->opt.stops, s->opt.n_stops, &stop)) {
+    if (s->n_tokens + n <= s->n_ctx) {
+        memcpy(s->tokens + s->n_tokens, prompt, (size_t)n * sizeof *prompt);
+        s->n_tokens += n;
+    }
+    gen_sink sink = {.s = s, .out = out, .interrupt = interrupt, .want_text = reply != NULL};
+    toy_generate_params gp = toy_generate_default_params();
+    gp.max_tokens = s->opt.n_predict;
+    gp.stops = s->opt.stops;
+    gp.n_stops = s->opt.n_stops;
+    gp.context_shift = s->opt.context_shift;
+    gp.n_keep = s->opt.n_keep;
+    gp.on_text = on_text;
+    gp.user = &sink;
+    toy_generate_result r = {.size = sizeof r};
+    const toy_status st = toy_generate(s->ctx, s->sampler, prompt, n, &gp, &r);
+    /* the list holds what the cache holds: the prompt and the tokens fed back; after a
+     * context shift, whose middle is gone, nothing is known to match a later prompt */
+    const int32_t held = toy_kv_seq_pos_max(s->ctx, 0) + 1;
+    if (r.n_discarded > 0) gen_session_truncate(s, 0);
+    else if (held < s->n_tokens) s->n_tokens = held;
+    if (st) {
         fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+        free(sink.text);
         return false;
     }
-    text_buf text = {0};
-    const int32_t n_vocab = toy_model_n_vocab(s->model);
-    double t0 = now();
-    bool ok = true;
-    for (int32_t produced = 0; s->opt.n_predict < 0 || produced < s->opt.n_predict; produced++) {
-        if (interrupt && *interrupt) break;
-        if (!s->have_logits) break;
-        const float *logits = toy_get_logits(s->ctx, s->logits_index);
-        (void)n_vocab;
-        int32_t tok = toy_sampler_sample(s->sampler, logits);
-        toy_sampler_accept(s->sampler, tok);
-        if (toy_vocab_is_eog(s->vocab, tok)) break;
-        char piece[256];
-        size_t len = 0;
-        toy_token_to_piece(s->vocab, tok, false, piece, sizeof piece, &len);
-        const char *emit;
-        size_t emit_len;
-        bool stopped = toy_stop_feed(stop, piece, len < sizeof piece ? len : sizeof piece, &emit, &emit_len);
-        fwrite(emit, 1, emit_len, out);
-        fflush(out);
-        if (reply) text_append(&text, emit, emit_len);
-        s->gen_count++;
-        if (stopped) break;
-        if (s->n_tokens >= s->n_ctx) {
-            if (!s->opt.context_shift || !shift_context(s)) {
-                fprintf(stderr, "\ntoy %s: context full (%d tokens); stopping (--context-shift "
-                                "goes on)\n", cmd, s->n_ctx);
-                break;
-            }
-        }
-        if (!decode(s, cmd, &tok, 1)) {
-            ok = false;
-            break;
-        }
-    }
-    const char *rest;
-    size_t rest_len;
-    toy_stop_flush(stop, &rest, &rest_len);
-    fwrite(rest, 1, rest_len, out);
-    fflush(out);
-    if (reply) {
-        text_append(&text, rest, rest_len);
-        *reply = text.p ? text.p : calloc(1, 1);
-    } else {
-        free(text.p);
-    }
-    toy_stop_free(stop);
-    s->gen_seconds += now() - t0;
-    return ok;
+    if (r.finish == TOY_FINISH_CONTEXT)
+        fprintf(stderr, "\ntoy %s: context full (%d tokens); stopping (--context-shift goes on)\n", cmd,
+                s->n_ctx);
+    if (reply) *reply = sink.text ? sink.text : calloc(1, 1);
+    s->prompt_seconds += r.prompt_seconds;
+    s->prompt_count += r.n_prompt;
+    s->gen_seconds += r.gen_seconds;
+    s->gen_count += r.n_generated;
+    return true;
 }
 
 void gen_session_report(const gen_session *s, const char *cmd) {

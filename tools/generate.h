@@ -27,6 +27,7 @@ typedef struct {
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
     int cache_type_k, cache_type_v;
     bool mlock;
+    bool no_mmap;          /* read the model into memory instead of mapping it */
     lora_options lora;
 } gen_options;
 
@@ -47,8 +48,6 @@ typedef struct {
     /* the tokens in the cache (sequence 0), in order */
     int32_t *tokens;
     int32_t n_tokens;
-    bool have_logits; /* the last decode left logits for its last token */
-    int32_t logits_index;
     /* timing, for the speed report */
     double prompt_seconds, gen_seconds;
     int64_t prompt_count, gen_count;
@@ -59,12 +58,12 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o);
 void gen_session_close(gen_session *s);
 /* Keeps the first n_keep tokens of the cache and drops the rest. */
 void gen_session_truncate(gen_session *s, int32_t n_keep);
-/* Evaluates tokens after those in the cache (in n_batch chunks). */
-bool gen_session_feed(gen_session *s, const char *cmd, const int32_t *tokens, int32_t n);
-/* Samples, prints and feeds back tokens until end of generation, n_predict, a stop
- * string, the end of the context, or *interrupt. The text goes to `out`; with `reply`
- * it is also collected (malloc'd) there. */
-bool gen_session_generate(gen_session *s, const char *cmd, FILE *out,
+/* Evaluates the prompt after the tokens in the cache, then samples, prints and feeds
+ * back tokens (toy_generate) until end of generation, n_predict, a stop string, the end
+ * of the context, or *interrupt. The text goes to `out`; with `reply` it is also
+ * collected (malloc'd) there. False after a message if the prompt could not be
+ * evaluated (it does not fit, say). */
+bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
                           volatile sig_atomic_t *interrupt, char **reply);
 /* "prompt eval: N tokens, X tok/s; generation: ..." to stderr. */
 void gen_session_report(const gen_session *s, const char *cmd);

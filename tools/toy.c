@@ -95,6 +95,14 @@ bool parse_cache_type(const char *cmd, const char *flag, const char *value, int 
     return true;
 }
 
+bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out) {
+    toy_model_params p = toy_model_default_params();
+    p.use_mmap = !no_mmap;
+    if (toy_model_load_with(path, &p, out) == TOY_OK) return true;
+    fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+    return false;
+}
+
 /* "1,2,3" to ids; an error names the bad item. */
 int32_t *parse_token_list(const char *cmd, const char *s, int32_t *n_out) {
     int32_t n = 1;
@@ -156,7 +164,8 @@ const char *const shape_options_help =
 
 /* The model that ships with toy, for run and chat without -m: $TOY_MODEL, else
  * models/toy-kjv.gguf beside the binary's folder (build/toy in the source tree), else
- * in the source tree the binary was built from. */
+ * share/toy/toy-kjv.gguf beside it (an installed bin/toy), else in the source tree the
+ * binary was built from. */
 const char *default_model_path(void) {
     static char path[4096];
     const char *env = getenv("TOY_MODEL");
@@ -168,8 +177,11 @@ const char *default_model_path(void) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            snprintf(path, sizeof path, "%s/../models/" TOY_DEFAULT_MODEL, exe);
-            if (access(path, R_OK) == 0) return path;
+            static const char *const beside[] = {"models", "share/toy"};
+            for (int i = 0; i < 2; i++) {
+                snprintf(path, sizeof path, "%s/../%s/" TOY_DEFAULT_MODEL, exe, beside[i]);
+                if (access(path, R_OK) == 0) return path;
+            }
         }
     }
     snprintf(path, sizeof path, "%s/" TOY_DEFAULT_MODEL, TOY_MODELS_DIR);
@@ -187,7 +199,9 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("toy %s (kernels: %s; mpirun: %s)\n", TOY_VERSION_STRING, toy_kernel_isa(),
+        int major, minor, patch;
+        toy_version(&major, &minor, &patch);
+        printf("toy %d.%d.%d (kernels: %s; mpirun: %s)\n", major, minor, patch, toy_kernel_isa(),
                toy_have_mpi() ? "yes" : "no, built without MPI");
         return 0;
     }

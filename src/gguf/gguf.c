@@ -46,7 +46,8 @@ struct toy_gguf {
     char *path;
     const uint8_t *base;
     size_t size;
-    bool mapped;
+    bool mapped; /* base is an mmap of the file */
+    bool owned;  /* base is a malloc'd copy of the file (toy_gguf_open_read) */
     uint32_t version;
     size_t alignment;
     size_t data_offset;
@@ -518,8 +519,8 @@ toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name,
     return parse_or_close(g, out);
 }
 
-toy_status toy_gguf_open(const char *path, toy_gguf **out) {
-    *out = NULL;
+/* Opens a non-empty regular file for reading: its descriptor and size. */
+static toy_status open_file(const char *path, int *fd_out, size_t *size_out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return toy_error(TOY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
@@ -536,19 +537,71 @@ toy_status toy_gguf_open(const char *path, toy_gguf **out) {
         close(fd);
         return toy_error(TOY_ERR_FORMAT, "%s: the file is empty (truncated at byte 0)", path);
     }
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if ((uint64_t)sb.st_size > SIZE_MAX) {
+        close(fd);
+        return toy_error(TOY_ERR_IO, "%s: %lld bytes do not fit in memory", path, (long long)sb.st_size);
+    }
+    *fd_out = fd;
+    *size_out = (size_t)sb.st_size;
+    return TOY_OK;
+}
+
+toy_status toy_gguf_open(const char *path, toy_gguf **out) {
+    *out = NULL;
+    int fd;
+    size_t size;
+    toy_status st = open_file(path, &fd, &size);
+    if (st) return st;
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
     if (map == MAP_FAILED) return toy_error(TOY_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
 
     toy_gguf *g = gguf_new(path);
     if (!g) {
-        munmap(map, (size_t)sb.st_size);
+        munmap(map, size);
         return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
     }
     g->base = map;
-    g->size = (size_t)sb.st_size;
+    g->size = size;
     g->mapped = true;
+    return parse_or_close(g, out);
+}
+
+/* The copy path: the file read into memory aligned as a map would be (64 bytes covers
+ * every kernel's loads; tensor offsets keep their alignment within the file). */
+toy_status toy_gguf_open_read(const char *path, toy_gguf **out) {
+    *out = NULL;
+    int fd;
+    size_t size;
+    toy_status st = open_file(path, &fd, &size);
+    if (st) return st;
+    void *buf = NULL;
+    if (size > SIZE_MAX - 63 || posix_memalign(&buf, 64, (size + 63) & ~(size_t)63) != 0) {
+        close(fd);
+        return toy_error(TOY_ERR_NOMEM, "%s: no memory to read its %zu bytes (without mmap)", path, size);
+    }
+    for (size_t done = 0; done < size;) {
+        const ssize_t n = read(fd, (char *)buf + done, size - done > (1u << 30) ? (1u << 30) : size - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            const int e = n < 0 ? errno : 0;
+            close(fd);
+            free(buf);
+            return toy_error(TOY_ERR_IO, "%s: read failed at byte %zu of %zu: %s", path, done, size,
+                             e ? strerror(e) : "the file shrank");
+        }
+        done += (size_t)n;
+    }
+    close(fd);
+    toy_gguf *g = gguf_new(path);
+    if (!g) {
+        free(buf);
+        return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+    }
+    g->base = buf;
+    g->size = size;
+    g->owned = true;
     return parse_or_close(g, out);
 }
 
@@ -565,6 +618,7 @@ void toy_gguf_close(toy_gguf *g) {
     free(g->tensors);
     free(g->tensors_sorted);
     if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->owned) free((void *)g->base);
     free(g->path);
     free(g);
 }
@@ -753,7 +807,7 @@ toy_status toy_gguf_get_str(const toy_gguf *g, const char *key, const char **s, 
 int64_t toy_gguf_n_tensors(const toy_gguf *g) { return g->n_tensors; }
 
 toy_status toy_gguf_mlock(toy_gguf *g) {
-    if (g->mapped && mlock(g->base, g->size) != 0)
+    if ((g->mapped || g->owned) && mlock(g->base, g->size) != 0)
         return toy_error(TOY_ERR_IO, "%s: cannot lock %zu bytes in memory: %s (see ulimit -l)",
                          g->path, g->size, strerror(errno));
     return TOY_OK;

@@ -6,10 +6,12 @@
 #include "context.h"
 #include "error.h"
 #include "lora.h"
+#include "params.h"
 #include "quant.h"
 
-toy_context_params toy_context_default_params(void) {
-    return (toy_context_params){
+void toy_context_params_init(toy_context_params *params, size_t size) {
+    const toy_context_params defaults = {
+        .size = sizeof defaults,
         .n_ctx = 0,
         .n_batch = 512,
         .n_seq_max = 1,
@@ -18,6 +20,7 @@ toy_context_params toy_context_default_params(void) {
         .cache_type_k = TOY_TYPE_F32,
         .cache_type_v = TOY_TYPE_F32,
     };
+    toy_params_init(params, size, &defaults, sizeof defaults);
 }
 
 #define ALLOC(field, count)                                                                 \
@@ -32,7 +35,8 @@ toy_context_params toy_context_default_params(void) {
 
 toy_status toy_context_new(toy_model *model, const toy_context_params *params, toy_context **out) {
     *out = NULL;
-    toy_context_params p = params ? *params : toy_context_default_params();
+    toy_context_params p = toy_context_default_params();
+    if (params && toy_params_read(&p, sizeof p, params, "toy_context_params")) return TOY_ERR_INVALID;
     const toy_hparams *hp = &model->hp;
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train;
     if (p.n_seq_max <= 0) p.n_seq_max = 1;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "params.h"
 #include "model.h"
 #include "quantize.h"
 
@@ -276,7 +277,16 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
     return TOY_OK;
 }
 
-toy_status toy_init_model(const toy_init_params *params, const char *out_path) {
+void toy_init_params_init(toy_init_params *params, size_t size) {
+    const toy_init_params defaults = {.size = sizeof defaults, .ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = 1};
+    toy_params_init(params, size, &defaults, sizeof defaults);
+}
+
+toy_status toy_init_model(const toy_init_params *caller_params, const char *out_path) {
+    toy_init_params full = toy_init_default_params();
+    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_init_model: no parameters");
+    if (toy_params_read(&full, sizeof full, caller_params, "toy_init_params")) return TOY_ERR_INVALID;
+    const toy_init_params *params = &full;
     preset chosen;
     toy_status st = choose_shape(params, &chosen);
     if (st) return st;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "params.h"
 #include "kernels.h"
 #include "model.h"
 #include "packed.h"
@@ -555,12 +556,21 @@ toy_status toy_model_pack(toy_model *m) {
 
 /* ---------------------------------------------------------------- public */
 
-toy_status toy_model_load(const char *path, toy_model **out) {
+void toy_model_params_init(toy_model_params *params, size_t size) {
+    const toy_model_params defaults = {.size = sizeof defaults, .use_mmap = true};
+    toy_params_init(params, size, &defaults, sizeof defaults);
+}
+
+toy_status toy_model_load(const char *path, toy_model **out) { return toy_model_load_with(path, NULL, out); }
+
+toy_status toy_model_load_with(const char *path, const toy_model_params *params, toy_model **out) {
     *out = NULL;
+    toy_model_params p = toy_model_default_params();
+    if (params && toy_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
     toy_model *m = calloc(1, sizeof *m);
     if (!m) return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
     pthread_mutex_init(&m->pack_lock, NULL);
-    toy_status st = toy_gguf_open(path, &m->gguf);
+    toy_status st = p.use_mmap ? toy_gguf_open(path, &m->gguf) : toy_gguf_open_read(path, &m->gguf);
     if (!st) st = read_hparams(m, path);
     if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) toy_error_wrap(st, "%s", path);
     if (!st) st = bind_tensors(m);

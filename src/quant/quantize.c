@@ -13,6 +13,7 @@
 #include <strings.h>
 
 #include "error.h"
+#include "params.h"
 #include "quant.h"
 #include "quantize.h"
 
@@ -421,14 +422,21 @@ toy_status toy_quantize_plan(const toy_quant_shape *shape, const toy_gguf_tensor
     return TOY_OK;
 }
 
+void toy_quantize_params_init(toy_quantize_params *params, size_t size) {
+    const toy_quantize_params defaults = {.size = sizeof defaults, .n_threads = 1};
+    toy_params_init(params, size, &defaults, sizeof defaults);
+}
+
 toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
-                             const toy_quantize_params *params) {
+                             const toy_quantize_params *caller_params) {
     if (ftype_base_type(ftype) < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
-    toy_quantize_params defaults = {.n_threads = 1};
-    if (!params) params = &defaults;
+    toy_quantize_params full = toy_quantize_default_params();
+    if (caller_params && toy_params_read(&full, sizeof full, caller_params, "toy_quantize_params"))
+        return TOY_ERR_INVALID;
+    const toy_quantize_params *params = &full;
 
     toy_gguf *g;
-    toy_status st = toy_gguf_open(in_path, &g);
+    toy_status st = params->no_mmap ? toy_gguf_open_read(in_path, &g) : toy_gguf_open(in_path, &g);
     if (st) return st;
     int64_t n = toy_gguf_n_tensors(g);
     int *types = calloc((size_t)(n ? n : 1), sizeof *types);

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "params.h"
 
 struct toy_sampler {
     toy_sampler_params params;
@@ -336,8 +337,9 @@ void toy_sampler_reset(toy_sampler *s) {
 
 /* ---------------------------------------------------------------- lifetime */
 
-toy_sampler_params toy_sampler_default_params(void) {
-    return (toy_sampler_params){
+void toy_sampler_params_init(toy_sampler_params *params, size_t size) {
+    const toy_sampler_params defaults = {
+        .size = sizeof defaults,
         .temperature = 0.8f,
         .top_k = 40,
         .top_p = 0.95f,
@@ -348,13 +350,15 @@ toy_sampler_params toy_sampler_default_params(void) {
         .presence_penalty = 0.0f,
         .seed = 0,
     };
+    toy_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
                            toy_sampler **out) {
     if (!out) return toy_error(TOY_ERR_INVALID, "toy_sampler_new: out is NULL");
     *out = NULL;
-    const toy_sampler_params p = params ? *params : toy_sampler_default_params();
+    toy_sampler_params p = toy_sampler_default_params();
+    if (params && toy_params_read(&p, sizeof p, params, "toy_sampler_params")) return TOY_ERR_INVALID;
     if (n_vocab <= 0)
         return toy_error(TOY_ERR_INVALID, "sampler: n_vocab must be positive, got %d",
                          (int)n_vocab);

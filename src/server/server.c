@@ -529,7 +529,9 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     s->started = unix_now();
     int rc = 1;
     struct MHD_Daemon *d = NULL;
-    if (toy_model_load(p->model_path, &s->model)) {
+    toy_model_params mp = toy_model_default_params();
+    mp.use_mmap = !p->no_mmap;
+    if (toy_model_load_with(p->model_path, &mp, &s->model)) {
         fprintf(stderr, "toy serve: %s\n", toy_last_error());
         goto done;
     }

@@ -4,6 +4,7 @@
 #define TOY_SERVER_H
 
 #include <signal.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,7 @@ typedef struct {
     const char *const *lora_paths; /* LoRA adapters applied to every request */
     const float *lora_scales;
     int n_lora;
+    bool no_mmap;        /* read the model into memory instead of mapping it */
 } toy_server_params;
 
 /* Serves until *stop becomes true, then stops accepting, finishes the requests in flight

@@ -41,6 +41,7 @@
 
 #include "buffer.h"
 #include "error.h"
+#include "params.h"
 #include "threadpool.h"
 #include "tokenizer.h"
 #include "unicode.h"
@@ -865,8 +866,17 @@ static toy_status make_words(trainer *t, const bmap *counts) {
     return TOY_OK;
 }
 
-toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, const char *out_path) {
-    if (!p || !out_path) return toy_error(TOY_ERR_INVALID, "tokenizer train: no parameters or output path");
+void toy_tokenizer_train_params_init(toy_tokenizer_train_params *params, size_t size) {
+    const toy_tokenizer_train_params defaults = {.size = sizeof defaults};
+    toy_params_init(params, size, &defaults, sizeof defaults);
+}
+
+toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, const char *out_path) {
+    if (!caller_params || !out_path) return toy_error(TOY_ERR_INVALID, "tokenizer train: no parameters or output path");
+    toy_tokenizer_train_params full = toy_tokenizer_train_default_params();
+    if (toy_params_read(&full, sizeof full, caller_params, "toy_tokenizer_train_params")) return TOY_ERR_INVALID;
+    if (toy_result_check(full.stats, "toy_tokenizer_train_stats")) return TOY_ERR_INVALID;
+    const toy_tokenizer_train_params *p = &full;
     if (p->n_special && !p->special)
         return toy_error(TOY_ERR_INVALID, "n_special is %zu but special is NULL", p->n_special);
     const char *pre_name = p->pre && *p->pre ? p->pre : DEFAULT_PRE;
@@ -909,9 +919,11 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, const char *
         n_merges = (int32_t)(t.n_tok - 256);
     }
     if (!st) st = write_vocab(&t, &sp, n_merges, pre_name, name, out_path);
-    if (!st && p->stats)
-        *p->stats = (toy_tokenizer_train_stats){n_bytes, n_pretokens, n_distinct, n_merges,
-                                                (int32_t)(t.n_tok + sp.n)};
+    if (!st && p->stats) {
+        const toy_tokenizer_train_stats stats = {sizeof stats, n_bytes, n_pretokens, n_distinct, n_merges,
+                                                 (int32_t)(t.n_tok + sp.n)};
+        st = toy_result_write(p->stats, &stats, sizeof stats, "toy_tokenizer_train_stats");
+    }
 
     for (int i = 0; counters && i < n_threads; i++) bmap_free(&counters[i].words);
     free(counters);

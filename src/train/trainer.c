@@ -20,18 +20,19 @@
 #include "checkpoint.h"
 #include "data.h"
 #include "error.h"
+#include "params.h"
 #include "optimizer.h"
 #include "plot.h"
 #include "dist.h"
 #include "train_model.h"
 
-toy_train_params toy_train_default_params(void) {
-    return (toy_train_params){
-        .batch = 8, .seq = 256, .grad_accum = 1, .epochs = 1, .lr = 1e-3f, .min_lr = 1e-4f,
+void toy_train_params_init(toy_train_params *params, size_t size) {
+    const toy_train_params defaults = {
+        .size = sizeof defaults, .batch = 8, .seq = 256, .grad_accum = 1, .epochs = 1, .lr = 1e-3f, .min_lr = 1e-4f,
         .lora_targets = 0x7f, .warmup = 100, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
         .clip = 1.0f, .seed = 42, .n_threads = 1, .out_ftype = -1,
-        .init = {.ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = 1},
     };
+    toy_params_init(params, size, &defaults, sizeof defaults);
 }
 
 static double now_s(void) {
@@ -137,6 +138,13 @@ static void run_free(run *r) {
 
 static bool file_exists(const char *path) { return access(path, F_OK) == 0; }
 
+/* A model file, mapped or (no_mmap) read into memory. */
+static toy_status load_model(const toy_train_params *p, const char *path, toy_model **out) {
+    toy_model_params mp = toy_model_default_params();
+    mp.use_mmap = !p->no_mmap;
+    return toy_model_load_with(path, &mp, out);
+}
+
 /* The model to train: the checkpoint to resume, the base, or a new one written by toy
  * init to a file that is removed once mapped. */
 static toy_status open_model(run *r) {
@@ -146,21 +154,25 @@ static toy_status open_model(run *r) {
             return toy_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
                              r->out.model, r->out.state);
         /* LoRA: the adapters come back from the state's master copy; the base is the base */
-        if (!p->lora_rank) return toy_model_load(r->out.model, &r->model);
+        if (!p->lora_rank) return load_model(p, r->out.model, &r->model);
     }
     if (p->lora_rank && !p->model_path) return toy_error(TOY_ERR_INVALID, "LoRA needs a base model");
-    if (p->model_path) return toy_model_load(p->model_path, &r->model);
+    if (p->model_path) return load_model(p, p->model_path, &r->model);
     const size_t n = strlen(r->out.model) + 32;
     char *tmp = malloc(n);
     if (!tmp) return toy_error(TOY_ERR_NOMEM, "no memory");
     /* every process of mpirun makes the same model from the same seed, each its own file */
     if (r->dist.size > 1) snprintf(tmp, n, "%s.init.%d.gguf", r->out.model, r->dist.rank);
     else snprintf(tmp, n, "%s.init.gguf", r->out.model);
-    toy_init_params ip = p->init;
+    toy_init_params ip = toy_init_default_params();
+    if (p->init && toy_params_read(&ip, sizeof ip, p->init, "toy_train_params.init")) {
+        free(tmp);
+        return TOY_ERR_INVALID;
+    }
     ip.ftype = TOY_FTYPE_ALL_F32;
     ip.n_threads = p->n_threads;
     toy_status st = toy_init_model(&ip, tmp);
-    if (!st) st = toy_model_load(tmp, &r->model);
+    if (!st) st = load_model(p, tmp, &r->model);
     remove(tmp); /* the mapping stays valid */
     free(tmp);
     return st;
@@ -364,15 +376,20 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
     return true;
 }
 
-toy_status toy_train(const toy_train_params *p, toy_train_result *result) {
-    toy_status st = check_params(p);
+toy_status toy_train(const toy_train_params *caller_params, toy_train_result *result) {
+    toy_train_params full = toy_train_default_params();
+    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_train: no parameters");
+    if (toy_params_read(&full, sizeof full, caller_params, "toy_train_params")) return TOY_ERR_INVALID;
+    const toy_train_params *p = &full;
+    toy_status st = toy_result_check(result, "toy_train_result");
+    if (!st) st = check_params(p);
     if (st) return st;
     run r = {.p = p};
     if ((st = setup(&r))) {
         run_free(&r);
         return st;
     }
-    toy_train_result res = {.n_params = train_model_n_params(r.tm), .n_train_tokens = r.data.n_scored,
+    toy_train_result res = {.size = sizeof res, .n_params = train_model_n_params(r.tm), .n_train_tokens = r.data.n_scored,
                             .n_eval_tokens = r.eval.n_scored, .eval_loss = NAN};
     const double t_start = now_s(), seconds_before = r.st.seconds;
     const int64_t step0 = r.st.step;
@@ -421,7 +438,7 @@ toy_status toy_train(const toy_train_params *p, toy_train_result *result) {
     /* at the end, and when stopped: a run always leaves a checkpoint (rank 0 writes) */
     if (!st && main_rank) st = save(&r);
     res.steps = r.st.step;
-    if (result) *result = res;
+    if (result && !st) st = toy_result_write(result, &res, sizeof res, "toy_train_result");
     run_free(&r);
     return st;
 }
@@ -437,6 +454,8 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
                            toy_train_bench_result *out) {
     if (batch < 1 || seq < 2 || steps < 1)
         return toy_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
+    if (!out) return toy_error(TOY_ERR_INVALID, "toy_train_bench: no result");
+    if (toy_result_check(out, "toy_train_bench_result")) return TOY_ERR_INVALID;
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
     if (st) return st;
@@ -487,12 +506,12 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
         const double step_s = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
-        toy_train_bench_result r = {.step_s = step_s, .tokens_per_s = (double)rows / step_s,
+        toy_train_bench_result r = {.size = sizeof r, .step_s = step_s, .tokens_per_s = (double)rows / step_s,
                                     .n_params = train_model_n_params(tm), .tokens_per_step = (int64_t)rows,
                                     .threads = n_threads, .peak_rss_mb = (double)ru.ru_maxrss / 1024.0};
         r.peak_gflops = toy_cpu_peak_gflops(n_threads);
         r.utilisation = 6.0 * (double)r.n_params * r.tokens_per_s / (r.peak_gflops * 1e9);
-        *out = r;
+        st = toy_result_write(out, &r, sizeof r, "toy_train_bench_result");
     }
     free(times);
     free(mom);
