@@ -1,0 +1,168 @@
+"""The Python bindings against the command line: the same token ids, the same logits bit
+for bit, the same generated text; errors as ToyError with toy's message; training.
+
+Run by tests/cli_python.sh with TOY (the toy binary) and TOY_MODEL (a model) set."""
+
+import ctypes
+import os
+import struct
+import subprocess
+import tempfile
+import unittest
+
+import toy
+
+TOY = os.environ["TOY"]
+MODEL = os.environ["TOY_MODEL_PATH"]
+PROMPT = "And it came to pass"
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def run(*args):
+    return subprocess.run([TOY, *args], check=True, capture_output=True).stdout
+
+
+class TestBindings(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.m = toy.Model(MODEL, n_threads=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.close()
+
+    def test_version(self):
+        out = run("--version").decode()
+        self.assertTrue(out.startswith("toy %d.%d.%d " % toy.version()), out)
+        self.assertIn(toy.kernel_isa(), ("avx512", "avx2", "scalar"))
+
+    def test_structs_match_the_header(self):
+        # the library's own defaults, read through these structs: a field out of place
+        # would read another field's bytes
+        cp = toy._init(toy._lib.ContextParams, toy._c.toy_context_params_init)
+        self.assertEqual((cp.size, cp.n_batch, cp.n_seq_max, cp.n_threads), (ctypes.sizeof(cp), 512, 1, 1))
+        sp = toy._init(toy._lib.SamplerParams, toy._c.toy_sampler_params_init)
+        self.assertEqual((sp.top_k, sp.repeat_last_n, sp.seed), (40, 64, 0))
+        self.assertAlmostEqual(sp.temperature, 0.8, places=6)
+        self.assertAlmostEqual(sp.min_p, 0.05, places=6)
+        tp = toy._init(toy._lib.TrainParams, toy._c.toy_train_params_init)
+        self.assertEqual((tp.batch, tp.seq, tp.grad_accum, tp.epochs, tp.warmup, tp.seed, tp.out_ftype,
+                          tp.lora_targets), (8, 256, 1, 1, 100, 42, -1, 0x7F))
+        self.assertAlmostEqual(tp.beta2, 0.95, places=6)
+        self.assertAlmostEqual(tp.clip, 1.0, places=6)
+        gp = toy._init(toy._lib.GenerateParams, toy._c.toy_generate_params_init)
+        self.assertEqual(gp.max_tokens, -1)
+        ip = toy._init(toy._lib.InitParams, toy._c.toy_init_params_init)
+        self.assertEqual(ip.seed, 42)
+        # and the sizes, where the C compiler says them (tests/cli_python.sh)
+        sizes = os.environ.get("TOY_STRUCT_SIZES")
+        if sizes:
+            for item in sizes.split():
+                name, size = item.split("=")
+                self.assertEqual(ctypes.sizeof(getattr(toy._lib, name)), int(size), name)
+
+    def test_tokenize_as_the_command(self):
+        for text in (PROMPT, "In the beginning God created the heaven and the earth.", " spaces  and\ttabs\n",
+                     "Ünïcödé — ✓"):
+            want = [int(x) for x in run("tokenize", "-m", MODEL, text).split()]
+            self.assertEqual(self.m.tokenize(text), want, text)
+            want = [int(x) for x in run("tokenize", "-m", MODEL, "--no-special", text).split()]
+            self.assertEqual(self.m.tokenize(text, add_special=False), want, text)
+            self.assertEqual(self.m.detokenize(self.m.tokenize(text, add_special=False)), text)
+
+    def test_logits_as_the_command(self):
+        ids = self.m.tokenize(PROMPT + " unto the LORD")
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "logits.bin")
+            run("eval", "-m", MODEL, "--tokens", ",".join(map(str, ids)), "--dump-logits", path, "-t", "2")
+            want = read(path)
+        got = self.m.logits(ids)
+        try:
+            import numpy
+            self.assertIsInstance(got, numpy.ndarray)
+            self.assertEqual(got.shape, (len(ids), self.m.n_vocab))
+            self.assertEqual(got.dtype, numpy.float32)
+            data = got.tobytes()
+        except ImportError:
+            data = b"".join(struct.pack(f"<{len(row)}f", *row) for row in got)
+        self.assertEqual(data, want, "the logits differ from toy eval's")
+        # and with the file read into memory instead of mapped
+        with toy.Model(MODEL, n_threads=1, use_mmap=False) as m2:
+            got2 = m2.logits(ids)
+            data2 = got2.tobytes() if hasattr(got2, "tobytes") else data
+            self.assertEqual(data2, want)
+
+    def test_generate_as_toy_run(self):
+        for args, kw in ((["--temp", "0"], dict(temperature=0)),
+                         (["--seed", "7"], dict(seed=7)),
+                         (["--seed", "3", "--top-k", "5", "--repeat-penalty", "1.3"],
+                          dict(seed=3, top_k=5, repeat_penalty=1.3))):
+            want = run("run", "-m", MODEL, "-p", PROMPT, "-n", "40", *args).decode()
+            pieces = list(self.m.generate(PROMPT, max_tokens=40, **kw))
+            self.assertGreater(len(pieces), 5)  # streamed, piece by piece
+            self.assertEqual(PROMPT + "".join(pieces) + "\n", want, args)
+            self.assertEqual(self.m.generate(PROMPT, max_tokens=40, stream=False, **kw), "".join(pieces))
+            self.assertEqual(self.m.last_finish, "length")
+
+    def test_stop_and_early_exit(self):
+        want = run("run", "-m", MODEL, "-p", PROMPT, "-n", "60", "--temp", "0", "--stop", "the").decode()
+        got = self.m.generate(PROMPT, max_tokens=60, temperature=0, stop=["the"], stream=False)
+        self.assertEqual(PROMPT + got + "\n", want)
+        self.assertEqual(self.m.last_finish, "stop")
+        # leaving the iterator early stops the generation; the model is usable after
+        it = self.m.generate(PROMPT, max_tokens=1000, temperature=0)
+        first = next(it)
+        it.close()
+        self.assertTrue(first)
+        self.assertEqual(self.m.generate(PROMPT, max_tokens=40, temperature=0, stream=False) + "\n",
+                         run("run", "-m", MODEL, "-p", PROMPT, "-n", "40", "--temp", "0").decode()[len(PROMPT):])
+
+    def test_chat(self):
+        reply = self.m.chat([{"role": "user", "content": "Who made the heaven?"}], max_tokens=16, temperature=0)
+        self.assertIsInstance(reply, str)
+        self.assertIn(self.m.last_finish, ("eog", "length"))
+
+    def test_errors(self):
+        with self.assertRaises(toy.ToyError) as e:
+            toy.Model("/nonexistent/model.gguf")
+        self.assertIn("/nonexistent/model.gguf: cannot open", str(e.exception))
+        self.assertEqual(e.exception.status, "TOY_ERR_IO")
+        with self.assertRaises(toy.ToyError) as e:
+            list(self.m.generate(PROMPT, repeat_penalty=-1))
+        self.assertIn("repeat_penalty", str(e.exception))
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x" * 3000, max_tokens=1, stream=False)
+        self.assertIn("context holds", str(e.exception))
+
+
+class TestTrain(unittest.TestCase):
+    def test_train_as_the_command(self):
+        """toy.train and toy train with the same options write the same model."""
+        with tempfile.TemporaryDirectory() as d:
+            text = os.path.join(d, "text.txt")
+            with open(text, "w") as f:
+                f.write("In the beginning God created the heaven and the earth. " * 40)
+            shape = ["--n-embd", "32", "--n-layer", "1", "--n-head", "2", "--n-ff", "64", "--ctx", "64"]
+            common = ["--vocab-from", MODEL, "--data", text, "--steps", "6", "--batch", "2", "--seq", "16",
+                      "--warmup", "2", "-t", "2"]
+            a, b = os.path.join(d, "a.gguf"), os.path.join(d, "b.gguf")
+            run("train", *shape, *common, "--out", a)
+            steps = []
+            r = toy.train(data=[text], out=b, vocab_from=MODEL, n_embd=32, n_layer=1, n_head=2, n_ff=64, ctx=64,
+                          steps=6, batch=2, seq=16, warmup=2, threads=2, progress=steps.append)
+            self.assertEqual(r["steps"], 6)
+            self.assertEqual([s["step"] for s in steps], list(range(1, 7)))
+            self.assertGreater(r["n_params"], 0)
+            self.assertEqual(read(a), read(b), "toy.train and toy train differ")
+            with self.assertRaises(toy.ToyError) as e:
+                toy.train(data=[os.path.join(d, "missing.txt")], out=b, vocab_from=MODEL, preset="smollm2-135m",
+                          steps=1)
+            self.assertIn("missing.txt", str(e.exception))
+
+
+if __name__ == "__main__":
+    unittest.main()

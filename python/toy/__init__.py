@@ -1,0 +1,344 @@
+"""toy from Python: run and train llama-family GGUF models with libtoy (ctypes only).
+
+    import toy
+    with toy.Model("model.gguf") as m:
+        ids = m.tokenize("And it came to pass")
+        for piece in m.generate("And it came to pass", max_tokens=40, temperature=0):
+            print(piece, end="", flush=True)
+        logits = m.logits(ids)          # numpy array [len(ids), n_vocab] when numpy is present
+        reply = m.chat([{"role": "user", "content": "Hello"}], max_tokens=64)
+
+    toy.train(data=["text.txt"], out="model.gguf", preset="smollm2-135m", vocab_from="vocab.gguf", steps=100)
+
+Errors are toy.ToyError carrying the library's message. The library is libtoy.so: from
+$TOY_LIBRARY, the source tree's build/, or the system's.
+"""
+
+import ctypes
+import queue
+import threading
+
+from . import _lib
+
+__all__ = ["Model", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
+
+_c = _lib.load_library()
+
+FINISH_REASONS = {1: "eog", 2: "length", 3: "stop", 4: "context", 5: "caller"}
+_LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+_STATUS_NAMES = {1: "TOY_ERR_IO", 2: "TOY_ERR_FORMAT", 3: "TOY_ERR_NOMEM", 4: "TOY_ERR_INVALID",
+                 5: "TOY_ERR_UNSUPPORTED", 6: "TOY_ERR_NOT_FOUND"}
+
+
+class ToyError(Exception):
+    """A failure inside libtoy: .status is toy_status's name ("TOY_ERR_IO", ...), str()
+    the message naming the file, key, tensor or field."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status = status
+
+
+def _check(status):
+    if status != 0:
+        raise ToyError(_STATUS_NAMES.get(status, str(status)), _c.toy_last_error().decode("utf-8", "replace"))
+
+
+def version():
+    """(major, minor, patch) of the libtoy in use."""
+    v = [ctypes.c_int() for _ in range(3)]
+    _c.toy_version(*(ctypes.byref(x) for x in v))
+    return tuple(x.value for x in v)
+
+
+def kernel_isa():
+    """The instruction set toy's kernels use here: "avx512", "avx2" or "scalar"."""
+    return _c.toy_kernel_isa().decode()
+
+
+def _init(cls, init_fn):
+    p = cls()
+    init_fn(ctypes.byref(p), ctypes.sizeof(p))
+    return p
+
+
+def _ids_array(ids):
+    ids = list(ids)
+    return (ctypes.c_int32 * max(len(ids), 1))(*ids), len(ids)
+
+
+class Model:
+    """A GGUF model and a context to run it in (n_ctx tokens; 0: the model's own)."""
+
+    def __init__(self, path, n_ctx=0, n_threads=None, use_mmap=True, n_batch=512):
+        mp = _init(_lib.ModelParams, _c.toy_model_params_init)
+        mp.use_mmap = bool(use_mmap)
+        self._model = ctypes.c_void_p()
+        _check(_c.toy_model_load_with(str(path).encode(), ctypes.byref(mp), ctypes.byref(self._model)))
+        self._ctx = None
+        self.path = str(path)
+        self.n_threads = n_threads or _default_threads()
+        self.n_batch = n_batch
+        self._vocab = _c.toy_model_vocab(self._model)
+        try:
+            self._ctx = self._new_context(n_ctx, n_batch)
+        except ToyError:
+            self.close()
+            raise
+        self.n_ctx = _c.toy_n_ctx(self._ctx)
+
+    def _new_context(self, n_ctx, n_batch, n_outputs=0):
+        cp = _init(_lib.ContextParams, _c.toy_context_params_init)
+        cp.n_ctx, cp.n_batch, cp.n_outputs, cp.n_threads = n_ctx, n_batch, n_outputs, self.n_threads
+        ctx = ctypes.c_void_p()
+        _check(_c.toy_context_new(self._model, ctypes.byref(cp), ctypes.byref(ctx)))
+        return ctx
+
+    def close(self):
+        if self._ctx:
+            _c.toy_context_free(self._ctx)
+            self._ctx = None
+        if self._model:
+            _c.toy_model_free(self._model)
+            self._model = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    @property
+    def n_vocab(self):
+        return _c.toy_model_n_vocab(self._model)
+
+    @property
+    def n_ctx_train(self):
+        return _c.toy_model_n_ctx_train(self._model)
+
+    @property
+    def n_embd(self):
+        return _c.toy_model_n_embd(self._model)
+
+    @property
+    def n_layer(self):
+        return _c.toy_model_n_layer(self._model)
+
+    # ------------------------------------------------------------ tokenizer
+
+    def tokenize(self, text, add_special=True, parse_special=False):
+        """Token ids of text (str or bytes), as llama_tokenize(add_special, parse_special)."""
+        data = text.encode() if isinstance(text, str) else bytes(text)
+        n = ctypes.c_int32()
+        _check(_c.toy_tokenize(self._vocab, data, len(data), add_special, parse_special, None, 0, ctypes.byref(n)))
+        buf = (ctypes.c_int32 * max(n.value, 1))()
+        _check(_c.toy_tokenize(self._vocab, data, len(data), add_special, parse_special, buf, n.value,
+                               ctypes.byref(n)))
+        return list(buf[:n.value])
+
+    def detokenize(self, ids, special=False):
+        """The text of token ids, exact to the byte (invalid UTF-8 shown as U+FFFD)."""
+        return self.detokenize_bytes(ids, special).decode("utf-8", "replace")
+
+    def detokenize_bytes(self, ids, special=False):
+        arr, n = _ids_array(ids)
+        out, length = ctypes.c_void_p(), ctypes.c_size_t()
+        _check(_c.toy_detokenize(self._vocab, arr, n, special, ctypes.byref(out), ctypes.byref(length)))
+        try:
+            return ctypes.string_at(out, length.value)
+        finally:
+            _c.toy_free(out)
+
+    # ------------------------------------------------------------ logits
+
+    def logits(self, ids):
+        """The logits of every position of ids, evaluated as one sequence from position 0:
+        a numpy float32 array [len(ids), n_vocab] (a list of lists without numpy)."""
+        ids = list(ids)
+        if not ids:
+            raise ToyError("TOY_ERR_INVALID", "logits: no tokens")
+        n_vocab, step = self.n_vocab, min(len(ids), self.n_batch)
+        ctx = self._new_context(len(ids), step, step)
+        rows = []
+        try:
+            for start in range(0, len(ids), step):
+                chunk = ids[start:start + step]
+                k = len(chunk)
+                tok = (ctypes.c_int32 * k)(*chunk)
+                pos = (ctypes.c_int32 * k)(*range(start, start + k))
+                seq = (ctypes.c_int32 * k)()
+                want = (ctypes.c_int8 * k)(*([1] * k))
+                b = _lib.Batch(k, tok, pos, seq, want)
+                _check(_c.toy_decode(ctx, ctypes.byref(b)))
+                for i in range(k):
+                    rows.append(ctypes.string_at(_c.toy_get_logits(ctx, i), 4 * n_vocab))
+        finally:
+            _c.toy_context_free(ctx)
+        try:
+            import numpy
+        except ImportError:
+            return [list((ctypes.c_float * n_vocab).from_buffer_copy(r)) for r in rows]
+        return numpy.frombuffer(b"".join(rows), dtype=numpy.float32).reshape(len(ids), n_vocab).copy()
+
+    # ------------------------------------------------------------ generation
+
+    def generate(self, prompt, max_tokens=128, temperature=0.8, seed=0, stop=None, stream=True,
+                 top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, repeat_last_n=64,
+                 frequency_penalty=0.0, presence_penalty=0.0, add_special=True, parse_special=False):
+        """A continuation of prompt (text, or a list of token ids), with toy run's sampling
+        defaults. stream=True: an iterator of text pieces as they are generated; False:
+        the whole text. The last finish reason is in .last_finish ("eog", "length", ...)."""
+        ids = prompt if isinstance(prompt, (list, tuple)) else self.tokenize(prompt, add_special, parse_special)
+        sp = _init(_lib.SamplerParams, _c.toy_sampler_params_init)
+        sp.temperature, sp.top_k, sp.top_p, sp.min_p = temperature, top_k, top_p, min_p
+        sp.repeat_penalty, sp.repeat_last_n = repeat_penalty, repeat_last_n
+        sp.frequency_penalty, sp.presence_penalty, sp.seed = frequency_penalty, presence_penalty, seed
+        stops = [stop] if isinstance(stop, str) else list(stop or [])
+        pieces = self._generate(ids, sp, max_tokens, stops)
+        return pieces if stream else "".join(pieces)
+
+    def _generate(self, ids, sp, max_tokens, stops):
+        sampler = ctypes.c_void_p()
+        _check(_c.toy_sampler_new(ctypes.byref(sp), self.n_vocab, ctypes.byref(sampler)))
+        _c.toy_kv_seq_rm(self._ctx, 0, 0, -1)
+        out = queue.Queue()
+        cancel = threading.Event()
+
+        def on_text(user, token, text, length):
+            out.put(ctypes.string_at(text, length))
+            return not cancel.is_set()
+
+        callback = _lib.TEXT_FN(on_text)
+        stop_arr = (ctypes.c_char_p * max(len(stops), 1))(*[s.encode() for s in stops])
+        gp = _init(_lib.GenerateParams, _c.toy_generate_params_init)
+        gp.max_tokens, gp.stops, gp.n_stops, gp.on_text = max_tokens, stop_arr, len(stops), callback
+        result = _lib.GenerateResult(size=ctypes.sizeof(_lib.GenerateResult))
+        arr, n = _ids_array(ids)
+        status = []
+
+        def run():
+            st = _c.toy_generate(self._ctx, sampler, arr, n, ctypes.byref(gp), ctypes.byref(result))
+            # toy_last_error is per thread: read it on this one
+            status.append((st, _c.toy_last_error().decode("utf-8", "replace")))
+            out.put(None)
+
+        worker = threading.Thread(target=run, daemon=True)
+        worker.start()
+        try:
+            while True:
+                piece = out.get()
+                if piece is None:
+                    break
+                if piece:  # whole UTF-8 characters: toy_generate holds back a split one
+                    yield piece.decode("utf-8", "replace")
+            if status and status[0][0] != 0:
+                raise ToyError(_STATUS_NAMES.get(status[0][0], str(status[0][0])), status[0][1])
+            self.last_finish = FINISH_REASONS.get(result.finish)
+        finally:
+            cancel.set()
+            worker.join()
+            _c.toy_sampler_free(sampler)
+
+    def chat(self, messages, max_tokens=256, stream=False, **sampling):
+        """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]) with the
+        model's chat template (tokenizer.chat_template; ChatML when it has none)."""
+        family = ctypes.c_char_p()
+        _c.toy_chat_template_of(_c.toy_model_gguf(self._model), ctypes.byref(family))
+        msgs = (_lib.ChatMessage * max(len(messages), 1))(
+            *[_lib.ChatMessage(m["role"].encode(), m["content"].encode()) for m in messages])
+        text = ctypes.c_void_p()
+        _check(_c.toy_chat_apply(family.value, msgs, len(messages), True, ctypes.byref(text)))
+        try:
+            prompt = ctypes.string_at(text)
+        finally:
+            _c.toy_free(text)
+        # the template's text holds the special tokens, BOS included where it wants them
+        ids = self.tokenize(prompt, add_special=True, parse_special=True)
+        return self.generate(ids, max_tokens=max_tokens, stream=stream, **sampling)
+
+
+def _default_threads():
+    import os
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq=256, grad_accum=1,
+          lr=1e-3, min_lr=1e-4, warmup=100, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-8, clip=1.0,
+          seed=42, threads=None, out_type=None, save_every=0, eval_every=0, resume=False, lora_rank=0,
+          lora_alpha=0.0, lora_targets=None, lora_dropout=0.0, compute=None, no_mmap=False, arch="llama",
+          preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0, ctx=0, untied=False, name=None,
+          vocab_from=None, progress=None):
+    """Trains as `toy train` / `toy finetune` do, with the same options (their flags with
+    _ for -): a new model from preset/dimensions and vocab_from, or model= to fine-tune
+    (with lora_rank: LoRA adapters). progress(dict) is called after each step. Returns
+    the result as a dict (steps, n_params, loss, eval_loss, ...)."""
+    keep = []  # what the C structs point to, alive for the call
+
+    def cstr(s):
+        if s is None:
+            return None
+        b = str(s).encode()
+        keep.append(b)
+        return b
+
+    def cstrs(items):
+        items = [str(x) for x in ([items] if isinstance(items, str) else (items or []))]
+        arr = (ctypes.c_char_p * max(len(items), 1))(*[cstr(x) for x in items])
+        keep.append(arr)
+        return arr, len(items)
+
+    init = _init(_lib.InitParams, _c.toy_init_params_init)
+    init.arch, init.preset, init.name, init.vocab_path = cstr(arch), cstr(preset), cstr(name), cstr(vocab_from)
+    init.n_embd, init.n_layer, init.n_head, init.n_head_kv, init.n_ff, init.n_ctx = \
+        n_embd, n_layer, n_head, n_head_kv, n_ff, ctx
+    init.tied = -1 if untied else 0
+    init.seed = seed
+
+    p = _init(_lib.TrainParams, _c.toy_train_params_init)
+    p.model_path, p.init, p.out_path = cstr(model), ctypes.pointer(init), cstr(out)
+    p.data, p.n_data = cstrs(data)
+    p.eval_data, p.n_eval_data = cstrs(eval_data)
+    p.steps, p.epochs, p.batch, p.seq, p.grad_accum = steps, epochs, batch, seq, grad_accum
+    p.lr, p.min_lr, p.warmup, p.weight_decay = lr, min_lr, warmup, weight_decay
+    p.beta1, p.beta2, p.eps, p.clip, p.seed = beta1, beta2, eps, clip, seed
+    p.n_threads = threads or _default_threads()
+    p.save_every, p.eval_every, p.resume, p.no_mmap = save_every, eval_every, resume, no_mmap
+    p.lora_rank, p.lora_alpha, p.lora_dropout = lora_rank, lora_alpha, lora_dropout
+    if lora_targets is not None:
+        names = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
+        bad = [t for t in names if t not in _LORA_TARGETS]
+        if bad or not names:
+            raise ToyError("TOY_ERR_INVALID", f"lora_targets: {bad or names} not among {', '.join(_LORA_TARGETS)}")
+        p.lora_targets = sum(1 << _LORA_TARGETS.index(t) for t in set(names))
+    if out_type is not None:
+        p.out_ftype = _c.toy_ftype_from_name(out_type.encode())
+        if p.out_ftype < 0:
+            raise ToyError("TOY_ERR_INVALID", f"out_type: unknown type '{out_type}'")
+    if compute is not None and compute != "f32":
+        if compute not in ("bf16", "f16"):
+            raise ToyError("TOY_ERR_INVALID", f"compute must be f32, bf16 or f16, got '{compute}'")
+        p.compute_type = _c.toy_type_from_name(compute.encode())
+    errors = []
+    if progress is not None:
+        def on_progress(user, pr):
+            try:
+                progress({f: getattr(pr.contents, f) for f, _ in _lib.TrainProgress._fields_})
+            except Exception as e:  # an exception cannot cross the C frames: kept for later
+                errors.append(e)
+        p.progress = _lib.TRAIN_PROGRESS_FN(on_progress)
+    r = _lib.TrainResult(size=ctypes.sizeof(_lib.TrainResult))
+    _check(_c.toy_train(ctypes.byref(p), ctypes.byref(r)))
+    if errors:
+        raise errors[0]
+    return {f: getattr(r, f) for f, _ in _lib.TrainResult._fields_ if f != "size"}
