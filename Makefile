@@ -7,7 +7,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 FUZZ_SECONDS ?= 60
 PREFIX     ?= /usr/local
 
-.PHONY: all deps build test run install uninstall test-sanitize fuzz clean
+.PHONY: all deps build test run install uninstall deb test-sanitize fuzz clean
 
 all: build
 
@@ -33,12 +33,17 @@ run: build
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
-# Removes what the last install wrote (listed in $(BUILD)/install_manifest.txt).
+# Removes what the last install wrote (listed in $(BUILD)/install_manifest.txt, without
+# DESTDIR: give the same DESTDIR again).
 uninstall:
 	@test -f $(BUILD)/install_manifest.txt || { echo "uninstall: nothing installed from $(BUILD)"; exit 1; }
-	xargs -d '\n' rm -f < $(BUILD)/install_manifest.txt
+	sed 's|^|$(DESTDIR)|' $(BUILD)/install_manifest.txt | xargs -d '\n' rm -f
 	rmdir "$(DESTDIR)$(PREFIX)/share/toy" "$(DESTDIR)$(PREFIX)/lib/cmake/toy" 2>/dev/null || true
 	rm -f $(BUILD)/install_manifest.txt
+
+# Debian packages toy_VERSION_ARCH.deb and libtoy-dev_VERSION_ARCH.deb, in $(BUILD)/.
+deb: build
+	bash scripts/make-deb.sh $(BUILD) $(BUILD)
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
 test-sanitize: deps

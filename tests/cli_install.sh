@@ -56,5 +56,13 @@ cmake -S "$src/tests/install" -B "$tmp/consumer" -DCMAKE_PREFIX_PATH="$prefix" -
 "$tmp/consumer/generate" "$prefix/share/toy/toy-kjv.gguf" "$prompt" 24 > "$tmp/gen.txt" 2>/dev/null ||
   { echo "FAIL: the find_package build does not run"; fail=1; }
 cmp -s "$tmp/gen.txt" "$tmp/run.txt" || { echo "FAIL: find_package build's text and installed toy run differ:"; diff "$tmp/gen.txt" "$tmp/run.txt"; fail=1; }
-[ $fail -eq 0 ] && echo "cli_install: installed to a prefix; pkg-config, static and find_package builds run and agree"
+# make uninstall removes every file the install wrote (the manifest of this install)
+mkdir -p "$tmp/fakebuild"
+cp "$build/install_manifest_Unspecified.txt" "$tmp/fakebuild/install_manifest.txt"
+make -s -C "$src" uninstall BUILD="$tmp/fakebuild" PREFIX="$prefix" > "$tmp/uninstall.log" 2>&1 ||
+  { echo "FAIL: make uninstall: $(cat "$tmp/uninstall.log")"; fail=1; }
+left=$(find "$prefix" -type f -o -type l)
+[ -z "$left" ] || { echo "FAIL: make uninstall left: $left"; fail=1; }
+
+[ $fail -eq 0 ] && echo "cli_install: installed to a prefix; pkg-config, static and find_package builds run and agree; make uninstall removes it all"
 exit $fail
