@@ -747,6 +747,9 @@ TOY_API toy_status toy_grad(const char *model_path, const int32_t *tokens, int32
  * frozen in its own type. One rank for all pairs, on q, k, v, o, gate, up, down. */
 TOY_API toy_status toy_grad_lora(const char *model_path, const char *lora_path, const int32_t *tokens,
                                  int32_t n_tokens, int n_threads, const char *out_path, double *loss);
+/* The same on a model already loaded (toy_model_load_with: mapped or read into memory). */
+TOY_API toy_status toy_grad_model(const toy_model *model, const char *lora_path, const int32_t *tokens,
+                                  int32_t n_tokens, int n_threads, const char *out_path, double *loss);
 
 /* Where a run stands, after each optimizer step. */
 typedef struct {

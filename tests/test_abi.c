@@ -131,13 +131,18 @@ static void test_short_result(const char *dir) {
     CHECK_STR_CONTAINS(toy_last_error(), "toy_tokenizer_train_stats: size is 0");
 }
 
-/* use_mmap false reads the file into memory: the same logits, bit for bit */
+/* use_mmap false reads the file into memory: the same logits, bit for bit. The bundled
+ * model is the regression test of a bug: after packing a matrix, its pages were dropped
+ * with MADV_DONTNEED, which zeroes allocated memory (the embedding, tied to the output,
+ * read back as zeros); the fixtures' matrices are smaller than a page. */
 static void test_no_mmap(const char *fix) {
-    static const char *const models[] = {"llama-spm-f32.gguf", "llama-spm-q4_k_m.gguf", "qwen2-f16.gguf",
-                                         "mixtral-f16.gguf"};
+    static const char *const models[] = {TOY_SOURCE_DIR "/models/toy-kjv.gguf", "llama-spm-f32.gguf",
+                                         "llama-spm-q4_k_m.gguf", "qwen2-f16.gguf", "mixtral-f16.gguf"};
     for (size_t k = 0; k < sizeof models / sizeof models[0]; k++) {
         char path[4200];
-        snprintf(path, sizeof path, "%s/models/%s", fix, models[k]);
+        if (k == 0) snprintf(path, sizeof path, "%s", models[k]);
+        else if (fix) snprintf(path, sizeof path, "%s/models/%s", fix, models[k]);
+        else break;
         float *logits[2] = {NULL, NULL};
         int32_t n_vocab = 0;
         for (int mode = 0; mode < 2; mode++) {
@@ -185,7 +190,7 @@ int main(void) {
     test_short_result(dir);
     remove(dir);
     const char *fix = test_fixtures_dir();
-    if (fix) test_no_mmap(fix);
-    else printf("test_abi: fixtures absent, the mmap/no-mmap logits comparison skipped\n");
+    test_no_mmap(fix);
+    if (!fix) printf("test_abi: fixtures absent, the mmap/no-mmap comparison ran on the bundled model only\n");
     return test_finish("test_abi");
 }

@@ -21,11 +21,13 @@ static const char *const grad_usage =
     "  --tokens LIST        comma-separated token ids (at least 2)\n"
     "  --out FILE           where the gradients go\n"
     "  -t, --threads N      threads (default: the CPUs available; the result is the same)\n"
+    "  --no-mmap            read the model into memory instead of mapping it\n"
     "  -h, --help           this message\n";
 
 int cmd_grad(int argc, char **argv) {
     const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *lora_path = NULL;
     int n_threads = default_threads();
+    bool no_mmap = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -39,6 +41,8 @@ int cmd_grad(int argc, char **argv) {
             tokens_arg = argv[++i];
         } else if (!strcmp(a, "--out") && next) {
             out_path = argv[++i];
+        } else if (!strcmp(a, "--no-mmap")) {
+            no_mmap = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!parse_int_arg("grad", a, next, 1, 256, &n_threads)) return 2;
             i++;
@@ -55,8 +59,14 @@ int cmd_grad(int argc, char **argv) {
     int32_t *tokens = parse_token_list("grad", tokens_arg, &n);
     if (!tokens) return 2;
     double loss;
-    toy_status st = toy_grad_lora(model_path, lora_path, tokens, n, n_threads, out_path, &loss);
+    toy_model *m = NULL;
+    if (!load_model("grad", model_path, no_mmap, &m)) {
+        free(tokens);
+        return 1;
+    }
+    toy_status st = toy_grad_model(m, lora_path, tokens, n, n_threads, out_path, &loss);
     free(tokens);
+    toy_model_free(m);
     if (st) {
         fprintf(stderr, "toy grad: %s\n", toy_last_error());
         return 1;

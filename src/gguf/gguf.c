@@ -626,6 +626,7 @@ void toy_gguf_close(toy_gguf *g) {
 /* ---------------------------------------------------------------- accessors */
 
 const char *toy_gguf_path(const toy_gguf *g) { return g->path; }
+bool toy_gguf_is_mapped(const toy_gguf *g) { return g->mapped; }
 uint32_t toy_gguf_version(const toy_gguf *g) { return g->version; }
 size_t toy_gguf_alignment(const toy_gguf *g) { return g->alignment; }
 size_t toy_gguf_file_size(const toy_gguf *g) { return g->size; }

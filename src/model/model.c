@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "gguf.h"
 #include "params.h"
 #include "kernels.h"
 #include "model.h"
@@ -522,11 +523,14 @@ static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
                       p + (size_t)e * per_mat);
     /* the file's pages of this matrix are read no more by products: out of this
      * process's memory with them (a private read-only mapping refills from the page
-     * cache if they are touched again) */
-    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page;
-    const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
-    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+     * cache if they are touched again; the embedding, tied to the output, is). Not so
+     * for a copy in allocated memory, where MADV_DONTNEED would zero the pages. */
+    if (toy_gguf_is_mapped(m->gguf)) {
+        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page;
+        const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
+        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    }
     w->packed = p;
     w->packed_group = group;
     m->packed_bytes += bytes;

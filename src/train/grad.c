@@ -48,13 +48,20 @@ toy_status toy_grad_lora(const char *model_path, const char *lora_path, const in
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
     if (st) return st;
+    st = toy_grad_model(m, lora_path, tokens, n, n_threads, out_path, loss_out);
+    toy_model_free(m);
+    return st;
+}
+
+toy_status toy_grad_model(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
+                          int n_threads, const char *out_path, double *loss_out) {
+    if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= n_vocab) {
-            toy_model_free(m);
+        if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return toy_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
                              n_vocab - 1);
-        }
+    toy_status st = TOY_OK;
     toy_pool *pool = toy_pool_new(n_threads > 0 ? n_threads : 1);
     train_model *tm = NULL;
     int32_t *targets = malloc((size_t)n * sizeof *targets);
@@ -106,6 +113,5 @@ toy_status toy_grad_lora(const char *model_path, const char *lora_path, const in
     toy_lora_free(lora);
     free(targets);
     free(weights);
-    toy_model_free(m);
     return st;
 }
