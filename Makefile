@@ -32,6 +32,7 @@ run: build
 # and the bundled model under PREFIX (DESTDIR=D stages them under D, as packagers do).
 install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ] && command -v ldconfig > /dev/null; then ldconfig; fi
 
 # Removes what the last install wrote (listed in $(BUILD)/install_manifest.txt, without
 # DESTDIR: give the same DESTDIR again).
