@@ -11,9 +11,12 @@
  *   Q4_0: the nibbles are the file's (weights + 8); eight vpmaddubsw (low nibbles
  *         against activation bytes 4g.., high against 16 + 4g..) summed in 16 bits,
  *         one vpmaddwd by ones, plus the start -8 * sum a.
- *   Q8_0: the stored byte is weight + 128 = 16 hi + lo; the low and the high nibbles of
- *         the eight vectors are summed apart in 16 bits, then vpmaddwd by 1 and by 16,
- *         plus the start -128 * sum a.
+ *   Q8_0: the stored byte is weight + 128; flipped back to the signed weight w, the
+ *         product goes through vpmaddubsw as |w| (at most 128, unsigned) times a sign(w)
+ *         (vpsignb; activations are within +-127), a pair at most 2 * 128 * 127 = 32512,
+ *         then vpmaddwd by ones. |w| and w are made once per weight vector for all the
+ *         activation rows of a tile: four operations a vector and row, against seven
+ *         for splitting the byte into nibbles.
  *   Q4_K, Q6_K: nibbles (Q6_K: six-bit bytes) summed per sub-block, then vpmaddwd by
  *         the scale (the sections below).
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
@@ -50,33 +53,40 @@ INLINE int32_t rd32(const void *p) {
     return v;
 }
 
-/* The exact sums of 8 rows (half h of a packed block) against one activation block. */
-INLINE __m256i half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x, const bool q4) {
+/* The exact sums of 8 rows (half h of a packed Q4_0 block) against one activation block. */
+INLINE __m256i q4_half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    const __m256i start = _mm256_set1_epi32(x->start);
-    if (q4) {
-        __m256i s = _mm256_setzero_si256();
-        UNROLLED
-        for (int g = 0; g < 4; g++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
-            const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
-            s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
-        }
-        /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
-        return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_srai_epi32(start, 4));
+    __m256i s = _mm256_setzero_si256();
+    UNROLLED
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
+        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
     }
-    __m256i s_lo = _mm256_setzero_si256(), s_hi = _mm256_setzero_si256();
+    /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
+    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
+}
+
+/* The same for half h of a packed Q8_0 block against n_a activation rows (block b of
+ * each): the weights' sign and magnitude once per vector, then per row vpsignb,
+ * vpmaddubsw, vpmaddwd and an add. */
+INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
+    const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    UNROLLED
+    for (int j = 0; j < n_a; j++) sumi[j] = _mm256_setzero_si256();
     UNROLLED
     for (int k = 0; k < 8; k++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
-        const __m256i a = _mm256_set1_epi32(rd32(x->qs + 4 * k));
-        s_lo = _mm256_add_epi16(s_lo, _mm256_maddubs_epi16(_mm256_and_si256(v, low), a));
-        s_hi = _mm256_add_epi16(s_hi, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low), a));
+        const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h)), flip);
+        const __m256i w_abs = _mm256_abs_epi8(w);
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * k)), w);
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), ones));
+        }
     }
-    const __m256i sum = _mm256_add_epi32(_mm256_madd_epi16(s_lo, _mm256_set1_epi16(1)),
-                                         _mm256_madd_epi16(s_hi, _mm256_set1_epi16(16)));
-    return _mm256_add_epi32(sum, start);
 }
 
 /* The 8 lanes of each (half, activation row) combined pairwise, as in the reference,
@@ -119,12 +129,19 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
             for (int i = 0; i < n_h; i++) {
                 const int h = h0 + i;
                 const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                __m256i sumi[TILE];
+                if (q4) {
+                    UNROLLED
+                    for (int j = 0; j < n_a; j++)
+                        sumi[j] = q4_half_sums(blk, h, (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b);
+                } else {
+                    q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+                }
                 UNROLLED
                 for (int j = 0; j < n_a; j++) {
                     const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-                    const __m256i sumi = half_sums(blk, h, x, q4);
                     const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
-                    acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+                    acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[j])));
                 }
             }
         UNROLLED
