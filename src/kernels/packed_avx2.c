@@ -76,7 +76,8 @@ INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     UNROLLED
     for (int j = 0; j < n_a; j++) sumi[j] = _mm256_setzero_si256();
-    UNROLLED
+    /* not unrolled: with all eight vectors' |w| and w live, the tile's sums spill */
+    _Pragma("GCC unroll 1")
     for (int k = 0; k < 8; k++) {
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h)), flip);
         const __m256i w_abs = _mm256_abs_epi8(w);
@@ -200,20 +201,23 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                     const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
                     const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
                     const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                    __m256i w[8];
+                    /* vector by vector, each against the tile's rows: eight vectors live
+                     * beside the tile's sums spill */
+                    __m256i s16[TILE];
                     UNROLLED
-                    for (int k = 0; k < 8; k++)
-                        w[k] = _mm256_and_si256(_mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) {
-                        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                        const int8_t *qs = x->qs + 32 * j;
-                        __m256i s16 = _mm256_maddubs_epi16(w[0], _mm256_set1_epi32(rd32(qs)));
+                    for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
+                    _Pragma("GCC unroll 1")
+                    for (int k = 0; k < 8; k++) {
+                        const __m256i w = _mm256_and_si256(
+                            _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
                         UNROLLED
-                        for (int k = 1; k < 8; k++)
-                            s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[k], _mm256_set1_epi32(rd32(qs + 4 * k))));
-                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16, sc16));
+                        for (int t = 0; t < n_a; t++) {
+                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                        }
                     }
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                 }
                 __m256i mp[4];
                 UNROLLED
