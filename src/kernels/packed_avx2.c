@@ -53,19 +53,31 @@ INLINE int32_t rd32(const void *p) {
     return v;
 }
 
-/* The exact sums of 8 rows (half h of a packed Q4_0 block) against one activation block. */
-INLINE __m256i q4_half_sums(const uint8_t *blk, int h, const toy_act_q8_0x *x) {
+/* The exact sums of 8 rows (half h of a packed Q4_0 block) against n_a activation rows
+ * (block b of each): each vector's nibbles once, against every row. */
+INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    __m256i s = _mm256_setzero_si256();
+    __m256i s[TILE];
     UNROLLED
+    for (int j = 0; j < n_a; j++) s[j] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 1")
     for (int g = 0; g < 4; g++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
-        s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
+            s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
+        }
     }
     /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
-    return _mm256_add_epi32(_mm256_madd_epi16(s, _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        sumi[j] = _mm256_add_epi32(_mm256_madd_epi16(s[j], _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
+    }
 }
 
 /* The same for half h of a packed Q8_0 block against n_a activation rows (block b of
@@ -131,13 +143,8 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
                 const int h = h0 + i;
                 const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
                 __m256i sumi[TILE];
-                if (q4) {
-                    UNROLLED
-                    for (int j = 0; j < n_a; j++)
-                        sumi[j] = q4_half_sums(blk, h, (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b);
-                } else {
-                    q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-                }
+                if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+                else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
                 UNROLLED
                 for (int j = 0; j < n_a; j++) {
                     const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
