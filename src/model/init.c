@@ -16,8 +16,8 @@
 #include <string.h>
 
 #include "error.h"
-#include "params.h"
 #include "model.h"
+#include "params.h"
 #include "quantize.h"
 
 typedef struct {

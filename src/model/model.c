@@ -17,10 +17,10 @@
 
 #include "error.h"
 #include "gguf.h"
-#include "params.h"
 #include "kernels.h"
 #include "model.h"
 #include "packed.h"
+#include "params.h"
 
 /* ---------------------------------------------------------------- metadata */
 
