@@ -274,15 +274,16 @@ def _default_threads():
 
 
 def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq=256, grad_accum=1,
-          lr=1e-3, min_lr=1e-4, warmup=100, weight_decay=0.1, beta1=0.9, beta2=0.95, eps=1e-8, clip=1.0,
+          lr=1e-3, min_lr=1e-4, warmup=None, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8, clip=1.0,
           seed=42, threads=None, out_type=None, save_every=0, eval_every=0, resume=False, lora_rank=0,
           lora_alpha=0.0, lora_targets=None, lora_dropout=0.0, compute=None, no_mmap=False, arch="llama",
           preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0, ctx=0, untied=False, name=None,
           vocab_from=None, progress=None):
     """Trains as `toy train` / `toy finetune` do, with the same options (their flags with
     _ for -): a new model from preset/dimensions and vocab_from, or model= to fine-tune
-    (with lora_rank: LoRA adapters). progress(dict) is called after each step. Returns
-    the result as a dict (steps, n_params, loss, eval_loss, ...)."""
+    (with lora_rank: LoRA adapters). warmup defaults, as there, to 100 steps but at most
+    a tenth of `steps`. progress(dict) is called after each step. Returns the result as
+    a dict (steps, n_params, loss, eval_loss, ...)."""
     keep = []  # what the C structs point to, alive for the call
 
     def cstr(s):
@@ -310,8 +311,10 @@ def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq
     p.data, p.n_data = cstrs(data)
     p.eval_data, p.n_eval_data = cstrs(eval_data)
     p.steps, p.epochs, p.batch, p.seq, p.grad_accum = steps, epochs, batch, seq, grad_accum
+    if warmup is None:
+        warmup = min(100, steps // 10) if steps > 0 else 100
     p.lr, p.min_lr, p.warmup, p.weight_decay = lr, min_lr, warmup, weight_decay
-    p.beta1, p.beta2, p.eps, p.clip, p.seed = beta1, beta2, eps, clip, seed
+    p.beta1, p.beta2, p.eps, p.clip, p.seed = adam_beta1, adam_beta2, adam_eps, clip, seed
     p.n_threads = threads or _default_threads()
     p.save_every, p.eval_every, p.resume, p.no_mmap = save_every, eval_every, resume, no_mmap
     p.lora_rank, p.lora_alpha, p.lora_dropout = lora_rank, lora_alpha, lora_dropout
