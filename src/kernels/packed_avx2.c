@@ -208,12 +208,12 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                     const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
                     const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
                     const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                    /* vector by vector, each against the tile's rows: eight vectors live
-                     * beside the tile's sums spill */
+                    /* two vectors at a time, each against the tile's rows: all eight live beside
+                     * the tile's sums spill, one at a time pays the loop's overhead */
                     __m256i s16[TILE];
                     UNROLLED
                     for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
-                    _Pragma("GCC unroll 1")
+                    _Pragma("GCC unroll 2")
                     for (int k = 0; k < 8; k++) {
                         const __m256i w = _mm256_and_si256(
                             _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
