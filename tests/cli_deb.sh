@@ -3,16 +3,9 @@
 # command runs from there (its version, and the bundled model found without -m), and each
 # package holds what it says and depends on what its binaries link.
 set -u
-# a sanitizer build's libtoy needs the sanitizer's runtime in the program that loads it,
-# which python3, cc's programs and the packages' users do not have
-[ "${TOY_SANITIZED:-0}" = 1 ] && { echo "SKIP: a sanitizer build (the plain build runs this test)"; exit 77; }
-toy="$1"
-build=$(cd "$(dirname "$toy")" && pwd)
-src=$(cd "${TOY_SOURCE_DIR:-$(dirname "$0")/..}" && pwd)
+. "$(dirname "$0")/packaging.sh"
 command -v dpkg-deb > /dev/null && command -v dpkg-shlibdeps > /dev/null ||
   { echo "SKIP: dpkg-deb or dpkg-shlibdeps (dpkg-dev) not installed"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
 fail=0
 version=$(sed -n 's/^#define TOY_VERSION_STRING "\(.*\)"$/\1/p' "$src/include/toy.h")
 arch=$(dpkg --print-architecture)

@@ -4,14 +4,7 @@
 # CMake's find_package(toy), and runs them; the installed command finds its bundled model
 # and man page where they were put.
 set -u
-# a sanitizer build's libtoy needs the sanitizer's runtime in the program that loads it,
-# which python3, cc's programs and the packages' users do not have
-[ "${TOY_SANITIZED:-0}" = 1 ] && { echo "SKIP: a sanitizer build (the plain build runs this test)"; exit 77; }
-toy="$1"
-build=$(cd "$(dirname "$toy")" && pwd)
-src=$(cd "${TOY_SOURCE_DIR:-$(dirname "$0")/..}" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/packaging.sh"
 prefix=$tmp/prefix
 fail=0
 

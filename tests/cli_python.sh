@@ -3,14 +3,7 @@
 # libtoy.so, the ctypes structs' sizes against the C compiler's, and an install with pip
 # (where pip exists) that imports and runs.
 set -u
-# a sanitizer build's libtoy needs the sanitizer's runtime in the program that loads it,
-# which python3, cc's programs and the packages' users do not have
-[ "${TOY_SANITIZED:-0}" = 1 ] && { echo "SKIP: a sanitizer build (the plain build runs this test)"; exit 77; }
-toy="$1"
-build=$(cd "$(dirname "$toy")" && pwd)
-src=$(cd "${TOY_SOURCE_DIR:-$(dirname "$0")/..}" && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/packaging.sh"
 export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.1" TOY_MODEL_PATH="$src/models/toy-kjv.gguf"
 fail=0
 
