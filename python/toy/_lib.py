@@ -155,7 +155,6 @@ def _declare(lib):
     sigs = {
         "toy_version": (I, [ctypes.POINTER(I), ctypes.POINTER(I), ctypes.POINTER(I)]),
         "toy_last_error": (S, []),
-        "toy_status_str": (S, [I]),
         "toy_kernel_isa": (S, []),
         "toy_free": (None, [P]),
         "toy_model_params_init": (None, [ctypes.POINTER(ModelParams), SZ]),
