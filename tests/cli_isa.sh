@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same logits, to the bit, whichever instruction set runs: toy eval under
-# TOY_ISA=scalar, avx2 and avx512 (those this CPU has), batched and token by token, with
+# TOY_ISA=scalar, avx2, avx512 and amx (those this CPU has), batched and token by token, with
 # every KV cache type, on fixtures that cover GQA, head_dim 128, sliding windows and
 # soft-capping. 70 tokens: more than two chunks of attention cells, so the SIMD
 # attention's 16-row score blocks, its tails and its online softmax all run; then 300
@@ -9,9 +9,16 @@
 set -u
 toy="$1"
 . "$(dirname "$0")/fixtures.sh"
+# an instruction set runs where toy --version reports it under TOY_ISA; the others are
+# named as skipped (AMX also needs Linux 5.16's tile permission)
 isas="scalar"
-grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw f16c /proc/cpuinfo && isas="$isas avx2"
-grep -qw avx512f /proc/cpuinfo 2>/dev/null && grep -qw avx512_vnni /proc/cpuinfo && isas="$isas avx512"
+for isa in avx2 avx512 amx; do
+  if TOY_ISA=$isa "$toy" --version | grep -q "kernels: $isa;"; then
+    isas="$isas $isa"
+  else
+    echo "skipped: $isa (not on this CPU: toy --version under TOY_ISA=$isa says $(TOY_ISA=$isa "$toy" --version | sed 's/.*kernels: \([a-z0-9]*\).*/\1/'))"
+  fi
+done
 if [ "$isas" = scalar ]; then
   echo "SKIP: no SIMD instruction set on this CPU"
   exit 77

@@ -184,9 +184,15 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
     return bad;
 }
 
+#if defined(__x86_64__)
+/* packed_amx.c over the C model of the tile instructions (amx_emulated.c) */
+const toy_packed_kernel *toy_packed_amx_emulated(int type);
+extern const char *toy_amx_emulator_fault;
+#endif
+
 static void run_type(int type) {
-    const toy_packed_kernel *kernels[3] = {toy_packed_scalar(type)};
-    const char *names[3] = {"scalar"};
+    const toy_packed_kernel *kernels[5] = {toy_packed_scalar(type)};
+    const char *names[5] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
     if (toy_cpu_isa() >= TOY_ISA_AVX2) {
@@ -202,12 +208,24 @@ static void run_type(int type) {
         printf("packed avx512 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-512 VNNI)\n", toy_type_name(type),
                toy_isa_name(toy_cpu_isa()));
     }
+    /* the AMX kernels' epilogues are AVX-512: their model runs wherever that does */
+    if (toy_cpu_isa() >= TOY_ISA_AVX512 && toy_packed_amx_emulated(type)) {
+        kernels[n_kernels] = toy_packed_amx_emulated(type);
+        names[n_kernels++] = "amx (emulated tiles)";
+    }
+    if (toy_cpu_isa() >= TOY_ISA_AMX) {
+        if ((kernels[n_kernels] = toy_packed_amx(type))) names[n_kernels++] = "amx";
+    } else if (toy_packed_amx_emulated(type)) {
+        printf("packed amx %s: skipped (the CPU or TOY_ISA=%s does not allow AMX)\n", toy_type_name(type),
+               toy_isa_name(toy_cpu_isa()));
+    }
 #endif
     unsigned long long rng = 0x9e3779b97f4a7c15ull;
     static const int64_t rows[] = {1, 15, 16, 17, 40};
     /* in blocks: one, three, eight, nine, eighteen, forty-eight */
     static const int64_t col_blocks[] = {1, 3, 8, 9, 18, 48};
-    static const int64_t acts[] = {1, 2, 7, 8, 9, 19};
+    /* around the VNNI tile of 8 and the AMX chunk of 16 */
+    static const int64_t acts[] = {1, 2, 7, 8, 9, 16, 19, 35};
     const int64_t bc = block_cols(type);
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         for (size_t c = 0; c < sizeof col_blocks / sizeof col_blocks[0]; c++)
@@ -220,6 +238,11 @@ static void run_type(int type) {
     for (int wm = 0; wm < W_MODES; wm++)
         for (int am = 0; am < A_MODES; am++)
             run_shape(type, kernels, names, n_kernels, 48, 2048, 8, (weight_mode)wm, (act_mode)am, &rng);
+    run_shape(type, kernels, names, n_kernels, 40, 2048, 48, W_GAUSSIAN, A_GAUSSIAN, &rng);
+#if defined(__x86_64__)
+    CHECK_MSG(!toy_amx_emulator_fault, "%s: the AMX kernel misused a tile: %s", toy_type_name(type),
+              toy_amx_emulator_fault ? toy_amx_emulator_fault : "");
+#endif
 }
 
 int main(void) {

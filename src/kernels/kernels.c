@@ -62,6 +62,10 @@
 #include <stdbool.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #endif
 #include <stdlib.h>
 #include <string.h>
@@ -562,6 +566,7 @@ const toy_kernel *toy_kernel_scalar(int type) {
 
 const char *toy_isa_name(toy_isa isa) {
     switch (isa) {
+    case TOY_ISA_AMX: return "amx";
     case TOY_ISA_AVX512: return "avx512";
     case TOY_ISA_AVX2: return "avx2";
     default: return "scalar";
@@ -585,6 +590,28 @@ static toy_isa detected_isa(void) {
     return TOY_ISA_SCALAR;
 }
 
+#if defined(__x86_64__) && defined(__linux__)
+#define ARCH_REQ_XCOMP_PERM 0x1023 /* arch_prctl: ask for an XSAVE feature's state */
+#define XFEATURE_XTILEDATA 18
+#endif
+
+/* AMX int8 tiles usable by this process: the CPU has them (CPUID 7.0 EDX bits 24, 25),
+ * the OS saves their state (XCR0 bits 17 and 18), and Linux (5.16 on) granted this
+ * process the tile data it allocates per thread on first use. Asked once, process-wide. */
+static bool amx_usable(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    unsigned eax, ebx, ecx, edx;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false; /* OSXSAVE */
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#else
+    return false;
+#endif
+}
+
 static toy_isa chosen_isa;
 static const toy_kernel *chosen[TOY_TYPE_COUNT];
 static toy_kernel chosen_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
@@ -593,12 +620,15 @@ static pthread_once_t dispatch_once = PTHREAD_ONCE_INIT;
 static void dispatch_init(void) {
     toy_isa isa = detected_isa();
     const char *want = getenv("TOY_ISA");
-    if (want) {
-        toy_isa w = !strcmp(want, "avx512") ? TOY_ISA_AVX512
-                    : !strcmp(want, "avx2") ? TOY_ISA_AVX2
-                                            : TOY_ISA_SCALAR;
-        if (w < isa) isa = w;
-    }
+    toy_isa w = TOY_ISA_AMX;
+    if (want)
+        w = !strcmp(want, "amx")      ? TOY_ISA_AMX
+            : !strcmp(want, "avx512") ? TOY_ISA_AVX512
+            : !strcmp(want, "avx2")   ? TOY_ISA_AVX2
+                                      : TOY_ISA_SCALAR;
+    /* the tile permission is asked for only where AMX would be used */
+    if (isa == TOY_ISA_AVX512 && w == TOY_ISA_AMX && amx_usable()) isa = TOY_ISA_AMX;
+    if (w < isa) isa = w;
     chosen_isa = isa;
     for (int t = 0; t < TOY_TYPE_COUNT; t++) {
         const toy_kernel *k = NULL;

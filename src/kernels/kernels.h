@@ -51,10 +51,11 @@ typedef enum {
     TOY_ISA_SCALAR = 0,
     TOY_ISA_AVX2 = 1,
     TOY_ISA_AVX512 = 2,
+    TOY_ISA_AMX = 3, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
 } toy_isa;
 
 /* The best instruction set of this CPU, or the one named by the environment variable
- * TOY_ISA=scalar|avx2|avx512 (never above what the CPU has). Decided once. */
+ * TOY_ISA=scalar|avx2|avx512|amx (never above what the CPU has). Decided once. */
 toy_isa toy_cpu_isa(void);
 const char *toy_isa_name(toy_isa isa);
 

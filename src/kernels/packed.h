@@ -109,6 +109,9 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
 const toy_packed_kernel *toy_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
 const toy_packed_kernel *toy_packed_avx512(int type);
+/* The AMX kernels (packed_amx.c), NULL for a type they do not cover; call only where
+ * toy_cpu_isa() is TOY_ISA_AMX. */
+const toy_packed_kernel *toy_packed_amx(int type);
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
 

@@ -24,30 +24,13 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 }
 #else
 
+#include "packed_avx512.h"
+
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* UBSan is off in these kernels: their arithmetic is vector intrinsics, where it has
- * nothing to check (the loads are still checked by ASan), and its instrumentation of the
- * unrolled tiles made this one file take four minutes to compile in the fuzzing build. */
-#if defined(__clang__)
-#define NO_UBSAN __attribute__((no_sanitize("undefined")))
-#else
-#define NO_UBSAN __attribute__((no_sanitize_undefined))
-#endif
-#define INLINE static inline __attribute__((always_inline)) NO_UBSAN
-#define UNROLLED _Pragma("GCC unroll 8")
-#define LANES 8          /* the reduction shape's block lanes */
-#define TILE 8           /* activation rows per pass */
-#define BLOCK_BYTES 544  /* a packed Q8_0 block: 16 fp16 scales, 8 x 16 x 4 weight bytes */
-#define Q4_BLOCK_BYTES 288
-
-INLINE int32_t rd32(const void *p) {
-    int32_t v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+#define TILE 8 /* activation rows per pass */
 
 /* A packed block's 16 rows times one activation block: the exact integer sums.
  * Q8_0: eight weight registers, each against four broadcast activation bytes.
@@ -126,26 +109,9 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-/* Q4_K: a packed block is one super-block of 16 rows (packed.h), 2304 bytes:
- * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
- * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
-#define Q4K_BLOCK_BYTES 2304
 /* Q4_K reads each block with many instructions: without prefetching two blocks ahead,
  * decode from DRAM ran at 19.5 GB/s on one core against 31 with it (the row kernel: 31). */
 #define PREFETCH (2 * Q4K_BLOCK_BYTES)
-
-/* The six-bit scale (or min: lo = the min dword) of sub-block j of 16 rows, per 32-bit
- * lane, from the three scale dwords (kernels.c k4_scale_min). */
-INLINE __m512i srl32(__m512i v, int n) {
-    return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n));
-}
-
-INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
-    if (j < 4) return _mm512_and_si512(srl32(lo, 8 * j), _mm512_set1_epi32(63));
-    const __m512i top = _mm512_and_si512(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
-    const __m512i low = _mm512_and_si512(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
-    return _mm512_or_si512(low, _mm512_slli_epi32(top, 4));
-}
 
 INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
                       float *y, size_t y_stride) {
@@ -156,7 +122,7 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
         UNROLLED
         for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES) {
-            const __m512i s0 = _mm512_loadu_si512(blk + 64), s1 = _mm512_loadu_si512(blk + 128);
+            const __m512i s0 = _mm512_loadu_si512(blk + 64);
             const __m512i s2 = _mm512_loadu_si512(blk + 192);
             for (int c = 0; c < 256; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
             __m512i isum[TILE];
@@ -188,13 +154,8 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                     isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
                 }
             }
-            /* the mins of sub-blocks 2p and 2p + 1 as 16-bit pairs, against the pairs of
-             * activation sub-block sums */
             __m512i mp[4];
-            UNROLLED
-            for (int p = 0; p < 4; p++)
-                mp[p] = _mm512_or_si512(q4k_field(s1, s0, s2, 2 * p, true),
-                                        _mm512_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+            q4k_min_pairs(blk, mp);
             const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
             const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
             UNROLLED

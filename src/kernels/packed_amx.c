@@ -1,0 +1,316 @@
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0 and Q4_K weights (packed.h) with 16
+ * activation rows at a time, bit-identical to the scalar reference (packed.c).
+ *
+ * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
+ * weight bytes, q[k][r][i] (four bytes of each of 16 rows per 64-byte row, weight + 128),
+ * are the B operand of tdpbsud as they lie: 8 rows of 64 bytes, K = 32, N = 16. The A
+ * operand is block b of 16 activation rows, their 32 quants loaded straight from the
+ * activation layout with its row stride. One tdpbsud gives the 16 x 16 exact sums of
+ * (w + 128) * a; the activation's start (-128 * sum a) makes them sum w * a, as in the
+ * VNNI kernels. Q4_0 and Q4_K nibbles are first split into bytes (a mask and a shift,
+ * once per block for all 16 activation rows) in a scratch B tile; Q4_K's 8 sub-blocks
+ * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
+ * lanes, and the mins meet the activation's sub-block sums through vpdpwssd.
+ *
+ * The integer sums are exact whatever computes them, so from there on each block's
+ * float epilogue, d = w.d * a.d and v = d * (float)sumi, is the reference's, on 16 weight
+ * rows at once in a zmm per activation row; v goes into the accumulator of the block's
+ * lane (b % 8), and the 8 lanes are combined pairwise (packed.h, REDUCTION SHAPE).
+ *
+ * Tiles are configured per call (the configuration is per thread) and released at the
+ * end. Fewer than 16 activation rows (decode, the last rows of a prompt) go to the
+ * AVX-512 VNNI kernels, which compute the same bits. Compiled with AVX-512 and AMX
+ * tile/int8 enabled; called only after toy_cpu_isa() found AMX and Linux granted the
+ * tile state (kernels.c). tests/amx_emulated.c compiles this file over a C model of the
+ * tile instructions, so that test_packed checks it on every AVX-512 machine. */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels.h"
+#include "packed.h"
+
+#if !defined(__x86_64__)
+const toy_packed_kernel *toy_packed_amx(int type) {
+    (void)type;
+    return NULL;
+}
+#else
+
+#include "packed_avx512.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+#ifndef TOY_AMX_EMULATE
+#define AMX_ENTRY toy_packed_amx
+#define tile_config(cfg) _tile_loadconfig(cfg)
+#define tile_release() _tile_release()
+#define tile_load(t, p, stride) _tile_loadd(t, p, stride)
+#define tile_store(t, p, stride) _tile_stored(t, p, stride)
+#define tile_zero(t) _tile_zero(t)
+#define tile_dpbsud(c, a, b) _tile_dpbsud(c, a, b)
+#endif
+
+#define CHUNK 16 /* activation rows per pass: the rows of an A and a C tile */
+
+/* Two sets of tiles, so that one block's product runs while the other's epilogue does. */
+#define C0 0 /* 16 activation rows x 16 weight rows of int32 */
+#define A0 1 /* 16 activation rows x 32 quants */
+#define B0 2 /* 8 rows of 16 weight rows x 4 quants (the packed layout) */
+#define C1 3
+#define A1 4
+#define B1 5
+
+/* The LDTILECFG operand (palette 1): bytes per row and rows of each tile. */
+typedef struct {
+    uint8_t palette_id, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config_t;
+
+static const tile_config_t tile_shapes = {
+    .palette_id = 1,
+    .colsb = {[C0] = 64, [A0] = 32, [B0] = 64, [C1] = 64, [A1] = 32, [B1] = 64},
+    .rows = {[C0] = 16, [A0] = 16, [B0] = 8, [C1] = 16, [A1] = 16, [B1] = 8},
+};
+
+_Static_assert(sizeof(tile_config_t) == 64, "LDTILECFG takes 64 bytes");
+
+typedef struct {
+    int32_t v[CHUNK][16] __attribute__((aligned(64)));
+} chunk_sums;
+
+typedef struct {
+    uint8_t q[2][8][64] __attribute__((aligned(64))); /* low nibbles, high nibbles */
+} unpacked_nibbles;
+
+/* n_vec zmm of nibbles at q to bytes: the low nibbles of vector k to lo + 64 k, the high
+ * ones to hi + 64 k (64-byte aligned). */
+INLINE void split_nibbles(const uint8_t *q, int n_vec, uint8_t *lo, uint8_t *hi) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    UNROLLED
+    for (int k = 0; k < n_vec; k++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        _mm512_store_si512(lo + 64 * k, _mm512_and_si512(v, low));
+        _mm512_store_si512(hi + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+    }
+}
+
+/* The 8 lanes of each of the 16 activation rows combined pairwise, as in the reference,
+ * and the group's first `rows` results stored. */
+INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_stride) {
+    const __mmask16 keep = (__mmask16)((1u << rows) - 1u);
+    for (int t = 0; t < CHUNK; t++) {
+        __m512 l0 = _mm512_add_ps(lane[0][t], lane[4][t]), l1 = _mm512_add_ps(lane[1][t], lane[5][t]);
+        __m512 l2 = _mm512_add_ps(lane[2][t], lane[6][t]), l3 = _mm512_add_ps(lane[3][t], lane[7][t]);
+        l0 = _mm512_add_ps(l0, l2);
+        l1 = _mm512_add_ps(l1, l3);
+        _mm512_mask_storeu_ps(y + (size_t)t * y_stride, keep, _mm512_add_ps(l0, l1));
+    }
+}
+
+/* One Q8_0 / Q4_0 block's exact sums into s, on tiles (c, a, b): c and b name tiles, so
+ * these are macros (the tile instructions take them as immediates). */
+#define Q8_BLOCK_SUMS(c, at, bt, blk, b, q4, u, s)                                                    \
+    do {                                                                                          \
+        tile_load(at, act + (size_t)(b) * sizeof(toy_act_q8_0x) + offsetof(toy_act_q8_0x, qs), a_stride); \
+        if (q4) {                                                                                 \
+            /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */              \
+            split_nibbles((blk) + 32, 4, (u)->q[0][0], (u)->q[0][4]);                             \
+            tile_load(bt, (u)->q[0], 64);                                                         \
+        } else {                                                                                  \
+            tile_load(bt, (blk) + 32, 64);                                                        \
+        }                                                                                         \
+        tile_zero(c);                                                                             \
+        tile_dpbsud(c, at, bt);                                                                   \
+        tile_store(c, (s)->v, 64);                                                                \
+    } while (0)
+
+/* The epilogue of block b: acc[t] += (w.d * a.d) * (float)(sums + start). */
+INLINE void q8_block_epilogue(const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b, const bool q4,
+                              const chunk_sums *s, __m512 acc[CHUNK]) {
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    UNROLLED
+    for (int t = 0; t < CHUNK; t++) {
+        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
+        /* Q4_0: the nibbles are weights + 8, the start -8 * sum a (exact: -128 * sum / 16) */
+        const __m512i start = _mm512_set1_epi32(q4 ? x->start / 16 : x->start);
+        const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(s->v[t]), start);
+        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+    }
+}
+
+/* Rows [0, rows) of one Q8_0 / Q4_0 group times the 16 activation rows at act. */
+INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const bool q4,
+                     float *y, size_t y_stride) {
+    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES;
+    __m512 lane[LANES][CHUNK];
+    chunk_sums s[2];
+    unpacked_nibbles u[2];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[CHUNK];
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) acc[t] = _mm512_setzero_ps();
+        int64_t b = l;
+        /* the lane's blocks b and b + 8 lie side by side */
+        for (; b + LANES < nb; b += 2 * LANES, blk += 2 * block_bytes) {
+            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, q4, &u[0], &s[0]);
+            Q8_BLOCK_SUMS(C1, A1, B1, blk + block_bytes, b + LANES, q4, &u[1], &s[1]);
+            q8_block_epilogue(blk, act, a_stride, b, q4, &s[0], acc);
+            q8_block_epilogue(blk + block_bytes, act, a_stride, b + LANES, q4, &s[1], acc);
+        }
+        if (b < nb) {
+            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, q4, &u[0], &s[0]);
+            q8_block_epilogue(blk, act, a_stride, b, q4, &s[0], acc);
+            blk += block_bytes;
+        }
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = acc[t];
+    }
+    store_chunk(lane, rows, y, y_stride);
+}
+
+/* Rows [0, rows) of one Q4_K group times the 16 activation rows at act. Per super-block
+ * and activation row: isum = sum over sub-blocks j of scale_j * (exact sum j), summs =
+ * sum of min_j * msum_j, then the reference's d * isum - dmin * summs. */
+INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
+                      size_t y_stride) {
+    __m512 lane[LANES][CHUNK];
+    chunk_sums s[2];
+    unpacked_nibbles u;
+    const uint8_t *blk = group;
+    const size_t qs = offsetof(toy_act_q8_Kx, qs);
+    for (int l = 0; l < LANES; l++) {
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES) {
+            const uint8_t *xb = act + (size_t)b * sizeof(toy_act_q8_Kx);
+            const __m512i s0 = _mm512_loadu_si512(blk + 64), s2 = _mm512_loadu_si512(blk + 192);
+            __m512i isum[CHUNK];
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
+            /* sub-blocks 2p (low nibbles) and 2p + 1 (high) share their bytes */
+            for (int p = 0; p < 4; p++) {
+                split_nibbles(blk + 256 + 512 * p, 8, u.q[0][0], u.q[1][0]);
+                tile_load(A0, xb + qs + 64 * p, a_stride);
+                tile_load(A1, xb + qs + 64 * p + 32, a_stride);
+                tile_load(B0, u.q[0], 64);
+                tile_load(B1, u.q[1], 64);
+                tile_zero(C0);
+                tile_zero(C1);
+                tile_dpbsud(C0, A0, B0);
+                tile_dpbsud(C1, A1, B1);
+                tile_store(C0, s[0].v, 64);
+                tile_store(C1, s[1].v, 64);
+                const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
+                const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
+                UNROLLED
+                for (int t = 0; t < CHUNK; t++) {
+                    const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
+                    const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
+                }
+            }
+            __m512i mp[4];
+            q4k_min_pairs(blk, mp);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) {
+                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
+                __m512i summs = _mm512_setzero_si512();
+                UNROLLED
+                for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+                const __m512 ad = _mm512_set1_ps(x->d);
+                const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
+                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
+                const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
+                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_sub_ps(scaled, mins));
+            }
+        }
+    }
+    store_chunk(lane, rows, y, y_stride);
+}
+
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K } kind;
+
+/* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
+ * all of them; the rows past the last whole chunk go to the VNNI kernel. */
+INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
+                     size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
+    static const int64_t block_cols[] = {32, 32, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES};
+    const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
+    if (n_chunked > 0) {
+        tile_config(&tile_shapes);
+        const uint8_t *group = w;
+        for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
+            const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+            for (int64_t j0 = 0; j0 < n_chunked; j0 += CHUNK) {
+                const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
+                float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
+                switch (k) {
+                case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
+                case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
+                case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
+                }
+            }
+        }
+        tile_release();
+    }
+    if (n_a > n_chunked)
+        toy_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
+                                      n_a - n_chunked, y + (size_t)n_chunked * y_stride, y_stride);
+}
+
+#define GEMM(name, k, type)                                                                                    \
+    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
+                              int64_t n_a, float *y, size_t y_stride) {                                        \
+        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                   \
+    }
+GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
+GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
+GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
+#undef GEMM
+
+/* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
+static const toy_packed_kernel packed_q8_0_amx = {
+    .type = TOY_TYPE_Q8_0,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_q8_0x,
+};
+
+static const toy_packed_kernel packed_q4_0_amx = {
+    .type = TOY_TYPE_Q4_0,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_q4_0x,
+};
+
+static const toy_packed_kernel packed_q4_K_amx = {
+    .type = TOY_TYPE_Q4_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q4_Kx,
+};
+
+/* NULL for a packed type without AMX products (Q6_K: its 16-weight sub-blocks would
+ * fill a quarter of a tile): toy_packed_get then takes the VNNI kernel. */
+const toy_packed_kernel *AMX_ENTRY(int type) {
+    switch (type) {
+    case TOY_TYPE_Q8_0: return &packed_q8_0_amx;
+    case TOY_TYPE_Q4_0: return &packed_q4_0_amx;
+    case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
+    default: return NULL;
+    }
+}
+
+#endif /* __x86_64__ */

@@ -1,0 +1,60 @@
+/* packed_avx512.h — the AVX-512 pieces shared by the AVX-512 VNNI (packed_avx512.c) and
+ * AMX (packed_amx.c) products of packed weights: both read the same layouts (packed.h).
+ * Include only from files compiled with AVX-512 F/BW/VL/DQ and VNNI enabled. */
+#ifndef TOY_PACKED_AVX512_H
+#define TOY_PACKED_AVX512_H
+
+#include <immintrin.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <string.h>
+
+/* UBSan is off in these kernels: their arithmetic is vector intrinsics, where it has
+ * nothing to check (the loads are still checked by ASan), and its instrumentation of the
+ * unrolled tiles made one file take four minutes to compile in the fuzzing build. */
+#if defined(__clang__)
+#define NO_UBSAN __attribute__((no_sanitize("undefined")))
+#else
+#define NO_UBSAN __attribute__((no_sanitize_undefined))
+#endif
+#define INLINE static inline __attribute__((always_inline)) NO_UBSAN
+#define UNROLLED _Pragma("GCC unroll 8")
+#define LANES 8             /* the reduction shape's block lanes */
+#define BLOCK_BYTES 544     /* a packed Q8_0 block: 16 fp16 scales, 8 x 16 x 4 weight bytes */
+#define Q4_BLOCK_BYTES 288  /* a packed Q4_0 block: 16 fp16 scales, 4 x 16 x 4 nibble pairs */
+/* Q4_K: a packed block is one super-block of 16 rows (packed.h), 2304 bytes:
+ * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
+ * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
+#define Q4K_BLOCK_BYTES 2304
+
+INLINE int32_t rd32(const void *p) {
+    int32_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+INLINE __m512i srl32(__m512i v, int n) {
+    return _mm512_srl_epi32(v, _mm_cvtsi32_si128(n));
+}
+
+/* The six-bit scale (or min: lo = the min dword) of sub-block j of 16 rows, per 32-bit
+ * lane, from the three scale dwords (kernels.c k4_scale_min). */
+INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
+    if (j < 4) return _mm512_and_si512(srl32(lo, 8 * j), _mm512_set1_epi32(63));
+    const __m512i top = _mm512_and_si512(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
+    const __m512i low = _mm512_and_si512(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
+    return _mm512_or_si512(low, _mm512_slli_epi32(top, 4));
+}
+
+/* The mins of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd against
+ * the pairs of activation sub-block sums (toy_act_q8_Kx.msum). */
+INLINE void q4k_min_pairs(const uint8_t *blk, __m512i mp[4]) {
+    const __m512i s0 = _mm512_loadu_si512(blk + 64), s1 = _mm512_loadu_si512(blk + 128);
+    const __m512i s2 = _mm512_loadu_si512(blk + 192);
+    UNROLLED
+    for (int p = 0; p < 4; p++)
+        mp[p] = _mm512_or_si512(q4k_field(s1, s0, s2, 2 * p, true),
+                                _mm512_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+}
+
+#endif
