@@ -1,4 +1,4 @@
-/* packed_amx.c — AMX products of packed Q8_0, Q4_0 and Q4_K weights (packed.h) with 16
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K and Q6_K weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
@@ -10,7 +10,8 @@
  * VNNI kernels. Q4_0 and Q4_K nibbles are first split into bytes (a mask and a shift,
  * once per block for all 16 activation rows) in a scratch B tile; Q4_K's 8 sub-blocks
  * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
- * lanes, and the mins meet the activation's sub-block sums through vpdpwssd.
+ * lanes, and the mins meet the activation's sub-block sums through vpdpwssd; Q6_K's 16
+ * sub-blocks of 16 are products with K = 16 on their six-bit values (weight + 32).
  *
  * The integer sums are exact whatever computes them, so from there on each block's
  * float epilogue, d = w.d * a.d and v = d * (float)sumi, is the reference's, on 16 weight
@@ -70,10 +71,18 @@ typedef struct {
     uint8_t rows[16];
 } tile_config_t;
 
+/* Q8_0, Q4_0, Q4_K: K = 32 quants a product */
 static const tile_config_t tile_shapes = {
     .palette_id = 1,
     .colsb = {[C0] = 64, [A0] = 32, [B0] = 64, [C1] = 64, [A1] = 32, [B1] = 64},
     .rows = {[C0] = 16, [A0] = 16, [B0] = 8, [C1] = 16, [A1] = 16, [B1] = 8},
+};
+
+/* Q6_K: K = 16, its sub-blocks */
+static const tile_config_t tile_shapes_q6_K = {
+    .palette_id = 1,
+    .colsb = {[C0] = 64, [A0] = 16, [B0] = 64, [C1] = 64, [A1] = 16, [B1] = 64},
+    .rows = {[C0] = 16, [A0] = 16, [B0] = 4, [C1] = 16, [A1] = 16, [B1] = 4},
 };
 
 _Static_assert(sizeof(tile_config_t) == 64, "LDTILECFG takes 64 bytes");
@@ -236,17 +245,91 @@ INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K } kind;
+/* Rows [0, rows) of one Q6_K group times the 16 activation rows (plain Q8_K) at act.
+ * Each 16-weight sub-block g is a product with K = 16: its six-bit values u = weight +
+ * 32 (the VNNI kernel's) in a scratch B tile; isum = sum over g of scale_g * (exact sum
+ * g), less the 32 * sum of scale_g * bsum_g, then the reference's d * isum. */
+INLINE void q6k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
+                      size_t y_stride) {
+    __m512 lane[LANES][CHUNK];
+    chunk_sums s[2];
+    struct {
+        uint8_t q[2][4][64] __attribute__((aligned(64)));
+    } u;
+    const uint8_t *blk = group;
+    const size_t qs = offsetof(block_q8_K, qs);
+    for (int l = 0; l < LANES; l++) {
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) {
+            const uint8_t *xb = act + (size_t)b * sizeof(block_q8_K);
+            __m512i isum[CHUNK];
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
+                for (int m = 0; m < 4; m++) {
+                    const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
+                    /* sub-blocks g = 8h + 2m and g + 1 */
+                    for (int kk = 0; kk < 2; kk++) {
+                        __m512i v[4];
+                        q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, v);
+                        UNROLLED
+                        for (int i = 0; i < 4; i++) _mm512_store_si512(u.q[kk][i], v[i]);
+                    }
+                    const size_t first = qs + 128 * (size_t)h + 32 * (size_t)m;
+                    tile_load(A0, xb + first, a_stride);
+                    tile_load(A1, xb + first + 16, a_stride);
+                    tile_load(B0, u.q[0], 64);
+                    tile_load(B1, u.q[1], 64);
+                    tile_zero(C0);
+                    tile_zero(C1);
+                    tile_dpbsud(C0, A0, B0);
+                    tile_dpbsud(C1, A1, B1);
+                    tile_store(C0, s[0].v, 64);
+                    tile_store(C1, s[1].v, 64);
+                    const int g = 8 * h + 2 * m;
+                    const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
+                    const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 16 * g)));
+                    UNROLLED
+                    for (int t = 0; t < CHUNK; t++) {
+                        const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
+                        const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
+                    }
+                }
+            }
+            /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
+            __m512i pair[8];
+            UNROLLED
+            for (int p = 0; p < 8; p++) pair[p] = q6k_scale_pair(blk, p);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) {
+                const block_q8_K *x = (const block_q8_K *)(xb + (size_t)t * a_stride);
+                __m512i corr = _mm512_setzero_si512();
+                UNROLLED
+                for (int p = 0; p < 8; p++) corr = _mm512_dpwssd_epi32(corr, pair[p], _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
+                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
+                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+            }
+        }
+    }
+    store_chunk(lane, rows, y, y_stride);
+}
+
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
 
 /* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
  * all of them; the rows past the last whole chunk go to the VNNI kernel. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
     if (n_chunked > 0) {
-        tile_config(&tile_shapes);
+        tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
         const uint8_t *group = w;
         for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
             const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
@@ -257,6 +340,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                 case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
                 case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
                 case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
+                case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
                 }
             }
         }
@@ -275,6 +359,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
 GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
+GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
 #undef GEMM
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
@@ -302,13 +387,21 @@ static const toy_packed_kernel packed_q4_K_amx = {
     .gemm = gemm_q4_Kx,
 };
 
-/* NULL for a packed type without AMX products (Q6_K: its 16-weight sub-blocks would
- * fill a quarter of a tile): toy_packed_get then takes the VNNI kernel. */
+static const toy_packed_kernel packed_q6_K_amx = {
+    .type = TOY_TYPE_Q6_K,
+    .block_cols = 256,
+    .act_block = sizeof(block_q8_K),
+    .quantize_act = toy_quantize_act_q8_K_cpu,
+    .gemm = gemm_q6_Kx,
+};
+
+/* NULL for a type without AMX products: toy_packed_get then takes the VNNI kernel. */
 const toy_packed_kernel *AMX_ENTRY(int type) {
     switch (type) {
     case TOY_TYPE_Q8_0: return &packed_q8_0_amx;
     case TOY_TYPE_Q4_0: return &packed_q4_0_amx;
     case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
+    case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
     default: return NULL;
     }
 }

@@ -177,16 +177,12 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-/* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
- * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
-#define Q6K_BLOCK_BYTES 3360
 #define Q6K_PREFETCH (2 * Q6K_BLOCK_BYTES)
 
 INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
                       float *y, size_t y_stride) {
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
-    const __m512i low4 = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
     for (int l = 0; l < LANES; l++) {
         __m512 acc[TILE];
         UNROLLED
@@ -203,23 +199,12 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                 /* not unrolled (the shifts take counts): eight copies of the body, for
                  * each of the eight tile sizes, made this file slow to compile */
                 for (int m = 0; m < 4; m++) {
-                    const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
-                    const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
+                    const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
                     for (int kk = 0; kk < 2; kk++) {
                         const int g = 8 * h + 2 * m + kk;
                         const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
                         __m512i u[4];
-                        UNROLLED
-                        for (int i = 0; i < 4; i++) {
-                            const int k = 4 * kk + i;
-                            const __m512i vl = _mm512_loadu_si512(ql + 512 * (m % 2) + 64 * k);
-                            const __m512i vh = _mm512_loadu_si512(qh + 64 * k);
-                            const __m512i lo = _mm512_srl_epi16(vl, lo_shift);
-                            /* bits 2m, 2m + 1 to bits 4, 5 */
-                            const __m512i hi = m < 2 ? _mm512_sll_epi16(vh, hi_shift) : _mm512_srl_epi16(vh, hi_shift);
-                            /* (lo & 0x0f) | (hi & 0x30) */
-                            u[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), hi, high2, 0xf8);
-                        }
+                        q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
                         UNROLLED
                         for (int t = 0; t < n_a; t++) {
                             const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
@@ -236,9 +221,7 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
             /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
             UNROLLED
             for (int p = 0; p < 8; p++) {
-                const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * p)));
-                const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 32 * p)));
-                const __m512i pair = _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(s1, 16));
+                const __m512i pair = q6k_scale_pair(blk, p);
                 UNROLLED
                 for (int t = 0; t < n_a; t++) {
                     const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;

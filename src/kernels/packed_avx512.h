@@ -26,6 +26,9 @@
  * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
  * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
 #define Q4K_BLOCK_BYTES 2304
+/* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
+ * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
+#define Q6K_BLOCK_BYTES 3360
 
 INLINE int32_t rd32(const void *p) {
     int32_t v;
@@ -55,6 +58,41 @@ INLINE void q4k_min_pairs(const uint8_t *blk, __m512i mp[4]) {
     for (int p = 0; p < 4; p++)
         mp[p] = _mm512_or_si512(q4k_field(s1, s0, s2, 2 * p, true),
                                 _mm512_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+}
+
+/* Q6_K sub-block g = 8h + 2m + kk of 16 rows, as the unsigned six-bit values u (weights
+ * + 32) of its 16 weights, four of each row per 32-bit lane: u[i] holds weights 4i..4i+3
+ * of the sub-block, from the ql and qh bytes of half h. The shifts are those of m. */
+INLINE __m128i q6k_low_shift(int m) {
+    return _mm_cvtsi32_si128(4 * (m / 2));
+}
+
+INLINE __m128i q6k_high_shift(int m) {
+    return _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
+}
+
+INLINE void q6k_sub_block(const uint8_t *ql, const uint8_t *qh, int m, int kk, __m128i lo_shift, __m128i hi_shift,
+                          __m512i u[4]) {
+    const __m512i low4 = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
+    UNROLLED
+    for (int i = 0; i < 4; i++) {
+        const int k = 4 * kk + i;
+        const __m512i vl = _mm512_loadu_si512(ql + 512 * (m % 2) + 64 * k);
+        const __m512i vh = _mm512_loadu_si512(qh + 64 * k);
+        const __m512i lo = _mm512_srl_epi16(vl, lo_shift);
+        /* bits 2m, 2m + 1 to bits 4, 5 */
+        const __m512i hi = m < 2 ? _mm512_sll_epi16(vh, hi_shift) : _mm512_srl_epi16(vh, hi_shift);
+        /* (lo & 0x0f) | (hi & 0x30) */
+        u[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), hi, high2, 0xf8);
+    }
+}
+
+/* The scales of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd
+ * against the pairs of the activation's 16-quant sums (block_q8_K.bsums). */
+INLINE __m512i q6k_scale_pair(const uint8_t *blk, int p) {
+    const __m512i s0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 32 * p)));
+    const __m512i s1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 32 * p)));
+    return _mm512_or_si512(_mm512_and_si512(s0, _mm512_set1_epi32(0xffff)), _mm512_slli_epi32(s1, 16));
 }
 
 #endif
