@@ -211,28 +211,59 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                 __m256i isum[TILE];
                 UNROLLED
                 for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) {
-                    const __m256i sc = q4k_field(s0, s0, s2, j, false);
-                    const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-                    const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
-                    const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                    /* two vectors at a time, each against the tile's rows: all eight live beside
-                     * the tile's sums spill, one at a time pays the loop's overhead */
-                    __m256i s16[TILE];
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
-                    _Pragma("GCC unroll 2")
-                    for (int k = 0; k < 8; k++) {
-                        const __m256i w = _mm256_and_si256(
-                            _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
+                if (n_a <= 2) {
+                    /* decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load of
+                     * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
+                     * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
+                    for (int p = 0; p < 4; p++) {
+                        const uint8_t *q = blk + 256 + 512 * p + 32 * h;
+                        __m256i s16[2][TILE];
                         UNROLLED
-                        for (int t = 0; t < n_a; t++) {
-                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                            s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                        for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
+                        _Pragma("GCC unroll 2")
+                        for (int k = 0; k < 8; k++) {
+                            const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                            const __m256i w0 = _mm256_and_si256(v, low), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) {
+                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                const int8_t *qs = x->qs + 64 * p + 4 * k;
+                                s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
+                                s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
+                            }
+                        }
+                        UNROLLED
+                        for (int e = 0; e < 2; e++) {
+                            const __m256i sc = q4k_field(s0, s0, s2, 2 * p + e, false);
+                            const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16));
                         }
                     }
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
+                } else {
+                    for (int j = 0; j < 8; j++) {
+                        const __m256i sc = q4k_field(s0, s0, s2, j, false);
+                        const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                        const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
+                        const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
+                        /* two vectors at a time, each against the tile's rows: all eight live beside
+                         * the tile's sums spill, one at a time pays the loop's overhead */
+                        __m256i s16[TILE];
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
+                        _Pragma("GCC unroll 2")
+                        for (int k = 0; k < 8; k++) {
+                            const __m256i w = _mm256_and_si256(
+                                _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) {
+                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                            }
+                        }
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
+                    }
                 }
                 __m256i mp[4];
                 UNROLLED
