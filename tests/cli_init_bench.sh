@@ -43,7 +43,17 @@ for k in ("prompt_tokens_per_s", "gen_tokens_per_s", "weight_bytes_per_token",
 assert d["prompt_tokens_per_s"] > 0 and d["gen_tokens_per_s"] > 0 and d["bandwidth_gb_per_s"] > 0
 assert 60e6 < d["weight_bytes_per_token"] < 100e6, d["weight_bytes_per_token"]
 assert d["threads"] == 2 and "smollm2-135m" in d["model_type"]
-assert d["isa"] in ("avx512", "avx2", "scalar"), d.get("isa")
+assert d["isa"] in ("amx", "avx512", "avx2", "scalar"), d.get("isa")
+# the last-level cache is the largest-level data or unified cache of CPU 0 in sysfs
+import glob, os
+want, level = 0, 0
+for idx in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
+    rd = lambda f: open(os.path.join(idx, f)).read().strip()
+    size = rd("size")
+    n = int(size.rstrip("KM")) << (10 if size.endswith("K") else 20 if size.endswith("M") else 0)
+    if rd("type") != "Instruction" and int(rd("level")) >= level and n:
+        want, level = n, int(rd("level"))
+assert d["last_level_cache_bytes"] == want, (d["last_level_cache_bytes"], want)
 PY
 
 "$toy" init --arch qwen2 --preset smollm2-135m --vocab-from "$vocab" --out "$tmp/c.gguf" 2> "$tmp/err" \

@@ -6,6 +6,7 @@
  * threads: each thread sums its share of a buffer much larger than the caches. */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -31,6 +32,41 @@ static double median(double *v, int n) {
 }
 
 /* ---------------------------------------------------------------- bandwidth */
+
+/* The size in bytes of the largest data cache of CPU 0 and its level (Linux sysfs), 0 if
+ * unknown. Decode from weights that fit in it measures the cache, not memory. */
+static uint64_t last_level_cache(int *level) {
+    uint64_t best = 0;
+    *level = 0;
+    for (int i = 0; i < 16; i++) {
+        char path[96], type[32] = "", size[32] = "";
+        int lv = 0;
+        FILE *f;
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/level", i);
+        if (!(f = fopen(path, "r"))) break;
+        if (fscanf(f, "%d", &lv) != 1) lv = 0;
+        fclose(f);
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/type", i);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%31s", type) != 1) type[0] = 0;
+            fclose(f);
+        }
+        snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", i);
+        if ((f = fopen(path, "r"))) {
+            if (fscanf(f, "%31s", size) != 1) size[0] = 0;
+            fclose(f);
+        }
+        char *end;
+        uint64_t bytes = strtoull(size, &end, 10);
+        if (*end == 'K') bytes <<= 10;
+        else if (*end == 'M') bytes <<= 20;
+        if (strcmp(type, "Instruction") && lv >= *level && bytes) {
+            *level = lv;
+            best = bytes;
+        }
+    }
+    return best;
+}
 
 typedef struct {
     const uint64_t *p;
@@ -266,6 +302,8 @@ int cmd_bench(int argc, char **argv) {
         snprintf(model_type, sizeof model_type, "%.*s %.*s%s%s", (int)arch_len, arch,
                  (int)(name ? name_len : 0), name ? name : "", name ? " " : "",
                  ftype_name ? ftype_name : "?");
+        int llc_level;
+        const uint64_t llc = last_level_cache(&llc_level);
         if (json) {
             printf("{\"model\": ");
             print_json_string(stdout, model_path, strlen(model_path));
@@ -275,9 +313,9 @@ int cmd_bench(int argc, char **argv) {
             printf(", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
                    "\"prompt_tokens_per_s\": %.3f, \"gen_tokens_per_s\": %.3f, "
                    "\"weight_bytes_per_token\": %llu, \"bandwidth_gb_per_s\": %.3f, "
-                   "\"roofline_fraction\": %.4f, \"peak_rss_bytes\": %lld}\n",
+                   "\"roofline_fraction\": %.4f, \"last_level_cache_bytes\": %llu, \"peak_rss_bytes\": %lld}\n",
                    n_threads, n_prompt, n_gen, reps, pp_med, tg_med, (unsigned long long)bytes,
-                   bw / 1e9, roof, (long long)ru.ru_maxrss * 1024);
+                   bw / 1e9, roof, (unsigned long long)llc, (long long)ru.ru_maxrss * 1024);
         } else {
             printf("model             %s (%s)\n", model_path, model_type);
             printf("threads           %d (kernels: %s)\n", n_threads, toy_kernel_isa());
@@ -288,6 +326,9 @@ int cmd_bench(int argc, char **argv) {
                    bw / 1e9, n_threads);
             printf("roofline          %.1f%% (median over runs of tokens/s x weights/token / bandwidth)\n",
                    100 * roof);
+            if (llc)
+                printf("last-level cache  %.1f MiB (L%d)%s\n", (double)llc / (1 << 20), llc_level,
+                       bytes <= llc ? ": the weights fit in it, so decode is no bandwidth measurement" : "");
             printf("peak RSS          %.1f MB\n", (double)ru.ru_maxrss / 1024.0);
         }
     }
