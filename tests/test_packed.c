@@ -10,6 +10,7 @@
  * tile of 8. */
 #include "packed.h"
 
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -190,6 +191,52 @@ const toy_packed_kernel *toy_packed_amx_emulated(int type);
 extern const char *toy_amx_emulator_fault;
 #endif
 
+#if defined(__x86_64__)
+/* Kernels the AMX self-test must refuse: one that faults, one with wrong sums. */
+static void gemm_trapping(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a,
+                          float *y, size_t y_stride) {
+    (void)n_cols, (void)w, (void)n_rows, (void)a, (void)a_stride, (void)n_a, (void)y, (void)y_stride;
+    __builtin_trap(); /* ud2: SIGILL, as an instruction the CPU lacks */
+}
+
+static void gemm_off_by_one(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                            int64_t n_a, float *y, size_t y_stride) {
+    toy_packed_avx512(TOY_TYPE_Q4_K)->gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+    y[(size_t)(n_a - 1) * y_stride + (size_t)(n_rows - 1)] += 1.0f;
+}
+
+static const toy_packed_kernel *get_trapping(int type) {
+    static toy_packed_kernel k;
+    k = *toy_packed_avx512(type);
+    k.gemm = gemm_trapping;
+    return &k;
+}
+
+static const toy_packed_kernel *get_off_by_one(int type) {
+    static toy_packed_kernel k;
+    if (type != TOY_TYPE_Q4_K) return toy_packed_avx512(type);
+    k = *toy_packed_avx512(type);
+    k.gemm = gemm_off_by_one;
+    return &k;
+}
+
+/* The self-test that guards AMX: the tile model passes; a faulting kernel and one with a
+ * wrong bit fail it, without a crash, and the signal handlers are given back. */
+static void check_amx_self_test(void) {
+    if (toy_cpu_isa() < TOY_ISA_AVX512) {
+        printf("amx self-test: skipped (the CPU or TOY_ISA=%s does not allow AVX-512)\n", toy_isa_name(toy_cpu_isa()));
+        return;
+    }
+    struct sigaction before, after;
+    sigaction(SIGILL, NULL, &before);
+    CHECK_MSG(toy_packed_amx_self_test_with(toy_packed_amx_emulated), "the tile model's products failed the self-test");
+    CHECK_MSG(!toy_packed_amx_self_test_with(get_trapping), "a kernel that raises SIGILL passed the self-test");
+    CHECK_MSG(!toy_packed_amx_self_test_with(get_off_by_one), "a kernel with a wrong result passed the self-test");
+    sigaction(SIGILL, NULL, &after);
+    CHECK_MSG(after.sa_handler == before.sa_handler, "the self-test left its SIGILL handler behind");
+}
+#endif
+
 static void run_type(int type) {
     const toy_packed_kernel *kernels[5] = {toy_packed_scalar(type)};
     const char *names[5] = {"scalar"};
@@ -246,6 +293,8 @@ static void run_type(int type) {
 }
 
 int main(void) {
+    /* where AMX is present and granted, its products must have passed the self-test */
+    CHECK_MSG(!toy_amx_self_test_failed(), "AMX products differ from the VNNI ones (self-test): running AVX-512");
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
@@ -253,6 +302,9 @@ int main(void) {
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 3360);
     CHECK(toy_packed_group_size(TOY_TYPE_Q5_K, 256) == 0);
+#if defined(__x86_64__)
+    check_amx_self_test();
+#endif
     run_type(TOY_TYPE_Q8_0);
     run_type(TOY_TYPE_Q4_0);
     run_type(TOY_TYPE_Q4_K);

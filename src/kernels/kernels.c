@@ -55,6 +55,7 @@
  * in double; float lanes are what vector code can reproduce at full speed.
  */
 #include "kernels.h"
+#include "packed.h"
 #include "toy.h"
 
 #include <math.h>
@@ -612,6 +613,7 @@ static bool amx_usable(void) {
 #endif
 }
 
+static bool amx_failed; /* AMX present and granted, but its products failed the self-test */
 static toy_isa chosen_isa;
 static const toy_kernel *chosen[TOY_TYPE_COUNT];
 static toy_kernel chosen_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
@@ -627,7 +629,10 @@ static void dispatch_init(void) {
             : !strcmp(want, "avx2")   ? TOY_ISA_AVX2
                                       : TOY_ISA_SCALAR;
     /* the tile permission is asked for only where AMX would be used */
-    if (isa == TOY_ISA_AVX512 && w == TOY_ISA_AMX && amx_usable()) isa = TOY_ISA_AMX;
+    if (isa == TOY_ISA_AVX512 && w == TOY_ISA_AMX && amx_usable()) {
+        amx_failed = !toy_packed_amx_self_test();
+        if (!amx_failed) isa = TOY_ISA_AMX;
+    }
     if (w < isa) isa = w;
     chosen_isa = isa;
     for (int t = 0; t < TOY_TYPE_COUNT; t++) {
@@ -649,7 +654,15 @@ static void dispatch_init(void) {
     }
 }
 
-const char *toy_kernel_isa(void) { return toy_isa_name(toy_cpu_isa()); }
+const char *toy_kernel_isa(void) {
+    return toy_cpu_isa() == TOY_ISA_AVX512 && amx_failed ? "avx512 (AMX off: its products failed the self-test)"
+                                                          : toy_isa_name(toy_cpu_isa());
+}
+
+bool toy_amx_self_test_failed(void) {
+    toy_cpu_isa();
+    return amx_failed;
+}
 
 toy_isa toy_cpu_isa(void) {
     pthread_once(&dispatch_once, dispatch_init);

@@ -11,6 +11,7 @@
 #ifndef TOY_KERNELS_H
 #define TOY_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -58,6 +59,9 @@ typedef enum {
  * TOY_ISA=scalar|avx2|avx512|amx (never above what the CPU has). Decided once. */
 toy_isa toy_cpu_isa(void);
 const char *toy_isa_name(toy_isa isa);
+/* True where the CPU and the OS allow AMX but its products failed the self-test run
+ * before it is chosen (packed.h): toy then runs the AVX-512 kernels. */
+bool toy_amx_self_test_failed(void);
 
 /* The fastest kernel of a type on this CPU: chosen once per type, at first use. */
 const toy_kernel *toy_kernel_get(int type);

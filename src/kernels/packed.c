@@ -4,6 +4,8 @@
 #include "packed.h"
 
 #include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -143,6 +145,23 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
         }
 }
 
+/* A Q8_0 block as a packed activation block: the scale as float, the start. */
+static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
+    int32_t sum = 0;
+    for (int j = 0; j < QK8_0; j++) sum += src->qs[j];
+    toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src->d), .start = -128 * sum};
+    memcpy(dst.qs, src->qs, sizeof dst.qs);
+    memcpy(a, &dst, sizeof dst);
+}
+
+/* A Q8_K block as a packed Q4_K activation block: the sums of its 32-quant sub-blocks. */
+static void widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
+    toy_act_q8_Kx dst = {.d = q->d};
+    for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q->bsums[2 * j] + q->bsums[2 * j + 1]);
+    memcpy(dst.qs, q->qs, sizeof dst.qs);
+    memcpy(a, &dst, sizeof dst);
+}
+
 /* The row is first quantized to plain Q8_0 blocks (this CPU's quantizer: the bytes the
  * row kernels see) at the end of y, then widened in place from the front: packed block
  * b ends at 40(b + 1), never past the start 6 nb + 34(b + 1) of the Q8_0 block b + 1 not
@@ -156,11 +175,7 @@ void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     for (int64_t b = 0; b < nb; b++) {
         block_q8_0 src;
         memcpy(&src, &q[b], sizeof src);
-        int32_t sum = 0;
-        for (int j = 0; j < QK8_0; j++) sum += src.qs[j];
-        toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src.d), .start = -128 * sum};
-        memcpy(dst.qs, src.qs, sizeof dst.qs);
-        memcpy(&a[b], &dst, sizeof dst);
+        widen_q8_0(&src, &a[b]);
     }
 }
 
@@ -171,10 +186,7 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q8_K q;
         quantize(x + b * QK_K, &q, QK_K);
-        toy_act_q8_Kx dst = {.d = q.d};
-        for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q.bsums[2 * j] + q.bsums[2 * j + 1]);
-        memcpy(dst.qs, q.qs, sizeof dst.qs);
-        memcpy(&a[b], &dst, sizeof dst);
+        widen_q8_K(&q, &a[b]);
     }
 }
 
@@ -305,6 +317,81 @@ const toy_packed_kernel *toy_packed_scalar(int type) {
         if (packed_scalar[i].type == type) return &packed_scalar[i];
     return NULL;
 }
+
+#if defined(__x86_64__)
+/* ---------------------------------------------------------------- AMX self-test */
+
+static sigjmp_buf amx_probe_jump;
+
+static void amx_probe_fault(int sig) {
+    siglongjmp(amx_probe_jump, sig);
+}
+
+/* Every AMX product on 16 rows x 512 columns of pseudo-random weights and 16 activation
+ * rows, against the VNNI kernel's bits. Only scalar quantizers: this runs inside the
+ * kernel dispatch. Static buffers: a fault jumps out of it. */
+static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
+    enum { ROWS = 16, COLS = 512, ACTS = 16 };
+    static float w_f32[ROWS * COLS], x_f32[COLS];
+    static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
+    static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
+    static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
+    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q6_K};
+    uint32_t rng = 0x2545f491u;
+    for (int i = 0; i < ROWS * COLS; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        w_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 24) - 0.25f;
+    }
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int type = types[t];
+        const toy_packed_kernel *amx = get_amx(type), *vnni = toy_packed_avx512(type);
+        if (!amx) continue;
+        if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) return false;
+        size_t row_size;
+        if (toy_type_row_size(type, COLS, &row_size) != TOY_OK) return false;
+        toy_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
+        for (int j = 0; j < ACTS; j++) {
+            for (int i = 0; i < COLS; i++) {
+                rng = rng * 1664525u + 1013904223u;
+                x_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 22) - 2.0f;
+            }
+            if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0) {
+                toy_quantize_act_q8_0(x_f32, act_q, COLS);
+                for (int b = 0; b < COLS / QK8_0; b++)
+                    widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
+            } else if (type == TOY_TYPE_Q4_K) {
+                toy_quantize_act_q8_K(x_f32, act_q, COLS);
+                for (int b = 0; b < COLS / QK_K; b++)
+                    widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);
+            } else {
+                toy_quantize_act_q8_K(x_f32, acts[j], COLS);
+            }
+        }
+        amx->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_amx, ROWS);
+        vnni->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_vnni, ROWS);
+        if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
+    }
+    return true;
+}
+
+bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)) {
+    struct sigaction fault = {.sa_handler = amx_probe_fault}, old_ill, old_segv, old_bus;
+    sigemptyset(&fault.sa_mask);
+    sigaction(SIGILL, &fault, &old_ill);
+    sigaction(SIGSEGV, &fault, &old_segv);
+    sigaction(SIGBUS, &fault, &old_bus);
+    volatile bool ok = false;
+    if (!sigsetjmp(amx_probe_jump, 1)) ok = amx_products_match(get_amx);
+    sigaction(SIGILL, &old_ill, NULL);
+    sigaction(SIGSEGV, &old_segv, NULL);
+    sigaction(SIGBUS, &old_bus, NULL);
+    return ok;
+}
+
+bool toy_packed_amx_self_test(void) {
+    return toy_packed_amx_self_test_with(toy_packed_amx);
+}
+#endif
 
 static bool repack_off;
 static pthread_once_t repack_once = PTHREAD_ONCE_INIT;

@@ -57,6 +57,7 @@
 #ifndef TOY_PACKED_H
 #define TOY_PACKED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -112,6 +113,13 @@ const toy_packed_kernel *toy_packed_avx512(int type);
 /* The AMX kernels (packed_amx.c), NULL for a type they do not cover; call only where
  * toy_cpu_isa() is TOY_ISA_AMX. */
 const toy_packed_kernel *toy_packed_amx(int type);
+/* The AMX products of every type checked against the VNNI kernels' bits on a small
+ * matrix, with SIGILL, SIGSEGV and SIGBUS caught meanwhile: false if any differs or
+ * faults. kernels.c runs it once before it chooses AMX, so that a tile instruction that
+ * misbehaves on some CPU or kernel costs speed, never a crash or a wrong logit. */
+bool toy_packed_amx_self_test(void);
+/* The same for the kernels of get_amx (tests: the tile model, a broken kernel). */
+bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
 
