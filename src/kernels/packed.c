@@ -391,6 +391,10 @@ bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)
 bool toy_packed_amx_self_test(void) {
     return toy_packed_amx_self_test_with(toy_packed_amx);
 }
+#else
+bool toy_packed_amx_self_test(void) {
+    return false;
+}
 #endif
 
 static bool repack_off;

@@ -107,6 +107,22 @@ INLINE void split_nibbles(const uint8_t *q, int n_vec, uint8_t *lo, uint8_t *hi)
     }
 }
 
+/* Two products side by side: C0 = A0 x B0 and C1 = A1 x B1, the A tiles at a0 and a1
+ * (rows a_stride apart), the B tiles at b0 and b1 (64 bytes a row), stored to s[0], s[1]. */
+INLINE void two_products(const uint8_t *a0, const uint8_t *a1, size_t a_stride, const void *b0, const void *b1,
+                         chunk_sums s[2]) {
+    tile_load(A0, a0, a_stride);
+    tile_load(A1, a1, a_stride);
+    tile_load(B0, b0, 64);
+    tile_load(B1, b1, 64);
+    tile_zero(C0);
+    tile_zero(C1);
+    tile_dpbsud(C0, A0, B0);
+    tile_dpbsud(C1, A1, B1);
+    tile_store(C0, s[0].v, 64);
+    tile_store(C1, s[1].v, 64);
+}
+
 /* The 8 lanes of each of the 16 activation rows combined pairwise, as in the reference,
  * and the group's first `rows` results stored. */
 INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_stride) {
@@ -205,16 +221,7 @@ INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
             /* sub-blocks 2p (low nibbles) and 2p + 1 (high) share their bytes */
             for (int p = 0; p < 4; p++) {
                 split_nibbles(blk + 256 + 512 * p, 8, u.q[0][0], u.q[1][0]);
-                tile_load(A0, xb + qs + 64 * p, a_stride);
-                tile_load(A1, xb + qs + 64 * p + 32, a_stride);
-                tile_load(B0, u.q[0], 64);
-                tile_load(B1, u.q[1], 64);
-                tile_zero(C0);
-                tile_zero(C1);
-                tile_dpbsud(C0, A0, B0);
-                tile_dpbsud(C1, A1, B1);
-                tile_store(C0, s[0].v, 64);
-                tile_store(C1, s[1].v, 64);
+                two_products(xb + qs + 64 * p, xb + qs + 64 * p + 32, a_stride, u.q[0], u.q[1], s);
                 const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
                 const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
                 UNROLLED
@@ -278,16 +285,7 @@ INLINE void q6k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                         for (int i = 0; i < 4; i++) _mm512_store_si512(u.q[kk][i], v[i]);
                     }
                     const size_t first = qs + 128 * (size_t)h + 32 * (size_t)m;
-                    tile_load(A0, xb + first, a_stride);
-                    tile_load(A1, xb + first + 16, a_stride);
-                    tile_load(B0, u.q[0], 64);
-                    tile_load(B1, u.q[1], 64);
-                    tile_zero(C0);
-                    tile_zero(C1);
-                    tile_dpbsud(C0, A0, B0);
-                    tile_dpbsud(C1, A1, B1);
-                    tile_store(C0, s[0].v, 64);
-                    tile_store(C1, s[1].v, 64);
+                    two_products(xb + first, xb + first + 16, a_stride, u.q[0], u.q[1], s);
                     const int g = 8 * h + 2 * m;
                     const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
                     const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 16 * g)));
