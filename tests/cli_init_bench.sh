@@ -43,7 +43,7 @@ for k in ("prompt_tokens_per_s", "gen_tokens_per_s", "weight_bytes_per_token",
 assert d["prompt_tokens_per_s"] > 0 and d["gen_tokens_per_s"] > 0 and d["bandwidth_gb_per_s"] > 0
 assert 60e6 < d["weight_bytes_per_token"] < 100e6, d["weight_bytes_per_token"]
 assert d["threads"] == 2 and "smollm2-135m" in d["model_type"]
-assert d["isa"] in ("amx", "avx512", "avx2", "scalar"), d.get("isa")
+assert d["isa"] in ("amx", "avx512", "avxvnni", "avx2", "scalar"), d.get("isa")
 # the last-level cache is the largest-level data or unified cache of CPU 0 in sysfs
 import glob, os
 want, level = 0, 0

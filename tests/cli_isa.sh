@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The same logits, to the bit, whichever instruction set runs: toy eval under
-# TOY_ISA=scalar, avx2, avx512 and amx (those this CPU has), batched and token by token, with
+# TOY_ISA=scalar, avx2, avxvnni, avx512 and amx (those this CPU has), batched and token by token, with
 # every KV cache type, on fixtures that cover GQA, head_dim 128, sliding windows and
 # soft-capping. 70 tokens: more than two chunks of attention cells, so the SIMD
 # attention's 16-row score blocks, its tails and its online softmax all run; then 300
@@ -12,7 +12,7 @@ toy="$1"
 # an instruction set runs where toy --version reports it under TOY_ISA; the others are
 # named as skipped (AMX also needs Linux 5.16's tile permission)
 isas="scalar"
-for isa in avx2 avx512 amx; do
+for isa in avx2 avxvnni avx512 amx; do
   if TOY_ISA=$isa "$toy" --version | grep -q "kernels: $isa;"; then
     isas="$isas $isa"
   else

@@ -238,14 +238,21 @@ static void check_amx_self_test(void) {
 #endif
 
 static void run_type(int type) {
-    const toy_packed_kernel *kernels[5] = {toy_packed_scalar(type)};
-    const char *names[5] = {"scalar"};
+    const toy_packed_kernel *kernels[6] = {toy_packed_scalar(type)};
+    const char *names[6] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
     if (toy_cpu_isa() >= TOY_ISA_AVX2) {
         if ((kernels[n_kernels] = toy_packed_avx2(type))) names[n_kernels++] = "avx2";
     } else {
         printf("packed avx2 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX2)\n", toy_type_name(type),
+               toy_isa_name(toy_cpu_isa()));
+    }
+    if (toy_cpu_avx_vnni()) {
+        kernels[n_kernels] = toy_packed_avxvnni(type);
+        names[n_kernels++] = "avxvnni";
+    } else {
+        printf("packed avxvnni %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-VNNI)\n", toy_type_name(type),
                toy_isa_name(toy_cpu_isa()));
     }
     if (toy_cpu_isa() >= TOY_ISA_AVX512) {

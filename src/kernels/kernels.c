@@ -569,6 +569,7 @@ const char *toy_isa_name(toy_isa isa) {
     switch (isa) {
     case TOY_ISA_AMX: return "amx";
     case TOY_ISA_AVX512: return "avx512";
+    case TOY_ISA_AVXVNNI: return "avxvnni";
     case TOY_ISA_AVX2: return "avx2";
     default: return "scalar";
     }
@@ -613,6 +614,16 @@ static bool amx_usable(void) {
 #endif
 }
 
+/* AVX-VNNI: vpdpbusd with a VEX encoding, on ymm (CPUID 7.1 EAX bit 4) */
+static bool avx_vnni(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+#else
+    return false;
+#endif
+}
+
 static bool amx_failed; /* AMX present and granted, but its products failed the self-test */
 static toy_isa chosen_isa;
 static const toy_kernel *chosen[TOY_TYPE_COUNT];
@@ -624,16 +635,19 @@ static void dispatch_init(void) {
     const char *want = getenv("TOY_ISA");
     toy_isa w = TOY_ISA_AMX;
     if (want)
-        w = !strcmp(want, "amx")      ? TOY_ISA_AMX
-            : !strcmp(want, "avx512") ? TOY_ISA_AVX512
-            : !strcmp(want, "avx2")   ? TOY_ISA_AVX2
-                                      : TOY_ISA_SCALAR;
+        w = !strcmp(want, "amx")       ? TOY_ISA_AMX
+            : !strcmp(want, "avx512")  ? TOY_ISA_AVX512
+            : !strcmp(want, "avxvnni") ? TOY_ISA_AVXVNNI
+            : !strcmp(want, "avx2")    ? TOY_ISA_AVX2
+                                       : TOY_ISA_SCALAR;
+    if (isa == TOY_ISA_AVX2 && avx_vnni()) isa = TOY_ISA_AVXVNNI;
     /* the tile permission is asked for only where AMX would be used */
     if (isa == TOY_ISA_AVX512 && w == TOY_ISA_AMX && amx_usable()) {
         amx_failed = !toy_packed_amx_self_test();
         if (!amx_failed) isa = TOY_ISA_AMX;
     }
     if (w < isa) isa = w;
+    if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
     chosen_isa = isa;
     for (int t = 0; t < TOY_TYPE_COUNT; t++) {
         const toy_kernel *k = NULL;
@@ -657,6 +671,10 @@ static void dispatch_init(void) {
 const char *toy_kernel_isa(void) {
     return toy_cpu_isa() == TOY_ISA_AVX512 && amx_failed ? "avx512 (AMX off: its products failed the self-test)"
                                                           : toy_isa_name(toy_cpu_isa());
+}
+
+bool toy_cpu_avx_vnni(void) {
+    return toy_cpu_isa() >= TOY_ISA_AVXVNNI && avx_vnni();
 }
 
 bool toy_amx_self_test_failed(void) {

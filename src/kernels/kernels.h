@@ -51,14 +51,19 @@ toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
 typedef enum {
     TOY_ISA_SCALAR = 0,
     TOY_ISA_AVX2 = 1,
-    TOY_ISA_AVX512 = 2,
-    TOY_ISA_AMX = 3, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
+    TOY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
+    TOY_ISA_AVX512 = 3,
+    TOY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
 } toy_isa;
 
 /* The best instruction set of this CPU, or the one named by the environment variable
- * TOY_ISA=scalar|avx2|avx512|amx (never above what the CPU has). Decided once. */
+ * TOY_ISA=scalar|avx2|avxvnni|avx512|amx (never above what the CPU has; avxvnni only
+ * where the CPU has AVX-VNNI, which some AVX-512 CPUs lack: avx2 there). Decided once. */
 toy_isa toy_cpu_isa(void);
 const char *toy_isa_name(toy_isa isa);
+/* The CPU has AVX-VNNI and TOY_ISA allows it (avxvnni or above): the AVX-VNNI kernels
+ * may run, even where AVX-512 ones are chosen. */
+bool toy_cpu_avx_vnni(void);
 /* True where the CPU and the OS allow AMX but its products failed the self-test run
  * before it is chosen (packed.h): toy then runs the AVX-512 kernels. */
 bool toy_amx_self_test_failed(void);

@@ -412,6 +412,7 @@ const toy_packed_kernel *toy_packed_get(int type) {
 #if defined(__x86_64__)
     if (toy_cpu_isa() >= TOY_ISA_AMX && toy_packed_amx(type)) return toy_packed_amx(type);
     if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
+    if (toy_cpu_isa() == TOY_ISA_AVXVNNI) return toy_packed_avxvnni(type);
     if (toy_cpu_isa() >= TOY_ISA_AVX2) return toy_packed_avx2(type);
 #endif
     (void)type;

@@ -122,6 +122,8 @@ bool toy_packed_amx_self_test(void);
 bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
+/* The same with AVX-VNNI (packed_avxvnni.c); call only where the CPU has AVX-VNNI. */
+const toy_packed_kernel *toy_packed_avxvnni(int type);
 
 /* The packed kernel worth loading weights for on this CPU (toy_cpu_isa(), so TOY_ISA
  * counts), NULL where the row kernels are as good, or where TOY_REPACK=0. */

@@ -29,8 +29,17 @@
 #include "kernels.h"
 #include "packed.h"
 
+/* packed_avxvnni.c compiles this file again with AVX-VNNI: the Q8_0 and Q4_0 sums then
+ * take one vpdpbusd (VEX, on ymm) per weight vector and row instead of vpmaddubsw's
+ * detour, as the AVX-512 kernels do on zmm. */
+#ifdef TOY_PACKED_AVX_VNNI
+#define PACKED_ENTRY toy_packed_avxvnni
+#else
+#define PACKED_ENTRY toy_packed_avx2
+#endif
+
 #if !defined(__x86_64__)
-const toy_packed_kernel *toy_packed_avx2(int type) {
+const toy_packed_kernel *PACKED_ENTRY(int type) {
     (void)type;
     return NULL;
 }
@@ -58,6 +67,50 @@ INLINE int32_t rd32(const void *p) {
     return v;
 }
 
+#ifdef TOY_PACKED_AVX_VNNI
+/* The exact sums of 8 rows (half h of a packed Q4_0 or Q8_0 block) against n_a
+ * activation rows (block b of each), by vpdpbusd from the activation's start, as the
+ * AVX-512 kernel: Q8_0's stored bytes (weight + 128) against the activation bytes;
+ * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
+INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        sumi[j] = _mm256_set1_epi32(x->start / 16);
+    }
+    UNROLLED
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], lo, _mm256_set1_epi32(rd32(x->qs + 4 * g)));
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)));
+        }
+    }
+}
+
+INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        sumi[j] = _mm256_set1_epi32(x->start);
+    }
+    UNROLLED
+    for (int k = 0; k < 8; k++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], w, _mm256_set1_epi32(rd32(x->qs + 4 * k)));
+        }
+    }
+}
+#else
 /* The exact sums of 8 rows (half h of a packed Q4_0 block) against n_a activation rows
  * (block b of each): each vector's nibbles once, against every row. */
 INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
@@ -106,6 +159,8 @@ INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
         }
     }
 }
+
+#endif
 
 /* The 8 lanes of each (half, activation row) combined pairwise, as in the reference,
  * and the rows of each half stored (rows counted from the first half's first). */
@@ -465,7 +520,7 @@ static const toy_packed_kernel packed_q6_K_avx2 = {
     .gemm = gemm_q6_Kx,
 };
 
-const toy_packed_kernel *toy_packed_avx2(int type) {
+const toy_packed_kernel *PACKED_ENTRY(int type) {
     switch (type) {
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
