@@ -484,8 +484,10 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     }
 GEMM(gemm_q8_0x, KIND_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0)
+#ifndef TOY_PACKED_AVX_VNNI
 GEMM(gemm_q4_Kx, KIND_Q4_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
+#endif
 #undef GEMM
 
 static const toy_packed_kernel packed_q8_0_avx2 = {
@@ -504,6 +506,7 @@ static const toy_packed_kernel packed_q4_0_avx2 = {
     .gemm = gemm_q4_0x,
 };
 
+#ifndef TOY_PACKED_AVX_VNNI
 static const toy_packed_kernel packed_q4_K_avx2 = {
     .type = TOY_TYPE_Q4_K,
     .block_cols = 256,
@@ -519,11 +522,19 @@ static const toy_packed_kernel packed_q6_K_avx2 = {
     .quantize_act = toy_quantize_act_q8_K_cpu,
     .gemm = gemm_q6_Kx,
 };
+#endif
 
 const toy_packed_kernel *PACKED_ENTRY(int type) {
     switch (type) {
+#ifdef TOY_PACKED_AVX_VNNI
+    /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
+     * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
+    case TOY_TYPE_Q6_K:
+    case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
+#else
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
+#endif
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
     default: return NULL;
