@@ -33,6 +33,12 @@ typedef struct {
     uint8_t q[4][8][TOY_PACK_ROWS][4];
 } packed_q4_K;
 
+/* Q5_K: the Q4_K block, then the fifth bits, qh[k][r][i] = qh[4k + i] of row r. */
+typedef struct {
+    packed_q4_K low;
+    uint8_t qh[8][TOY_PACK_ROWS][4];
+} packed_q5_K;
+
 /* Q6_K: sub-block g's scale of row r in scales[g][r]; the file's ql and qh bytes
  * regrouped so that one 32-bit lane holds four consecutive weights' bits of one row. */
 typedef struct {
@@ -45,6 +51,7 @@ typedef struct {
 _Static_assert(sizeof(packed_q8_0) == 16 * sizeof(block_q8_0), "packed Q8_0 block size");
 _Static_assert(sizeof(packed_q4_0) == 16 * sizeof(block_q4_0), "packed Q4_0 block size");
 _Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
+_Static_assert(sizeof(packed_q5_K) == 16 * sizeof(block_q5_K), "packed Q5_K block size");
 _Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K block size");
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 _Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
@@ -67,16 +74,28 @@ static void pack_row_q4_0(void *block, int r, const void *src) {
         else memset(pb->q[k][r], 0x88, 4);
 }
 
-static void pack_row_q4_K(void *block, int r, const void *src) {
-    packed_q4_K *pb = block;
-    const block_q4_K *wb = src;
-    static const block_q4_K zero;
-    if (!wb) wb = &zero;
-    pb->d[r] = wb->d;
-    pb->dmin[r] = wb->dmin;
-    for (int s = 0; s < 3; s++) memcpy(pb->scales[s][r], wb->scales + 4 * s, 4);
+/* The fields Q4_K and Q5_K share (their file blocks start alike). */
+static void pack_q4_K_fields(packed_q4_K *pb, int r, toy_half d, toy_half dmin, const uint8_t *scales,
+                             const uint8_t *qs) {
+    pb->d[r] = d;
+    pb->dmin[r] = dmin;
+    for (int s = 0; s < 3; s++) memcpy(pb->scales[s][r], scales + 4 * s, 4);
     for (int p = 0; p < 4; p++)
-        for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], wb->qs + 32 * p + 4 * k, 4);
+        for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], qs + 32 * p + 4 * k, 4);
+}
+
+static void pack_row_q4_K(void *block, int r, const void *src) {
+    static const block_q4_K zero;
+    const block_q4_K *wb = src ? src : &zero;
+    pack_q4_K_fields(block, r, wb->d, wb->dmin, wb->scales, wb->qs);
+}
+
+static void pack_row_q5_K(void *block, int r, const void *src) {
+    static const block_q5_K zero;
+    const block_q5_K *wb = src ? src : &zero;
+    packed_q5_K *pb = block;
+    pack_q4_K_fields(&pb->low, r, wb->d, wb->dmin, wb->scales, wb->qs);
+    for (int k = 0; k < 8; k++) memcpy(pb->qh[k][r], wb->qh + 4 * k, 4);
 }
 
 static void pack_row_q6_K(void *block, int r, const void *src) {
@@ -104,6 +123,7 @@ static const packed_layout layouts[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
     {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
     {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
 };
 
@@ -154,7 +174,7 @@ static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
     memcpy(a, &dst, sizeof dst);
 }
 
-/* A Q8_K block as a packed Q4_K activation block: the sums of its 32-quant sub-blocks. */
+/* A Q8_K block as a packed Q4_K (Q5_K) activation block: the sums of its 32-quant sub-blocks. */
 static void widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
     toy_act_q8_Kx dst = {.d = q->d};
     for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q->bsums[2 * j] + q->bsums[2 * j + 1]);
@@ -212,8 +232,10 @@ static float block_value(int type, const void *block, int r, const void *act) {
         const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
         return d * (float)isum;
     }
-    if (type == TOY_TYPE_Q4_K) {
+    if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
         const packed_q4_K *pb = block;
+        /* Q5_K: bit j of qh[k][r][i] is the fifth bit of weight 32j + 4k + i */
+        const uint8_t(*qh)[TOY_PACK_ROWS][4] = type == TOY_TYPE_Q5_K ? ((const packed_q5_K *)block)->qh : NULL;
         const toy_act_q8_Kx *x = act;
         uint8_t scales[12];
         for (int s = 0; s < 3; s++) memcpy(scales + 4 * s, pb->scales[s][r], 4);
@@ -223,7 +245,11 @@ static float block_value(int type, const void *block, int r, const void *act) {
             const int m = j < 4 ? scales[j + 4] & 63 : (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
             int32_t s = 0;
             for (int k = 0; k < 8; k++)
-                for (int i = 0; i < 4; i++) s += ((pb->q[j / 2][k][r][i] >> (4 * (j % 2))) & 15) * x->qs[32 * j + 4 * k + i];
+                for (int i = 0; i < 4; i++) {
+                    const int low = (pb->q[j / 2][k][r][i] >> (4 * (j % 2))) & 15;
+                    const int high = qh ? (qh[k][r][i] >> j) & 1 : 0;
+                    s += (low | high << 4) * x->qs[32 * j + 4 * k + i];
+                }
             isum += sc * s;
             summs += m * x->msum[j];
         }
@@ -296,6 +322,11 @@ static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
+static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
 static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                               int64_t n_a, float *y, size_t y_stride) {
     gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
@@ -309,6 +340,7 @@ static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
 };
 
@@ -336,7 +368,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
     static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
     static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q6_K};
+    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q5_K, TOY_TYPE_Q6_K};
     uint32_t rng = 0x2545f491u;
     for (int i = 0; i < ROWS * COLS; i++) {
         rng = rng * 1664525u + 1013904223u;
@@ -359,7 +391,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
                 toy_quantize_act_q8_0(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK8_0; b++)
                     widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
-            } else if (type == TOY_TYPE_Q4_K) {
+            } else if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
                 toy_quantize_act_q8_K(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK_K; b++)
                     widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);

@@ -36,6 +36,10 @@
  * exact sum is multiplied by its six-bit scale in 32-bit lanes; the mins meet the
  * activation's sub-block sums in 16-bit pairs (vpdpwssd).
  *
+ * Q5_K ("q5_Kx16"): the Q4_K block, then the fifth bits, 2816 bytes (as in the file):
+ *     uint8_t qh[8][16][4]           qh[k][r][i] = the file's qh[4k + i] of row r
+ * Weight 32j + 4k + i is its Q4_K nibble plus bit j of qh[k][r][i] times 16, 0..31.
+ *
  * Q6_K ("q6_Kx16"), 3360 bytes a block (as in the file):
  *     uint16_t d[16]
  *     int8_t   scales[16][16]        scales[g][r] = the scale of sub-block g of row r
@@ -69,7 +73,7 @@ typedef struct {
     int8_t qs[32];
 } toy_act_q8_0x;
 
-/* Q8_K activations for packed Q4_K: the Q8_K scale and quants, and the sums of each
+/* Q8_K activations for packed Q4_K and Q5_K: the Q8_K scale and quants, and the sums of each
  * 32-quant sub-block (bsums 2j + 2j+1, at most 32 * 128 in magnitude). */
 typedef struct {
     float d;

@@ -1,4 +1,4 @@
-/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K and Q6_K weights (packed.h) with 16
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
@@ -10,7 +10,8 @@
  * VNNI kernels. Q4_0 and Q4_K nibbles are first split into bytes (a mask and a shift,
  * once per block for all 16 activation rows) in a scratch B tile; Q4_K's 8 sub-blocks
  * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
- * lanes, and the mins meet the activation's sub-block sums through vpdpwssd; Q6_K's 16
+ * lanes, and the mins meet the activation's sub-block sums through vpdpwssd (Q5_K: the
+ * same, each byte with its fifth bit added before the product); Q6_K's 16
  * sub-blocks of 16 are products with K = 16 on their six-bit values (weight + 32).
  *
  * The integer sums are exact whatever computes them, so from there on each block's
@@ -107,6 +108,19 @@ INLINE void split_nibbles(const uint8_t *q, int n_vec, uint8_t *lo, uint8_t *hi)
     }
 }
 
+/* Q5_K: split_nibbles of sub-blocks 2p (low nibbles) and 2p + 1 (high) with their fifth
+ * bits from the 8 qh vectors at qh. */
+INLINE void split_nibbles_q5(const uint8_t *q, const uint8_t *qh, int p, uint8_t *lo, uint8_t *hi) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    UNROLLED
+    for (int k = 0; k < 8; k++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k), h = _mm512_loadu_si512(qh + 64 * k);
+        _mm512_store_si512(lo + 64 * k, _mm512_or_si512(_mm512_and_si512(v, low), q5k_high(h, 2 * p)));
+        _mm512_store_si512(hi + 64 * k, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
+                                                        q5k_high(h, 2 * p + 1)));
+    }
+}
+
 /* Two products side by side: C0 = A0 x B0 and C1 = A1 x B1, the A tiles at a0 and a1
  * (rows a_stride apart), the B tiles at b0 and b1 (64 bytes a row), stored to s[0], s[1]. */
 INLINE void two_products(const uint8_t *a0, const uint8_t *a1, size_t a_stride, const void *b0, const void *b1,
@@ -199,11 +213,12 @@ INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *
     store_chunk(lane, rows, y, y_stride);
 }
 
-/* Rows [0, rows) of one Q4_K group times the 16 activation rows at act. Per super-block
- * and activation row: isum = sum over sub-blocks j of scale_j * (exact sum j), summs =
- * sum of min_j * msum_j, then the reference's d * isum - dmin * summs. */
-INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
-                      size_t y_stride) {
+/* Rows [0, rows) of one Q4_K (q5: Q5_K) group times the 16 activation rows at act. Per
+ * super-block and activation row: isum = sum over sub-blocks j of scale_j * (exact sum
+ * j), summs = sum of min_j * msum_j, then the reference's d * isum - dmin * summs. */
+INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const bool q5,
+                      float *y, size_t y_stride) {
+    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
     __m512 lane[LANES][CHUNK];
     chunk_sums s[2];
     unpacked_nibbles u;
@@ -212,7 +227,7 @@ INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     for (int l = 0; l < LANES; l++) {
         UNROLLED
         for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES) {
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
             const uint8_t *xb = act + (size_t)b * sizeof(toy_act_q8_Kx);
             const __m512i s0 = _mm512_loadu_si512(blk + 64), s2 = _mm512_loadu_si512(blk + 192);
             __m512i isum[CHUNK];
@@ -220,7 +235,8 @@ INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
             for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
             /* sub-blocks 2p (low nibbles) and 2p + 1 (high) share their bytes */
             for (int p = 0; p < 4; p++) {
-                split_nibbles(blk + 256 + 512 * p, 8, u.q[0][0], u.q[1][0]);
+                if (q5) split_nibbles_q5(blk + 256 + 512 * p, blk + Q5K_HIGH_BITS, p, u.q[0][0], u.q[1][0]);
+                else split_nibbles(blk + 256 + 512 * p, 8, u.q[0][0], u.q[1][0]);
                 two_products(xb + qs + 64 * p, xb + qs + 64 * p + 32, a_stride, u.q[0], u.q[1], s);
                 const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
                 const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
@@ -317,14 +333,14 @@ INLINE void q6k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
 
 /* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
  * all of them; the rows past the last whole chunk go to the VNNI kernel. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
     if (n_chunked > 0) {
         tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
@@ -337,7 +353,8 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                 switch (k) {
                 case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
                 case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
-                case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
+                case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
+                case KIND_Q5_K: q4k_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
                 case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
                 }
             }
@@ -357,6 +374,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
 GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
+GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
 #undef GEMM
 
@@ -385,6 +403,14 @@ static const toy_packed_kernel packed_q4_K_amx = {
     .gemm = gemm_q4_Kx,
 };
 
+static const toy_packed_kernel packed_q5_K_amx = {
+    .type = TOY_TYPE_Q5_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q5_Kx,
+};
+
 static const toy_packed_kernel packed_q6_K_amx = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
@@ -399,6 +425,7 @@ const toy_packed_kernel *AMX_ENTRY(int type) {
     case TOY_TYPE_Q8_0: return &packed_q8_0_amx;
     case TOY_TYPE_Q4_0: return &packed_q4_0_amx;
     case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
+    case TOY_TYPE_Q5_K: return &packed_q5_K_amx;
     case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
     default: return NULL;
     }

@@ -1,4 +1,4 @@
-/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K and Q6_K weights (packed.h) with up to 4
+/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (packed.h) with up to 4
  * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
  * reference (packed.c).
  *
@@ -17,8 +17,8 @@
  *         then vpmaddwd by ones. |w| and w are made once per weight vector for all the
  *         activation rows of a tile: four operations a vector and row, against seven
  *         for splitting the byte into nibbles.
- *   Q4_K, Q6_K: nibbles (Q6_K: six-bit bytes) summed per sub-block, then vpmaddwd by
- *         the scale (the sections below).
+ *   Q4_K, Q5_K, Q6_K: nibbles (Q5_K: five-bit, Q6_K: six-bit bytes) summed per
+ *         sub-block, then vpmaddwd by the scale (the sections below).
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
  * after toy_cpu_isa() found them. */
@@ -229,6 +229,18 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
  * summed in 16 bits (at most 30720), and vpmaddwd by the sub-block's scale in both
  * 16-bit halves of each row's lane gives scale * sum in 32 bits at once. */
 #define Q4K_BLOCK_BYTES 2304
+/* Q5_K: the Q4_K block, then the fifth bits, vector k at 2304 + 64 k + 32 h. Its bytes
+ * reach 31, so a pair of products reaches 7936 and only four vectors add up in 16 bits
+ * (31744) before vpmaddwd. */
+#define Q5K_BLOCK_BYTES 2816
+#define Q5K_HIGH_BITS 2304
+
+/* Bit j of each byte of qh moved to bit 4, the other bits cleared (Q5_K's fifth bits of
+ * sub-block j; a 16-bit shift never carries another byte's bit j there). */
+INLINE __m256i q5k_high(__m256i qh, int j) {
+    const __m256i v = j <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+    return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
 
 INLINE __m256i srl32(__m256i v, int n) {
     return _mm256_srl_epi32(v, _mm_cvtsi32_si128(n));
@@ -244,7 +256,9 @@ INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
 }
 
 INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                       size_t a_stride, const int n_a, float *y, size_t y_stride) {
+                       size_t a_stride, const int n_a, const bool q5, float *y, size_t y_stride) {
+    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
+    const int span = q5 ? 4 : 8; /* weight vectors summed in 16 bits */
     __m256 lane[LANES][2][TILE];
     const uint8_t *blk = group;
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -254,11 +268,11 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
         for (int i = 0; i < n_h; i++)
             UNROLLED
             for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES)
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
             for (int i = 0; i < n_h; i++) {
                 if (i == 0) /* many instructions a block: fetch two blocks ahead */
-                    for (int c = 0; c < Q4K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q4K_BLOCK_BYTES, _MM_HINT_T0);
+                    for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + 2 * block_bytes, _MM_HINT_T0);
                 const int h = h0 + i;
                 const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
                 const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
@@ -271,53 +285,66 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                      * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
                      * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
                     for (int p = 0; p < 4; p++) {
-                        const uint8_t *q = blk + 256 + 512 * p + 32 * h;
-                        __m256i s16[2][TILE];
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
-                        _Pragma("GCC unroll 2")
-                        for (int k = 0; k < 8; k++) {
-                            const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
-                            const __m256i w0 = _mm256_and_si256(v, low), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-                            UNROLLED
-                            for (int t = 0; t < n_a; t++) {
-                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                                const int8_t *qs = x->qs + 64 * p + 4 * k;
-                                s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
-                                s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
-                            }
-                        }
+                        const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
+                        __m256i sc16[2];
                         UNROLLED
                         for (int e = 0; e < 2; e++) {
                             const __m256i sc = q4k_field(s0, s0, s2, 2 * p + e, false);
-                            const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                            sc16[e] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                        }
+                        for (int k0 = 0; k0 < 8; k0 += span) {
+                            __m256i s16[2][TILE];
                             UNROLLED
-                            for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16));
+                            for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
+                            _Pragma("GCC unroll 2")
+                            for (int k = k0; k < k0 + span; k++) {
+                                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                                __m256i w0 = _mm256_and_si256(v, low), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                                if (q5) {
+                                    const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * k));
+                                    w0 = _mm256_or_si256(w0, q5k_high(vh, 2 * p));
+                                    w1 = _mm256_or_si256(w1, q5k_high(vh, 2 * p + 1));
+                                }
+                                UNROLLED
+                                for (int t = 0; t < n_a; t++) {
+                                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                    const int8_t *qs = x->qs + 64 * p + 4 * k;
+                                    s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
+                                    s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
+                                }
+                            }
+                            UNROLLED
+                            for (int e = 0; e < 2; e++)
+                                UNROLLED
+                                for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16[e]));
                         }
                     }
                 } else {
                     for (int j = 0; j < 8; j++) {
                         const __m256i sc = q4k_field(s0, s0, s2, j, false);
                         const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-                        const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h;
+                        const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
                         const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                        /* two vectors at a time, each against the tile's rows: all eight live beside
-                         * the tile's sums spill, one at a time pays the loop's overhead */
-                        __m256i s16[TILE];
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
-                        _Pragma("GCC unroll 2")
-                        for (int k = 0; k < 8; k++) {
-                            const __m256i w = _mm256_and_si256(
-                                _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
+                        for (int k0 = 0; k0 < 8; k0 += span) {
+                            /* two vectors at a time, each against the tile's rows: all eight live beside
+                             * the tile's sums spill, one at a time pays the loop's overhead */
+                            __m256i s16[TILE];
                             UNROLLED
-                            for (int t = 0; t < n_a; t++) {
-                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                            for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
+                            _Pragma("GCC unroll 2")
+                            for (int k = k0; k < k0 + span; k++) {
+                                __m256i w = _mm256_and_si256(
+                                    _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
+                                if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
+                                UNROLLED
+                                for (int t = 0; t < n_a; t++) {
+                                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                                }
                             }
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                         }
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                     }
                 }
                 __m256i mp[4];
@@ -434,7 +461,7 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
 
 /* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
 INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
@@ -442,7 +469,8 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0,
     switch (k) {
     case KIND_Q8_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q4_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
-    case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
+    case KIND_Q5_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
     }
 }
@@ -451,8 +479,8 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0,
  * pass over both halves, larger tiles half by half. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256};
-    static const size_t block_bytes[] = {Q8_BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
+    static const size_t block_bytes[] = {Q8_BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -486,6 +514,7 @@ GEMM(gemm_q8_0x, KIND_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0)
 #ifndef TOY_PACKED_AVX_VNNI
 GEMM(gemm_q4_Kx, KIND_Q4_K)
+GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
 #endif
 #undef GEMM
@@ -515,6 +544,14 @@ static const toy_packed_kernel packed_q4_K_avx2 = {
     .gemm = gemm_q4_Kx,
 };
 
+static const toy_packed_kernel packed_q5_K_avx2 = {
+    .type = TOY_TYPE_Q5_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q5_Kx,
+};
+
 static const toy_packed_kernel packed_q6_K_avx2 = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
@@ -530,9 +567,11 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
     /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
      * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
     case TOY_TYPE_Q6_K:
+    case TOY_TYPE_Q5_K:
     case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
 #else
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
+    case TOY_TYPE_Q5_K: return &packed_q5_K_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
 #endif
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;

@@ -113,21 +113,67 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
  * decode from DRAM ran at 19.5 GB/s on one core against 31 with it (the row kernel: 31). */
 #define PREFETCH (2 * Q4K_BLOCK_BYTES)
 
+/* Q4_K, or Q5_K (q5): its nibbles plus the fifth bits (q5k_high), 0..31, the same sums. */
 INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
-                      float *y, size_t y_stride) {
+                      const bool q5, float *y, size_t y_stride) {
+    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m512 acc[TILE];
         UNROLLED
         for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q4K_BLOCK_BYTES) {
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
             const __m512i s0 = _mm512_loadu_si512(blk + 64);
             const __m512i s2 = _mm512_loadu_si512(blk + 192);
             for (int c = 0; c < 256; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
+            if (q5)
+                for (int c = Q5K_HIGH_BITS; c < Q5K_BLOCK_BYTES; c += 64)
+                    _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
             __m512i isum[TILE];
             UNROLLED
             for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
+            if (q5 && n_a <= 2) {
+                /* Q5_K decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load
+                 * of their bytes and fifth bits, shifted by constants (TinyLlama-1.1B Q5_K_M,
+                 * 2 threads: 41-45 tok/s by sub-blocks, 38-52 like this, 46-49 with the row
+                 * kernels; Q4_K gained nothing measurable) */
+                UNROLLED
+                for (int p = 0; p < 4; p++) {
+                    const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
+                    const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
+                    const uint8_t *q = blk + 256 + 512 * p;
+                    __m512i z[TILE][4];
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) z[t][0] = z[t][1] = z[t][2] = z[t][3] = _mm512_setzero_si512();
+                    UNROLLED
+                    for (int k = 0; k < 8; k++) {
+                        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+                        _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
+                        __m512i w0 = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+                        __m512i w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+                        if (q5) {
+                            const __m512i h = _mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k);
+                            w0 = _mm512_or_si512(w0, q5k_high(h, 2 * p));
+                            w1 = _mm512_or_si512(w1, q5k_high(h, 2 * p + 1));
+                        }
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) {
+                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            const int8_t *qs = x->qs + 64 * p + 4 * k;
+                            /* two chains per sub-block, k even and odd */
+                            z[t][k % 2] = _mm512_dpbusd_epi32(z[t][k % 2], w0, _mm512_set1_epi32(rd32(qs)));
+                            z[t][2 + k % 2] = _mm512_dpbusd_epi32(z[t][2 + k % 2], w1, _mm512_set1_epi32(rd32(qs + 32)));
+                        }
+                    }
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) {
+                        const __m512i v0 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][0], z[t][1]), sc0);
+                        const __m512i v1 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][2], z[t][3]), sc1);
+                        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
+                    }
+                }
+            } else
             /* not unrolled (shifts by counts): a copy per sub-block, for each of the
              * eight tile sizes, made this file slow to compile */
             for (int j = 0; j < 8; j++) {
@@ -140,6 +186,7 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
                     const __m512i v = _mm512_loadu_si512(q + 64 * k);
                     if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
                     w[k] = _mm512_and_si512(_mm512_srl_epi16(v, nibble), _mm512_set1_epi8(0x0f));
+                    if (q5) w[k] = _mm512_or_si512(w[k], q5k_high(_mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k), j));
                 }
                 UNROLLED
                 for (int t = 0; t < n_a; t++) {
@@ -243,7 +290,7 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q6_K } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
 
 /* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
 INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
@@ -251,7 +298,8 @@ INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows,
     switch (k) {
     case KIND_Q8_0: packed_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q4_0: packed_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
-    case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
+    case KIND_Q5_K: q4k_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
     }
 }
@@ -259,8 +307,8 @@ INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows,
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -290,6 +338,7 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
 GEMM(gemm_q8_0x, KIND_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K)
+GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
 #undef GEMM
 
@@ -317,6 +366,14 @@ static const toy_packed_kernel packed_q4_K_avx512 = {
     .gemm = gemm_q4_Kx,
 };
 
+static const toy_packed_kernel packed_q5_K_avx512 = {
+    .type = TOY_TYPE_Q5_K,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_q5_Kx,
+};
+
 static const toy_packed_kernel packed_q6_K_avx512 = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
@@ -331,6 +388,7 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx512;
+    case TOY_TYPE_Q5_K: return &packed_q5_K_avx512;
     default: return NULL;
     }
 }

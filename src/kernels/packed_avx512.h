@@ -26,6 +26,9 @@
  * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
  * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
 #define Q4K_BLOCK_BYTES 2304
+/* Q5_K: the Q4_K block, then the fifth bits at 2304 ([k] zmm); 2816 bytes. */
+#define Q5K_BLOCK_BYTES 2816
+#define Q5K_HIGH_BITS 2304
 /* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
  * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
 #define Q6K_BLOCK_BYTES 3360
@@ -47,6 +50,13 @@ INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
     const __m512i top = _mm512_and_si512(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm512_set1_epi32(3));
     const __m512i low = _mm512_and_si512(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm512_set1_epi32(15));
     return _mm512_or_si512(low, _mm512_slli_epi32(top, 4));
+}
+
+/* Q5_K's fifth bits of sub-block j: bit j of each byte of qh moved to bit 4, the other
+ * bits cleared (a 16-bit shift never carries another byte's bit j there). */
+INLINE __m512i q5k_high(__m512i qh, int j) {
+    const __m512i v = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
+    return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
 }
 
 /* The mins of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd against
