@@ -1,4 +1,4 @@
-/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_K, Q5_K and Q6_K: every packed product, the scalar
+/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS: every packed product, the scalar
  * reference and each instruction set's, must give exactly the bits of the row kernels'
  * scalar vec_dot for every (weight row, activation row) pair, and the packed activation
  * layouts must hold the Q8_0 / Q8_K quantizer's bytes.
@@ -22,7 +22,7 @@ typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
 static int64_t block_cols(int type) {
-    return type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_Q6_K ? QK_K : 32;
+    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 ? 32 : QK_K;
 }
 
 static size_t file_block(int type) {
@@ -31,6 +31,7 @@ static size_t file_block(int type) {
     case TOY_TYPE_Q4_0: return sizeof(block_q4_0);
     case TOY_TYPE_Q4_K: return sizeof(block_q4_K);
     case TOY_TYPE_Q5_K: return sizeof(block_q5_K);
+    case TOY_TYPE_IQ4_XS: return sizeof(block_iq4_xs);
     default: return sizeof(block_q6_K);
     }
 }
@@ -49,7 +50,7 @@ static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
 static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
     const int64_t nb = n_cols / block_cols(type);
-    if (mode == W_GAUSSIAN) {
+    if (mode == W_GAUSSIAN && type != TOY_TYPE_IQ4_XS) { /* no IQ4_XS quantizer: random bytes */
         float *f = xmalloc((size_t)(n_rows * n_cols) * sizeof *f);
         for (int64_t i = 0; i < n_rows * n_cols; i++) f[i] = 0.05f * test_rand_normal(rng);
         CHECK(toy_quantize(type, f, w, n_rows * n_cols) == TOY_OK);
@@ -83,7 +84,7 @@ static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rn
 /* The packed activation row holds the Q8_0 (Q8_K) quantizer's scale and quants. */
 static void check_act_layout(int type, const float *x, int64_t n) {
     if (type == TOY_TYPE_Q6_K) return; /* the Q8_K quantizer itself */
-    if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
+    if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_IQ4_XS) {
         const int64_t nb = n / QK_K;
         block_q8_K *q = xmalloc((size_t)nb * sizeof *q);
         toy_act_q8_Kx *p = xmalloc((size_t)nb * sizeof *p);
@@ -250,8 +251,7 @@ static void run_type(int type) {
                toy_isa_name(toy_cpu_isa()));
     }
     if (toy_cpu_avx_vnni()) {
-        kernels[n_kernels] = toy_packed_avxvnni(type);
-        names[n_kernels++] = "avxvnni";
+        if ((kernels[n_kernels] = toy_packed_avxvnni(type))) names[n_kernels++] = "avxvnni";
     } else {
         printf("packed avxvnni %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-VNNI)\n", toy_type_name(type),
                toy_isa_name(toy_cpu_isa()));
@@ -310,6 +310,7 @@ int main(void) {
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 3360);
     CHECK(toy_packed_group_size(TOY_TYPE_Q5_K, 512) == 2 * 2816);
+    CHECK(toy_packed_group_size(TOY_TYPE_IQ4_XS, 256) == 2176);
     CHECK(toy_packed_group_size(TOY_TYPE_Q3_K, 256) == 0);
 #if defined(__x86_64__)
     check_amx_self_test();
@@ -319,5 +320,6 @@ int main(void) {
     run_type(TOY_TYPE_Q4_K);
     run_type(TOY_TYPE_Q5_K);
     run_type(TOY_TYPE_Q6_K);
+    run_type(TOY_TYPE_IQ4_XS);
     return test_finish("test_packed");
 }

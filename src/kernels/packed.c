@@ -48,7 +48,16 @@ typedef struct {
     uint8_t qh[2][8][TOY_PACK_ROWS][4];
 } packed_q6_K;
 
+/* IQ4_XS: the rows' fields side by side, the file's bytes regrouped as Q4_0's per
+ * 32-weight sub-block. */
+typedef struct {
+    uint16_t d[TOY_PACK_ROWS], scales_h[TOY_PACK_ROWS];
+    uint8_t scales_l[TOY_PACK_ROWS][4];
+    uint8_t q[8][4][TOY_PACK_ROWS][4];
+} packed_iq4_xs;
+
 _Static_assert(sizeof(packed_q8_0) == 16 * sizeof(block_q8_0), "packed Q8_0 block size");
+_Static_assert(sizeof(packed_iq4_xs) == 16 * sizeof(block_iq4_xs), "packed IQ4_XS block size");
 _Static_assert(sizeof(packed_q4_0) == 16 * sizeof(block_q4_0), "packed Q4_0 block size");
 _Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
 _Static_assert(sizeof(packed_q5_K) == 16 * sizeof(block_q5_K), "packed Q5_K block size");
@@ -112,6 +121,18 @@ static void pack_row_q6_K(void *block, int r, const void *src) {
         }
 }
 
+/* A zero row: scale 0 (its nibbles are then any level). */
+static void pack_row_iq4_xs(void *block, int r, const void *src) {
+    static const block_iq4_xs zero;
+    const block_iq4_xs *wb = src ? src : &zero;
+    packed_iq4_xs *pb = block;
+    pb->d[r] = wb->d;
+    pb->scales_h[r] = wb->scales_h;
+    memcpy(pb->scales_l[r], wb->scales_l, 4);
+    for (int j = 0; j < 8; j++)
+        for (int g = 0; g < 4; g++) memcpy(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4);
+}
+
 typedef struct {
     int type;
     int64_t block_cols; /* the columns of one file block */
@@ -125,6 +146,7 @@ static const packed_layout layouts[] = {
     {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
     {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), pack_row_iq4_xs},
 };
 
 static const packed_layout *layout_of(int type) {
@@ -214,6 +236,25 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
  * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
  * then the float epilogue. */
 static float block_value(int type, const void *block, int r, const void *act) {
+    if (type == TOY_TYPE_IQ4_XS) {
+        const packed_iq4_xs *pb = block;
+        const toy_act_q8_Kx *x = act;
+        int32_t isum = 0;
+        for (int j = 0; j < 8; j++) {
+            const int low = (pb->scales_l[r][j / 2] >> (4 * (j % 2))) & 15;
+            const int high = (pb->scales_h[r] >> (2 * j)) & 3;
+            int32_t s = 0;
+            for (int g = 0; g < 4; g++)
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t q = pb->q[j][g][r][i];
+                    s += toy_iq4nl_values[q & 15] * x->qs[32 * j + 4 * g + i];
+                    s += toy_iq4nl_values[q >> 4] * x->qs[32 * j + 16 + 4 * g + i];
+                }
+            isum += ((low | high << 4) - 32) * s;
+        }
+        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
+        return d * (float)isum;
+    }
     if (type == TOY_TYPE_Q6_K) {
         const packed_q6_K *pb = block;
         const block_q8_K *x = act;
@@ -332,6 +373,11 @@ static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
+static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                                int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
 void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
     toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
 }
@@ -342,6 +388,7 @@ static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
     {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar},
 };
 
 const toy_packed_kernel *toy_packed_scalar(int type) {
@@ -368,7 +415,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
     static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
     static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q5_K, TOY_TYPE_Q6_K};
+    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_XS};
     uint32_t rng = 0x2545f491u;
     for (int i = 0; i < ROWS * COLS; i++) {
         rng = rng * 1664525u + 1013904223u;
@@ -378,9 +425,21 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
         const int type = types[t];
         const toy_packed_kernel *amx = get_amx(type), *vnni = toy_packed_avx512(type);
         if (!amx) continue;
-        if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) return false;
         size_t row_size;
         if (toy_type_row_size(type, COLS, &row_size) != TOY_OK) return false;
+        if (type == TOY_TYPE_IQ4_XS) {
+            /* no IQ4_XS quantizer: random bytes, each block's fp16 d a modest 2^-10 */
+            for (size_t i = 0; i < ROWS * row_size; i++) {
+                rng = rng * 1664525u + 1013904223u;
+                w_file[i] = (uint8_t)(rng >> 24);
+            }
+            for (size_t i = 0; i < ROWS * row_size; i += sizeof(block_iq4_xs)) {
+                const toy_half d = 0x1400;
+                memcpy(w_file + i, &d, sizeof d);
+            }
+        } else if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) {
+            return false;
+        }
         toy_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
         for (int j = 0; j < ACTS; j++) {
             for (int i = 0; i < COLS; i++) {
@@ -391,7 +450,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
                 toy_quantize_act_q8_0(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK8_0; b++)
                     widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
-            } else if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
+            } else if (type != TOY_TYPE_Q6_K) { /* Q4_K, Q5_K, IQ4_XS */
                 toy_quantize_act_q8_K(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK_K; b++)
                     widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);

@@ -51,6 +51,15 @@
  * as 32 * sum over g of scale * bsum (vpdpwssd on pairs of sub-blocks). Its activations
  * are the plain Q8_K blocks of the row kernels.
  *
+ * IQ4_XS ("iq4_xsx16"), 2176 bytes a block (as in the file):
+ *     uint16_t d[16], scales_h[16]   the rows' fields
+ *     uint8_t  scales_l[16][4]       row r's four scale bytes (one 32-bit lane)
+ *     uint8_t  q[8][4][16][4]        q[j][g][r][i] = the file's qs[16j + 4g + i] of row r
+ * The low nibble of q[j][g] is weight 4g + i of sub-block j, the high nibble weight
+ * 16 + 4g + i; a nibble's level plus 128 (1..241) is the unsigned operand of vpdpbusd,
+ * and the 128 comes back as 128 * sum over j of scale_j * (the activation's sub-block
+ * sum, toy_act_q8_Kx.msum).
+ *
  * Activations for the Q8_0 and Q4_0 products are Q8_0 rows with two fields per block made ready:
  *     float d; int32_t start; int8_t qs[32]     (40 bytes)
  * d is the Q8_0 scale (fp16-rounded, as float) and start = -128 * sum qs, so that
@@ -73,7 +82,7 @@ typedef struct {
     int8_t qs[32];
 } toy_act_q8_0x;
 
-/* Q8_K activations for packed Q4_K and Q5_K: the Q8_K scale and quants, and the sums of each
+/* Q8_K activations for packed Q4_K, Q5_K and IQ4_XS: the Q8_K scale and quants, and the sums of each
  * 32-quant sub-block (bsums 2j + 2j+1, at most 32 * 128 in magnitude). */
 typedef struct {
     float d;

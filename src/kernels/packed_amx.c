@@ -1,4 +1,4 @@
-/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (packed.h) with 16
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
@@ -12,7 +12,9 @@
  * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
  * lanes, and the mins meet the activation's sub-block sums through vpdpwssd (Q5_K: the
  * same, each byte with its fifth bit added before the product); Q6_K's 16
- * sub-blocks of 16 are products with K = 16 on their six-bit values (weight + 32).
+ * sub-blocks of 16 are products with K = 16 on their six-bit values (weight + 32);
+ * IQ4_XS's 8 sub-blocks of 32 are products on their levels + 128 (looked up once per
+ * block), each multiplied by its signed scale, the 128 taken back through vpdpwssd.
  *
  * The integer sums are exact whatever computes them, so from there on each block's
  * float epilogue, d = w.d * a.d and v = d * (float)sumi, is the reference's, on 16 weight
@@ -333,14 +335,72 @@ INLINE void q6k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
+/* Rows [0, rows) of one IQ4_XS group times the 16 activation rows at act: per sub-block
+ * j, B rows 0-3 the levels + 128 of the low nibbles (weights 0-15), rows 4-7 of the high
+ * ones; isum = sum of scale_j * (exact sum j), less 128 * sum of scale_j * msum_j, then
+ * the reference's d * isum. */
+INLINE void iq4xs_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
+                        size_t y_stride) {
+    __m512 lane[LANES][CHUNK];
+    chunk_sums s[2];
+    unpacked_nibbles u;
+    const uint8_t *blk = group;
+    const size_t qs = offsetof(toy_act_q8_Kx, qs);
+    const __m512i table = iq4xs_table();
+    for (int l = 0; l < LANES; l++) {
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES) {
+            const uint8_t *xb = act + (size_t)b * sizeof(toy_act_q8_Kx);
+            const __m512i sl = _mm512_loadu_si512(blk + 64);
+            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            __m512i isum[CHUNK];
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
+            for (int p = 0; p < 4; p++) { /* sub-blocks 2p and 2p + 1 */
+                UNROLLED
+                for (int e = 0; e < 2; e++) {
+                    __m512i w[8];
+                    iq4xs_sub_block(blk, 2 * p + e, table, w);
+                    UNROLLED
+                    for (int k = 0; k < 8; k++) _mm512_store_si512(u.q[e][k], w[k]);
+                }
+                two_products(xb + qs + 64 * p, xb + qs + 64 * p + 32, a_stride, u.q[0], u.q[1], s);
+                const __m512i sc0 = iq4xs_scale(sl, sh, 2 * p), sc1 = iq4xs_scale(sl, sh, 2 * p + 1);
+                UNROLLED
+                for (int t = 0; t < CHUNK; t++) {
+                    const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
+                    const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
+                }
+            }
+            __m512i sc_pair[4];
+            iq4xs_scale_pairs(blk, sc_pair);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) {
+                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
+                __m512i corr = _mm512_setzero_si512();
+                UNROLLED
+                for (int p = 0; p < 4; p++) corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
+                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+            }
+        }
+    }
+    store_chunk(lane, rows, y, y_stride);
+}
+
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
 
 /* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
  * all of them; the rows past the last whole chunk go to the VNNI kernel. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES,
+                                         IQ4XS_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
     if (n_chunked > 0) {
         tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
@@ -356,6 +416,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                 case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
                 case KIND_Q5_K: q4k_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
                 case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
+                case KIND_IQ4_XS: iq4xs_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
                 }
             }
         }
@@ -376,6 +437,7 @@ GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
+GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
 #undef GEMM
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
@@ -419,6 +481,14 @@ static const toy_packed_kernel packed_q6_K_amx = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_xs_amx = {
+    .type = TOY_TYPE_IQ4_XS,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_iq4_xsx,
+};
+
 /* NULL for a type without AMX products: toy_packed_get then takes the VNNI kernel. */
 const toy_packed_kernel *AMX_ENTRY(int type) {
     switch (type) {
@@ -427,6 +497,7 @@ const toy_packed_kernel *AMX_ENTRY(int type) {
     case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
     case TOY_TYPE_Q5_K: return &packed_q5_K_amx;
     case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
+    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_amx;
     default: return NULL;
     }
 }

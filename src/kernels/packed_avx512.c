@@ -290,7 +290,63 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
+/* IQ4_XS: per sub-block, the nibbles looked up as level + 128 (vpshufb), the exact sum
+ * times the signed scale; less 128 * sum of scale * sub-block sum of the activation. */
+INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
+                        float *y, size_t y_stride) {
+    __m512 lane[LANES][TILE];
+    const uint8_t *blk = group;
+    const __m512i table = iq4xs_table();
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[TILE];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES) {
+            for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
+                _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
+            const __m512i sl = _mm512_loadu_si512(blk + 64);
+            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            __m512i isum[TILE];
+            UNROLLED
+            for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
+            for (int j = 0; j < 8; j++) {
+                const __m512i sc = iq4xs_scale(sl, sh, j);
+                __m512i w[8];
+                iq4xs_sub_block(blk, j, table, w);
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 32 * j;
+                    __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+                    UNROLLED
+                    for (int g = 0; g < 4; g++) {
+                        z0 = _mm512_dpbusd_epi32(z0, w[g], _mm512_set1_epi32(rd32(qs + 4 * g)));
+                        z1 = _mm512_dpbusd_epi32(z1, w[4 + g], _mm512_set1_epi32(rd32(qs + 16 + 4 * g)));
+                    }
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+                }
+            }
+            __m512i sc_pair[4];
+            iq4xs_scale_pairs(blk, sc_pair);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            UNROLLED
+            for (int t = 0; t < n_a; t++) {
+                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                __m512i corr = _mm512_setzero_si512();
+                UNROLLED
+                for (int p = 0; p < 4; p++) corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
+                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+            }
+        }
+        UNROLLED
+        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
+    }
+    store_lanes(lane, rows, n_a, y, y_stride);
+}
+
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
 
 /* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
 INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
@@ -301,14 +357,16 @@ INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows,
     case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q5_K: q4k_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_IQ4_XS: iq4xs_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
     }
 }
 
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
+    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES,
+                                         IQ4XS_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -340,6 +398,7 @@ GEMM(gemm_q4_0x, KIND_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
+GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
 #undef GEMM
 
 static const toy_packed_kernel packed_q4_0_avx512 = {
@@ -382,8 +441,17 @@ static const toy_packed_kernel packed_q6_K_avx512 = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_xs_avx512 = {
+    .type = TOY_TYPE_IQ4_XS,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_iq4_xsx,
+};
+
 const toy_packed_kernel *toy_packed_avx512(int type) {
     switch (type) {
+    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx512;
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx512;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "quant.h"
+
 /* UBSan is off in these kernels: their arithmetic is vector intrinsics, where it has
  * nothing to check (the loads are still checked by ASan), and its instrumentation of the
  * unrolled tiles made one file take four minutes to compile in the fuzzing build. */
@@ -32,6 +34,9 @@
 /* Q6_K: fp16 d[16] at 0, the int8 scales [16 sub-blocks][16 rows] at 32, the ql bytes
  * at 288 ([h][s][k] zmm), the qh bytes at 2336 ([h][k] zmm); 3360 bytes (packed.h). */
 #define Q6K_BLOCK_BYTES 3360
+/* IQ4_XS: fp16 d[16] at 0, scales_h[16] at 32, the scale dwords at 64, the nibbles of
+ * sub-block j, vector g at 128 + 256 j + 64 g; 2176 bytes (packed.h). */
+#define IQ4XS_BLOCK_BYTES 2176
 
 INLINE int32_t rd32(const void *p) {
     int32_t v;
@@ -57,6 +62,44 @@ INLINE __m512i q4k_field(__m512i lo, __m512i s0, __m512i s2, int j, bool min) {
 INLINE __m512i q5k_high(__m512i qh, int j) {
     const __m512i v = j <= 4 ? _mm512_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm512_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
     return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
+}
+
+/* IQ4_XS: the 16 levels plus 128 (1..241, the unsigned operand of vpdpbusd) in each
+ * 128-bit lane, for vpshufb on nibbles. */
+INLINE __m512i iq4xs_table(void) {
+    const __m128i levels = _mm_loadu_si128((const __m128i *)toy_iq4nl_values);
+    return _mm512_broadcast_i32x4(_mm_xor_si128(levels, _mm_set1_epi8((char)0x80)));
+}
+
+/* The signed scale (six bits less 32) of sub-block j of 16 rows per 32-bit lane, from
+ * the scale dwords sl and the scales_h widened to 32 bits (kernels.c vec_dot_iq4_xs). */
+INLINE __m512i iq4xs_scale(__m512i sl, __m512i sh, int j) {
+    const __m512i low = _mm512_and_si512(srl32(sl, 4 * j), _mm512_set1_epi32(15));
+    const __m512i high = _mm512_and_si512(srl32(sh, 2 * j), _mm512_set1_epi32(3));
+    return _mm512_sub_epi32(_mm512_or_si512(low, _mm512_slli_epi32(high, 4)), _mm512_set1_epi32(32));
+}
+
+/* IQ4_XS: the scales of sub-blocks 2p and 2p + 1 as 16-bit pairs, for vpdpwssd against
+ * the activation's sub-block sums (the 128 added to every level). */
+INLINE void iq4xs_scale_pairs(const uint8_t *blk, __m512i sc_pair[4]) {
+    const __m512i sl = _mm512_loadu_si512(blk + 64);
+    const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+    UNROLLED
+    for (int p = 0; p < 4; p++)
+        sc_pair[p] = _mm512_or_si512(_mm512_and_si512(iq4xs_scale(sl, sh, 2 * p), _mm512_set1_epi32(0xffff)),
+                                     _mm512_slli_epi32(iq4xs_scale(sl, sh, 2 * p + 1), 16));
+}
+
+/* IQ4_XS sub-block j of 16 rows as level + 128 bytes: w[g] the low nibbles of vector g
+ * (weights 4g..), w[4 + g] the high ones (weights 16 + 4g..). */
+INLINE void iq4xs_sub_block(const uint8_t *blk, int j, __m512i table, __m512i w[8]) {
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    UNROLLED
+    for (int g = 0; g < 4; g++) {
+        const __m512i v = _mm512_loadu_si512(blk + 128 + 256 * j + 64 * g);
+        w[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+        w[4 + g] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+    }
 }
 
 /* The mins of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd against
