@@ -1,4 +1,4 @@
-/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS: every packed product, the scalar
+/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS: every packed product, the scalar
  * reference and each instruction set's, must give exactly the bits of the row kernels'
  * scalar vec_dot for every (weight row, activation row) pair, and the packed activation
  * layouts must hold the Q8_0 / Q8_K quantizer's bytes.
@@ -22,13 +22,14 @@ typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
 static int64_t block_cols(int type) {
-    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 ? 32 : QK_K;
+    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q4_1 ? 32 : QK_K;
 }
 
 static size_t file_block(int type) {
     switch (type) {
     case TOY_TYPE_Q8_0: return sizeof(block_q8_0);
     case TOY_TYPE_Q4_0: return sizeof(block_q4_0);
+    case TOY_TYPE_Q4_1: return sizeof(block_q4_1);
     case TOY_TYPE_Q4_K: return sizeof(block_q4_K);
     case TOY_TYPE_Q5_K: return sizeof(block_q5_K);
     case TOY_TYPE_IQ4_XS: return sizeof(block_iq4_xs);
@@ -45,7 +46,7 @@ static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
     }
 }
 
-/* Weights of `type`: blocks with a fp16 d first (Q4_K, Q5_K: and dmin; Q6_K: last), the other
+/* Weights of `type`: blocks with a fp16 d first (Q4_K, Q5_K: and dmin; Q4_1: and m; Q6_K: last), the other
  * bytes random. */
 static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
@@ -63,7 +64,7 @@ static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weig
         for (size_t j = 0; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
         const toy_half d = random_scale(mode, rng);
         memcpy(type == TOY_TYPE_Q6_K ? blk + block - 2 : blk, &d, sizeof d);
-        if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
+        if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_Q4_1) {
             const toy_half dmin = random_scale(mode, rng);
             memcpy(blk + 2, &dmin, sizeof dmin);
         }
@@ -83,7 +84,7 @@ static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rn
 
 /* The packed activation row holds the Q8_0 (Q8_K) quantizer's scale and quants. */
 static void check_act_layout(int type, const float *x, int64_t n) {
-    if (type == TOY_TYPE_Q6_K) return; /* the Q8_K quantizer itself */
+    if (type == TOY_TYPE_Q6_K || type == TOY_TYPE_Q4_1) return; /* the Q8_K (Q8_1) quantizer itself */
     if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_IQ4_XS) {
         const int64_t nb = n / QK_K;
         block_q8_K *q = xmalloc((size_t)nb * sizeof *q);
@@ -305,6 +306,7 @@ int main(void) {
     CHECK_MSG(!toy_amx_self_test_failed(), "AMX products differ from the VNNI ones (self-test): running AVX-512");
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
+    CHECK(toy_packed_group_size(TOY_TYPE_Q4_1, 64) == 2 * 320);
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
@@ -317,6 +319,7 @@ int main(void) {
 #endif
     run_type(TOY_TYPE_Q8_0);
     run_type(TOY_TYPE_Q4_0);
+    run_type(TOY_TYPE_Q4_1);
     run_type(TOY_TYPE_Q4_K);
     run_type(TOY_TYPE_Q5_K);
     run_type(TOY_TYPE_Q6_K);

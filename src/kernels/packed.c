@@ -27,6 +27,12 @@ typedef struct {
     uint8_t q[4][TOY_PACK_ROWS][4];
 } packed_q4_0;
 
+/* Q4_1: Q4_0's nibbles, the rows' d and m side by side. */
+typedef struct {
+    uint16_t d[TOY_PACK_ROWS], m[TOY_PACK_ROWS];
+    uint8_t q[4][TOY_PACK_ROWS][4];
+} packed_q4_1;
+
 typedef struct {
     uint16_t d[TOY_PACK_ROWS], dmin[TOY_PACK_ROWS];
     uint8_t scales[3][TOY_PACK_ROWS][4];
@@ -59,6 +65,7 @@ typedef struct {
 _Static_assert(sizeof(packed_q8_0) == 16 * sizeof(block_q8_0), "packed Q8_0 block size");
 _Static_assert(sizeof(packed_iq4_xs) == 16 * sizeof(block_iq4_xs), "packed IQ4_XS block size");
 _Static_assert(sizeof(packed_q4_0) == 16 * sizeof(block_q4_0), "packed Q4_0 block size");
+_Static_assert(sizeof(packed_q4_1) == 16 * sizeof(block_q4_1), "packed Q4_1 block size");
 _Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
 _Static_assert(sizeof(packed_q5_K) == 16 * sizeof(block_q5_K), "packed Q5_K block size");
 _Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K block size");
@@ -81,6 +88,15 @@ static void pack_row_q4_0(void *block, int r, const void *src) {
     for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
         if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
         else memset(pb->q[k][r], 0x88, 4);
+}
+
+static void pack_row_q4_1(void *block, int r, const void *src) {
+    static const block_q4_1 zero;
+    const block_q4_1 *wb = src ? src : &zero;
+    packed_q4_1 *pb = block;
+    pb->d[r] = wb->d;
+    pb->m[r] = wb->m;
+    for (int k = 0; k < 4; k++) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
 }
 
 /* The fields Q4_K and Q5_K share (their file blocks start alike). */
@@ -143,6 +159,7 @@ typedef struct {
 static const packed_layout layouts[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
     {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), pack_row_q4_1},
     {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
     {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
@@ -236,6 +253,20 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
  * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
  * then the float epilogue. */
 static float block_value(int type, const void *block, int r, const void *act) {
+    if (type == TOY_TYPE_Q4_1) {
+        const packed_q4_1 *pb = block;
+        const block_q8_1 *x = act;
+        int32_t sumi = 0;
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 4; i++) {
+                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
+                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
+            }
+        const float d = toy_fp16_to_fp32(pb->d[r]) * toy_fp16_to_fp32(x->d);
+        const float scaled = d * (float)sumi;
+        const float offset = toy_fp16_to_fp32(pb->m[r]) * toy_fp16_to_fp32(x->s);
+        return scaled + offset;
+    }
     if (type == TOY_TYPE_IQ4_XS) {
         const packed_iq4_xs *pb = block;
         const toy_act_q8_Kx *x = act;
@@ -358,6 +389,11 @@ static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
+static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
 static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                               int64_t n_a, float *y, size_t y_stride) {
     gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
@@ -382,9 +418,14 @@ void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
     toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
 }
 
+void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n) {
+    toy_kernel_get(TOY_TYPE_Q4_1)->quantize_act(x, y, n);
+}
+
 static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
     {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
@@ -415,7 +456,8 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
     static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
     static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_XS};
+    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K,
+                                TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_XS};
     uint32_t rng = 0x2545f491u;
     for (int i = 0; i < ROWS * COLS; i++) {
         rng = rng * 1664525u + 1013904223u;
@@ -450,6 +492,8 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
                 toy_quantize_act_q8_0(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK8_0; b++)
                     widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
+            } else if (type == TOY_TYPE_Q4_1) {
+                toy_quantize_act_q8_1(x_f32, acts[j], COLS);
             } else if (type != TOY_TYPE_Q6_K) { /* Q4_K, Q5_K, IQ4_XS */
                 toy_quantize_act_q8_K(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK_K; b++)

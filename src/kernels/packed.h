@@ -26,6 +26,10 @@
  * high nibble weight 16 + 4g + i + 8), unpacked with a mask and a shift; its start is
  * -8 * sum qs.
  *
+ * Q4_1 ("q4_1x16"): Q4_0's layout with the rows' fp16 m after their d, 320 bytes (as in
+ * the file); its nibbles are the weights' unsigned quants themselves, against plain Q8_1
+ * activations (block_q8_1), and the reference's epilogue adds w.m * a.s.
+ *
  * Q4_K ("q4_Kx16"): a packed block is one 256-weight super-block of 16 rows, in residue
  * order as above, 2304 bytes (as in the file):
  *     uint16_t d[16], dmin[16]       the rows' fp16 fields
@@ -108,8 +112,10 @@ void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
 /* toy_quantize_act_q8_0x in one pass with AVX2 (kernels_avx2.c): the same bytes. */
 void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
-/* Q6_K products take plain Q8_K activations: this CPU's quantizer, the row kernels' bytes. */
+/* Q6_K products take plain Q8_K activations, Q4_1 products plain Q8_1 ones: this CPU's
+ * quantizer, the row kernels' bytes. */
 void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n);
+void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n);
 
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */

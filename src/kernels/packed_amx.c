@@ -1,4 +1,4 @@
-/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with 16
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
@@ -7,7 +7,7 @@
  * operand is block b of 16 activation rows, their 32 quants loaded straight from the
  * activation layout with its row stride. One tdpbsud gives the 16 x 16 exact sums of
  * (w + 128) * a; the activation's start (-128 * sum a) makes them sum w * a, as in the
- * VNNI kernels. Q4_0 and Q4_K nibbles are first split into bytes (a mask and a shift,
+ * VNNI kernels. Q4_0, Q4_1 and Q4_K nibbles are first split into bytes (a mask and a shift,
  * once per block for all 16 activation rows) in a scratch B tile; Q4_K's 8 sub-blocks
  * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
  * lanes, and the mins meet the activation's sub-block sums through vpdpwssd (Q5_K: the
@@ -215,6 +215,40 @@ INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *
     store_chunk(lane, rows, y, y_stride);
 }
 
+/* Rows [0, rows) of one Q4_1 group times the 16 activation rows (plain Q8_1) at act: the
+ * nibbles are the quants, so the sums need no start; then the reference's
+ * (w.d * a.d) * (float)sumi + w.m * a.s. */
+INLINE void q41_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
+                      size_t y_stride) {
+    __m512 lane[LANES][CHUNK];
+    chunk_sums s;
+    unpacked_nibbles u;
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) {
+            tile_load(A0, act + (size_t)b * sizeof(block_q8_1) + offsetof(block_q8_1, qs), a_stride);
+            split_nibbles(blk + 64, 4, u.q[0][0], u.q[0][4]); /* B rows 0-3 weights 0-15, 4-7 the rest */
+            tile_load(B0, u.q[0], 64);
+            tile_zero(C0);
+            tile_dpbsud(C0, A0, B0);
+            tile_store(C0, s.v, 64);
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            UNROLLED
+            for (int t = 0; t < CHUNK; t++) {
+                const block_q8_1 *x = (const block_q8_1 *)(act + (size_t)t * a_stride) + b;
+                const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
+                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s.v[t])));
+                const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
+                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_add_ps(scaled, offset));
+            }
+        }
+    }
+    store_chunk(lane, rows, y, y_stride);
+}
+
 /* Rows [0, rows) of one Q4_K (q5: Q5_K) group times the 16 activation rows at act. Per
  * super-block and activation row: isum = sum over sub-blocks j of scale_j * (exact sum
  * j), summs = sum of min_j * msum_j, then the reference's d * isum - dmin * summs. */
@@ -392,15 +426,15 @@ INLINE void iq4xs_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1 } kind;
 
 /* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
  * all of them; the rows past the last whole chunk go to the VNNI kernel. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES,
-                                         IQ4XS_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
+                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
     if (n_chunked > 0) {
         tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
@@ -417,6 +451,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                 case KIND_Q5_K: q4k_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
                 case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
                 case KIND_IQ4_XS: iq4xs_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
+                case KIND_Q4_1: q41_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
                 }
             }
         }
@@ -438,6 +473,7 @@ GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
+GEMM(gemm_q4_1x, KIND_Q4_1, TOY_TYPE_Q4_1)
 #undef GEMM
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
@@ -481,6 +517,14 @@ static const toy_packed_kernel packed_q6_K_amx = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_q4_1_amx = {
+    .type = TOY_TYPE_Q4_1,
+    .block_cols = 32,
+    .act_block = sizeof(block_q8_1),
+    .quantize_act = toy_quantize_act_q8_1_cpu,
+    .gemm = gemm_q4_1x,
+};
+
 static const toy_packed_kernel packed_iq4_xs_amx = {
     .type = TOY_TYPE_IQ4_XS,
     .block_cols = 256,
@@ -498,6 +542,7 @@ const toy_packed_kernel *AMX_ENTRY(int type) {
     case TOY_TYPE_Q5_K: return &packed_q5_K_amx;
     case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
     case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_amx;
+    case TOY_TYPE_Q4_1: return &packed_q4_1_amx;
     default: return NULL;
     }
 }

@@ -109,6 +109,48 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
+/* Q4_1: Q4_0's sums with no start (the nibbles are the quants), then the reference's
+ * (w.d * a.d) * (float)sumi + w.m * a.s. */
+INLINE void q41_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
+                      float *y, size_t y_stride) {
+    __m512 lane[LANES][TILE];
+    const uint8_t *blk = group;
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[TILE];
+        UNROLLED
+        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) {
+            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+            const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+            __m512i lo[4], hi[4];
+            UNROLLED
+            for (int g = 0; g < 4; g++) {
+                const __m512i v = _mm512_loadu_si512(blk + 64 + 64 * g);
+                lo[g] = _mm512_and_si512(v, low);
+                hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+            }
+            UNROLLED
+            for (int j = 0; j < n_a; j++) {
+                const block_q8_1 *x = (const block_q8_1 *)(a + (size_t)j * a_stride) + b;
+                __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+                UNROLLED
+                for (int g = 0; g < 4; g++) {
+                    z0 = _mm512_dpbusd_epi32(z0, lo[g], _mm512_set1_epi32(rd32(x->qs + 4 * g)));
+                    z1 = _mm512_dpbusd_epi32(z1, hi[g], _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
+                }
+                const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
+                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(z0, z1)));
+                const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
+                acc[j] = _mm512_add_ps(acc[j], _mm512_add_ps(scaled, offset));
+            }
+        }
+        UNROLLED
+        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
+    }
+    store_lanes(lane, rows, n_a, y, y_stride);
+}
+
 /* Q4_K reads each block with many instructions: without prefetching two blocks ahead,
  * decode from DRAM ran at 19.5 GB/s on one core against 31 with it (the row kernel: 31). */
 #define PREFETCH (2 * Q4K_BLOCK_BYTES)
@@ -346,7 +388,7 @@ INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1 } kind;
 
 /* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
 INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
@@ -358,15 +400,16 @@ INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows,
     case KIND_Q5_K: q4k_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
     case KIND_IQ4_XS: iq4xs_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_Q4_1: q41_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
     }
 }
 
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
-    static const size_t block_bytes[] = {BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES,
-                                         IQ4XS_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
+                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -399,6 +442,7 @@ GEMM(gemm_q4_Kx, KIND_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
+GEMM(gemm_q4_1x, KIND_Q4_1)
 #undef GEMM
 
 static const toy_packed_kernel packed_q4_0_avx512 = {
@@ -441,6 +485,14 @@ static const toy_packed_kernel packed_q6_K_avx512 = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_q4_1_avx512 = {
+    .type = TOY_TYPE_Q4_1,
+    .block_cols = 32,
+    .act_block = sizeof(block_q8_1),
+    .quantize_act = toy_quantize_act_q8_1_cpu,
+    .gemm = gemm_q4_1x,
+};
+
 static const toy_packed_kernel packed_iq4_xs_avx512 = {
     .type = TOY_TYPE_IQ4_XS,
     .block_cols = 256,
@@ -452,6 +504,7 @@ static const toy_packed_kernel packed_iq4_xs_avx512 = {
 const toy_packed_kernel *toy_packed_avx512(int type) {
     switch (type) {
     case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx512;
+    case TOY_TYPE_Q4_1: return &packed_q4_1_avx512;
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx512;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;

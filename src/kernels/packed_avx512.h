@@ -24,6 +24,8 @@
 #define LANES 8             /* the reduction shape's block lanes */
 #define BLOCK_BYTES 544     /* a packed Q8_0 block: 16 fp16 scales, 8 x 16 x 4 weight bytes */
 #define Q4_BLOCK_BYTES 288  /* a packed Q4_0 block: 16 fp16 scales, 4 x 16 x 4 nibble pairs */
+/* Q4_1: fp16 d[16] at 0, m[16] at 32, then Q4_0's 4 x 16 x 4 nibble pairs at 64. */
+#define Q41_BLOCK_BYTES 320
 /* Q4_K: a packed block is one super-block of 16 rows (packed.h), 2304 bytes:
  * fp16 d[16] at 0, dmin[16] at 32, the scale dwords at 64 (three zmm: bytes 0-3, 4-7,
  * 8-11 of each row's 12 scale bytes), then the nibbles of sub-block pairs at 256. */
@@ -42,6 +44,11 @@ INLINE int32_t rd32(const void *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return v;
+}
+
+/* An fp16 field in every lane as float, exactly (vcvtph2ps; no library call per block) */
+INLINE __m512 half_lanes(uint16_t h) {
+    return _mm512_cvtph_ps(_mm256_set1_epi16((short)h));
 }
 
 INLINE __m512i srl32(__m512i v, int n) {
