@@ -1,4 +1,4 @@
-/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K and Q6_K weights (packed.h) with up to 4
+/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with up to 4
  * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
  * reference (packed.c).
  *
@@ -19,6 +19,7 @@
  *         for splitting the byte into nibbles.
  *   Q4_K, Q5_K, Q6_K: nibbles (Q5_K: five-bit, Q6_K: six-bit bytes) summed per
  *         sub-block, then vpmaddwd by the scale (the sections below).
+ *   IQ4_XS: the levels (vpshufb on the nibbles, within +-127) as Q8_0's weights are.
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
  * after toy_cpu_isa() found them. */
@@ -461,7 +462,80 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K } kind;
+/* IQ4_XS (packed.h): half h of a block has its 8 d at 16 h, scales_h at 32 + 16 h, scale
+ * dwords at 64 + 32 h, nibbles of sub-block j, vector g at 128 + 256 j + 64 g + 32 h. The
+ * levels (vpshufb) go through vpmaddubsw as Q8_0's weights do, |level| against the
+ * activation times the level's sign (activations are within +-127, levels within
+ * -127..113: a pair is at most 2 * 127 * 127), and vpmaddwd by the sub-block's signed
+ * scale in both 16-bit halves of each lane gives scale * sum in 32 bits. */
+#define IQ4XS_BLOCK_BYTES 2176
+
+INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
+                         size_t a_stride, const int n_a, float *y, size_t y_stride) {
+    __m256 lane[LANES][2][TILE];
+    const uint8_t *blk = group;
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[2][TILE];
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES)
+            UNROLLED
+            for (int i = 0; i < n_h; i++) {
+                if (i == 0)
+                    for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
+                        _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
+                const int h = h0 + i;
+                const __m256i sl = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+                const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+                __m256i isum[TILE];
+                UNROLLED
+                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++) {
+                    const __m256i sc_low = _mm256_and_si256(srl32(sl, 4 * j), _mm256_set1_epi32(15));
+                    const __m256i sc_high = _mm256_and_si256(srl32(sh, 2 * j), _mm256_set1_epi32(3));
+                    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(sc_low, _mm256_slli_epi32(sc_high, 4)),
+                                                        _mm256_set1_epi32(32));
+                    const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)),
+                                                         _mm256_slli_epi32(sc, 16));
+                    _Pragma("GCC unroll 2")
+                    for (int g = 0; g < 4; g++) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 128 + 256 * j + 64 * g + 32 * h));
+                        const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+                        const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+                        const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) {
+                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            const int8_t *qs = x->qs + 32 * j + 4 * g;
+                            const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs)), w0);
+                            const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs + 16)), w1);
+                            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), sc16),
+                                                               _mm256_madd_epi16(_mm256_maddubs_epi16(u1, a1), sc16));
+                            isum[t] = _mm256_add_epi32(isum[t], p);
+                        }
+                    }
+                }
+                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])));
+                }
+            }
+        UNROLLED
+        for (int i = 0; i < n_h; i++)
+            UNROLLED
+            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
+    }
+    store_halves(lane, n_h, rows, n_a, y, y_stride);
+}
+
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
 
 /* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
 INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
@@ -472,6 +546,7 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0,
     case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q5_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
+    case KIND_IQ4_XS: iq4xs_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
     }
 }
 
@@ -479,8 +554,9 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0,
  * pass over both halves, larger tiles half by half. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256};
-    static const size_t block_bytes[] = {Q8_BLOCK_BYTES, Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
+    static const size_t block_bytes[] = {Q8_BLOCK_BYTES,  Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES,
+                                         Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -516,6 +592,7 @@ GEMM(gemm_q4_0x, KIND_Q4_0)
 GEMM(gemm_q4_Kx, KIND_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
+GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
 #endif
 #undef GEMM
 
@@ -552,6 +629,14 @@ static const toy_packed_kernel packed_q5_K_avx2 = {
     .gemm = gemm_q5_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_xs_avx2 = {
+    .type = TOY_TYPE_IQ4_XS,
+    .block_cols = 256,
+    .act_block = sizeof(toy_act_q8_Kx),
+    .quantize_act = toy_quantize_act_q8_Kx,
+    .gemm = gemm_iq4_xsx,
+};
+
 static const toy_packed_kernel packed_q6_K_avx2 = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
@@ -568,10 +653,12 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
      * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
     case TOY_TYPE_Q6_K:
     case TOY_TYPE_Q5_K:
+    case TOY_TYPE_IQ4_XS:
     case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
 #else
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
     case TOY_TYPE_Q5_K: return &packed_q5_K_avx2;
+    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
 #endif
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
