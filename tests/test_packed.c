@@ -1,4 +1,4 @@
-/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS: every packed product, the scalar
+/* test_packed.c — packed weights (packed.h), Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS: every packed product, the scalar
  * reference and each instruction set's, must give exactly the bits of the row kernels'
  * scalar vec_dot for every (weight row, activation row) pair, and the packed activation
  * layouts must hold the Q8_0 / Q8_K quantizer's bytes.
@@ -22,7 +22,7 @@ typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight
 typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
 static int64_t block_cols(int type) {
-    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q4_1 ? 32 : QK_K;
+    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q4_1 || type == TOY_TYPE_IQ4_NL ? 32 : QK_K;
 }
 
 static size_t file_block(int type) {
@@ -30,6 +30,7 @@ static size_t file_block(int type) {
     case TOY_TYPE_Q8_0: return sizeof(block_q8_0);
     case TOY_TYPE_Q4_0: return sizeof(block_q4_0);
     case TOY_TYPE_Q4_1: return sizeof(block_q4_1);
+    case TOY_TYPE_IQ4_NL: return sizeof(block_iq4_nl);
     case TOY_TYPE_Q4_K: return sizeof(block_q4_K);
     case TOY_TYPE_Q5_K: return sizeof(block_q5_K);
     case TOY_TYPE_IQ4_XS: return sizeof(block_iq4_xs);
@@ -307,6 +308,7 @@ int main(void) {
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_1, 64) == 2 * 320);
+    CHECK(toy_packed_group_size(TOY_TYPE_IQ4_NL, 64) == 2 * 288);
     CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
     CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
@@ -320,6 +322,7 @@ int main(void) {
     run_type(TOY_TYPE_Q8_0);
     run_type(TOY_TYPE_Q4_0);
     run_type(TOY_TYPE_Q4_1);
+    run_type(TOY_TYPE_IQ4_NL);
     run_type(TOY_TYPE_Q4_K);
     run_type(TOY_TYPE_Q5_K);
     run_type(TOY_TYPE_Q6_K);

@@ -90,6 +90,16 @@ static void pack_row_q4_0(void *block, int r, const void *src) {
         else memset(pb->q[k][r], 0x88, 4);
 }
 
+/* IQ4_NL: Q4_0's layout (the same block fields); a zero row has scale 0. */
+static void pack_row_iq4_nl(void *block, int r, const void *src) {
+    packed_q4_0 *pb = block;
+    const block_iq4_nl *wb = src;
+    pb->d[r] = wb ? wb->d : 0;
+    for (int k = 0; k < 4; k++)
+        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+        else memset(pb->q[k][r], 0, 4);
+}
+
 static void pack_row_q4_1(void *block, int r, const void *src) {
     static const block_q4_1 zero;
     const block_q4_1 *wb = src ? src : &zero;
@@ -160,6 +170,7 @@ static const packed_layout layouts[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
     {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
     {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), pack_row_q4_1},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), pack_row_iq4_nl},
     {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
     {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
@@ -334,7 +345,16 @@ static float block_value(int type, const void *block, int r, const void *act) {
     const toy_act_q8_0x *x = act;
     int32_t sumi;
     uint16_t wd;
-    if (type == TOY_TYPE_Q4_0) {
+    if (type == TOY_TYPE_IQ4_NL) {
+        const packed_q4_0 *pb = block;
+        sumi = 0;
+        for (int k = 0; k < 4; k++)
+            for (int i = 0; i < 4; i++) {
+                sumi += toy_iq4nl_values[pb->q[k][r][i] & 15] * x->qs[4 * k + i];
+                sumi += toy_iq4nl_values[pb->q[k][r][i] >> 4] * x->qs[16 + 4 * k + i];
+            }
+        wd = pb->d[r];
+    } else if (type == TOY_TYPE_Q4_0) {
         const packed_q4_0 *pb = block;
         /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
         sumi = x->start / 16;
@@ -389,6 +409,11 @@ static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, con
     gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
 }
 
+static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                                int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+
 static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                               int64_t n_a, float *y, size_t y_stride) {
     gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
@@ -426,6 +451,7 @@ static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
     {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
     {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar},
     {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
@@ -456,8 +482,8 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
     static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
     static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K,
-                                TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_XS};
+    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_1,  TOY_TYPE_Q4_K,
+                                TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_XS};
     uint32_t rng = 0x2545f491u;
     for (int i = 0; i < ROWS * COLS; i++) {
         rng = rng * 1664525u + 1013904223u;
@@ -488,7 +514,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
                 rng = rng * 1664525u + 1013904223u;
                 x_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 22) - 2.0f;
             }
-            if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0) {
+            if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_IQ4_NL) {
                 toy_quantize_act_q8_0(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK8_0; b++)
                     widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);

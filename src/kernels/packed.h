@@ -26,6 +26,9 @@
  * high nibble weight 16 + 4g + i + 8), unpacked with a mask and a shift; its start is
  * -8 * sum qs.
  *
+ * IQ4_NL ("iq4_nlx16") is Q4_0's layout (the same file fields); a nibble's level plus 128
+ * (1..241) is the unsigned operand of vpdpbusd, so its start is Q8_0's.
+ *
  * Q4_1 ("q4_1x16"): Q4_0's layout with the rows' fp16 m after their d, 320 bytes (as in
  * the file); its nibbles are the weights' unsigned quants themselves, against plain Q8_1
  * activations (block_q8_1), and the reference's epilogue adds w.m * a.s.

@@ -1,4 +1,4 @@
-/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with 16
+/* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
  * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
@@ -110,6 +110,17 @@ INLINE void split_nibbles(const uint8_t *q, int n_vec, uint8_t *lo, uint8_t *hi)
     }
 }
 
+/* IQ4_NL: split_nibbles with each nibble looked up as its level + 128 */
+INLINE void split_levels(const uint8_t *q, uint8_t *lo, uint8_t *hi) {
+    const __m512i low = _mm512_set1_epi8(0x0f), table = iq4xs_table();
+    UNROLLED
+    for (int k = 0; k < 4; k++) {
+        const __m512i v = _mm512_loadu_si512(q + 64 * k);
+        _mm512_store_si512(lo + 64 * k, _mm512_shuffle_epi8(table, _mm512_and_si512(v, low)));
+        _mm512_store_si512(hi + 64 * k, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low)));
+    }
+}
+
 /* Q5_K: split_nibbles of sub-blocks 2p (low nibbles) and 2p + 1 (high) with their fifth
  * bits from the 8 qh vectors at qh. */
 INLINE void split_nibbles_q5(const uint8_t *q, const uint8_t *qh, int p, uint8_t *lo, uint8_t *hi) {
@@ -152,14 +163,19 @@ INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_
     }
 }
 
-/* One Q8_0 / Q4_0 block's exact sums into s, on tiles (c, a, b): c and b name tiles, so
- * these are macros (the tile instructions take them as immediates). */
-#define Q8_BLOCK_SUMS(c, at, bt, blk, b, q4, u, s)                                                    \
+/* The weights of a block against Q8_0 activations: Q8_0's bytes, Q4_0's nibbles, or
+ * IQ4_NL's nibbles looked up as levels + 128 (whose start is Q8_0's). */
+enum { FORM_Q8_0, FORM_Q4_0, FORM_IQ4_NL };
+
+/* One Q8_0 / Q4_0 / IQ4_NL block's exact sums into s, on tiles (c, a, b): c and b name
+ * tiles, so these are macros (the tile instructions take them as immediates). */
+#define Q8_BLOCK_SUMS(c, at, bt, blk, b, form, u, s)                                                  \
     do {                                                                                          \
         tile_load(at, act + (size_t)(b) * sizeof(toy_act_q8_0x) + offsetof(toy_act_q8_0x, qs), a_stride); \
-        if (q4) {                                                                                 \
+        if (form != FORM_Q8_0) {                                                                  \
             /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */              \
-            split_nibbles((blk) + 32, 4, (u)->q[0][0], (u)->q[0][4]);                             \
+            if (form == FORM_IQ4_NL) split_levels((blk) + 32, (u)->q[0][0], (u)->q[0][4]);        \
+            else split_nibbles((blk) + 32, 4, (u)->q[0][0], (u)->q[0][4]);                        \
             tile_load(bt, (u)->q[0], 64);                                                         \
         } else {                                                                                  \
             tile_load(bt, (blk) + 32, 64);                                                        \
@@ -170,24 +186,24 @@ INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_
     } while (0)
 
 /* The epilogue of block b: acc[t] += (w.d * a.d) * (float)(sums + start). */
-INLINE void q8_block_epilogue(const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b, const bool q4,
+INLINE void q8_block_epilogue(const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b, const int form,
                               const chunk_sums *s, __m512 acc[CHUNK]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     UNROLLED
     for (int t = 0; t < CHUNK; t++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
         /* Q4_0: the nibbles are weights + 8, the start -8 * sum a (exact: -128 * sum / 16) */
-        const __m512i start = _mm512_set1_epi32(q4 ? x->start / 16 : x->start);
+        const __m512i start = _mm512_set1_epi32(form == FORM_Q4_0 ? x->start / 16 : x->start);
         const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(s->v[t]), start);
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
         acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
     }
 }
 
-/* Rows [0, rows) of one Q8_0 / Q4_0 group times the 16 activation rows at act. */
-INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const bool q4,
+/* Rows [0, rows) of one Q8_0 / Q4_0 / IQ4_NL group times the 16 activation rows at act. */
+INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const int form,
                      float *y, size_t y_stride) {
-    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES;
+    const size_t block_bytes = form == FORM_Q8_0 ? BLOCK_BYTES : Q4_BLOCK_BYTES;
     __m512 lane[LANES][CHUNK];
     chunk_sums s[2];
     unpacked_nibbles u[2];
@@ -199,14 +215,14 @@ INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *
         int64_t b = l;
         /* the lane's blocks b and b + 8 lie side by side */
         for (; b + LANES < nb; b += 2 * LANES, blk += 2 * block_bytes) {
-            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, q4, &u[0], &s[0]);
-            Q8_BLOCK_SUMS(C1, A1, B1, blk + block_bytes, b + LANES, q4, &u[1], &s[1]);
-            q8_block_epilogue(blk, act, a_stride, b, q4, &s[0], acc);
-            q8_block_epilogue(blk + block_bytes, act, a_stride, b + LANES, q4, &s[1], acc);
+            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, form, &u[0], &s[0]);
+            Q8_BLOCK_SUMS(C1, A1, B1, blk + block_bytes, b + LANES, form, &u[1], &s[1]);
+            q8_block_epilogue(blk, act, a_stride, b, form, &s[0], acc);
+            q8_block_epilogue(blk + block_bytes, act, a_stride, b + LANES, form, &s[1], acc);
         }
         if (b < nb) {
-            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, q4, &u[0], &s[0]);
-            q8_block_epilogue(blk, act, a_stride, b, q4, &s[0], acc);
+            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, form, &u[0], &s[0]);
+            q8_block_epilogue(blk, act, a_stride, b, form, &s[0], acc);
             blk += block_bytes;
         }
         UNROLLED
@@ -426,15 +442,15 @@ INLINE void iq4xs_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1 } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
 /* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
  * all of them; the rows past the last whole chunk go to the VNNI kernel. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
     static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
-                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES};
+                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
     if (n_chunked > 0) {
         tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
@@ -445,8 +461,9 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                 const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
                 float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
                 switch (k) {
-                case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
-                case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
+                case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, FORM_Q8_0, yj, y_stride); break;
+                case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, FORM_Q4_0, yj, y_stride); break;
+                case KIND_IQ4_NL: q8_chunk(nb, group, rows, aj, a_stride, FORM_IQ4_NL, yj, y_stride); break;
                 case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
                 case KIND_Q5_K: q4k_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
                 case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
@@ -474,6 +491,7 @@ GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
 GEMM(gemm_q4_1x, KIND_Q4_1, TOY_TYPE_Q4_1)
+GEMM(gemm_iq4_nlx, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
 #undef GEMM
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
@@ -517,6 +535,14 @@ static const toy_packed_kernel packed_q6_K_amx = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_nl_amx = {
+    .type = TOY_TYPE_IQ4_NL,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_iq4_nlx,
+};
+
 static const toy_packed_kernel packed_q4_1_amx = {
     .type = TOY_TYPE_Q4_1,
     .block_cols = 32,
@@ -543,6 +569,7 @@ const toy_packed_kernel *AMX_ENTRY(int type) {
     case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
     case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_amx;
     case TOY_TYPE_Q4_1: return &packed_q4_1_amx;
+    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_amx;
     default: return NULL;
     }
 }

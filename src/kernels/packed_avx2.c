@@ -1,4 +1,4 @@
-/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and IQ4_XS weights (packed.h) with up to 4
+/* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights (packed.h) with up to 4
  * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
  * reference (packed.c).
  *
@@ -19,7 +19,8 @@
  *         for splitting the byte into nibbles.
  *   Q4_K, Q5_K, Q6_K: nibbles (Q5_K: five-bit, Q6_K: six-bit bytes) summed per
  *         sub-block, then vpmaddwd by the scale (the sections below).
- *   IQ4_XS: the levels (vpshufb on the nibbles, within +-127) as Q8_0's weights are.
+ *   IQ4_NL, IQ4_XS: the levels (vpshufb on the nibbles, within -127..113) as Q8_0's
+ *         weights are.
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
  * after toy_cpu_isa() found them. */
@@ -163,6 +164,33 @@ INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
 
 #endif
 
+/* IQ4_NL (Q4_0's layout): the levels of half h's nibbles (vpshufb) as signed weights
+ * through vpmaddubsw as Q8_0's without VNNI, |level| against the activation times the
+ * level's sign: a pair at most 2 * 127 * 127 (activations within +-127). Weight k of
+ * each row's four is the low nibbles of vector k for k < 4, the high ones of k - 4. */
+INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
+    const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    UNROLLED
+    for (int j = 0; j < n_a; j++) sumi[j] = _mm256_setzero_si256();
+    _Pragma("GCC unroll 1")
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+        const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+        const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+        const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * g)), w0);
+            const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)), w1);
+            sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), ones),
+                                                                 _mm256_madd_epi16(_mm256_maddubs_epi16(u1, a1), ones)));
+        }
+    }
+}
+
 /* The 8 lanes of each (half, activation row) combined pairwise, as in the reference,
  * and the rows of each half stored (rows counted from the first half's first). */
 INLINE void store_halves(__m256 lane[LANES][2][TILE], const int n_h, int rows, const int n_a, float *y,
@@ -188,8 +216,8 @@ INLINE void store_halves(__m256 lane[LANES][2][TILE], const int n_h, int rows, c
  * so that each cache line is used whole when it arrives from memory; a tile of more
  * activation rows takes one half at a time, to keep its accumulators in registers. */
 INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                          size_t a_stride, const int n_a, const bool q4, float *y, size_t y_stride) {
-    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
+                          size_t a_stride, const int n_a, const bool q4, const bool nl, float *y, size_t y_stride) {
+    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
     __m256 lane[LANES][2][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -207,6 +235,7 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
                 const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
                 __m256i sumi[TILE];
                 if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+                else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
                 else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
                 UNROLLED
                 for (int j = 0; j < n_a; j++) {
@@ -535,14 +564,15 @@ INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const i
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
 
 /* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
 INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
                    const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
     switch (k) {
-    case KIND_Q8_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
-    case KIND_Q4_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
+    case KIND_Q8_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, false, y, y_stride); break;
+    case KIND_Q4_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, false, y, y_stride); break;
+    case KIND_IQ4_NL: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, true, y, y_stride); break;
     case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q5_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
@@ -554,9 +584,9 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0,
  * pass over both halves, larger tiles half by half. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256};
-    static const size_t block_bytes[] = {Q8_BLOCK_BYTES,  Q4_BLOCK_BYTES, Q4K_BLOCK_BYTES,
-                                         Q5K_BLOCK_BYTES, Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const size_t block_bytes[] = {Q8_BLOCK_BYTES,  Q4_BLOCK_BYTES,  Q4K_BLOCK_BYTES,  Q5K_BLOCK_BYTES,
+                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -593,6 +623,7 @@ GEMM(gemm_q4_Kx, KIND_Q4_K)
 GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
+GEMM(gemm_iq4_nlx, KIND_IQ4_NL)
 #endif
 #undef GEMM
 
@@ -629,6 +660,14 @@ static const toy_packed_kernel packed_q5_K_avx2 = {
     .gemm = gemm_q5_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_nl_avx2 = {
+    .type = TOY_TYPE_IQ4_NL,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_iq4_nlx,
+};
+
 static const toy_packed_kernel packed_iq4_xs_avx2 = {
     .type = TOY_TYPE_IQ4_XS,
     .block_cols = 256,
@@ -654,11 +693,13 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
     case TOY_TYPE_Q6_K:
     case TOY_TYPE_Q5_K:
     case TOY_TYPE_IQ4_XS:
+    case TOY_TYPE_IQ4_NL:
     case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
 #else
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
     case TOY_TYPE_Q5_K: return &packed_q5_K_avx2;
     case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx2;
+    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_avx2;
     case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
 #endif
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;

@@ -76,9 +76,11 @@ INLINE void store_lanes(__m512 lane[LANES][TILE], int rows, const int n_a, float
 
 /* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows; n_a and q4
  * are constants in each instantiation, so the accumulators live in registers. */
+/* nl: IQ4_NL, Q4_0's layout whose nibbles become levels + 128 (vpshufb), as many
+ * bytes as Q8_0's and summed as those, from the same start. */
 INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
-                         const int n_a, const bool q4, float *y, size_t y_stride) {
-    const size_t block_bytes = q4 ? Q4_BLOCK_BYTES : BLOCK_BYTES;
+                         const int n_a, const bool q4, const bool nl, float *y, size_t y_stride) {
+    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : BLOCK_BYTES;
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -91,6 +93,14 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
             if (q4) {
                 UNROLLED
                 for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
+            } else if (nl) {
+                const __m512i table = iq4xs_table(), low = _mm512_set1_epi8(0x0f);
+                UNROLLED
+                for (int k = 0; k < 4; k++) {
+                    const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
+                    w[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+                    w[4 + k] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+                }
             } else {
                 UNROLLED
                 for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
@@ -388,14 +398,15 @@ INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1 } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
 /* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
 INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
                        const int n_a, float *y, size_t y_stride) {
     switch (k) {
-    case KIND_Q8_0: packed_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
-    case KIND_Q4_0: packed_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
+    case KIND_Q8_0: packed_group(nb, group, rows, a, a_stride, n_a, false, false, y, y_stride); break;
+    case KIND_Q4_0: packed_group(nb, group, rows, a, a_stride, n_a, true, false, y, y_stride); break;
+    case KIND_IQ4_NL: packed_group(nb, group, rows, a, a_stride, n_a, false, true, y, y_stride); break;
     case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
     case KIND_Q5_K: q4k_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
     case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
@@ -407,9 +418,9 @@ INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows,
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
     static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
-                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES};
+                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
@@ -443,6 +454,7 @@ GEMM(gemm_q5_Kx, KIND_Q5_K)
 GEMM(gemm_q6_Kx, KIND_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
 GEMM(gemm_q4_1x, KIND_Q4_1)
+GEMM(gemm_iq4_nlx, KIND_IQ4_NL)
 #undef GEMM
 
 static const toy_packed_kernel packed_q4_0_avx512 = {
@@ -485,6 +497,14 @@ static const toy_packed_kernel packed_q6_K_avx512 = {
     .gemm = gemm_q6_Kx,
 };
 
+static const toy_packed_kernel packed_iq4_nl_avx512 = {
+    .type = TOY_TYPE_IQ4_NL,
+    .block_cols = 32,
+    .act_block = sizeof(toy_act_q8_0x),
+    .quantize_act = toy_quantize_act_q8_0x_avx2,
+    .gemm = gemm_iq4_nlx,
+};
+
 static const toy_packed_kernel packed_q4_1_avx512 = {
     .type = TOY_TYPE_Q4_1,
     .block_cols = 32,
@@ -505,6 +525,7 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
     switch (type) {
     case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx512;
     case TOY_TYPE_Q4_1: return &packed_q4_1_avx512;
+    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_avx512;
     case TOY_TYPE_Q6_K: return &packed_q6_K_avx512;
     case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
     case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;
