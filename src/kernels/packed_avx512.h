@@ -71,8 +71,8 @@ INLINE __m512i q5k_high(__m512i qh, int j) {
     return _mm512_and_si512(v, _mm512_set1_epi8(0x10));
 }
 
-/* IQ4_XS: the 16 levels plus 128 (1..241, the unsigned operand of vpdpbusd) in each
- * 128-bit lane, for vpshufb on nibbles. */
+/* IQ4_NL and IQ4_XS: the 16 levels plus 128 (1..241, the unsigned operand of vpdpbusd)
+ * in each 128-bit lane, for vpshufb on nibbles. */
 INLINE __m512i iq4xs_table(void) {
     const __m128i levels = _mm_loadu_si128((const __m128i *)toy_iq4nl_values);
     return _mm512_broadcast_i32x4(_mm_xor_si128(levels, _mm_set1_epi8((char)0x80)));
