@@ -399,45 +399,21 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
     }
 }
 
-static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                                int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
-
-static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                                int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
-}
+/* The reference's entry point for each packed type */
+#define SCALAR_GEMM(name, type)                                                                                \
+    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
+                     float *y, size_t y_stride) {                                                              \
+        gemm_scalar(type, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                   \
+    }
+SCALAR_GEMM(gemm_q8_0x_scalar, TOY_TYPE_Q8_0)
+SCALAR_GEMM(gemm_q4_0x_scalar, TOY_TYPE_Q4_0)
+SCALAR_GEMM(gemm_iq4_nlx_scalar, TOY_TYPE_IQ4_NL)
+SCALAR_GEMM(gemm_q4_1x_scalar, TOY_TYPE_Q4_1)
+SCALAR_GEMM(gemm_q4_Kx_scalar, TOY_TYPE_Q4_K)
+SCALAR_GEMM(gemm_q5_Kx_scalar, TOY_TYPE_Q5_K)
+SCALAR_GEMM(gemm_q6_Kx_scalar, TOY_TYPE_Q6_K)
+SCALAR_GEMM(gemm_iq4_xsx_scalar, TOY_TYPE_IQ4_XS)
+#undef SCALAR_GEMM
 
 void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
     toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
