@@ -259,7 +259,9 @@ try:
     s.close()  # gone mid-stream
     t0 = time.time()
     st, r, _ = srv.post("/v1/completions", {"prompt": "In the beginning", "max_tokens": 4}, headers=auth)
-    check(st == 200 and time.time() - t0 < 5, f"the slot of a client that left is free again ({time.time() - t0:.1f} s)")
+    # (once seen failing at once under the sanitizers with two tests beside it: the status says how)
+    check(st == 200 and time.time() - t0 < 5,
+          f"the slot of a client that left is free again ({time.time() - t0:.1f} s, status {st}: {str(r)[:200]})")
 
     # a long stream holds the slot; of several requests at once, one waits in the queue and
     # the others are turned away with 503
