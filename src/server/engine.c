@@ -162,6 +162,12 @@ void srv_request_usage(srv_request *r, int32_t *prompt, int32_t *completion, int
 
 static void slot_finish(srv_engine *e, slot *s, const char *reason) {
     srv_request *r = s->req;
+    /* counted idle before the reply's last event goes out: a client that submits again at
+     * once must find it so (srv_submit), not the count of the engine's last pass (under
+     * the sanitizers, the next pass came late enough for such a request to get 503) */
+    pthread_mutex_lock(&e->lock);
+    e->m.busy_slots--;
+    pthread_mutex_unlock(&e->lock);
     if (reason && !__atomic_load_n(&r->cancelled, __ATOMIC_ACQUIRE)) {
         const char *rest;
         size_t rest_len;
@@ -505,8 +511,8 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
     pthread_mutex_lock(&e->lock);
     /* The queue holds queue_max waiting choices beyond those idle slots will take: a
      * request submitted before the engine moved the previous one into its idle slot is
-     * not turned away. busy_slots is from the engine's last pass; slots freed since only
-     * make it count high, never too low. */
+     * not turned away. busy_slots is from the engine's last pass, less the slots freed
+     * since (slot_finish): exact whenever a reply has ended. */
     const int idle = e->p.n_parallel - e->m.busy_slots;
     if (e->stopping || e->q_len + r->p.n_choices > e->p.queue_max + (idle > 0 ? idle : 0)) {
         pthread_mutex_unlock(&e->lock);
