@@ -33,6 +33,13 @@ static size_t row_bytes(int type, int64_t n) {
     return size;
 }
 
+/* An activation row of kernel k (F16's are floats). */
+static size_t act_bytes(const toy_kernel *k, int64_t n) {
+    size_t size = 0;
+    if (toy_kernel_act_row_size(k, n, &size) != TOY_OK) abort();
+    return size;
+}
+
 /* ---------------------------------------------------------------- inputs */
 
 typedef enum {
@@ -170,7 +177,7 @@ typedef struct {
  * buffers prefilled differently so that no byte is left unwritten. */
 static void check_act(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
                       const float *x, int64_t n, const void *want, tally *t) {
-    const size_t size = row_bytes(ref->vec_dot_type, n);
+    const size_t size = act_bytes(ref, n);
     uint8_t *got = xmalloc(size);
     for (int fill = 0; fill < 2; fill++) {
         memset(got, fill ? 0xff : 0x00, size);
@@ -216,7 +223,7 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
     for (int l = 0; l < n_lens; l++) {
         const int64_t n = lens[l];
         void *w = xmalloc(row_bytes(k->type, n));
-        void *a = xmalloc(row_bytes(ref->vec_dot_type, n));
+        void *a = xmalloc(act_bytes(ref, n));
         float *x = xmalloc((size_t)n * sizeof *x);
         for (int am = 0; am < A_MODES; am++) {
             make_acts(x, n, (act_mode)am, rng);
@@ -248,9 +255,12 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
  * vec_dot of its pair, and no other output element may be written. */
 static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
                       int64_t n, unsigned long long *rng, tally *t) {
-    const size_t wrow = row_bytes(k->type, n), arow = row_bytes(ref->vec_dot_type, n);
+    const size_t wrow = row_bytes(k->type, n), arow = act_bytes(ref, n);
     const size_t w_align = k->type == TOY_TYPE_F32 ? 4 : 2;
-    const size_t a_align = ref->vec_dot_type == TOY_TYPE_F32 || ref->vec_dot_type == TOY_TYPE_Q8_K ? 4 : 2;
+    const size_t a_align = ref->vec_dot_type == TOY_TYPE_F32 || ref->vec_dot_type == TOY_TYPE_F16 ||
+                                   ref->vec_dot_type == TOY_TYPE_Q8_K
+                               ? 4
+                               : 2;
     const size_t w_stride = wrow + 3 * w_align, a_stride = arow + 3 * a_align;
     const size_t y_stride = TILE_ROWS + 4; /* odd */
     uint8_t *w_rows[TILE_ROWS], *a_rows[TOY_TILE_MAX];
@@ -315,8 +325,8 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
  * must be the scalar quantizer's for every row: Gaussian, exact halves after scaling
  * (the rounding-mode edge), zeros, a NaN and an infinity, ties for the largest |x|. */
 static void test_dispatched_act(void) {
-    static const int vdts[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K};
-    static const int weights_of[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K};
+    static const int vdts[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K, TOY_TYPE_F16};
+    static const int weights_of[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K, TOY_TYPE_F16};
     const int64_t n = 1024;
     float *x = xmalloc((size_t)n * sizeof *x);
     unsigned long long rng = 77;
@@ -324,9 +334,10 @@ static void test_dispatched_act(void) {
     for (size_t v = 0; v < sizeof vdts / sizeof *vdts; v++) {
         const toy_kernel *k = toy_kernel_get(weights_of[v]), *ref = toy_kernel_scalar(weights_of[v]);
         CHECK_EQ(k->vec_dot_type, vdts[v]);
-        size_t bytes = row_bytes(vdts[v], n);
+        size_t bytes = act_bytes(ref, n);
         uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
-        for (int mode = 0; mode < 6; mode++) {
+        const int modes = vdts[v] == TOY_TYPE_F16 ? 7 : 6;
+        for (int mode = 0; mode < modes; mode++) {
             for (int rep = 0; rep < 50; rep++) {
                 fill_normal(x, n, 3.0f, &rng);
                 if (mode == 1) /* halves: amax 127 gives id 1 (Q8_0/Q8_1) */
@@ -336,6 +347,15 @@ static void test_dispatched_act(void) {
                 if (mode == 4) x[test_rand_u64(&rng) % n] = INFINITY;
                 if (mode == 5) /* equal magnitudes of both signs: the first one's sign wins */
                     for (int64_t i = 0; i < n; i += 7) x[i] = (i / 7) % 2 ? 9.0f : -9.0f;
+                if (mode == 6) { /* F16's edges: subnormal halves, ties, overflow, NaN payloads */
+                    static const uint32_t edges[] = {0x33000000, 0x33000001, 0x33c00000, 0x38800000, 0x387fe000,
+                                                     0x477fe000, 0x477fefff, 0x477ff000, 0x3f801000, 0x3f803000,
+                                                     0x7f800001, 0xffc12345, 0x80000000, 0x00000001};
+                    for (size_t e = 0; e < sizeof edges / sizeof *edges; e++) {
+                        const uint32_t bits = edges[e] ^ (rep % 2 ? 0x80000000u : 0);
+                        memcpy(&x[test_rand_u64(&rng) % n], &bits, sizeof bits);
+                    }
+                }
                 memset(a, 0xAA, bytes);
                 memset(b, 0x55, bytes);
                 k->quantize_act(x, a, n);
@@ -392,6 +412,8 @@ int main(void) {
                 /* one block; and a full group of 8 plus a partial one */
                 test_tile(isa, k, ref, bs == 1 ? 7 : bs, &rng, &t);
                 test_tile(isa, k, ref, bs == 1 ? 77 : bs == 32 ? 11 * bs : 9 * bs, &rng, &t);
+                /* element rows of several column chunks (AVX-512 F16: 512) and a tail */
+                if (bs == 1) test_tile(isa, k, ref, 1111, &rng, &t);
             }
             char tiles[16];
             snprintf(tiles, sizeof tiles, "%d", t.tiles);

@@ -21,13 +21,17 @@
 static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                               int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
-    /* F32 is the widest vec_dot type: 4 bytes per element */
-    size_t act = (size_t)n_tok * (size_t)max_cols * sizeof(float);
+    /* floats (F32, F16) are the widest activations: 4 bytes per element; on whole
+     * cache lines, so that float rows of a multiple of 16 elements load aligned */
+    size_t act;
+    if (__builtin_mul_overflow((size_t)n_tok, (size_t)max_cols, &act) ||
+        __builtin_mul_overflow(act, sizeof(float), &act) || act > SIZE_MAX - 64)
+        return toy_error(TOY_ERR_NOMEM, "scratch of %lld x %lld floats is too large", (long long)n_tok,
+                         (long long)max_cols);
     free(c->act);
-    c->act = malloc(act ? act : 1);
+    c->act = aligned_alloc(64, (act + 64) / 64 * 64);
     if (!c->act) return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act);
     return toy_cpu_attention_reserve(c, n_tok, n_head, head_dim);
-    return TOY_OK;
 }
 
 /* ---------------------------------------------------------------- rms_norm */
@@ -146,7 +150,7 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     /* the model loader refuses types without a kernel and rows that are not whole
      * blocks, so this cannot fail here */
     if (j.pk) j.act_row = (size_t)(j.n_cols / j.pk->block_cols) * j.pk->act_block;
-    else toy_type_row_size(j.k[0]->vec_dot_type, j.n_cols, &j.act_row);
+    else toy_kernel_act_row_size(j.k[0], j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
     /* Each thread runs a contiguous range of the tasks, long streams for the hardware

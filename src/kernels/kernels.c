@@ -187,6 +187,15 @@ void toy_quantize_act_q8_K(const float *x, void *y, int64_t n) {
 
 /* ================================================================ float rows */
 
+void toy_quantize_act_f16(const float *x, void *y, int64_t n) {
+    float *out = y;
+    for (int64_t i = 0; i < n; i++) out[i] = half(toy_fp32_to_fp16(x[i]));
+}
+
+toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out) {
+    return toy_type_row_size(k->vec_dot_type == TOY_TYPE_F16 ? TOY_TYPE_F32 : k->vec_dot_type, n, out);
+}
+
 static float vec_dot_f32(int64_t n, const void *w, const void *a) {
     const float *x = w, *y = a;
     float p[ELEM_LANES] = {0};
@@ -198,10 +207,11 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
 }
 
 static float vec_dot_f16(int64_t n, const void *w, const void *a) {
-    const toy_half *x = w, *y = a;
+    const toy_half *x = w;
+    const float *y = a;
     float p[ELEM_LANES] = {0};
     for (int64_t i = 0; i < n; i++) {
-        const float prod = half(x[i]) * half(y[i]);
+        const float prod = half(x[i]) * y[i];
         p[i % ELEM_LANES] += prod;
     }
     return combine_lanes(p, ELEM_LANES);
@@ -540,7 +550,7 @@ static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
 
 static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
     K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32),
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, vec_dot_f16),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, vec_dot_f16),
     K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, vec_dot_bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, vec_dot_q4_1),

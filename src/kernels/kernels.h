@@ -4,9 +4,10 @@
  * As in llama.cpp, a matmul first rounds each activation row to the weight type's
  * "vec_dot type" (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for the
  * K-quants and IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32), once per row, then
- * takes integer (or half-precision) dot products block by block. The scalar functions
- * here are the reference; SIMD versions must reduce in the same block order and are
- * tested against them.
+ * takes integer (or half-precision) dot products block by block. F16 activations
+ * are rounded to halves but held as floats, so that a product converts only its
+ * weights. The scalar functions here are the reference; SIMD versions must
+ * reduce in the same block order and are tested against them.
  */
 #ifndef TOY_KERNELS_H
 #define TOY_KERNELS_H
@@ -22,7 +23,8 @@ typedef void (*toy_quantize_act_fn)(const float *x, void *y, int64_t n);
 typedef struct {
     int type;          /* the weight type */
     int vec_dot_type;  /* what activations are rounded to */
-    /* One activation row of n floats to the vec_dot type (n a multiple of its block). */
+    /* One activation row of n floats to the vec_dot type (n a multiple of its block):
+     * toy_kernel_act_row_size bytes. */
     void (*quantize_act)(const float *x, void *y, int64_t n);
     /* Dot product of a weight row and a vec_dot-type activation row, n elements. */
     float (*vec_dot)(int64_t n, const void *w, const void *a);
@@ -37,6 +39,10 @@ typedef struct {
 
 #define TOY_TILE_MAX 8
 
+/* Bytes of one activation row of n elements of kernel k: the vec_dot type's row, but 4
+ * an element for F16 (floats rounded to halves). */
+toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out);
+
 /* The scalar reference kernel of a weight type, NULL if toy has none. */
 const toy_kernel *toy_kernel_scalar(int type);
 
@@ -44,7 +50,7 @@ const toy_kernel *toy_kernel_scalar(int type);
  * falls back to the next). Only call them on a CPU that has the instructions. */
 const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
 const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
-/* AVX2 activation quantizers of a vec_dot type (Q8_0, Q8_1, Q8_K), byte-identical to
+/* AVX2 activation quantizers of a vec_dot type (F16, Q8_0, Q8_1, Q8_K), byte-identical to
  * the scalar ones; NULL for other types. The dispatcher puts them in every kernel. */
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
 
@@ -75,5 +81,7 @@ const toy_kernel *toy_kernel_get(int type);
 void toy_quantize_act_q8_0(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_1(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_K(const float *x, void *y, int64_t n);
+/* F16 activations: each float rounded to a half (toy_fp32_to_fp16) and back. */
+void toy_quantize_act_f16(const float *x, void *y, int64_t n);
 
 #endif

@@ -647,6 +647,11 @@ static inline size_t elem_bytes(int type) {
     return type == TOY_TYPE_F32 ? 4 : 2;
 }
 
+/* How a type's activations are held: F16's as floats (kernels.h). */
+static inline int act_elem_type(int type) {
+    return type == TOY_TYPE_F16 ? TOY_TYPE_F32 : type;
+}
+
 /* Elements i..i+31 as four float vectors. F32 and F16 come in order: vector k holds
  * lanes p[8k..8k+7]. A bf16 is the top half of a float, so BF16 is widened in place
  * within each 32-bit pair of elements: shifting left by 16 gives the even elements,
@@ -711,7 +716,7 @@ typedef struct {
 ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a0,
                                     const uint8_t *a1, int rows, int64_t i0, int64_t i1,
                                     lanes32 *lanes) {
-    const size_t es = elem_bytes(type);
+    const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
     const uint8_t *a[2] = {a0, a1};
     __m256 acc[2][4];
     UNROLL
@@ -724,7 +729,7 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
         UNROLL
         for (int r = 0; r < rows; r++) {
             __m256 av[4];
-            load32_elems(type, a[r] + (size_t)i * es, av);
+            load32_elems(act_elem_type(type), a[r] + (size_t)i * as, av);
             UNROLL
             for (int k = 0; k < 4; k++)
                 /* a product of two halves is exact in float, so the FMA rounds once
@@ -744,11 +749,11 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
  * the pairwise combine. */
 ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
                                  const uint8_t *a, const lanes32 *lanes) {
-    const size_t es = elem_bytes(type);
+    const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
     float p[32];
     store_lanes(type, lanes->v, p);
     for (int64_t t = i; t < n; t++) {
-        const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(type, a + (size_t)t * es);
+        const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(act_elem_type(type), a + (size_t)t * as);
         p[t - i] += prod;
     }
     return combine32(p);
@@ -817,7 +822,7 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
 
 static const toy_kernel avx2_kernels[TOY_TYPE_COUNT] = {
     [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32, NULL},
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, f16),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
     K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
@@ -977,8 +982,22 @@ static void quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
+/* F16 activations (toy_quantize_act_f16): F16C rounds to nearest even, keeps a NaN's
+ * sign and top payload bits with the quiet bit set, and makes subnormal halves, as
+ * toy_fp32_to_fp16 does; the way back is exact. */
+static void quantize_act_f16_avx2(const float *x, void *y, int64_t n) {
+    float *out = y;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < n; i++) out[i] = toy_fp16_to_fp32(toy_fp32_to_fp16(x[i]));
+}
+
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
     switch (vec_dot_type) {
+    case TOY_TYPE_F16: return quantize_act_f16_avx2;
     case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
     case TOY_TYPE_Q8_1: return quantize_act_q8_1_avx2;
     case TOY_TYPE_Q8_K: return quantize_act_q8_K_avx2;

@@ -1096,21 +1096,19 @@ INLINE float lanes_even_odd(__m512 even, __m512 odd) {
     return combine32(_mm512_permutex2var_ps(even, lo, odd), _mm512_permutex2var_ps(even, hi, odd));
 }
 
-/* vec_dot and vec_dot_tile of an element type. The tile runs a register-blocked kernel
- * over whole rows: 2 weight rows x up to 4 activation rows, 16 zmm accumulators, each
- * weight and activation vector loaded and converted once per 32 elements for all pairs
- * it meets. An odd last weight row is paired with itself and the copy's results
- * dropped. */
-#define ELEM_KERNELS(name, elem_t, load32, masks, madd, lanes)                                 \
+/* vec_dot of an element type (act_t: how its activations are held, load32_act their
+ * loader). */
+#define ELEM_DOT(name, elem_t, act_t, load32, load32_act, masks, madd, lanes)                   \
     static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
-        const elem_t *x = w, *y = a;                                                           \
+        const elem_t *x = w;                                                                   \
+        const act_t *y = a;                                                                    \
         __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();                             \
         int64_t i = 0;                                                                         \
         for (; i + 32 <= n; i += 32) {                                                         \
             prefetch_ahead(x + i, 32 * sizeof *x);                                             \
             __m512 w0, w1, a0, a1;                                                             \
             load32(x + i, 32, 1, &w0, &w1);                                                    \
-            load32(y + i, 32, 0, &a0, &a1);                                                    \
+            load32_act(y + i, 32, 0, &a0, &a1);                                                \
             p0 = madd(p0, 0xffff, w0, a0);                                                     \
             p1 = madd(p1, 0xffff, w1, a1);                                                     \
         }                                                                                      \
@@ -1120,13 +1118,19 @@ INLINE float lanes_even_odd(__m512 even, __m512 odd) {
             __mmask16 m0, m1;                                                                  \
             masks(rest, &m0, &m1);                                                             \
             load32(x + i, rest, 1, &w0, &w1);                                                  \
-            load32(y + i, rest, 0, &a0, &a1);                                                  \
+            load32_act(y + i, rest, 0, &a0, &a1);                                              \
             p0 = madd(p0, m0, w0, a0);                                                         \
             p1 = madd(p1, m1, w1, a1);                                                         \
         }                                                                                      \
         return lanes(p0, p1);                                                                  \
-    }                                                                                          \
-                                                                                               \
+    }
+
+/* vec_dot_tile of an element type whose activations are held as the weights are (F32,
+ * BF16): a register-blocked kernel over whole rows, 2 weight rows x up to 4 activation
+ * rows, 16 zmm accumulators, each weight and activation vector loaded and converted once
+ * per 32 elements for all pairs it meets. An odd last weight row is paired with itself
+ * and the copy's results dropped. */
+#define ELEM_TILE(name, elem_t, load32, masks, madd, lanes)                                    \
     /* One step of 32 elements (rest of them present) for the 2 x na block. */                 \
     INLINE void step_2x4_##name(const elem_t *const x[2], const elem_t *const y[4], int na,    \
                                 int64_t i, int rest, __m512 p[2][4][2]) {                      \
@@ -1189,9 +1193,93 @@ INLINE float lanes_even_odd(__m512 even, __m512 odd) {
         }                                                                                      \
     }
 
-ELEM_KERNELS(f32, float, load32_f32, masks_split, madd_round2, lanes_split)
-ELEM_KERNELS(f16, toy_half, load32_f16, masks_split, madd_exact_product, lanes_split)
-ELEM_KERNELS(bf16, uint16_t, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
+ELEM_DOT(f32, float, float, load32_f32, load32_f32, masks_split, madd_round2, lanes_split)
+ELEM_TILE(f32, float, load32_f32, masks_split, madd_round2, lanes_split)
+ELEM_DOT(bf16, uint16_t, uint16_t, load32_bf16, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
+ELEM_TILE(bf16, uint16_t, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
+ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_product, lanes_split)
+
+/* F16's tile: its activations are floats (kernels.h), so only the weights need
+ * converting, and one weight row meets all n_a activation rows: each weight vector is
+ * converted once for 2 x n_a FMAs (2 x 8 accumulators), the activations FMA operands
+ * from memory. Whole rows of 8 activations (8 x 4 n bytes) would not stay in L1, so the
+ * columns go in chunks of F16_CHUNK (16 KiB of activations) and the rows in blocks of
+ * F16_ROWS, whose 32 lanes per pair wait in memory (16 KiB) from one chunk to the next:
+ * each pair still adds its elements to its lanes in order. */
+#define F16_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
+#define F16_ROWS 16
+
+/* Columns [i0, i1) of weight row x against the na activation rows, continuing the pairs'
+ * lanes p (zeros first when i0 is 0); i1 is a multiple of 32 or the row's end. */
+INLINE void tile_chunk_f16(const toy_half *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,
+                           int64_t i1, __m512 lanes[TOY_TILE_MAX][2]) {
+    __m512 p[TOY_TILE_MAX][2];
+    UNROLLED
+    for (int j = 0; j < na; j++) {
+        p[j][0] = i0 ? lanes[j][0] : _mm512_setzero_ps();
+        p[j][1] = i0 ? lanes[j][1] : _mm512_setzero_ps();
+    }
+    int64_t i = i0;
+    for (; i + 32 <= i1; i += 32) {
+        prefetch_ahead(x + i, 32 * sizeof *x);
+        const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
+        const __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16)));
+        UNROLLED
+        for (int j = 0; j < na; j++) {
+            p[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(y[j] + i), p[j][0]);
+            p[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(y[j] + i + 16), p[j][1]);
+        }
+    }
+    if (i < i1) {
+        const int rest = (int)(i1 - i);
+        __mmask16 m0, m1;
+        masks_split(rest, &m0, &m1);
+        __m512 w0, w1;
+        load32_f16(x + i, rest, 1, &w0, &w1);
+        UNROLLED
+        for (int j = 0; j < na; j++) {
+            __m512 a0, a1;
+            load32_f32(y[j] + i, rest, 0, &a0, &a1);
+            p[j][0] = madd_exact_product(p[j][0], m0, w0, a0);
+            p[j][1] = madd_exact_product(p[j][1], m1, w1, a1);
+        }
+    }
+    UNROLLED
+    for (int j = 0; j < na; j++) {
+        lanes[j][0] = p[j][0];
+        lanes[j][1] = p[j][1];
+    }
+}
+
+static void vec_dot_tile_f16(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
+                             size_t a_stride, int n_a, float *out, size_t out_stride) {
+    const float *y[TOY_TILE_MAX];
+    for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);
+    __m512 lanes[F16_ROWS][TOY_TILE_MAX][2];
+    for (int r0 = 0; r0 < n_w; r0 += F16_ROWS) {
+        const int nr = n_w - r0 < F16_ROWS ? n_w - r0 : F16_ROWS;
+        const int64_t n_chunks = n ? (n + F16_CHUNK - 1) / F16_CHUNK : 1; /* n = 0: zero sums */
+        for (int64_t c = 0; c < n_chunks; c++) {
+            const int64_t i0 = c * F16_CHUNK, i1 = n - i0 < F16_CHUNK ? n : i0 + F16_CHUNK;
+            for (int r = 0; r < nr; r++) {
+                const toy_half *x = row_at(w, w_stride, r0 + r);
+                switch (n_a) {
+                case 8: tile_chunk_f16(x, y, 8, i0, i1, lanes[r]); break;
+                case 7: tile_chunk_f16(x, y, 7, i0, i1, lanes[r]); break;
+                case 6: tile_chunk_f16(x, y, 6, i0, i1, lanes[r]); break;
+                case 5: tile_chunk_f16(x, y, 5, i0, i1, lanes[r]); break;
+                case 4: tile_chunk_f16(x, y, 4, i0, i1, lanes[r]); break;
+                case 3: tile_chunk_f16(x, y, 3, i0, i1, lanes[r]); break;
+                case 2: tile_chunk_f16(x, y, 2, i0, i1, lanes[r]); break;
+                default: tile_chunk_f16(x, y, 1, i0, i1, lanes[r]); break;
+                }
+            }
+        }
+        for (int r = 0; r < nr; r++)
+            for (int j = 0; j < n_a; j++)
+                out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]);
+    }
+}
 
 /* ================================================================ the table */
 
@@ -1199,7 +1287,7 @@ ELEM_KERNELS(bf16, uint16_t, load32_bf16, masks_even_odd, madd_round2, lanes_eve
 
 static const toy_kernel avx512_kernels[TOY_TYPE_COUNT] = {
     K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_row_f16, f16),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
     K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
