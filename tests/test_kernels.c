@@ -99,11 +99,9 @@ static void act_to_double(int vdt, const void *a, double *out, int64_t n) {
     case TOY_TYPE_F32:
         for (int64_t i = 0; i < n; i++) out[i] = ((const float *)a)[i];
         break;
-    case TOY_TYPE_F16: /* held as floats (kernels.h) */
-        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)a)[i];
-        break;
+    case TOY_TYPE_F16: /* F16 and BF16 activations are floats (kernels.h) */
     case TOY_TYPE_BF16:
-        for (int64_t i = 0; i < n; i++) out[i] = toy_bf16_to_fp32(((const uint16_t *)a)[i]);
+        for (int64_t i = 0; i < n; i++) out[i] = ((const float *)a)[i];
         break;
     case TOY_TYPE_Q8_0:
         for (int64_t i = 0; i < n; i++) {
@@ -418,21 +416,34 @@ static void test_reduction_shape(void) {
      * 2^24 + 31; 32 lanes halved 16, 8, 4, 2, 1 give 2^24 + 30. */
     {
         float xf[32], yf[32];
-        toy_half xh[32]; /* F16's activations are floats */
-        uint16_t xb[32], yb[32];
+        toy_half xh[32]; /* F16's and BF16's activations are floats */
+        uint16_t xb[32];
         for (int i = 0; i < 32; i++) {
             xf[i] = i == 0 ? 4096.0f : 1.0f;
             yf[i] = xf[i];
         }
         toy_quantize_row_f16(xf, xh, 32);
         toy_quantize_row_bf16(xf, xb, 32);
-        toy_quantize_row_bf16(yf, yb, 32);
         CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_F32)->vec_dot(32, xf, yf)),
                  float_bits(16777246.0f));
         CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_F16)->vec_dot(32, xh, yf)),
                  float_bits(16777246.0f));
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_BF16)->vec_dot(32, xb, yb)),
+        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_BF16)->vec_dot(32, xb, yf)),
                  float_bits(16777246.0f));
+    }
+    /* BF16 adds its products with one rounding (FMA), also where a product underflows:
+     * lane 0 holds 2^-125 (element 0), then element 32 adds 1.40625 * 2^-149. Rounded
+     * first, that product is 2^-149, and 2^-125 + 2^-149 is a tie that goes to even,
+     * 2^-125; added exactly, the sum rounds up to 2^-125 + 2^-148. */
+    {
+        uint16_t w[33] = {0};
+        float a[33] = {0};
+        w[0] = toy_fp32_to_bf16(ldexpf(1.0f, -62));
+        a[0] = ldexpf(1.0f, -63);
+        w[32] = toy_fp32_to_bf16(ldexpf(1.40625f, -75));
+        a[32] = ldexpf(1.0f, -74);
+        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_BF16)->vec_dot(33, w, a)),
+                 float_bits(ldexpf(1.0f, -125) + ldexpf(1.0f, -148)));
     }
     /* Blocks: Q8_0 x Q8_0, block 0 worth 2^24 (d = 32 * 32, sumi = 4 * 64 * 64), blocks
      * 1..8 worth 1. In order: 2^24; double: 2^24 + 8; 8 lanes halved: 2^24 + 6. */

@@ -258,7 +258,7 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
     const size_t wrow = row_bytes(k->type, n), arow = act_bytes(ref, n);
     const size_t w_align = k->type == TOY_TYPE_F32 ? 4 : 2;
     const size_t a_align = ref->vec_dot_type == TOY_TYPE_F32 || ref->vec_dot_type == TOY_TYPE_F16 ||
-                                   ref->vec_dot_type == TOY_TYPE_Q8_K
+                                   ref->vec_dot_type == TOY_TYPE_BF16 || ref->vec_dot_type == TOY_TYPE_Q8_K
                                ? 4
                                : 2;
     const size_t w_stride = wrow + 3 * w_align, a_stride = arow + 3 * a_align;
@@ -325,8 +325,8 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
  * must be the scalar quantizer's for every row: Gaussian, exact halves after scaling
  * (the rounding-mode edge), zeros, a NaN and an infinity, ties for the largest |x|. */
 static void test_dispatched_act(void) {
-    static const int vdts[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K, TOY_TYPE_F16};
-    static const int weights_of[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K, TOY_TYPE_F16};
+    static const int vdts[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K, TOY_TYPE_F16, TOY_TYPE_BF16};
+    static const int weights_of[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_1, TOY_TYPE_Q4_K, TOY_TYPE_F16, TOY_TYPE_BF16};
     const int64_t n = 1024;
     float *x = xmalloc((size_t)n * sizeof *x);
     unsigned long long rng = 77;
@@ -336,7 +336,7 @@ static void test_dispatched_act(void) {
         CHECK_EQ(k->vec_dot_type, vdts[v]);
         size_t bytes = act_bytes(ref, n);
         uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
-        const int modes = vdts[v] == TOY_TYPE_F16 ? 7 : 6;
+        const int modes = vdts[v] == TOY_TYPE_F16 || vdts[v] == TOY_TYPE_BF16 ? 7 : 6;
         for (int mode = 0; mode < modes; mode++) {
             for (int rep = 0; rep < 50; rep++) {
                 fill_normal(x, n, 3.0f, &rng);
@@ -347,10 +347,12 @@ static void test_dispatched_act(void) {
                 if (mode == 4) x[test_rand_u64(&rng) % n] = INFINITY;
                 if (mode == 5) /* equal magnitudes of both signs: the first one's sign wins */
                     for (int64_t i = 0; i < n; i += 7) x[i] = (i / 7) % 2 ? 9.0f : -9.0f;
-                if (mode == 6) { /* F16's edges: subnormal halves, ties, overflow, NaN payloads */
+                if (mode == 6) { /* F16's and BF16's edges: subnormals, ties, overflow, NaN payloads */
                     static const uint32_t edges[] = {0x33000000, 0x33000001, 0x33c00000, 0x38800000, 0x387fe000,
                                                      0x477fe000, 0x477fefff, 0x477ff000, 0x3f801000, 0x3f803000,
-                                                     0x7f800001, 0xffc12345, 0x80000000, 0x00000001};
+                                                     0x7f800001, 0xffc12345, 0x80000000, 0x00000001,
+                                                     0x3f808000, 0x3f818000, 0x7f7fffff, 0x7f7f8000,
+                                                     0x00008000, 0x7fbfffff};
                     for (size_t e = 0; e < sizeof edges / sizeof *edges; e++) {
                         const uint32_t bits = edges[e] ^ (rep % 2 ? 0x80000000u : 0);
                         memcpy(&x[test_rand_u64(&rng) % n], &bits, sizeof bits);

@@ -46,13 +46,14 @@
  *
  *     p[i % 32] += w_i * a_i      for i = 0, 1, ..., n-1 in order (any n)
  *
- * the product rounded to float before the add (no FMA), then combined pairwise with
- * strides 16, 8, 4, 2, 1 as above (p[k] += p[k + s] for k < s); the result is p[0].
- * That is four 8-lane AVX2 accumulators over elements i..i+31 (two AVX-512 ones), an
- * element tail going to lane i % 32. For F16 the product of two halves is exact in
- * float, so FMA gives the same bits there; for F32 and BF16 it does not (BF16 products
- * can underflow), so those must multiply then add. ggml's scalar code accumulates these
- * in double; float lanes are what vector code can reproduce at full speed.
+ * then combined pairwise with strides 16, 8, 4, 2, 1 as above (p[k] += p[k + s] for
+ * k < s); the result is p[0]. That is four 8-lane AVX2 accumulators over elements
+ * i..i+31 (two AVX-512 ones), an element tail going to lane i % 32. F16 and BF16 add
+ * w_i * a_i with one rounding (FMA): the product of two halves is exact in float, and so
+ * is that of two bf16s unless it underflows (FMA keeps it exact there too). F32's
+ * product is rounded to float before the add. The activations of F16 and BF16 are
+ * floats rounded to the type (kernels.h). ggml's scalar code accumulates these in
+ * double; float lanes are what vector code can reproduce at full speed.
  */
 #include "kernels.h"
 #include "packed.h"
@@ -192,8 +193,14 @@ void toy_quantize_act_f16(const float *x, void *y, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = half(toy_fp32_to_fp16(x[i]));
 }
 
+void toy_quantize_act_bf16(const float *x, void *y, int64_t n) {
+    float *out = y;
+    for (int64_t i = 0; i < n; i++) out[i] = toy_bf16_to_fp32(toy_fp32_to_bf16(x[i]));
+}
+
 toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out) {
-    return toy_type_row_size(k->vec_dot_type == TOY_TYPE_F16 ? TOY_TYPE_F32 : k->vec_dot_type, n, out);
+    const int t = k->vec_dot_type;
+    return toy_type_row_size(t == TOY_TYPE_F16 || t == TOY_TYPE_BF16 ? TOY_TYPE_F32 : t, n, out);
 }
 
 static float vec_dot_f32(int64_t n, const void *w, const void *a) {
@@ -210,20 +217,15 @@ static float vec_dot_f16(int64_t n, const void *w, const void *a) {
     const toy_half *x = w;
     const float *y = a;
     float p[ELEM_LANES] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        const float prod = half(x[i]) * y[i];
-        p[i % ELEM_LANES] += prod;
-    }
+    for (int64_t i = 0; i < n; i++) p[i % ELEM_LANES] = fmaf(half(x[i]), y[i], p[i % ELEM_LANES]);
     return combine_lanes(p, ELEM_LANES);
 }
 
 static float vec_dot_bf16(int64_t n, const void *w, const void *a) {
-    const uint16_t *x = w, *y = a;
+    const uint16_t *x = w;
+    const float *y = a;
     float p[ELEM_LANES] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        const float prod = toy_bf16_to_fp32(x[i]) * toy_bf16_to_fp32(y[i]);
-        p[i % ELEM_LANES] += prod;
-    }
+    for (int64_t i = 0; i < n; i++) p[i % ELEM_LANES] = fmaf(toy_bf16_to_fp32(x[i]), y[i], p[i % ELEM_LANES]);
     return combine_lanes(p, ELEM_LANES);
 }
 
@@ -551,7 +553,7 @@ static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
 static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
     K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32),
     K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, vec_dot_f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, vec_dot_bf16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, vec_dot_bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, vec_dot_q4_1),
     K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q5_0),

@@ -4,9 +4,9 @@
  * As in llama.cpp, a matmul first rounds each activation row to the weight type's
  * "vec_dot type" (Q8_0 for Q4_0/Q5_0/Q8_0/IQ4_NL, Q8_1 for Q4_1/Q5_1, Q8_K for the
  * K-quants and IQ4_XS, F16 for F16, BF16 for BF16, F32 for F32), once per row, then
- * takes integer (or half-precision) dot products block by block. F16 activations
- * are rounded to halves but held as floats, so that a product converts only its
- * weights. The scalar functions here are the reference; SIMD versions must
+ * takes integer (or half-precision) dot products block by block. F16 and BF16
+ * activations are rounded to the type but held as floats, so that a product converts
+ * only its weights. The scalar functions here are the reference; SIMD versions must
  * reduce in the same block order and are tested against them.
  */
 #ifndef TOY_KERNELS_H
@@ -40,7 +40,7 @@ typedef struct {
 #define TOY_TILE_MAX 8
 
 /* Bytes of one activation row of n elements of kernel k: the vec_dot type's row, but 4
- * an element for F16 (floats rounded to halves). */
+ * an element for F16 and BF16 (floats rounded to the type). */
 toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out);
 
 /* The scalar reference kernel of a weight type, NULL if toy has none. */
@@ -50,7 +50,7 @@ const toy_kernel *toy_kernel_scalar(int type);
  * falls back to the next). Only call them on a CPU that has the instructions. */
 const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
 const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
-/* AVX2 activation quantizers of a vec_dot type (F16, Q8_0, Q8_1, Q8_K), byte-identical to
+/* AVX2 activation quantizers of a vec_dot type (F16, BF16, Q8_0, Q8_1, Q8_K), byte-identical to
  * the scalar ones; NULL for other types. The dispatcher puts them in every kernel. */
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
 
@@ -81,7 +81,9 @@ const toy_kernel *toy_kernel_get(int type);
 void toy_quantize_act_q8_0(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_1(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_K(const float *x, void *y, int64_t n);
-/* F16 activations: each float rounded to a half (toy_fp32_to_fp16) and back. */
+/* F16 and BF16 activations: each float rounded to the type (toy_fp32_to_fp16,
+ * toy_fp32_to_bf16) and back. */
 void toy_quantize_act_f16(const float *x, void *y, int64_t n);
+void toy_quantize_act_bf16(const float *x, void *y, int64_t n);
 
 #endif

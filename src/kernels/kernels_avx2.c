@@ -38,6 +38,7 @@ toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
 #else
 
 #include <immintrin.h>
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -647,43 +648,22 @@ static inline size_t elem_bytes(int type) {
     return type == TOY_TYPE_F32 ? 4 : 2;
 }
 
-/* How a type's activations are held: F16's as floats (kernels.h). */
+/* How a type's activations are held: F16's and BF16's as floats (kernels.h). */
 static inline int act_elem_type(int type) {
-    return type == TOY_TYPE_F16 ? TOY_TYPE_F32 : type;
+    return type == TOY_TYPE_F16 || type == TOY_TYPE_BF16 ? TOY_TYPE_F32 : type;
 }
 
-/* Elements i..i+31 as four float vectors. F32 and F16 come in order: vector k holds
- * lanes p[8k..8k+7]. A bf16 is the top half of a float, so BF16 is widened in place
- * within each 32-bit pair of elements: shifting left by 16 gives the even elements,
- * masking the odd ones. That avoids shuffles (the bottleneck of a zero-extension) but
- * leaves lane l of vector k holding element 16 * (k / 2) + 2l + k % 2, so the lanes are
- * put back in order when stored (store_lanes). */
+/* Elements i..i+31 as four float vectors, in order: vector k holds lanes p[8k..8k+7].
+ * A bf16 is the top half of a float: zero-extended to 32 bits and shifted. */
 ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
-    if (type == TOY_TYPE_BF16) {
-        const __m256i odd = _mm256_set1_epi32((int)0xffff0000u);
-        UNROLL
-        for (int h = 0; h < 2; h++) {
-            const __m256i x = load256(p + 32 * h);
-            v[2 * h] = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
-            v[2 * h + 1] = _mm256_castsi256_ps(_mm256_and_si256(x, odd));
-        }
-        return;
-    }
     UNROLL
     for (int k = 0; k < 4; k++)
-        v[k] = type == TOY_TYPE_F32 ? _mm256_loadu_ps((const float *)(p + 32 * k))
-                                    : _mm256_cvtph_ps(load128(p + 16 * k));
+        v[k] = type == TOY_TYPE_F32    ? _mm256_loadu_ps((const float *)(p + 32 * k))
+               : type == TOY_TYPE_F16  ? _mm256_cvtph_ps(load128(p + 16 * k))
+                                       : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 16 * k)), 16));
 }
 
-ALWAYS_INLINE void store_lanes(int type, const __m256 v[4], float p[32]) {
-    if (type == TOY_TYPE_BF16) {
-        float t[4][8];
-        UNROLL
-        for (int k = 0; k < 4; k++) _mm256_storeu_ps(t[k], v[k]);
-        for (int k = 0; k < 4; k++)
-            for (int l = 0; l < 8; l++) p[16 * (k / 2) + 2 * l + k % 2] = t[k][l];
-        return;
-    }
+ALWAYS_INLINE void store_lanes(const __m256 v[4], float p[32]) {
     UNROLL
     for (int k = 0; k < 4; k++) _mm256_storeu_ps(p + 8 * k, v[k]);
 }
@@ -732,11 +712,9 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
             load32_elems(act_elem_type(type), a[r] + (size_t)i * as, av);
             UNROLL
             for (int k = 0; k < 4; k++)
-                /* a product of two halves is exact in float, so the FMA rounds once
-                 * just like the add; F32 and BF16 products round, so not there */
-                acc[r][k] = type == TOY_TYPE_F16
-                                ? _mm256_fmadd_ps(wv[k], av[k], acc[r][k])
-                                : _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv[k], av[k]));
+                /* F16 and BF16 round once (FMA), F32's product rounds first (kernels.c) */
+                acc[r][k] = type == TOY_TYPE_F32 ? _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv[k], av[k]))
+                                                 : _mm256_fmadd_ps(wv[k], av[k], acc[r][k]);
         }
     }
     UNROLL
@@ -751,10 +729,10 @@ ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *
                                  const uint8_t *a, const lanes32 *lanes) {
     const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
     float p[32];
-    store_lanes(type, lanes->v, p);
+    store_lanes(lanes->v, p);
     for (int64_t t = i; t < n; t++) {
-        const float prod = load1_elem(type, w + (size_t)t * es) * load1_elem(act_elem_type(type), a + (size_t)t * as);
-        p[t - i] += prod;
+        const float wt = load1_elem(type, w + (size_t)t * es), at = load1_elem(act_elem_type(type), a + (size_t)t * as);
+        p[t - i] = type == TOY_TYPE_F32 ? p[t - i] + wt * at : fmaf(wt, at, p[t - i]);
     }
     return combine32(p);
 }
@@ -823,7 +801,7 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
 static const toy_kernel avx2_kernels[TOY_TYPE_COUNT] = {
     [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32, NULL},
     K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
     K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
@@ -995,9 +973,30 @@ static void quantize_act_f16_avx2(const float *x, void *y, int64_t n) {
     for (; i < n; i++) out[i] = toy_fp16_to_fp32(toy_fp32_to_fp16(x[i]));
 }
 
+/* BF16 activations (toy_quantize_act_bf16): toy_fp32_to_bf16 on 8 lanes (round to
+ * nearest even by adding 0x7fff plus the kept low bit; a NaN keeps its top bits and
+ * becomes quiet), then the float the bf16 is. */
+static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
+    float *out = y;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i top = _mm256_set1_epi32((int)0xffff0000u), quiet = _mm256_set1_epi32(0x00400000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i v = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(v, abs_mask), inf);
+        const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(v, 16), one);
+        const __m256i rounded = _mm256_and_si256(_mm256_add_epi32(v, _mm256_add_epi32(bias, odd)), top);
+        const __m256i quieted = _mm256_or_si256(_mm256_and_si256(v, top), quiet);
+        _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quieted, nan)));
+    }
+    for (; i < n; i++) out[i] = toy_bf16_to_fp32(toy_fp32_to_bf16(x[i]));
+}
+
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
     switch (vec_dot_type) {
     case TOY_TYPE_F16: return quantize_act_f16_avx2;
+    case TOY_TYPE_BF16: return quantize_act_bf16_avx2;
     case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
     case TOY_TYPE_Q8_1: return quantize_act_q8_1_avx2;
     case TOY_TYPE_Q8_K: return quantize_act_q8_K_avx2;

@@ -1015,25 +1015,16 @@ SUPERBLOCK_KERNELS(q3_K, block_q3_K, ks_dec, decode_q3_K, dot_ks16, values8_d)
 SUPERBLOCK_KERNELS(iq4_xs, block_iq4_xs, ks_dec, decode_iq4_xs, dot_iq4_xs, values8_d)
 
 /* ================================================================ float rows
- * 32 lanes p[i % 32] += w_i * a_i, two zmm accumulators. Each type loads 32 elements as
- * two float vectors and says which lanes they feed: F32 and F16 elements 0-15 and 16-31,
- * BF16 the even and the odd elements (a bf16 pair in a dword becomes two floats with one
- * AND and one shift; the accumulators are interleaved back to lane order at the end —
- * moving values, not adding them). A short tail loads under a mask (nothing read past
- * the row) and accumulates under the lanes' masks, leaving the lanes it does not reach
- * untouched. F32 and BF16 multiply then add (their products round); F16 uses FMA: the
- * product of two halves is exact in float, so the single rounding is the add's. */
+ * 32 lanes p[i % 32] += w_i * a_i, two zmm accumulators: elements 0-15 and 16-31 of each
+ * 32 (F16 widened by vcvtph2ps, BF16 zero-extended and shifted into the top half). A
+ * short tail loads under a mask (nothing read past the row) and accumulates under the
+ * lanes' masks, leaving the lanes it does not reach untouched. F32 multiplies then adds
+ * (its products round); F16 and BF16 use FMA, as their reference does (kernels.c). */
 
 /* The two lane masks for the first `rest` (< 32) elements, elements 0-15 | 16-31. */
 INLINE void masks_split(int rest, __mmask16 *m0, __mmask16 *m1) {
     *m0 = rest >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << rest) - 1u);
     *m1 = rest > 16 ? (__mmask16)((1u << (rest - 16)) - 1u) : (__mmask16)0;
-}
-
-/* The same for even | odd elements. */
-INLINE void masks_even_odd(int rest, __mmask16 *m0, __mmask16 *m1) {
-    *m0 = (__mmask16)((1u << ((rest + 1) / 2)) - 1u);
-    *m1 = (__mmask16)((1u << (rest / 2)) - 1u);
 }
 
 /* The first `bytes` of 64 bytes at p, zeros after (nothing read past them). Weights
@@ -1070,11 +1061,15 @@ INLINE void load32_f16(const void *p, int rest, int stream, __m512 *v0, __m512 *
     *v1 = _mm512_cvtph_ps(load32B((const uint8_t *)p + 32, 2 * rest - 32));
 }
 
-/* bf16 is the top half of a float (toy_bf16_to_fp32): v0 even elements, v1 odd. */
+/* bf16 is the top half of a float (toy_bf16_to_fp32): zero-extended and shifted. */
+INLINE __m512 bf16x16(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 INLINE void load32_bf16(const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
-    const __m512i u = load64(p, 2 * rest, stream);
-    *v0 = _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
-    *v1 = _mm512_castsi512_ps(_mm512_and_si512(u, _mm512_set1_epi32((int)0xffff0000u)));
+    (void)stream;
+    *v0 = bf16x16(load32B(p, 2 * rest));
+    *v1 = bf16x16(load32B((const uint8_t *)p + 32, 2 * rest - 32));
 }
 
 INLINE __m512 madd_round2(__m512 p, __mmask16 m, __m512 w, __m512 a) {
@@ -1087,13 +1082,6 @@ INLINE __m512 madd_exact_product(__m512 p, __mmask16 m, __m512 w, __m512 a) {
 
 INLINE float lanes_split(__m512 p0, __m512 p1) {
     return combine32(p0, p1);
-}
-
-/* even holds lanes 0, 2, .., 30, odd lanes 1, 3, .., 31 */
-INLINE float lanes_even_odd(__m512 even, __m512 odd) {
-    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-    const __m512i hi = _mm512_add_epi32(lo, _mm512_set1_epi32(8));
-    return combine32(_mm512_permutex2var_ps(even, lo, odd), _mm512_permutex2var_ps(even, hi, odd));
 }
 
 /* vec_dot of an element type (act_t: how its activations are held, load32_act their
@@ -1195,91 +1183,94 @@ INLINE float lanes_even_odd(__m512 even, __m512 odd) {
 
 ELEM_DOT(f32, float, float, load32_f32, load32_f32, masks_split, madd_round2, lanes_split)
 ELEM_TILE(f32, float, load32_f32, masks_split, madd_round2, lanes_split)
-ELEM_DOT(bf16, uint16_t, uint16_t, load32_bf16, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
-ELEM_TILE(bf16, uint16_t, load32_bf16, masks_even_odd, madd_round2, lanes_even_odd)
+ELEM_DOT(bf16, uint16_t, float, load32_bf16, load32_f32, masks_split, madd_exact_product, lanes_split)
 ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_product, lanes_split)
 
-/* F16's tile: its activations are floats (kernels.h), so only the weights need
- * converting, and one weight row meets all n_a activation rows: each weight vector is
+/* F16's and BF16's tiles: their activations are floats (kernels.h), so only the
+ * weights need converting, and one weight row meets all n_a activation rows: each weight vector is
  * converted once for 2 x n_a FMAs (2 x 8 accumulators), the activations FMA operands
  * from memory. Whole rows of 8 activations (8 x 4 n bytes) would not stay in L1, so the
- * columns go in chunks of F16_CHUNK (16 KiB of activations) and the rows in blocks of
- * F16_ROWS, whose 32 lanes per pair wait in memory (16 KiB) from one chunk to the next:
+ * columns go in chunks of HALF_CHUNK (16 KiB of activations) and the rows in blocks of
+ * HALF_ROWS, whose 32 lanes per pair wait in memory (16 KiB) from one chunk to the next:
  * each pair still adds its elements to its lanes in order. */
-#define F16_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
-#define F16_ROWS 16
+#define HALF_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
+#define HALF_ROWS 16
 
-/* Columns [i0, i1) of weight row x against the na activation rows, continuing the pairs'
- * lanes p (zeros first when i0 is 0); i1 is a multiple of 32 or the row's end. */
-INLINE void tile_chunk_f16(const toy_half *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,
-                           int64_t i1, __m512 lanes[TOY_TILE_MAX][2]) {
-    __m512 p[TOY_TILE_MAX][2];
-    UNROLLED
-    for (int j = 0; j < na; j++) {
-        p[j][0] = i0 ? lanes[j][0] : _mm512_setzero_ps();
-        p[j][1] = i0 ? lanes[j][1] : _mm512_setzero_ps();
-    }
-    int64_t i = i0;
-    for (; i + 32 <= i1; i += 32) {
-        prefetch_ahead(x + i, 32 * sizeof *x);
-        const __m512 w0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i)));
-        const __m512 w1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(x + i + 16)));
-        UNROLLED
-        for (int j = 0; j < na; j++) {
-            p[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(y[j] + i), p[j][0]);
-            p[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(y[j] + i + 16), p[j][1]);
-        }
-    }
-    if (i < i1) {
-        const int rest = (int)(i1 - i);
-        __mmask16 m0, m1;
-        masks_split(rest, &m0, &m1);
-        __m512 w0, w1;
-        load32_f16(x + i, rest, 1, &w0, &w1);
-        UNROLLED
-        for (int j = 0; j < na; j++) {
-            __m512 a0, a1;
-            load32_f32(y[j] + i, rest, 0, &a0, &a1);
-            p[j][0] = madd_exact_product(p[j][0], m0, w0, a0);
-            p[j][1] = madd_exact_product(p[j][1], m1, w1, a1);
-        }
-    }
-    UNROLLED
-    for (int j = 0; j < na; j++) {
-        lanes[j][0] = p[j][0];
-        lanes[j][1] = p[j][1];
-    }
+#define HALF_TILE(name, elem_t, widen16)                                                                      \
+/* Columns [i0, i1) of weight row x against the na activation rows, continuing the pairs'                     \
+ * lanes p (zeros first when i0 is 0); i1 is a multiple of 32 or the row's end. */                            \
+INLINE void tile_chunk_##name(const elem_t *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,        \
+                           int64_t i1, __m512 lanes[TOY_TILE_MAX][2]) {                                       \
+    __m512 p[TOY_TILE_MAX][2];                                                                                \
+    UNROLLED                                                                                                  \
+    for (int j = 0; j < na; j++) {                                                                            \
+        p[j][0] = i0 ? lanes[j][0] : _mm512_setzero_ps();                                                     \
+        p[j][1] = i0 ? lanes[j][1] : _mm512_setzero_ps();                                                     \
+    }                                                                                                         \
+    int64_t i = i0;                                                                                           \
+    for (; i + 32 <= i1; i += 32) {                                                                           \
+        prefetch_ahead(x + i, 32 * sizeof *x);                                                                \
+        const __m512 w0 = widen16(_mm256_loadu_si256((const __m256i *)(x + i)));                              \
+        const __m512 w1 = widen16(_mm256_loadu_si256((const __m256i *)(x + i + 16)));                         \
+        UNROLLED                                                                                              \
+        for (int j = 0; j < na; j++) {                                                                        \
+            p[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(y[j] + i), p[j][0]);                                \
+            p[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(y[j] + i + 16), p[j][1]);                           \
+        }                                                                                                     \
+    }                                                                                                         \
+    if (i < i1) {                                                                                             \
+        const int rest = (int)(i1 - i);                                                                       \
+        __mmask16 m0, m1;                                                                                     \
+        masks_split(rest, &m0, &m1);                                                                          \
+        __m512 w0, w1;                                                                                        \
+        load32_##name(x + i, rest, 1, &w0, &w1);                                                              \
+        UNROLLED                                                                                              \
+        for (int j = 0; j < na; j++) {                                                                        \
+            __m512 a0, a1;                                                                                    \
+            load32_f32(y[j] + i, rest, 0, &a0, &a1);                                                          \
+            p[j][0] = madd_exact_product(p[j][0], m0, w0, a0);                                                \
+            p[j][1] = madd_exact_product(p[j][1], m1, w1, a1);                                                \
+        }                                                                                                     \
+    }                                                                                                         \
+    UNROLLED                                                                                                  \
+    for (int j = 0; j < na; j++) {                                                                            \
+        lanes[j][0] = p[j][0];                                                                                \
+        lanes[j][1] = p[j][1];                                                                                \
+    }                                                                                                         \
+}                                                                                                             \
+                                                                                                              \
+static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,            \
+                             size_t a_stride, int n_a, float *out, size_t out_stride) {                       \
+    const float *y[TOY_TILE_MAX];                                                                             \
+    for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);                                              \
+    __m512 lanes[HALF_ROWS][TOY_TILE_MAX][2];                                                                 \
+    for (int r0 = 0; r0 < n_w; r0 += HALF_ROWS) {                                                             \
+        const int nr = n_w - r0 < HALF_ROWS ? n_w - r0 : HALF_ROWS;                                           \
+        const int64_t n_chunks = n ? (n + HALF_CHUNK - 1) / HALF_CHUNK : 1; /* n = 0: zero sums */            \
+        for (int64_t c = 0; c < n_chunks; c++) {                                                              \
+            const int64_t i0 = c * HALF_CHUNK, i1 = n - i0 < HALF_CHUNK ? n : i0 + HALF_CHUNK;                \
+            for (int r = 0; r < nr; r++) {                                                                    \
+                const elem_t *x = row_at(w, w_stride, r0 + r);                                                \
+                switch (n_a) {                                                                                \
+                case 8: tile_chunk_##name(x, y, 8, i0, i1, lanes[r]); break;                                  \
+                case 7: tile_chunk_##name(x, y, 7, i0, i1, lanes[r]); break;                                  \
+                case 6: tile_chunk_##name(x, y, 6, i0, i1, lanes[r]); break;                                  \
+                case 5: tile_chunk_##name(x, y, 5, i0, i1, lanes[r]); break;                                  \
+                case 4: tile_chunk_##name(x, y, 4, i0, i1, lanes[r]); break;                                  \
+                case 3: tile_chunk_##name(x, y, 3, i0, i1, lanes[r]); break;                                  \
+                case 2: tile_chunk_##name(x, y, 2, i0, i1, lanes[r]); break;                                  \
+                default: tile_chunk_##name(x, y, 1, i0, i1, lanes[r]); break;                                 \
+                }                                                                                             \
+            }                                                                                                 \
+        }                                                                                                     \
+        for (int r = 0; r < nr; r++)                                                                          \
+            for (int j = 0; j < n_a; j++)                                                                     \
+                out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]); \
+    }                                                                                                         \
 }
 
-static void vec_dot_tile_f16(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
-                             size_t a_stride, int n_a, float *out, size_t out_stride) {
-    const float *y[TOY_TILE_MAX];
-    for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);
-    __m512 lanes[F16_ROWS][TOY_TILE_MAX][2];
-    for (int r0 = 0; r0 < n_w; r0 += F16_ROWS) {
-        const int nr = n_w - r0 < F16_ROWS ? n_w - r0 : F16_ROWS;
-        const int64_t n_chunks = n ? (n + F16_CHUNK - 1) / F16_CHUNK : 1; /* n = 0: zero sums */
-        for (int64_t c = 0; c < n_chunks; c++) {
-            const int64_t i0 = c * F16_CHUNK, i1 = n - i0 < F16_CHUNK ? n : i0 + F16_CHUNK;
-            for (int r = 0; r < nr; r++) {
-                const toy_half *x = row_at(w, w_stride, r0 + r);
-                switch (n_a) {
-                case 8: tile_chunk_f16(x, y, 8, i0, i1, lanes[r]); break;
-                case 7: tile_chunk_f16(x, y, 7, i0, i1, lanes[r]); break;
-                case 6: tile_chunk_f16(x, y, 6, i0, i1, lanes[r]); break;
-                case 5: tile_chunk_f16(x, y, 5, i0, i1, lanes[r]); break;
-                case 4: tile_chunk_f16(x, y, 4, i0, i1, lanes[r]); break;
-                case 3: tile_chunk_f16(x, y, 3, i0, i1, lanes[r]); break;
-                case 2: tile_chunk_f16(x, y, 2, i0, i1, lanes[r]); break;
-                default: tile_chunk_f16(x, y, 1, i0, i1, lanes[r]); break;
-                }
-            }
-        }
-        for (int r = 0; r < nr; r++)
-            for (int j = 0; j < n_a; j++)
-                out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]);
-    }
-}
+HALF_TILE(f16, toy_half, _mm512_cvtph_ps)
+HALF_TILE(bf16, uint16_t, bf16x16)
 
 /* ================================================================ the table */
 
@@ -1288,7 +1279,7 @@ static void vec_dot_tile_f16(int64_t n, const void *w, size_t w_stride, int n_w,
 static const toy_kernel avx512_kernels[TOY_TYPE_COUNT] = {
     K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
     K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_row_bf16, bf16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, bf16),
     K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
     K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
     K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
