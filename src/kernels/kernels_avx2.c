@@ -704,6 +704,8 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
         UNROLL
         for (int k = 0; k < 4; k++) acc[r][k] = lanes[r].v[k];
     for (int64_t i = i0; i < i1; i += 32) {
+        /* decode streams the weights from memory: ask for them 2 KiB ahead */
+        for (size_t o = 0; o < 32 * es; o += 64) _mm_prefetch((const char *)w + (size_t)i * es + 2048 + o, _MM_HINT_T0);
         __m256 wv[4];
         load32_elems(type, w + (size_t)i * es, wv);
         UNROLL

@@ -1187,9 +1187,9 @@ ELEM_DOT(bf16, uint16_t, float, load32_bf16, load32_f32, masks_split, madd_exact
 ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_product, lanes_split)
 
 /* F16's and BF16's tiles: their activations are floats (kernels.h), so only the
- * weights need converting, and one weight row meets all n_a activation rows: each weight vector is
- * converted once for 2 x n_a FMAs (2 x 8 accumulators), the activations FMA operands
- * from memory. Whole rows of 8 activations (8 x 4 n bytes) would not stay in L1, so the
+ * weights need converting, and one weight row meets all n_a activation rows: each
+ * weight vector is converted once for 2 x n_a FMAs (2 x 8 accumulators), the
+ * activations FMA operands from memory. Whole rows of 8 activations (8 x 4 n bytes) would not stay in L1, so the
  * columns go in chunks of HALF_CHUNK (16 KiB of activations) and the rows in blocks of
  * HALF_ROWS, whose 32 lanes per pair wait in memory (16 KiB) from one chunk to the next:
  * each pair still adds its elements to its lanes in order. */
