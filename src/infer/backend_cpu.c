@@ -21,7 +21,7 @@
 static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                               int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
-    /* floats (F32, F16) are the widest activations: 4 bytes per element; on whole
+    /* floats (F32, F16, BF16) are the widest activations: 4 bytes per element; on whole
      * cache lines, so that float rows of a multiple of 16 elements load aligned */
     size_t act;
     if (__builtin_mul_overflow((size_t)n_tok, (size_t)max_cols, &act) ||

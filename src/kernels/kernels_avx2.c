@@ -658,9 +658,9 @@ static inline int act_elem_type(int type) {
 ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
     UNROLL
     for (int k = 0; k < 4; k++)
-        v[k] = type == TOY_TYPE_F32    ? _mm256_loadu_ps((const float *)(p + 32 * k))
-               : type == TOY_TYPE_F16  ? _mm256_cvtph_ps(load128(p + 16 * k))
-                                       : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 16 * k)), 16));
+        v[k] = type == TOY_TYPE_F32   ? _mm256_loadu_ps((const float *)(p + 32 * k))
+               : type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(p + 16 * k))
+                                      : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 16 * k)), 16));
 }
 
 ALWAYS_INLINE void store_lanes(const __m256 v[4], float p[32]) {
@@ -705,7 +705,8 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
         for (int k = 0; k < 4; k++) acc[r][k] = lanes[r].v[k];
     for (int64_t i = i0; i < i1; i += 32) {
         /* decode streams the weights from memory: ask for them 2 KiB ahead */
-        for (size_t o = 0; o < 32 * es; o += 64) _mm_prefetch((const char *)w + (size_t)i * es + 2048 + o, _MM_HINT_T0);
+        for (size_t o = 0; o < 32 * es; o += 64)
+            _mm_prefetch((const char *)w + (size_t)i * es + 2048 + o, _MM_HINT_T0);
         __m256 wv[4];
         load32_elems(type, w + (size_t)i * es, wv);
         UNROLL
@@ -733,7 +734,8 @@ ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *
     float p[32];
     store_lanes(lanes->v, p);
     for (int64_t t = i; t < n; t++) {
-        const float wt = load1_elem(type, w + (size_t)t * es), at = load1_elem(act_elem_type(type), a + (size_t)t * as);
+        const float wt = load1_elem(type, w + (size_t)t * es);
+        const float at = load1_elem(act_elem_type(type), a + (size_t)t * as);
         p[t - i] = type == TOY_TYPE_F32 ? p[t - i] + wt * at : fmaf(wt, at, p[t - i]);
     }
     return combine32(p);
@@ -972,7 +974,7 @@ static void quantize_act_f16_avx2(const float *x, void *y, int64_t n) {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
     }
-    for (; i < n; i++) out[i] = toy_fp16_to_fp32(toy_fp32_to_fp16(x[i]));
+    toy_quantize_act_f16(x + i, out + i, n - i);
 }
 
 /* BF16 activations (toy_quantize_act_bf16): toy_fp32_to_bf16 on 8 lanes (round to
@@ -992,7 +994,7 @@ static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
         const __m256i quieted = _mm256_or_si256(_mm256_and_si256(v, top), quiet);
         _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quieted, nan)));
     }
-    for (; i < n; i++) out[i] = toy_bf16_to_fp32(toy_fp32_to_bf16(x[i]));
+    toy_quantize_act_bf16(x + i, out + i, n - i);
 }
 
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {

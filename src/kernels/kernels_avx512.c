@@ -1113,8 +1113,8 @@ INLINE float lanes_split(__m512 p0, __m512 p1) {
         return lanes(p0, p1);                                                                  \
     }
 
-/* vec_dot_tile of an element type whose activations are held as the weights are (F32,
- * BF16): a register-blocked kernel over whole rows, 2 weight rows x up to 4 activation
+/* vec_dot_tile of F32, whose activations are held as its weights are: a register-blocked
+ * kernel over whole rows, 2 weight rows x up to 4 activation
  * rows, 16 zmm accumulators, each weight and activation vector loaded and converted once
  * per 32 elements for all pairs it meets. An odd last weight row is paired with itself
  * and the copy's results dropped. */
@@ -1189,14 +1189,15 @@ ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_p
 /* F16's and BF16's tiles: their activations are floats (kernels.h), so only the
  * weights need converting, and one weight row meets all n_a activation rows: each
  * weight vector is converted once for 2 x n_a FMAs (2 x 8 accumulators), the
- * activations FMA operands from memory. Whole rows of 8 activations (8 x 4 n bytes) would not stay in L1, so the
- * columns go in chunks of HALF_CHUNK (16 KiB of activations) and the rows in blocks of
- * HALF_ROWS, whose 32 lanes per pair wait in memory (16 KiB) from one chunk to the next:
- * each pair still adds its elements to its lanes in order. */
+ * activations FMA operands from memory. Whole rows of 8 activations (8 x 4n bytes)
+ * would not stay in L1, so the columns go in chunks of HALF_CHUNK (16 KiB of
+ * activations) and the rows in blocks of HALF_ROWS, whose 32 lanes per pair wait in
+ * memory (16 KiB) from one chunk to the next: each pair still adds its elements to its
+ * lanes in order. */
 #define HALF_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
 #define HALF_ROWS 16
 
-#define HALF_TILE(name, elem_t, widen16)                                                                      \
+#define HALF_TILE(name, elem_t)                                                                               \
 /* Columns [i0, i1) of weight row x against the na activation rows, continuing the pairs'                     \
  * lanes p (zeros first when i0 is 0); i1 is a multiple of 32 or the row's end. */                            \
 INLINE void tile_chunk_##name(const elem_t *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,        \
@@ -1210,8 +1211,8 @@ INLINE void tile_chunk_##name(const elem_t *x, const float *const y[TOY_TILE_MAX
     int64_t i = i0;                                                                                           \
     for (; i + 32 <= i1; i += 32) {                                                                           \
         prefetch_ahead(x + i, 32 * sizeof *x);                                                                \
-        const __m512 w0 = widen16(_mm256_loadu_si256((const __m256i *)(x + i)));                              \
-        const __m512 w1 = widen16(_mm256_loadu_si256((const __m256i *)(x + i + 16)));                         \
+        __m512 w0, w1;                                                                                        \
+        load32_##name(x + i, 32, 1, &w0, &w1);                                                                \
         UNROLLED                                                                                              \
         for (int j = 0; j < na; j++) {                                                                        \
             p[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(y[j] + i), p[j][0]);                                \
@@ -1269,8 +1270,8 @@ static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n
     }                                                                                                         \
 }
 
-HALF_TILE(f16, toy_half, _mm512_cvtph_ps)
-HALF_TILE(bf16, uint16_t, bf16x16)
+HALF_TILE(f16, toy_half)
+HALF_TILE(bf16, uint16_t)
 
 /* ================================================================ the table */
 
