@@ -350,30 +350,34 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                         }
                     }
                 } else {
-                    for (int j = 0; j < 8; j++) {
-                        const __m256i sc = q4k_field(s0, s0, s2, j, false);
-                        const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-                        const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
-                        const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                        for (int k0 = 0; k0 < 8; k0 += span) {
-                            /* two vectors at a time, each against the tile's rows: all eight live beside
-                             * the tile's sums spill, one at a time pays the loop's overhead */
-                            __m256i s16[TILE];
-                            UNROLLED
-                            for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
-                            _Pragma("GCC unroll 2")
-                            for (int k = k0; k < k0 + span; k++) {
-                                __m256i w = _mm256_and_si256(
-                                    _mm256_srl_epi16(_mm256_loadu_si256((const __m256i *)(q + 64 * k)), nibble), low);
-                                if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
+                    /* sub-blocks in pairs: the low nibbles (even j) need no shift */
+                    for (int j0 = 0; j0 < 8; j0 += 2) {
+                        UNROLLED
+                        for (int j = j0; j < j0 + 2; j++) {
+                            const __m256i sc = q4k_field(s0, s0, s2, j, false);
+                            const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                            const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
+                            for (int k0 = 0; k0 < 8; k0 += span) {
+                                /* two vectors at a time, each against the tile's rows: all eight live beside
+                                 * the tile's sums spill, one at a time pays the loop's overhead */
+                                __m256i s16[TILE];
                                 UNROLLED
-                                for (int t = 0; t < n_a; t++) {
-                                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                                    s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k))));
+                                for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
+                                _Pragma("GCC unroll 2")
+                                for (int k = k0; k < k0 + span; k++) {
+                                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                                    __m256i w = _mm256_and_si256(j > j0 ? _mm256_srli_epi16(v, 4) : v, low);
+                                    if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
+                                    UNROLLED
+                                    for (int t = 0; t < n_a; t++) {
+                                        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                        const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
+                                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
+                                    }
                                 }
+                                UNROLLED
+                                for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                             }
-                            UNROLLED
-                            for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                         }
                     }
                 }
