@@ -245,6 +245,27 @@ static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *a
     *m = mx;
 }
 
+/* attn_fold of R rows (hd apart, each state's maximum and sum in m[r], l[r]) */
+ALWAYS_INLINE void fold_scalar(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l, const float *acc,
+                               const float *m, const float *l) {
+    for (int32_t r = 0; r < R; r++)
+        attn_fold(hd, run_acc + (size_t)r * hd, &run_m[r], &run_l[r], acc + (size_t)r * hd, m[r], l[r]);
+}
+
+/* The exponents attn_fold takes for rows [r0, r0 + nr) into da (the running state's) and
+ * ds (the segment's), 0 for a row that it copies or leaves as it is. */
+ALWAYS_INLINE void fold_exponents(int32_t r0, int32_t nr, const float *run_m, const float *run_l, const float *m,
+                                  const float *l, float *da, float *ds) {
+    for (int32_t i = 0; i < nr; i++) {
+        const int32_t r = r0 + i;
+        da[i] = ds[i] = 0.0f;
+        if (l[r] == 0.0f || run_l[r] == 0.0f) continue;
+        const float mx = m[r] > run_m[r] ? m[r] : run_m[r];
+        da[i] = run_m[r] - mx;
+        ds[i] = m[r] - mx;
+    }
+}
+
 /* out = acc / l; zeros where no cell was visible (acc was never written then) */
 static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
     if (!(l > 0.0f)) {
@@ -268,6 +289,7 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #define ATTN_ACCUM accum_scalar
 #define ATTN_ROW row_scalar
 #define ATTN_LIVE live_scalar
+#define ATTN_FOLD fold_scalar
 #include "attention_tasks.h"
 
 #if defined(__x86_64__)
@@ -435,9 +457,10 @@ AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, 
     _mm256_storeu_ps(corr, toy_exp8_nonpos(_mm256_loadu_ps(dm)));
     for (int r = 0; r < NR; r++) {
         const bool grow = cmax[r] > m[r];
-        const float c = grow ? corr[r] : 1.0f;
-        scal_avx2(hd, c, acc + (size_t)r * hd);
-        l[r] *= c;
+        if (grow) { /* else a rescale by 1, which changes no bit */
+            scal_avx2(hd, corr[r], acc + (size_t)r * hd);
+            l[r] *= corr[r];
+        }
         m[r] = grow ? cmax[r] : m[r];
         const __m256 vm = _mm256_set1_ps(m[r]);
         __m256 e[4];
@@ -672,8 +695,8 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 /* weights4_scalar with the NR rows side by side, each chunk's two vectors of 16 in
  * registers: max_scalar's maximum (a NaN score leaves the maximum as it was; the order of
  * a maximum changes nothing), one exp16 for the rows' rescale factors and exp16 of w - m
- * (toy_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs. No branch: a row
- * whose maximum did not grow is rescaled by 1, which changes no bit. */
+ * (toy_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs; a row's sums are
+ * rescaled only where its maximum grew, as in weights4_scalar. */
 AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
                                           float *w, float *m, float *l, float *acc) {
     const __m512 minf = _mm512_set1_ps(-INFINITY), s = _mm512_set1_ps(scale);
@@ -694,9 +717,10 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
     UNROLL16
     for (int r = 0; r < NR; r++) {
         const bool grow = cmax[r] > m[r];
-        const float c = grow ? corr[r] : 1.0f;
-        scal_avx512(hd, c, acc + (size_t)r * hd);
-        l[r] *= c;
+        if (grow) { /* else a rescale by 1, which changes no bit */
+            scal_avx512(hd, corr[r], acc + (size_t)r * hd);
+            l[r] *= corr[r];
+        }
         m[r] = grow ? cmax[r] : m[r];
         const __m512 vm = _mm512_set1_ps(m[r]);
         const __m512 e0 = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
@@ -707,6 +731,39 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
         l[r] += combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
     }
 }
+/* fold_scalar with the rows' exponentials eight at a time (toy_exp_nonpos lane by lane)
+ * and each row's products acc * ca + as * cs on vectors: the same bits. V is the vector
+ * width, EXP its exponential, and the load, store, multiply and add of its type. */
+#define FOLD_ROWS(V, EXP, LD, ST, MUL, ADD, SET1)                                                      \
+    for (int32_t r0 = 0; r0 < R; r0 += V) {                                                          \
+        const int32_t nr = R - r0 < V ? R - r0 : V;                                                  \
+        float da[V], ds[V], ca[V], cs[V];                                                            \
+        fold_exponents(r0, nr, run_m, run_l, m, l, da, ds);                                          \
+        for (int32_t i = nr; i < V; i++) da[i] = ds[i] = 0.0f;                                       \
+        ST(ca, EXP(LD(da)));                                                                         \
+        ST(cs, EXP(LD(ds)));                                                                         \
+        for (int32_t i = 0; i < nr; i++) {                                                           \
+            const int32_t r = r0 + i;                                                                \
+            float *ra = run_acc + (size_t)r * hd;                                                    \
+            const float *as = acc + (size_t)r * hd;                                                  \
+            if (l[r] == 0.0f) continue; /* no visible cell in the segment */                         \
+            if (run_l[r] == 0.0f) {                                                                  \
+                memcpy(ra, as, (size_t)hd * sizeof *ra);                                             \
+                run_m[r] = m[r];                                                                     \
+                run_l[r] = l[r];                                                                     \
+                continue;                                                                            \
+            }                                                                                        \
+            for (int32_t d = 0; d < hd; d += V)                                                      \
+                ST(ra + d, ADD(MUL(LD(ra + d), SET1(ca[i])), MUL(LD(as + d), SET1(cs[i]))));        \
+            run_l[r] = run_l[r] * ca[i] + l[r] * cs[i];                                              \
+            run_m[r] = m[r] > run_m[r] ? m[r] : run_m[r];                                            \
+        }                                                                                            \
+    }
+AVX2 ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
+                                  const float *acc, const float *m, const float *l) {
+    FOLD_ROWS(8, toy_exp8_nonpos, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps)
+}
+
 #define ATTN_TASK attention_task_avx2
 #define ATTN_SEGMENT attention_segment_avx2
 #define ATTN_BLOCK_TASK attention_block_task_avx2
@@ -720,7 +777,15 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
 #define ATTN_ACCUM accum_avx2
 #define ATTN_ROW row_avx2
 #define ATTN_LIVE live_scalar
+#define ATTN_FOLD fold_avx2
 #include "attention_tasks.h"
+
+AVX512 ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
+                                    const float *acc, const float *m, const float *l) {
+    FOLD_ROWS(16, toy_exp16_nonpos, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps,
+              _mm512_set1_ps)
+}
+#undef FOLD_ROWS
 
 #define ATTN_TASK attention_task_avx512
 #define ATTN_SEGMENT attention_segment_avx512
@@ -735,6 +800,7 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
 #define ATTN_ACCUM accum_avx512
 #define ATTN_ROW row_avx512
 #define ATTN_LIVE live_avx512
+#define ATTN_FOLD fold_avx512
 #include "attention_tasks.h"
 #endif
 

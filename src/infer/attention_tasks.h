@@ -2,7 +2,7 @@
  * instruction set with the names of its functions defined (ATTN_TASK, ATTN_SEGMENT,
  * ATTN_WEIGHTS, ATTN_BLOCK_TASK, ATTN_BLOCK_SEGMENT, ATTN_CONVERT_TASK), ATTN_TARGET (a
  * target attribute or nothing) and the inline helpers of that set (ATTN_DOTS,
- * ATTN_KTDOTS, ATTN_WEIGHTS4, ATTN_ACCUM, ATTN_ROW, ATTN_LIVE); it undefines them all at
+ * ATTN_KTDOTS, ATTN_WEIGHTS4, ATTN_ACCUM, ATTN_ROW, ATTN_LIVE, ATTN_FOLD); it undefines them all at
  * its end. One text, so the scalar and the vector versions cannot drift apart; the
  * helpers produce the same bits in every version (see attention_cpu.c). */
 
@@ -139,8 +139,7 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
         const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
         ATTN_SEGMENT(j, t, g, head0, group, c_begin, c_end, acc, m, l, ws);
-        for (int32_t h = 0; h < group; h++)
-            attn_fold(hd, run_acc + (size_t)h * hd, &run_m[h], &run_l[h], acc + (size_t)h * hd, m[h], l[h]);
+        ATTN_FOLD(hd, group, run_acc, run_m, run_l, acc, m, l);
     }
     for (int32_t h = 0; h < group; h++)
         attn_finish(hd, run_acc + (size_t)h * hd, run_l[h], j->out + (t * p->n_head + head0 + h) * hd);
@@ -235,8 +234,7 @@ ATTN_TARGET static void ATTN_BLOCK_TASK(void *ctx, int64_t task, int thread) {
     for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
         const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
         ATTN_BLOCK_SEGMENT(j, t0, nt, g, c_begin, c_end, acc, m, l, scores);
-        for (int32_t r = 0; r < R; r++)
-            attn_fold(hd, run_acc + (size_t)r * hd, &run_m[r], &run_l[r], acc + (size_t)r * hd, m[r], l[r]);
+        ATTN_FOLD(hd, R, run_acc, run_m, run_l, acc, m, l);
     }
     for (int32_t r = 0; r < R; r++) {
         const int32_t tt = r / G, h = r % G;
@@ -285,3 +283,4 @@ ATTN_TARGET static void ATTN_CONVERT_TASK(void *ctx, int64_t task, int thread) {
 #undef ATTN_ACCUM
 #undef ATTN_ROW
 #undef ATTN_LIVE
+#undef ATTN_FOLD
