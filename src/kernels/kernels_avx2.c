@@ -679,10 +679,13 @@ ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
     return type == TOY_TYPE_F16 ? _cvtsh_ss(h) : toy_bf16_to_fp32(h);
 }
 
-static float combine32(float *p) {
-    for (int s = 16; s > 0; s /= 2)
-        for (int k = 0; k < s; k++) p[k] += p[k + s];
-    return p[0];
+/* The pairwise combine of 32 lanes, strides 16, 8, 4, 2, 1, on vectors: each step adds
+ * the pairs (k, k + s) the scalar loop adds (a loop through memory was as slow as a
+ * 2048-column product's FMAs). */
+static inline float combine32(const float *p) {
+    const __m256 lo = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16));
+    const __m256 hi = _mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 24));
+    return combine8(_mm256_add_ps(lo, hi));
 }
 
 /* The 32 lanes p[0..31] of one (weight row, activation row) pair. */
@@ -690,49 +693,35 @@ typedef struct {
     __m256 v[4];
 } lanes32;
 
-/* Elements [i0, i1) (whole 32-element steps) of one weight row against `rows` (1 or 2)
- * activation rows, continuing their lanes: the weights are converted once for both, and
- * 2 x 4 accumulators plus 4 weight vectors fit AVX2's 16 registers. */
-ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a0,
-                                    const uint8_t *a1, int rows, int64_t i0, int64_t i1,
+/* Elements [i0, i1) (whole 32-element steps) of one weight row against one activation
+ * row, continuing its lanes. */
+ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a, int64_t i0, int64_t i1,
                                     lanes32 *lanes) {
     const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
-    const uint8_t *a[2] = {a0, a1};
-    __m256 acc[2][4];
+    __m256 acc[4];
     UNROLL
-    for (int r = 0; r < rows; r++)
-        UNROLL
-        for (int k = 0; k < 4; k++) acc[r][k] = lanes[r].v[k];
+    for (int k = 0; k < 4; k++) acc[k] = lanes->v[k];
     for (int64_t i = i0; i < i1; i += 32) {
         /* decode streams the weights from memory: ask for them 2 KiB ahead */
         for (size_t o = 0; o < 32 * es; o += 64)
             _mm_prefetch((const char *)w + (size_t)i * es + 2048 + o, _MM_HINT_T0);
-        __m256 wv[4];
+        __m256 wv[4], av[4];
         load32_elems(type, w + (size_t)i * es, wv);
+        load32_elems(act_elem_type(type), a + (size_t)i * as, av);
         UNROLL
-        for (int r = 0; r < rows; r++) {
-            __m256 av[4];
-            load32_elems(act_elem_type(type), a[r] + (size_t)i * as, av);
-            UNROLL
-            for (int k = 0; k < 4; k++)
-                /* F16 and BF16 round once (FMA), F32's product rounds first (kernels.c) */
-                acc[r][k] = type == TOY_TYPE_F32 ? _mm256_add_ps(acc[r][k], _mm256_mul_ps(wv[k], av[k]))
-                                                 : _mm256_fmadd_ps(wv[k], av[k], acc[r][k]);
-        }
+        for (int k = 0; k < 4; k++)
+            /* F16 and BF16 round once (FMA), F32's product rounds first (kernels.c) */
+            acc[k] = type == TOY_TYPE_F32 ? _mm256_add_ps(acc[k], _mm256_mul_ps(wv[k], av[k]))
+                                          : _mm256_fmadd_ps(wv[k], av[k], acc[k]);
     }
     UNROLL
-    for (int r = 0; r < rows; r++)
-        UNROLL
-        for (int k = 0; k < 4; k++) lanes[r].v[k] = acc[r][k];
+    for (int k = 0; k < 4; k++) lanes->v[k] = acc[k];
 }
 
-/* The element tail from i (a multiple of 32) on, in scalar code on the stored lanes, and
- * the pairwise combine. */
-ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
-                                 const uint8_t *a, const lanes32 *lanes) {
+/* The element tail from i (a multiple of 32) on, in scalar code on the lanes p, and the
+ * pairwise combine. */
+ALWAYS_INLINE float finish_lanes(int type, int64_t n, int64_t i, const uint8_t *w, const uint8_t *a, float p[32]) {
     const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
-    float p[32];
-    store_lanes(lanes->v, p);
     for (int64_t t = i; t < n; t++) {
         const float wt = load1_elem(type, w + (size_t)t * es);
         const float at = load1_elem(act_elem_type(type), a + (size_t)t * as);
@@ -741,39 +730,103 @@ ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *
     return combine32(p);
 }
 
+/* finish_lanes on the lanes in registers */
+ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
+                                 const uint8_t *a, const lanes32 *lanes) {
+    float p[32];
+    store_lanes(lanes->v, p);
+    return finish_lanes(type, n, i, w, a, p);
+}
+
 ALWAYS_INLINE float dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a) {
     const int64_t n32 = n / 32 * 32;
     lanes32 lanes = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                       _mm256_setzero_ps()}};
-    accumulate_elems(type, w, a, NULL, 1, 0, n32, &lanes);
+    accumulate_elems(type, w, a, 0, n32, &lanes);
     return finish_elems(type, n, n32, w, a, &lanes);
 }
 
-/* Elements per pass of the tile: the weight chunk and the chunks of all 8 activation
- * rows (9 x 2 KiB) stay in L1 while the rows are paired through them. */
-#define ELEM_CHUNK 1024
+/* F16 and BF16 tiles by slices. A pair's 32 lanes are four slices of 8 (lanes 8k..8k+7:
+ * the elements 32s + 8k..), each summed on its own, so one slice at a time of SLICE_W
+ * weight rows by SLICE_A activation rows keeps 12 accumulators in registers beside 3
+ * converted weight vectors and an activation vector: 12 FMAs for 7 loads, where one
+ * weight row against two activation rows with all four slices has 8 for 12 (load-bound:
+ * TinyLlama-1.1B F16 prompts ran at half llama.cpp's speed). Between column chunks and
+ * slices the lanes wait in `park`; every lane still adds its products in column order,
+ * one rounding each, so the bits are vec_dot's (accumulate_elems). */
+#define SLICE_W 3
+#define SLICE_A 4
+#define SLICE_CHUNK 512 /* columns: 3 weight rows and 8 activation rows of them in L1 */
 
-ALWAYS_INLINE void tile_elems(int type, int64_t n, const void *w, size_t w_stride, int n_w,
-                              const void *a, size_t a_stride, int n_a, float *y,
-                              size_t y_stride) {
+typedef float parked_lanes[SLICE_W][TOY_TILE_MAX][32];
+
+/* Slice k of columns [i0, i1) for weight rows w[0..nw) and activation rows a0..a0 + na */
+ALWAYS_INLINE void tile_slice(int type, const uint8_t *const *w, const int nw, const float *const *a, int a0,
+                              const int na, int64_t i0, int64_t i1, int k, parked_lanes park) {
+    __m256 acc[SLICE_W][SLICE_A];
+    UNROLL
+    for (int r = 0; r < nw; r++)
+        UNROLL
+        for (int j = 0; j < na; j++) acc[r][j] = _mm256_load_ps(park[r][a0 + j] + 8 * k);
+    for (int64_t i = i0 + 8 * k; i < i1; i += 32) {
+        __m256 wv[SLICE_W];
+        UNROLL
+        for (int r = 0; r < nw; r++)
+            wv[r] = type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(w[r] + 2 * i))
+                                         : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(w[r] + 2 * i)), 16));
+        UNROLL
+        for (int j = 0; j < na; j++) {
+            const __m256 av = _mm256_loadu_ps(a[a0 + j] + i);
+            UNROLL
+            for (int r = 0; r < nw; r++) acc[r][j] = _mm256_fmadd_ps(wv[r], av, acc[r][j]);
+        }
+    }
+    UNROLL
+    for (int r = 0; r < nw; r++)
+        UNROLL
+        for (int j = 0; j < na; j++) _mm256_store_ps(park[r][a0 + j] + 8 * k, acc[r][j]);
+}
+
+/* tile_slice with the row counts as constants */
+ALWAYS_INLINE void tile_slice_any(int type, const uint8_t *const *w, int nw, const float *const *a, int a0, int na,
+                                  int64_t i0, int64_t i1, int k, parked_lanes park) {
+#define SLICE_NA(NW)                                                                                  \
+    switch (na) {                                                                                     \
+    case 1: tile_slice(type, w, NW, a, a0, 1, i0, i1, k, park); break;                                \
+    case 2: tile_slice(type, w, NW, a, a0, 2, i0, i1, k, park); break;                                \
+    case 3: tile_slice(type, w, NW, a, a0, 3, i0, i1, k, park); break;                                \
+    default: tile_slice(type, w, NW, a, a0, 4, i0, i1, k, park); break;                               \
+    }
+    switch (nw) {
+    case 1: SLICE_NA(1) break;
+    case 2: SLICE_NA(2) break;
+    default: SLICE_NA(3) break;
+    }
+#undef SLICE_NA
+}
+
+ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
+                               size_t a_stride, int n_a, float *y, size_t y_stride) {
     const int64_t n32 = n / 32 * 32;
-    for (int i = 0; i < n_w; i++) {
-        const uint8_t *wrow = (const uint8_t *)w + (size_t)i * w_stride;
-        const uint8_t *arow[TOY_TILE_MAX];
-        lanes32 lanes[TOY_TILE_MAX];
-        for (int j = 0; j < n_a; j++) {
-            arow[j] = (const uint8_t *)a + (size_t)j * a_stride;
-            for (int k = 0; k < 4; k++) lanes[j].v[k] = _mm256_setzero_ps();
+    const float *arow[TOY_TILE_MAX];
+    for (int j = 0; j < n_a; j++) arow[j] = (const float *)((const uint8_t *)a + (size_t)j * a_stride);
+    _Static_assert(SLICE_CHUNK % 32 == 0, "chunks of whole 32-element steps");
+    for (int i = 0; i < n_w; i += SLICE_W) {
+        const int nw = n_w - i < SLICE_W ? n_w - i : SLICE_W;
+        const uint8_t *wrow[SLICE_W];
+        for (int r = 0; r < nw; r++) wrow[r] = (const uint8_t *)w + (size_t)(i + r) * w_stride;
+        parked_lanes park __attribute__((aligned(32)));
+        memset(park, 0, sizeof park);
+        for (int64_t i0 = 0; i0 < n32; i0 += SLICE_CHUNK) {
+            const int64_t i1 = n32 - i0 < SLICE_CHUNK ? n32 : i0 + SLICE_CHUNK;
+            for (int a0 = 0; a0 < n_a; a0 += SLICE_A)
+                for (int k = 0; k < 4; k++)
+                    tile_slice_any(type, wrow, nw, arow, a0, n_a - a0 < SLICE_A ? n_a - a0 : SLICE_A, i0, i1, k, park);
         }
-        for (int64_t i0 = 0; i0 < n32; i0 += ELEM_CHUNK) {
-            const int64_t i1 = n32 - i0 < ELEM_CHUNK ? n32 : i0 + ELEM_CHUNK;
-            int j = 0;
-            for (; j + 2 <= n_a; j += 2)
-                accumulate_elems(type, wrow, arow[j], arow[j + 1], 2, i0, i1, &lanes[j]);
-            if (j < n_a) accumulate_elems(type, wrow, arow[j], NULL, 1, i0, i1, &lanes[j]);
-        }
-        for (int j = 0; j < n_a; j++)
-            y[(size_t)j * y_stride + (size_t)i] = finish_elems(type, n, n32, wrow, arow[j], &lanes[j]);
+        for (int r = 0; r < nw; r++)
+            for (int j = 0; j < n_a; j++)
+                y[(size_t)j * y_stride + (size_t)(i + r)] =
+                    finish_lanes(type, n, n32, wrow[r], (const uint8_t *)arow[j], park[r][j]);
     }
 }
 
@@ -784,7 +837,7 @@ ALWAYS_INLINE void tile_elems(int type, int64_t n, const void *w, size_t w_strid
     static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
                                     const void *a, size_t a_stride, int n_a, float *y,      \
                                     size_t y_stride) {                                      \
-        tile_elems(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);               \
+        tile_sliced(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
     }
 
 ELEM_KERNELS(f16, TOY_TYPE_F16)
