@@ -188,11 +188,18 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
         /* every row's scores of all ATTN_CHUNK cells (cells past nc are zeros) */
         ATTN_KTDOTS(hd, kt_head + (size_t)(c0 / ATTN_CHUNK) * ATTN_CHUNK * (size_t)hd, R, G, q0, tok_stride,
                     scores);
-        for (int32_t tt = 0; tt < nt; tt++) {
-            if (!n_live[tt]) continue;
-            const int32_t r = tt * G;
-            ATTN_WEIGHTS(hd, nc, attn_live_bits(n_live[tt], live[tt]), p->scale, p->softcap, G,
-                         scores + (size_t)r * ATTN_CHUNK, m + r, l + r, acc + (size_t)r * hd);
+        /* the weights: tokens that see the whole chunk together (their rows four at a
+         * time whatever G), the others with their own cells */
+        for (int32_t tt = 0; tt < nt;) {
+            int32_t te = tt + 1;
+            if (n_live[tt] == nc)
+                while (te < nt && n_live[te] == nc) te++;
+            if (n_live[tt]) {
+                const int32_t r = tt * G;
+                ATTN_WEIGHTS(hd, nc, attn_live_bits(n_live[tt], live[tt]), p->scale, p->softcap, (te - tt) * G,
+                             scores + (size_t)r * ATTN_CHUNK, m + r, l + r, acc + (size_t)r * hd);
+            }
+            tt = te;
         }
         /* the V rows: tokens that see the whole chunk together (each row loaded once for
          * all their query rows), the others over their own cells */
