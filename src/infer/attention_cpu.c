@@ -722,12 +722,20 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
             l[r] *= corr[r];
         }
         m[r] = grow ? cmax[r] : m[r];
+    }
+    /* all the rows' exponentials, then their stores and sums */
+    __m512 e0[4], e1[4];
+    UNROLL16
+    for (int r = 0; r < NR; r++) {
         const __m512 vm = _mm512_set1_ps(m[r]);
-        const __m512 e0 = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
-        const __m512 e1 = _mm512_maskz_mov_ps(in1, toy_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
-        _mm512_storeu_ps(w + r * ATTN_CHUNK, e0);
-        _mm512_storeu_ps(w + r * ATTN_CHUNK + 16, e1);
-        const __m512 v = _mm512_add_ps(e0, e1);
+        e0[r] = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
+        e1[r] = _mm512_maskz_mov_ps(in1, toy_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
+    }
+    UNROLL16
+    for (int r = 0; r < NR; r++) {
+        _mm512_storeu_ps(w + r * ATTN_CHUNK, e0[r]);
+        _mm512_storeu_ps(w + r * ATTN_CHUNK + 16, e1[r]);
+        const __m512 v = _mm512_add_ps(e0[r], e1[r]);
         l[r] += combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
     }
 }
