@@ -1187,56 +1187,85 @@ ELEM_DOT(bf16, uint16_t, float, load32_bf16, load32_f32, masks_split, madd_exact
 ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_product, lanes_split)
 
 /* F16's and BF16's tiles: their activations are floats (kernels.h), so only the
- * weights need converting, and one weight row meets all n_a activation rows: each
- * weight vector is converted once for 2 x n_a FMAs (2 x 8 accumulators), the
- * activations FMA operands from memory. Whole rows of 8 activations (8 x 4n bytes)
- * would not stay in L1, so the columns go in chunks of HALF_CHUNK (16 KiB of
- * activations) and the rows in blocks of HALF_ROWS, whose 32 lanes per pair wait in
- * memory (16 KiB) from one chunk to the next: each pair still adds its elements to its
- * lanes in order. */
+ * weights need converting. A pair's 32 lanes are two slices of 16 (lanes 16s..: the
+ * elements 32t + 16s + ..), each summed on its own, so one slice at a time of HALF_W
+ * weight rows against all n_a activation rows keeps 3 x 8 accumulators in registers
+ * beside 3 converted weight vectors and an activation vector: 24 FMAs for 11 loads,
+ * where one weight row against the 8 activation rows with both slices had 16 for 18
+ * (load-bound: TinyLlama F16 prompts at 0.77-0.88x of llama.cpp's on a Zen 5). The
+ * columns go in chunks of HALF_CHUNK (16 KiB of activations stay in L1) and the rows in
+ * blocks of HALF_ROWS, whose lanes wait in memory from one chunk to the next; the
+ * columns past the last whole step of 32 take the masked step after all chunks. Each
+ * pair still adds its elements to each lane in column order, one rounding each. */
 #define HALF_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
-#define HALF_ROWS 16
+#define HALF_W 3
+#define HALF_ROWS 12 /* a multiple of HALF_W */
+
+INLINE __m512 load16_f16(const toy_half *p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+INLINE __m512 load16_bf16(const uint16_t *p) {
+    return bf16x16(_mm256_loadu_si256((const __m256i *)p));
+}
 
 #define HALF_TILE(name, elem_t)                                                                               \
-/* Columns [i0, i1) of weight row x against the na activation rows, continuing the pairs'                     \
- * lanes p (zeros first when i0 is 0); i1 is a multiple of 32 or the row's end. */                            \
-INLINE void tile_chunk_##name(const elem_t *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,        \
-                           int64_t i1, __m512 lanes[TOY_TILE_MAX][2]) {                                       \
-    __m512 p[TOY_TILE_MAX][2];                                                                                \
+/* Slice s of columns [i0, i1) (whole steps of 32) of the nw weight rows x against the na                     \
+ * activation rows, continuing the pairs' lanes. */                                                           \
+INLINE void tile_slice_##name(const elem_t *const *xs, const int nw, const float *const ys[TOY_TILE_MAX],      \
+                              const int na, int64_t i0, int64_t i1, const int s,                              \
+                              __m512 lanes[][TOY_TILE_MAX][2]) {                                              \
+    const elem_t *x[HALF_W];                                                                                  \
+    const float *y[TOY_TILE_MAX];                                                                             \
     UNROLLED                                                                                                  \
-    for (int j = 0; j < na; j++) {                                                                            \
-        p[j][0] = i0 ? lanes[j][0] : _mm512_setzero_ps();                                                     \
-        p[j][1] = i0 ? lanes[j][1] : _mm512_setzero_ps();                                                     \
-    }                                                                                                         \
-    int64_t i = i0;                                                                                           \
-    for (; i + 32 <= i1; i += 32) {                                                                           \
-        prefetch_ahead(x + i, 32 * sizeof *x);                                                                \
-        __m512 w0, w1;                                                                                        \
-        load32_##name(x + i, 32, 1, &w0, &w1);                                                                \
+    for (int r = 0; r < nw; r++) x[r] = xs[r];                                                                \
+    UNROLLED                                                                                                  \
+    for (int j = 0; j < na; j++) y[j] = ys[j];                                                                \
+    __m512 p[HALF_W][TOY_TILE_MAX];                                                                           \
+    UNROLLED                                                                                                  \
+    for (int r = 0; r < nw; r++)                                                                              \
         UNROLLED                                                                                              \
-        for (int j = 0; j < na; j++) {                                                                        \
-            p[j][0] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(y[j] + i), p[j][0]);                                \
-            p[j][1] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(y[j] + i + 16), p[j][1]);                           \
+        for (int j = 0; j < na; j++) p[r][j] = lanes[r][j][s];                                                \
+    for (int64_t i = i0 + 16 * s; i < i1; i += 32) {                                                          \
+        __m512 wv[HALF_W];                                                                                    \
+        UNROLLED                                                                                              \
+        for (int r = 0; r < nw; r++) {                                                                        \
+            if (s == 0) prefetch_ahead(x[r] + i, 32 * sizeof *x[r]);                                          \
+            wv[r] = load16_##name(x[r] + i);                                                                  \
         }                                                                                                     \
-    }                                                                                                         \
-    if (i < i1) {                                                                                             \
-        const int rest = (int)(i1 - i);                                                                       \
-        __mmask16 m0, m1;                                                                                     \
-        masks_split(rest, &m0, &m1);                                                                          \
-        __m512 w0, w1;                                                                                        \
-        load32_##name(x + i, rest, 1, &w0, &w1);                                                              \
         UNROLLED                                                                                              \
         for (int j = 0; j < na; j++) {                                                                        \
-            __m512 a0, a1;                                                                                    \
-            load32_f32(y[j] + i, rest, 0, &a0, &a1);                                                          \
-            p[j][0] = madd_exact_product(p[j][0], m0, w0, a0);                                                \
-            p[j][1] = madd_exact_product(p[j][1], m1, w1, a1);                                                \
+            __m512 av = _mm512_loadu_ps(y[j] + i);                                                            \
+            __asm__("" : "+v"(av)); /* one load for the nw FMAs, not one each */                              \
+            UNROLLED                                                                                          \
+            for (int r = 0; r < nw; r++) p[r][j] = _mm512_fmadd_ps(wv[r], av, p[r][j]);                       \
         }                                                                                                     \
     }                                                                                                         \
     UNROLLED                                                                                                  \
+    for (int r = 0; r < nw; r++)                                                                              \
+        UNROLLED                                                                                              \
+        for (int j = 0; j < na; j++) lanes[r][j][s] = p[r][j];                                                \
+}                                                                                                             \
+                                                                                                              \
+/* tile_slice with the row counts as constants */                                                             \
+INLINE void tile_slice_any_##name(const elem_t *const *x, int nw, const float *const y[TOY_TILE_MAX], int na,  \
+                                  int64_t i0, int64_t i1, const int s, __m512 lanes[][TOY_TILE_MAX][2]) {     \
+    switch (nw * 16 + na) { HALF_CASES(name, 1) HALF_CASES(name, 2) HALF_CASES(name, 3) }                     \
+}                                                                                                             \
+                                                                                                              \
+/* The columns from i0 (past the last whole step) to n of weight row x, masked, as ELEM_DOT's                 \
+ * last step. */                                                                                              \
+INLINE void tile_tail_##name(const elem_t *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,         \
+                             int64_t n, __m512 lanes[TOY_TILE_MAX][2]) {                                      \
+    const int rest = (int)(n - i0);                                                                           \
+    __mmask16 m0, m1;                                                                                         \
+    masks_split(rest, &m0, &m1);                                                                              \
+    __m512 w0, w1;                                                                                            \
+    load32_##name(x + i0, rest, 1, &w0, &w1);                                                                 \
     for (int j = 0; j < na; j++) {                                                                            \
-        lanes[j][0] = p[j][0];                                                                                \
-        lanes[j][1] = p[j][1];                                                                                \
+        __m512 a0, a1;                                                                                        \
+        load32_f32(y[j] + i0, rest, 0, &a0, &a1);                                                             \
+        lanes[j][0] = madd_exact_product(lanes[j][0], m0, w0, a0);                                            \
+        lanes[j][1] = madd_exact_product(lanes[j][1], m1, w1, a1);                                            \
     }                                                                                                         \
 }                                                                                                             \
                                                                                                               \
@@ -1244,34 +1273,45 @@ static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n
                              size_t a_stride, int n_a, float *out, size_t out_stride) {                       \
     const float *y[TOY_TILE_MAX];                                                                             \
     for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);                                              \
+    const int64_t n32 = n / 32 * 32;                                                                          \
     __m512 lanes[HALF_ROWS][TOY_TILE_MAX][2];                                                                 \
     for (int r0 = 0; r0 < n_w; r0 += HALF_ROWS) {                                                             \
         const int nr = n_w - r0 < HALF_ROWS ? n_w - r0 : HALF_ROWS;                                           \
-        const int64_t n_chunks = n ? (n + HALF_CHUNK - 1) / HALF_CHUNK : 1; /* n = 0: zero sums */            \
-        for (int64_t c = 0; c < n_chunks; c++) {                                                              \
-            const int64_t i0 = c * HALF_CHUNK, i1 = n - i0 < HALF_CHUNK ? n : i0 + HALF_CHUNK;                \
-            for (int r = 0; r < nr; r++) {                                                                    \
-                const elem_t *x = row_at(w, w_stride, r0 + r);                                                \
-                switch (n_a) {                                                                                \
-                case 8: tile_chunk_##name(x, y, 8, i0, i1, lanes[r]); break;                                  \
-                case 7: tile_chunk_##name(x, y, 7, i0, i1, lanes[r]); break;                                  \
-                case 6: tile_chunk_##name(x, y, 6, i0, i1, lanes[r]); break;                                  \
-                case 5: tile_chunk_##name(x, y, 5, i0, i1, lanes[r]); break;                                  \
-                case 4: tile_chunk_##name(x, y, 4, i0, i1, lanes[r]); break;                                  \
-                case 3: tile_chunk_##name(x, y, 3, i0, i1, lanes[r]); break;                                  \
-                case 2: tile_chunk_##name(x, y, 2, i0, i1, lanes[r]); break;                                  \
-                default: tile_chunk_##name(x, y, 1, i0, i1, lanes[r]); break;                                 \
-                }                                                                                             \
+        const elem_t *x[HALF_ROWS];                                                                           \
+        for (int r = 0; r < nr; r++) {                                                                        \
+            x[r] = row_at(w, w_stride, r0 + r);                                                               \
+            for (int j = 0; j < n_a; j++) lanes[r][j][0] = lanes[r][j][1] = _mm512_setzero_ps();              \
+        }                                                                                                     \
+        for (int64_t i0 = 0; i0 < n32; i0 += HALF_CHUNK) {                                                    \
+            const int64_t i1 = n32 - i0 < HALF_CHUNK ? n32 : i0 + HALF_CHUNK;                                 \
+            for (int g = 0; g < nr; g += HALF_W) {                                                            \
+                const int nw = nr - g < HALF_W ? nr - g : HALF_W;                                             \
+                tile_slice_any_##name(x + g, nw, y, n_a, i0, i1, 0, lanes + g);                               \
+                tile_slice_any_##name(x + g, nw, y, n_a, i0, i1, 1, lanes + g);                               \
             }                                                                                                 \
         }                                                                                                     \
-        for (int r = 0; r < nr; r++)                                                                          \
+        for (int r = 0; r < nr; r++) {                                                                        \
+            if (n32 < n) tile_tail_##name(x[r], y, n_a, n32, n, lanes[r]);                                    \
             for (int j = 0; j < n_a; j++)                                                                     \
                 out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]); \
+        }                                                                                                     \
     }                                                                                                         \
 }
 
+/* The cases nw * 16 + na of tile_slice_any for one nw */
+#define HALF_CASES(name, NW)                                                                                  \
+    case NW * 16 + 1: tile_slice_##name(x, NW, y, 1, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 2: tile_slice_##name(x, NW, y, 2, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 3: tile_slice_##name(x, NW, y, 3, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 4: tile_slice_##name(x, NW, y, 4, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 5: tile_slice_##name(x, NW, y, 5, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 6: tile_slice_##name(x, NW, y, 6, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 7: tile_slice_##name(x, NW, y, 7, i0, i1, s, lanes); break;                                \
+    case NW * 16 + 8: tile_slice_##name(x, NW, y, 8, i0, i1, s, lanes); break;
+
 HALF_TILE(f16, toy_half)
 HALF_TILE(bf16, uint16_t)
+#undef HALF_CASES
 
 /* ================================================================ the table */
 
