@@ -246,9 +246,9 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
     check_dot(isa, k, ref, 0, dummy, dummy, "empty row", t);
 }
 
-#define TILE_ROWS 17 /* weight rows: every n_w in 1..17 */
+#define TILE_ROWS 26 /* weight rows: every n_w in 1..26 (AVX-512 F16: blocks of 24 rows, groups of 3) */
 
-/* vec_dot_tile for every n_w in 1..17 and n_a in 1..TOY_TILE_MAX, with strides that are
+/* vec_dot_tile for every n_w in 1..26 and n_a in 1..TOY_TILE_MAX, with strides that are
  * not the row size: weight and activation rows padded by three times their field
  * alignment (rows stay as aligned as a GGUF row of that type may be: 2 bytes, 4 for
  * F32 and Q8_K's float d), an odd output stride. Every result must be the scalar
@@ -262,12 +262,12 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
                                ? 4
                                : 2;
     const size_t w_stride = wrow + 3 * w_align, a_stride = arow + 3 * a_align;
-    const size_t y_stride = TILE_ROWS + 4; /* odd */
+    const size_t y_stride = TILE_ROWS + 5; /* odd */
     uint8_t *w_rows[TILE_ROWS], *a_rows[TOY_TILE_MAX];
     uint8_t *w_tile = xmalloc(w_stride * TILE_ROWS), *a_tile = xmalloc(a_stride * TOY_TILE_MAX);
     float *x = xmalloc((size_t)n * sizeof *x);
     float want[TOY_TILE_MAX][TILE_ROWS];
-    float y[TOY_TILE_MAX * (TILE_ROWS + 4)];
+    float y[TOY_TILE_MAX * (TILE_ROWS + 5)];
 
     for (int i = 0; i < TILE_ROWS; i++) {
         w_rows[i] = xmalloc(wrow);

@@ -1199,7 +1199,7 @@ ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_p
  * pair still adds its elements to each lane in column order, one rounding each. */
 #define HALF_CHUNK 512 /* a multiple of 32: chunks end where 32-element steps do */
 #define HALF_W 3
-#define HALF_ROWS 12 /* a multiple of HALF_W */
+#define HALF_ROWS 24 /* a multiple of HALF_W */
 
 INLINE __m512 load16_f16(const toy_half *p) {
     return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
