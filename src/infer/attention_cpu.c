@@ -387,9 +387,43 @@ AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *li
         _mm256_storeu_ps(acc + d, a);
     }
 }
+/* Elements [d, d + 32) of the sums of two heads (n apart; weights ATTN_CHUNK apart) in 8
+ * registers through all the cells: each V vector loaded once for both, and 8 chains of
+ * FMAs in flight (one head's 4 wait on the FMA latency) */
+AVX2 ALWAYS_INLINE void accum32_pair_avx2(int32_t n, int32_t d, int32_t n_live, const int32_t *live, const float *w,
+                                          const float *const *rows, float *acc) {
+    __m256 a[2][4];
+    UNROLL16
+    for (int h = 0; h < 2; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) a[h][i] = _mm256_loadu_ps(acc + (size_t)h * n + d + 8 * i);
+    for (int32_t r = 0; r < n_live; r++) {
+        const float *v = rows[r] + d;
+        const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+        const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
+        UNROLL16
+        for (int h = 0; h < 2; h++) {
+            const __m256 vw = _mm256_set1_ps(w[h * ATTN_CHUNK + live[r]]);
+            a[h][0] = _mm256_fmadd_ps(vw, v0, a[h][0]);
+            a[h][1] = _mm256_fmadd_ps(vw, v1, a[h][1]);
+            a[h][2] = _mm256_fmadd_ps(vw, v2, a[h][2]);
+            a[h][3] = _mm256_fmadd_ps(vw, v3, a[h][3]);
+        }
+    }
+    UNROLL16
+    for (int h = 0; h < 2; h++)
+        UNROLL16
+        for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc + (size_t)h * n + d + 8 * i, a[h][i]);
+}
+/* The heads two at a time where head_dim is whole blocks of 32, else one by one. */
 AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                    int32_t n_heads, const float *const *rows, float *acc) {
-    for (int32_t h = 0; h < n_heads; h++)
+    int32_t h = 0;
+    if (n % 32 == 0)
+        for (; h + 2 <= n_heads; h += 2)
+            for (int32_t d = 0; d < n; d += 32)
+                accum32_pair_avx2(n, d, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
+    for (; h < n_heads; h++)
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
