@@ -653,14 +653,18 @@ static inline int act_elem_type(int type) {
     return type == TOY_TYPE_F16 || type == TOY_TYPE_BF16 ? TOY_TYPE_F32 : type;
 }
 
-/* Elements i..i+31 as four float vectors, in order: vector k holds lanes p[8k..8k+7].
- * A bf16 is the top half of a float: zero-extended to 32 bits and shifted. */
+/* 8 F16 or BF16 elements as floats. A bf16 is the top half of a float: zero-extended to
+ * 32 bits and shifted. */
+ALWAYS_INLINE __m256 load8_half(int type, const uint8_t *p) {
+    return type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(p))
+                                : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+
+/* Elements i..i+31 as four float vectors, in order: vector k holds lanes p[8k..8k+7]. */
 ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
     UNROLL
     for (int k = 0; k < 4; k++)
-        v[k] = type == TOY_TYPE_F32   ? _mm256_loadu_ps((const float *)(p + 32 * k))
-               : type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(p + 16 * k))
-                                      : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p + 16 * k)), 16));
+        v[k] = type == TOY_TYPE_F32 ? _mm256_loadu_ps((const float *)(p + 32 * k)) : load8_half(type, p + 16 * k);
 }
 
 ALWAYS_INLINE void store_lanes(const __m256 v[4], float p[32]) {
@@ -771,9 +775,7 @@ ALWAYS_INLINE void tile_slice(int type, const uint8_t *const *w, const int nw, c
     for (int64_t i = i0 + 8 * k; i < i1; i += 32) {
         __m256 wv[SLICE_W];
         UNROLL
-        for (int r = 0; r < nw; r++)
-            wv[r] = type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(w[r] + 2 * i))
-                                         : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(w[r] + 2 * i)), 16));
+        for (int r = 0; r < nw; r++) wv[r] = load8_half(type, w[r] + 2 * i);
         UNROLL
         for (int j = 0; j < na; j++) {
             const __m256 av = _mm256_loadu_ps(a[a0 + j] + i);
