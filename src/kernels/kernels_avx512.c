@@ -1214,6 +1214,7 @@ INLINE __m512 load16_bf16(const uint16_t *p) {
 INLINE void tile_slice_##name(const elem_t *const *xs, const int nw, const float *const ys[TOY_TILE_MAX],      \
                               const int na, int64_t i0, int64_t i1, const int s,                              \
                               __m512 lanes[][TOY_TILE_MAX][2]) {                                              \
+    /* local copies: through the callers' arrays the pointers were reloaded every step */                    \
     const elem_t *x[HALF_W];                                                                                  \
     const float *y[TOY_TILE_MAX];                                                                             \
     UNROLLED                                                                                                  \
