@@ -227,8 +227,9 @@ ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const
 }
 
 /* Folds a segment's state (sums as, maximum ms, weights ls) into the running one (acc,
- * *m, *l) of one head; the running state starts with *l = 0. The same plain C for every
- * instruction set, and for the fold inside a task and after a split job. */
+ * *m, *l) of one head; the running state starts with *l = 0. The reference: the tasks of
+ * the vector instruction sets fold their rows with fold_avx2 / fold_avx512, the same
+ * operations on vectors; after a split job every set folds with this. */
 static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *as, float ms,
                       float ls) {
     if (ls == 0.0f) return; /* no visible cell in the segment */
