@@ -7,7 +7,7 @@
  * palette 1 gives each tile its rows (at most 16) and bytes per row (at most 64);
  * TILELOADD / TILESTORED move rows x colsb bytes, row i at base + i * stride; TDPBSUD
  * adds to C[m][n] (int32) the products of A's row m (signed bytes, K of them) with the
- * four unsigned bytes of column n in each of B's K / 4 rows. Anything the hardware would
+ * four unsigned bytes of column n in each of B's K / 4 rows (TDPBSSD: signed bytes). Anything the hardware would
  * fault on or compute from undefined state — an unconfigured tile, shapes that do not
  * fit (A's rows != C's rows, B's colsb != C's, A's colsb != 4 x B's rows) — is recorded
  * in toy_amx_emulator_fault, which the test requires to stay NULL. */
@@ -87,13 +87,14 @@ static void emulated_zero(int t) {
     if (tile) memset(tile->data, 0, sizeof tile->data);
 }
 
-static void emulated_dpbsud(int c, int a, int b) {
-    emulated_tile *tc = configured_tile(c, "TDPBSUD: C not configured");
-    const emulated_tile *ta = configured_tile(a, "TDPBSUD: A not configured");
-    const emulated_tile *tb = configured_tile(b, "TDPBSUD: B not configured");
+/* TDPBSUD (b_signed false: B's bytes unsigned) and TDPBSSD (both signed) */
+static void emulated_dp(int c, int a, int b, bool b_signed) {
+    emulated_tile *tc = configured_tile(c, "TDPBSUD/TDPBSSD: C not configured");
+    const emulated_tile *ta = configured_tile(a, "TDPBSUD/TDPBSSD: A not configured");
+    const emulated_tile *tb = configured_tile(b, "TDPBSUD/TDPBSSD: B not configured");
     if (!tc || !ta || !tb) return;
     if (ta->rows != tc->rows || tb->colsb != tc->colsb || ta->colsb != 4 * tb->rows) {
-        amx_fault("TDPBSUD: tile shapes do not fit");
+        amx_fault("TDPBSUD/TDPBSSD: tile shapes do not fit");
         return;
     }
     for (int m = 0; m < tc->rows; m++)
@@ -101,8 +102,11 @@ static void emulated_dpbsud(int c, int a, int b) {
             uint32_t sum; /* wrapping, as the hardware's int32 */
             memcpy(&sum, &tc->data[m][4 * n], sizeof sum);
             for (int k = 0; k < tb->rows; k++)
-                for (int i = 0; i < 4; i++)
-                    sum += (uint32_t)((int32_t)(int8_t)ta->data[m][4 * k + i] * (int32_t)tb->data[k][4 * n + i]);
+                for (int i = 0; i < 4; i++) {
+                    const uint8_t w = tb->data[k][4 * n + i];
+                    const int32_t bv = b_signed ? (int32_t)(int8_t)w : (int32_t)w;
+                    sum += (uint32_t)((int32_t)(int8_t)ta->data[m][4 * k + i] * bv);
+                }
             memcpy(&tc->data[m][4 * n], &sum, sizeof sum);
         }
 }
@@ -116,6 +120,7 @@ static void emulated_release(void) {
 #define tile_load(t, p, stride) emulated_load(t, p, (size_t)(stride))
 #define tile_store(t, p, stride) emulated_store(t, p, (size_t)(stride))
 #define tile_zero(t) emulated_zero(t)
-#define tile_dpbsud(c, a, b) emulated_dpbsud(c, a, b)
+#define tile_dpbsud(c, a, b) emulated_dp(c, a, b, false)
+#define tile_dpbssd(c, a, b) emulated_dp(c, a, b, true)
 
 #endif

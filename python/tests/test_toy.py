@@ -38,7 +38,7 @@ class TestBindings(unittest.TestCase):
     def test_version(self):
         out = run("--version").decode()
         self.assertTrue(out.startswith("toy %d.%d.%d " % toy.version()), out)
-        self.assertIn(toy.kernel_isa(), ("avx512", "avx2", "scalar"))
+        self.assertIn(toy.kernel_isa(), ("amx", "avx512", "avxvnni", "avx2", "scalar"))
 
     def test_structs_match_the_header(self):
         # the library's own defaults, read through these structs: a field out of place

@@ -1,25 +1,24 @@
 /* packed_amx.c — AMX products of packed Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights (packed.h) with 16
  * activation rows at a time, bit-identical to the scalar reference (packed.c).
  *
- * The packed layouts are already what the tile instructions read. A packed Q8_0 block's
- * weight bytes, q[k][r][i] (four bytes of each of 16 rows per 64-byte row, weight + 128),
- * are the B operand of tdpbsud as they lie: 8 rows of 64 bytes, K = 32, N = 16. The A
- * operand is block b of 16 activation rows, their 32 quants loaded straight from the
- * activation layout with its row stride. One tdpbsud gives the 16 x 16 exact sums of
- * (w + 128) * a; the activation's start (-128 * sum a) makes them sum w * a, as in the
- * VNNI kernels. Q4_0, Q4_1 and Q4_K nibbles are first split into bytes (a mask and a shift,
- * once per block for all 16 activation rows) in a scratch B tile; Q4_K's 8 sub-blocks
- * of a super-block each give a C tile, multiplied by their six-bit scales in 32-bit
- * lanes, and the mins meet the activation's sub-block sums through vpdpwssd (Q5_K: the
- * same, each byte with its fifth bit added before the product); Q6_K's 16
- * sub-blocks of 16 are products with K = 16 on their six-bit values (weight + 32);
- * IQ4_XS's 8 sub-blocks of 32 are products on their levels + 128 (looked up once per
- * block), each multiplied by its signed scale, the 128 taken back through vpdpwssd.
+ * A group of 16 weight rows is first unpacked (the panel, below) into the B operands of
+ * the tile products, once for all the chunks of 16 activation rows of the call: for K =
+ * 32 quants, 8 tile rows of 64 bytes, each the 4 quants k..k+3 of the 16 weight rows, the
+ * packed Q8_0 layout's order. Q8_0, Q4_0 and IQ4_NL become signed weights (TDPBSSD against
+ * the signed activation quants gives sum w * a with no correction); Q4_1, Q4_K and Q5_K
+ * stay unsigned nibbles (TDPBSUD; their mins take care of the offset); Q6_K's 16-quant
+ * sub-blocks (K = 16) and IQ4_XS's levels are signed. The A operand is block b of 16
+ * activation rows, loaded straight from the activation layout with its row stride. Q4_K's
+ * 8 sub-blocks of a super-block each give a C tile, multiplied by their six-bit scales in
+ * 32-bit lanes, and the mins meet the activation's sub-block sums through vpdpwssd; Q6_K
+ * and IQ4_XS multiply each sub-block's sums by its signed scale.
  *
  * The integer sums are exact whatever computes them, so from there on each block's
  * float epilogue, d = w.d * a.d and v = d * (float)sumi, is the reference's, on 16 weight
  * rows at once in a zmm per activation row; v goes into the accumulator of the block's
- * lane (b % 8), and the 8 lanes are combined pairwise (packed.h, REDUCTION SHAPE).
+ * lane (b % 8), and the 8 lanes are combined pairwise (packed.h, REDUCTION SHAPE). The
+ * products of the next step are issued before the epilogue of this one, whose sums were
+ * stored a step earlier.
  *
  * Tiles are configured per call (the configuration is per thread) and released at the
  * end. Fewer than 16 activation rows (decode, the last rows of a prompt) go to the
@@ -28,7 +27,11 @@
  * tile state (kernels.c). tests/amx_emulated.c compiles this file over a C model of the
  * tile instructions, so that test_packed checks it on every AVX-512 machine. */
 #include <immintrin.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -55,17 +58,21 @@ const toy_packed_kernel *toy_packed_amx(int type) {
 #define tile_store(t, p, stride) _tile_stored(t, p, stride)
 #define tile_zero(t) _tile_zero(t)
 #define tile_dpbsud(c, a, b) _tile_dpbsud(c, a, b)
+#define tile_dpbssd(c, a, b) _tile_dpbssd(c, a, b)
 #endif
 
 #define CHUNK 16 /* activation rows per pass: the rows of an A and a C tile */
 
-/* Two sets of tiles, so that one block's product runs while the other's epilogue does. */
+/* Two products a step (C0 = A0 x B0, C1 = A1 x B1), and a second pair of C tiles (C2, C3)
+ * so that the next step's products run while this step's sums are stored and read. */
 #define C0 0 /* 16 activation rows x 16 weight rows of int32 */
-#define A0 1 /* 16 activation rows x 32 quants */
-#define B0 2 /* 8 rows of 16 weight rows x 4 quants (the packed layout) */
-#define C1 3
-#define A1 4
-#define B1 5
+#define C1 1
+#define C2 2
+#define C3 3
+#define A0 4 /* 16 activation rows x 32 quants */
+#define A1 5
+#define B0 6 /* 8 rows of 16 weight rows x 4 quants (the packed layout) */
+#define B1 7
 
 /* The LDTILECFG operand (palette 1): bytes per row and rows of each tile. */
 typedef struct {
@@ -77,15 +84,15 @@ typedef struct {
 /* Q8_0, Q4_0, Q4_K: K = 32 quants a product */
 static const tile_config_t tile_shapes = {
     .palette_id = 1,
-    .colsb = {[C0] = 64, [A0] = 32, [B0] = 64, [C1] = 64, [A1] = 32, [B1] = 64},
-    .rows = {[C0] = 16, [A0] = 16, [B0] = 8, [C1] = 16, [A1] = 16, [B1] = 8},
+    .colsb = {[C0] = 64, [C1] = 64, [C2] = 64, [C3] = 64, [A0] = 32, [A1] = 32, [B0] = 64, [B1] = 64},
+    .rows = {[C0] = 16, [C1] = 16, [C2] = 16, [C3] = 16, [A0] = 16, [A1] = 16, [B0] = 8, [B1] = 8},
 };
 
 /* Q6_K: K = 16, its sub-blocks */
 static const tile_config_t tile_shapes_q6_K = {
     .palette_id = 1,
-    .colsb = {[C0] = 64, [A0] = 16, [B0] = 64, [C1] = 64, [A1] = 16, [B1] = 64},
-    .rows = {[C0] = 16, [A0] = 16, [B0] = 4, [C1] = 16, [A1] = 16, [B1] = 4},
+    .colsb = {[C0] = 64, [C1] = 64, [C2] = 64, [C3] = 64, [A0] = 16, [A1] = 16, [B0] = 64, [B1] = 64},
+    .rows = {[C0] = 16, [C1] = 16, [C2] = 16, [C3] = 16, [A0] = 16, [A1] = 16, [B0] = 4, [B1] = 4},
 };
 
 _Static_assert(sizeof(tile_config_t) == 64, "LDTILECFG takes 64 bytes");
@@ -94,61 +101,174 @@ typedef struct {
     int32_t v[CHUNK][16] __attribute__((aligned(64)));
 } chunk_sums;
 
-typedef struct {
-    uint8_t q[2][8][64] __attribute__((aligned(64))); /* low nibbles, high nibbles */
-} unpacked_nibbles;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
-/* n_vec zmm of nibbles at q to bytes: the low nibbles of vector k to lo + 64 k, the high
- * ones to hi + 64 k (64-byte aligned). */
-INLINE void split_nibbles(const uint8_t *q, int n_vec, uint8_t *lo, uint8_t *hi) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    UNROLLED
-    for (int k = 0; k < n_vec; k++) {
-        const __m512i v = _mm512_loadu_si512(q + 64 * k);
-        _mm512_store_si512(lo + 64 * k, _mm512_and_si512(v, low));
-        _mm512_store_si512(hi + 64 * k, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+/* ------------------------------------------------------------ the unpacked group (panel)
+ * A group's weights are unpacked once, before its first chunk of activation rows, into B
+ * tiles in the packed order of its blocks: K = 32 quants of 16 rows take 512 bytes (8
+ * tile rows of 16 weight rows x 4 quants), so the panel is 16 bytes a column. Every
+ * chunk of the call then loads its B tiles from there: the nibbles are split (and Q6_K's
+ * bits joined) once per group, not once per chunk, and a tile is never loaded from
+ * bytes stored just before (a tile load does not take data from the store buffer; it
+ * waits for the stores). Weights are unpacked as signed values where that is exact
+ * (Q8_0, Q4_0, IQ4_NL, Q6_K, IQ4_XS: TDPBSSD, so no correction for an offset is left
+ * to the epilogue) and as unsigned nibbles where the format's mins take care of it (Q4_1,
+ * Q4_K, Q5_K: TDPBSUD). */
+#define PANEL_TILE 512 /* bytes of a K = 32 B tile of 16 rows */
+
+static pthread_key_t panel_key;
+static pthread_once_t panel_once = PTHREAD_ONCE_INIT;
+static bool panel_key_made;
+
+static void panel_free(void *p) {
+    free(p);
+}
+
+static void panel_make_key(void) {
+    panel_key_made = pthread_key_create(&panel_key, panel_free) == 0;
+}
+
+/* The calling thread's panel of at least `bytes` (64-byte aligned; its first 64 bytes
+ * hold its size), kept for the thread's next calls; NULL where memory is short, and then
+ * the caller takes the VNNI kernel (the same bits). */
+static uint8_t *panel_get(size_t bytes) {
+    pthread_once(&panel_once, panel_make_key);
+    if (!panel_key_made || bytes > SIZE_MAX - 64) return NULL;
+    uint8_t *old = pthread_getspecific(panel_key);
+    size_t have;
+    if (old) {
+        memcpy(&have, old, sizeof have);
+        if (have >= bytes) return old + 64;
+    }
+    void *p;
+    if (posix_memalign(&p, 64, 64 + bytes)) return NULL;
+    if (pthread_setspecific(panel_key, p)) {
+        free(p);
+        return NULL;
+    }
+    free(old);
+    memcpy(p, &bytes, sizeof bytes);
+    return (uint8_t *)p + 64;
+}
+
+/* Q8_0, Q4_0, IQ4_NL (signed) and Q4_1 (unsigned nibbles): one tile a block. */
+INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8_t *panel) {
+    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t quants = k == KIND_Q4_1 ? 64 : 32;
+    const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), sign = _mm512_set1_epi8((char)0x80);
+    const __m512i table = iq4xs_table();
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *q = group + (size_t)i * block_bytes + quants;
+        uint8_t *p = panel + (size_t)i * PANEL_TILE;
+        if (k == KIND_Q8_0) { /* the packed bytes are weight + 128 */
+            UNROLLED
+            for (int v = 0; v < 8; v++) _mm512_store_si512(p + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * v), sign));
+            continue;
+        }
+        /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */
+        UNROLLED
+        for (int v = 0; v < 4; v++) {
+            const __m512i n = _mm512_loadu_si512(q + 64 * v);
+            __m512i lo = _mm512_and_si512(n, low), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
+            if (k == KIND_Q4_0) { /* the nibbles are weight + 8 */
+                lo = _mm512_sub_epi8(lo, eight);
+                hi = _mm512_sub_epi8(hi, eight);
+            } else if (k == KIND_IQ4_NL) { /* the table gives level + 128 */
+                lo = _mm512_xor_si512(_mm512_shuffle_epi8(table, lo), sign);
+                hi = _mm512_xor_si512(_mm512_shuffle_epi8(table, hi), sign);
+            }
+            _mm512_store_si512(p + 64 * v, lo);
+            _mm512_store_si512(p + 256 + 64 * v, hi);
+        }
     }
 }
 
-/* IQ4_NL: split_nibbles with each nibble looked up as its level + 128 */
-INLINE void split_levels(const uint8_t *q, uint8_t *lo, uint8_t *hi) {
-    const __m512i low = _mm512_set1_epi8(0x0f), table = iq4xs_table();
-    UNROLLED
-    for (int k = 0; k < 4; k++) {
-        const __m512i v = _mm512_loadu_si512(q + 64 * k);
-        _mm512_store_si512(lo + 64 * k, _mm512_shuffle_epi8(table, _mm512_and_si512(v, low)));
-        _mm512_store_si512(hi + 64 * k, _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low)));
+/* Q4_K, Q5_K, Q6_K, IQ4_XS: 4096 bytes a super-block, sub-block j's tile at 512 j
+ * (Q6_K: its 16 sub-blocks of 16, K = 16 tiles of 256 bytes, at 256 g). */
+INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, uint8_t *panel) {
+    const size_t block_bytes = k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
+                               : k == KIND_Q5_K ? Q5K_BLOCK_BYTES
+                               : k == KIND_Q6_K ? Q6K_BLOCK_BYTES
+                                                : IQ4XS_BLOCK_BYTES;
+    const __m512i low = _mm512_set1_epi8(0x0f), sign = _mm512_set1_epi8((char)0x80);
+    const __m512i table = iq4xs_table(), thirty_two = _mm512_set1_epi8(32);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = group + (size_t)i * block_bytes;
+        uint8_t *p = panel + (size_t)i * 8 * PANEL_TILE;
+        if (k == KIND_Q4_K || k == KIND_Q5_K) {
+            /* sub-blocks 2s (low nibbles) and 2s + 1 (high) share their bytes */
+            for (int s = 0; s < 4; s++) {
+                uint8_t *lo = p + 2 * s * PANEL_TILE, *hi = lo + PANEL_TILE;
+                UNROLLED
+                for (int v = 0; v < 8; v++) {
+                    const __m512i n = _mm512_loadu_si512(blk + 256 + 512 * s + 64 * v);
+                    __m512i l = _mm512_and_si512(n, low), h = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
+                    if (k == KIND_Q5_K) {
+                        const __m512i qh = _mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * v);
+                        l = _mm512_or_si512(l, q5k_high(qh, 2 * s));
+                        h = _mm512_or_si512(h, q5k_high(qh, 2 * s + 1));
+                    }
+                    _mm512_store_si512(lo + 64 * v, l);
+                    _mm512_store_si512(hi + 64 * v, h);
+                }
+            }
+        } else if (k == KIND_Q6_K) {
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
+                for (int m = 0; m < 4; m++) {
+                    const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
+                    for (int kk = 0; kk < 2; kk++) {
+                        __m512i u[4];
+                        q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
+                        uint8_t *g = p + 256 * (8 * h + 2 * m + kk);
+                        UNROLLED
+                        for (int v = 0; v < 4; v++) _mm512_store_si512(g + 64 * v, _mm512_sub_epi8(u[v], thirty_two));
+                    }
+                }
+            }
+        } else {
+            for (int j = 0; j < 8; j++) {
+                __m512i w[8];
+                iq4xs_sub_block(blk, j, table, w);
+                UNROLLED
+                for (int v = 0; v < 8; v++) _mm512_store_si512(p + PANEL_TILE * j + 64 * v, _mm512_xor_si512(w[v], sign));
+            }
+        }
     }
 }
 
-/* Q5_K: split_nibbles of sub-blocks 2p (low nibbles) and 2p + 1 (high) with their fifth
- * bits from the 8 qh vectors at qh. */
-INLINE void split_nibbles_q5(const uint8_t *q, const uint8_t *qh, int p, uint8_t *lo, uint8_t *hi) {
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    UNROLLED
-    for (int k = 0; k < 8; k++) {
-        const __m512i v = _mm512_loadu_si512(q + 64 * k), h = _mm512_loadu_si512(qh + 64 * k);
-        _mm512_store_si512(lo + 64 * k, _mm512_or_si512(_mm512_and_si512(v, low), q5k_high(h, 2 * p)));
-        _mm512_store_si512(hi + 64 * k, _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(v, 4), low),
-                                                        q5k_high(h, 2 * p + 1)));
-    }
-}
+/* ------------------------------------------------------------ the chunk kernels
+ * A chunk runs through the group's blocks in their packed order (lane by lane: lane l's
+ * blocks l, l + 8, ...), one step ahead: the products of the next step are issued before
+ * the epilogue of this one, which reads sums stored a step earlier. */
 
-/* Two products side by side: C0 = A0 x B0 and C1 = A1 x B1, the A tiles at a0 and a1
- * (rows a_stride apart), the B tiles at b0 and b1 (64 bytes a row), stored to s[0], s[1]. */
-INLINE void two_products(const uint8_t *a0, const uint8_t *a1, size_t a_stride, const void *b0, const void *b1,
-                         chunk_sums s[2]) {
-    tile_load(A0, a0, a_stride);
-    tile_load(A1, a1, a_stride);
-    tile_load(B0, b0, 64);
-    tile_load(B1, b1, 64);
-    tile_zero(C0);
-    tile_zero(C1);
-    tile_dpbsud(C0, A0, B0);
-    tile_dpbsud(C1, A1, B1);
-    tile_store(C0, s[0].v, 64);
-    tile_store(C1, s[1].v, 64);
-}
+/* A step's products into ca = A0 x B0 and cb = A1 x B1 (b1 NULL: only the first), the A
+ * tiles at a0, a1 with rows a_stride apart, the B tiles at b0, b1; then, after the
+ * epilogue of the step before, STEP_STORE puts them to s[0], s[1]. The tile instructions
+ * take their tiles as immediates, so these are macros. */
+#define TILE_DP(c, a, b, b_signed)              \
+    do {                                        \
+        if (b_signed) tile_dpbssd(c, a, b);     \
+        else tile_dpbsud(c, a, b);              \
+    } while (0)
+#define STEP_ISSUE(ca, cb, b_signed, a0, a1, a_stride, b0, b1) \
+    do {                                                       \
+        tile_load(A0, a0, a_stride);                           \
+        tile_load(B0, b0, 64);                                 \
+        tile_zero(ca);                                         \
+        TILE_DP(ca, A0, B0, b_signed);                         \
+        if (b1) {                                              \
+            tile_load(A1, a1, a_stride);                       \
+            tile_load(B1, b1, 64);                             \
+            tile_zero(cb);                                     \
+            TILE_DP(cb, A1, B1, b_signed);                     \
+        }                                                      \
+    } while (0)
+#define STEP_STORE(ca, cb, two, s)                   \
+    do {                                             \
+        tile_store(ca, (s)[0].v, 64);                \
+        if (two) tile_store(cb, (s)[1].v, 64);       \
+    } while (0)
 
 /* The 8 lanes of each of the 16 activation rows combined pairwise, as in the reference,
  * and the group's first `rows` results stored. */
@@ -163,316 +283,236 @@ INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_
     }
 }
 
-/* The weights of a block against Q8_0 activations: Q8_0's bytes, Q4_0's nibbles, or
- * IQ4_NL's nibbles looked up as levels + 128 (whose start is Q8_0's). */
-enum { FORM_Q8_0, FORM_Q4_0, FORM_IQ4_NL };
+/* A chunk's lane sums: acc is the current lane's (in registers), moved to lane[l] after the
+ * lane's last block; lanes without blocks (a row of fewer than 8) stay zero. */
+INLINE void lanes_start(__m512 lane[LANES][CHUNK], __m512 acc[CHUNK]) {
+    for (int l = 0; l < LANES; l++)
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
+    UNROLLED
+    for (int t = 0; t < CHUNK; t++) acc[t] = _mm512_setzero_ps();
+}
 
-/* One Q8_0 / Q4_0 / IQ4_NL block's exact sums into s, on tiles (c, a, b): c and b name
- * tiles, so these are macros (the tile instructions take them as immediates). */
-#define Q8_BLOCK_SUMS(c, at, bt, blk, b, form, u, s)                                                  \
-    do {                                                                                          \
-        tile_load(at, act + (size_t)(b) * sizeof(toy_act_q8_0x) + offsetof(toy_act_q8_0x, qs), a_stride); \
-        if (form != FORM_Q8_0) {                                                                  \
-            /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */              \
-            if (form == FORM_IQ4_NL) split_levels((blk) + 32, (u)->q[0][0], (u)->q[0][4]);        \
-            else split_nibbles((blk) + 32, 4, (u)->q[0][0], (u)->q[0][4]);                        \
-            tile_load(bt, (u)->q[0], 64);                                                         \
-        } else {                                                                                  \
-            tile_load(bt, (blk) + 32, 64);                                                        \
-        }                                                                                         \
-        tile_zero(c);                                                                             \
-        tile_dpbsud(c, at, bt);                                                                   \
-        tile_store(c, (s)->v, 64);                                                                \
-    } while (0)
+INLINE void lanes_move(__m512 lane[CHUNK], __m512 acc[CHUNK]) {
+    UNROLLED
+    for (int t = 0; t < CHUNK; t++) {
+        lane[t] = acc[t];
+        acc[t] = _mm512_setzero_ps();
+    }
+}
 
-/* The epilogue of block b: acc[t] += (w.d * a.d) * (float)(sums + start). */
-INLINE void q8_block_epilogue(const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b, const int form,
+/* Q8_0 / Q4_0 / IQ4_NL (Q8_0 activations, signed weights: the sums are sum w * a) and
+ * Q4_1 (Q8_1 activations, the nibbles the quants): block i's epilogue, the reference's
+ * acc += (w.d * a.d) * (float)sumi (Q4_1: + w.m * a.s). */
+INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b,
                               const chunk_sums *s, __m512 acc[CHUNK]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    if (k == KIND_Q4_1) {
+        const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+        UNROLLED
+        for (int t = 0; t < CHUNK; t++) {
+            const block_q8_1 *x = (const block_q8_1 *)(act + (size_t)t * a_stride) + b;
+            const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
+            const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s->v[t])));
+            const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_add_ps(scaled, offset));
+        }
+        return;
+    }
     UNROLLED
     for (int t = 0; t < CHUNK; t++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
-        /* Q4_0: the nibbles are weights + 8, the start -8 * sum a (exact: -128 * sum / 16) */
-        const __m512i start = _mm512_set1_epi32(form == FORM_Q4_0 ? x->start / 16 : x->start);
-        const __m512i sumi = _mm512_add_epi32(_mm512_load_si512(s->v[t]), start);
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
-        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s->v[t]))));
     }
 }
 
-/* Rows [0, rows) of one Q8_0 / Q4_0 / IQ4_NL group times the 16 activation rows at act. */
-INLINE void q8_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const int form,
-                     float *y, size_t y_stride) {
-    const size_t block_bytes = form == FORM_Q8_0 ? BLOCK_BYTES : Q4_BLOCK_BYTES;
-    __m512 lane[LANES][CHUNK];
-    chunk_sums s[2];
-    unpacked_nibbles u[2];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[CHUNK];
-        UNROLLED
-        for (int t = 0; t < CHUNK; t++) acc[t] = _mm512_setzero_ps();
-        int64_t b = l;
-        /* the lane's blocks b and b + 8 lie side by side */
-        for (; b + LANES < nb; b += 2 * LANES, blk += 2 * block_bytes) {
-            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, form, &u[0], &s[0]);
-            Q8_BLOCK_SUMS(C1, A1, B1, blk + block_bytes, b + LANES, form, &u[1], &s[1]);
-            q8_block_epilogue(blk, act, a_stride, b, form, &s[0], acc);
-            q8_block_epilogue(blk + block_bytes, act, a_stride, b + LANES, form, &s[1], acc);
-        }
-        if (b < nb) {
-            Q8_BLOCK_SUMS(C0, A0, B0, blk, b, form, &u[0], &s[0]);
-            q8_block_epilogue(blk, act, a_stride, b, form, &s[0], acc);
-            blk += block_bytes;
-        }
-        UNROLLED
-        for (int t = 0; t < CHUNK; t++) lane[l][t] = acc[t];
+/* Rows [0, rows) of one group of the 32-column block types times the 16 activation rows
+ * at act; a step is two blocks. */
+INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8_t *panel, const int64_t *order,
+                     const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, float *y,
+                     size_t y_stride) {
+    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(toy_act_q8_0x);
+    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(toy_act_q8_0x, qs);
+    const bool b_signed = k != KIND_Q4_1;
+    __m512 lane[LANES][CHUNK], acc[CHUNK];
+    chunk_sums s[2][2];
+    lanes_start(lane, acc);
+    int l = 0;
+    /* step n: blocks 2n and 2n + 1 */
+    const int64_t n_steps = (nb + 1) / 2;
+#define Q8_ISSUE(n, ca, cb)                                                                                        \
+    STEP_ISSUE(ca, cb, b_signed, act + (size_t)order[2 * (n)] * act_block + qs,                                    \
+               2 * (n) + 1 < nb ? act + (size_t)order[2 * (n) + 1] * act_block + qs : NULL, a_stride,              \
+               panel + (size_t)(2 * (n)) * PANEL_TILE, 2 * (n) + 1 < nb ? panel + (size_t)(2 * (n) + 1) * PANEL_TILE : NULL)
+#define Q8_STORE(n, ca, cb) STEP_STORE(ca, cb, 2 * (n) + 1 < nb, s[(n)&1])
+#define Q8_EPILOGUE(n)                                                                                             \
+    for (int64_t e = 2 * (n); e < 2 * (n) + 2 && e < nb; e++) {                                                    \
+        q8_block_epilogue(k, group + (size_t)e * block_bytes, act, a_stride, order[e], &s[(n)&1][e - 2 * (n)], acc); \
+        if (e + 1 == lane_end[l]) lanes_move(lane[l++], acc);                                                      \
     }
+    Q8_ISSUE(0, C0, C1);
+    Q8_STORE(0, C0, C1);
+    for (int64_t n = 0; n < n_steps; n++) {
+        if (n + 1 < n_steps) {
+            Q8_ISSUE(n + 1, C0, C1);
+            Q8_STORE(n + 1, C0, C1);
+        }
+        Q8_EPILOGUE(n);
+    }
+#undef Q8_ISSUE
+#undef Q8_STORE
+#undef Q8_EPILOGUE
     store_chunk(lane, rows, y, y_stride);
 }
 
-/* Rows [0, rows) of one Q4_1 group times the 16 activation rows (plain Q8_1) at act: the
- * nibbles are the quants, so the sums need no start; then the reference's
- * (w.d * a.d) * (float)sumi + w.m * a.s. */
-INLINE void q41_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
-                      size_t y_stride) {
-    __m512 lane[LANES][CHUNK];
-    chunk_sums s;
-    unpacked_nibbles u;
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
+/* The integer scales of the two sub-blocks of step p of a super-block, per weight row. */
+INLINE void step_scales(const kind k, const uint8_t *blk, int p, __m512i sc[2]) {
+    if (k == KIND_Q6_K) {
         UNROLLED
-        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) {
-            tile_load(A0, act + (size_t)b * sizeof(block_q8_1) + offsetof(block_q8_1, qs), a_stride);
-            split_nibbles(blk + 64, 4, u.q[0][0], u.q[0][4]); /* B rows 0-3 weights 0-15, 4-7 the rest */
-            tile_load(B0, u.q[0], 64);
-            tile_zero(C0);
-            tile_dpbsud(C0, A0, B0);
-            tile_store(C0, s.v, 64);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            UNROLLED
-            for (int t = 0; t < CHUNK; t++) {
-                const block_q8_1 *x = (const block_q8_1 *)(act + (size_t)t * a_stride) + b;
-                const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
-                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s.v[t])));
-                const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
-                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_add_ps(scaled, offset));
-            }
-        }
+        for (int e = 0; e < 2; e++)
+            sc[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (2 * p + e))));
+    } else if (k == KIND_IQ4_XS) {
+        const __m512i sl = _mm512_loadu_si512(blk + 64);
+        const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+        sc[0] = iq4xs_scale(sl, sh, 2 * p);
+        sc[1] = iq4xs_scale(sl, sh, 2 * p + 1);
+    } else {
+        const __m512i s0 = _mm512_loadu_si512(blk + 64), s2 = _mm512_loadu_si512(blk + 192);
+        sc[0] = q4k_field(s0, s0, s2, 2 * p, false);
+        sc[1] = q4k_field(s0, s0, s2, 2 * p + 1, false);
     }
-    store_chunk(lane, rows, y, y_stride);
 }
 
-/* Rows [0, rows) of one Q4_K (q5: Q5_K) group times the 16 activation rows at act. Per
- * super-block and activation row: isum = sum over sub-blocks j of scale_j * (exact sum
- * j), summs = sum of min_j * msum_j, then the reference's d * isum - dmin * summs. */
-INLINE void q4k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, const bool q5,
-                      float *y, size_t y_stride) {
-    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
-    __m512 lane[LANES][CHUNK];
-    chunk_sums s[2];
-    unpacked_nibbles u;
-    const uint8_t *blk = group;
-    const size_t qs = offsetof(toy_act_q8_Kx, qs);
-    for (int l = 0; l < LANES; l++) {
+/* Super-block i's epilogue from isum = sum over sub-blocks of scale * (exact sum):
+ * Q4_K / Q5_K the reference's d * isum - dmin * summs (summs = sum of min_j * msum_j),
+ * Q6_K and IQ4_XS d * isum. */
+INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *xb, size_t a_stride,
+                                 const __m512i isum[CHUNK], __m512 acc[CHUNK]) {
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    if (k == KIND_Q4_K || k == KIND_Q5_K) {
+        __m512i mp[4];
+        q4k_min_pairs(blk, mp);
+        const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         UNROLLED
-        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
-            const uint8_t *xb = act + (size_t)b * sizeof(toy_act_q8_Kx);
-            const __m512i s0 = _mm512_loadu_si512(blk + 64), s2 = _mm512_loadu_si512(blk + 192);
-            __m512i isum[CHUNK];
+        for (int t = 0; t < CHUNK; t++) {
+            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
+            __m512i summs = _mm512_setzero_si512();
             UNROLLED
-            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
-            /* sub-blocks 2p (low nibbles) and 2p + 1 (high) share their bytes */
-            for (int p = 0; p < 4; p++) {
-                if (q5) split_nibbles_q5(blk + 256 + 512 * p, blk + Q5K_HIGH_BITS, p, u.q[0][0], u.q[1][0]);
-                else split_nibbles(blk + 256 + 512 * p, 8, u.q[0][0], u.q[1][0]);
-                two_products(xb + qs + 64 * p, xb + qs + 64 * p + 32, a_stride, u.q[0], u.q[1], s);
-                const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
-                const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
-                UNROLLED
-                for (int t = 0; t < CHUNK; t++) {
-                    const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
-                    const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
-                }
-            }
-            __m512i mp[4];
-            q4k_min_pairs(blk, mp);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            UNROLLED
-            for (int t = 0; t < CHUNK; t++) {
-                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
-                __m512i summs = _mm512_setzero_si512();
-                UNROLLED
-                for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
-                const __m512 ad = _mm512_set1_ps(x->d);
-                const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
-                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
-                const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
-                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_sub_ps(scaled, mins));
-            }
+            for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+            const __m512 ad = _mm512_set1_ps(x->d);
+            const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
+            const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
+            const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
+            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(scaled, mins));
         }
+        return;
     }
-    store_chunk(lane, rows, y, y_stride);
+    UNROLLED
+    for (int t = 0; t < CHUNK; t++) {
+        /* block_q8_K and toy_act_q8_Kx both start with the float d */
+        const float ad = *(const float *)(xb + (size_t)t * a_stride);
+        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])));
+    }
 }
 
-/* Rows [0, rows) of one Q6_K group times the 16 activation rows (plain Q8_K) at act.
- * Each 16-weight sub-block g is a product with K = 16: its six-bit values u = weight +
- * 32 (the VNNI kernel's) in a scratch B tile; isum = sum over g of scale_g * (exact sum
- * g), less the 32 * sum of scale_g * bsum_g, then the reference's d * isum. */
-INLINE void q6k_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
-                      size_t y_stride) {
-    __m512 lane[LANES][CHUNK];
-    chunk_sums s[2];
-    struct {
-        uint8_t q[2][4][64] __attribute__((aligned(64)));
-    } u;
-    const uint8_t *blk = group;
-    const size_t qs = offsetof(block_q8_K, qs);
-    for (int l = 0; l < LANES; l++) {
-        UNROLLED
-        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) {
-            const uint8_t *xb = act + (size_t)b * sizeof(block_q8_K);
-            __m512i isum[CHUNK];
-            UNROLLED
-            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
-                for (int m = 0; m < 4; m++) {
-                    const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
-                    /* sub-blocks g = 8h + 2m and g + 1 */
-                    for (int kk = 0; kk < 2; kk++) {
-                        __m512i v[4];
-                        q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, v);
-                        UNROLLED
-                        for (int i = 0; i < 4; i++) _mm512_store_si512(u.q[kk][i], v[i]);
-                    }
-                    const size_t first = qs + 128 * (size_t)h + 32 * (size_t)m;
-                    two_products(xb + first, xb + first + 16, a_stride, u.q[0], u.q[1], s);
-                    const int g = 8 * h + 2 * m;
-                    const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
-                    const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 48 + 16 * g)));
-                    UNROLLED
-                    for (int t = 0; t < CHUNK; t++) {
-                        const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
-                        const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
-                        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
-                    }
-                }
-            }
-            /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
-            __m512i pair[8];
-            UNROLLED
-            for (int p = 0; p < 8; p++) pair[p] = q6k_scale_pair(blk, p);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            UNROLLED
-            for (int t = 0; t < CHUNK; t++) {
-                const block_q8_K *x = (const block_q8_K *)(xb + (size_t)t * a_stride);
-                __m512i corr = _mm512_setzero_si512();
-                UNROLLED
-                for (int p = 0; p < 8; p++) corr = _mm512_dpwssd_epi32(corr, pair[p], _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
-                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 5));
-                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
-                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
-            }
-        }
-    }
-    store_chunk(lane, rows, y, y_stride);
-}
-
-/* Rows [0, rows) of one IQ4_XS group times the 16 activation rows at act: per sub-block
- * j, B rows 0-3 the levels + 128 of the low nibbles (weights 0-15), rows 4-7 of the high
- * ones; isum = sum of scale_j * (exact sum j), less 128 * sum of scale_j * msum_j, then
- * the reference's d * isum. */
-INLINE void iq4xs_chunk(int64_t nb, const uint8_t *group, int rows, const uint8_t *act, size_t a_stride, float *y,
+/* Rows [0, rows) of one group of the super-block types times the 16 activation rows at
+ * act; a step is two sub-blocks (4 steps a super-block, Q6_K 8). */
+INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8_t *panel, const int64_t *order,
+                        const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, float *y,
                         size_t y_stride) {
-    __m512 lane[LANES][CHUNK];
-    chunk_sums s[2];
-    unpacked_nibbles u;
-    const uint8_t *blk = group;
-    const size_t qs = offsetof(toy_act_q8_Kx, qs);
-    const __m512i table = iq4xs_table();
-    for (int l = 0; l < LANES; l++) {
+    const size_t block_bytes = k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
+                               : k == KIND_Q5_K ? Q5K_BLOCK_BYTES
+                               : k == KIND_Q6_K ? Q6K_BLOCK_BYTES
+                                                : IQ4XS_BLOCK_BYTES;
+    const size_t act_block = k == KIND_Q6_K ? sizeof(block_q8_K) : sizeof(toy_act_q8_Kx);
+    const size_t qs = k == KIND_Q6_K ? offsetof(block_q8_K, qs) : offsetof(toy_act_q8_Kx, qs);
+    const int steps = k == KIND_Q6_K ? 8 : 4, quants = k == KIND_Q6_K ? 16 : 32; /* a sub-block's */
+    const bool b_signed = k == KIND_Q6_K || k == KIND_IQ4_XS;
+    const int64_t n_steps = nb * steps;
+    __m512 lane[LANES][CHUNK], acc[CHUNK];
+    chunk_sums s[2][2];
+    lanes_start(lane, acc);
+    int l = 0;
+#define SUPER_STEP(n)                                                                                         \
+    do {                                                                                                      \
+        const uint8_t *a0 = act + (size_t)order[(n) / steps] * act_block + qs + 2 * quants * ((n) % steps);   \
+        const uint8_t *b0 = panel + (size_t)(n)*2 * 16 * quants;                                              \
+        STEP_ISSUE(C0, C1, b_signed, a0, a0 + quants, a_stride, b0, b0 + 16 * quants);                       \
+        STEP_STORE(C0, C1, true, s[(n) & 1]);                                                                 \
+    } while (0)
+    SUPER_STEP(0);
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *blk = group + (size_t)i * block_bytes;
+        __m512i isum[CHUNK];
         UNROLLED
-        for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES) {
-            const uint8_t *xb = act + (size_t)b * sizeof(toy_act_q8_Kx);
-            const __m512i sl = _mm512_loadu_si512(blk + 64);
-            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            __m512i isum[CHUNK];
-            UNROLLED
-            for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
-            for (int p = 0; p < 4; p++) { /* sub-blocks 2p and 2p + 1 */
-                UNROLLED
-                for (int e = 0; e < 2; e++) {
-                    __m512i w[8];
-                    iq4xs_sub_block(blk, 2 * p + e, table, w);
-                    UNROLLED
-                    for (int k = 0; k < 8; k++) _mm512_store_si512(u.q[e][k], w[k]);
-                }
-                two_products(xb + qs + 64 * p, xb + qs + 64 * p + 32, a_stride, u.q[0], u.q[1], s);
-                const __m512i sc0 = iq4xs_scale(sl, sh, 2 * p), sc1 = iq4xs_scale(sl, sh, 2 * p + 1);
-                UNROLLED
-                for (int t = 0; t < CHUNK; t++) {
-                    const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(s[0].v[t]), sc0);
-                    const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(s[1].v[t]), sc1);
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
-                }
-            }
-            __m512i sc_pair[4];
-            iq4xs_scale_pairs(blk, sc_pair);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+        for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
+        for (int p = 0; p < steps; p++) {
+            const int64_t n = i * steps + p;
+            if (n + 1 < n_steps) SUPER_STEP(n + 1);
+            __m512i sc[2];
+            step_scales(k, blk, p, sc);
+            const chunk_sums *sn = s[n & 1];
             UNROLLED
             for (int t = 0; t < CHUNK; t++) {
-                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
-                __m512i corr = _mm512_setzero_si512();
-                UNROLLED
-                for (int p = 0; p < 4; p++) corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
-                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
-                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
-                lane[l][t] = _mm512_add_ps(lane[l][t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+                const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(sn[0].v[t]), sc[0]);
+                const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(sn[1].v[t]), sc[1]);
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
             }
         }
+        super_block_epilogue(k, blk, act + (size_t)order[i] * act_block, a_stride, isum, acc);
+        if (i + 1 == lane_end[l]) lanes_move(lane[l++], acc);
     }
+#undef SUPER_STEP
     store_chunk(lane, rows, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
+/* Groups outer, chunks inner. */
+INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_bytes, const uint8_t *w, int64_t n_rows,
+                     const uint8_t *a, size_t a_stride, int64_t n_chunked, float *y, size_t y_stride, uint8_t *panel,
+                     const int64_t *order, const int64_t *lane_end) {
+    tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+        const uint8_t *group = w + (size_t)(r0 / 16) * group_bytes;
+        const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
+        if (super) unpack_super_blocks(k, group, nb, panel);
+        else unpack_q8_form(k, group, nb, panel);
+        for (int64_t j0 = 0; j0 < n_chunked; j0 += CHUNK) {
+            const uint8_t *aj = a + (size_t)j0 * a_stride;
+            float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
+            if (super) super_chunk(k, nb, group, panel, order, lane_end, rows, aj, a_stride, yj, y_stride);
+            else q8_chunk(k, nb, group, panel, order, lane_end, rows, aj, a_stride, yj, y_stride);
+        }
+    }
+    tile_release();
+}
 
-/* Groups outer, chunks of 16 activation rows inner: a group's weights stay in cache for
- * all of them; the rows past the last whole chunk go to the VNNI kernel. */
+/* A group is unpacked once and stays in cache for all the chunks; the rows past the last
+ * whole chunk go to the VNNI kernel, and so does everything where the panel cannot be had. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
     static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
     static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
                                          Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
-    const int64_t nb = n_cols / block_cols[k], n_chunked = n_a / CHUNK * CHUNK;
+    const bool super = k == KIND_Q4_K || k == KIND_Q5_K || k == KIND_Q6_K || k == KIND_IQ4_XS;
+    const int64_t nb = n_cols / block_cols[k];
+    int64_t n_chunked = n_a / CHUNK * CHUNK;
+    /* the panel (16 bytes a column), then the packed order's block numbers */
+    uint8_t *panel = NULL;
+    const size_t panel_bytes = (size_t)nb * (size_t)block_cols[k] * 16;
+    if (n_chunked > 0 && nb > 0 && (uint64_t)nb <= SIZE_MAX / 64 / (uint64_t)block_cols[k])
+        panel = panel_get(panel_bytes + (size_t)nb * sizeof(int64_t));
+    if (!panel) n_chunked = 0;
     if (n_chunked > 0) {
-        tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
-        const uint8_t *group = w;
-        for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
-            const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
-            for (int64_t j0 = 0; j0 < n_chunked; j0 += CHUNK) {
-                const uint8_t *aj = (const uint8_t *)a + (size_t)j0 * a_stride;
-                float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
-                switch (k) {
-                case KIND_Q8_0: q8_chunk(nb, group, rows, aj, a_stride, FORM_Q8_0, yj, y_stride); break;
-                case KIND_Q4_0: q8_chunk(nb, group, rows, aj, a_stride, FORM_Q4_0, yj, y_stride); break;
-                case KIND_IQ4_NL: q8_chunk(nb, group, rows, aj, a_stride, FORM_IQ4_NL, yj, y_stride); break;
-                case KIND_Q4_K: q4k_chunk(nb, group, rows, aj, a_stride, false, yj, y_stride); break;
-                case KIND_Q5_K: q4k_chunk(nb, group, rows, aj, a_stride, true, yj, y_stride); break;
-                case KIND_Q6_K: q6k_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
-                case KIND_IQ4_XS: iq4xs_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
-                case KIND_Q4_1: q41_chunk(nb, group, rows, aj, a_stride, yj, y_stride); break;
-                }
-            }
+        int64_t *order = (int64_t *)(panel + panel_bytes), lane_end[LANES], i = 0;
+        for (int l = 0; l < LANES; l++) {
+            for (int64_t b = l; b < nb; b += LANES) order[i++] = b;
+            lane_end[l] = i;
         }
-        tile_release();
+        amx_pass(k, super, nb, (size_t)nb * block_bytes[k], w, n_rows, a, a_stride, n_chunked, y, y_stride, panel, order,
+                 lane_end);
     }
     if (n_a > n_chunked)
         toy_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
