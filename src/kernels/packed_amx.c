@@ -62,6 +62,8 @@ const toy_packed_kernel *toy_packed_amx(int type) {
 #endif
 
 #define CHUNK 16 /* activation rows per pass: the rows of an A and a C tile */
+/* loops over a chunk's rows unrolled whole, so that their accumulators stay in registers */
+#define UNROLLED_CHUNK _Pragma("GCC unroll 16")
 
 /* Two products a step (C0 = A0 x B0, C1 = A1 x B1), and a second pair of C tiles (C2, C3)
  * so that the next step's products run while this step's sums are stored and read. */
@@ -287,14 +289,14 @@ INLINE void store_chunk(__m512 lane[LANES][CHUNK], int rows, float *y, size_t y_
  * lane's last block; lanes without blocks (a row of fewer than 8) stay zero. */
 INLINE void lanes_start(__m512 lane[LANES][CHUNK], __m512 acc[CHUNK]) {
     for (int l = 0; l < LANES; l++)
-        UNROLLED
+        UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) lane[l][t] = _mm512_setzero_ps();
-    UNROLLED
+    UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) acc[t] = _mm512_setzero_ps();
 }
 
 INLINE void lanes_move(__m512 lane[CHUNK], __m512 acc[CHUNK]) {
-    UNROLLED
+    UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
         lane[t] = acc[t];
         acc[t] = _mm512_setzero_ps();
@@ -309,7 +311,7 @@ INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *a
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     if (k == KIND_Q4_1) {
         const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-        UNROLLED
+        UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) {
             const block_q8_1 *x = (const block_q8_1 *)(act + (size_t)t * a_stride) + b;
             const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
@@ -319,7 +321,7 @@ INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *a
         }
         return;
     }
-    UNROLLED
+    UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
@@ -395,7 +397,7 @@ INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t
         __m512i mp[4];
         q4k_min_pairs(blk, mp);
         const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-        UNROLLED
+        UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
             __m512i summs = _mm512_setzero_si512();
@@ -409,7 +411,7 @@ INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t
         }
         return;
     }
-    UNROLLED
+    UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
         /* block_q8_K and toy_act_q8_Kx both start with the float d */
         const float ad = *(const float *)(xb + (size_t)t * a_stride);
@@ -447,7 +449,7 @@ INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const ui
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = group + (size_t)i * block_bytes;
         __m512i isum[CHUNK];
-        UNROLLED
+        UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) isum[t] = _mm512_setzero_si512();
         for (int p = 0; p < steps; p++) {
             const int64_t n = i * steps + p;
@@ -455,7 +457,7 @@ INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const ui
             __m512i sc[2];
             step_scales(k, blk, p, sc);
             const chunk_sums *sn = s[n & 1];
-            UNROLLED
+            UNROLLED_CHUNK
             for (int t = 0; t < CHUNK; t++) {
                 const __m512i v0 = _mm512_mullo_epi32(_mm512_load_si512(sn[0].v[t]), sc[0]);
                 const __m512i v1 = _mm512_mullo_epi32(_mm512_load_si512(sn[1].v[t]), sc[1]);
