@@ -399,14 +399,7 @@ INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t
         UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
-            __m512i summs = _mm512_setzero_si512();
-            UNROLLED
-            for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
-            const __m512 ad = _mm512_set1_ps(x->d);
-            const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
-            const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
-            const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
-            acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(scaled, mins));
+            acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
         }
         return;
     }

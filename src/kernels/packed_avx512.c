@@ -262,14 +262,7 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
             UNROLLED
             for (int t = 0; t < n_a; t++) {
                 const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                __m512i summs = _mm512_setzero_si512();
-                UNROLLED
-                for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
-                const __m512 ad = _mm512_set1_ps(x->d);
-                const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
-                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t]));
-                const __m512 mins = _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_sub_ps(scaled, mins));
+                acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
             }
         }
         UNROLLED

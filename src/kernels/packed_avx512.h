@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "packed.h"
 #include "quant.h"
 
 /* UBSan is off in these kernels: their arithmetic is vector intrinsics, where it has
@@ -145,6 +146,19 @@ INLINE void q6k_sub_block(const uint8_t *ql, const uint8_t *qh, int m, int kk, _
         /* (lo & 0x0f) | (hi & 0x30) */
         u[i] = _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), hi, high2, 0xf8);
     }
+}
+
+/* Q4_K / Q5_K: one activation row's value of a super-block for 16 weight rows, the
+ * reference's d * isum - dmin * summs, summs = sum of min_j * msum_j (mp: q4k_min_pairs;
+ * wd, wdm: the rows' d and dmin). */
+INLINE __m512 q4k_row_value(__m512 wd, __m512 wdm, const __m512i mp[4], const toy_act_q8_Kx *x, __m512i isum) {
+    __m512i summs = _mm512_setzero_si512();
+    UNROLLED
+    for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+    const __m512 ad = _mm512_set1_ps(x->d);
+    const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);
+    const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum));
+    return _mm512_sub_ps(scaled, _mm512_mul_ps(dm, _mm512_cvtepi32_ps(summs)));
 }
 
 /* The scales of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd
