@@ -19,6 +19,7 @@
 
 #include "quant.h"
 #include "test.h"
+#include "vec_exp.h"
 
 static const int weight_types[] = {
     TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_K, TOY_TYPE_Q6_K,   TOY_TYPE_Q5_K,
@@ -375,6 +376,56 @@ static void test_dispatched_act(void) {
     free(x);
 }
 
+#if defined(__x86_64__)
+/* The vector exponentials (vec_exp.h) give toy_exp_nonpos's bits: one vector at a time,
+ * N at once (5, every lane different), and on 16 lanes, over -inf, NaN, 0, the -87 edge
+ * and 4096 values spread over [-100, 0]. */
+#define EXP_INPUTS 4112
+__attribute__((target("avx2,fma"))) static int exp_avx2_differs(const float *x, int n) {
+    int bad = 0;
+    for (int i = 0; i + 40 <= n; i += 40) {
+        __m256 v[5];
+        for (int k = 0; k < 5; k++) v[k] = _mm256_loadu_ps(x + i + 8 * k);
+        float one[8], many[40];
+        _mm256_storeu_ps(one, toy_exp8_nonpos(v[0]));
+        toy_exp8x_nonpos(5, v);
+        for (int k = 0; k < 5; k++) _mm256_storeu_ps(many + 8 * k, v[k]);
+        for (int k = 0; k < 40; k++) {
+            const uint32_t want = float_bits(toy_exp_nonpos(x[i + k]));
+            bad += float_bits(many[k]) != want || (k < 8 && float_bits(one[k]) != want);
+        }
+    }
+    return bad;
+}
+__attribute__((target("avx512f"))) static int exp_avx512_differs(const float *x, int n) {
+    int bad = 0;
+    for (int i = 0; i + 16 <= n; i += 16) {
+        float got[16];
+        _mm512_storeu_ps(got, toy_exp16_nonpos(_mm512_loadu_ps(x + i)));
+        for (int k = 0; k < 16; k++) bad += float_bits(got[k]) != float_bits(toy_exp_nonpos(x[i + k]));
+    }
+    return bad;
+}
+static void test_exp(toy_isa have) {
+    static float x[EXP_INPUTS + 40];
+    const float edge[] = {-INFINITY, NAN, 0.0f, -0.0f, -87.0f, -87.00001f, -86.99999f, -1e-30f, -88.7f, -1.0f};
+    unsigned long long rng = 0xe8;
+    for (int i = 0; i < EXP_INPUTS + 40; i++)
+        x[i] = i < 10 ? edge[i] : -100.0f * (float)(test_rand_u64(&rng) % 1000001) / 1e6f;
+    const int n = EXP_INPUTS + 40;
+    const int bad2 = exp_avx2_differs(x, n);
+    CHECK_MSG(bad2 == 0, "avx2 exp: %d lanes differ from toy_exp_nonpos", bad2);
+    printf("exp     avx2: %d inputs, %d differ from scalar\n", n / 40 * 40, bad2);
+    if (have >= TOY_ISA_AVX512) {
+        const int bad5 = exp_avx512_differs(x, n);
+        CHECK_MSG(bad5 == 0, "avx512 exp: %d lanes differ from toy_exp_nonpos", bad5);
+        printf("exp     avx512: %d inputs, %d differ from scalar\n", n / 16 * 16, bad5);
+    } else {
+        printf("exp     avx512 (not on this CPU: skipped)\n");
+    }
+}
+#endif
+
 int main(void) {
     const toy_isa have = toy_cpu_isa();
     if (have == TOY_ISA_SCALAR) {
@@ -385,6 +436,9 @@ int main(void) {
         {"avx2", TOY_ISA_AVX2, toy_kernel_avx2},
         {"avx512", TOY_ISA_AVX512, toy_kernel_avx512},
     };
+#if defined(__x86_64__)
+    test_exp(have);
+#endif
     const clock_t start = clock();
     printf("%-7s %-7s %8s %7s %6s  %s\n", "isa", "type", "vec_dot", "tile", "act", "result");
     for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {

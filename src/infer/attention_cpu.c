@@ -321,45 +321,76 @@ AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const 
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
 }
 
-/* ktdots_avx512 on 8-lane vectors, 16 cells (two vectors) of one query row at a time */
-AVX2 ALWAYS_INLINE void ktleaf_avx2(int32_t n, const float *kt, const float *q, int k, __m256 L[2]) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+/* ktdots_avx512 on 8-lane vectors: two query rows and 16 cells (two vectors) at a time,
+ * L_k of both rows in 8 chains of FMAs, each transposed K vector loaded once for both */
+AVX2 ALWAYS_INLINE void ktleaf2_avx2(int32_t n, const float *kt, const float *const *q, int k, __m256 L[2][2]) {
+    __m256 a[2][2], b[2][2];
+    UNROLL16
+    for (int i = 0; i < 2; i++) a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm256_setzero_ps();
     for (int32_t d = k; d < n; d += 16) {
         const float *ka = kt + (size_t)d * ATTN_CHUNK, *kb = ka + 8 * ATTN_CHUNK;
-        const __m256 qa = _mm256_broadcast_ss(q + d), qb = _mm256_broadcast_ss(q + d + 8);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(ka), qa, a0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(ka + 8), qa, a1);
-        b0 = _mm256_fmadd_ps(_mm256_loadu_ps(kb), qb, b0);
-        b1 = _mm256_fmadd_ps(_mm256_loadu_ps(kb + 8), qb, b1);
+        __m256 ka0 = _mm256_loadu_ps(ka), ka1 = _mm256_loadu_ps(ka + 8);
+        __m256 kb0 = _mm256_loadu_ps(kb), kb1 = _mm256_loadu_ps(kb + 8);
+        /* in registers: gcc would fold the loads into both rows' FMAs, loading each twice,
+         * and the loads (two a cycle) would bound the FMAs */
+        __asm__("" : "+x"(ka0), "+x"(ka1), "+x"(kb0), "+x"(kb1));
+        UNROLL16
+        for (int i = 0; i < 2; i++) {
+            const __m256 qa = _mm256_broadcast_ss(q[i] + d), qb = _mm256_broadcast_ss(q[i] + d + 8);
+            a[i][0] = _mm256_fmadd_ps(ka0, qa, a[i][0]);
+            a[i][1] = _mm256_fmadd_ps(ka1, qa, a[i][1]);
+            b[i][0] = _mm256_fmadd_ps(kb0, qb, b[i][0]);
+            b[i][1] = _mm256_fmadd_ps(kb1, qb, b[i][1]);
+        }
     }
-    L[0] = _mm256_add_ps(a0, b0);
-    L[1] = _mm256_add_ps(a1, b1);
+    UNROLL16
+    for (int i = 0; i < 2; i++) L[i][0] = _mm256_add_ps(a[i][0], b[i][0]), L[i][1] = _mm256_add_ps(a[i][1], b[i][1]);
 }
-AVX2 ALWAYS_INLINE void ktrow16_avx2(int32_t n, const float *kt, const float *q, float *out) {
-    __m256 x[2], y[2], m0[2], n0[2], m1[2];
-    ktleaf_avx2(n, kt, q, 0, x);
-    ktleaf_avx2(n, kt, q, 4, y);
-    for (int e = 0; e < 2; e++) m0[e] = _mm256_add_ps(x[e], y[e]);
-    ktleaf_avx2(n, kt, q, 2, x);
-    ktleaf_avx2(n, kt, q, 6, y);
-    for (int e = 0; e < 2; e++) n0[e] = _mm256_add_ps(m0[e], _mm256_add_ps(x[e], y[e]));
-    ktleaf_avx2(n, kt, q, 1, x);
-    ktleaf_avx2(n, kt, q, 5, y);
-    for (int e = 0; e < 2; e++) m1[e] = _mm256_add_ps(x[e], y[e]);
-    ktleaf_avx2(n, kt, q, 3, x);
-    ktleaf_avx2(n, kt, q, 7, y);
-    for (int e = 0; e < 2; e++)
-        _mm256_storeu_ps(out + 8 * e, _mm256_add_ps(n0[e], _mm256_add_ps(m1[e], _mm256_add_ps(x[e], y[e]))));
+/* Two query rows' scores of 16 cells (out rows ATTN_CHUNK apart), combined as ktrows_avx512 */
+AVX2 ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const float *const *q, float *out) {
+    __m256 x[2][2], y[2][2], m0[2][2], n0[2][2], m1[2][2];
+#define KT_SUM(dst, u, v) UNROLL16 for (int i = 0; i < 2; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm256_add_ps(u[i][e], v[i][e])
+    ktleaf2_avx2(n, kt, q, 0, x);
+    ktleaf2_avx2(n, kt, q, 4, y);
+    KT_SUM(m0, x, y); /* M_0 */
+    ktleaf2_avx2(n, kt, q, 2, x);
+    ktleaf2_avx2(n, kt, q, 6, y);
+    KT_SUM(x, x, y); /* M_2 */
+    KT_SUM(n0, m0, x);
+    ktleaf2_avx2(n, kt, q, 1, x);
+    ktleaf2_avx2(n, kt, q, 5, y);
+    KT_SUM(m1, x, y); /* M_1 */
+    ktleaf2_avx2(n, kt, q, 3, x);
+    ktleaf2_avx2(n, kt, q, 7, y);
+    KT_SUM(x, x, y); /* M_3 */
+    KT_SUM(y, m1, x); /* N_1 */
+    KT_SUM(x, n0, y);
+#undef KT_SUM
+    UNROLL16
+    for (int i = 0; i < 2; i++)
+        _mm256_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm256_storeu_ps(out + i * ATTN_CHUNK + 8, x[i][1]);
 }
+AVX2 ALWAYS_INLINE void ktdots2_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                     size_t tok_stride, float *out) {
+    const float *q[2];
+    int32_t tt = 0, h = 0; /* row r is head h of token tt */
+    for (int32_t r = 0; r < R; r += 2) {
+        q[0] = q0 + (size_t)tt * tok_stride + (size_t)h * (size_t)n;
+        if (++h == G) h = 0, tt++;
+        q[1] = r + 1 < R ? q0 + (size_t)tt * tok_stride + (size_t)h * (size_t)n : q[0]; /* an odd R: row R - 1 twice */
+        if (++h == G) h = 0, tt++;
+        float pair[2 * ATTN_CHUNK];
+        float *o = r + 1 < R ? out + (size_t)r * ATTN_CHUNK : pair;
+        ktrows2_avx2(n, kt, q, o);
+        ktrows2_avx2(n, kt + 16, q, o + 16);
+        if (o == pair) memcpy(out + (size_t)r * ATTN_CHUNK, pair, ATTN_CHUNK * sizeof *out);
+    }
+}
+/* 64-wide heads (most models) with the loops unrolled */
 AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                     size_t tok_stride, float *out) {
-    int32_t tt = 0, h = 0; /* row r is head h of token tt */
-    for (int32_t r = 0; r < R; r++) {
-        const float *q = q0 + (size_t)tt * tok_stride + (size_t)h * (size_t)n;
-        if (++h == G) h = 0, tt++;
-        ktrow16_avx2(n, kt, q, out + (size_t)r * ATTN_CHUNK);
-        ktrow16_avx2(n, kt + 16, q, out + (size_t)r * ATTN_CHUNK + 16);
-    }
+    if (n == 64) ktdots2_avx2(64, kt, R, G, q0, tok_stride, out);
+    else ktdots2_avx2(n, kt, R, G, q0, tok_stride, out);
 }
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
 AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
@@ -497,14 +528,19 @@ AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, 
             l[r] *= corr[r];
         }
         m[r] = grow ? cmax[r] : m[r];
-        const __m256 vm = _mm256_set1_ps(m[r]);
-        __m256 e[4];
+    }
+    /* the exponentials of all the rows at once */
+    __m256 e[4][4];
+    for (int r = 0; r < NR; r++)
+        for (int v = 0; v < 4; v++) e[r][v] = _mm256_sub_ps(x[r][v], _mm256_set1_ps(m[r]));
+    for (int r = 0; r < NR; r += 2) toy_exp8x_nonpos(NR - r < 2 ? 4 : 8, e[r]);
+    for (int r = 0; r < NR; r++) {
         for (int v = 0; v < 4; v++) {
-            e[v] = _mm256_and_ps(toy_exp8_nonpos(_mm256_sub_ps(x[r][v], vm)), in[v]);
-            _mm256_storeu_ps(w + r * ATTN_CHUNK + 8 * v, e[v]);
+            e[r][v] = _mm256_and_ps(e[r][v], in[v]);
+            _mm256_storeu_ps(w + r * ATTN_CHUNK + 8 * v, e[r][v]);
         }
         /* chunk_sum_scalar: lane k holds cells k and k + 16, then lanes16_sum */
-        l[r] += combine8_avx2(_mm256_add_ps(_mm256_add_ps(e[0], e[2]), _mm256_add_ps(e[1], e[3])));
+        l[r] += combine8_avx2(_mm256_add_ps(_mm256_add_ps(e[r][0], e[r][2]), _mm256_add_ps(e[r][1], e[r][3])));
     }
 }
 AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {

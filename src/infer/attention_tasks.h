@@ -181,6 +181,18 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
             seen |= n_live[tt];
         }
         if (!seen) continue;
+        /* the K and V of the chunk after next towards the cache in L2: for a long
+         * sequence they come from L3, in an order the hardware prefetcher misses */
+        const int32_t ahead = c0 / ATTN_CHUNK + 2;
+        if (ahead < j->kv_chunks) {
+            const char *kn = (const char *)(kt_head + (size_t)ahead * ATTN_CHUNK * (size_t)hd);
+            const char *vn = vf_head ? (const char *)(vf_head + (size_t)ahead * ATTN_CHUNK * (size_t)hd)
+                                     : (const char *)(kv->v + (head_row + (size_t)ahead * ATTN_CHUNK) * kv->head_bytes_v);
+            const size_t k_bytes = ATTN_CHUNK * (size_t)hd * sizeof(float);
+            const size_t v_bytes = vf_head ? k_bytes : ATTN_CHUNK * kv->head_bytes_v;
+            for (size_t o = 0; o < k_bytes; o += 64) __builtin_prefetch(kn + o, 0, 2);
+            for (size_t o = 0; o < v_bytes; o += 64) __builtin_prefetch(vn + o, 0, 2);
+        }
         const float *vrows[ATTN_CHUNK];
         for (int32_t i = 0; i < nc; i++)
             vrows[i] = vf_head ? vf_head + (size_t)(c0 + i) * (size_t)hd

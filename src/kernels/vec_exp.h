@@ -61,6 +61,33 @@ __attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m
     return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), ok);
 }
 
+/* toy_exp8_nonpos of N vectors in place, step by step across them: the same operations
+ * per lane, but each step's N operations are independent. One exponential is a chain of
+ * about 25 dependent operations, and a loop of them one by one filled the scheduler
+ * with waiting operations of two or three chains: the softmax of a long prompt's
+ * attention ran at about one operation a cycle. */
+#define EXP_STEP(expr) _Pragma("GCC unroll 16") for (int i = 0; i < N; i++) expr
+__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE void toy_exp8x_nonpos(const int N, __m256 *x) {
+    __m256 ok[16], n[16], r[16], p[16];
+    EXP_STEP(ok[i] = _mm256_cmp_ps(x[i], _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ));
+    EXP_STEP(x[i] = _mm256_max_ps(x[i], _mm256_set1_ps(EXP_MIN)));
+    EXP_STEP(n[i] = _mm256_mul_ps(x[i], _mm256_set1_ps(EXP_LOG2E)));
+    EXP_STEP(n[i] = _mm256_add_ps(n[i], _mm256_set1_ps(EXP_ROUND)));
+    EXP_STEP(n[i] = _mm256_sub_ps(n[i], _mm256_set1_ps(EXP_ROUND)));
+    EXP_STEP(r[i] = _mm256_sub_ps(x[i], _mm256_mul_ps(n[i], _mm256_set1_ps(EXP_LN2_HI))));
+    EXP_STEP(r[i] = _mm256_sub_ps(r[i], _mm256_mul_ps(n[i], _mm256_set1_ps(EXP_LN2_LO))));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(_mm256_set1_ps(EXP_C6), r[i]), _mm256_set1_ps(EXP_C5)));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(p[i], r[i]), _mm256_set1_ps(EXP_C4)));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(p[i], r[i]), _mm256_set1_ps(EXP_C3)));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(p[i], r[i]), _mm256_set1_ps(EXP_C2)));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(p[i], r[i]), _mm256_set1_ps(1.0f)));
+    EXP_STEP(p[i] = _mm256_add_ps(_mm256_mul_ps(p[i], r[i]), _mm256_set1_ps(1.0f)));
+    EXP_STEP(x[i] = _mm256_castsi256_ps(
+                 _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n[i]), _mm256_set1_epi32(127)), 23)));
+    EXP_STEP(x[i] = _mm256_and_ps(_mm256_mul_ps(p[i], x[i]), ok[i]));
+}
+#undef EXP_STEP
+
 /* the same on 16 lanes */
 __attribute__((target("avx512f"))) TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
     const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_GE_OQ);
