@@ -370,8 +370,8 @@ AVX2 ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const float *co
     for (int i = 0; i < 2; i++)
         _mm256_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm256_storeu_ps(out + i * ATTN_CHUNK + 8, x[i][1]);
 }
-AVX2 ALWAYS_INLINE void ktdots2_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
-                                     size_t tok_stride, float *out) {
+AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                    size_t tok_stride, float *out) {
     const float *q[2];
     int32_t tt = 0, h = 0; /* row r is head h of token tt */
     for (int32_t r = 0; r < R; r += 2) {
@@ -385,12 +385,6 @@ AVX2 ALWAYS_INLINE void ktdots2_avx2(int32_t n, const float *kt, int32_t R, int3
         ktrows2_avx2(n, kt + 16, q, o + 16);
         if (o == pair) memcpy(out + (size_t)r * ATTN_CHUNK, pair, ATTN_CHUNK * sizeof *out);
     }
-}
-/* 64-wide heads (most models) with the loops unrolled */
-AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
-                                    size_t tok_stride, float *out) {
-    if (n == 64) ktdots2_avx2(64, kt, R, G, q0, tok_stride, out);
-    else ktdots2_avx2(n, kt, R, G, q0, tok_stride, out);
 }
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
 AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
@@ -533,7 +527,7 @@ AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, 
     __m256 e[4][4];
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < 4; v++) e[r][v] = _mm256_sub_ps(x[r][v], _mm256_set1_ps(m[r]));
-    for (int r = 0; r < NR; r += 2) toy_exp8x_nonpos(NR - r < 2 ? 4 : 8, e[r]);
+    toy_exp8x_nonpos(4 * NR, e[0]);
     for (int r = 0; r < NR; r++) {
         for (int v = 0; v < 4; v++) {
             e[r][v] = _mm256_and_ps(e[r][v], in[v]);

@@ -42,27 +42,8 @@ TOY_ALWAYS_INLINE float toy_exp_nonpos(float x) {
 #if defined(__x86_64__)
 #include <immintrin.h>
 
-/* toy_exp_nonpos of 8 lanes: the same operations, lane by lane */
-__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
-    const __m256 ok = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ);
-    x = _mm256_max_ps(x, _mm256_set1_ps(EXP_MIN)); /* keeps the integer part in range */
-    const __m256 rnd = _mm256_set1_ps(EXP_ROUND);
-    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(EXP_LOG2E)), rnd), rnd);
-    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_HI))),
-                                   _mm256_mul_ps(n, _mm256_set1_ps(EXP_LN2_LO)));
-    __m256 p = _mm256_set1_ps(EXP_C6);
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C5));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C4));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C3));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(EXP_C2));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(1.0f));
-    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(bits)), ok);
-}
-
-/* toy_exp8_nonpos of N vectors in place, step by step across them: the same operations
- * per lane, but each step's N operations are independent. One exponential is a chain of
+/* toy_exp_nonpos of N vectors of 8 lanes in place, step by step across them: the same
+ * operations per lane, each step's N operations independent. One exponential is a chain of
  * about 25 dependent operations, and a loop of them one by one filled the scheduler
  * with waiting operations of two or three chains: the softmax of a long prompt's
  * attention ran at about one operation a cycle. */
@@ -87,6 +68,12 @@ __attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE void toy_exp8x_nonpos(cons
     EXP_STEP(x[i] = _mm256_and_ps(_mm256_mul_ps(p[i], x[i]), ok[i]));
 }
 #undef EXP_STEP
+
+/* toy_exp_nonpos of 8 lanes */
+__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
+    toy_exp8x_nonpos(1, &x);
+    return x;
+}
 
 /* the same on 16 lanes */
 __attribute__((target("avx512f"))) TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
