@@ -281,8 +281,8 @@ static void run_type(int type) {
     static const int64_t rows[] = {1, 15, 16, 17, 40};
     /* in blocks: one, three, eight, nine, eighteen, forty-eight */
     static const int64_t col_blocks[] = {1, 3, 8, 9, 18, 48};
-    /* around the VNNI tile of 8 and the AMX chunk of 16 */
-    static const int64_t acts[] = {1, 2, 7, 8, 9, 16, 19, 35};
+    /* around the VNNI tile of 8, the AVX2 tiles of 4 and 5 and the AMX chunk of 16 */
+    static const int64_t acts[] = {1, 2, 6, 7, 8, 9, 16, 19, 35};
     const int64_t bc = block_cols(type);
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++)
         for (size_t c = 0; c < sizeof col_blocks / sizeof col_blocks[0]; c++)
