@@ -429,6 +429,13 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
  * sub-block is two vpmaddwd by its scale; the 32 comes back as 32 * sum scale * bsum. */
 #define Q6K_BLOCK_BYTES 3360
 
+/* The scale of sub-block g of half hf's 8 rows in both 16-bit halves of each row's lane,
+ * for vpmaddwd against the rows' 16-bit pair sums. */
+INLINE __m256i q6k_scale16(const uint8_t *blk, int g, int hf) {
+    const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * g + 8 * hf)));
+    return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+}
+
 INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
                        size_t a_stride, const int n_a, float *y, size_t y_stride) {
     __m256 lane[LANES][2][TILE_MAX];
@@ -461,9 +468,7 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                             __m256i sc16[4];
                             UNROLLED
                             for (int m = 0; m < 4; m++) {
-                                const int g = 8 * h + 2 * m + kk;
-                                const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * g + 8 * hf)));
-                                sc16[m] = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+                                sc16[m] = q6k_scale16(blk, 8 * h + 2 * m + kk, hf);
                             }
                             const uint8_t *ql = blk + 288 + 1024 * h + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
                             UNROLLED
@@ -505,8 +510,7 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                 } else {
                     for (int g = 0; g < 16; g++) {
                         const int h = g / 8, m = g % 8 / 2, kk = g % 2;
-                        const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * g + 8 * hf)));
-                        const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
+                        const __m256i sc16 = q6k_scale16(blk, g, hf);
                         const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
                         const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
                         const uint8_t *ql = blk + 288 + 1024 * h + 512 * (m % 2) + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
