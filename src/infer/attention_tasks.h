@@ -175,9 +175,29 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
     const float *vf_head = j->vf ? j->vf + (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK * (size_t)hd : NULL;
     for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
         const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
+        /* the cells each token sees: all of them or none where the chunk's positions lie
+         * on one side of the token's (most chunks), else listed */
+        const int32_t *kpos = kv->pos + base + c0;
+        int32_t kmin = kpos[0], kmax = kpos[0];
+        for (int32_t i = 1; i < nc; i++) {
+            kmin = kpos[i] < kmin ? kpos[i] : kmin;
+            kmax = kpos[i] > kmax ? kpos[i] : kmax;
+        }
+        const uint32_t all = nc == ATTN_CHUNK ? ~0u : (1u << nc) - 1u;
         int32_t live[ATTN_BLOCK_TOKENS][ATTN_CHUNK], n_live[ATTN_BLOCK_TOKENS], seen = 0;
+        uint32_t visible[ATTN_BLOCK_TOKENS];
         for (int32_t tt = 0; tt < nt; tt++) {
-            n_live[tt] = ATTN_LIVE(nc, kv->pos + base + c0, j->pos[t0 + tt], p->n_swa, live[tt]);
+            const int32_t qpos = j->pos[t0 + tt];
+            if (qpos >= kmax && !(p->n_swa > 0 && qpos - kmin >= p->n_swa)) {
+                n_live[tt] = nc;
+                visible[tt] = all;
+            } else if (qpos < kmin || (p->n_swa > 0 && qpos - kmax >= p->n_swa)) {
+                n_live[tt] = 0;
+                visible[tt] = 0;
+            } else {
+                n_live[tt] = ATTN_LIVE(nc, kpos, qpos, p->n_swa, live[tt]);
+                visible[tt] = attn_live_bits(n_live[tt], live[tt]);
+            }
             seen |= n_live[tt];
         }
         if (!seen) continue;
@@ -208,7 +228,7 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
                 while (te < nt && n_live[te] == nc) te++;
             if (n_live[tt]) {
                 const int32_t r = tt * G;
-                ATTN_WEIGHTS(hd, nc, attn_live_bits(n_live[tt], live[tt]), p->scale, p->softcap, (te - tt) * G,
+                ATTN_WEIGHTS(hd, nc, visible[tt], p->scale, p->softcap, (te - tt) * G,
                              scores + (size_t)r * ATTN_CHUNK, m + r, l + r, acc + (size_t)r * hd);
             }
             tt = te;
