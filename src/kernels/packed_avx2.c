@@ -313,7 +313,7 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
             for (int i = 0; i < n_h; i++) {
-                if (i == 0) /* many instructions a block: fetch two blocks ahead */
+                if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
                     for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + 2 * block_bytes, _MM_HINT_T0);
                 const int h = h0 + i;
                 const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
@@ -327,6 +327,10 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
                      * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
                      * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
                     for (int p = 0; p < 4; p++) {
+                        /* the block two ahead, an eighth of its lines a step (as Q6_K's) */
+                        const size_t per_step = (block_bytes / 64 + 7) / 8 * 64, step = (size_t)(4 * i + p);
+                        for (size_t c = per_step * step; c < per_step * (step + 1) && c < block_bytes; c += 64)
+                            _mm_prefetch((const char *)blk + 2 * block_bytes + c, _MM_HINT_T0);
                         const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
                         __m256i sc16[2];
                         UNROLLED
