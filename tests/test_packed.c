@@ -161,15 +161,26 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
         for (int64_t r = 0; r < n_rows; r++)
             want[(size_t)j * y_stride + (size_t)r] = ref->vec_dot(n_cols, w + (size_t)(r * nb) * wblock, qa + (size_t)j * qa_row);
     int bad = 0;
-    for (int k = 0; k < n_kernels; k++) {
+    /* each kernel's gemm, then (pass 1) its gemm_tiled where it has one */
+    for (int pass = 0; pass < 2 * n_kernels; pass++) {
+        const int k = pass / 2, tiled = pass % 2;
+        if (tiled && !kernels[k]->tile_act) continue;
         for (size_t i = 0; i < y_stride * (size_t)n_a; i++) got[i] = -7.0f;
-        kernels[k]->gemm(n_cols, packed, n_rows, pa, a_stride, n_a, got, y_stride);
+        if (tiled) {
+            void *t = xmalloc(kernels[k]->tiled_bytes(n_cols, n_a) + 64);
+            void *t64 = (void *)(((uintptr_t)t + 63) & ~(uintptr_t)63);
+            for (int64_t c = 0; c < n_a / 16; c++) kernels[k]->tile_act(n_cols, pa, a_stride, c, t64);
+            kernels[k]->gemm_tiled(n_cols, packed, n_rows, pa, a_stride, n_a, t64, got, y_stride);
+            free(t);
+        } else {
+            kernels[k]->gemm(n_cols, packed, n_rows, pa, a_stride, n_a, got, y_stride);
+        }
         for (int64_t j = 0; j < n_a && !bad; j++) {
             for (int64_t r = 0; r < n_rows; r++) {
                 const size_t i = (size_t)j * y_stride + (size_t)r;
                 if (float_bits(got[i]) != float_bits(want[i])) {
-                    CHECK_MSG(0, "%s %s: rows %lld cols %lld acts %lld (weights %d, acts %d): row %lld act %lld: %.9g, want %.9g",
-                              toy_type_name(type), names[k], (long long)n_rows, (long long)n_cols, (long long)n_a, wm, am,
+                    CHECK_MSG(0, "%s %s%s: rows %lld cols %lld acts %lld (weights %d, acts %d): row %lld act %lld: %.9g, want %.9g",
+                              toy_type_name(type), names[k], tiled ? " (tiled)" : "", (long long)n_rows, (long long)n_cols, (long long)n_a, wm, am,
                               (long long)r, (long long)j, got[i], want[i]);
                     bad = 1;
                     break;

@@ -18,6 +18,43 @@
 #include "threadpool.h"
 #include "vec_exp.h"
 
+/* ---------------------------------------------------------------- ranges
+ * The elementwise and per-token operations of a prompt run on the pool in ranges of
+ * elements or tokens. Each element (token) is computed alone, by the same code whatever
+ * the range, so the results do not depend on where the ranges split or on the threads. */
+
+typedef void (*range_fn)(void *ctx, int64_t i0, int64_t i1);
+
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    int64_t n, per_task;
+} range_job;
+
+static void range_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const range_job *r = ctx;
+    const int64_t i0 = task * r->per_task, i1 = i0 + r->per_task < r->n ? i0 + r->per_task : r->n;
+    r->fn(r->ctx, i0, i1);
+}
+
+/* fn over [0, n) in ranges of at least min_per (smaller jobs are not worth a wake-up) */
+static void run_ranges(cpu_backend *c, int64_t n, int64_t min_per, range_fn fn, void *ctx) {
+    const int threads = toy_pool_size(c->pool);
+    if (threads <= 1 || n < 2 * min_per) {
+        fn(ctx, 0, n);
+        return;
+    }
+    const int64_t tasks = (int64_t)threads * 4;
+    int64_t per = (n + tasks - 1) / tasks;
+    if (per < min_per) per = min_per;
+    range_job r = {fn, ctx, n, per};
+    toy_pool_run(c->pool, (n + per - 1) / per, range_task, &r);
+}
+
+/* elements per range: 64 KB of floats */
+#define RANGE_ELEMENTS 16384
+
 static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                               int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
@@ -31,15 +68,30 @@ static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, 
     free(c->act);
     c->act = aligned_alloc(64, (act + 64) / 64 * 64);
     if (!c->act) return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act);
+    /* the tiled Q8_0 activations take 36 bytes for 32 columns (9/8 of a byte each) */
+    free(c->tiled);
+    c->tiled_size = act / sizeof(float) / 8 * 9;
+    c->tiled = aligned_alloc(64, (c->tiled_size + 64) / 64 * 64);
+    if (!c->tiled) return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", c->tiled_size);
     return toy_cpu_attention_reserve(c, n_tok, n_head, head_dim);
 }
 
 /* ---------------------------------------------------------------- rms_norm */
 
-static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
-                         int64_t n, float eps) {
-    (void)be;
-    for (int64_t t = 0; t < n_tok; t++) {
+typedef struct {
+    float *y;
+    const float *x, *w;
+    int64_t n;
+    float eps;
+} rms_norm_job;
+
+static void rms_norm_range(void *ctx, int64_t t0, int64_t t1) {
+    const rms_norm_job *j = ctx;
+    float *y = j->y;
+    const float *x = j->x, *w = j->w;
+    const int64_t n = j->n;
+    const float eps = j->eps;
+    for (int64_t t = t0; t < t1; t++) {
         const float *xr = x + t * n;
         float *yr = y + t * n;
         double sum = 0.0;
@@ -49,6 +101,12 @@ static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float 
         /* two roundings, as ggml's rms_norm followed by mul */
         for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] * scale) * w[i];
     }
+}
+
+static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
+                         int64_t n, float eps) {
+    rms_norm_job j = {y, x, w, n, eps};
+    run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + n - 1) / n, rms_norm_range, &j);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -75,6 +133,7 @@ typedef struct {
     int64_t n_cols, n_tok;
     const uint8_t *act;
     size_t act_row;
+    void *tiled; /* the activations in the packed kernel's tile layout, or NULL */
     int64_t rows_per_task;
 } matmul_job;
 
@@ -86,6 +145,12 @@ static void quantize_act_task(void *ctx, int64_t t, int thread) {
     else j->k[0]->quantize_act(j->x + t * j->n_cols, row, j->n_cols);
 }
 
+static void tile_act_task(void *ctx, int64_t chunk, int thread) {
+    (void)thread;
+    matmul_job *j = ctx;
+    j->pk->tile_act(j->n_cols, j->act, j->act_row, chunk, j->tiled);
+}
+
 /* Rows [r0, r1) of one matrix (packed: r0 a multiple of 16). */
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     const toy_weight *w = j->w[i];
@@ -93,6 +158,11 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     float *y = j->y[i];
     if (j->pk) {
         if (r1 > w->n_rows) r1 = w->n_rows;
+        if (j->tiled) {
+            j->pk->gemm_tiled(w->n_cols, w->packed + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0,
+                              j->act, j->act_row, j->n_tok, j->tiled, y + r0, (size_t)w->n_rows);
+            return;
+        }
         j->pk->gemm(w->n_cols, w->packed + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0, j->act,
                     j->act_row, j->n_tok, y + r0, (size_t)w->n_rows);
         return;
@@ -153,6 +223,11 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     else toy_kernel_act_row_size(j.k[0], j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
     toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
+    /* a prompt's activations, for a kernel that reads them as tiles, laid out once */
+    if (j.pk && j.pk->tile_act && n_tok >= TOY_PACK_ROWS && j.pk->tiled_bytes(j.n_cols, n_tok) <= c->tiled_size) {
+        j.tiled = c->tiled;
+        toy_pool_run(c->pool, n_tok / TOY_PACK_ROWS, tile_act_task, &j);
+    }
     /* Each thread runs a contiguous range of the tasks, long streams for the hardware
      * prefetcher, then helps with the ends of the others' ranges (threadpool.h): many
      * tasks per thread let the threads finish together. */
@@ -178,12 +253,22 @@ static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *id
 
 /* ---------------------------------------------------------------- rope */
 
-static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
-                     const int32_t *pos, const toy_rope_params *p) {
-    (void)be;
+typedef struct {
+    float *x;
+    int32_t n_heads, head_dim;
+    const int32_t *pos;
+    const toy_rope_params *p;
+} rope_job;
+
+static void rope_range(void *ctx, int64_t t0, int64_t t1) {
+    const rope_job *j = ctx;
+    float *x = j->x;
+    const int32_t n_heads = j->n_heads, head_dim = j->head_dim;
+    const int32_t *pos = j->pos;
+    const toy_rope_params *p = j->p;
     const int32_t n_rot = p->n_rot;
     float cs[TOY_MAX_HEAD_DIM];
-    for (int64_t t = 0; t < n_tok; t++) {
+    for (int64_t t = t0; t < t1; t++) {
         toy_rope_cos_sin(p, pos[t], cs);
         for (int32_t h = 0; h < n_heads; h++) {
             float *v = x + (t * n_heads + h) * head_dim;
@@ -203,6 +288,13 @@ static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, 
             }
         }
     }
+}
+
+static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
+                     const int32_t *pos, const toy_rope_params *p) {
+    rope_job j = {x, n_heads, head_dim, pos, p};
+    const int64_t per_token = (int64_t)n_heads * head_dim;
+    run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + per_token - 1) / per_token, rope_range, &j);
 }
 
 
@@ -235,15 +327,26 @@ AVX2 static void swiglu_avx2(float *y, const float *gate, const float *up, int64
 }
 #endif
 
-static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+typedef struct {
+    float *y;
+    const float *gate, *up;
+    toy_isa isa;
+} glu_job;
+
+static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
+    const glu_job *j = ctx;
 #if defined(__x86_64__)
-    if (((cpu_backend *)be)->isa >= TOY_ISA_AVX2) {
-        swiglu_avx2(y, gate, up, n);
+    if (j->isa >= TOY_ISA_AVX2) {
+        swiglu_avx2(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
         return;
     }
 #endif
-    (void)be;
-    for (int64_t i = 0; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
+    for (int64_t i = i0; i < i1; i++) j->y[i] = silu_mul(j->gate[i], j->up[i]);
+}
+
+static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+    glu_job j = {y, gate, up, ((cpu_backend *)be)->isa};
+    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, swiglu_range, &j);
 }
 
 /* ggml evaluates GELU through a table of all 65536 halves: the input is rounded to
@@ -260,9 +363,11 @@ static void gelu_table_init(void) {
     }
 }
 
-static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) {
+static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
+    const glu_job *j = ctx;
+    float *y = j->y;
+    const float *gate = j->gate, *up = j->up;
+    for (int64_t i = i0; i < i1; i++) {
         const float g = gate[i];
         float a;
         if (g <= -10.0f) a = 0.0f;
@@ -272,9 +377,24 @@ static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float 
     }
 }
 
+static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+    glu_job j = {y, gate, up, ((cpu_backend *)be)->isa};
+    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, geglu_range, &j);
+}
+
+typedef struct {
+    float *y;
+    const float *x;
+} add_job;
+
+static void add_range(void *ctx, int64_t i0, int64_t i1) {
+    const add_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] += j->x[i];
+}
+
 static void cpu_add(toy_backend *be, float *y, const float *x, int64_t n) {
-    (void)be;
-    for (int64_t i = 0; i < n; i++) y[i] += x[i];
+    add_job j = {y, x};
+    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, add_range, &j);
 }
 
 static void cpu_add_bias(toy_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {
@@ -304,6 +424,7 @@ static void cpu_free(toy_backend *be) {
     if (!c) return;
     toy_pool_free(c->pool);
     free(c->act);
+    free(c->tiled);
     toy_cpu_attention_free(c);
     free(c);
 }

@@ -14,6 +14,8 @@ typedef struct {
     toy_backend base;
     toy_pool *pool;
     uint8_t *act;        /* quantized activation rows */
+    uint8_t *tiled;      /* the same laid out for AMX tile loads (packed.h, tile_act) */
+    size_t tiled_size;
     float *attn_ws;      /* per thread: accumulators of one query group (attention_task) */
     size_t attn_ws_per_thread;
     float *attn_slots;   /* decode: the state of each (token, segment) of a split job */

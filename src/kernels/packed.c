@@ -424,14 +424,14 @@ void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n) {
 }
 
 static const toy_packed_kernel packed_scalar[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar},
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar},
-    {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar},
-    {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar},
-    {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar},
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
 };
 
 const toy_packed_kernel *toy_packed_scalar(int type) {
@@ -449,11 +449,11 @@ static void amx_probe_fault(int sig) {
     siglongjmp(amx_probe_jump, sig);
 }
 
-/* Every AMX product on 16 rows x 512 columns of pseudo-random weights and 16 activation
+/* Every AMX product on 32 rows x 512 columns of pseudo-random weights and 16 activation
  * rows, against the VNNI kernel's bits. Only scalar quantizers: this runs inside the
  * kernel dispatch. Static buffers: a fault jumps out of it. */
 static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
-    enum { ROWS = 16, COLS = 512, ACTS = 16 };
+    enum { ROWS = 32, COLS = 512, ACTS = 16 }; /* two groups: the q8 forms' products of a pair */
     static float w_f32[ROWS * COLS], x_f32[COLS];
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
     static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
@@ -507,6 +507,13 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
         amx->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_amx, ROWS);
         vnni->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_vnni, ROWS);
         if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
+        if (amx->tile_act) { /* and from the tiled activations */
+            static uint8_t tiled[(ACTS / 16) * (COLS / 32) * (512 + 64)] __attribute__((aligned(64)));
+            if (amx->tiled_bytes(COLS, ACTS) > sizeof tiled) return false;
+            amx->tile_act(COLS, acts, sizeof acts[0], 0, tiled);
+            amx->gemm_tiled(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, tiled, y_amx, ROWS);
+            if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
+        }
     }
     return true;
 }

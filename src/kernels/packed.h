@@ -108,6 +108,15 @@ typedef struct {
      * activation row j (a_stride bytes apart), for r < n_rows, j < n_a. */
     void (*gemm)(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                  int64_t n_a, float *y, size_t y_stride);
+    /* Optional (NULL where the kernel has none; AMX): the activations laid out once per
+     * product for gemm_tiled, whose tile loads then read whole lines instead of a piece
+     * of each of 16 rows. tiled_bytes(n_cols, n_a) is the size of the layout of the
+     * whole chunks of 16 among n_a rows; tile_act lays out chunk c (rows 16c..16c + 15)
+     * of the rows at a; gemm_tiled is gemm, bit for bit, reading the chunks from tiled. */
+    size_t (*tiled_bytes)(int64_t n_cols, int64_t n_a);
+    void (*tile_act)(int64_t n_cols, const void *a, size_t a_stride, int64_t c, void *tiled);
+    void (*gemm_tiled)(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                       int64_t n_a, const void *tiled, float *y, size_t y_stride);
 } toy_packed_kernel;
 
 /* The packed activation quantizers, shared by every instruction set. */

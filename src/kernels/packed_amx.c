@@ -8,7 +8,10 @@
  * the signed activation quants gives sum w * a with no correction); Q4_1, Q4_K and Q5_K
  * stay unsigned nibbles (TDPBSUD; their mins take care of the offset); Q6_K's 16-quant
  * sub-blocks (K = 16) and IQ4_XS's levels are signed. The A operand is block b of 16
- * activation rows, loaded straight from the activation layout with its row stride. Q4_K's
+ * activation rows, loaded from the activation layout with its row stride or, for the Q8_0
+ * activations of Q8_0, Q4_0 and IQ4_NL, from their tiled copy (q8_tile_act: each A tile's
+ * 16 rows of 32 bytes in 8 whole lines, in the packed order, with the 16 scales beside),
+ * made once per product by the backend's threads together. Q4_K's
  * 8 sub-blocks of a super-block each give a C tile, multiplied by their six-bit scales in
  * 32-bit lanes, and the mins meet the activation's sub-block sums through vpdpwssd; Q6_K
  * and IQ4_XS multiply each sub-block's sums by its signed scale.
@@ -18,7 +21,12 @@
  * rows at once in a zmm per activation row; v goes into the accumulator of the block's
  * lane (b % 8), and the 8 lanes are combined pairwise (packed.h, REDUCTION SHAPE). The
  * products of the next step are issued before the epilogue of this one, whose sums were
- * stored a step earlier.
+ * stored a step earlier. The 32-column forms take two groups of weight rows at a time
+ * (q8_chunk_pair): one A tile for two products, and two pairs of C tiles in turn, so
+ * that a product (about 20 ns from issue to result here, one issued every 5 ns) is not
+ * waited for by the store behind it. The tile unit and the vector units work side by
+ * side, and the float epilogue (four vector operations for 16 results of a block) is
+ * what the time goes to.
  *
  * Tiles are configured per call (the configuration is per thread) and released at the
  * end. Fewer than 16 activation rows (decode, the last rows of a prompt) go to the
@@ -65,11 +73,12 @@ const toy_packed_kernel *toy_packed_amx(int type) {
 /* loops over a chunk's rows unrolled whole, so that their accumulators stay in registers */
 #define UNROLLED_CHUNK _Pragma("GCC unroll 16")
 
-/* Two products a step: C0 = A0 x B0 and C1 = A1 x B1. (A second pair of C tiles, the
- * steps alternating between them, measured no faster: on the one AMX CPU measured, tile
- * and vector instructions do not overlap, README.) */
+/* Two products a step: C0 = A0 x B0 and C1 = A1 x B1; q8_chunk_pair's odd steps use
+ * C2 and C3. */
 #define C0 0 /* 16 activation rows x 16 weight rows of int32 */
 #define C1 1
+#define C2 2 /* the pair of the odd steps of a two-group chunk (q8_chunk_pair) */
+#define C3 3
 #define A0 4 /* 16 activation rows x 32 quants */
 #define A1 5
 #define B0 6 /* 8 rows of 16 weight rows x 4 quants (the packed layout) */
@@ -85,8 +94,8 @@ typedef struct {
 /* Q8_0, Q4_0, Q4_K: K = 32 quants a product */
 static const tile_config_t tile_shapes = {
     .palette_id = 1,
-    .colsb = {[C0] = 64, [C1] = 64, [A0] = 32, [A1] = 32, [B0] = 64, [B1] = 64},
-    .rows = {[C0] = 16, [C1] = 16, [A0] = 16, [A1] = 16, [B0] = 8, [B1] = 8},
+    .colsb = {[C0] = 64, [C1] = 64, [C2] = 64, [C3] = 64, [A0] = 32, [A1] = 32, [B0] = 64, [B1] = 64},
+    .rows = {[C0] = 16, [C1] = 16, [C2] = 16, [C3] = 16, [A0] = 16, [A1] = 16, [B0] = 8, [B1] = 8},
 };
 
 /* Q6_K: K = 16, its sub-blocks */
@@ -306,7 +315,7 @@ INLINE void lanes_move(__m512 lane[CHUNK], __m512 acc[CHUNK]) {
  * Q4_1 (Q8_1 activations, the nibbles the quants): block i's epilogue, the reference's
  * acc += (w.d * a.d) * (float)sumi (Q4_1: + w.m * a.s). */
 INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b,
-                              const chunk_sums *s, __m512 acc[CHUNK]) {
+                              const float *ad, const chunk_sums *s, __m512 acc[CHUNK]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     if (k == KIND_Q4_1) {
         const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
@@ -323,16 +332,20 @@ INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *a
     UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
-        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad ? ad[t] : x->d));
         acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s->v[t]))));
     }
 }
 
+/* The A tile of the block at position e of the packed order: from the tiled layout
+ * (q8_tile_act) where there is one, else from the activation rows. */
+#define A_TILE(e) (tiles ? tiles + (size_t)(e)*PANEL_TILE : act + (size_t)order[e] * act_block + qs)
+
 /* Rows [0, rows) of one group of the 32-column block types times the 16 activation rows
- * at act; a step is two blocks. */
+ * at act (or their tiles); a step is two blocks. */
 INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8_t *panel, const int64_t *order,
-                     const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, float *y,
-                     size_t y_stride) {
+                     const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, const uint8_t *tiles,
+                     const float *ads, float *y, size_t y_stride) {
     const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
     const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(toy_act_q8_0x);
     const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(toy_act_q8_0x, qs);
@@ -344,13 +357,13 @@ INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8
     /* step n: blocks 2n and 2n + 1 */
     const int64_t n_steps = (nb + 1) / 2;
 #define Q8_ISSUE(n, ca, cb)                                                                                        \
-    STEP_ISSUE(ca, cb, b_signed, act + (size_t)order[2 * (n)] * act_block + qs,                                    \
-               2 * (n) + 1 < nb ? act + (size_t)order[2 * (n) + 1] * act_block + qs : NULL, a_stride,              \
+    STEP_ISSUE(ca, cb, b_signed, A_TILE(2 * (n)), 2 * (n) + 1 < nb ? A_TILE(2 * (n) + 1) : NULL, tiles ? 32 : a_stride, \
                panel + (size_t)(2 * (n)) * PANEL_TILE, 2 * (n) + 1 < nb ? panel + (size_t)(2 * (n) + 1) * PANEL_TILE : NULL)
 #define Q8_STORE(n, ca, cb) STEP_STORE(ca, cb, 2 * (n) + 1 < nb, s[(n)&1])
 #define Q8_EPILOGUE(n)                                                                                             \
     for (int64_t e = 2 * (n); e < 2 * (n) + 2 && e < nb; e++) {                                                    \
-        q8_block_epilogue(k, group + (size_t)e * block_bytes, act, a_stride, order[e], &s[(n)&1][e - 2 * (n)], acc); \
+        q8_block_epilogue(k, group + (size_t)e * block_bytes, act, a_stride, order[e], ads ? ads + (size_t)e * CHUNK : NULL, \
+                          &s[(n)&1][e - 2 * (n)], acc);                                                           \
         if (e + 1 == lane_end[l]) lanes_move(lane[l++], acc);                                                      \
     }
     Q8_ISSUE(0, C0, C1);
@@ -366,6 +379,64 @@ INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8
 #undef Q8_STORE
 #undef Q8_EPILOGUE
     store_chunk(lane, rows, y, y_stride);
+}
+
+/* Rows [0, 16) of group g and [0, rows1) of group g + 1 of the 32-column block types
+ * times the 16 activation rows at act: a step is one block of both groups, whose A tile
+ * is loaded once for the two products C = A x B(g), A x B(g + 1). The steps alternate
+ * between the tile pairs C0/C1 and C2/C3, so that a pair's products have a step to
+ * finish before they are stored, and the stored sums a step to land before the
+ * epilogue reads them: the epilogue of block n - 2 runs beside the products of block n. */
+INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const uint8_t *group1, const uint8_t *panel0,
+                          const uint8_t *panel1, const int64_t *order, const int64_t *lane_end, int rows1,
+                          const uint8_t *act, size_t a_stride, const uint8_t *tiles, const float *ads, float *y,
+                          size_t y_stride) {
+    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(toy_act_q8_0x);
+    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(toy_act_q8_0x, qs);
+    const bool b_signed = k != KIND_Q4_1;
+    __m512 lane0[LANES][CHUNK], lane1[LANES][CHUNK], acc0[CHUNK], acc1[CHUNK];
+    chunk_sums s[2][2];
+    lanes_start(lane0, acc0);
+    lanes_start(lane1, acc1);
+    int l = 0;
+#define PAIR_ISSUE(n, ca, cb)                                                                 \
+    do {                                                                                      \
+        tile_load(A0, A_TILE(n), tiles ? 32 : a_stride);                                      \
+        tile_load(B0, panel0 + (size_t)(n)*PANEL_TILE, 64);                                   \
+        tile_load(B1, panel1 + (size_t)(n)*PANEL_TILE, 64);                                   \
+        tile_zero(ca);                                                                        \
+        TILE_DP(ca, A0, B0, b_signed);                                                        \
+        tile_zero(cb);                                                                        \
+        TILE_DP(cb, A0, B1, b_signed);                                                        \
+    } while (0)
+#define PAIR_EPILOGUE(e)                                                                                         \
+    do {                                                                                                         \
+        const float *ad = ads ? ads + (size_t)(e)*CHUNK : NULL;                                                 \
+        q8_block_epilogue(k, group0 + (size_t)(e)*block_bytes, act, a_stride, order[e], ad, &s[(e)&1][0], acc0); \
+        q8_block_epilogue(k, group1 + (size_t)(e)*block_bytes, act, a_stride, order[e], ad, &s[(e)&1][1], acc1); \
+        if ((e) + 1 == lane_end[l]) {                                                                            \
+            lanes_move(lane0[l], acc0);                                                                          \
+            lanes_move(lane1[l++], acc1);                                                                        \
+        }                                                                                                        \
+    } while (0)
+    PAIR_ISSUE(0, C0, C1);
+    for (int64_t n = 0; n < nb; n++) {
+        /* issue n + 1, store n, then the epilogue of n - 1 (stored a step ago) */
+        if (n & 1) {
+            if (n + 1 < nb) PAIR_ISSUE(n + 1, C0, C1);
+            STEP_STORE(C2, C3, true, s[1]);
+        } else {
+            if (n + 1 < nb) PAIR_ISSUE(n + 1, C2, C3);
+            STEP_STORE(C0, C1, true, s[0]);
+        }
+        if (n > 0) PAIR_EPILOGUE(n - 1);
+    }
+    PAIR_EPILOGUE(nb - 1);
+#undef PAIR_ISSUE
+#undef PAIR_EPILOGUE
+    store_chunk(lane0, 16, y, y_stride);
+    store_chunk(lane1, rows1, y + 16, y_stride);
 }
 
 /* The integer scales of the two sub-blocks of step p of a super-block, per weight row. */
@@ -463,12 +534,32 @@ INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const ui
     store_chunk(lane, rows, y, y_stride);
 }
 
-/* Groups outer, chunks inner. */
+/* The tiled layout of the q8 forms: chunk j0 / 16 at nb * TILED_BLOCK j0 / 16, its A
+ * tiles in the packed order (PANEL_TILE bytes each), then their activation scales, 16
+ * floats a block. */
+#define TILED_BLOCK (PANEL_TILE + CHUNK * sizeof(float))
+#define TILED_QS(j0) (tiled ? tiled + (size_t)((j0) / CHUNK) * (size_t)nb * TILED_BLOCK : NULL)
+#define TILED_D(j0) (tiled ? (const float *)(TILED_QS(j0) + (size_t)nb * PANEL_TILE) : NULL)
+
+/* Groups outer (the q8 forms two at a time), chunks inner. */
 INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_bytes, const uint8_t *w, int64_t n_rows,
                      const uint8_t *a, size_t a_stride, int64_t n_chunked, float *y, size_t y_stride, uint8_t *panel,
-                     const int64_t *order, const int64_t *lane_end) {
+                     const int64_t *order, const int64_t *lane_end, const uint8_t *tiled) {
     tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16) {
+    int64_t r0 = 0;
+    if (!super)
+        for (; r0 + 16 < n_rows; r0 += 32) {
+            const uint8_t *group = w + (size_t)(r0 / 16) * group_bytes;
+            const int rows1 = n_rows - r0 - 16 < 16 ? (int)(n_rows - r0 - 16) : 16;
+            uint8_t *panel1 = panel + (size_t)nb * PANEL_TILE;
+            unpack_q8_form(k, group, nb, panel);
+            unpack_q8_form(k, group + group_bytes, nb, panel1);
+            for (int64_t j0 = 0; j0 < n_chunked; j0 += CHUNK)
+                q8_chunk_pair(k, nb, group, group + group_bytes, panel, panel1, order, lane_end, rows1,
+                              a + (size_t)j0 * a_stride, a_stride, TILED_QS(j0), TILED_D(j0),
+                              y + (size_t)j0 * y_stride + (size_t)r0, y_stride);
+        }
+    for (; r0 < n_rows; r0 += 16) {
         const uint8_t *group = w + (size_t)(r0 / 16) * group_bytes;
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (super) unpack_super_blocks(k, group, nb, panel);
@@ -477,7 +568,9 @@ INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_by
             const uint8_t *aj = a + (size_t)j0 * a_stride;
             float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
             if (super) super_chunk(k, nb, group, panel, order, lane_end, rows, aj, a_stride, yj, y_stride);
-            else q8_chunk(k, nb, group, panel, order, lane_end, rows, aj, a_stride, yj, y_stride);
+            else
+                q8_chunk(k, nb, group, panel, order, lane_end, rows, aj, a_stride, TILED_QS(j0), TILED_D(j0), yj,
+                         y_stride);
         }
     }
     tile_release();
@@ -486,7 +579,7 @@ INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_by
 /* A group is unpacked once and stays in cache for all the chunks; the rows past the last
  * whole chunk go to the VNNI kernel, and so does everything where the panel cannot be had. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
-                     size_t a_stride, int64_t n_a, float *y, size_t y_stride) {
+                     size_t a_stride, int64_t n_a, const uint8_t *tiled, float *y, size_t y_stride) {
     static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
     static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
                                          Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
@@ -495,7 +588,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
     int64_t n_chunked = n_a / CHUNK * CHUNK;
     /* the panel (16 bytes a column), then the packed order's block numbers */
     uint8_t *panel = NULL;
-    const size_t panel_bytes = (size_t)nb * (size_t)block_cols[k] * 16;
+    const size_t panel_bytes = (size_t)nb * (size_t)block_cols[k] * 16 * (super ? 1 : 2); /* q8 forms: two groups */
     if (n_chunked > 0 && nb > 0 && (uint64_t)nb <= SIZE_MAX / 64 / (uint64_t)block_cols[k])
         panel = panel_get(panel_bytes + (size_t)nb * sizeof(int64_t));
     if (!panel) n_chunked = 0;
@@ -506,17 +599,44 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
             lane_end[l] = i;
         }
         amx_pass(k, super, nb, (size_t)nb * block_bytes[k], w, n_rows, a, a_stride, n_chunked, y, y_stride, panel, order,
-                 lane_end);
+                 lane_end, tiled);
     }
     if (n_a > n_chunked)
         toy_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
                                       n_a - n_chunked, y + (size_t)n_chunked * y_stride, y_stride);
 }
 
+/* The tiled layout (TILED_BLOCK) of Q8_0 activations (toy_act_q8_0x), for Q8_0, Q4_0
+ * and IQ4_NL: the same order of blocks as the packed weights (packed.h). */
+static size_t q8_tiled_bytes(int64_t n_cols, int64_t n_a) {
+    return (size_t)(n_a / CHUNK) * (size_t)(n_cols / 32) * TILED_BLOCK;
+}
+
+NO_UBSAN static void q8_tile_act(int64_t n_cols, const void *a, size_t a_stride, int64_t c, void *tiled) {
+    const int64_t nb = n_cols / 32;
+    uint8_t *qs = (uint8_t *)tiled + (size_t)c * (size_t)nb * TILED_BLOCK;
+    float *d = (float *)(qs + (size_t)nb * PANEL_TILE);
+    const uint8_t *rows = (const uint8_t *)a + (size_t)(c * CHUNK) * a_stride;
+    int64_t e = 0;
+    for (int l = 0; l < LANES; l++)
+        for (int64_t b = l; b < nb; b += LANES, e++)
+            for (int t = 0; t < CHUNK; t++) {
+                const toy_act_q8_0x *x = (const toy_act_q8_0x *)(rows + (size_t)t * a_stride) + b;
+                const __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
+                _mm256_store_si256((__m256i *)(qs + (size_t)e * PANEL_TILE + 32 * t), q);
+                d[e * CHUNK + t] = x->d;
+            }
+}
+
 #define GEMM(name, k, type)                                                                                    \
     NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
                               int64_t n_a, float *y, size_t y_stride) {                                        \
-        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                   \
+        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, NULL, y, y_stride);                             \
+    }
+#define GEMM_TILED(name, k, type)                                                                              \
+    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
+                              int64_t n_a, const void *tiled, float *y, size_t y_stride) {                     \
+        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, tiled, y, y_stride);                            \
     }
 GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
 GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
@@ -526,7 +646,11 @@ GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
 GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
 GEMM(gemm_q4_1x, KIND_Q4_1, TOY_TYPE_Q4_1)
 GEMM(gemm_iq4_nlx, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
+GEMM_TILED(gemm_q8_0x_tiled, KIND_Q8_0, TOY_TYPE_Q8_0)
+GEMM_TILED(gemm_q4_0x_tiled, KIND_Q4_0, TOY_TYPE_Q4_0)
+GEMM_TILED(gemm_iq4_nlx_tiled, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
 #undef GEMM
+#undef GEMM_TILED
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
 static const toy_packed_kernel packed_q8_0_amx = {
@@ -535,6 +659,9 @@ static const toy_packed_kernel packed_q8_0_amx = {
     .act_block = sizeof(toy_act_q8_0x),
     .quantize_act = toy_quantize_act_q8_0x_avx2,
     .gemm = gemm_q8_0x,
+    .tiled_bytes = q8_tiled_bytes,
+    .tile_act = q8_tile_act,
+    .gemm_tiled = gemm_q8_0x_tiled,
 };
 
 static const toy_packed_kernel packed_q4_0_amx = {
@@ -543,6 +670,9 @@ static const toy_packed_kernel packed_q4_0_amx = {
     .act_block = sizeof(toy_act_q8_0x),
     .quantize_act = toy_quantize_act_q8_0x_avx2,
     .gemm = gemm_q4_0x,
+    .tiled_bytes = q8_tiled_bytes,
+    .tile_act = q8_tile_act,
+    .gemm_tiled = gemm_q4_0x_tiled,
 };
 
 static const toy_packed_kernel packed_q4_K_amx = {
@@ -575,6 +705,9 @@ static const toy_packed_kernel packed_iq4_nl_amx = {
     .act_block = sizeof(toy_act_q8_0x),
     .quantize_act = toy_quantize_act_q8_0x_avx2,
     .gemm = gemm_iq4_nlx,
+    .tiled_bytes = q8_tiled_bytes,
+    .tile_act = q8_tile_act,
+    .gemm_tiled = gemm_iq4_nlx_tiled,
 };
 
 static const toy_packed_kernel packed_q4_1_amx = {
