@@ -31,6 +31,9 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 #endif
 
 #define TILE 8 /* activation rows per pass */
+#ifndef DECODE_STREAMS
+#define DECODE_STREAMS 4 /* groups read side by side in decode (packed_groups_decode) */
+#endif
 
 /* A packed block's 16 rows times one activation block: the exact integer sums.
  * Q8_0: eight weight registers, each against four broadcast activation bytes.
@@ -117,6 +120,54 @@ INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8
         for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
     }
     store_lanes(lane, rows, n_a, y, y_stride);
+}
+
+/* One activation row (decode) times n_groups whole groups at once, their blocks taken in
+ * turn: n_groups streams of weights, which the hardware prefetchers fetch side by side
+ * (one stream per core reads memory well below its bandwidth). The same operations in
+ * the same order as packed_group for each group. */
+INLINE void packed_groups_decode(int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+                                 const uint8_t *a, const bool q4, const bool nl, float *y) {
+    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : BLOCK_BYTES;
+    __m512 lane[4][LANES][TILE];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[4];
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) acc[g] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)a + b;
+            const __m512 ad = _mm512_set1_ps(x->d);
+            UNROLLED
+            for (int g = 0; g < n_groups; g++) {
+                const uint8_t *gb = blk + (size_t)g * group_bytes;
+                const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)gb));
+                __m512i w[8];
+                if (q4) {
+                    UNROLLED
+                    for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(gb + 32 + 64 * k);
+                } else if (nl) {
+                    const __m512i table = iq4xs_table(), low = _mm512_set1_epi8(0x0f);
+                    UNROLLED
+                    for (int k = 0; k < 4; k++) {
+                        const __m512i v = _mm512_loadu_si512(gb + 32 + 64 * k);
+                        w[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
+                        w[4 + k] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
+                    }
+                } else {
+                    UNROLLED
+                    for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(gb + 32 + 64 * k);
+                }
+                const __m512i sumi = block_sums(w, x, q4);
+                const __m512 d = _mm512_mul_ps(wd, ad);
+                acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+            }
+        }
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g];
+    }
+    UNROLLED
+    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
 }
 
 /* Q4_1: Q4_0's sums with no start (the nibbles are the quants), then the reference's
@@ -418,7 +469,13 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
                                          Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
+    int64_t r0 = 0;
+    if (n_a == 1 && DECODE_STREAMS > 1 && (k == KIND_Q8_0 || k == KIND_Q4_0 || k == KIND_IQ4_NL)) {
+        const size_t group_bytes = (size_t)nb * block_bytes[k];
+        for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
+            packed_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL, y + r0);
+    }
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
             const uint8_t *aj = act + (size_t)j0 * a_stride;
