@@ -219,6 +219,96 @@ INLINE void q41_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
 #define PREFETCH (4 * Q4K_BLOCK_BYTES)
 
 /* Q4_K, or Q5_K (q5): its nibbles plus the fifth bits (q5k_high), 0..31, the same sums. */
+INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a, const bool q5,
+                      __m512 acc[TILE]) {
+    const __m512i s0 = _mm512_loadu_si512(blk + 64);
+    const __m512i s2 = _mm512_loadu_si512(blk + 192);
+    for (int c = 0; c < 256; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
+    if (q5)
+        for (int c = Q5K_HIGH_BITS; c < Q5K_BLOCK_BYTES; c += 64)
+            _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
+    __m512i isum[TILE];
+    UNROLLED
+    for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
+    if (q5 && n_a <= 2) {
+        /* Q5_K decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load
+         * of their bytes and fifth bits, shifted by constants (TinyLlama-1.1B Q5_K_M,
+         * 2 threads: 41-45 tok/s by sub-blocks, 38-52 like this, 46-49 with the row
+         * kernels; Q4_K gained nothing measurable) */
+        UNROLLED
+        for (int p = 0; p < 4; p++) {
+            const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
+            const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
+            const uint8_t *q = blk + 256 + 512 * p;
+            __m512i z[TILE][4];
+            UNROLLED
+            for (int t = 0; t < n_a; t++) z[t][0] = z[t][1] = z[t][2] = z[t][3] = _mm512_setzero_si512();
+            UNROLLED
+            for (int k = 0; k < 8; k++) {
+                const __m512i v = _mm512_loadu_si512(q + 64 * k);
+                _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
+                __m512i w0 = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+                __m512i w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
+                if (q5) {
+                    const __m512i h = _mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k);
+                    w0 = _mm512_or_si512(w0, q5k_high(h, 2 * p));
+                    w1 = _mm512_or_si512(w1, q5k_high(h, 2 * p + 1));
+                }
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 64 * p + 4 * k;
+                    /* two chains per sub-block, k even and odd */
+                    z[t][k % 2] = _mm512_dpbusd_epi32(z[t][k % 2], w0, _mm512_set1_epi32(rd32(qs)));
+                    z[t][2 + k % 2] = _mm512_dpbusd_epi32(z[t][2 + k % 2], w1, _mm512_set1_epi32(rd32(qs + 32)));
+                }
+            }
+            UNROLLED
+            for (int t = 0; t < n_a; t++) {
+                const __m512i v0 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][0], z[t][1]), sc0);
+                const __m512i v1 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][2], z[t][3]), sc1);
+                isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
+            }
+        }
+    } else
+    /* not unrolled (shifts by counts): a copy per sub-block, for each of the
+     * eight tile sizes, made this file slow to compile */
+    for (int j = 0; j < 8; j++) {
+        const __m512i sc = q4k_field(s0, s0, s2, j, false);
+        const uint8_t *q = blk + 256 + 512 * (j / 2);
+        const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
+        __m512i w[8];
+        UNROLLED
+        for (int k = 0; k < 8; k++) {
+            const __m512i v = _mm512_loadu_si512(q + 64 * k);
+            if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
+            w[k] = _mm512_and_si512(_mm512_srl_epi16(v, nibble), _mm512_set1_epi8(0x0f));
+            if (q5) w[k] = _mm512_or_si512(w[k], q5k_high(_mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k), j));
+        }
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const int8_t *qs = x->qs + 32 * j;
+            __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+            UNROLLED
+            for (int k = 0; k < 8; k += 2) {
+                z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
+                z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
+            }
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+        }
+    }
+    __m512i mp[4];
+    q4k_min_pairs(blk, mp);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+    UNROLLED
+    for (int t = 0; t < n_a; t++) {
+        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
+    }
+}
+
 INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
                       const bool q5, float *y, size_t y_stride) {
     const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
@@ -228,94 +318,7 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
         __m512 acc[TILE];
         UNROLLED
         for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
-            const __m512i s0 = _mm512_loadu_si512(blk + 64);
-            const __m512i s2 = _mm512_loadu_si512(blk + 192);
-            for (int c = 0; c < 256; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
-            if (q5)
-                for (int c = Q5K_HIGH_BITS; c < Q5K_BLOCK_BYTES; c += 64)
-                    _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
-            __m512i isum[TILE];
-            UNROLLED
-            for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
-            if (q5 && n_a <= 2) {
-                /* Q5_K decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load
-                 * of their bytes and fifth bits, shifted by constants (TinyLlama-1.1B Q5_K_M,
-                 * 2 threads: 41-45 tok/s by sub-blocks, 38-52 like this, 46-49 with the row
-                 * kernels; Q4_K gained nothing measurable) */
-                UNROLLED
-                for (int p = 0; p < 4; p++) {
-                    const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
-                    const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
-                    const uint8_t *q = blk + 256 + 512 * p;
-                    __m512i z[TILE][4];
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) z[t][0] = z[t][1] = z[t][2] = z[t][3] = _mm512_setzero_si512();
-                    UNROLLED
-                    for (int k = 0; k < 8; k++) {
-                        const __m512i v = _mm512_loadu_si512(q + 64 * k);
-                        _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
-                        __m512i w0 = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
-                        __m512i w1 = _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0f));
-                        if (q5) {
-                            const __m512i h = _mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k);
-                            w0 = _mm512_or_si512(w0, q5k_high(h, 2 * p));
-                            w1 = _mm512_or_si512(w1, q5k_high(h, 2 * p + 1));
-                        }
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) {
-                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                            const int8_t *qs = x->qs + 64 * p + 4 * k;
-                            /* two chains per sub-block, k even and odd */
-                            z[t][k % 2] = _mm512_dpbusd_epi32(z[t][k % 2], w0, _mm512_set1_epi32(rd32(qs)));
-                            z[t][2 + k % 2] = _mm512_dpbusd_epi32(z[t][2 + k % 2], w1, _mm512_set1_epi32(rd32(qs + 32)));
-                        }
-                    }
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) {
-                        const __m512i v0 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][0], z[t][1]), sc0);
-                        const __m512i v1 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][2], z[t][3]), sc1);
-                        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(v0, v1));
-                    }
-                }
-            } else
-            /* not unrolled (shifts by counts): a copy per sub-block, for each of the
-             * eight tile sizes, made this file slow to compile */
-            for (int j = 0; j < 8; j++) {
-                const __m512i sc = q4k_field(s0, s0, s2, j, false);
-                const uint8_t *q = blk + 256 + 512 * (j / 2);
-                const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
-                __m512i w[8];
-                UNROLLED
-                for (int k = 0; k < 8; k++) {
-                    const __m512i v = _mm512_loadu_si512(q + 64 * k);
-                    if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
-                    w[k] = _mm512_and_si512(_mm512_srl_epi16(v, nibble), _mm512_set1_epi8(0x0f));
-                    if (q5) w[k] = _mm512_or_si512(w[k], q5k_high(_mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k), j));
-                }
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                    const int8_t *qs = x->qs + 32 * j;
-                    __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-                    UNROLLED
-                    for (int k = 0; k < 8; k += 2) {
-                        z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
-                        z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
-                    }
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
-                }
-            }
-            __m512i mp[4];
-            q4k_min_pairs(blk, mp);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            UNROLLED
-            for (int t = 0; t < n_a; t++) {
-                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
-            }
-        }
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) q4k_block(blk, b, a, a_stride, n_a, q5, acc);
         UNROLLED
         for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
     }
@@ -323,6 +326,58 @@ INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
 }
 
 #define Q6K_PREFETCH (4 * Q6K_BLOCK_BYTES)
+
+INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
+                      __m512 acc[TILE]) {
+    __m512i isum[TILE], corr[TILE];
+    UNROLLED
+    for (int t = 0; t < n_a; t++) isum[t] = corr[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 320; c += 64) _mm_prefetch((const char *)blk + c + Q6K_PREFETCH, _MM_HINT_T0);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
+        for (int c = 0; c < 1024; c += 64) _mm_prefetch((const char *)ql + c + Q6K_PREFETCH, _MM_HINT_T0);
+        for (int c = 0; c < 512; c += 64) _mm_prefetch((const char *)qh + c + Q6K_PREFETCH, _MM_HINT_T0);
+        /* not unrolled (the shifts take counts): eight copies of the body, for
+         * each of the eight tile sizes, made this file slow to compile */
+        for (int m = 0; m < 4; m++) {
+            const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
+            for (int kk = 0; kk < 2; kk++) {
+                const int g = 8 * h + 2 * m + kk;
+                const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
+                __m512i u[4];
+                q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 128 * h + 32 * m + 16 * kk;
+                    __m512i z0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_set1_epi32(rd32(qs)));
+                    __m512i z1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], _mm512_set1_epi32(rd32(qs + 4)));
+                    z0 = _mm512_dpbusd_epi32(z0, u[2], _mm512_set1_epi32(rd32(qs + 8)));
+                    z1 = _mm512_dpbusd_epi32(z1, u[3], _mm512_set1_epi32(rd32(qs + 12)));
+                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+                }
+            }
+        }
+    }
+    /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
+    UNROLLED
+    for (int p = 0; p < 8; p++) {
+        const __m512i pair = q6k_scale_pair(blk, p);
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+            corr[t] = _mm512_dpwssd_epi32(corr[t], pair, _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
+        }
+    }
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    UNROLLED
+    for (int t = 0; t < n_a; t++) {
+        const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+        const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
+        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+    }
+}
 
 INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
                       float *y, size_t y_stride) {
@@ -332,60 +387,35 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
         __m512 acc[TILE];
         UNROLLED
         for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) {
-            __m512i isum[TILE], corr[TILE];
-            UNROLLED
-            for (int t = 0; t < n_a; t++) isum[t] = corr[t] = _mm512_setzero_si512();
-            for (int c = 0; c < 320; c += 64) _mm_prefetch((const char *)blk + c + Q6K_PREFETCH, _MM_HINT_T0);
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
-                for (int c = 0; c < 1024; c += 64) _mm_prefetch((const char *)ql + c + Q6K_PREFETCH, _MM_HINT_T0);
-                for (int c = 0; c < 512; c += 64) _mm_prefetch((const char *)qh + c + Q6K_PREFETCH, _MM_HINT_T0);
-                /* not unrolled (the shifts take counts): eight copies of the body, for
-                 * each of the eight tile sizes, made this file slow to compile */
-                for (int m = 0; m < 4; m++) {
-                    const __m128i lo_shift = q6k_low_shift(m), hi_shift = q6k_high_shift(m);
-                    for (int kk = 0; kk < 2; kk++) {
-                        const int g = 8 * h + 2 * m + kk;
-                        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
-                        __m512i u[4];
-                        q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) {
-                            const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                            const int8_t *qs = x->qs + 128 * h + 32 * m + 16 * kk;
-                            __m512i z0 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[0], _mm512_set1_epi32(rd32(qs)));
-                            __m512i z1 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[1], _mm512_set1_epi32(rd32(qs + 4)));
-                            z0 = _mm512_dpbusd_epi32(z0, u[2], _mm512_set1_epi32(rd32(qs + 8)));
-                            z1 = _mm512_dpbusd_epi32(z1, u[3], _mm512_set1_epi32(rd32(qs + 12)));
-                            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
-                        }
-                    }
-                }
-            }
-            /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
-            UNROLLED
-            for (int p = 0; p < 8; p++) {
-                const __m512i pair = q6k_scale_pair(blk, p);
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                    corr[t] = _mm512_dpwssd_epi32(corr[t], pair, _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
-                }
-            }
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            UNROLLED
-            for (int t = 0; t < n_a; t++) {
-                const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
-                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
-            }
-        }
+        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) q6k_block(blk, b, a, a_stride, n_a, acc);
         UNROLLED
         for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
     }
     store_lanes(lane, rows, n_a, y, y_stride);
+}
+
+/* Q4_K, Q5_K and Q6_K decode over n_groups whole groups side by side, as
+ * packed_groups_decode: block by block, the same operations per group. */
+INLINE void k_groups_decode(const bool q6, const bool q5, int64_t nb, const uint8_t *group, size_t group_bytes,
+                            const int n_groups, const uint8_t *a, float *y) {
+    const size_t block_bytes = q6 ? Q6K_BLOCK_BYTES : q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
+    __m512 lane[DECODE_STREAMS][LANES][TILE];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[DECODE_STREAMS][TILE];
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) acc[g][0] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            UNROLLED
+            for (int g = 0; g < n_groups; g++) {
+                if (q6) q6k_block(blk + (size_t)g * group_bytes, b, a, 0, 1, acc[g]);
+                else q4k_block(blk + (size_t)g * group_bytes, b, a, 0, 1, q5, acc[g]);
+            }
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g][0];
+    }
+    UNROLLED
+    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
 }
 
 /* IQ4_XS: per sub-block, the nibbles looked up as level + 128 (vpshufb), the exact sum
@@ -470,10 +500,15 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && DECODE_STREAMS > 1 && (k == KIND_Q8_0 || k == KIND_Q4_0 || k == KIND_IQ4_NL)) {
+    if (n_a == 1 && DECODE_STREAMS > 1 && k != KIND_Q4_1 && k != KIND_IQ4_XS) {
         const size_t group_bytes = (size_t)nb * block_bytes[k];
-        for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
-            packed_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL, y + r0);
+        for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes) {
+            if (k == KIND_Q4_K || k == KIND_Q5_K || k == KIND_Q6_K)
+                k_groups_decode(k == KIND_Q6_K, k == KIND_Q5_K, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
+            else
+                packed_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL,
+                                     y + r0);
+        }
     }
     for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
