@@ -31,6 +31,8 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 #endif
 
 #define TILE 8 /* activation rows per pass */
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
+
 #ifndef DECODE_STREAMS
 #define DECODE_STREAMS 4 /* groups read side by side in decode (packed_groups_decode) */
 #endif
@@ -170,6 +172,33 @@ INLINE void packed_groups_decode(int64_t nb, const uint8_t *group, size_t group_
     for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
 }
 
+INLINE void q41_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
+                      const __m512i low, __m512 acc[TILE]) {
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+    __m512i lo[4], hi[4];
+    UNROLLED
+    for (int g = 0; g < 4; g++) {
+        const __m512i v = _mm512_loadu_si512(blk + 64 + 64 * g);
+        lo[g] = _mm512_and_si512(v, low);
+        hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
+    }
+    UNROLLED
+    for (int j = 0; j < n_a; j++) {
+        const block_q8_1 *x = (const block_q8_1 *)(a + (size_t)j * a_stride) + b;
+        __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+        UNROLLED
+        for (int g = 0; g < 4; g++) {
+            z0 = _mm512_dpbusd_epi32(z0, lo[g], _mm512_set1_epi32(rd32(x->qs + 4 * g)));
+            z1 = _mm512_dpbusd_epi32(z1, hi[g], _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
+        }
+        const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
+        const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(z0, z1)));
+        const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
+        acc[j] = _mm512_add_ps(acc[j], _mm512_add_ps(scaled, offset));
+    }
+}
+
 /* Q4_1: Q4_0's sums with no start (the nibbles are the quants), then the reference's
  * (w.d * a.d) * (float)sumi + w.m * a.s. */
 INLINE void q41_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
@@ -181,31 +210,7 @@ INLINE void q41_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
         __m512 acc[TILE];
         UNROLLED
         for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) {
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            __m512i lo[4], hi[4];
-            UNROLLED
-            for (int g = 0; g < 4; g++) {
-                const __m512i v = _mm512_loadu_si512(blk + 64 + 64 * g);
-                lo[g] = _mm512_and_si512(v, low);
-                hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
-            }
-            UNROLLED
-            for (int j = 0; j < n_a; j++) {
-                const block_q8_1 *x = (const block_q8_1 *)(a + (size_t)j * a_stride) + b;
-                __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-                UNROLLED
-                for (int g = 0; g < 4; g++) {
-                    z0 = _mm512_dpbusd_epi32(z0, lo[g], _mm512_set1_epi32(rd32(x->qs + 4 * g)));
-                    z1 = _mm512_dpbusd_epi32(z1, hi[g], _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
-                }
-                const __m512 d = _mm512_mul_ps(wd, half_lanes(x->d));
-                const __m512 scaled = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(z0, z1)));
-                const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
-                acc[j] = _mm512_add_ps(acc[j], _mm512_add_ps(scaled, offset));
-            }
-        }
+        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) q41_block(blk, b, a, a_stride, n_a, low, acc);
         UNROLLED
         for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
     }
@@ -394,28 +399,46 @@ INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t 
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-/* Q4_K, Q5_K and Q6_K decode over n_groups whole groups side by side, as
- * packed_groups_decode: block by block, the same operations per group. */
-INLINE void k_groups_decode(const bool q6, const bool q5, int64_t nb, const uint8_t *group, size_t group_bytes,
-                            const int n_groups, const uint8_t *a, float *y) {
-    const size_t block_bytes = q6 ? Q6K_BLOCK_BYTES : q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
-    __m512 lane[DECODE_STREAMS][LANES][TILE];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[DECODE_STREAMS][TILE];
-        UNROLLED
-        for (int g = 0; g < n_groups; g++) acc[g][0] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            UNROLLED
-            for (int g = 0; g < n_groups; g++) {
-                if (q6) q6k_block(blk + (size_t)g * group_bytes, b, a, 0, 1, acc[g]);
-                else q4k_block(blk + (size_t)g * group_bytes, b, a, 0, 1, q5, acc[g]);
-            }
-        UNROLLED
-        for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g][0];
-    }
+INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
+                        const __m512i table, __m512 acc[TILE]) {
+    for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
+        _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
+    const __m512i sl = _mm512_loadu_si512(blk + 64);
+    const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
+    __m512i isum[TILE];
     UNROLLED
-    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
+    for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; j++) {
+        const __m512i sc = iq4xs_scale(sl, sh, j);
+        __m512i w[8];
+        iq4xs_sub_block(blk, j, table, w);
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const int8_t *qs = x->qs + 32 * j;
+            __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
+            UNROLLED
+            for (int g = 0; g < 4; g++) {
+                z0 = _mm512_dpbusd_epi32(z0, w[g], _mm512_set1_epi32(rd32(qs + 4 * g)));
+                z1 = _mm512_dpbusd_epi32(z1, w[4 + g], _mm512_set1_epi32(rd32(qs + 16 + 4 * g)));
+            }
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+        }
+    }
+    __m512i sc_pair[4];
+    iq4xs_scale_pairs(blk, sc_pair);
+    const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
+    UNROLLED
+    for (int t = 0; t < n_a; t++) {
+        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        __m512i corr = _mm512_setzero_si512();
+        UNROLLED
+        for (int p = 0; p < 4; p++)
+            corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
+        const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
+        const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
+        acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
+    }
 }
 
 /* IQ4_XS: per sub-block, the nibbles looked up as level + 128 (vpshufb), the exact sum
@@ -429,52 +452,48 @@ INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_
         __m512 acc[TILE];
         UNROLLED
         for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES) {
-            for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
-                _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
-            const __m512i sl = _mm512_loadu_si512(blk + 64);
-            const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-            __m512i isum[TILE];
-            UNROLLED
-            for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
-            for (int j = 0; j < 8; j++) {
-                const __m512i sc = iq4xs_scale(sl, sh, j);
-                __m512i w[8];
-                iq4xs_sub_block(blk, j, table, w);
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                    const int8_t *qs = x->qs + 32 * j;
-                    __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-                    UNROLLED
-                    for (int g = 0; g < 4; g++) {
-                        z0 = _mm512_dpbusd_epi32(z0, w[g], _mm512_set1_epi32(rd32(qs + 4 * g)));
-                        z1 = _mm512_dpbusd_epi32(z1, w[4 + g], _mm512_set1_epi32(rd32(qs + 16 + 4 * g)));
-                    }
-                    isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
-                }
-            }
-            __m512i sc_pair[4];
-            iq4xs_scale_pairs(blk, sc_pair);
-            const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-            UNROLLED
-            for (int t = 0; t < n_a; t++) {
-                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                __m512i corr = _mm512_setzero_si512();
-                UNROLLED
-                for (int p = 0; p < 4; p++) corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
-                const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
-                const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
-                acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
-            }
-        }
+        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES)
+            iq4xs_block(blk, b, a, a_stride, n_a, table, acc);
         UNROLLED
         for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
     }
     store_lanes(lane, rows, n_a, y, y_stride);
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
+/* Decode of the block types with a block kernel (Q4_K, Q5_K, Q6_K, IQ4_XS, Q4_1) over
+ * n_groups whole groups side by side, as packed_groups_decode: block by block, the same
+ * operations per group. */
+INLINE void blocks_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
+                                 const int n_groups, const uint8_t *a, float *y) {
+    const size_t block_bytes = k == KIND_Q6_K    ? Q6K_BLOCK_BYTES
+                               : k == KIND_Q5_K  ? Q5K_BLOCK_BYTES
+                               : k == KIND_Q4_K  ? Q4K_BLOCK_BYTES
+                               : k == KIND_IQ4_XS ? IQ4XS_BLOCK_BYTES
+                                                  : Q41_BLOCK_BYTES;
+    const __m512i table = iq4xs_table(), low = _mm512_set1_epi8(0x0f);
+    __m512 lane[DECODE_STREAMS][LANES][TILE];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m512 acc[DECODE_STREAMS][TILE];
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) acc[g][0] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            UNROLLED
+            for (int g = 0; g < n_groups; g++) {
+                const uint8_t *gb = blk + (size_t)g * group_bytes;
+                switch (k) {
+                case KIND_Q6_K: q6k_block(gb, b, a, 0, 1, acc[g]); break;
+                case KIND_IQ4_XS: iq4xs_block(gb, b, a, 0, 1, table, acc[g]); break;
+                case KIND_Q4_1: q41_block(gb, b, a, 0, 1, low, acc[g]); break;
+                default: q4k_block(gb, b, a, 0, 1, k == KIND_Q5_K, acc[g]); break;
+                }
+            }
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g][0];
+    }
+    UNROLLED
+    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
+}
 
 /* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
 INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
@@ -500,11 +519,11 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && DECODE_STREAMS > 1 && k != KIND_Q4_1 && k != KIND_IQ4_XS) {
+    if (n_a == 1 && DECODE_STREAMS > 1) {
         const size_t group_bytes = (size_t)nb * block_bytes[k];
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes) {
-            if (k == KIND_Q4_K || k == KIND_Q5_K || k == KIND_Q6_K)
-                k_groups_decode(k == KIND_Q6_K, k == KIND_Q5_K, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
+            if (k != KIND_Q8_0 && k != KIND_Q4_0 && k != KIND_IQ4_NL)
+                blocks_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
             else
                 packed_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL,
                                      y + r0);
