@@ -66,6 +66,9 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
  * few loads to keep memory busy (TinyLlama-1.1B Q8_0 decode, TOY_ISA=avx2: 32 -> 36
  * tok/s on 2 cores of an EPYC). */
 #define PREFETCH_BYTES 2048
+#ifndef DECODE_STREAMS
+#define DECODE_STREAMS 4 /* groups read side by side in decode (q8_groups_decode) */
+#endif
 
 INLINE int32_t rd32(const void *p) {
     int32_t v;
@@ -233,6 +236,31 @@ INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n_h, int row
     }
 }
 
+/* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
+ * rows, into acc. */
+INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+                            size_t a_stride, const int n_a, const bool q4, const bool nl,
+                            __m256 acc[2][TILE_MAX]) {
+    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
+    if (n_h == 2) /* decode: from memory */
+        for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH_BYTES, _MM_HINT_T0);
+    UNROLLED
+    for (int i = 0; i < n_h; i++) {
+        const int h = h0 + i;
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        __m256i sumi[TILE_MAX];
+        if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        UNROLLED
+        for (int j = 0; j < n_a; j++) {
+            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+            acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[j])));
+        }
+    }
+}
+
 /* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
  * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
  * so that each cache line is used whole when it arrives from memory; a tile of more
@@ -248,31 +276,40 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
         for (int i = 0; i < n_h; i++)
             UNROLLED
             for (int j = 0; j < n_a; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) {
-            if (n_h == 2) /* decode: from memory */
-                for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH_BYTES, _MM_HINT_T0);
-            UNROLLED
-            for (int i = 0; i < n_h; i++) {
-                const int h = h0 + i;
-                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-                __m256i sumi[TILE_MAX];
-                if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-                else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-                else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-                UNROLLED
-                for (int j = 0; j < n_a; j++) {
-                    const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
-                    acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[j])));
-                }
-            }
-        }
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, q4, nl, acc);
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
             for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
     }
     store_halves(lane, n_h, rows, n_a, y, y_stride);
+}
+
+/* Decode of Q8_0, Q4_0 and IQ4_NL over n_groups whole groups at once, their blocks taken
+ * in turn (both halves of each): n_groups streams for the hardware prefetchers, the same
+ * operations per group as packed_halves (as the AVX-512 kernels' blocks_groups_decode). */
+INLINE void q8_groups_decode(int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+                             const uint8_t *a, const bool q4, const bool nl, float *y) {
+    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
+    __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[DECODE_STREAMS][2][TILE_MAX];
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) acc[g][0][0] = acc[g][1][0] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            UNROLLED
+            for (int g = 0; g < n_groups; g++)
+                q8_halves_block(blk + (size_t)g * group_bytes, b, 0, 2, a, 0, 1, q4, nl, acc[g]);
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) {
+            lane[g][l][0][0] = acc[g][0][0];
+            lane[g][l][1][0] = acc[g][1][0];
+        }
+    }
+    UNROLLED
+    for (int g = 0; g < n_groups; g++) store_halves(lane[g], 2, 16, 1, y + 16 * g, 0);
 }
 
 /* Q4_K (packed.h): half h of a block has its 8 d at 16 h, dmin at 32 + 16 h, scale dwords
@@ -677,7 +714,13 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t nb = n_cols / block_cols[k];
     const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
+    int64_t r0 = 0;
+    if (n_a == 1 && DECODE_STREAMS > 1 && (k == KIND_Q8_0 || k == KIND_Q4_0 || k == KIND_IQ4_NL)) {
+        const size_t group_bytes = (size_t)nb * block_bytes[k];
+        for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
+            q8_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL, y + r0);
+    }
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
             if (n_a == 1) halves(k, nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
