@@ -67,7 +67,7 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
  * tok/s on 2 cores of an EPYC). */
 #define PREFETCH_BYTES 2048
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode (q8_groups_decode) */
+#define DECODE_STREAMS 4 /* groups read side by side in decode (halves_groups_decode) */
 #endif
 
 INLINE int32_t rd32(const void *p) {
@@ -286,32 +286,6 @@ INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const 
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
 
-/* Decode of Q8_0, Q4_0 and IQ4_NL over n_groups whole groups at once, their blocks taken
- * in turn (both halves of each): n_groups streams for the hardware prefetchers, the same
- * operations per group as packed_halves (as the AVX-512 kernels' blocks_groups_decode). */
-INLINE void q8_groups_decode(int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
-                             const uint8_t *a, const bool q4, const bool nl, float *y) {
-    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
-    __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m256 acc[DECODE_STREAMS][2][TILE_MAX];
-        UNROLLED
-        for (int g = 0; g < n_groups; g++) acc[g][0][0] = acc[g][1][0] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            UNROLLED
-            for (int g = 0; g < n_groups; g++)
-                q8_halves_block(blk + (size_t)g * group_bytes, b, 0, 2, a, 0, 1, q4, nl, acc[g]);
-        UNROLLED
-        for (int g = 0; g < n_groups; g++) {
-            lane[g][l][0][0] = acc[g][0][0];
-            lane[g][l][1][0] = acc[g][1][0];
-        }
-    }
-    UNROLLED
-    for (int g = 0; g < n_groups; g++) store_halves(lane[g], 2, 16, 1, y + 16 * g, 0);
-}
-
 /* Q4_K (packed.h): half h of a block has its 8 d at 16 h, dmin at 32 + 16 h, scale dwords
  * at 64 + 64 s + 32 h, nibbles of sub-block pair p, vector k at 256 + 512 p + 64 k + 32 h.
  * The nibbles (at most 15) go through vpmaddubsw, the eight vectors of a sub-block
@@ -344,13 +318,124 @@ INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
     return _mm256_or_si256(low, _mm256_slli_epi32(top, 4));
 }
 
+/* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
+ * rows, into acc: the body of q4k_halves. */
+INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
+                 const int n_a, const bool q5, __m256 acc[2][TILE_MAX]) {
+    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
+    const int span = q5 ? 4 : 8; /* weight vectors summed in 16 bits */
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    UNROLLED
+    for (int i = 0; i < n_h; i++) {
+        if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
+            for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + 2 * block_bytes, _MM_HINT_T0);
+        const int h = h0 + i;
+        const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+        const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
+        const __m256i s2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
+        __m256i isum[TILE_MAX];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+        if (n_a <= 2) {
+            /* decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load of
+             * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
+             * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
+            for (int p = 0; p < 4; p++) {
+                prefetch_share(blk, block_bytes, 4 * i + p, 8);
+                const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
+                __m256i sc16[2];
+                UNROLLED
+                for (int e = 0; e < 2; e++) {
+                    const __m256i sc = q4k_field(s0, s0, s2, 2 * p + e, false);
+                    sc16[e] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                }
+                for (int k0 = 0; k0 < 8; k0 += span) {
+                    __m256i s16[2][TILE_MAX];
+                    UNROLLED
+                    for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
+                    _Pragma("GCC unroll 2")
+                    for (int k = k0; k < k0 + span; k++) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                        __m256i w0 = _mm256_and_si256(v, low), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+                        if (q5) {
+                            const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * k));
+                            w0 = _mm256_or_si256(w0, q5k_high(vh, 2 * p));
+                            w1 = _mm256_or_si256(w1, q5k_high(vh, 2 * p + 1));
+                        }
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) {
+                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            const int8_t *qs = x->qs + 64 * p + 4 * k;
+                            s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
+                            s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
+                        }
+                    }
+                    UNROLLED
+                    for (int e = 0; e < 2; e++)
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16[e]));
+                }
+            }
+        } else {
+            /* sub-blocks in pairs: the low nibbles (even j) need no shift */
+            for (int j0 = 0; j0 < 8; j0 += 2) {
+                UNROLLED
+                for (int j = j0; j < j0 + 2; j++) {
+                    const __m256i sc = q4k_field(s0, s0, s2, j, false);
+                    const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                    const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
+                    for (int k0 = 0; k0 < 8; k0 += span) {
+                        /* two vectors at a time, each against the tile's rows: all eight live beside
+                         * the tile's sums spill, one at a time pays the loop's overhead */
+                        __m256i s16[TILE_MAX];
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
+                        _Pragma("GCC unroll 2")
+                        for (int k = k0; k < k0 + span; k++) {
+                            const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
+                            __m256i w = _mm256_and_si256(j > j0 ? _mm256_srli_epi16(v, 4) : v, low);
+                            if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) {
+                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
+                                s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
+                            }
+                        }
+                        UNROLLED
+                        for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
+                    }
+                }
+            }
+        }
+        __m256i mp[4];
+        UNROLLED
+        for (int p = 0; p < 4; p++)
+            mp[p] = _mm256_or_si256(q4k_field(s1, s0, s2, 2 * p, true),
+                                    _mm256_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
+            UNROLLED
+            for (int p = 1; p < 4; p++)
+                summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(rd32(x->msum + 2 * p))));
+            const __m256 ad = _mm256_set1_ps(x->d);
+            const __m256 d = _mm256_mul_ps(wd, ad), dm = _mm256_mul_ps(wdm, ad);
+            const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]));
+            const __m256 mins = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summs));
+            acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_sub_ps(scaled, mins));
+        }
+    }
+}
+
 INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
                        size_t a_stride, const int n_a, const bool q5, float *y, size_t y_stride) {
     const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
-    const int span = q5 ? 4 : 8; /* weight vectors summed in 16 bits */
     __m256 lane[LANES][2][TILE_MAX];
     const uint8_t *blk = group;
-    const __m256i low = _mm256_set1_epi8(0x0f);
     for (int l = 0; l < LANES; l++) {
         __m256 acc[2][TILE_MAX];
         UNROLLED
@@ -358,110 +443,7 @@ INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int
             UNROLLED
             for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            UNROLLED
-            for (int i = 0; i < n_h; i++) {
-                if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
-                    for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + 2 * block_bytes, _MM_HINT_T0);
-                const int h = h0 + i;
-                const __m256i s0 = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
-                const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
-                const __m256i s2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
-                __m256i isum[TILE_MAX];
-                UNROLLED
-                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
-                if (n_a <= 2) {
-                    /* decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load of
-                     * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
-                     * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
-                    for (int p = 0; p < 4; p++) {
-                        prefetch_share(blk, block_bytes, 4 * i + p, 8);
-                        const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
-                        __m256i sc16[2];
-                        UNROLLED
-                        for (int e = 0; e < 2; e++) {
-                            const __m256i sc = q4k_field(s0, s0, s2, 2 * p + e, false);
-                            sc16[e] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-                        }
-                        for (int k0 = 0; k0 < 8; k0 += span) {
-                            __m256i s16[2][TILE_MAX];
-                            UNROLLED
-                            for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
-                            _Pragma("GCC unroll 2")
-                            for (int k = k0; k < k0 + span; k++) {
-                                const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
-                                __m256i w0 = _mm256_and_si256(v, low), w1 = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-                                if (q5) {
-                                    const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * k));
-                                    w0 = _mm256_or_si256(w0, q5k_high(vh, 2 * p));
-                                    w1 = _mm256_or_si256(w1, q5k_high(vh, 2 * p + 1));
-                                }
-                                UNROLLED
-                                for (int t = 0; t < n_a; t++) {
-                                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                                    const int8_t *qs = x->qs + 64 * p + 4 * k;
-                                    s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
-                                    s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
-                                }
-                            }
-                            UNROLLED
-                            for (int e = 0; e < 2; e++)
-                                UNROLLED
-                                for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16[e]));
-                        }
-                    }
-                } else {
-                    /* sub-blocks in pairs: the low nibbles (even j) need no shift */
-                    for (int j0 = 0; j0 < 8; j0 += 2) {
-                        UNROLLED
-                        for (int j = j0; j < j0 + 2; j++) {
-                            const __m256i sc = q4k_field(s0, s0, s2, j, false);
-                            const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
-                            const uint8_t *q = blk + 256 + 512 * (j / 2) + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
-                            for (int k0 = 0; k0 < 8; k0 += span) {
-                                /* two vectors at a time, each against the tile's rows: all eight live beside
-                                 * the tile's sums spill, one at a time pays the loop's overhead */
-                                __m256i s16[TILE_MAX];
-                                UNROLLED
-                                for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
-                                _Pragma("GCC unroll 2")
-                                for (int k = k0; k < k0 + span; k++) {
-                                    const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
-                                    __m256i w = _mm256_and_si256(j > j0 ? _mm256_srli_epi16(v, 4) : v, low);
-                                    if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
-                                    UNROLLED
-                                    for (int t = 0; t < n_a; t++) {
-                                        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                                        const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
-                                        s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
-                                    }
-                                }
-                                UNROLLED
-                                for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
-                            }
-                        }
-                    }
-                }
-                __m256i mp[4];
-                UNROLLED
-                for (int p = 0; p < 4; p++)
-                    mp[p] = _mm256_or_si256(q4k_field(s1, s0, s2, 2 * p, true),
-                                            _mm256_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
-                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-                const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                    __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
-                    UNROLLED
-                    for (int p = 1; p < 4; p++)
-                        summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(rd32(x->msum + 2 * p))));
-                    const __m256 ad = _mm256_set1_ps(x->d);
-                    const __m256 d = _mm256_mul_ps(wd, ad), dm = _mm256_mul_ps(wdm, ad);
-                    const __m256 scaled = _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t]));
-                    const __m256 mins = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summs));
-                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_sub_ps(scaled, mins));
-                }
-            }
+            q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, q5, acc);
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
@@ -484,11 +466,127 @@ INLINE __m256i q6k_scale16(const uint8_t *blk, int g, int hf) {
     return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
 }
 
+/* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
+ * rows, into acc: the body of q6k_halves. */
+INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
+                 const int n_a, __m256 acc[2][TILE_MAX]) {
+    const __m256i low4 = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
+    UNROLLED
+    for (int i = 0; i < n_h; i++) {
+        if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
+            for (int c = 0; c < Q6K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q6K_BLOCK_BYTES, _MM_HINT_T0);
+        const int hf = h0 + i;
+        __m256i isum[TILE_MAX];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+        if (n_a <= 2) {
+            /* decode: each 32-byte ql and qh vector loaded once for the four weight
+             * vectors it holds, with shifts by constants (one core, weights in cache:
+             * 17 -> 23 GMAC/s); the block two ahead fetched a share a step
+             * (prefetch_share) */
+            UNROLLED
+            for (int h = 0; h < 2; h++)
+                UNROLLED
+                for (int kk = 0; kk < 2; kk++) {
+                    __m256i sc16[4];
+                    UNROLLED
+                    for (int m = 0; m < 4; m++) {
+                        sc16[m] = q6k_scale16(blk, 8 * h + 2 * m + kk, hf);
+                    }
+                    const uint8_t *ql = blk + 288 + 1024 * h + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
+                    UNROLLED
+                    for (int k = 4 * kk; k < 4 * kk + 4; k += 2) {
+                        const int step = 8 * i + 4 * h + 2 * kk + (k - 4 * kk) / 2; /* of 16 a block */
+                        prefetch_share(blk, Q6K_BLOCK_BYTES, step, 16);
+                        __m256i l0[2], l1[2], vh[2];
+                        UNROLLED
+                        for (int e = 0; e < 2; e++) {
+                            l0[e] = _mm256_loadu_si256((const __m256i *)(ql + 64 * (k + e)));
+                            l1[e] = _mm256_loadu_si256((const __m256i *)(ql + 512 + 64 * (k + e)));
+                            vh[e] = _mm256_loadu_si256((const __m256i *)(qh + 64 * (k + e)));
+                        }
+                        UNROLLED
+                        for (int m = 0; m < 4; m++) {
+                            __m256i u[2];
+                            UNROLLED
+                            for (int e = 0; e < 2; e++) {
+                                const __m256i qv = m % 2 ? l1[e] : l0[e];
+                                const __m256i lo = m < 2 ? qv : _mm256_srli_epi16(qv, 4);
+                                const __m256i hi = m == 0   ? _mm256_slli_epi16(vh[e], 4)
+                                                   : m == 1 ? _mm256_slli_epi16(vh[e], 2)
+                                                   : m == 2 ? vh[e]
+                                                            : _mm256_srli_epi16(vh[e], 2);
+                                u[e] = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hi, high2));
+                            }
+                            UNROLLED
+                            for (int t = 0; t < n_a; t++) {
+                                const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                                const int8_t *qs = x->qs + 128 * h + 32 * m + 4 * k;
+                                const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], _mm256_set1_epi32(rd32(qs))),
+                                                                   _mm256_maddubs_epi16(u[1], _mm256_set1_epi32(rd32(qs + 4))));
+                                isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc16[m]));
+                            }
+                        }
+                    }
+                }
+        } else {
+            for (int g = 0; g < 16; g++) {
+                const int h = g / 8, m = g % 8 / 2, kk = g % 2;
+                const __m256i sc16 = q6k_scale16(blk, g, hf);
+                const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
+                const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
+                const uint8_t *ql = blk + 288 + 1024 * h + 512 * (m % 2) + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
+                __m256i u[4];
+                UNROLLED
+                for (int k = 0; k < 4; k++) {
+                    const int kv = 4 * kk + k;
+                    const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 64 * kv));
+                    const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * kv));
+                    const __m256i hi = m < 2 ? _mm256_sll_epi16(vh, hi_shift) : _mm256_srl_epi16(vh, hi_shift);
+                    u[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(vl, lo_shift), low4), _mm256_and_si256(hi, high2));
+                }
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 16 * g;
+                    const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], _mm256_set1_epi32(rd32(qs))),
+                                                         _mm256_maddubs_epi16(u[1], _mm256_set1_epi32(rd32(qs + 4))));
+                    const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], _mm256_set1_epi32(rd32(qs + 8))),
+                                                         _mm256_maddubs_epi16(u[3], _mm256_set1_epi32(rd32(qs + 12))));
+                    isum[t] = _mm256_add_epi32(isum[t],
+                                               _mm256_add_epi32(_mm256_madd_epi16(p01, sc16), _mm256_madd_epi16(p23, sc16)));
+                }
+            }
+        }
+        /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
+        __m256i corr[TILE_MAX];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) corr[t] = _mm256_setzero_si256();
+        for (int p = 0; p < 8; p++) {
+            const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 32 * p + 8 * hf)));
+            const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 48 + 32 * p + 8 * hf)));
+            const __m256i pair = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
+            UNROLLED
+            for (int t = 0; t < n_a; t++) {
+                const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+                corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(rd32(x->bsums + 2 * p))));
+            }
+        }
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
+            const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+            const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+            acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
+        }
+    }
+}
+
 INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
                        size_t a_stride, const int n_a, float *y, size_t y_stride) {
     __m256 lane[LANES][2][TILE_MAX];
     const uint8_t *blk = group;
-    const __m256i low4 = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
     for (int l = 0; l < LANES; l++) {
         __m256 acc[2][TILE_MAX];
         UNROLLED
@@ -496,116 +594,7 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
             UNROLLED
             for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES)
-            UNROLLED
-            for (int i = 0; i < n_h; i++) {
-                if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
-                    for (int c = 0; c < Q6K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q6K_BLOCK_BYTES, _MM_HINT_T0);
-                const int hf = h0 + i;
-                __m256i isum[TILE_MAX];
-                UNROLLED
-                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
-                if (n_a <= 2) {
-                    /* decode: each 32-byte ql and qh vector loaded once for the four weight
-                     * vectors it holds, with shifts by constants (one core, weights in cache:
-                     * 17 -> 23 GMAC/s); the block two ahead fetched a share a step
-                     * (prefetch_share) */
-                    UNROLLED
-                    for (int h = 0; h < 2; h++)
-                        UNROLLED
-                        for (int kk = 0; kk < 2; kk++) {
-                            __m256i sc16[4];
-                            UNROLLED
-                            for (int m = 0; m < 4; m++) {
-                                sc16[m] = q6k_scale16(blk, 8 * h + 2 * m + kk, hf);
-                            }
-                            const uint8_t *ql = blk + 288 + 1024 * h + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
-                            UNROLLED
-                            for (int k = 4 * kk; k < 4 * kk + 4; k += 2) {
-                                const int step = 8 * i + 4 * h + 2 * kk + (k - 4 * kk) / 2; /* of 16 a block */
-                                prefetch_share(blk, Q6K_BLOCK_BYTES, step, 16);
-                                __m256i l0[2], l1[2], vh[2];
-                                UNROLLED
-                                for (int e = 0; e < 2; e++) {
-                                    l0[e] = _mm256_loadu_si256((const __m256i *)(ql + 64 * (k + e)));
-                                    l1[e] = _mm256_loadu_si256((const __m256i *)(ql + 512 + 64 * (k + e)));
-                                    vh[e] = _mm256_loadu_si256((const __m256i *)(qh + 64 * (k + e)));
-                                }
-                                UNROLLED
-                                for (int m = 0; m < 4; m++) {
-                                    __m256i u[2];
-                                    UNROLLED
-                                    for (int e = 0; e < 2; e++) {
-                                        const __m256i qv = m % 2 ? l1[e] : l0[e];
-                                        const __m256i lo = m < 2 ? qv : _mm256_srli_epi16(qv, 4);
-                                        const __m256i hi = m == 0   ? _mm256_slli_epi16(vh[e], 4)
-                                                           : m == 1 ? _mm256_slli_epi16(vh[e], 2)
-                                                           : m == 2 ? vh[e]
-                                                                    : _mm256_srli_epi16(vh[e], 2);
-                                        u[e] = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hi, high2));
-                                    }
-                                    UNROLLED
-                                    for (int t = 0; t < n_a; t++) {
-                                        const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                                        const int8_t *qs = x->qs + 128 * h + 32 * m + 4 * k;
-                                        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], _mm256_set1_epi32(rd32(qs))),
-                                                                           _mm256_maddubs_epi16(u[1], _mm256_set1_epi32(rd32(qs + 4))));
-                                        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(p, sc16[m]));
-                                    }
-                                }
-                            }
-                        }
-                } else {
-                    for (int g = 0; g < 16; g++) {
-                        const int h = g / 8, m = g % 8 / 2, kk = g % 2;
-                        const __m256i sc16 = q6k_scale16(blk, g, hf);
-                        const __m128i lo_shift = _mm_cvtsi32_si128(4 * (m / 2));
-                        const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
-                        const uint8_t *ql = blk + 288 + 1024 * h + 512 * (m % 2) + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
-                        __m256i u[4];
-                        UNROLLED
-                        for (int k = 0; k < 4; k++) {
-                            const int kv = 4 * kk + k;
-                            const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 64 * kv));
-                            const __m256i vh = _mm256_loadu_si256((const __m256i *)(qh + 64 * kv));
-                            const __m256i hi = m < 2 ? _mm256_sll_epi16(vh, hi_shift) : _mm256_srl_epi16(vh, hi_shift);
-                            u[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(vl, lo_shift), low4), _mm256_and_si256(hi, high2));
-                        }
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) {
-                            const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                            const int8_t *qs = x->qs + 16 * g;
-                            const __m256i p01 = _mm256_add_epi16(_mm256_maddubs_epi16(u[0], _mm256_set1_epi32(rd32(qs))),
-                                                                 _mm256_maddubs_epi16(u[1], _mm256_set1_epi32(rd32(qs + 4))));
-                            const __m256i p23 = _mm256_add_epi16(_mm256_maddubs_epi16(u[2], _mm256_set1_epi32(rd32(qs + 8))),
-                                                                 _mm256_maddubs_epi16(u[3], _mm256_set1_epi32(rd32(qs + 12))));
-                            isum[t] = _mm256_add_epi32(isum[t],
-                                                       _mm256_add_epi32(_mm256_madd_epi16(p01, sc16), _mm256_madd_epi16(p23, sc16)));
-                        }
-                    }
-                }
-                /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
-                __m256i corr[TILE_MAX];
-                UNROLLED
-                for (int t = 0; t < n_a; t++) corr[t] = _mm256_setzero_si256();
-                for (int p = 0; p < 8; p++) {
-                    const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 32 * p + 8 * hf)));
-                    const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 48 + 32 * p + 8 * hf)));
-                    const __m256i pair = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
-                    UNROLLED
-                    for (int t = 0; t < n_a; t++) {
-                        const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                        corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(rd32(x->bsums + 2 * p))));
-                    }
-                }
-                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
-                    const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
-                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
-                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi)));
-                }
-            }
+            q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc);
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
@@ -622,12 +611,63 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
  * scale in both 16-bit halves of each lane gives scale * sum in 32 bits. */
 #define IQ4XS_BLOCK_BYTES 2176
 
+/* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
+ * rows, into acc: the body of iq4xs_halves. */
+INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
+                 const int n_a, __m256 acc[2][TILE_MAX]) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    UNROLLED
+    for (int i = 0; i < n_h; i++) {
+        if (i == 0 && n_a > 2)
+            for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
+                _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
+        const int h = h0 + i;
+        const __m256i sl = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
+        const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
+        __m256i isum[TILE_MAX];
+        UNROLLED
+        for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; j++) {
+            if (n_a <= 2) prefetch_share(blk, IQ4XS_BLOCK_BYTES, 8 * i + j, 16);
+            const __m256i sc_low = _mm256_and_si256(srl32(sl, 4 * j), _mm256_set1_epi32(15));
+            const __m256i sc_high = _mm256_and_si256(srl32(sh, 2 * j), _mm256_set1_epi32(3));
+            const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(sc_low, _mm256_slli_epi32(sc_high, 4)),
+                                                _mm256_set1_epi32(32));
+            const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)),
+                                                 _mm256_slli_epi32(sc, 16));
+            _Pragma("GCC unroll 2")
+            for (int g = 0; g < 4; g++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 128 + 256 * j + 64 * g + 32 * h));
+                const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
+                const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
+                const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
+                UNROLLED
+                for (int t = 0; t < n_a; t++) {
+                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const int8_t *qs = x->qs + 32 * j + 4 * g;
+                    const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs)), w0);
+                    const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs + 16)), w1);
+                    const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), sc16),
+                                                       _mm256_madd_epi16(_mm256_maddubs_epi16(u1, a1), sc16));
+                    isum[t] = _mm256_add_epi32(isum[t], p);
+                }
+            }
+        }
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
+        UNROLLED
+        for (int t = 0; t < n_a; t++) {
+            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
+            acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])));
+        }
+    }
+}
+
 INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
                          size_t a_stride, const int n_a, float *y, size_t y_stride) {
     __m256 lane[LANES][2][TILE_MAX];
     const uint8_t *blk = group;
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
     for (int l = 0; l < LANES; l++) {
         __m256 acc[2][TILE_MAX];
         UNROLLED
@@ -635,51 +675,7 @@ INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const i
             UNROLLED
             for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES)
-            UNROLLED
-            for (int i = 0; i < n_h; i++) {
-                if (i == 0 && n_a > 2)
-                    for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
-                        _mm_prefetch((const char *)blk + c + 2 * IQ4XS_BLOCK_BYTES, _MM_HINT_T0);
-                const int h = h0 + i;
-                const __m256i sl = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
-                const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-                __m256i isum[TILE_MAX];
-                UNROLLED
-                for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++) {
-                    if (n_a <= 2) prefetch_share(blk, IQ4XS_BLOCK_BYTES, 8 * i + j, 16);
-                    const __m256i sc_low = _mm256_and_si256(srl32(sl, 4 * j), _mm256_set1_epi32(15));
-                    const __m256i sc_high = _mm256_and_si256(srl32(sh, 2 * j), _mm256_set1_epi32(3));
-                    const __m256i sc = _mm256_sub_epi32(_mm256_or_si256(sc_low, _mm256_slli_epi32(sc_high, 4)),
-                                                        _mm256_set1_epi32(32));
-                    const __m256i sc16 = _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)),
-                                                         _mm256_slli_epi32(sc, 16));
-                    _Pragma("GCC unroll 2")
-                    for (int g = 0; g < 4; g++) {
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 128 + 256 * j + 64 * g + 32 * h));
-                        const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
-                        const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
-                        const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
-                        UNROLLED
-                        for (int t = 0; t < n_a; t++) {
-                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                            const int8_t *qs = x->qs + 32 * j + 4 * g;
-                            const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs)), w0);
-                            const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs + 16)), w1);
-                            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), sc16),
-                                                               _mm256_madd_epi16(_mm256_maddubs_epi16(u1, a1), sc16));
-                            isum[t] = _mm256_add_epi32(isum[t], p);
-                        }
-                    }
-                }
-                const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-                UNROLLED
-                for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-                    const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
-                    acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])));
-                }
-            }
+            iq4xs_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc);
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
@@ -689,6 +685,45 @@ INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const i
 }
 
 typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
+
+/* Decode over n_groups whole groups at once, their blocks taken in turn (both halves of
+ * each): n_groups streams for the hardware prefetchers, the same operations per group as
+ * the group kernels, through their block bodies (as the AVX-512 blocks_groups_decode). */
+INLINE void halves_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
+                                 const int n_groups, const uint8_t *a, float *y) {
+    const size_t block_bytes = k == KIND_Q6_K     ? Q6K_BLOCK_BYTES
+                               : k == KIND_Q5_K   ? Q5K_BLOCK_BYTES
+                               : k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
+                               : k == KIND_IQ4_XS ? IQ4XS_BLOCK_BYTES
+                               : k == KIND_Q8_0   ? Q8_BLOCK_BYTES
+                                                  : Q4_BLOCK_BYTES;
+    __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
+    const uint8_t *blk = group;
+    for (int l = 0; l < LANES; l++) {
+        __m256 acc[DECODE_STREAMS][2][TILE_MAX];
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) acc[g][0][0] = acc[g][1][0] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            UNROLLED
+            for (int g = 0; g < n_groups; g++) {
+                const uint8_t *gb = blk + (size_t)g * group_bytes;
+                switch (k) {
+                case KIND_Q4_K:
+                case KIND_Q5_K: q4k_halves_block(gb, b, 0, 2, a, 0, 1, k == KIND_Q5_K, acc[g]); break;
+                case KIND_Q6_K: q6k_halves_block(gb, b, 0, 2, a, 0, 1, acc[g]); break;
+                case KIND_IQ4_XS: iq4xs_halves_block(gb, b, 0, 2, a, 0, 1, acc[g]); break;
+                default: q8_halves_block(gb, b, 0, 2, a, 0, 1, k == KIND_Q4_0, k == KIND_IQ4_NL, acc[g]); break;
+                }
+            }
+        UNROLLED
+        for (int g = 0; g < n_groups; g++) {
+            lane[g][l][0][0] = acc[g][0][0];
+            lane[g][l][1][0] = acc[g][1][0];
+        }
+    }
+    UNROLLED
+    for (int g = 0; g < n_groups; g++) store_halves(lane[g], 2, 16, 1, y + 16 * g, 0);
+}
 
 /* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
 INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
@@ -715,10 +750,10 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && DECODE_STREAMS > 1 && (k == KIND_Q8_0 || k == KIND_Q4_0 || k == KIND_IQ4_NL)) {
+    if (n_a == 1 && DECODE_STREAMS > 1) {
         const size_t group_bytes = (size_t)nb * block_bytes[k];
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
-            q8_groups_decode(nb, group, group_bytes, DECODE_STREAMS, act, k == KIND_Q4_0, k == KIND_IQ4_NL, y + r0);
+            halves_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
     }
     for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
