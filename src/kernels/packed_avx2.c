@@ -320,8 +320,8 @@ INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of q4k_halves. */
-INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
-                 const int n_a, const bool q5, __m256 acc[2][TILE_MAX]) {
+INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+                             size_t a_stride, const int n_a, const bool q5, __m256 acc[2][TILE_MAX]) {
     const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
     const int span = q5 ? 4 : 8; /* weight vectors summed in 16 bits */
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -468,8 +468,8 @@ INLINE __m256i q6k_scale16(const uint8_t *blk, int g, int hf) {
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of q6k_halves. */
-INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
-                 const int n_a, __m256 acc[2][TILE_MAX]) {
+INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+                             size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
     UNROLLED
     for (int i = 0; i < n_h; i++) {
@@ -613,8 +613,8 @@ INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of iq4xs_halves. */
-INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a, size_t a_stride,
-                 const int n_a, __m256 acc[2][TILE_MAX]) {
+INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+                               size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     const __m256i low = _mm256_set1_epi8(0x0f);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
     UNROLLED
