@@ -79,7 +79,9 @@ INLINE void store_lanes(__m512 lane[LANES][TILE], int rows, const int n_a, float
     }
 }
 
-/* Block b of a group (its bytes at blk) times n_a activation rows, into acc. */
+/* Block b of a group of Q8_0, Q4_0 or IQ4_NL (its bytes at blk) times n_a activation rows,
+ * into acc. nl: IQ4_NL, Q4_0's layout whose nibbles become levels + 128 (vpshufb), as many
+ * bytes as Q8_0's and summed as those, from the same start. */
 INLINE void q8_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a, const bool q4,
                      const bool nl, __m512 acc[TILE]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
@@ -108,26 +110,8 @@ INLINE void q8_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_s
     }
 }
 
-/* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows; n_a and q4
- * are constants in each instantiation, so the accumulators live in registers. */
-/* nl: IQ4_NL, Q4_0's layout whose nibbles become levels + 128 (vpshufb), as many
- * bytes as Q8_0's and summed as those, from the same start. */
-INLINE void packed_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
-                         const int n_a, const bool q4, const bool nl, float *y, size_t y_stride) {
-    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : BLOCK_BYTES;
-    __m512 lane[LANES][TILE];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[TILE];
-        UNROLLED
-        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) q8_block(blk, b, a, a_stride, n_a, q4, nl, acc);
-        UNROLLED
-        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
-    }
-    store_lanes(lane, rows, n_a, y, y_stride);
-}
-
+/* Q4_1: Q4_0's sums with no start (the nibbles are the quants), then the reference's
+ * (w.d * a.d) * (float)sumi + w.m * a.s. */
 INLINE void q41_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
                       const __m512i low, __m512 acc[TILE]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
@@ -153,24 +137,6 @@ INLINE void q41_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         const __m512 offset = _mm512_mul_ps(wm, half_lanes(x->s));
         acc[j] = _mm512_add_ps(acc[j], _mm512_add_ps(scaled, offset));
     }
-}
-
-/* Q4_1: Q4_0's sums with no start (the nibbles are the quants), then the reference's
- * (w.d * a.d) * (float)sumi + w.m * a.s. */
-INLINE void q41_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
-                      float *y, size_t y_stride) {
-    __m512 lane[LANES][TILE];
-    const uint8_t *blk = group;
-    const __m512i low = _mm512_set1_epi8(0x0f);
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[TILE];
-        UNROLLED
-        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q41_BLOCK_BYTES) q41_block(blk, b, a, a_stride, n_a, low, acc);
-        UNROLLED
-        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
-    }
-    store_lanes(lane, rows, n_a, y, y_stride);
 }
 
 /* Q4_K reads each block with many instructions: without prefetching two blocks ahead,
@@ -270,22 +236,6 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     }
 }
 
-INLINE void q4k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
-                      const bool q5, float *y, size_t y_stride) {
-    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
-    __m512 lane[LANES][TILE];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[TILE];
-        UNROLLED
-        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) q4k_block(blk, b, a, a_stride, n_a, q5, acc);
-        UNROLLED
-        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
-    }
-    store_lanes(lane, rows, n_a, y, y_stride);
-}
-
 #define Q6K_PREFETCH (4 * Q6K_BLOCK_BYTES)
 
 INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
@@ -340,21 +290,8 @@ INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     }
 }
 
-INLINE void q6k_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
-                      float *y, size_t y_stride) {
-    __m512 lane[LANES][TILE];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[TILE];
-        UNROLLED
-        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES) q6k_block(blk, b, a, a_stride, n_a, acc);
-        UNROLLED
-        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
-    }
-    store_lanes(lane, rows, n_a, y, y_stride);
-}
-
+/* IQ4_XS: per sub-block, the nibbles looked up as level + 128 (vpshufb), the exact sum
+ * times the signed scale; less 128 * sum of scale * sub-block sum of the activation. */
 INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
                         const __m512i table, __m512 acc[TILE]) {
     for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
@@ -397,21 +334,51 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     }
 }
 
-/* IQ4_XS: per sub-block, the nibbles looked up as level + 128 (vpshufb), the exact sum
- * times the signed scale; less 128 * sum of scale * sub-block sum of the activation. */
-INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride, const int n_a,
-                        float *y, size_t y_stride) {
+/* The bytes of one packed block of the type (16 rows). */
+INLINE size_t kind_block_bytes(const kind k) {
+    switch (k) {
+    case KIND_Q8_0: return BLOCK_BYTES;
+    case KIND_Q4_0:
+    case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
+    case KIND_Q4_K: return Q4K_BLOCK_BYTES;
+    case KIND_Q5_K: return Q5K_BLOCK_BYTES;
+    case KIND_Q6_K: return Q6K_BLOCK_BYTES;
+    case KIND_IQ4_XS: return IQ4XS_BLOCK_BYTES;
+    case KIND_Q4_1: return Q41_BLOCK_BYTES;
+    }
+    return 0;
+}
+
+/* Block b of a group of the type (its bytes at blk) times n_a activation rows, into acc:
+ * kind and n_a are constants in each caller, so the accumulators live in registers. */
+INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
+                       __m512 acc[TILE]) {
+    switch (k) {
+    case KIND_Q8_0: q8_block(blk, b, a, a_stride, n_a, false, false, acc); break;
+    case KIND_Q4_0: q8_block(blk, b, a, a_stride, n_a, true, false, acc); break;
+    case KIND_IQ4_NL: q8_block(blk, b, a, a_stride, n_a, false, true, acc); break;
+    case KIND_Q4_K: q4k_block(blk, b, a, a_stride, n_a, false, acc); break;
+    case KIND_Q5_K: q4k_block(blk, b, a, a_stride, n_a, true, acc); break;
+    case KIND_Q6_K: q6k_block(blk, b, a, a_stride, n_a, acc); break;
+    case KIND_IQ4_XS: iq4xs_block(blk, b, a, a_stride, n_a, iq4xs_table(), acc); break;
+    case KIND_Q4_1: q41_block(blk, b, a, a_stride, n_a, _mm512_set1_epi8(0x0f), acc); break;
+    }
+}
+
+/* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows: lane l's
+ * blocks l, l + 8, ... in the packed order, then the lanes combined. */
+INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
+                       const int n_a, float *y, size_t y_stride) {
+    const size_t block_bytes = kind_block_bytes(k);
     __m512 lane[LANES][TILE];
     const uint8_t *blk = group;
-    const __m512i table = iq4xs_table();
     for (int l = 0; l < LANES; l++) {
         __m512 acc[TILE];
         UNROLLED
-        for (int t = 0; t < n_a; t++) acc[t] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES)
-            iq4xs_block(blk, b, a, a_stride, n_a, table, acc);
+        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) kind_block(k, blk, b, a, a_stride, n_a, acc);
         UNROLLED
-        for (int t = 0; t < n_a; t++) lane[l][t] = acc[t];
+        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
     }
     store_lanes(lane, rows, n_a, y, y_stride);
 }
@@ -423,14 +390,7 @@ INLINE void iq4xs_group(int64_t nb, const uint8_t *group, int rows, const uint8_
  * for each group: their block kernels. */
 INLINE void blocks_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
                                  const int n_groups, const uint8_t *a, float *y) {
-    const size_t block_bytes = k == KIND_Q6_K     ? Q6K_BLOCK_BYTES
-                               : k == KIND_Q5_K   ? Q5K_BLOCK_BYTES
-                               : k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
-                               : k == KIND_IQ4_XS ? IQ4XS_BLOCK_BYTES
-                               : k == KIND_Q4_1   ? Q41_BLOCK_BYTES
-                               : k == KIND_Q8_0   ? BLOCK_BYTES
-                                                  : Q4_BLOCK_BYTES;
-    const __m512i table = iq4xs_table(), low = _mm512_set1_epi8(0x0f);
+    const size_t block_bytes = kind_block_bytes(k);
     __m512 lane[DECODE_STREAMS][LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -439,17 +399,7 @@ INLINE void blocks_groups_decode(const kind k, int64_t nb, const uint8_t *group,
         for (int g = 0; g < n_groups; g++) acc[g][0] = _mm512_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
-            for (int g = 0; g < n_groups; g++) {
-                const uint8_t *gb = blk + (size_t)g * group_bytes;
-                switch (k) {
-                case KIND_Q6_K: q6k_block(gb, b, a, 0, 1, acc[g]); break;
-                case KIND_IQ4_XS: iq4xs_block(gb, b, a, 0, 1, table, acc[g]); break;
-                case KIND_Q4_1: q41_block(gb, b, a, 0, 1, low, acc[g]); break;
-                case KIND_Q4_K:
-                case KIND_Q5_K: q4k_block(gb, b, a, 0, 1, k == KIND_Q5_K, acc[g]); break;
-                default: q8_block(gb, b, a, 0, 1, k == KIND_Q4_0, k == KIND_IQ4_NL, acc[g]); break;
-                }
-            }
+            for (int g = 0; g < n_groups; g++) kind_block(k, blk + (size_t)g * group_bytes, b, a, 0, 1, acc[g]);
         UNROLLED
         for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g][0];
     }
@@ -457,36 +407,19 @@ INLINE void blocks_groups_decode(const kind k, int64_t nb, const uint8_t *group,
     for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
 }
 
-/* One group of the type times n_a <= TILE activation rows: kind is a constant in each caller. */
-INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
-                       const int n_a, float *y, size_t y_stride) {
-    switch (k) {
-    case KIND_Q8_0: packed_group(nb, group, rows, a, a_stride, n_a, false, false, y, y_stride); break;
-    case KIND_Q4_0: packed_group(nb, group, rows, a, a_stride, n_a, true, false, y, y_stride); break;
-    case KIND_IQ4_NL: packed_group(nb, group, rows, a, a_stride, n_a, false, true, y, y_stride); break;
-    case KIND_Q4_K: q4k_group(nb, group, rows, a, a_stride, n_a, false, y, y_stride); break;
-    case KIND_Q5_K: q4k_group(nb, group, rows, a, a_stride, n_a, true, y, y_stride); break;
-    case KIND_Q6_K: q6k_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
-    case KIND_IQ4_XS: iq4xs_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
-    case KIND_Q4_1: q41_group(nb, group, rows, a, a_stride, n_a, y, y_stride); break;
-    }
-}
-
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
-    static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
-                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && DECODE_STREAMS > 1) {
-        const size_t group_bytes = (size_t)nb * block_bytes[k];
+        const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             blocks_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
     }
-    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
             const uint8_t *aj = act + (size_t)j0 * a_stride;
