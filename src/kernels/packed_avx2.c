@@ -261,31 +261,6 @@ INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const i
     }
 }
 
-/* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
- * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
- * so that each cache line is used whole when it arrives from memory; a tile of more
- * activation rows takes one half at a time, to keep its accumulators in registers. */
-INLINE void packed_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                          size_t a_stride, const int n_a, const bool q4, const bool nl, float *y, size_t y_stride) {
-    const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
-    __m256 lane[LANES][2][TILE_MAX];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m256 acc[2][TILE_MAX];
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int j = 0; j < n_a; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, q4, nl, acc);
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
-    }
-    store_halves(lane, n_h, rows, n_a, y, y_stride);
-}
-
 /* Q4_K (packed.h): half h of a block has its 8 d at 16 h, dmin at 32 + 16 h, scale dwords
  * at 64 + 64 s + 32 h, nibbles of sub-block pair p, vector k at 256 + 512 p + 64 k + 32 h.
  * The nibbles (at most 15) go through vpmaddubsw, the eight vectors of a sub-block
@@ -431,27 +406,6 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
     }
 }
 
-INLINE void q4k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                       size_t a_stride, const int n_a, const bool q5, float *y, size_t y_stride) {
-    const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
-    __m256 lane[LANES][2][TILE_MAX];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m256 acc[2][TILE_MAX];
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, q5, acc);
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
-    }
-    store_halves(lane, n_h, rows, n_a, y, y_stride);
-}
-
 /* Q6_K (packed.h): half hf of a block has its 8 d at 16 hf, the int8 scales of sub-block g
  * at 32 + 16 g + 8 hf, ql vector [h][s][k] at 288 + 1024 h + 512 s + 64 k + 32 hf, qh
  * vector [h][k] at 2336 + 512 h + 64 k + 32 hf. A weight plus 32 is at most 63: a pair of
@@ -583,26 +537,6 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
     }
 }
 
-INLINE void q6k_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                       size_t a_stride, const int n_a, float *y, size_t y_stride) {
-    __m256 lane[LANES][2][TILE_MAX];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m256 acc[2][TILE_MAX];
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += Q6K_BLOCK_BYTES)
-            q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc);
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
-    }
-    store_halves(lane, n_h, rows, n_a, y, y_stride);
-}
-
 /* IQ4_XS (packed.h): half h of a block has its 8 d at 16 h, scales_h at 32 + 16 h, scale
  * dwords at 64 + 32 h, nibbles of sub-block j, vector g at 128 + 256 j + 64 g + 32 h. The
  * levels (vpshufb) go through vpmaddubsw as Q8_0's weights do, |level| against the
@@ -664,8 +598,44 @@ INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, cons
     }
 }
 
-INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows, const uint8_t *a,
-                         size_t a_stride, const int n_a, float *y, size_t y_stride) {
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
+
+/* The bytes of one packed block of the type (16 rows). */
+INLINE size_t kind_block_bytes(const kind k) {
+    switch (k) {
+    case KIND_Q8_0: return Q8_BLOCK_BYTES;
+    case KIND_Q4_0:
+    case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
+    case KIND_Q4_K: return Q4K_BLOCK_BYTES;
+    case KIND_Q5_K: return Q5K_BLOCK_BYTES;
+    case KIND_Q6_K: return Q6K_BLOCK_BYTES;
+    case KIND_IQ4_XS: return IQ4XS_BLOCK_BYTES;
+    }
+    return 0;
+}
+
+/* Block b of a group of the type, halves [h0, h0 + n_h), times n_a activation rows, into
+ * acc: kind, n_h and n_a are constants in each caller. */
+INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
+                              const uint8_t *a, size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
+    switch (k) {
+    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
+    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
+    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
+    case KIND_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
+    case KIND_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
+    case KIND_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
+    case KIND_IQ4_XS: iq4xs_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
+    }
+}
+
+/* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
+ * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
+ * so that each cache line is used whole when it arrives from memory; a tile of more
+ * activation rows takes one half at a time, to keep its accumulators in registers. */
+INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
+                   const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
+    const size_t block_bytes = kind_block_bytes(k);
     __m256 lane[LANES][2][TILE_MAX];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -673,30 +643,23 @@ INLINE void iq4xs_halves(int64_t nb, const uint8_t *group, const int h0, const i
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
-            for (int t = 0; t < n_a; t++) acc[i][t] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += IQ4XS_BLOCK_BYTES)
-            iq4xs_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc);
+            for (int j = 0; j < n_a; j++) acc[i][j] = _mm256_setzero_ps();
+        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
+            kind_halves_block(k, blk, b, h0, n_h, a, a_stride, n_a, acc);
         UNROLLED
         for (int i = 0; i < n_h; i++)
             UNROLLED
-            for (int t = 0; t < n_a; t++) lane[l][i][t] = acc[i][t];
+            for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
     }
     store_halves(lane, n_h, rows, n_a, y, y_stride);
 }
-
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
 
 /* Decode over n_groups whole groups at once, their blocks taken in turn (both halves of
  * each): n_groups streams for the hardware prefetchers, the same operations per group as
  * the group kernels, through their block bodies (as the AVX-512 blocks_groups_decode). */
 INLINE void halves_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
                                  const int n_groups, const uint8_t *a, float *y) {
-    const size_t block_bytes = k == KIND_Q6_K     ? Q6K_BLOCK_BYTES
-                               : k == KIND_Q5_K   ? Q5K_BLOCK_BYTES
-                               : k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
-                               : k == KIND_IQ4_XS ? IQ4XS_BLOCK_BYTES
-                               : k == KIND_Q8_0   ? Q8_BLOCK_BYTES
-                                                  : Q4_BLOCK_BYTES;
+    const size_t block_bytes = kind_block_bytes(k);
     __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -705,16 +668,8 @@ INLINE void halves_groups_decode(const kind k, int64_t nb, const uint8_t *group,
         for (int g = 0; g < n_groups; g++) acc[g][0][0] = acc[g][1][0] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
-            for (int g = 0; g < n_groups; g++) {
-                const uint8_t *gb = blk + (size_t)g * group_bytes;
-                switch (k) {
-                case KIND_Q4_K:
-                case KIND_Q5_K: q4k_halves_block(gb, b, 0, 2, a, 0, 1, k == KIND_Q5_K, acc[g]); break;
-                case KIND_Q6_K: q6k_halves_block(gb, b, 0, 2, a, 0, 1, acc[g]); break;
-                case KIND_IQ4_XS: iq4xs_halves_block(gb, b, 0, 2, a, 0, 1, acc[g]); break;
-                default: q8_halves_block(gb, b, 0, 2, a, 0, 1, k == KIND_Q4_0, k == KIND_IQ4_NL, acc[g]); break;
-                }
-            }
+            for (int g = 0; g < n_groups; g++)
+                kind_halves_block(k, blk + (size_t)g * group_bytes, b, 0, 2, a, 0, 1, acc[g]);
         UNROLLED
         for (int g = 0; g < n_groups; g++) {
             lane[g][l][0][0] = acc[g][0][0];
@@ -725,37 +680,21 @@ INLINE void halves_groups_decode(const kind k, int64_t nb, const uint8_t *group,
     for (int g = 0; g < n_groups; g++) store_halves(lane[g], 2, 16, 1, y + 16 * g, 0);
 }
 
-/* Halves [h0, h0 + n_h) of a group of the type: kind is a constant in each caller. */
-INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
-                   const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
-    switch (k) {
-    case KIND_Q8_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, false, y, y_stride); break;
-    case KIND_Q4_0: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, false, y, y_stride); break;
-    case KIND_IQ4_NL: packed_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, true, y, y_stride); break;
-    case KIND_Q4_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, false, y, y_stride); break;
-    case KIND_Q5_K: q4k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, true, y, y_stride); break;
-    case KIND_Q6_K: q6k_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
-    case KIND_IQ4_XS: iq4xs_halves(nb, group, h0, n_h, rows, a, a_stride, n_a, y, y_stride); break;
-    }
-}
-
 /* The product of one packed type: per group, decode (one or two activation rows) in one
  * pass over both halves, larger tiles half by half. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
-    static const size_t block_bytes[] = {Q8_BLOCK_BYTES,  Q4_BLOCK_BYTES,  Q4K_BLOCK_BYTES,  Q5K_BLOCK_BYTES,
-                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q4_BLOCK_BYTES};
     const int64_t nb = n_cols / block_cols[k];
     const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && DECODE_STREAMS > 1) {
-        const size_t group_bytes = (size_t)nb * block_bytes[k];
+        const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             halves_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
     }
-    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * block_bytes[k]) {
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
             if (n_a == 1) halves(k, nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
