@@ -67,7 +67,7 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
  * tok/s on 2 cores of an EPYC). */
 #define PREFETCH_BYTES 2048
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode (halves_groups_decode) */
+#define DECODE_STREAMS 4 /* groups read side by side in decode (halves) */
 #endif
 
 INLINE int32_t rd32(const void *p) {
@@ -632,52 +632,38 @@ INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const
 /* Halves [h0, h0 + n_h) of one group (rows of them: rows <= 8 n_h, from row 8 h0) times
  * n_a <= TILE activation rows. Decode takes both halves in one pass (n_h = 2, n_a <= 2),
  * so that each cache line is used whole when it arrives from memory; a tile of more
- * activation rows takes one half at a time, to keep its accumulators in registers. */
-INLINE void halves(const kind k, int64_t nb, const uint8_t *group, const int h0, const int n_h, int rows,
-                   const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
-    const size_t block_bytes = kind_block_bytes(k);
-    __m256 lane[LANES][2][TILE_MAX];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m256 acc[2][TILE_MAX];
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int j = 0; j < n_a; j++) acc[i][j] = _mm256_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            kind_halves_block(k, blk, b, h0, n_h, a, a_stride, n_a, acc);
-        UNROLLED
-        for (int i = 0; i < n_h; i++)
-            UNROLLED
-            for (int j = 0; j < n_a; j++) lane[l][i][j] = acc[i][j];
-    }
-    store_halves(lane, n_h, rows, n_a, y, y_stride);
-}
-
-/* Decode over n_groups whole groups at once, their blocks taken in turn (both halves of
- * each): n_groups streams for the hardware prefetchers, the same operations per group as
- * the group kernels, through their block bodies (as the AVX-512 blocks_groups_decode). */
-INLINE void halves_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
-                                 const int n_groups, const uint8_t *a, float *y) {
+ * activation rows takes one half at a time, to keep its accumulators in registers.
+ * Several groups (n_groups, whole ones but for the last: rows) go side by side in decode,
+ * their blocks taken in turn: n_groups streams for the hardware prefetchers (as the
+ * AVX-512 groups_tile), each group's operations the same as alone. */
+INLINE void halves(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+                   const int h0, const int n_h, int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y,
+                   size_t y_stride) {
     const size_t block_bytes = kind_block_bytes(k);
     __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m256 acc[DECODE_STREAMS][2][TILE_MAX];
         UNROLLED
-        for (int g = 0; g < n_groups; g++) acc[g][0][0] = acc[g][1][0] = _mm256_setzero_ps();
+        for (int g = 0; g < n_groups; g++)
+            UNROLLED
+            for (int i = 0; i < n_h; i++)
+                UNROLLED
+                for (int j = 0; j < n_a; j++) acc[g][i][j] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
             for (int g = 0; g < n_groups; g++)
-                kind_halves_block(k, blk + (size_t)g * group_bytes, b, 0, 2, a, 0, 1, acc[g]);
+                kind_halves_block(k, blk + (size_t)g * group_bytes, b, h0, n_h, a, a_stride, n_a, acc[g]);
         UNROLLED
-        for (int g = 0; g < n_groups; g++) {
-            lane[g][l][0][0] = acc[g][0][0];
-            lane[g][l][1][0] = acc[g][1][0];
-        }
+        for (int g = 0; g < n_groups; g++)
+            UNROLLED
+            for (int i = 0; i < n_h; i++)
+                UNROLLED
+                for (int j = 0; j < n_a; j++) lane[g][l][i][j] = acc[g][i][j];
     }
     UNROLLED
-    for (int g = 0; g < n_groups; g++) store_halves(lane[g], 2, 16, 1, y + 16 * g, 0);
+    for (int g = 0; g < n_groups; g++)
+        store_halves(lane[g], n_h, g + 1 < n_groups ? 16 : rows, n_a, y + 16 * g, y_stride);
 }
 
 /* The product of one packed type: per group, decode (one or two activation rows) in one
@@ -692,13 +678,13 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     if (n_a == 1 && DECODE_STREAMS > 1) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
-            halves_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
+            halves(k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);
     }
     for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
-            if (n_a == 1) halves(k, nb, group, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
-            else halves(k, nb, group, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
+            if (n_a == 1) halves(k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
+            else halves(k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
             continue;
         }
         for (int h = 0; h < 2 && 8 * h < rows; h++)
@@ -707,11 +693,13 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
                 float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
                 const int rh = rows - 8 * h;
                 switch (n_a - j0 < tile ? (int)(n_a - j0) : (int)tile) {
-                case 1: halves(k, nb, group, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
-                case 2: halves(k, nb, group, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
-                case 3: halves(k, nb, group, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
-                case 4: halves(k, nb, group, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
-                default: if (k == KIND_Q8_0) halves(k, nb, group, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride); break;
+                case 1: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
+                case 2: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
+                case 3: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
+                case 4: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
+                default:
+                    if (k == KIND_Q8_0) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
+                    break;
                 }
             }
     }

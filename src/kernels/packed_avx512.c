@@ -34,7 +34,7 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode (blocks_groups_decode) */
+#define DECODE_STREAMS 4 /* groups read side by side in decode (groups_tile) */
 #endif
 
 /* A packed block's 16 rows times one activation block: the exact integer sums.
@@ -365,46 +365,35 @@ INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_
     }
 }
 
-/* Rows [0, rows) of one group (rows <= 16) times n_a <= TILE activation rows: lane l's
- * blocks l, l + 8, ... in the packed order, then the lanes combined. */
-INLINE void group_tile(const kind k, int64_t nb, const uint8_t *group, int rows, const uint8_t *a, size_t a_stride,
-                       const int n_a, float *y, size_t y_stride) {
-    const size_t block_bytes = kind_block_bytes(k);
-    __m512 lane[LANES][TILE];
-    const uint8_t *blk = group;
-    for (int l = 0; l < LANES; l++) {
-        __m512 acc[TILE];
-        UNROLLED
-        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
-        for (int64_t b = l; b < nb; b += LANES, blk += block_bytes) kind_block(k, blk, b, a, a_stride, n_a, acc);
-        UNROLLED
-        for (int j = 0; j < n_a; j++) lane[l][j] = acc[j];
-    }
-    store_lanes(lane, rows, n_a, y, y_stride);
-}
-
-/* One activation row (decode) times n_groups whole groups at once, their blocks taken in
- * turn: n_groups streams of weights, which the hardware prefetchers fetch side by side
- * (one stream per core reads memory well below its bandwidth on some CPUs: 27 against
- * 32 GB/s on an AMX Xeon). The same operations in the same order as the group kernels
- * for each group: their block kernels. */
-INLINE void blocks_groups_decode(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes,
-                                 const int n_groups, const uint8_t *a, float *y) {
+/* n_groups groups (rows of the last one: rows <= 16) times n_a <= TILE activation rows:
+ * lane l's blocks l, l + 8, ... in the packed order, then the lanes combined. Several
+ * groups go side by side in decode (one activation row), their blocks taken in turn:
+ * n_groups streams of weights, which the hardware prefetchers fetch side by side (one
+ * stream per core reads memory well below its bandwidth on some CPUs: 27 against 32 GB/s
+ * on an AMX Xeon), each group's operations the same as alone. kind, n_groups and n_a are
+ * constants in each caller, so the accumulators live in registers. */
+INLINE void groups_tile(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+                        int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
     const size_t block_bytes = kind_block_bytes(k);
     __m512 lane[DECODE_STREAMS][LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m512 acc[DECODE_STREAMS][TILE];
         UNROLLED
-        for (int g = 0; g < n_groups; g++) acc[g][0] = _mm512_setzero_ps();
+        for (int g = 0; g < n_groups; g++)
+            UNROLLED
+            for (int j = 0; j < n_a; j++) acc[g][j] = _mm512_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             UNROLLED
-            for (int g = 0; g < n_groups; g++) kind_block(k, blk + (size_t)g * group_bytes, b, a, 0, 1, acc[g]);
+            for (int g = 0; g < n_groups; g++)
+                kind_block(k, blk + (size_t)g * group_bytes, b, a, a_stride, n_a, acc[g]);
         UNROLLED
-        for (int g = 0; g < n_groups; g++) lane[g][l][0] = acc[g][0];
+        for (int g = 0; g < n_groups; g++)
+            UNROLLED
+            for (int j = 0; j < n_a; j++) lane[g][l][j] = acc[g][j];
     }
     UNROLLED
-    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], 16, 1, y + 16 * g, 0);
+    for (int g = 0; g < n_groups; g++) store_lanes(lane[g], g + 1 < n_groups ? 16 : rows, n_a, y + 16 * g, y_stride);
 }
 
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
@@ -417,7 +406,7 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     if (n_a == 1 && DECODE_STREAMS > 1) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
-            blocks_groups_decode(k, nb, group, group_bytes, DECODE_STREAMS, act, y + r0);
+            groups_tile(k, nb, group, group_bytes, DECODE_STREAMS, 16, act, a_stride, 1, y + r0, y_stride);
     }
     for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
@@ -425,14 +414,14 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
             const uint8_t *aj = act + (size_t)j0 * a_stride;
             float *yj = y + (size_t)j0 * y_stride + (size_t)r0;
             switch (n_a - j0 < TILE ? (int)(n_a - j0) : TILE) {
-            case 1: group_tile(k, nb, group, rows, aj, a_stride, 1, yj, y_stride); break;
-            case 2: group_tile(k, nb, group, rows, aj, a_stride, 2, yj, y_stride); break;
-            case 3: group_tile(k, nb, group, rows, aj, a_stride, 3, yj, y_stride); break;
-            case 4: group_tile(k, nb, group, rows, aj, a_stride, 4, yj, y_stride); break;
-            case 5: group_tile(k, nb, group, rows, aj, a_stride, 5, yj, y_stride); break;
-            case 6: group_tile(k, nb, group, rows, aj, a_stride, 6, yj, y_stride); break;
-            case 7: group_tile(k, nb, group, rows, aj, a_stride, 7, yj, y_stride); break;
-            default: group_tile(k, nb, group, rows, aj, a_stride, 8, yj, y_stride); break;
+            case 1: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 1, yj, y_stride); break;
+            case 2: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 2, yj, y_stride); break;
+            case 3: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 3, yj, y_stride); break;
+            case 4: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 4, yj, y_stride); break;
+            case 5: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 5, yj, y_stride); break;
+            case 6: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 6, yj, y_stride); break;
+            case 7: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 7, yj, y_stride); break;
+            default: groups_tile(k, nb, group, 0, 1, rows, aj, a_stride, 8, yj, y_stride); break;
             }
         }
     }
