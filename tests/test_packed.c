@@ -307,10 +307,14 @@ static void run_type(int type) {
         for (int am = 0; am < A_MODES; am++)
             run_shape(type, kernels, names, n_kernels, 48, 2048, 8, (weight_mode)wm, (act_mode)am, &rng);
     run_shape(type, kernels, names, n_kernels, 40, 2048, 48, W_GAUSSIAN, A_GAUSSIAN, &rng);
-    /* decode over several groups side by side (packed_groups_decode), with groups left
-     * over, whole and partial */
-    run_shape(type, kernels, names, n_kernels, 64, 9 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
-    run_shape(type, kernels, names, n_kernels, 150, 18 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
+    /* decode over one group at a time and over four side by side (groups_tile, halves),
+     * with groups left over, whole and partial */
+    for (int streams = 1; streams <= 4; streams += 3) {
+        toy_packed_set_decode_streams(streams);
+        run_shape(type, kernels, names, n_kernels, 64, 9 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
+        run_shape(type, kernels, names, n_kernels, 150, 18 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
+    }
+    toy_packed_set_decode_streams(0);
 #if defined(__x86_64__)
     CHECK_MSG(!toy_amx_emulator_fault, "%s: the AMX kernel misused a tile: %s", toy_type_name(type),
               toy_amx_emulator_fault ? toy_amx_emulator_fault : "");

@@ -636,6 +636,16 @@ static bool avx_vnni(void) {
 #endif
 }
 
+bool toy_cpu_intel(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned max_leaf, ebx, ecx, edx;
+    return __get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) && ebx == 0x756e6547u && edx == 0x49656e69u &&
+           ecx == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
+#else
+    return false;
+#endif
+}
+
 static bool amx_failed; /* AMX present and granted, but its products failed the self-test */
 static toy_isa chosen_isa;
 static const toy_kernel *chosen[TOY_TYPE_COUNT];

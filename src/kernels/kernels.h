@@ -73,6 +73,8 @@ bool toy_cpu_avx_vnni(void);
 /* True where the CPU and the OS allow AMX but its products failed the self-test run
  * before it is chosen (packed.h): toy then runs the AVX-512 kernels. */
 bool toy_amx_self_test_failed(void);
+/* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
+bool toy_cpu_intel(void);
 
 /* The fastest kernel of a type on this CPU: chosen once per type, at first use. */
 const toy_kernel *toy_kernel_get(int type);

@@ -549,6 +549,28 @@ static void read_repack_env(void) {
     repack_off = env && !strcmp(env, "0");
 }
 
+static int decode_streams, decode_streams_set;
+static pthread_once_t decode_streams_once = PTHREAD_ONCE_INIT;
+
+static int default_decode_streams(void) {
+    const char *env = getenv("TOY_DECODE_STREAMS");
+    if (env && (!strcmp(env, "1") || !strcmp(env, "4"))) return env[0] - '0';
+    return toy_cpu_intel() ? 4 : 1;
+}
+
+static void read_decode_streams(void) {
+    decode_streams = default_decode_streams();
+}
+
+int toy_packed_decode_streams(void) {
+    pthread_once(&decode_streams_once, read_decode_streams);
+    return decode_streams_set ? decode_streams_set : decode_streams;
+}
+
+void toy_packed_set_decode_streams(int n) {
+    decode_streams_set = n == 1 || n == 4 ? n : 0;
+}
+
 /* Called by every product: the environment is read once. */
 const toy_packed_kernel *toy_packed_get(int type) {
     pthread_once(&repack_once, read_repack_env);

@@ -67,7 +67,7 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
  * tok/s on 2 cores of an EPYC). */
 #define PREFETCH_BYTES 2048
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode (halves) */
+#define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
 #endif
 
 INLINE int32_t rd32(const void *p) {
@@ -675,7 +675,7 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && DECODE_STREAMS > 1) {
+    if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             halves(k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);

@@ -34,7 +34,7 @@ const toy_packed_kernel *toy_packed_avx512(int type) {
 typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode (groups_tile) */
+#define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
 #endif
 
 /* A packed block's 16 rows times one activation block: the exact integer sums.
@@ -367,10 +367,10 @@ INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_
 
 /* n_groups groups (rows of the last one: rows <= 16) times n_a <= TILE activation rows:
  * lane l's blocks l, l + 8, ... in the packed order, then the lanes combined. Several
- * groups go side by side in decode (one activation row), their blocks taken in turn:
- * n_groups streams of weights, which the hardware prefetchers fetch side by side (one
- * stream per core reads memory well below its bandwidth on some CPUs: 27 against 32 GB/s
- * on an AMX Xeon), each group's operations the same as alone. kind, n_groups and n_a are
+ * groups go side by side in decode (one activation row) where toy_packed_decode_streams()
+ * is 4, their blocks taken in turn: n_groups streams of weights, which the hardware
+ * prefetchers fetch side by side (packed.h says where that pays), each group's
+ * operations the same as alone. kind, n_groups and n_a are
  * constants in each caller, so the accumulators live in registers. */
 INLINE void groups_tile(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
                         int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
@@ -403,7 +403,7 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && DECODE_STREAMS > 1) {
+    if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             groups_tile(k, nb, group, group_bytes, DECODE_STREAMS, 16, act, a_stride, 1, y + r0, y_stride);
