@@ -71,20 +71,21 @@ static uint64_t last_level_cache(int *level) {
 typedef struct {
     const uint64_t *p;
     size_t n;
+    int streams; /* 1 or 4, see read_avx2 */
     uint64_t sum;
 } read_job;
 
 #if defined(__x86_64__)
 #include <immintrin.h>
-/* 32-byte loads from four streams in turn, 512 bytes of each: the way the decode kernels
- * read four groups of weight rows side by side (one stream per core reads well below the
- * memory's bandwidth on some CPUs: 27 against 32 GB/s on an AMX Xeon) */
-#define READ_STREAMS 4
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n) {
+/* 32-byte loads from `streams` streams in turn, 512 bytes of each. Decode reads four
+ * groups of weight rows side by side on Intel (one stream per core reads below the
+ * memory's bandwidth there: 27 against 32 GB/s on an AMX Xeon) and one elsewhere (four
+ * read slower on a Zen 5: 28 against 54 GB/s a core), so the probe takes both. */
+__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n, int streams) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    const size_t per = n / READ_STREAMS / 64 * 64; /* 64 words: 512 bytes */
+    const size_t per = n / (size_t)streams / 64 * 64; /* 64 words: 512 bytes */
     for (size_t i = 0; i < per; i += 64)
-        for (int s = 0; s < READ_STREAMS; s++) {
+        for (int s = 0; s < streams; s++) {
             const uint64_t *q = p + (size_t)s * per + i;
             for (int k = 0; k < 64; k += 16) {
                 a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(q + k)));
@@ -104,7 +105,7 @@ static void *read_slice(void *arg) {
     read_job *j = arg;
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("avx2")) {
-        j->sum = read_avx2(j->p, j->n);
+        j->sum = read_avx2(j->p, j->n, j->streams);
         return NULL;
     }
 #endif
@@ -139,31 +140,38 @@ static uint64_t *probe_new(void) {
     return buf;
 }
 
-/* Read bandwidth in bytes/s now: the median of three passes over the probe. The
- * machine's bandwidth is shared with its neighbours and drifts (33 to 79 GB/s seen
+/* One pass over the probe by n_threads threads, each reading its share as `streams`
+ * streams: bytes/s. */
+static double read_pass(const uint64_t *buf, int n_threads, int streams, volatile uint64_t *sink) {
+    const size_t n = PROBE_BYTES / sizeof(uint64_t);
+    read_job jobs[256];
+    pthread_t th[256];
+    size_t per = n / (size_t)n_threads;
+    double t0 = now();
+    for (int t = 0; t < n_threads; t++) {
+        jobs[t] = (read_job){buf + per * (size_t)t, per, streams, 0};
+        if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
+    }
+    read_slice(&jobs[0]);
+    for (int t = 1; t < n_threads; t++)
+        if (th[t]) pthread_join(th[t], NULL);
+    double dt = now() - t0;
+    for (int t = 0; t < n_threads; t++) *sink += jobs[t].sum;
+    return (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
+}
+
+/* Read bandwidth in bytes/s now: the median of three passes over the probe, each the
+ * faster of one stream and four per thread (the two ways decode reads, see read_avx2).
+ * The machine's bandwidth is shared with its neighbours and drifts (33 to 79 GB/s seen
  * here within minutes), so it is measured beside every generation run. */
 static double measure_bandwidth(const uint64_t *buf, int n_threads) {
-    const size_t n = PROBE_BYTES / sizeof(uint64_t);
     if (!buf) return 0;
     double rates[3];
     volatile uint64_t sink = 0;
     for (int pass = 0; pass < 3; pass++) {
-        read_job jobs[256];
-        pthread_t th[256];
-        size_t per = n / (size_t)n_threads;
-        double t0 = now();
-        for (int t = 0; t < n_threads; t++) {
-            jobs[t] = (read_job){buf + per * (size_t)t, per, 0};
-            if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
-        }
-        read_slice(&jobs[0]);
-        for (int t = 1; t < n_threads; t++)
-            if (th[t]) pthread_join(th[t], NULL);
-        double dt = now() - t0;
-        for (int t = 0; t < n_threads; t++) sink += jobs[t].sum;
-        rates[pass] = (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
+        const double one = read_pass(buf, n_threads, 1, &sink), four = read_pass(buf, n_threads, 4, &sink);
+        rates[pass] = one > four ? one : four;
     }
-    (void)sink;
     return median(rates, 3);
 }
 
