@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # toy init writes a model of the preset's shape with the vocabulary's tokenizer, the same
 # bytes for the same seed whatever the threads; toy run loads it; toy bench reports the
-# fields its --json promises.
+# fields its --json promises; scripts/bench-vs-llama.sh -l prints its long-prompt table.
 set -u
 toy="$1"
 . "$(dirname "$0")/fixtures.sh"
@@ -55,6 +55,31 @@ for idx in sorted(glob.glob("/sys/devices/system/cpu/cpu0/cache/index*")):
         want, level = n, int(rd("level"))
 assert d["last_level_cache_bytes"] == want, (d["last_level_cache_bytes"], want)
 PY
+
+# scripts/bench-vs-llama.sh against a stand-in llama-bench whose prompt speed is 1000 / n
+# tokens/s (no llama.cpp needed): the long-prompt table's rows, shares and ratios
+script="$(dirname "$0")/../scripts/bench-vs-llama.sh"
+mkdir -p "$tmp/llama/bin"
+cat > "$tmp/llama/bin/llama-bench" <<'SH'
+#!/bin/sh
+while [ $# -gt 0 ]; do [ "$1" = -p ] && p=$2; shift; done
+echo "[{\"n_prompt\": $p, \"n_gen\": 0, \"avg_ts\": $((1000 / p))}]"
+SH
+chmod +x "$tmp/llama/bin/llama-bench"
+TOY="$toy" LLAMA_CPP="$tmp/llama" "$script" -l 8,40 -r 1 "$tmp/a.gguf" > "$tmp/long.txt" 2> "$tmp/err" \
+  || die "bench-vs-llama.sh -l failed: $(tail -1 "$tmp/err")"
+python3 - "$tmp/long.txt" <<'PY' || die "bench-vs-llama.sh -l printed a wrong table: $(cat "$tmp/long.txt")"
+import sys
+rows = [l.split("|")[1:-1] for l in open(sys.argv[1]) if l.startswith("| a.gguf")]
+assert [r[1].strip() for r in rows] == ["8", "40"], rows
+toy = [float(r[2]) for r in rows]
+pct = lambda s: float(s.strip().rstrip(" %"))
+assert pct(rows[0][3]) == 100 and abs(pct(rows[1][3]) - 100 * toy[1] / toy[0]) <= 1, rows  # printed rounded
+assert [float(r[4]) for r in rows] == [125.0, 25.0] and pct(rows[1][5]) == 20, rows
+assert all(abs(float(r[6].strip().rstrip("x")) - t / l) <= 0.01 for r, t, l in zip(rows, toy, (125.0, 25.0))), rows
+PY
+"$script" -l 8,x "$tmp/a.gguf" > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q "not '8,x'" "$tmp/err" || die "bench-vs-llama.sh -l 8,x: $(cat "$tmp/err")"
 
 "$toy" init --arch qwen2 --preset smollm2-135m --vocab-from "$vocab" --out "$tmp/c.gguf" 2> "$tmp/err" \
   && die "a preset with the wrong --arch was accepted"
