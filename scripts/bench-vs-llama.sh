@@ -21,7 +21,7 @@ while getopts "t:p:n:r:l:" o; do
 done
 shift $((OPTIND - 1))
 [ $# -ge 1 ] || { echo "$usage" >&2; exit 2; }
-[[ -z "$lengths" || "$lengths" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "-l: prompt lengths separated by commas, not '$lengths'" >&2; exit 2; }
+[[ -z "$lengths" || "$lengths" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "-l: prompt lengths (at least 1) separated by commas, not '$lengths'" >&2; exit 2; }
 [ -x "$toy" ] || { echo "$toy not found: make first" >&2; exit 1; }
 [ -x "$llama_bench" ] || { echo "$llama_bench not found (set LLAMA_CPP)" >&2; exit 1; }
 
@@ -29,27 +29,25 @@ cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 flags=$(grep -m1 "^flags" /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|avx512f|avx512_vnni|avx512_bf16|avx512_fp16|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+runs=$([ -n "$lengths" ] && echo "prompts of $lengths tokens" || echo "-p $prompt -n $gen")
+echo "CPU: $cpu ($(nproc) CPUs; $flags); $threads threads, $runs, $rounds rounds alternating"
+echo "toy: $("$toy" --version)"
 
-# both engines, round after round, on one model: $1 prompt tokens, $2 generated; the JSON
-# of round r in $tmp/toy.r.json and $tmp/llama.r.json
+# both engines, round after round, on one model: $2 prompt tokens, $3 generated; the JSON
+# of round r in $1/toy.r.json and $1/llama.r.json
 alternate() {
+  mkdir -p "$1"
   for r in $(seq 1 "$rounds"); do
-    "$toy" bench -m "$model" -t "$threads" -p "$1" -n "$2" -r 1 --json > "$tmp/toy.$r.json"
-    "$llama_bench" -m "$model" -t "$threads" -p "$1" -n "$2" -r 1 -o json > "$tmp/llama.$r.json" 2> /dev/null
+    "$toy" bench -m "$model" -t "$threads" -p "$2" -n "$3" -r 1 --json > "$1/toy.$r.json"
+    "$llama_bench" -m "$model" -t "$threads" -p "$2" -n "$3" -r 1 -o json > "$1/llama.$r.json" 2> /dev/null
   done
 }
 
 if [ -n "$lengths" ]; then
-  echo "CPU: $cpu ($(nproc) CPUs; $flags); $threads threads, prompts of $lengths tokens, $rounds rounds alternating"
-  echo "toy: $("$toy" --version)"
   printf '\n| model | prompt | toy tok/s | kept | llama.cpp tok/s | kept | toy / llama.cpp |\n'
   printf '|---|---|---|---|---|---|---|\n'
   for model in "$@"; do
-    for len in ${lengths//,/ }; do
-      alternate "$len" 0
-      mkdir -p "$tmp/$len"
-      mv "$tmp"/*.json "$tmp/$len/"
-    done
+    for len in ${lengths//,/ }; do alternate "$tmp/$len" "$len" 0; done
     python3 - "$tmp" "$rounds" "$(basename "$model")" "$lengths" <<'PY'
 import json, statistics, sys
 tmp, rounds, name, lengths = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(",")
@@ -61,17 +59,14 @@ for n in lengths:
     first = first or (t, l)
     print(f"| {name} | {n} | {t:.1f} | {100 * t / first[0]:.0f} % | {l:.1f} | {100 * l / first[1]:.0f} % | {t / l:.2f}x |")
 PY
-    rm -rf "${tmp:?}"/*
   done
   exit 0
 fi
 
-echo "CPU: $cpu ($(nproc) CPUs; $flags); $threads threads, -p $prompt -n $gen, $rounds rounds alternating"
-echo "toy: $("$toy" --version)"
 printf '\n| model | toy prefill tok/s | llama.cpp prefill | ratio | toy decode tok/s | llama.cpp decode | ratio |\n'
 printf '|---|---|---|---|---|---|---|\n'
 for model in "$@"; do
-  alternate "$prompt" "$gen"
+  alternate "$tmp" "$prompt" "$gen"
   python3 - "$tmp" "$rounds" "$(basename "$model")" <<'PY'
 import json, statistics, sys
 tmp, rounds, name = sys.argv[1], int(sys.argv[2]), sys.argv[3]

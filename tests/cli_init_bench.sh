@@ -80,6 +80,8 @@ assert all(abs(float(r[6].strip().rstrip("x")) - t / l) <= 0.01 for r, t, l in z
 PY
 "$script" -l 8,x "$tmp/a.gguf" > /dev/null 2> "$tmp/err"
 [ $? -eq 2 ] && grep -q "not '8,x'" "$tmp/err" || die "bench-vs-llama.sh -l 8,x: $(cat "$tmp/err")"
+"$script" -l 0,8 "$tmp/a.gguf" > /dev/null 2> "$tmp/err"
+[ $? -eq 2 ] && grep -q "not '0,8'" "$tmp/err" || die "bench-vs-llama.sh -l 0,8: $(cat "$tmp/err")"
 
 "$toy" init --arch qwen2 --preset smollm2-135m --vocab-from "$vocab" --out "$tmp/c.gguf" 2> "$tmp/err" \
   && die "a preset with the wrong --arch was accepted"
