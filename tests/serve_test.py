@@ -209,8 +209,13 @@ try:
                   f"{method} {path} {body!r}: error object {e}")
         except (ValueError, KeyError, TypeError):
             check(False, f"{method} {path} {body!r}: no error object: {text[:200]}")
-    st, text, _ = srv.request("POST", "/v1/completions", raw="x" * (9 << 20))
-    check(st == 413, f"a 9 MiB body: status {st}, expected 413")
+    # a body over --max-body is answered 413 when its headers arrive, before it is sent
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n" % (9 << 20))
+    answer = s.recv(4096)
+    s.close()
+    check(answer.startswith(b"HTTP/1.1 413 "), f"a 9 MiB body: {answer[:40]!r}, expected 413 before the body")
     st, text, _ = srv.request("GET", "/health")
     check(st == 200, "the server answers after the bad requests")
 
@@ -223,7 +228,7 @@ finally:
 check(rc == 0, f"SIGTERM: exit code {rc}")
 
 # ---- one slot: a client that leaves frees it; a full queue answers 503; SIGTERM finishes the stream
-srv = Server("--parallel", "1", "--queue", "1", "--api-key", "sesame")
+srv = Server("--parallel", "1", "--queue", "1", "--api-key", "sesame", "--shutdown-grace", "120")
 auth = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
 try:
     st, _, _ = srv.request("GET", "/v1/models")
@@ -253,7 +258,7 @@ try:
 
     s = socket.create_connection(("127.0.0.1", srv.port))
     body = json.dumps({"prompt": "And God said", "max_tokens": 400, "stream": True}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sesame\r\n"
               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     s.recv(4096)
     s.close()  # gone mid-stream
@@ -267,7 +272,7 @@ try:
     # the others are turned away with 503
     s = socket.create_connection(("127.0.0.1", srv.port))
     body = json.dumps({"prompt": "And", "max_tokens": 400, "stream": True, "ignore_eos": True}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sesame\r\n"
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sesame\r\n"
               b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
     received = s.recv(65536)
     statuses = []

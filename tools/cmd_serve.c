@@ -11,14 +11,18 @@
 static const char *const serve_usage =
     "usage: toy serve [-m MODEL] [--host ADDR] [--port N] [--parallel N] [-c CTX] [-t N]\n"
     "                 [--api-key KEY | --api-key-file F] [--cache-type-k T] [--cache-type-v T]\n"
-    "                 [--timeout S] [--queue N] [--max-body BYTES] [--lora FILE [--lora-scale S]]...\n"
+    "                 [--timeout S] [--queue N] [--max-body BYTES] [--max-connections N]\n"
+    "                 [--cors-origin ORIGIN]... [--host-alias NAME]... [--shutdown-grace S]\n"
+    "                 [--watchdog S] [--lora FILE [--lora-scale S]]...\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
     "GET /v1/models; streaming as server-sent events), /tokenize, /detokenize, /health,\n"
     "/metrics (Prometheus) and a chat page at /. Up to --parallel requests share each\n"
     "forward pass; a completion's tokens are those toy run gives for the same prompt and\n"
-    "settings, whatever else runs beside it. SIGTERM (or Ctrl-C) stops accepting, lets the\n"
-    "requests in flight finish and exits 0.\n"
+    "settings, whatever else runs beside it. Request bodies are JSON (Content-Type:\n"
+    "application/json, or none). SIGTERM (or Ctrl-C) answers new requests 503, gives those\n"
+    "in flight --shutdown-grace seconds, ends the rest with an error and exits 0; a second\n"
+    "signal ends the grace.\n"
     "\n"
     "  -m, --model FILE       the GGUF model (default: the bundled models/" TOY_DEFAULT_MODEL ")\n"
     "  --host ADDR            the address to listen on (default 127.0.0.1; 0.0.0.0: all)\n"
@@ -27,22 +31,47 @@ static const char *const serve_usage =
     "  -c, --ctx-size N       tokens of a slot's context (default: the model's, at most 4096)\n"
     "  -t, --threads N        threads (default: the CPUs available)\n"
     "  --no-mmap              read the model into memory instead of mapping it\n"
-    "  --api-key KEY          require Authorization: Bearer KEY (on every route but /health)\n"
+    "  --api-key KEY          require Authorization: Bearer KEY (on every route but /health\n"
+    "                         and the chat page, which asks for it)\n"
     "  --api-key-file F       the same, the key read from the first line of F\n"
     "  --cache-type-k T       KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T       the same for values\n"
     "  --timeout S            close a connection idle for S seconds (default 600; 0: never)\n"
     "  --queue N              choices waiting for a slot before 503 (default 256)\n"
     "  --max-body BYTES       the largest request body (default 8 MiB; larger: 413)\n"
+    "  --max-connections N    open connections (default 256; more: 503)\n"
+    "  --cors-origin ORIGIN   let pages from ORIGIN (https://app.example, or *) call the API\n"
+    "                         (repeatable; by default only the server's own pages may)\n"
+    "  --host-alias NAME      a name the server answers to besides localhost, 127.0.0.1 and\n"
+    "                         [::1] when it listens on loopback (repeatable; other Host: 403)\n"
+    "  --shutdown-grace S     seconds for requests in flight to finish on SIGTERM (default 5)\n"
+    "  --watchdog S           /health answers 503 when the engine makes no progress for S\n"
+    "                         seconds with work to do (default 60; 0: never)\n"
     "  --lora FILE            apply a LoRA adapter to every request (repeatable)\n"
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  -h, --help             this message\n";
 
-static volatile sig_atomic_t stop_requested;
+static volatile sig_atomic_t stop_requested; /* signals received, counted to 2 */
 
 static void on_signal(int sig) {
     (void)sig;
-    stop_requested = 1;
+    if (stop_requested < 2) stop_requested++;
+}
+
+enum { MAX_NAMES = 32 };
+
+/* A repeatable option's value into names[*n]. */
+static bool add_name(const char *flag, const char *value, const char **names, int *n) {
+    if (*n == MAX_NAMES) {
+        fprintf(stderr, "toy serve: %s given more than %d times\n", flag, MAX_NAMES);
+        return false;
+    }
+    if (!*value) {
+        fprintf(stderr, "toy serve: %s needs a value\n", flag);
+        return false;
+    }
+    names[(*n)++] = value;
+    return true;
 }
 
 static char *read_key_file(const char *path) {
@@ -66,7 +95,10 @@ static char *read_key_file(const char *path) {
 int cmd_serve(int argc, char **argv) {
     toy_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_threads = default_threads(),
                            .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
-                           .max_body = 8u << 20, .queue_max = 256};
+                           .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
+                           .shutdown_grace_s = 5, .watchdog_s = 60};
+    const char *cors[MAX_NAMES], *aliases[MAX_NAMES];
+    int n_cors = 0, n_aliases = 0;
     char *key_from_file = NULL;
     int n_ctx = -1, x, lora_rc;
     lora_options lora = {0};
@@ -83,15 +115,22 @@ int cmd_serve(int argc, char **argv) {
             p.host = argv[++i];
         } else if (!strcmp(a, "--api-key") && v) {
             p.api_key = argv[++i];
+        } else if (!strcmp(a, "--cors-origin") && v) {
+            if (!add_name(a, argv[++i], cors, &n_cors)) return 2;
+        } else if (!strcmp(a, "--host-alias") && v) {
+            if (!add_name(a, argv[++i], aliases, &n_aliases)) return 2;
         } else if (!strcmp(a, "--api-key-file") && v) {
             free(key_from_file);
             if (!(key_from_file = read_key_file(argv[++i]))) return 2;
             p.api_key = key_from_file;
         } else if (!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "-c") || !strcmp(a, "--ctx-size") ||
                    !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--timeout") || !strcmp(a, "--queue") ||
-                   !strcmp(a, "--max-body")) {
+                   !strcmp(a, "--max-body") || !strcmp(a, "--max-connections") || !strcmp(a, "--shutdown-grace") ||
+                   !strcmp(a, "--watchdog")) {
             const bool port = !strcmp(a, "--port");
-            const int lo = port || !strcmp(a, "--timeout") ? 0 : 1;
+            const int lo = port || !strcmp(a, "--timeout") || !strcmp(a, "--shutdown-grace") || !strcmp(a, "--watchdog")
+                               ? 0
+                               : 1;
             const int hi = port ? 65535 : !strcmp(a, "--parallel") ? 256 : (!strcmp(a, "-t") || !strcmp(a, "--threads")) ? 256
                                                                                   : 1 << 30;
             if (!parse_int_arg("serve", a, v, lo, hi, &x)) return 2;
@@ -102,6 +141,9 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) p.n_threads = x;
             else if (!strcmp(a, "--timeout")) p.timeout_s = x;
             else if (!strcmp(a, "--queue")) p.queue_max = x;
+            else if (!strcmp(a, "--max-connections")) p.max_connections = x;
+            else if (!strcmp(a, "--shutdown-grace")) p.shutdown_grace_s = x;
+            else if (!strcmp(a, "--watchdog")) p.watchdog_s = x;
             else p.max_body = (size_t)x;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p.cache_type_k : &p.cache_type_v)) return 2;
@@ -124,6 +166,10 @@ int cmd_serve(int argc, char **argv) {
         return 2;
     }
     p.n_ctx = n_ctx < 0 ? 0 : n_ctx;
+    p.cors_origins = cors;
+    p.n_cors_origins = n_cors;
+    p.host_aliases = aliases;
+    p.n_host_aliases = n_aliases;
     p.lora_paths = lora.path;
     p.lora_scales = lora.scale;
     p.n_lora = lora.n;

@@ -1,6 +1,13 @@
-/* engine.c — the slots and the step loop of engine.h. */
+/* engine.c — the slots and the step loop of engine.h.
+ *
+ * Whatever goes wrong with one request (a choice that cannot start, a forward pass its
+ * tokens make fail, no memory for its events) ends that request with an SRV_EV_ERROR
+ * and frees its slots; the queue moves on and every other request's tokens are those it
+ * would have had alone. */
 #include <math.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,12 +18,16 @@
 struct srv_request {
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    srv_engine *engine;
     int refs;        /* the client's and one per choice not finished */
     srv_params p;
     srv_event *ev;   /* a FIFO: ev[head .. n_ev) are waiting */
     int n_ev, cap_ev, head;
     int n_done;
     int cancelled;   /* read by the engine without the lock: only ever goes 0 -> 1 */
+    int fail_status; /* 0, or the HTTP status of the failure that ended the request */
+    char fail_message[256];
+    bool fail_delivered;
     int32_t n_completion, n_cached;
 };
 
@@ -30,7 +41,9 @@ typedef struct {
     int32_t produced;
     toy_sampler *sampler;
     toy_stop *stop;
-    int32_t batch_row; /* the slot's logits in the last batch, -1: none */
+    int32_t batch_first;  /* the slot's rows of the last batch: batch_first .. + batch_n */
+    int32_t batch_n;
+    int32_t batch_row;    /* the slot's logits in the last batch, -1: none */
     int32_t batch_tokens; /* prompt tokens it put in the last batch */
     uint64_t last_used;
 } slot;
@@ -59,6 +72,9 @@ struct srv_engine {
     int q_head, q_len;
     int q_cap; /* queue_max + n_parallel: the choices that idle slots have not yet taken, and the waiting */
     bool stopping;
+    int abort_status; /* srv_engine_abort: end every request with this status */
+    char abort_message[256];
+    double last_progress; /* when the engine last finished a step or found no work */
     uint64_t clock;
     srv_metrics m;
 };
@@ -84,8 +100,34 @@ static void request_unref(srv_request *r) {
     free(r);
 }
 
-/* Appends an event (text copied); on no memory the event is dropped but a DONE still
- * counts, so the client is never left waiting. */
+static void request_fail_locked(srv_request *r, int status, const char *message) {
+    if (!r->fail_status) {
+        r->fail_status = status;
+        snprintf(r->fail_message, sizeof r->fail_message, "%s", message);
+    }
+    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
+    pthread_cond_broadcast(&r->cond);
+}
+
+/* Ends the request with an error (the first failure's is the one reported): its client
+ * gets SRV_EV_ERROR, and its other choices end at the engine's next step. */
+static void request_fail(srv_request *r, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void request_fail(srv_request *r, int status, const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pthread_mutex_lock(&r->lock);
+    request_fail_locked(r, status, msg);
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* The HTTP status of a library failure: the request's fault or the server's. */
+static int status_of(toy_status st) { return st == TOY_ERR_INVALID ? 400 : 500; }
+
+/* Appends an event (text copied); with no memory for it the request fails, and a DONE
+ * still counts, so the client is never left waiting. */
 static void push_event(srv_request *r, const srv_event *ev, const char *text, size_t len) {
     pthread_mutex_lock(&r->lock);
     if (ev->kind == SRV_EV_DONE) r->n_done++;
@@ -104,18 +146,16 @@ static void push_event(srv_request *r, const srv_event *ev, const char *text, si
             }
         }
     }
-    if (r->n_ev < r->cap_ev) {
-        srv_event *dst = &r->ev[r->n_ev];
+    char *copy = r->n_ev < r->cap_ev ? malloc(len + 1) : NULL;
+    if (copy) {
+        memcpy(copy, text, len);
+        copy[len] = 0;
+        srv_event *dst = &r->ev[r->n_ev++];
         *dst = *ev;
-        dst->text = malloc(len + 1);
-        if (dst->text) {
-            memcpy(dst->text, text, len);
-            dst->text[len] = 0;
-            dst->len = len;
-        } else {
-            dst->len = 0;
-        }
-        r->n_ev++;
+        dst->text = copy;
+        dst->len = len;
+    } else {
+        request_fail_locked(r, 500, "no memory for the reply");
     }
     pthread_cond_broadcast(&r->cond);
     pthread_mutex_unlock(&r->lock);
@@ -130,13 +170,22 @@ bool srv_next_event(srv_request *r, srv_event *ev, int timeout_ms) {
         until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
         if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     }
-    while (r->head == r->n_ev && r->n_done < r->p.n_choices) {
+    while (r->head == r->n_ev && r->n_done < r->p.n_choices && !r->fail_status) {
         if (timeout_ms == 0) break;
         if (timeout_ms < 0) pthread_cond_wait(&r->cond, &r->lock);
         else if (pthread_cond_timedwait(&r->cond, &r->lock, &until)) break;
     }
-    const bool got = r->head < r->n_ev;
-    if (got) *ev = r->ev[r->head++];
+    bool got = false;
+    if (r->fail_status) { /* the error, once, before anything else still waiting */
+        if (!r->fail_delivered) {
+            *ev = (srv_event){.kind = SRV_EV_ERROR, .status = r->fail_status, .text = strdup(r->fail_message)};
+            ev->len = ev->text ? strlen(ev->text) : 0;
+            r->fail_delivered = got = true;
+        }
+    } else if (r->head < r->n_ev) {
+        *ev = r->ev[r->head++];
+        got = true;
+    }
     pthread_mutex_unlock(&r->lock);
     return got;
 }
@@ -146,7 +195,13 @@ void srv_event_clear(srv_event *ev) {
     ev->text = NULL;
 }
 
-void srv_cancel(srv_request *r) { __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE); }
+void srv_cancel(srv_request *r) {
+    __atomic_store_n(&r->cancelled, 1, __ATOMIC_RELEASE);
+    srv_engine *e = r->engine;
+    pthread_mutex_lock(&e->lock);
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
 
 void srv_request_release(srv_request *r) { request_unref(r); }
 
@@ -188,15 +243,35 @@ static void slot_finish(srv_engine *e, slot *s, const char *reason) {
     request_unref(r);
 }
 
+/* Ends the slot's request with an error; the slot's cache, whose last tokens may not
+ * have been evaluated, is emptied. */
+static void slot_fail(srv_engine *e, slot *s, int status, const char *message) {
+    request_fail(s->req, status, "%s", message);
+    toy_kv_seq_rm(e->ctx, (int32_t)(s - e->slots), 0, -1);
+    s->n_cache = 0;
+    slot_finish(e, s, NULL);
+}
+
+/* A choice that never got a slot: its DONE, so that the request's count of finished
+ * choices is whole. */
+static void job_end(const job *j) {
+    srv_event ev = {.kind = SRV_EV_DONE, .choice = j->choice, .finish_reason = "stop"};
+    push_event(j->req, &ev, "", 0);
+    request_unref(j->req);
+}
+
 static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int32_t nb) {
     int32_t i = 0;
     while (i < na && i < nb && a[i] == b[i]) i++;
     return i;
 }
 
+typedef enum { START_OK, START_NO_SLOT, START_FAILED } start_result;
+
 /* Puts a job in the idle slot that holds the longest prefix of its prompt (the least
- * recently used among equals); false if none is idle or it cannot start. */
-static bool slot_start(srv_engine *e, const job *j) {
+ * recently used among equals). START_FAILED: the job's request has failed (its sampler or
+ * stop strings were refused, or no memory) and the slot stays idle. */
+static start_result slot_start(srv_engine *e, const job *j) {
     const srv_params *p = &j->req->p;
     slot *best = NULL;
     int32_t best_common = -1;
@@ -209,19 +284,21 @@ static bool slot_start(srv_engine *e, const job *j) {
             best_common = c;
         }
     }
-    if (!best) return false;
-    /* the last prompt token is always evaluated again: its logits start the reply */
-    int32_t keep = best_common < p->n_prompt ? best_common : p->n_prompt - 1;
-    toy_kv_seq_rm(e->ctx, (int32_t)(best - e->slots), keep, -1);
-    best->n_cache = keep;
+    if (!best) return START_NO_SLOT;
     toy_sampler_params sp = p->sampling;
     sp.seed += (uint64_t)j->choice;
-    if (toy_sampler_new(&sp, toy_model_n_vocab(e->model), &best->sampler) ||
-        toy_stop_new((const char *const *)p->stops, p->n_stops, &best->stop)) {
+    toy_status st = toy_sampler_new(&sp, toy_model_n_vocab(e->model), &best->sampler);
+    if (!st) st = toy_stop_new((const char *const *)p->stops, p->n_stops, &best->stop);
+    if (st) {
+        request_fail(j->req, status_of(st), "the request cannot start: %s", toy_last_error());
         toy_sampler_free(best->sampler);
         best->sampler = NULL;
-        return false;
+        return START_FAILED;
     }
+    /* the last prompt token is always evaluated again: its logits start the reply */
+    const int32_t keep = best_common < p->n_prompt ? best_common : p->n_prompt - 1;
+    toy_kv_seq_rm(e->ctx, (int32_t)(best - e->slots), keep, -1);
+    best->n_cache = keep;
     /* as toy run: the prompt goes into the penalties' history before the first sample */
     for (int32_t i = 0; i < p->n_prompt; i++) toy_sampler_accept(best->sampler, p->prompt[i]);
     best->req = j->req;
@@ -232,7 +309,7 @@ static bool slot_start(srv_engine *e, const job *j) {
     j->req->n_cached += keep;
     pthread_mutex_unlock(&j->req->lock);
     __atomic_fetch_add(&e->m.cached_tokens, keep, __ATOMIC_RELAXED);
-    return true;
+    return START_OK;
 }
 
 /* log-softmax of the token and the top alternatives, from the raw logits */
@@ -256,13 +333,22 @@ static void logprobs(const float *logits, int32_t n_vocab, int n_top, srv_event 
     }
 }
 
-/* Samples the slot's next token from its logits and reports it, or ends the slot. */
-static void slot_sample(srv_engine *e, slot *s) {
+/* Samples the slot's next token from the logits of row `row` of the last batch and
+ * reports it, or ends the slot. */
+static void slot_sample(srv_engine *e, slot *s, int32_t row) {
     const srv_params *p = &s->req->p;
+    if (p->max_tokens == 0) { /* the prompt is read (and cached); nothing to generate */
+        slot_finish(e, s, "length");
+        return;
+    }
     const int32_t n_vocab = toy_model_n_vocab(e->model);
-    const float *logits = toy_get_logits(e->ctx, s->batch_row);
+    const float *raw = toy_get_logits(e->ctx, row), *logits = raw;
+    if (!raw) {
+        slot_fail(e, s, 500, "the forward pass gave no logits");
+        return;
+    }
     if (p->ignore_eos) { /* as llama-server: end-of-generation tokens get -inf */
-        memcpy(e->logits, logits, (size_t)n_vocab * sizeof *logits);
+        memcpy(e->logits, raw, (size_t)n_vocab * sizeof *raw);
         for (int32_t i = 0; i < e->n_eog; i++) e->logits[e->eog[i]] = -INFINITY;
         logits = e->logits;
     }
@@ -273,13 +359,16 @@ static void slot_sample(srv_engine *e, slot *s) {
         return;
     }
     srv_event ev = {.kind = SRV_EV_TOKEN, .choice = s->choice, .token = tok};
-    if (p->top_logprobs >= 0) logprobs(toy_get_logits(e->ctx, s->batch_row), n_vocab, p->top_logprobs, &ev);
-    char piece[256];
-    size_t len = 0;
-    toy_token_to_piece(e->vocab, tok, false, piece, sizeof piece, &len);
+    if (p->top_logprobs >= 0) logprobs(raw, n_vocab, p->top_logprobs, &ev);
+    srv_piece piece;
+    if (!srv_piece_of(e->vocab, tok, &piece)) {
+        slot_fail(e, s, 500, "no memory for a token's text");
+        return;
+    }
     const char *emit;
     size_t emit_len;
-    const bool stopped = toy_stop_feed(s->stop, piece, len < sizeof piece ? len : sizeof piece, &emit, &emit_len);
+    const bool stopped = toy_stop_feed(s->stop, piece.text, piece.len, &emit, &emit_len);
+    srv_piece_free(&piece);
     s->produced++;
     __atomic_fetch_add(&e->m.generated_tokens, 1, __ATOMIC_RELAXED);
     pthread_mutex_lock(&s->req->lock);
@@ -304,18 +393,21 @@ static double now_s(void) {
 }
 
 /* One batch: every generating slot's next token, then prompt chunks while the batch has
- * room, the slots taken in turn from a rotating start so that none waits for long. */
+ * room, the slots taken in turn from a rotating start so that none waits for long. A
+ * slot's rows are contiguous (batch_first, batch_n). */
 static int32_t build_batch(srv_engine *e, int start) {
     int32_t n = 0;
     for (int i = 0; i < e->p.n_parallel; i++) {
         slot *s = &e->slots[i];
         s->batch_row = -1;
-        s->batch_tokens = 0;
+        s->batch_first = s->batch_n = s->batch_tokens = 0;
         if (!s->req || !s->decoding) continue;
         e->b_token[n] = s->next_token;
         e->b_pos[n] = s->n_cache;
         e->b_seq[n] = i;
         e->b_logits[n] = 1;
+        s->batch_first = n;
+        s->batch_n = 1;
         s->batch_row = n++;
     }
     for (int k = 0; k < e->p.n_parallel && n < e->p.n_batch; k++) {
@@ -336,10 +428,68 @@ static int32_t build_batch(srv_engine *e, int start) {
             e->b_logits[n + m - 1] = 1;
             s->batch_row = n + m - 1;
         }
+        s->batch_first = n;
+        s->batch_n = m;
         s->batch_tokens = m;
         n += m;
     }
     return n;
+}
+
+/* After the slot's rows were evaluated (in a batch whose row 0 was the last batch's row
+ * `offset`): its cache takes them, and a slot with logits samples. */
+static void slot_advance(srv_engine *e, slot *s, int32_t offset) {
+    if (s->decoding) {
+        s->cache[s->n_cache++] = s->next_token;
+    } else {
+        memcpy(s->cache + s->n_cache, s->req->p.prompt + s->n_cache, (size_t)s->batch_tokens * sizeof *s->cache);
+        s->n_cache += s->batch_tokens;
+        __atomic_fetch_add(&e->m.prompt_tokens, s->batch_tokens, __ATOMIC_RELAXED);
+    }
+    if (s->batch_row >= 0) slot_sample(e, s, s->batch_row - offset);
+}
+
+/* One step: the slots of clients that left end, the batch is evaluated and every slot
+ * in it moves on. A batch that fails is evaluated again slot by slot, so that only the
+ * slots whose own tokens fail end (with an error); the others get the logits the whole
+ * batch would have given them (a token's logits do not depend on the batch). */
+static void step(srv_engine *e, int start) {
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req && __atomic_load_n(&s->req->cancelled, __ATOMIC_ACQUIRE)) slot_finish(e, s, NULL);
+    }
+    const int32_t n = build_batch(e, start);
+    if (n == 0) return;
+    const toy_batch b = {n, e->b_token, e->b_pos, e->b_seq, e->b_logits};
+    const bool whole = toy_decode(e->ctx, &b) == TOY_OK;
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->batch_n == 0) continue;
+        if (whole) {
+            slot_advance(e, s, 0);
+            continue;
+        }
+        const int32_t f = s->batch_first;
+        const toy_batch one = {s->batch_n, e->b_token + f, e->b_pos + f, e->b_seq + f, e->b_logits + f};
+        if (toy_decode(e->ctx, &one)) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "the forward pass failed: %s", toy_last_error());
+            slot_fail(e, s, 500, msg);
+        } else {
+            slot_advance(e, s, f);
+        }
+    }
+}
+
+/* Takes out of the queue the choices of requests that were cancelled or have failed. */
+static void queue_sweep(srv_engine *e) {
+    int kept = 0;
+    for (int k = 0; k < e->q_len; k++) {
+        const job j = e->queue[(e->q_head + k) % e->q_cap];
+        if (__atomic_load_n(&j.req->cancelled, __ATOMIC_ACQUIRE)) job_end(&j);
+        else e->queue[(e->q_head + kept++) % e->q_cap] = j;
+    }
+    e->q_len = kept;
 }
 
 static void *engine_thread(void *arg) {
@@ -347,62 +497,41 @@ static void *engine_thread(void *arg) {
     int start = 0;
     pthread_mutex_lock(&e->lock);
     for (;;) {
-        /* choices waiting go to idle slots; those of cancelled requests are dropped */
+        if (e->abort_status) { /* shutdown: every request, queued or running, ends */
+            for (int k = 0; k < e->q_len; k++)
+                request_fail(e->queue[(e->q_head + k) % e->q_cap].req, e->abort_status, "%s", e->abort_message);
+            for (int i = 0; i < e->p.n_parallel; i++)
+                if (e->slots[i].req) request_fail(e->slots[i].req, e->abort_status, "%s", e->abort_message);
+        }
+        queue_sweep(e);
+        /* choices waiting go to idle slots in order; one that cannot start ends its request */
         while (e->q_len > 0) {
-            job *j = &e->queue[e->q_head];
-            if (__atomic_load_n(&j->req->cancelled, __ATOMIC_ACQUIRE)) {
-                srv_event ev = {.kind = SRV_EV_DONE, .choice = j->choice, .finish_reason = "stop"};
-                push_event(j->req, &ev, "", 0);
-                request_unref(j->req);
-            } else if (!slot_start(e, j)) {
-                break;
-            }
+            const job j = e->queue[e->q_head];
+            const start_result r = slot_start(e, &j);
+            if (r == START_NO_SLOT) break;
+            if (r == START_FAILED) job_end(&j);
             e->q_head = (e->q_head + 1) % e->q_cap;
             e->q_len--;
+            if (r == START_FAILED) queue_sweep(e); /* the request's other choices */
         }
         int busy = 0;
         for (int i = 0; i < e->p.n_parallel; i++) busy += e->slots[i].req != NULL;
         e->m.busy_slots = busy;
         e->m.queue_depth = e->q_len;
         if (!busy) {
+            e->last_progress = now_s();
             if (e->stopping && e->q_len == 0) break;
             pthread_cond_wait(&e->wake, &e->lock);
             continue;
         }
         pthread_mutex_unlock(&e->lock);
-
         const double t0 = now_s();
-        for (int i = 0; i < e->p.n_parallel; i++) { /* clients that left */
-            slot *s = &e->slots[i];
-            if (s->req && __atomic_load_n(&s->req->cancelled, __ATOMIC_ACQUIRE)) slot_finish(e, s, NULL);
-        }
-        const int32_t n = build_batch(e, start);
+        step(e, start);
         start = (start + 1) % e->p.n_parallel;
-        if (n > 0) {
-            toy_batch b = {n, e->b_token, e->b_pos, e->b_seq, e->b_logits};
-            const toy_status st = toy_decode(e->ctx, &b);
-            for (int i = 0; i < e->p.n_parallel; i++) {
-                slot *s = &e->slots[i];
-                if (!s->req) continue;
-                if (st) { /* cannot happen with a valid batch; end the slot, keep serving */
-                    s->n_cache = 0;
-                    toy_kv_seq_rm(e->ctx, i, 0, -1);
-                    slot_finish(e, s, "length");
-                    continue;
-                }
-                if (s->decoding && s->batch_row >= 0) {
-                    s->cache[s->n_cache++] = s->next_token;
-                } else if (s->batch_tokens > 0) {
-                    memcpy(s->cache + s->n_cache, s->req->p.prompt + s->n_cache,
-                           (size_t)s->batch_tokens * sizeof *s->cache);
-                    s->n_cache += s->batch_tokens;
-                    __atomic_fetch_add(&e->m.prompt_tokens, s->batch_tokens, __ATOMIC_RELAXED);
-                }
-                if (s->batch_row >= 0) slot_sample(e, s);
-            }
-        }
+        const double t1 = now_s();
         pthread_mutex_lock(&e->lock);
-        e->m.busy_seconds += now_s() - t0;
+        e->m.busy_seconds += t1 - t0;
+        e->last_progress = t1;
     }
     pthread_mutex_unlock(&e->lock);
     return NULL;
@@ -454,6 +583,7 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     e->m.n_slots = e->p.n_parallel;
+    e->last_progress = now_s();
     if (ok) ok = pthread_create(&e->thread, NULL, engine_thread, e) == 0;
     if (!ok) {
         srv_engine_free(e);
@@ -503,6 +633,7 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
         return toy_error(TOY_ERR_NOMEM, "no memory");
     }
     r->p = *p;
+    r->engine = e;
     memset(p, 0, sizeof *p);
     if (r->p.n_choices < 1) r->p.n_choices = 1;
     pthread_mutex_init(&r->lock, NULL);
@@ -514,11 +645,12 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
      * not turned away. busy_slots is from the engine's last pass, less the slots freed
      * since (slot_finish): exact whenever a reply has ended. */
     const int idle = e->p.n_parallel - e->m.busy_slots;
-    if (e->stopping || e->q_len + r->p.n_choices > e->p.queue_max + (idle > 0 ? idle : 0)) {
+    const bool stopping = e->stopping || e->abort_status;
+    if (stopping || e->q_len + r->p.n_choices > e->p.queue_max + (idle > 0 ? idle : 0)) {
         pthread_mutex_unlock(&e->lock);
         r->refs = 1;
         request_unref(r);
-        return toy_error(TOY_ERR_UNSUPPORTED, e->stopping ? "the server is stopping" : "the queue is full");
+        return toy_error(TOY_ERR_UNSUPPORTED, stopping ? "the server is stopping" : "the queue is full");
     }
     for (int c = 0; c < r->p.n_choices; c++) {
         e->queue[(e->q_head + e->q_len) % e->q_cap] = (job){r, c};
@@ -541,4 +673,22 @@ void srv_engine_metrics(srv_engine *e, srv_metrics *m) {
     m->prompt_tokens = __atomic_load_n(&e->m.prompt_tokens, __ATOMIC_RELAXED);
     m->generated_tokens = __atomic_load_n(&e->m.generated_tokens, __ATOMIC_RELAXED);
     m->cached_tokens = __atomic_load_n(&e->m.cached_tokens, __ATOMIC_RELAXED);
+}
+
+void srv_engine_abort(srv_engine *e, int status, const char *message) {
+    pthread_mutex_lock(&e->lock);
+    if (!e->abort_status) {
+        e->abort_status = status;
+        snprintf(e->abort_message, sizeof e->abort_message, "%s", message);
+    }
+    pthread_cond_broadcast(&e->wake);
+    pthread_mutex_unlock(&e->lock);
+}
+
+double srv_engine_stalled_for(srv_engine *e) {
+    pthread_mutex_lock(&e->lock);
+    const bool work = e->q_len > 0 || e->m.busy_slots > 0;
+    const double t = work ? now_s() - e->last_progress : 0;
+    pthread_mutex_unlock(&e->lock);
+    return t > 0 ? t : 0;
 }

@@ -22,6 +22,7 @@
 #include "toy.h"
 
 #define SRV_MAX_STOPS 16
+#define SRV_MAX_STOP_BYTES 1024 /* of one stop string */
 #define SRV_MAX_TOP_LOGPROBS 20
 
 typedef struct {
@@ -36,12 +37,16 @@ typedef struct {
     int top_logprobs;            /* < 0: no log-probabilities; else the alternatives per token */
 } srv_params;
 
-typedef enum { SRV_EV_TOKEN, SRV_EV_DONE } srv_event_kind;
+/* SRV_EV_ERROR: the request failed (a choice could not start, the forward pass failed,
+ * no memory, the server is stopping); it is the request's last event, whatever its
+ * choices had sent before. */
+typedef enum { SRV_EV_TOKEN, SRV_EV_DONE, SRV_EV_ERROR } srv_event_kind;
 
 typedef struct {
     srv_event_kind kind;
     int choice;
-    char *text; /* the bytes to show now (complete UTF-8, stop strings held back); malloc'd */
+    char *text; /* the bytes to show now (complete UTF-8, stop strings held back), or
+                 * SRV_EV_ERROR's message; malloc'd (NULL if there was no memory) */
     size_t len;
     /* SRV_EV_TOKEN: the token and, with top_logprobs >= 0, its log-probability and the
      * most likely alternatives */
@@ -52,6 +57,9 @@ typedef struct {
     float top_logprob[SRV_MAX_TOP_LOGPROBS];
     /* SRV_EV_DONE */
     const char *finish_reason; /* "stop" or "length" */
+    /* SRV_EV_ERROR: the HTTP status it stands for (4xx: the request's fault, 5xx: the
+     * server's) */
+    int status;
 } srv_event;
 
 typedef struct srv_engine srv_engine;
@@ -76,13 +84,16 @@ const toy_vocab *srv_engine_vocab(const srv_engine *e);
 toy_status srv_engine_set_lora(srv_engine *e, toy_lora *const *loras, const float *scales, int n);
 
 /* Queues a request (taking ownership of p's prompt and stops, even on failure).
- * TOY_ERR_UNSUPPORTED with *out NULL: the queue is full, try later. */
+ * TOY_ERR_UNSUPPORTED with *out NULL: the queue is full or the server is stopping, try
+ * later. */
 toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out);
 /* The next event of the request, waiting up to timeout_ms (< 0: for ever); false on
- * timeout. After every choice's SRV_EV_DONE there are no more. */
+ * timeout. After every choice's SRV_EV_DONE, or after an SRV_EV_ERROR, there are no
+ * more. */
 bool srv_next_event(srv_request *r, srv_event *ev, int timeout_ms);
 void srv_event_clear(srv_event *ev);
-/* The client is gone: its slots are freed at the next step. */
+/* The client is gone: the request leaves the queue, and its slots are freed, at the
+ * engine's next step (the engine is woken for it). */
 void srv_cancel(srv_request *r);
 /* The client's reference is dropped (the engine keeps its own until the slots finish). */
 void srv_request_release(srv_request *r);
@@ -96,5 +107,22 @@ typedef struct {
 } srv_metrics;
 
 void srv_engine_metrics(srv_engine *e, srv_metrics *m);
+
+/* Ends every request, queued or running, with an SRV_EV_ERROR of this status and
+ * message at the engine's next step, and refuses new ones (shutdown). */
+void srv_engine_abort(srv_engine *e, int status, const char *message);
+/* Seconds since the engine last finished a step while it had work (queued or running);
+ * 0 when it has none. */
+double srv_engine_stalled_for(srv_engine *e);
+
+/* A token's bytes, however long: in `small` when they fit, else malloc'd. false (and
+ * nothing to free) when there is no memory or the token is out of range. */
+typedef struct {
+    char small[64];
+    char *text;
+    size_t len;
+} srv_piece;
+bool srv_piece_of(const toy_vocab *v, int32_t token, srv_piece *p);
+void srv_piece_free(srv_piece *p);
 
 #endif

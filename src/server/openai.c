@@ -1,5 +1,9 @@
 /* openai.c — see openai.h. Field names, ranges and objects follow OpenAI's API
- * reference; ignore_eos, top_k, min_p and repeat_penalty are llama-server's. */
+ * reference; ignore_eos, top_k, min_p and repeat_penalty are llama-server's.
+ *
+ * Every check a request's body gets is here, before it is queued: a request the engine
+ * is given has a prompt of 1..n_ctx tokens in the vocabulary's range, stop strings it
+ * can match, and settings in range. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -10,25 +14,43 @@
 
 /* ---------------------------------------------------------------- errors */
 
-static bool fail(oai_error *err, int status, const char *param, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static bool fail(oai_error *err, int status, const char *param, const char *fmt, ...) {
+bool oai_fail(oai_error *err, int status, const char *param, const char *fmt, ...) {
     err->status = status;
-    err->param = param;
-    err->type = "invalid_request_error";
+    snprintf(err->param, sizeof err->param, "%s", param ? param : "");
+    err->type = status >= 500 ? "server_error" : "invalid_request_error";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->message, sizeof err->message, fmt, ap);
     va_end(ap);
+    /* one line, whatever a client put in the names it quotes */
+    for (char *c = err->message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
+    for (char *c = err->param; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     return false;
+}
+#define fail oai_fail
+
+static json_t *error_object(const oai_error *err) {
+    return json_pack("{s:{s:o,s:s,s:o,s:o}}", "error", "message", oai_json_text(err->message, strlen(err->message)),
+                     "type", err->type ? err->type : "server_error", "param",
+                     err->param[0] ? oai_json_text(err->param, strlen(err->param)) : json_null(), "code", json_null());
 }
 
 char *oai_error_json(const oai_error *err) {
-    json_t *e = json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", err->message, "type", err->type,
-                          "param", err->param ? json_string(err->param) : json_null(), "code",
-                          json_null());
+    json_t *e = error_object(err);
     char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
     json_decref(e);
+    return s;
+}
+
+char *oai_error_sse(const oai_error *err) {
+    char *j = oai_error_json(err);
+    if (!j) return NULL;
+    const size_t n = strlen(j) + sizeof "event: error\ndata: \n\n";
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "event: error\ndata: %s\n\n", j);
+    free(j);
     return s;
 }
 
@@ -76,6 +98,71 @@ json_t *oai_json_text(const char *s, size_t len) {
 
 /* ---------------------------------------------------------------- parsing */
 
+size_t oai_max_text_bytes(const toy_vocab *v, int32_t n_ctx) {
+    size_t longest = 4;
+    for (int32_t t = 0; t < toy_vocab_n_tokens(v); t++) {
+        const char *text = toy_vocab_token_text(v, t);
+        const size_t n = text ? strlen(text) : 0;
+        if (n > longest) longest = n;
+    }
+    size_t bytes;
+    return __builtin_mul_overflow(longest, (size_t)(n_ctx > 0 ? n_ctx : 0), &bytes) ? SIZE_MAX : bytes;
+}
+
+/* The fields a request may have. Those toy does not implement are refused unless their
+ * value asks for nothing (null, false, {}, [], "none"): a client relying on one must
+ * learn that it has no effect. Harmless ones (user, metadata, ...) are accepted. */
+enum { F_CHAT = 1, F_COMPLETION = 2, F_BOTH = 3 };
+static const struct {
+    const char *key;
+    int where;
+} known_fields[] = {
+    {"model", F_BOTH}, {"messages", F_CHAT}, {"prompt", F_COMPLETION}, {"max_tokens", F_BOTH},
+    {"max_completion_tokens", F_BOTH}, {"temperature", F_BOTH}, {"top_p", F_BOTH}, {"top_k", F_BOTH},
+    {"min_p", F_BOTH}, {"presence_penalty", F_BOTH}, {"frequency_penalty", F_BOTH}, {"repeat_penalty", F_BOTH},
+    {"seed", F_BOTH}, {"stop", F_BOTH}, {"n", F_BOTH}, {"stream", F_BOTH}, {"stream_options", F_BOTH},
+    {"ignore_eos", F_BOTH}, {"logprobs", F_BOTH}, {"top_logprobs", F_CHAT},
+    /* accepted and without effect here */
+    {"user", F_BOTH}, {"metadata", F_BOTH}, {"store", F_BOTH}, {"service_tier", F_BOTH},
+    {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH}, {"cache_prompt", F_BOTH},
+    {"parallel_tool_calls", F_CHAT},
+};
+static const char *const unsupported_fields[] = {
+    "response_format", "tools", "tool_choice", "functions", "function_call", "logit_bias", "grammar",
+    "json_schema", "suffix", "echo", "best_of", "audio", "modalities", "prediction", "reasoning_effort",
+    "web_search_options", "n_probs",
+};
+
+static bool empty_value(const json_t *v) {
+    return json_is_null(v) || json_is_false(v) || (json_is_object(v) && json_object_size(v) == 0) ||
+           (json_is_array(v) && json_array_size(v) == 0);
+}
+
+static bool asks_nothing(const char *key, const json_t *v) {
+    if (empty_value(v)) return true;
+    if (!strcmp(key, "tool_choice")) /* with no tools, "auto" is "none" */
+        return json_is_string(v) && (!strcmp(json_string_value(v), "none") || !strcmp(json_string_value(v), "auto"));
+    return !strcmp(key, "best_of") && json_is_integer(v) && json_integer_value(v) == 1;
+}
+
+static bool check_fields(const json_t *body, bool chat, oai_error *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)body, key, v) {
+        bool known = false;
+        for (size_t i = 0; i < sizeof known_fields / sizeof *known_fields && !known; i++)
+            known = !strcmp(key, known_fields[i].key) && (known_fields[i].where & (chat ? F_CHAT : F_COMPLETION));
+        if (known) continue;
+        bool unsupported = false;
+        for (size_t i = 0; i < sizeof unsupported_fields / sizeof *unsupported_fields && !unsupported; i++)
+            unsupported = !strcmp(key, unsupported_fields[i]);
+        if (unsupported && asks_nothing(key, v)) continue;
+        if (unsupported) return fail(err, 400, key, "%s is not supported by toy serve", key);
+        return fail(err, 400, key, "unknown field '%.64s' for %s", key, chat ? "/v1/chat/completions" : "/v1/completions");
+    }
+    return true;
+}
+
 static bool get_number(const json_t *body, const char *key, double lo, double hi, double *out,
                        oai_error *err) {
     const json_t *v = json_object_get(body, key);
@@ -106,9 +193,14 @@ static bool get_bool(const json_t *body, const char *key, bool *out, oai_error *
     return true;
 }
 
-/* a message's content: a string, or an array of {"type": "text", "text": ...} parts */
+/* a message's content: a string, or an array of {"type": "text", "text": ...} parts.
+ * (Strings hold no NUL: Jansson refuses \u0000 unless asked not to.) */
 static char *message_content(const json_t *content, size_t i, oai_error *err) {
-    if (json_is_string(content)) return strdup(json_string_value(content));
+    if (json_is_string(content)) {
+        char *s = strdup(json_string_value(content));
+        if (!s) fail(err, 500, NULL, "no memory");
+        return s;
+    }
     if (!json_is_array(content)) {
         fail(err, 400, "messages", "messages[%zu].content must be a string or an array of text parts", i);
         return NULL;
@@ -124,22 +216,52 @@ static char *message_content(const json_t *content, size_t i, oai_error *err) {
         total += json_string_length(text);
     }
     char *s = malloc(total);
-    if (!s) return NULL;
-    s[0] = 0;
-    for (size_t k = 0; k < json_array_size(content); k++)
-        strcat(s, json_string_value(json_object_get(json_array_get(content, k), "text")));
+    if (!s) {
+        fail(err, 500, NULL, "no memory");
+        return NULL;
+    }
+    size_t at = 0;
+    for (size_t k = 0; k < json_array_size(content); k++) {
+        const json_t *text = json_object_get(json_array_get(content, k), "text");
+        memcpy(s + at, json_string_value(text), json_string_length(text));
+        at += json_string_length(text);
+    }
+    s[at] = 0;
     return s;
 }
 
-static bool tokenize_text(const oai_context *c, const char *text, bool parse_special, int32_t **out,
+/* Text to at most n_ctx tokens; a longer text is refused, the tokenizer not even run when
+ * the text is longer than any that fits. */
+static bool tokenize_text(const oai_context *c, const char *text, size_t len, bool parse_special, int32_t **out,
                           int32_t *n, oai_error *err, const char *param) {
-    const size_t len = strlen(text);
-    if (len > (size_t)INT32_MAX - 8) return fail(err, 400, param, "%s is too long", param);
-    int32_t cap = (int32_t)len + 8;
+    if (len > c->max_text_bytes)
+        return fail(err, 400, param,
+                    "%s is %zu bytes: more than the %d tokens of a slot's context can hold (at most %zu bytes)", param,
+                    len, c->n_ctx, c->max_text_bytes);
+    const int32_t cap = c->n_ctx + 1;
     *out = malloc((size_t)cap * sizeof **out);
     if (!*out) return fail(err, 500, param, "no memory");
     if (toy_tokenize(c->vocab, text, len, true, parse_special, *out, cap, n))
         return fail(err, 400, param, "%s: %s", param, toy_last_error());
+    if (*n > c->n_ctx)
+        return fail(err, 400, param, "the prompt is %d tokens, over the context of %d", *n, c->n_ctx);
+    return true;
+}
+
+/* The message keys besides role and content: name is accepted, as are keys a client
+ * echoes back from a response with nothing in them (refusal: null, annotations: []). */
+static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)msg, key, v) {
+        if (!strcmp(key, "role") || !strcmp(key, "content")) continue;
+        if (!strcmp(key, "name")) {
+            if (!json_is_string(v)) return fail(err, 400, "messages", "messages[%zu].name must be a string", i);
+            continue;
+        }
+        if (!empty_value(v))
+            return fail(err, 400, "messages", "messages[%zu].%.64s is not supported by toy serve", i, key);
+    }
     return true;
 }
 
@@ -152,6 +274,7 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
     char **content = calloc(n, sizeof *content);
     bool ok = m && content;
     if (!ok) fail(err, 500, NULL, "no memory");
+    size_t total = 0;
     for (size_t i = 0; ok && i < n; i++) {
         const json_t *msg = json_array_get(msgs, i);
         const json_t *role = json_object_get(msg, "role");
@@ -162,12 +285,19 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
         const char *r = json_string_value(role);
         if (!strcmp(r, "developer")) r = "system"; /* OpenAI's newer name for it */
         if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            ok = fail(err, 400, "messages", "messages[%zu].role '%s' is not system, user or assistant", i, r);
+            ok = fail(err, 400, "messages", "messages[%zu].role '%.64s' is not system, user or assistant", i, r);
             break;
         }
+        if (!(ok = check_message_keys(msg, i, err))) break;
         if (!(content[i] = message_content(json_object_get(msg, "content"), i, err))) {
             ok = false;
-            if (!err->status) fail(err, 500, NULL, "no memory");
+            break;
+        }
+        total += strlen(content[i]);
+        if (total > c->max_text_bytes) { /* the template only adds to it */
+            ok = fail(err, 400, "messages",
+                      "the messages are over %zu bytes: more than the %d tokens of a slot's context can hold",
+                      c->max_text_bytes, c->n_ctx);
             break;
         }
         m[i] = (toy_chat_message){r, content[i]};
@@ -176,8 +306,9 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
     if (ok && toy_chat_apply(c->chat_family, m, n, true, &prompt))
         ok = fail(err, 400, "messages", "messages: %s", toy_last_error());
     /* as toy chat: the template's special-token text becomes those tokens */
-    if (ok) ok = tokenize_text(c, prompt, true, &out->gen.prompt, &out->gen.n_prompt, err, "messages");
-    free(prompt);
+    if (ok)
+        ok = tokenize_text(c, prompt, strlen(prompt), true, &out->gen.prompt, &out->gen.n_prompt, err, "messages");
+    toy_free(prompt);
     for (size_t i = 0; content && i < n; i++) free(content[i]);
     free(content);
     free(m);
@@ -189,11 +320,13 @@ static bool parse_completion_prompt(const oai_context *c, const json_t *body, oa
     if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
         p = json_array_get(p, 0);
     if (json_is_string(p)) /* as toy run -p: BOS as the vocabulary says, no special-token text */
-        return tokenize_text(c, json_string_value(p), false, &out->gen.prompt, &out->gen.n_prompt, err, "prompt");
+        return tokenize_text(c, json_string_value(p), json_string_length(p), false, &out->gen.prompt,
+                             &out->gen.n_prompt, err, "prompt");
     if (!json_is_array(p) || json_array_size(p) == 0)
         return fail(err, 400, "prompt", "prompt must be a string or a non-empty array of token ids");
     const size_t n = json_array_size(p);
-    if (n > (size_t)INT32_MAX) return fail(err, 400, "prompt", "prompt is too long");
+    if (n > (size_t)c->n_ctx)
+        return fail(err, 400, "prompt", "the prompt is %zu tokens, over the context of %d", n, c->n_ctx);
     out->gen.prompt = malloc(n * sizeof *out->gen.prompt);
     if (!out->gen.prompt) return fail(err, 500, "prompt", "no memory");
     const int32_t n_vocab = toy_vocab_n_tokens(c->vocab);
@@ -207,21 +340,28 @@ static bool parse_completion_prompt(const oai_context *c, const json_t *body, oa
     return true;
 }
 
+/* One stop string: 1..SRV_MAX_STOP_BYTES bytes. */
+static bool add_stop(const json_t *s, const char *what, srv_params *g, oai_error *err) {
+    if (!json_is_string(s) || json_string_length(s) == 0)
+        return fail(err, 400, "stop", "%s must be a non-empty string", what);
+    if (json_string_length(s) > SRV_MAX_STOP_BYTES)
+        return fail(err, 400, "stop", "%s is %zu bytes, at most %d", what, json_string_length(s), SRV_MAX_STOP_BYTES);
+    if (!(g->stops[g->n_stops] = strdup(json_string_value(s)))) return fail(err, 500, "stop", "no memory");
+    g->n_stops++;
+    return true;
+}
+
 static bool parse_stops(const json_t *body, srv_params *g, oai_error *err) {
     const json_t *v = json_object_get(body, "stop");
     if (!v || json_is_null(v)) return true;
-    if (json_is_string(v)) {
-        g->stops[g->n_stops++] = strdup(json_string_value(v));
-        return true;
-    }
+    if (json_is_string(v)) return add_stop(v, "stop", g, err);
     if (!json_is_array(v)) return fail(err, 400, "stop", "stop must be a string or an array of strings");
     if (json_array_size(v) > SRV_MAX_STOPS)
         return fail(err, 400, "stop", "stop holds %zu strings, at most %d", json_array_size(v), SRV_MAX_STOPS);
     for (size_t i = 0; i < json_array_size(v); i++) {
-        const json_t *s = json_array_get(v, i);
-        if (!json_is_string(s) || json_string_length(s) == 0)
-            return fail(err, 400, "stop", "stop[%zu] must be a non-empty string", i);
-        g->stops[g->n_stops++] = strdup(json_string_value(s));
+        char what[32];
+        snprintf(what, sizeof what, "stop[%zu]", i);
+        if (!add_stop(json_array_get(v, i), what, g, err)) return false;
     }
     return true;
 }
@@ -239,15 +379,17 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     json_t *j = json_loadb(body, len, 0, &jerr);
     if (!j) return fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
     bool ok = json_is_object(j) || fail(err, 400, NULL, "the request body must be a JSON object");
+    if (ok) ok = check_fields(j, chat, err);
     const json_t *model = ok ? json_object_get(j, "model") : NULL;
     if (ok && model && !json_is_null(model)) {
         if (!json_is_string(model)) ok = fail(err, 400, "model", "model must be a string");
         else if (strcmp(json_string_value(model), c->model_id))
-            ok = fail(err, 400, "model", "the model '%s' does not exist: this server has '%s'",
+            ok = fail(err, 400, "model", "the model '%.200s' does not exist: this server has '%s'",
                       json_string_value(model), c->model_id);
     }
     double x;
     long long k;
+    bool unused;
     toy_sampler_params *sp = &out->gen.sampling;
 #define NUM(key, lo, hi, dst) \
     x = (double)(dst);           \
@@ -262,18 +404,27 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     k = sp->top_k;
     if (ok && (ok = get_int(j, "top_k", 0, INT32_MAX, &k, err))) sp->top_k = (int32_t)k;
     k = (long long)sp->seed;
-    if (ok && json_object_get(j, "seed") && (ok = get_int(j, "seed", 0, INT64_MAX, &k, err))) sp->seed = (uint64_t)k;
+    if (ok && (ok = get_int(j, "seed", 0, INT64_MAX, &k, err))) sp->seed = (uint64_t)k;
+    /* max_completion_tokens, OpenAI's newer name, wins when both are given */
     const char *max_key = json_object_get(j, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     k = -1;
-    if (ok && (ok = get_int(j, max_key, 0, INT32_MAX, &k, err))) out->gen.max_tokens = (int32_t)k;
+    if (ok) ok = get_int(j, "max_tokens", 0, INT32_MAX, &k, err);
+    if (ok && (ok = get_int(j, "max_completion_tokens", 0, INT32_MAX, &k, err))) out->gen.max_tokens = (int32_t)k;
     k = 1;
     if (ok && (ok = get_int(j, "n", 1, 16, &k, err))) out->gen.n_choices = (int)k;
     if (ok) ok = get_bool(j, "stream", &out->stream, err);
     if (ok) ok = get_bool(j, "ignore_eos", &out->gen.ignore_eos, err);
+    if (ok) ok = get_bool(j, "cache_prompt", &unused, err); /* every prompt is cached */
     const json_t *so = ok ? json_object_get(j, "stream_options") : NULL;
     if (ok && so && !json_is_null(so)) {
+        const char *key;
+        json_t *v;
         if (!json_is_object(so)) ok = fail(err, 400, "stream_options", "stream_options must be an object");
-        else ok = get_bool(so, "include_usage", &out->include_usage, err);
+        json_object_foreach((json_t *)so, key, v) {
+            if (ok && strcmp(key, "include_usage"))
+                ok = fail(err, 400, "stream_options", "stream_options.%.64s is not supported by toy serve", key);
+        }
+        if (ok) ok = get_bool(so, "include_usage", &out->include_usage, err);
     }
     /* log-probabilities: chat takes logprobs (bool) and top_logprobs (0..20); the legacy
      * completions take logprobs as the number of alternatives */
@@ -297,7 +448,7 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     if (ok) {
         const int64_t need = (int64_t)out->gen.n_prompt + (out->gen.max_tokens > 0 ? out->gen.max_tokens : 0);
         if (need > c->n_ctx)
-            ok = fail(err, 400, out->gen.max_tokens > 0 ? "max_tokens" : (chat ? "messages" : "prompt"),
+            ok = fail(err, 400, out->gen.max_tokens > 0 ? max_key : (chat ? "messages" : "prompt"),
                       "the prompt is %d tokens and max_tokens %d: %lld in all, %lld over the context of %d",
                       out->gen.n_prompt, out->gen.max_tokens > 0 ? out->gen.max_tokens : 0, (long long)need,
                       (long long)(need - c->n_ctx), c->n_ctx);
@@ -313,6 +464,109 @@ void oai_request_free(oai_request *r) {
     memset(&r->gen, 0, sizeof r->gen);
 }
 
+/* ---------------------------------------------------------------- /tokenize, /detokenize */
+
+static json_t *load_object(const char *body, size_t len, oai_error *err) {
+    json_error_t jerr;
+    json_t *j = json_loadb(body, len, 0, &jerr);
+    if (!j) fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+    else if (!json_is_object(j)) fail(err, 400, NULL, "the request body must be a JSON object");
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static char *dump_and_free(json_t *o, oai_error *err) {
+    char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!s) fail(err, 500, NULL, "no memory");
+    return s;
+}
+
+char *oai_tokenize(const oai_context *c, const char *body, size_t len, oai_error *err) {
+    memset(err, 0, sizeof *err);
+    json_t *j = load_object(body, len, err);
+    if (!j) return NULL;
+    const json_t *content = json_object_get(j, "content");
+    bool add = true, parse = false, ok = true;
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (ok && strcmp(key, "content") && strcmp(key, "add_special") && strcmp(key, "parse_special") &&
+            strcmp(key, "with_pieces"))
+            ok = fail(err, 400, key, "unknown field '%.64s' for /tokenize", key);
+    }
+    if (ok && !json_is_string(content)) ok = fail(err, 400, "content", "content must be a string");
+    if (ok) ok = get_bool(j, "add_special", &add, err) && get_bool(j, "parse_special", &parse, err);
+    if (ok && json_is_true(json_object_get(j, "with_pieces")))
+        ok = fail(err, 400, "with_pieces", "with_pieces is not supported by toy serve");
+    const size_t n_bytes = ok ? json_string_length(content) : 0;
+    if (ok && n_bytes > c->max_text_bytes)
+        ok = fail(err, 400, "content", "content is %zu bytes, over the limit of %zu (the longest text a slot's %d tokens can hold)",
+                  n_bytes, c->max_text_bytes, c->n_ctx);
+    /* a token a byte and the special ones is the usual most; a text that needs more (three
+     * byte tokens for each invalid byte's U+FFFD) is tokenized again with room for all */
+    int32_t *t = NULL, n = 0, cap = n_bytes < INT32_MAX - 8 ? (int32_t)n_bytes + 8 : INT32_MAX;
+    for (int tries = 0; ok; tries++) {
+        free(t);
+        if (tries == 2 || !(t = malloc((size_t)cap * sizeof *t))) {
+            t = NULL;
+            ok = fail(err, 500, NULL, tries == 2 ? "the tokenizer's count changed" : "no memory");
+        } else if (toy_tokenize(c->vocab, json_string_value(content), n_bytes, add, parse, t, cap, &n)) {
+            ok = fail(err, 400, "content", "content: %s", toy_last_error());
+        } else if (n <= cap) {
+            break;
+        } else {
+            cap = n;
+        }
+    }
+    char *out = NULL;
+    if (ok) {
+        json_t *arr = json_array();
+        for (int32_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(t[i]));
+        out = dump_and_free(json_pack("{s:o}", "tokens", arr), err);
+    }
+    free(t);
+    json_decref(j);
+    return out;
+}
+
+char *oai_detokenize(const oai_context *c, const char *body, size_t len, oai_error *err) {
+    memset(err, 0, sizeof *err);
+    json_t *j = load_object(body, len, err);
+    if (!j) return NULL;
+    const json_t *tokens = json_object_get(j, "tokens");
+    const char *key;
+    json_t *v;
+    bool ok = true;
+    json_object_foreach(j, key, v) {
+        if (ok && strcmp(key, "tokens")) ok = fail(err, 400, key, "unknown field '%.64s' for /detokenize", key);
+    }
+    if (ok && !json_is_array(tokens)) ok = fail(err, 400, "tokens", "tokens must be an array of token ids");
+    const size_t n = ok ? json_array_size(tokens) : 0;
+    if (ok && n > INT32_MAX) ok = fail(err, 400, "tokens", "too many tokens");
+    int32_t *t = ok ? malloc((n ? n : 1) * sizeof *t) : NULL;
+    if (ok && !t) ok = fail(err, 500, NULL, "no memory");
+    const int32_t n_vocab = toy_vocab_n_tokens(c->vocab);
+    for (size_t i = 0; ok && i < n; i++) {
+        const json_t *x = json_array_get(tokens, i);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) >= n_vocab)
+            ok = fail(err, 400, "tokens", "tokens[%zu] is not a token id (0..%d)", i, n_vocab - 1);
+        else t[i] = (int32_t)json_integer_value(x);
+    }
+    char *text = NULL, *out = NULL;
+    size_t text_len = 0;
+    if (ok && toy_detokenize(c->vocab, t, (int32_t)n, false, &text, &text_len))
+        ok = fail(err, 500, NULL, "cannot detokenize: %s", toy_last_error());
+    if (ok) out = dump_and_free(json_pack("{s:o}", "content", oai_json_text(text, text_len)), err);
+    toy_free(text);
+    free(t);
+    json_decref(j);
+    return out;
+}
+
 /* ---------------------------------------------------------------- responses */
 
 static json_t *token_bytes(const char *s, size_t len) {
@@ -321,52 +575,73 @@ static json_t *token_bytes(const char *s, size_t len) {
     return a;
 }
 
-static size_t piece(const toy_vocab *v, int32_t tok, char *buf, size_t cap) {
-    size_t len = 0;
-    toy_token_to_piece(v, tok, false, buf, cap, &len);
-    return len < cap ? len : cap;
+/* A token's text as JSON, and its bytes as an array if `bytes` is not NULL; NULL when
+ * there is no memory (the response that would hold it then fails as a whole). */
+static json_t *token_text(const toy_vocab *v, int32_t tok, json_t **bytes) {
+    srv_piece p;
+    if (!srv_piece_of(v, tok, &p)) return NULL;
+    json_t *t = oai_json_text(p.text, p.len);
+    if (bytes) *bytes = token_bytes(p.text, p.len);
+    srv_piece_free(&p);
+    return t;
+}
+
+/* The completions API's alternatives: {"token text": logprob, ...} */
+static json_t *top_object(const toy_vocab *v, const srv_event *ev) {
+    json_t *top = json_object();
+    for (int i = 0; top && i < ev->n_top; i++) {
+        json_t *key = token_text(v, ev->top_token[i], NULL);
+        if (!key || json_object_set_new(top, json_string_value(key), json_real(ev->top_logprob[i]))) {
+            json_decref(key);
+            json_decref(top);
+            return NULL;
+        }
+        json_decref(key);
+    }
+    return top;
 }
 
 json_t *oai_token_logprob(const toy_vocab *v, const srv_event *ev) {
-    char buf[256];
-    size_t len = piece(v, ev->token, buf, sizeof buf);
     json_t *top = json_array();
-    for (int i = 0; i < ev->n_top; i++) {
-        char b2[256];
-        size_t l2 = piece(v, ev->top_token[i], b2, sizeof b2);
-        json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", oai_json_text(b2, l2), "logprob",
-                                             (double)ev->top_logprob[i], "bytes", token_bytes(b2, l2)));
+    for (int i = 0; top && i < ev->n_top; i++) {
+        json_t *bytes = NULL, *text = token_text(v, ev->top_token[i], &bytes);
+        if (json_array_append_new(top, json_pack("{s:o,s:f,s:o}", "token", text, "logprob", (double)ev->top_logprob[i],
+                                                 "bytes", bytes))) {
+            json_decref(top);
+            top = NULL;
+        }
     }
-    return json_pack("{s:o,s:f,s:o,s:o}", "token", oai_json_text(buf, len), "logprob", (double)ev->logprob,
-                     "bytes", token_bytes(buf, len), "top_logprobs", top);
+    json_t *bytes = NULL, *text = token_text(v, ev->token, &bytes);
+    return json_pack("{s:o,s:f,s:o,s:o}", "token", text, "logprob", (double)ev->logprob, "bytes", bytes,
+                     "top_logprobs", top);
 }
 
-static void text_add(oai_choice *c, const char *s, size_t n) {
+static bool text_add(oai_choice *c, const char *s, size_t n) {
     if (c->len + n + 1 > c->cap) {
         size_t cap = c->cap ? 2 * c->cap : 256;
         while (cap < c->len + n + 1) cap *= 2;
         char *t = realloc(c->text, cap);
-        if (!t) return;
+        if (!t) return false;
         c->text = t;
         c->cap = cap;
     }
     memcpy(c->text + c->len, s, n);
     c->len += n;
     c->text[c->len] = 0;
+    return true;
 }
 
-void oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev) {
+bool oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev) {
     const size_t before = c->len;
-    text_add(c, ev->text ? ev->text : "", ev->len);
+    if (!text_add(c, ev->text ? ev->text : "", ev->len)) return false;
     if (ev->kind == SRV_EV_DONE) {
         c->finish_reason = ev->finish_reason;
-        return;
+        return true;
     }
-    if (!logprobs) return;
+    if (!logprobs) return true;
     if (chat) {
         if (!c->logprobs) c->logprobs = json_array();
-        json_array_append_new(c->logprobs, oai_token_logprob(v, ev));
-        return;
+        return c->logprobs && !json_array_append_new(c->logprobs, oai_token_logprob(v, ev));
     }
     if (!c->lp_tokens) {
         c->lp_tokens = json_array();
@@ -374,20 +649,11 @@ void oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c,
         c->lp_top = json_array();
         c->lp_offsets = json_array();
     }
-    char buf[256];
-    const size_t len = piece(v, ev->token, buf, sizeof buf);
-    json_array_append_new(c->lp_tokens, oai_json_text(buf, len));
-    json_array_append_new(c->lp_token_logprobs, json_real(ev->logprob));
-    json_t *top = json_object();
-    for (int i = 0; i < ev->n_top; i++) {
-        char b2[256];
-        const size_t l2 = piece(v, ev->top_token[i], b2, sizeof b2);
-        json_t *key = oai_json_text(b2, l2);
-        json_object_set_new(top, json_string_value(key), json_real(ev->top_logprob[i]));
-        json_decref(key);
-    }
-    json_array_append_new(c->lp_top, top);
-    json_array_append_new(c->lp_offsets, json_integer((json_int_t)before));
+    return c->lp_tokens && c->lp_token_logprobs && c->lp_top && c->lp_offsets &&
+           !json_array_append_new(c->lp_tokens, token_text(v, ev->token, NULL)) &&
+           !json_array_append_new(c->lp_token_logprobs, json_real(ev->logprob)) &&
+           !json_array_append_new(c->lp_top, top_object(v, ev)) &&
+           !json_array_append_new(c->lp_offsets, json_integer((json_int_t)before));
 }
 
 void oai_choice_free(oai_choice *c) {
@@ -455,18 +721,8 @@ char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *
         if (chat) {
             lp = json_pack("{s:[o]}", "content", oai_token_logprob(c->vocab, ev));
         } else {
-            char buf[256];
-            const size_t len = piece(c->vocab, ev->token, buf, sizeof buf);
-            json_t *top = json_object();
-            for (int i = 0; i < ev->n_top; i++) {
-                char b2[256];
-                const size_t l2 = piece(c->vocab, ev->top_token[i], b2, sizeof b2);
-                json_t *key = oai_json_text(b2, l2);
-                json_object_set_new(top, json_string_value(key), json_real(ev->top_logprob[i]));
-                json_decref(key);
-            }
-            lp = json_pack("{s:[o],s:[f],s:[o]}", "tokens", oai_json_text(buf, len), "token_logprobs",
-                           (double)ev->logprob, "top_logprobs", top);
+            lp = json_pack("{s:[o],s:[f],s:[o]}", "tokens", token_text(c->vocab, ev->token, NULL), "token_logprobs",
+                           (double)ev->logprob, "top_logprobs", top_object(c->vocab, ev));
         }
     }
     json_t *choice;

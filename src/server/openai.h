@@ -10,11 +10,15 @@
 #include "engine.h"
 
 typedef struct {
-    int status;       /* HTTP status: 400, 404, ... */
+    int status;       /* HTTP status: 400, 404, ...; 0: no error */
     char message[512];
-    const char *param; /* the field at fault, or NULL */
-    const char *type;  /* "invalid_request_error", ... */
+    char param[64];   /* the field at fault, "" if none */
+    const char *type; /* "invalid_request_error" (4xx) or "server_error" (5xx) */
 } oai_error;
+
+/* Sets an error (the type from the status) and returns false. */
+bool oai_fail(oai_error *err, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 typedef struct {
     bool chat;
@@ -28,17 +32,33 @@ typedef struct {
     const toy_vocab *vocab;
     const char *chat_family;  /* the model's chat template family */
     int32_t n_ctx;            /* per slot */
+    size_t max_text_bytes;    /* the longest text that is tokenized (oai_max_text_bytes) */
     uint64_t seed;            /* for requests that give none */
 } oai_context;
 
-/* Parses a request body (NULL on success sets nothing in err). The caller owns the
- * prompt and stops in out->gen until it submits them. */
+/* The longest text that can become a prompt of n_ctx tokens: n_ctx times the longest
+ * token's text (at least 4 bytes, one UTF-8 character). A token stands for at most its
+ * own text's bytes (SPM's U+2581 and byte tokens are longer than the byte they stand
+ * for, BPE's byte-level characters as long or longer), so a longer text would need
+ * more tokens than the context holds, and is refused before the tokenizer runs. */
+size_t oai_max_text_bytes(const toy_vocab *v, int32_t n_ctx);
+
+/* Parses and checks a completion request's body: every field's type and range, the
+ * prompt templated and tokenized within the context. false with *err set otherwise.
+ * The caller owns the prompt and stops in out->gen until it submits them. */
 bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out,
                oai_error *err);
 void oai_request_free(oai_request *r);
 
+/* POST /tokenize ({"content", "add_special", "parse_special"}) and /detokenize
+ * ({"tokens"}): the response body (malloc'd), or NULL with *err set. */
+char *oai_tokenize(const oai_context *c, const char *body, size_t len, oai_error *err);
+char *oai_detokenize(const oai_context *c, const char *body, size_t len, oai_error *err);
+
 /* {"error": {"message", "type", "param", "code"}} as text (malloc'd). */
 char *oai_error_json(const oai_error *err);
+/* The same as a server-sent event named "error", for a stream that has begun. */
+char *oai_error_sse(const oai_error *err);
 
 /* The pieces of a response: per choice, the text so far and, with logprobs, one entry
  * per token. */
@@ -53,8 +73,8 @@ typedef struct {
 /* One token's log-probability entry, in the chat format ({"token", "logprob", "bytes",
  * "top_logprobs"}). */
 json_t *oai_token_logprob(const toy_vocab *v, const srv_event *ev);
-/* Adds an event to a choice being collected (non-streaming). */
-void oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev);
+/* Adds an event to a choice being collected (non-streaming); false: no memory. */
+bool oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev);
 void oai_choice_free(oai_choice *c);
 /* The whole response object (malloc'd text). */
 char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices,

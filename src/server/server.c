@@ -1,10 +1,13 @@
-/* server.c — toy serve's HTTP side: routes, authentication, limits, responses and
- * server-sent events, over libmicrohttpd with a thread per connection.
+/* server.c — toy serve's HTTP side: the gate (gate.c) on a request's headers, its body,
+ * routes and responses, server-sent events, shutdown; libmicrohttpd with a thread per
+ * connection, polling with poll() (no limit on descriptor numbers).
  *
- * A request's body is read whole (up to max_body), checked (openai.c) and handed to the
- * engine; a streaming response is a reader that turns each engine event into one
- * server-sent event, and notices between events when its client has gone, which frees
- * the client's slots at the engine's next step.
+ * A request is checked when its headers arrive, and anything the gate refuses is answered
+ * then, its body unread. A body is read into a buffer of its Content-Length, checked
+ * (openai.c) and handed to the engine. A client that goes away is noticed within 100 ms
+ * whether it streams or waits for a whole answer, and its slots are freed at the engine's
+ * next step. A request the engine ends with an error gets that error: an error object,
+ * or, once a stream has begun, an "error" event and [DONE].
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,43 +15,60 @@
 #include <microhttpd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "chat_page.h"
 #include "engine.h"
+#include "gate.h"
 #include "openai.h"
 #include "server.h"
 
-enum { N_STATUS = 8 };
-static const int counted_status[N_STATUS] = {200, 400, 401, 404, 405, 413, 500, 503};
+enum { N_STATUS = 11 };
+static const int counted_status[N_STATUS] = {200, 204, 400, 401, 403, 404, 405, 413, 415, 500, 503};
+
+/* Request bodies parsed and tokenized at once, at most: JSON of 8 MiB can take hundreds of
+ * MB as Jansson values, and the tokenizer's scratch is many bytes per input byte. */
+enum { PARSE_PERMITS = 2 };
 
 typedef struct {
     toy_server_params p;
+    gate_config gate;
     toy_model *model;
     toy_lora *loras[16];
     srv_engine *engine;
     oai_context oai;
     char model_id[256];
     long started;
-    atomic_int in_flight;
+    sem_t parse_permits;
+    atomic_int in_flight;   /* requests whose headers have arrived and that are not answered */
+    atomic_int connections; /* open connections */
+    atomic_bool stopping;
     atomic_uint_fast64_t next_id;
     atomic_uint_fast64_t status_count[N_STATUS + 1]; /* the last: any other */
 } server;
 
 typedef struct {
+    gate_verdict v;
     char *body;
     size_t len, cap;
-    bool too_big;
-    bool counted; /* in in_flight */
+    size_t discarded; /* a chunked body past --max-body: read, not kept */
     struct timespec t0;
 } conn_state;
 
 static long unix_now(void) { return (long)time(NULL); }
+
+static double mono_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 static void count_status(server *s, int status) {
     int i = 0;
@@ -58,40 +78,52 @@ static void count_status(server *s, int status) {
 
 /* ---------------------------------------------------------------- replies */
 
-static enum MHD_Result reply(server *s, struct MHD_Connection *con, int status, const char *type, const char *body,
-                             size_t len, const char *allow) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+/* The headers every answer to this request carries: CORS for an allowed origin, Allow,
+ * Retry-After, WWW-Authenticate. */
+static void add_headers(struct MHD_Connection *con, struct MHD_Response *r, const conn_state *cs, int status) {
+    const gate_verdict *v = &cs->v;
+    if (v->cors) {
+        const char *origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN);
+        if (origin) {
+            MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+            MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+        }
+        if (status == 204) {
+            MHD_add_response_header(r, "Access-Control-Allow-Methods", v->allow);
+            MHD_add_response_header(r, "Access-Control-Allow-Headers", GATE_CORS_ALLOW_HEADERS);
+            MHD_add_response_header(r, "Access-Control-Max-Age", GATE_CORS_MAX_AGE);
+        }
+    }
+    if ((status == 405 || status == 204) && v->allow) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, v->allow);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+}
+
+static enum MHD_Result reply(server *s, struct MHD_Connection *con, const conn_state *cs, int status,
+                             const char *type, const char *body, size_t len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    if (type) MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+    add_headers(con, r, cs, status);
     const enum MHD_Result ok = MHD_queue_response(con, (unsigned)status, r);
     MHD_destroy_response(r);
     count_status(s, status);
     return ok;
 }
 
-static enum MHD_Result reply_json(server *s, struct MHD_Connection *con, int status, char *json) {
-    if (!json) return reply(s, con, 500, "application/json", "{}", 2, NULL);
-    const enum MHD_Result ok = reply(s, con, status, "application/json", json, strlen(json), NULL);
+static enum MHD_Result reply_json(server *s, struct MHD_Connection *con, const conn_state *cs, int status,
+                                  char *json) {
+    static const char no_memory[] =
+        "{\"error\":{\"message\":\"no memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+    if (!json) return reply(s, con, cs, 500, "application/json", no_memory, sizeof no_memory - 1);
+    const enum MHD_Result ok = reply(s, con, cs, status, "application/json", json, strlen(json));
     free(json);
     return ok;
 }
 
-static enum MHD_Result reply_error(server *s, struct MHD_Connection *con, const oai_error *err, const char *allow) {
-    char *json = oai_error_json(err);
-    const char *body = json ? json : "{\"error\":{\"message\":\"error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
-    const enum MHD_Result ok = reply(s, con, err->status, "application/json", body, strlen(body), allow);
-    free(json);
-    return ok;
-}
-
-static enum MHD_Result error(server *s, struct MHD_Connection *con, int status, const char *type, const char *param,
-                             const char *msg, const char *allow) {
-    oai_error e = {.status = status, .param = param, .type = type};
-    snprintf(e.message, sizeof e.message, "%s", msg);
-    return reply_error(s, con, &e, allow);
+static enum MHD_Result reply_error(server *s, struct MHD_Connection *con, const conn_state *cs,
+                                   const oai_error *err) {
+    return reply_json(s, con, cs, err->status, oai_error_json(err));
 }
 
 /* ---------------------------------------------------------------- completions */
@@ -108,6 +140,7 @@ typedef struct {
     uint32_t started; /* choices that have sent their first chunk */
     int n_choices;
     int done;         /* choices finished */
+    bool failed;      /* the error event is out: [DONE] and the end follow */
     int stage;        /* 0: events, 1: usage sent, 2: [DONE] sent */
 } stream_state;
 
@@ -115,6 +148,16 @@ static bool client_gone(int fd) {
     if (fd < 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static int connection_fd(struct MHD_Connection *con) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static void error_of_event(const srv_event *ev, oai_error *err) {
+    memset(err, 0, sizeof *err);
+    oai_fail(err, ev->status, NULL, "%s", ev->text ? ev->text : "the request failed");
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -130,8 +173,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
         free(st->pending);
         st->pending = NULL;
         st->pending_len = st->pending_pos = 0;
-        if (st->done == st->n_choices) {
-            if (st->stage == 0 && st->req.include_usage) {
+        if (st->done == st->n_choices || st->failed) {
+            if (st->stage == 0 && st->req.include_usage && !st->failed) {
                 int32_t prompt, completion, cached;
                 srv_request_usage(st->r, &prompt, &completion, &cached);
                 st->pending = oai_usage_chunk_sse(&st->s->oai, st->req.chat, st->id, st->created, prompt, completion);
@@ -154,14 +197,25 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             }
             continue;
         }
-        const bool first = !(st->started & (1u << ev.choice));
-        st->started |= 1u << ev.choice;
-        if (ev.kind == SRV_EV_DONE) st->done++;
-        /* a token whose text is held back (a possible stop string) shows nothing yet */
-        if (ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs) {
-            st->pending = oai_chunk_sse(&st->s->oai, st->req.chat, st->req.logprobs, st->id, st->created, &ev, first);
-            st->pending_len = st->pending ? strlen(st->pending) : 0;
+        if (ev.kind == SRV_EV_ERROR) {
+            oai_error err;
+            error_of_event(&ev, &err);
+            st->pending = oai_error_sse(&err);
+            st->failed = true;
+        } else {
+            const bool first = !(st->started & (1u << ev.choice));
+            st->started |= 1u << ev.choice;
+            if (ev.kind == SRV_EV_DONE) st->done++;
+            /* a token whose text is held back (a possible stop string) shows nothing yet */
+            if (ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs)
+                st->pending = oai_chunk_sse(&st->s->oai, st->req.chat, st->req.logprobs, st->id, st->created, &ev, first);
+            if ((ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs) && !st->pending) {
+                srv_cancel(st->r); /* no memory for the chunk: the stream cannot go on whole */
+                srv_event_clear(&ev);
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
         }
+        st->pending_len = st->pending ? strlen(st->pending) : 0;
         srv_event_clear(&ev);
     }
 }
@@ -174,154 +228,132 @@ static void stream_free(void *cls) {
     free(st);
 }
 
-static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_state *cs, bool chat) {
-    oai_request req;
-    oai_error err;
-    oai_context oc = s->oai;
-    oc.seed = (uint64_t)time(NULL) ^ atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ULL;
-    if (!oai_parse(&oc, cs->body ? cs->body : "", cs->len, chat, &req, &err)) return reply_error(s, con, &err, NULL);
-    const int n_choices = req.gen.n_choices;
-    srv_request *r;
-    if (srv_submit(s->engine, &req.gen, &r))
-        return error(s, con, 503, "server_error", NULL, "the server is busy (every slot taken, the queue full): try again", NULL);
-    char id[48];
-    snprintf(id, sizeof id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&s->next_id, 1));
-    const long created = unix_now();
-    if (req.stream) {
-        stream_state *st = calloc(1, sizeof *st);
-        if (!st) {
+/* (req's prompt and stops belong to the engine once submitted: only its flags are read,
+ * and the count of choices is given) */
+static enum MHD_Result stream_reply(server *s, struct MHD_Connection *con, const conn_state *cs, srv_request *r,
+                                    const oai_request *req, int n_choices, const char *id, long created) {
+    stream_state *st = calloc(1, sizeof *st);
+    if (!st) {
+        srv_cancel(r);
+        srv_request_release(r);
+        return reply_json(s, con, cs, 500, NULL);
+    }
+    *st = (stream_state){.s = s, .r = r, .req = *req, .created = created, .fd = connection_fd(con),
+                         .n_choices = n_choices};
+    snprintf(st->id, sizeof st->id, "%s", id);
+    struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
+    if (!resp) {
+        stream_free(st);
+        return MHD_NO;
+    }
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    add_headers(con, resp, cs, 200);
+    const enum MHD_Result ok = MHD_queue_response(con, 200, resp);
+    MHD_destroy_response(resp);
+    count_status(s, 200);
+    return ok;
+}
+
+/* The whole answer at once: the events are gathered, the client watched meanwhile. */
+static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const conn_state *cs, srv_request *r,
+                                   const oai_request *req, int n_choices, const char *id, long created) {
+    const int fd = connection_fd(con);
+    oai_choice *choices = calloc((size_t)n_choices, sizeof *choices);
+    bool ok = choices != NULL, failed = false;
+    oai_error err = {0};
+    for (int done = 0; done < n_choices && !failed;) {
+        srv_event ev;
+        if (!srv_next_event(r, &ev, 100)) {
+            if (!client_gone(fd)) continue;
             srv_cancel(r);
             srv_request_release(r);
-            return error(s, con, 500, "server_error", NULL, "no memory", NULL);
+            for (int i = 0; choices && i < n_choices; i++) oai_choice_free(&choices[i]);
+            free(choices);
+            return MHD_NO; /* nobody to answer */
         }
-        /* req's prompt and stops now belong to the engine: only its flags are used */
-        *st = (stream_state){.s = s, .r = r, .req = req, .created = created, .fd = -1, .n_choices = n_choices};
-        memcpy(st->id, id, sizeof id);
-        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(con, MHD_CONNECTION_INFO_CONNECTION_FD);
-        if (ci) st->fd = ci->connect_fd;
-        struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
-        if (!resp) {
-            stream_free(st);
-            return MHD_NO;
+        if (ev.kind == SRV_EV_ERROR) {
+            error_of_event(&ev, &err);
+            failed = true;
+        } else {
+            if (ok) ok = oai_choice_add(s->oai.vocab, req->chat, req->logprobs, &choices[ev.choice], &ev);
+            done += ev.kind == SRV_EV_DONE;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
-        const enum MHD_Result ok = MHD_queue_response(con, 200, resp);
-        MHD_destroy_response(resp);
-        count_status(s, 200);
-        return ok;
-    }
-    oai_choice *choices = calloc((size_t)n_choices, sizeof *choices);
-    int done = 0;
-    while (done < n_choices) {
-        srv_event ev;
-        if (!srv_next_event(r, &ev, -1)) break;
-        if (choices) oai_choice_add(s->oai.vocab, chat, req.logprobs, &choices[ev.choice], &ev);
-        done += ev.kind == SRV_EV_DONE;
         srv_event_clear(&ev);
     }
     int32_t prompt, completion, cached;
     srv_request_usage(r, &prompt, &completion, &cached);
     srv_request_release(r);
-    char *json = choices ? oai_response_json(&s->oai, chat, id, created, choices, n_choices, prompt, completion) : NULL;
+    char *json = ok && !failed ? oai_response_json(&s->oai, req->chat, id, created, choices, n_choices, prompt, completion)
+                               : NULL;
     for (int i = 0; choices && i < n_choices; i++) oai_choice_free(&choices[i]);
     free(choices);
-    return reply_json(s, con, 200, json);
+    if (failed) return reply_error(s, con, cs, &err);
+    return reply_json(s, con, cs, 200, json);
+}
+
+static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_state *cs, bool chat) {
+    oai_request req;
+    oai_error err;
+    oai_context oc = s->oai;
+    oc.seed = (uint64_t)time(NULL) ^ atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ULL;
+    sem_wait(&s->parse_permits);
+    const bool parsed = oai_parse(&oc, cs->body ? cs->body : "", cs->len, chat, &req, &err);
+    sem_post(&s->parse_permits);
+    if (!parsed) return reply_error(s, con, cs, &err);
+    const int n_choices = req.gen.n_choices;
+    srv_request *r;
+    if (srv_submit(s->engine, &req.gen, &r)) {
+        oai_fail(&err, 503, NULL, "%s",
+                 atomic_load(&s->stopping) ? "the server is shutting down"
+                                           : "the server is busy (every slot taken, the queue full): try again");
+        return reply_error(s, con, cs, &err);
+    }
+    char id[48];
+    snprintf(id, sizeof id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&s->next_id, 1));
+    const long created = unix_now();
+    return req.stream ? stream_reply(s, con, cs, r, &req, n_choices, id, created)
+                      : whole_reply(s, con, cs, r, &req, n_choices, id, created);
 }
 
 /* ---------------------------------------------------------------- other routes */
 
-static enum MHD_Result tokenize(server *s, struct MHD_Connection *con, conn_state *cs) {
-    json_error_t jerr;
-    json_t *j = json_loadb(cs->body ? cs->body : "", cs->len, 0, &jerr);
-    const json_t *content = j ? json_object_get(j, "content") : NULL;
-    const json_t *add = j ? json_object_get(j, "add_special") : NULL;
-    const json_t *parse = j ? json_object_get(j, "parse_special") : NULL;
-    if (!j) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-        return error(s, con, 400, "invalid_request_error", NULL, msg, NULL);
-    }
-    enum MHD_Result ok;
-    if (!json_is_string(content)) {
-        ok = error(s, con, 400, "invalid_request_error", "content", "content must be a string", NULL);
-    } else if ((add && !json_is_boolean(add)) || (parse && !json_is_boolean(parse))) {
-        ok = error(s, con, 400, "invalid_request_error", add && !json_is_boolean(add) ? "add_special" : "parse_special",
-                   "add_special and parse_special must be true or false", NULL);
-    } else {
-        const size_t len = json_string_length(content);
-        int32_t cap = len > (size_t)INT32_MAX - 8 ? 0 : (int32_t)len + 8, n = 0;
-        int32_t *t = cap ? malloc((size_t)cap * sizeof *t) : NULL;
-        if (!t || toy_tokenize(s->oai.vocab, json_string_value(content), len, add ? json_is_true(add) : true,
-                               parse && json_is_true(parse), t, cap, &n)) {
-            ok = error(s, con, 400, "invalid_request_error", "content", t ? toy_last_error() : "too long", NULL);
-        } else {
-            json_t *arr = json_array();
-            for (int32_t i = 0; i < n; i++) json_array_append_new(arr, json_integer(t[i]));
-            json_t *o = json_pack("{s:o}", "tokens", arr);
-            ok = reply_json(s, con, 200, json_dumps(o, JSON_COMPACT));
-            json_decref(o);
-        }
-        free(t);
-    }
-    json_decref(j);
-    return ok;
+static enum MHD_Result tokens_route(server *s, struct MHD_Connection *con, conn_state *cs, bool detokenize) {
+    oai_error err;
+    sem_wait(&s->parse_permits);
+    char *json = detokenize ? oai_detokenize(&s->oai, cs->body ? cs->body : "", cs->len, &err)
+                            : oai_tokenize(&s->oai, cs->body ? cs->body : "", cs->len, &err);
+    sem_post(&s->parse_permits);
+    return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
 }
 
-static enum MHD_Result detokenize(server *s, struct MHD_Connection *con, conn_state *cs) {
-    json_error_t jerr;
-    json_t *j = json_loadb(cs->body ? cs->body : "", cs->len, 0, &jerr);
-    if (!j) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-        return error(s, con, 400, "invalid_request_error", NULL, msg, NULL);
-    }
-    const json_t *tokens = json_object_get(j, "tokens");
-    enum MHD_Result ok;
-    const int32_t n_vocab = toy_vocab_n_tokens(s->oai.vocab);
-    const size_t n = json_is_array(tokens) ? json_array_size(tokens) : 0;
-    int32_t *t = malloc((n ? n : 1) * sizeof *t);
-    size_t bad = n;
-    for (size_t i = 0; t && i < n; i++) {
-        const json_t *v = json_array_get(tokens, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= n_vocab) {
-            bad = i;
-            break;
-        }
-        t[i] = (int32_t)json_integer_value(v);
-    }
-    char *text = NULL;
-    size_t len = 0;
-    if (!json_is_array(tokens)) {
-        ok = error(s, con, 400, "invalid_request_error", "tokens", "tokens must be an array of token ids", NULL);
-    } else if (bad < n) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "tokens[%zu] is not a token id (0..%d)", bad, n_vocab - 1);
-        ok = error(s, con, 400, "invalid_request_error", "tokens", msg, NULL);
-    } else if (!t || n > (size_t)INT32_MAX || toy_detokenize(s->oai.vocab, t, (int32_t)n, false, &text, &len)) {
-        ok = error(s, con, 500, "server_error", NULL, "cannot detokenize", NULL);
+static enum MHD_Result health(server *s, struct MHD_Connection *con, conn_state *cs) {
+    const double stalled = srv_engine_stalled_for(s->engine);
+    char body[160];
+    int status = 200;
+    if (atomic_load(&s->stopping)) {
+        status = 503;
+        snprintf(body, sizeof body, "{\"status\":\"shutting down\"}");
+    } else if (s->p.watchdog_s > 0 && stalled > s->p.watchdog_s) {
+        status = 503;
+        snprintf(body, sizeof body, "{\"status\":\"stalled\",\"seconds_since_progress\":%.1f}", stalled);
     } else {
-        json_t *o = json_pack("{s:o}", "content", oai_json_text(text, len));
-        ok = reply_json(s, con, 200, json_dumps(o, JSON_COMPACT));
-        json_decref(o);
+        snprintf(body, sizeof body, "{\"status\":\"ok\"}");
     }
-    free(text);
-    free(t);
-    json_decref(j);
-    return ok;
+    return reply(s, con, cs, status, "application/json", body, strlen(body));
 }
 
-static enum MHD_Result models(server *s, struct MHD_Connection *con) {
+static enum MHD_Result models(server *s, struct MHD_Connection *con, const conn_state *cs) {
     json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:i,s:s,s:{s:i,s:i,s:i}}]}", "object", "list", "data", "id", s->model_id,
                           "object", "model", "created", (json_int_t)s->started, "owned_by", "toy", "meta", "n_ctx",
                           srv_engine_n_ctx(s->engine), "n_vocab", toy_model_n_vocab(s->model), "n_slots",
                           s->p.n_parallel);
-    enum MHD_Result ok = reply_json(s, con, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
+    enum MHD_Result ok = reply_json(s, con, cs, 200, o ? json_dumps(o, JSON_COMPACT) : NULL);
     json_decref(o);
     return ok;
 }
 
-static enum MHD_Result metrics(server *s, struct MHD_Connection *con) {
+static enum MHD_Result metrics(server *s, struct MHD_Connection *con, const conn_state *cs) {
     srv_metrics m;
     srv_engine_metrics(s->engine, &m);
     char buf[4096];
@@ -365,92 +397,89 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *con) {
                   (long long)m.prompt_tokens, (long long)m.cached_tokens, (long long)m.generated_tokens,
                   m.queue_depth, m.busy_slots, m.n_slots, m.busy_seconds,
                   m.busy_seconds > 0 ? (double)(m.prompt_tokens + m.generated_tokens) / m.busy_seconds : 0.0);
-    return reply(s, con, 200, "text/plain; version=0.0.4", buf, (size_t)n, NULL);
+    return reply(s, con, cs, 200, "text/plain; version=0.0.4", buf, (size_t)n);
 }
 
-/* ---------------------------------------------------------------- routing */
+/* ---------------------------------------------------------------- requests */
 
-typedef enum { R_PAGE, R_HEALTH, R_METRICS, R_MODELS, R_CHAT, R_COMPLETIONS, R_TOKENIZE, R_DETOKENIZE } route_id;
-
-static const struct {
-    const char *path;
-    const char *method;
-    route_id id;
-} routes[] = {
-    {"/", "GET", R_PAGE},
-    {"/health", "GET", R_HEALTH},
-    {"/metrics", "GET", R_METRICS},
-    {"/v1/models", "GET", R_MODELS},
-    {"/v1/chat/completions", "POST", R_CHAT},
-    {"/v1/completions", "POST", R_COMPLETIONS},
-    {"/tokenize", "POST", R_TOKENIZE},
-    {"/detokenize", "POST", R_DETOKENIZE},
-};
-
-static bool authorized(const server *s, struct MHD_Connection *con) {
-    if (!s->p.api_key) return true;
-    const char *h = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return false;
-    /* the same time whatever the key's first wrong byte */
-    const char *k = s->p.api_key, *g = h + 7;
-    const size_t lk = strlen(k), lg = strlen(g);
-    unsigned diff = lk != lg;
-    for (size_t i = 0; i < lk; i++) diff |= (unsigned)(k[i] ^ (i < lg ? g[i] : 0));
-    return diff == 0;
-}
-
-static enum MHD_Result route(server *s, struct MHD_Connection *con, const char *url, const char *method,
-                             conn_state *cs) {
-    int match = -1;
-    bool path_known = false;
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
-        if (strcmp(url, routes[i].path)) continue;
-        path_known = true;
-        if (!strcmp(method, routes[i].method) || (!strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET")))
-            match = (int)i;
+static enum MHD_Result route(server *s, struct MHD_Connection *con, conn_state *cs) {
+    if (cs->discarded) {
+        oai_error err;
+        oai_fail(&err, 413, NULL, "the request body is over the limit of %zu bytes (--max-body)", s->p.max_body);
+        return reply_error(s, con, cs, &err);
     }
-    if (!path_known || strcmp(url, "/health")) {
-        if (!authorized(s, con))
-            return error(s, con, 401, "invalid_request_error", NULL,
-                         "a valid API key is needed: Authorization: Bearer KEY", NULL);
-    }
-    if (!path_known) {
-        char msg[600];
-        snprintf(msg, sizeof msg, "no route %s %.500s", method, url);
-        return error(s, con, 404, "invalid_request_error", NULL, msg, NULL);
-    }
-    if (match < 0) {
-        const char *allow = "GET, HEAD";
-        for (size_t i = 0; i < sizeof routes / sizeof *routes; i++)
-            if (!strcmp(url, routes[i].path) && !strcmp(routes[i].method, "POST")) allow = "POST";
-        char msg[600];
-        snprintf(msg, sizeof msg, "%s does not take %s (only %s)", url, method, allow);
-        return error(s, con, 405, "invalid_request_error", NULL, msg, allow);
-    }
-    if (cs->too_big) {
-        char msg[200];
-        snprintf(msg, sizeof msg, "the request body is over the limit of %zu bytes", s->p.max_body);
-        return error(s, con, 413, "invalid_request_error", NULL, msg, NULL);
-    }
-    switch (routes[match].id) {
-    case R_PAGE:
-        return reply(s, con, 200, "text/html; charset=utf-8", toy_chat_page, toy_chat_page_len, NULL);
-    case R_HEALTH:
-        return reply(s, con, 200, "application/json", "{\"status\":\"ok\"}", 15, NULL);
-    case R_METRICS:
-        return metrics(s, con);
-    case R_MODELS:
-        return models(s, con);
-    case R_CHAT:
+    switch (cs->v.route) {
+    case ROUTE_PAGE:
+        return reply(s, con, cs, 200, "text/html; charset=utf-8", toy_chat_page, toy_chat_page_len);
+    case ROUTE_HEALTH:
+        return health(s, con, cs);
+    case ROUTE_METRICS:
+        return metrics(s, con, cs);
+    case ROUTE_MODELS:
+        return models(s, con, cs);
+    case ROUTE_CHAT:
         return completions(s, con, cs, true);
-    case R_COMPLETIONS:
+    case ROUTE_COMPLETIONS:
         return completions(s, con, cs, false);
-    case R_TOKENIZE:
-        return tokenize(s, con, cs);
-    case R_DETOKENIZE:
-        return detokenize(s, con, cs);
+    case ROUTE_TOKENIZE:
+        return tokens_route(s, con, cs, false);
+    case ROUTE_DETOKENIZE:
+        return tokens_route(s, con, cs, true);
+    case ROUTE_NONE:
+        break;
     }
     return MHD_NO;
+}
+
+/* The headers have arrived: the gate decides, and a request it lets through gets a body
+ * buffer of its Content-Length (or one that grows up to --max-body, for a chunked body). */
+static enum MHD_Result begin(server *s, struct MHD_Connection *con, const char *url, const char *method,
+                             conn_state *cs) {
+    const gate_request gr = {
+        .method = method,
+        .url = url,
+        .host = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+        .origin = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_ORIGIN),
+        .authorization = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION),
+        .content_type = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE),
+        .content_length = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH),
+        .preflight_method = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Access-Control-Request-Method"),
+        .open_connections = atomic_load(&s->connections),
+        .stopping = atomic_load(&s->stopping),
+    };
+    gate_check(&s->gate, &gr, &cs->v);
+    if (cs->v.status == 204) return reply(s, con, cs, 204, NULL, "", 0);
+    if (cs->v.status) return reply_error(s, con, cs, &cs->v.err);
+    if (cs->v.body_length != SIZE_MAX && cs->v.body_length > 0) {
+        if (!(cs->body = malloc(cs->v.body_length + 1))) return MHD_NO;
+        cs->cap = cs->v.body_length + 1;
+    }
+    return MHD_YES;
+}
+
+/* Body bytes: kept up to --max-body; a chunked body past it is read and dropped (413 at
+ * its end), and one that goes on past 16 times the limit ends the connection. */
+static enum MHD_Result body_bytes(server *s, conn_state *cs, const char *data, size_t n) {
+    if (cs->discarded || cs->len + n > s->p.max_body) {
+        cs->discarded += n;
+        free(cs->body);
+        cs->body = NULL;
+        cs->len = cs->cap = 0;
+        return cs->discarded / 16 > s->p.max_body ? MHD_NO : MHD_YES;
+    }
+    if (cs->len + n + 1 > cs->cap) {
+        size_t cap = cs->cap ? cs->cap : 4096;
+        while (cap < cs->len + n + 1) cap *= 2;
+        if (cap > s->p.max_body + 1) cap = s->p.max_body + 1;
+        char *b = realloc(cs->body, cap);
+        if (!b) return MHD_NO;
+        cs->body = b;
+        cs->cap = cap;
+    }
+    memcpy(cs->body + cs->len, data, n);
+    cs->len += n;
+    cs->body[cs->len] = 0;
+    return MHD_YES;
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char *url, const char *method,
@@ -462,41 +491,18 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *con, const char 
         if (!(cs = calloc(1, sizeof *cs))) return MHD_NO;
         clock_gettime(CLOCK_MONOTONIC, &cs->t0);
         *con_cls = cs;
-        const char *cl = MHD_lookup_connection_value(con, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->p.max_body) cs->too_big = true;
         atomic_fetch_add(&s->in_flight, 1);
-        cs->counted = true;
-        return MHD_YES;
+        return begin(s, con, url, method, cs);
     }
     if (*upload_size) {
-        if (!cs->too_big) {
-            if (cs->len + *upload_size > s->p.max_body) {
-                cs->too_big = true;
-                free(cs->body);
-                cs->body = NULL;
-                cs->len = cs->cap = 0;
-            } else {
-                if (cs->len + *upload_size + 1 > cs->cap) {
-                    size_t cap = cs->cap ? cs->cap : 4096;
-                    while (cap < cs->len + *upload_size + 1) cap *= 2;
-                    char *b = realloc(cs->body, cap);
-                    if (!b) return MHD_NO;
-                    cs->body = b;
-                    cs->cap = cap;
-                }
-                memcpy(cs->body + cs->len, upload, *upload_size);
-                cs->len += *upload_size;
-                cs->body[cs->len] = 0;
-            }
-        }
+        const enum MHD_Result ok = body_bytes(s, cs, upload, *upload_size);
         *upload_size = 0;
-        return MHD_YES;
+        return ok;
     }
-    return route(s, con, url, method, cs);
+    return route(s, con, cs);
 }
 
 static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enum MHD_RequestTerminationCode why) {
-    (void)why;
     server *s = cls;
     conn_state *cs = *con_cls;
     if (!cs) return;
@@ -506,10 +512,18 @@ static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enu
     const double ms = 1e3 * (double)(t1.tv_sec - cs->t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - cs->t0.tv_nsec);
     fprintf(stderr, "toy serve: %u %.1f ms%s\n", ci ? ci->http_status : 0, ms,
             why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (connection closed)");
-    if (cs->counted) atomic_fetch_sub(&s->in_flight, 1);
+    atomic_fetch_sub(&s->in_flight, 1);
     free(cs->body);
     free(cs);
     *con_cls = NULL;
+}
+
+static void connection_event(void *cls, struct MHD_Connection *con, void **socket_context,
+                             enum MHD_ConnectionNotificationCode code) {
+    (void)con;
+    (void)socket_context;
+    server *s = cls;
+    atomic_fetch_add(&s->connections, code == MHD_CONNECTION_NOTIFY_STARTED ? 1 : -1);
 }
 
 /* ---------------------------------------------------------------- the server */
@@ -522,11 +536,47 @@ static void model_id_of(const char *path, char *out, size_t n) {
     snprintf(out, n, "%.*s", (int)(len < n - 1 ? len : n - 1), base);
 }
 
+/* Connections beyond --max-connections are answered 503, which takes a descriptor and a
+ * thread each for a moment; beyond this many more the listening socket stops accepting. */
+enum { CONNECTIONS_OVER_LIMIT = 1024 };
+
+/* The descriptors the connections need: the soft limit raised to the hard one. */
+static unsigned connection_limit(int max_connections) {
+    struct rlimit rl;
+    unsigned want = (unsigned)max_connections + CONNECTIONS_OVER_LIMIT;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    /* some for the model, the log and the listening socket */
+    if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)want + 64)
+        want = rl.rlim_cur > 128 ? (unsigned)rl.rlim_cur - 64 : 64;
+    return want;
+}
+
+/* SIGTERM: stop taking requests (503, /health too), give those in flight --shutdown-grace
+ * seconds (a second signal ends the grace), then end them with an error. */
+static void shut_down(server *s, const volatile sig_atomic_t *stop) {
+    atomic_store(&s->stopping, true);
+    const double deadline = mono_now() + s->p.shutdown_grace_s;
+    fprintf(stderr, "toy serve: stopping: %d request(s) in flight, %d s for them to finish\n",
+            atomic_load(&s->in_flight), s->p.shutdown_grace_s);
+    while (atomic_load(&s->in_flight) > 0 && mono_now() < deadline && *stop < 2) usleep(10000);
+    if (atomic_load(&s->in_flight) == 0) return;
+    fprintf(stderr, "toy serve: ending %d request(s) still in flight\n", atomic_load(&s->in_flight));
+    srv_engine_abort(s->engine, 503, "the server is shutting down");
+    const double end = mono_now() + 0.5; /* for their error events to go out */
+    while (atomic_load(&s->in_flight) > 0 && mono_now() < end) usleep(10000);
+}
+
 int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop) {
     server *s = calloc(1, sizeof *s);
     if (!s) return 1;
     s->p = *p;
     s->started = unix_now();
+    sem_init(&s->parse_permits, 0, PARSE_PERMITS);
     int rc = 1;
     struct MHD_Daemon *d = NULL;
     toy_model_params mp = toy_model_default_params();
@@ -556,7 +606,11 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     }
     const char *family;
     toy_chat_template_of(toy_model_gguf(s->model), &family);
-    s->oai = (oai_context){s->model_id, srv_engine_vocab(s->engine), family, srv_engine_n_ctx(s->engine), 0};
+    const toy_vocab *vocab = srv_engine_vocab(s->engine);
+    s->oai = (oai_context){s->model_id, vocab, family, srv_engine_n_ctx(s->engine),
+                           oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
+    s->gate = (gate_config){p->api_key, p->host, p->host_aliases, p->n_host_aliases, p->cors_origins,
+                            p->n_cors_origins, p->max_body, p->max_connections};
 
     struct sockaddr_in a4 = {.sin_family = AF_INET, .sin_port = htons((uint16_t)p->port)};
     struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)p->port)};
@@ -565,12 +619,13 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
         fprintf(stderr, "toy serve: --host '%s' is not an IPv4 or IPv6 address\n", p->host);
         goto done;
     }
-    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG | MHD_USE_ITC |
-                           (v6 ? MHD_USE_IPv6 : 0);
+    const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                           MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
                          v6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)p->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
-                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+                         MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_CONNECTION_LIMIT,
+                         connection_limit(p->max_connections), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "toy serve: cannot listen on %s port %d: %s\n", p->host, p->port, strerror(errno));
         goto done;
@@ -579,18 +634,15 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     fprintf(stderr, "toy serve: %s on http://%s%s%s:%u/ (%d slots of %d tokens, %d threads)\n", s->model_id,
             v6 ? "[" : "", p->host, v6 ? "]" : "", di ? di->port : (unsigned)p->port, p->n_parallel,
             srv_engine_n_ctx(s->engine), p->n_threads);
-    while (!*stop) usleep(50000);
-    /* stop accepting, let the requests in flight finish */
-    const MHD_socket listen = MHD_quiesce_daemon(d);
-    if (listen != MHD_INVALID_SOCKET) close(listen);
-    fprintf(stderr, "toy serve: stopping: %d request(s) in flight\n", atomic_load(&s->in_flight));
-    while (atomic_load(&s->in_flight) > 0) usleep(20000);
+    while (!*stop) usleep(20000);
+    shut_down(s, stop);
     rc = 0;
 done:
     if (d) MHD_stop_daemon(d);
     srv_engine_free(s->engine);
     for (int i = 0; i < p->n_lora; i++) toy_lora_free(s->loras[i]);
     toy_model_free(s->model);
+    sem_destroy(&s->parse_permits);
     free(s);
     return rc;
 }

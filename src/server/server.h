@@ -1,5 +1,6 @@
 /* server.h — toy serve: the OpenAI HTTP API over the engine (engine.h), on
- * libmicrohttpd with a thread per connection. */
+ * libmicrohttpd with a thread per connection; the checks on a request's headers are
+ * gate.h's, on its body openai.h's. */
 #ifndef TOY_SERVER_H
 #define TOY_SERVER_H
 
@@ -20,15 +21,23 @@ typedef struct {
     int timeout_s;       /* an idle connection is closed after this (0: never) */
     size_t max_body;     /* bytes of a request body, at most */
     int queue_max;       /* choices waiting for a slot, at most */
+    int max_connections; /* open connections; more are answered 503 */
+    const char *const *cors_origins; /* origins whose pages may call the API */
+    int n_cors_origins;
+    const char *const *host_aliases; /* names besides localhost the Host header may give */
+    int n_host_aliases;
+    int shutdown_grace_s; /* on SIGTERM, seconds for the requests in flight to finish */
+    int watchdog_s;      /* /health is 503 when the engine makes no progress this long with work (0: never) */
     const char *const *lora_paths; /* LoRA adapters applied to every request */
     const float *lora_scales;
     int n_lora;
     bool no_mmap;        /* read the model into memory instead of mapping it */
 } toy_server_params;
 
-/* Serves until *stop becomes true, then stops accepting, finishes the requests in flight
- * and returns 0; 1 after a message on stderr if it cannot start. Logs one line a
- * request to stderr. */
+/* Serves until *stop becomes non-zero; then answers new requests 503, gives those in
+ * flight shutdown_grace_s seconds (or until *stop reaches 2), ends the rest with an error
+ * and returns 0. 1 after a message on stderr if it cannot start. Logs one line a request
+ * to stderr. */
 int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop);
 
 #endif

@@ -1,0 +1,374 @@
+/* test_serve_engine.c — toy serve's engine and request checks without HTTP, on the bundled
+ * model: a request that fails (a choice that cannot start, a forward pass its own tokens
+ * break, shutdown) ends with its error and nothing else changes — the queue moves on and
+ * a request beside it gets the tokens it gets alone; a cancel frees the slot at once;
+ * max_tokens 0 generates nothing; the field checks of openai.c and the gate's order;
+ * token text longer than any fixed buffer. */
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "gate.h"
+#include "openai.h"
+#include "test.h"
+#include "toy.h"
+
+static toy_model *model;
+static srv_engine *engine;
+
+typedef struct {
+    int32_t tokens[256];
+    int n_tokens;
+    const char *finish;
+    int error_status;
+    char error[256];
+} outcome;
+
+static srv_params params(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens) {
+    srv_params p = {0};
+    p.prompt = malloc((size_t)n_prompt * sizeof *p.prompt);
+    memcpy(p.prompt, prompt, (size_t)n_prompt * sizeof *p.prompt);
+    p.n_prompt = n_prompt;
+    p.n_choices = 1;
+    p.sampling = toy_sampler_default_params();
+    p.sampling.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    p.top_logprobs = -1;
+    return p;
+}
+
+/* Every event of a one-choice request, until its DONE or ERROR (10 s at most). */
+static void collect(srv_request *r, outcome *o) {
+    memset(o, 0, sizeof *o);
+    for (int waited = 0; waited < 100;) {
+        srv_event ev;
+        if (!srv_next_event(r, &ev, 100)) {
+            waited++;
+            continue;
+        }
+        if (ev.kind == SRV_EV_TOKEN && o->n_tokens < 256) o->tokens[o->n_tokens++] = ev.token;
+        if (ev.kind == SRV_EV_DONE) o->finish = ev.finish_reason;
+        if (ev.kind == SRV_EV_ERROR) {
+            o->error_status = ev.status;
+            snprintf(o->error, sizeof o->error, "%s", ev.text ? ev.text : "");
+        }
+        const bool last = ev.kind != SRV_EV_TOKEN;
+        srv_event_clear(&ev);
+        if (last) break;
+    }
+    srv_request_release(r);
+}
+
+static void run(srv_params *p, outcome *o) {
+    srv_request *r;
+    CHECK(!srv_submit(engine, p, &r));
+    collect(r, o);
+}
+
+static const int32_t prompt_a[] = {100, 200, 300, 400, 500};
+static const int32_t prompt_b[] = {7, 8, 9};
+
+static bool idle_within(double seconds) {
+    for (int i = 0; i < (int)(seconds * 100); i++) {
+        srv_metrics m;
+        srv_engine_metrics(engine, &m);
+        if (m.busy_slots == 0 && m.queue_depth == 0) return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+/* A choice whose stop strings the matcher refuses (an empty one, which the request checks
+ * let through before) ends with a 400 at once, and the queue goes on: the request behind
+ * it is answered. Before, the job stayed at the queue's head and every later request
+ * waited behind it for ever. */
+static void test_start_failure(const outcome *alone) {
+    srv_params bad = params(prompt_a, 5, 8);
+    bad.stops[0] = strdup("");
+    bad.n_stops = 1;
+    srv_request *rb, *ra;
+    CHECK(!srv_submit(engine, &bad, &rb));
+    srv_params good = params(prompt_a, 5, 16);
+    CHECK(!srv_submit(engine, &good, &ra));
+    outcome ob, oa;
+    collect(rb, &ob);
+    collect(ra, &oa);
+    CHECK_EQ(ob.error_status, 400);
+    CHECK_STR_CONTAINS(ob.error, "cannot start");
+    CHECK_EQ(oa.error_status, 0);
+    CHECK_EQ(oa.n_tokens, alone->n_tokens);
+    CHECK(!memcmp(oa.tokens, alone->tokens, sizeof oa.tokens));
+    CHECK(idle_within(1));
+}
+
+/* A request whose prompt holds a token id past the vocabulary makes the step it is in
+ * fail. Only it ends (500, naming the token); the request beside it in the same steps
+ * gets exactly its lone tokens. Before, every request of the step ended "length". */
+static void test_decode_failure(const outcome *alone) {
+    const int32_t broken[] = {100, 200, toy_model_n_vocab(model) + 5};
+    srv_params good = params(prompt_a, 5, 16), bad = params(broken, 3, 8);
+    srv_request *ra, *rb;
+    CHECK(!srv_submit(engine, &good, &ra));
+    CHECK(!srv_submit(engine, &bad, &rb));
+    outcome oa, ob;
+    collect(rb, &ob);
+    collect(ra, &oa);
+    CHECK_EQ(ob.error_status, 500);
+    CHECK_STR_CONTAINS(ob.error, "out of range");
+    CHECK_EQ(oa.error_status, 0);
+    CHECK(oa.finish && !strcmp(oa.finish, "length"));
+    CHECK_EQ(oa.n_tokens, alone->n_tokens);
+    CHECK(!memcmp(oa.tokens, alone->tokens, sizeof oa.tokens));
+    CHECK(idle_within(1));
+}
+
+/* A cancelled request leaves its slot, and a cancelled request still queued leaves the
+ * queue, within a step; the engine then idles. */
+static void test_cancel(void) {
+    srv_params a = params(prompt_a, 5, 400), b = params(prompt_b, 3, 400), c = params(prompt_b, 3, 400);
+    srv_request *ra, *rb, *rc;
+    CHECK(!srv_submit(engine, &a, &ra));
+    CHECK(!srv_submit(engine, &b, &rb));
+    CHECK(!srv_submit(engine, &c, &rc)); /* two slots: this one waits */
+    srv_event ev;
+    CHECK(srv_next_event(ra, &ev, 5000));
+    srv_event_clear(&ev);
+    srv_cancel(rc);
+    srv_cancel(ra);
+    srv_cancel(rb);
+    CHECK(idle_within(1));
+    srv_request_release(ra);
+    srv_request_release(rb);
+    srv_request_release(rc);
+}
+
+/* max_tokens 0: the prompt is read, nothing generated, finish "length". Before, one
+ * token came back. */
+static void test_max_tokens_zero(void) {
+    srv_params p = params(prompt_a, 5, 0);
+    outcome o;
+    run(&p, &o);
+    CHECK_EQ(o.n_tokens, 0);
+    CHECK(o.finish && !strcmp(o.finish, "length"));
+}
+
+/* Shutdown: every request, running or queued, ends with the abort's status; no new one
+ * is taken. */
+static void test_abort(void) {
+    srv_params p = params(prompt_a, 5, 400);
+    p.n_choices = 3; /* two run, one waits */
+    srv_request *r;
+    CHECK(!srv_submit(engine, &p, &r));
+    srv_event ev;
+    CHECK(srv_next_event(r, &ev, 5000));
+    srv_event_clear(&ev);
+    srv_engine_abort(engine, 503, "the server is shutting down");
+    bool got_error = false;
+    for (int i = 0; i < 2000 && !got_error; i++) {
+        if (!srv_next_event(r, &ev, 100)) continue;
+        if (ev.kind == SRV_EV_ERROR) {
+            got_error = true;
+            CHECK_EQ(ev.status, 503);
+            CHECK_STR_CONTAINS(ev.text, "shutting down");
+        }
+        srv_event_clear(&ev);
+    }
+    CHECK(got_error);
+    CHECK(!srv_next_event(r, &ev, 0)); /* nothing after the error */
+    srv_request_release(r);
+    CHECK(idle_within(1));
+    srv_params q = params(prompt_a, 5, 4);
+    CHECK_EQ(srv_submit(engine, &q, &r), TOY_ERR_UNSUPPORTED);
+    CHECK(r == NULL);
+}
+
+/* ---------------------------------------------------------------- openai.c and gate.c */
+
+static oai_context context(void) {
+    const toy_vocab *v = toy_model_vocab(model);
+    return (oai_context){"toy-kjv", v, "chatml", 64, oai_max_text_bytes(v, 64), 1};
+}
+
+static void expect_400(const char *body, bool chat, const char *param, const char *message) {
+    const oai_context c = context();
+    oai_request req;
+    oai_error err;
+    const bool ok = oai_parse(&c, body, strlen(body), chat, &req, &err);
+    CHECK_MSG(!ok, "accepted: %s", body);
+    if (ok) {
+        oai_request_free(&req);
+        return;
+    }
+    CHECK_EQ(err.status, 400);
+    CHECK_MSG(!strcmp(err.param, param), "%s: param '%s', expected '%s'", body, err.param, param);
+    CHECK_STR_CONTAINS(err.message, message);
+}
+
+static void test_parse(void) {
+    /* the string form of stop, which passed before and wedged the queue */
+    expect_400("{\"prompt\":\"x\",\"stop\":\"\"}", false, "stop", "non-empty");
+    /* Jansson refuses \u0000 itself (a C string would end there) */
+    expect_400("{\"prompt\":\"x\",\"stop\":\"a\\u0000b\"}", false, "", "u0000");
+    expect_400("{\"prompt\":\"x\",\"stop\":[\"a\",\"\"]}", false, "stop", "stop[1]");
+    expect_400("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", false, "response_format",
+               "not supported");
+    expect_400("{\"prompt\":\"x\",\"frobnicate\":1}", false, "frobnicate", "unknown field");
+    expect_400("{\"prompt\":\"x\",\"top_logprobs\":2}", false, "top_logprobs", "unknown field");
+    expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", true, "", "u0000");
+    expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[{}]}]}", true, "messages",
+               "not supported");
+    expect_400("{\"prompt\":\"x\",\"max_completion_tokens\":100}", false, "max_completion_tokens", "over the context");
+    /* a text longer than any that fits 64 tokens is refused before it is tokenized */
+    const oai_context c = context();
+    const size_t n = c.max_text_bytes + 1;
+    char *big = malloc(n + 32);
+    memcpy(big, "{\"prompt\":\"", 11);
+    memset(big + 11, 'a', n);
+    strcpy(big + 11 + n, "\"}");
+    expect_400(big, false, "prompt", "bytes");
+    free(big);
+    /* what asks for nothing is accepted */
+    const char *fine = "{\"prompt\":\"And\",\"user\":\"u\",\"logit_bias\":{},\"tools\":[],\"echo\":false,"
+                       "\"temperature\":null,\"max_tokens\":0}";
+    oai_request req;
+    oai_error err;
+    CHECK_MSG(oai_parse(&c, fine, strlen(fine), false, &req, &err), "%s", err.message);
+    CHECK_EQ(req.gen.max_tokens, 0);
+    oai_request_free(&req);
+}
+
+static void test_gate(void) {
+    const char *aliases[] = {"toy.internal"}, *origins[] = {"http://app.example"};
+    const gate_config c = {"sesame", "127.0.0.1", aliases, 1, origins, 1, 1000, 4};
+    gate_request r = {.method = "POST", .url = "/v1/completions", .host = "127.0.0.1:8080",
+                      .authorization = "Bearer sesame", .content_type = "application/json; charset=utf-8",
+                      .content_length = "10", .open_connections = 1};
+    gate_verdict v;
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 0);
+    CHECK_EQ(v.route, ROUTE_COMPLETIONS);
+    CHECK_EQ(v.body_length, 10);
+    r.content_length = "1001";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 413);
+    r.content_type = "text/plain";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 415);
+    r.authorization = NULL; /* the key is checked before the body's type and length */
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 401);
+    r.host = "evil.example:8080";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 403);
+    CHECK_STR_CONTAINS(v.err.message, "evil.example");
+    r.host = "TOY.internal";
+    r.authorization = "Bearer sesame";
+    r.content_type = NULL;
+    r.content_length = NULL;
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 0);
+    r.host = "[::1]:8080";
+    r.origin = "http://evil.example";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 403);
+    r.origin = "http://[::1]:8080"; /* the server's own page */
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 0);
+    CHECK(!v.cors);
+    r.origin = "http://app.example";
+    r.method = "OPTIONS";
+    r.preflight_method = "POST";
+    r.authorization = NULL; /* a preflight never carries the key */
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 204);
+    CHECK(v.cors);
+    CHECK_STR_CONTAINS(v.allow, "POST");
+    r.method = "PUT";
+    r.authorization = "Bearer sesame";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 405);
+    r.method = "GET";
+    r.url = "/health";
+    r.open_connections = 5;
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 503);
+    CHECK(v.retry_after);
+    r.open_connections = 1;
+    r.stopping = true;
+    gate_check(&c, &r, &v); /* /health answers while stopping (and says so) */
+    CHECK_EQ(v.status, 0);
+    r.url = "/v1/models";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 503);
+}
+
+/* A token longer than the 255 bytes toy serve's buffers held before (they cut it) comes
+ * out whole. */
+static void test_long_piece(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/toy_test_serve_%d.gguf", (int)getpid());
+    char long_token[301];
+    memset(long_token, 'z', 300);
+    long_token[300] = 0;
+    const char *tokens[] = {"a", "b", long_token};
+    const size_t lens[] = {1, 1, 300};
+    const float scores[] = {0, 0, 0};
+    const int32_t types[] = {1, 1, 1};
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    toy_gguf_writer_set_str(w, "tokenizer.ggml.model", "gpt2", 4);
+    toy_gguf_writer_set_str_array(w, "tokenizer.ggml.tokens", tokens, lens, 3);
+    toy_gguf_writer_set_array(w, "tokenizer.ggml.scores", TOY_GGUF_FLOAT32, scores, 3);
+    toy_gguf_writer_set_array(w, "tokenizer.ggml.token_type", TOY_GGUF_INT32, types, 3);
+    const char *merges[] = {"a b"};
+    const size_t merge_lens[] = {3};
+    toy_gguf_writer_set_str_array(w, "tokenizer.ggml.merges", merges, merge_lens, 1);
+    CHECK(!toy_gguf_writer_write(w, path));
+    toy_gguf_writer_free(w);
+    toy_gguf *g = NULL;
+    toy_vocab *v = NULL;
+    CHECK(!toy_gguf_open(path, &g));
+    CHECK_MSG(g && !toy_vocab_load(g, &v), "%s", toy_last_error());
+    toy_gguf_close(g);
+    unlink(path);
+    if (!v) return;
+    srv_piece p;
+    CHECK(srv_piece_of(v, 2, &p));
+    CHECK_EQ(p.len, 300);
+    CHECK(p.text && p.text[0] == 'z' && p.text[299] == 'z');
+    srv_piece_free(&p);
+    CHECK(!srv_piece_of(v, 3, &p)); /* out of range */
+    srv_event ev = {.kind = SRV_EV_TOKEN, .token = 2, .n_top = 1, .top_token = {2}};
+    json_t *lp = oai_token_logprob(v, &ev);
+    CHECK(lp && json_string_length(json_object_get(lp, "token")) == 300);
+    CHECK(lp && json_array_size(json_object_get(lp, "bytes")) == 300);
+    json_decref(lp);
+    CHECK_EQ(oai_max_text_bytes(v, 10), 3000);
+    toy_vocab_free(v);
+}
+
+int main(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/toy-kjv.gguf", TOY_SOURCE_DIR);
+    if (toy_model_load(path, &model)) {
+        fprintf(stderr, "%s\n", toy_last_error());
+        return 1;
+    }
+    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8};
+    CHECK(!srv_engine_new(model, &ep, &engine));
+    outcome alone;
+    srv_params p = params(prompt_a, 5, 16);
+    run(&p, &alone);
+    CHECK_EQ(alone.n_tokens, 16);
+    test_start_failure(&alone);
+    test_decode_failure(&alone);
+    test_cancel();
+    test_max_tokens_zero();
+    test_parse();
+    test_gate();
+    test_long_piece();
+    test_abort();
+    srv_engine_free(engine);
+    toy_model_free(model);
+    return test_finish("test_serve_engine");
+}
