@@ -53,13 +53,16 @@ test-sanitize: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_SAN) --output-on-failure -j $(JOBS)
 
-# A short libFuzzer run of the GGUF reader, seeded with the regression corpus.
+# Short libFuzzer runs (FUZZ_SECONDS each) of the GGUF reader and of toy serve's request
+# checks, seeded with their regression corpora.
 fuzz: deps
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf
-	mkdir -p $(BUILD_FUZZ)/corpus
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_request
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus_request
 	./$(BUILD_FUZZ)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus fuzz/corpus
+	./$(BUILD_FUZZ)/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus_request fuzz/corpus_request
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

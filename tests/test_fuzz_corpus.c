@@ -1,15 +1,26 @@
-/* test_fuzz_corpus.c — the fuzz corpus as a regression suite, without libFuzzer.
+/* test_fuzz_corpus.c — the fuzz corpora as a regression suite, without libFuzzer.
  *
  * Every file under fuzz/corpus is opened with toy_gguf_open (the mapped path) and
  * walked with the fuzz target's own walk, then fed to the fuzz target itself (the
  * toy_gguf_open_memory path). seed-* files are valid and must load; crash-* files are
  * inputs that once crashed the reader and must now load or be refused cleanly (a
  * one-line message naming the file); anything else may do either.
+ *
+ * Every file under fuzz/corpus_request goes through toy serve's request target, which
+ * traps when a promise is broken.
  */
 #include <dirent.h>
 #include <sys/stat.h>
 
+/* the two targets in one program, under names of their own */
+#define LLVMFuzzerTestOneInput fuzz_gguf_input
 #include "../fuzz/fuzz_gguf.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_request_input
+#define LLVMFuzzerInitialize fuzz_request_init
+#include "../fuzz/fuzz_request.c"
+#undef LLVMFuzzerTestOneInput
+#undef LLVMFuzzerInitialize
 #include "test.h"
 
 static bool read_whole(const char *path, uint8_t **data, size_t *size) {
@@ -69,7 +80,7 @@ static void check_one(const char *dir, const char *name) {
               "%s: toy_gguf_open says %s, toy_gguf_open_memory says %s", name,
               toy_status_str(st), toy_status_str(st_mem));
     if (st_mem == TOY_OK) toy_gguf_close(g);
-    LLVMFuzzerTestOneInput(data ? data : (const uint8_t *)"", size); /* traps on a problem */
+    fuzz_gguf_input(data ? data : (const uint8_t *)"", size); /* traps on a problem */
     free(data);
 }
 
@@ -77,17 +88,13 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int main(void) {
-    const char *dir = TOY_SOURCE_DIR "/fuzz/corpus";
+/* The regular files of a folder, sorted; their count. */
+static int list_dir(const char *dir, char **names, int max) {
     DIR *d = opendir(dir);
-    if (!d) {
-        printf("SKIP: no corpus at %s\n", dir);
-        return TEST_SKIP_CODE;
-    }
-    char *names[4096];
+    if (!d) return -1;
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < 4096) {
+    while ((e = readdir(d)) != NULL && n < max) {
         char path[4096];
         struct stat sb;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
@@ -96,7 +103,18 @@ int main(void) {
     }
     closedir(d);
     qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    return n;
+}
 
+static char *names[4096];
+
+int main(void) {
+    const char *dir = TOY_SOURCE_DIR "/fuzz/corpus";
+    int n = list_dir(dir, names, 4096);
+    if (n < 0) {
+        printf("SKIP: no corpus at %s\n", dir);
+        return TEST_SKIP_CODE;
+    }
     int seeds = 0;
     for (int i = 0; i < n; i++) {
         seeds += strncmp(names[i], "seed-", 5) == 0;
@@ -105,5 +123,21 @@ int main(void) {
     }
     CHECK_MSG(seeds >= 1, "no seed-* files in %s", dir);
     printf("%d corpus files, %d seeds\n", n, seeds);
+
+    const char *request_dir = TOY_SOURCE_DIR "/fuzz/corpus_request";
+    n = list_dir(request_dir, names, 4096);
+    CHECK_MSG(n > 0, "no request corpus at %s", request_dir);
+    fuzz_request_init(NULL, NULL);
+    for (int i = 0; i < n; i++) {
+        char path[4096];
+        uint8_t *data = NULL;
+        size_t size = 0;
+        snprintf(path, sizeof path, "%s/%s", request_dir, names[i]);
+        CHECK_MSG(read_whole(path, &data, &size), "%s: cannot read", names[i]);
+        fuzz_request_input(data ? data : (const uint8_t *)"", size); /* traps on a broken promise */
+        free(data);
+        free(names[i]);
+    }
+    printf("%d request corpus files\n", n > 0 ? n : 0);
     return test_finish("test_fuzz_corpus");
 }

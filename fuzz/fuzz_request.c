@@ -1,0 +1,176 @@
+/* fuzz_request.c — libFuzzer target for what toy serve does with a request before the
+ * engine sees it: the gate on its request line and headers (gate.c), then the checks of
+ * its body, the chat template and the tokenizer (openai.c), called as server.c calls them.
+ *
+ * Input: "METHOD PATH" on the first line, "Name: value" header lines, an empty line, then
+ * the body's bytes. The first byte also picks the vocabulary, the chat template and the
+ * context size. Beyond what ASan and UBSan catch, everything accepted must keep the
+ * promises the rest of the server relies on, and the target traps when one is broken:
+ * a request the engine is given has 1..n_ctx prompt tokens inside the vocabulary, room
+ * for max_tokens, and stop strings and sampling settings the engine's matcher and sampler
+ * accept (a request that passed the checks and failed there once wedged the queue); an
+ * error is a 4xx/5xx with a one-line message.
+ *
+ * tests/test_serve_fuzz_corpus.c includes this file to run the target over
+ * fuzz/corpus_request.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gate.h"
+#include "openai.h"
+#include "toy.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+#define REQUEST_REQUIRE(cond)                                                              \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "fuzz_request: broken promise: %s\n", #cond);               \
+            __builtin_trap();                                                           \
+        }                                                                               \
+    } while (0)
+
+static toy_vocab *fuzz_vocabs[2];
+static int fuzz_n_vocabs;
+
+static const char *const fuzz_families[] = {"chatml", "llama2", "llama3", "gemma", "phi3", "mistral-v7", "zephyr",
+                                            "deepseek3", "command-r", "granite"};
+
+static void load_vocab(const char *path) {
+    toy_gguf *g = NULL;
+    if (toy_gguf_open(path, &g)) return;
+    if (!toy_vocab_load(g, &fuzz_vocabs[fuzz_n_vocabs])) fuzz_n_vocabs++;
+    toy_gguf_close(g);
+}
+
+/* The bundled model's byte-level BPE and, where the fixtures are, a SentencePiece one. */
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    load_vocab(TOY_SOURCE_DIR "/models/toy-kjv.gguf");
+    const char *fixtures = getenv("TOY_FIXTURES");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/models/llama-spm-f16.gguf",
+             fixtures && *fixtures ? fixtures : TOY_SOURCE_DIR "/../shared/fixtures");
+    load_vocab(path);
+    if (!fuzz_n_vocabs) {
+        fprintf(stderr, "fuzz_request: cannot load %s/models/toy-kjv.gguf\n", TOY_SOURCE_DIR);
+        abort();
+    }
+    return 0;
+}
+
+/* One line of the input as a NUL-terminated copy; *at moves past it. */
+static char *take_line(const uint8_t *data, size_t size, size_t *at) {
+    size_t end = *at;
+    while (end < size && data[end] != '\n') end++;
+    size_t n = end - *at;
+    if (n && data[*at + n - 1] == '\r') n--;
+    char *line = malloc(n + 1);
+    memcpy(line, data + *at, n);
+    line[n] = 0;
+    *at = end < size ? end + 1 : end;
+    return line;
+}
+
+static void check_error(const oai_error *err) {
+    REQUEST_REQUIRE(err->status >= 400 && err->status < 600);
+    REQUEST_REQUIRE(err->message[0] && !strchr(err->message, '\n'));
+    char *json = oai_error_json(err);
+    REQUEST_REQUIRE(json != NULL);
+    free(json);
+}
+
+/* What the engine relies on in a request it is given. */
+static void check_request(const oai_context *c, const oai_request *req) {
+    const srv_params *g = &req->gen;
+    const int32_t n_vocab = toy_vocab_n_tokens(c->vocab);
+    REQUEST_REQUIRE(g->n_prompt >= 1 && g->n_prompt <= c->n_ctx);
+    for (int32_t i = 0; i < g->n_prompt; i++) REQUEST_REQUIRE(g->prompt[i] >= 0 && g->prompt[i] < n_vocab);
+    REQUEST_REQUIRE((int64_t)g->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 0) <= c->n_ctx);
+    REQUEST_REQUIRE(g->n_choices >= 1 && g->n_choices <= 16);
+    REQUEST_REQUIRE(g->top_logprobs >= -1 && g->top_logprobs <= SRV_MAX_TOP_LOGPROBS);
+    REQUEST_REQUIRE(g->n_stops <= SRV_MAX_STOPS);
+    toy_stop *stop = NULL;
+    REQUEST_REQUIRE(toy_stop_new((const char *const *)g->stops, g->n_stops, &stop) == TOY_OK);
+    toy_stop_free(stop);
+    toy_sampler *sampler = NULL;
+    REQUEST_REQUIRE(toy_sampler_new(&g->sampling, n_vocab, &sampler) == TOY_OK);
+    toy_sampler_free(sampler);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size == 0) return 0;
+    const uint8_t pick = data[0];
+    size_t at = 1;
+    char *request_line = take_line(data, size, &at);
+    char *space = strchr(request_line, ' ');
+    const char *method = request_line, *url = space ? space + 1 : "/";
+    if (space) *space = 0;
+
+    enum { MAX_HEADERS = 16 };
+    char *lines[MAX_HEADERS];
+    int n_lines = 0;
+    gate_request gr = {.method = method, .url = url, .open_connections = 1 + (pick >> 6), .stopping = pick == 0xff};
+    while (at < size && n_lines < MAX_HEADERS) {
+        char *line = take_line(data, size, &at);
+        if (!*line) {
+            free(line);
+            break;
+        }
+        lines[n_lines++] = line;
+        char *colon = strchr(line, ':');
+        if (!colon) continue;
+        *colon = 0;
+        const char *value = colon + 1;
+        while (*value == ' ') value++;
+        if (!strcasecmp(line, "Host")) gr.host = value;
+        else if (!strcasecmp(line, "Origin")) gr.origin = value;
+        else if (!strcasecmp(line, "Authorization")) gr.authorization = value;
+        else if (!strcasecmp(line, "Content-Type")) gr.content_type = value;
+        else if (!strcasecmp(line, "Content-Length")) gr.content_length = value;
+        else if (!strcasecmp(line, "Access-Control-Request-Method")) gr.preflight_method = value;
+    }
+    const char *aliases[] = {"toy.internal"}, *origins[] = {"http://app.example"};
+    const gate_config gc = {(pick & 1) ? "sesame" : NULL, (pick & 2) ? "::1" : "127.0.0.1", aliases, 1, origins, 1,
+                            1 << 16, 2};
+    gate_verdict v;
+    gate_check(&gc, &gr, &v);
+    if (v.status >= 400) check_error(&v.err);
+    if (v.status == 0) REQUEST_REQUIRE(v.route != ROUTE_NONE);
+    if (v.status == 0 && v.body_length != SIZE_MAX) REQUEST_REQUIRE(v.body_length <= gc.max_body);
+
+    const toy_vocab *vocab = fuzz_vocabs[(pick >> 2) % fuzz_n_vocabs];
+    const int32_t n_ctx = (pick & 0x40) ? 512 : 48;
+    const oai_context cc = {"toy-kjv", vocab, fuzz_families[(pick >> 3) % (sizeof fuzz_families / sizeof *fuzz_families)],
+                            n_ctx, oai_max_text_bytes(vocab, n_ctx), (uint64_t)pick};
+    /* the body goes through every route's checks, whatever the gate said, to reach them more often */
+    const char *body = (const char *)data + at;
+    const size_t len = size - at;
+    oai_request req;
+    oai_error err;
+    for (int chat = 0; chat < 2; chat++) {
+        if (oai_parse(&cc, body, len, chat, &req, &err)) {
+            check_request(&cc, &req);
+            oai_request_free(&req);
+        } else {
+            check_error(&err);
+        }
+    }
+    char *out = oai_tokenize(&cc, body, len, &err);
+    if (!out) check_error(&err);
+    free(out);
+    out = oai_detokenize(&cc, body, len, &err);
+    if (!out) check_error(&err);
+    free(out);
+
+    for (int i = 0; i < n_lines; i++) free(lines[i]);
+    free(request_line);
+    return 0;
+}
