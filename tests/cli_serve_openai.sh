@@ -52,6 +52,19 @@ if [ -x /usr/bin/chromium ]; then
   kill -TERM $pid
   wait $pid || { echo "FAIL: toy serve exited with $? after SIGTERM"; fail=1; }
   pid=
+  # a server with an API key: the page asks for it
+  "$toy" serve --port 0 --parallel 2 -t 2 --api-key sesame 2> "$tmp/log" &
+  pid=$!
+  port=""
+  for i in $(seq 1 100); do
+    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | cut -d: -f3)
+    [ -n "$port" ] && break
+    sleep 0.1
+  done
+  node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium sesame || fail=1
+  kill -TERM $pid
+  wait $pid || { echo "FAIL: toy serve exited with $? after SIGTERM"; fail=1; }
+  pid=
 else
   echo "SKIP (the chat page only): /usr/bin/chromium is missing (apt-get install chromium)"
 fi

@@ -1,11 +1,12 @@
 // toy serve's chat page in headless Chromium (Debian's, driven by playwright-core):
 // type a message, see a streamed reply and the tokens/s, a second turn that keeps the
-// conversation, a stopped reply, and markup in the conversation shown as text.
+// conversation, a stopped reply, and markup in the conversation shown as text. With KEY
+// (a server started with --api-key KEY): the page asks for the key, and chats once given it.
 //
-// usage: node chat_page.mjs PORT [CHROMIUM]
+// usage: node chat_page.mjs PORT [CHROMIUM] [KEY]
 import { chromium } from "playwright-core";
 
-const [port, exe = "/usr/bin/chromium"] = process.argv.slice(2);
+const [port, exe = "/usr/bin/chromium", key] = process.argv.slice(2);
 let failures = 0;
 const check = (cond, what) => {
   if (!cond) {
@@ -38,6 +39,26 @@ try {
     const all = await page.$$eval(".msg.assistant .text", els => els.map(e => e.textContent));
     return all[all.length - 1];
   };
+
+  if (key) {
+    // the page finds out the server wants a key (its /v1/models is 401) and asks for it
+    await page.waitForSelector("#keyform:not([hidden])", { timeout: 10000 });
+    check(!(await page.textContent("#model")), "no model name before the key");
+    await page.fill("#key", key);
+    await page.click("#usekey");
+    await page.waitForFunction(() => document.getElementById("model").textContent.length > 0, null, { timeout: 10000 });
+    check(await page.isHidden("#keyform"), "the key form goes away once the key is given");
+    const answer = await reply("Who made the heaven and the earth?");
+    check(answer.length > 0, "a reply with the key");
+    check(requests.length === 1, "one request with the key");
+    await browser.close();
+    if (failures) {
+      console.log(`${failures} check(s) failed`);
+      process.exit(1);
+    }
+    console.log("chat_page (API key): ok");
+    process.exit(0);
+  }
 
   const first = await reply("Who made the heaven and the earth?");
   check(first.length > 0, "a streamed reply appears");
