@@ -141,6 +141,7 @@ typedef struct {
     int n_choices;
     int done;         /* choices finished */
     bool failed;      /* the error event is out: [DONE] and the end follow */
+    double next_check; /* when to look for the client next */
     int stage;        /* 0: events, 1: usage sent, 2: [DONE] sent */
 } stream_state;
 
@@ -148,6 +149,16 @@ static bool client_gone(int fd) {
     if (fd < 0) return false;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* Whether the client has gone, asked at most every 100 ms (*next: when next to ask).
+ * Asked by the clock, not only when no event came for 100 ms: while tokens flow there
+ * is never such a pause. */
+static bool client_gone_lately(int fd, double *next) {
+    const double now = mono_now();
+    if (now < *next) return false;
+    *next = now + 0.1;
+    return client_gone(fd);
 }
 
 static int connection_fd(struct MHD_Connection *con) {
@@ -189,14 +200,12 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             st->pending_len = strlen(st->pending);
             continue;
         }
-        srv_event ev;
-        if (!srv_next_event(st->r, &ev, 100)) {
-            if (client_gone(st->fd)) {
-                srv_cancel(st->r);
-                return MHD_CONTENT_READER_END_WITH_ERROR;
-            }
-            continue;
+        if (client_gone_lately(st->fd, &st->next_check)) {
+            srv_cancel(st->r);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
         }
+        srv_event ev;
+        if (!srv_next_event(st->r, &ev, 100)) continue;
         if (ev.kind == SRV_EV_ERROR) {
             oai_error err;
             error_of_event(&ev, &err);
@@ -262,16 +271,17 @@ static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const 
     oai_choice *choices = calloc((size_t)n_choices, sizeof *choices);
     bool ok = choices != NULL, failed = false;
     oai_error err = {0};
+    double next_check = 0;
     for (int done = 0; done < n_choices && !failed;) {
-        srv_event ev;
-        if (!srv_next_event(r, &ev, 100)) {
-            if (!client_gone(fd)) continue;
+        if (client_gone_lately(fd, &next_check)) {
             srv_cancel(r);
             srv_request_release(r);
             for (int i = 0; choices && i < n_choices; i++) oai_choice_free(&choices[i]);
             free(choices);
             return MHD_NO; /* nobody to answer */
         }
+        srv_event ev;
+        if (!srv_next_event(r, &ev, 100)) continue;
         if (ev.kind == SRV_EV_ERROR) {
             error_of_event(&ev, &err);
             failed = true;
@@ -518,6 +528,14 @@ static void completed(void *cls, struct MHD_Connection *con, void **con_cls, enu
     *con_cls = NULL;
 }
 
+/* The request path decoded as MHD does, except that a path holding %00 is left as it
+ * came: decoded, "/health%00x" would read as "/health". */
+static size_t unescape(void *cls, struct MHD_Connection *con, char *s) {
+    (void)cls;
+    (void)con;
+    return strstr(s, "%00") ? strlen(s) : MHD_http_unescape(s);
+}
+
 static void connection_event(void *cls, struct MHD_Connection *con, void **socket_context,
                              enum MHD_ConnectionNotificationCode code) {
     (void)con;
@@ -625,7 +643,8 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
                          v6 ? (struct sockaddr *)&a6 : (struct sockaddr *)&a4, MHD_OPTION_CONNECTION_TIMEOUT,
                          (unsigned)p->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                          MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_CONNECTION_LIMIT,
-                         connection_limit(p->max_connections), MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+                         connection_limit(p->max_connections), MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
+                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
     if (!d) {
         fprintf(stderr, "toy serve: cannot listen on %s port %d: %s\n", p->host, p->port, strerror(errno));
         goto done;
