@@ -69,7 +69,8 @@ if hard == resource.RLIM_INFINITY or hard > soft:
 # ---------------------------------------------------------------- the servers
 
 BASE_FLAGS = ["--parallel", "2", "--max-body", str(MAX_BODY), "--timeout", str(IDLE_TIMEOUT),
-              "--cors-origin", APP_ORIGIN, "--host-alias", ALIAS, "--shutdown-grace", str(GRACE)]
+              "--cors-origin", APP_ORIGIN, "--host-alias", ALIAS, "--shutdown-grace", str(GRACE),
+              "--max-connections", "2000"]
 
 
 STARTED = []  # every toy serve this test started: killed at exit if still running
@@ -1005,7 +1006,10 @@ cases_auth.append(("auth_preflight_no_key", lambda srv: _preflight_ok(preflight(
                    "204 with Allow-Origin app, -Methods POST, -Headers authorization, content-type"))
 
 
-def _flood(srv, n=1000):
+def _flood(srv, n=1000, all_served=False):
+    """n connections opened at once, GET /health on each. all_served: every one must be
+    answered 200 (a server whose --max-connections is above n); else each 200, 503 with
+    Retry-After or closed, and at least one 503."""
     addr = ("127.0.0.1", srv.port)
     req = b"GET /health HTTP/1.1\r\nHost: " + srv.host().encode() + b"\r\n\r\n"
     sel = selectors.DefaultSelector()
@@ -1063,7 +1067,7 @@ def _flood(srv, n=1000):
     other = [v for v in vals if not (v == "closed" or (isinstance(v, tuple) and v[0] in (200, 503)))]
     got = (f"200 x{n200}, 503 x{n503} ({n503ra} with Retry-After), closed x{nclosed}, other x{len(other)}"
            f"{' ' + repr(other[:3]) if other else ''}, hung x{hung}, in {el:.1f} s")
-    ok = hung == 0 and not other and n503 >= 1 and n503ra == n503
+    ok = hung == 0 and not other and (n200 == n if all_served else n503 >= 1 and n503ra == n503)
     # the connections are closed: the server notices before the normal request
     t1 = time.monotonic()
     while time.monotonic() - t1 < 3 * SLOW:
@@ -1076,6 +1080,9 @@ def _flood(srv, n=1000):
 
 cases_auth.append(("connections_1000_at_once", _flood,
                    "each 200, 503 with Retry-After, or closed; none hung; at least one 503"))
+# past select()'s 1,024 descriptors: the server polls with poll()
+cases_main.append(("connections_1100_past_fd_setsize", lambda srv: _flood(srv, 1100, all_served=True),
+                   "200 x1100 (descriptors past 1,024 work)"))
 
 
 # ---------------------------------------------------------------- running them

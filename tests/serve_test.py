@@ -4,7 +4,8 @@
 usage: serve_test.py TOY MODEL
 
 - greedy and seeded completions equal `toy run`'s output for the same prompt and settings;
-- many concurrent streaming clients each get exactly their lone answer;
+- many concurrent streaming clients each get exactly their lone answer, with requests
+  that fail and clients that leave beside them;
 - chat completions, n > 1, stop strings, logprobs, usage counts;
 - a corpus of bad requests gets the promised statuses, and the server goes on answering;
 - a client that leaves mid-stream frees its slot at once;
@@ -141,7 +142,28 @@ try:
                                                 "stream": True})
         got[i] = (st, ev)
 
+    # beside them, requests that fail or are abandoned: none may change the streams' tokens
+    hostile_statuses = []
+
+    def hostile(k):
+        for body in ['{"prompt": "x", "stop": ""}', '{"prompt": [999999]}', '{"prompt": "x", "max_tokens": 0}',
+                     '{"prompt": "x", "n": 3, "frobnicate": 1}']:
+            st, _, _ = srv.request("POST", "/v1/completions", raw=body)
+            hostile_statuses.append(st)
+        for stream_it in (True, False):  # a client that leaves mid-stream, and one that leaves a whole answer
+            s = socket.create_connection(("127.0.0.1", srv.port))
+            body = json.dumps({"prompt": prompts[k], "max_tokens": 200, "ignore_eos": True, "stream": stream_it,
+                               "n": 2}).encode()
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n" % len(body) + body)
+            if stream_it:
+                s.recv(4096)
+            else:
+                time.sleep(0.02)
+            s.close()
+
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
+    threads += [threading.Thread(target=hostile, args=(k,)) for k in range(3)]
     for th in threads:
         th.start()
     for th in threads:
@@ -150,6 +172,7 @@ try:
         text, finish, _ = stream_text(ev)
         check(st == 200 and ev and ev[-1] == "[DONE]", f"stream {i} incomplete")
         check(text == lone[i], f"stream {i} ({jobs[i][0]!r}, {jobs[i][1]} tokens) differs from its lone answer")
+    check(sorted(hostile_statuses) == [200] * 3 + [400] * 9, f"the requests beside the streams: {hostile_statuses}")
 
     # ---- chat, n > 1, stop, logprobs, usage
     msgs = [{"role": "user", "content": "Who made the heaven and the earth?"}]

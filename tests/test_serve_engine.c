@@ -134,10 +134,13 @@ static void test_cancel(void) {
     srv_event ev;
     CHECK(srv_next_event(ra, &ev, 5000));
     srv_event_clear(&ev);
+    /* the watchdog's measure: working, the last step is a moment ago; idle, nothing */
+    CHECK(srv_engine_stalled_for(engine) < 1.0);
     srv_cancel(rc);
     srv_cancel(ra);
     srv_cancel(rb);
     CHECK(idle_within(1));
+    CHECK(srv_engine_stalled_for(engine) == 0);
     srv_request_release(ra);
     srv_request_release(rb);
     srv_request_release(rc);
