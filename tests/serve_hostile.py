@@ -1252,6 +1252,20 @@ def sigint_case():
     return srv
 
 
+def flag_cases():
+    """Options toy serve cannot take are refused before it starts: exit 2 naming them."""
+    for args, names in [(["--cors-origin", "https://app.example/"], "--cors-origin 'https://app.example/'"),
+                        (["--cors-origin", "app.example"], "--cors-origin 'app.example'"),
+                        (["--host-alias", "toy.internal:8080"], "--host-alias 'toy.internal:8080'"),
+                        (["--max-connections", "0"], "--max-connections"),
+                        (["--shutdown-grace", "-1"], "--shutdown-grace"),
+                        (["--watchdog", "x"], "--watchdog")]:
+        r = subprocess.run([TOY, "serve", "-m", MODEL, "--port", "0", *args], capture_output=True, text=True,
+                           timeout=30)
+        simple(f"flag {' '.join(args)}", f"exit {r.returncode}: {r.stderr.strip()[:120]}",
+               f"exit 2 naming {names}", r.returncode == 2 and names in r.stderr)
+
+
 def main():
     t_start = time.monotonic()
     print(f"toy serve: {TOY}; flags of every server: {' '.join(BASE_FLAGS)}"
@@ -1280,6 +1294,7 @@ def main():
             auth_srv.proc.wait()
     servers.append(shutdown_cases())
     servers.append(sigint_case())
+    flag_cases()
     time.sleep(0.2)  # the drain threads have read the last lines
     reports = [f"{s.name}: {line.strip()}" for s in servers for log in s.logs for line in log
                if re.search(r"ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|SUMMARY: \w+Sanitizer", line)]

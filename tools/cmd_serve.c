@@ -60,14 +60,26 @@ static void on_signal(int sig) {
 
 enum { MAX_NAMES = 32 };
 
+/* An origin as browsers send it: "*", or http(s)://host[:port] with no path. */
+static bool is_origin(const char *v) {
+    if (!strcmp(v, "*")) return true;
+    const char *host = !strncmp(v, "http://", 7) ? v + 7 : !strncmp(v, "https://", 8) ? v + 8 : NULL;
+    return host && *host && !strpbrk(host, "/ \t?#");
+}
+
+/* A host name as the Host header gives it, without a port: "toy.internal". */
+static bool is_host_name(const char *v) { return *v && !strpbrk(v, ":/ \t?#[]"); }
+
 /* A repeatable option's value into names[*n]. */
 static bool add_name(const char *flag, const char *value, const char **names, int *n) {
     if (*n == MAX_NAMES) {
         fprintf(stderr, "toy serve: %s given more than %d times\n", flag, MAX_NAMES);
         return false;
     }
-    if (!*value) {
-        fprintf(stderr, "toy serve: %s needs a value\n", flag);
+    const bool origin = !strcmp(flag, "--cors-origin");
+    if (origin ? !is_origin(value) : !is_host_name(value)) {
+        fprintf(stderr, "toy serve: %s '%s' is not %s\n", flag, value,
+                origin ? "an origin (*, or http(s)://host[:port] with no path)" : "a host name (no port, no scheme)");
         return false;
     }
     names[(*n)++] = value;
