@@ -77,7 +77,7 @@ static size_t utf8_valid(const unsigned char *s, size_t n) {
 
 json_t *oai_json_text(const char *s, size_t len) {
     char *buf = malloc(3 * len + 1);
-    if (!buf) return json_string("");
+    if (!buf) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
         size_t k = utf8_valid((const unsigned char *)s + i, len - i);
@@ -93,7 +93,7 @@ json_t *oai_json_text(const char *s, size_t len) {
     }
     json_t *j = json_stringn(buf, o);
     free(buf);
-    return j ? j : json_string("");
+    return j;
 }
 
 /* ---------------------------------------------------------------- parsing */
@@ -714,6 +714,7 @@ static char *sse(json_t *obj) {
 char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *id, long created,
                     const srv_event *ev, bool first) {
     json_t *text = oai_json_text(ev->text ? ev->text : "", ev->len);
+    if (!text) return NULL;
     json_t *fin = ev->kind == SRV_EV_DONE ? json_string(ev->finish_reason) : json_null();
     json_t *lp = json_null();
     if (logprobs && ev->kind == SRV_EV_TOKEN) {

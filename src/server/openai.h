@@ -87,7 +87,8 @@ char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created,
                           int32_t prompt_tokens, int32_t completion_tokens);
 
-/* JSON text of a valid UTF-8 string from any bytes (invalid sequences become U+FFFD). */
+/* JSON text of a valid UTF-8 string from any bytes (invalid sequences become U+FFFD);
+ * NULL when there is no memory (whatever holds it then fails as a whole). */
 json_t *oai_json_text(const char *s, size_t len);
 
 #endif
