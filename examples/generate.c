@@ -45,11 +45,9 @@ int main(int argc, char **argv) {
     if (toy_sampler_new(&sp, toy_model_n_vocab(model), &sampler) != TOY_OK) goto done;
 
     /* the prompt's token ids, with BOS first where the model's tokenizer asks for it */
-    const size_t len = strlen(prompt);
-    const int32_t cap = (int32_t)len + 8;
     int32_t n = 0;
-    if (!(tokens = malloc((size_t)cap * sizeof *tokens))) goto done;
-    if (toy_tokenize(toy_model_vocab(model), prompt, len, true, false, tokens, cap, &n) != TOY_OK) goto done;
+    if (toy_tokenize_alloc(toy_model_vocab(model), prompt, strlen(prompt), true, false, &tokens, &n) != TOY_OK)
+        goto done;
 
     toy_generate_params gp = toy_generate_default_params();
     gp.max_tokens = n_tokens;
@@ -63,7 +61,7 @@ int main(int argc, char **argv) {
     rc = 0;
 done:
     if (rc) fprintf(stderr, "generate: %s\n", toy_last_error());
-    free(tokens);
+    toy_free(tokens);
     toy_sampler_free(sampler);
     toy_context_free(ctx);
     toy_model_free(model);

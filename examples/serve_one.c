@@ -123,16 +123,12 @@ int main(int argc, char **argv) {
     cp.n_threads = 2;
     toy_sampler_params sp = toy_sampler_default_params();
     sp.temperature = 0.0f; /* greedy, so a test can compare the text */
-    const size_t len = strlen(prompt);
-    const int32_t cap = (int32_t)len + 8;
     int32_t n = 0;
-    tokens = malloc((size_t)cap * sizeof *tokens);
-    if (!tokens || toy_context_new(model, &cp, &ctx) != TOY_OK ||
-        toy_sampler_new(&sp, toy_model_n_vocab(model), &sampler) != TOY_OK ||
-        toy_tokenize(toy_model_vocab(model), prompt, len, true, false, tokens, cap, &n) != TOY_OK) {
+    if (toy_context_new(model, &cp, &ctx) != TOY_OK || toy_sampler_new(&sp, toy_model_n_vocab(model), &sampler) != TOY_OK ||
+        toy_tokenize_alloc(toy_model_vocab(model), prompt, strlen(prompt), true, false, &tokens, &n) != TOY_OK) {
         const char *msg = "HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\n\r\n";
         send_all(fd, msg, strlen(msg));
-        fprintf(stderr, "serve_one: %s\n", tokens ? toy_last_error() : "no memory");
+        fprintf(stderr, "serve_one: %s\n", toy_last_error());
         goto done;
     }
 
@@ -151,7 +147,7 @@ int main(int argc, char **argv) {
 done:
     if (fd >= 0) close(fd);
     close(listener);
-    free(tokens);
+    toy_free(tokens);
     free(prompt);
     toy_sampler_free(sampler);
     toy_context_free(ctx);

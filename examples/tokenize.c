@@ -27,10 +27,12 @@ int main(int argc, char **argv) {
     if (toy_gguf_open(argv[1], &gguf) != TOY_OK) goto done;
     if (toy_vocab_load(gguf, &vocab) != TOY_OK) goto done;
 
-    /* a first call with no room says how many ids the text needs */
+    /* a first call with no room says how many ids the text needs (TOY_ERR_BUFFER when
+     * that is more than the room; toy_tokenize_alloc does both calls in one) */
     const size_t len = strlen(text);
     int32_t n = 0;
-    if (toy_tokenize(vocab, text, len, true, false, NULL, 0, &n) != TOY_OK) goto done;
+    toy_status st = toy_tokenize(vocab, text, len, true, false, NULL, 0, &n);
+    if (st != TOY_OK && st != TOY_ERR_BUFFER) goto done;
     if (!(ids = malloc((size_t)(n ? n : 1) * sizeof *ids))) goto done;
     if (toy_tokenize(vocab, text, len, true, false, ids, n, &n) != TOY_OK) goto done;
 
@@ -39,8 +41,13 @@ int main(int argc, char **argv) {
     for (int32_t i = 0; i < n; i++) {
         char piece[256];
         size_t piece_len = 0;
-        if (toy_token_to_piece(vocab, ids[i], true, piece, sizeof piece, &piece_len) != TOY_OK) goto done;
-        printf("%6d -> '%.*s'\n", ids[i], (int)(piece_len < sizeof piece ? piece_len : sizeof piece), piece);
+        st = toy_token_to_piece(vocab, ids[i], true, piece, sizeof piece, &piece_len);
+        if (st == TOY_ERR_BUFFER) { /* a token's text longer than the buffer: its length is known */
+            printf("%6d -> (%zu bytes)\n", ids[i], piece_len);
+            continue;
+        }
+        if (st != TOY_OK) goto done;
+        printf("%6d -> '%.*s'\n", ids[i], (int)piece_len, piece);
     }
 
     /* and back: special tokens (BOS) left out of the text */

@@ -43,10 +43,10 @@ extern "C" {
  * Only the functions marked TOY_API are exported. TOY_VERSION_* is the header a program
  * was built against; toy_version() the library it runs against. */
 
-#define TOY_VERSION_MAJOR 1
+#define TOY_VERSION_MAJOR 2
 #define TOY_VERSION_MINOR 0
 #define TOY_VERSION_PATCH 0
-#define TOY_VERSION_STRING "1.0.0"
+#define TOY_VERSION_STRING "2.0.0"
 
 /* MAJOR * 1000000 + MINOR * 1000 + PATCH of the running library; each of major, minor
  * and patch may be NULL. */
@@ -67,6 +67,7 @@ typedef enum {
     TOY_ERR_INVALID,     /* a bad argument or request */
     TOY_ERR_UNSUPPORTED, /* well-formed, but not something toy handles */
     TOY_ERR_NOT_FOUND,   /* a key or tensor that was asked for is absent */
+    TOY_ERR_BUFFER,      /* the caller's buffer is too small; the size needed is reported */
 } toy_status;
 
 TOY_API const char *toy_status_str(toy_status status);
@@ -328,15 +329,23 @@ TOY_API const char *toy_vocab_token_text(const toy_vocab *vocab, int32_t token);
 
 /* Text to token ids, as llama_tokenize(text, add_special, parse_special): with
  * add_special, BOS/EOS are added as the vocabulary asks; with parse_special, the text of
- * control and user-defined tokens in `text` becomes those tokens. Writes at most
- * n_max ids and sets *n_tokens to the number the text needs (so a caller can retry
- * with a larger buffer when *n_tokens > n_max). */
+ * control and user-defined tokens in `text` becomes those tokens. *n_tokens is the
+ * number of ids the text needs; when that is more than n_max, nothing is written and
+ * the status is TOY_ERR_BUFFER (retry with a buffer of *n_tokens, or use
+ * toy_tokenize_alloc). A text can need more ids than it has bytes: an invalid UTF-8
+ * byte becomes U+FFFD, three byte tokens in a byte-level vocabulary. */
 TOY_API toy_status toy_tokenize(const toy_vocab *vocab, const char *text, size_t len,
                                 bool add_special, bool parse_special, int32_t *tokens,
                                 int32_t n_max, int32_t *n_tokens);
+/* The same into *tokens, malloc'd to the count the text needs (free with toy_free;
+ * never NULL on success, even for no tokens). */
+TOY_API toy_status toy_tokenize_alloc(const toy_vocab *vocab, const char *text, size_t len,
+                                      bool add_special, bool parse_special, int32_t **tokens,
+                                      int32_t *n_tokens);
 /* The bytes a token stands for in output text (SPM's U+2581 as a space, byte tokens as
  * their byte, BPE's byte-level characters as bytes). Control tokens give "" unless
- * `special`. Writes at most cap bytes, sets *len to the full length. */
+ * `special`. *len is the full length; when that is more than cap, nothing is written and
+ * the status is TOY_ERR_BUFFER. */
 TOY_API toy_status toy_token_to_piece(const toy_vocab *vocab, int32_t token, bool special,
                                       char *buf, size_t cap, size_t *len);
 /* Token ids to text (llama_detokenize with remove_special = false,

@@ -4,7 +4,8 @@
 # (where pip exists) that imports and runs.
 set -u
 . "$(dirname "$0")/packaging.sh"
-export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.1" TOY_MODEL_PATH="$src/models/toy-kjv.gguf"
+major=$(sed -n 's/^#define TOY_VERSION_MAJOR \([0-9]*\)$/\1/p' "$src/include/toy.h")
+export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.$major" TOY_MODEL_PATH="$src/models/toy-kjv.gguf"
 fail=0
 
 # sizeof of each struct the bindings mirror, from the header itself

@@ -141,6 +141,14 @@ PY
 fl=$(first_last "$tmp/chat.csv") && lowered "$fl" || die "chat fine-tune: loss $fl did not fall"
 echo "fine-tune (chat): loss $fl"
 
+# ---- random bytes as training data: every invalid UTF-8 byte is three byte tokens (more
+# tokens than bytes), which once overran the loader's buffer (realloc(): invalid next size)
+head -c 3000 /dev/urandom > "$tmp/random.dat"
+"$toy" train --vocab-from "$TOY_SOURCE_DIR/models/toy-kjv.gguf" --data "$tmp/random.dat" --out "$tmp/random.gguf" \
+  --steps 2 --n-embd 64 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 128 --ctx 64 --seq 32 --batch 1 -t 2 \
+  2> "$tmp/err" || die "training on random bytes: exit $?: $(tail -2 "$tmp/err")"
+grep -q "training tokens" "$tmp/err" || die "training on random bytes: $(tail -1 "$tmp/err")"
+
 # ---- errors
 "$toy" train --out "$tmp/x.gguf" 2> "$tmp/err"; [ $? -eq 2 ] || die "no --data: not a usage error"
 grep -q "needs --data and --out" "$tmp/err" || die "no --data: $(cat "$tmp/err")"

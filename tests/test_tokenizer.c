@@ -218,12 +218,18 @@ static void test_spm(void) {
     CHECK_EQ(len, 0);
     CHECK(!toy_token_to_piece(v, SPM_BYTE0 + 0x0A, false, buf, sizeof buf, &len));
     CHECK(len == 1 && buf[0] == '\n');
-    /* a short buffer gets what fits, *len tells the whole */
+    /* a short buffer: TOY_ERR_BUFFER, nothing written, *len tells the whole (before, it
+     * got what fitted and TOY_OK, which callers took for the whole text) */
     memset(buf, '#', sizeof buf);
-    CHECK(!toy_token_to_piece(v, SPM_USER, false, buf, 3, &len));
-    CHECK(len == 8 && !memcmp(buf, "<|u#", 4));
-    CHECK(!toy_token_to_piece(v, SPM_USER, false, NULL, 0, &len));
+    CHECK_EQ(toy_token_to_piece(v, SPM_USER, false, buf, 3, &len), TOY_ERR_BUFFER);
+    CHECK(len == 8 && buf[0] == '#');
+    CHECK_STR_CONTAINS(toy_last_error(), "8 bytes");
+    CHECK_EQ(toy_token_to_piece(v, SPM_USER, false, NULL, 0, &len), TOY_ERR_BUFFER);
     CHECK_EQ(len, 8);
+    CHECK(!toy_token_to_piece(v, SPM_USER, false, buf, 8, &len)); /* exactly enough */
+    CHECK(len == 8 && !memcmp(buf, "<|user|>", 8));
+    CHECK(!toy_token_to_piece(v, 1, false, NULL, 0, &len)); /* "" needs no room */
+    CHECK_EQ(len, 0);
 
     /* ids out of range are errors, not reads past the table */
     CHECK_EQ(toy_token_to_piece(v, SPM_N, false, buf, sizeof buf, &len), TOY_ERR_INVALID);
@@ -235,12 +241,27 @@ static void test_spm(void) {
     CHECK_STR_CONTAINS(toy_last_error(), "tokens[1]");
     CHECK(text == NULL);
 
-    /* a short id buffer: *n_tokens says how many are needed, nothing past n_max written */
+    /* a short id buffer: TOY_ERR_BUFFER, *n_tokens says how many are needed, nothing
+     * written (before, TOY_OK with the first n_max: callers used the count unchecked) */
     int32_t ids[4] = {-7, -7, -7, -7};
     n = 0;
-    CHECK(!toy_tokenize(v, "abc", 3, true, false, ids, 2, &n));
+    CHECK_EQ(toy_tokenize(v, "abc", 3, true, false, ids, 2, &n), TOY_ERR_BUFFER);
     CHECK_EQ(n, 3);
-    CHECK(ids[0] == 1 && ids[1] == SPM_SPACE_A && ids[2] == -7);
+    CHECK(ids[0] == -7 && ids[1] == -7);
+    CHECK_STR_CONTAINS(toy_last_error(), "3 tokens");
+    CHECK_EQ(toy_tokenize(v, "abc", 3, true, false, NULL, 0, &n), TOY_ERR_BUFFER);
+    CHECK_EQ(n, 3);
+    CHECK(!toy_tokenize(v, "abc", 3, true, false, ids, 3, &n)); /* exactly enough */
+    CHECK(n == 3 && ids[0] == 1 && ids[1] == SPM_SPACE_A && ids[3] == -7);
+    int32_t *all = NULL;
+    CHECK(!toy_tokenize_alloc(v, "abc", 3, true, false, &all, &n));
+    CHECK(all && n == 3 && all[0] == 1 && all[1] == SPM_SPACE_A);
+    toy_free(all);
+    all = NULL;
+    CHECK(!toy_tokenize_alloc(v, "", 0, false, false, &all, &n)); /* no tokens: still an array */
+    CHECK(all != NULL && n == 0);
+    toy_free(all);
+    CHECK_EQ(toy_tokenize_alloc(v, NULL, 3, true, false, &all, &n), TOY_ERR_INVALID);
     CHECK_EQ(toy_tokenize(v, "abc", 3, true, false, ids, -1, &n), TOY_ERR_INVALID);
     CHECK_EQ(toy_tokenize(v, NULL, 3, true, false, ids, 4, &n), TOY_ERR_INVALID);
     toy_vocab_free(v);
@@ -661,8 +682,31 @@ static void test_errors(void) {
     CHECK(!toy_vocab_is_eog(NULL, 0));
 }
 
+/* A text can need more ids than it has bytes: every invalid UTF-8 byte becomes U+FFFD,
+ * three byte-level tokens. `toy train` sized its buffer at a token a byte plus 8 and used
+ * the count unchecked: a heap overflow on random data. Now a buffer that size is refused
+ * with the count, and toy_tokenize_alloc gives all of them. */
+static void test_more_tokens_than_bytes(void) {
+    toy_vocab *v = NULL;
+    CHECK(!load_written(bpe_writer("gpt-2"), &v));
+    if (!v) return;
+    enum { LEN = 2000 };
+    char text[LEN];
+    memset(text, 0xff, LEN);
+    int32_t *ids = malloc((LEN + 8) * sizeof *ids), n = 0;
+    CHECK_EQ(toy_tokenize(v, text, LEN, false, false, ids, LEN + 8, &n), TOY_ERR_BUFFER);
+    CHECK_EQ(n, 3 * LEN); /* EF BF BD, each a byte token of this vocabulary */
+    free(ids);
+    CHECK(!toy_tokenize_alloc(v, text, LEN, false, false, &ids, &n));
+    CHECK_EQ(n, 3 * LEN);
+    CHECK(ids && ids[0] == 0xEF && ids[1] == 0xBF && ids[2] == 0xBD && ids[3 * LEN - 1] == 0xBD);
+    toy_free(ids);
+    toy_vocab_free(v);
+}
+
 int main(void) {
     test_spm();
+    test_more_tokens_than_bytes();
     test_bpe();
     test_bpe_long_runs();
     test_random_bytes();

@@ -121,15 +121,12 @@ int cmd_chat(int argc, char **argv) {
             rc = 1;
             break;
         }
-        size_t len = strlen(prompt);
-        int32_t cap = (int32_t)len + 8, n = 0;
-        int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
+        int32_t *tokens = NULL, n = 0;
         /* the template's text holds the special tokens, BOS included where it wants */
-        bool ok = tokens && !toy_tokenize(s.vocab, prompt, len, true, true, tokens, cap, &n);
+        bool ok = !toy_tokenize_alloc(s.vocab, prompt, strlen(prompt), true, true, &tokens, &n);
         free(prompt);
         if (!ok) {
-            fprintf(stderr, "toy chat: %s\n", tokens ? toy_last_error() : "no memory");
-            free(tokens);
+            fprintf(stderr, "toy chat: %s\n", toy_last_error());
             rc = 1;
             break;
         }

@@ -79,11 +79,8 @@ int cmd_cka(int argc, char **argv) {
         goto done;
     }
     int32_t need = 0;
-    const toy_vocab *vocab = toy_model_vocab(m[0]);
-    toy_tokenize(vocab, text, len, true, false, NULL, 0, &need);
-    tokens = malloc((size_t)(need > 0 ? need : 1) * sizeof *tokens);
-    if (!tokens || toy_tokenize(vocab, text, len, true, false, tokens, need, &need)) {
-        fprintf(stderr, "toy cka: %s: %s\n", data, tokens ? toy_last_error() : "no memory");
+    if (toy_tokenize_alloc(toy_model_vocab(m[0]), text, len, true, false, &tokens, &need)) {
+        fprintf(stderr, "toy cka: %s: %s\n", data, toy_last_error());
         goto done;
     }
     if (need < n_tokens) {

@@ -85,20 +85,9 @@ static int32_t *tokenize_text(const toy_vocab *vocab, const char *path, const ch
         fprintf(stderr, "toy perplexity: %s: %zu bytes is more than toy tokenizes at once\n", path, len);
         return NULL;
     }
-    /* at most one token per byte, plus BOS/EOS and SentencePiece's leading space; the
-     * retry is for a tokenizer that ever needs more */
-    int32_t cap = (int32_t)len + 8, n = 0;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
-    bool ok = ids && !toy_tokenize(vocab, text, len, true, false, ids, cap, &n);
-    if (ok && n > cap) {
-        int32_t *bigger = realloc(ids, (size_t)n * sizeof *ids);
-        if (!bigger) free(ids);
-        ids = bigger, cap = n;
-        ok = ids && !toy_tokenize(vocab, text, len, true, false, ids, cap, &n);
-    }
-    if (!ok) {
-        fprintf(stderr, "toy perplexity: %s: %s\n", path, ids ? toy_last_error() : "no memory");
-        free(ids);
+    int32_t *ids = NULL, n = 0;
+    if (toy_tokenize_alloc(vocab, text, len, true, false, &ids, &n)) {
+        fprintf(stderr, "toy perplexity: %s: %s\n", path, toy_last_error());
         return NULL;
     }
     *n_out = n;

@@ -50,11 +50,10 @@ int cmd_run(int argc, char **argv) {
     gen_session s;
     if (!gen_session_open(&s, "run", &o)) return 1;
     size_t len = strlen(prompt);
-    int32_t cap = (int32_t)len + 8, n = 0;
-    int32_t *tokens = malloc((size_t)cap * sizeof *tokens);
+    int32_t *tokens = NULL, n = 0;
     int rc = 1;
-    if (!tokens || toy_tokenize(s.vocab, prompt, len, add_special, parse_special, tokens, cap, &n)) {
-        fprintf(stderr, "toy run: %s\n", tokens ? toy_last_error() : "no memory");
+    if (toy_tokenize_alloc(s.vocab, prompt, len, add_special, parse_special, &tokens, &n)) {
+        fprintf(stderr, "toy run: %s\n", toy_last_error());
         goto done;
     }
     if (n == 0) {

@@ -61,28 +61,30 @@ int cmd_tokenize(int argc, char **argv) {
         toy_gguf_close(g);
         return 1;
     }
-    size_t len = strlen(text);
-    int32_t cap = (int32_t)(len + 8), n = 0;
-    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    int32_t *ids = NULL, n = 0;
     int rc = 1;
-    if (!ids || toy_tokenize(v, text, len, add_special, parse_special, ids, cap, &n)) {
-        fprintf(stderr, "toy tokenize: %s\n", ids ? toy_last_error() : "no memory");
-        goto done;
-    }
-    if (n > cap) { /* cannot happen: at most one token per byte plus BOS/EOS */
-        fprintf(stderr, "toy tokenize: %d tokens exceed the buffer\n", n);
+    if (toy_tokenize_alloc(v, text, strlen(text), add_special, parse_special, &ids, &n)) {
+        fprintf(stderr, "toy tokenize: %s\n", toy_last_error());
         goto done;
     }
     if (json) putchar('[');
     for (int32_t i = 0; i < n; i++) {
         if (json) printf(i ? ", %d" : "%d", ids[i]);
         else if (pieces) {
-            char piece[256];
+            char small[256], *piece = small;
             size_t plen = 0;
-            toy_token_to_piece(v, ids[i], true, piece, sizeof piece, &plen);
+            toy_status st = toy_token_to_piece(v, ids[i], true, small, sizeof small, &plen);
+            if (st == TOY_ERR_BUFFER) /* a token longer than 256 bytes */
+                st = (piece = malloc(plen)) ? toy_token_to_piece(v, ids[i], true, piece, plen, &plen) : TOY_ERR_NOMEM;
+            if (st) {
+                fprintf(stderr, "toy tokenize: token %d: %s\n", ids[i], piece ? toy_last_error() : "no memory");
+                if (piece != small) free(piece);
+                goto done;
+            }
             printf("%6d -> '", ids[i]);
-            print_piece(stdout, piece, plen < sizeof piece ? plen : sizeof piece);
+            print_piece(stdout, piece, plen);
             printf("'\n");
+            if (piece != small) free(piece);
         } else printf(i ? " %d" : "%d", ids[i]);
     }
     if (json) putchar(']');

@@ -137,12 +137,13 @@ class Model:
     def tokenize(self, text, add_special=True, parse_special=False):
         """Token ids of text (str or bytes), as llama_tokenize(add_special, parse_special)."""
         data = text.encode() if isinstance(text, str) else bytes(text)
-        n = ctypes.c_int32()
-        _check(_c.toy_tokenize(self._vocab, data, len(data), add_special, parse_special, None, 0, ctypes.byref(n)))
-        buf = (ctypes.c_int32 * max(n.value, 1))()
-        _check(_c.toy_tokenize(self._vocab, data, len(data), add_special, parse_special, buf, n.value,
-                               ctypes.byref(n)))
-        return list(buf[:n.value])
+        ids, n = ctypes.POINTER(ctypes.c_int32)(), ctypes.c_int32()
+        _check(_c.toy_tokenize_alloc(self._vocab, data, len(data), add_special, parse_special, ctypes.byref(ids),
+                                     ctypes.byref(n)))
+        try:
+            return ids[:n.value]
+        finally:
+            _c.toy_free(ids)
 
     def detokenize(self, ids, special=False):
         """The text of token ids, exact to the byte (invalid UTF-8 shown as U+FFFD)."""

@@ -11,7 +11,7 @@ import os
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 
-SUPPORTED_MAJOR = 1
+SUPPORTED_MAJOR = 2
 
 
 def _candidates():
@@ -176,7 +176,7 @@ def _declare(lib):
         "toy_sampler_params_init": (None, [ctypes.POINTER(SamplerParams), SZ]),
         "toy_sampler_new": (I, [ctypes.POINTER(SamplerParams), I32, PP]),
         "toy_sampler_free": (None, [P]),
-        "toy_tokenize": (I, [P, S, SZ, B, B, c_int32_p, I32, c_int32_p]),
+        "toy_tokenize_alloc": (I, [P, S, SZ, B, B, ctypes.POINTER(c_int32_p), c_int32_p]),
         "toy_detokenize": (I, [P, c_int32_p, I32, B, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(SZ)]),
         "toy_generate_params_init": (None, [ctypes.POINTER(GenerateParams), SZ]),
         "toy_generate": (I, [P, P, c_int32_p, I32, ctypes.POINTER(GenerateParams), ctypes.POINTER(GenerateResult)]),

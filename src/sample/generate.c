@@ -8,6 +8,7 @@
 #include "error.h"
 #include "model.h"
 #include "params.h"
+#include "tokenizer.h"
 
 void toy_generate_params_init(toy_generate_params *params, size_t size) {
     const toy_generate_params defaults = {.size = sizeof defaults, .max_tokens = -1};
@@ -37,19 +38,6 @@ static int32_t shift_context(toy_context *ctx, int32_t n_past, int32_t n_keep) {
     toy_kv_seq_rm(ctx, 0, keep, keep + discard);
     toy_kv_seq_add(ctx, 0, keep + discard, n_past, -discard);
     return discard;
-}
-
-/* The text of a token as shown (special tokens as ""), in buf when it fits, else in a
- * malloc'd *big the caller frees. */
-static toy_status token_text(const toy_vocab *vocab, int32_t tok, char *buf, size_t cap, char **big,
-                             const char **text, size_t *len) {
-    toy_status st = toy_token_to_piece(vocab, tok, false, buf, cap, len);
-    if (st) return st;
-    *text = buf;
-    if (*len <= cap) return TOY_OK;
-    if (!(*big = malloc(*len))) return toy_error(TOY_ERR_NOMEM, "no memory for the text of token %d", tok);
-    *text = *big;
-    return toy_token_to_piece(vocab, tok, false, *big, *len, len);
 }
 
 toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *prompt, int32_t n_prompt,
@@ -96,7 +84,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
         char buf[256], *big = NULL;
         const char *text = NULL, *emit;
         size_t len = 0, emit_len;
-        if ((st = token_text(vocab, tok, buf, sizeof buf, &big, &text, &len))) break;
+        if ((st = toy_token_text(vocab, tok, false, buf, sizeof buf, &big, &text, &len))) break;
         const bool stopped = toy_stop_feed(stop, text, len, &emit, &emit_len);
         free(big);
         r.n_generated++;

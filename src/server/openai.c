@@ -238,13 +238,12 @@ static bool tokenize_text(const oai_context *c, const char *text, size_t len, bo
         return fail(err, 400, param,
                     "%s is %zu bytes: more than the %d tokens of a slot's context can hold (at most %zu bytes)", param,
                     len, c->n_ctx, c->max_text_bytes);
-    const int32_t cap = c->n_ctx + 1;
-    *out = malloc((size_t)cap * sizeof **out);
+    *out = malloc((size_t)c->n_ctx * sizeof **out);
     if (!*out) return fail(err, 500, param, "no memory");
-    if (toy_tokenize(c->vocab, text, len, true, parse_special, *out, cap, n))
-        return fail(err, 400, param, "%s: %s", param, toy_last_error());
-    if (*n > c->n_ctx)
+    const toy_status st = toy_tokenize(c->vocab, text, len, true, parse_special, *out, c->n_ctx, n);
+    if (st == TOY_ERR_BUFFER)
         return fail(err, 400, param, "the prompt is %d tokens, over the context of %d", *n, c->n_ctx);
+    if (st) return fail(err, 400, param, "%s: %s", param, toy_last_error());
     return true;
 }
 
@@ -499,36 +498,24 @@ char *oai_tokenize(const oai_context *c, const char *body, size_t len, oai_error
             ok = fail(err, 400, key, "unknown field '%.64s' for /tokenize", key);
     }
     if (ok && !json_is_string(content)) ok = fail(err, 400, "content", "content must be a string");
-    if (ok) ok = get_bool(j, "add_special", &add, err) && get_bool(j, "parse_special", &parse, err);
-    if (ok && json_is_true(json_object_get(j, "with_pieces")))
-        ok = fail(err, 400, "with_pieces", "with_pieces is not supported by toy serve");
+    bool pieces = false;
+    if (ok) ok = get_bool(j, "add_special", &add, err) && get_bool(j, "parse_special", &parse, err) &&
+                 get_bool(j, "with_pieces", &pieces, err);
+    if (ok && pieces) ok = fail(err, 400, "with_pieces", "with_pieces is not supported by toy serve");
     const size_t n_bytes = ok ? json_string_length(content) : 0;
     if (ok && n_bytes > c->max_text_bytes)
         ok = fail(err, 400, "content", "content is %zu bytes, over the limit of %zu (the longest text a slot's %d tokens can hold)",
                   n_bytes, c->max_text_bytes, c->n_ctx);
-    /* a token a byte and the special ones is the usual most; a text that needs more (three
-     * byte tokens for each invalid byte's U+FFFD) is tokenized again with room for all */
-    int32_t *t = NULL, n = 0, cap = n_bytes < INT32_MAX - 8 ? (int32_t)n_bytes + 8 : INT32_MAX;
-    for (int tries = 0; ok; tries++) {
-        free(t);
-        if (tries == 2 || !(t = malloc((size_t)cap * sizeof *t))) {
-            t = NULL;
-            ok = fail(err, 500, NULL, tries == 2 ? "the tokenizer's count changed" : "no memory");
-        } else if (toy_tokenize(c->vocab, json_string_value(content), n_bytes, add, parse, t, cap, &n)) {
-            ok = fail(err, 400, "content", "content: %s", toy_last_error());
-        } else if (n <= cap) {
-            break;
-        } else {
-            cap = n;
-        }
-    }
+    int32_t *t = NULL, n = 0;
+    if (ok && toy_tokenize_alloc(c->vocab, json_string_value(content), n_bytes, add, parse, &t, &n))
+        ok = fail(err, 400, "content", "content: %s", toy_last_error());
     char *out = NULL;
     if (ok) {
         json_t *arr = json_array();
         for (int32_t i = 0; arr && i < n; i++) json_array_append_new(arr, json_integer(t[i]));
         out = dump_and_free(json_pack("{s:o}", "tokens", arr), err);
     }
-    free(t);
+    toy_free(t);
     json_decref(j);
     return out;
 }

@@ -2,23 +2,16 @@
 #include <stdlib.h>
 
 #include "engine.h"
+#include "tokenizer.h"
 
 bool srv_piece_of(const toy_vocab *v, int32_t token, srv_piece *p) {
-    p->text = p->small;
-    p->len = 0;
-    if (toy_token_to_piece(v, token, false, p->small, sizeof p->small, &p->len)) {
+    char *big = NULL;
+    const char *text;
+    if (toy_token_text(v, token, false, p->small, sizeof p->small, &big, &text, &p->len)) {
         p->text = NULL;
         return false;
     }
-    if (p->len <= sizeof p->small) return true;
-    char *big = malloc(p->len);
-    size_t len = 0;
-    if (!big || toy_token_to_piece(v, token, false, big, p->len, &len) || len != p->len) {
-        free(big);
-        p->text = NULL;
-        return false;
-    }
-    p->text = big;
+    p->text = (char *)text;
     return true;
 }
 

@@ -884,53 +884,81 @@ static toy_status partition(const toy_vocab *v, const char *text, size_t len,
     return TOY_OK;
 }
 
-toy_status toy_tokenize(const toy_vocab *v, const char *text, size_t len, bool add_special,
-                        bool parse_special, int32_t *tokens, int32_t n_max,
-                        int32_t *n_tokens) {
-    if (!v || !n_tokens || (!text && len) || n_max < 0 || (!tokens && n_max > 0))
-        return toy_error(TOY_ERR_INVALID, "toy_tokenize: bad arguments");
-    *n_tokens = 0;
+/* The text's ids, as many as it needs, in *ids (malloc'd). */
+static toy_status tokenize_ids(const toy_vocab *v, const char *text, size_t len, bool add_special,
+                               bool parse_special, toy_ids *ids) {
+    *ids = (toy_ids){0};
     fragments frags = {0};
     toy_status st = partition(v, text, len, parse_special, &frags);
     if (st) return st;
-
-    toy_ids ids = {0};
     bool prev_special = true; /* SPM: the start counts as after a special token */
-    if (add_special && v->add_bos && v->bos >= 0) toy_ids_push(&ids, v->bos);
+    if (add_special && v->add_bos && v->bos >= 0) toy_ids_push(ids, v->bos);
     for (size_t i = 0; i < frags.n && !st; i++) {
         const fragment *f = &frags.v[i];
         if (f->token >= 0) {
-            toy_ids_push(&ids, f->token);
+            toy_ids_push(ids, f->token);
             prev_special = true;
             continue;
         }
         switch (v->kind) {
         case TOY_VOCAB_SPM:
-            st = toy_spm_tokenize(v, text + f->off, f->len, prev_special, &ids);
+            st = toy_spm_tokenize(v, text + f->off, f->len, prev_special, ids);
             break;
-        case TOY_VOCAB_BPE: st = toy_bpe_tokenize(v, text + f->off, f->len, &ids); break;
-        case TOY_VOCAB_WPM: st = toy_wpm_tokenize(v, text + f->off, f->len, &ids); break;
+        case TOY_VOCAB_BPE: st = toy_bpe_tokenize(v, text + f->off, f->len, ids); break;
+        case TOY_VOCAB_WPM: st = toy_wpm_tokenize(v, text + f->off, f->len, ids); break;
         }
         prev_special = false;
     }
     if (add_special) {
         /* BERT ends with [SEP]; the others with EOS if the vocabulary asks */
         if (v->kind == TOY_VOCAB_WPM) {
-            if (v->sep >= 0) toy_ids_push(&ids, v->sep);
+            if (v->sep >= 0) toy_ids_push(ids, v->sep);
         } else if (v->add_eos && v->eos >= 0) {
-            toy_ids_push(&ids, v->eos);
+            toy_ids_push(ids, v->eos);
         }
     }
     free(frags.v);
-    if (!st && ids.oom) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
-    if (!st && ids.n > INT32_MAX) st = toy_error(TOY_ERR_INVALID, "tokenize: too many tokens");
-    if (!st) {
-        *n_tokens = (int32_t)ids.n;
-        size_t n = ids.n < (size_t)n_max ? ids.n : (size_t)n_max;
-        if (n) memcpy(tokens, ids.v, n * sizeof *tokens);
+    if (!st && ids->oom) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!st && ids->n > INT32_MAX) st = toy_error(TOY_ERR_INVALID, "tokenize: %zu tokens, over %d", ids->n, INT32_MAX);
+    if (st) {
+        free(ids->v);
+        *ids = (toy_ids){0};
     }
+    return st;
+}
+
+toy_status toy_tokenize(const toy_vocab *v, const char *text, size_t len, bool add_special,
+                        bool parse_special, int32_t *tokens, int32_t n_max,
+                        int32_t *n_tokens) {
+    if (!v || !n_tokens || (!text && len) || n_max < 0 || (!tokens && n_max > 0))
+        return toy_error(TOY_ERR_INVALID, "toy_tokenize: bad arguments");
+    *n_tokens = 0;
+    toy_ids ids;
+    toy_status st = tokenize_ids(v, text, len, add_special, parse_special, &ids);
+    if (st) return st;
+    *n_tokens = (int32_t)ids.n;
+    if (ids.n > (size_t)n_max)
+        st = toy_error(TOY_ERR_BUFFER, "tokenize: the text is %zu tokens, the buffer holds %d", ids.n, (int)n_max);
+    else if (ids.n)
+        memcpy(tokens, ids.v, ids.n * sizeof *tokens);
     free(ids.v);
     return st;
+}
+
+toy_status toy_tokenize_alloc(const toy_vocab *v, const char *text, size_t len, bool add_special,
+                              bool parse_special, int32_t **tokens, int32_t *n_tokens) {
+    if (!v || !tokens || !n_tokens || (!text && len))
+        return toy_error(TOY_ERR_INVALID, "toy_tokenize_alloc: bad arguments");
+    *tokens = NULL;
+    *n_tokens = 0;
+    toy_ids ids;
+    toy_status st = tokenize_ids(v, text, len, add_special, parse_special, &ids);
+    if (st) return st;
+    if (!ids.v && !(ids.v = malloc(sizeof *ids.v))) /* a valid pointer even for no tokens */
+        return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    *tokens = ids.v;
+    *n_tokens = (int32_t)ids.n;
+    return TOY_OK;
 }
 
 /* ---------------------------------------------------------------- pieces and text */
@@ -962,8 +990,24 @@ toy_status toy_token_to_piece(const toy_vocab *v, int32_t token, bool special, c
     size_t n;
     const char *p = piece_of(v, token, special, &n);
     *len = n;
-    if (cap) memcpy(buf, p, n < cap ? n : cap);
+    if (n > cap)
+        return toy_error(TOY_ERR_BUFFER, "token %d: its text is %zu bytes, the buffer holds %zu", (int)token, n, cap);
+    if (n) memcpy(buf, p, n);
     return TOY_OK;
+}
+
+toy_status toy_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
+                          const char **text, size_t *len) {
+    toy_status st = toy_token_to_piece(v, token, special, buf, cap, len);
+    *text = buf;
+    if (st != TOY_ERR_BUFFER) return st;
+    if (!(*big = malloc(*len))) return toy_error(TOY_ERR_NOMEM, "no memory for the text of token %d", (int)token);
+    *text = *big;
+    if ((st = toy_token_to_piece(v, token, special, *big, *len, len))) {
+        free(*big);
+        *big = NULL;
+    }
+    return st;
 }
 
 /* llama.cpp's clean_up_tokenization_spaces, three passes in place over the text,

@@ -68,6 +68,12 @@ typedef struct {
 
 void toy_ids_push(toy_ids *ids, int32_t id);
 
+/* A token's text (toy_token_to_piece) however long: *text is buf when it fits in cap
+ * bytes, else *big, malloc'd for the caller to free (on success; *big is left alone when
+ * the text fits, and holds nothing to free after a failure). */
+toy_status toy_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
+                          const char **text, size_t *len);
+
 /* Merging adjacent symbols, shared by SPM and BPE (llama.cpp's llm_symbol and
  * llm_bigram_*): the text is cut into characters, and the queued pair that comes first
  * is merged, again and again. */

@@ -37,16 +37,21 @@ static toy_status stream_push(train_stream *s, int32_t token, bool scored) {
     return TOY_OK;
 }
 
-/* Tokenizes text onto the end of the stream. */
+/* Tokenizes text onto the end of the stream: into room for a token a byte (and BOS/EOS),
+ * and again into room for every token when the text needs more (invalid UTF-8 does:
+ * three byte tokens for each U+FFFD). */
 static toy_status stream_text(train_stream *s, const toy_vocab *vocab, const char *text, size_t len,
                               bool add_special, bool parse_special, bool scored) {
     if (len > (size_t)INT32_MAX - 8) return toy_error(TOY_ERR_INVALID, "a text of %zu bytes is too long", len);
-    const int32_t cap = (int32_t)len + 8; /* a token is at least one byte, or BOS/EOS */
-    toy_status st = stream_reserve(s, cap);
+    int32_t room = (int32_t)len + 8, n = 0;
+    toy_status st = stream_reserve(s, room);
+    if (!st) st = toy_tokenize(vocab, text, len, add_special, parse_special, s->tokens + s->n, room, &n);
+    if (st == TOY_ERR_BUFFER) {
+        room = n;
+        st = stream_reserve(s, room);
+        if (!st) st = toy_tokenize(vocab, text, len, add_special, parse_special, s->tokens + s->n, room, &n);
+    }
     if (st) return st;
-    int32_t n = 0;
-    if ((st = toy_tokenize(vocab, text, len, add_special, parse_special, s->tokens + s->n, cap, &n)))
-        return st;
     memset(s->scored + s->n, scored, (size_t)n);
     s->n += n;
     if (scored) s->n_scored += n;

@@ -57,6 +57,7 @@ const char *toy_status_str(toy_status status) {
     case TOY_ERR_INVALID: return "invalid argument";
     case TOY_ERR_UNSUPPORTED: return "unsupported";
     case TOY_ERR_NOT_FOUND: return "not found";
+    case TOY_ERR_BUFFER: return "buffer too small";
     }
     return "unknown status";
 }
