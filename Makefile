@@ -53,16 +53,22 @@ test-sanitize: deps
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(BUILD_SAN) --output-on-failure -j $(JOBS)
 
-# Short libFuzzer runs (FUZZ_SECONDS each) of the GGUF reader and of toy serve's request
-# checks, seeded with their regression corpora.
+# Short libFuzzer runs (FUZZ_SECONDS each) of every target in fuzz/: the GGUF reader, the
+# tokenizer, chat templates, the training-data loader and toy serve's request checks, each
+# seeded with its regression corpus (fuzz/corpus for the GGUF reader, fuzz/corpus_NAME for
+# fuzz/fuzz_NAME.c).
+FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_train_data fuzz_request
 fuzz: deps
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
-	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target fuzz_gguf fuzz_request
-	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/corpus_request
+	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
+	mkdir -p $(BUILD_FUZZ)/corpus
 	./$(BUILD_FUZZ)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus fuzz/corpus
-	./$(BUILD_FUZZ)/fuzz_request -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
-	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus_request fuzz/corpus_request
+	for t in $(filter-out fuzz_gguf,$(FUZZ_TARGETS)); do \
+	  mkdir -p $(BUILD_FUZZ)/corpus_$${t#fuzz_} && \
+	  ./$(BUILD_FUZZ)/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 \
+	    $(BUILD_FUZZ)/corpus_$${t#fuzz_} fuzz/corpus_$${t#fuzz_} || exit 1; \
+	done
 
 clean:
 	rm -rf $(BUILD) $(BUILD_SAN) $(BUILD_FUZZ)

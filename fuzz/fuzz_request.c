@@ -3,16 +3,15 @@
  * its body, the chat template and the tokenizer (openai.c), called as server.c calls them.
  *
  * Input: "METHOD PATH" on the first line, "Name: value" header lines, an empty line, then
- * the body's bytes. The first byte also picks the vocabulary, the chat template and the
- * context size. Beyond what ASan and UBSan catch, everything accepted must keep the
- * promises the rest of the server relies on, and the target traps when one is broken:
- * a request the engine is given has 1..n_ctx prompt tokens inside the vocabulary, room
- * for max_tokens, and stop strings and sampling settings the engine's matcher and sampler
- * accept (a request that passed the checks and failed there once wedged the queue); an
- * error is a 4xx/5xx with a one-line message.
+ * the body's bytes. The first byte also picks the vocabulary (fuzz_vocabs.h), the chat
+ * template and the context size. Beyond what ASan and UBSan catch, everything accepted
+ * must keep the promises the rest of the server relies on, and the target traps when one
+ * is broken: a request the engine is given has 1..n_ctx prompt tokens inside the
+ * vocabulary, room for max_tokens, and stop strings and sampling settings the engine's
+ * matcher and sampler accept (a request that passed the checks and failed there once
+ * wedged the queue); an error is a 4xx/5xx with a one-line message.
  *
- * tests/test_serve_fuzz_corpus.c includes this file to run the target over
- * fuzz/corpus_request.
+ * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_request.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "fuzz_vocabs.h"
 #include "gate.h"
 #include "openai.h"
 #include "toy.h"
@@ -36,33 +36,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
         }                                                                               \
     } while (0)
 
-static toy_vocab *fuzz_vocabs[2];
-static int fuzz_n_vocabs;
-
 static const char *const fuzz_families[] = {"chatml", "llama2", "llama3", "gemma", "phi3", "mistral-v7", "zephyr",
                                             "deepseek3", "command-r", "granite"};
 
-static void load_vocab(const char *path) {
-    toy_gguf *g = NULL;
-    if (toy_gguf_open(path, &g)) return;
-    if (!toy_vocab_load(g, &fuzz_vocabs[fuzz_n_vocabs])) fuzz_n_vocabs++;
-    toy_gguf_close(g);
-}
-
-/* The bundled model's byte-level BPE and, where the fixtures are, a SentencePiece one. */
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    load_vocab(TOY_SOURCE_DIR "/models/toy-kjv.gguf");
-    const char *fixtures = getenv("TOY_FIXTURES");
-    char path[4096];
-    snprintf(path, sizeof path, "%s/models/llama-spm-f16.gguf",
-             fixtures && *fixtures ? fixtures : TOY_SOURCE_DIR "/../shared/fixtures");
-    load_vocab(path);
-    if (!fuzz_n_vocabs) {
-        fprintf(stderr, "fuzz_request: cannot load %s/models/toy-kjv.gguf\n", TOY_SOURCE_DIR);
-        abort();
-    }
+    fuzz_load_vocabs();
     return 0;
 }
 
@@ -146,10 +126,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (v.status == 0) REQUEST_REQUIRE(v.route != ROUTE_NONE);
     if (v.status == 0 && v.body_length != SIZE_MAX) REQUEST_REQUIRE(v.body_length <= gc.max_body);
 
-    const toy_vocab *vocab = fuzz_vocabs[(pick >> 2) % fuzz_n_vocabs];
-    const int32_t n_ctx = (pick & 0x40) ? 512 : 48;
-    const oai_context cc = {"toy-kjv", vocab, fuzz_families[(pick >> 3) % (sizeof fuzz_families / sizeof *fuzz_families)],
-                            n_ctx, oai_max_text_bytes(vocab, n_ctx), (uint64_t)pick};
+    const int which = (pick >> 2) % fuzz_n_vocabs, big = (pick & 0x40) != 0;
+    const int32_t n_ctx = big ? 512 : 48;
+    static size_t max_text[FUZZ_MAX_VOCABS][2]; /* a walk over the vocabulary: once each */
+    if (!max_text[which][big]) max_text[which][big] = oai_max_text_bytes(fuzz_vocab[which], n_ctx);
+    const oai_context cc = {"toy-kjv", fuzz_vocab[which],
+                            fuzz_families[(pick >> 3) % (sizeof fuzz_families / sizeof *fuzz_families)], n_ctx,
+                            max_text[which][big], (uint64_t)pick};
     /* the body goes through every route's checks, whatever the gate said, to reach them more often */
     const char *body = (const char *)data + at;
     const size_t len = size - at;

@@ -6,19 +6,33 @@
  * inputs that once crashed the reader and must now load or be refused cleanly (a
  * one-line message naming the file); anything else may do either.
  *
- * Every file under fuzz/corpus_request goes through toy serve's request target, which
- * traps when a promise is broken.
+ * Every file under the other targets' corpora (fuzz/corpus_NAME for fuzz/fuzz_NAME.c: the
+ * tokenizer, chat templates, the training-data loader, toy serve's requests) goes through
+ * its target, which traps when a promise is broken.
  */
 #include <dirent.h>
 #include <sys/stat.h>
 
-/* the two targets in one program, under names of their own */
+/* the targets in one program, under names of their own */
 #define LLVMFuzzerTestOneInput fuzz_gguf_input
 #include "../fuzz/fuzz_gguf.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_request_input
 #define LLVMFuzzerInitialize fuzz_request_init
 #include "../fuzz/fuzz_request.c"
+#undef LLVMFuzzerTestOneInput
+#undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_tokenizer_input
+#define LLVMFuzzerInitialize fuzz_tokenizer_init
+#include "../fuzz/fuzz_tokenizer.c"
+#undef LLVMFuzzerTestOneInput
+#undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_chat_template_input
+#include "../fuzz/fuzz_chat_template.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_train_data_input
+#define LLVMFuzzerInitialize fuzz_train_data_init
+#include "../fuzz/fuzz_train_data.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #include "test.h"
@@ -124,20 +138,31 @@ int main(void) {
     CHECK_MSG(seeds >= 1, "no seed-* files in %s", dir);
     printf("%d corpus files, %d seeds\n", n, seeds);
 
-    const char *request_dir = TOY_SOURCE_DIR "/fuzz/corpus_request";
-    n = list_dir(request_dir, names, 4096);
-    CHECK_MSG(n > 0, "no request corpus at %s", request_dir);
-    fuzz_request_init(NULL, NULL);
-    for (int i = 0; i < n; i++) {
-        char path[4096];
-        uint8_t *data = NULL;
-        size_t size = 0;
-        snprintf(path, sizeof path, "%s/%s", request_dir, names[i]);
-        CHECK_MSG(read_whole(path, &data, &size), "%s: cannot read", names[i]);
-        fuzz_request_input(data ? data : (const uint8_t *)"", size); /* traps on a broken promise */
-        free(data);
-        free(names[i]);
+    static const struct {
+        const char *dir;
+        int (*input)(const uint8_t *, size_t);
+        int (*init)(int *, char ***);
+    } targets[] = {
+        {TOY_SOURCE_DIR "/fuzz/corpus_request", fuzz_request_input, fuzz_request_init},
+        {TOY_SOURCE_DIR "/fuzz/corpus_tokenizer", fuzz_tokenizer_input, fuzz_tokenizer_init},
+        {TOY_SOURCE_DIR "/fuzz/corpus_chat_template", fuzz_chat_template_input, NULL},
+        {TOY_SOURCE_DIR "/fuzz/corpus_train_data", fuzz_train_data_input, fuzz_train_data_init},
+    };
+    for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
+        n = list_dir(targets[t].dir, names, 4096);
+        CHECK_MSG(n > 0, "no corpus at %s", targets[t].dir);
+        if (targets[t].init) targets[t].init(NULL, NULL);
+        for (int i = 0; i < n; i++) {
+            char path[4096];
+            uint8_t *data = NULL;
+            size_t size = 0;
+            snprintf(path, sizeof path, "%s/%s", targets[t].dir, names[i]);
+            CHECK_MSG(read_whole(path, &data, &size), "%s: cannot read", path);
+            targets[t].input(data ? data : (const uint8_t *)"", size); /* traps on a broken promise */
+            free(data);
+            free(names[i]);
+        }
+        printf("%s: %d files\n", targets[t].dir, n > 0 ? n : 0);
     }
-    printf("%d request corpus files\n", n > 0 ? n : 0);
     return test_finish("test_fuzz_corpus");
 }
