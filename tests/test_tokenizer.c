@@ -519,24 +519,37 @@ static void test_random_bytes(void) {
 
 /* ---------------------------------------------------------------- WPM */
 
+/* A BERT vocabulary of these n <= 32 tokens, the first five [PAD] [UNK] [CLS] [SEP] [MASK];
+ * cased: tokenizer.ggml.normalizer.lowercase and strip_accents false. */
+static toy_status load_wpm(const char *const *toks, int n, bool cased, toy_vocab **v) {
+    int32_t types[32];
+    for (int i = 0; i < n; i++) types[i] = i <= 4 ? TOY_TOKEN_CONTROL : TOY_TOKEN_NORMAL;
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    toy_gguf_writer_set_str(w, "tokenizer.ggml.model", "bert", 4);
+    set_tokens(w, toks, n);
+    toy_gguf_writer_set_array(w, "tokenizer.ggml.token_type", TOY_GGUF_INT32, types, (uint64_t)n);
+    toy_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", 2);
+    toy_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+    toy_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+    toy_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", 0);
+    toy_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", 4);
+    if (cased) {
+        toy_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.lowercase", false);
+        toy_gguf_writer_set_bool(w, "tokenizer.ggml.normalizer.strip_accents", false);
+    }
+    return load_written(w, v);
+}
+
 static void test_wpm(void) {
     const char *toks[] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                           "\xe2\x96\x81hello", "\xe2\x96\x81world", "\xe2\x96\x81!",
-                          "\xe2\x96\x81hel", "lo", "\xe2\x96\x81,", "\u2581cafe"};
-    enum { PAD, UNK, CLS, SEP, MASK, HELLO, WORLD, BANG, HEL, LO, COMMA, CAFE, N };
-    int32_t types[N];
-    for (int i = 0; i < N; i++) types[i] = i <= MASK ? TOY_TOKEN_CONTROL : TOY_TOKEN_NORMAL;
-    toy_gguf_writer *w = toy_gguf_writer_new();
-    toy_gguf_writer_set_str(w, "tokenizer.ggml.model", "bert", 4);
-    set_tokens(w, toks, N);
-    toy_gguf_writer_set_array(w, "tokenizer.ggml.token_type", TOY_GGUF_INT32, types, N);
-    toy_gguf_writer_set_u32(w, "tokenizer.ggml.bos_token_id", CLS);
-    toy_gguf_writer_set_u32(w, "tokenizer.ggml.unknown_token_id", UNK);
-    toy_gguf_writer_set_u32(w, "tokenizer.ggml.seperator_token_id", SEP);
-    toy_gguf_writer_set_u32(w, "tokenizer.ggml.padding_token_id", PAD);
-    toy_gguf_writer_set_u32(w, "tokenizer.ggml.mask_token_id", MASK);
+                          "\xe2\x96\x81hel", "lo", "\xe2\x96\x81,", "\u2581cafe",
+                          "\u2581\u1112", "\u2581a", "\u2581b", "\u2581\U00011F43", "\u2581Hello",
+                          "\u2581caf\u00e9"};
+    enum { PAD, UNK, CLS, SEP, MASK, HELLO, WORLD, BANG, HEL, LO, COMMA, CAFE, HIEUH, A, B,
+           KAWI_DANDA, HELLO_CASED, CAFE_ACCENT, N };
     toy_vocab *v = NULL;
-    toy_status st = load_written(w, &v);
+    toy_status st = load_wpm(toks, N, false, &v);
     CHECK_MSG(!st, "%s", toy_last_error());
     if (st) return;
     CHECK_EQ(toy_vocab_kind_of(v), TOY_VOCAB_WPM);
@@ -548,8 +561,18 @@ static void test_wpm(void) {
     CHECK_IDS(v, "hellolo", false, false, HELLO, LO);
     /* a word with an unmatched part is [UNK] as a whole */
     CHECK_IDS(v, "helo world", false, false, UNK, WORLD);
-    /* accents dropped (NFD, marks removed): é and e + U+0301 */
-    CHECK_IDS(v, "Caf\xc3\xa9 cafe\xcc\x81", false, false, CAFE, CAFE);
+    /* llama.cpp keeps of each NFD only its first code point and drops no combining mark
+     * (HuggingFace's BERT drops them): a precomposed é is "e", but e + U+0301 keeps
+     * the mark, which no piece matches */
+    CHECK_IDS(v, "Caf\xc3\xa9 cafe\xcc\x81", false, false, CAFE, UNK);
+    CHECK_IDS(v, "hello\xcc\x81 world", false, false, UNK, WORLD);
+    CHECK_IDS(v, "\xcc\x81", false, false, UNK); /* a lone mark: a word no piece matches */
+    /* a Hangul syllable is its leading consonant (U+1112 for 한 and 하) */
+    CHECK_IDS(v, "\xed\x95\x9c \xed\x95\x98", false, false, HIEUH, HIEUH);
+    /* Unicode 15.0's Kawi danda U+11F43 is punctuation, a word of its own; its Egyptian
+     * format control U+13439 vanishes (both were unassigned in 14.0) */
+    CHECK_IDS(v, "a\xf0\x91\xbd\x83" "b", false, false, A, KAWI_DANDA, B);
+    CHECK_IDS(v, "hel\xf0\x93\x90\xb9lo", false, false, HELLO);
     /* CJK ideographs are words of their own; control characters vanish */
     CHECK_IDS(v, "\xe4\xbd\xa0\xe5\xa5\xbd", false, false, UNK, UNK);
     CHECK_IDS(v, "hel\x01lo", false, false, HELLO);
@@ -562,6 +585,14 @@ static void test_wpm(void) {
     CHECK_DETOK(v, false, " hello world", HELLO, WORLD);
     CHECK_DETOK(v, false, " hello world", CLS, HELLO, WORLD, SEP);
     CHECK_DETOK(v, false, " hello!", HELLO, BANG); /* clean_up_tokenization_spaces */
+    toy_vocab_free(v);
+
+    /* normalizer keys false (as later llama.cpp reads them): neither lowercase nor NFD */
+    st = load_wpm(toks, N, true, &v);
+    CHECK_MSG(!st, "%s", toy_last_error());
+    if (st) return;
+    CHECK_IDS(v, "Hello hello caf\xc3\xa9 cafe", false, false, HELLO_CASED, HELLO, CAFE_ACCENT,
+              CAFE);
     toy_vocab_free(v);
 }
 

@@ -134,7 +134,7 @@ struct toy_vocab {
     bool add_bos, add_eos, add_sep;
     bool add_space_prefix; /* SPM: a space before the text (after BOS/special tokens) */
     bool clean_spaces;     /* detokenize: " ." -> "." etc. (clean_up_tokenization_spaces) */
-    bool lowercase, strip_accents; /* WPM normalizer */
+    bool lowercase, strip_accents; /* WPM normalizer keys; strip_accents: NFD (tokenizer_wpm.c) */
 
     /* the byte fallback of each byte: SPM <0xXX> (else the byte as text); BPE the
      * one-byte token text; -1 if none */

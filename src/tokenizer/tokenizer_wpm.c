@@ -1,13 +1,29 @@
 /* tokenizer_wpm.c — WordPiece as llama.cpp's llm_tokenizer_wpm runs it (BERT).
  *
- * The text is normalized code point by code point: NFD (only the first code point of
- * each decomposition, as llama.cpp's table has it), accent marks dropped and letters
- * lowercased (both on unless the vocabulary says otherwise), control characters
+ * The text is normalized code point by code point: NFD, keeping only the first code
+ * point of each decomposition (llama.cpp's table holds one code point per character),
+ * and lowercased, each unless the vocabulary says otherwise; control characters are
  * dropped. Whitespace separates words; punctuation, ASCII symbols and CJK ideographs
  * are words of their own. Each word, with "▁" in front (the converter stores
  * word-initial pieces that way and "##" continuations bare), becomes the longest
  * tokens that match from the left; a word with a part that matches nothing becomes
- * [UNK] as a whole. */
+ * [UNK] as a whole.
+ *
+ * This is the reference build's WordPiece (../shared/llama.cpp, September 2025), which
+ * departs from HuggingFace's BertNormalizer + WordPiece (docs/tokenizers.md):
+ *  - combining marks stay: HF strips accents by full NFD and then drops every Mn;
+ *    llama.cpp's NFD-first takes the accent off a precomposed "é" but leaves e + U+0301
+ *    as it is, so a word with a decomposed accent is [UNK] ("browne\u0301" -> [UNK]);
+ *  - a character whose NFD is several letters keeps only the first: a Hangul syllable
+ *    becomes its leading consonant jamo (HF keeps all its jamo);
+ *  - U+000B, U+000C and U+0085 are whitespace and split words (HF drops them as control
+ *    characters), unassigned code points stay in the word (HF drops them too), and
+ *    lowercasing is the one-code-point mapping ("İ" -> "i"; HF: "i" + U+0307).
+ * tokenizer.ggml.normalizer.lowercase false turns lowercasing off, .strip_accents false
+ * (or absent, with lowercase false) NFD, as llama.cpp reads the keys since 2026; the
+ * reference build ignores them. That later llama.cpp also drops combining marks when
+ * strip_accents is on; toy keeps them, as the reference build, whose tokens the
+ * fixtures hold, does. */
 #include "tokenizer.h"
 
 #include <stdlib.h>
@@ -66,7 +82,6 @@ toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, to
             continue;
         }
         if (cpt == 0 || cpt == TOY_UNICODE_REPLACEMENT || (flags & TOY_UCD_CONTROL)) continue;
-        if (v->strip_accents && (flags & TOY_UCD_ACCENT_MARK)) continue;
 
         char utf8[4];
         size_t l = toy_utf8_encode(v->lowercase ? toy_unicode_tolower(cpt) : cpt, utf8);

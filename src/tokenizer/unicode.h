@@ -3,15 +3,20 @@
  * per-code-point category flags, whitespace set, simple lowercase map and one-code-point
  * NFD map, and GPT-2's byte <-> character mapping.
  *
- * The tables live in unicode_data.c, generated (Unicode 14.0, Python's unicodedata)
- * the way llama.cpp's scripts/gen-unicode-data.py builds unicode-data.cpp:
+ * The tables live in unicode_data.c, written by scripts/gen-unicode-data.py the way llama.cpp's
+ * scripts/gen-unicode-data.py writes unicode-data.cpp:
  *
  *   flags = {"Cn":0x01, "Cc"/"Cf"/"Co"/"Cs":0x80, "L*":0x04, "M*":0x10, "N*":0x02,
- *            "P*":0x20, "S*":0x40, "Z*":0x08}[unicodedata.category(chr(c))]
+ *            "P*":0x20, "S*":0x40, "Z*":0x08}[General_Category of UnicodeData.txt]
  *   ranges: (first code point, flags) at every change of flags
- *   lowercase: (c, ord(chr(c).lower())) where that is one other code point
- *              (and U+0130 -> U+0069, UnicodeData.txt's simple mapping)
+ *   lowercase: UnicodeData.txt's simple lowercase mapping
  *   nfd: (first, last, ord(unicodedata.normalize("NFD", chr(c))[0])) where it differs
+ *
+ * The Unicode version must be the reference build's, UnicodeData.txt 15.1.0: with older
+ * tables the characters added since (Kawi digits, CJK Extension I, ...) would fall into
+ * other pre-tokenizer words and WordPiece words than llama.cpp's. The NFD column comes
+ * from Python's unicodedata, as llama.cpp's does; no character added after Unicode 14.0
+ * decomposes, so Pythons 3.11 to 3.13 (Unicode 14.0 to 15.1) give the same column.
  */
 #ifndef TOY_UNICODE_H
 #define TOY_UNICODE_H
