@@ -181,6 +181,10 @@ TOY_API toy_status toy_gguf_open_memory(const void *data, size_t size, const cha
 TOY_API void toy_gguf_close(toy_gguf *gguf);
 
 TOY_API const char *toy_gguf_path(const toy_gguf *gguf);
+/* The path of the open GGUF file whose memory mapping holds addr, NULL if none. A mapped
+ * file that another program truncates faults (SIGBUS) on the pages it lost; a program's
+ * SIGBUS handler can name the file with this. Safe to call from a signal handler. */
+TOY_API const char *toy_gguf_mapped_file(const void *addr);
 TOY_API uint32_t toy_gguf_version(const toy_gguf *gguf);
 TOY_API size_t toy_gguf_alignment(const toy_gguf *gguf);
 TOY_API size_t toy_gguf_file_size(const toy_gguf *gguf);

@@ -1,6 +1,7 @@
 /* toy.c — the toy command: dispatches to a subcommand. */
 #include <errno.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,6 +94,39 @@ bool parse_cache_type(const char *cmd, const char *flag, const char *value, int 
     }
     *out = t;
     return true;
+}
+
+char *read_text_file(const char *cmd, const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "toy %s: %s: cannot open: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int err = 0;
+    while (buf) {
+        n += fread(buf + n, 1, cap - 1 - n, f);
+        if (ferror(f)) err = errno;
+        if (n < cap - 1) break;
+        char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+        if (!bigger) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "toy %s: %s: %s\n", cmd, path, buf ? strerror(err) : "no memory");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }
 
 bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out) {
@@ -188,7 +222,31 @@ const char *default_model_path(void) {
     return access(path, R_OK) == 0 ? path : NULL;
 }
 
+/* A memory-mapped file that another program truncates faults on the pages it lost: an
+ * error naming the file instead of a crash (the library maps, the command handles). */
+static void on_bus_error(int sig, siginfo_t *si, void *uc) {
+    (void)sig;
+    (void)uc;
+    static const char head[] = "toy: ", tail[] = ": the file changed while toy read it (it is memory-mapped: "
+                                               "--no-mmap reads it into memory instead)\n",
+                      unknown[] = "toy: bus error: a memory-mapped file was truncated while toy read it\n";
+    const char *path = toy_gguf_mapped_file(si->si_addr);
+    if (path) {
+        ssize_t w = write(STDERR_FILENO, head, sizeof head - 1);
+        w = write(STDERR_FILENO, path, strlen(path));
+        w = write(STDERR_FILENO, tail, sizeof tail - 1);
+        (void)w;
+    } else {
+        ssize_t w = write(STDERR_FILENO, unknown, sizeof unknown - 1);
+        (void)w;
+    }
+    _exit(1);
+}
+
 int main(int argc, char **argv) {
+    struct sigaction bus = {.sa_sigaction = on_bus_error, .sa_flags = SA_SIGINFO};
+    sigemptyset(&bus.sa_mask);
+    sigaction(SIGBUS, &bus, NULL);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -546,6 +546,34 @@ static toy_status open_file(const char *path, int *fd_out, size_t *size_out) {
     return TOY_OK;
 }
 
+/* ---------------------------------------------------------------- mapped files
+ * Which file each mapping holds, for toy_gguf_mapped_file in a signal handler: a fixed
+ * table of the open mapped handles, changed and read with atomic operations only (a
+ * handle past the table's size still works; its faults are just not named). */
+enum { MAPPED_MAX = 256 };
+static const toy_gguf *mapped_files[MAPPED_MAX];
+
+static void mapped_add(const toy_gguf *g) {
+    for (int i = 0; i < MAPPED_MAX; i++) {
+        const toy_gguf *none = NULL;
+        if (__atomic_compare_exchange_n(&mapped_files[i], &none, g, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED)) return;
+    }
+}
+
+static void mapped_remove(const toy_gguf *g) {
+    for (int i = 0; i < MAPPED_MAX; i++)
+        if (__atomic_load_n(&mapped_files[i], __ATOMIC_ACQUIRE) == g) __atomic_store_n(&mapped_files[i], NULL, __ATOMIC_RELEASE);
+}
+
+const char *toy_gguf_mapped_file(const void *addr) {
+    const uint8_t *p = addr;
+    for (int i = 0; i < MAPPED_MAX; i++) {
+        const toy_gguf *g = __atomic_load_n(&mapped_files[i], __ATOMIC_ACQUIRE);
+        if (g && p >= g->base && p < g->base + g->size) return g->path;
+    }
+    return NULL;
+}
+
 toy_status toy_gguf_open(const char *path, toy_gguf **out) {
     *out = NULL;
     int fd;
@@ -565,6 +593,7 @@ toy_status toy_gguf_open(const char *path, toy_gguf **out) {
     g->base = map;
     g->size = size;
     g->mapped = true;
+    mapped_add(g); /* before parsing: the header is read from the mapping too */
     return parse_or_close(g, out);
 }
 
@@ -617,7 +646,10 @@ void toy_gguf_close(toy_gguf *g) {
     for (int64_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
     free(g->tensors);
     free(g->tensors_sorted);
-    if (g->mapped) munmap((void *)g->base, g->size);
+    if (g->mapped) {
+        mapped_remove(g);
+        munmap((void *)g->base, g->size);
+    }
     if (g->owned) free((void *)g->base);
     free(g->path);
     free(g);

@@ -329,8 +329,14 @@ static size_t writer_alignment(const toy_gguf_writer *w) {
 }
 
 static toy_status write_bytes(toy_gguf_writer *w, const void *p, size_t n) {
-    if (n && fwrite(p, 1, n, w->file) != n)
+    if (n && fwrite(p, 1, n, w->file) != n) {
+        /* bytes from a mapped file that shrank meanwhile: the kernel refuses to read them */
+        const char *source = errno == EFAULT ? toy_gguf_mapped_file(p) : NULL;
+        if (source)
+            return toy_error(TOY_ERR_IO, "%s: write failed: %s changed while it was read (it is memory-mapped)",
+                             w->path, source);
         return toy_error(TOY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+    }
     return TOY_OK;
 }
 
