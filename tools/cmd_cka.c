@@ -64,20 +64,8 @@ int cmd_cka(int argc, char **argv) {
     double *cka = NULL;
     for (int k = 0; k < 2; k++)
         if (!load_model("cka", paths[k], no_mmap, &m[k])) goto done;
-    FILE *f = fopen(data, "rb");
     size_t len = 0;
-    if (f) {
-        fseek(f, 0, SEEK_END);
-        const long size = ftell(f);
-        fseek(f, 0, SEEK_SET);
-        text = size >= 0 ? malloc((size_t)size + 1) : NULL;
-        len = text ? fread(text, 1, (size_t)size, f) : 0;
-        fclose(f);
-    }
-    if (!text) {
-        fprintf(stderr, "toy cka: %s: cannot read\n", data);
-        goto done;
-    }
+    if (!(text = read_text_file("cka", data, &len))) goto done;
     int32_t need = 0;
     if (toy_tokenize_alloc(toy_model_vocab(m[0]), text, len, true, false, &tokens, &need)) {
         fprintf(stderr, "toy cka: %s: %s\n", data, toy_last_error());

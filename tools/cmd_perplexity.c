@@ -44,39 +44,6 @@ static double now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The whole file, malloc'd, less one trailing '\n' (llama.cpp's -f drops exactly one). */
-static char *read_text(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "toy perplexity: %s: cannot open: %s\n", path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    bool failed = !buf || ferror(f);
-    fclose(f);
-    if (failed) {
-        fprintf(stderr, "toy perplexity: %s: %s\n", path, buf ? "read failed" : "no memory");
-        free(buf);
-        return NULL;
-    }
-    if (n > 0 && buf[n - 1] == '\n') n--;
-    *len = n;
-    return buf;
-}
-
 /* Token ids of the text with add_special (BOS/EOS as the vocabulary asks) and no
  * special-token parsing, as llama-perplexity tokenizes; malloc'd. */
 static int32_t *tokenize_text(const toy_vocab *vocab, const char *path, const char *text,
@@ -163,7 +130,8 @@ int cmd_perplexity(int argc, char **argv) {
     toy_model *m = NULL;
     toy_context *ctx = NULL;
 
-    if (!(text = read_text(text_path, &text_len))) goto done;
+    if (!(text = read_text_file("perplexity", text_path, &text_len))) goto done;
+    if (text_len > 0 && text[text_len - 1] == '\n') text_len--; /* llama.cpp's -f drops exactly one */
     if (!load_model("perplexity", model_path, no_mmap, &m)) goto done;
     const toy_vocab *vocab = toy_model_vocab(m);
     int32_t n_tokens = 0;

@@ -62,6 +62,10 @@ bool lora_options_apply(const char *cmd, lora_options *o, const toy_model *m, to
 void lora_options_free(lora_options *o);
 extern const char *const lora_options_help;
 
+/* A whole text file (any kind that reads to its end: a pipe too), malloc'd and
+ * NUL-terminated, with *len its bytes; NULL after "toy CMD: PATH: why" on stderr. */
+char *read_text_file(const char *cmd, const char *path, size_t *len);
+
 /* Loads a model, mapped or (--no-mmap) read into memory; an error is printed as
  * "toy CMD: message". */
 bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out);

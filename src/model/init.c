@@ -305,6 +305,14 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
         return toy_error(TOY_ERR_FORMAT, "%s: no tokenizer.ggml.tokens: not a vocabulary",
                          params->vocab_path);
     }
+    /* a tokenizer toy cannot load is refused here, naming the file it came from, not
+     * when the model made from it is loaded */
+    toy_vocab *check = NULL;
+    if ((st = toy_vocab_load(vocab, &check))) {
+        toy_gguf_close(vocab);
+        return toy_error_wrap(st, "%s", params->vocab_path);
+    }
+    toy_vocab_free(check);
 
     tensor_list l = {0};
     toy_gguf_writer *w = toy_gguf_writer_new();

@@ -1,6 +1,7 @@
 /* lora.c — reading an adapter against its base model, and writing one (lora.h). */
 #include "lora.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,8 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
         const toy_gguf_value *v = toy_gguf_get(g, "adapter.lora.alpha");
         if (!st && v && toy_gguf_value_f64(v, &alpha))
             st = toy_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is not a number", path);
+        if (!st && !isfinite(alpha)) /* it scales every product of the adapter */
+            st = toy_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is %g, not a finite number", path, alpha);
         if (lora) lora->alpha = (float)alpha;
         for (int64_t i = 0; !st && i < n_t; i++) {
             const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);

@@ -135,6 +135,13 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         return toy_error(TOY_ERR_FORMAT, "%s: rope.dimension_count %d is odd", path, hp->n_rot);
     if ((st = meta_float(&r, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
     if ((st = meta_float(&r, "rope.freq_base", 10000.0, &hp->rope_freq_base))) return st;
+    /* either not positive would make every logit NaN */
+    if (!(hp->rms_eps > 0))
+        return toy_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, not positive", path, name,
+                         (double)hp->rms_eps);
+    if (!(hp->rope_freq_base > 0))
+        return toy_error(TOY_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not positive", path, name,
+                         (double)hp->rope_freq_base);
     float factor = 1.0f;
     if ((st = meta_float(&r, "rope.scaling.factor", 1.0, &factor))) return st;
     hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;

@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "buffer.h"
 #include "error.h"
@@ -783,18 +784,16 @@ static toy_status open_pretokenizer(const char *name, toy_pretokenizer **out) {
     return TOY_OK;
 }
 
-/* Every file readable and no directory, before minutes of reading the others. */
+/* Every file there, readable and no directory, before minutes of reading the others;
+ * without opening them (opening and closing a FIFO would cost its writer the data). */
 static toy_status check_files(const toy_tokenizer_train_params *p) {
     if (!p->n_data || !p->data_paths) return toy_error(TOY_ERR_INVALID, "no training data files");
     for (size_t i = 0; i < p->n_data; i++) {
         const char *path = p->data_paths[i];
         if (!path) return toy_error(TOY_ERR_INVALID, "training data file %zu is NULL", i + 1);
-        FILE *f = fopen(path, "rb");
-        if (!f) return toy_error(TOY_ERR_IO, "%s: %s", path, strerror(errno));
         struct stat sb;
-        bool dir = fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode);
-        fclose(f);
-        if (dir) return toy_error(TOY_ERR_IO, "%s: is a directory", path);
+        if (stat(path, &sb) || access(path, R_OK)) return toy_error(TOY_ERR_IO, "%s: %s", path, strerror(errno));
+        if (S_ISDIR(sb.st_mode)) return toy_error(TOY_ERR_IO, "%s: is a directory", path);
     }
     return TOY_OK;
 }

@@ -115,10 +115,22 @@ static toy_status load_text(train_stream *s, const toy_vocab *vocab, const char 
  * assistant's replies can be told from the rest. Each reply is the text between the
  * conversation formatted up to it with the assistant's turn opened (add_assistant) and
  * the conversation including it; every template toy knows extends its output that way. */
+/* Formatting the conversation up to each reply costs about (replies x its length)
+ * bytes: a record over this is refused (split it) rather than taking minutes. */
+enum { RECORD_FORMAT_BYTES_MAX = 1 << 28 };
+
 static toy_status load_record(train_stream *s, const toy_vocab *vocab, const char *family,
                               const toy_chat_message *msgs, size_t n) {
     char *full = NULL, *a = NULL, *b = NULL;
     toy_status st = toy_chat_apply(family, msgs, n, false, &full);
+    const size_t full_len = st ? 0 : strlen(full);
+    size_t replies = 0, work;
+    for (size_t k = 0; k < n; k++) replies += !strcmp(msgs[k].role, "assistant");
+    if (!st && (toy_mul_overflows(replies, full_len, &work) || work > RECORD_FORMAT_BYTES_MAX))
+        st = toy_error(TOY_ERR_INVALID,
+                       "a record of %zu messages (%zu replies) and %zu formatted bytes is too large to train on: "
+                       "split it into records of fewer turns",
+                       n, replies, full_len);
     size_t cursor = 0;
     bool first = true;
     for (size_t k = 0; !st && k < n; k++) {
@@ -126,7 +138,7 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
         if ((st = toy_chat_apply(family, msgs, k, true, &a)) || (st = toy_chat_apply(family, msgs, k + 1, false, &b)))
             break;
         const size_t la = strlen(a), lb = strlen(b);
-        if (la < cursor || la > lb || memcmp(a, b, la) || lb > strlen(full) || memcmp(b, full, lb)) {
+        if (la < cursor || la > lb || memcmp(a, b, la) || lb > full_len || memcmp(b, full, lb)) {
             st = toy_error(TOY_ERR_UNSUPPORTED,
                            "the %s chat template does not extend the conversation at message %zu", family, k + 1);
             break;
@@ -139,8 +151,7 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
         free(b);
         a = b = NULL;
     }
-    if (!st && strlen(full) > cursor)
-        st = stream_text(s, vocab, full + cursor, strlen(full) - cursor, first, true, false);
+    if (!st && full_len > cursor) st = stream_text(s, vocab, full + cursor, full_len - cursor, first, true, false);
     free(full);
     free(a);
     free(b);

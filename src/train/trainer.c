@@ -240,12 +240,13 @@ static toy_status setup(run *r) {
     r->steps_per_epoch = r->n_windows / per_step;
     if (r->steps_per_epoch == 0)
         return toy_error(TOY_ERR_INVALID,
-                         "the training data holds %lld tokens: %lld windows of %d + 1, and a step needs "
+                         "%s%s: the training data holds %lld tokens: %lld windows of %d + 1, and a step needs "
                          "batch %d x grad_accum %d = %lld",
-                         (long long)r->data.n, (long long)r->n_windows, p->seq, p->batch, p->grad_accum,
-                         (long long)per_step);
+                         p->data[0], p->n_data > 1 ? " and the other training files" : "", (long long)r->data.n,
+                         (long long)r->n_windows, p->seq, p->batch, p->grad_accum, (long long)per_step);
     if (p->n_eval_data > 0 && train_stream_n_windows(&r->eval, p->seq) == 0)
-        return toy_error(TOY_ERR_INVALID, "the evaluation data holds %lld tokens, less than one window of %d + 1",
+        return toy_error(TOY_ERR_INVALID, "%s%s: the evaluation data holds %lld tokens, less than one window of %d + 1",
+                         p->eval_data[0], p->n_eval_data > 1 ? " and the other evaluation files" : "",
                          (long long)r->eval.n, p->seq);
     r->n_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * r->steps_per_epoch;
     r->ap = (adamw_params){p->lr, p->min_lr, p->warmup, r->n_steps, p->beta1, p->beta2, p->eps,
