@@ -599,7 +599,12 @@ model_cmd[cka-m]="cka -m $in/base.gguf -m @IN@ --data $in/good.txt --tokens 16 -
 model_cmd[run]="run -m @IN@ -p In -n 2 --seed 1 -t 2"
 model_cmd[grad]="grad -m @IN@ --tokens 1,2,3 --out @OUT@/m.gguf -t 2"
 model_cmd[finetune-lora-m]="finetune -m @IN@ --lora-rank 2 --data $in/good.txt --seq 32 --batch 1 --steps 1 -t 2 --out @OUT@/m.gguf"
-for c in eval finetune-m quantize lora-merge-m; do model_inputs[$c]="${generic[*]} ${all_variants[*]}"; done
+# every bad model to four commands; under the sanitizers (three times slower) to two of
+# them, the others (the same loader) getting the sample
+full=(eval finetune-m quantize lora-merge-m)
+[ "$sanitized" = 1 ] && full=(eval quantize)
+for c in eval finetune-m quantize lora-merge-m; do model_inputs[$c]="${generic_sample[*]} ${shape_variants[*]}"; done
+for c in "${full[@]}"; do model_inputs[$c]="${generic[*]} ${all_variants[*]}"; done
 model_inputs[tokenize]="${generic[*]} ${tok_variants[*]}"
 for c in train-vocab-from train-chat-vocab-from init-vocab-from finetune-chat-m; do
   model_inputs[$c]="${generic_sample[*]} ${tok_variants[*]}"
