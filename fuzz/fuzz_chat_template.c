@@ -20,17 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_common.h"
 #include "toy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHAT_REQUIRE(cond)                                                              \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_chat_template: broken promise: %s\n", #cond);         \
-            __builtin_trap();                                                           \
-        }                                                                               \
-    } while (0)
 
 static const char *const chat_families[] = {
     "chatml",   "llama2",   "llama2-sys", "llama2-sys-bos", "llama2-sys-strip", "mistral-v1", "mistral-v3",
@@ -46,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     /* a NUL-terminated copy of the rest: as template text, and cut into messages */
     char *rest = malloc(size);
-    CHAT_REQUIRE(rest != NULL);
+    FUZZ_PROMISE(rest != NULL);
     memcpy(rest, data + 1, size - 1);
     rest[size - 1] = 0;
     const char *family;
@@ -75,10 +68,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char *with = NULL, *without = NULL;
     const toy_status a = toy_chat_apply(family, m, n, true, &with);
     const toy_status b = toy_chat_apply(family, m, n, false, &without);
-    if (a) CHAT_REQUIRE(toy_last_error()[0] && !with);
-    if (b) CHAT_REQUIRE(!without);
+    if (a) FUZZ_PROMISE(toy_last_error()[0] && !with);
+    if (b) FUZZ_PROMISE(!without);
     if (!a) {
-        CHAT_REQUIRE(with != NULL);
+        FUZZ_PROMISE(with != NULL);
         for (size_t i = 0; i < n; i++)
             if (!strcmp(m[i].role, "user") && m[i].content[0] && !strstr(with, m[i].content)) {
                 /* some templates trim the content (llama.cpp's trim: C isspace): look for it trimmed */
@@ -86,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 size_t len = strlen(c);
                 while (len && isspace((unsigned char)c[len - 1])) len--;
                 while (len && isspace((unsigned char)*c)) c++, len--;
-                CHAT_REQUIRE(len == 0 || memmem(with, strlen(with), c, len) != NULL);
+                FUZZ_PROMISE(len == 0 || memmem(with, strlen(with), c, len) != NULL);
             }
     }
     toy_free(with);

@@ -1,28 +1,41 @@
-/* fuzz_vocabs.h — the vocabularies the fuzz targets tokenize with: the bundled model's
- * (byte-level BPE) and, where the fixtures are ($TOY_FIXTURES, else ../shared/fixtures
- * beside the source tree), llama.cpp's vocabulary files of every kind: SentencePiece,
- * byte-level BPE with several pre-tokenizers, and WordPiece. Loaded once, at start. */
-#ifndef TOY_FUZZ_VOCABS_H
-#define TOY_FUZZ_VOCABS_H
+/* fuzz_common.h — what the fuzz targets over text share: the check that traps on a broken
+ * promise, and the vocabularies they tokenize with: the bundled model's (byte-level BPE)
+ * and, where the fixtures are ($TOY_FIXTURES, else ../shared/fixtures beside the source
+ * tree), llama.cpp's vocabulary files of every kind: SentencePiece, byte-level BPE with
+ * several pre-tokenizers, and WordPiece. Loaded once, at start. */
+#ifndef TOY_FUZZ_COMMON_H
+#define TOY_FUZZ_COMMON_H
 
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "toy.h"
 
-enum { FUZZ_MAX_VOCABS = 16 };
-static toy_vocab *fuzz_vocab[FUZZ_MAX_VOCABS];
-static const char *fuzz_vocab_name[FUZZ_MAX_VOCABS];
-static int fuzz_n_vocabs;
+/* When cond is false: its text on stderr and a trap, so that libFuzzer keeps the input. */
+#define FUZZ_PROMISE(cond)                                                              \
+    do {                                                                                \
+        if (!(cond)) {                                                                  \
+            fprintf(stderr, "%s:%d: broken promise: %s\n", __FILE__, __LINE__, #cond);   \
+            __builtin_trap();                                                           \
+        }                                                                               \
+    } while (0)
 
-static void fuzz_vocab_add(const char *path, const char *name) {
+/* (unused in a target that tokenizes nothing) */
+#define FUZZ_UNUSED __attribute__((unused))
+
+enum { FUZZ_MAX_VOCABS = 16 };
+FUZZ_UNUSED static toy_vocab *fuzz_vocab[FUZZ_MAX_VOCABS];
+FUZZ_UNUSED static const char *fuzz_vocab_name[FUZZ_MAX_VOCABS];
+FUZZ_UNUSED static int fuzz_n_vocabs;
+
+FUZZ_UNUSED static void fuzz_vocab_add(const char *path, const char *name) {
     toy_gguf *g = NULL;
     if (fuzz_n_vocabs == FUZZ_MAX_VOCABS || toy_gguf_open(path, &g)) return;
     if (!toy_vocab_load(g, &fuzz_vocab[fuzz_n_vocabs])) fuzz_vocab_name[fuzz_n_vocabs++] = name;
     toy_gguf_close(g);
 }
 
-static void fuzz_load_vocabs(void) {
+FUZZ_UNUSED static void fuzz_load_vocabs(void) {
     if (fuzz_n_vocabs) return;
     fuzz_vocab_add(TOY_SOURCE_DIR "/models/toy-kjv.gguf", "toy-kjv");
     static const char *const names[] = {"gpt-2", "llama-bpe", "deepseek-coder", "mpt", "refact",

@@ -3,7 +3,7 @@
  * its body, the chat template and the tokenizer (openai.c), called as server.c calls them.
  *
  * Input: "METHOD PATH" on the first line, "Name: value" header lines, an empty line, then
- * the body's bytes. The first byte also picks the vocabulary (fuzz_vocabs.h), the chat
+ * the body's bytes. The first byte also picks the vocabulary (fuzz_common.h), the chat
  * template and the context size. Beyond what ASan and UBSan catch, everything accepted
  * must keep the promises the rest of the server relies on, and the target traps when one
  * is broken: a request the engine is given has 1..n_ctx prompt tokens inside the
@@ -20,21 +20,13 @@
 #include <string.h>
 #include <strings.h>
 
-#include "fuzz_vocabs.h"
+#include "fuzz_common.h"
 #include "gate.h"
 #include "openai.h"
 #include "toy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
-
-#define REQUEST_REQUIRE(cond)                                                              \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_request: broken promise: %s\n", #cond);               \
-            __builtin_trap();                                                           \
-        }                                                                               \
-    } while (0)
 
 static const char *const fuzz_families[] = {"chatml", "llama2", "llama3", "gemma", "phi3", "mistral-v7", "zephyr",
                                             "deepseek3", "command-r", "granite"};
@@ -60,10 +52,10 @@ static char *take_line(const uint8_t *data, size_t size, size_t *at) {
 }
 
 static void check_error(const oai_error *err) {
-    REQUEST_REQUIRE(err->status >= 400 && err->status < 600);
-    REQUEST_REQUIRE(err->message[0] && !strchr(err->message, '\n'));
+    FUZZ_PROMISE(err->status >= 400 && err->status < 600);
+    FUZZ_PROMISE(err->message[0] && !strchr(err->message, '\n'));
     char *json = oai_error_json(err);
-    REQUEST_REQUIRE(json != NULL);
+    FUZZ_PROMISE(json != NULL);
     free(json);
 }
 
@@ -71,17 +63,17 @@ static void check_error(const oai_error *err) {
 static void check_request(const oai_context *c, const oai_request *req) {
     const srv_params *g = &req->gen;
     const int32_t n_vocab = toy_vocab_n_tokens(c->vocab);
-    REQUEST_REQUIRE(g->n_prompt >= 1 && g->n_prompt <= c->n_ctx);
-    for (int32_t i = 0; i < g->n_prompt; i++) REQUEST_REQUIRE(g->prompt[i] >= 0 && g->prompt[i] < n_vocab);
-    REQUEST_REQUIRE((int64_t)g->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 0) <= c->n_ctx);
-    REQUEST_REQUIRE(g->n_choices >= 1 && g->n_choices <= 16);
-    REQUEST_REQUIRE(g->top_logprobs >= -1 && g->top_logprobs <= SRV_MAX_TOP_LOGPROBS);
-    REQUEST_REQUIRE(g->n_stops <= SRV_MAX_STOPS);
+    FUZZ_PROMISE(g->n_prompt >= 1 && g->n_prompt <= c->n_ctx);
+    for (int32_t i = 0; i < g->n_prompt; i++) FUZZ_PROMISE(g->prompt[i] >= 0 && g->prompt[i] < n_vocab);
+    FUZZ_PROMISE((int64_t)g->n_prompt + (g->max_tokens > 0 ? g->max_tokens : 0) <= c->n_ctx);
+    FUZZ_PROMISE(g->n_choices >= 1 && g->n_choices <= 16);
+    FUZZ_PROMISE(g->top_logprobs >= -1 && g->top_logprobs <= SRV_MAX_TOP_LOGPROBS);
+    FUZZ_PROMISE(g->n_stops <= SRV_MAX_STOPS);
     toy_stop *stop = NULL;
-    REQUEST_REQUIRE(toy_stop_new((const char *const *)g->stops, g->n_stops, &stop) == TOY_OK);
+    FUZZ_PROMISE(toy_stop_new((const char *const *)g->stops, g->n_stops, &stop) == TOY_OK);
     toy_stop_free(stop);
     toy_sampler *sampler = NULL;
-    REQUEST_REQUIRE(toy_sampler_new(&g->sampling, n_vocab, &sampler) == TOY_OK);
+    FUZZ_PROMISE(toy_sampler_new(&g->sampling, n_vocab, &sampler) == TOY_OK);
     toy_sampler_free(sampler);
 }
 
@@ -123,8 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gate_verdict v;
     gate_check(&gc, &gr, &v);
     if (v.status >= 400) check_error(&v.err);
-    if (v.status == 0) REQUEST_REQUIRE(v.route != ROUTE_NONE);
-    if (v.status == 0 && v.body_length != SIZE_MAX) REQUEST_REQUIRE(v.body_length <= gc.max_body);
+    if (v.status == 0) FUZZ_PROMISE(v.route != ROUTE_NONE);
+    if (v.status == 0 && v.body_length != SIZE_MAX) FUZZ_PROMISE(v.body_length <= gc.max_body);
 
     const int which = (pick >> 2) % fuzz_n_vocabs, big = (pick & 0x40) != 0;
     const int32_t n_ctx = big ? 512 : 48;

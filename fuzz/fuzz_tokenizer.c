@@ -1,5 +1,5 @@
 /* fuzz_tokenizer.c — libFuzzer target for the tokenizer on arbitrary bytes, with every
- * vocabulary of fuzz_vocabs.h (SentencePiece, byte-level BPE with several pre-tokenizers,
+ * vocabulary of fuzz_common.h (SentencePiece, byte-level BPE with several pre-tokenizers,
  * WordPiece).
  *
  * Input: the first byte picks the vocabulary and whether special tokens are added and
@@ -20,20 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fuzz_vocabs.h"
+#include "fuzz_common.h"
 #include "tokenizer.h"
 #include "toy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
-
-#define TOKENIZER_REQUIRE(cond)                                                         \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_tokenizer: broken promise: %s\n", #cond);             \
-            __builtin_trap();                                                           \
-        }                                                                               \
-    } while (0)
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
@@ -72,38 +64,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int32_t *ids = NULL, n = 0;
     const toy_status st = toy_tokenize_alloc(v, text, len, add_special, parse_special, &ids, &n);
     if (st) { /* only a text toy cannot hold is refused */
-        TOKENIZER_REQUIRE(st == TOY_ERR_NOMEM || st == TOY_ERR_INVALID);
-        TOKENIZER_REQUIRE(toy_last_error()[0]);
+        FUZZ_PROMISE(st == TOY_ERR_NOMEM || st == TOY_ERR_INVALID);
+        FUZZ_PROMISE(toy_last_error()[0]);
         return 0;
     }
-    TOKENIZER_REQUIRE(ids != NULL && n >= 0);
+    FUZZ_PROMISE(ids != NULL && n >= 0);
     const int32_t n_vocab = toy_vocab_n_tokens(v);
-    for (int32_t i = 0; i < n; i++) TOKENIZER_REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
+    for (int32_t i = 0; i < n; i++) FUZZ_PROMISE(ids[i] >= 0 && ids[i] < n_vocab);
 
     /* the caller's buffer: exactly the count, and one short */
     int32_t *exact = malloc((size_t)(n + 1) * sizeof *exact), m = -1;
-    TOKENIZER_REQUIRE(exact != NULL);
+    FUZZ_PROMISE(exact != NULL);
     exact[n] = -7;
-    TOKENIZER_REQUIRE(toy_tokenize(v, text, len, add_special, parse_special, exact, n, &m) == TOY_OK);
-    TOKENIZER_REQUIRE(m == n && !memcmp(exact, ids, (size_t)n * sizeof *ids) && exact[n] == -7);
+    FUZZ_PROMISE(toy_tokenize(v, text, len, add_special, parse_special, exact, n, &m) == TOY_OK);
+    FUZZ_PROMISE(m == n && !memcmp(exact, ids, (size_t)n * sizeof *ids) && exact[n] == -7);
     if (n > 0) {
         exact[n - 1] = -7;
-        TOKENIZER_REQUIRE(toy_tokenize(v, text, len, add_special, parse_special, exact, n - 1, &m) == TOY_ERR_BUFFER);
-        TOKENIZER_REQUIRE(m == n && exact[n - 1] == -7);
+        FUZZ_PROMISE(toy_tokenize(v, text, len, add_special, parse_special, exact, n - 1, &m) == TOY_ERR_BUFFER);
+        FUZZ_PROMISE(m == n && exact[n - 1] == -7);
     }
     free(exact);
 
     for (int32_t i = 0; i < n; i++) {
         size_t piece_len = 0;
         const toy_status ps = toy_token_to_piece(v, ids[i], parse_special, NULL, 0, &piece_len);
-        TOKENIZER_REQUIRE(ps == (piece_len ? TOY_ERR_BUFFER : TOY_OK));
+        FUZZ_PROMISE(ps == (piece_len ? TOY_ERR_BUFFER : TOY_OK));
     }
     char *back = NULL;
     size_t back_len = 0;
-    TOKENIZER_REQUIRE(toy_detokenize(v, ids, n, false, &back, &back_len) == TOY_OK && back);
+    FUZZ_PROMISE(toy_detokenize(v, ids, n, false, &back, &back_len) == TOY_OK && back);
     /* (a vocabulary that cleans up spaces, as llama.cpp's gpt-2 does, turns " ?" into "?") */
     if (v->kind == TOY_VOCAB_BPE && !v->clean_spaces && !add_special && !parse_special && valid_utf8(data + 1, len))
-        TOKENIZER_REQUIRE(back_len == len && !memcmp(back, text, len));
+        FUZZ_PROMISE(back_len == len && !memcmp(back, text, len));
     toy_free(back);
     toy_free(ids);
     return 0;

@@ -1,5 +1,5 @@
 /* fuzz_train_data.c — libFuzzer target for the training-data loader (src/train/data.c):
- * plain text and chat JSONL files, tokenized with the vocabularies of fuzz_vocabs.h and
+ * plain text and chat JSONL files, tokenized with the vocabularies of fuzz_common.h and
  * formatted with several chat templates, then cut into windows as `toy train` cuts them.
  *
  * Input: the first byte picks the vocabulary, the format (text or .jsonl) and the chat
@@ -19,19 +19,11 @@
 #include <unistd.h>
 
 #include "data.h"
-#include "fuzz_vocabs.h"
+#include "fuzz_common.h"
 #include "toy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerInitialize(int *argc, char ***argv);
-
-#define DATA_REQUIRE(cond)                                                              \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "fuzz_train_data: broken promise: %s\n", #cond);            \
-            __builtin_trap();                                                           \
-        }                                                                               \
-    } while (0)
 
 static char fuzz_dir[64];
 
@@ -56,33 +48,33 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char path[128];
     snprintf(path, sizeof path, "%s/data.%s", fuzz_dir, jsonl ? "jsonl" : "txt");
     FILE *f = fopen(path, "wb");
-    DATA_REQUIRE(f != NULL);
-    DATA_REQUIRE(fwrite(data + 1, 1, size - 1, f) == size - 1);
+    FUZZ_PROMISE(f != NULL);
+    FUZZ_PROMISE(fwrite(data + 1, 1, size - 1, f) == size - 1);
     fclose(f);
 
     train_stream s = {0};
     const char *paths[] = {path};
     const toy_status st = train_stream_load(&s, v, family, paths, 1);
     if (st) {
-        DATA_REQUIRE(strstr(toy_last_error(), path) != NULL);
+        FUZZ_PROMISE(strstr(toy_last_error(), path) != NULL);
     } else {
         const int32_t n_vocab = toy_vocab_n_tokens(v);
         int64_t scored = 0;
-        DATA_REQUIRE(s.n >= 0 && s.n <= s.cap);
+        FUZZ_PROMISE(s.n >= 0 && s.n <= s.cap);
         for (int64_t i = 0; i < s.n; i++) {
-            DATA_REQUIRE(s.tokens[i] >= 0 && s.tokens[i] < n_vocab);
-            DATA_REQUIRE(s.scored[i] <= 1);
+            FUZZ_PROMISE(s.tokens[i] >= 0 && s.tokens[i] < n_vocab);
+            FUZZ_PROMISE(s.scored[i] <= 1);
             scored += s.scored[i];
         }
-        DATA_REQUIRE(scored == s.n_scored);
+        FUZZ_PROMISE(scored == s.n_scored);
         enum { T = 16 };
         int32_t tokens[T], targets[T];
         const int64_t n_windows = train_stream_n_windows(&s, T);
-        DATA_REQUIRE(n_windows * T + 1 <= (s.n > 0 ? s.n : 1));
+        FUZZ_PROMISE(n_windows * T + 1 <= (s.n > 0 ? s.n : 1));
         for (int64_t w = 0; w < n_windows; w++) {
             const int n = train_stream_window(&s, w, T, tokens, targets);
-            DATA_REQUIRE(n >= 0 && n <= T);
-            for (int t = 0; t < T; t++) DATA_REQUIRE(targets[t] >= -1 && targets[t] < n_vocab);
+            FUZZ_PROMISE(n >= 0 && n <= T);
+            for (int t = 0; t < T; t++) FUZZ_PROMISE(targets[t] >= -1 && targets[t] < n_vocab);
         }
     }
     train_stream_free(&s);
