@@ -323,7 +323,14 @@ static const char *prim(conv *c, prim_id id) {
         put(&b, sp);
         break;
     case PRIM_DATE:
-        put(&b, "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1] )");
+        /* llama.cpp's allows every day up to 31 in every month: here the month has it,
+           and February the 29th only in leap years; year 0000 is not a date to Python */
+        put(&b, "( [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) ) ) \"-\" ( "
+                "( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
+                "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
+                "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | "
+                "( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\" ) "
+                "\"-02-29\"");
         break;
     case PRIM_TIME:
         put(&b, "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? "
@@ -939,11 +946,20 @@ static cp_set set_complement(const cp_set *s) {
     return o;
 }
 
-static void set_add_class(cp_set *s, char cls) {
+/* \d \w \s as ASCII, as ECMA 262 has the first two. Negated (wide), \s is every
+ * character ECMA 262 or Python's re count as white space, so [^\s] and \S match none of
+ * them. */
+static void set_add_class(cp_set *s, char cls, bool wide) {
     switch (cls) {
     case 'd': set_add(s, '0', '9'); break;
     case 'w': set_add(s, '0', '9'), set_add(s, 'A', 'Z'), set_add(s, 'a', 'z'), set_add(s, '_', '_'); break;
-    case 's': set_add(s, '\t', '\r'), set_add(s, ' ', ' '); break;
+    case 's':
+        set_add(s, '\t', '\r'), set_add(s, ' ', ' ');
+        if (!wide) break;
+        set_add(s, 0x1c, 0x1f), set_add(s, 0x85, 0x85), set_add(s, 0xa0, 0xa0), set_add(s, 0x1680, 0x1680);
+        set_add(s, 0x2000, 0x200a), set_add(s, 0x2028, 0x2029), set_add(s, 0x202f, 0x202f);
+        set_add(s, 0x205f, 0x205f), set_add(s, 0x3000, 0x3000), set_add(s, 0xfeff, 0xfeff);
+        break;
     }
 }
 
@@ -1131,7 +1147,7 @@ static bool pat_class(pat *p, toy_buf *b) {
                 break;
             }
             if (cls) {
-                set_add_class(&s, cls);
+                set_add_class(&s, cls, negated);
                 continue;
             }
         }
@@ -1173,7 +1189,7 @@ static bool pat_class_letter(pat *p, toy_buf *b, char cls) {
     if (cls == '.') {
         set_add(&s, '\n', '\n');
     } else {
-        set_add_class(&s, (char)(cls | 0x20));
+        set_add_class(&s, (char)(cls | 0x20), cls >= 'A' && cls <= 'Z');
     }
     set_normalize(&s);
     if (cls == '.' || (cls >= 'A' && cls <= 'Z')) {
@@ -1245,7 +1261,7 @@ static bool pat_quantifier(pat *p, char *q, size_t size) {
     return true;
 }
 
-static bool pat_alternatives(pat *p, toy_buf *out, bool top);
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group);
 
 /* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
  * without them it may have any text around. */
@@ -1299,11 +1315,11 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
                 }
             }
             toy_buf inner = {0};
-            if (ok) ok = pat_alternatives(p, &inner, false);
+            if (ok) ok = pat_alternatives(p, &inner, false, true);
             if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
             if (ok) {
                 p->i++;
-                if (inner.n) put(&atom, "( "), put(&atom, inner.v), put(&atom, " )");
+                if (inner.n) put(&atom, inner.v);
             }
             free(inner.v);
         } else if (ch == '[') {
@@ -1370,8 +1386,9 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
     return ok;
 }
 
-/* Alternatives separated by '|'; an empty one makes the whole optional. */
-static bool pat_alternatives(pat *p, toy_buf *out, bool top) {
+/* Alternatives separated by '|'; an empty one makes the whole optional. A group is
+ * always in parentheses. */
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group) {
     toy_buf alts = {0};
     int n = 0;
     bool empty = false, ok = true;
@@ -1389,7 +1406,7 @@ static bool pat_alternatives(pat *p, toy_buf *out, bool top) {
         p->i++;
     }
     if (ok && n) {
-        bool wrap = n > 1 || empty;
+        bool wrap = n > 1 || empty || group;
         if (wrap) put(out, "( ");
         put(out, alts.v);
         if (wrap) put(out, empty ? " )?" : " )");
@@ -1402,7 +1419,7 @@ static bool pat_alternatives(pat *p, toy_buf *out, bool top) {
 static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
     pat p = {c, pattern, 0, strlen(pattern)};
     toy_buf e = {0};
-    bool ok = pat_alternatives(&p, &e, true);
+    bool ok = pat_alternatives(&p, &e, true, false);
     if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
     if (ok) {
         put(b, "\"\\\"\" ");
