@@ -280,13 +280,12 @@ POOL = [chr(c) for c in range(0x20, 0x7F)] + list("\t\n\x01éß中😀")
 
 
 def class_sample(e, rng):
-    if not e[1] and rng.random() < 0.5:
+    ok = [ch for ch in POOL if in_class(e, ch)]
+    if not e[1] and (not ok or rng.random() < 0.5):
         lo, hi = rng.choice(e[2])
-        hi = min(hi, lo + 200)
-        c = rng.randint(lo, hi)
+        c = rng.randint(lo, min(hi, lo + 200))
         if not (0xD800 <= c <= 0xDFFF):
             return chr(c)
-    ok = [ch for ch in POOL if in_class(e, ch)]
     if not ok:
         raise ValueError("class %r matches nothing in the pool" % (e,))
     return rng.choice(ok)
@@ -337,6 +336,9 @@ CASES = [
       "required": ["b"]},
      [{"b": 1}, {"a": 1, "b": 2}, {"b": 2, "c": 3}, {"a": 1, "b": 2, "c": 3}], [{"a": 1}, {}, {"a": 1, "c": 3}]),
     ({"type": "object"}, [{}, {"a": 1, "b": [True, None]}], [[], "x"]),
+    ({"properties": {"名前": {"type": "string", "maxLength": 2}, "名": {"type": "integer"}}, "required": ["名前"],
+      "additionalProperties": {"type": "boolean"}},
+     [{"名前": "ab", "名": 3}, {"名前": "", "名前x": True}], [{"名": 1}, {"名前": "abc"}, {"名前": "a", "名": True}]),
     ({}, [1, "x", None, [1, {"a": {}}], {"k": -2.5}], []),
     ({"anyOf": [{"type": "integer", "minimum": 10}, {"type": "string", "maxLength": 1}]}, [10, 500, "a", ""], [9, "ab"]),
     ({"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "x": {"type": "integer"}}, "required": ["kind", "x"]},

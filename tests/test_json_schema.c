@@ -128,6 +128,9 @@ static const schema_case cases[] = {
       "[^\"\\\\\\x00-\\x1Fln] root-key-char* )? | [^\"\\\\\\x00-\\x1Fa] root-key-char* )? \"\\\"\" root-space\n",
       "root-additional-kv ::= root-additional-key \":\" root-space root-null\n"}},
     {"{\"type\":\"object\"}", true, NULL, {"root ::= root-object\n"}},
+    {"{\"properties\":{\"名前\":{\"type\":\"string\",\"maxLength\":2}},\"required\":[\"名前\"]}", true, NULL,
+     {"root ::= \"{\" root-space ( root-x-kv ) \"}\" root-space\n",
+      "root-x-kv ::= \"\\\"名前\\\"\" root-space \":\" root-space root-x\n"}},
     {"{}", true, NULL, {"root ::= root-value\n", "root-value ::= root-object | root-array | root-string | root-number | "
                                                  "root-boolean | root-null\n"}},
     {"true", true, NULL, {"root ::= root-value\n"}},

@@ -218,6 +218,7 @@ static void make_hint(char *dst, size_t size, const char *hint, const char *what
         else if (!dash) dst[n++] = '-', dash = true;
     }
     while (n > 1 && dst[n - 1] == '-') n--;
+    if (n <= strlen(hint) && n < HINT_MAX) dst[n++] = '-', dst[n++] = 'x'; /* nothing left of what */
     dst[n] = 0;
 }
 
