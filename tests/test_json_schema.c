@@ -287,6 +287,62 @@ static void check_deep(void) {
     CHECK(toy_json_schema_to_gbnf(NULL, false, &g) == TOY_ERR_INVALID);
 }
 
+/* Mutated schemas from the table (keywords spliced in after a '{', bytes dropped): each
+ * converts to a well-formed grammar or fails with a message, in both modes. */
+static void check_mutations(void) {
+    static const char *const snippets[] = {
+        "\"items\":{},", "\"$ref\":\"#\",", "\"$ref\":\"#/properties\",", "\"anyOf\":[{},{\"type\":\"null\"}],",
+        "\"allOf\":[{\"required\":[\"q\"]}],", "\"pattern\":\"^(a|[^b-d]*)+?$\",", "\"enum\":[1,\"x\",[]],",
+        "\"type\":[\"integer\",\"string\"],", "\"minimum\":-7.5,", "\"maximum\":1e300,", "\"maxLength\":3,",
+        "\"additionalProperties\":{\"type\":\"array\"},", "\"prefixItems\":[true,false],", "\"const\":{\"a\":null},",
+        "\"format\":\"date\",", "\"properties\":{\"\":{}},", "\"required\":[\"\",\"~/\"],", "\"oneOf\":[{\"$ref\":\"#\"}],",
+    };
+    unsigned long long seed = 42;
+    int converted = 0, refused = 0;
+    toy_buf m = {0};
+    for (int it = 0; it < 3000; it++) {
+        const char *base = cases[test_rand_u64(&seed) % (sizeof cases / sizeof cases[0])].schema;
+        size_t n = strlen(base);
+        m.n = 0;
+        toy_buf_append(&m, base, n);
+        for (int k = 1 + (int)(test_rand_u64(&seed) % 3); k > 0; k--) {
+            size_t at = (size_t)(test_rand_u64(&seed) % (m.n + 1));
+            if (test_rand_u64(&seed) % 4 == 0 && m.n) { /* drop a byte */
+                if (at == m.n) at--;
+                memmove(m.v + at, m.v + at + 1, m.n - at);
+                m.n--;
+                continue;
+            }
+            const char *brace = memchr(m.v + at, '{', m.n - at);
+            if (!brace) continue;
+            size_t pos = (size_t)(brace - m.v) + 1;
+            const char *sn = snippets[test_rand_u64(&seed) % (sizeof snippets / sizeof snippets[0])];
+            size_t sl = strlen(sn);
+            if (m.v[pos] == '}') sl--; /* no trailing comma before '}' */
+            toy_buf_append(&m, sn, sl); /* grow, then move into place */
+            memmove(m.v + pos + sl, m.v + pos, m.n - sl - pos);
+            memcpy(m.v + pos, sn, sl);
+        }
+        for (int strict = 0; strict < 2; strict++) {
+            char *g = NULL;
+            toy_status st = toy_json_schema_to_gbnf(m.v, strict, &g);
+            if (st == TOY_OK) {
+                char why[256];
+                const char *bad = check_gbnf(g, "root", why, sizeof why);
+                CHECK_MSG(bad == NULL, "%s: %s", m.v, bad);
+                converted++;
+            } else {
+                CHECK_MSG(!strncmp(toy_last_error(), "JSON schema", 11), "%s: %s", m.v, toy_last_error());
+                CHECK(st == TOY_ERR_INVALID || st == TOY_ERR_UNSUPPORTED);
+                refused++;
+            }
+            free(g);
+        }
+    }
+    free(m.v);
+    CHECK_MSG(converted > 1000 && refused > 1000, "converted %d, refused %d", converted, refused);
+}
+
 /* ---------------------------------------------------------------- driver modes */
 
 static char *read_stdin(size_t *len) {
@@ -324,5 +380,6 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
     check_shared_text();
     check_deep();
+    check_mutations();
     return test_finish("test_json_schema");
 }
