@@ -481,7 +481,8 @@ TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras,
 
 /* ---------------------------------------------------------------- grammars
  * Constrained generation: a grammar in GBNF, the notation of llama.cpp's grammars
- * (docs/grammars.md), limits what a sampler may pick to the texts of its language. */
+ * (rules `name ::= ...`, start rule "root"; docs/grammars.md), limits what a sampler
+ * may pick to the texts of its language. */
 
 typedef struct toy_grammar toy_grammar;
 
@@ -493,6 +494,18 @@ TOY_API toy_status toy_grammar_new(const toy_vocab *vocab, const char *gbnf, toy
 TOY_API void toy_grammar_free(toy_grammar *grammar);
 /* Whether the whole text is in the grammar's language. */
 TOY_API bool toy_grammar_accepts(const toy_grammar *grammar, const char *text, size_t len);
+
+/* Converts a JSON Schema (JSON text) to GBNF that accepts the JSON texts the schema
+ * allows, in llama.cpp's json-schema-to-grammar form: properties in the schema's order,
+ * bounded whitespace and digits (docs/json-schema.md lists what is supported). With
+ * strict, a keyword or format toy does not support is an error (TOY_ERR_UNSUPPORTED);
+ * without, it is ignored. Invalid JSON or an invalid schema is TOY_ERR_INVALID, the
+ * message naming the line and column or the schema's JSON pointer ("#/properties/a").
+ * *gbnf is malloc'd (toy_free). */
+TOY_API toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **gbnf);
+/* The same, compiled for a vocabulary. */
+TOY_API toy_status toy_grammar_from_json_schema(const toy_vocab *vocab, const char *schema_json, bool strict,
+                                                toy_grammar **out);
 
 /* ---------------------------------------------------------------- sampling */
 

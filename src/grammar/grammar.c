@@ -797,3 +797,14 @@ bool toy_grammar_accepts(const toy_grammar *cg, const char *text, size_t len) {
     pthread_mutex_unlock(&g->lock);
     return ok;
 }
+
+toy_status toy_grammar_from_json_schema(const toy_vocab *vocab, const char *schema_json, bool strict,
+                                        toy_grammar **out) {
+    if (!schema_json || !out) return toy_error(TOY_ERR_INVALID, "toy_grammar_from_json_schema: bad arguments");
+    *out = NULL;
+    char *gbnf = NULL;
+    toy_status st = toy_json_schema_to_gbnf(schema_json, strict, &gbnf);
+    if (!st) st = toy_grammar_new(vocab, gbnf, out);
+    free(gbnf);
+    return st;
+}
