@@ -11,10 +11,11 @@ set -euo pipefail
 # toy grad is tested against; chromium: the chat page's test (with playwright-core from npm,
 # tests/node); nginx: the test of replicas behind a load balancer; libopenmpi-dev and
 # openmpi-bin: data-parallel training under mpirun (the build leaves it out where they are
-# missing).
+# missing); python3-jsonschema: toy serve's forced tool calls are validated against their
+# schemas (tests/serve_tools.py).
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 python3-pip dpkg-dev libpcre2-dev
           libedit-dev libjansson-dev libmicrohttpd-dev python3-numpy python3-torch chromium nginx libopenmpi-dev
-          openmpi-bin)
+          openmpi-bin python3-jsonschema)
 
 missing=()
 for p in "${packages[@]}"; do
