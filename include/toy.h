@@ -479,6 +479,20 @@ TOY_API toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras
 TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n,
                                   int type, int n_threads, const char *path);
 
+/* ---------------------------------------------------------------- grammars
+ *
+ * Grammars are GBNF text in llama.cpp's dialect (rules `name ::= ...`, start rule
+ * "root"). */
+
+/* Converts a JSON Schema (JSON text) to GBNF that accepts the JSON texts the schema
+ * allows, in llama.cpp's json-schema-to-grammar form: properties in the schema's order,
+ * bounded whitespace and digits (docs/json-schema.md lists what is supported). With
+ * strict, a keyword or format toy does not support is an error (TOY_ERR_UNSUPPORTED);
+ * without, it is ignored. Invalid JSON or an invalid schema is TOY_ERR_INVALID, the
+ * message naming the line and column or the schema's JSON pointer ("#/properties/a").
+ * *gbnf is malloc'd (toy_free). */
+TOY_API toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **gbnf);
+
 /* ---------------------------------------------------------------- sampling */
 
 typedef struct {

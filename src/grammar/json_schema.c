@@ -1,0 +1,2189 @@
+/* json_schema.c — JSON Schema to GBNF (json_schema.h; docs/json-schema.md for users).
+ *
+ * Each schema node becomes one grammar expression, and a node with structure gets a rule
+ * named after where it is (root-address-city). The JSON texts accepted follow llama.cpp's
+ * json-schema-to-grammar: whitespace of one space or up to two newlines and 20 blanks
+ * after each token, at most 16 integer digits, properties in the schema's order,
+ * additional properties after the declared ones. Bounded whitespace and digits keep a
+ * sampler that follows the grammar from running away on a random model. */
+#include "json_schema.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "toy.h"
+
+enum {
+    MAX_DEPTH = 64, /* nested schemas, $ref chains and allOf merges together */
+    HINT_MAX = 96,  /* rule names are cut here; a number keeps them unique */
+};
+
+/* ---------------------------------------------------------------- the converter's state */
+
+typedef struct {
+    char *name;
+    char *body; /* NULL while reserved: a $ref whose schema is being converted */
+} rule;
+
+typedef struct {
+    char *ref;      /* the $ref text */
+    size_t rule;    /* its rule */
+    bool busy;      /* its schema is being converted */
+    unsigned mark;  /* c->consumed when it started */
+} ref_entry;
+
+typedef enum {
+    PRIM_SPACE, PRIM_CHAR, PRIM_STRING, PRIM_INTEGRAL, PRIM_DECIMAL, PRIM_NUMBER, PRIM_INTEGER,
+    PRIM_BOOLEAN, PRIM_NULL, PRIM_VALUE, PRIM_OBJECT, PRIM_ARRAY, PRIM_UUID, PRIM_DATE, PRIM_TIME,
+    PRIM_DATE_TIME, PRIM_DATE_STRING, PRIM_TIME_STRING, PRIM_DATE_TIME_STRING, PRIM_KEY_CHAR,
+    N_PRIM
+} prim_id;
+
+static const char *const prim_names[N_PRIM] = {
+    "space", "char", "string", "integral-part", "decimal-part", "number", "integer",
+    "boolean", "null", "value", "object", "array", "uuid", "date", "time",
+    "date-time", "date-string", "time-string", "date-time-string", "key-char",
+};
+
+typedef struct {
+    const json_t *doc; /* the whole schema: $ref's base */
+    bool strict;
+    const char *root;
+    rule *rules;
+    size_t n_rules, cap_rules;
+    size_t *index; /* open-addressing hash of rule names: rule number + 1, 0 free */
+    size_t index_cap;
+    ref_entry *refs;
+    size_t n_refs, cap_refs;
+    size_t prim[N_PRIM]; /* rule number + 1, 0 until first used */
+    json_t **owned;      /* schemas made by allOf merges, freed at the end */
+    size_t n_owned, cap_owned;
+    toy_buf path; /* "#/properties/a": the JSON pointer of the node being converted */
+    int depth;
+    unsigned consumed; /* counts object and array openings on the way down: a $ref met
+                          again with the same count would recurse without consuming input */
+    toy_status status;
+    char msg[600];
+} conv;
+
+static bool oom(conv *c) {
+    if (c->status == TOY_OK) {
+        c->status = TOY_ERR_NOMEM;
+        snprintf(c->msg, sizeof c->msg, "out of memory");
+    }
+    return false;
+}
+
+/* Records the first failure: "<pointer>[/key]: message". */
+#if defined(__GNUC__)
+__attribute__((format(printf, 4, 5)))
+#endif
+static bool fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...) {
+    if (c->status != TOY_OK) return false;
+    c->status = st;
+    int n = snprintf(c->msg, sizeof c->msg, "%s", c->path.v ? c->path.v : "#");
+    if (key && n >= 0 && (size_t)n < sizeof c->msg) n += snprintf(c->msg + n, sizeof c->msg - (size_t)n, "/%s", key);
+    if (n >= 0 && (size_t)n < sizeof c->msg) n += snprintf(c->msg + n, sizeof c->msg - (size_t)n, ": ");
+    if (n >= 0 && (size_t)n < sizeof c->msg) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(c->msg + n, sizeof c->msg - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
+    return false;
+}
+#define fail(c, st, ...) fail_at(c, st, NULL, __VA_ARGS__)
+
+static void put(toy_buf *b, const char *s) { toy_buf_append(b, s, strlen(s)); }
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static void putf(toy_buf *b, const char *fmt, ...) {
+    char tmp[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof tmp) {
+        b->oom = true; /* callers format only numbers and short names */
+        return;
+    }
+    toy_buf_append(b, tmp, (size_t)n);
+}
+
+/* Appends "/key" (RFC 6901 escaped) to the path; returns the length to restore. */
+static size_t path_push(conv *c, const char *key) {
+    size_t old = c->path.n;
+    put(&c->path, "/");
+    for (const char *p = key; *p; p++) {
+        if (*p == '~') put(&c->path, "~0");
+        else if (*p == '/') put(&c->path, "~1");
+        else toy_buf_append(&c->path, p, 1);
+    }
+    return old;
+}
+static size_t path_push_index(conv *c, size_t i) {
+    char k[32];
+    snprintf(k, sizeof k, "%zu", i);
+    return path_push(c, k);
+}
+static void path_pop(conv *c, size_t n) {
+    if (c->path.oom) return;
+    c->path.n = n;
+    c->path.v[n] = 0;
+}
+
+/* ---------------------------------------------------------------- rules */
+
+static uint64_t hash_name(const char *s) {
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+static long find_rule(const conv *c, const char *name) {
+    if (!c->index_cap) return -1;
+    for (size_t i = hash_name(name) & (c->index_cap - 1);; i = (i + 1) & (c->index_cap - 1)) {
+        if (!c->index[i]) return -1;
+        if (!strcmp(c->rules[c->index[i] - 1].name, name)) return (long)(c->index[i] - 1);
+    }
+}
+
+static void index_put(size_t *index, size_t cap, const char *name, size_t rule_no) {
+    size_t i = hash_name(name) & (cap - 1);
+    while (index[i]) i = (i + 1) & (cap - 1);
+    index[i] = rule_no + 1;
+}
+
+/* A rule with a name no other rule has; body may be NULL (reserved). -1 when out of memory. */
+static long new_rule(conv *c, const char *name, const char *body) {
+    if (c->n_rules == c->cap_rules) {
+        size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
+        rule *r = realloc(c->rules, cap * sizeof *r);
+        if (!r) return oom(c), -1;
+        c->rules = r;
+        c->cap_rules = cap;
+    }
+    if ((c->n_rules + 1) * 2 > c->index_cap) {
+        size_t cap = c->index_cap ? c->index_cap * 2 : 128;
+        size_t *index = calloc(cap, sizeof *index);
+        if (!index) return oom(c), -1;
+        for (size_t i = 0; i < c->n_rules; i++) index_put(index, cap, c->rules[i].name, i);
+        free(c->index);
+        c->index = index;
+        c->index_cap = cap;
+    }
+    rule *r = &c->rules[c->n_rules];
+    r->name = strdup(name);
+    r->body = body ? strdup(body) : NULL;
+    if (!r->name || (body && !r->body)) {
+        free(r->name);
+        free(r->body);
+        return oom(c), -1;
+    }
+    index_put(c->index, c->index_cap, name, c->n_rules);
+    return (long)c->n_rules++;
+}
+
+/* The rule named hint (or hint-1, hint-2, ...) with this body: an existing one with the
+ * same name and body is shared. body NULL reserves a new name. -1 on failure. */
+static long add_rule(conv *c, const char *hint, const char *body) {
+    char name[HINT_MAX + 32];
+    snprintf(name, sizeof name, "%s", hint);
+    for (unsigned k = 1;; k++) {
+        long i = find_rule(c, name);
+        if (i < 0) return new_rule(c, name, body);
+        if (body && c->rules[i].body && !strcmp(c->rules[i].body, body)) return i;
+        snprintf(name, sizeof name, "%s-%u", hint, k);
+    }
+}
+
+/* hint + "-" + what, with every run of characters outside [a-zA-Z0-9-] made one "-", cut
+ * at HINT_MAX. */
+static void make_hint(char *dst, size_t size, const char *hint, const char *what) {
+    size_t n = (size_t)snprintf(dst, size, "%s", hint);
+    if (n > HINT_MAX) n = HINT_MAX;
+    bool dash = false;
+    if (n < HINT_MAX) dst[n++] = '-', dash = true;
+    for (const char *p = what; *p && n < HINT_MAX; p++) {
+        char ch = *p;
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+        if (ok) dst[n++] = ch, dash = false;
+        else if (!dash) dst[n++] = '-', dash = true;
+    }
+    while (n > 1 && dst[n - 1] == '-') n--;
+    dst[n] = 0;
+}
+
+/* ---------------------------------------------------------------- GBNF text */
+
+/* A GBNF string literal of n bytes of UTF-8 text. */
+static void put_lit(toy_buf *b, const char *s, size_t n) {
+    put(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"') put(b, "\\\"");
+        else if (ch == '\\') put(b, "\\\\");
+        else if (ch == '\n') put(b, "\\n");
+        else if (ch == '\r') put(b, "\\r");
+        else if (ch == '\t') put(b, "\\t");
+        else if (ch < 0x20 || ch == 0x7f) putf(b, "\\x%02X", ch);
+        else toy_buf_append(b, &s[i], 1);
+    }
+    put(b, "\"");
+}
+
+/* One code point inside a GBNF character class. */
+static void put_class_char(toy_buf *b, uint32_t cp) {
+    if (cp >= 0x20 && cp < 0x7f && !strchr("[]\\-^", (int)cp)) {
+        char ch = (char)cp;
+        toy_buf_append(b, &ch, 1);
+    } else if (cp < 0x80) {
+        putf(b, "\\x%02X", (unsigned)cp);
+    } else if (cp <= 0xffff) {
+        putf(b, "\\u%04X", (unsigned)cp);
+    } else {
+        putf(b, "\\U%08X", (unsigned)cp);
+    }
+}
+
+/* x{min,max} in GBNF (max < 0: unbounded), or "" when max is 0. */
+static void put_rep(toy_buf *b, const char *item, long long min, long long max) {
+    if (max == 0) return;
+    put(b, item);
+    if (min == 1 && max == 1) return;
+    if (max < 0) {
+        if (min == 0) put(b, "*");
+        else if (min == 1) put(b, "+");
+        else putf(b, "{%lld,}", min);
+    } else if (min == 0 && max == 1) {
+        put(b, "?");
+    } else if (min == max) {
+        putf(b, "{%lld}", min);
+    } else {
+        putf(b, "{%lld,%lld}", min, max);
+    }
+}
+
+/* The name of a shared rule (JSON whitespace, strings, numbers, any value, formats),
+ * created on first use. */
+static const char *prim(conv *c, prim_id id) {
+    if (c->prim[id]) return c->rules[c->prim[id] - 1].name;
+    char hint[HINT_MAX + 32];
+    make_hint(hint, sizeof hint, c->root, prim_names[id]);
+    long r = add_rule(c, hint, NULL);
+    if (r < 0) return NULL;
+    c->prim[id] = (size_t)r + 1; /* before the body: value and object refer to each other */
+    toy_buf b = {0};
+    const char *sp = id == PRIM_SPACE ? "" : prim(c, PRIM_SPACE);
+    if (!sp) return NULL;
+#define P(x) (prim(c, x) ? c->rules[c->prim[x] - 1].name : "")
+    switch (id) {
+    case PRIM_SPACE: put(&b, "( \" \" | \"\\n\"{1,2} [ \\t]{0,20} )?"); break;
+    case PRIM_CHAR: put(&b, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"); break;
+    case PRIM_KEY_CHAR: put(&b, "[^\"\\\\\\x00-\\x1F]"); break;
+    case PRIM_STRING: putf(&b, "\"\\\"\" %s* \"\\\"\" %s", P(PRIM_CHAR), sp); break;
+    case PRIM_INTEGRAL: put(&b, "\"0\" | [1-9] [0-9]{0,15}"); break;
+    case PRIM_DECIMAL: put(&b, "[0-9]{1,16}"); break;
+    case PRIM_NUMBER:
+        putf(&b, "\"-\"? %s ( \".\" %s )? ( [eE] [-+]? %s )? %s", P(PRIM_INTEGRAL), P(PRIM_DECIMAL),
+             P(PRIM_INTEGRAL), sp);
+        break;
+    case PRIM_INTEGER: putf(&b, "\"-\"? %s %s", P(PRIM_INTEGRAL), sp); break;
+    case PRIM_BOOLEAN: putf(&b, "( \"true\" | \"false\" ) %s", sp); break;
+    case PRIM_NULL: putf(&b, "\"null\" %s", sp); break;
+    case PRIM_VALUE:
+        putf(&b, "%s | ", P(PRIM_OBJECT));
+        putf(&b, "%s | ", P(PRIM_ARRAY));
+        putf(&b, "%s | ", P(PRIM_STRING));
+        putf(&b, "%s | ", P(PRIM_NUMBER));
+        putf(&b, "%s | ", P(PRIM_BOOLEAN));
+        putf(&b, "%s", P(PRIM_NULL));
+        break;
+    case PRIM_OBJECT: {
+        const char *s = P(PRIM_STRING), *v = P(PRIM_VALUE);
+        putf(&b, "\"{\" %s ( %s \":\" %s %s ", sp, s, sp, v);
+        putf(&b, "( \",\" %s %s \":\" %s %s )* )? \"}\" %s", sp, s, sp, v, sp);
+        break;
+    }
+    case PRIM_ARRAY: {
+        const char *v = P(PRIM_VALUE);
+        putf(&b, "\"[\" %s ( %s ( \",\" %s %s )* )? \"]\" %s", sp, v, sp, v, sp);
+        break;
+    }
+    case PRIM_UUID:
+        put(&b, "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                "[0-9a-fA-F]{12} \"\\\"\" ");
+        put(&b, sp);
+        break;
+    case PRIM_DATE:
+        put(&b, "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [1-2] [0-9] | \"3\" [0-1] )");
+        break;
+    case PRIM_TIME:
+        put(&b, "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? "
+                "( \"Z\" | [+\\x2D] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )");
+        break;
+    case PRIM_DATE_TIME: putf(&b, "%s \"T\" ", P(PRIM_DATE)); put(&b, P(PRIM_TIME)); break;
+    case PRIM_DATE_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE), sp); break;
+    case PRIM_TIME_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_TIME), sp); break;
+    case PRIM_DATE_TIME_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE_TIME), sp); break;
+    case N_PRIM: break;
+    }
+#undef P
+    if (b.oom || c->status != TOY_OK) {
+        free(b.v);
+        if (c->status == TOY_OK) oom(c);
+        return NULL;
+    }
+    c->rules[r].body = b.v ? b.v : strdup("");
+    if (!c->rules[r].body) return oom(c), NULL;
+    return c->rules[r].name;
+}
+
+/* Appends a primitive's name; false on failure. */
+static bool put_prim(conv *c, toy_buf *b, prim_id id) {
+    const char *n = prim(c, id);
+    if (!n) return false;
+    put(b, n);
+    return true;
+}
+
+/* ---------------------------------------------------------------- JSON values as text */
+
+/* The compact JSON text of a value (const and enum): keys in their order, numbers in the
+ * shortest form that reads back the same. */
+static void put_json(toy_buf *b, const json_t *v);
+
+static void put_json_string(toy_buf *b, const char *s, size_t n) {
+    put(b, "\"");
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (ch == '"') put(b, "\\\"");
+        else if (ch == '\\') put(b, "\\\\");
+        else if (ch == '\n') put(b, "\\n");
+        else if (ch == '\r') put(b, "\\r");
+        else if (ch == '\t') put(b, "\\t");
+        else if (ch == '\b') put(b, "\\b");
+        else if (ch == '\f') put(b, "\\f");
+        else if (ch < 0x20) putf(b, "\\u%04x", ch);
+        else toy_buf_append(b, &s[i], 1);
+    }
+    put(b, "\"");
+}
+
+static void put_json(toy_buf *b, const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_NULL: put(b, "null"); break;
+    case JSON_TRUE: put(b, "true"); break;
+    case JSON_FALSE: put(b, "false"); break;
+    case JSON_INTEGER: putf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_REAL: {
+        double x = json_real_value(v);
+        char tmp[64];
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(tmp, sizeof tmp, "%.*g", prec, x);
+            if (strtod(tmp, NULL) == x) break;
+        }
+        put(b, tmp);
+        break;
+    }
+    case JSON_STRING: put_json_string(b, json_string_value(v), json_string_length(v)); break;
+    case JSON_ARRAY: {
+        put(b, "[");
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i) put(b, ",");
+            put_json(b, json_array_get(v, i));
+        }
+        put(b, "]");
+        break;
+    }
+    case JSON_OBJECT: {
+        put(b, "{");
+        const char *k;
+        const json_t *x;
+        bool first = true;
+        json_object_foreach((json_t *)v, k, x) {
+            if (!first) put(b, ",");
+            first = false;
+            put_json_string(b, k, strlen(k));
+            put(b, ":");
+            put_json(b, x);
+        }
+        put(b, "}");
+        break;
+    }
+    }
+}
+
+/* ---------------------------------------------------------------- keywords */
+
+typedef enum { KW_ANNOTATION, KW_ANY, KW_OBJECT, KW_ARRAY, KW_STRING, KW_NUMBER } kw_kind;
+
+static const struct {
+    const char *name;
+    kw_kind kind;
+} keywords[] = {
+    {"title", KW_ANNOTATION}, {"description", KW_ANNOTATION}, {"$schema", KW_ANNOTATION},
+    {"$id", KW_ANNOTATION}, {"default", KW_ANNOTATION}, {"examples", KW_ANNOTATION},
+    {"$comment", KW_ANNOTATION}, {"deprecated", KW_ANNOTATION}, {"readOnly", KW_ANNOTATION},
+    {"writeOnly", KW_ANNOTATION}, {"$defs", KW_ANNOTATION}, {"definitions", KW_ANNOTATION},
+    {"type", KW_ANY}, {"enum", KW_ANY}, {"const", KW_ANY}, {"anyOf", KW_ANY}, {"oneOf", KW_ANY},
+    {"allOf", KW_ANY}, {"$ref", KW_ANY},
+    {"properties", KW_OBJECT}, {"required", KW_OBJECT}, {"additionalProperties", KW_OBJECT},
+    {"items", KW_ARRAY}, {"prefixItems", KW_ARRAY}, {"minItems", KW_ARRAY}, {"maxItems", KW_ARRAY},
+    {"minLength", KW_STRING}, {"maxLength", KW_STRING}, {"pattern", KW_STRING}, {"format", KW_STRING},
+    {"minimum", KW_NUMBER}, {"maximum", KW_NUMBER}, {"exclusiveMinimum", KW_NUMBER},
+    {"exclusiveMaximum", KW_NUMBER},
+};
+
+/* The keyword's kind, or -1 when toy does not support it. */
+static int keyword_kind(const char *key) {
+    for (size_t i = 0; i < sizeof keywords / sizeof keywords[0]; i++)
+        if (!strcmp(keywords[i].name, key)) return (int)keywords[i].kind;
+    return -1;
+}
+
+enum { T_OBJECT = 1, T_ARRAY = 2, T_STRING = 4, T_NUMBER = 8, T_INTEGER = 16, T_BOOLEAN = 32, T_NULL = 64 };
+static const char *const type_names[] = {"object", "array", "string", "number", "integer", "boolean", "null"};
+
+static int type_bit(const char *name) {
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(type_names[i], name)) return 1 << i;
+    return 0;
+}
+
+/* A count (minLength, maxItems, ...): a non-negative integer; 3.0 is one too. */
+static bool get_count(conv *c, const json_t *s, const char *key, long long *out) {
+    const json_t *v = json_object_get(s, key);
+    if (!v) return false;
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = json_integer_value(v);
+        return true;
+    }
+    if (json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) < 9e15 &&
+        floor(json_real_value(v)) == json_real_value(v)) {
+        *out = (long long)json_real_value(v);
+        return true;
+    }
+    return fail_at(c, TOY_ERR_INVALID, key, "%s must be a non-negative integer", key);
+}
+
+/* Checks every keyword of a schema object: unknown ones (strict), values of the wrong
+ * type, minimums above maximums. */
+static bool check_keywords(conv *c, const json_t *s) {
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v) {
+        int kind = keyword_kind(k);
+        if (kind < 0) {
+            if (c->strict) return fail_at(c, TOY_ERR_UNSUPPORTED, k, "unsupported keyword \"%s\"", k);
+            continue;
+        }
+        bool ok = true;
+        const char *want = NULL;
+        if (!strcmp(k, "type")) {
+            want = "a type name or an array of type names";
+            if (json_is_string(v)) {
+                ok = type_bit(json_string_value(v)) != 0;
+            } else if (json_is_array(v) && json_array_size(v)) {
+                for (size_t i = 0; i < json_array_size(v); i++)
+                    ok = ok && json_is_string(json_array_get(v, i)) &&
+                         type_bit(json_string_value(json_array_get(v, i)));
+            } else {
+                ok = false;
+            }
+        } else if (!strcmp(k, "enum") || !strcmp(k, "anyOf") || !strcmp(k, "oneOf") || !strcmp(k, "allOf")) {
+            want = "a non-empty array";
+            ok = json_is_array(v) && json_array_size(v) > 0;
+        } else if (!strcmp(k, "prefixItems")) {
+            want = "an array of schemas";
+            ok = json_is_array(v);
+        } else if (!strcmp(k, "$ref") || !strcmp(k, "pattern") || !strcmp(k, "format")) {
+            want = "a string";
+            ok = json_is_string(v);
+        } else if (!strcmp(k, "properties") || !strcmp(k, "$defs") || !strcmp(k, "definitions")) {
+            want = "an object";
+            ok = json_is_object(v);
+        } else if (!strcmp(k, "required")) {
+            want = "an array of strings";
+            ok = json_is_array(v);
+            for (size_t i = 0; ok && i < json_array_size(v); i++) ok = json_is_string(json_array_get(v, i));
+        } else if (!strcmp(k, "additionalProperties")) {
+            want = "a schema";
+            ok = json_is_object(v) || json_is_boolean(v);
+        } else if (!strcmp(k, "items")) {
+            want = "a schema or an array of schemas";
+            ok = json_is_object(v) || json_is_boolean(v) || json_is_array(v);
+        } else if (!strcmp(k, "minimum") || !strcmp(k, "maximum")) {
+            want = "a number";
+            ok = json_is_number(v);
+        } else if (!strcmp(k, "exclusiveMinimum") || !strcmp(k, "exclusiveMaximum")) {
+            want = "a number"; /* or, as in draft 4, a boolean */
+            ok = json_is_number(v) || json_is_boolean(v);
+        } else if (!strcmp(k, "minLength") || !strcmp(k, "maxLength") || !strcmp(k, "minItems") ||
+                   !strcmp(k, "maxItems")) {
+            long long n;
+            if (!get_count(c, s, k, &n)) return false;
+        }
+        if (!ok) return fail_at(c, TOY_ERR_INVALID, k, "%s must be %s", k, want);
+    }
+    long long lo, hi;
+    if (get_count(c, s, "minLength", &lo) && get_count(c, s, "maxLength", &hi) && lo > hi)
+        return fail_at(c, TOY_ERR_INVALID, "minLength", "minLength %lld is greater than maxLength %lld", lo, hi);
+    if (get_count(c, s, "minItems", &lo) && get_count(c, s, "maxItems", &hi) && lo > hi)
+        return fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld is greater than maxItems %lld", lo, hi);
+    const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
+    if (mn && mx && json_number_value(mn) > json_number_value(mx))
+        return fail_at(c, TOY_ERR_INVALID, "minimum", "minimum %g is greater than maximum %g", json_number_value(mn),
+                       json_number_value(mx));
+    return c->status == TOY_OK;
+}
+
+/* Whether a schema object has keywords beyond annotations and those named in skip. */
+static bool has_constraints(const json_t *s, const char *const *skip) {
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)s, k, v) {
+        int kind = keyword_kind(k);
+        if (kind == KW_ANNOTATION || kind < 0) continue;
+        bool skipped = false;
+        for (const char *const *p = skip; *p; p++) skipped = skipped || !strcmp(*p, k);
+        if (!skipped) return true;
+    }
+    return false;
+}
+
+/* ---------------------------------------------------------------- $ref */
+
+/* The schema a local $ref ("#", "#/$defs/a", any JSON pointer into the document) names. */
+static const json_t *resolve_ref(conv *c, const char *ref) {
+    if (ref[0] != '#')
+        return fail_at(c, TOY_ERR_UNSUPPORTED, "$ref", "$ref \"%.200s\" is not supported: only local references (#/...) are",
+                       ref), NULL;
+    const json_t *t = c->doc;
+    const char *p = ref + 1;
+    if (*p && *p != '/') return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is not a JSON pointer", ref), NULL;
+    while (*p == '/') {
+        p++;
+        char tok[256];
+        size_t n = 0;
+        for (; *p && *p != '/'; p++) {
+            char ch = *p;
+            if (ch == '~' && (p[1] == '0' || p[1] == '1')) ch = p[1] == '0' ? '~' : '/', p++;
+            else if (ch == '%' && p[1] && p[2]) {
+                char hex[3] = {p[1], p[2], 0};
+                char *end;
+                long x = strtol(hex, &end, 16);
+                if (*end == 0) ch = (char)x, p += 2;
+            }
+            if (n + 1 >= sizeof tok) return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is too long", ref), NULL;
+            tok[n++] = ch;
+        }
+        tok[n] = 0;
+        if (json_is_object(t)) {
+            t = json_object_get(t, tok);
+        } else if (json_is_array(t)) {
+            char *end;
+            unsigned long long i = strtoull(tok, &end, 10);
+            t = (*tok && *end == 0) ? json_array_get(t, (size_t)i) : NULL;
+        } else {
+            t = NULL;
+        }
+        if (!t) return fail_at(c, TOY_ERR_INVALID, "$ref", "unresolved $ref \"%.200s\"", ref), NULL;
+    }
+    return t;
+}
+
+/* ---------------------------------------------------------------- allOf */
+
+static bool visit_body(conv *c, const json_t *s, const char *hint, toy_buf *body);
+static const char *visit(conv *c, const json_t *s, const char *hint);
+
+static json_t *own(conv *c, json_t *j) {
+    if (!j) return oom(c), NULL;
+    if (c->n_owned == c->cap_owned) {
+        size_t cap = c->cap_owned ? c->cap_owned * 2 : 16;
+        json_t **o = realloc(c->owned, cap * sizeof *o);
+        if (!o) {
+            json_decref(j);
+            return oom(c), NULL;
+        }
+        c->owned = o;
+        c->cap_owned = cap;
+    }
+    c->owned[c->n_owned++] = j;
+    return j;
+}
+
+/* The types both lists allow, in a's order (integer where one says number). */
+static json_t *type_intersection(const json_t *a, const json_t *b) {
+    json_t *la = json_is_string(a) ? json_pack("[O]", a) : json_incref((json_t *)a);
+    json_t *lb = json_is_string(b) ? json_pack("[O]", b) : json_incref((json_t *)b);
+    json_t *out = json_array();
+    if (!la || !lb || !out) goto done;
+    int mb = 0;
+    for (size_t i = 0; i < json_array_size(lb); i++) mb |= type_bit(json_string_value(json_array_get(lb, i)));
+    for (size_t i = 0; i < json_array_size(la); i++) {
+        int t = type_bit(json_string_value(json_array_get(la, i)));
+        if ((t & mb) || (t == T_INTEGER && (mb & T_NUMBER))) json_array_append_new(out, json_string(type_names[__builtin_ctz((unsigned)t)]));
+        else if (t == T_NUMBER && (mb & T_INTEGER)) json_array_append_new(out, json_string("integer"));
+    }
+done:
+    json_decref(la);
+    json_decref(lb);
+    return out;
+}
+
+/* Merges the constraints of src into dst (an allOf): properties and required are joined,
+ * bounds take the tighter, types and enums intersect. */
+static bool merge_into(conv *c, json_t *dst, const json_t *src) {
+    if (json_is_true(src)) return true;
+    if (json_is_false(src)) return fail_at(c, TOY_ERR_INVALID, "allOf", "allOf contains false, which no value matches");
+    if (!json_is_object(src)) return fail_at(c, TOY_ERR_INVALID, "allOf", "a schema must be an object or a boolean");
+    if (++c->depth > MAX_DEPTH) return fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d (or a $ref cycle)", MAX_DEPTH);
+    bool ok = check_keywords(c, src);
+    const json_t *ref = json_object_get(src, "$ref");
+    if (ok && ref) {
+        const json_t *t = resolve_ref(c, json_string_value(ref));
+        ok = t && merge_into(c, dst, t);
+    }
+    const json_t *all = json_object_get(src, "allOf");
+    for (size_t i = 0; ok && i < json_array_size(all); i++) ok = merge_into(c, dst, json_array_get(all, i));
+    const char *k;
+    const json_t *v;
+    json_object_foreach((json_t *)src, k, v) {
+        if (!ok) break;
+        int kind = keyword_kind(k);
+        if (kind < 0 || kind == KW_ANNOTATION || !strcmp(k, "$ref") || !strcmp(k, "allOf")) continue;
+        json_t *old = json_object_get(dst, k);
+        if (!old) {
+            json_t *copy = (!strcmp(k, "properties") || !strcmp(k, "required")) ? json_copy((json_t *)v)
+                                                                                 : json_incref((json_t *)v);
+            if (!copy || json_object_set_new(dst, k, copy)) ok = oom(c);
+        } else if (!strcmp(k, "properties")) {
+            const char *p;
+            json_t *ps;
+            json_object_foreach((json_t *)v, p, ps) {
+                json_t *prev = json_object_get(old, p);
+                json_t *nv = prev ? json_pack("{s:[O,O]}", "allOf", prev, ps) : json_incref(ps);
+                if (!nv || json_object_set_new(old, p, nv)) ok = oom(c);
+            }
+        } else if (!strcmp(k, "required")) {
+            for (size_t i = 0; i < json_array_size(v); i++) {
+                bool have = false;
+                for (size_t j = 0; j < json_array_size(old); j++) have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
+                if (!have && json_array_append(old, json_array_get(v, i))) ok = oom(c);
+            }
+        } else if (!strcmp(k, "type")) {
+            json_t *t = type_intersection(old, v);
+            if (!t) ok = oom(c);
+            else if (!json_array_size(t)) json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
+            else if (json_object_set_new(dst, k, t)) ok = oom(c);
+        } else if (!strcmp(k, "enum")) {
+            json_t *e = json_array();
+            for (size_t i = 0; e && i < json_array_size(old); i++)
+                for (size_t j = 0; j < json_array_size(v); j++)
+                    if (json_equal(json_array_get(old, i), json_array_get(v, j))) {
+                        json_array_append(e, json_array_get(old, i));
+                        break;
+                    }
+            if (!e) ok = oom(c);
+            else if (!json_array_size(e)) json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
+            else if (json_object_set_new(dst, k, e)) ok = oom(c);
+        } else if (json_equal(old, (json_t *)v)) {
+            continue;
+        } else if (!strcmp(k, "const")) {
+            ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have different consts");
+        } else if (json_is_number(old) && json_is_number(v) &&
+                   (!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strncmp(k, "exclusive", 9))) {
+            bool lower = !strncmp(k, "min", 3) || !strcmp(k, "exclusiveMinimum");
+            double a = json_number_value(old), b = json_number_value(v);
+            if (lower ? b > a : b < a) ok = !json_object_set(dst, k, (json_t *)v) || oom(c);
+        } else if (c->strict) {
+            ok = fail_at(c, TOY_ERR_UNSUPPORTED, "allOf", "the schemas of allOf set \"%s\" differently, which is not supported", k);
+        } /* else the first schema's value stays: the grammar accepts more than the schema */
+    }
+    c->depth--;
+    return ok && c->status == TOY_OK;
+}
+
+/* ---------------------------------------------------------------- numbers */
+
+/* Appends the numbers of n decimal digits (leading zeros allowed) >= s. */
+static void put_ge(toy_buf *b, const char *s, size_t n) {
+    size_t z = 0;
+    while (z < n && s[z] == '0') z++;
+    if (z == n) {
+        put_rep(b, "[0-9]", (long long)n, (long long)n);
+        return;
+    }
+    if (n == 1) {
+        putf(b, "[%c-9]", s[0]);
+        return;
+    }
+    putf(b, "( [%c] ", s[0]);
+    put_ge(b, s + 1, n - 1);
+    if (s[0] < '9') {
+        if (s[0] + 1 < '9') putf(b, " | [%c-9] ", s[0] + 1);
+        else put(b, " | [9] ");
+        put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
+    }
+    put(b, " )");
+}
+
+/* Appends the numbers of n decimal digits (leading zeros allowed) <= s. */
+static void put_le(toy_buf *b, const char *s, size_t n) {
+    size_t z = 0;
+    while (z < n && s[z] == '9') z++;
+    if (z == n) {
+        put_rep(b, "[0-9]", (long long)n, (long long)n);
+        return;
+    }
+    if (n == 1) {
+        putf(b, "[0-%c]", s[0]);
+        return;
+    }
+    put(b, "( ");
+    if (s[0] > '0') {
+        if (s[0] - 1 > '0') putf(b, "[0-%c] ", s[0] - 1);
+        else put(b, "[0] ");
+        put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
+        put(b, " | ");
+    }
+    putf(b, "[%c] ", s[0]);
+    put_le(b, s + 1, n - 1);
+    put(b, " )");
+}
+
+/* Appends the numbers lo..hi, both of n digits. */
+static void put_between(toy_buf *b, const char *lo, const char *hi, size_t n) {
+    size_t i = 0;
+    while (i < n && lo[i] == hi[i]) i++;
+    if (i) put_lit(b, lo, i);
+    if (i == n) return;
+    if (i) put(b, " ");
+    size_t rest = n - i - 1;
+    if (!rest) {
+        putf(b, "[%c-%c]", lo[i], hi[i]);
+        return;
+    }
+    bool lo_zeros = strspn(lo + i + 1, "0") >= rest, hi_nines = strspn(hi + i + 1, "9") >= rest;
+    char from = lo[i], to = hi[i];
+    put(b, "( ");
+    bool any = false;
+    if (!lo_zeros) {
+        putf(b, "[%c] ", from);
+        put_ge(b, lo + i + 1, rest);
+        from++;
+        any = true;
+    }
+    if (!hi_nines) to--;
+    if (from <= to) {
+        if (any) put(b, " | ");
+        putf(b, "[%c-%c] ", from, to);
+        put_rep(b, "[0-9]", (long long)rest, (long long)rest);
+        any = true;
+    }
+    if (!hi_nines) {
+        if (any) put(b, " | ");
+        putf(b, "[%c] ", hi[i]);
+        put_le(b, hi + i + 1, rest);
+    }
+    put(b, " )");
+}
+
+/* Appends the decimal numbers lo..hi (no leading zeros), as alternatives. */
+static void put_range(toy_buf *b, uint64_t lo, uint64_t hi) {
+    char a[24], z[24];
+    int na = snprintf(a, sizeof a, "%llu", (unsigned long long)lo);
+    int nz = snprintf(z, sizeof z, "%llu", (unsigned long long)hi);
+    for (int d = na; d <= nz; d++) {
+        char from[24], to[24];
+        if (d == na) snprintf(from, sizeof from, "%s", a);
+        else from[0] = '1', memset(from + 1, '0', (size_t)d - 1), from[d] = 0;
+        if (d == nz) snprintf(to, sizeof to, "%s", z);
+        else memset(to, '9', (size_t)d), to[d] = 0;
+        if (d > na) put(b, " | ");
+        put_between(b, from, to, (size_t)d);
+    }
+}
+
+/* The integer bound of minimum/exclusiveMinimum (lower) or maximum/exclusiveMaximum:
+ * lower bounds round up, upper ones down, exclusive ones move by one; the tighter of the
+ * two wins. false when there is none (or none within 64 bits on the open side). */
+static bool int_bound(conv *c, const json_t *s, bool lower, long long *out) {
+    const char *keys[2] = {lower ? "minimum" : "maximum", lower ? "exclusiveMinimum" : "exclusiveMaximum"};
+    const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
+    bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4: a boolean makes minimum exclusive */
+    if (json_is_boolean(vals[1])) vals[1] = NULL;
+    bool have = false;
+    long long best = 0;
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = vals[i];
+        if (!v) continue;
+        long long n;
+        if (json_is_integer(v)) {
+            n = json_integer_value(v);
+            if (exclusive[i] && (lower ? n == INT64_MAX : n == INT64_MIN))
+                return fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is beyond %lld", n);
+            if (exclusive[i]) n += lower ? 1 : -1;
+        } else {
+            double x = json_real_value(v);
+            double r = lower ? (exclusive[i] ? floor(x) + 1 : ceil(x)) : (exclusive[i] ? ceil(x) - 1 : floor(x));
+            if (lower ? r <= -9.2e18 : r >= 9.2e18) continue; /* no bound within 64 bits */
+            if (lower ? r >= 9.2e18 : r <= -9.2e18)
+                return fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is %s %g", lower ? "above" : "below", x);
+            n = (long long)r;
+        }
+        if (!have || (lower ? n > best : n < best)) best = n;
+        have = true;
+    }
+    *out = best;
+    return have;
+}
+
+static bool integer_body(conv *c, const json_t *s, toy_buf *b) {
+    long long lo = 0, hi = 0;
+    bool has_lo = int_bound(c, s, true, &lo);
+    bool has_hi = int_bound(c, s, false, &hi);
+    if (c->status != TOY_OK) return false;
+    if (!has_lo && !has_hi) return put_prim(c, b, PRIM_INTEGER);
+    /* the open side stops at 16 digits, as integers without bounds do */
+    const long long lim = 9999999999999999LL;
+    if (!has_lo) lo = hi < -lim ? -INT64_MAX : -lim;
+    if (!has_hi) hi = lo > lim ? INT64_MAX : lim;
+    if (lo == INT64_MIN) lo = -INT64_MAX;
+    if (lo > hi) return fail(c, TOY_ERR_INVALID, "no integer is between the bounds %lld and %lld", lo, hi);
+    put(b, "( ");
+    if (lo < 0) {
+        uint64_t mag_lo = (uint64_t)(hi < 0 ? -hi : 1), mag_hi = (uint64_t)(-lo);
+        put(b, "\"-\" ( ");
+        put_range(b, mag_lo, mag_hi);
+        put(b, " )");
+        if (hi >= 0) put(b, " | ");
+    }
+    if (hi >= 0) put_range(b, (uint64_t)(lo < 0 ? 0 : lo), (uint64_t)hi);
+    put(b, " ) ");
+    return put_prim(c, b, PRIM_SPACE);
+}
+
+/* ---------------------------------------------------------------- patterns */
+
+/* Sets of code points as sorted, disjoint ranges. */
+typedef struct {
+    uint32_t lo, hi;
+} cp_range;
+typedef struct {
+    cp_range *r;
+    size_t n, cap;
+    bool oom;
+} cp_set;
+
+static void set_add(cp_set *s, uint32_t lo, uint32_t hi) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 16;
+        cp_range *r = realloc(s->r, cap * sizeof *r);
+        if (!r) {
+            s->oom = true;
+            return;
+        }
+        s->r = r;
+        s->cap = cap;
+    }
+    s->r[s->n].lo = lo;
+    s->r[s->n].hi = hi;
+    s->n++;
+}
+
+static int cmp_range(const void *a, const void *b) {
+    const cp_range *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static void set_normalize(cp_set *s) {
+    if (!s->n) return;
+    qsort(s->r, s->n, sizeof *s->r, cmp_range);
+    size_t m = 0;
+    for (size_t i = 1; i < s->n; i++) {
+        if (s->r[i].lo <= s->r[m].hi + 1) {
+            if (s->r[i].hi > s->r[m].hi) s->r[m].hi = s->r[i].hi;
+        } else {
+            s->r[++m] = s->r[i];
+        }
+    }
+    s->n = m + 1;
+}
+
+static bool set_has(const cp_set *s, uint32_t cp) {
+    for (size_t i = 0; i < s->n; i++)
+        if (cp >= s->r[i].lo && cp <= s->r[i].hi) return true;
+    return false;
+}
+
+/* The complement within Unicode; s must be normalized. */
+static cp_set set_complement(const cp_set *s) {
+    cp_set o = {0};
+    uint32_t next = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->r[i].lo > next) set_add(&o, next, s->r[i].lo - 1);
+        next = s->r[i].hi + 1;
+    }
+    if (next <= 0x10ffff) set_add(&o, next, 0x10ffff);
+    o.oom = o.oom || s->oom;
+    return o;
+}
+
+static void set_add_class(cp_set *s, char cls) {
+    switch (cls) {
+    case 'd': set_add(s, '0', '9'); break;
+    case 'w': set_add(s, '0', '9'), set_add(s, 'A', 'Z'), set_add(s, 'a', 'z'), set_add(s, '_', '_'); break;
+    case 's': set_add(s, '\t', '\r'), set_add(s, ' ', ' '); break;
+    }
+}
+
+typedef struct {
+    conv *c;
+    const char *s;
+    size_t i, n;
+} pat;
+
+static uint32_t utf8_next(pat *p) {
+    const unsigned char *u = (const unsigned char *)p->s + p->i;
+    size_t left = p->n - p->i;
+    if (u[0] < 0x80 || left < 2) return p->i++, u[0];
+    if ((u[0] & 0xe0) == 0xc0) return p->i += 2, ((uint32_t)(u[0] & 0x1f) << 6) | (u[1] & 0x3f);
+    if ((u[0] & 0xf0) == 0xe0 && left >= 3)
+        return p->i += 3, ((uint32_t)(u[0] & 0x0f) << 12) | ((uint32_t)(u[1] & 0x3f) << 6) | (u[2] & 0x3f);
+    if (left >= 4)
+        return p->i += 4, ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3f) << 12) |
+                              ((uint32_t)(u[2] & 0x3f) << 6) | (u[3] & 0x3f);
+    return p->i++, u[0];
+}
+
+static void put_utf8(toy_buf *b, uint32_t cp) {
+    char u[4];
+    size_t n;
+    if (cp < 0x80) u[0] = (char)cp, n = 1;
+    else if (cp < 0x800) u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+    else if (cp < 0x10000)
+        u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+    else
+        u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
+        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+    toy_buf_append(b, u, n);
+}
+
+/* The JSON string text of one character (inside the quotes): \" \\ and the control
+ * escapes, everything else as itself. */
+static void put_json_char(toy_buf *b, uint32_t cp) {
+    static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
+    if (cp == '"') put(b, "\\\"");
+    else if (cp == '\\') put(b, "\\\\");
+    else if (cp < 0x20 && cp < sizeof short_esc && short_esc[cp]) putf(b, "\\%c", short_esc[cp]);
+    else if (cp < 0x20) putf(b, "\\u%04x", (unsigned)cp);
+    else put_utf8(b, cp);
+}
+
+/* An expression for the JSON string text of any one character of the set: the
+ * characters JSON writes as themselves in a class, the others as their escapes. Control
+ * characters without a short escape are matched (as \u00XX) only when the set holds
+ * all 32. */
+static bool put_set(pat *p, toy_buf *b, cp_set *s) {
+    set_normalize(s);
+    cp_set special = {0};
+    set_add(&special, 0, 0x1f);
+    set_add(&special, '"', '"');
+    set_add(&special, '\\', '\\');
+    /* raw = s minus special, written as a class or, when shorter, a negated class */
+    set_normalize(&special);
+    cp_set plain = set_complement(&special);
+    cp_set raw = {0};
+    for (size_t i = 0, j = 0; i < s->n && j < plain.n;) {
+        uint32_t lo = s->r[i].lo > plain.r[j].lo ? s->r[i].lo : plain.r[j].lo;
+        uint32_t hi = s->r[i].hi < plain.r[j].hi ? s->r[i].hi : plain.r[j].hi;
+        if (lo <= hi) set_add(&raw, lo, hi);
+        if (s->r[i].hi < plain.r[j].hi) i++;
+        else j++;
+    }
+    free(plain.r);
+    raw.oom = raw.oom || plain.oom;
+    set_normalize(&raw);
+    cp_set neg = set_complement(&raw);
+    bool bad = s->oom || special.oom || raw.oom || neg.oom;
+    toy_buf alt = {0};
+    int n_alt = 0;
+    if (!bad && raw.n) {
+        bool negated = neg.n < raw.n;
+        const cp_set *w = negated ? &neg : &raw;
+        put(&alt, negated ? "[^" : "[");
+        for (size_t i = 0; i < w->n; i++) {
+            put_class_char(&alt, w->r[i].lo);
+            if (w->r[i].hi != w->r[i].lo) put(&alt, "-"), put_class_char(&alt, w->r[i].hi);
+        }
+        put(&alt, "]");
+        n_alt++;
+    }
+    if (set_has(s, '"')) put(&alt, n_alt++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
+    if (set_has(s, '\\')) put(&alt, n_alt++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
+    bool all_controls = true;
+    for (uint32_t x = 0; x < 0x20; x++) all_controls = all_controls && set_has(s, x);
+    static const struct {
+        uint32_t cp;
+        const char *lit;
+    } short_esc[] = {{'\b', "\"\\\\b\""}, {'\t', "\"\\\\t\""}, {'\n', "\"\\\\n\""}, {'\f', "\"\\\\f\""}, {'\r', "\"\\\\r\""}};
+    for (size_t i = 0; i < 5; i++)
+        if (set_has(s, short_esc[i].cp)) {
+            if (n_alt++) put(&alt, " | ");
+            put(&alt, short_esc[i].lit);
+        }
+    if (all_controls) put(&alt, n_alt++ ? " | \"\\\\u00\" [01] [0-9a-fA-F]" : "\"\\\\u00\" [01] [0-9a-fA-F]");
+    free(special.r);
+    free(raw.r);
+    free(neg.r);
+    if (bad || alt.oom) {
+        free(alt.v);
+        return oom(p->c);
+    }
+    if (!n_alt) {
+        free(alt.v);
+        return fail_at(p->c, TOY_ERR_INVALID, "pattern", "a character class of the pattern matches no character");
+    }
+    if (n_alt > 1) put(b, "( ");
+    put(b, alt.v);
+    if (n_alt > 1) put(b, " )");
+    free(alt.v);
+    return true;
+}
+
+static bool pat_fail(pat *p, const char *what) {
+    return fail_at(p->c, TOY_ERR_UNSUPPORTED, "pattern", "%s at offset %zu of the pattern is not supported", what, p->i);
+}
+
+/* Reads hex digits of an escape (\xHH, \uHHHH). */
+static bool pat_hex(pat *p, int digits, uint32_t *out) {
+    uint32_t v = 0;
+    for (int k = 0; k < digits; k++) {
+        if (p->i >= p->n) return pat_fail(p, "a short hex escape");
+        char ch = p->s[p->i];
+        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        if (d < 0) return pat_fail(p, "a bad hex escape");
+        v = v * 16 + (uint32_t)d;
+        p->i++;
+    }
+    *out = v;
+    return true;
+}
+
+/* An escape after '\' (already read): a class letter in *cls, else one character. */
+static bool pat_escape(pat *p, bool in_class, char *cls, uint32_t *cp) {
+    *cls = 0;
+    if (p->i >= p->n) return pat_fail(p, "a '\\' at the end");
+    uint32_t ch = utf8_next(p);
+    switch (ch) {
+    case 'd': case 'w': case 's': case 'D': case 'W': case 'S': *cls = (char)ch; return true;
+    case 'n': *cp = '\n'; return true;
+    case 't': *cp = '\t'; return true;
+    case 'r': *cp = '\r'; return true;
+    case 'f': *cp = '\f'; return true;
+    case 'v': *cp = '\v'; return true;
+    case '0': *cp = 0; return true;
+    case 'x': return pat_hex(p, 2, cp);
+    case 'u': return pat_hex(p, 4, cp);
+    case 'b':
+        if (in_class) return *cp = '\b', true;
+        return p->i--, pat_fail(p, "the word boundary \\b");
+    default: break;
+    }
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '1' && ch <= '9')) {
+        char what[48];
+        snprintf(what, sizeof what, "the escape \\%c", (char)ch);
+        p->i--;
+        return pat_fail(p, what);
+    }
+    *cp = ch; /* an escaped punctuation character stands for itself */
+    return true;
+}
+
+static bool pat_class(pat *p, toy_buf *b) {
+    cp_set s = {0};
+    bool negated = p->i < p->n && p->s[p->i] == '^';
+    if (negated) p->i++;
+    bool first = true, ok = true;
+    for (;;) {
+        if (p->i >= p->n) {
+            ok = pat_fail(p, "an unterminated '['");
+            break;
+        }
+        uint32_t lo = utf8_next(p);
+        if (lo == ']' && !first) break;
+        first = false;
+        if (lo == '\\') {
+            char cls;
+            if (!(ok = pat_escape(p, true, &cls, &lo))) break;
+            if (cls >= 'A' && cls <= 'Z') {
+                ok = pat_fail(p, "a negated class escape inside [...]");
+                break;
+            }
+            if (cls) {
+                set_add_class(&s, cls);
+                continue;
+            }
+        }
+        uint32_t hi = lo;
+        if (p->i + 1 < p->n && p->s[p->i] == '-' && p->s[p->i + 1] != ']') {
+            p->i++;
+            hi = utf8_next(p);
+            if (hi == '\\') {
+                char cls;
+                if (!(ok = pat_escape(p, true, &cls, &hi))) break;
+                if (cls) {
+                    ok = pat_fail(p, "a class escape as the end of a range");
+                    break;
+                }
+            }
+            if (hi < lo) {
+                ok = fail_at(p->c, TOY_ERR_INVALID, "pattern", "the range at offset %zu of the pattern is reversed", p->i);
+                break;
+            }
+        }
+        set_add(&s, lo, hi);
+    }
+    if (ok) {
+        set_normalize(&s);
+        if (negated) {
+            cp_set t = set_complement(&s);
+            free(s.r);
+            s = t;
+        }
+        ok = put_set(p, b, &s);
+    }
+    free(s.r);
+    return ok;
+}
+
+/* One character, a class letter, '.', as an expression. */
+static bool pat_class_letter(pat *p, toy_buf *b, char cls) {
+    cp_set s = {0};
+    if (cls == '.') {
+        set_add(&s, '\n', '\n');
+    } else {
+        set_add_class(&s, (char)(cls | 0x20));
+    }
+    set_normalize(&s);
+    if (cls == '.' || (cls >= 'A' && cls <= 'Z')) {
+        cp_set t = set_complement(&s);
+        free(s.r);
+        s = t;
+    }
+    bool ok = put_set(p, b, &s);
+    free(s.r);
+    return ok;
+}
+
+/* The quantifier {m}, {m,} or {m,n} at p->i: its end in *end, -1 in *m when there is none
+ * (then '{' is a literal character). */
+static void pat_braces(const pat *p, size_t i, long long *m, long long *n, size_t *end) {
+    *m = *n = -1;
+    size_t j = i + 1;
+    if (i >= p->n || p->s[i] != '{' || j >= p->n || p->s[j] < '0' || p->s[j] > '9') return;
+    long long a = 0, b = -1;
+    for (; j < p->n && p->s[j] >= '0' && p->s[j] <= '9'; j++)
+        if (a < 1000000) a = a * 10 + (p->s[j] - '0');
+    if (j < p->n && p->s[j] == ',') {
+        j++;
+        if (j < p->n && p->s[j] >= '0' && p->s[j] <= '9') {
+            b = 0;
+            for (; j < p->n && p->s[j] >= '0' && p->s[j] <= '9'; j++)
+                if (b < 1000000) b = b * 10 + (p->s[j] - '0');
+        }
+    } else {
+        b = a;
+    }
+    if (j >= p->n || p->s[j] != '}') return;
+    *m = a;
+    *n = b;
+    *end = j + 1;
+}
+
+static bool pat_is_quantifier(const pat *p, size_t i) {
+    if (i >= p->n) return false;
+    if (p->s[i] == '*' || p->s[i] == '+' || p->s[i] == '?') return true;
+    long long m, n;
+    size_t end;
+    pat_braces(p, i, &m, &n, &end);
+    return m >= 0;
+}
+
+/* A quantifier after an atom, as GBNF, or "" when there is none. */
+static bool pat_quantifier(pat *p, char *q, size_t size) {
+    q[0] = 0;
+    if (!pat_is_quantifier(p, p->i)) return true;
+    char ch = p->s[p->i];
+    if (ch == '{') {
+        long long m, n;
+        size_t end;
+        pat_braces(p, p->i, &m, &n, &end);
+        if (m >= 100000 || n >= 100000) return pat_fail(p, "a repetition count of 100000 or more");
+        if (n >= 0 && n < m)
+            return fail_at(p->c, TOY_ERR_INVALID, "pattern", "the repetition at offset %zu of the pattern has min > max", p->i);
+        p->i = end;
+        if (n < 0) snprintf(q, size, "{%lld,}", m);
+        else if (n == m) snprintf(q, size, "{%lld}", m);
+        else snprintf(q, size, "{%lld,%lld}", m, n);
+    } else {
+        q[0] = ch, q[1] = 0;
+        p->i++;
+    }
+    if (p->i < p->n && p->s[p->i] == '?') p->i++; /* lazy: the same strings */
+    if (pat_is_quantifier(p, p->i)) return pat_fail(p, "a quantifier after a quantifier");
+    return true;
+}
+
+static bool pat_alternatives(pat *p, toy_buf *out, bool top);
+
+/* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
+ * without them it may have any text around. */
+static bool pat_sequence(pat *p, toy_buf *out, bool top) {
+    bool anchored_start = false, anchored_end = false;
+    if (p->i < p->n && p->s[p->i] == '^') {
+        if (!top) return pat_fail(p, "'^' inside a group");
+        anchored_start = true;
+        p->i++;
+    }
+    toy_buf seq = {0}, lit = {0};
+    bool ok = true;
+    while (ok && p->i < p->n && p->s[p->i] != '|' && p->s[p->i] != ')') {
+        char ch = p->s[p->i];
+        if (ch == '$') {
+            p->i++;
+            if (!top || (p->i < p->n && p->s[p->i] != '|')) {
+                p->i--;
+                ok = pat_fail(p, "'$' before the end of the pattern");
+                break;
+            }
+            anchored_end = true;
+            break;
+        }
+        if (ch == '^') {
+            ok = pat_fail(p, "'^' after the start of the pattern");
+            break;
+        }
+        if (ch == '*' || ch == '+' || ch == '?') {
+            ok = pat_fail(p, "a quantifier with nothing to repeat");
+            break;
+        }
+        toy_buf atom = {0};
+        bool is_char = false;
+        uint32_t cp = 0;
+        if (ch == '(') {
+            p->i++;
+            if (p->i < p->n && p->s[p->i] == '?') {
+                size_t j = p->i + 1;
+                if (j < p->n && p->s[j] == 'P') j++;
+                bool named = j < p->n && p->s[j] == '<' && j + 1 < p->n && p->s[j + 1] != '=' && p->s[j + 1] != '!';
+                const char *gt = named ? memchr(p->s + j, '>', p->n - j) : NULL;
+                if (p->i + 1 < p->n && p->s[p->i + 1] == ':') {
+                    p->i += 2;
+                } else if (gt) {
+                    p->i = (size_t)(gt - p->s) + 1; /* a named group: a group */
+                } else {
+                    char what[64];
+                    snprintf(what, sizeof what, "the group (?%.2s", p->s + p->i + 1);
+                    ok = pat_fail(p, what);
+                }
+            }
+            toy_buf inner = {0};
+            if (ok) ok = pat_alternatives(p, &inner, false);
+            if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
+            if (ok) {
+                p->i++;
+                if (inner.n) put(&atom, "( "), put(&atom, inner.v), put(&atom, " )");
+            }
+            free(inner.v);
+        } else if (ch == '[') {
+            p->i++;
+            ok = pat_class(p, &atom);
+        } else if (ch == '.') {
+            p->i++;
+            ok = pat_class_letter(p, &atom, '.');
+        } else if (ch == '\\') {
+            p->i++;
+            char cls;
+            ok = pat_escape(p, false, &cls, &cp);
+            if (ok && cls) ok = pat_class_letter(p, &atom, cls);
+            else is_char = true;
+        } else {
+            cp = utf8_next(p);
+            is_char = true;
+        }
+        char q[48] = "";
+        if (ok) ok = pat_quantifier(p, q, sizeof q);
+        if (ok && is_char && !q[0]) {
+            put_json_char(&lit, cp);
+        } else if (ok) {
+            if (lit.n) {
+                if (seq.n) put(&seq, " ");
+                put_lit(&seq, lit.v, lit.n);
+                lit.n = 0;
+            }
+            if (is_char) {
+                toy_buf one = {0};
+                put_json_char(&one, cp);
+                put_lit(&atom, one.v, one.n);
+                if (one.oom) atom.oom = true;
+                free(one.v);
+            }
+            if (atom.n) {
+                if (seq.n) put(&seq, " ");
+                put(&seq, atom.v);
+                put(&seq, q);
+            }
+        }
+        if (atom.oom) ok = oom(p->c);
+        free(atom.v);
+    }
+    if (ok && lit.n) {
+        if (seq.n) put(&seq, " ");
+        put_lit(&seq, lit.v, lit.n);
+    }
+    const char *ch_rule = ok && top && !(anchored_start && anchored_end) ? prim(p->c, PRIM_CHAR) : "";
+    if (!ch_rule) ok = false;
+    if (ok && top) {
+        if (!anchored_start) put(out, ch_rule), put(out, "*"), put(out, seq.n || !anchored_end ? " " : "");
+        if (seq.n) put(out, seq.v);
+        if (!anchored_end) {
+            if (seq.n) put(out, " ");
+            put(out, ch_rule), put(out, "*");
+        }
+    } else if (ok && seq.n) {
+        put(out, seq.v);
+    }
+    if (seq.oom || lit.oom) ok = oom(p->c);
+    free(seq.v);
+    free(lit.v);
+    return ok;
+}
+
+/* Alternatives separated by '|'; an empty one makes the whole optional. */
+static bool pat_alternatives(pat *p, toy_buf *out, bool top) {
+    toy_buf alts = {0};
+    int n = 0;
+    bool empty = false, ok = true;
+    for (;;) {
+        toy_buf one = {0};
+        ok = pat_sequence(p, &one, top);
+        if (ok && one.n) {
+            if (n++) put(&alts, " | ");
+            put(&alts, one.v);
+        } else if (ok) {
+            empty = true;
+        }
+        free(one.v);
+        if (!ok || p->i >= p->n || p->s[p->i] != '|') break;
+        p->i++;
+    }
+    if (ok && n) {
+        bool wrap = n > 1 || empty;
+        if (wrap) put(out, "( ");
+        put(out, alts.v);
+        if (wrap) put(out, empty ? " )?" : " )");
+    }
+    if (alts.oom) ok = oom(p->c);
+    free(alts.v);
+    return ok;
+}
+
+static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
+    pat p = {c, pattern, 0, strlen(pattern)};
+    toy_buf e = {0};
+    bool ok = pat_alternatives(&p, &e, true);
+    if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
+    if (ok) {
+        put(b, "\"\\\"\" ");
+        if (e.n) put(b, e.v), put(b, " ");
+        put(b, "\"\\\"\" ");
+        ok = put_prim(c, b, PRIM_SPACE);
+    }
+    if (e.oom) ok = oom(c);
+    free(e.v);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- strings */
+
+static bool string_body(conv *c, const json_t *s, toy_buf *b) {
+    const json_t *fmt = json_object_get(s, "format"), *pattern = json_object_get(s, "pattern");
+    long long min = 0, max = -1;
+    bool has_min = get_count(c, s, "minLength", &min), has_max = get_count(c, s, "maxLength", &max);
+    if (c->status != TOY_OK) return false;
+    if (fmt) {
+        static const struct {
+            const char *name;
+            prim_id id;
+        } formats[] = {{"date", PRIM_DATE_STRING}, {"time", PRIM_TIME_STRING}, {"date-time", PRIM_DATE_TIME_STRING},
+                       {"uuid", PRIM_UUID}};
+        const char *f = json_string_value(fmt);
+        for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+            if (strcmp(f, formats[i].name)) continue;
+            if (c->strict && (pattern || has_min || has_max))
+                return fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+                               "format together with pattern, minLength or maxLength is not supported");
+            return put_prim(c, b, formats[i].id);
+        }
+        if (c->strict)
+            return fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+                           "format \"%.100s\" is not supported (date, time, date-time and uuid are)", f);
+    }
+    if (pattern) {
+        if (c->strict && (has_min || has_max))
+            return fail_at(c, TOY_ERR_UNSUPPORTED, "pattern", "pattern together with minLength or maxLength is not supported");
+        return pattern_body(c, json_string_value(pattern), b);
+    }
+    if (!has_min && !has_max) return put_prim(c, b, PRIM_STRING);
+    const char *ch = prim(c, PRIM_CHAR);
+    if (!ch) return false;
+    put(b, "\"\\\"\" ");
+    if (max != 0) put_rep(b, ch, min, max), put(b, " ");
+    put(b, "\"\\\"\" ");
+    return put_prim(c, b, PRIM_SPACE);
+}
+
+/* ---------------------------------------------------------------- objects */
+
+/* A trie of property names, for the keys additional properties may have. */
+typedef struct trie {
+    uint32_t cp;
+    bool end;
+    struct trie *kids;
+    size_t n_kids;
+} trie;
+
+static void trie_free(trie *t) {
+    for (size_t i = 0; i < t->n_kids; i++) trie_free(&t->kids[i]);
+    free(t->kids);
+}
+
+static bool trie_insert(trie *t, const char *s) {
+    pat p = {NULL, s, 0, strlen(s)};
+    while (p.i < p.n) {
+        uint32_t cp = utf8_next(&p);
+        if (cp < 0x20 || cp == '"' || cp == '\\') return true; /* not writable without escapes */
+        size_t k = 0;
+        while (k < t->n_kids && t->kids[k].cp < cp) k++;
+        if (k == t->n_kids || t->kids[k].cp != cp) {
+            trie *nk = realloc(t->kids, (t->n_kids + 1) * sizeof *nk);
+            if (!nk) return false;
+            t->kids = nk;
+            memmove(&t->kids[k + 1], &t->kids[k], (t->n_kids - k) * sizeof *nk);
+            memset(&t->kids[k], 0, sizeof *nk);
+            t->kids[k].cp = cp;
+            t->n_kids++;
+        }
+        t = &t->kids[k];
+    }
+    t->end = true;
+    return true;
+}
+
+/* Non-empty continuations after t that do not spell a name of the trie. */
+static void put_not_trie(toy_buf *b, const trie *t, const char *kc) {
+    for (size_t i = 0; i < t->n_kids; i++) {
+        const trie *k = &t->kids[i];
+        put(b, "[");
+        put_class_char(b, k->cp);
+        put(b, "]");
+        if (k->n_kids) {
+            put(b, " ( ");
+            put_not_trie(b, k, kc);
+            put(b, k->end ? " )" : " )?");
+        } else {
+            putf(b, " %s+", kc);
+        }
+        put(b, " | ");
+    }
+    put(b, "[^\"\\\\\\x00-\\x1F");
+    for (size_t i = 0; i < t->n_kids; i++) put_class_char(b, t->kids[i].cp);
+    putf(b, "] %s*", kc);
+}
+
+typedef struct {
+    const char *key;
+    const char *kv; /* its rule */
+    bool required;
+} prop;
+
+static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+    const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
+    const json_t *addl = json_object_get(s, "additionalProperties");
+    /* no properties and no additionalProperties: any object; with properties, additional
+       ones only when additionalProperties allows them */
+    if (!props && !addl && !req) return put_prim(c, b, PRIM_OBJECT);
+    bool any_addl = (!props && !addl) || json_is_true(addl);
+    const json_t *addl_schema = json_is_object(addl) ? addl : NULL;
+    size_t cap = json_object_size(props) + json_array_size(req) + 1;
+    prop *items = calloc(cap, sizeof *items);
+    trie names = {0};
+    if (!items) return oom(c);
+    size_t n = 0;
+    bool ok = true;
+    const char *sp = prim(c, PRIM_SPACE);
+    ok = sp != NULL;
+    c->consumed++;
+    const char *key;
+    const json_t *ps;
+    size_t old = path_push(c, "properties");
+    json_object_foreach((json_t *)props, key, ps) {
+        if (!ok) break;
+        bool required = false;
+        for (size_t i = 0; i < json_array_size(req); i++) required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
+        if (!trie_insert(&names, key)) ok = oom(c);
+        if (json_is_false(ps)) { /* the property must be absent */
+            if (required) ok = fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
+            continue;
+        }
+        char h[HINT_MAX + 32], kh[HINT_MAX + 48];
+        make_hint(h, sizeof h, hint, key);
+        size_t o2 = path_push(c, key);
+        const char *value = ok ? visit(c, ps, h) : NULL;
+        path_pop(c, o2);
+        if (!value) {
+            ok = false;
+            break;
+        }
+        toy_buf kv = {0};
+        toy_buf k = {0};
+        put_json_string(&k, key, strlen(key));
+        if (k.oom) kv.oom = true;
+        else put_lit(&kv, k.v, k.n);
+        free(k.v);
+        putf(&kv, " %s \":\" %s ", sp, sp);
+        put(&kv, value);
+        snprintf(kh, sizeof kh, "%s-kv", h);
+        long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
+        free(kv.v);
+        if (r < 0) {
+            ok = false;
+            break;
+        }
+        items[n].key = key;
+        items[n].kv = c->rules[r].name;
+        items[n].required = required;
+        n++;
+    }
+    path_pop(c, old);
+    /* required names that properties lack: present, with a value additionalProperties allows */
+    for (size_t i = 0; ok && i < json_array_size(req); i++) {
+        const char *k = json_string_value(json_array_get(req, i));
+        bool seen = json_object_get(props, k) != NULL;
+        for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(json_string_value(json_array_get(req, j)), k);
+        if (seen) continue;
+        if (json_is_false(addl)) {
+            ok = fail_at(c, TOY_ERR_INVALID, "required",
+                         "\"%.100s\" is required but is not in properties and additionalProperties is false", k);
+            break;
+        }
+        if (!trie_insert(&names, k)) ok = oom(c);
+        char h[HINT_MAX + 32], kh[HINT_MAX + 48];
+        make_hint(h, sizeof h, hint, k);
+        const char *value;
+        if (addl_schema) {
+            size_t o2 = path_push(c, "additionalProperties");
+            value = visit(c, addl_schema, h);
+            path_pop(c, o2);
+        } else {
+            value = prim(c, PRIM_VALUE);
+        }
+        if (!value) {
+            ok = false;
+            break;
+        }
+        toy_buf kv = {0}, kt = {0};
+        put_json_string(&kt, k, strlen(k));
+        put_lit(&kv, kt.v ? kt.v : "", kt.n);
+        free(kt.v);
+        putf(&kv, " %s \":\" %s ", sp, sp);
+        put(&kv, value);
+        snprintf(kh, sizeof kh, "%s-kv", h);
+        long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
+        free(kv.v);
+        if (r < 0) {
+            ok = false;
+            break;
+        }
+        items[n].key = k;
+        items[n].kv = c->rules[r].name;
+        items[n].required = true;
+        n++;
+    }
+    /* additional properties: after the named ones, keys other than theirs */
+    const char *addl_kv = NULL;
+    if (ok && (any_addl || addl_schema)) {
+        char h[HINT_MAX + 32], kh[HINT_MAX + 48];
+        make_hint(h, sizeof h, hint, "additional");
+        const char *value;
+        if (addl_schema) {
+            char vh[HINT_MAX + 48];
+            snprintf(vh, sizeof vh, "%s-value", h);
+            size_t o2 = path_push(c, "additionalProperties");
+            value = visit(c, addl_schema, vh);
+            path_pop(c, o2);
+        } else {
+            value = prim(c, PRIM_VALUE);
+        }
+        const char *key_rule = NULL;
+        if (value && !names.n_kids && !names.end) {
+            key_rule = prim(c, PRIM_STRING);
+        } else if (value) {
+            const char *kc = prim(c, PRIM_KEY_CHAR);
+            toy_buf kb = {0};
+            if (kc) {
+                put(&kb, "\"\\\"\" ( ");
+                put_not_trie(&kb, &names, kc);
+                put(&kb, names.end ? " )" : " )?");
+                putf(&kb, " \"\\\"\" %s", sp);
+                snprintf(kh, sizeof kh, "%s-key", h);
+                long r = kb.oom ? (oom(c), -1) : add_rule(c, kh, kb.v);
+                key_rule = r < 0 ? NULL : c->rules[r].name;
+            }
+            free(kb.v);
+        }
+        if (key_rule) {
+            toy_buf kv = {0};
+            putf(&kv, "%s \":\" %s ", key_rule, sp);
+            put(&kv, value);
+            snprintf(kh, sizeof kh, "%s-kv", h);
+            long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
+            free(kv.v);
+            addl_kv = r < 0 ? NULL : c->rules[r].name;
+        }
+        ok = addl_kv != NULL;
+    }
+    c->consumed--;
+    trie_free(&names);
+    if (!ok) {
+        free(items);
+        return false;
+    }
+    /* The members in order: a required one always, an optional one maybe, then any number
+       of additional ones. `first` is how far the first member written may be: up to the
+       first required one. Each member after it is written after a comma; the rest of the
+       list from a possible first member on is a rule, so the text grows linearly. */
+    size_t first = 0;
+    while (first < n && !items[first].required) first++;
+    size_t n_alt = first < n ? first + 1 : n + (addl_kv ? 1 : 0);
+    bool can_be_empty = first == n;
+    toy_buf body = {0};
+    put(&body, "\"{\" ");
+    put(&body, sp);
+    /* tail(j): the members j.. each after a comma */
+    char **tails = calloc(n + 2, sizeof *tails);
+    if (!tails) {
+        free(items);
+        return oom(c);
+    }
+    for (size_t j = n + 1; j-- > 0 && ok;) {
+        toy_buf t = {0};
+        if (j == n) {
+            if (addl_kv) putf(&t, "( \",\" %s %s )*", sp, addl_kv);
+        } else {
+            putf(&t, items[j].required ? "\",\" %s %s" : "( \",\" %s %s )?", sp, items[j].kv);
+            if (tails[j + 1] && *tails[j + 1]) put(&t, " "), put(&t, tails[j + 1]);
+        }
+        if (t.oom) ok = oom(c);
+        /* tails up to the first required member are referred to twice: rules */
+        if (ok && t.n && j >= 1 && j <= first && n_alt > 1) {
+            char th[HINT_MAX + 48];
+            snprintf(th, sizeof th, "%s-rest-%zu", hint, j);
+            long r = add_rule(c, th, t.v);
+            free(t.v);
+            t.v = r < 0 ? NULL : strdup(c->rules[r].name);
+            if (!t.v) ok = oom(c);
+        }
+        tails[j] = t.v ? t.v : strdup("");
+        if (!tails[j]) ok = oom(c);
+    }
+    if (ok && n_alt) {
+        put(&body, " ( ");
+        for (size_t a = 0; a < n_alt; a++) {
+            if (a) put(&body, " | ");
+            if (a < n) {
+                put(&body, items[a].kv);
+                if (*tails[a + 1]) put(&body, " "), put(&body, tails[a + 1]);
+            } else {
+                putf(&body, "%s ( \",\" %s %s )*", addl_kv, sp, addl_kv);
+            }
+        }
+        put(&body, can_be_empty ? " )?" : " )");
+    }
+    putf(&body, " \"}\" %s", sp);
+    for (size_t j = 0; j < n + 2; j++) free(tails[j]);
+    free(tails);
+    free(items);
+    if (body.oom) ok = oom(c);
+    if (ok) put(b, body.v);
+    free(body.v);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- arrays */
+
+static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+    const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
+    if (json_is_array(items)) { /* draft 4's tuples */
+        if (prefix) return fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
+        prefix = items;
+        items = NULL;
+    }
+    long long min = 0, max = -1;
+    get_count(c, s, "minItems", &min);
+    get_count(c, s, "maxItems", &max);
+    if (c->status != TOY_OK) return false;
+    long long n_prefix = (long long)json_array_size(prefix);
+    /* the whole tuple is written (cut at maxItems); then items' schema, or when items is
+       absent after a tuple, any values only as far as minItems asks */
+    long long n_tuple = max >= 0 && max < n_prefix ? max : n_prefix;
+    long long emin = min > n_tuple ? min - n_tuple : 0;
+    long long emax = max < 0 ? -1 : max - n_tuple;
+    if (json_is_false(items)) {
+        if (emin > 0) return fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld needs more items than prefixItems has, and items is false", min);
+        emax = 0;
+    } else if (!items && prefix) {
+        emax = emin;
+    }
+    const char *sp = prim(c, PRIM_SPACE);
+    if (!sp) return false;
+    c->consumed++;
+    toy_buf body = {0};
+    putf(&body, "\"[\" %s", sp);
+    bool ok = true;
+    for (long long i = 0; ok && i < n_tuple; i++) {
+        char h[HINT_MAX + 32], what[32];
+        snprintf(what, sizeof what, "tuple-%lld", i);
+        make_hint(h, sizeof h, hint, what);
+        size_t o = path_push(c, json_object_get(s, "prefixItems") ? "prefixItems" : "items");
+        path_push_index(c, (size_t)i);
+        const char *r = visit(c, json_array_get(prefix, (size_t)i), h);
+        path_pop(c, o);
+        if (!r) ok = false;
+        else if (i) putf(&body, " \",\" %s %s", sp, r);
+        else putf(&body, " %s", r);
+    }
+    if (ok && emax != 0) {
+        const char *item;
+        if (items) {
+            char h[HINT_MAX + 32];
+            make_hint(h, sizeof h, hint, "item");
+            size_t o = path_push(c, "items");
+            item = visit(c, items, h);
+            path_pop(c, o);
+        } else {
+            item = prim(c, PRIM_VALUE);
+        }
+        ok = item != NULL;
+        if (ok && n_tuple) {
+            toy_buf g = {0};
+            putf(&g, "( \",\" %s %s )", sp, item);
+            put(&body, " ");
+            if (g.oom) ok = oom(c);
+            else put_rep(&body, g.v, emin, emax);
+            free(g.v);
+        } else if (ok) {
+            /* item ( "," item ){emin-1,emax-1}, optional when emin is 0 */
+            toy_buf g = {0};
+            putf(&g, "( \",\" %s %s )", sp, item);
+            put(&body, emin ? " " : " ( ");
+            put(&body, item);
+            if (emax != 1) put(&body, " "), put_rep(&body, g.v, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1);
+            if (!emin) put(&body, " )?");
+            if (g.oom) ok = oom(c);
+            free(g.v);
+        }
+    }
+    c->consumed--;
+    putf(&body, " \"]\" %s", sp);
+    if (body.oom) ok = oom(c);
+    if (ok) put(b, body.v);
+    free(body.v);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- schemas */
+
+/* The type bits a value has (integral reals count as integers too). */
+static int value_types(const json_t *v) {
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return T_OBJECT;
+    case JSON_ARRAY: return T_ARRAY;
+    case JSON_STRING: return T_STRING;
+    case JSON_INTEGER: return T_INTEGER | T_NUMBER;
+    case JSON_REAL: return T_NUMBER | (floor(json_real_value(v)) == json_real_value(v) ? T_INTEGER : 0);
+    case JSON_TRUE:
+    case JSON_FALSE: return T_BOOLEAN;
+    case JSON_NULL: return T_NULL;
+    }
+    return 0;
+}
+
+/* const and enum: the values' JSON text, those of the schema's types. */
+static bool constant_body(conv *c, const json_t *s, int types, toy_buf *b) {
+    const json_t *k = json_object_get(s, "const"), *e = json_object_get(s, "enum");
+    const char *sp = prim(c, PRIM_SPACE);
+    if (!sp) return false;
+    if (k) {
+        if (e) {
+            bool in = false;
+            for (size_t i = 0; i < json_array_size(e); i++) in = in || json_equal((json_t *)k, json_array_get(e, i));
+            if (!in) return fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
+        }
+        if (!(value_types(k) & types)) return fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
+        toy_buf t = {0};
+        put_json(&t, k);
+        if (!t.oom) put_lit(b, t.v, t.n);
+        free(t.v);
+        putf(b, " %s", sp);
+        return !t.oom || oom(c);
+    }
+    toy_buf alts = {0};
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(e); i++) {
+        const json_t *v = json_array_get(e, i);
+        if (!(value_types(v) & types)) continue;
+        toy_buf t = {0};
+        put_json(&t, v);
+        if (n++) put(&alts, " | ");
+        if (t.oom) alts.oom = true;
+        else put_lit(&alts, t.v, t.n);
+        free(t.v);
+    }
+    bool ok = !alts.oom || oom(c);
+    if (ok && !n) ok = fail_at(c, TOY_ERR_INVALID, "enum", "no value of enum is of the schema's type");
+    if (ok) {
+        if (n > 1) put(b, "( ");
+        put(b, alts.v);
+        put(b, n > 1 ? " ) " : " ");
+        put(b, sp);
+    }
+    free(alts.v);
+    return ok;
+}
+
+/* The body for one type of a schema. */
+static bool type_body(conv *c, const json_t *s, int t, const char *hint, toy_buf *b) {
+    switch (t) {
+    case T_NULL: return put_prim(c, b, PRIM_NULL);
+    case T_BOOLEAN: return put_prim(c, b, PRIM_BOOLEAN);
+    case T_INTEGER: return integer_body(c, s, b);
+    case T_NUMBER: {
+        static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+        for (int i = 0; i < 4; i++)
+            if (c->strict && json_object_get(s, bounds[i]))
+                return fail_at(c, TOY_ERR_UNSUPPORTED, bounds[i],
+                               "%s is supported on type integer, not on number", bounds[i]);
+        return put_prim(c, b, PRIM_NUMBER);
+    }
+    case T_STRING: return string_body(c, s, b);
+    case T_OBJECT: return object_body(c, s, hint, b);
+    case T_ARRAY: return array_body(c, s, hint, b);
+    }
+    return false;
+}
+
+/* The types a schema allows, in its order: "type", or else what its keywords imply
+ * (properties: object, items: array, ...), or else none (0: any value). */
+static int schema_types(const json_t *s, int order[7], int *n) {
+    *n = 0;
+    const json_t *t = json_object_get(s, "type");
+    int mask = 0;
+    if (json_is_string(t)) {
+        order[(*n)++] = mask = type_bit(json_string_value(t));
+        return mask;
+    }
+    if (json_is_array(t)) {
+        for (size_t i = 0; i < json_array_size(t); i++) {
+            int bit = type_bit(json_string_value(json_array_get(t, i)));
+            if (!(mask & bit)) order[(*n)++] = bit;
+            mask |= bit;
+        }
+        return mask;
+    }
+    static const struct {
+        const char *key;
+        int type;
+    } implied[] = {
+        {"properties", T_OBJECT}, {"additionalProperties", T_OBJECT}, {"required", T_OBJECT},
+        {"items", T_ARRAY}, {"prefixItems", T_ARRAY}, {"minItems", T_ARRAY}, {"maxItems", T_ARRAY},
+        {"minLength", T_STRING}, {"maxLength", T_STRING}, {"pattern", T_STRING}, {"format", T_STRING},
+        {"minimum", T_NUMBER}, {"maximum", T_NUMBER}, {"exclusiveMinimum", T_NUMBER}, {"exclusiveMaximum", T_NUMBER},
+    };
+    for (size_t i = 0; i < sizeof implied / sizeof implied[0]; i++)
+        if (json_object_get(s, implied[i].key) && !(mask & implied[i].type)) {
+            order[(*n)++] = implied[i].type;
+            mask |= implied[i].type;
+        }
+    return mask;
+}
+
+/* $ref: the rule of the referenced schema, converted once. */
+static bool ref_body(conv *c, const char *ref, toy_buf *b) {
+    for (size_t i = 0; i < c->n_refs; i++) {
+        if (strcmp(c->refs[i].ref, ref)) continue;
+        if (c->refs[i].busy && c->refs[i].mark == c->consumed)
+            return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" refers to itself before any input (left recursion)", ref);
+        put(b, c->rules[c->refs[i].rule].name);
+        return true;
+    }
+    const json_t *target = resolve_ref(c, ref);
+    if (!target) return false;
+    char h[HINT_MAX + 32];
+    make_hint(h, sizeof h, c->root, ref[1] ? ref + 1 : "ref");
+    if (c->n_refs == c->cap_refs) {
+        size_t cap = c->cap_refs ? c->cap_refs * 2 : 8;
+        ref_entry *r = realloc(c->refs, cap * sizeof *r);
+        if (!r) return oom(c);
+        c->refs = r;
+        c->cap_refs = cap;
+    }
+    long r = add_rule(c, h, NULL);
+    if (r < 0) return false;
+    size_t me = c->n_refs;
+    c->refs[me].ref = strdup(ref);
+    if (!c->refs[me].ref) return oom(c);
+    c->refs[me].rule = (size_t)r;
+    c->refs[me].busy = true;
+    c->refs[me].mark = c->consumed;
+    c->n_refs++;
+    /* errors inside name the referenced schema's place */
+    toy_buf saved = c->path;
+    c->path = (toy_buf){0};
+    put(&c->path, ref);
+    toy_buf body = {0};
+    char name[HINT_MAX + 32];
+    snprintf(name, sizeof name, "%s", c->rules[r].name);
+    bool ok = !c->path.oom && visit_body(c, target, name, &body);
+    free(c->path.v);
+    c->path = saved;
+    c->refs[me].busy = false;
+    if (ok && body.oom) ok = oom(c);
+    if (ok) {
+        c->rules[r].body = body.v;
+        body.v = NULL;
+        put(b, c->rules[r].name);
+    }
+    free(body.v);
+    return ok;
+}
+
+static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+    if (!check_keywords(c, s)) return false;
+    static const char *const ref_only[] = {"$ref", NULL};
+    const json_t *ref = json_object_get(s, "$ref");
+    if (ref && !has_constraints(s, ref_only)) return ref_body(c, json_string_value(ref), b);
+    if (ref || json_object_get(s, "allOf")) {
+        json_t *merged = own(c, json_object());
+        return merged && merge_into(c, merged, s) && visit_body(c, merged, hint, b);
+    }
+    const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
+    if (any && one && c->strict) return fail_at(c, TOY_ERR_UNSUPPORTED, "oneOf", "anyOf together with oneOf is not supported");
+    if (any || one) {
+        const json_t *alts = any ? any : one;
+        static const char *const skip[] = {"anyOf", "oneOf", NULL};
+        json_t *siblings = NULL;
+        if (has_constraints(s, skip)) { /* each branch and the keywords beside anyOf */
+            siblings = own(c, json_deep_copy(s));
+            if (!siblings) return false;
+            json_object_del(siblings, "anyOf");
+            json_object_del(siblings, "oneOf");
+        }
+        size_t old = path_push(c, any ? "anyOf" : "oneOf");
+        bool ok = true;
+        for (size_t i = 0; ok && i < json_array_size(alts); i++) {
+            const json_t *branch = json_array_get(alts, i);
+            size_t o2 = path_push_index(c, i);
+            if (siblings) {
+                json_t *m = own(c, json_deep_copy(siblings));
+                ok = m && merge_into(c, m, branch);
+                branch = m;
+            }
+            char h[HINT_MAX + 32], what[24];
+            snprintf(what, sizeof what, "%zu", i);
+            make_hint(h, sizeof h, hint, what);
+            const char *r = ok ? visit(c, branch, h) : NULL;
+            path_pop(c, o2);
+            if (!r) ok = false;
+            else put(b, i ? " | " : ""), put(b, r);
+        }
+        path_pop(c, old);
+        return ok;
+    }
+    int order[7], n;
+    int types = schema_types(s, order, &n);
+    if (json_object_get(s, "const") || json_object_get(s, "enum"))
+        return constant_body(c, s, json_object_get(s, "type") ? types : 0x7f, b);
+    if (!n) return put_prim(c, b, PRIM_VALUE);
+    if (n == 1) return type_body(c, s, order[0], hint, b);
+    for (int i = 0; i < n; i++) {
+        toy_buf t = {0};
+        char h[HINT_MAX + 32];
+        make_hint(h, sizeof h, hint, type_names[__builtin_ctz((unsigned)order[i])]);
+        bool ok = type_body(c, s, order[i], h, &t);
+        if (ok && t.oom) ok = oom(c);
+        const char *name = NULL;
+        if (ok && strpbrk(t.v, " \"([")) {
+            long r = add_rule(c, h, t.v);
+            name = r < 0 ? NULL : c->rules[r].name;
+        } else if (ok) {
+            name = t.v;
+        }
+        if (name) put(b, i ? " | " : ""), put(b, name);
+        free(t.v);
+        if (!name) return false;
+    }
+    return true;
+}
+
+/* The expression matching schema s; sub-rules are named hint-... */
+static bool visit_body(conv *c, const json_t *s, const char *hint, toy_buf *body) {
+    if (++c->depth > MAX_DEPTH) {
+        c->depth--;
+        return fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
+    }
+    bool ok;
+    if (json_is_true(s)) ok = put_prim(c, body, PRIM_VALUE);
+    else if (json_is_false(s)) ok = fail(c, TOY_ERR_INVALID, "the schema false matches no value");
+    else if (!json_is_object(s)) ok = fail(c, TOY_ERR_INVALID, "a schema must be an object or a boolean");
+    else ok = object_schema_body(c, s, hint, body);
+    c->depth--;
+    if (ok && body->oom) ok = oom(c);
+    return ok && c->status == TOY_OK;
+}
+
+/* The name of a rule matching s: a rule of its own, or the one its expression names. */
+static const char *visit(conv *c, const json_t *s, const char *hint) {
+    toy_buf b = {0};
+    const char *name = NULL;
+    if (visit_body(c, s, hint, &b) && b.v) {
+        long r = find_rule(c, b.v);
+        if (r < 0) r = add_rule(c, hint, b.v);
+        if (r >= 0) name = c->rules[r].name;
+    }
+    free(b.v);
+    return name;
+}
+
+/* ---------------------------------------------------------------- entry points */
+
+static int cmp_rule_names(const void *a, const void *b) {
+    return strcmp((*(const rule *const *)a)->name, (*(const rule *const *)b)->name);
+}
+
+static void conv_free(conv *c) {
+    for (size_t i = 0; i < c->n_rules; i++) free(c->rules[i].name), free(c->rules[i].body);
+    free(c->rules);
+    free(c->index);
+    for (size_t i = 0; i < c->n_refs; i++) free(c->refs[i].ref);
+    free(c->refs);
+    for (size_t i = 0; i < c->n_owned; i++) json_decref(c->owned[i]);
+    free(c->owned);
+    free(c->path.v);
+}
+
+static bool valid_root(const char *root) {
+    if (!root || !*root || strlen(root) > HINT_MAX / 2) return false;
+    for (const char *p = root; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '-')) return false;
+    return true;
+}
+
+/* Writes the rules: root first, the others by name. */
+static bool emit(conv *c, long root_rule, toy_buf *out) {
+    const rule **order = malloc((c->n_rules ? c->n_rules : 1) * sizeof *order);
+    if (!order) return oom(c);
+    size_t n = 0;
+    for (size_t i = 0; i < c->n_rules; i++)
+        if ((long)i != root_rule) order[n++] = &c->rules[i];
+    qsort(order, n, sizeof *order, cmp_rule_names);
+    toy_buf b = {0};
+    putf(&b, "%s ::= ", c->rules[root_rule].name);
+    put(&b, c->rules[root_rule].body);
+    put(&b, "\n");
+    for (size_t i = 0; i < n; i++) {
+        put(&b, order[i]->name);
+        put(&b, " ::= ");
+        put(&b, order[i]->body ? order[i]->body : "");
+        put(&b, "\n");
+    }
+    free(order);
+    if (b.oom) {
+        free(b.v);
+        return oom(c);
+    }
+    toy_buf_append(out, b.v, b.n);
+    free(b.v);
+    return out->oom ? oom(c) : true;
+}
+
+static toy_status convert(const json_t *schema, bool strict, const char *root, toy_buf *out, char *err, size_t err_size) {
+    conv c = {0};
+    c.doc = schema;
+    c.strict = strict;
+    c.root = root;
+    put(&c.path, "#");
+    if (!valid_root(root)) {
+        c.status = TOY_ERR_INVALID;
+        snprintf(c.msg, sizeof c.msg, "the root rule name must match [a-zA-Z0-9-]+ (at most %d characters)", HINT_MAX / 2);
+    } else if (c.path.oom) {
+        oom(&c);
+    } else {
+        toy_buf body = {0};
+        if (visit_body(&c, schema, root, &body)) {
+            long r = find_rule(&c, root) >= 0 ? -1 : new_rule(&c, root, body.v);
+            if (r >= 0) emit(&c, r, out);
+            else if (c.status == TOY_OK) fail(&c, TOY_ERR_INVALID, "rule %s is defined twice", root);
+        }
+        free(body.v);
+    }
+    if (err && err_size) snprintf(err, err_size, "%s", c.status == TOY_OK ? "" : c.msg);
+    toy_status st = c.status;
+    conv_free(&c);
+    return st;
+}
+
+bool json_schema_gbnf(const json_t *schema, bool strict, const char *root, toy_buf *out, char *err, size_t err_size) {
+    return convert(schema, strict, root, out, err, err_size) == TOY_OK;
+}
+
+bool json_schema_gbnf_any_object(const char *root, toy_buf *out) {
+    json_t *s = json_pack("{s:s}", "type", "object");
+    if (!s) return false;
+    char err[64];
+    bool ok = json_schema_gbnf(s, false, root, out, err, sizeof err);
+    json_decref(s);
+    return ok;
+}
+
+toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **gbnf) {
+    if (!gbnf) return toy_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: gbnf is NULL");
+    *gbnf = NULL;
+    if (!schema_json) return toy_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: schema_json is NULL");
+    json_error_t jerr;
+    json_t *s = json_loads(schema_json, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
+    if (!s)
+        return toy_error(TOY_ERR_INVALID, "JSON schema: invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+                         jerr.text);
+    toy_buf out = {0};
+    char err[700];
+    toy_status st = convert(s, strict, "root", &out, err, sizeof err);
+    json_decref(s);
+    if (st != TOY_OK) {
+        free(out.v);
+        return toy_error(st, "JSON schema %s", err);
+    }
+    *gbnf = out.v;
+    return TOY_OK;
+}
