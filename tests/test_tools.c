@@ -430,11 +430,78 @@ static void test_message_checks(void) {
     json_decref(j);
 }
 
+/* ---------------------------------------------------------------- forcing */
+
+static char *grammar_of(const char *family, const char *extra, tools_error *err) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+             "\"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}, \"required\": [\"a\"]}}}, {\"type\": "
+             "\"function\", \"function\": {\"name\": \"g\"}}]%s}",
+             extra);
+    json_t *j = json_loads(body, 0, NULL);
+    tools_request t;
+    char *gbnf = NULL;
+    if (!tools_request_parse(j, family, &t, err) || !tools_grammar(&t, &gbnf, err)) gbnf = NULL;
+    tools_request_free(&t);
+    json_decref(j);
+    return gbnf;
+}
+
+static void test_grammar(void) {
+    static const struct {
+        const char *family, *extra;
+        const char *lines[3]; /* what the grammar holds besides the schemas' rules */
+    } cases[] = {
+        {"chatml", ", \"tool_choice\": \"required\"",
+         {"call0 ::= \"<tool_call>\\n\" \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" call0-args \"}\\n</tool_call>\"\n",
+          "call ::= call0 | call1\n", "root ::= call (\"\\n\" call)*\n"}},
+        {"llama3", ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}",
+         {"call1 ::= \"{\\\"name\\\": \\\"g\\\", \\\"parameters\\\": \" call1-args \"}\"\n", "call ::= call1\n",
+          "root ::= call (\"\\n\" call)*\n"}},
+        {"mistral-v3", ", \"tool_choice\": \"required\", \"parallel_tool_calls\": false",
+         {"call0 ::= \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" call0-args \"}\"\n",
+          "root ::= \"[TOOL_CALLS] [\" call \"]\"\n", NULL}},
+        {"mistral-v7-tekken", ", \"tool_choice\": \"required\"", {"root ::= \"[TOOL_CALLS][\" call (\", \" call)* \"]\"\n"}},
+        {"gemma", ", \"tool_choice\": \"required\"",
+         {"root ::= \"{\\\"tool_calls\\\": [\" call (\", \" call)* \"]}\"\n", "call0-args ::= ", "call1-args ::= "}},
+    };
+    for (size_t c = 0; c < N_OF(cases); c++) {
+        tools_error err;
+        char *g = grammar_of(cases[c].family, cases[c].extra, &err);
+        CHECK_MSG(g != NULL, "%s: %s", cases[c].family, err.message);
+        for (size_t k = 0; g && k < 3 && cases[c].lines[k]; k++) CHECK_STR_CONTAINS(g, cases[c].lines[k]);
+        free(g);
+    }
+    /* named: the other function's rules are not there; auto and none: no grammar */
+    tools_error err;
+    char *g = grammar_of("llama3", ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}", &err);
+    CHECK(g && !strstr(g, "call0"));
+    free(g);
+    err.status = 0;
+    g = grammar_of("chatml", ", \"tool_choice\": \"auto\"", &err);
+    CHECK(g == NULL && err.status == 0);
+    /* a schema the grammar cannot express names the function */
+    json_t *j = json_loads("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": "
+                           "\"function\", \"function\": {\"name\": \"h\", \"parameters\": {\"type\": \"object\", "
+                           "\"properties\": {\"x\": {\"type\": \"complex\"}}}}}], \"tool_choice\": \"required\"}",
+                           0, NULL);
+    tools_request t;
+    err.status = 0;
+    CHECK(tools_request_parse(j, "chatml", &t, &err));
+    g = NULL;
+    CHECK(!tools_grammar(&t, &g, &err) && !g && err.status == 400);
+    CHECK_STR_CONTAINS(err.message, "tools[1].function.parameters: #/properties/x");
+    tools_request_free(&t);
+    json_decref(j);
+}
+
 int main(void) {
     test_render();
     test_parse();
     test_request_checks();
     test_message_checks();
+    test_grammar();
     if (test_failures) fprintf(stderr, "%d failures\n", test_failures);
     return test_failures ? 1 : 0;
 }

@@ -14,11 +14,7 @@
 #include <time.h>
 
 #include "buffer.h"
-#if __has_include("json_schema.h") /* TODO(tools): the schema branch; drop once merged */
 #include "json_schema.h"
-#else
-#define json_schema_gbnf(schema, strict, root, out, err, size) (snprintf(err, size, "#: no JSON Schema converter in this build"), false)
-#endif
 #include "tools.h"
 #include "toy.h"
 
@@ -909,7 +905,7 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
         snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", fn->name,
                  t->syntax == TOOLS_LLAMA3 ? "parameters" : "arguments");
         PUT(&b, rule, " ::= ");
-        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n");
+        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n"), PUT(&b, " ");
         put_literal(&b, head);
         PUT(&b, " ", args, " ");
         put_literal(&b, t->syntax == TOOLS_HERMES ? "}\n</tool_call>" : "}");
@@ -925,9 +921,9 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
     PUT(&b, "root ::= ");
     if (t->syntax == TOOLS_MISTRAL) put_literal(&b, spaced ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
     if (t->syntax == TOOLS_GENERIC) put_literal(&b, "{\"tool_calls\": [");
-    PUT(&b, " ", calls, " ");
-    if (t->syntax == TOOLS_MISTRAL) put_literal(&b, "]");
-    if (t->syntax == TOOLS_GENERIC) put_literal(&b, "]}");
+    PUT(&b, t->syntax == TOOLS_MISTRAL || t->syntax == TOOLS_GENERIC ? " " : "", calls);
+    if (t->syntax == TOOLS_MISTRAL) PUT(&b, " "), put_literal(&b, "]");
+    if (t->syntax == TOOLS_GENERIC) PUT(&b, " "), put_literal(&b, "]}");
     PUT(&b, "\n");
     if (b.oom) {
         free(b.v);
