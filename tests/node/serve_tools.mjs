@@ -35,8 +35,17 @@ check(answer.choices[0].message.role === "assistant" && ["stop", "length", "tool
   `conversation with a tool result: ${JSON.stringify(answer.choices[0])}`);
 
 for (const tool_choice of ["required", { type: "function", function: { name: "get_weather" } }]) {
-  const r = await client.chat.completions.create({ model, messages: messages.slice(0, 1), tools, tool_choice, temperature: 1,
-    seed: 7, max_tokens: 64 });
+  let r;
+  try {
+    r = await client.chat.completions.create({ model, messages: messages.slice(0, 1), tools, tool_choice, temperature: 1,
+      seed: 7, max_tokens: 64 });
+  } catch (e) {
+    if (e.status === 400 && /needs grammars/.test(e.message)) { // a build without grammars on the sampler
+      console.log(`SKIP: tool_choice ${JSON.stringify(tool_choice)}: ${e.message}`);
+      continue;
+    }
+    throw e;
+  }
   const c = r.choices[0];
   const call = c.message.tool_calls?.[0];
   check(c.finish_reason === "tool_calls" && c.message.content === null && call?.type === "function" &&
