@@ -822,7 +822,7 @@ char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool
     srv_event e = *ev;
     const char *text = ts->text ? ts->text : "";
     if (ev->kind == SRV_EV_TOKEN) {
-        const size_t safe = tools_stream_safe(t->syntax, text, ts->len);
+        const size_t safe = tools_stream_safe(t->syntax, text, ts->len, ts->sent);
         if (safe > ts->sent || first) {
             e.text = (char *)text + ts->sent;
             e.len = safe > ts->sent ? safe - ts->sent : 0;

@@ -851,19 +851,20 @@ json_t *tools_calls_json(const tools_output *o, bool with_index) {
     return arr;
 }
 
-size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len) {
+size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size_t sent) {
     if (syntax == TOOLS_LLAMA3 || syntax == TOOLS_GENERIC) { /* a call can only open the answer */
         const size_t i = skip_ws(text, len, 0);
-        return i == len || text[i] == '{' ? 0 : len;
+        return sent > 0 || (i < len && text[i] != '{') ? len : 0;
     }
     /* up to the tag, or up to what may be its beginning at the end; then white space that
-     * may come before it */
+     * may come before it. No tag begins before `sent` (it would have been held back), so
+     * the search starts there. */
     const char *tag = syntax == TOOLS_HERMES ? "<tool_call>" : "[TOOL_CALLS]";
     const size_t tl = strlen(tag);
-    size_t cut = find(text, len, tag);
+    size_t cut = sent + find(text + sent, len - sent, tag);
     for (size_t k = tl - 1; cut == len && k > 0; k--)
-        if (k <= len && !memcmp(text + len - k, tag, k)) cut = len - k;
-    while (cut > 0 && is_ws(text[cut - 1])) cut--;
+        if (k <= len - sent && !memcmp(text + len - k, tag, k)) cut = len - k;
+    while (cut > sent && is_ws(text[cut - 1])) cut--;
     return cut;
 }
 

@@ -123,10 +123,10 @@ void tools_output_free(tools_output *o);
 json_t *tools_calls_json(const tools_output *o, bool with_index);
 
 /* While an answer streams, the text that may begin a call is held back: the content
- * that can be sent is text[0, tools_stream_safe(...)) (never less than before as the
- * text grows). At the end, tools_parse_output decides, and its content begins with
- * what was sent. */
-size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len);
+ * that can be sent is text[0, tools_stream_safe(...)), given the `sent` bytes before
+ * (the result is never less). At the end, tools_parse_output decides, and its content
+ * begins with what was sent. Each call looks at the text after `sent` only. */
+size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size_t sent);
 
 /* ---------------------------------------------------------------- forcing */
 
