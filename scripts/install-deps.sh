@@ -9,9 +9,10 @@ set -euo pipefail
 # line editing in `toy chat`; libjansson-dev: JSON (chat data, the server); libmicrohttpd-dev:
 # the HTTP server; python3-torch and python3-numpy: the independent float64 reference that
 # toy grad is tested against; chromium: the chat page's test (with playwright-core from npm,
-# tests/node); python3-jsonschema: the check of JSON Schema grammars (cli_json_schema); nginx:
-# the test of replicas behind a load balancer; libopenmpi-dev and openmpi-bin: data-parallel
-# training under mpirun (the build leaves it out where they are missing).
+# tests/node); python3-jsonschema: answers under JSON Schema grammars and forced tool calls
+# are validated against their schemas (cli_json_schema, serve_tools); nginx: the test of
+# replicas behind a load balancer; libopenmpi-dev and openmpi-bin: data-parallel training
+# under mpirun (the build leaves it out where they are missing).
 packages=(build-essential cmake clang libclang-rt-14-dev pkg-config python3 python3-pip dpkg-dev libpcre2-dev
           libedit-dev libjansson-dev libmicrohttpd-dev python3-numpy python3-torch python3-jsonschema chromium nginx libopenmpi-dev
           openmpi-bin)

@@ -621,7 +621,23 @@ field_case("chat_top_logprobs_21", {"logprobs": True, "top_logprobs": 21}, bad("
 field_case("chat_top_logprobs_without_logprobs", {"top_logprobs": 2}, bad("top_logprobs"), chat=True)
 field_case("chat_top_logprobs_20", {"logprobs": True, "top_logprobs": 20}, "200", chat=True)
 field_case("chat_tools", {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]},
+           "200", chat=True)
+field_case("chat_tools_129", {"tools": [{"type": "function", "function": {"name": f"f{i}"}} for i in range(129)]},
            bad("tools"), chat=True)
+field_case("chat_tools_name_65", {"tools": [{"type": "function", "function": {"name": "f" * 65}}]}, bad("tools"),
+           chat=True)
+field_case("chat_tools_name_newline", {"tools": [{"type": "function", "function": {"name": "f\nx"}}]}, bad("tools"),
+           chat=True)
+field_case("chat_tool_choice_undeclared", {"tools": [{"type": "function", "function": {"name": "f"}}],
+                                           "tool_choice": {"type": "function", "function": {"name": "g"}}},
+           bad("tool_choice"), chat=True)
+field_case("chat_tool_choice_required_no_tools", {"tool_choice": "required"}, bad("tool_choice"), chat=True)
+field_case("chat_tool_message_no_id", {"messages": [{"role": "tool", "content": "x"}]}, bad("messages"), chat=True)
+field_case("chat_tool_call_arguments_array", {"messages": [{"role": "assistant", "content": None, "tool_calls": [
+    {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[" * 5000}}]}]}, bad("messages"), chat=True)
+field_case("chat_tool_calls_200", {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
+    "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                   for i in range(200)]}]}, ("200", bad("messages")), chat=True)
 field_case("chat_response_format", {"response_format": {"type": "json_object"}}, bad("response_format"), chat=True)
 field_case("chat_1000_messages", {"messages": [{"role": "user", "content": "x"}] * 1000, "max_tokens": None},
            (bad("messages"), "200"), chat=True)

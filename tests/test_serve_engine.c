@@ -220,7 +220,7 @@ static void test_parse(void) {
     expect_400("{\"prompt\":\"x\",\"top_logprobs\":2}", false, "top_logprobs", "unknown field");
     expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", true, "", "u0000");
     expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"x\",\"tool_calls\":[{}]}]}", true, "messages",
-               "not supported");
+               "messages[0].tool_calls: only an assistant's message has them");
     expect_400("{\"prompt\":\"x\",\"max_completion_tokens\":100}", false, "max_completion_tokens", "over the context");
     /* a text longer than any that fits 64 tokens is refused before it is tokenized */
     const oai_context c = context();

@@ -13,7 +13,7 @@ static const char *const serve_usage =
     "                 [--api-key KEY | --api-key-file F] [--cache-type-k T] [--cache-type-v T]\n"
     "                 [--timeout S] [--queue N] [--max-body BYTES] [--max-connections N]\n"
     "                 [--cors-origin ORIGIN]... [--host-alias NAME]... [--shutdown-grace S]\n"
-    "                 [--watchdog S] [--lora FILE [--lora-scale S]]...\n"
+    "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--chat-template NAME]\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
     "GET /v1/models; streaming as server-sent events), /tokenize, /detokenize, /health,\n"
@@ -49,6 +49,8 @@ static const char *const serve_usage =
     "                         seconds with work to do (default 60; 0: never)\n"
     "  --lora FILE            apply a LoRA adapter to every request (repeatable)\n"
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
+    "  --chat-template NAME   chatml, llama3, mistral-v7, gemma, phi3, ... for chat and its\n"
+    "                         tool syntax (default: the model's template, else chatml)\n"
     "  -h, --help             this message\n";
 
 static volatile sig_atomic_t stop_requested; /* signals received, counted to 2 */
@@ -125,6 +127,13 @@ int cmd_serve(int argc, char **argv) {
             p.no_mmap = true;
         } else if (!strcmp(a, "--host") && v) {
             p.host = argv[++i];
+        } else if (!strcmp(a, "--chat-template") && v) {
+            if (!toy_chat_template_detect(v)) {
+                fprintf(stderr, "toy serve: --chat-template '%s' is not a template family toy knows\n", v);
+                free(key_from_file);
+                return 2;
+            }
+            p.chat_template = argv[++i];
         } else if (!strcmp(a, "--api-key") && v) {
             p.api_key = argv[++i];
         } else if (!strcmp(a, "--cors-origin") && v) {

@@ -125,7 +125,8 @@ static const struct {
     /* accepted and without effect here */
     {"user", F_BOTH}, {"metadata", F_BOTH}, {"store", F_BOTH}, {"service_tier", F_BOTH},
     {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH}, {"cache_prompt", F_BOTH},
-    {"parallel_tool_calls", F_CHAT},
+    /* checked by tools.c */
+    {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
 };
 static const char *const unsupported_fields[] = {
     "response_format", "tools", "tool_choice", "functions", "function_call", "logit_bias", "grammar",
@@ -253,7 +254,9 @@ static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)msg, key, v) {
-        if (!strcmp(key, "role") || !strcmp(key, "content")) continue;
+        if (!strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "tool_calls") ||
+            !strcmp(key, "tool_call_id")) /* the last two checked by tools_message_check */
+            continue;
         if (!strcmp(key, "name")) {
             if (!json_is_string(v)) return fail(err, 400, "messages", "messages[%zu].name must be a string", i);
             continue;
@@ -269,7 +272,7 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return fail(err, 400, "messages", "messages must be a non-empty array");
     const size_t n = json_array_size(msgs);
-    toy_chat_message *m = calloc(n, sizeof *m);
+    tools_message *m = calloc(n, sizeof *m);
     char **content = calloc(n, sizeof *content);
     bool ok = m && content;
     if (!ok) fail(err, 500, NULL, "no memory");
@@ -283,15 +286,24 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
         }
         const char *r = json_string_value(role);
         if (!strcmp(r, "developer")) r = "system"; /* OpenAI's newer name for it */
-        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-            ok = fail(err, 400, "messages", "messages[%zu].role '%.64s' is not system, user or assistant", i, r);
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool")) {
+            ok = fail(err, 400, "messages", "messages[%zu].role '%.64s' is not system, user, assistant or tool", i, r);
             break;
         }
         if (!(ok = check_message_keys(msg, i, err))) break;
-        if (!(content[i] = message_content(json_object_get(msg, "content"), i, err))) {
-            ok = false;
+        tools_error te;
+        const json_t *calls, *cj = json_object_get(msg, "content");
+        const char *call_id;
+        if (!tools_message_check(msg, i, r, &calls, &call_id, &te)) {
+            ok = fail(err, te.status, te.param, "%s", te.message);
             break;
         }
+        if (calls && (!cj || json_is_null(cj))) { /* an assistant's calls without text */
+            if (!(content[i] = strdup(""))) ok = fail(err, 500, NULL, "no memory");
+        } else if (!(content[i] = message_content(cj, i, err))) {
+            ok = false;
+        }
+        if (!ok) break;
         total += strlen(content[i]);
         if (total > c->max_text_bytes) { /* the template only adds to it */
             ok = fail(err, 400, "messages",
@@ -299,15 +311,16 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
                       c->max_text_bytes, c->n_ctx);
             break;
         }
-        m[i] = (toy_chat_message){r, content[i]};
+        m[i] = (tools_message){r, content[i], calls, call_id};
     }
     char *prompt = NULL;
-    if (ok && toy_chat_apply(c->chat_family, m, n, true, &prompt))
-        ok = fail(err, 400, "messages", "messages: %s", toy_last_error());
+    tools_error te;
+    if (ok && !tools_render(&out->tools, c->chat_family, m, n, true, &prompt, &te))
+        ok = fail(err, te.status, te.param, "%s", te.message);
     /* as toy chat: the template's special-token text becomes those tokens */
     if (ok)
         ok = tokenize_text(c, prompt, strlen(prompt), true, &out->gen.prompt, &out->gen.n_prompt, err, "messages");
-    toy_free(prompt);
+    free(prompt);
     for (size_t i = 0; content && i < n; i++) free(content[i]);
     free(content);
     free(m);
@@ -363,6 +376,30 @@ static bool parse_stops(const json_t *body, srv_params *g, oai_error *err) {
         if (!add_stop(json_array_get(v, i), what, g, err)) return false;
     }
     return true;
+}
+
+/* TODO(tools): put the grammar on the request's sampling once toy_grammar (the lead's
+ * work on main) is here: toy_grammar_new(c->vocab, gbnf, &g), out->gen.sampling.grammar
+ * = g, freed with the request. Until then a call cannot be forced, and the request is
+ * told so. */
+static bool attach_grammar(const oai_context *c, const char *gbnf, oai_request *out, oai_error *err) {
+    (void)c, (void)gbnf, (void)out;
+    return fail(err, 400, "tool_choice",
+                "tool_choice \"required\" or a named function needs grammars, which this build of toy serve lacks");
+}
+
+/* tools, tool_choice, parallel_tool_calls; the grammar that forces a call. */
+static bool parse_tools(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
+    tools_error te;
+    char *gbnf = NULL;
+    if (!tools_request_parse(body, c->chat_family, &out->tools, &te) || !tools_grammar(&out->tools, &gbnf, &te))
+        return fail(err, te.status, te.param, "%s", te.message);
+    bool ok = true;
+    if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
+        ok = fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");
+    if (ok && gbnf) ok = attach_grammar(c, gbnf, out, err);
+    free(gbnf);
+    return ok;
 }
 
 bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out, oai_error *err) {
@@ -442,6 +479,7 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
         }
     }
     if (ok) ok = parse_stops(j, &out->gen, err);
+    if (ok && chat) ok = parse_tools(c, j, out, err);
     if (ok) ok = chat ? parse_chat_prompt(c, j, out, err) : parse_completion_prompt(c, j, out, err);
     if (ok && out->gen.n_prompt == 0) ok = fail(err, 400, chat ? "messages" : "prompt", "the prompt has no tokens");
     if (ok) {
@@ -458,6 +496,7 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
 }
 
 void oai_request_free(oai_request *r) {
+    tools_request_free(&r->tools);
     free(r->gen.prompt);
     for (size_t i = 0; i < r->gen.n_stops; i++) free(r->gen.stops[i]);
     memset(&r->gen, 0, sizeof r->gen);
@@ -650,6 +689,7 @@ void oai_choice_free(oai_choice *c) {
     json_decref(c->lp_token_logprobs);
     json_decref(c->lp_top);
     json_decref(c->lp_offsets);
+    json_decref(c->tool_calls);
     memset(c, 0, sizeof *c);
 }
 
@@ -667,8 +707,13 @@ char *oai_response_json(const oai_context *c, bool chat, const char *id, long cr
         json_t *o;
         if (chat) {
             json_t *lp = ch->logprobs ? json_pack("{s:O}", "content", ch->logprobs) : json_null();
+            if (ch->tool_calls && ch->len == 0) { /* calls only: content null */
+                json_decref(text);
+                text = json_null();
+            }
             o = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant", "content", text,
                           "logprobs", lp, "finish_reason", ch->finish_reason ? ch->finish_reason : "stop");
+            if (o && ch->tool_calls) json_object_set(json_object_get(o, "message"), "tool_calls", ch->tool_calls);
         } else {
             json_t *lp = ch->lp_tokens ? json_pack("{s:O,s:O,s:O,s:O}", "tokens", ch->lp_tokens, "token_logprobs",
                                                    ch->lp_token_logprobs, "top_logprobs", ch->lp_top,
@@ -728,6 +773,95 @@ char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *
     return sse(json_pack("{s:s,s:s,s:i,s:s,s:[o]}", "id", id, "object",
                          chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)created,
                          "model", c->model_id, "choices", choice));
+}
+
+bool oai_choice_tools(const tools_request *t, oai_choice *c) {
+    if (!tools_parse_calls(t)) return true;
+    tools_output o;
+    if (!tools_parse_output(t->syntax, t->functions, t->n_functions, t->parallel, c->text ? c->text : "", c->len, &o))
+        return false;
+    json_t *calls = o.n_calls ? tools_calls_json(&o, false) : NULL;
+    const bool ok = !o.n_calls || calls;
+    if (calls) {
+        free(c->text);
+        c->text = o.content;
+        c->len = o.content ? strlen(o.content) : 0;
+        c->cap = o.content ? c->len + 1 : 0;
+        o.content = NULL;
+        c->tool_calls = calls;
+        c->finish_reason = "tool_calls";
+    }
+    tools_output_free(&o);
+    return ok;
+}
+
+/* A chunk whose delta is the calls (taken over). */
+static char *tool_calls_chunk_sse(const oai_context *c, const char *id, long created, int choice, json_t *calls) {
+    return sse(json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:{s:o},s:n,s:n}]}", "id", id, "object", "chat.completion.chunk",
+                         "created", (json_int_t)created, "model", c->model_id, "choices", "index", choice, "delta",
+                         "tool_calls", calls, "logprobs", "finish_reason"));
+}
+
+char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool_stream *ts, const char *id,
+                          long created, const srv_event *ev, bool first) {
+    if (ev->len && ts->len + ev->len + 1 > ts->cap) {
+        size_t cap = ts->cap ? 2 * ts->cap : 256;
+        while (cap < ts->len + ev->len + 1) cap *= 2;
+        char *v = realloc(ts->text, cap);
+        if (!v) return NULL;
+        ts->text = v;
+        ts->cap = cap;
+    }
+    if (ev->len) {
+        memcpy(ts->text + ts->len, ev->text, ev->len);
+        ts->len += ev->len;
+        ts->text[ts->len] = 0;
+    }
+    char *part[3] = {NULL, NULL, NULL};
+    bool ok = true;
+    srv_event e = *ev;
+    const char *text = ts->text ? ts->text : "";
+    if (ev->kind == SRV_EV_TOKEN) {
+        const size_t safe = tools_stream_safe(t->syntax, text, ts->len, ts->sent);
+        if (safe > ts->sent || first) {
+            e.text = (char *)text + ts->sent;
+            e.len = safe > ts->sent ? safe - ts->sent : 0;
+            ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
+            if (safe > ts->sent) ts->sent = safe;
+        }
+    } else {
+        tools_output o;
+        if (!tools_parse_output(t->syntax, t->functions, t->n_functions, t->parallel, text, ts->len, &o)) return NULL;
+        if (o.n_calls) { /* the content not sent yet, the calls, the end */
+            const size_t have = o.content ? strlen(o.content) : 0;
+            e.kind = SRV_EV_TOKEN;
+            e.text = o.content ? o.content + (have > ts->sent ? ts->sent : have) : (char *)"";
+            e.len = have > ts->sent ? have - ts->sent : 0;
+            if (e.len || first) ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
+            json_t *calls = ok ? tools_calls_json(&o, true) : NULL;
+            ok = ok && calls && (part[1] = tool_calls_chunk_sse(c, id, created, ev->choice, calls));
+            e = *ev;
+            e.text = NULL;
+            e.len = 0;
+            e.finish_reason = "tool_calls";
+            ok = ok && (part[2] = oai_chunk_sse(c, true, false, id, created, &e, false));
+        } else { /* no call: what was held back, and the end as it came */
+            e.text = (char *)text + ts->sent;
+            e.len = ts->len - ts->sent;
+            ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
+        }
+        tools_output_free(&o);
+    }
+    size_t total = 1;
+    for (int i = 0; i < 3; i++) total += part[i] ? strlen(part[i]) : 0;
+    char *out = ok ? malloc(total) : NULL;
+    if (out) {
+        out[0] = 0;
+        for (int i = 0; i < 3; i++)
+            if (part[i]) strcat(out, part[i]);
+    }
+    for (int i = 0; i < 3; i++) free(part[i]);
+    return out;
 }
 
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created, int32_t prompt_tokens,

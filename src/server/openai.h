@@ -8,6 +8,7 @@
 #include <stdbool.h>
 
 #include "engine.h"
+#include "tools.h"
 
 typedef struct {
     int status;       /* HTTP status: 400, 404, ...; 0: no error */
@@ -25,6 +26,7 @@ typedef struct {
     srv_params gen;
     bool stream, include_usage;
     bool logprobs; /* chat: logprobs true; completions: logprobs N given */
+    tools_request tools; /* chat: its tools (owned: tools_request_free, also after submitting) */
 } oai_request;
 
 typedef struct {
@@ -68,6 +70,7 @@ typedef struct {
     json_t *logprobs; /* array of entries (chat) or NULL */
     json_t *lp_tokens, *lp_token_logprobs, *lp_top, *lp_offsets; /* completions */
     const char *finish_reason;
+    json_t *tool_calls; /* the calls parsed from the text (which is then the rest), or NULL */
 } oai_choice;
 
 /* One token's log-probability entry, in the chat format ({"token", "logprob", "bytes",
@@ -76,6 +79,10 @@ json_t *oai_token_logprob(const toy_vocab *v, const srv_event *ev);
 /* Adds an event to a choice being collected (non-streaming); false: no memory. */
 bool oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev);
 void oai_choice_free(oai_choice *c);
+/* A whole choice's text parsed for the request's tool calls: with calls, the text
+ * becomes the rest (content null when none is left) and finish_reason "tool_calls".
+ * false: no memory. */
+bool oai_choice_tools(const tools_request *t, oai_choice *c);
 /* The whole response object (malloc'd text). */
 char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices,
                         int n, int32_t prompt_tokens, int32_t completion_tokens);
@@ -83,6 +90,18 @@ char *oai_response_json(const oai_context *c, bool chat, const char *id, long cr
  * first chunk (chat sends the role then). */
 char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *id, long created,
                     const srv_event *ev, bool first);
+/* A stream of a chat whose answers are parsed for tool calls, per choice: the text so
+ * far and the bytes of it sent as content. */
+typedef struct {
+    char *text;
+    size_t len, cap, sent;
+} oai_tool_stream;
+/* The chunks for one event of such a stream (zero or more, "" for none, malloc'd; NULL:
+ * no memory): the content as far as no call can begin in it; at the choice's end the
+ * rest of the content, the calls as delta.tool_calls and finish_reason "tool_calls", or
+ * the held-back text and the finish_reason it had when there is no call. */
+char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool_stream *ts, const char *id,
+                          long created, const srv_event *ev, bool first);
 /* The last chunk with the usage and no choices. */
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created,
                           int32_t prompt_tokens, int32_t completion_tokens);

@@ -143,6 +143,7 @@ typedef struct {
     bool failed;      /* the error event is out: [DONE] and the end follow */
     double next_check; /* when to look for the client next */
     int stage;        /* 0: events, 1: usage sent, 2: [DONE] sent */
+    oai_tool_stream *tool_streams; /* per choice, when the answers are parsed for tool calls */
 } stream_state;
 
 static bool client_gone(int fd) {
@@ -216,9 +217,13 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             st->started |= 1u << ev.choice;
             if (ev.kind == SRV_EV_DONE) st->done++;
             /* a token whose text is held back (a possible stop string) shows nothing yet */
-            if (ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs)
+            const bool show = st->tool_streams || ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs;
+            if (st->tool_streams)
+                st->pending = oai_tool_chunks_sse(&st->s->oai, &st->req.tools, &st->tool_streams[ev.choice], st->id,
+                                                  st->created, &ev, first);
+            else if (show)
                 st->pending = oai_chunk_sse(&st->s->oai, st->req.chat, st->req.logprobs, st->id, st->created, &ev, first);
-            if ((ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs) && !st->pending) {
+            if (show && !st->pending) {
                 srv_cancel(st->r); /* no memory for the chunk: the stream cannot go on whole */
                 srv_event_clear(&ev);
                 return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -233,22 +238,29 @@ static void stream_free(void *cls) {
     stream_state *st = cls;
     if (st->done < st->n_choices) srv_cancel(st->r);
     srv_request_release(st->r);
+    for (int i = 0; st->tool_streams && i < st->n_choices; i++) free(st->tool_streams[i].text);
+    free(st->tool_streams);
+    tools_request_free(&st->req.tools);
     free(st->pending);
     free(st);
 }
 
 /* (req's prompt and stops belong to the engine once submitted: only its flags are read,
- * and the count of choices is given) */
+ * and the count of choices is given; its tools are the stream's from here) */
 static enum MHD_Result stream_reply(server *s, struct MHD_Connection *con, const conn_state *cs, srv_request *r,
-                                    const oai_request *req, int n_choices, const char *id, long created) {
+                                    oai_request *req, int n_choices, const char *id, long created) {
     stream_state *st = calloc(1, sizeof *st);
-    if (!st) {
+    oai_tool_stream *ts = tools_parse_calls(&req->tools) ? calloc((size_t)n_choices, sizeof *ts) : NULL;
+    if (!st || (tools_parse_calls(&req->tools) && !ts)) {
+        free(st);
+        free(ts);
+        tools_request_free(&req->tools);
         srv_cancel(r);
         srv_request_release(r);
         return reply_json(s, con, cs, 500, NULL);
     }
     *st = (stream_state){.s = s, .r = r, .req = *req, .created = created, .fd = connection_fd(con),
-                         .n_choices = n_choices};
+                         .n_choices = n_choices, .tool_streams = ts};
     snprintf(st->id, sizeof st->id, "%s", id);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {
@@ -291,6 +303,7 @@ static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const 
         }
         srv_event_clear(&ev);
     }
+    for (int i = 0; ok && !failed && req->chat && i < n_choices; i++) ok = oai_choice_tools(&req->tools, &choices[i]);
     int32_t prompt, completion, cached;
     srv_request_usage(r, &prompt, &completion, &cached);
     srv_request_release(r);
@@ -314,6 +327,7 @@ static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_s
     const int n_choices = req.gen.n_choices;
     srv_request *r;
     if (srv_submit(s->engine, &req.gen, &r)) {
+        tools_request_free(&req.tools);
         oai_fail(&err, 503, NULL, "%s",
                  atomic_load(&s->stopping) ? "the server is shutting down"
                                            : "the server is busy (every slot taken, the queue full): try again");
@@ -322,8 +336,10 @@ static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_s
     char id[48];
     snprintf(id, sizeof id, "%s-%llu", chat ? "chatcmpl" : "cmpl", (unsigned long long)atomic_fetch_add(&s->next_id, 1));
     const long created = unix_now();
-    return req.stream ? stream_reply(s, con, cs, r, &req, n_choices, id, created)
-                      : whole_reply(s, con, cs, r, &req, n_choices, id, created);
+    if (req.stream) return stream_reply(s, con, cs, r, &req, n_choices, id, created);
+    const enum MHD_Result res = whole_reply(s, con, cs, r, &req, n_choices, id, created);
+    tools_request_free(&req.tools);
+    return res;
 }
 
 /* ---------------------------------------------------------------- other routes */
@@ -624,6 +640,7 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     }
     const char *family;
     toy_chat_template_of(toy_model_gguf(s->model), &family);
+    if (p->chat_template) family = toy_chat_template_detect(p->chat_template); /* checked by the command */
     const toy_vocab *vocab = srv_engine_vocab(s->engine);
     s->oai = (oai_context){s->model_id, vocab, family, srv_engine_n_ctx(s->engine),
                            oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};

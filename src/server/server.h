@@ -32,6 +32,7 @@ typedef struct {
     const float *lora_scales;
     int n_lora;
     bool no_mmap;        /* read the model into memory instead of mapping it */
+    const char *chat_template; /* a template family or text for chat (NULL: the model's) */
 } toy_server_params;
 
 /* Serves until *stop becomes non-zero; then answers new requests 503, gives those in

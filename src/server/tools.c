@@ -1,0 +1,935 @@
+/* tools.c — see tools.h. The chatml, llama3 and mistral forms follow the models' own
+ * templates (Qwen 2.5's, Llama 3.1's, Mistral 7B v0.3's and Nemo's tool branches) as
+ * llama.cpp's common/chat.cpp renders them; the generic form is toy's. A conversation
+ * is turned into a list of messages for the family's template (toy_chat_apply), with
+ * the tool text inside them, and, for Mistral's tool blocks that sit outside any turn,
+ * raw text between the templated runs. */
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "buffer.h"
+#include "json_schema.h"
+#include "tools.h"
+#include "toy.h"
+
+#define TOOLS_MAX 128 /* functions in one request */
+
+tools_syntax tools_syntax_of(const char *family) {
+    if (!strcmp(family, "chatml")) return TOOLS_HERMES;
+    if (!strcmp(family, "llama3")) return TOOLS_LLAMA3;
+    if (!strncmp(family, "mistral-", 8)) return TOOLS_MISTRAL;
+    return TOOLS_GENERIC;
+}
+
+static bool tfail(tools_error *e, int status, const char *param, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static bool tfail(tools_error *e, int status, const char *param, const char *fmt, ...) {
+    e->status = status;
+    snprintf(e->param, sizeof e->param, "%s", param);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->message, sizeof e->message, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* Appends each string in turn: PUT(b, "<tool_call>\n", name, "\n"). */
+#if defined(__GNUC__)
+__attribute__((sentinel))
+#endif
+static void put_all(toy_buf *b, ...) {
+    va_list ap;
+    va_start(ap, b);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
+        toy_buf_append(b, s, strlen(s));
+    va_end(ap);
+}
+#define PUT(b, ...) put_all(b, __VA_ARGS__, (const char *)NULL)
+
+/* JSON as the models' templates write it (Jinja's tojson, Python's json.dumps):
+ * ", " and ": " between items (or indent spaces a level), non-ASCII as is, reals in
+ * their short form. */
+static void put_json(toy_buf *b, const json_t *v, int indent) {
+    char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(indent) | JSON_REAL_PRECISION(15));
+    if (!s) {
+        b->oom = true;
+        return;
+    }
+    toy_buf_append(b, s, strlen(s));
+    free(s);
+}
+
+/* ---------------------------------------------------------------- requests */
+
+static bool valid_name(const char *s) {
+    const size_t n = strlen(s);
+    if (n < 1 || n > 64) return false;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Only these keys; the first other one is named. */
+static const char *unknown_key(const json_t *o, const char *const *keys) {
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)o, key, v) {
+        bool known = false;
+        for (const char *const *k = keys; *k && !known; k++) known = !strcmp(key, *k);
+        if (!known) return key;
+    }
+    return NULL;
+}
+
+/* tools[i] checked and added to t->json in the prompt's form. */
+static bool parse_tool(const json_t *tool, size_t i, tools_request *t, tools_error *err) {
+    static const char *const tool_keys[] = {"type", "function", NULL};
+    static const char *const function_keys[] = {"name", "description", "parameters", "strict", NULL};
+    if (!json_is_object(tool)) return tfail(err, 400, "tools", "tools[%zu] must be an object", i);
+    const char *bad = unknown_key(tool, tool_keys);
+    if (bad) return tfail(err, 400, "tools", "tools[%zu].%.64s is not supported by toy serve", i, bad);
+    const json_t *type = json_object_get(tool, "type"), *fn = json_object_get(tool, "function");
+    if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
+        return tfail(err, 400, "tools", "tools[%zu].type must be \"function\"", i);
+    if (!json_is_object(fn)) return tfail(err, 400, "tools", "tools[%zu].function must be an object", i);
+    if ((bad = unknown_key(fn, function_keys)))
+        return tfail(err, 400, "tools", "tools[%zu].function.%.64s is not supported by toy serve", i, bad);
+    const json_t *name = json_object_get(fn, "name"), *desc = json_object_get(fn, "description");
+    const json_t *params = json_object_get(fn, "parameters"), *strict = json_object_get(fn, "strict");
+    if (!json_is_string(name) || !valid_name(json_string_value(name)))
+        return tfail(err, 400, "tools", "tools[%zu].function.name must be 1 to 64 letters, digits, _ or -", i);
+    for (size_t k = 0; k < t->n_functions; k++)
+        if (!strcmp(t->functions[k].name, json_string_value(name)))
+            return tfail(err, 400, "tools", "tools[%zu].function.name '%s' is tools[%zu]'s too", i,
+                         json_string_value(name), k);
+    if (desc && !json_is_null(desc) && !json_is_string(desc))
+        return tfail(err, 400, "tools", "tools[%zu].function.description must be a string", i);
+    if (params && !json_is_null(params) && !json_is_object(params))
+        return tfail(err, 400, "tools", "tools[%zu].function.parameters must be a JSON Schema object", i);
+    if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+        return tfail(err, 400, "tools", "tools[%zu].function.strict must be true or false", i);
+
+    json_t *f = json_object();
+    json_object_set(f, "name", (json_t *)name);
+    if (json_is_string(desc)) json_object_set(f, "description", (json_t *)desc);
+    if (json_is_object(params))
+        json_object_set(f, "parameters", (json_t *)params);
+    else
+        json_object_set_new(f, "parameters", json_pack("{s:s,s:{}}", "type", "object", "properties"));
+    json_t *entry = json_pack("{s:s,s:o}", "type", "function", "function", f);
+    if (!entry || json_array_append_new(t->json, entry) || json_object_size(f) < 2)
+        return tfail(err, 500, "tools", "no memory");
+    t->functions[t->n_functions++] = (tool_function){
+        json_string_value(json_object_get(f, "name")),
+        json_is_string(desc) ? json_string_value(json_object_get(f, "description")) : NULL,
+        json_object_get(f, "parameters"), json_is_true(strict)};
+    return true;
+}
+
+static bool parse_tool_choice(const json_t *tc, tools_request *t, tools_error *err) {
+    if (!tc || json_is_null(tc)) return true;
+    if (json_is_string(tc)) {
+        const char *s = json_string_value(tc);
+        if (!strcmp(s, "none")) t->choice = TOOL_CHOICE_NONE;
+        else if (!strcmp(s, "auto")) t->choice = TOOL_CHOICE_AUTO;
+        else if (!strcmp(s, "required")) t->choice = TOOL_CHOICE_REQUIRED;
+        else goto bad;
+    } else if (json_is_object(tc)) {
+        static const char *const keys[] = {"type", "function", NULL};
+        const json_t *type = json_object_get(tc, "type"), *fn = json_object_get(tc, "function");
+        const json_t *name = json_object_get(fn, "name");
+        if (unknown_key(tc, keys) || !json_is_string(type) || strcmp(json_string_value(type), "function") ||
+            !json_is_object(fn) || !json_is_string(name) || json_object_size(fn) != 1)
+            goto bad;
+        for (size_t k = 0; k < t->n_functions; k++)
+            if (!strcmp(t->functions[k].name, json_string_value(name))) {
+                t->choice = TOOL_CHOICE_NAMED;
+                t->named = k;
+                return true;
+            }
+        return tfail(err, 400, "tool_choice", "tool_choice names the function '%.64s', which tools does not declare",
+                     json_string_value(name));
+    } else {
+        goto bad;
+    }
+    if (t->choice == TOOL_CHOICE_REQUIRED && t->n_functions == 0)
+        return tfail(err, 400, "tool_choice", "tool_choice \"required\" needs tools");
+    return true;
+bad:
+    return tfail(err, 400, "tool_choice",
+                 "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": "
+                 "{\"name\": NAME}}");
+}
+
+bool tools_request_parse(const json_t *body, const char *family, tools_request *t, tools_error *err) {
+    memset(t, 0, sizeof *t);
+    t->choice = TOOL_CHOICE_AUTO;
+    t->parallel = true;
+    t->syntax = tools_syntax_of(family);
+    t->family = family;
+    const json_t *tools = json_object_get(body, "tools"), *pc = json_object_get(body, "parallel_tool_calls");
+    if (pc && !json_is_null(pc)) {
+        if (!json_is_boolean(pc))
+            return tfail(err, 400, "parallel_tool_calls", "parallel_tool_calls must be true or false");
+        t->parallel = json_is_true(pc);
+    }
+    if (tools && !json_is_null(tools)) {
+        if (!json_is_array(tools))
+            return tfail(err, 400, "tools", "tools must be an array of {\"type\": \"function\", \"function\": {...}}");
+        const size_t n = json_array_size(tools);
+        if (n > TOOLS_MAX) return tfail(err, 400, "tools", "tools holds %zu functions, at most %d", n, TOOLS_MAX);
+        t->json = json_array();
+        t->functions = calloc(n ? n : 1, sizeof *t->functions);
+        if (!t->json || !t->functions) return tfail(err, 500, "tools", "no memory");
+        for (size_t i = 0; i < n; i++)
+            if (!parse_tool(json_array_get(tools, i), i, t, err)) return false;
+    }
+    return parse_tool_choice(json_object_get(body, "tool_choice"), t, err);
+}
+
+void tools_request_free(tools_request *t) {
+    json_decref(t->json);
+    free(t->functions);
+    memset(t, 0, sizeof *t);
+}
+
+bool tools_parse_calls(const tools_request *t) {
+    return t && t->n_functions > 0 && t->choice != TOOL_CHOICE_NONE;
+}
+
+/* ---------------------------------------------------------------- messages */
+
+bool tools_message_check(const json_t *msg, size_t i, const char *role, const json_t **calls,
+                         const char **call_id, tools_error *err) {
+    *calls = NULL;
+    *call_id = NULL;
+    const json_t *tc = json_object_get(msg, "tool_calls"), *id = json_object_get(msg, "tool_call_id");
+    if (tc && !json_is_null(tc) && !(json_is_array(tc) && json_array_size(tc) == 0)) {
+        if (strcmp(role, "assistant"))
+            return tfail(err, 400, "messages", "messages[%zu].tool_calls: only an assistant's message has them", i);
+        if (!json_is_array(tc)) return tfail(err, 400, "messages", "messages[%zu].tool_calls must be an array", i);
+        static const char *const call_keys[] = {"id", "type", "function", NULL};
+        static const char *const fn_keys[] = {"name", "arguments", NULL};
+        for (size_t k = 0; k < json_array_size(tc); k++) {
+            const json_t *c = json_array_get(tc, k);
+            const json_t *cid = json_object_get(c, "id"), *type = json_object_get(c, "type");
+            const json_t *fn = json_object_get(c, "function");
+            const json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+            const char *bad = json_is_object(c) ? unknown_key(c, call_keys) : NULL;
+            if (!bad && json_is_object(fn)) bad = unknown_key(fn, fn_keys);
+            if (bad)
+                return tfail(err, 400, "messages", "messages[%zu].tool_calls[%zu]: %.64s is not supported by toy serve",
+                             i, k, bad);
+            if (!json_is_object(c) || !json_is_string(cid) || json_string_length(cid) == 0 || !json_is_string(type) ||
+                strcmp(json_string_value(type), "function") || !json_is_object(fn) || !json_is_string(name) ||
+                !valid_name(json_string_value(name)) || !json_is_string(args))
+                return tfail(err, 400, "messages",
+                             "messages[%zu].tool_calls[%zu] must be {\"id\": ID, \"type\": \"function\", \"function\": "
+                             "{\"name\": NAME, \"arguments\": TEXT}}",
+                             i, k);
+            json_t *a = json_loads(json_string_value(args), 0, NULL);
+            const bool object = json_is_object(a);
+            json_decref(a);
+            if (!object)
+                return tfail(err, 400, "messages",
+                             "messages[%zu].tool_calls[%zu].function.arguments must be the text of a JSON object", i, k);
+        }
+        *calls = tc;
+    }
+    if (id && !json_is_null(id)) {
+        if (strcmp(role, "tool"))
+            return tfail(err, 400, "messages", "messages[%zu].tool_call_id: only a tool message has one", i);
+        if (!json_is_string(id) || json_string_length(id) == 0)
+            return tfail(err, 400, "messages", "messages[%zu].tool_call_id must be a non-empty string", i);
+        *call_id = json_string_value(id);
+    }
+    if (!strcmp(role, "tool") && !*call_id)
+        return tfail(err, 400, "messages", "messages[%zu] (role tool) needs a tool_call_id", i);
+    return true;
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+/* A message for the template, or raw text written between the templated runs. */
+typedef struct {
+    const char *role;
+    char *content; /* owned */
+    bool raw;
+} item;
+
+typedef struct {
+    item *v;
+    size_t n;
+    bool oom;
+} item_list;
+
+/* Adds an item holding the buffer's text (taken over). */
+static void push(item_list *l, const char *role, toy_buf *b, bool raw) {
+    toy_buf_append(b, "", 0);
+    if (b->oom) {
+        l->oom = true;
+        free(b->v);
+    } else {
+        l->v[l->n++] = (item){role, b->v, raw};
+    }
+    *b = (toy_buf){0};
+}
+
+static void push_text(item_list *l, const char *role, const char *text, bool raw) {
+    toy_buf b = {0};
+    PUT(&b, text);
+    push(l, role, &b, raw);
+}
+
+static const char *call_name(const json_t *call) {
+    return json_string_value(json_object_get(json_object_get(call, "function"), "name"));
+}
+
+/* A call's arguments as JSON (checked to be an object's text by tools_message_check). */
+static void put_arguments(toy_buf *b, const json_t *call) {
+    json_t *a = json_loads(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")), 0, NULL);
+    if (!a) b->oom = true;
+    else put_json(b, a, 0);
+    json_decref(a);
+}
+
+/* [{"name": N, "arguments": A, "id": I}, ...]: Mistral's and the generic form's calls. */
+static void put_call_list(toy_buf *b, const json_t *calls) {
+    PUT(b, "[");
+    for (size_t k = 0; k < json_array_size(calls); k++) {
+        const json_t *c = json_array_get(calls, k);
+        json_t *name = json_string(call_name(c));
+        PUT(b, k ? ", " : "", "{\"name\": ");
+        put_json(b, name, 0);
+        PUT(b, ", \"arguments\": ");
+        put_arguments(b, c);
+        PUT(b, ", \"id\": ");
+        put_json(b, json_object_get(c, "id"), 0);
+        PUT(b, "}");
+        json_decref(name);
+    }
+    PUT(b, "]");
+}
+
+static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
+
+static bool is_role(const tools_message *m, const char *role) { return !strcmp(m->role, role); }
+
+/* The end of the run of tool messages that begins at i. */
+static size_t tool_run_end(const tools_message *m, size_t n, size_t i) {
+    while (i < n && is_role(&m[i], "tool")) i++;
+    return i;
+}
+
+/* Qwen 2.5's template without its default system message (as Qwen 3's). */
+static void render_hermes(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
+    size_t i = 0;
+    if (t && t->n_functions) {
+        toy_buf s = {0};
+        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content, "\n\n");
+        PUT(&s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+                "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
+        for (size_t k = 0; k < json_array_size(t->json); k++) {
+            PUT(&s, "\n");
+            put_json(&s, json_array_get(t->json, k), 0);
+        }
+        PUT(&s, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                "\"arguments\": <args-json-object>}\n</tool_call>");
+        push(l, "system", &s, false);
+    }
+    for (; i < n; i++) {
+        toy_buf b = {0};
+        if (is_role(&m[i], "tool")) { /* a run of results is one user turn */
+            const size_t end = tool_run_end(m, n, i);
+            for (size_t k = i; k < end; k++)
+                PUT(&b, k > i ? "\n" : "", "<tool_response>\n", m[k].content, "\n</tool_response>");
+            push(l, "user", &b, false);
+            i = end - 1;
+        } else if (m[i].tool_calls) {
+            if (m[i].content[0]) PUT(&b, m[i].content, "\n");
+            for (size_t k = 0; k < json_array_size(m[i].tool_calls); k++) {
+                const json_t *c = json_array_get(m[i].tool_calls, k);
+                PUT(&b, k ? "\n" : "", "<tool_call>\n{\"name\": \"", call_name(c), "\", \"arguments\": ");
+                put_arguments(&b, c);
+                PUT(&b, "}\n</tool_call>");
+            }
+            push(l, "assistant", &b, false);
+        } else {
+            push_text(l, m[i].role, m[i].content, false);
+        }
+    }
+}
+
+/* Llama 3.1's template with tools_in_user_message false (as llama.cpp renders it) and
+ * the template's own default date: prompts do not change with the day. An assistant's
+ * several calls are one object a line (the template takes one a turn). */
+static void render_llama3(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
+    size_t i = 0;
+    if (t && t->n_functions) {
+        toy_buf s = {0};
+        PUT(&s, "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+                "You have access to the following functions. To call a function, please respond with JSON for a "
+                "function call.Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+                "argument name and its value}.Do not use variables.\n\n");
+        for (size_t k = 0; k < json_array_size(t->json); k++) {
+            put_json(&s, json_array_get(t->json, k), 4);
+            PUT(&s, "\n\n");
+        }
+        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content);
+        push(l, "system", &s, false);
+    }
+    for (; i < n; i++) {
+        toy_buf b = {0};
+        if (is_role(&m[i], "tool")) {
+            push_text(l, "ipython", m[i].content, false);
+        } else if (m[i].tool_calls) {
+            for (size_t k = 0; k < json_array_size(m[i].tool_calls); k++) {
+                const json_t *c = json_array_get(m[i].tool_calls, k);
+                PUT(&b, k ? "\n" : "", "{\"name\": \"", call_name(c), "\", \"parameters\": ");
+                put_arguments(&b, c);
+                PUT(&b, "}");
+            }
+            push(l, "assistant", &b, false);
+        } else {
+            push_text(l, m[i].role, m[i].content, false);
+        }
+    }
+}
+
+/* Mistral 7B v0.3's template (v1 and v3: a space after each tool tag) and Nemo's
+ * (v3-tekken, v7: none). The tool blocks stand outside the [INST] turns, so they are raw
+ * text; so is an assistant's answer after tool results in the families whose template
+ * writes the assistant only after a user turn (v1, v3, v3-tekken). */
+static void render_mistral(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
+    const char *f = t ? t->family : "mistral-v3";
+    const bool turns = !strncmp(f, "mistral-v1", 10) || !strncmp(f, "mistral-v3", 10);
+    const bool tekken = strstr(f, "tekken") != NULL;
+    const char *sp = turns && !tekken ? " " : "";
+    /* the tools go before the turn of the last user message */
+    size_t at = n;
+    for (size_t i = n; i-- > 0 && at == n;)
+        if (is_role(&m[i], "user")) at = i;
+    if (at == n) at = 0;
+    while (turns && at > 0 && is_role(&m[at - 1], "system")) at--;
+    const bool with_tools = t && t->n_functions;
+    bool after_raw = false;
+    for (size_t i = 0; i <= n; i++) {
+        toy_buf b = {0};
+        if (with_tools && i == at) {
+            PUT(&b, "[AVAILABLE_TOOLS]", sp);
+            put_json(&b, t->json, 0);
+            PUT(&b, "[/AVAILABLE_TOOLS]");
+            push(l, NULL, &b, true);
+        }
+        if (i == n) break;
+        if (is_role(&m[i], "tool")) {
+            json_t *r = json_pack("{s:s,s:s}", "content", m[i].content, "call_id", m[i].tool_call_id);
+            PUT(&b, "[TOOL_RESULTS]", sp);
+            if (r) put_json(&b, r, 0);
+            else b.oom = true;
+            PUT(&b, "[/TOOL_RESULTS]");
+            json_decref(r);
+            push(l, NULL, &b, true);
+            after_raw = true;
+        } else if (m[i].tool_calls) {
+            PUT(&b, "[TOOL_CALLS]", sp);
+            put_call_list(&b, m[i].tool_calls);
+            PUT(&b, "</s>");
+            push(l, NULL, &b, true);
+            after_raw = true;
+        } else if (turns && after_raw && is_role(&m[i], "assistant")) {
+            const char *c = m[i].content;
+            size_t len = strlen(c);
+            if (!strcmp(f, "mistral-v3")) { /* the one that trims, as its family does */
+                while (len > 0 && is_space(*c)) c++, len--;
+                while (len > 0 && is_space(c[len - 1])) len--;
+            }
+            PUT(&b, tekken ? "" : " ");
+            toy_buf_append(&b, c, len);
+            PUT(&b, "</s>");
+            push(l, NULL, &b, true);
+        } else {
+            push_text(l, m[i].role, m[i].content, false);
+            after_raw = false;
+        }
+    }
+}
+
+/* toy's form for the families without a tool syntax of their own. */
+static void render_generic(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
+    size_t i = 0;
+    if (t && t->n_functions && t->choice != TOOL_CHOICE_NONE) {
+        toy_buf s = {0};
+        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content, "\n\n");
+        PUT(&s, "You can call functions (tools). They are, one JSON object a line:\n");
+        for (size_t k = 0; k < json_array_size(t->json); k++) {
+            put_json(&s, json_array_get(t->json, k), 0);
+            PUT(&s, "\n");
+        }
+        PUT(&s, "\nTo call ", t->parallel ? "one or more of them" : "one of them",
+            ", answer with only a JSON object of this form:\n"
+            "{\"tool_calls\": [{\"name\": <function name>, \"arguments\": <its arguments as a JSON object>}]}\n"
+            "The results come back as {\"tool_results\": [{\"tool_call_id\": <id>, \"content\": <result>}]}. "
+            "To answer without calling a function, reply in plain text.");
+        push(l, "system", &s, false);
+    }
+    for (; i < n; i++) {
+        toy_buf b = {0};
+        if (is_role(&m[i], "tool")) {
+            const size_t end = tool_run_end(m, n, i);
+            PUT(&b, "{\"tool_results\": [");
+            for (size_t k = i; k < end; k++) {
+                json_t *r = json_pack("{s:s,s:s}", "tool_call_id", m[k].tool_call_id, "content", m[k].content);
+                PUT(&b, k > i ? ", " : "");
+                if (r) put_json(&b, r, 0);
+                else b.oom = true;
+                json_decref(r);
+            }
+            PUT(&b, "]}");
+            push(l, "user", &b, false);
+            i = end - 1;
+        } else if (m[i].tool_calls) {
+            PUT(&b, "{\"tool_calls\": ");
+            put_call_list(&b, m[i].tool_calls);
+            PUT(&b, "}");
+            push(l, "assistant", &b, false);
+        } else {
+            push_text(l, m[i].role, m[i].content, false);
+        }
+    }
+}
+
+/* The items through the template, run by run; the generation prompt after the last. */
+static bool apply_items(const char *family, const item_list *l, bool add_assistant, char **out, tools_error *err) {
+    toy_buf b = {0};
+    toy_buf_append(&b, "", 0);
+    toy_chat_message *run = malloc((l->n ? l->n : 1) * sizeof *run);
+    bool ok = run != NULL || tfail(err, 500, "messages", "no memory");
+    for (size_t i = 0; ok && i <= l->n;) {
+        if (i < l->n && l->v[i].raw) {
+            PUT(&b, l->v[i++].content);
+            continue;
+        }
+        size_t k = 0;
+        while (i < l->n && !l->v[i].raw) run[k++] = (toy_chat_message){l->v[i].role, l->v[i].content}, i++;
+        const bool last = i == l->n;
+        if (k == 0 && !(last && add_assistant)) {
+            if (last) break;
+            continue;
+        }
+        char *s = NULL;
+        if (toy_chat_apply(family, run, k, last && add_assistant, &s))
+            ok = tfail(err, 400, "messages", "messages: %s", toy_last_error());
+        else
+            PUT(&b, s);
+        toy_free(s);
+        if (last) break;
+    }
+    free(run);
+    if (ok && b.oom) ok = tfail(err, 500, "messages", "no memory");
+    if (!ok) {
+        free(b.v);
+        return false;
+    }
+    *out = b.v;
+    return true;
+}
+
+bool tools_render(const tools_request *t, const char *family, const tools_message *m, size_t n,
+                  bool add_assistant, char **prompt, tools_error *err) {
+    *prompt = NULL;
+    item_list l = {calloc(2 * n + 2, sizeof(item)), 0, false};
+    if (!l.v) return tfail(err, 500, "messages", "no memory");
+    switch (tools_syntax_of(family)) {
+    case TOOLS_HERMES: render_hermes(t, m, n, &l); break;
+    case TOOLS_LLAMA3: render_llama3(t, m, n, &l); break;
+    case TOOLS_MISTRAL: render_mistral(t, m, n, &l); break;
+    case TOOLS_GENERIC: render_generic(t, m, n, &l); break;
+    }
+    bool ok = !l.oom || tfail(err, 500, "messages", "no memory");
+    if (ok) ok = apply_items(family, &l, add_assistant, prompt, err);
+    for (size_t i = 0; i < l.n; i++) free(l.v[i].content);
+    free(l.v);
+    return ok;
+}
+
+/* ---------------------------------------------------------------- parsing answers */
+
+static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static size_t skip_ws(const char *s, size_t n, size_t i) {
+    while (i < n && is_ws(s[i])) i++;
+    return i;
+}
+
+static bool starts(const char *s, size_t n, size_t i, const char *lit) {
+    const size_t k = strlen(lit);
+    return i <= n && n - i >= k && !memcmp(s + i, lit, k);
+}
+
+static size_t find(const char *s, size_t n, const char *lit) {
+    for (size_t i = 0; i < n; i++)
+        if (starts(s, n, i, lit)) return i;
+    return n;
+}
+
+/* The end of the JSON value that begins at s[i], found lexically (strings and their
+ * escapes skipped, brackets counted); 0 when it does not end within n. Whether it is
+ * valid JSON is Jansson's to say. */
+static size_t json_end(const char *s, size_t n, size_t i) {
+    if (i >= n) return 0;
+    if (s[i] != '{' && s[i] != '[' && s[i] != '"') { /* a number or a literal */
+        size_t k = i;
+        while (k < n && !is_ws(s[k]) && s[k] != ',' && s[k] != '}' && s[k] != ']') k++;
+        return k > i ? k : 0;
+    }
+    size_t depth = 0;
+    for (size_t k = i; k < n; k++) {
+        if (s[k] == '"') {
+            for (k++; k < n && s[k] != '"'; k++)
+                if (s[k] == '\\') k++;
+            if (k >= n) return 0;
+        } else if (s[k] == '{' || s[k] == '[') {
+            depth++;
+        } else if (s[k] == '}' || s[k] == ']') {
+            depth--;
+        }
+        if (depth == 0) return k + 1;
+    }
+    return 0;
+}
+
+/* Where the value of `key` lies in the object text s[a, b) (valid JSON); false if the key
+ * is not written plainly (escaped characters in it). */
+static bool member_span(const char *s, size_t a, size_t b, const char *key, size_t *va, size_t *vb) {
+    const size_t klen = strlen(key);
+    for (size_t i = skip_ws(s, b, a + 1); i < b && s[i] == '"';) {
+        const size_t ke = json_end(s, b, i);
+        if (!ke) return false;
+        const bool match = ke - i == klen + 2 && !memcmp(s + i + 1, key, klen);
+        i = skip_ws(s, b, ke);
+        if (i >= b || s[i] != ':') return false;
+        i = skip_ws(s, b, i + 1);
+        const size_t ve = json_end(s, b, i);
+        if (!ve) return false;
+        if (match) {
+            *va = i;
+            *vb = ve;
+            return true;
+        }
+        i = skip_ws(s, b, ve);
+        if (i >= b || s[i] != ',') return false;
+        i = skip_ws(s, b, i + 1);
+    }
+    return false;
+}
+
+typedef struct {
+    tool_call *v;
+    size_t n, cap;
+    bool oom;
+} call_list;
+
+static void calls_free(call_list *c) {
+    for (size_t i = 0; i < c->n; i++) {
+        free(c->v[i].name);
+        free(c->v[i].arguments);
+    }
+    free(c->v);
+    *c = (call_list){0};
+}
+
+/* Reads the call object in s[a, b): {"name": N, KEY: {...}} for one of the keys (the
+ * arguments), N a declared function, with "id" and "type": "function" allowed besides.
+ * Adds it when `keep`. false: not such a call. */
+static bool read_call(const char *s, size_t a, size_t b, const char *const *keys, const tool_function *fns,
+                      size_t n_fns, bool keep, call_list *out) {
+    json_t *o = json_loadb(s + a, b - a, JSON_REJECT_DUPLICATES, NULL);
+    const json_t *name = json_object_get(o, "name"), *type = json_object_get(o, "type"), *args = NULL;
+    const char *key_used = NULL;
+    for (const char *const *k = keys; *k && !args; k++)
+        if ((args = json_object_get(o, *k))) key_used = *k;
+    bool ok = json_is_object(o) && json_is_string(name) && json_is_object(args) &&
+              json_object_size(o) == 2u + (json_object_get(o, "id") != NULL) + (type != NULL) &&
+              (!type || (json_is_string(type) && !strcmp(json_string_value(type), "function")));
+    bool declared = false;
+    for (size_t k = 0; ok && k < n_fns && !declared; k++) declared = !strcmp(fns[k].name, json_string_value(name));
+    ok = ok && declared;
+    if (ok && keep) {
+        size_t va, vb;
+        char *text = member_span(s, a, b, key_used, &va, &vb) ? strndup(s + va, vb - va)
+                                                              : json_dumps(args, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        char *nm = strdup(json_string_value(name));
+        if (out->n == out->cap) {
+            const size_t cap = out->cap ? 2 * out->cap : 4;
+            tool_call *v = realloc(out->v, cap * sizeof *v);
+            if (v) out->v = v, out->cap = cap;
+        }
+        if (!text || !nm || out->n == out->cap) {
+            out->oom = true;
+            free(text);
+            free(nm);
+        } else {
+            out->v[out->n++] = (tool_call){nm, text};
+        }
+    }
+    json_decref(o);
+    return ok;
+}
+
+/* The calls of a JSON array text s[a, b) ([{...}, ...], not empty); false unless every
+ * element is a call. */
+static bool read_call_array(const char *s, size_t a, size_t b, const tool_function *fns, size_t n_fns,
+                            bool parallel, call_list *out) {
+    static const char *const keys[] = {"arguments", NULL};
+    json_t *arr = json_loadb(s + a, b - a, 0, NULL);
+    const bool array = json_is_array(arr) && json_array_size(arr) > 0;
+    json_decref(arr);
+    if (!array) return false;
+    for (size_t i = skip_ws(s, b, a + 1); i < b;) {
+        const size_t e = json_end(s, b, i);
+        if (!e || s[i] != '{' || !read_call(s, i, e, keys, fns, n_fns, parallel || out->n == 0, out)) return false;
+        i = skip_ws(s, b, e);
+        if (i < b && s[i] == ']') return true;
+        i = skip_ws(s, b, i + 1); /* after the comma */
+    }
+    return false;
+}
+
+/* The calls in the text and where they lie: [*start, *end). */
+static void find_calls(tools_syntax syn, const tool_function *fns, size_t n_fns, bool parallel, const char *s,
+                       size_t n, call_list *calls, size_t *start, size_t *end) {
+    static const char *const arguments[] = {"arguments", NULL};
+    static const char *const parameters[] = {"parameters", "arguments", NULL};
+    *start = *end = 0;
+    switch (syn) {
+    case TOOLS_HERMES: {
+        /* <tool_call>{...}</tool_call>, one after another (white space between) */
+        size_t i = *start = find(s, n, "<tool_call>");
+        while (starts(s, n, i, "<tool_call>")) {
+            const size_t j = skip_ws(s, n, i + strlen("<tool_call>"));
+            const size_t e = j < n && s[j] == '{' ? json_end(s, n, j) : 0;
+            if (!e) break;
+            const size_t k = skip_ws(s, n, e);
+            if (!starts(s, n, k, "</tool_call>") ||
+                !read_call(s, j, e, arguments, fns, n_fns, parallel || calls->n == 0, calls))
+                break;
+            *end = k + strlen("</tool_call>");
+            i = skip_ws(s, n, *end);
+        }
+        break;
+    }
+    case TOOLS_MISTRAL: {
+        *start = find(s, n, "[TOOL_CALLS]");
+        const size_t j = skip_ws(s, n, *start + strlen("[TOOL_CALLS]"));
+        const size_t e = *start < n && j < n && s[j] == '[' ? json_end(s, n, j) : 0;
+        if (e && read_call_array(s, j, e, fns, n_fns, parallel, calls)) *end = e;
+        else calls_free(calls);
+        break;
+    }
+    case TOOLS_LLAMA3: {
+        /* {"name": N, "parameters": {...}} at the start, several apart by white space or ";" */
+        size_t i = *start = skip_ws(s, n, 0);
+        while (i < n && s[i] == '{') {
+            const size_t e = json_end(s, n, i);
+            if (!e || !read_call(s, i, e, parameters, fns, n_fns, parallel || calls->n == 0, calls)) break;
+            *end = e;
+            i = skip_ws(s, n, e);
+            if (i < n && s[i] == ';') i = skip_ws(s, n, i + 1);
+        }
+        break;
+    }
+    case TOOLS_GENERIC: {
+        /* {"tool_calls": [...]} or {"tool_call": {...}} at the start */
+        *start = skip_ws(s, n, 0);
+        const size_t e = *start < n && s[*start] == '{' ? json_end(s, n, *start) : 0;
+        json_t *o = e ? json_loadb(s + *start, e - *start, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        size_t va, vb;
+        bool ok = json_object_size(o) == 1;
+        if (ok && member_span(s, *start, e, "tool_calls", &va, &vb))
+            ok = s[va] == '[' && read_call_array(s, va, vb, fns, n_fns, parallel, calls);
+        else if (ok && member_span(s, *start, e, "tool_call", &va, &vb))
+            ok = s[va] == '{' && read_call(s, va, vb, arguments, fns, n_fns, true, calls);
+        else
+            ok = false;
+        json_decref(o);
+        if (ok) *end = e;
+        else calls_free(calls);
+        break;
+    }
+    }
+}
+
+bool tools_parse_output(tools_syntax syntax, const tool_function *fns, size_t n_fns, bool parallel,
+                        const char *text, size_t len, tools_output *out) {
+    memset(out, 0, sizeof *out);
+    call_list calls = {0};
+    size_t start, end;
+    find_calls(syntax, fns, n_fns, parallel, text, len, &calls, &start, &end);
+    if (calls.oom) {
+        calls_free(&calls);
+        return false;
+    }
+    size_t before = len, tail = len, tail_end = len;
+    if (calls.n) {
+        before = start;
+        while (before > 0 && is_ws(text[before - 1])) before--;
+        tail = skip_ws(text, len, end);
+        while (tail_end > tail && is_ws(text[tail_end - 1])) tail_end--;
+    }
+    toy_buf b = {0};
+    toy_buf_append(&b, text, before);
+    if (tail_end > tail) {
+        if (before) toy_buf_append(&b, "\n", 1);
+        toy_buf_append(&b, text + tail, tail_end - tail);
+    }
+    if (b.oom) {
+        calls_free(&calls);
+        free(b.v);
+        return false;
+    }
+    if (calls.n && b.n == 0) { /* calls only: content null */
+        free(b.v);
+        b.v = NULL;
+    }
+    if (!calls.n && !b.v) b.v = strdup(""); /* no call: the whole text, even empty */
+    if (!calls.n && !b.v) return false;
+    out->content = b.v;
+    out->calls = calls.v;
+    out->n_calls = calls.n;
+    return true;
+}
+
+void tools_output_free(tools_output *o) {
+    call_list c = {o->calls, o->n_calls, o->n_calls, false};
+    calls_free(&c);
+    free(o->content);
+    memset(o, 0, sizeof *o);
+}
+
+/* "call_" and 24 random letters and digits (unique within any conversation). */
+static void new_call_id(char id[32]) {
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static atomic_uint_fast64_t counter;
+    unsigned char r[24];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) { /* no entropy yet: time and a counter */
+        uint64_t x = (uint64_t)time(NULL) ^ (atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ULL;
+        for (size_t i = 0; i < sizeof r; i++) {
+            x ^= x >> 31;
+            x *= 0xbf58476d1ce4e5b9ULL;
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    memcpy(id, "call_", 5);
+    for (size_t i = 0; i < sizeof r; i++) id[5 + i] = alnum[r[i] % (sizeof alnum - 1)];
+    id[5 + sizeof r] = 0;
+}
+
+json_t *tools_calls_json(const tools_output *o, bool with_index) {
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < o->n_calls; i++) {
+        char id[32];
+        new_call_id(id);
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name",
+                              o->calls[i].name, "arguments", o->calls[i].arguments);
+        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)i));
+        if (!c || json_array_append_new(arr, c)) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size_t sent) {
+    if (syntax == TOOLS_LLAMA3 || syntax == TOOLS_GENERIC) { /* a call can only open the answer */
+        const size_t i = skip_ws(text, len, 0);
+        return sent > 0 || (i < len && text[i] != '{') ? len : 0;
+    }
+    /* up to the tag, or up to what may be its beginning at the end; then white space that
+     * may come before it. No tag begins before `sent` (it would have been held back), so
+     * the search starts there. */
+    const char *tag = syntax == TOOLS_HERMES ? "<tool_call>" : "[TOOL_CALLS]";
+    const size_t tl = strlen(tag);
+    size_t cut = sent + find(text + sent, len - sent, tag);
+    for (size_t k = tl - 1; cut == len && k > 0; k--)
+        if (k <= len - sent && !memcmp(text + len - k, tag, k)) cut = len - k;
+    while (cut > sent && is_ws(text[cut - 1])) cut--;
+    return cut;
+}
+
+/* ---------------------------------------------------------------- forcing */
+
+/* A GBNF string literal of the text. */
+static void put_literal(toy_buf *b, const char *text) {
+    PUT(b, "\"");
+    for (const char *c = text; *c; c++) {
+        if (*c == '"' || *c == '\\') toy_buf_append(b, "\\", 1), toy_buf_append(b, c, 1);
+        else if (*c == '\n') PUT(b, "\\n");
+        else toy_buf_append(b, c, 1);
+    }
+    PUT(b, "\"");
+}
+
+bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
+    *gbnf = NULL;
+    if (t->n_functions == 0 || (t->choice != TOOL_CHOICE_REQUIRED && t->choice != TOOL_CHOICE_NAMED)) return true;
+    toy_buf b = {0};
+    const bool spaced = t->syntax == TOOLS_MISTRAL && (!strcmp(t->family, "mistral-v1") || !strcmp(t->family, "mistral-v3"));
+    /* call ::= callK | ...: each function's call in the syntax, its arguments the
+     * schema's rule callK-args */
+    toy_buf alts = {0};
+    for (size_t k = 0; k < t->n_functions; k++) {
+        if (t->choice == TOOL_CHOICE_NAMED && k != t->named) continue;
+        const tool_function *fn = &t->functions[k];
+        char rule[32], schema_err[256];
+        snprintf(rule, sizeof rule, "call%zu", k);
+        char args[40];
+        snprintf(args, sizeof args, "%s-args", rule);
+        if (!json_schema_gbnf(fn->parameters, fn->strict, args, &b, schema_err, sizeof schema_err)) {
+            free(b.v);
+            free(alts.v);
+            return tfail(err, strstr(schema_err, "out of memory") ? 500 : 400, "tools",
+                         "tools[%zu].function.parameters: %s", k, schema_err);
+        }
+        char head[128];
+        snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", fn->name,
+                 t->syntax == TOOLS_LLAMA3 ? "parameters" : "arguments");
+        PUT(&b, rule, " ::= ");
+        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n"), PUT(&b, " ");
+        put_literal(&b, head);
+        PUT(&b, " ", args, " ");
+        put_literal(&b, t->syntax == TOOLS_HERMES ? "}\n</tool_call>" : "}");
+        PUT(&b, "\n");
+        PUT(&alts, alts.n ? " | " : "", rule);
+    }
+    PUT(&b, "call ::= ", alts.v ? alts.v : "", "\n");
+    free(alts.v);
+    /* one call, or with parallel one or more apart as the renderer writes them */
+    const char *calls = t->parallel ? (t->syntax == TOOLS_HERMES || t->syntax == TOOLS_LLAMA3 ? "call (\"\\n\" call)*"
+                                                                                            : "call (\", \" call)*")
+                                    : "call";
+    PUT(&b, "root ::= ");
+    if (t->syntax == TOOLS_MISTRAL) put_literal(&b, spaced ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
+    if (t->syntax == TOOLS_GENERIC) put_literal(&b, "{\"tool_calls\": [");
+    PUT(&b, t->syntax == TOOLS_MISTRAL || t->syntax == TOOLS_GENERIC ? " " : "", calls);
+    if (t->syntax == TOOLS_MISTRAL) PUT(&b, " "), put_literal(&b, "]");
+    if (t->syntax == TOOLS_GENERIC) PUT(&b, " "), put_literal(&b, "]}");
+    PUT(&b, "\n");
+    if (b.oom) {
+        free(b.v);
+        return tfail(err, 500, "tools", "no memory");
+    }
+    *gbnf = b.v;
+    return true;
+}

@@ -1,0 +1,512 @@
+/* test_tools.c — tool calling in toy serve (src/server/tools.c): a conversation with
+ * tools, a call and its result rendered in each family's syntax (exact prompts), the
+ * prompt without tools left as toy_chat_apply makes it, answers of every syntax parsed
+ * into calls (parallel, one, malformed), the text a stream holds back, and the checks on
+ * tools, tool_choice and tool messages. */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test.h"
+#include "tools.h"
+#include "toy.h"
+
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const tools_json =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather of a city\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "
+    "[\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}]";
+
+/* the first tool as the templates write it (tojson), flat and indented by 4 */
+#define TOOL0                                                                                                      \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather of a city\", " \
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}, \"required\": "   \
+    "[\"city\"]}}}"
+#define TOOL1 "{\"type\": \"function\", \"function\": {\"name\": \"get_time\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}"
+#define TOOL0_INDENT4                                                                                               \
+    "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n        \"description\": " \
+    "\"Weather of a city\",\n        \"parameters\": {\n            \"type\": \"object\",\n            "            \
+    "\"properties\": {\n                \"city\": {\n                    \"type\": \"string\"\n                }\n " \
+    "           },\n            \"required\": [\n                \"city\"\n            ]\n        }\n    }\n}"
+#define TOOL1_INDENT4                                                                                           \
+    "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_time\",\n        \"parameters\": " \
+    "{\n            \"type\": \"object\",\n            \"properties\": {}\n        }\n    }\n}"
+
+static tools_request request(const char *family, const char *extra) {
+    char body[2048];
+    snprintf(body, sizeof body, "{\"tools\": %s%s}", tools_json, extra);
+    json_t *j = json_loads(body, 0, NULL);
+    tools_request t;
+    tools_error err;
+    CHECK_MSG(tools_request_parse(j, family, &t, &err), "%s", err.message);
+    json_decref(j);
+    return t;
+}
+
+/* system, user, an assistant's call, its result */
+static json_t *calls_json;
+static tools_message conv[4];
+
+static void make_conversation(void) {
+    calls_json = json_loads("[{\"id\": \"call_1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+                            "\"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}]",
+                            0, NULL);
+    CHECK(calls_json != NULL);
+    conv[0] = (tools_message){"system", "You are helpful.", NULL, NULL};
+    conv[1] = (tools_message){"user", "Weather in Paris?", NULL, NULL};
+    conv[2] = (tools_message){"assistant", "", calls_json, NULL};
+    conv[3] = (tools_message){"tool", "sunny", NULL, "call_1"};
+}
+
+static void check_prompt(const char *family, const char *expected) {
+    tools_request t = request(family, "");
+    char *got = NULL;
+    tools_error err;
+    CHECK_MSG(tools_render(&t, family, conv, N_OF(conv), true, &got, &err), "%s: %s", family, err.message);
+    CHECK_MSG(got && !strcmp(got, expected), "%s:\n  got      \"%s\"\n  expected \"%s\"", family, got ? got : "(null)",
+              expected);
+    free(got);
+    tools_request_free(&t);
+}
+
+#define GENERIC_SYSTEM                                                                                             \
+    "You are helpful.\n\nYou can call functions (tools). They are, one JSON object a line:\n" TOOL0 "\n" TOOL1      \
+    "\n\nTo call one or more of them, answer with only a JSON object of this form:\n{\"tool_calls\": [{\"name\": " \
+    "<function name>, \"arguments\": <its arguments as a JSON object>}]}\nThe results come back as "               \
+    "{\"tool_results\": [{\"tool_call_id\": <id>, \"content\": <result>}]}. To answer without calling a function, " \
+    "reply in plain text."
+
+static void test_render(void) {
+    make_conversation();
+    check_prompt("chatml",
+                 "<|im_start|>system\nYou are helpful.\n\n# Tools\n\nYou may call one or more functions to assist "
+                 "with the user query.\n\nYou are provided with function signatures within <tools></tools> XML "
+                 "tags:\n<tools>\n" TOOL0 "\n" TOOL1
+                 "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+                 "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
+                 "\"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+                 "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+                 "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                 "\"Paris\"}}\n</tool_call><|im_end|>\n"
+                 "<|im_start|>user\n<tool_response>\nsunny\n</tool_response><|im_end|>\n"
+                 "<|im_start|>assistant\n");
+    check_prompt("llama3",
+                 "<|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\nCutting Knowledge Date: "
+                 "December 2023\nToday Date: 26 Jul 2024\n\nYou have access to the following functions. To call a "
+                 "function, please respond with JSON for a function call.Respond in the format {\"name\": function "
+                 "name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n\n" TOOL0_INDENT4
+                 "\n\n" TOOL1_INDENT4 "\n\nYou are helpful.<|eot_id|>"
+                 "<|start_header_id|>user<|end_header_id|>\n\nWeather in Paris?<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": "
+                 "{\"city\": \"Paris\"}}<|eot_id|>"
+                 "<|start_header_id|>ipython<|end_header_id|>\n\nsunny<|eot_id|>"
+                 "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    check_prompt("mistral-v3",
+                 "[AVAILABLE_TOOLS] [" TOOL0 ", " TOOL1 "][/AVAILABLE_TOOLS]"
+                 "[INST] You are helpful.\n\nWeather in Paris?[/INST]"
+                 "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": "
+                 "\"call_1\"}]</s>"
+                 "[TOOL_RESULTS] {\"content\": \"sunny\", \"call_id\": \"call_1\"}[/TOOL_RESULTS]");
+    check_prompt("mistral-v7-tekken",
+                 "[SYSTEM_PROMPT]You are helpful.[/SYSTEM_PROMPT]"
+                 "[AVAILABLE_TOOLS][" TOOL0 ", " TOOL1 "][/AVAILABLE_TOOLS]"
+                 "[INST]Weather in Paris?[/INST]"
+                 "[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": "
+                 "\"call_1\"}]</s>"
+                 "[TOOL_RESULTS]{\"content\": \"sunny\", \"call_id\": \"call_1\"}[/TOOL_RESULTS]");
+    /* the generic form, in Gemma's turns (the system text opens the first user turn) */
+    check_prompt("gemma", "<start_of_turn>user\n" GENERIC_SYSTEM "\n\nWeather in Paris?<end_of_turn>\n"
+                          "<start_of_turn>model\n{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": "
+                          "{\"city\": \"Paris\"}, \"id\": \"call_1\"}]}<end_of_turn>\n"
+                          "<start_of_turn>user\n{\"tool_results\": [{\"tool_call_id\": \"call_1\", \"content\": "
+                          "\"sunny\"}]}<end_of_turn>\n<start_of_turn>model\n");
+    check_prompt("phi3", "<|system|>\n" GENERIC_SYSTEM "<|end|>\n<|user|>\nWeather in Paris?<|end|>\n"
+                         "<|assistant|>\n{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                         "\"Paris\"}, \"id\": \"call_1\"}]}<|end|>\n"
+                         "<|user|>\n{\"tool_results\": [{\"tool_call_id\": \"call_1\", \"content\": \"sunny\"}]}"
+                         "<|end|>\n<|assistant|>\n");
+
+    /* Mistral v3: an answer after the results follows them directly, as the template
+     * writes it; a later user message opens a turn */
+    {
+        tools_message m[6];
+        memcpy(m, conv, sizeof conv);
+        m[4] = (tools_message){"assistant", " It is sunny. ", NULL, NULL};
+        m[5] = (tools_message){"user", "Thanks", NULL, NULL};
+        tools_request t = request("mistral-v3", "");
+        char *got = NULL;
+        tools_error err;
+        CHECK(tools_render(&t, "mistral-v3", m, 6, true, &got, &err));
+        CHECK_STR_CONTAINS(got, "[/TOOL_RESULTS] It is sunny.</s>[AVAILABLE_TOOLS] [");
+        CHECK_STR_CONTAINS(got, "[/AVAILABLE_TOOLS][INST] Thanks[/INST]");
+        CHECK(got && strncmp(got, "[INST] You are helpful.\n\nWeather in Paris?[/INST][TOOL_CALLS]", 61) == 0);
+        free(got);
+        tools_request_free(&t);
+    }
+
+    /* parallel calls in one assistant message, two results in a row */
+    {
+        json_t *two = json_loads(
+            "[{\"id\": \"a\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": "
+            "\"{\\\"city\\\": \\\"Rome\\\"}\"}}, {\"id\": \"b\", \"type\": \"function\", \"function\": {\"name\": "
+            "\"get_time\", \"arguments\": \"{}\"}}]",
+            0, NULL);
+        const tools_message m[] = {{"user", "Rome?", NULL, NULL},
+                                   {"assistant", "Let me see.", two, NULL},
+                                   {"tool", "rain", NULL, "a"},
+                                   {"tool", "noon", NULL, "b"}};
+        char *got = NULL;
+        tools_error err;
+        CHECK(tools_render(NULL, "chatml", m, N_OF(m), false, &got, &err));
+        CHECK_MSG(got && !strcmp(got, "<|im_start|>user\nRome?<|im_end|>\n<|im_start|>assistant\nLet me see.\n"
+                                      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                                      "\"Rome\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
+                                      "\"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                                      "<tool_response>\nrain\n</tool_response>\n<tool_response>\nnoon\n"
+                                      "</tool_response><|im_end|>\n"),
+                  "got \"%s\"", got ? got : "(null)");
+        free(got);
+        CHECK(tools_render(NULL, "llama3", m, N_OF(m), false, &got, &err));
+        CHECK_STR_CONTAINS(got, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
+                                "\"parameters\": {\"city\": \"Rome\"}}\n{\"name\": \"get_time\", \"parameters\": "
+                                "{}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\nrain<|eot_id|>"
+                                "<|start_header_id|>ipython<|end_header_id|>\n\nnoon<|eot_id|>");
+        free(got);
+        CHECK(tools_render(NULL, "zephyr", m, N_OF(m), false, &got, &err));
+        CHECK_STR_CONTAINS(got, "<|user|>\n{\"tool_results\": [{\"tool_call_id\": \"a\", \"content\": \"rain\"}, "
+                                "{\"tool_call_id\": \"b\", \"content\": \"noon\"}]}<|endoftext|>\n");
+        free(got);
+        json_decref(two);
+    }
+
+    /* no tools, no tool messages: toy_chat_apply's prompt, in every family */
+    {
+        static const char *const families[] = {"chatml", "llama3", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
+                                               "mistral-v7", "gemma", "phi3", "llama2", "deepseek3"};
+        const toy_chat_message plain[] = {{"system", "S"}, {"user", " Hi "}, {"assistant", " Yo "}, {"user", "Q"}};
+        tools_message m[4];
+        for (size_t i = 0; i < 4; i++) m[i] = (tools_message){plain[i].role, plain[i].content, NULL, NULL};
+        for (size_t f = 0; f < N_OF(families); f++) {
+            char *want = NULL, *got = NULL;
+            tools_error err;
+            CHECK(toy_chat_apply(families[f], plain, 4, true, &want) == TOY_OK);
+            CHECK(tools_render(NULL, families[f], m, 4, true, &got, &err));
+            CHECK_MSG(want && got && !strcmp(want, got), "%s: \"%s\" != \"%s\"", families[f], got ? got : "",
+                      want ? want : "");
+            toy_free(want);
+            free(got);
+        }
+    }
+
+    /* tool_choice "none": the generic form leaves the tools out, the native forms keep
+     * them (as llama-server, whose templates get the tools either way) */
+    {
+        char *got = NULL;
+        tools_error err;
+        tools_request t = request("gemma", ", \"tool_choice\": \"none\"");
+        CHECK(tools_render(&t, "gemma", conv, 2, true, &got, &err));
+        CHECK_MSG(got && !strstr(got, "tool_calls"), "%s", got);
+        free(got);
+        tools_request_free(&t);
+        t = request("chatml", ", \"tool_choice\": \"none\"");
+        CHECK(tools_render(&t, "chatml", conv, 2, true, &got, &err));
+        CHECK_STR_CONTAINS(got, "<tools>\n" TOOL0);
+        CHECK(!tools_parse_calls(&t));
+        free(got);
+        tools_request_free(&t);
+    }
+    json_decref(calls_json);
+}
+
+/* ---------------------------------------------------------------- parsing */
+
+static const tool_function fns[] = {{"get_weather", NULL, NULL, false}, {"get_time", NULL, NULL, false}};
+
+typedef struct {
+    tools_syntax syntax;
+    bool parallel;
+    const char *text;
+    size_t n_calls;
+    const char *content;   /* NULL: null */
+    const char *calls[3];  /* "name arguments" */
+} parse_case;
+
+static const parse_case parse_cases[] = {
+    /* Hermes: the text before the call is content, white space trimmed */
+    {TOOLS_HERMES, true, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+     1, NULL, {"get_weather {\"city\": \"Paris\"}"}},
+    {TOOLS_HERMES, true, "Let me look.\n<tool_call>{\"name\":\"get_time\",\"arguments\":{}}</tool_call>\n\n"
+     "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"x}\\\"{\"}}\n</tool_call>\n",
+     2, "Let me look.", {"get_time {}", "get_weather {\"city\": \"x}\\\"{\"}"}},
+    {TOOLS_HERMES, false, "<tool_call>{\"name\":\"get_time\",\"arguments\":{}}</tool_call><tool_call>{\"name\":"
+     "\"get_weather\",\"arguments\":{}}</tool_call> done", 1, "done", {"get_time {}"}},
+    /* malformed: plain content */
+    {TOOLS_HERMES, true, "<tool_call>{\"name\":\"get_time\",\"arguments\":{}}", 0,
+     "<tool_call>{\"name\":\"get_time\",\"arguments\":{}}", {0}},
+    {TOOLS_HERMES, true, "<tool_call>{\"name\":\"rm_rf\",\"arguments\":{}}</tool_call>", 0,
+     "<tool_call>{\"name\":\"rm_rf\",\"arguments\":{}}</tool_call>", {0}},
+    {TOOLS_HERMES, true, "<tool_call>{\"name\":\"get_time\",\"arguments\":\"{}\"}</tool_call>", 0,
+     "<tool_call>{\"name\":\"get_time\",\"arguments\":\"{}\"}</tool_call>", {0}},
+    {TOOLS_HERMES, true, "<tool_call>{\"name\":\"get_time\",\"arguments\":{},}</tool_call>", 0,
+     "<tool_call>{\"name\":\"get_time\",\"arguments\":{},}</tool_call>", {0}},
+    {TOOLS_HERMES, true, "<tool_call>{\"name\":\"get_time\",\"arguments\":{},\"x\":1}</tool_call>", 0,
+     "<tool_call>{\"name\":\"get_time\",\"arguments\":{},\"x\":1}</tool_call>", {0}},
+    {TOOLS_HERMES, true, "Just text.", 0, "Just text.", {0}},
+    {TOOLS_HERMES, true, "", 0, "", {0}},
+    /* Llama 3.x: at the start only, "parameters" */
+    {TOOLS_LLAMA3, true, " {\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 1, NULL,
+     {"get_weather {\"city\": \"Oslo\"}"}},
+    {TOOLS_LLAMA3, true, "{\"type\": \"function\", \"name\": \"get_time\", \"parameters\": {}}; {\"name\": "
+     "\"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}", 2, NULL,
+     {"get_time {}", "get_weather {\"city\": \"Oslo\"}"}},
+    {TOOLS_LLAMA3, false, "{\"name\": \"get_time\", \"parameters\": {}}\n{\"name\": \"get_time\", \"parameters\": {}}",
+     1, NULL, {"get_time {}"}},
+    {TOOLS_LLAMA3, true, "Sure: {\"name\": \"get_time\", \"parameters\": {}}", 0,
+     "Sure: {\"name\": \"get_time\", \"parameters\": {}}", {0}},
+    {TOOLS_LLAMA3, true, "{\"name\": \"get_time\", \"parameters\": {}", 0, "{\"name\": \"get_time\", \"parameters\": {}",
+     {0}},
+    /* Mistral */
+    {TOOLS_MISTRAL, true, "[TOOL_CALLS] [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Lima\"}, \"id\": "
+     "\"abcdefghi\"}, {\"name\": \"get_time\", \"arguments\": {}}]", 2, NULL,
+     {"get_weather {\"city\": \"Lima\"}", "get_time {}"}},
+    {TOOLS_MISTRAL, false, "Hmm [TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, {\"name\": \"get_time\", "
+     "\"arguments\": {}}]", 1, "Hmm", {"get_time {}"}},
+    {TOOLS_MISTRAL, true, "[TOOL_CALLS][]", 0, "[TOOL_CALLS][]", {0}},
+    {TOOLS_MISTRAL, true, "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, 3]", 0,
+     "[TOOL_CALLS][{\"name\": \"get_time\", \"arguments\": {}}, 3]", {0}},
+    /* generic */
+    {TOOLS_GENERIC, true, "{\"tool_calls\": [{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Kyiv\"}}, "
+     "{\"name\": \"get_time\", \"arguments\": {}}]}\n", 2, NULL, {"get_weather {\"city\": \"Kyiv\"}", "get_time {}"}},
+    {TOOLS_GENERIC, true, "{\"tool_call\": {\"name\": \"get_time\", \"arguments\": {}}} and more", 1, "and more",
+     {"get_time {}"}},
+    {TOOLS_GENERIC, true, "{\"response\": \"hello\"}", 0, "{\"response\": \"hello\"}", {0}},
+    {TOOLS_GENERIC, true, "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}], \"x\": 1}", 0,
+     "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}], \"x\": 1}", {0}},
+    {TOOLS_GENERIC, true, "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}]", 0,
+     "{\"tool_calls\": [{\"name\": \"get_time\", \"arguments\": {}}]", {0}},
+};
+
+static void test_parse(void) {
+    for (size_t c = 0; c < N_OF(parse_cases); c++) {
+        const parse_case *pc = &parse_cases[c];
+        tools_output o;
+        CHECK(tools_parse_output(pc->syntax, fns, N_OF(fns), pc->parallel, pc->text, strlen(pc->text), &o));
+        CHECK_MSG(o.n_calls == pc->n_calls, "case %zu: %zu calls, expected %zu", c, o.n_calls, pc->n_calls);
+        CHECK_MSG(pc->content ? o.content && !strcmp(o.content, pc->content) : !o.content,
+                  "case %zu: content \"%s\", expected \"%s\"", c, o.content ? o.content : "(null)",
+                  pc->content ? pc->content : "(null)");
+        for (size_t k = 0; k < o.n_calls && k < pc->n_calls; k++) {
+            char got[256];
+            snprintf(got, sizeof got, "%s %s", o.calls[k].name, o.calls[k].arguments);
+            CHECK_MSG(!strcmp(got, pc->calls[k]), "case %zu call %zu: \"%s\", expected \"%s\"", c, k, got,
+                      pc->calls[k]);
+        }
+        /* a stream sends what tools_stream_safe allows, never taking back: what it sent
+         * begins the final content */
+        size_t sent = 0;
+        bool monotonic = true;
+        for (size_t n = 0; n <= strlen(pc->text); n++) {
+            const size_t safe = tools_stream_safe(pc->syntax, pc->text, n, sent);
+            monotonic &= safe >= sent && safe <= n;
+            /* the tags' search after `sent` finds what a search from the start would */
+            if (pc->syntax == TOOLS_HERMES || pc->syntax == TOOLS_MISTRAL)
+                monotonic &= safe == tools_stream_safe(pc->syntax, pc->text, n, 0);
+            sent = safe;
+        }
+        CHECK_MSG(monotonic, "case %zu: the safe prefix shrank", c);
+        CHECK_MSG(sent == 0 || (o.content && !strncmp(o.content, pc->text, sent)),
+                  "case %zu: %zu bytes streamed are not the content's beginning", c, sent);
+        if (o.n_calls) {
+            json_t *j = tools_calls_json(&o, true);
+            const char *id = json_string_value(json_object_get(json_array_get(j, 0), "id"));
+            CHECK(json_array_size(j) == o.n_calls && id && strlen(id) == 29 && !strncmp(id, "call_", 5));
+            CHECK(json_integer_value(json_object_get(json_array_get(j, 0), "index")) == 0);
+            CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(j, 0), "function"), "name")),
+                          o.calls[0].name));
+            json_decref(j);
+        }
+        tools_output_free(&o);
+    }
+    /* what a stream holds back while the text may still become a call */
+    CHECK_EQ(tools_stream_safe(TOOLS_HERMES, "Hello <tool", 11, 0), 5);
+    CHECK_EQ(tools_stream_safe(TOOLS_HERMES, "Hello <tox", 10, 0), 10);
+    CHECK_EQ(tools_stream_safe(TOOLS_HERMES, "Hi \n", 4, 0), 2);
+    CHECK_EQ(tools_stream_safe(TOOLS_HERMES, "Hi <tool_call>{", 15, 2), 2);
+    CHECK_EQ(tools_stream_safe(TOOLS_MISTRAL, "A [TOOL_CALLS][{", 16, 0), 1);
+    CHECK_EQ(tools_stream_safe(TOOLS_LLAMA3, "  {\"na", 6, 0), 0);
+    CHECK_EQ(tools_stream_safe(TOOLS_LLAMA3, "  ", 2, 0), 0);
+    CHECK_EQ(tools_stream_safe(TOOLS_GENERIC, " Yes {", 6, 0), 6);
+    CHECK_EQ(tools_stream_safe(TOOLS_GENERIC, " Yes {", 6, 4), 6);
+}
+
+/* ---------------------------------------------------------------- checks */
+
+static void expect_error(const char *body, const char *message) {
+    json_t *j = json_loads(body, 0, NULL);
+    CHECK_MSG(j != NULL, "bad test body %s", body);
+    tools_request t;
+    tools_error err;
+    const bool ok = tools_request_parse(j, "chatml", &t, &err);
+    CHECK_MSG(!ok && err.status == 400 && strstr(err.message, message), "%s: %s", body, ok ? "accepted" : err.message);
+    tools_request_free(&t);
+    json_decref(j);
+}
+
+static void test_request_checks(void) {
+    expect_error("{\"tools\": {}}", "tools must be an array");
+    expect_error("{\"tools\": [{\"type\": \"code\", \"function\": {\"name\": \"f\"}}]}", "tools[0].type must be \"function\"");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
+                 "\"function\": {\"name\": \"a b\"}}]}",
+                 "tools[1].function.name must be 1 to 64 letters");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": \"function\", "
+                 "\"function\": {\"name\": \"f\"}}]}",
+                 "tools[1].function.name 'f' is tools[0]'s too");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": []}}]}",
+                 "tools[0].function.parameters must be a JSON Schema object");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"returns\": {}}}]}",
+                 "tools[0].function.returns is not supported");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": \"any\"}",
+                 "tool_choice must be");
+    expect_error("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}], \"tool_choice\": "
+                 "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
+                 "tool_choice names the function 'g', which tools does not declare");
+    expect_error("{\"tool_choice\": \"required\"}", "tool_choice \"required\" needs tools");
+    expect_error("{\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}", "which tools does not declare");
+    expect_error("{\"tools\": [], \"parallel_tool_calls\": 1}", "parallel_tool_calls must be true or false");
+
+    json_t *j = json_loads("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": "
+                           "\"function\", \"function\": {\"name\": \"g\", \"strict\": true}}], \"tool_choice\": "
+                           "{\"type\": \"function\", \"function\": {\"name\": \"g\"}}, \"parallel_tool_calls\": false}",
+                           0, NULL);
+    tools_request t;
+    tools_error err;
+    CHECK(tools_request_parse(j, "llama3", &t, &err));
+    CHECK(t.n_functions == 2 && t.choice == TOOL_CHOICE_NAMED && t.named == 1 && !t.parallel && t.functions[1].strict);
+    CHECK(t.syntax == TOOLS_LLAMA3 && tools_parse_calls(&t));
+    /* a function without parameters takes an empty object */
+    json_t *empty = json_pack("{s:s,s:{}}", "type", "object", "properties");
+    CHECK(json_equal((json_t *)t.functions[0].parameters, empty));
+    json_decref(empty);
+    tools_request_free(&t);
+    json_decref(j);
+    j = json_loads("{\"tools\": [], \"tool_choice\": \"auto\"}", 0, NULL);
+    CHECK(tools_request_parse(j, "gemma", &t, &err) && t.n_functions == 0 && !tools_parse_calls(&t));
+    CHECK(t.syntax == TOOLS_GENERIC);
+    tools_request_free(&t);
+    json_decref(j);
+}
+
+static void expect_message_error(const char *msg, const char *role, const char *message) {
+    json_t *j = json_loads(msg, 0, NULL);
+    const json_t *calls;
+    const char *id;
+    tools_error err;
+    const bool ok = tools_message_check(j, 3, role, &calls, &id, &err);
+    CHECK_MSG(!ok && strstr(err.message, message), "%s: %s", msg, ok ? "accepted" : err.message);
+    json_decref(j);
+}
+
+static void test_message_checks(void) {
+    expect_message_error("{\"role\": \"user\", \"tool_calls\": [{}]}", "user", "messages[3].tool_calls: only an assistant");
+    expect_message_error("{\"tool_calls\": {}}", "assistant", "messages[3].tool_calls must be an array");
+    expect_message_error("{\"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"arguments\": "
+                         "\"{}\"}}]}",
+                         "assistant", "messages[3].tool_calls[0] must be {\"id\"");
+    expect_message_error("{\"tool_calls\": [{\"id\": \"x\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+                         "\"arguments\": \"[1]\"}}]}",
+                         "assistant", "messages[3].tool_calls[0].function.arguments must be the text of a JSON object");
+    expect_message_error("{\"tool_calls\": [{\"id\": \"x\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+                         "\"arguments\": {}}}]}",
+                         "assistant", "messages[3].tool_calls[0] must be");
+    expect_message_error("{\"content\": \"r\"}", "tool", "messages[3] (role tool) needs a tool_call_id");
+    expect_message_error("{\"tool_call_id\": \"c\"}", "user", "messages[3].tool_call_id: only a tool message");
+    expect_message_error("{\"tool_call_id\": 7}", "tool", "messages[3].tool_call_id must be a non-empty string");
+
+    json_t *j = json_loads("{\"tool_calls\": [{\"id\": \"x\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+                           "\"arguments\": \"{\\\"a\\\": 1}\"}}]}",
+                           0, NULL);
+    const json_t *calls;
+    const char *id;
+    tools_error err;
+    CHECK(tools_message_check(j, 0, "assistant", &calls, &id, &err) && calls && !id);
+    json_decref(j);
+}
+
+/* ---------------------------------------------------------------- forcing */
+
+static char *grammar_of(const char *family, const char *extra, tools_error *err) {
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": "
+             "\"object\", \"properties\": {\"a\": {\"type\": \"boolean\"}}, \"required\": [\"a\"]}}}, {\"type\": "
+             "\"function\", \"function\": {\"name\": \"g\"}}]%s}",
+             extra);
+    json_t *j = json_loads(body, 0, NULL);
+    tools_request t;
+    char *gbnf = NULL;
+    if (!tools_request_parse(j, family, &t, err) || !tools_grammar(&t, &gbnf, err)) gbnf = NULL;
+    tools_request_free(&t);
+    json_decref(j);
+    return gbnf;
+}
+
+static void test_grammar(void) {
+    static const struct {
+        const char *family, *extra;
+        const char *lines[3]; /* what the grammar holds besides the schemas' rules */
+    } cases[] = {
+        {"chatml", ", \"tool_choice\": \"required\"",
+         {"call0 ::= \"<tool_call>\\n\" \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" call0-args \"}\\n</tool_call>\"\n",
+          "call ::= call0 | call1\n", "root ::= call (\"\\n\" call)*\n"}},
+        {"llama3", ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}",
+         {"call1 ::= \"{\\\"name\\\": \\\"g\\\", \\\"parameters\\\": \" call1-args \"}\"\n", "call ::= call1\n",
+          "root ::= call (\"\\n\" call)*\n"}},
+        {"mistral-v3", ", \"tool_choice\": \"required\", \"parallel_tool_calls\": false",
+         {"call0 ::= \"{\\\"name\\\": \\\"f\\\", \\\"arguments\\\": \" call0-args \"}\"\n",
+          "root ::= \"[TOOL_CALLS] [\" call \"]\"\n", NULL}},
+        {"mistral-v7-tekken", ", \"tool_choice\": \"required\"", {"root ::= \"[TOOL_CALLS][\" call (\", \" call)* \"]\"\n"}},
+        {"gemma", ", \"tool_choice\": \"required\"",
+         {"root ::= \"{\\\"tool_calls\\\": [\" call (\", \" call)* \"]}\"\n", "call0-args ::= ", "call1-args ::= "}},
+    };
+    for (size_t c = 0; c < N_OF(cases); c++) {
+        tools_error err;
+        char *g = grammar_of(cases[c].family, cases[c].extra, &err);
+        CHECK_MSG(g != NULL, "%s: %s", cases[c].family, err.message);
+        for (size_t k = 0; g && k < 3 && cases[c].lines[k]; k++) CHECK_STR_CONTAINS(g, cases[c].lines[k]);
+        free(g);
+    }
+    /* named: the other function's rules are not there; auto and none: no grammar */
+    tools_error err;
+    char *g = grammar_of("llama3", ", \"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}", &err);
+    CHECK(g && !strstr(g, "call0"));
+    free(g);
+    err.status = 0;
+    g = grammar_of("chatml", ", \"tool_choice\": \"auto\"", &err);
+    CHECK(g == NULL && err.status == 0);
+    /* a schema the grammar cannot express names the function */
+    json_t *j = json_loads("{\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\"}}, {\"type\": "
+                           "\"function\", \"function\": {\"name\": \"h\", \"parameters\": {\"type\": \"object\", "
+                           "\"properties\": {\"x\": {\"type\": \"complex\"}}}}}], \"tool_choice\": \"required\"}",
+                           0, NULL);
+    tools_request t;
+    err.status = 0;
+    CHECK(tools_request_parse(j, "chatml", &t, &err));
+    g = NULL;
+    CHECK(!tools_grammar(&t, &g, &err) && !g && err.status == 400);
+    CHECK_STR_CONTAINS(err.message, "tools[1].function.parameters: #/properties/x");
+    tools_request_free(&t);
+    json_decref(j);
+}
+
+int main(void) {
+    test_render();
+    test_parse();
+    test_request_checks();
+    test_message_checks();
+    test_grammar();
+    if (test_failures) fprintf(stderr, "%d failures\n", test_failures);
+    return test_failures ? 1 : 0;
+}
