@@ -84,6 +84,8 @@ struct srv_engine {
 static void params_free(srv_params *p) {
     free(p->prompt);
     for (size_t i = 0; i < p->n_stops; i++) free(p->stops[i]);
+    toy_grammar_free(p->grammar);
+    free(p->logit_bias);
     memset(p, 0, sizeof *p);
 }
 
@@ -353,6 +355,10 @@ static void slot_sample(srv_engine *e, slot *s, int32_t row) {
         logits = e->logits;
     }
     const int32_t tok = toy_sampler_sample(s->sampler, logits);
+    if (tok < 0) { /* the grammar allows no token here */
+        slot_fail(e, s, 400, toy_last_error());
+        return;
+    }
     toy_sampler_accept(s->sampler, tok);
     if (toy_vocab_is_eog(e->vocab, tok)) {
         slot_finish(e, s, "stop");

@@ -35,6 +35,8 @@ typedef struct {
     char *stops[SRV_MAX_STOPS];  /* owned */
     size_t n_stops;
     int top_logprobs;            /* < 0: no log-probabilities; else the alternatives per token */
+    toy_grammar *grammar;        /* owned; sampling.grammar points at it (NULL: none) */
+    toy_logit_bias *logit_bias;  /* owned; sampling.logit_bias points at it */
 } srv_params;
 
 /* SRV_EV_ERROR: the request failed (a choice could not start, the forward pass failed,

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json_schema.h"
 #include "openai.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -127,10 +128,11 @@ static const struct {
     {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH}, {"cache_prompt", F_BOTH},
     /* checked by tools.c */
     {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
+    /* constraints: OpenAI's response_format and logit_bias, llama-server's grammar and json_schema */
+    {"response_format", F_BOTH}, {"grammar", F_BOTH}, {"json_schema", F_BOTH}, {"logit_bias", F_BOTH},
 };
 static const char *const unsupported_fields[] = {
-    "response_format", "tools", "tool_choice", "functions", "function_call", "logit_bias", "grammar",
-    "json_schema", "suffix", "echo", "best_of", "audio", "modalities", "prediction", "reasoning_effort",
+    "tools", "tool_choice", "functions", "function_call", "suffix", "echo", "best_of", "audio", "modalities", "prediction", "reasoning_effort",
     "web_search_options", "n_probs",
 };
 
@@ -378,14 +380,141 @@ static bool parse_stops(const json_t *body, srv_params *g, oai_error *err) {
     return true;
 }
 
-/* TODO(tools): put the grammar on the request's sampling once toy_grammar (the lead's
- * work on main) is here: toy_grammar_new(c->vocab, gbnf, &g), out->gen.sampling.grammar
- * = g, freed with the request. Until then a call cannot be forced, and the request is
- * told so. */
-static bool attach_grammar(const oai_context *c, const char *gbnf, oai_request *out, oai_error *err) {
-    (void)c, (void)gbnf, (void)out;
-    return fail(err, 400, "tool_choice",
-                "tool_choice \"required\" or a named function needs grammars, which this build of toy serve lacks");
+/* Compiles the request's grammar onto its sampling; a grammar the parser refuses is the
+ * field's fault (its message names line and column). */
+static bool attach_grammar(const oai_context *c, const char *gbnf, const char *param, oai_request *out,
+                           oai_error *err) {
+    if (out->gen.grammar) return fail(err, 400, param, "%s cannot be combined with another constraint (%s)", param,
+                                      out->grammar_param);
+    if (toy_grammar_new(c->vocab, gbnf, &out->gen.grammar))
+        return fail(err, 400, param, "%s: %s", param, toy_last_error());
+    out->gen.sampling.grammar = out->gen.grammar;
+    snprintf(out->grammar_param, sizeof out->grammar_param, "%s", param);
+    return true;
+}
+
+/* A JSON Schema's grammar: root matches the schema. */
+static bool attach_schema(const oai_context *c, const json_t *schema, bool strict, const char *param,
+                          oai_request *out, oai_error *err) {
+    if (!json_is_object(schema) && !json_is_boolean(schema))
+        return fail(err, 400, param, "%s must be a JSON Schema (an object)", param);
+    toy_buf gbnf = {0};
+    char msg[256];
+    bool ok = json_schema_gbnf(schema, strict, "root", &gbnf, msg, sizeof msg);
+    if (!ok) ok = fail(err, gbnf.oom ? 500 : 400, param, "%s: %s", param, msg);
+    else if (gbnf.oom) ok = fail(err, 500, param, "no memory");
+    if (ok) ok = attach_grammar(c, gbnf.v, param, out, err);
+    free(gbnf.v);
+    return ok;
+}
+
+/* response_format {"type": "text" | "json_object" | "json_schema"}, llama-server's grammar
+ * (GBNF text) and json_schema (a schema): at most one. */
+static bool parse_constraints(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
+    const json_t *rf = json_object_get(body, "response_format");
+    if (rf && !json_is_null(rf)) {
+        const json_t *type = json_is_object(rf) ? json_object_get(rf, "type") : NULL;
+        if (!json_is_string(type))
+            return fail(err, 400, "response_format", "response_format must be an object with a string \"type\"");
+        const char *t = json_string_value(type), *key;
+        json_t *v;
+        json_object_foreach((json_t *)rf, key, v) {
+            const bool known = !strcmp(key, "type") || (!strcmp(t, "json_schema") && !strcmp(key, "json_schema")) ||
+                               (!strcmp(t, "json_object") && !strcmp(key, "schema"));
+            if (!known)
+                return fail(err, 400, "response_format", "unknown field response_format.%.64s for type '%.64s'", key, t);
+        }
+        if (!strcmp(t, "json_object")) {
+            const json_t *schema = json_object_get(rf, "schema"); /* llama-server's extension */
+            if (schema && !json_is_null(schema)) {
+                if (!attach_schema(c, schema, false, "response_format", out, err)) return false;
+            } else {
+                toy_buf gbnf = {0};
+                const bool made = json_schema_gbnf_any_object("root", &gbnf) && !gbnf.oom;
+                const bool ok = made ? attach_grammar(c, gbnf.v, "response_format", out, err)
+                                     : fail(err, 500, "response_format", "no memory");
+                free(gbnf.v);
+                if (!ok) return false;
+            }
+        } else if (!strcmp(t, "json_schema")) {
+            const json_t *js = json_object_get(rf, "json_schema");
+            if (!json_is_object(js))
+                return fail(err, 400, "response_format", "response_format.json_schema must be an object {name, schema, strict}");
+            json_object_foreach((json_t *)js, key, v) {
+                if (strcmp(key, "name") && strcmp(key, "schema") && strcmp(key, "strict") && strcmp(key, "description"))
+                    return fail(err, 400, "response_format", "unknown field response_format.json_schema.%.64s", key);
+            }
+            const json_t *name = json_object_get(js, "name"), *strict = json_object_get(js, "strict");
+            if (!json_is_string(name) || !json_string_length(name) || json_string_length(name) > 64)
+                return fail(err, 400, "response_format", "response_format.json_schema.name must be a string of 1..64 characters");
+            if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+                return fail(err, 400, "response_format", "response_format.json_schema.strict must be true or false");
+            const json_t *schema = json_object_get(js, "schema");
+            if (!schema || json_is_null(schema)) schema = NULL;
+            json_t *any = schema ? NULL : json_object(); /* no schema: any JSON value, as OpenAI */
+            const bool ok = attach_schema(c, schema ? schema : any, json_is_true(strict), "response_format", out, err);
+            json_decref(any);
+            if (!ok) return false;
+        } else if (strcmp(t, "text")) {
+            return fail(err, 400, "response_format",
+                        "response_format type '%.64s' is not supported: text, json_object or json_schema", t);
+        }
+    }
+    const json_t *g = json_object_get(body, "grammar");
+    if (g && !json_is_null(g)) {
+        if (!json_is_string(g)) return fail(err, 400, "grammar", "grammar must be a string of GBNF rules");
+        if (json_string_length(g) && !attach_grammar(c, json_string_value(g), "grammar", out, err)) return false;
+    }
+    const json_t *schema = json_object_get(body, "json_schema");
+    if (schema && !json_is_null(schema) && !attach_schema(c, schema, false, "json_schema", out, err)) return false;
+    return true;
+}
+
+/* logit_bias: OpenAI's {"token id": bias} or llama-server's [[token id, bias or false]];
+ * a bias of -100 (or false) bans the token. */
+static bool parse_logit_bias(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
+    const json_t *lb = json_object_get(body, "logit_bias");
+    if (!lb || json_is_null(lb)) return true;
+    const int32_t n_vocab = toy_vocab_n_tokens(c->vocab);
+    size_t n = json_is_object(lb) ? json_object_size(lb) : json_is_array(lb) ? json_array_size(lb) : 0;
+    if (!json_is_object(lb) && !json_is_array(lb))
+        return fail(err, 400, "logit_bias", "logit_bias must be an object of token ids to biases");
+    if (!n) return true;
+    if (n > (size_t)n_vocab) return fail(err, 400, "logit_bias", "logit_bias has %zu entries, more than the %d tokens", n, n_vocab);
+    toy_logit_bias *b = calloc(n, sizeof *b);
+    if (!b) return fail(err, 500, "logit_bias", "no memory");
+    out->gen.logit_bias = b;
+    size_t i = 0;
+    const char *key;
+    json_t *v;
+    if (json_is_object(lb)) {
+        json_object_foreach((json_t *)lb, key, v) {
+            char *end;
+            const long long id = strtoll(key, &end, 10);
+            if (!*key || *end || id < 0 || id >= n_vocab)
+                return fail(err, 400, "logit_bias", "logit_bias: '%.64s' is not a token id (0..%d)", key, n_vocab - 1);
+            if (!json_is_number(v) || !(json_number_value(v) >= -100 && json_number_value(v) <= 100))
+                return fail(err, 400, "logit_bias", "logit_bias[\"%.64s\"] must be a number in -100..100", key);
+            b[i++] = (toy_logit_bias){(int32_t)id, (float)json_number_value(v)};
+        }
+    } else {
+        size_t k;
+        json_array_foreach((json_t *)lb, k, v) {
+            const json_t *id = json_array_get(v, 0), *bias = json_array_get(v, 1);
+            if (!json_is_array(v) || json_array_size(v) != 2 || !json_is_integer(id))
+                return fail(err, 400, "logit_bias", "logit_bias[%zu] must be [token id, bias]", k);
+            if (json_integer_value(id) < 0 || json_integer_value(id) >= n_vocab)
+                return fail(err, 400, "logit_bias", "logit_bias[%zu]: token %lld is out of range (0..%d)", k,
+                            (long long)json_integer_value(id), n_vocab - 1);
+            if (!json_is_false(bias) && (!json_is_number(bias) || !(json_number_value(bias) >= -100 && json_number_value(bias) <= 100)))
+                return fail(err, 400, "logit_bias", "logit_bias[%zu]: the bias must be a number in -100..100 or false", k);
+            b[i++] = (toy_logit_bias){(int32_t)json_integer_value(id),
+                                      json_is_false(bias) ? -100.0f : (float)json_number_value(bias)};
+        }
+    }
+    out->gen.sampling.logit_bias = b;
+    out->gen.sampling.n_logit_bias = i;
+    return true;
 }
 
 /* tools, tool_choice, parallel_tool_calls; the grammar that forces a call. */
@@ -397,7 +526,7 @@ static bool parse_tools(const oai_context *c, const json_t *body, oai_request *o
     bool ok = true;
     if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
         ok = fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");
-    if (ok && gbnf) ok = attach_grammar(c, gbnf, out, err);
+    if (ok && gbnf) ok = attach_grammar(c, gbnf, "tool_choice", out, err);
     free(gbnf);
     return ok;
 }
@@ -479,6 +608,8 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
         }
     }
     if (ok) ok = parse_stops(j, &out->gen, err);
+    if (ok) ok = parse_logit_bias(c, j, out, err);
+    if (ok) ok = parse_constraints(c, j, out, err);
     if (ok && chat) ok = parse_tools(c, j, out, err);
     if (ok) ok = chat ? parse_chat_prompt(c, j, out, err) : parse_completion_prompt(c, j, out, err);
     if (ok && out->gen.n_prompt == 0) ok = fail(err, 400, chat ? "messages" : "prompt", "the prompt has no tokens");
@@ -499,6 +630,8 @@ void oai_request_free(oai_request *r) {
     tools_request_free(&r->tools);
     free(r->gen.prompt);
     for (size_t i = 0; i < r->gen.n_stops; i++) free(r->gen.stops[i]);
+    toy_grammar_free(r->gen.grammar);
+    free(r->gen.logit_bias);
     memset(&r->gen, 0, sizeof r->gen);
 }
 

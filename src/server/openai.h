@@ -26,6 +26,7 @@ typedef struct {
     srv_params gen;
     bool stream, include_usage;
     bool logprobs; /* chat: logprobs true; completions: logprobs N given */
+    char grammar_param[32]; /* the field the grammar came from, for messages */
     tools_request tools; /* chat: its tools (owned: tools_request_free, also after submitting) */
 } oai_request;
 
