@@ -557,8 +557,31 @@ field_case("prompt_600_tokens", {"prompt": [1] * 600, "max_tokens": None}, bad("
 field_case("model_5", {"model": 5}, bad("model"))
 field_case("model_gpt-4", {"model": "gpt-4"}, bad("model"))
 field_case("unknown_field_foo", {"foo": 1}, bad("foo"))
-field_case("response_format_json_object", {"response_format": {"type": "json_object"}}, bad("response_format"))
-field_case("logit_bias", {"logit_bias": {"1": 5}}, bad("logit_bias"))
+field_case("response_format_json_object", {"response_format": {"type": "json_object"}}, "200")
+field_case("response_format_xml", {"response_format": {"type": "xml"}}, bad("response_format"))
+field_case("response_format_string", {"response_format": "json"}, bad("response_format"))
+field_case("response_format_extra_key", {"response_format": {"type": "text", "x": 1}}, bad("response_format"))
+field_case("response_format_schema_not_object", {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": 5}}},
+           bad("response_format"))
+field_case("json_schema_ref_cycle", {"json_schema": {"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}},
+           bad("json_schema"))
+field_case("json_schema_400_deep", {"json_schema": json.loads('{"type":"array","items":' * 400 + '{}' + '}' * 400)},
+           (bad("json_schema"), bad(None), "200"))
+field_case("grammar_bad", {"grammar": "root ::= ("}, bad("grammar"))
+field_case("grammar_not_string", {"grammar": ["root"]}, bad("grammar"))
+field_case("grammar_deep_groups", {"grammar": "root ::= " + "(" * 5000 + "\"a\"" + ")" * 5000}, bad("grammar"))
+field_case("grammar_left_recursive", {"grammar": "root ::= root \"a\" | \"b\""}, bad("grammar"))
+field_case("grammar_huge_repeat", {"grammar": "root ::= (\"a\"{10000}){10000}"}, "200")  # 20,000 elements
+field_case("grammar_too_large", {"grammar": "root ::= \"" + "ab" * 1000 + "\"{3000}"}, bad("grammar"))
+field_case("grammar_ambiguous", {"grammar": "root ::= (\"a\" | \"a\" | \"a\" | \"a\")* x\nx ::= [a-z]{0,50} \"!\""},
+           ("200", "400 param=None"))
+field_case("grammar_byte_tokens", {"grammar": "root ::= [\\U0010FFFF]"}, "200")  # four byte tokens
+field_case("grammar_two_constraints", {"grammar": "root ::= \"a\"", "json_schema": {}}, bad("json_schema"))
+field_case("logit_bias", {"logit_bias": {"1": 5}}, "200")
+field_case("logit_bias_bad_id", {"logit_bias": {"x1": 5}}, bad("logit_bias"))
+field_case("logit_bias_out_of_range", {"logit_bias": {str(N_VOCAB): 5}}, bad("logit_bias"))
+field_case("logit_bias_nan_like", {"logit_bias": {"1": "5"}}, bad("logit_bias"))
+field_case("logit_bias_pairs", {"logit_bias": [[1, False], [2, 3.5]]}, "200")
 field_case("temperature_null", {"temperature": None}, "200")
 field_case("user_field", {"user": "x"}, "200")
 
@@ -638,7 +661,7 @@ field_case("chat_tool_call_arguments_array", {"messages": [{"role": "assistant",
 field_case("chat_tool_calls_200", {"messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": None,
     "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
                    for i in range(200)]}]}, ("200", bad("messages")), chat=True)
-field_case("chat_response_format", {"response_format": {"type": "json_object"}}, bad("response_format"), chat=True)
+field_case("chat_response_format", {"response_format": {"type": "json_object"}}, "200", chat=True)
 field_case("chat_1000_messages", {"messages": [{"role": "user", "content": "x"}] * 1000, "max_tokens": None},
            (bad("messages"), "200"), chat=True)
 field_case("chat_emoji", {"messages": [{"role": "user", "content": "Hi \U0001F600\U0001F468\u200d\U0001F469\u200d\U0001F467"}]},

@@ -157,7 +157,7 @@ def run(model, family):
                                   ("required, one call", {"tool_choice": "required", "parallel_tool_calls": False},
                                    None)]:
             for seed in range(4):
-                body = dict({"messages": CONVERSATION[:2], "tools": TOOLS, "max_tokens": 200, "temperature": 1,
+                body = dict({"messages": CONVERSATION[:2], "tools": TOOLS, "max_tokens": 800, "temperature": 1,
                              "seed": seed, "n": 2}, **extra)
                 st, r = srv.post(body)
                 if st == 400 and "needs grammars" in r["error"]["message"]:

@@ -214,8 +214,17 @@ static void test_parse(void) {
     /* Jansson refuses \u0000 itself (a C string would end there) */
     expect_400("{\"prompt\":\"x\",\"stop\":\"a\\u0000b\"}", false, "", "u0000");
     expect_400("{\"prompt\":\"x\",\"stop\":[\"a\",\"\"]}", false, "stop", "stop[1]");
-    expect_400("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_object\"}}", false, "response_format",
-               "not supported");
+    expect_400("{\"prompt\":\"x\",\"response_format\":{\"type\":\"xml\"}}", false, "response_format",
+               "type 'xml' is not supported");
+    expect_400("{\"prompt\":\"x\",\"grammar\":\"root ::= [a-z\"}", false, "grammar",
+               "grammar: line 1, column 10: unterminated character class");
+    expect_400("{\"prompt\":\"x\",\"grammar\":\"root ::= \\\"a\\\"\",\"json_schema\":{}}", false, "json_schema",
+               "cannot be combined");
+    expect_400("{\"prompt\":\"x\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"name\":\"n\","
+               "\"strict\":true,\"schema\":{\"type\":\"string\",\"contentMediaType\":\"a/b\"}}}}",
+               false, "response_format", "contentMediaType");
+    expect_400("{\"prompt\":\"x\",\"logit_bias\":{\"abc\":1}}", false, "logit_bias", "'abc' is not a token id");
+    expect_400("{\"prompt\":\"x\",\"logit_bias\":{\"1\":101}}", false, "logit_bias", "-100..100");
     expect_400("{\"prompt\":\"x\",\"frobnicate\":1}", false, "frobnicate", "unknown field");
     expect_400("{\"prompt\":\"x\",\"top_logprobs\":2}", false, "top_logprobs", "unknown field");
     expect_400("{\"messages\":[{\"role\":\"user\",\"content\":\"a\\u0000b\"}]}", true, "", "u0000");

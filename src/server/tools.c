@@ -915,9 +915,11 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
     }
     PUT(&b, "call ::= ", alts.v ? alts.v : "", "\n");
     free(alts.v);
-    /* one call, or with parallel one or more apart as the renderer writes them */
-    const char *calls = t->parallel ? (t->syntax == TOOLS_HERMES || t->syntax == TOOLS_LLAMA3 ? "call (\"\\n\" call)*"
-                                                                                            : "call (\", \" call)*")
+    /* one call, or with parallel up to TOOLS_MAX_PARALLEL apart as the renderer writes
+     * them (a bound, so that a model which never prefers to stop still ends) */
+    const char *calls = t->parallel ? (t->syntax == TOOLS_HERMES || t->syntax == TOOLS_LLAMA3
+                                           ? "call (\"\\n\" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}"
+                                           : "call (\", \" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}")
                                     : "call";
     PUT(&b, "root ::= ");
     if (t->syntax == TOOLS_MISTRAL) put_literal(&b, spaced ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");

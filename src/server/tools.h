@@ -130,6 +130,11 @@ size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size
 
 /* ---------------------------------------------------------------- forcing */
 
+/* The most calls a forced answer may hold with parallel_tool_calls (as text, less one,
+ * for the grammar's {0,n}). */
+#define TOOLS_MAX_PARALLEL 8
+#define TOOLS_MAX_PARALLEL_MINUS_1 "7"
+
 /* With tool_choice "required" (any function) or a named one, a GBNF grammar (start
  * rule root) whose language is the calls of the syntax, each call's arguments matching
  * its function's parameters (one or more calls with parallel, else one); NULL for

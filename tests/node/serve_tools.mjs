@@ -38,7 +38,7 @@ for (const tool_choice of ["required", { type: "function", function: { name: "ge
   let r;
   try {
     r = await client.chat.completions.create({ model, messages: messages.slice(0, 1), tools, tool_choice, temperature: 1,
-      seed: 7, max_tokens: 64 });
+      seed: 7, max_tokens: 400 });
   } catch (e) {
     if (e.status === 400 && /needs grammars/.test(e.message)) { // a build without grammars on the sampler
       console.log(`SKIP: tool_choice ${JSON.stringify(tool_choice)}: ${e.message}`);
@@ -54,7 +54,7 @@ for (const tool_choice of ["required", { type: "function", function: { name: "ge
   // streamed: the same call in delta.tool_calls
   let name = "", args = "", finish = null, id = null;
   for await (const chunk of await client.chat.completions.create({ model, messages: messages.slice(0, 1), tools, tool_choice,
-    temperature: 1, seed: 7, max_tokens: 64, stream: true })) {
+    temperature: 1, seed: 7, max_tokens: 400, stream: true })) {
     for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) {
       id = tc.id ?? id;
       name += tc.function?.name ?? "";
