@@ -13,15 +13,15 @@ For each template family (chatml: Hermes, llama3, mistral-v3, phi3: the generic 
 - the same forced request streamed gives the same calls as delta.tool_calls;
 - bad tools, tool_choice and tool messages are 400 naming the field.
 """
-import http.client
 import json
+import os
 import re
-import signal
-import subprocess
 import sys
-import threading
 
 import jsonschema
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serve_client import Server  # noqa: E402
 
 TOY, FIXTURES = sys.argv[1], sys.argv[2]
 failures = []
@@ -32,40 +32,6 @@ def check(cond, what):
     if not cond:
         failures.append(what)
         print("FAIL:", what)
-
-
-class Server:
-    def __init__(self, model, *args):
-        self.proc = subprocess.Popen([TOY, "serve", "-m", model, "--port", "0", "-t", "2", *args],
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        if not m:
-            raise SystemExit(f"toy serve did not start: {line}{self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-
-    def post(self, body):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        c.request("POST", "/v1/chat/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        text = r.read().decode()
-        c.close()
-        return r.status, json.loads(text)
-
-    def stream(self, body):
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
-        c.request("POST", "/v1/chat/completions", body=json.dumps(dict(body, stream=True)),
-                  headers={"Content-Type": "application/json"})
-        r = c.getresponse()
-        data = r.read().decode()
-        c.close()
-        events = [json.loads(e[6:]) for e in data.split("\n\n") if e.startswith("data: {")]
-        return r.status, events
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
 
 
 WEATHER = {"type": "object",
@@ -131,7 +97,7 @@ def check_forced(family, what, choice, calls, parallel, only=None):
 
 
 def run(model, family):
-    srv = Server(f"{FIXTURES}/models/{model}.gguf", "--parallel", "2", "--chat-template", family)
+    srv = Server(TOY, f"{FIXTURES}/models/{model}.gguf", "--parallel", "2", "--chat-template", family)
     try:
         # ---- a conversation with a call and its result
         body = {"messages": CONVERSATION, "tools": TOOLS, "max_tokens": 16, "seed": 3, "temperature": 1}

@@ -5,6 +5,7 @@
 
 #include "grammar.h"
 #include "sampler.h"
+#include "tokenizer.h"
 #include "test.h"
 #include "toy.h"
 
@@ -51,6 +52,16 @@ static const language_case languages[] = {
     {"root ::= obj\nobj ::= \"{\" (obj)? \"}\"", {"{}", "{{}}", "{{{}}}"}, {"{", "{}}", "{{}"}},
     {"root ::= \"(\" root \")\" | \"x\"", {"x", "(x)", "((x))"}, {"(x", "()"}},
 };
+
+/* A prefix that can only become a surrogate (ED A0..BF) is refused at once: allowing it
+ * left a generation where no byte could follow (a bug seen on an SPM vocabulary). */
+static void test_partial_characters(void) {
+    toy_grammar *g = compile(NULL, "root ::= [^\"]{0,5}");
+    if (!g) return;
+    CHECK(accepts(g, "\xed\x9f\xbf"));
+    CHECK(!accepts(g, "\xed\xa0\x80"));
+    toy_grammar_free(g);
+}
 
 static void test_languages(void) {
     for (size_t i = 0; i < sizeof languages / sizeof *languages; i++) {
@@ -114,6 +125,10 @@ static void test_errors(void) {
 
 /* ---------------------------------------------------------------- masks */
 
+typedef struct {
+    int32_t ed, b1, x9f, quote;
+} toy_vocab_internal_ids;
+
 static uint64_t rng_state = 0x1234567;
 static uint32_t rnd(void) {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -155,6 +170,27 @@ static void check_masks(const toy_vocab *v, const char *name, const char *gbnf, 
     toy_grammar_free(g);
 }
 
+/* SPM's byte tokens: after <0xED>, <0x9F> may follow (U+D7xx) but not <0xB1>, which
+ * could only begin a surrogate, after which no byte fits (seen on a random model). */
+static void check_surrogate_prefix(const toy_vocab *v) {
+    toy_grammar *g = compile(v, "root ::= \"\\\"\" [^\"]{0,5} \"\\\"\"");
+    const toy_vocab_internal_ids ids = {toy_vocab_find(v, "<0xED>", 6), toy_vocab_find(v, "<0xB1>", 6),
+                                        toy_vocab_find(v, "<0x9F>", 6), toy_vocab_find(v, "\"", 1)};
+    CHECK(g && ids.ed >= 0 && ids.b1 >= 0 && ids.x9f >= 0 && ids.quote >= 0);
+    if (!g || ids.ed < 0 || ids.b1 < 0 || ids.x9f < 0 || ids.quote < 0) return toy_grammar_free(g);
+    grammar_cursor c;
+    CHECK(!grammar_cursor_init(g, &c));
+    CHECK(!grammar_accept_token(g, &c, ids.quote));
+    CHECK(!grammar_accept_token(g, &c, ids.ed));
+    uint64_t *bits = calloc(((size_t)toy_vocab_n_tokens(v) + 63) / 64, sizeof *bits);
+    CHECK(!grammar_allowed(g, &c, bits));
+    CHECK(bits[ids.x9f / 64] >> (ids.x9f % 64) & 1);
+    CHECK(!(bits[ids.b1 / 64] >> (ids.b1 % 64) & 1));
+    free(bits);
+    grammar_cursor_free(&c);
+    toy_grammar_free(g);
+}
+
 static const char *mask_grammars[] = {
     "root ::= \"{\" ws \"\\\"name\\\"\" ws \":\" ws str ws \"}\"\nstr ::= \"\\\"\" [^\"\\\\]{0,12} \"\\\"\"\nws ::= [ ]?",
     "root ::= [0-9]+ (\".\" [0-9]+)?",
@@ -183,6 +219,7 @@ static void test_masks(void) {
         }
         for (size_t k = 0; k < sizeof mask_grammars / sizeof *mask_grammars; k++)
             check_masks(v, vocabs[i], mask_grammars[k], 6);
+        if (i == 0) check_surrogate_prefix(v);
         toy_vocab_free(v);
         toy_gguf_close(gg);
     }
@@ -265,6 +302,7 @@ static void test_sampling(void) {
 
 int main(void) {
     test_languages();
+    test_partial_characters();
     test_errors();
     test_masks();
     test_sampling();

@@ -368,10 +368,15 @@ static bool partial_viable(const toy_grammar *g, const uint32_t *key, uint32_t p
     if (lo < utf8_min(total)) lo = utf8_min(total);
     if (hi > 0x10FFFF) hi = 0x10FFFF;
     if (lo > hi) return false;
+    /* surrogates (U+D800..DFFF) are no characters: only the parts of lo..hi around them */
+    const uint32_t lo2 = lo > 0xE000 ? lo : 0xE000, hi1 = hi < 0xD7FF ? hi : 0xD7FF;
     size_t at = 3;
     for (uint32_t i = 0; i < key[2]; i++) {
         const uint32_t len = key[at];
-        if (len && gbnf_set_meets(&g->rules, g->rules.elems[key[at + len]].value, lo, hi)) return true;
+        const uint32_t set = len ? g->rules.elems[key[at + len]].value : 0;
+        if (len && ((lo <= hi1 && gbnf_set_meets(&g->rules, set, lo, hi1)) ||
+                    (lo2 <= hi && gbnf_set_meets(&g->rules, set, lo2, hi))))
+            return true;
         at += 1 + len;
     }
     return false;
@@ -553,7 +558,9 @@ static toy_status walk_mask(toy_grammar *g, int32_t s, uint64_t *bits) {
     int32_t *at = g->walk_state;
     at[0] = s;
     for (uint32_t i = 0; i < t->n_nodes;) {
-        const int32_t n = next_state(g, at[t->depth[i] - 1], t->byte[i]);
+        const int32_t from = at[t->depth[i] - 1];
+        const int32_t *known = g->states[from].next; /* the common case: an edge seen before */
+        const int32_t n = known && known[t->byte[i]] != UNKNOWN ? known[t->byte[i]] : next_state(g, from, t->byte[i]);
         if (n == -3) return TOY_ERR_INVALID;
         if (n == DEAD) {
             i = t->end[i];
