@@ -105,6 +105,13 @@ static const schema_case cases[] = {
     {"{\"type\":\"integer\",\"minimum\":-15,\"maximum\":1234}", true, NULL,
      {"root ::= ( \"-\" ( [1-9] | \"1\" [0-5] ) | [0-9] | ( [1-9] [0-9] ) | ( [1-9] [0-9]{2} ) | \"1\" ( [0-1] [0-9]{2} | "
       "[2] ( [0-2] [0-9] | [3] [0-4] ) ) ) root-space\n"}},
+    {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", true, NULL,
+     {"root ::= ( ( \"0\" ) ( \".\" [0-9]{1,14} )? | \"1\" ( \".\" \"0\"{1,14} )? ) root-space\n"}},
+    {"{\"type\":\"number\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":2}", true, NULL,
+     {"root ::= ( ( [0-1] ) ( \".\" [0-9]{1,14} )? | \"-\" ( ( [1-2] ) ( \".\" [0-9]{1,14} )? | \"0\" \".\" [0-9]{0,13} "
+      "[1-9] ) ) root-space\n"}},
+    {"{\"type\":\"number\",\"minimum\":0.5}", false, NULL, {"root ::= ( ( [0-9] |"}},
+    {"{\"type\":\"number\",\"exclusiveMinimum\":5,\"exclusiveMaximum\":5}", false, "#: no number is between the bounds", {NULL}},
     {"{\"type\":\"integer\",\"exclusiveMinimum\":0}", true, NULL,
      {"root ::= ( [1-9] | ( [1-9] [0-9] ) | ( [1-9] [0-9]{2} ) |"}},
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":5}", true, NULL, {"root ::= \"\\\"\" root-char{2,5} \"\\\"\" root-space\n"}},
@@ -201,7 +208,7 @@ static const schema_case cases[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
      "#/properties/a/uniqueItems: unsupported keyword \"uniqueItems\"", {NULL}},
     {"{\"type\":\"string\",\"format\":\"email\"}", true, "#/format: format \"email\" is not supported", {NULL}},
-    {"{\"type\":\"number\",\"minimum\":0}", true, "#/minimum: minimum is supported on type integer, not on number", {NULL}},
+    {"{\"type\":\"number\",\"minimum\":0.5}", true, "#/minimum: minimum 0.5: bounds with a fraction are supported on type integer only", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"^a$\",\"maxLength\":3}", true, "#/pattern: pattern together with minLength", {NULL}},
     {"{\"anyOf\":[{\"type\":\"integer\"}],\"oneOf\":[{\"type\":\"integer\"}]}", true, "#/oneOf: anyOf together with oneOf", {NULL}},
 };

@@ -881,6 +881,139 @@ static bool integer_body(conv *c, const json_t *s, toy_buf *b) {
     return put_prim(c, b, PRIM_SPACE);
 }
 
+/* A bound of a number: an integer, inclusive or exclusive. */
+typedef struct {
+    bool set, exclusive;
+    long long v;
+} num_bound;
+
+/* The tighter of minimum and exclusiveMinimum (lower) or of maximum and exclusiveMaximum.
+ * A bound with a fraction is an error under strict; without, it is rounded outward (the
+ * grammar then accepts a little more than the schema). */
+static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
+    const char *keys[2] = {lower ? "minimum" : "maximum", lower ? "exclusiveMinimum" : "exclusiveMaximum"};
+    const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
+    bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4's boolean form */
+    if (json_is_boolean(vals[1])) vals[1] = NULL;
+    out->set = false;
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = vals[i];
+        if (!v) continue;
+        long long n;
+        bool ex = exclusive[i];
+        if (json_is_integer(v)) {
+            n = json_integer_value(v);
+            if (n == INT64_MIN) n = -INT64_MAX;
+        } else {
+            double x = json_real_value(v);
+            if (lower ? x <= -9.2e18 : x >= 9.2e18) continue; /* beyond 16 digits anyway */
+            if (lower ? x >= 9.2e18 : x <= -9.2e18)
+                return fail_at(c, TOY_ERR_INVALID, keys[i], "no number of at most 16 integer digits is %s %g",
+                               lower ? "above" : "below", x);
+            if (floor(x) != x) {
+                if (c->strict)
+                    return fail_at(c, TOY_ERR_UNSUPPORTED, keys[i],
+                                   "%s %g: bounds with a fraction are supported on type integer only", keys[i], x);
+                x = lower ? floor(x) : ceil(x);
+                ex = false;
+            }
+            n = (long long)x;
+        }
+        bool tighter = !out->set || (lower ? n > out->v : n < out->v) || (n == out->v && ex);
+        if (tighter) out->set = true, out->v = n, out->exclusive = ex;
+    }
+    return true;
+}
+
+/* Alternatives for the numbers m >= 0 (written without sign or exponent) from lo to hi,
+ * with at most `frac` fraction digits and integer parts up to `open` where hi is absent;
+ * how many were written (0: none is in range). */
+static int put_magnitude(toy_buf *b, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex, long long open,
+                         int frac) {
+    long long from = lo_ex ? (lo < INT64_MAX ? lo + 1 : lo) : lo;
+    long long to = has_hi ? hi - 1 : (from > open ? INT64_MAX : open);
+    int n = 0;
+    char num[32];
+    if (from <= to) { /* integer parts in range, any fraction */
+        put(b, "( ");
+        put_range(b, (uint64_t)from, (uint64_t)to);
+        putf(b, frac > 1 ? " ) ( \".\" [0-9]{1,%d} )?" : " ) ( \".\" [0-9] )?", frac);
+        n++;
+    }
+    if (lo_ex && (!has_hi || lo < hi)) { /* just above lo: a fraction ending in a non-zero digit */
+        snprintf(num, sizeof num, "%lld", lo);
+        if (n++) put(b, " | ");
+        put_lit(b, num, strlen(num));
+        put(b, " \".\" ");
+        if (frac > 1) putf(b, frac > 2 ? "[0-9]{0,%d} " : "[0-9]? ", frac - 1);
+        put(b, "[1-9]");
+    }
+    if (has_hi && !hi_ex && (lo_ex ? hi > lo : hi >= lo)) { /* hi itself: a fraction of zeros */
+        snprintf(num, sizeof num, "%lld", hi);
+        if (n++) put(b, " | ");
+        put_lit(b, num, strlen(num));
+        putf(b, frac > 1 ? " ( \".\" \"0\"{1,%d} )?" : " ( \".\" \"0\" )?", frac);
+    }
+    return n;
+}
+
+static int decimal_digits(unsigned long long x) {
+    int d = 1;
+    while (x >= 10) x /= 10, d++;
+    return d;
+}
+
+/* Numbers with bounds: without exponent, the integer part's digit ranges as for integers,
+ * the fraction free except next to a bound. */
+static bool number_body(conv *c, const json_t *s, toy_buf *b) {
+    num_bound lo, hi;
+    if (!number_bound(c, s, true, &lo) || !number_bound(c, s, false, &hi)) return false;
+    if (!lo.set && !hi.set) return put_prim(c, b, PRIM_NUMBER);
+    /* At most 15 significant digits, so that a value read as a double compares with the
+       bounds as the decimal does: an open side stops at 9 integer digits (or the other
+       bound's), and the fraction has what is left, at least one digit. */
+    unsigned long long top = 999999999ULL;
+    if (lo.set) top = top > (unsigned long long)llabs(lo.v) ? top : (unsigned long long)llabs(lo.v);
+    if (hi.set) top = top > (unsigned long long)llabs(hi.v) ? top : (unsigned long long)llabs(hi.v);
+    if (lo.set && hi.set) top = (unsigned long long)(llabs(lo.v) > llabs(hi.v) ? llabs(lo.v) : llabs(hi.v));
+    int frac = 15 - decimal_digits(top);
+    if (frac < 1) frac = 1;
+    const long long open = (long long)(top > 999999999ULL ? top : 999999999ULL);
+    toy_buf alts = {0};
+    int n = 0;
+    /* x >= 0 */
+    if (!hi.set || hi.v > 0 || (hi.v == 0 && !hi.exclusive)) {
+        bool low = lo.set && lo.v >= 0;
+        n += put_magnitude(&alts, low ? lo.v : 0, low && lo.exclusive, hi.set, hi.v, hi.exclusive, open, frac);
+    }
+    /* x < 0, as "-" m with m > 0 */
+    if (!lo.set || lo.v < 0) {
+        toy_buf neg = {0};
+        bool high = hi.set && hi.v < 0;
+        int k = put_magnitude(&neg, high ? -hi.v : 0, high ? hi.exclusive : true, lo.set, lo.set ? -lo.v : 0,
+                              lo.exclusive, open, frac);
+        if (k) {
+            if (n) put(&alts, " | ");
+            put(&alts, "\"-\" ( ");
+            put(&alts, neg.v);
+            put(&alts, " )");
+            n += k;
+        }
+        if (neg.oom) alts.oom = true;
+        free(neg.v);
+    }
+    bool ok = c->status == TOY_OK && (!alts.oom || oom(c));
+    if (ok && !n) ok = fail(c, TOY_ERR_INVALID, "no number is between the bounds");
+    if (ok) {
+        put(b, "( ");
+        put(b, alts.v);
+        put(b, " ) ");
+        ok = put_prim(c, b, PRIM_SPACE);
+    }
+    free(alts.v);
+    return ok;
+}
+
 /* ---------------------------------------------------------------- patterns */
 
 /* Sets of code points as sorted, disjoint ranges. */
@@ -1897,14 +2030,7 @@ static bool type_body(conv *c, const json_t *s, int t, const char *hint, toy_buf
     case T_NULL: return put_prim(c, b, PRIM_NULL);
     case T_BOOLEAN: return put_prim(c, b, PRIM_BOOLEAN);
     case T_INTEGER: return integer_body(c, s, b);
-    case T_NUMBER: {
-        static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
-        for (int i = 0; i < 4; i++)
-            if (c->strict && json_object_get(s, bounds[i]))
-                return fail_at(c, TOY_ERR_UNSUPPORTED, bounds[i],
-                               "%s is supported on type integer, not on number", bounds[i]);
-        return put_prim(c, b, PRIM_NUMBER);
-    }
+    case T_NUMBER: return number_body(c, s, b);
     case T_STRING: return string_body(c, s, b);
     case T_OBJECT: return object_body(c, s, hint, b);
     case T_ARRAY: return array_body(c, s, hint, b);
