@@ -211,6 +211,8 @@ static const schema_case cases[] = {
     {"{\"type\":\"number\",\"minimum\":0.5}", true, "#/minimum: minimum 0.5: bounds with a fraction are supported on type integer only", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"^a$\",\"maxLength\":3}", true, "#/pattern: pattern together with minLength", {NULL}},
     {"{\"anyOf\":[{\"type\":\"integer\"}],\"oneOf\":[{\"type\":\"integer\"}]}", true, "#/oneOf: anyOf together with oneOf", {NULL}},
+    {"{\"type\":\"string\",\"enum\":[\"abc\"],\"maxLength\":2}", true, "#/maxLength: \"maxLength\" beside enum or const is not supported", {NULL}},
+    {"{\"type\":\"string\",\"enum\":[\"abc\"],\"maxLength\":2}", false, NULL, {"root ::= \"\\\"abc\\\"\" root-space\n"}},
 };
 
 static void check_case(const schema_case *k) {

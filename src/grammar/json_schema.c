@@ -2167,8 +2167,16 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_b
     }
     int order[7], n;
     int types = schema_types(s, order, &n);
-    if (json_object_get(s, "const") || json_object_get(s, "enum"))
+    if (json_object_get(s, "const") || json_object_get(s, "enum")) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)s, k, v) { /* the values are not checked against them */
+            int kind = keyword_kind(k);
+            if (c->strict && kind > KW_ANY)
+                return fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
+        }
         return constant_body(c, s, json_object_get(s, "type") ? types : 0x7f, b);
+    }
     if (!n) return put_prim(c, b, PRIM_VALUE);
     if (n == 1) return type_body(c, s, order[0], hint, b);
     for (int i = 0; i < n; i++) {
