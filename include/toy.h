@@ -480,9 +480,20 @@ TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras,
                                   int type, int n_threads, const char *path);
 
 /* ---------------------------------------------------------------- grammars
- *
- * Grammars are GBNF text in llama.cpp's dialect (rules `name ::= ...`, start rule
- * "root"). */
+ * Constrained generation: a grammar in GBNF, the notation of llama.cpp's grammars
+ * (rules `name ::= ...`, start rule "root"; docs/grammars.md), limits what a sampler
+ * may pick to the texts of its language. */
+
+typedef struct toy_grammar toy_grammar;
+
+/* Parses and compiles GBNF text whose start rule is `root`, for generating with the
+ * tokens of `vocab` (NULL: only toy_grammar_accepts works). An error names the line
+ * and column ("line 3, column 12: ..."). A grammar may be shared by several samplers
+ * (also on other threads) and must outlive them. */
+TOY_API toy_status toy_grammar_new(const toy_vocab *vocab, const char *gbnf, toy_grammar **out);
+TOY_API void toy_grammar_free(toy_grammar *grammar);
+/* Whether the whole text is in the grammar's language. */
+TOY_API bool toy_grammar_accepts(const toy_grammar *grammar, const char *text, size_t len);
 
 /* Converts a JSON Schema (JSON text) to GBNF that accepts the JSON texts the schema
  * allows, in llama.cpp's json-schema-to-grammar form: properties in the schema's order,
@@ -492,8 +503,17 @@ TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras,
  * message naming the line and column or the schema's JSON pointer ("#/properties/a").
  * *gbnf is malloc'd (toy_free). */
 TOY_API toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **gbnf);
+/* The same, compiled for a vocabulary. */
+TOY_API toy_status toy_grammar_from_json_schema(const toy_vocab *vocab, const char *schema_json, bool strict,
+                                                toy_grammar **out);
 
 /* ---------------------------------------------------------------- sampling */
+
+/* Added to a token's logit before sampling; a bias of -100 or less bans the token. */
+typedef struct {
+    int32_t token;
+    float bias;
+} toy_logit_bias;
 
 typedef struct {
     size_t size;             /* sizeof (toy_sampler_params), as its _default_params sets it */
@@ -506,6 +526,12 @@ typedef struct {
     float frequency_penalty; /* 0: off */
     float presence_penalty;  /* 0: off */
     uint64_t seed;           /* same seed, same choices */
+    /* Only tokens the grammar allows (NULL: none), masked before every other stage; an
+     * end-of-generation token only where the grammar's text is complete. The sampler
+     * keeps its own place in the grammar, moved on by each token it samples. */
+    const toy_grammar *grammar;
+    const toy_logit_bias *logit_bias; /* n_logit_bias entries, copied */
+    size_t n_logit_bias;
 } toy_sampler_params;
 
 typedef struct toy_sampler toy_sampler;
@@ -521,7 +547,8 @@ static inline toy_sampler_params toy_sampler_default_params(void) {
 TOY_API toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
                                    toy_sampler **out);
 TOY_API void toy_sampler_free(toy_sampler *sampler);
-/* Picks a token from one row of logits (n_vocab floats; not modified). */
+/* Picks a token from one row of logits (n_vocab floats; not modified). -1 with
+ * toy_last_error set when the grammar allows no token (or no memory). */
 TOY_API int32_t toy_sampler_sample(toy_sampler *sampler, const float *logits);
 /* Records a token (prompt or generated) in the history the penalties use. */
 TOY_API void toy_sampler_accept(toy_sampler *sampler, int32_t token);

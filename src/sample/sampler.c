@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "grammar.h"
 #include "params.h"
 
 struct toy_sampler {
@@ -40,6 +41,8 @@ struct toy_sampler {
     float *logits;               /* n_vocab: the penalised row */
     toy_sampler_candidate *cand; /* n_vocab: the tokens still in the running */
     uint64_t rng[4];             /* xoshiro256** state */
+    toy_logit_bias *bias;        /* the caller's logit_bias, copied */
+    grammar_cursor grammar;      /* where the sampled text stands in params.grammar */
 };
 
 /* ---------------------------------------------------------------- random numbers */
@@ -246,7 +249,17 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
     const toy_sampler_params *p = &s->params;
     toy_sampler_candidate *c = s->cand;
     *out = c;
-    toy_sampler_apply_penalties(s, logits, s->logits);
+    const float *in = logits;
+    if (p->n_logit_bias) { /* the bias goes first, so the penalties see the biased logit */
+        memcpy(s->logits, logits, (size_t)s->n_vocab * sizeof *logits);
+        for (size_t i = 0; i < p->n_logit_bias; i++) {
+            float *l = &s->logits[s->bias[i].token];
+            *l = s->bias[i].bias <= -100 ? -INFINITY : *l + s->bias[i].bias;
+        }
+        in = s->logits;
+    }
+    toy_sampler_apply_penalties(s, in, s->logits);
+    if (p->grammar && grammar_mask_logits(p->grammar, &s->grammar, s->logits, s->n_vocab)) return 0;
 
     if (!(p->temperature > 0)) {
         int32_t best = 0;
@@ -296,9 +309,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
     return n;
 }
 
-int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
-    const toy_sampler_candidate *c;
-    const size_t n = toy_sampler_candidates(s, logits, &c);
+static int32_t pick(toy_sampler *s, const toy_sampler_candidate *c, size_t n) {
     if (!(s->params.temperature > 0)) return c[0].id;
     const double u = toy_sampler_uniform(s);
     double cum = 0;
@@ -310,6 +321,15 @@ int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
         if (u < cum) return c[i].id;
     }
     return c[last].id; /* rounding left the total a hair under u */
+}
+
+int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
+    const toy_sampler_candidate *c;
+    const size_t n = toy_sampler_candidates(s, logits, &c);
+    if (n == 0) return -1;
+    const int32_t token = pick(s, c, n);
+    if (s->params.grammar && grammar_accept_token(s->params.grammar, &s->grammar, token)) return -1;
+    return token;
 }
 
 /* ---------------------------------------------------------------- history */
@@ -333,6 +353,13 @@ void toy_sampler_reset(toy_sampler *s) {
     memset(s->counts, 0, (size_t)s->n_vocab * sizeof *s->counts);
     s->window_len = s->window_head = 0;
     seed_rng(s);
+    if (s->params.grammar) {
+        grammar_cursor c;
+        if (!grammar_cursor_init(s->params.grammar, &c)) { /* else the old place stays */
+            grammar_cursor_free(&s->grammar);
+            s->grammar = c;
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- lifetime */
@@ -349,6 +376,9 @@ void toy_sampler_params_init(toy_sampler_params *params, size_t size) {
         .frequency_penalty = 0.0f,
         .presence_penalty = 0.0f,
         .seed = 0,
+        .grammar = NULL,
+        .logit_bias = NULL,
+        .n_logit_bias = 0,
     };
     toy_params_init(params, size, &defaults, sizeof defaults);
 }
@@ -375,6 +405,15 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
     if (p.repeat_last_n < -1)
         return toy_error(TOY_ERR_INVALID, "sampler: repeat_last_n must be >= -1, got %d",
                          (int)p.repeat_last_n);
+    if (p.n_logit_bias && !p.logit_bias)
+        return toy_error(TOY_ERR_INVALID, "sampler: n_logit_bias is %zu but logit_bias is NULL", p.n_logit_bias);
+    for (size_t i = 0; i < p.n_logit_bias; i++) {
+        if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab)
+            return toy_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: token %d is out of range (vocabulary of %d)", i,
+                             (int)p.logit_bias[i].token, (int)n_vocab);
+        if (isnan(p.logit_bias[i].bias) || p.logit_bias[i].bias == INFINITY)
+            return toy_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: the bias must be a number below +inf", i);
+    }
 
     toy_sampler *s = calloc(1, sizeof *s);
     if (!s) return toy_error(TOY_ERR_NOMEM, "sampler: out of memory");
@@ -388,7 +427,14 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
     s->cand = calloc((size_t)n_vocab, sizeof *s->cand);
     const bool bounded = s->penalties_on && p.repeat_last_n > 0;
     if (bounded) s->window = calloc((size_t)p.repeat_last_n, sizeof *s->window);
-    if (!s->counts || !s->logits || !s->cand || (bounded && !s->window)) {
+    if (p.n_logit_bias && (s->bias = malloc(p.n_logit_bias * sizeof *s->bias)))
+        memcpy(s->bias, p.logit_bias, p.n_logit_bias * sizeof *s->bias);
+    s->params.logit_bias = s->bias;
+    if (p.grammar && grammar_cursor_init(p.grammar, &s->grammar)) {
+        toy_sampler_free(s);
+        return TOY_ERR_NOMEM;
+    }
+    if (!s->counts || !s->logits || !s->cand || (bounded && !s->window) || (p.n_logit_bias && !s->bias)) {
         toy_sampler_free(s);
         return toy_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
                          (int)n_vocab);
@@ -404,5 +450,7 @@ void toy_sampler_free(toy_sampler *s) {
     free(s->window);
     free(s->logits);
     free(s->cand);
+    free(s->bias);
+    grammar_cursor_free(&s->grammar);
     free(s);
 }

@@ -21,11 +21,12 @@ typedef struct {
 void toy_sampler_apply_penalties(const toy_sampler *sampler, const float *logits,
                                  float *out);
 
-/* Runs every stage but the random pick: penalties, top-k, top-p, min-p, temperature,
- * softmax. *out points at the survivors (valid until the next call on this sampler), each
- * with its final probability, best first when top-k ran and in id order otherwise; the
- * return value is how many there are (at least 1). Greedy (temperature <= 0) leaves the
- * one argmax token with p = 1. */
+/* Runs every stage but the random pick: logit bias, penalties, grammar, top-k, top-p,
+ * min-p, temperature, softmax. *out points at the survivors (valid until the next call
+ * on this sampler), each with its final probability, best first when top-k ran and in
+ * id order otherwise; the return value is how many there are (at least 1, or 0 with
+ * toy_last_error set when the grammar allows no token). Greedy (temperature <= 0)
+ * leaves the one argmax token with p = 1. */
 size_t toy_sampler_candidates(toy_sampler *sampler, const float *logits,
                               const toy_sampler_candidate **out);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "grammar.h"
 #include "unicode.h"
 
 /* ---------------------------------------------------------------- small containers */
@@ -758,6 +759,7 @@ void toy_vocab_free(toy_vocab *v) {
     toy_pretokenizer_free(v->pre);
     free(v->special);
     free(v->eog);
+    grammar_trie_free(v->grammar_trie);
     free(v);
 }
 

@@ -146,6 +146,9 @@ struct toy_vocab {
     /* end-of-generation tokens, ascending */
     int32_t *eog;
     int32_t n_eog;
+
+    /* the trie of every token's bytes, built by the first grammar (src/grammar/) */
+    void *grammar_trie;
 };
 
 static inline const char *toy_token_text_of(const toy_vocab *v, int32_t id) {
