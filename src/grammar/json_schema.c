@@ -1395,11 +1395,12 @@ static bool pat_quantifier(pat *p, char *q, size_t size) {
     return true;
 }
 
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group);
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable);
 
 /* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
- * without them it may have any text around. */
-static bool pat_sequence(pat *p, toy_buf *out, bool top) {
+ * without them it may have any text around. *nullable: whether it matches "". */
+static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
+    *nullable = true;
     bool anchored_start = false, anchored_end = false;
     if (p->i < p->n && p->s[p->i] == '^') {
         if (!top) return pat_fail(p, "'^' inside a group");
@@ -1429,7 +1430,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
             break;
         }
         toy_buf atom = {0};
-        bool is_char = false;
+        bool is_char = false, atom_nullable = false;
         uint32_t cp = 0;
         if (ch == '(') {
             p->i++;
@@ -1449,7 +1450,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
                 }
             }
             toy_buf inner = {0};
-            if (ok) ok = pat_alternatives(p, &inner, false, true);
+            if (ok) ok = pat_alternatives(p, &inner, false, true, &atom_nullable);
             if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
             if (ok) {
                 p->i++;
@@ -1473,7 +1474,25 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
             is_char = true;
         }
         char q[48] = "";
+        size_t at = p->i;
         if (ok) ok = pat_quantifier(p, q, sizeof q);
+        size_t ql = strlen(q);
+        /* a grammar engine expands X* into a rule that calls itself after X: with an X
+           that can be empty, that is left recursion */
+        if (ok && atom_nullable && ql && (q[0] == '*' || q[0] == '+' || (ql > 2 && q[ql - 2] == ','))) {
+            p->i = at;
+            ok = pat_fail(p, "repeating a group that can match the empty string");
+        }
+        if (ok) *nullable = *nullable && ((!is_char && (atom_nullable || !atom.n)) || q[0] == '*' || q[0] == '?' ||
+                                          !strncmp(q, "{0", 2));
+        if (ok && ql && atom.n && strchr("?*+}", atom.v[atom.n - 1])) { /* one operator after another */
+            toy_buf w = {0};
+            put(&w, "( ");
+            put(&w, atom.v);
+            put(&w, " )");
+            free(atom.v);
+            atom = w;
+        }
         if (ok && is_char && !q[0]) {
             put_json_char(&lit, cp);
         } else if (ok) {
@@ -1522,13 +1541,16 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
 
 /* Alternatives separated by '|'; an empty one makes the whole optional. A group is
  * always in parentheses. */
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group) {
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable) {
     toy_buf alts = {0};
     int n = 0;
     bool empty = false, ok = true;
+    *nullable = false;
     for (;;) {
         toy_buf one = {0};
-        ok = pat_sequence(p, &one, top);
+        bool null_one;
+        ok = pat_sequence(p, &one, top, &null_one);
+        *nullable = *nullable || null_one;
         if (ok && one.n) {
             if (n++) put(&alts, " | ");
             put(&alts, one.v);
@@ -1553,7 +1575,8 @@ static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group) {
 static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
     pat p = {c, pattern, 0, strlen(pattern)};
     toy_buf e = {0};
-    bool ok = pat_alternatives(&p, &e, true, false);
+    bool nullable;
+    bool ok = pat_alternatives(&p, &e, true, false, &nullable);
     if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
     if (ok) {
         put(b, "\"\\\"\" ");
