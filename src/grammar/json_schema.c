@@ -639,7 +639,8 @@ static json_t *type_intersection(const json_t *a, const json_t *b) {
     for (size_t i = 0; i < json_array_size(lb); i++) mb |= type_bit(json_string_value(json_array_get(lb, i)));
     for (size_t i = 0; i < json_array_size(la); i++) {
         int t = type_bit(json_string_value(json_array_get(la, i)));
-        if ((t & mb) || (t == T_INTEGER && (mb & T_NUMBER))) json_array_append_new(out, json_string(type_names[__builtin_ctz((unsigned)t)]));
+        if ((t & mb) || (t == T_INTEGER && (mb & T_NUMBER)))
+            json_array_append_new(out, json_string(type_names[__builtin_ctz((unsigned)t)]));
         else if (t == T_NUMBER && (mb & T_INTEGER)) json_array_append_new(out, json_string("integer"));
     }
 done:
@@ -685,13 +686,15 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
         } else if (!strcmp(k, "required")) {
             for (size_t i = 0; i < json_array_size(v); i++) {
                 bool have = false;
-                for (size_t j = 0; j < json_array_size(old); j++) have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
+                for (size_t j = 0; j < json_array_size(old); j++)
+                    have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
                 if (!have && json_array_append(old, json_array_get(v, i))) ok = oom(c);
             }
         } else if (!strcmp(k, "type")) {
             json_t *t = type_intersection(old, v);
             if (!t) ok = oom(c);
-            else if (!json_array_size(t)) json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
+            else if (!json_array_size(t))
+                json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
             else if (json_object_set_new(dst, k, t)) ok = oom(c);
         } else if (!strcmp(k, "enum")) {
             json_t *e = json_array();
@@ -702,7 +705,8 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
                         break;
                     }
             if (!e) ok = oom(c);
-            else if (!json_array_size(e)) json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
+            else if (!json_array_size(e))
+                json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
             else if (json_object_set_new(dst, k, e)) ok = oom(c);
         } else if (json_equal(old, (json_t *)v)) {
             continue;
@@ -1221,7 +1225,10 @@ static bool pat_hex(pat *p, int digits, uint32_t *out) {
     for (int k = 0; k < digits; k++) {
         if (p->i >= p->n) return pat_fail(p, "a short hex escape");
         char ch = p->s[p->i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
         if (d < 0) return pat_fail(p, "a bad hex escape");
         v = v * 16 + (uint32_t)d;
         p->i++;
@@ -1715,7 +1722,8 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
     json_object_foreach((json_t *)props, key, ps) {
         if (!ok) break;
         bool required = false;
-        for (size_t i = 0; i < json_array_size(req); i++) required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
+        for (size_t i = 0; i < json_array_size(req); i++)
+            required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
         if (!trie_insert(&names, key)) ok = oom(c);
         if (json_is_false(ps)) { /* the property must be absent */
             if (required) ok = fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
@@ -1925,7 +1933,9 @@ static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
     long long emin = min > n_tuple ? min - n_tuple : 0;
     long long emax = max < 0 ? -1 : max - n_tuple;
     if (json_is_false(items)) {
-        if (emin > 0) return fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld needs more items than prefixItems has, and items is false", min);
+        if (emin > 0)
+            return fail_at(c, TOY_ERR_INVALID, "minItems",
+                           "minItems %lld needs more items than prefixItems has, and items is false", min);
         emax = 0;
     } else if (!items && prefix) {
         emax = emin;
