@@ -899,7 +899,7 @@ static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
     const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
     bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4's boolean form */
     if (json_is_boolean(vals[1])) vals[1] = NULL;
-    out->set = false;
+    *out = (num_bound){0};
     for (int i = 0; i < 2; i++) {
         const json_t *v = vals[i];
         if (!v) continue;
