@@ -316,6 +316,12 @@ CASES = [
     ({"type": "integer", "maximum": 42}, [42, -7, 0, -9999999999999999], [43, 100]),
     ({"type": "integer", "minimum": 1000000, "maximum": 123456789012}, [1000000, 99999999, 123456789012],
      [999999, 123456789013, -5]),
+    ({"type": "number", "minimum": 0, "maximum": 1}, [0, 1, 0.5, Text("1.000"), Text("0.0001"), Text("0")],
+     [-0.5, 1.01, 2, Text("1.0001")], ["1e-3"]),
+    ({"type": "number", "exclusiveMinimum": -3, "exclusiveMaximum": 12}, [-2.999, 0, 11.5, -1, Text("-0.5")],
+     [-3, 12, Text("-3.0"), 12.0001, -4], ["-0.0", "-0"]),
+    ({"type": "number", "exclusiveMaximum": -20}, [-21, -20.5, -123456.25], [-20, 0, 5, Text("-20.000")]),
+    ({"type": "number", "minimum": 100}, [100, 100.5, 99999.25], [99.99, -100, 0]),
     ({"type": "number"}, [0, -1.5, 3e10, Text("2.25e-7"), Text("-0.5E+12"), 17], ["1", None, Text("01"), Text(".5")],
      ["2.25e-07"]),
     ({"type": ["string", "null"], "minLength": 2, "maxLength": 4}, ["ab", "abcd", None, "é中", Text('"\\u00e9\\n"'), Text('"\\u00e9\\ud83d\\ude00"')], ["a", "abcde", 1]),
@@ -414,6 +420,10 @@ def instance(root, s, rng, depth=0):
         hi = s.get("maximum", s.get("exclusiveMaximum", 10 ** 6 + 1) - 1)
         return rng.choice([lo, hi, rng.randint(lo, hi)])
     if t == "number":
+        if any(k in s for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")):
+            lo = s.get("minimum", s.get("exclusiveMinimum", -10 ** 6))
+            hi = s.get("maximum", s.get("exclusiveMaximum", 10 ** 6))
+            return rng.choice([lo, hi, round(rng.uniform(lo, hi), rng.randint(0, 4)) + 0.0])  # no -0.0
         return rng.choice([0, 5, -3, 0.25, -1e-3, 12345.5, 1e21])
     if t == "string":
         if "format" in s or "pattern" in s:

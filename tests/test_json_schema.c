@@ -2,7 +2,9 @@
  *
  * A table of schemas: the errors invalid or unsupported ones give (the JSON pointer and
  * what is wrong), pieces of the grammar valid ones give, and that every grammar is well
- * formed (rules defined once, every rule named is defined, names under the root's).
+ * formed (rules defined once, every rule named is defined, names under the root's) and
+ * compiles with toy_grammar_new. A second table: JSON texts each schema's grammar must
+ * accept and ones it must refuse (toy_grammar_accepts).
  *
  * The binary is also the driver of tests/json_schema_check.py (cli_json_schema.sh):
  *   test_json_schema --gbnf [--strict]   schema on stdin, grammar on stdout
@@ -105,6 +107,13 @@ static const schema_case cases[] = {
     {"{\"type\":\"integer\",\"minimum\":-15,\"maximum\":1234}", true, NULL,
      {"root ::= ( \"-\" ( [1-9] | \"1\" [0-5] ) | [0-9] | ( [1-9] [0-9] ) | ( [1-9] [0-9]{2} ) | \"1\" ( [0-1] [0-9]{2} | "
       "[2] ( [0-2] [0-9] | [3] [0-4] ) ) ) root-space\n"}},
+    {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", true, NULL,
+     {"root ::= ( ( \"0\" ) ( \".\" [0-9]{1,14} )? | \"1\" ( \".\" \"0\"{1,14} )? ) root-space\n"}},
+    {"{\"type\":\"number\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":2}", true, NULL,
+     {"root ::= ( ( [0-1] ) ( \".\" [0-9]{1,14} )? | \"-\" ( ( [1-2] ) ( \".\" [0-9]{1,14} )? | \"0\" \".\" [0-9]{0,13} "
+      "[1-9] ) ) root-space\n"}},
+    {"{\"type\":\"number\",\"minimum\":0.5}", false, NULL, {"root ::= ( ( [0-9] |"}},
+    {"{\"type\":\"number\",\"exclusiveMinimum\":5,\"exclusiveMaximum\":5}", false, "#: no number is between the bounds", {NULL}},
     {"{\"type\":\"integer\",\"exclusiveMinimum\":0}", true, NULL,
      {"root ::= ( [1-9] | ( [1-9] [0-9] ) | ( [1-9] [0-9]{2} ) |"}},
     {"{\"type\":\"string\",\"minLength\":2,\"maxLength\":5}", true, NULL, {"root ::= \"\\\"\" root-char{2,5} \"\\\"\" root-space\n"}},
@@ -193,6 +202,11 @@ static const schema_case cases[] = {
     {"{\"type\":\"string\",\"pattern\":\"a)\"}", false, "#/pattern: an unbalanced ')'", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"[z-a]\"}", false, "#/pattern: the range at offset 4 of the pattern is reversed", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"a**\"}", false, "#/pattern: a quantifier after a quantifier", {NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"^(a|[^b]*)+$\"}", false,
+     "#/pattern: repeating a group that can match the empty string at offset 10 of the pattern is not supported", {NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"^(a?b*){2,}$\"}", false, "repeating a group that can match the empty string", {NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"^(a|){2,3}(b?)?$\"}", false, NULL,
+     {"root ::= \"\\\"\" ( ( \"a\" )? ){2,3} ( \"b\"? )? \"\\\"\" root-space\n"}},
     {"{\"type\":\"string\",\"pattern\":\"a^b\"}", false, "#/pattern: '^' after the start of the pattern", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"\\\\p{L}\"}", false, "#/pattern: the escape \\p", {NULL}},
 
@@ -201,9 +215,11 @@ static const schema_case cases[] = {
     {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"array\",\"uniqueItems\":true}}}", true,
      "#/properties/a/uniqueItems: unsupported keyword \"uniqueItems\"", {NULL}},
     {"{\"type\":\"string\",\"format\":\"email\"}", true, "#/format: format \"email\" is not supported", {NULL}},
-    {"{\"type\":\"number\",\"minimum\":0}", true, "#/minimum: minimum is supported on type integer, not on number", {NULL}},
+    {"{\"type\":\"number\",\"minimum\":0.5}", true, "#/minimum: minimum 0.5: bounds with a fraction are supported on type integer only", {NULL}},
     {"{\"type\":\"string\",\"pattern\":\"^a$\",\"maxLength\":3}", true, "#/pattern: pattern together with minLength", {NULL}},
     {"{\"anyOf\":[{\"type\":\"integer\"}],\"oneOf\":[{\"type\":\"integer\"}]}", true, "#/oneOf: anyOf together with oneOf", {NULL}},
+    {"{\"type\":\"string\",\"enum\":[\"abc\"],\"maxLength\":2}", true, "#/maxLength: \"maxLength\" beside enum or const is not supported", {NULL}},
+    {"{\"type\":\"string\",\"enum\":[\"abc\"],\"maxLength\":2}", false, NULL, {"root ::= \"\\\"abc\\\"\" root-space\n"}},
 };
 
 static void check_case(const schema_case *k) {
@@ -222,6 +238,9 @@ static void check_case(const schema_case *k) {
     const char *bad = check_gbnf(g, "root", why, sizeof why);
     CHECK_MSG(bad == NULL, "%s: %s\n%s", k->schema, bad, g);
     CHECK_MSG(!strncmp(g, "root ::= ", 9), "%s: the grammar does not begin with root", k->schema);
+    toy_grammar *gr = NULL;
+    CHECK_MSG(toy_grammar_new(NULL, g, &gr) == TOY_OK, "%s: toy_grammar_new: %s\n%s", k->schema, toy_last_error(), g);
+    toy_grammar_free(gr);
     for (int i = 0; i < 4 && k->want[i]; i++)
         CHECK_MSG(strstr(g, k->want[i]) != NULL, "%s: missing\n  %s\nin\n%s", k->schema, k->want[i], g);
     /* the same schema gives the same bytes */
@@ -330,6 +349,9 @@ static void check_mutations(void) {
                 char why[256];
                 const char *bad = check_gbnf(g, "root", why, sizeof why);
                 CHECK_MSG(bad == NULL, "%s: %s", m.v, bad);
+                toy_grammar *gr = NULL;
+                CHECK_MSG(toy_grammar_new(NULL, g, &gr) == TOY_OK, "%s: %s", m.v, toy_last_error());
+                toy_grammar_free(gr);
                 converted++;
             } else {
                 CHECK_MSG(!strncmp(toy_last_error(), "JSON schema", 11), "%s: %s", m.v, toy_last_error());
@@ -341,6 +363,98 @@ static void check_mutations(void) {
     }
     free(m.v);
     CHECK_MSG(converted > 1000 && refused > 1000, "converted %d, refused %d", converted, refused);
+}
+
+/* ---------------------------------------------------------------- membership */
+
+typedef struct {
+    const char *schema;
+    const char *accept[8]; /* JSON texts in the grammar */
+    const char *refuse[8]; /* and not */
+} member_case;
+
+static const member_case members[] = {
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":3},\"age\":{\"type\":\"integer\","
+     "\"minimum\":-15,\"maximum\":1234}},\"required\":[\"name\"]}",
+     {"{\"name\":\"abc\"}", "{ \"name\" : \"\" , \"age\" : -15 }", "{\"name\":\"\\n\\u00e9\",\"age\":1234}\n  ",
+      "{\n\t\"name\": \"\\\"\"}", NULL},
+     {"{}", "{\"name\":\"abcd\"}", "{\"name\":\"a\",\"age\":1235}", "{\"name\":\"a\",\"age\":-16}",
+      "{\"age\":1,\"name\":\"a\"}", "{\"name\":\"a\",\"x\":1}", " {\"name\":\"a\"}", "{\"name\":\"a\",\"age\":01}"}},
+    {"{\"type\":\"integer\",\"minimum\":-15,\"maximum\":1234}",
+     {"-15", "-9", "0", "9", "10", "999", "1000", "1234"},
+     {"-16", "-0", "1235", "2000", "01", "12345", "1.0", "-"}},
+    {"{\"type\":\"integer\",\"exclusiveMinimum\":99}",
+     {"100", "101", "9999999999999999", NULL}, {"99", "0", "-100", "10000000000000000", NULL}},
+    {"{\"type\":\"number\",\"minimum\":0,\"exclusiveMaximum\":10}",
+     {"0", "0.5", "9.99", "3", NULL}, {"10", "10.0", "-0.5", "1e3", "-1", NULL}},
+    {"{\"type\":\"number\"}",
+     {"0", "-0", "1.5", "-2.25e-7", "6E+23", NULL}, {"01", ".5", "1.", "+1", "1e", "00.1", NULL}},
+    {"{\"type\":[\"string\",\"null\"],\"minLength\":1}",
+     {"\"a\"", "null", "\"\\/\"", NULL}, {"\"\"", "nul", "\"\\x\"", "\"a\nb\"", NULL}},
+    {"{\"enum\":[\"red\",7,null,{\"a\":[1,2]}]}",
+     {"\"red\"", "7", "null", "{\"a\":[1,2]}", NULL}, {"\"blue\"", "7.0", "{\"a\": [1,2]}", NULL}},
+    {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},\"c\":{"
+     "\"type\":\"integer\"}},\"required\":[\"b\"]}",
+     {"{\"b\":1}", "{\"a\":1,\"b\":2}", "{\"b\":2,\"c\":3}", "{\"a\":1,\"b\":2,\"c\":3}", NULL},
+     {"{\"a\":1}", "{\"a\":1,\"c\":3}", "{\"c\":1,\"b\":2}", "{\"b\":1,}", NULL}},
+    {"{\"type\":\"object\",\"properties\":{\"and\":{\"type\":\"null\"},\"also\":{\"type\":\"null\"}},"
+     "\"additionalProperties\":{\"type\":\"integer\"}}",
+     {"{\"and\":null,\"an\":1,\"andy\":2}", "{\"a\":1}", "{\"\":3,\"als\":4,\"alsoo\":5}", "{}", NULL},
+     {"{\"and\":1}", "{\"x\":1,\"and\":null}", "{\"also\":2}", "{\"z\":null}", NULL}},
+    {"{\"type\":\"array\",\"prefixItems\":[{\"type\":\"integer\"},{\"type\":\"string\"}],\"items\":{\"type\":"
+     "\"boolean\"},\"maxItems\":3}",
+     {"[1,\"a\"]", "[ 1 , \"a\" , true ]", NULL}, {"[1]", "[]", "[1,\"a\",true,false]", "[\"a\",1]", NULL}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"minItems\":2,\"maxItems\":3}",
+     {"[1,2]", "[1,2,3]", NULL}, {"[1]", "[1,2,3,4]", "[1,,2]", NULL}},
+    {"{\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":[{"
+     "\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/n\"}",
+     {"{\"v\":1,\"next\":null}", "{\"v\":1,\"next\":{\"v\":2,\"next\":{\"v\":3,\"next\":null}}}", NULL},
+     {"{\"v\":1}", "{\"v\":1,\"next\":{\"v\":2}}", NULL}},
+    {"{\"allOf\":[{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]},{"
+     "\"properties\":{\"b\":{\"type\":\"string\"}},\"required\":[\"b\"]}]}",
+     {"{\"a\":1,\"b\":\"x\"}", NULL}, {"{\"a\":1}", "{\"b\":\"x\"}", NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"^[A-Z][a-z]{1,3}(-\\\\d+)?$\"}",
+     {"\"Ab\"", "\"Abcd-12\"", NULL}, {"\"ab\"", "\"A\"", "\"Abcde\"", "\"Ab-\"", NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"^a.c$\"}",
+     {"\"abc\"", "\"a\\\"c\"", "\"a\\\\c\"", "\"a\\tc\"", "\"aéc\"", NULL}, {"\"a\\nc\"", "\"ac\"", "\"a\"c\"", NULL}},
+    {"{\"type\":\"string\",\"pattern\":\"ab\"}", {"\"ab\"", "\"xxabyy\"", NULL}, {"\"a b\"", "\"\"", NULL}},
+    {"{\"type\":\"string\",\"format\":\"date\"}",
+     {"\"2024-02-29\"", "\"2000-02-29\"", "\"1999-12-31\"", "\"2023-04-30\"", NULL},
+     {"\"2023-02-29\"", "\"1900-02-29\"", "\"2023-04-31\"", "\"2023-13-01\"", "\"0000-01-01\"", NULL}},
+    {"{\"type\":\"string\",\"format\":\"date-time\"}",
+     {"\"2024-02-29T12:30:00Z\"", "\"2024-02-29T23:59:59.123+05:30\"", NULL},
+     {"\"2024-02-29 12:30:00Z\"", "\"2024-02-29T24:00:00Z\"", "\"2024-02-29T12:30:00\"", NULL}},
+    {"{\"type\":\"string\",\"format\":\"uuid\"}",
+     {"\"123e4567-e89b-12d3-a456-426614174000\"", NULL}, {"\"123e4567-e89b-12d3-a456-42661417400\"", NULL}},
+    {"{}", {"1", "\"x\"", "[1,{\"a\":null}]", "{\"k\":[true,false]}", NULL}, {"", "[1,]", "{\"a\"}", "tru", NULL}},
+    {"{\"type\":\"boolean\"}", {"true", "false ", "true\n\n    ", "false\n\t", NULL}, {"true\n\n\n", "false  ", "True", NULL}},
+};
+
+static void check_members(void) {
+    for (size_t i = 0; i < sizeof members / sizeof members[0]; i++) {
+        const member_case *m = &members[i];
+        toy_grammar *g = NULL;
+        toy_status st = toy_grammar_from_json_schema(NULL, m->schema, true, &g);
+        CHECK_MSG(st == TOY_OK, "%s: %s", m->schema, toy_last_error());
+        if (st != TOY_OK) continue;
+        for (int k = 0; k < 8 && m->accept[k]; k++)
+            CHECK_MSG(toy_grammar_accepts(g, m->accept[k], strlen(m->accept[k])), "%s: refused %s", m->schema, m->accept[k]);
+        for (int k = 0; k < 8 && m->refuse[k]; k++)
+            CHECK_MSG(!toy_grammar_accepts(g, m->refuse[k], strlen(m->refuse[k])), "%s: accepted %s", m->schema,
+                      m->refuse[k]);
+        toy_grammar_free(g);
+    }
+    /* the grammar for response_format json_object: any object, nothing else */
+    toy_buf out = {0};
+    CHECK(json_schema_gbnf_any_object("root", &out));
+    toy_grammar *g = NULL;
+    CHECK(toy_grammar_new(NULL, out.v, &g) == TOY_OK);
+    static const char *const objects[] = {"{}", "{\"a\":[1,{\"b\":null}],\"c\":\"d\"}", "{ \"x\" : -1.5e3 }"};
+    static const char *const others[] = {"[]", "1", "\"{}\"", "{\"a\":}", "{1:2}"};
+    for (size_t k = 0; g && k < 3; k++) CHECK_MSG(toy_grammar_accepts(g, objects[k], strlen(objects[k])), "refused %s", objects[k]);
+    for (size_t k = 0; g && k < 5; k++) CHECK_MSG(!toy_grammar_accepts(g, others[k], strlen(others[k])), "accepted %s", others[k]);
+    toy_grammar_free(g);
+    free(out.v);
 }
 
 /* ---------------------------------------------------------------- driver modes */
@@ -370,7 +484,22 @@ static int driver(int argc, char **argv) {
         free(g);
         return 0;
     }
-    if (!strcmp(argv[1], "--has-engine")) return 1; /* toy_grammar_accepts is not on this branch yet */
+    if (!strcmp(argv[1], "--has-engine")) return 0;
+    if (!strcmp(argv[1], "--accepts")) {
+        size_t len;
+        char *in = read_stdin(&len);
+        toy_grammar *g = NULL;
+        if (toy_grammar_new(NULL, in, &g) != TOY_OK) {
+            fprintf(stderr, "%s\n", toy_last_error());
+            free(in);
+            return 2;
+        }
+        for (size_t at = strlen(in) + 1; at <= len; at += strlen(in + at) + 1)
+            printf("%d\n", toy_grammar_accepts(g, in + at, strlen(in + at)) ? 1 : 0);
+        toy_grammar_free(g);
+        free(in);
+        return 0;
+    }
     fprintf(stderr, "usage: test_json_schema [--gbnf [--strict] | --has-engine | --accepts]\n");
     return 2;
 }
@@ -381,5 +510,6 @@ int main(int argc, char **argv) {
     check_shared_text();
     check_deep();
     check_mutations();
+    check_members();
     return test_finish("test_json_schema");
 }

@@ -639,7 +639,8 @@ static json_t *type_intersection(const json_t *a, const json_t *b) {
     for (size_t i = 0; i < json_array_size(lb); i++) mb |= type_bit(json_string_value(json_array_get(lb, i)));
     for (size_t i = 0; i < json_array_size(la); i++) {
         int t = type_bit(json_string_value(json_array_get(la, i)));
-        if ((t & mb) || (t == T_INTEGER && (mb & T_NUMBER))) json_array_append_new(out, json_string(type_names[__builtin_ctz((unsigned)t)]));
+        if ((t & mb) || (t == T_INTEGER && (mb & T_NUMBER)))
+            json_array_append_new(out, json_string(type_names[__builtin_ctz((unsigned)t)]));
         else if (t == T_NUMBER && (mb & T_INTEGER)) json_array_append_new(out, json_string("integer"));
     }
 done:
@@ -685,13 +686,15 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
         } else if (!strcmp(k, "required")) {
             for (size_t i = 0; i < json_array_size(v); i++) {
                 bool have = false;
-                for (size_t j = 0; j < json_array_size(old); j++) have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
+                for (size_t j = 0; j < json_array_size(old); j++)
+                    have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
                 if (!have && json_array_append(old, json_array_get(v, i))) ok = oom(c);
             }
         } else if (!strcmp(k, "type")) {
             json_t *t = type_intersection(old, v);
             if (!t) ok = oom(c);
-            else if (!json_array_size(t)) json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
+            else if (!json_array_size(t))
+                json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
             else if (json_object_set_new(dst, k, t)) ok = oom(c);
         } else if (!strcmp(k, "enum")) {
             json_t *e = json_array();
@@ -702,7 +705,8 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
                         break;
                     }
             if (!e) ok = oom(c);
-            else if (!json_array_size(e)) json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
+            else if (!json_array_size(e))
+                json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
             else if (json_object_set_new(dst, k, e)) ok = oom(c);
         } else if (json_equal(old, (json_t *)v)) {
             continue;
@@ -879,6 +883,139 @@ static bool integer_body(conv *c, const json_t *s, toy_buf *b) {
     if (hi >= 0) put_range(b, (uint64_t)(lo < 0 ? 0 : lo), (uint64_t)hi);
     put(b, " ) ");
     return put_prim(c, b, PRIM_SPACE);
+}
+
+/* A bound of a number: an integer, inclusive or exclusive. */
+typedef struct {
+    bool set, exclusive;
+    long long v;
+} num_bound;
+
+/* The tighter of minimum and exclusiveMinimum (lower) or of maximum and exclusiveMaximum.
+ * A bound with a fraction is an error under strict; without, it is rounded outward (the
+ * grammar then accepts a little more than the schema). */
+static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
+    const char *keys[2] = {lower ? "minimum" : "maximum", lower ? "exclusiveMinimum" : "exclusiveMaximum"};
+    const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
+    bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4's boolean form */
+    if (json_is_boolean(vals[1])) vals[1] = NULL;
+    *out = (num_bound){0};
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = vals[i];
+        if (!v) continue;
+        long long n;
+        bool ex = exclusive[i];
+        if (json_is_integer(v)) {
+            n = json_integer_value(v);
+            if (n == INT64_MIN) n = -INT64_MAX;
+        } else {
+            double x = json_real_value(v);
+            if (lower ? x <= -9.2e18 : x >= 9.2e18) continue; /* beyond 16 digits anyway */
+            if (lower ? x >= 9.2e18 : x <= -9.2e18)
+                return fail_at(c, TOY_ERR_INVALID, keys[i], "no number of at most 16 integer digits is %s %g",
+                               lower ? "above" : "below", x);
+            if (floor(x) != x) {
+                if (c->strict)
+                    return fail_at(c, TOY_ERR_UNSUPPORTED, keys[i],
+                                   "%s %g: bounds with a fraction are supported on type integer only", keys[i], x);
+                x = lower ? floor(x) : ceil(x);
+                ex = false;
+            }
+            n = (long long)x;
+        }
+        bool tighter = !out->set || (lower ? n > out->v : n < out->v) || (n == out->v && ex);
+        if (tighter) out->set = true, out->v = n, out->exclusive = ex;
+    }
+    return true;
+}
+
+/* Alternatives for the numbers m >= 0 (written without sign or exponent) from lo to hi,
+ * with at most `frac` fraction digits and integer parts up to `open` where hi is absent;
+ * how many were written (0: none is in range). */
+static int put_magnitude(toy_buf *b, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex, long long open,
+                         int frac) {
+    long long from = lo_ex ? (lo < INT64_MAX ? lo + 1 : lo) : lo;
+    long long to = has_hi ? hi - 1 : (from > open ? INT64_MAX : open);
+    int n = 0;
+    char num[32];
+    if (from <= to) { /* integer parts in range, any fraction */
+        put(b, "( ");
+        put_range(b, (uint64_t)from, (uint64_t)to);
+        putf(b, frac > 1 ? " ) ( \".\" [0-9]{1,%d} )?" : " ) ( \".\" [0-9] )?", frac);
+        n++;
+    }
+    if (lo_ex && (!has_hi || lo < hi)) { /* just above lo: a fraction ending in a non-zero digit */
+        snprintf(num, sizeof num, "%lld", lo);
+        if (n++) put(b, " | ");
+        put_lit(b, num, strlen(num));
+        put(b, " \".\" ");
+        if (frac > 1) putf(b, frac > 2 ? "[0-9]{0,%d} " : "[0-9]? ", frac - 1);
+        put(b, "[1-9]");
+    }
+    if (has_hi && !hi_ex && (lo_ex ? hi > lo : hi >= lo)) { /* hi itself: a fraction of zeros */
+        snprintf(num, sizeof num, "%lld", hi);
+        if (n++) put(b, " | ");
+        put_lit(b, num, strlen(num));
+        putf(b, frac > 1 ? " ( \".\" \"0\"{1,%d} )?" : " ( \".\" \"0\" )?", frac);
+    }
+    return n;
+}
+
+static int decimal_digits(unsigned long long x) {
+    int d = 1;
+    while (x >= 10) x /= 10, d++;
+    return d;
+}
+
+/* Numbers with bounds: without exponent, the integer part's digit ranges as for integers,
+ * the fraction free except next to a bound. */
+static bool number_body(conv *c, const json_t *s, toy_buf *b) {
+    num_bound lo, hi;
+    if (!number_bound(c, s, true, &lo) || !number_bound(c, s, false, &hi)) return false;
+    if (!lo.set && !hi.set) return put_prim(c, b, PRIM_NUMBER);
+    /* At most 15 significant digits, so that a value read as a double compares with the
+       bounds as the decimal does: an open side stops at 9 integer digits (or the other
+       bound's), and the fraction has what is left, at least one digit. */
+    unsigned long long top = 999999999ULL;
+    if (lo.set) top = top > (unsigned long long)llabs(lo.v) ? top : (unsigned long long)llabs(lo.v);
+    if (hi.set) top = top > (unsigned long long)llabs(hi.v) ? top : (unsigned long long)llabs(hi.v);
+    if (lo.set && hi.set) top = (unsigned long long)(llabs(lo.v) > llabs(hi.v) ? llabs(lo.v) : llabs(hi.v));
+    int frac = 15 - decimal_digits(top);
+    if (frac < 1) frac = 1;
+    const long long open = (long long)(top > 999999999ULL ? top : 999999999ULL);
+    toy_buf alts = {0};
+    int n = 0;
+    /* x >= 0 */
+    if (!hi.set || hi.v > 0 || (hi.v == 0 && !hi.exclusive)) {
+        bool low = lo.set && lo.v >= 0;
+        n += put_magnitude(&alts, low ? lo.v : 0, low && lo.exclusive, hi.set, hi.v, hi.exclusive, open, frac);
+    }
+    /* x < 0, as "-" m with m > 0 */
+    if (!lo.set || lo.v < 0) {
+        toy_buf neg = {0};
+        bool high = hi.set && hi.v < 0;
+        int k = put_magnitude(&neg, high ? -hi.v : 0, high ? hi.exclusive : true, lo.set, lo.set ? -lo.v : 0,
+                              lo.exclusive, open, frac);
+        if (k) {
+            if (n) put(&alts, " | ");
+            put(&alts, "\"-\" ( ");
+            put(&alts, neg.v);
+            put(&alts, " )");
+            n += k;
+        }
+        if (neg.oom) alts.oom = true;
+        free(neg.v);
+    }
+    bool ok = c->status == TOY_OK && (!alts.oom || oom(c));
+    if (ok && !n) ok = fail(c, TOY_ERR_INVALID, "no number is between the bounds");
+    if (ok) {
+        put(b, "( ");
+        put(b, alts.v);
+        put(b, " ) ");
+        ok = put_prim(c, b, PRIM_SPACE);
+    }
+    free(alts.v);
+    return ok;
 }
 
 /* ---------------------------------------------------------------- patterns */
@@ -1088,7 +1225,10 @@ static bool pat_hex(pat *p, int digits, uint32_t *out) {
     for (int k = 0; k < digits; k++) {
         if (p->i >= p->n) return pat_fail(p, "a short hex escape");
         char ch = p->s[p->i];
-        int d = ch >= '0' && ch <= '9' ? ch - '0' : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10 : -1;
+        int d = ch >= '0' && ch <= '9'   ? ch - '0'
+                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
+                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
+                                         : -1;
         if (d < 0) return pat_fail(p, "a bad hex escape");
         v = v * 16 + (uint32_t)d;
         p->i++;
@@ -1262,11 +1402,12 @@ static bool pat_quantifier(pat *p, char *q, size_t size) {
     return true;
 }
 
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group);
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable);
 
 /* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
- * without them it may have any text around. */
-static bool pat_sequence(pat *p, toy_buf *out, bool top) {
+ * without them it may have any text around. *nullable: whether it matches "". */
+static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
+    *nullable = true;
     bool anchored_start = false, anchored_end = false;
     if (p->i < p->n && p->s[p->i] == '^') {
         if (!top) return pat_fail(p, "'^' inside a group");
@@ -1296,7 +1437,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
             break;
         }
         toy_buf atom = {0};
-        bool is_char = false;
+        bool is_char = false, atom_nullable = false;
         uint32_t cp = 0;
         if (ch == '(') {
             p->i++;
@@ -1316,7 +1457,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
                 }
             }
             toy_buf inner = {0};
-            if (ok) ok = pat_alternatives(p, &inner, false, true);
+            if (ok) ok = pat_alternatives(p, &inner, false, true, &atom_nullable);
             if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
             if (ok) {
                 p->i++;
@@ -1340,7 +1481,25 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
             is_char = true;
         }
         char q[48] = "";
+        size_t at = p->i;
         if (ok) ok = pat_quantifier(p, q, sizeof q);
+        size_t ql = strlen(q);
+        /* a grammar engine expands X* into a rule that calls itself after X: with an X
+           that can be empty, that is left recursion */
+        if (ok && atom_nullable && ql && (q[0] == '*' || q[0] == '+' || (ql > 2 && q[ql - 2] == ','))) {
+            p->i = at;
+            ok = pat_fail(p, "repeating a group that can match the empty string");
+        }
+        if (ok) *nullable = *nullable && ((!is_char && (atom_nullable || !atom.n)) || q[0] == '*' || q[0] == '?' ||
+                                          !strncmp(q, "{0", 2));
+        if (ok && ql && atom.n && strchr("?*+}", atom.v[atom.n - 1])) { /* one operator after another */
+            toy_buf w = {0};
+            put(&w, "( ");
+            put(&w, atom.v);
+            put(&w, " )");
+            free(atom.v);
+            atom = w;
+        }
         if (ok && is_char && !q[0]) {
             put_json_char(&lit, cp);
         } else if (ok) {
@@ -1389,13 +1548,16 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top) {
 
 /* Alternatives separated by '|'; an empty one makes the whole optional. A group is
  * always in parentheses. */
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group) {
+static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable) {
     toy_buf alts = {0};
     int n = 0;
     bool empty = false, ok = true;
+    *nullable = false;
     for (;;) {
         toy_buf one = {0};
-        ok = pat_sequence(p, &one, top);
+        bool null_one;
+        ok = pat_sequence(p, &one, top, &null_one);
+        *nullable = *nullable || null_one;
         if (ok && one.n) {
             if (n++) put(&alts, " | ");
             put(&alts, one.v);
@@ -1420,7 +1582,8 @@ static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group) {
 static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
     pat p = {c, pattern, 0, strlen(pattern)};
     toy_buf e = {0};
-    bool ok = pat_alternatives(&p, &e, true, false);
+    bool nullable;
+    bool ok = pat_alternatives(&p, &e, true, false, &nullable);
     if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
     if (ok) {
         put(b, "\"\\\"\" ");
@@ -1559,7 +1722,8 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
     json_object_foreach((json_t *)props, key, ps) {
         if (!ok) break;
         bool required = false;
-        for (size_t i = 0; i < json_array_size(req); i++) required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
+        for (size_t i = 0; i < json_array_size(req); i++)
+            required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
         if (!trie_insert(&names, key)) ok = oom(c);
         if (json_is_false(ps)) { /* the property must be absent */
             if (required) ok = fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
@@ -1769,7 +1933,9 @@ static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
     long long emin = min > n_tuple ? min - n_tuple : 0;
     long long emax = max < 0 ? -1 : max - n_tuple;
     if (json_is_false(items)) {
-        if (emin > 0) return fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld needs more items than prefixItems has, and items is false", min);
+        if (emin > 0)
+            return fail_at(c, TOY_ERR_INVALID, "minItems",
+                           "minItems %lld needs more items than prefixItems has, and items is false", min);
         emax = 0;
     } else if (!items && prefix) {
         emax = emin;
@@ -1897,14 +2063,7 @@ static bool type_body(conv *c, const json_t *s, int t, const char *hint, toy_buf
     case T_NULL: return put_prim(c, b, PRIM_NULL);
     case T_BOOLEAN: return put_prim(c, b, PRIM_BOOLEAN);
     case T_INTEGER: return integer_body(c, s, b);
-    case T_NUMBER: {
-        static const char *const bounds[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
-        for (int i = 0; i < 4; i++)
-            if (c->strict && json_object_get(s, bounds[i]))
-                return fail_at(c, TOY_ERR_UNSUPPORTED, bounds[i],
-                               "%s is supported on type integer, not on number", bounds[i]);
-        return put_prim(c, b, PRIM_NUMBER);
-    }
+    case T_NUMBER: return number_body(c, s, b);
     case T_STRING: return string_body(c, s, b);
     case T_OBJECT: return object_body(c, s, hint, b);
     case T_ARRAY: return array_body(c, s, hint, b);
@@ -2041,8 +2200,16 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_b
     }
     int order[7], n;
     int types = schema_types(s, order, &n);
-    if (json_object_get(s, "const") || json_object_get(s, "enum"))
+    if (json_object_get(s, "const") || json_object_get(s, "enum")) {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)s, k, v) { /* the values are not checked against them */
+            int kind = keyword_kind(k);
+            if (c->strict && kind > KW_ANY)
+                return fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
+        }
         return constant_body(c, s, json_object_get(s, "type") ? types : 0x7f, b);
+    }
     if (!n) return put_prim(c, b, PRIM_VALUE);
     if (n == 1) return type_body(c, s, order[0], hint, b);
     for (int i = 0; i < n; i++) {
