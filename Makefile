@@ -57,7 +57,7 @@ test-sanitize: deps
 # tokenizer, chat templates, the training-data loader and toy serve's request checks, each
 # seeded with its regression corpus (fuzz/corpus for the GGUF reader, fuzz/corpus_NAME for
 # fuzz/fuzz_NAME.c).
-FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_train_data fuzz_request
+FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_train_data fuzz_request fuzz_grammar
 fuzz: deps
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)

@@ -7,7 +7,7 @@
  * one-line message naming the file); anything else may do either.
  *
  * Every file under the other targets' corpora (fuzz/corpus_NAME for fuzz/fuzz_NAME.c: the
- * tokenizer, chat templates, the training-data loader, toy serve's requests) goes through
+ * tokenizer, chat templates, the training-data loader, toy serve's requests, grammars) goes through
  * its target, which traps when a promise is broken.
  */
 #include <dirent.h>
@@ -33,6 +33,11 @@
 #define LLVMFuzzerTestOneInput fuzz_train_data_input
 #define LLVMFuzzerInitialize fuzz_train_data_init
 #include "../fuzz/fuzz_train_data.c"
+#undef LLVMFuzzerTestOneInput
+#undef LLVMFuzzerInitialize
+#define LLVMFuzzerTestOneInput fuzz_grammar_input
+#define LLVMFuzzerInitialize fuzz_grammar_init
+#include "../fuzz/fuzz_grammar.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #include "test.h"
@@ -147,6 +152,7 @@ int main(void) {
         {TOY_SOURCE_DIR "/fuzz/corpus_tokenizer", fuzz_tokenizer_input, fuzz_tokenizer_init},
         {TOY_SOURCE_DIR "/fuzz/corpus_chat_template", fuzz_chat_template_input, NULL},
         {TOY_SOURCE_DIR "/fuzz/corpus_train_data", fuzz_train_data_input, fuzz_train_data_init},
+        {TOY_SOURCE_DIR "/fuzz/corpus_grammar", fuzz_grammar_input, fuzz_grammar_init},
     };
     for (size_t t = 0; t < sizeof targets / sizeof *targets; t++) {
         n = list_dir(targets[t].dir, names, 4096);

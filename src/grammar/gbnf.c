@@ -258,7 +258,7 @@ static bool repeat_item(parser *p, uint32_t rule, elem_vec *body, uint32_t start
     const uint32_t item_n = body->n - start;
     gelem *item = malloc((item_n ? item_n : 1) * sizeof *item);
     if (!item) return no_memory(p);
-    memcpy(item, body->v + start, item_n * sizeof *item);
+    if (item_n) memcpy(item, body->v + start, item_n * sizeof *item);
     body->n = start;
     const bool ok = repeat_copies(p, rule, item, item_n, min, max);
     free(item);
