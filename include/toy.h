@@ -452,6 +452,12 @@ TOY_API const float *toy_get_logits(const toy_context *ctx, int32_t i);
 /* KV cache: drop positions [p0, p1) of a sequence (p1 < 0: to the end); shift positions
  * [p0, p1) by delta (keys are re-rotated); the largest position held (-1: empty). */
 TOY_API toy_status toy_kv_seq_rm(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1);
+/* Copies positions [p0, p1) (p0 < 0: from 0, p1 < 0: to the end) of seq_src into seq_dst,
+ * whose own cells in that range are dropped: the copies hold the same K and V bytes, so
+ * decoding on seq_dst goes on as if it had computed them. They go before seq_dst's first
+ * cell at a position >= p1 (rising positions stay rising). Fails, changing nothing, when
+ * seq_dst would hold more than n_ctx cells. Same sequence: nothing to do. */
+TOY_API toy_status toy_kv_seq_cp(toy_context *ctx, int32_t seq_src, int32_t seq_dst, int32_t p0, int32_t p1);
 TOY_API toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1,
                                   int32_t delta);
 TOY_API int32_t toy_kv_seq_pos_max(const toy_context *ctx, int32_t seq_id);

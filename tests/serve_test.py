@@ -7,6 +7,7 @@ usage: serve_test.py TOY MODEL
 - many concurrent streaming clients each get exactly their lone answer, with requests
   that fail and clients that leave beside them;
 - chat completions, n > 1, stop strings, logprobs, usage counts;
+- the prompt cache: a second turn's cached_tokens, the same answer with cache_prompt false;
 - a corpus of bad requests gets the promised statuses, and the server goes on answering;
 - a client that leaves mid-stream frees its slot at once;
 - SIGTERM lets the request in flight finish, then the server exits 0.
@@ -185,7 +186,34 @@ try:
                                                  "n": 3, "stream": True, "stream_options": {"include_usage": True}})
     for k in range(3):
         check(stream_text(ev, k)[0] == r["choices"][k]["message"]["content"], f"streamed chat choice {k} differs")
-    check(stream_text(ev)[2] == r["usage"], "streamed usage equals the non-streamed one")
+    su = stream_text(ev)[2]
+    check({k: su[k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")} ==
+          {k: r["usage"][k] for k in ("prompt_tokens", "completion_tokens", "total_tokens")},
+          f"streamed usage {su} equals the non-streamed one {r['usage']}")
+    # the same prompt again: all of it but the last token comes from the cache
+    check(su["prompt_tokens_details"] == {"cached_tokens": su["prompt_tokens"] - 1},
+          f"streamed usage of a prompt just read: {su}")
+
+    # ---- the prompt cache: a second turn reuses the first's tokens, with the same answer
+    # as read anew (cache_prompt false, nothing cached)
+    turn1 = [{"role": "user", "content": "Tell me of the days of creation, and of the light."}]
+    st, r1, _ = srv.post("/v1/chat/completions", {"messages": turn1, "max_tokens": 8, "temperature": 0})
+    turn2 = turn1 + [r1["choices"][0]["message"], {"role": "user", "content": "And the waters?"}]
+    st, r2, _ = srv.post("/v1/chat/completions", {"messages": turn2, "max_tokens": 8, "temperature": 0})
+    u1, u2 = r1["usage"], r2["usage"]
+    check(u1["prompt_tokens"] - 1 <= u2["prompt_tokens_details"]["cached_tokens"] < u2["prompt_tokens"],
+          f"second turn: {u2} after a first turn of {u1}")
+    st, r3, _ = srv.post("/v1/chat/completions", {"messages": turn2, "max_tokens": 8, "temperature": 0,
+                                                  "cache_prompt": False})
+    check(st == 200 and r3["usage"]["prompt_tokens_details"] == {"cached_tokens": 0},
+          f"cache_prompt false: {r3.get('usage')}")
+    check(r3["choices"][0]["message"] == r2["choices"][0]["message"], "cache_prompt false: the same answer")
+    st, r4, _ = srv.post("/v1/completions", {"prompt": "And God said", "max_tokens": 2, "cache_prompt": False})
+    check(st == 200 and r4["usage"]["prompt_tokens_details"] == {"cached_tokens": 0},
+          f"completions with cache_prompt false: {r4.get('usage')}")
+    st, r4, _ = srv.post("/v1/completions", {"prompt": "And God said", "max_tokens": 2})
+    check(st == 200 and r4["usage"]["prompt_tokens_details"] == {"cached_tokens": r4["usage"]["prompt_tokens"] - 1},
+          f"completions of a prompt just read: {r4.get('usage')}")
     full = toy_run("And God said", 40, "--temp", "0")
     stop_at = full[10:14]
     st, r, _ = srv.post("/v1/completions", {"prompt": "And God said", "max_tokens": 40, "temperature": 0, "stop": [stop_at]})
@@ -209,6 +237,7 @@ try:
         ("POST", "/v1/completions", '{"prompt": "x", "temperature": 9}', 400, "temperature"),
         ("POST", "/v1/completions", '{"prompt": "x", "max_tokens": -1}', 400, "max_tokens"),
         ("POST", "/v1/completions", '{"prompt": "x", "n": 0}', 400, "n"),
+        ("POST", "/v1/completions", '{"prompt": "x", "cache_prompt": 0}', 400, "cache_prompt"),
         ("POST", "/v1/completions", '{"prompt": "x", "stop": [1]}', 400, "stop"),
         ("POST", "/v1/completions", '{"prompt": [999999]}', 400, "prompt"),
         ("POST", "/v1/completions", '{"prompt": "x", "model": "gpt-4"}', 400, "model"),

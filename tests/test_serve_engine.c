@@ -2,7 +2,8 @@
  * model: a request that fails (a choice that cannot start, a forward pass its own tokens
  * break, shutdown) ends with its error and nothing else changes — the queue moves on and
  * a request beside it gets the tokens it gets alone; a cancel frees the slot at once;
- * max_tokens 0 generates nothing; the field checks of openai.c and the gate's order;
+ * max_tokens 0 generates nothing; a prompt cached in another slot, busy or a sibling
+ * choice's, is copied and answers as cold; the field checks of openai.c and the gate's order;
  * token text longer than any fixed buffer. */
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@ typedef struct {
     const char *finish;
     int error_status;
     char error[256];
+    int32_t cached; /* srv_request_usage's */
 } outcome;
 
 static srv_params params(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens) {
@@ -57,6 +59,8 @@ static void collect(srv_request *r, outcome *o) {
         srv_event_clear(&ev);
         if (last) break;
     }
+    int32_t prompt, completion;
+    srv_request_usage(r, &prompt, &completion, &o->cached);
     srv_request_release(r);
 }
 
@@ -184,6 +188,84 @@ static void test_abort(void) {
     srv_params q = params(prompt_a, 5, 4);
     CHECK_EQ(srv_submit(engine, &q, &r), TOY_ERR_UNSUPPORTED);
     CHECK(r == NULL);
+}
+
+/* A prompt whose first 40 tokens a busy slot holds: the request starting beside it
+ * copies those cells (cached 40) and gets exactly the tokens it gets read cold
+ * (cache_prompt false, cached 0), while the busy request goes on. */
+static void test_prompt_cache_busy(void) {
+    int32_t held[48], asked[44];
+    for (int i = 0; i < 40; i++) held[i] = asked[i] = 1000 + 7 * i;
+    for (int i = 40; i < 48; i++) held[i] = 2000 + i;
+    for (int i = 40; i < 44; i++) asked[i] = 3000 + i;
+    srv_params p = params(asked, 44, 16);
+    p.no_cache_prompt = true;
+    outcome cold, warm;
+    run(&p, &cold);
+    CHECK_EQ(cold.n_tokens, 16);
+    CHECK_EQ(cold.cached, 0);
+    /* the holder takes the slot of the cold run (it holds 40 tokens of its prompt) and
+     * runs until the context (128) is full, 80 steps; the request behind it takes the
+     * other slot and copies the holder's cells */
+    srv_params h = params(held, 48, 400);
+    srv_request *rh;
+    CHECK(!srv_submit(engine, &h, &rh));
+    p = params(asked, 44, 16);
+    run(&p, &warm);
+    srv_metrics m;
+    srv_engine_metrics(engine, &m);
+    CHECK_EQ(m.busy_slots, 1); /* the holder still generates */
+    CHECK_EQ(warm.cached, 40);
+    CHECK_EQ(warm.n_tokens, cold.n_tokens);
+    CHECK(!memcmp(warm.tokens, cold.tokens, sizeof warm.tokens));
+    srv_cancel(rh);
+    srv_request_release(rh);
+    CHECK(idle_within(1));
+}
+
+/* The choices of one request read the prompt once: the second copies the first's cells
+ * (the engine's cached count grows by all but the prompt's last token) and samples the
+ * tokens a lone request with its seed gets cold. */
+static void test_prompt_cache_choices(void) {
+    int32_t prompt[30];
+    for (int i = 0; i < 30; i++) prompt[i] = 4000 + 3 * i;
+    srv_params p = params(prompt, 30, 12);
+    p.sampling.temperature = 0.8f;
+    p.sampling.seed = 77;
+    p.n_choices = 2;
+    srv_metrics before, after;
+    srv_engine_metrics(engine, &before);
+    srv_request *r;
+    CHECK(!srv_submit(engine, &p, &r));
+    int32_t tokens[2][16];
+    int n[2] = {0, 0}, done = 0;
+    for (int waited = 0; done < 2 && waited < 100;) {
+        srv_event ev;
+        if (!srv_next_event(r, &ev, 100)) {
+            waited++;
+            continue;
+        }
+        if (ev.kind == SRV_EV_TOKEN && n[ev.choice] < 16) tokens[ev.choice][n[ev.choice]++] = ev.token;
+        done += ev.kind == SRV_EV_DONE;
+        CHECK(ev.kind != SRV_EV_ERROR);
+        if (ev.kind == SRV_EV_ERROR) done = 2;
+        srv_event_clear(&ev);
+    }
+    srv_request_release(r);
+    srv_engine_metrics(engine, &after);
+    CHECK_EQ(after.cached_tokens - before.cached_tokens, 29);
+    CHECK_EQ(after.prompt_tokens - before.prompt_tokens, 30 + 1);
+    for (int c = 0; c < 2; c++) {
+        srv_params q = params(prompt, 30, 12);
+        q.sampling.temperature = 0.8f;
+        q.sampling.seed = 77 + (uint64_t)c;
+        q.no_cache_prompt = true;
+        outcome alone;
+        run(&q, &alone);
+        CHECK_EQ(n[c], alone.n_tokens);
+        CHECK_MSG(!memcmp(tokens[c], alone.tokens, (size_t)n[c] * sizeof *alone.tokens),
+                  "choice %d differs from a lone request with its seed", c);
+    }
 }
 
 /* ---------------------------------------------------------------- openai.c and gate.c */
@@ -376,6 +458,8 @@ int main(void) {
     test_decode_failure(&alone);
     test_cancel();
     test_max_tokens_zero();
+    test_prompt_cache_busy();
+    test_prompt_cache_choices();
     test_parse();
     test_gate();
     test_long_piece();

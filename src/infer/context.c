@@ -302,6 +302,17 @@ toy_status toy_kv_seq_rm(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p
     return TOY_OK;
 }
 
+toy_status toy_kv_seq_cp(toy_context *ctx, int32_t seq_src, int32_t seq_dst, int32_t p0, int32_t p1) {
+    toy_status st = check_seq(ctx, seq_src);
+    if (!st) st = check_seq(ctx, seq_dst);
+    if (st) return st;
+    if (p0 < 0) p0 = 0;
+    if (p1 < 0) p1 = INT32_MAX;
+    if (p1 < p0) return toy_error(TOY_ERR_INVALID, "positions [%d, %d) to copy: the end is before the start", p0, p1);
+    if (seq_src == seq_dst) return TOY_OK;
+    return toy_kv_cache_seq_cp(&ctx->kv, seq_src, seq_dst, p0, p1);
+}
+
 toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
     toy_status st = check_seq(ctx, seq_id);
     if (st) return st;

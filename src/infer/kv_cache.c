@@ -118,3 +118,49 @@ void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1) {
     }
     c->n_used[seq] = kept;
 }
+
+/* Moves the rows of cells [from, from + n) of a sequence to [to, to + n) in every layer
+ * and head (the ranges may overlap). */
+static void move_rows(toy_kv_cache *c, int64_t base, int32_t to, int32_t from, int32_t n) {
+    if (n <= 0 || to == from) return;
+    for (int32_t l = 0; l < c->n_layer; l++)
+        for (int32_t h = 0; h < c->n_head_kv; h++) {
+            memmove(toy_kv_k(c, l, base + to, h), toy_kv_k(c, l, base + from, h), (size_t)n * c->head_bytes_k);
+            memmove(toy_kv_v(c, l, base + to, h), toy_kv_v(c, l, base + from, h), (size_t)n * c->head_bytes_v);
+        }
+    memmove(c->pos + base + to, c->pos + base + from, (size_t)n * sizeof *c->pos);
+}
+
+toy_status toy_kv_cache_seq_cp(toy_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1) {
+    const int64_t sbase = (int64_t)src * c->cells_per_seq, dbase = (int64_t)dst * c->cells_per_seq;
+    int32_t n_copy = 0, n_keep = 0;
+    for (int32_t i = 0; i < c->n_used[src]; i++) n_copy += c->pos[sbase + i] >= p0 && c->pos[sbase + i] < p1;
+    for (int32_t i = 0; i < c->n_used[dst]; i++) n_keep += !(c->pos[dbase + i] >= p0 && c->pos[dbase + i] < p1);
+    if (n_keep + n_copy > c->cells_per_seq)
+        return toy_error(TOY_ERR_INVALID,
+                         "copying %d cells of sequence %d into sequence %d overflows its %d cells (%d kept)",
+                         n_copy, src, dst, c->cells_per_seq, n_keep);
+    toy_kv_cache_seq_rm(c, dst, p0, p1);
+    int32_t at = 0;
+    while (at < c->n_used[dst] && c->pos[dbase + at] < p1) at++;
+    move_rows(c, dbase, at + n_copy, at, c->n_used[dst] - at);
+    /* runs of consecutive cells in range, one copy of rows each */
+    for (int32_t i = 0; i < c->n_used[src];) {
+        if (c->pos[sbase + i] < p0 || c->pos[sbase + i] >= p1) {
+            i++;
+            continue;
+        }
+        int32_t n = 1;
+        while (i + n < c->n_used[src] && c->pos[sbase + i + n] >= p0 && c->pos[sbase + i + n] < p1) n++;
+        for (int32_t l = 0; l < c->n_layer; l++)
+            for (int32_t h = 0; h < c->n_head_kv; h++) {
+                memcpy(toy_kv_k(c, l, dbase + at, h), toy_kv_k(c, l, sbase + i, h), (size_t)n * c->head_bytes_k);
+                memcpy(toy_kv_v(c, l, dbase + at, h), toy_kv_v(c, l, sbase + i, h), (size_t)n * c->head_bytes_v);
+            }
+        memcpy(c->pos + dbase + at, c->pos + sbase + i, (size_t)n * sizeof *c->pos);
+        at += n;
+        i += n;
+    }
+    c->n_used[dst] = n_keep + n_copy;
+    return TOY_OK;
+}

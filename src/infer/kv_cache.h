@@ -61,4 +61,10 @@ toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer);
 /* Removes the cells of seq with positions in [p0, p1), keeping the others in order. */
 void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);
 
+/* Replaces the cells of dst with positions in [p0, p1) by copies (rows byte for byte,
+ * positions) of src's cells in that range, in src's order. They go before dst's first
+ * remaining cell at a position >= p1 (at the end if none), so positions that rose in
+ * both still rise. Fails, changing nothing, if dst would overflow; src != dst. */
+toy_status toy_kv_cache_seq_cp(toy_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+
 #endif

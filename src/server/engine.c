@@ -270,17 +270,41 @@ static int32_t common_prefix(const int32_t *a, int32_t na, const int32_t *b, int
 
 typedef enum { START_OK, START_NO_SLOT, START_FAILED } start_result;
 
-/* Puts a job in the idle slot that holds the longest prefix of its prompt (the least
- * recently used among equals). START_FAILED: the job's request has failed (its sampler or
- * stop strings were refused, or no memory) and the slot stays idle. */
+/* Gives slot s (holding the first s->n_cache tokens of the prompt) the longest prefix of
+ * the prompt that another slot holds, idle or busy (a busy slot's cells below its n_cache
+ * are final), by copying that slot's cells, up to limit tokens. Returns the tokens
+ * copied. */
+static int32_t slot_copy_prefix(srv_engine *e, slot *s, const int32_t *prompt, int32_t limit) {
+    const slot *from = NULL;
+    int32_t longest = s->n_cache;
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        const slot *d = &e->slots[i];
+        const int32_t c = d == s ? 0 : common_prefix(d->cache, d->n_cache, prompt, limit);
+        if (c > longest) from = d, longest = c;
+    }
+    const int32_t have = s->n_cache;
+    if (!from || toy_kv_seq_cp(e->ctx, (int32_t)(from - e->slots), (int32_t)(s - e->slots), have, longest))
+        return 0;
+    memcpy(s->cache + have, from->cache + have, (size_t)(longest - have) * sizeof *s->cache);
+    s->n_cache = longest;
+    __atomic_fetch_add(&e->m.cached_tokens, longest - have, __ATOMIC_RELAXED);
+    return longest - have;
+}
+
+/* Puts a job in an idle slot: the one that holds the longest prefix of its prompt (the
+ * least recently used among equals); a longer prefix held by any other slot is copied
+ * in. With cache_prompt false, the least recently used slot, emptied. START_FAILED: the
+ * job's request has failed (its sampler or stop strings were refused, or no memory) and
+ * the slot stays idle. */
 static start_result slot_start(srv_engine *e, const job *j) {
     const srv_params *p = &j->req->p;
+    const bool reuse = !p->no_cache_prompt;
     slot *best = NULL;
     int32_t best_common = -1;
     for (int i = 0; i < e->p.n_parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req) continue;
-        const int32_t c = common_prefix(s->cache, s->n_cache, p->prompt, p->n_prompt);
+        const int32_t c = reuse ? common_prefix(s->cache, s->n_cache, p->prompt, p->n_prompt) : 0;
         if (c > best_common || (c == best_common && s->last_used < best->last_used)) {
             best = s;
             best_common = c;
@@ -301,16 +325,19 @@ static start_result slot_start(srv_engine *e, const job *j) {
     const int32_t keep = best_common < p->n_prompt ? best_common : p->n_prompt - 1;
     toy_kv_seq_rm(e->ctx, (int32_t)(best - e->slots), keep, -1);
     best->n_cache = keep;
+    __atomic_fetch_add(&e->m.cached_tokens, keep, __ATOMIC_RELAXED);
+    if (reuse) slot_copy_prefix(e, best, p->prompt, p->n_prompt - 1);
     /* as toy run: the prompt goes into the penalties' history before the first sample */
     for (int32_t i = 0; i < p->n_prompt; i++) toy_sampler_accept(best->sampler, p->prompt[i]);
     best->req = j->req;
     best->choice = j->choice;
     best->decoding = false;
     best->produced = 0;
-    pthread_mutex_lock(&j->req->lock);
-    j->req->n_cached += keep;
-    pthread_mutex_unlock(&j->req->lock);
-    __atomic_fetch_add(&e->m.cached_tokens, keep, __ATOMIC_RELAXED);
+    if (j->choice == 0) {
+        pthread_mutex_lock(&j->req->lock);
+        j->req->n_cached = best->n_cache;
+        pthread_mutex_unlock(&j->req->lock);
+    }
     return START_OK;
 }
 
@@ -398,6 +425,20 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The prompt is read once for all the choices of a request: a later choice copies what
+ * the others have read, and waits while an earlier one reads on (choice 0 never waits).
+ * true: the slot waits this step. */
+static bool slot_follows(srv_engine *e, slot *s) {
+    const srv_params *p = &s->req->p;
+    if (s->choice == 0 || p->no_cache_prompt) return false;
+    slot_copy_prefix(e, s, p->prompt, p->n_prompt - 1);
+    for (int i = 0; i < e->p.n_parallel && s->n_cache < p->n_prompt - 1; i++) {
+        const slot *d = &e->slots[i];
+        if (d->req == s->req && d->choice < s->choice && !d->decoding) return true;
+    }
+    return false;
+}
+
 /* One batch: every generating slot's next token, then prompt chunks while the batch has
  * room, the slots taken in turn from a rotating start so that none waits for long. A
  * slot's rows are contiguous (batch_first, batch_n). */
@@ -419,7 +460,7 @@ static int32_t build_batch(srv_engine *e, int start) {
     for (int k = 0; k < e->p.n_parallel && n < e->p.n_batch; k++) {
         const int i = (start + k) % e->p.n_parallel;
         slot *s = &e->slots[i];
-        if (!s->req || s->decoding) continue;
+        if (!s->req || s->decoding || slot_follows(e, s)) continue;
         const srv_params *p = &s->req->p;
         int32_t m = p->n_prompt - s->n_cache;
         if (m > e->p.prefill_chunk) m = e->p.prefill_chunk;

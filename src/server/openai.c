@@ -125,7 +125,9 @@ static const struct {
     {"ignore_eos", F_BOTH}, {"logprobs", F_BOTH}, {"top_logprobs", F_CHAT},
     /* accepted and without effect here */
     {"user", F_BOTH}, {"metadata", F_BOTH}, {"store", F_BOTH}, {"service_tier", F_BOTH},
-    {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH}, {"cache_prompt", F_BOTH},
+    {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH},
+    /* llama-server's: false reads the prompt anew, reusing no cached cells */
+    {"cache_prompt", F_BOTH},
     /* checked by tools.c */
     {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
     /* constraints: OpenAI's response_format and logit_bias, llama-server's grammar and json_schema */
@@ -554,7 +556,6 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     }
     double x;
     long long k;
-    bool unused;
     toy_sampler_params *sp = &out->gen.sampling;
 #define NUM(key, lo, hi, dst) \
     x = (double)(dst);           \
@@ -579,7 +580,9 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     if (ok && (ok = get_int(j, "n", 1, 16, &k, err))) out->gen.n_choices = (int)k;
     if (ok) ok = get_bool(j, "stream", &out->stream, err);
     if (ok) ok = get_bool(j, "ignore_eos", &out->gen.ignore_eos, err);
-    if (ok) ok = get_bool(j, "cache_prompt", &unused, err); /* every prompt is cached */
+    bool cache_prompt = true;
+    if (ok) ok = get_bool(j, "cache_prompt", &cache_prompt, err);
+    out->gen.no_cache_prompt = !cache_prompt;
     const json_t *so = ok ? json_object_get(j, "stream_options") : NULL;
     if (ok && so && !json_is_null(so)) {
         const char *key;
@@ -826,13 +829,13 @@ void oai_choice_free(oai_choice *c) {
     memset(c, 0, sizeof *c);
 }
 
-static json_t *usage_json(int32_t prompt, int32_t completion) {
-    return json_pack("{s:i,s:i,s:i}", "prompt_tokens", prompt, "completion_tokens", completion, "total_tokens",
-                     prompt + completion);
+static json_t *usage_json(int32_t prompt, int32_t completion, int32_t cached) {
+    return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", prompt, "completion_tokens", completion,
+                     "total_tokens", prompt + completion, "prompt_tokens_details", "cached_tokens", cached);
 }
 
 char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices, int n,
-                        int32_t prompt_tokens, int32_t completion_tokens) {
+                        int32_t prompt_tokens, int32_t completion_tokens, int32_t cached_tokens) {
     json_t *arr = json_array();
     for (int i = 0; i < n; i++) {
         oai_choice *ch = &choices[i];
@@ -859,7 +862,7 @@ char *oai_response_json(const oai_context *c, bool chat, const char *id, long cr
     }
     json_t *r = json_pack("{s:s,s:s,s:i,s:s,s:o,s:o}", "id", id, "object", chat ? "chat.completion" : "text_completion",
                           "created", (json_int_t)created, "model", c->model_id, "choices", arr, "usage",
-                          usage_json(prompt_tokens, completion_tokens));
+                          usage_json(prompt_tokens, completion_tokens, cached_tokens));
     char *s = r ? json_dumps(r, JSON_COMPACT) : NULL;
     json_decref(r);
     return s;
@@ -998,8 +1001,9 @@ char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool
 }
 
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created, int32_t prompt_tokens,
-                          int32_t completion_tokens) {
+                          int32_t completion_tokens, int32_t cached_tokens) {
     return sse(json_pack("{s:s,s:s,s:i,s:s,s:[],s:o}", "id", id, "object",
                          chat ? "chat.completion.chunk" : "text_completion", "created", (json_int_t)created,
-                         "model", c->model_id, "choices", "usage", usage_json(prompt_tokens, completion_tokens)));
+                         "model", c->model_id, "choices", "usage",
+                         usage_json(prompt_tokens, completion_tokens, cached_tokens)));
 }

@@ -84,9 +84,10 @@ void oai_choice_free(oai_choice *c);
  * becomes the rest (content null when none is left) and finish_reason "tool_calls".
  * false: no memory. */
 bool oai_choice_tools(const tools_request *t, oai_choice *c);
-/* The whole response object (malloc'd text). */
+/* The whole response object (malloc'd text); its usage has the prompt tokens that came
+ * from the cache as prompt_tokens_details.cached_tokens. */
 char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices,
-                        int n, int32_t prompt_tokens, int32_t completion_tokens);
+                        int n, int32_t prompt_tokens, int32_t completion_tokens, int32_t cached_tokens);
 /* A streaming chunk for one event ("data: ...\n\n", malloc'd); first: the choice's
  * first chunk (chat sends the role then). */
 char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *id, long created,
@@ -105,7 +106,7 @@ char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool
                           long created, const srv_event *ev, bool first);
 /* The last chunk with the usage and no choices. */
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created,
-                          int32_t prompt_tokens, int32_t completion_tokens);
+                          int32_t prompt_tokens, int32_t completion_tokens, int32_t cached_tokens);
 
 /* JSON text of a valid UTF-8 string from any bytes (invalid sequences become U+FFFD);
  * NULL when there is no memory (whatever holds it then fails as a whole). */

@@ -189,7 +189,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             if (st->stage == 0 && st->req.include_usage && !st->failed) {
                 int32_t prompt, completion, cached;
                 srv_request_usage(st->r, &prompt, &completion, &cached);
-                st->pending = oai_usage_chunk_sse(&st->s->oai, st->req.chat, st->id, st->created, prompt, completion);
+                st->pending =
+                    oai_usage_chunk_sse(&st->s->oai, st->req.chat, st->id, st->created, prompt, completion, cached);
                 st->stage = 1;
             } else if (st->stage < 2) {
                 st->pending = strdup("data: [DONE]\n\n");
@@ -307,7 +308,8 @@ static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const 
     int32_t prompt, completion, cached;
     srv_request_usage(r, &prompt, &completion, &cached);
     srv_request_release(r);
-    char *json = ok && !failed ? oai_response_json(&s->oai, req->chat, id, created, choices, n_choices, prompt, completion)
+    char *json = ok && !failed ? oai_response_json(&s->oai, req->chat, id, created, choices, n_choices, prompt,
+                                                   completion, cached)
                                : NULL;
     for (int i = 0; choices && i < n_choices; i++) oai_choice_free(&choices[i]);
     free(choices);
