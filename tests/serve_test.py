@@ -271,6 +271,13 @@ try:
     st, text, _ = srv.request("GET", "/health")
     check(st == 200, "the server answers after the bad requests")
 
+    # ---- a second server on the same port is refused (it shared the port, SO_REUSEPORT, and
+    # took half of the connections)
+    second = subprocess.run([TOY, "serve", "-m", MODEL, "--port", str(srv.port), "-t", "1"], capture_output=True,
+                            text=True, timeout=60)
+    check(second.returncode == 1 and f"port {srv.port}: Address already in use" in second.stderr,
+          f"a second server on port {srv.port}: exit {second.returncode}: {second.stderr[-200:]!r}")
+
     # ---- metrics
     st, text, _ = srv.request("GET", "/metrics")
     check(st == 200 and re.search(r'toy_requests_total\{status="400"\} [1-9]', text) and "toy_busy_slots" in text,

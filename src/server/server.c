@@ -663,7 +663,7 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
                          (unsigned)p->timeout_s, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
                          MHD_OPTION_NOTIFY_CONNECTION, connection_event, s, MHD_OPTION_CONNECTION_LIMIT,
                          connection_limit(p->max_connections), MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL,
-                         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+                         MHD_OPTION_END); /* SO_REUSEADDR as MHD sets it, never SO_REUSEPORT: a port in use is an error */
     if (!d) {
         fprintf(stderr, "toy serve: cannot listen on %s port %d: %s\n", p->host, p->port, strerror(errno));
         goto done;
