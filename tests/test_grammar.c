@@ -300,11 +300,75 @@ static void test_sampling(void) {
     toy_gguf_close(gg);
 }
 
+/* The sampler with a grammar picks what a sampler without one picks from the row with
+ * every refused token at -inf: with greedy and top-k it asks the grammar about its best
+ * tokens only (grammar_top), else it masks the whole row; both must be that. */
+static void test_sampler_equals_masked_row(void) {
+    const char *fixtures = test_fixtures_dir();
+    if (!fixtures) return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/vocab/ggml-vocab-gpt-2.gguf", fixtures);
+    toy_gguf *gg = NULL;
+    toy_vocab *v = NULL;
+    if (toy_gguf_open(path, &gg) || toy_vocab_load(gg, &v)) {
+        toy_gguf_close(gg);
+        return;
+    }
+    toy_grammar *g = compile(v, "root ::= \"{\\\"a\\\": \\\"\" [^\"\\\\]{0,30} \"\\\", \\\"n\\\": \" [0-9]{1,4} \"}\"");
+    const int32_t n = toy_vocab_n_tokens(v);
+    float *logits = malloc((size_t)n * sizeof *logits), *masked = malloc((size_t)n * sizeof *masked);
+    uint64_t *bits = malloc(((size_t)n + 63) / 64 * sizeof *bits);
+    static const struct {
+        float temperature, top_p, min_p;
+        int32_t top_k;
+    } chains[] = {{0, 1, 0, 40}, {1, 1, 0, 40}, {0.8f, 0.95f, 0.05f, 40}, {1, 0.9f, 0, 0}, {1.5f, 1, 0, 5}};
+    int compared = 0;
+    for (size_t k = 0; g && k < sizeof chains / sizeof *chains; k++) {
+        for (uint64_t seed = 0; seed < 4; seed++) {
+            toy_sampler_params p = toy_sampler_default_params();
+            p.temperature = chains[k].temperature;
+            p.top_k = chains[k].top_k;
+            p.top_p = chains[k].top_p;
+            p.min_p = chains[k].min_p;
+            p.seed = seed;
+            toy_sampler *plain = NULL, *constrained = NULL;
+            CHECK(!toy_sampler_new(&p, n, &plain));
+            p.grammar = g;
+            CHECK(!toy_sampler_new(&p, n, &constrained));
+            grammar_cursor c;
+            CHECK(!grammar_cursor_init(g, &c));
+            for (int step = 0; step < 60; step++) {
+                /* logits that favour '"' and digits now and then, so strings end */
+                for (int32_t t = 0; t < n; t++) logits[t] = (float)(rnd() % 1000) / 200.0f;
+                CHECK(!grammar_allowed(g, &c, bits));
+                for (int32_t t = 0; t < n; t++) masked[t] = bits[t / 64] >> (t % 64) & 1 ? logits[t] : -INFINITY;
+                const int32_t want = toy_sampler_sample(plain, masked), got = toy_sampler_sample(constrained, logits);
+                CHECK_MSG(want == got, "chain %zu seed %llu step %d: %d with the grammar, %d from the masked row", k,
+                          (unsigned long long)seed, step, got, want);
+                compared++;
+                if (want != got || got < 0 || toy_vocab_is_eog(v, got)) break;
+                CHECK(!grammar_accept_token(g, &c, got));
+            }
+            grammar_cursor_free(&c);
+            toy_sampler_free(plain);
+            toy_sampler_free(constrained);
+        }
+    }
+    CHECK_MSG(compared >= 20 * 10, "only %d steps compared", compared);
+    free(logits);
+    free(masked);
+    free(bits);
+    toy_grammar_free(g);
+    toy_vocab_free(v);
+    toy_gguf_close(gg);
+}
+
 int main(void) {
     test_languages();
     test_partial_characters();
     test_errors();
     test_masks();
     test_sampling();
+    test_sampler_equals_masked_row();
     return test_failures ? 1 : 0;
 }

@@ -640,6 +640,39 @@ toy_status grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *b
     return st;
 }
 
+toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed) {
+    toy_grammar *g = (toy_grammar *)cg;
+    if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
+    if (c->finished) {
+        memset(allowed, 0, n * sizeof *allowed);
+        return TOY_OK;
+    }
+    pthread_mutex_lock(&g->lock);
+    toy_status st = TOY_OK;
+    const int32_t s = cursor_state(g, c);
+    if (s < 0) st = TOY_ERR_NOMEM;
+    const uint64_t *m = s >= 0 ? g->states[s].mask : NULL; /* a mask already made answers at once */
+    for (size_t i = 0; !st && i < n; i++) {
+        const int32_t t = tokens[i];
+        if (t < 0 || t >= g->n_vocab) {
+            allowed[i] = false;
+        } else if (m) {
+            allowed[i] = m[t / 64] >> (t % 64) & 1;
+        } else if (toy_vocab_is_eog(g->vocab, t)) {
+            allowed[i] = g->states[s].accepting;
+        } else {
+            uint32_t len;
+            const char *b = token_bytes(g->vocab, t, &len);
+            int32_t at = len ? s : DEAD;
+            for (uint32_t k = 0; at >= 0 && k < len; k++) at = next_state(g, at, (uint8_t)b[k]);
+            if (at == -3) st = TOY_ERR_INVALID;
+            allowed[i] = at >= 0;
+        }
+    }
+    pthread_mutex_unlock(&g->lock);
+    return st;
+}
+
 toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *logits, int32_t n_vocab) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");

@@ -71,6 +71,9 @@ void grammar_cursor_free(grammar_cursor *c);
 /* Sets to -inf the logits of every token the grammar refuses here (end-of-generation
  * tokens unless the text so far is complete). TOY_ERR_INVALID when it allows none. */
 toy_status grammar_mask_logits(const toy_grammar *g, grammar_cursor *c, float *logits, int32_t n_vocab);
+/* Whether the grammar allows each of n tokens here, one by one through the automaton
+ * (for a few tokens, cheaper than a whole mask; the answers are the mask's). */
+toy_status grammar_allows(const toy_grammar *g, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed);
 /* Moves past a sampled token; TOY_ERR_INVALID if the grammar refuses it. */
 toy_status grammar_accept_token(const toy_grammar *g, grammar_cursor *c, int32_t token);
 /* Whether the grammar allows the token here (the reference the masks are tested

@@ -43,6 +43,8 @@ struct toy_sampler {
     uint64_t rng[4];             /* xoshiro256** state */
     toy_logit_bias *bias;        /* the caller's logit_bias, copied */
     grammar_cursor grammar;      /* where the sampled text stands in params.grammar */
+    int32_t *ids;                /* n_vocab, with a grammar: the tokens asked of it */
+    bool *allowed;               /* and its answers */
 };
 
 /* ---------------------------------------------------------------- random numbers */
@@ -242,6 +244,28 @@ static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
     return kept;
 }
 
+/* ---------------------------------------------------------------- the grammar */
+
+/* When only the k best tokens of the masked row can survive (greedy: k = 1; top-k): the
+ * best-ranked tokens of the unmasked row are asked of the grammar one by one, in order,
+ * and the first k it allows are the k best of the masked row, without a mask over the
+ * whole vocabulary. Returns how many are in s->cand (best first); 0 when the first
+ * GRAMMAR_LOOKAHEAD * k hold fewer than k allowed ones (the caller masks the whole row
+ * instead); -1 on failure. */
+#define GRAMMAR_LOOKAHEAD 4
+static long grammar_top(toy_sampler *s, size_t k) {
+    size_t m = k * GRAMMAR_LOOKAHEAD < 64 ? 64 : k * GRAMMAR_LOOKAHEAD;
+    if (m > (size_t)s->n_vocab) m = (size_t)s->n_vocab;
+    const size_t n = select_top(s, m);
+    for (size_t i = 0; i < n; i++) s->ids[i] = s->cand[i].id;
+    if (grammar_allows(s->params.grammar, &s->grammar, s->ids, n, s->allowed)) return -1;
+    size_t kept = 0;
+    for (size_t i = 0; i < n && kept < k; i++)
+        if (s->allowed[i]) s->cand[kept++] = s->cand[i];
+    /* fewer than m: every token with a finite logit was asked, so the count is exact */
+    return kept == k || (n < m && kept > 0) ? (long)kept : 0;
+}
+
 /* ---------------------------------------------------------------- the chain */
 
 size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
@@ -259,20 +283,34 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
         in = s->logits;
     }
     toy_sampler_apply_penalties(s, in, s->logits);
-    if (p->grammar && grammar_mask_logits(p->grammar, &s->grammar, s->logits, s->n_vocab)) return 0;
 
-    if (!(p->temperature > 0)) {
-        int32_t best = 0;
-        for (int32_t i = 1; i < s->n_vocab; i++)
-            if (s->logits[i] > s->logits[best]) best = i;
-        c[0] = (toy_sampler_candidate){best, s->logits[best], 1.0};
+    const bool greedy = !(p->temperature > 0), top_k = p->top_k > 0 && p->top_k < s->n_vocab;
+    size_t n = 0;
+    bool ranked = false; /* c holds the grammar's best tokens already */
+    if (p->grammar) {
+        if (greedy || top_k) {
+            const long r = grammar_top(s, greedy ? 1 : (size_t)p->top_k);
+            if (r < 0) return 0;
+            n = (size_t)r;
+            ranked = r > 0;
+        }
+        if (!ranked && grammar_mask_logits(p->grammar, &s->grammar, s->logits, s->n_vocab)) return 0;
+    }
+
+    if (greedy) {
+        if (!ranked) {
+            int32_t best = 0;
+            for (int32_t i = 1; i < s->n_vocab; i++)
+                if (s->logits[i] > s->logits[best]) best = i;
+            c[0] = (toy_sampler_candidate){best, s->logits[best], 1.0};
+        }
+        c[0].p = 1.0;
         return 1;
     }
 
-    size_t n;
     bool sorted = true;
-    if (p->top_k > 0 && p->top_k < s->n_vocab) {
-        n = select_top(s, (size_t)p->top_k);
+    if (top_k) {
+        if (!ranked) n = select_top(s, (size_t)p->top_k);
         if (n > 0 && p->top_p < 1) n = top_p_prefix(c, n, p->top_p);
     } else if (p->top_p < 1) {
         n = top_p_whole_vocab(s, p->top_p);
@@ -434,7 +472,12 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
         toy_sampler_free(s);
         return TOY_ERR_NOMEM;
     }
-    if (!s->counts || !s->logits || !s->cand || (bounded && !s->window) || (p.n_logit_bias && !s->bias)) {
+    if (p.grammar) {
+        s->ids = malloc((size_t)n_vocab * sizeof *s->ids);
+        s->allowed = malloc((size_t)n_vocab * sizeof *s->allowed);
+    }
+    if (!s->counts || !s->logits || !s->cand || (bounded && !s->window) || (p.n_logit_bias && !s->bias) ||
+        (p.grammar && (!s->ids || !s->allowed))) {
         toy_sampler_free(s);
         return toy_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
                          (int)n_vocab);
@@ -451,6 +494,8 @@ void toy_sampler_free(toy_sampler *s) {
     free(s->logits);
     free(s->cand);
     free(s->bias);
+    free(s->ids);
+    free(s->allowed);
     grammar_cursor_free(&s->grammar);
     free(s);
 }
