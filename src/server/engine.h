@@ -35,6 +35,14 @@ typedef struct {
     char *stops[SRV_MAX_STOPS];  /* owned */
     size_t n_stops;
     int top_logprobs;            /* < 0: no log-probabilities; else the alternatives per token */
+    /* An embedding job (one choice, an engine made with `embeddings`): the prompt's
+     * final-norm token states are pooled as `pooling` says (MEAN, CLS or LAST), across
+     * however many steps its chunks take, and L2-normalised; nothing is sampled. Its DONE
+     * event's text holds the vector, n_embd floats (len 4 n_embd bytes). Every token is
+     * evaluated (no cached prefix is reused), and the slot keeps them after, as any
+     * prompt's. */
+    bool embedding;
+    toy_pooling pooling;
 } srv_params;
 
 /* SRV_EV_ERROR: the request failed (a choice could not start, the forward pass failed,
@@ -73,6 +81,7 @@ typedef struct {
     int n_threads;
     int cache_type_k, cache_type_v;
     int queue_max;      /* choices waiting for a slot, at most */
+    bool embeddings;    /* the context keeps every token's final-norm state, for embedding jobs */
 } srv_engine_params;
 
 toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out);

@@ -32,6 +32,8 @@ typedef struct {
     const float *lora_scales;
     int n_lora;
     bool no_mmap;        /* read the model into memory instead of mapping it */
+    int pooling;         /* toy_pooling of /v1/embeddings; TOY_POOLING_UNSPECIFIED: the model's
+                          * pooling_type, or mean when it has none */
 } toy_server_params;
 
 /* Serves until *stop becomes non-zero; then answers new requests 503, gives those in
