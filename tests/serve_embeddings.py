@@ -13,7 +13,8 @@ usage: serve_embeddings.py TOY FIXTURES_MODELS_DIR LLAMA_BIN_DIR   (VERBOSE=1: e
 - an input longer than a prefill chunk, pooled across steps, and inputs beside a
   generating request, give the very bits they give alone; a completion after an
   embedding of its prompt reuses the slot's cache and gives toy run's tokens;
-- bad requests get 400 naming the field or input, as llama-server would refuse them.
+- bad requests get 400 naming the field or input, as llama-server would refuse them; a
+  client that leaves mid-request frees its slots.
 """
 import base64
 import http.client
@@ -242,6 +243,36 @@ try:
         err = r.get("error", {}) if isinstance(r, dict) else {}
         check(st == 400 and err.get("param") == param and re.search(msg, err.get("message", "")),
               f"{json.dumps(body)[:80]}: {st} {err}")
+    st, r = post(toy.port, "/v1/embeddings", {"input": ["x"] * 2049})
+    check(st == 400 and "at most 2048" in r["error"]["message"], f"2049 inputs: {st}")
+    # a client that leaves mid-request: its remaining inputs are cancelled, the slots freed
+    def prompt_tokens():
+        c = http.client.HTTPConnection("127.0.0.1", toy.port, timeout=30)
+        c.request("GET", "/metrics")
+        return int(re.search(r"^toy_prompt_tokens_total (\d+)", c.getresponse().read().decode(), re.M).group(1))
+
+    before = prompt_tokens()
+    n_long = len(post(toy.port, "/tokenize", {"content": LONG})[1]["tokens"])
+    body = json.dumps({"input": [LONG] * 200}).encode()
+    sock = socket.create_connection(("127.0.0.1", toy.port))
+    sock.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    time.sleep(0.3)
+    sock.close()
+    idle = False
+    for _ in range(100):
+        c = http.client.HTTPConnection("127.0.0.1", toy.port, timeout=30)
+        c.request("GET", "/metrics")
+        m = c.getresponse().read().decode()
+        if re.search(r"^toy_busy_slots 0$", m, re.M) and re.search(r"^toy_queue_depth 0$", m, re.M):
+            idle = True
+            break
+        time.sleep(0.02)
+    check(idle, "the slots are free within 2 s of the client leaving")
+    evaluated = prompt_tokens() - before
+    if os.environ.get("VERBOSE"):
+        print(f"client left: {evaluated} of {200 * n_long} tokens evaluated")
+    check(evaluated < 100 * n_long, f"{evaluated} of the {200 * n_long} tokens were evaluated after the client left")
     st, r = post(toy.port, "/v1/embeddings", "{\"input\": ")
     check(st == 400 and "invalid JSON" in r["error"]["message"], f"invalid JSON: {st}")
     c = http.client.HTTPConnection("127.0.0.1", toy.port, timeout=30)
