@@ -71,7 +71,8 @@ static void check_model(const char *fix, const char *name) {
     CHECK_EQ(tr.n, n_embd);
     CHECK(toy_get_embeddings(a, 0) == NULL); /* off: none */
     float *logits_a = xmalloc((size_t)(n * n_vocab) * sizeof *logits_a);
-    for (int32_t i = 0; i < n; i++) memcpy(logits_a + i * n_vocab, toy_get_logits(a, i), (size_t)n_vocab * sizeof(float));
+    for (int32_t i = 0; i < n; i++)
+        memcpy(logits_a + i * n_vocab, toy_get_logits(a, i), (size_t)n_vocab * sizeof(float));
     float *ref = tr.rows;
     tr.rows = NULL;
 

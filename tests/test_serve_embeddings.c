@@ -104,7 +104,8 @@ static void reference(const int32_t *tok, int32_t n, toy_pooling pooling, float 
         const float *h = toy_get_embeddings(ctx, i);
         for (int32_t d = 0; d < n_embd; d++) {
             if (pooling == TOY_POOLING_MEAN) pool[d] += h[d];
-            else if ((pooling == TOY_POOLING_CLS && i == 0) || (pooling == TOY_POOLING_LAST && i == n - 1)) pool[d] = h[d];
+            else if ((pooling == TOY_POOLING_CLS && i == 0) || (pooling == TOY_POOLING_LAST && i == n - 1))
+                pool[d] = h[d];
         }
     }
     const double scale = pooling == TOY_POOLING_MEAN ? 1.0 / n : 1.0;
@@ -140,7 +141,8 @@ static void test_engine(void) {
     for (int k = 0; k < 3; k++) {
         srv_params p = embd_params(prompt, 50, poolings[k]);
         run(e, &p, &o);
-        CHECK_MSG(same_vector(&o, want[k]), "pooling %d: the vector differs from one batch's states pooled", poolings[k]);
+        CHECK_MSG(same_vector(&o, want[k]), "pooling %d: the vector differs from one batch's states pooled",
+                  poolings[k]);
         CHECK_EQ(o.n_tokens, 0);
         free(o.vector);
     }
@@ -293,10 +295,10 @@ static void test_response(void) {
     const float vectors[] = {1.0f, -2.0f, 0.1f, 0.0f};
     oai_error err;
     char *json = emb_response_json(&c, &r, vectors, &err);
-    CHECK_MSG(json && !strcmp(json, "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,\"embedding\":[1,-2]},"
-                                    "{\"object\":\"embedding\",\"index\":1,\"embedding\":[0.100000001,0]}],"
-                                    "\"model\":\"toy-kjv\",\"usage\":{\"prompt_tokens\":4,\"total_tokens\":4}}"),
-              "%s", json ? json : err.message);
+    const char *want = "{\"object\":\"list\",\"data\":[{\"object\":\"embedding\",\"index\":0,\"embedding\":[1,-2]},"
+                       "{\"object\":\"embedding\",\"index\":1,\"embedding\":[0.100000001,0]}],"
+                       "\"model\":\"toy-kjv\",\"usage\":{\"prompt_tokens\":4,\"total_tokens\":4}}";
+    CHECK_MSG(json && !strcmp(json, want), "%s", json ? json : err.message);
     free(json);
     /* base64 of the little-endian bytes: 00 00 80 3f 00 00 00 c0, and 1 and 2 bytes left over */
     r.base64 = true;

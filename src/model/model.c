@@ -180,7 +180,8 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if ((st = meta_int(&r, "attention.sliding_window", 0, 0, INT32_MAX, &hp->n_swa))) return st;
     int32_t pooling = TOY_POOLING_UNSPECIFIED;
     snprintf(key, sizeof key, "%s.pooling_type", name);
-    if (toy_gguf_get(m->gguf, key) && (st = meta_int(&r, "pooling_type", 0, TOY_POOLING_NONE, TOY_POOLING_RANK, &pooling)))
+    if (toy_gguf_get(m->gguf, key) &&
+        (st = meta_int(&r, "pooling_type", 0, TOY_POOLING_NONE, TOY_POOLING_RANK, &pooling)))
         return st;
     hp->pooling = (toy_pooling)pooling;
     hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);

@@ -31,8 +31,9 @@ static bool input_text(const oai_context *c, const json_t *s, const char *name, 
                        oai_error *err) {
     const size_t len = json_string_length(s);
     if (len > c->max_text_bytes)
-        return fail(err, 400, "input", "%s is %zu bytes: more than the %d tokens of a slot's context can hold (at most %zu bytes)",
-                    name, len, c->n_ctx, c->max_text_bytes);
+        return fail(err, 400, "input",
+                    "%s is %zu bytes: more than the %d tokens of a slot's context can hold (at most %zu bytes)", name,
+                    len, c->n_ctx, c->max_text_bytes);
     if (!(*out = malloc((size_t)c->n_ctx * sizeof **out))) return fail(err, 500, "input", "no memory");
     const toy_status st = toy_tokenize(c->vocab, json_string_value(s), len, true, true, *out, c->n_ctx, n);
     if (st == TOY_ERR_BUFFER)
@@ -70,7 +71,7 @@ static bool parse_input(const oai_context *c, const json_t *input, emb_request *
     if (!input || json_is_null(input)) return fail(err, 400, "input", "input is missing");
     /* one input: a string, or an array whose first element is a token id */
     const bool one = json_is_string(input) || (json_is_array(input) && json_is_integer(json_array_get(input, 0)));
-    if (!one && !json_is_array(input)) return fail(err, 400, "input", shape);
+    if (!one && !json_is_array(input)) return fail(err, 400, "input", "%s", shape);
     const size_t n = one ? 1 : json_array_size(input);
     if (n == 0) return fail(err, 400, "input", "input is an empty array: nothing to embed");
     if (n > EMB_MAX_INPUTS) return fail(err, 400, "input", "input holds %zu inputs, at most %d", n, EMB_MAX_INPUTS);
@@ -131,11 +132,13 @@ bool emb_parse(const emb_context *ec, const char *body, size_t len, emb_request 
     if (ok && dims && !json_is_null(dims)) {
         if (!json_is_integer(dims)) ok = fail(err, 400, "dimensions", "dimensions must be an integer");
         else if (json_integer_value(dims) != ec->n_embd)
-            ok = fail(err, 400, "dimensions", "dimensions %lld: this model's embeddings have %d, which toy serve does not shorten",
+            ok = fail(err, 400, "dimensions",
+                      "dimensions %lld: this model's embeddings have %d, which toy serve does not shorten",
                       (long long)json_integer_value(dims), ec->n_embd);
     }
     const json_t *user = ok ? json_object_get(j, "user") : NULL;
-    if (ok && user && !json_is_null(user) && !json_is_string(user)) ok = fail(err, 400, "user", "user must be a string");
+    if (ok && user && !json_is_null(user) && !json_is_string(user))
+        ok = fail(err, 400, "user", "user must be a string");
     if (ok) ok = parse_input(c, json_object_get(j, "input"), out, err);
     json_decref(j);
     if (!ok) emb_request_free(out);

@@ -473,7 +473,8 @@ static bool embedding_pool(srv_engine *e, slot *s, int32_t row) {
         const int32_t pos = s->n_cache + t;
         if (p->pooling == TOY_POOLING_MEAN)
             for (int32_t d = 0; d < n_embd; d++) s->pool[d] += h[d];
-        else if ((p->pooling == TOY_POOLING_CLS && pos == 0) || (p->pooling == TOY_POOLING_LAST && pos == p->n_prompt - 1))
+        else if ((p->pooling == TOY_POOLING_CLS && pos == 0) ||
+                 (p->pooling == TOY_POOLING_LAST && pos == p->n_prompt - 1))
             for (int32_t d = 0; d < n_embd; d++) s->pool[d] = h[d];
     }
     return true;

@@ -383,9 +383,10 @@ static enum MHD_Result embeddings(server *s, struct MHD_Connection *con, conn_st
                             .embedding = true, .pooling = s->emb.pooling};
             req.tokens[next] = NULL; /* the engine's now, even if it refuses the job */
             if (srv_submit(s->engine, &p, &flight[n_flight].r)) {
+                const bool stopping = atomic_load(&s->stopping);
                 oai_fail(&err, 503, NULL, "%s",
-                         atomic_load(&s->stopping) ? "the server is shutting down"
-                                                   : "the server is busy (every slot taken, the queue full): try again");
+                         stopping ? "the server is shutting down"
+                                  : "the server is busy (every slot taken, the queue full): try again");
                 failed = true;
             } else {
                 flight[n_flight++].input = next++;
