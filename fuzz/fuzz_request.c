@@ -1,6 +1,7 @@
 /* fuzz_request.c — libFuzzer target for what toy serve does with a request before the
  * engine sees it: the gate on its request line and headers (gate.c), then the checks of
- * its body, the chat template and the tokenizer (openai.c), called as server.c calls them.
+ * its body, the chat template and the tokenizer (openai.c, embeddings.c), called as server.c
+ * calls them.
  *
  * Input: "METHOD PATH" on the first line, "Name: value" header lines, an empty line, then
  * the body's bytes. The first byte also picks the vocabulary (fuzz_common.h), the chat
@@ -9,7 +10,8 @@
  * is broken: a request the engine is given has 1..n_ctx prompt tokens inside the
  * vocabulary, room for max_tokens, and stop strings and sampling settings the engine's
  * matcher and sampler accept (a request that passed the checks and failed there once
- * wedged the queue); an error is a 4xx/5xx with a one-line message.
+ * wedged the queue); an embeddings request has 1..EMB_MAX_INPUTS inputs of 1..n_ctx tokens
+ * each, inside the vocabulary; an error is a 4xx/5xx with a one-line message.
  *
  * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_request.
  */
@@ -20,6 +22,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "embeddings.h"
 #include "fuzz_common.h"
 #include "gate.h"
 #include "openai.h"
@@ -137,6 +140,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         } else {
             check_error(&err);
         }
+    }
+    const emb_context ec = {&cc, 64, (pick & 0x20) ? TOY_POOLING_LAST : TOY_POOLING_MEAN, 2};
+    emb_request er;
+    if (emb_parse(&ec, body, len, &er, &err)) {
+        FUZZ_PROMISE(er.n_inputs >= 1 && er.n_inputs <= EMB_MAX_INPUTS);
+        for (size_t i = 0; i < er.n_inputs; i++) {
+            FUZZ_PROMISE(er.n_tokens[i] >= 1 && er.n_tokens[i] <= n_ctx);
+            for (int32_t k = 0; k < er.n_tokens[i]; k++)
+                FUZZ_PROMISE(er.tokens[i][k] >= 0 && er.tokens[i][k] < toy_vocab_n_tokens(cc.vocab));
+        }
+        emb_request_free(&er);
+    } else {
+        check_error(&err);
     }
     char *out = oai_tokenize(&cc, body, len, &err);
     if (!out) check_error(&err);

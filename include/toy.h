@@ -388,6 +388,23 @@ TOY_API int32_t toy_model_n_vocab(const toy_model *model);
 TOY_API int32_t toy_model_n_ctx_train(const toy_model *model);
 TOY_API int32_t toy_model_n_embd(const toy_model *model);
 TOY_API int32_t toy_model_n_layer(const toy_model *model);
+
+/* How an embedding's token states become one vector (llama.cpp's enum llama_pooling_type
+ * numbering, which GGUF's <arch>.pooling_type stores): the mean of every token's, the
+ * first token's (CLS), the last token's; NONE keeps one vector per token; RANK is a
+ * reranker's classification head, which toy does not have. */
+typedef enum {
+    TOY_POOLING_UNSPECIFIED = -1,
+    TOY_POOLING_NONE = 0,
+    TOY_POOLING_MEAN = 1,
+    TOY_POOLING_CLS = 2,
+    TOY_POOLING_LAST = 3,
+    TOY_POOLING_RANK = 4,
+} toy_pooling;
+
+/* The file's <arch>.pooling_type; TOY_POOLING_UNSPECIFIED when it has none (llama-server
+ * then pools a causal model's tokens by their mean). */
+TOY_API toy_pooling toy_model_pooling(const toy_model *model);
 /* Bytes of weights a forward pass reads per token at batch size 1: every matrix, the
  * active share of MoE experts, one embedding row (the whole matrix when it is also the
  * output projection). The numerator of the memory roofline. */
@@ -422,6 +439,11 @@ typedef struct {
     bool honor_sliding_window;
     toy_trace_fn trace; /* NULL: no tracing, no cost */
     void *trace_user;
+    /* Keep the final-norm hidden state of every token of a batch (the input of the output
+     * projection, the "final_norm" trace tensor; llama.cpp's embeddings before pooling)
+     * for toy_get_embeddings, whether or not the token's logits were asked for. Off
+     * (default): no memory, no cost. */
+    bool embeddings;
 } toy_context_params;
 
 /* Defaults: the model's context, n_batch 512, one sequence, 1 thread, F32 cache. */
@@ -448,6 +470,11 @@ typedef struct {
 TOY_API toy_status toy_decode(toy_context *ctx, const toy_batch *batch);
 /* Logits (n_vocab floats) of token i of the last batch, NULL if not requested. */
 TOY_API const float *toy_get_logits(const toy_context *ctx, int32_t i);
+/* The final-norm hidden state (n_embd floats) of token i of the last batch, any token,
+ * with or without its logits; NULL if the context was made without `embeddings` or i is
+ * out of range. Row i is the same bits whatever else the batch held, so a sequence may
+ * be evaluated in chunks and pooled (mean, first, last) by the caller. */
+TOY_API const float *toy_get_embeddings(const toy_context *ctx, int32_t i);
 
 /* KV cache: drop positions [p0, p1) of a sequence (p1 < 0: to the end); shift positions
  * [p0, p1) by delta (keys are re-rotated); the largest position held (-1: empty). */

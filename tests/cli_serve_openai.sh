@@ -3,8 +3,9 @@
 # bundled model and a fixture model, and its chat page in headless Chromium
 # (tests/node/chat_page.mjs, Debian's chromium with playwright-core). On the
 # bundled model and a fixture model (smollm2): completions and chat, streaming and not, stop, n,
-# logprobs, usage, errors; greedy answers equal toy run's. The npm packages come from
-# tests/node/package-lock.json (npm ci, once); without node or npm the test is skipped.
+# logprobs, usage, embeddings (float and base64, norm 1), errors; greedy answers equal toy
+# run's. The npm packages come from tests/node/package-lock.json (npm ci, once); without node
+# or npm the test is skipped.
 set -u
 toy="$1"
 here="$(cd "$(dirname "$0")" && pwd)"

@@ -448,7 +448,7 @@ int main(void) {
         fprintf(stderr, "%s\n", toy_last_error());
         return 1;
     }
-    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8};
+    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false};
     CHECK(!srv_engine_new(model, &ep, &engine));
     outcome alone;
     srv_params p = params(prompt_a, 5, 16);

@@ -14,15 +14,16 @@ static const char *const serve_usage =
     "                 [--timeout S] [--queue N] [--max-body BYTES] [--max-connections N]\n"
     "                 [--cors-origin ORIGIN]... [--host-alias NAME]... [--shutdown-grace S]\n"
     "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--chat-template NAME]\n"
+    "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--pooling P]\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
-    "GET /v1/models; streaming as server-sent events), /tokenize, /detokenize, /health,\n"
-    "/metrics (Prometheus) and a chat page at /. Up to --parallel requests share each\n"
-    "forward pass; a completion's tokens are those toy run gives for the same prompt and\n"
-    "settings, whatever else runs beside it. Request bodies are JSON (Content-Type:\n"
-    "application/json, or none). SIGTERM (or Ctrl-C) answers new requests 503, gives those\n"
-    "in flight --shutdown-grace seconds, ends the rest with an error and exits 0; a second\n"
-    "signal ends the grace.\n"
+    "/v1/embeddings, GET /v1/models; streaming as server-sent events), /tokenize,\n"
+    "/detokenize, /health, /metrics (Prometheus) and a chat page at /. Up to --parallel\n"
+    "requests share each forward pass; a completion's tokens are those toy run gives for\n"
+    "the same prompt and settings, whatever else runs beside it. Request bodies are JSON\n"
+    "(Content-Type: application/json, or none). SIGTERM (or Ctrl-C) answers new requests\n"
+    "503, gives those in flight --shutdown-grace seconds, ends the rest with an error and\n"
+    "exits 0; a second signal ends the grace.\n"
     "\n"
     "  -m, --model FILE       the GGUF model (default: the bundled models/" TOY_DEFAULT_MODEL ")\n"
     "  --host ADDR            the address to listen on (default 127.0.0.1; 0.0.0.0: all)\n"
@@ -51,6 +52,9 @@ static const char *const serve_usage =
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  --chat-template NAME   chatml, llama3, mistral-v7, gemma, phi3, ... for chat and its\n"
     "                         tool syntax (default: the model's template, else chatml)\n"
+    "  --pooling P            how /v1/embeddings pools an input's token states: mean, cls\n"
+    "                         (the first token's) or last (default: the model's\n"
+    "                         pooling_type, else mean)\n"
     "  -h, --help             this message\n";
 
 static volatile sig_atomic_t stop_requested; /* signals received, counted to 2 */
@@ -110,7 +114,7 @@ int cmd_serve(int argc, char **argv) {
     toy_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_threads = default_threads(),
                            .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
                            .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
-                           .shutdown_grace_s = 5, .watchdog_s = 60};
+                           .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED};
     const char *cors[MAX_NAMES], *aliases[MAX_NAMES];
     int n_cors = 0, n_aliases = 0;
     char *key_from_file = NULL;
@@ -166,6 +170,18 @@ int cmd_serve(int argc, char **argv) {
             else if (!strcmp(a, "--shutdown-grace")) p.shutdown_grace_s = x;
             else if (!strcmp(a, "--watchdog")) p.watchdog_s = x;
             else p.max_body = (size_t)x;
+        } else if (!strcmp(a, "--pooling") && v) {
+            static const char *const names[] = {"mean", "cls", "last"};
+            static const toy_pooling kinds[] = {TOY_POOLING_MEAN, TOY_POOLING_CLS, TOY_POOLING_LAST};
+            p.pooling = TOY_POOLING_UNSPECIFIED;
+            for (int k = 0; k < 3; k++)
+                if (!strcmp(v, names[k])) p.pooling = kinds[k];
+            if (p.pooling == TOY_POOLING_UNSPECIFIED) {
+                fprintf(stderr, "toy serve: --pooling '%s' is not mean, cls or last\n", v);
+                free(key_from_file);
+                return 2;
+            }
+            i++;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p.cache_type_k : &p.cache_type_v)) return 2;
             i++;

@@ -121,6 +121,40 @@ class TestBindings(unittest.TestCase):
         self.assertEqual(self.m.generate(PROMPT, max_tokens=40, temperature=0, stream=False) + "\n",
                          run("run", "-m", MODEL, "-p", PROMPT, "-n", "40", "--temp", "0").decode()[len(PROMPT):])
 
+    def test_embeddings_as_toy_serve(self):
+        """The same vectors as toy serve's /v1/embeddings, pooling by pooling."""
+        import json
+        import re
+        import urllib.request
+        texts = [PROMPT, "In the beginning God created the heaven and the earth."]
+        self.assertIsNone(self.m.pooling)  # the file has no pooling_type
+        rows = self.m.embeddings(texts[1], pooling="none")
+        self.assertEqual(len(rows), len(self.m.tokenize(texts[1], parse_special=True)))
+        self.assertEqual(len(rows[0]), self.m.n_embd)
+        for pooling in ("mean", "cls", "last"):
+            srv = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--pooling", pooling],
+                                   stderr=subprocess.PIPE, text=True)
+            try:
+                port = re.search(r"http://127\.0\.0\.1:(\d+)/", srv.stderr.readline()).group(1)
+                req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/embeddings", json.dumps({"input": texts}).encode(),
+                                             {"Content-Type": "application/json"})
+                served = [d["embedding"] for d in json.load(urllib.request.urlopen(req, timeout=60))["data"]]
+            finally:
+                srv.terminate()
+                srv.wait()
+            for text, want in zip(texts, served):
+                got = [float(x) for x in self.m.embeddings(text, pooling=pooling)]
+                self.assertAlmostEqual(sum(x * x for x in got), 1.0, places=5)
+                # pooled in double both ways; the last digit of a float may round apart
+                self.assertLess(max(abs(a - b) for a, b in zip(got, want)), 1e-6, (pooling, text))
+        first = [float(x) for x in rows[0]]
+        norm = sum(x * x for x in first) ** 0.5
+        cls = [float(x) for x in self.m.embeddings(texts[1], pooling="cls")]
+        self.assertLess(max(abs(a / norm - b) for a, b in zip(first, cls)), 1e-6)
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.embeddings(PROMPT, pooling="rank")
+        self.assertIn("pooling 'rank'", str(e.exception))
+
     def test_chat(self):
         reply = self.m.chat([{"role": "user", "content": "Who made the heaven?"}], max_tokens=16, temperature=0)
         self.assertIsInstance(reply, str)

@@ -6,6 +6,7 @@
         for piece in m.generate("And it came to pass", max_tokens=40, temperature=0):
             print(piece, end="", flush=True)
         logits = m.logits(ids)          # numpy array [len(ids), n_vocab] when numpy is present
+        vec = m.embeddings("And it came to pass")  # n_embd floats, mean-pooled, norm 1
         reply = m.chat([{"role": "user", "content": "Hello"}], max_tokens=64)
 
     toy.train(data=["text.txt"], out="model.gguf", preset="smollm2-135m", vocab_from="vocab.gguf", steps=100)
@@ -25,6 +26,7 @@ __all__ = ["Model", "ToyError", "train", "version", "kernel_isa", "FINISH_REASON
 _c = _lib.load_library()
 
 FINISH_REASONS = {1: "eog", 2: "length", 3: "stop", 4: "context", 5: "caller"}
+POOLINGS = {-1: None, 0: "none", 1: "mean", 2: "cls", 3: "last", 4: "rank"}  # toy_pooling
 _LORA_TARGETS = ("q", "k", "v", "o", "gate", "up", "down")
 
 
@@ -132,6 +134,11 @@ class Model:
     def n_layer(self):
         return _c.toy_model_n_layer(self._model)
 
+    @property
+    def pooling(self):
+        """The file's pooling_type ("none", "mean", "cls", "last", "rank"), None if it has none."""
+        return POOLINGS.get(_c.toy_model_pooling(self._model))
+
     # ------------------------------------------------------------ tokenizer
 
     def tokenize(self, text, add_special=True, parse_special=False):
@@ -188,6 +195,58 @@ class Model:
         except ImportError:
             return [list((ctypes.c_float * n_vocab).from_buffer_copy(r)) for r in rows]
         return numpy.frombuffer(b"".join(rows), dtype=numpy.float32).reshape(len(ids), n_vocab).copy()
+
+    # ------------------------------------------------------------ embeddings
+
+    def embeddings(self, text, pooling=None, normalize=True, add_special=True, parse_special=True):
+        """The final-norm hidden states of text (str, bytes or token ids, tokenized as
+        llama-server tokenizes an embedding's input), evaluated as one sequence from
+        position 0 and pooled: "mean" (pooling None: the file's pooling_type, else mean),
+        "cls" (the first token's), "last", or "none" (one row per token). normalize: each
+        vector scaled to norm 1, as llama-server's /v1/embeddings gives them (pooled only).
+        A numpy float32 array when numpy is present, else lists."""
+        ids = list(text) if isinstance(text, (list, tuple)) else self.tokenize(text, add_special, parse_special)
+        if not ids:
+            raise ToyError("TOY_ERR_INVALID", "embeddings: no tokens")
+        pooling = pooling or self.pooling or "mean"
+        if pooling not in ("none", "mean", "cls", "last"):
+            raise ToyError("TOY_ERR_INVALID", f"embeddings: pooling '{pooling}' is not none, mean, cls or last")
+        n_embd, step = self.n_embd, min(len(ids), self.n_batch)
+        cp = _init(_lib.ContextParams, _c.toy_context_params_init)
+        cp.n_ctx, cp.n_batch, cp.n_outputs, cp.n_threads, cp.embeddings = len(ids), step, 1, self.n_threads, True
+        ctx = ctypes.c_void_p()
+        _check(_c.toy_context_new(self._model, ctypes.byref(cp), ctypes.byref(ctx)))
+        rows = []
+        try:
+            for start in range(0, len(ids), step):
+                chunk = ids[start:start + step]
+                k = len(chunk)
+                tok = (ctypes.c_int32 * k)(*chunk)
+                pos = (ctypes.c_int32 * k)(*range(start, start + k))
+                seq = (ctypes.c_int32 * k)()
+                no_logits = (ctypes.c_int8 * k)()  # states only: no output projection
+                _check(_c.toy_decode(ctx, ctypes.byref(_lib.Batch(k, tok, pos, seq, no_logits))))
+                rows += [list(_c.toy_get_embeddings(ctx, i)[:n_embd]) for i in range(k)]
+        finally:
+            _c.toy_context_free(ctx)
+        if pooling == "mean":
+            out = [[sum(col) / len(rows) for col in zip(*rows)]]
+        elif pooling == "cls":
+            out = [rows[0]]
+        elif pooling == "last":
+            out = [rows[-1]]
+        else:
+            out = rows
+        if normalize and pooling != "none":
+            for v in out:
+                norm = sum(x * x for x in v) ** 0.5
+                v[:] = [x / norm if norm > 0 else 0.0 for x in v]
+        try:
+            import numpy
+        except ImportError:
+            return out if pooling == "none" else out[0]
+        a = numpy.array(out, dtype=numpy.float32)
+        return a if pooling == "none" else a[0]
 
     # ------------------------------------------------------------ generation
 

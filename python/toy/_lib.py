@@ -64,7 +64,8 @@ class ContextParams(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("n_ctx", ctypes.c_int32), ("n_batch", ctypes.c_int32),
                 ("n_seq_max", ctypes.c_int32), ("n_outputs", ctypes.c_int32), ("n_threads", ctypes.c_int32),
                 ("cache_type_k", ctypes.c_int), ("cache_type_v", ctypes.c_int),
-                ("honor_sliding_window", ctypes.c_bool), ("trace", TRACE_FN), ("trace_user", ctypes.c_void_p)]
+                ("honor_sliding_window", ctypes.c_bool), ("trace", TRACE_FN), ("trace_user", ctypes.c_void_p),
+                ("embeddings", ctypes.c_bool)]
 
 
 class SamplerParams(ctypes.Structure):
@@ -172,6 +173,8 @@ def _declare(lib):
         "toy_n_ctx": (I32, [P]),
         "toy_decode": (I, [P, ctypes.POINTER(Batch)]),
         "toy_get_logits": (ctypes.POINTER(ctypes.c_float), [P, I32]),
+        "toy_get_embeddings": (ctypes.POINTER(ctypes.c_float), [P, I32]),
+        "toy_model_pooling": (I, [P]),
         "toy_kv_seq_rm": (I, [P, I32, I32, I32]),
         "toy_sampler_params_init": (None, [ctypes.POINTER(SamplerParams), SZ]),
         "toy_sampler_new": (I, [ctypes.POINTER(SamplerParams), I32, PP]),

@@ -95,6 +95,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     }
     ALLOC(logits, (int64_t)p.n_outputs * hp->n_vocab);
     ALLOC(logits_row, nb);
+    if (p.embeddings) ALLOC(embd, nb * hp->n_embd);
     *out = ctx;
     return TOY_OK;
 }
@@ -121,6 +122,7 @@ void toy_context_free(toy_context *ctx) {
     free(ctx->moe_rows);
     free(ctx->logits);
     free(ctx->logits_row);
+    free(ctx->embd);
     free(ctx->lora_uses);
     free(ctx->lora_first);
     free(ctx->lora_t);
@@ -284,6 +286,11 @@ int32_t toy_n_batch(const toy_context *ctx) { return ctx->params.n_batch; }
 const float *toy_get_logits(const toy_context *ctx, int32_t i) {
     if (i < 0 || i >= ctx->n_last || ctx->logits_row[i] < 0) return NULL;
     return ctx->logits + (int64_t)ctx->logits_row[i] * ctx->model->hp.n_vocab;
+}
+
+const float *toy_get_embeddings(const toy_context *ctx, int32_t i) {
+    if (!ctx->embd || i < 0 || i >= ctx->n_last) return NULL;
+    return ctx->embd + (int64_t)i * ctx->model->hp.n_embd;
 }
 
 static toy_status check_seq(const toy_context *ctx, int32_t seq_id) {

@@ -56,6 +56,8 @@ struct toy_context {
     float *logits;       /* [n_outputs][n_vocab] */
     int32_t *logits_row; /* per token of the last batch: row in logits, or -1 */
     int32_t n_last;      /* tokens in the last batch */
+    float *embd;         /* params.embeddings: final-norm state of each token of the last batch
+                          * [n_batch][n_embd]; else NULL */
 };
 
 /* Layer il's RoPE in this context: LongRoPE models use their long factors only when the

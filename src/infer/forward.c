@@ -261,16 +261,22 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         trace(ctx, "out", il, ctx->x, n, n_embd); /* the residual stream after the block */
     }
 
-    /* only the rows whose logits were asked for go through the output projection */
+    /* only the rows whose logits were asked for go through the output projection; with
+     * embeddings on, every row is normed first and kept (a row's norm is its own, so
+     * the projected rows are the same bits either way) */
+    if (ctx->embd) be->rms_norm(be, ctx->embd, ctx->x, m->output_norm.data, n, n_embd, hp->rms_eps);
     int32_t n_out = 0;
     for (int64_t t = 0; t < n; t++) {
         bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
         ctx->logits_row[t] = want ? n_out : -1;
-        if (want) memmove(ctx->x + n_out++ * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
+        if (!want) continue;
+        if (ctx->embd) memcpy(ctx->h + n_out * n_embd, ctx->embd + t * n_embd, n_embd * sizeof(float));
+        else memmove(ctx->x + n_out * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
+        n_out++;
     }
     ctx->n_last = b->n_tokens;
     if (n_out) {
-        be->rms_norm(be, ctx->h, ctx->x, m->output_norm.data, n_out, n_embd, hp->rms_eps);
+        if (!ctx->embd) be->rms_norm(be, ctx->h, ctx->x, m->output_norm.data, n_out, n_embd, hp->rms_eps);
         trace(ctx, "final_norm", -1, ctx->h, n_out, n_embd);
         float *logits = ctx->logits;
         const int64_t n_logits = (int64_t)n_out * hp->n_vocab;

@@ -178,6 +178,12 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if ((st = meta_float(&r, "residual_scale", 1.0, &hp->residual_scale))) return st;
     if ((st = meta_float(&r, "logit_scale", 1.0, &hp->logit_scale))) return st;
     if ((st = meta_int(&r, "attention.sliding_window", 0, 0, INT32_MAX, &hp->n_swa))) return st;
+    int32_t pooling = TOY_POOLING_UNSPECIFIED;
+    snprintf(key, sizeof key, "%s.pooling_type", name);
+    if (toy_gguf_get(m->gguf, key) &&
+        (st = meta_int(&r, "pooling_type", 0, TOY_POOLING_NONE, TOY_POOLING_RANK, &pooling)))
+        return st;
+    hp->pooling = (toy_pooling)pooling;
     hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);
 
     /* The architectures as sets of switches (llama.cpp's llm_build_* graphs). */
@@ -645,4 +651,5 @@ const toy_gguf *toy_model_gguf(const toy_model *m) { return m->gguf; }
 int32_t toy_model_n_vocab(const toy_model *m) { return m->hp.n_vocab; }
 int32_t toy_model_n_ctx_train(const toy_model *m) { return m->hp.n_ctx_train; }
 int32_t toy_model_n_embd(const toy_model *m) { return m->hp.n_embd; }
+toy_pooling toy_model_pooling(const toy_model *m) { return m->hp.pooling; }
 int32_t toy_model_n_layer(const toy_model *m) { return m->hp.n_layer; }

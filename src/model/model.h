@@ -92,6 +92,7 @@ typedef struct {
     int32_t n_ff_exp;       /* rows of one expert's gate/up */
     int32_t n_ff_shexp;     /* rows of the shared expert (qwen2moe), 0: none */
     bool expert_weights_norm; /* renormalise the chosen experts' weights to sum 1 */
+    toy_pooling pooling;    /* pooling_type of an embedding model, TOY_POOLING_UNSPECIFIED if absent */
 } toy_hparams;
 
 typedef struct {

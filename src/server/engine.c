@@ -46,6 +46,7 @@ typedef struct {
     int32_t batch_row;    /* the slot's logits in the last batch, -1: none */
     int32_t batch_tokens; /* prompt tokens it put in the last batch */
     uint64_t last_used;
+    double *pool;         /* an embedding job's sum of states (mean) or the state kept (cls, last) [n_embd] */
 } slot;
 
 typedef struct {
@@ -61,6 +62,7 @@ struct srv_engine {
     slot *slots;
     float *logits; /* a copy of one row, for ignore_eos and the log-probabilities */
     int32_t *eog;  /* the end-of-generation tokens, for ignore_eos */
+    float *embd;   /* an embedding job's vector, as its DONE event sends it [n_embd] */
     int32_t n_eog;
     int32_t *b_token, *b_pos, *b_seq;
     int8_t *b_logits;
@@ -226,9 +228,9 @@ static void slot_finish(srv_engine *e, slot *s, const char *reason) {
     e->m.busy_slots--;
     pthread_mutex_unlock(&e->lock);
     if (reason && !__atomic_load_n(&r->cancelled, __ATOMIC_ACQUIRE)) {
-        const char *rest;
-        size_t rest_len;
-        toy_stop_flush(s->stop, &rest, &rest_len);
+        const char *rest = (const char *)e->embd;
+        size_t rest_len = (size_t)toy_model_n_embd(e->model) * sizeof *e->embd;
+        if (!r->p.embedding) toy_stop_flush(s->stop, &rest, &rest_len);
         srv_event ev = {.kind = SRV_EV_DONE, .choice = s->choice, .finish_reason = reason};
         push_event(r, &ev, rest, rest_len);
     } else {
@@ -291,6 +293,28 @@ static int32_t slot_copy_prefix(srv_engine *e, slot *s, const int32_t *prompt, i
     return longest - have;
 }
 
+/* An embedding job in an idle slot: its states pool from the first token, so the slot's
+ * cache is emptied (and holds the job's tokens once it is done). */
+static start_result embedding_start(srv_engine *e, slot *s, const job *j) {
+    const srv_params *p = &j->req->p;
+    if (!s->pool) {
+        request_fail(j->req, 500, "this engine keeps no token states: embeddings are off");
+        return START_FAILED;
+    }
+    if (p->pooling != TOY_POOLING_MEAN && p->pooling != TOY_POOLING_CLS && p->pooling != TOY_POOLING_LAST) {
+        request_fail(j->req, 400, "pooling %d is not mean, cls or last", (int)p->pooling);
+        return START_FAILED;
+    }
+    toy_kv_seq_rm(e->ctx, (int32_t)(s - e->slots), 0, -1);
+    s->n_cache = 0;
+    memset(s->pool, 0, (size_t)toy_model_n_embd(e->model) * sizeof *s->pool);
+    s->req = j->req;
+    s->choice = j->choice;
+    s->decoding = false;
+    s->produced = 0;
+    return START_OK;
+}
+
 /* Puts a job in an idle slot: the one that holds the longest prefix of its prompt (the
  * least recently used among equals); a longer prefix held by any other slot is copied
  * in. With cache_prompt false, the least recently used slot, emptied. START_FAILED: the
@@ -304,13 +328,15 @@ static start_result slot_start(srv_engine *e, const job *j) {
     for (int i = 0; i < e->p.n_parallel; i++) {
         slot *s = &e->slots[i];
         if (s->req) continue;
-        const int32_t c = reuse ? common_prefix(s->cache, s->n_cache, p->prompt, p->n_prompt) : 0;
+        /* an embedding job reuses no prefix: the least recently used slot */
+        const int32_t c = reuse && !p->embedding ? common_prefix(s->cache, s->n_cache, p->prompt, p->n_prompt) : 0;
         if (c > best_common || (c == best_common && s->last_used < best->last_used)) {
             best = s;
             best_common = c;
         }
     }
     if (!best) return START_NO_SLOT;
+    if (p->embedding) return embedding_start(e, best, j);
     toy_sampler_params sp = p->sampling;
     sp.seed += (uint64_t)j->choice;
     toy_status st = toy_sampler_new(&sp, toy_model_n_vocab(e->model), &best->sampler);
@@ -471,7 +497,7 @@ static int32_t build_batch(srv_engine *e, int start) {
             e->b_seq[n + t] = i;
             e->b_logits[n + t] = 0;
         }
-        if (s->n_cache + m == p->n_prompt) { /* the prompt's last token: logits for the reply */
+        if (s->n_cache + m == p->n_prompt && !p->embedding) { /* the prompt's last token: logits for the reply */
             e->b_logits[n + m - 1] = 1;
             s->batch_row = n + m - 1;
         }
@@ -483,9 +509,53 @@ static int32_t build_batch(srv_engine *e, int start) {
     return n;
 }
 
+/* An embedding job's prompt rows of the last batch, from `row`, go into its pool: every
+ * state summed (mean), or the first or last token's kept. false: the batch kept none. */
+static bool embedding_pool(srv_engine *e, slot *s, int32_t row) {
+    const srv_params *p = &s->req->p;
+    const int32_t n_embd = toy_model_n_embd(e->model);
+    for (int32_t t = 0; t < s->batch_tokens; t++) {
+        const float *h = toy_get_embeddings(e->ctx, row + t);
+        if (!h) return false;
+        const int32_t pos = s->n_cache + t;
+        if (p->pooling == TOY_POOLING_MEAN)
+            for (int32_t d = 0; d < n_embd; d++) s->pool[d] += h[d];
+        else if ((p->pooling == TOY_POOLING_CLS && pos == 0) ||
+                 (p->pooling == TOY_POOLING_LAST && pos == p->n_prompt - 1))
+            for (int32_t d = 0; d < n_embd; d++) s->pool[d] = h[d];
+    }
+    return true;
+}
+
+/* The pooled vector, L2-normalised (a zero vector stays zero, as llama.cpp's
+ * common_embd_normalize leaves it), into e->embd for the job's DONE event. */
+static void embedding_vector(srv_engine *e, const slot *s) {
+    const int32_t n_embd = toy_model_n_embd(e->model);
+    const double scale = s->req->p.pooling == TOY_POOLING_MEAN ? 1.0 / s->req->p.n_prompt : 1.0;
+    double sum = 0;
+    for (int32_t d = 0; d < n_embd; d++) sum += (s->pool[d] * scale) * (s->pool[d] * scale);
+    const double inv = sum > 0 ? 1.0 / sqrt(sum) : 0.0;
+    for (int32_t d = 0; d < n_embd; d++) e->embd[d] = (float)(s->pool[d] * scale * inv);
+}
+
 /* After the slot's rows were evaluated (in a batch whose row 0 was the last batch's row
- * `offset`): its cache takes them, and a slot with logits samples. */
+ * `offset`): its cache takes them, and a slot with logits samples; an embedding job pools
+ * them, and ends with its vector after its last. */
 static void slot_advance(srv_engine *e, slot *s, int32_t offset) {
+    if (s->req->p.embedding) {
+        if (!embedding_pool(e, s, s->batch_first - offset)) {
+            slot_fail(e, s, 500, "the forward pass kept no token states");
+            return;
+        }
+        memcpy(s->cache + s->n_cache, s->req->p.prompt + s->n_cache, (size_t)s->batch_tokens * sizeof *s->cache);
+        s->n_cache += s->batch_tokens;
+        __atomic_fetch_add(&e->m.prompt_tokens, s->batch_tokens, __ATOMIC_RELAXED);
+        if (s->n_cache == s->req->p.n_prompt) {
+            embedding_vector(e, s);
+            slot_finish(e, s, "stop");
+        }
+        return;
+    }
     if (s->decoding) {
         s->cache[s->n_cache++] = s->next_token;
     } else {
@@ -605,6 +675,7 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     cp.n_threads = p->n_threads;
     cp.cache_type_k = p->cache_type_k;
     cp.cache_type_v = p->cache_type_v;
+    cp.embeddings = p->embeddings;
     toy_status st = toy_context_new(model, &cp, &e->ctx);
     if (st) {
         free(e);
@@ -627,6 +698,10 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     bool ok = e->eog && e->slots && e->logits && e->b_token && e->b_pos && e->b_seq && e->b_logits && e->queue;
     for (int i = 0; ok && i < e->p.n_parallel; i++)
         ok = (e->slots[i].cache = malloc((size_t)e->p.n_ctx * sizeof(int32_t))) != NULL;
+    const size_t n_embd = (size_t)toy_model_n_embd(model);
+    if (ok && p->embeddings) ok = (e->embd = malloc(n_embd * sizeof *e->embd)) != NULL;
+    for (int i = 0; ok && p->embeddings && i < e->p.n_parallel; i++)
+        ok = (e->slots[i].pool = malloc(n_embd * sizeof *e->slots[i].pool)) != NULL;
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     e->m.n_slots = e->p.n_parallel;
@@ -650,7 +725,11 @@ void srv_engine_free(srv_engine *e) {
         pthread_mutex_unlock(&e->lock);
         pthread_join(e->thread, NULL);
     }
-    for (int i = 0; e->slots && i < e->p.n_parallel; i++) free(e->slots[i].cache);
+    for (int i = 0; e->slots && i < e->p.n_parallel; i++) {
+        free(e->slots[i].cache);
+        free(e->slots[i].pool);
+    }
+    free(e->embd);
     free(e->slots);
     free(e->logits);
     free(e->eog);

@@ -39,6 +39,14 @@ typedef struct {
     toy_grammar *grammar;        /* owned; sampling.grammar points at it (NULL: none) */
     toy_logit_bias *logit_bias;  /* owned; sampling.logit_bias points at it */
     bool no_cache_prompt;        /* cache_prompt false: the prompt is read anew, no cells reused */
+    /* An embedding job (one choice, an engine made with `embeddings`): the prompt's
+     * final-norm token states are pooled as `pooling` says (MEAN, CLS or LAST), across
+     * however many steps its chunks take, and L2-normalised; nothing is sampled. Its DONE
+     * event's text holds the vector, n_embd floats (len 4 n_embd bytes). Every token is
+     * evaluated (no cached prefix is reused), and the slot keeps them after, as any
+     * prompt's. */
+    bool embedding;
+    toy_pooling pooling;
 } srv_params;
 
 /* SRV_EV_ERROR: the request failed (a choice could not start, the forward pass failed,
@@ -77,6 +85,7 @@ typedef struct {
     int n_threads;
     int cache_type_k, cache_type_v;
     int queue_max;      /* choices waiting for a slot, at most */
+    bool embeddings;    /* the context keeps every token's final-norm state, for embedding jobs */
 } srv_engine_params;
 
 toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out);

@@ -21,6 +21,8 @@ static const struct {
     {"/v1/completions", "POST", ROUTE_COMPLETIONS},
     {"/tokenize", "POST", ROUTE_TOKENIZE},
     {"/detokenize", "POST", ROUTE_DETOKENIZE},
+    {"/v1/embeddings", "POST", ROUTE_EMBEDDINGS},
+    {"/embeddings", "POST", ROUTE_EMBEDDINGS},
 };
 
 static bool stop(gate_verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -23,6 +23,7 @@ typedef enum {
     ROUTE_COMPLETIONS,
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
+    ROUTE_EMBEDDINGS,
 } gate_route;
 
 typedef struct {

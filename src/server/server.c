@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "chat_page.h"
+#include "embeddings.h"
 #include "engine.h"
 #include "gate.h"
 #include "openai.h"
@@ -44,6 +45,7 @@ typedef struct {
     toy_lora *loras[16];
     srv_engine *engine;
     oai_context oai;
+    emb_context emb;
     char model_id[256];
     long started;
     sem_t parse_permits;
@@ -344,6 +346,102 @@ static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_s
     return res;
 }
 
+/* ---------------------------------------------------------------- embeddings */
+
+/* An input's embedding job in flight. */
+typedef struct {
+    srv_request *r;
+    size_t input;
+} emb_job;
+
+/* An event of a job: its vector, DONE's text, goes to the input's place in vectors. true
+ * when the job is over, with *err set if it failed. */
+static bool emb_job_event(const srv_event *ev, const emb_job *job, float *vectors, int32_t n_embd, oai_error *err) {
+    if (ev->kind == SRV_EV_ERROR) {
+        oai_fail(err, ev->status ? ev->status : 500, "input", "input[%zu]: %s", job->input,
+                 ev->text ? ev->text : "the job failed");
+        return true;
+    }
+    if (ev->kind != SRV_EV_DONE) return false;
+    if (!ev->text || ev->len != (size_t)n_embd * sizeof *vectors) {
+        oai_fail(err, 500, NULL, "input[%zu]: the engine gave no embedding", job->input);
+        return true;
+    }
+    memcpy(vectors + job->input * (size_t)n_embd, ev->text, ev->len);
+    return true;
+}
+
+/* Each input is a job of its own, at most --parallel of them queued or running at once
+ * (a long list neither fills the queue nor waits behind itself), the client watched
+ * meanwhile; the vectors are gathered in input order. */
+static enum MHD_Result embeddings(server *s, struct MHD_Connection *con, conn_state *cs) {
+    emb_request req;
+    oai_error err;
+    sem_wait(&s->parse_permits);
+    const bool parsed = emb_parse(&s->emb, cs->body ? cs->body : "", cs->len, &req, &err);
+    sem_post(&s->parse_permits);
+    if (!parsed) return reply_error(s, con, cs, &err);
+    const int32_t n_embd = s->emb.n_embd;
+    const int window = s->emb.window > 0 ? s->emb.window : 1;
+    size_t n_floats;
+    float *vectors = __builtin_mul_overflow(req.n_inputs, (size_t)n_embd, &n_floats)
+                         ? NULL
+                         : malloc(n_floats * sizeof *vectors);
+    emb_job *flight = calloc((size_t)window, sizeof *flight);
+    bool failed = !vectors || !flight, gone = false;
+    if (failed) oai_fail(&err, 500, NULL, "no memory");
+    const int fd = connection_fd(con);
+    double next_check = 0;
+    size_t next = 0, done = 0;
+    int n_flight = 0;
+    while (done < req.n_inputs && !failed && !gone) {
+        while (n_flight < window && next < req.n_inputs && !failed) {
+            srv_params p = {.prompt = req.tokens[next], .n_prompt = req.n_tokens[next], .n_choices = 1,
+                            .sampling = toy_sampler_default_params(), .max_tokens = 0, .top_logprobs = -1,
+                            .embedding = true, .pooling = s->emb.pooling};
+            req.tokens[next] = NULL; /* the engine's now, even if it refuses the job */
+            if (srv_submit(s->engine, &p, &flight[n_flight].r)) {
+                const bool stopping = atomic_load(&s->stopping);
+                oai_fail(&err, 503, NULL, "%s",
+                         stopping ? "the server is shutting down"
+                                  : "the server is busy (every slot taken, the queue full): try again");
+                failed = true;
+            } else {
+                flight[n_flight++].input = next++;
+            }
+        }
+        /* the jobs' news, waiting a little on the first */
+        for (int k = 0; k < n_flight && !failed;) {
+            srv_event ev;
+            if (!srv_next_event(flight[k].r, &ev, k == 0 ? 20 : 0)) {
+                k++;
+                continue;
+            }
+            const bool over = emb_job_event(&ev, &flight[k], vectors, n_embd, &err);
+            srv_event_clear(&ev);
+            if (!over) continue;
+            if (err.status) {
+                failed = true;
+                break;
+            }
+            srv_request_release(flight[k].r);
+            flight[k] = flight[--n_flight];
+            done++;
+        }
+        gone = !failed && client_gone_lately(fd, &next_check);
+    }
+    for (int k = 0; k < n_flight; k++) {
+        srv_cancel(flight[k].r);
+        srv_request_release(flight[k].r);
+    }
+    free(flight);
+    char *json = failed || gone ? NULL : emb_response_json(&s->emb, &req, vectors, &err);
+    free(vectors);
+    emb_request_free(&req);
+    if (gone) return MHD_NO; /* nobody to answer */
+    return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
+}
+
 /* ---------------------------------------------------------------- other routes */
 
 static enum MHD_Result tokens_route(server *s, struct MHD_Connection *con, conn_state *cs, bool detokenize) {
@@ -453,6 +551,8 @@ static enum MHD_Result route(server *s, struct MHD_Connection *con, conn_state *
         return tokens_route(s, con, cs, false);
     case ROUTE_DETOKENIZE:
         return tokens_route(s, con, cs, true);
+    case ROUTE_EMBEDDINGS:
+        return embeddings(s, con, cs);
     case ROUTE_NONE:
         break;
     }
@@ -626,7 +726,7 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     const int32_t n_train = toy_model_n_ctx_train(s->model);
     const int32_t n_ctx = p->n_ctx ? p->n_ctx : n_train < 4096 ? n_train : 4096;
     const srv_engine_params ep = {p->n_parallel, n_ctx, 512, 128, p->n_threads, p->cache_type_k,
-                                  p->cache_type_v, p->queue_max};
+                                  p->cache_type_v, p->queue_max, true};
     if (srv_engine_new(s->model, &ep, &s->engine)) {
         fprintf(stderr, "toy serve: %s\n", toy_last_error());
         goto done;
@@ -646,6 +746,11 @@ int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop
     const toy_vocab *vocab = srv_engine_vocab(s->engine);
     s->oai = (oai_context){s->model_id, vocab, family, srv_engine_n_ctx(s->engine),
                            oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
+    /* as llama-server: --pooling, else the file's pooling_type, else the mean */
+    const toy_pooling pooling = p->pooling != TOY_POOLING_UNSPECIFIED ? (toy_pooling)p->pooling
+                                : toy_model_pooling(s->model) != TOY_POOLING_UNSPECIFIED ? toy_model_pooling(s->model)
+                                                                                        : TOY_POOLING_MEAN;
+    s->emb = (emb_context){&s->oai, toy_model_n_embd(s->model), pooling, p->n_parallel};
     s->gate = (gate_config){p->api_key, p->host, p->host_aliases, p->n_host_aliases, p->cors_origins,
                             p->n_cors_origins, p->max_body, p->max_connections};
 

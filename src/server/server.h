@@ -33,6 +33,8 @@ typedef struct {
     int n_lora;
     bool no_mmap;        /* read the model into memory instead of mapping it */
     const char *chat_template; /* a template family or text for chat (NULL: the model's) */
+    int pooling;         /* toy_pooling of /v1/embeddings; TOY_POOLING_UNSPECIFIED: the model's
+                          * pooling_type, or mean when it has none */
 } toy_server_params;
 
 /* Serves until *stop becomes non-zero; then answers new requests 503, gives those in
