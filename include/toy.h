@@ -581,7 +581,8 @@ TOY_API toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_v
                                    toy_sampler **out);
 TOY_API void toy_sampler_free(toy_sampler *sampler);
 /* Picks a token from one row of logits (n_vocab floats; not modified). -1 with
- * toy_last_error set when the grammar allows no token (or no memory). */
+ * toy_last_error set when the grammar allows no token, or logit_bias bans every token
+ * it allows (or no memory). */
 TOY_API int32_t toy_sampler_sample(toy_sampler *sampler, const float *logits);
 /* Records a token (prompt or generated) in the history the penalties use. */
 TOY_API void toy_sampler_accept(toy_sampler *sampler, int32_t token);
@@ -656,7 +657,8 @@ typedef struct {
  * picks every token. The cache then holds the prompt and the generated tokens, all of
  * them when max_tokens ended the generation, all but the last when a stop string, the
  * full context or the callback did (an end-of-generation token is never fed back).
- * result may be NULL. */
+ * When the sampler's grammar allows no token, TOY_ERR_INVALID with the sampler's
+ * message ("generated token 5: ..."). result may be NULL. */
 TOY_API toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *prompt,
                                 int32_t n_prompt, const toy_generate_params *params,
                                 toy_generate_result *result);

@@ -363,6 +363,60 @@ static void test_sampler_equals_masked_row(void) {
     toy_gguf_close(gg);
 }
 
+/* toy_generate under a grammar that allows no token: an error with the sampler's
+ * message, the text before it shown. "a" is complete after one token, and
+ * logit_bias bans every end-of-generation token, the only ones left. */
+static size_t shown;
+static bool count_text(void *user, int32_t token, const char *text, size_t len) {
+    (void)user, (void)token, (void)text;
+    shown += len;
+    return true;
+}
+
+static void test_generate_dead_end(void) {
+    toy_model *m = NULL;
+    toy_context *ctx = NULL;
+    CHECK(!toy_model_load(TOY_SOURCE_DIR "/models/toy-kjv.gguf", &m));
+    if (!m) return;
+    const toy_vocab *v = toy_model_vocab(m);
+    toy_context_params cp = toy_context_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 1;
+    CHECK(!toy_context_new(m, &cp, &ctx));
+    const int32_t n = toy_vocab_n_tokens(v);
+    toy_logit_bias *bans = calloc((size_t)n, sizeof *bans);
+    size_t n_bans = 0;
+    for (int32_t t = 0; t < n; t++)
+        if (toy_vocab_is_eog(v, t)) bans[n_bans++] = (toy_logit_bias){t, -100.0f};
+    CHECK(n_bans > 0);
+    toy_grammar *g = compile(v, "root ::= \"a\"");
+    for (int greedy = 0; greedy < 2 && ctx && g; greedy++) {
+        toy_sampler_params sp = toy_sampler_default_params();
+        sp.temperature = greedy ? 0.0f : 1.0f;
+        sp.grammar = g;
+        sp.logit_bias = bans;
+        sp.n_logit_bias = n_bans;
+        toy_sampler *s = NULL;
+        CHECK(!toy_sampler_new(&sp, n, &s));
+        toy_generate_params gp = toy_generate_default_params();
+        gp.max_tokens = 10;
+        gp.on_text = count_text;
+        int32_t *prompt = NULL, n_prompt = 0;
+        CHECK(!toy_tokenize_alloc(v, "In the beginning", 16, true, false, &prompt, &n_prompt));
+        toy_kv_seq_rm(ctx, 0, 0, -1);
+        shown = 0;
+        CHECK_EQ(toy_generate(ctx, s, prompt, n_prompt, &gp, NULL), TOY_ERR_INVALID);
+        CHECK_STR_CONTAINS(toy_last_error(), "generated token 2: every token the grammar allows here is banned");
+        CHECK_EQ(shown, 1); /* "a" */
+        toy_free(prompt);
+        toy_sampler_free(s);
+    }
+    toy_grammar_free(g);
+    free(bans);
+    toy_context_free(ctx);
+    toy_model_free(m);
+}
+
 int main(void) {
     test_languages();
     test_partial_characters();
@@ -370,5 +424,6 @@ int main(void) {
     test_masks();
     test_sampling();
     test_sampler_equals_masked_row();
+    test_generate_dead_end();
     return test_failures ? 1 : 0;
 }

@@ -83,6 +83,7 @@ int cmd_chat(int argc, char **argv) {
             return 2;
         }
     }
+    if (!gen_options_check("chat", &o)) return 2;
     gen_session s;
     if (!gen_session_open(&s, "chat", &o)) return 1;
     const char *family = choose_template(template_flag, s.model);
@@ -135,12 +136,17 @@ int cmd_chat(int argc, char **argv) {
         while (common < s.n_tokens && common < n - 1 && s.tokens[common] == tokens[common]) common++;
         gen_session_truncate(&s, common);
         char *reply = NULL;
-        ok = gen_session_generate(&s, "chat", tokens + common, n - common, stdout, &interrupted, &reply);
+        const gen_outcome got =
+            gen_session_generate(&s, "chat", tokens + common, n - common, stdout, &interrupted, &reply);
         free(tokens);
-        if (!ok) {
+        if (got == GEN_NO_ROOM) {
             conv.n--; /* the turn did not fit: forget it */
             free((char *)conv.msgs[conv.n].content);
             continue;
+        }
+        if (got == GEN_FAILED) { /* the grammar allowed no token, say: the chat cannot go on */
+            rc = 1;
+            break;
         }
         fputs(interrupted ? " [interrupted]\n" : "\n", stdout);
         add_message(&conv, "assistant", reply ? reply : strdup(""));

@@ -47,6 +47,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "toy run: needs -p PROMPT (see toy run --help)\n");
         return 2;
     }
+    if (!gen_options_check("run", &o)) return 2;
     gen_session s;
     if (!gen_session_open(&s, "run", &o)) return 1;
     size_t len = strlen(prompt);
@@ -62,7 +63,7 @@ int cmd_run(int argc, char **argv) {
     }
     fwrite(prompt, 1, len, stdout);
     fflush(stdout);
-    if (!gen_session_generate(&s, "run", tokens, n, stdout, NULL, NULL)) goto done;
+    if (gen_session_generate(&s, "run", tokens, n, stdout, NULL, NULL) != GEN_OK) goto done;
     putchar('\n');
     gen_session_report(&s, "run");
     rc = 0;

@@ -32,7 +32,15 @@ const char *const gen_options_help =
     "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T        the same for values\n"
     "  --mlock                 lock the weights in RAM\n"
-    "  --no-mmap               read the model into memory instead of mapping it\n";
+    "  --no-mmap               read the model into memory instead of mapping it\n"
+    "  --grammar GBNF          generate only text of this grammar (GBNF; docs/grammars.md)\n"
+    "  --grammar-file FILE     the same, the grammar read from FILE\n"
+    "  --json-schema SCHEMA    generate only JSON that a JSON Schema allows: SCHEMA is a file,\n"
+    "                          or the schema itself when it starts with '{' (docs/json-schema.md)\n"
+    "                          (at most one of --grammar, --grammar-file, --json-schema)\n"
+    "  --json-schema-strict    schema keywords toy does not support are errors, not ignored\n"
+    "  --logit-bias T+B, T-B   add B to token T's logit, or subtract it; T-inf bans T\n"
+    "                          (repeatable; a bias of -100 or less bans too)\n";
 
 void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
@@ -56,6 +64,62 @@ static bool parse_float_arg(const char *cmd, const char *flag, const char *v, fl
         return false;
     }
     *out = x;
+    return true;
+}
+
+/* TOKEN+BIAS or TOKEN-BIAS, as llama.cpp's --logit-bias: "15043+1", "15043-inf" */
+static bool parse_logit_bias(const char *cmd, const char *v, gen_options *o) {
+    if (!v) {
+        fprintf(stderr, "toy %s: --logit-bias needs TOKEN+BIAS or TOKEN-BIAS\n", cmd);
+        return false;
+    }
+    char *end;
+    const long token = (*v >= '0' && *v <= '9') ? strtol(v, &end, 10) : -1;
+    const char sign = token >= 0 ? *end : 0;
+    if (token < 0 || token > INT32_MAX || (sign != '+' && sign != '-') || !end[1]) {
+        fprintf(stderr, "toy %s: --logit-bias '%s': expected TOKEN+BIAS or TOKEN-BIAS (15043+1, 15043-inf)\n", cmd,
+                v);
+        return false;
+    }
+    const char *num = end + 1;
+    float bias = strtof(num, &end);
+    if (*end || *num == '+' || *num == '-' || isnan(bias) || (sign == '+' && isinf(bias))) {
+        fprintf(stderr, "toy %s: --logit-bias '%s': the bias must be a number (or inf after '-')\n", cmd, v);
+        return false;
+    }
+    if (o->n_logit_bias == GEN_MAX_LOGIT_BIAS) {
+        fprintf(stderr, "toy %s: at most %d --logit-bias\n", cmd, GEN_MAX_LOGIT_BIAS);
+        return false;
+    }
+    o->logit_bias[o->n_logit_bias++] = (toy_logit_bias){(int32_t)token, sign == '-' ? -bias : bias};
+    return true;
+}
+
+/* --grammar, --grammar-file, --json-schema: one of them */
+static bool set_constraint(const char *cmd, const char *flag, const char *v, const char **dst, gen_options *o) {
+    if (!v) {
+        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    if (o->constraint_flag && !strcmp(o->constraint_flag, flag)) {
+        fprintf(stderr, "toy %s: %s is given twice: one grammar at most\n", cmd, flag);
+        return false;
+    }
+    if (o->constraint_flag) {
+        fprintf(stderr, "toy %s: %s cannot be combined with %s: one grammar at most\n", cmd, flag,
+                o->constraint_flag);
+        return false;
+    }
+    o->constraint_flag = flag;
+    *dst = v;
+    return true;
+}
+
+bool gen_options_check(const char *cmd, const gen_options *o) {
+    if (o->json_schema_strict && !o->json_schema) {
+        fprintf(stderr, "toy %s: --json-schema-strict needs --json-schema\n", cmd);
+        return false;
+    }
     return true;
 }
 
@@ -131,6 +195,17 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--sliding-window")) {
         o->sliding_window = true;
         return 1;
+    } else if (IS("--grammar")) {
+        ok = set_constraint(cmd, "--grammar", v, &o->grammar, o);
+    } else if (IS("--grammar-file")) {
+        ok = set_constraint(cmd, "--grammar-file", v, &o->grammar_file, o);
+    } else if (IS("--json-schema")) {
+        ok = set_constraint(cmd, "--json-schema", v, &o->json_schema, o);
+    } else if (IS("--json-schema-strict")) {
+        o->json_schema_strict = true;
+        return 1;
+    } else if (IS("--logit-bias")) {
+        ok = parse_logit_bias(cmd, v, o);
     } else {
         return 0;
     }
@@ -164,6 +239,40 @@ static void trace_print(void *user, const char *name, const float *x, int64_t n_
 
 /* ---------------------------------------------------------------- session */
 
+/* The constraint's text, read before the model loads so that a missing file fails
+ * fast: GBNF (*is_schema false) or a JSON Schema; *what names it in messages
+ * ("--grammar", "--grammar-file FILE"). NULL without a constraint, or after a message
+ * (*failed set). */
+static char *constraint_text(const char *cmd, const gen_options *o, bool *is_schema, char *what, size_t what_size,
+                             bool *failed) {
+    *failed = false;
+    *is_schema = o->json_schema != NULL;
+    const char *file = o->grammar_file;
+    if (o->json_schema) {
+        const char *p = o->json_schema;
+        while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+        if (*p != '{') file = o->json_schema;
+    }
+    if (file) snprintf(what, what_size, "%s %s", o->constraint_flag, file);
+    else snprintf(what, what_size, "%s", o->constraint_flag ? o->constraint_flag : "");
+    if (!o->constraint_flag) return NULL;
+    size_t len;
+    char *text = file ? read_text_file(cmd, file, &len) : strdup(o->grammar ? o->grammar : o->json_schema);
+    if (!text) {
+        if (!file) fprintf(stderr, "toy %s: no memory\n", cmd);
+        *failed = true;
+        return NULL;
+    }
+    if (!file) len = strlen(text);
+    if (strlen(text) != len) {
+        fprintf(stderr, "toy %s: %s: holds a NUL byte\n", cmd, what);
+        free(text);
+        *failed = true;
+        return NULL;
+    }
+    return text;
+}
+
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     memset(s, 0, sizeof *s);
     s->opt = *o;
@@ -172,8 +281,37 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
                 TOY_DEFAULT_MODEL);
         return false;
     }
-    if (!load_model(cmd, s->opt.model_path, o->no_mmap, &s->model)) return false;
+    bool is_schema, failed;
+    char what[4200];
+    char *constraint = constraint_text(cmd, o, &is_schema, what, sizeof what, &failed);
+    if (failed) return false;
+    if (!load_model(cmd, s->opt.model_path, o->no_mmap, &s->model)) {
+        free(constraint);
+        return false;
+    }
     s->vocab = toy_model_vocab(s->model);
+    if (constraint) {
+        const toy_status st = is_schema ? toy_grammar_from_json_schema(s->vocab, constraint, o->json_schema_strict,
+                                                                       &s->grammar)
+                                        : toy_grammar_new(s->vocab, constraint, &s->grammar);
+        free(constraint);
+        if (st) {
+            fprintf(stderr, "toy %s: %s: %s\n", cmd, what, toy_last_error());
+            gen_session_close(s);
+            return false;
+        }
+        s->opt.sampling.grammar = s->grammar;
+    }
+    const int32_t n_vocab = toy_model_n_vocab(s->model);
+    for (size_t i = 0; i < o->n_logit_bias; i++)
+        if (o->logit_bias[i].token >= n_vocab) {
+            fprintf(stderr, "toy %s: --logit-bias: token %d is not in the vocabulary (%d tokens)\n", cmd,
+                    (int)o->logit_bias[i].token, (int)n_vocab);
+            gen_session_close(s);
+            return false;
+        }
+    s->opt.sampling.logit_bias = s->opt.logit_bias;
+    s->opt.sampling.n_logit_bias = s->opt.n_logit_bias;
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = o->n_ctx;
     cp.n_batch = o->n_batch;
@@ -184,7 +322,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     if (o->mlock && toy_model_mlock(s->model)) fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
     if (o->trace) cp.trace = trace_print;
     if (toy_context_new(s->model, &cp, &s->ctx) ||
-        toy_sampler_new(&o->sampling, toy_model_n_vocab(s->model), &s->sampler)) {
+        toy_sampler_new(&s->opt.sampling, n_vocab, &s->sampler)) {
         fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
         gen_session_close(s);
         return false;
@@ -205,6 +343,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
 
 void gen_session_close(gen_session *s) {
     toy_sampler_free(s->sampler);
+    toy_grammar_free(s->grammar); /* after the sampler, which reads it */
     toy_context_free(s->ctx);
     lora_options_free(&s->opt.lora);
     toy_model_free(s->model);
@@ -225,6 +364,7 @@ typedef struct {
     char *text; /* the reply, when asked for */
     size_t len, cap;
     bool want_text;
+    bool printed; /* some text went to out */
 } gen_sink;
 
 static void sink_append(gen_sink *k, const char *t, size_t n) {
@@ -246,13 +386,23 @@ static bool on_text(void *user, int32_t token, const char *text, size_t len) {
     gen_sink *k = user;
     fwrite(text, 1, len, k->out);
     fflush(k->out);
+    k->printed |= len > 0;
     if (k->want_text) sink_append(k, text, len);
     if (token >= 0 && k->s->n_tokens < k->s->n_ctx) k->s->tokens[k->s->n_tokens++] = token;
     return !(k->interrupt && *k->interrupt);
 }
 
-bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
-                          volatile sig_atomic_t *interrupt, char **reply) {
+gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
+                                 volatile sig_atomic_t *interrupt, char **reply) {
+    const int32_t in_use = toy_kv_seq_pos_max(s->ctx, 0) + 1;
+    if (in_use + n > s->n_ctx) {
+        fprintf(stderr, "toy %s: the prompt is %d tokens but the context holds %d (%d in use)\n", cmd, n, s->n_ctx,
+                in_use);
+        return GEN_NO_ROOM;
+    }
+    /* a grammar's text starts over with each reply (the sampler with it, as llama.cpp's
+     * does on each new input) */
+    if (s->grammar) toy_sampler_reset(s->sampler);
     if (s->n_tokens + n <= s->n_ctx) {
         memcpy(s->tokens + s->n_tokens, prompt, (size_t)n * sizeof *prompt);
         s->n_tokens += n;
@@ -274,9 +424,9 @@ bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt
     if (r.n_discarded > 0) gen_session_truncate(s, 0);
     else if (held < s->n_tokens) s->n_tokens = held;
     if (st) {
-        fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+        fprintf(stderr, "%stoy %s: %s\n", sink.printed ? "\n" : "", cmd, toy_last_error());
         free(sink.text);
-        return false;
+        return GEN_FAILED;
     }
     if (r.finish == TOY_FINISH_CONTEXT)
         fprintf(stderr, "\ntoy %s: context full (%d tokens); stopping (--context-shift goes on)\n", cmd,
@@ -286,7 +436,7 @@ bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt
     s->prompt_count += r.n_prompt;
     s->gen_seconds += r.gen_seconds;
     s->gen_count += r.n_generated;
-    return true;
+    return GEN_OK;
 }
 
 void gen_session_report(const gen_session *s, const char *cmd) {

@@ -11,6 +11,7 @@
 #include "toy.h"
 
 #define GEN_MAX_STOPS 16
+#define GEN_MAX_LOGIT_BIAS 1024
 
 typedef struct {
     const char *model_path;
@@ -29,6 +30,13 @@ typedef struct {
     bool mlock;
     bool no_mmap;          /* read the model into memory instead of mapping it */
     lora_options lora;
+    /* at most one constraint: --grammar (GBNF text), --grammar-file, --json-schema (a
+     * file, or the schema's JSON text when it starts with '{') */
+    const char *grammar, *grammar_file, *json_schema;
+    const char *constraint_flag; /* the one given, for messages */
+    bool json_schema_strict;
+    toy_logit_bias logit_bias[GEN_MAX_LOGIT_BIAS];
+    size_t n_logit_bias;
 } gen_options;
 
 void gen_options_default(gen_options *o);
@@ -36,6 +44,8 @@ void gen_options_default(gen_options *o);
  * *i advanced past its value), 0 (not a generation option), -1 (bad value; message
  * printed). */
 int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options *o);
+/* After the last option: whether they make sense together (else false after a message). */
+bool gen_options_check(const char *cmd, const gen_options *o);
 extern const char *const gen_options_help;
 
 typedef struct {
@@ -43,6 +53,7 @@ typedef struct {
     toy_model *model;
     toy_context *ctx;
     toy_sampler *sampler;
+    toy_grammar *grammar; /* the constraint's, compiled for the vocabulary; NULL: none */
     const toy_vocab *vocab;
     int32_t n_ctx;
     /* the tokens in the cache (sequence 0), in order */
@@ -53,18 +64,25 @@ typedef struct {
     int64_t prompt_count, gen_count;
 } gen_session;
 
-/* Loads the model and creates the context and sampler; messages go to stderr. */
+/* Loads the model, compiles the grammar (it needs the vocabulary) and creates the
+ * context and sampler; messages go to stderr. */
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o);
 void gen_session_close(gen_session *s);
 /* Keeps the first n_keep tokens of the cache and drops the rest. */
 void gen_session_truncate(gen_session *s, int32_t n_keep);
+typedef enum {
+    GEN_OK,
+    GEN_NO_ROOM, /* the prompt does not fit beside what the cache holds; nothing was done */
+    GEN_FAILED,  /* evaluating or sampling failed: the grammar allowed no token, say */
+} gen_outcome;
+
 /* Evaluates the prompt after the tokens in the cache, then samples, prints and feeds
  * back tokens (toy_generate) until end of generation, n_predict, a stop string, the end
- * of the context, or *interrupt. The text goes to `out`; with `reply` it is also
- * collected (malloc'd) there. False after a message if the prompt could not be
- * evaluated (it does not fit, say). */
-bool gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
-                          volatile sig_atomic_t *interrupt, char **reply);
+ * of the context, or *interrupt. With a grammar, each call starts it (and the sampler)
+ * anew, so every reply is a whole text of its language. The text goes to `out`; with
+ * `reply` it is also collected (malloc'd) there. Other than GEN_OK after a message. */
+gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
+                                 volatile sig_atomic_t *interrupt, char **reply);
 /* "prompt eval: N tokens, X tok/s; generation: ..." to stderr. */
 void gen_session_report(const gen_session *s, const char *cmd);
 

@@ -173,6 +173,93 @@ class TestBindings(unittest.TestCase):
         self.assertIn("context holds", str(e.exception))
 
 
+FIXTURES = os.environ.get("TOY_FIXTURES") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                                          "..", "shared", "fixtures")
+NUMBERS = 'root ::= "[" num ("," " "? num){0,7} "]"\nnum ::= "-"? [1-9] [0-9]{0,3} | "0"\n'
+NUMBERS_RE = r"\[(-?[1-9][0-9]{0,3}|0)(, ?(-?[1-9][0-9]{0,3}|0)){0,7}\]"
+PERSON = {"type": "object",
+          "properties": {"name": {"type": "string", "maxLength": 12},
+                         "age": {"type": "integer", "minimum": 0, "maximum": 150},
+                         "tags": {"type": "array", "items": {"type": "string", "maxLength": 6}, "maxItems": 3}},
+          "required": ["name", "age", "tags"]}
+
+
+class TestConstraints(unittest.TestCase):
+    """grammar=, json_schema= and logit_bias= on a random-weight fixture model at
+    temperature 1: whatever the noise, the text is in the language."""
+
+    @classmethod
+    def setUpClass(cls):
+        path = os.path.join(FIXTURES, "models", "qwen2-f16.gguf")
+        if not os.path.exists(path):
+            raise unittest.SkipTest(f"fixtures not found at {FIXTURES} (set TOY_FIXTURES)")
+        cls.m = toy.Model(path, n_threads=2)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.m.close()
+
+    def test_grammar(self):
+        import re
+        for seed in range(4):
+            pieces = list(self.m.generate("Numbers:", max_tokens=400, temperature=1, seed=seed, grammar=NUMBERS))
+            self.assertRegex("".join(pieces), "^" + NUMBERS_RE + "$")
+            self.assertEqual(self.m.last_finish, "eog")
+        text = self.m.chat([{"role": "user", "content": "a list"}], max_tokens=400, temperature=1, grammar=NUMBERS)
+        self.assertTrue(re.fullmatch(NUMBERS_RE, text), text)
+
+    def test_json_schema(self):
+        import json
+        try:
+            import jsonschema
+        except ImportError:
+            jsonschema = None
+        for seed in range(4):
+            # a dict, or its JSON text
+            schema = PERSON if seed % 2 else json.dumps(PERSON)
+            text = self.m.generate("JSON:", max_tokens=400, temperature=1, seed=seed, json_schema=schema,
+                                   stream=False)
+            value = json.loads(text)
+            if jsonschema:
+                jsonschema.validate(value, PERSON)
+            else:
+                self.assertEqual(set(value) - {"name", "age", "tags"}, set(), text)
+
+    def test_logit_bias(self):
+        ids = self.m.tokenize("Once upon a time")  # its top two tokens are whole characters
+        row = list(self.m.logits(ids)[-1])
+        order = sorted(range(len(row)), key=lambda i: -row[i])
+        first = [self.m.generate(ids, max_tokens=1, temperature=0, stream=False, logit_bias=bias)
+                 for bias in (None, {order[0]: -100}, {order[0]: float("-inf")}, {order[1]: 1000})]
+        self.assertEqual(first[0], self.m.detokenize([order[0]]))
+        self.assertEqual(first[1:], [self.m.detokenize([order[1]])] * 3)
+
+    def test_errors(self):
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", grammar='root ::= "a" | (', stream=False)
+        self.assertIn("grammar: line 1, column 16: '(' is not closed", str(e.exception))
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", json_schema='{"type": "object",}', stream=False)
+        self.assertIn("json_schema: JSON schema: invalid JSON at line 1, column 19", str(e.exception))
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", json_schema={"type": "array", "uniqueItems": True}, json_schema_strict=True,
+                            stream=False)
+        self.assertIn('#/uniqueItems: unsupported keyword "uniqueItems"', str(e.exception))
+        self.assertEqual(e.exception.status, "TOY_ERR_UNSUPPORTED")
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", grammar=NUMBERS, json_schema=PERSON)
+        self.assertIn("cannot be combined", str(e.exception))
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", logit_bias={10 ** 6: 1.0}, stream=False)
+        self.assertIn("logit_bias[0]: token 1000000 is out of range", str(e.exception))
+        # complete after "a", the end of text banned: nothing is left
+        eog = [t for t in range(self.m.n_vocab) if self.m.detokenize([t], special=True) in ("<|endoftext|>", "<|im_end|>")]
+        self.assertTrue(eog)
+        with self.assertRaises(toy.ToyError) as e:
+            self.m.generate("x", grammar='root ::= "a"', logit_bias={t: -100 for t in eog}, stream=False)
+        self.assertIn("generated token 2: every token the grammar allows here is banned", str(e.exception))
+
+
 class TestTrain(unittest.TestCase):
     def test_train_as_the_command(self):
         """toy.train and toy train with the same options write the same model."""

@@ -252,22 +252,63 @@ class Model:
 
     def generate(self, prompt, max_tokens=128, temperature=0.8, seed=0, stop=None, stream=True,
                  top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0, repeat_last_n=64,
-                 frequency_penalty=0.0, presence_penalty=0.0, add_special=True, parse_special=False):
+                 frequency_penalty=0.0, presence_penalty=0.0, add_special=True, parse_special=False,
+                 grammar=None, json_schema=None, json_schema_strict=False, logit_bias=None):
         """A continuation of prompt (text, or a list of token ids), with toy run's sampling
         defaults. stream=True: an iterator of text pieces as they are generated; False:
-        the whole text. The last finish reason is in .last_finish ("eog", "length", ...)."""
+        the whole text. The last finish reason is in .last_finish ("eog", "length", ...).
+
+        grammar (GBNF text) or json_schema (a dict, or its JSON text) limits the text to
+        that language (docs/grammars.md); with json_schema_strict, schema keywords toy
+        does not support are errors. logit_bias ({token id: bias}) is added to the
+        logits; a bias of -100 or less bans the token. A grammar that allows no token
+        raises ToyError."""
         ids = prompt if isinstance(prompt, (list, tuple)) else self.tokenize(prompt, add_special, parse_special)
         sp = _init(_lib.SamplerParams, _c.toy_sampler_params_init)
         sp.temperature, sp.top_k, sp.top_p, sp.min_p = temperature, top_k, top_p, min_p
         sp.repeat_penalty, sp.repeat_last_n = repeat_penalty, repeat_last_n
         sp.frequency_penalty, sp.presence_penalty, sp.seed = frequency_penalty, presence_penalty, seed
         stops = [stop] if isinstance(stop, str) else list(stop or [])
-        pieces = self._generate(ids, sp, max_tokens, stops)
+        if grammar is not None and json_schema is not None:
+            raise ToyError("TOY_ERR_INVALID", "grammar and json_schema cannot be combined: one grammar at most")
+        if json_schema is not None and not isinstance(json_schema, (str, bytes)):
+            import json
+            json_schema = json.dumps(json_schema)
+        constraint = None
+        if grammar is not None:
+            constraint = ("grammar", grammar.encode() if isinstance(grammar, str) else bytes(grammar))
+        elif json_schema is not None:
+            constraint = ("json_schema", json_schema.encode() if isinstance(json_schema, str) else bytes(json_schema))
+        bias = [(int(t), float(b)) for t, b in (logit_bias or {}).items()]
+        pieces = self._generate(ids, sp, max_tokens, stops, constraint, json_schema_strict, bias)
         return pieces if stream else "".join(pieces)
 
-    def _generate(self, ids, sp, max_tokens, stops):
+    def _compile(self, constraint, strict):
+        """A toy_grammar for ("grammar", GBNF) or ("json_schema", JSON), or None."""
+        if constraint is None:
+            return None
+        kind, text = constraint
+        if b"\0" in text:
+            raise ToyError("TOY_ERR_INVALID", f"{kind}: holds a NUL byte")
+        g = ctypes.c_void_p()
+        if kind == "grammar":
+            st = _c.toy_grammar_new(self._vocab, text, ctypes.byref(g))
+        else:
+            st = _c.toy_grammar_from_json_schema(self._vocab, text, bool(strict), ctypes.byref(g))
+        if st != 0:
+            raise ToyError(_STATUS_NAMES.get(st, str(st)), f"{kind}: " + _c.toy_last_error().decode("utf-8", "replace"))
+        return g
+
+    def _generate(self, ids, sp, max_tokens, stops, constraint=None, strict=False, bias=()):
+        grammar = self._compile(constraint, strict)
+        bias_arr = (_lib.LogitBias * max(len(bias), 1))(*[_lib.LogitBias(t, b) for t, b in bias])
+        sp.grammar, sp.logit_bias, sp.n_logit_bias = grammar.value if grammar else None, bias_arr, len(bias)
         sampler = ctypes.c_void_p()
-        _check(_c.toy_sampler_new(ctypes.byref(sp), self.n_vocab, ctypes.byref(sampler)))
+        try:
+            _check(_c.toy_sampler_new(ctypes.byref(sp), self.n_vocab, ctypes.byref(sampler)))
+        except ToyError:
+            _c.toy_grammar_free(grammar)
+            raise
         _c.toy_kv_seq_rm(self._ctx, 0, 0, -1)
         out = queue.Queue()
         cancel = threading.Event()
@@ -306,6 +347,7 @@ class Model:
             cancel.set()
             worker.join()
             _c.toy_sampler_free(sampler)
+            _c.toy_grammar_free(grammar)  # after the sampler, which reads it
 
     def chat(self, messages, max_tokens=256, stream=False, **sampling):
         """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]) with the

@@ -68,11 +68,16 @@ class ContextParams(ctypes.Structure):
                 ("embeddings", ctypes.c_bool)]
 
 
+class LogitBias(ctypes.Structure):
+    _fields_ = [("token", ctypes.c_int32), ("bias", ctypes.c_float)]
+
+
 class SamplerParams(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("temperature", ctypes.c_float), ("top_k", ctypes.c_int32),
                 ("top_p", ctypes.c_float), ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float),
                 ("repeat_last_n", ctypes.c_int32), ("frequency_penalty", ctypes.c_float),
-                ("presence_penalty", ctypes.c_float), ("seed", ctypes.c_uint64)]
+                ("presence_penalty", ctypes.c_float), ("seed", ctypes.c_uint64), ("grammar", ctypes.c_void_p),
+                ("logit_bias", ctypes.POINTER(LogitBias)), ("n_logit_bias", ctypes.c_size_t)]
 
 
 class Batch(ctypes.Structure):
@@ -179,6 +184,9 @@ def _declare(lib):
         "toy_sampler_params_init": (None, [ctypes.POINTER(SamplerParams), SZ]),
         "toy_sampler_new": (I, [ctypes.POINTER(SamplerParams), I32, PP]),
         "toy_sampler_free": (None, [P]),
+        "toy_grammar_new": (I, [P, S, PP]),
+        "toy_grammar_from_json_schema": (I, [P, S, B, PP]),
+        "toy_grammar_free": (None, [P]),
         "toy_tokenize_alloc": (I, [P, S, SZ, B, B, ctypes.POINTER(c_int32_p), c_int32_p]),
         "toy_detokenize": (I, [P, c_int32_p, I32, B, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(SZ)]),
         "toy_generate_params_init": (None, [ctypes.POINTER(GenerateParams), SZ]),

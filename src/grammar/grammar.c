@@ -361,25 +361,28 @@ static toy_status step_cpt(toy_grammar *g, const uint32_t *key, uint32_t cpt, ui
  * excludes). */
 static uint32_t utf8_min(uint32_t n) { return n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000; }
 
+/* Whether some stack's top set holds a code point in lo..hi. */
+static bool some_top_meets(const toy_grammar *g, const uint32_t *key, uint32_t lo, uint32_t hi) {
+    size_t at = 3;
+    for (uint32_t i = 0; i < key[2]; i++) {
+        const uint32_t len = key[at];
+        if (len && gbnf_set_meets(&g->rules, g->rules.elems[key[at + len]].value, lo, hi)) return true;
+        at += 1 + len;
+    }
+    return false;
+}
+
 /* Whether a character of `total` bytes beginning with the bits `partial` (need more
- * 6-bit groups to come) can still be accepted by some stack. */
+ * 6-bit groups to come) can still be accepted by some stack. Surrogates are no
+ * characters: a prefix such as ED BC, which only they complete, leads nowhere. */
 static bool partial_viable(const toy_grammar *g, const uint32_t *key, uint32_t partial, uint32_t need, uint32_t total) {
     uint32_t lo = partial << (6 * need), hi = lo | ((1u << (6 * need)) - 1);
     if (lo < utf8_min(total)) lo = utf8_min(total);
     if (hi > 0x10FFFF) hi = 0x10FFFF;
     if (lo > hi) return false;
-    /* surrogates (U+D800..DFFF) are no characters: only the parts of lo..hi around them */
-    const uint32_t lo2 = lo > 0xE000 ? lo : 0xE000, hi1 = hi < 0xD7FF ? hi : 0xD7FF;
-    size_t at = 3;
-    for (uint32_t i = 0; i < key[2]; i++) {
-        const uint32_t len = key[at];
-        const uint32_t set = len ? g->rules.elems[key[at + len]].value : 0;
-        if (len && ((lo <= hi1 && gbnf_set_meets(&g->rules, set, lo, hi1)) ||
-                    (lo2 <= hi && gbnf_set_meets(&g->rules, set, lo2, hi))))
-            return true;
-        at += 1 + len;
-    }
-    return false;
+    if (lo <= 0xDFFF && hi >= 0xD800)
+        return (lo < 0xD800 && some_top_meets(g, key, lo, 0xD7FF)) || (hi > 0xDFFF && some_top_meets(g, key, 0xE000, hi));
+    return some_top_meets(g, key, lo, hi);
 }
 
 /* The key after one byte: *out NULL when the byte leads nowhere. key[1] holds the

@@ -76,6 +76,10 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
     int32_t last = (n_prompt - 1) % step;
     while (!st && (p.max_tokens < 0 || r.n_generated < p.max_tokens)) {
         const int32_t tok = toy_sampler_sample(sampler, toy_get_logits(ctx, last));
+        if (tok < 0) { /* the grammar allows no token here; the sampler said why */
+            st = toy_error_wrap(TOY_ERR_INVALID, "generated token %d", (int)r.n_generated + 1);
+            break;
+        }
         toy_sampler_accept(sampler, tok);
         if (toy_vocab_is_eog(vocab, tok)) {
             r.finish = TOY_FINISH_EOG;

@@ -268,6 +268,12 @@ static long grammar_top(toy_sampler *s, size_t k) {
 
 /* ---------------------------------------------------------------- the chain */
 
+/* Under a grammar, token 0 is no fallback: it is most likely refused. */
+static size_t nothing_allowed(void) {
+    toy_error(TOY_ERR_INVALID, "every token the grammar allows here is banned (logit_bias) or has a -inf logit");
+    return 0;
+}
+
 size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
                               const toy_sampler_candidate **out) {
     const toy_sampler_params *p = &s->params;
@@ -302,6 +308,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
             int32_t best = 0;
             for (int32_t i = 1; i < s->n_vocab; i++)
                 if (s->logits[i] > s->logits[best]) best = i;
+            if (p->grammar && s->logits[best] == -INFINITY) return nothing_allowed();
             c[0] = (toy_sampler_candidate){best, s->logits[best], 1.0};
         }
         c[0].p = 1.0;
@@ -322,6 +329,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
                 c[n++] = (toy_sampler_candidate){i, s->logits[i], 0.0};
         sorted = false;
     }
+    if (n == 0 && p->grammar) return nothing_allowed();
     if (n == 0) { /* every logit is -inf or NaN: nothing to prefer, take the first token */
         c[0] = (toy_sampler_candidate){0, -INFINITY, 1.0};
         return 1;
