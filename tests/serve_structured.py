@@ -118,6 +118,11 @@ def test_model(model):
             text = r["choices"][0]["text"] if st == 200 else None
             check(st == 200 and r["choices"][0]["finish_reason"] == "stop" and LIST_RE.fullmatch(text or ""),
                   f"{model} grammar seed {seed}: {st} {text!r}")
+        # a grammar whose text is complete ends the answer even with ignore_eos
+        st, r = srv.post({"prompt": "x", "grammar": 'root ::= "ab" | "abc"', "ignore_eos": True, "max_tokens": 10,
+                          "temperature": 1, "seed": 2}, "/v1/completions")
+        check(st == 200 and r["choices"][0]["text"] in ("ab", "abc") and r["choices"][0]["finish_reason"] == "stop",
+              f"{model} ignore_eos with a complete grammar: {st} {r}")
         # any JSON object: finished answers parse as objects
         st, r = srv.post(chat(seed=1, max_tokens=300, response_format={"type": "json_object"}))
         c = r["choices"][0] if st == 200 else {}

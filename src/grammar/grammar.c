@@ -643,6 +643,8 @@ toy_status grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *b
     return st;
 }
 
+bool grammar_cursor_complete(const grammar_cursor *c) { return c->finished || key_accepting(c->key); }
+
 toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");

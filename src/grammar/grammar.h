@@ -74,6 +74,8 @@ toy_status grammar_mask_logits(const toy_grammar *g, grammar_cursor *c, float *l
 /* Whether the grammar allows each of n tokens here, one by one through the automaton
  * (for a few tokens, cheaper than a whole mask; the answers are the mask's). */
 toy_status grammar_allows(const toy_grammar *g, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed);
+/* Whether the text so far is a whole sentence of the grammar (it may end here). */
+bool grammar_cursor_complete(const grammar_cursor *c);
 /* Moves past a sampled token; TOY_ERR_INVALID if the grammar refuses it. */
 toy_status grammar_accept_token(const toy_grammar *g, grammar_cursor *c, int32_t token);
 /* Whether the grammar allows the token here (the reference the masks are tested

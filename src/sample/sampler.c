@@ -378,6 +378,10 @@ int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
     return token;
 }
 
+bool toy_sampler_grammar_complete(const toy_sampler *s) {
+    return s->params.grammar && grammar_cursor_complete(&s->grammar);
+}
+
 /* ---------------------------------------------------------------- history */
 
 void toy_sampler_accept(toy_sampler *s, int32_t token) {

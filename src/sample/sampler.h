@@ -30,6 +30,10 @@ void toy_sampler_apply_penalties(const toy_sampler *sampler, const float *logits
 size_t toy_sampler_candidates(toy_sampler *sampler, const float *logits,
                               const toy_sampler_candidate **out);
 
+/* Whether the sampler has a grammar whose text is complete where it stands (so a
+ * generation that finds no token to sample has ended rather than failed). */
+bool toy_sampler_grammar_complete(const toy_sampler *sampler);
+
 /* The random number generator (xoshiro256** seeded through splitmix64): a uniform double
  * in [0, 1) with 53 random bits. */
 double toy_sampler_uniform(toy_sampler *sampler);

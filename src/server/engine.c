@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "sampler.h"
 #include "error.h"
 
 struct srv_request {
@@ -408,8 +409,9 @@ static void slot_sample(srv_engine *e, slot *s, int32_t row) {
         logits = e->logits;
     }
     const int32_t tok = toy_sampler_sample(s->sampler, logits);
-    if (tok < 0) { /* the grammar allows no token here */
-        slot_fail(e, s, 400, toy_last_error());
+    if (tok < 0) { /* the grammar allows no token here: its text has ended, or it cannot go on */
+        if (toy_sampler_grammar_complete(s->sampler)) slot_finish(e, s, "stop"); /* ignore_eos */
+        else slot_fail(e, s, 400, toy_last_error());
         return;
     }
     toy_sampler_accept(s->sampler, tok);
