@@ -12,7 +12,8 @@ For models of each tokenizer kind (SentencePiece, byte-level BPE of several voca
 - llama-server's grammar field: every answer is in the grammar's language;
 - response_format json_object: a finished answer is a JSON object;
 - logit_bias: a bias of +100 makes a token the greedy one, -100 (or false) bans it;
-- a constrained answer is the same streamed, alone, and beside six other requests;
+- a constrained answer is the same streamed, alone, and beside six other requests, and
+  so is a forced tool call;
 - errors: a bad grammar names line and column, an unsupported keyword under strict.
 """
 import json
@@ -143,10 +144,20 @@ def test_model(model):
         st, r = srv.post(dict(base, logit_bias=[[t, 100], [u, 100], [t if loser == u else u, False]]), "/v1/completions")
         check(r["choices"][0]["text"].strip() == texts[1 if loser == u else 0],
               f"{model} logit_bias false bans: {r} vs {texts}")
-        # the same constrained answer streamed, alone and under load
+        # the same constrained answer (and forced tool call) streamed, alone and under load
         body = chat(seed=11, response_format=response_format("person", PERSON))
         st, alone = srv.post(body)
         want = alone["choices"][0]["message"]["content"]
+        tool_body = chat(seed=12, tool_choice="required", tools=[
+            {"type": "function", "function": {"name": "add", "parameters": {
+                "type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 99},
+                                                 "b": {"type": "integer", "minimum": 0, "maximum": 99}},
+                "required": ["a", "b"], "additionalProperties": False}}}])
+        st, tool_alone = srv.post(tool_body)
+        want_calls = [(t["function"]["name"], t["function"]["arguments"])
+                      for t in tool_alone["choices"][0]["message"].get("tool_calls") or []]
+        check(st == 200 and want_calls and tool_alone["choices"][0]["finish_reason"] == "tool_calls",
+              f"{model}: forced call alone: {st} {tool_alone}")
         st, events = srv.stream(body)
         streamed = "".join(e["choices"][0]["delta"].get("content") or "" for e in events if e["choices"])
         check(streamed == want, f"{model}: streamed {streamed!r} != {want!r}")
@@ -157,13 +168,16 @@ def test_model(model):
 
         others = [chat(seed=20 + i, max_tokens=80) if i % 2 else chat(seed=20 + i, response_format=response_format(
             "nested", NESTED)) for i in range(6)]
-        threads = [threading.Thread(target=run, args=(i, b)) for i, b in enumerate([body] + others)]
+        threads = [threading.Thread(target=run, args=(i, b)) for i, b in enumerate([body, tool_body] + others)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         got = results[0][1]["choices"][0]["message"]["content"] if results[0][0] == 200 else None
         check(got == want, f"{model}: under load {got!r} != alone {want!r}")
+        got_calls = [(t["function"]["name"], t["function"]["arguments"])
+                     for t in results[1][1]["choices"][0]["message"].get("tool_calls") or []] if results[1][0] == 200 else None
+        check(got_calls == want_calls, f"{model}: forced call under load {got_calls} != alone {want_calls}")
         # errors
         st, r = srv.post(chat(grammar='root ::= "a"\nx ::= [b-'))
         check(st == 400 and r["error"]["param"] == "grammar" and "line 2, column 7" in r["error"]["message"],
