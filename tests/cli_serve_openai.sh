@@ -9,52 +9,28 @@
 set -u
 toy="$1"
 here="$(cd "$(dirname "$0")" && pwd)"
-if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
-  echo "SKIP: node and npm are needed (apt-get install nodejs npm)"
-  exit 77
-fi
-if [ ! -d "$here/node/node_modules/openai" ]; then
-  (cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error) || { echo "FAIL: npm ci in tests/node"; exit 1; }
-fi
-tmp=$(mktemp -d)
-pid=
-trap '[ -n "$pid" ] && kill $pid 2> /dev/null; rm -rf "$tmp"' EXIT
 fail=0
-start() { # toy serve ARGS...: sets pid and port
-  "$toy" serve --port 0 -t 2 "$@" 2> "$tmp/log" &
-  pid=$!
-  port=""
-  for i in $(seq 1 100); do
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$tmp/log" | cut -d: -f3)
-    [ -n "$port" ] && break
-    sleep 0.1
-  done
-  [ -n "$port" ] || { echo "FAIL: toy serve did not start: $(cat "$tmp/log")"; fail=1; }
-}
-stop() { # SIGTERM: toy serve must exit 0
-  kill -TERM $pid
-  wait $pid || { echo "FAIL: toy serve exited with $? after SIGTERM"; fail=1; }
-  pid=
-}
+. "$here/serve_node.sh"
+node_ready || exit 77
 run_model() { # MODEL ID PROMPT
-  start -m "$1" --parallel 4
+  serve_start -m "$1" --parallel 4
   [ -n "$port" ] || return
   local expected
   expected=$("$toy" run -m "$1" -p "$3" -n 24 --temp 0 -t 2 2> /dev/null | python3 -c "
 import sys; out = sys.stdin.read(); p = sys.argv[1]; print(out[len(p):].rstrip('\n'), end='')" "$3")
   node "$here/node/serve_openai.mjs" "$port" "$2" "$3" "$expected" || fail=1
-  stop
+  serve_stop
 }
 run_model "$TOY_SOURCE_DIR/models/toy-kjv.gguf" toy-kjv "And God said"
 # the chat page in headless Chromium, on the bundled model; then on a server with an API
 # key, where the page asks for it
 if [ -x /usr/bin/chromium ]; then
-  start --parallel 2
+  serve_start --parallel 2
   node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium || fail=1
-  stop
-  start --parallel 2 --api-key sesame
+  serve_stop
+  serve_start --parallel 2 --api-key sesame
   node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium sesame || fail=1
-  stop
+  serve_stop
 else
   echo "SKIP (the chat page only): /usr/bin/chromium is missing (apt-get install chromium)"
 fi

@@ -18,32 +18,11 @@ python3 "$here/serve_tools.py" "$toy" "$fixtures"
 rc=$?
 [ $rc = 77 ] && skipped=1 || skipped=0
 [ $rc != 0 ] && [ $rc != 77 ] && fail=1
-if ! command -v node > /dev/null || ! command -v npm > /dev/null; then
-  echo "SKIP (the openai client only): node and npm are needed"
-  [ $fail = 0 ] && [ $skipped = 1 ] && exit 77
-  exit $fail
+. "$here/serve_node.sh"
+if node_ready "the openai client only"; then
+  serve_start -m "$fixtures/models/qwen2-f16.gguf"
+  [ -n "$port" ] && node "$here/node/serve_tools.mjs" "$port" qwen2-f16 || fail=1
+  [ -n "$pid" ] && serve_stop
 fi
-if [ ! -d "$here/node/node_modules/openai" ]; then
-  (cd "$here/node" && npm ci --no-audit --no-fund --loglevel=error) || { echo "FAIL: npm ci in tests/node"; exit 1; }
-fi
-log=$(mktemp)
-pid=
-trap '[ -n "$pid" ] && kill $pid 2> /dev/null; rm -f "$log"' EXIT
-"$toy" serve -m "$fixtures/models/qwen2-f16.gguf" --port 0 -t 2 2> "$log" &
-pid=$!
-port=""
-for i in $(seq 1 100); do
-  port=$(grep -o 'http://127.0.0.1:[0-9]*' "$log" | cut -d: -f3)
-  [ -n "$port" ] && break
-  sleep 0.1
-done
-if [ -z "$port" ]; then
-  echo "FAIL: toy serve did not start: $(cat "$log")"
-  exit 1
-fi
-node "$here/node/serve_tools.mjs" "$port" qwen2-f16 || fail=1
-kill -TERM $pid
-wait $pid || { echo "FAIL: toy serve exited with $? after SIGTERM"; fail=1; }
-pid=
 [ $fail = 0 ] && [ $skipped = 1 ] && exit 77
 exit $fail

@@ -39,18 +39,6 @@ static bool tfail(tools_error *e, int status, const char *param, const char *fmt
     return false;
 }
 
-/* Appends each string in turn: PUT(b, "<tool_call>\n", name, "\n"). */
-#if defined(__GNUC__)
-__attribute__((sentinel))
-#endif
-static void put_all(toy_buf *b, ...) {
-    va_list ap;
-    va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-        toy_buf_append(b, s, strlen(s));
-    va_end(ap);
-}
-#define PUT(b, ...) put_all(b, __VA_ARGS__, (const char *)NULL)
 
 /* JSON as the models' templates write it (Jinja's tojson, Python's json.dumps):
  * ", " and ": " between items (or indent spaces a level), non-ASCII as is, reals in
@@ -286,7 +274,7 @@ static void push(item_list *l, const char *role, toy_buf *b, bool raw) {
 
 static void push_text(item_list *l, const char *role, const char *text, bool raw) {
     toy_buf b = {0};
-    PUT(&b, text);
+    TOY_BUF_PUT(&b, text);
     push(l, role, &b, raw);
 }
 
@@ -304,20 +292,20 @@ static void put_arguments(toy_buf *b, const json_t *call) {
 
 /* [{"name": N, "arguments": A, "id": I}, ...]: Mistral's and the generic form's calls. */
 static void put_call_list(toy_buf *b, const json_t *calls) {
-    PUT(b, "[");
+    TOY_BUF_PUT(b, "[");
     for (size_t k = 0; k < json_array_size(calls); k++) {
         const json_t *c = json_array_get(calls, k);
         json_t *name = json_string(call_name(c));
-        PUT(b, k ? ", " : "", "{\"name\": ");
+        TOY_BUF_PUT(b, k ? ", " : "", "{\"name\": ");
         put_json(b, name, 0);
-        PUT(b, ", \"arguments\": ");
+        TOY_BUF_PUT(b, ", \"arguments\": ");
         put_arguments(b, c);
-        PUT(b, ", \"id\": ");
+        TOY_BUF_PUT(b, ", \"id\": ");
         put_json(b, json_object_get(c, "id"), 0);
-        PUT(b, "}");
+        TOY_BUF_PUT(b, "}");
         json_decref(name);
     }
-    PUT(b, "]");
+    TOY_BUF_PUT(b, "]");
 }
 
 static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
@@ -335,14 +323,14 @@ static void render_hermes(const tools_request *t, const tools_message *m, size_t
     size_t i = 0;
     if (t && t->n_functions) {
         toy_buf s = {0};
-        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content, "\n\n");
-        PUT(&s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        if (n > 0 && is_role(&m[0], "system")) TOY_BUF_PUT(&s, m[i++].content, "\n\n");
+        TOY_BUF_PUT(&s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                 "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
         for (size_t k = 0; k < json_array_size(t->json); k++) {
-            PUT(&s, "\n");
+            TOY_BUF_PUT(&s, "\n");
             put_json(&s, json_array_get(t->json, k), 0);
         }
-        PUT(&s, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
+        TOY_BUF_PUT(&s, "\n</tools>\n\nFor each function call, return a json object with function name and arguments "
                 "within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, "
                 "\"arguments\": <args-json-object>}\n</tool_call>");
         push(l, "system", &s, false);
@@ -352,16 +340,16 @@ static void render_hermes(const tools_request *t, const tools_message *m, size_t
         if (is_role(&m[i], "tool")) { /* a run of results is one user turn */
             const size_t end = tool_run_end(m, n, i);
             for (size_t k = i; k < end; k++)
-                PUT(&b, k > i ? "\n" : "", "<tool_response>\n", m[k].content, "\n</tool_response>");
+                TOY_BUF_PUT(&b, k > i ? "\n" : "", "<tool_response>\n", m[k].content, "\n</tool_response>");
             push(l, "user", &b, false);
             i = end - 1;
         } else if (m[i].tool_calls) {
-            if (m[i].content[0]) PUT(&b, m[i].content, "\n");
+            if (m[i].content[0]) TOY_BUF_PUT(&b, m[i].content, "\n");
             for (size_t k = 0; k < json_array_size(m[i].tool_calls); k++) {
                 const json_t *c = json_array_get(m[i].tool_calls, k);
-                PUT(&b, k ? "\n" : "", "<tool_call>\n{\"name\": \"", call_name(c), "\", \"arguments\": ");
+                TOY_BUF_PUT(&b, k ? "\n" : "", "<tool_call>\n{\"name\": \"", call_name(c), "\", \"arguments\": ");
                 put_arguments(&b, c);
-                PUT(&b, "}\n</tool_call>");
+                TOY_BUF_PUT(&b, "}\n</tool_call>");
             }
             push(l, "assistant", &b, false);
         } else {
@@ -377,15 +365,15 @@ static void render_llama3(const tools_request *t, const tools_message *m, size_t
     size_t i = 0;
     if (t && t->n_functions) {
         toy_buf s = {0};
-        PUT(&s, "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
+        TOY_BUF_PUT(&s, "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
                 "You have access to the following functions. To call a function, please respond with JSON for a "
                 "function call.Respond in the format {\"name\": function name, \"parameters\": dictionary of "
                 "argument name and its value}.Do not use variables.\n\n");
         for (size_t k = 0; k < json_array_size(t->json); k++) {
             put_json(&s, json_array_get(t->json, k), 4);
-            PUT(&s, "\n\n");
+            TOY_BUF_PUT(&s, "\n\n");
         }
-        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content);
+        if (n > 0 && is_role(&m[0], "system")) TOY_BUF_PUT(&s, m[i++].content);
         push(l, "system", &s, false);
     }
     for (; i < n; i++) {
@@ -395,9 +383,9 @@ static void render_llama3(const tools_request *t, const tools_message *m, size_t
         } else if (m[i].tool_calls) {
             for (size_t k = 0; k < json_array_size(m[i].tool_calls); k++) {
                 const json_t *c = json_array_get(m[i].tool_calls, k);
-                PUT(&b, k ? "\n" : "", "{\"name\": \"", call_name(c), "\", \"parameters\": ");
+                TOY_BUF_PUT(&b, k ? "\n" : "", "{\"name\": \"", call_name(c), "\", \"parameters\": ");
                 put_arguments(&b, c);
-                PUT(&b, "}");
+                TOY_BUF_PUT(&b, "}");
             }
             push(l, "assistant", &b, false);
         } else {
@@ -426,25 +414,25 @@ static void render_mistral(const tools_request *t, const tools_message *m, size_
     for (size_t i = 0; i <= n; i++) {
         toy_buf b = {0};
         if (with_tools && i == at) {
-            PUT(&b, "[AVAILABLE_TOOLS]", sp);
+            TOY_BUF_PUT(&b, "[AVAILABLE_TOOLS]", sp);
             put_json(&b, t->json, 0);
-            PUT(&b, "[/AVAILABLE_TOOLS]");
+            TOY_BUF_PUT(&b, "[/AVAILABLE_TOOLS]");
             push(l, NULL, &b, true);
         }
         if (i == n) break;
         if (is_role(&m[i], "tool")) {
             json_t *r = json_pack("{s:s,s:s}", "content", m[i].content, "call_id", m[i].tool_call_id);
-            PUT(&b, "[TOOL_RESULTS]", sp);
+            TOY_BUF_PUT(&b, "[TOOL_RESULTS]", sp);
             if (r) put_json(&b, r, 0);
             else b.oom = true;
-            PUT(&b, "[/TOOL_RESULTS]");
+            TOY_BUF_PUT(&b, "[/TOOL_RESULTS]");
             json_decref(r);
             push(l, NULL, &b, true);
             after_raw = true;
         } else if (m[i].tool_calls) {
-            PUT(&b, "[TOOL_CALLS]", sp);
+            TOY_BUF_PUT(&b, "[TOOL_CALLS]", sp);
             put_call_list(&b, m[i].tool_calls);
-            PUT(&b, "</s>");
+            TOY_BUF_PUT(&b, "</s>");
             push(l, NULL, &b, true);
             after_raw = true;
         } else if (turns && after_raw && is_role(&m[i], "assistant")) {
@@ -454,9 +442,9 @@ static void render_mistral(const tools_request *t, const tools_message *m, size_
                 while (len > 0 && is_space(*c)) c++, len--;
                 while (len > 0 && is_space(c[len - 1])) len--;
             }
-            PUT(&b, tekken ? "" : " ");
+            TOY_BUF_PUT(&b, tekken ? "" : " ");
             toy_buf_append(&b, c, len);
-            PUT(&b, "</s>");
+            TOY_BUF_PUT(&b, "</s>");
             push(l, NULL, &b, true);
         } else {
             push_text(l, m[i].role, m[i].content, false);
@@ -470,13 +458,13 @@ static void render_generic(const tools_request *t, const tools_message *m, size_
     size_t i = 0;
     if (t && t->n_functions && t->choice != TOOL_CHOICE_NONE) {
         toy_buf s = {0};
-        if (n > 0 && is_role(&m[0], "system")) PUT(&s, m[i++].content, "\n\n");
-        PUT(&s, "You can call functions (tools). They are, one JSON object a line:\n");
+        if (n > 0 && is_role(&m[0], "system")) TOY_BUF_PUT(&s, m[i++].content, "\n\n");
+        TOY_BUF_PUT(&s, "You can call functions (tools). They are, one JSON object a line:\n");
         for (size_t k = 0; k < json_array_size(t->json); k++) {
             put_json(&s, json_array_get(t->json, k), 0);
-            PUT(&s, "\n");
+            TOY_BUF_PUT(&s, "\n");
         }
-        PUT(&s, "\nTo call ", t->parallel ? "one or more of them" : "one of them",
+        TOY_BUF_PUT(&s, "\nTo call ", t->parallel ? "one or more of them" : "one of them",
             ", answer with only a JSON object of this form:\n"
             "{\"tool_calls\": [{\"name\": <function name>, \"arguments\": <its arguments as a JSON object>}]}\n"
             "The results come back as {\"tool_results\": [{\"tool_call_id\": <id>, \"content\": <result>}]}. "
@@ -487,21 +475,21 @@ static void render_generic(const tools_request *t, const tools_message *m, size_
         toy_buf b = {0};
         if (is_role(&m[i], "tool")) {
             const size_t end = tool_run_end(m, n, i);
-            PUT(&b, "{\"tool_results\": [");
+            TOY_BUF_PUT(&b, "{\"tool_results\": [");
             for (size_t k = i; k < end; k++) {
                 json_t *r = json_pack("{s:s,s:s}", "tool_call_id", m[k].tool_call_id, "content", m[k].content);
-                PUT(&b, k > i ? ", " : "");
+                TOY_BUF_PUT(&b, k > i ? ", " : "");
                 if (r) put_json(&b, r, 0);
                 else b.oom = true;
                 json_decref(r);
             }
-            PUT(&b, "]}");
+            TOY_BUF_PUT(&b, "]}");
             push(l, "user", &b, false);
             i = end - 1;
         } else if (m[i].tool_calls) {
-            PUT(&b, "{\"tool_calls\": ");
+            TOY_BUF_PUT(&b, "{\"tool_calls\": ");
             put_call_list(&b, m[i].tool_calls);
-            PUT(&b, "}");
+            TOY_BUF_PUT(&b, "}");
             push(l, "assistant", &b, false);
         } else {
             push_text(l, m[i].role, m[i].content, false);
@@ -517,7 +505,7 @@ static bool apply_items(const char *family, const item_list *l, bool add_assista
     bool ok = run != NULL || tfail(err, 500, "messages", "no memory");
     for (size_t i = 0; ok && i <= l->n;) {
         if (i < l->n && l->v[i].raw) {
-            PUT(&b, l->v[i++].content);
+            TOY_BUF_PUT(&b, l->v[i++].content);
             continue;
         }
         size_t k = 0;
@@ -531,7 +519,7 @@ static bool apply_items(const char *family, const item_list *l, bool add_assista
         if (toy_chat_apply(family, run, k, last && add_assistant, &s))
             ok = tfail(err, 400, "messages", "messages: %s", toy_last_error());
         else
-            PUT(&b, s);
+            TOY_BUF_PUT(&b, s);
         toy_free(s);
         if (last) break;
     }
@@ -872,13 +860,13 @@ size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size
 
 /* A GBNF string literal of the text. */
 static void put_literal(toy_buf *b, const char *text) {
-    PUT(b, "\"");
+    TOY_BUF_PUT(b, "\"");
     for (const char *c = text; *c; c++) {
         if (*c == '"' || *c == '\\') toy_buf_append(b, "\\", 1), toy_buf_append(b, c, 1);
-        else if (*c == '\n') PUT(b, "\\n");
+        else if (*c == '\n') TOY_BUF_PUT(b, "\\n");
         else toy_buf_append(b, c, 1);
     }
-    PUT(b, "\"");
+    TOY_BUF_PUT(b, "\"");
 }
 
 bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
@@ -905,15 +893,15 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
         char head[128];
         snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", fn->name,
                  t->syntax == TOOLS_LLAMA3 ? "parameters" : "arguments");
-        PUT(&b, rule, " ::= ");
-        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n"), PUT(&b, " ");
+        TOY_BUF_PUT(&b, rule, " ::= ");
+        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n"), TOY_BUF_PUT(&b, " ");
         put_literal(&b, head);
-        PUT(&b, " ", args, " ");
+        TOY_BUF_PUT(&b, " ", args, " ");
         put_literal(&b, t->syntax == TOOLS_HERMES ? "}\n</tool_call>" : "}");
-        PUT(&b, "\n");
-        PUT(&alts, alts.n ? " | " : "", rule);
+        TOY_BUF_PUT(&b, "\n");
+        TOY_BUF_PUT(&alts, alts.n ? " | " : "", rule);
     }
-    PUT(&b, "call ::= ", alts.v ? alts.v : "", "\n");
+    TOY_BUF_PUT(&b, "call ::= ", alts.v ? alts.v : "", "\n");
     free(alts.v);
     /* one call, or with parallel up to TOOLS_MAX_PARALLEL apart as the renderer writes
      * them (a bound, so that a model which never prefers to stop still ends) */
@@ -921,13 +909,13 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
                                            ? "call (\"\\n\" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}"
                                            : "call (\", \" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}")
                                     : "call";
-    PUT(&b, "root ::= ");
+    TOY_BUF_PUT(&b, "root ::= ");
     if (t->syntax == TOOLS_MISTRAL) put_literal(&b, spaced ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
     if (t->syntax == TOOLS_GENERIC) put_literal(&b, "{\"tool_calls\": [");
-    PUT(&b, t->syntax == TOOLS_MISTRAL || t->syntax == TOOLS_GENERIC ? " " : "", calls);
-    if (t->syntax == TOOLS_MISTRAL) PUT(&b, " "), put_literal(&b, "]");
-    if (t->syntax == TOOLS_GENERIC) PUT(&b, " "), put_literal(&b, "]}");
-    PUT(&b, "\n");
+    TOY_BUF_PUT(&b, t->syntax == TOOLS_MISTRAL || t->syntax == TOOLS_GENERIC ? " " : "", calls);
+    if (t->syntax == TOOLS_MISTRAL) TOY_BUF_PUT(&b, " "), put_literal(&b, "]");
+    if (t->syntax == TOOLS_GENERIC) TOY_BUF_PUT(&b, " "), put_literal(&b, "]}");
+    TOY_BUF_PUT(&b, "\n");
     if (b.oom) {
         free(b.v);
         return tfail(err, 500, "tools", "no memory");

@@ -217,18 +217,6 @@ toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
 
 /* ---------------------------------------------------------------- output */
 
-/* Appends each string in turn: PUT(b, "<|im_start|>", m->role, "\n"). */
-#if defined(__GNUC__)
-__attribute__((sentinel))
-#endif
-static void put_all(toy_buf *b, ...) {
-    va_list ap;
-    va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;)
-        toy_buf_append(b, s, strlen(s));
-    va_end(ap);
-}
-#define PUT(b, ...) put_all(b, __VA_ARGS__, (const char *)NULL)
 
 /* llama.cpp's trim(): the C locale's isspace at both ends. */
 static bool is_space(char c) {
@@ -257,8 +245,8 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
     switch (f) {
     case CHAT_CHATML:
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|im_start|>", msgs[i].role, "\n", msgs[i].content, "<|im_end|>\n");
-        if (add_ass) PUT(b, "<|im_start|>assistant\n");
+            TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "\n", msgs[i].content, "<|im_end|>\n");
+        if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant\n");
         break;
 
     case CHAT_MISTRAL_V7:
@@ -269,11 +257,11 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, "[SYSTEM_PROMPT]", sp, m->content, "[/SYSTEM_PROMPT]");
+                TOY_BUF_PUT(b, "[SYSTEM_PROMPT]", sp, m->content, "[/SYSTEM_PROMPT]");
             else if (role_is(m, "user"))
-                PUT(b, "[INST]", sp, m->content, "[/INST]");
+                TOY_BUF_PUT(b, "[INST]", sp, m->content, "[/INST]");
             else
-                PUT(b, sp, m->content, "</s>");
+                TOY_BUF_PUT(b, sp, m->content, "</s>");
         }
         break;
     }
@@ -290,19 +278,19 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         bool inside_turn = false;
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
-            if (!inside_turn) PUT(b, lead, "[INST]", trail);
+            if (!inside_turn) TOY_BUF_PUT(b, lead, "[INST]", trail);
             inside_turn = true;
             if (role_is(m, "system")) {
-                PUT(b, m->content, "\n\n");
+                TOY_BUF_PUT(b, m->content, "\n\n");
             } else if (role_is(m, "user")) {
-                PUT(b, m->content, lead, "[/INST]");
+                TOY_BUF_PUT(b, m->content, lead, "[/INST]");
             } else {
-                PUT(b, trail);
+                TOY_BUF_PUT(b, trail);
                 if (f == CHAT_MISTRAL_V3)
                     put_trimmed(b, m->content);
                 else
-                    PUT(b, m->content);
-                PUT(b, "</s>");
+                    TOY_BUF_PUT(b, m->content);
+                TOY_BUF_PUT(b, "</s>");
                 inside_turn = false;
             }
         }
@@ -321,23 +309,23 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         const bool bos_inside = f == CHAT_LLAMA2_SYS_BOS;
         const bool strip = f == CHAT_LLAMA2_SYS_STRIP;
         bool inside_turn = true;
-        PUT(b, "[INST] ");
+        TOY_BUF_PUT(b, "[INST] ");
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             const bool system = role_is(m, "system"), user = role_is(m, "user");
-            if (!inside_turn) PUT(b, bos_inside ? "<s>[INST] " : "[INST] ");
+            if (!inside_turn) TOY_BUF_PUT(b, bos_inside ? "<s>[INST] " : "[INST] ");
             inside_turn = true;
-            if (system && sys_block) PUT(b, "<<SYS>>\n");
+            if (system && sys_block) TOY_BUF_PUT(b, "<<SYS>>\n");
             if (strip)
                 put_trimmed(b, m->content);
             else
-                PUT(b, m->content);
+                TOY_BUF_PUT(b, m->content);
             if (system) {
-                PUT(b, sys_block ? "\n<</SYS>>\n\n" : "\n");
+                TOY_BUF_PUT(b, sys_block ? "\n<</SYS>>\n\n" : "\n");
             } else if (user) {
-                PUT(b, " [/INST]");
+                TOY_BUF_PUT(b, " [/INST]");
             } else {
-                PUT(b, "</s>");
+                TOY_BUF_PUT(b, "</s>");
                 inside_turn = false;
             }
         }
@@ -346,31 +334,31 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
 
     case CHAT_PHI3:
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, "<|end|>\n");
-        if (add_ass) PUT(b, "<|assistant|>\n");
+            TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, "<|end|>\n");
+        if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
         break;
 
     case CHAT_PHI4:
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|im_start|>", msgs[i].role, "<|im_sep|>", msgs[i].content,
+            TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "<|im_sep|>", msgs[i].content,
                 "<|im_end|>");
-        if (add_ass) PUT(b, "<|im_start|>assistant<|im_sep|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant<|im_sep|>");
         break;
 
     case CHAT_FALCON3:
     case CHAT_ZEPHYR: {
         const char *end = f == CHAT_ZEPHYR ? "<|endoftext|>\n" : "\n";
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, end);
-        if (add_ass) PUT(b, "<|assistant|>\n");
+            TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, end);
+        if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
         break;
     }
 
     case CHAT_MONARCH:
         /* BOS inside the history, except before the first message */
         for (size_t i = 0; i < n; i++)
-            PUT(b, i > 0 ? "<s>" : "", msgs[i].role, "\n", msgs[i].content, "</s>\n");
-        if (add_ass) PUT(b, "<s>assistant\n");
+            TOY_BUF_PUT(b, i > 0 ? "<s>" : "", msgs[i].role, "\n", msgs[i].content, "</s>\n");
+        if (add_ass) TOY_BUF_PUT(b, "<s>assistant\n");
         break;
 
     case CHAT_GEMMA: {
@@ -384,16 +372,16 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
                 continue;
             }
             const char *role = role_is(m, "assistant") ? "model" : m->role;
-            PUT(b, "<start_of_turn>", role, "\n");
+            TOY_BUF_PUT(b, "<start_of_turn>", role, "\n");
             if (system.n > 0 && strcmp(role, "model") != 0) {
                 toy_buf_append(b, system.v, system.n);
-                PUT(b, "\n\n");
+                TOY_BUF_PUT(b, "\n\n");
                 system.n = 0;
             }
             put_trimmed(b, m->content);
-            PUT(b, "<end_of_turn>\n");
+            TOY_BUF_PUT(b, "<end_of_turn>\n");
         }
-        if (add_ass) PUT(b, "<start_of_turn>model\n");
+        if (add_ass) TOY_BUF_PUT(b, "<start_of_turn>model\n");
         b->oom |= system.oom;
         free(system.v);
         break;
@@ -406,17 +394,17 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system")) {
-                PUT(&system, m->content);
+                TOY_BUF_PUT(&system, m->content);
             } else if (role_is(m, "user")) {
-                PUT(b, "Human: ");
+                TOY_BUF_PUT(b, "Human: ");
                 if (system.n > 0) {
                     toy_buf_append(b, system.v, system.n);
-                    PUT(b, "\n\n");
+                    TOY_BUF_PUT(b, "\n\n");
                     system.n = 0;
                 }
-                PUT(b, m->content, "\n\nAssistant: </s>");
+                TOY_BUF_PUT(b, m->content, "\n\nAssistant: </s>");
             } else {
-                PUT(b, m->content, "</s>");
+                TOY_BUF_PUT(b, m->content, "</s>");
             }
         }
         b->oom |= system.oom;
@@ -429,14 +417,14 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system")) {
-                PUT(b, m->content, "<|end_of_turn|>");
+                TOY_BUF_PUT(b, m->content, "<|end_of_turn|>");
                 continue;
             }
             const char first[2] = {upper(m->role[0]), 0};
-            PUT(b, "GPT4 Correct ", first, m->role[0] ? m->role + 1 : "", ": ", m->content,
+            TOY_BUF_PUT(b, "GPT4 Correct ", first, m->role[0] ? m->role + 1 : "", ": ", m->content,
                 "<|end_of_turn|>");
         }
-        if (add_ass) PUT(b, "GPT4 Correct Assistant:");
+        if (add_ass) TOY_BUF_PUT(b, "GPT4 Correct Assistant:");
         break;
 
     case CHAT_VICUNA:
@@ -446,29 +434,29 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system")) {
                 if (f == CHAT_VICUNA_ORCA)
-                    PUT(b, "SYSTEM: ", m->content, "\n");
+                    TOY_BUF_PUT(b, "SYSTEM: ", m->content, "\n");
                 else
-                    PUT(b, m->content, "\n\n");
+                    TOY_BUF_PUT(b, m->content, "\n\n");
             } else if (role_is(m, "user")) {
-                PUT(b, "USER: ", m->content, "\n");
+                TOY_BUF_PUT(b, "USER: ", m->content, "\n");
             } else if (role_is(m, "assistant")) {
-                PUT(b, "ASSISTANT: ", m->content, "</s>\n");
+                TOY_BUF_PUT(b, "ASSISTANT: ", m->content, "</s>\n");
             }
         }
-        if (add_ass) PUT(b, "ASSISTANT:");
+        if (add_ass) TOY_BUF_PUT(b, "ASSISTANT:");
         break;
 
     case CHAT_DEEPSEEK:
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, m->content);
+                TOY_BUF_PUT(b, m->content);
             else if (role_is(m, "user"))
-                PUT(b, "### Instruction:\n", m->content, "\n");
+                TOY_BUF_PUT(b, "### Instruction:\n", m->content, "\n");
             else if (role_is(m, "assistant"))
-                PUT(b, "### Response:\n", m->content, "\n<|EOT|>\n");
+                TOY_BUF_PUT(b, "### Response:\n", m->content, "\n<|EOT|>\n");
         }
-        if (add_ass) PUT(b, "### Response:\n");
+        if (add_ass) TOY_BUF_PUT(b, "### Response:\n");
         break;
 
     case CHAT_COMMAND_R:
@@ -479,20 +467,20 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
                               : role_is(m, "assistant") ? "<|CHATBOT_TOKEN|>"
                                                         : NULL;
             if (!tag) continue;
-            PUT(b, "<|START_OF_TURN_TOKEN|>", tag);
+            TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|>", tag);
             put_trimmed(b, m->content);
-            PUT(b, "<|END_OF_TURN_TOKEN|>");
+            TOY_BUF_PUT(b, "<|END_OF_TURN_TOKEN|>");
         }
-        if (add_ass) PUT(b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
         break;
 
     case CHAT_LLAMA3:
         for (size_t i = 0; i < n; i++) {
-            PUT(b, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n");
+            TOY_BUF_PUT(b, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n");
             put_trimmed(b, msgs[i].content);
-            PUT(b, "<|eot_id|>");
+            TOY_BUF_PUT(b, "<|eot_id|>");
         }
-        if (add_ass) PUT(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+        if (add_ass) TOY_BUF_PUT(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         break;
 
     case CHAT_CHATGLM3:
@@ -500,21 +488,21 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
     case CHAT_GLMEDGE:
         /* the same turns; ChatGLM3 has a space after the newline, ChatGLM4 one after the
          * generation prompt */
-        if (f == CHAT_CHATGLM3) PUT(b, "[gMASK]sop");
-        if (f == CHAT_CHATGLM4) PUT(b, "[gMASK]<sop>");
+        if (f == CHAT_CHATGLM3) TOY_BUF_PUT(b, "[gMASK]sop");
+        if (f == CHAT_CHATGLM4) TOY_BUF_PUT(b, "[gMASK]<sop>");
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|", msgs[i].role, f == CHAT_CHATGLM3 ? "|>\n " : "|>\n",
+            TOY_BUF_PUT(b, "<|", msgs[i].role, f == CHAT_CHATGLM3 ? "|>\n " : "|>\n",
                 msgs[i].content);
-        if (add_ass) PUT(b, f == CHAT_CHATGLM4 ? "<|assistant|>\n" : "<|assistant|>");
+        if (add_ass) TOY_BUF_PUT(b, f == CHAT_CHATGLM4 ? "<|assistant|>\n" : "<|assistant|>");
         break;
 
     case CHAT_MINICPM:
         /* no generation prompt: every user turn ends with <AI> */
         for (size_t i = 0; i < n; i++) {
             const bool user = role_is(&msgs[i], "user");
-            if (user) PUT(b, "<用户>");
+            if (user) TOY_BUF_PUT(b, "<用户>");
             put_trimmed(b, msgs[i].content);
-            if (user) PUT(b, "<AI>");
+            if (user) TOY_BUF_PUT(b, "<AI>");
         }
         break;
 
@@ -522,26 +510,26 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, m->content, "\n\n");
+                TOY_BUF_PUT(b, m->content, "\n\n");
             else if (role_is(m, "user"))
-                PUT(b, "User: ", m->content, "\n\n");
+                TOY_BUF_PUT(b, "User: ", m->content, "\n\n");
             else if (role_is(m, "assistant"))
-                PUT(b, "Assistant: ", m->content, "<｜end▁of▁sentence｜>");
+                TOY_BUF_PUT(b, "Assistant: ", m->content, "<｜end▁of▁sentence｜>");
         }
-        if (add_ass) PUT(b, "Assistant:");
+        if (add_ass) TOY_BUF_PUT(b, "Assistant:");
         break;
 
     case CHAT_DEEPSEEK3:
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, m->content, "\n\n");
+                TOY_BUF_PUT(b, m->content, "\n\n");
             else if (role_is(m, "user"))
-                PUT(b, "<｜User｜>", m->content);
+                TOY_BUF_PUT(b, "<｜User｜>", m->content);
             else if (role_is(m, "assistant"))
-                PUT(b, "<｜Assistant｜>", m->content, "<｜end▁of▁sentence｜>");
+                TOY_BUF_PUT(b, "<｜Assistant｜>", m->content, "<｜end▁of▁sentence｜>");
         }
-        if (add_ass) PUT(b, "<｜Assistant｜>");
+        if (add_ass) TOY_BUF_PUT(b, "<｜Assistant｜>");
         break;
 
     case CHAT_EXAONE3:
@@ -555,11 +543,11 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
                                : f == CHAT_EXAONE4 && role_is(m, "tool") ? "[|tool|]"
                                                                          : NULL;
             if (!open) continue;
-            PUT(b, open);
+            TOY_BUF_PUT(b, open);
             put_trimmed(b, m->content);
-            PUT(b, role_is(m, "user") ? "\n" : "[|endofturn|]\n");
+            TOY_BUF_PUT(b, role_is(m, "user") ? "\n" : "[|endofturn|]\n");
         }
-        if (add_ass) PUT(b, "[|assistant|]");
+        if (add_ass) TOY_BUF_PUT(b, "[|assistant|]");
         break;
 
     case CHAT_RWKV_WORLD:
@@ -572,10 +560,10 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
                                : role_is(m, "assistant") ? "Assistant: "
                                                          : NULL;
             if (!open) continue;
-            PUT(b, open);
+            TOY_BUF_PUT(b, open);
             put_trimmed(b, m->content);
-            PUT(b, "\n\n");
-            if (i == n - 1 && role_is(m, "user")) PUT(b, "Assistant:");
+            TOY_BUF_PUT(b, "\n\n");
+            if (i == n - 1 && role_is(m, "user")) TOY_BUF_PUT(b, "Assistant:");
         }
         break;
 
@@ -585,101 +573,101 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
          * llama-chat.cpp wrote one). */
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
-            PUT(b, "<|start_of_role|>", m->role, "<|end_of_role|>");
-            if (role_is(m, "assistant_tool_call")) PUT(b, "<|tool_call|>");
-            PUT(b, m->content, "<|end_of_text|>\n");
+            TOY_BUF_PUT(b, "<|start_of_role|>", m->role, "<|end_of_role|>");
+            if (role_is(m, "assistant_tool_call")) TOY_BUF_PUT(b, "<|tool_call|>");
+            TOY_BUF_PUT(b, m->content, "<|end_of_text|>\n");
         }
-        if (add_ass) PUT(b, "<|start_of_role|>assistant<|end_of_role|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|start_of_role|>assistant<|end_of_role|>");
         break;
 
     case CHAT_GIGACHAT: {
         /* a leading system message goes right after <s>; other roles are left out */
         const bool has_system = n > 0 && role_is(&msgs[0], "system");
-        PUT(b, "<s>");
-        if (has_system) PUT(b, msgs[0].content, "<|message_sep|>");
+        TOY_BUF_PUT(b, "<s>");
+        if (has_system) TOY_BUF_PUT(b, msgs[0].content, "<|message_sep|>");
         for (size_t i = has_system ? 1 : 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "user"))
-                PUT(b, "user<|role_sep|>", m->content, "<|message_sep|>",
+                TOY_BUF_PUT(b, "user<|role_sep|>", m->content, "<|message_sep|>",
                     "available functions<|role_sep|>[]<|message_sep|>");
             else if (role_is(m, "assistant"))
-                PUT(b, "assistant<|role_sep|>", m->content, "<|message_sep|>");
+                TOY_BUF_PUT(b, "assistant<|role_sep|>", m->content, "<|message_sep|>");
         }
-        if (add_ass) PUT(b, "assistant<|role_sep|>");
+        if (add_ass) TOY_BUF_PUT(b, "assistant<|role_sep|>");
         break;
     }
 
     case CHAT_MEGREZ:
         for (size_t i = 0; i < n; i++)
-            PUT(b, "<|role_start|>", msgs[i].role, "<|role_end|>", msgs[i].content,
+            TOY_BUF_PUT(b, "<|role_start|>", msgs[i].role, "<|role_end|>", msgs[i].content,
                 "<|turn_end|>");
-        if (add_ass) PUT(b, "<|role_start|>assistant<|role_end|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|role_start|>assistant<|role_end|>");
         break;
 
     case CHAT_YANDEX:
         /* "\n\n" ends a turn; system messages are left out */
         for (size_t i = 0; i < n; i++) {
             if (role_is(&msgs[i], "user"))
-                PUT(b, " Пользователь: ", msgs[i].content, "\n\n");
+                TOY_BUF_PUT(b, " Пользователь: ", msgs[i].content, "\n\n");
             else if (role_is(&msgs[i], "assistant"))
-                PUT(b, " Ассистент: ", msgs[i].content, "\n\n");
+                TOY_BUF_PUT(b, " Ассистент: ", msgs[i].content, "\n\n");
         }
-        if (add_ass) PUT(b, " Ассистент:[SEP]");
+        if (add_ass) TOY_BUF_PUT(b, " Ассистент:[SEP]");
         break;
 
     case CHAT_BAILING:
         /* the user is HUMAN; any other role is written in capitals */
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
-            PUT(b, "<role>");
+            TOY_BUF_PUT(b, "<role>");
             if (role_is(m, "user")) {
-                PUT(b, "HUMAN");
+                TOY_BUF_PUT(b, "HUMAN");
             } else {
                 for (const char *r = m->role; *r; r++) {
                     const char c = upper(*r);
                     toy_buf_append(b, &c, 1);
                 }
             }
-            PUT(b, "</role>", m->content);
+            TOY_BUF_PUT(b, "</role>", m->content);
         }
-        if (add_ass) PUT(b, "<role>ASSISTANT</role>");
+        if (add_ass) TOY_BUF_PUT(b, "<role>ASSISTANT</role>");
         break;
 
     case CHAT_LLAMA4:
         for (size_t i = 0; i < n; i++) {
-            PUT(b, "<|header_start|>", msgs[i].role, "<|header_end|>\n\n");
+            TOY_BUF_PUT(b, "<|header_start|>", msgs[i].role, "<|header_end|>\n\n");
             put_trimmed(b, msgs[i].content);
-            PUT(b, "<|eot|>");
+            TOY_BUF_PUT(b, "<|eot|>");
         }
-        if (add_ass) PUT(b, "<|header_start|>assistant<|header_end|>\n\n");
+        if (add_ass) TOY_BUF_PUT(b, "<|header_start|>assistant<|header_end|>\n\n");
         break;
 
     case CHAT_SMOLVLM:
         /* <|im_start|> is SmolVLM's BOS; any role but system and user is the assistant */
-        PUT(b, "<|im_start|>");
+        TOY_BUF_PUT(b, "<|im_start|>");
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, m->content, "\n\n");
+                TOY_BUF_PUT(b, m->content, "\n\n");
             else if (role_is(m, "user"))
-                PUT(b, "User: ", m->content, "<end_of_utterance>\n");
+                TOY_BUF_PUT(b, "User: ", m->content, "<end_of_utterance>\n");
             else
-                PUT(b, "Assistant: ", m->content, "<end_of_utterance>\n");
+                TOY_BUF_PUT(b, "Assistant: ", m->content, "<end_of_utterance>\n");
         }
-        if (add_ass) PUT(b, "Assistant:");
+        if (add_ass) TOY_BUF_PUT(b, "Assistant:");
         break;
 
     case CHAT_DOTS1:
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, "<|system|>", m->content, "<|endofsystem|>");
+                TOY_BUF_PUT(b, "<|system|>", m->content, "<|endofsystem|>");
             else if (role_is(m, "user"))
-                PUT(b, "<|userprompt|>", m->content, "<|endofuserprompt|>");
+                TOY_BUF_PUT(b, "<|userprompt|>", m->content, "<|endofuserprompt|>");
             else
-                PUT(b, "<|response|>", m->content, "<|endofresponse|>");
+                TOY_BUF_PUT(b, "<|response|>", m->content, "<|endofresponse|>");
         }
-        if (add_ass) PUT(b, "<|response|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|response|>");
         break;
 
     case CHAT_HUNYUAN_MOE:
@@ -687,11 +675,11 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, "<|startoftext|>", m->content, "<|extra_4|>");
+                TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_4|>");
             else if (role_is(m, "assistant"))
-                PUT(b, m->content, "<|eos|>");
+                TOY_BUF_PUT(b, m->content, "<|eos|>");
             else
-                PUT(b, "<|startoftext|>", m->content, "<|extra_0|>");
+                TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_0|>");
         }
         break;
 
@@ -699,10 +687,10 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         /* OpenAI's Harmony format: the assistant's turn ends with <|return|> */
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
-            PUT(b, "<|start|>", m->role, "<|message|>", m->content,
+            TOY_BUF_PUT(b, "<|start|>", m->role, "<|message|>", m->content,
                 role_is(m, "assistant") ? "<|return|>" : "<|end|>");
         }
-        if (add_ass) PUT(b, "<|start|>assistant");
+        if (add_ass) TOY_BUF_PUT(b, "<|start|>assistant");
         break;
 
     case CHAT_HUNYUAN_DENSE:
@@ -711,11 +699,11 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (i == 0 && role_is(m, "system"))
-                PUT(b, m->content, "<｜hy_place▁holder▁no▁3｜>");
+                TOY_BUF_PUT(b, m->content, "<｜hy_place▁holder▁no▁3｜>");
             if (role_is(m, "assistant"))
-                PUT(b, "<｜hy_Assistant｜>", m->content, "<｜hy_place▁holder▁no▁2｜>");
+                TOY_BUF_PUT(b, "<｜hy_Assistant｜>", m->content, "<｜hy_place▁holder▁no▁2｜>");
             else if (role_is(m, "user"))
-                PUT(b, "<｜hy_User｜>", m->content, "<｜hy_Assistant｜>");
+                TOY_BUF_PUT(b, "<｜hy_User｜>", m->content, "<｜hy_Assistant｜>");
         }
         break;
 
@@ -724,29 +712,29 @@ static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, b
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
             if (role_is(m, "system"))
-                PUT(b, "<|im_system|>system<|im_middle|>");
+                TOY_BUF_PUT(b, "<|im_system|>system<|im_middle|>");
             else if (role_is(m, "user"))
-                PUT(b, "<|im_user|>user<|im_middle|>");
+                TOY_BUF_PUT(b, "<|im_user|>user<|im_middle|>");
             else if (role_is(m, "assistant"))
-                PUT(b, "<|im_assistant|>assistant<|im_middle|>");
+                TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
             else if (role_is(m, "tool"))
-                PUT(b, "<|im_system|>tool<|im_middle|>");
-            PUT(b, m->content, "<|im_end|>");
+                TOY_BUF_PUT(b, "<|im_system|>tool<|im_middle|>");
+            TOY_BUF_PUT(b, m->content, "<|im_end|>");
         }
-        if (add_ass) PUT(b, "<|im_assistant|>assistant<|im_middle|>");
+        if (add_ass) TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
         break;
 
     case CHAT_SEED_OSS:
         for (size_t i = 0; i < n; i++) {
             const toy_chat_message *m = &msgs[i];
-            PUT(b, "<seed:bos>", m->role, "\n");
+            TOY_BUF_PUT(b, "<seed:bos>", m->role, "\n");
             if (role_is(m, "assistant"))
                 put_trimmed(b, m->content);
             else
-                PUT(b, m->content);
-            PUT(b, "<seed:eos>");
+                TOY_BUF_PUT(b, m->content);
+            TOY_BUF_PUT(b, "<seed:eos>");
         }
-        if (add_ass) PUT(b, "<seed:bos>assistant\n");
+        if (add_ass) TOY_BUF_PUT(b, "<seed:bos>assistant\n");
         break;
 
     case CHAT_UNKNOWN:

@@ -2,6 +2,7 @@
 #ifndef TOY_BUFFER_H
 #define TOY_BUFFER_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -40,5 +41,17 @@ static inline void toy_buf_append(toy_buf *b, const void *data, size_t len) {
     b->n += len;
     b->v[b->n] = 0;
 }
+
+/* Appends each string in turn, up to a NULL: TOY_BUF_PUT(b, "<|im_start|>", role, "\n"). */
+#if defined(__GNUC__)
+__attribute__((sentinel))
+#endif
+static inline void toy_buf_put_strings(toy_buf *b, ...) {
+    va_list ap;
+    va_start(ap, b);
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) toy_buf_append(b, s, strlen(s));
+    va_end(ap);
+}
+#define TOY_BUF_PUT(b, ...) toy_buf_put_strings(b, __VA_ARGS__, (const char *)NULL)
 
 #endif
