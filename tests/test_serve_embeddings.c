@@ -15,75 +15,18 @@
 #include "embeddings.h"
 #include "engine.h"
 #include "gate.h"
+#include "serve_outcome.h"
 #include "test.h"
 #include "toy.h"
 
 static toy_model *model;
 static int32_t n_embd;
 
-static srv_params gen_params(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens) {
-    srv_params p = {0};
-    p.prompt = xmalloc((size_t)n_prompt * sizeof *p.prompt);
-    memcpy(p.prompt, prompt, (size_t)n_prompt * sizeof *p.prompt);
-    p.n_prompt = n_prompt;
-    p.n_choices = 1;
-    p.sampling = toy_sampler_default_params();
-    p.sampling.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    p.top_logprobs = -1;
-    return p;
-}
-
 static srv_params embd_params(const int32_t *prompt, int32_t n_prompt, toy_pooling pooling) {
-    srv_params p = gen_params(prompt, n_prompt, 0);
+    srv_params p = serve_params(prompt, n_prompt, 0);
     p.embedding = true;
     p.pooling = pooling;
     return p;
-}
-
-typedef struct {
-    int32_t tokens[64];
-    int n_tokens;
-    float *vector; /* the DONE event's, malloc'd */
-    size_t vector_len;
-    int error_status;
-    char error[256];
-    int32_t cached;
-} outcome;
-
-/* Every event of a one-choice request until its DONE or ERROR (10 s at most). */
-static void collect(srv_request *r, outcome *o) {
-    memset(o, 0, sizeof *o);
-    for (int waited = 0; waited < 100;) {
-        srv_event ev;
-        if (!srv_next_event(r, &ev, 100)) {
-            waited++;
-            continue;
-        }
-        if (ev.kind == SRV_EV_TOKEN && o->n_tokens < 64) o->tokens[o->n_tokens++] = ev.token;
-        if (ev.kind == SRV_EV_DONE && ev.len) {
-            o->vector = xmalloc(ev.len);
-            memcpy(o->vector, ev.text, ev.len);
-            o->vector_len = ev.len;
-        }
-        if (ev.kind == SRV_EV_ERROR) {
-            o->error_status = ev.status;
-            snprintf(o->error, sizeof o->error, "%s", ev.text ? ev.text : "");
-        }
-        const bool last = ev.kind != SRV_EV_TOKEN;
-        srv_event_clear(&ev);
-        if (last) break;
-    }
-    int32_t prompt, completion;
-    srv_request_usage(r, &prompt, &completion, &o->cached);
-    srv_request_release(r);
-}
-
-static void run(srv_engine *e, srv_params *p, outcome *o) {
-    srv_request *r;
-    CHECK(!srv_submit(e, p, &r));
-    collect(r, o);
 }
 
 /* The expected vector: the states of one batch, pooled in position order in double,
@@ -140,7 +83,7 @@ static void test_engine(void) {
     outcome o;
     for (int k = 0; k < 3; k++) {
         srv_params p = embd_params(prompt, 50, poolings[k]);
-        run(e, &p, &o);
+        serve_run(e, &p, &o);
         CHECK_MSG(same_vector(&o, want[k]), "pooling %d: the vector differs from one batch's states pooled",
                   poolings[k]);
         CHECK_EQ(o.n_tokens, 0);
@@ -152,41 +95,41 @@ static void test_engine(void) {
 
     /* a completion alone, on a fresh slot... */
     outcome gen_alone;
-    srv_params g = gen_params(gen_prompt, 5, 24);
-    run(e, &g, &gen_alone);
+    srv_params g = serve_params(gen_prompt, 5, 24);
+    serve_run(e, &g, &gen_alone);
     CHECK_EQ(gen_alone.n_tokens, 24);
     /* ...and beside an embedding job in chunks: both as alone */
-    srv_params gp = gen_params(gen_prompt, 5, 24), ej = embd_params(prompt, 50, TOY_POOLING_MEAN);
+    srv_params gp = serve_params(gen_prompt, 5, 24), ej = embd_params(prompt, 50, TOY_POOLING_MEAN);
     srv_request *rg, *re;
     CHECK(!srv_submit(e, &gp, &rg));
     CHECK(!srv_submit(e, &ej, &re));
     outcome og, oe;
-    collect(re, &oe);
-    collect(rg, &og);
+    serve_collect(re, &oe);
+    serve_collect(rg, &og);
     CHECK_MSG(same_vector(&oe, want[0]), "the vector beside a generating request differs");
     CHECK(og.n_tokens == gen_alone.n_tokens && !memcmp(og.tokens, gen_alone.tokens, sizeof og.tokens));
     free(oe.vector);
 
     /* a completion of the embedded prompt reuses the slot's 49 first tokens and gets the
      * tokens of a fresh slot */
-    srv_params fresh = gen_params(prompt, 50, 8);
+    srv_params fresh = serve_params(prompt, 50, 8);
     srv_engine *e2;
     CHECK(!srv_engine_new(model, &ep, &e2));
     outcome o_fresh, o_reuse;
-    run(e2, &fresh, &o_fresh);
+    serve_run(e2, &fresh, &o_fresh);
     srv_engine_free(e2);
     srv_params again = embd_params(prompt, 50, TOY_POOLING_LAST);
-    run(e, &again, &o);
+    serve_run(e, &again, &o);
     free(o.vector);
-    srv_params reuse = gen_params(prompt, 50, 8);
-    run(e, &reuse, &o_reuse);
+    srv_params reuse = serve_params(prompt, 50, 8);
+    serve_run(e, &reuse, &o_reuse);
     CHECK_EQ(o_reuse.cached, 49);
     CHECK_EQ(o_fresh.cached, 0);
     CHECK(o_reuse.n_tokens == 8 && !memcmp(o_reuse.tokens, o_fresh.tokens, sizeof o_fresh.tokens));
 
     /* pooling none: no one vector, the job refused */
     srv_params none = embd_params(prompt, 10, TOY_POOLING_NONE);
-    run(e, &none, &o);
+    serve_run(e, &none, &o);
     CHECK_EQ(o.error_status, 400);
     CHECK_STR_CONTAINS(o.error, "not mean, cls or last");
     CHECK(o.vector == NULL);
@@ -196,7 +139,7 @@ static void test_engine(void) {
     const srv_engine_params off = {1, 64, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false};
     CHECK(!srv_engine_new(model, &off, &e));
     srv_params p = embd_params(prompt, 10, TOY_POOLING_MEAN);
-    run(e, &p, &o);
+    serve_run(e, &p, &o);
     CHECK_EQ(o.error_status, 500);
     CHECK_STR_CONTAINS(o.error, "embeddings are off");
     srv_engine_free(e);

@@ -11,64 +11,12 @@
 #include "engine.h"
 #include "gate.h"
 #include "openai.h"
+#include "serve_outcome.h"
 #include "test.h"
 #include "toy.h"
 
 static toy_model *model;
 static srv_engine *engine;
-
-typedef struct {
-    int32_t tokens[256];
-    int n_tokens;
-    const char *finish;
-    int error_status;
-    char error[256];
-    int32_t cached; /* srv_request_usage's */
-} outcome;
-
-static srv_params params(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens) {
-    srv_params p = {0};
-    p.prompt = malloc((size_t)n_prompt * sizeof *p.prompt);
-    memcpy(p.prompt, prompt, (size_t)n_prompt * sizeof *p.prompt);
-    p.n_prompt = n_prompt;
-    p.n_choices = 1;
-    p.sampling = toy_sampler_default_params();
-    p.sampling.temperature = 0;
-    p.max_tokens = max_tokens;
-    p.ignore_eos = true;
-    p.top_logprobs = -1;
-    return p;
-}
-
-/* Every event of a one-choice request, until its DONE or ERROR (10 s at most). */
-static void collect(srv_request *r, outcome *o) {
-    memset(o, 0, sizeof *o);
-    for (int waited = 0; waited < 100;) {
-        srv_event ev;
-        if (!srv_next_event(r, &ev, 100)) {
-            waited++;
-            continue;
-        }
-        if (ev.kind == SRV_EV_TOKEN && o->n_tokens < 256) o->tokens[o->n_tokens++] = ev.token;
-        if (ev.kind == SRV_EV_DONE) o->finish = ev.finish_reason;
-        if (ev.kind == SRV_EV_ERROR) {
-            o->error_status = ev.status;
-            snprintf(o->error, sizeof o->error, "%s", ev.text ? ev.text : "");
-        }
-        const bool last = ev.kind != SRV_EV_TOKEN;
-        srv_event_clear(&ev);
-        if (last) break;
-    }
-    int32_t prompt, completion;
-    srv_request_usage(r, &prompt, &completion, &o->cached);
-    srv_request_release(r);
-}
-
-static void run(srv_params *p, outcome *o) {
-    srv_request *r;
-    CHECK(!srv_submit(engine, p, &r));
-    collect(r, o);
-}
 
 static const int32_t prompt_a[] = {100, 200, 300, 400, 500};
 static const int32_t prompt_b[] = {7, 8, 9};
@@ -88,16 +36,16 @@ static bool idle_within(double seconds) {
  * it is answered. Before, the job stayed at the queue's head and every later request
  * waited behind it for ever. */
 static void test_start_failure(const outcome *alone) {
-    srv_params bad = params(prompt_a, 5, 8);
+    srv_params bad = serve_params(prompt_a, 5, 8);
     bad.stops[0] = strdup("");
     bad.n_stops = 1;
     srv_request *rb, *ra;
     CHECK(!srv_submit(engine, &bad, &rb));
-    srv_params good = params(prompt_a, 5, 16);
+    srv_params good = serve_params(prompt_a, 5, 16);
     CHECK(!srv_submit(engine, &good, &ra));
     outcome ob, oa;
-    collect(rb, &ob);
-    collect(ra, &oa);
+    serve_collect(rb, &ob);
+    serve_collect(ra, &oa);
     CHECK_EQ(ob.error_status, 400);
     CHECK_STR_CONTAINS(ob.error, "cannot start");
     CHECK_EQ(oa.error_status, 0);
@@ -111,13 +59,13 @@ static void test_start_failure(const outcome *alone) {
  * gets exactly its lone tokens. Before, every request of the step ended "length". */
 static void test_decode_failure(const outcome *alone) {
     const int32_t broken[] = {100, 200, toy_model_n_vocab(model) + 5};
-    srv_params good = params(prompt_a, 5, 16), bad = params(broken, 3, 8);
+    srv_params good = serve_params(prompt_a, 5, 16), bad = serve_params(broken, 3, 8);
     srv_request *ra, *rb;
     CHECK(!srv_submit(engine, &good, &ra));
     CHECK(!srv_submit(engine, &bad, &rb));
     outcome oa, ob;
-    collect(rb, &ob);
-    collect(ra, &oa);
+    serve_collect(rb, &ob);
+    serve_collect(ra, &oa);
     CHECK_EQ(ob.error_status, 500);
     CHECK_STR_CONTAINS(ob.error, "out of range");
     CHECK_EQ(oa.error_status, 0);
@@ -130,7 +78,7 @@ static void test_decode_failure(const outcome *alone) {
 /* A cancelled request leaves its slot, and a cancelled request still queued leaves the
  * queue, within a step; the engine then idles. */
 static void test_cancel(void) {
-    srv_params a = params(prompt_a, 5, 400), b = params(prompt_b, 3, 400), c = params(prompt_b, 3, 400);
+    srv_params a = serve_params(prompt_a, 5, 400), b = serve_params(prompt_b, 3, 400), c = serve_params(prompt_b, 3, 400);
     srv_request *ra, *rb, *rc;
     CHECK(!srv_submit(engine, &a, &ra));
     CHECK(!srv_submit(engine, &b, &rb));
@@ -153,9 +101,9 @@ static void test_cancel(void) {
 /* max_tokens 0: the prompt is read, nothing generated, finish "length". Before, one
  * token came back. */
 static void test_max_tokens_zero(void) {
-    srv_params p = params(prompt_a, 5, 0);
+    srv_params p = serve_params(prompt_a, 5, 0);
     outcome o;
-    run(&p, &o);
+    serve_run(engine, &p, &o);
     CHECK_EQ(o.n_tokens, 0);
     CHECK(o.finish && !strcmp(o.finish, "length"));
 }
@@ -163,7 +111,7 @@ static void test_max_tokens_zero(void) {
 /* Shutdown: every request, running or queued, ends with the abort's status; no new one
  * is taken. */
 static void test_abort(void) {
-    srv_params p = params(prompt_a, 5, 400);
+    srv_params p = serve_params(prompt_a, 5, 400);
     p.n_choices = 3; /* two run, one waits */
     srv_request *r;
     CHECK(!srv_submit(engine, &p, &r));
@@ -185,7 +133,7 @@ static void test_abort(void) {
     CHECK(!srv_next_event(r, &ev, 0)); /* nothing after the error */
     srv_request_release(r);
     CHECK(idle_within(1));
-    srv_params q = params(prompt_a, 5, 4);
+    srv_params q = serve_params(prompt_a, 5, 4);
     CHECK_EQ(srv_submit(engine, &q, &r), TOY_ERR_UNSUPPORTED);
     CHECK(r == NULL);
 }
@@ -198,20 +146,20 @@ static void test_prompt_cache_busy(void) {
     for (int i = 0; i < 40; i++) held[i] = asked[i] = 1000 + 7 * i;
     for (int i = 40; i < 48; i++) held[i] = 2000 + i;
     for (int i = 40; i < 44; i++) asked[i] = 3000 + i;
-    srv_params p = params(asked, 44, 16);
+    srv_params p = serve_params(asked, 44, 16);
     p.no_cache_prompt = true;
     outcome cold, warm;
-    run(&p, &cold);
+    serve_run(engine, &p, &cold);
     CHECK_EQ(cold.n_tokens, 16);
     CHECK_EQ(cold.cached, 0);
     /* the holder takes the slot of the cold run (it holds 40 tokens of its prompt) and
      * runs until the context (128) is full, 80 steps; the request behind it takes the
      * other slot and copies the holder's cells */
-    srv_params h = params(held, 48, 400);
+    srv_params h = serve_params(held, 48, 400);
     srv_request *rh;
     CHECK(!srv_submit(engine, &h, &rh));
-    p = params(asked, 44, 16);
-    run(&p, &warm);
+    p = serve_params(asked, 44, 16);
+    serve_run(engine, &p, &warm);
     srv_metrics m;
     srv_engine_metrics(engine, &m);
     CHECK_EQ(m.busy_slots, 1); /* the holder still generates */
@@ -229,7 +177,7 @@ static void test_prompt_cache_busy(void) {
 static void test_prompt_cache_choices(void) {
     int32_t prompt[30];
     for (int i = 0; i < 30; i++) prompt[i] = 4000 + 3 * i;
-    srv_params p = params(prompt, 30, 12);
+    srv_params p = serve_params(prompt, 30, 12);
     p.sampling.temperature = 0.8f;
     p.sampling.seed = 77;
     p.n_choices = 2;
@@ -256,12 +204,12 @@ static void test_prompt_cache_choices(void) {
     CHECK_EQ(after.cached_tokens - before.cached_tokens, 29);
     CHECK_EQ(after.prompt_tokens - before.prompt_tokens, 30 + 1);
     for (int c = 0; c < 2; c++) {
-        srv_params q = params(prompt, 30, 12);
+        srv_params q = serve_params(prompt, 30, 12);
         q.sampling.temperature = 0.8f;
         q.sampling.seed = 77 + (uint64_t)c;
         q.no_cache_prompt = true;
         outcome alone;
-        run(&q, &alone);
+        serve_run(engine, &q, &alone);
         CHECK_EQ(n[c], alone.n_tokens);
         CHECK_MSG(!memcmp(tokens[c], alone.tokens, (size_t)n[c] * sizeof *alone.tokens),
                   "choice %d differs from a lone request with its seed", c);
@@ -451,8 +399,8 @@ int main(void) {
     const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false};
     CHECK(!srv_engine_new(model, &ep, &engine));
     outcome alone;
-    srv_params p = params(prompt_a, 5, 16);
-    run(&p, &alone);
+    srv_params p = serve_params(prompt_a, 5, 16);
+    serve_run(engine, &p, &alone);
     CHECK_EQ(alone.n_tokens, 16);
     test_start_failure(&alone);
     test_decode_failure(&alone);

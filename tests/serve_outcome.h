@@ -1,0 +1,71 @@
+/* serve_outcome.h — what the engine tests (test_serve_engine, test_serve_embeddings) do
+ * with a request: its parameters, and every event of it collected into an outcome. */
+#ifndef TOY_TEST_SERVE_OUTCOME_H
+#define TOY_TEST_SERVE_OUTCOME_H
+
+#include "engine.h"
+#include "test.h"
+
+typedef struct {
+    int32_t tokens[256];
+    int n_tokens;
+    const char *finish;
+    float *vector; /* an embedding job's DONE event, malloc'd (free it) */
+    size_t vector_len;
+    int error_status;
+    char error[256];
+    int32_t cached; /* srv_request_usage's */
+} outcome;
+
+/* A greedy one-choice request of max_tokens (ignore_eos), the prompt copied. */
+static inline srv_params serve_params(const int32_t *prompt, int32_t n_prompt, int32_t max_tokens) {
+    srv_params p = {0};
+    p.prompt = malloc((size_t)n_prompt * sizeof *p.prompt);
+    memcpy(p.prompt, prompt, (size_t)n_prompt * sizeof *p.prompt);
+    p.n_prompt = n_prompt;
+    p.n_choices = 1;
+    p.sampling = toy_sampler_default_params();
+    p.sampling.temperature = 0;
+    p.max_tokens = max_tokens;
+    p.ignore_eos = true;
+    p.top_logprobs = -1;
+    return p;
+}
+
+/* Every event of a one-choice request, until its DONE or ERROR (10 s at most). */
+static inline void serve_collect(srv_request *r, outcome *o) {
+    memset(o, 0, sizeof *o);
+    for (int waited = 0; waited < 100;) {
+        srv_event ev;
+        if (!srv_next_event(r, &ev, 100)) {
+            waited++;
+            continue;
+        }
+        if (ev.kind == SRV_EV_TOKEN && o->n_tokens < 256) o->tokens[o->n_tokens++] = ev.token;
+        if (ev.kind == SRV_EV_DONE) {
+            o->finish = ev.finish_reason;
+            if (ev.len && (o->vector = malloc(ev.len))) {
+                memcpy(o->vector, ev.text, ev.len);
+                o->vector_len = ev.len;
+            }
+        }
+        if (ev.kind == SRV_EV_ERROR) {
+            o->error_status = ev.status;
+            snprintf(o->error, sizeof o->error, "%s", ev.text ? ev.text : "");
+        }
+        const bool last = ev.kind != SRV_EV_TOKEN;
+        srv_event_clear(&ev);
+        if (last) break;
+    }
+    int32_t prompt, completion;
+    srv_request_usage(r, &prompt, &completion, &o->cached);
+    srv_request_release(r);
+}
+
+static inline void serve_run(srv_engine *e, srv_params *p, outcome *o) {
+    srv_request *r;
+    CHECK(!srv_submit(e, p, &r));
+    serve_collect(r, o);
+}
+
+#endif
