@@ -1699,6 +1699,21 @@ typedef struct {
     bool required;
 } prop;
 
+/* The rule of one member: the key as a JSON string, the colon between spaces, the value's
+ * rule; its index, or -1 (out of memory). */
+static long kv_rule(conv *c, const char *rule_hint, const char *key, const char *value, const char *sp) {
+    toy_buf kv = {0}, k = {0};
+    put_json_string(&k, key, strlen(key));
+    if (k.oom) kv.oom = true;
+    else put_lit(&kv, k.v, k.n);
+    free(k.v);
+    putf(&kv, " %s \":\" %s ", sp, sp);
+    put(&kv, value);
+    const long r = kv.oom ? (oom(c), -1) : add_rule(c, rule_hint, kv.v);
+    free(kv.v);
+    return r;
+}
+
 static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
@@ -1738,17 +1753,8 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
             ok = false;
             break;
         }
-        toy_buf kv = {0};
-        toy_buf k = {0};
-        put_json_string(&k, key, strlen(key));
-        if (k.oom) kv.oom = true;
-        else put_lit(&kv, k.v, k.n);
-        free(k.v);
-        putf(&kv, " %s \":\" %s ", sp, sp);
-        put(&kv, value);
         snprintf(kh, sizeof kh, "%s-kv", h);
-        long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
-        free(kv.v);
+        const long r = kv_rule(c, kh, key, value, sp);
         if (r < 0) {
             ok = false;
             break;
@@ -1785,15 +1791,8 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
             ok = false;
             break;
         }
-        toy_buf kv = {0}, kt = {0};
-        put_json_string(&kt, k, strlen(k));
-        put_lit(&kv, kt.v ? kt.v : "", kt.n);
-        free(kt.v);
-        putf(&kv, " %s \":\" %s ", sp, sp);
-        put(&kv, value);
         snprintf(kh, sizeof kh, "%s-kv", h);
-        long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
-        free(kv.v);
+        const long r = kv_rule(c, kh, k, value, sp);
         if (r < 0) {
             ok = false;
             break;
