@@ -44,9 +44,9 @@ extern "C" {
  * was built against; toy_version() the library it runs against. */
 
 #define TOY_VERSION_MAJOR 2
-#define TOY_VERSION_MINOR 0
+#define TOY_VERSION_MINOR 1
 #define TOY_VERSION_PATCH 0
-#define TOY_VERSION_STRING "2.0.0"
+#define TOY_VERSION_STRING "2.1.0"
 
 /* MAJOR * 1000000 + MINOR * 1000 + PATCH of the running library; each of major, minor
  * and patch may be NULL. */
