@@ -36,6 +36,7 @@
 #define GRAMMAR_MAX_STACKS 4096     /* in one state */
 #define GRAMMAR_MAX_DEPTH 4096      /* elements in one stack */
 #define GRAMMAR_MAX_WORK 1000000    /* expansion steps for one code point */
+#define GRAMMAR_MAX_STEP_WORK 20000000 /* for one mask or token: the worst a step can stall */
 #define DEAD (-1)
 #define UNKNOWN (-2)
 
@@ -202,7 +203,8 @@ struct toy_grammar {
     size_t n_out, cap_out;
     size_t *found;        /* where each of them begins in out */
     size_t n_found, cap_found;
-    uint64_t steps;
+    uint64_t steps;       /* expansion steps for this code point */
+    uint64_t op_steps;    /* and for this operation (a mask, a token) */
     bool overflow;        /* the last successor hit a limit */
     const char *overflow_what;
     int32_t *walk_state;  /* per trie depth, for the mask walk */
@@ -249,6 +251,7 @@ static bool found_push(toy_grammar *g, size_t off) {
  * memory. */
 static bool expand(toy_grammar *g, size_t off, int depth) {
     if (++g->steps > GRAMMAR_MAX_WORK) return limit(g, "the grammar is too ambiguous here (too many ways to go on)");
+    if (++g->op_steps > GRAMMAR_MAX_STEP_WORK) return limit(g, "the grammar needs too much work at this point");
     const uint32_t len = g->work[off];
     if (depth > GRAMMAR_MAX_DEPTH || len > GRAMMAR_MAX_DEPTH) return limit(g, "rules nest too deeply here");
     if (len == 0 || g->rules.elems[g->work[off + len]].kind == GE_CHARS) return found_push(g, off);
@@ -603,6 +606,12 @@ static toy_status state_mask(toy_grammar *g, int32_t s, const uint64_t **out) {
 
 /* ---------------------------------------------------------------- the cursor */
 
+/* Every operation holds the lock, and has its own budget of work. */
+static void op_begin(toy_grammar *g) {
+    pthread_mutex_lock(&g->lock);
+    g->op_steps = 0;
+}
+
 toy_status grammar_cursor_init(const toy_grammar *cg, grammar_cursor *c) {
     toy_grammar *g = (toy_grammar *)cg;
     memset(c, 0, sizeof *c);
@@ -627,7 +636,7 @@ static toy_status no_token(const toy_grammar *g, const grammar_cursor *c) {
 toy_status grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *bits) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     toy_status st = TOY_OK;
     const size_t words = ((size_t)g->n_vocab + 63) / 64;
     if (c->finished) {
@@ -652,7 +661,7 @@ toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_
         memset(allowed, 0, n * sizeof *allowed);
         return TOY_OK;
     }
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     toy_status st = TOY_OK;
     const int32_t s = cursor_state(g, c);
     if (s < 0) st = TOY_ERR_NOMEM;
@@ -682,7 +691,7 @@ toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
     if (c->finished) return no_token(g, c);
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     const uint64_t *m = NULL;
     const int32_t s = cursor_state(g, c);
     toy_status st = s < 0 ? TOY_ERR_NOMEM : state_mask(g, s, &m);
@@ -711,7 +720,7 @@ toy_status grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_
     if (!g->vocab || token < 0 || token >= g->vocab->n_tokens)
         return toy_error(TOY_ERR_INVALID, "token %d is not in the grammar's vocabulary", (int)token);
     if (c->finished) return no_token(g, c);
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     toy_status st = TOY_OK;
     int32_t s = cursor_state(g, c);
     if (s < 0) st = TOY_ERR_NOMEM;
@@ -740,7 +749,7 @@ bool grammar_allows_reference(const toy_grammar *cg, const grammar_cursor *c, in
     uint32_t len;
     const char *b = token_bytes(g->vocab, token, &len);
     if (!len) return false;
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     uint32_t *key = malloc(c->key_len * sizeof *key), key_len = (uint32_t)c->key_len;
     bool ok = key != NULL;
     if (ok) memcpy(key, c->key, c->key_len * sizeof *key);
@@ -827,7 +836,7 @@ void toy_grammar_free(toy_grammar *g) {
 bool toy_grammar_accepts(const toy_grammar *cg, const char *text, size_t len) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g || (!text && len)) return false;
-    pthread_mutex_lock(&g->lock);
+    op_begin(g);
     bool ok = true;
     grammar_cursor c = {.state = -1};
     c.key = g->start_key;
@@ -835,6 +844,7 @@ bool toy_grammar_accepts(const toy_grammar *cg, const char *text, size_t len) {
     int32_t s = cursor_state(g, &c);
     ok = s >= 0;
     for (size_t i = 0; ok && i < len; i++) {
+        g->op_steps = 0; /* a budget per byte: a long text is no stall of a generation */
         s = next_state(g, s, (uint8_t)text[i]);
         ok = s >= 0;
     }
