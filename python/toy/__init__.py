@@ -71,6 +71,20 @@ def _ids_array(ids):
     return (ctypes.c_int32 * max(len(ids), 1))(*ids), len(ids)
 
 
+
+def _decode_chunks(ctx, ids, step, logits):
+    """Evaluates ids as one sequence from position 0, step tokens a batch (with or without
+    the logits of every token), yielding each batch's size once it is decoded."""
+    for start in range(0, len(ids), step):
+        chunk = ids[start:start + step]
+        k = len(chunk)
+        tok = (ctypes.c_int32 * k)(*chunk)
+        pos = (ctypes.c_int32 * k)(*range(start, start + k))
+        seq = (ctypes.c_int32 * k)()
+        want = (ctypes.c_int8 * k)(*([1 if logits else 0] * k))
+        _check(_c.toy_decode(ctx, ctypes.byref(_lib.Batch(k, tok, pos, seq, want))))
+        yield k
+
 class Model:
     """A GGUF model and a context to run it in (n_ctx tokens; 0: the model's own)."""
 
@@ -177,17 +191,8 @@ class Model:
         ctx = self._new_context(len(ids), step, step)
         rows = []
         try:
-            for start in range(0, len(ids), step):
-                chunk = ids[start:start + step]
-                k = len(chunk)
-                tok = (ctypes.c_int32 * k)(*chunk)
-                pos = (ctypes.c_int32 * k)(*range(start, start + k))
-                seq = (ctypes.c_int32 * k)()
-                want = (ctypes.c_int8 * k)(*([1] * k))
-                b = _lib.Batch(k, tok, pos, seq, want)
-                _check(_c.toy_decode(ctx, ctypes.byref(b)))
-                for i in range(k):
-                    rows.append(ctypes.string_at(_c.toy_get_logits(ctx, i), 4 * n_vocab))
+            for k in _decode_chunks(ctx, ids, step, logits=True):
+                rows += [ctypes.string_at(_c.toy_get_logits(ctx, i), 4 * n_vocab) for i in range(k)]
         finally:
             _c.toy_context_free(ctx)
         try:
@@ -218,14 +223,7 @@ class Model:
         _check(_c.toy_context_new(self._model, ctypes.byref(cp), ctypes.byref(ctx)))
         rows = []
         try:
-            for start in range(0, len(ids), step):
-                chunk = ids[start:start + step]
-                k = len(chunk)
-                tok = (ctypes.c_int32 * k)(*chunk)
-                pos = (ctypes.c_int32 * k)(*range(start, start + k))
-                seq = (ctypes.c_int32 * k)()
-                no_logits = (ctypes.c_int8 * k)()  # states only: no output projection
-                _check(_c.toy_decode(ctx, ctypes.byref(_lib.Batch(k, tok, pos, seq, no_logits))))
+            for k in _decode_chunks(ctx, ids, step, logits=False):  # states only: no output projection
                 rows += [list(_c.toy_get_embeddings(ctx, i)[:n_embd]) for i in range(k)]
         finally:
             _c.toy_context_free(ctx)
