@@ -2,7 +2,9 @@
 # docs/commands.md describes every command: each command that `toy --help` lists has a
 # section headed "## toy COMMAND" (with its subcommand, as "## toy tokenizer train", when
 # its usage names one), and every flag (--xxx and -x) that the command's --help prints
-# appears in that section. Fails naming each missing section and flag.
+# appears in that section. And every relative link of README.md, CHANGELOG.md and
+# docs/*.md leads to a file that exists (and to a heading of it, for #anchors into
+# Markdown). Fails naming each missing section, flag and link.
 set -u
 toy="$1"
 doc="$TOY_SOURCE_DIR/docs/commands.md"
@@ -45,5 +47,38 @@ for cmd in $commands; do
   done
 done
 [ "$n_flags" -gt 50 ] || { echo "FAIL: only $n_flags flags found in the --help texts"; fail=1; }
-[ "$fail" = 0 ] && echo "docs/commands.md: every flag of $(echo $commands | wc -w) commands ($n_flags flags)"
+python3 - "$TOY_SOURCE_DIR" <<'PY' || fail=1
+import glob, os, re, sys
+os.chdir(sys.argv[1])
+
+def slug(heading):  # GitHub's anchor of a heading
+    heading = re.sub(r"[^\w\- ]", "", heading.replace("`", "").strip().lower())
+    return heading.replace(" ", "-")
+
+def anchors(path):
+    found, fenced = set(), False
+    for line in open(path, encoding="utf-8"):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and re.match(r"#{1,6} ", line):
+            found.add(slug(re.sub(r"^#+ ", "", line.rstrip("\n"))))
+    return found
+
+bad = 0
+for f in ["README.md", "CHANGELOG.md"] + sorted(glob.glob("docs/*.md")):
+    text = re.sub(r"```.*?```", "", open(f, encoding="utf-8").read(), flags=re.S)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):
+            continue
+        path, _, frag = target.partition("#")
+        full = os.path.normpath(os.path.join(os.path.dirname(f), path)) if path else f
+        if not os.path.exists(full):
+            print(f"FAIL: {f}: link {target}: {full} does not exist")
+            bad += 1
+        elif frag and full.endswith(".md") and frag not in anchors(full):
+            print(f"FAIL: {f}: link {target}: {full} has no heading #{frag}")
+            bad += 1
+sys.exit(1 if bad else 0)
+PY
+[ "$fail" = 0 ] && echo "docs/commands.md: every flag of $(echo $commands | wc -w) commands ($n_flags flags); every relative link leads somewhere"
 exit "$fail"
