@@ -4,7 +4,7 @@
  * family; the generated text is parsed back into tool calls, whole or as it streams; and
  * tool_choice "required" or a named function gets a GBNF grammar that forces a call.
  *
- * The syntaxes (docs/serve.md, "Tool calling"):
+ * The syntaxes (docs/server.md, "Tool calling"):
  *   chatml        Hermes 2 Pro / Qwen 2.5: tools in the system message inside <tools>,
  *                 calls <tool_call>\n{"name": N, "arguments": A}\n</tool_call>, results
  *                 <tool_response>\nR\n</tool_response> in a user turn
