@@ -15,14 +15,15 @@ SUPPORTED_MAJOR = 2
 
 
 def _candidates():
+    here = os.path.dirname(os.path.abspath(__file__))
+    # the copy a wheel bundles beside this file (python/toy_build.py puts it there)
+    yield os.path.join(here, f"libtoy.so.{SUPPORTED_MAJOR}")
     env = os.environ.get("TOY_LIBRARY")
     if env:
         yield env
         return
     # the source tree: python/toy/ beside build/
-    here = os.path.dirname(os.path.abspath(__file__))
-    tree = os.path.normpath(os.path.join(here, "..", "..", "build", f"libtoy.so.{SUPPORTED_MAJOR}"))
-    yield tree
+    yield os.path.normpath(os.path.join(here, "..", "..", "build", f"libtoy.so.{SUPPORTED_MAJOR}"))
     found = ctypes.util.find_library("toy")
     if found:
         yield found
@@ -35,7 +36,7 @@ def load_library():
     tried = []
     for path in _candidates():
         if os.path.sep in path and not os.path.exists(path):
-            tried.append(path)
+            tried.append(f"{path} (no such file)")
             continue
         try:
             lib = ctypes.CDLL(path)
@@ -49,7 +50,8 @@ def load_library():
             tried.append(f"{path} (version {major.value}, these bindings need {SUPPORTED_MAJOR})")
             continue
         return lib
-    raise OSError("libtoy.so not found; set TOY_LIBRARY to its path (tried: " + "; ".join(tried) + ")")
+    raise OSError(f"libtoy.so.{SUPPORTED_MAJOR} not found; install toy with pip (its wheel bundles "
+                  "the library), or `make install`, or set TOY_LIBRARY to its path. Tried: " + "; ".join(tried))
 
 
 class ModelParams(ctypes.Structure):
