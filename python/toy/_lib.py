@@ -16,12 +16,13 @@ SUPPORTED_MAJOR = 2
 
 def _candidates():
     here = os.path.dirname(os.path.abspath(__file__))
-    # the copy a wheel bundles beside this file (python/toy_build.py puts it there)
-    yield os.path.join(here, f"libtoy.so.{SUPPORTED_MAJOR}")
+    # a library the user names wins (a debug build, say), and is the only one tried
     env = os.environ.get("TOY_LIBRARY")
     if env:
         yield env
         return
+    # the copy a wheel bundles beside this file (python/toy_build.py puts it there)
+    yield os.path.join(here, f"libtoy.so.{SUPPORTED_MAJOR}")
     # the source tree: python/toy/ beside build/
     yield os.path.normpath(os.path.join(here, "..", "..", "build", f"libtoy.so.{SUPPORTED_MAJOR}"))
     found = ctypes.util.find_library("toy")
