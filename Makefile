@@ -1,5 +1,8 @@
 # The user's entry points. `make test` and `make run` each do the whole set-up on a
-# fresh Debian 12 machine: install missing packages, configure, build.
+# fresh Debian 12 machine: install missing packages, configure, build. Each target asks
+# scripts/install-deps.sh for its tier only (`make`: build; `make run`: run; `make test` and
+# `make test-sanitize`: test; `make fuzz`: fuzz); as a user other than root, a missing
+# package stops it with the `sudo apt-get install` line that installs it.
 BUILD      ?= build
 BUILD_SAN  ?= build-sanitize
 BUILD_FUZZ ?= build-fuzz
@@ -11,8 +14,13 @@ PREFIX     ?= /usr/local
 
 all: build
 
+# The tier of the target make was asked for reaches deps through its prerequisites.
+TIER = build
+run: TIER = run
+test test-sanitize: TIER = test
+fuzz: TIER = fuzz
 deps:
-	@bash scripts/install-deps.sh
+	@bash scripts/install-deps.sh $(TIER)
 
 $(BUILD)/CMakeCache.txt: | deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
@@ -20,7 +28,11 @@ $(BUILD)/CMakeCache.txt: | deps
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
+# Configured again: Open MPI, which the test tier adds, is then found even where `make`
+# configured $(BUILD) before it was installed (cli_mpi runs instead of skipping).
 test: build
+	cmake -S . -B $(BUILD) > /dev/null
+	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # A passage from the bundled model (models/toy-kjv.gguf, trained by toy on the King James
