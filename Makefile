@@ -36,8 +36,9 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 # A passage from the bundled model (models/toy-kjv.gguf, trained by toy on the King James
-# Bible; see README.md for how).
-run: build
+# Bible; see README.md for how). Only the command is built, not the tests and examples.
+run: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS) --target toy
 	./$(BUILD)/toy run -p "And it came to pass" -n 120
 
 # The command, libtoy (shared and static), toy.h, toy.pc, the CMake package, the man page
