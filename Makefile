@@ -14,7 +14,8 @@ PREFIX     ?= /usr/local
 
 all: build
 
-# The tier of the target make was asked for reaches deps through its prerequisites.
+# The tier of the target make was asked for reaches deps through its prerequisites; deps runs
+# once, so test, test-sanitize and fuzz ask for their tier again (`make run test`).
 TIER = build
 run: TIER = run
 test test-sanitize: TIER = test
@@ -31,6 +32,7 @@ build: deps $(BUILD)/CMakeCache.txt
 # Configured again: Open MPI, which the test tier adds, is then found even where `make`
 # configured $(BUILD) before it was installed (cli_mpi runs instead of skipping).
 test: build
+	@bash scripts/install-deps.sh test
 	cmake -S . -B $(BUILD) > /dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
@@ -61,6 +63,7 @@ deb: build
 
 # The whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer (clang).
 test-sanitize: deps
+	@bash scripts/install-deps.sh test
 	CC=clang cmake -S . -B $(BUILD_SAN) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON
 	cmake --build $(BUILD_SAN) -j $(JOBS)
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -72,6 +75,7 @@ test-sanitize: deps
 # fuzz/fuzz_NAME.c).
 FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_train_data fuzz_request fuzz_grammar
 fuzz: deps
+	@bash scripts/install-deps.sh fuzz
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
 	mkdir -p $(BUILD_FUZZ)/corpus
