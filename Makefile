@@ -41,7 +41,7 @@ test: build
 # Bible; see README.md for how). Only the command is built, not the tests and examples.
 run: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS) --target toy
-	./$(BUILD)/toy run -p "And it came to pass" -n 120
+	$(BUILD)/toy run -p "And it came to pass" -n 120
 
 # The command, libtoy (shared and static), toy.h, toy.pc, the CMake package, the man page
 # and the bundled model under PREFIX (DESTDIR=D stages them under D, as packagers do).
@@ -79,11 +79,11 @@ fuzz: deps
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON
 	cmake --build $(BUILD_FUZZ) -j $(JOBS) --target $(FUZZ_TARGETS)
 	mkdir -p $(BUILD_FUZZ)/corpus
-	./$(BUILD_FUZZ)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+	$(BUILD_FUZZ)/fuzz_gguf -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 	  -rss_limit_mb=2048 $(BUILD_FUZZ)/corpus fuzz/corpus
 	for t in $(filter-out fuzz_gguf,$(FUZZ_TARGETS)); do \
 	  mkdir -p $(BUILD_FUZZ)/corpus_$${t#fuzz_} && \
-	  ./$(BUILD_FUZZ)/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 \
+	  $(BUILD_FUZZ)/$$t -max_total_time=$(FUZZ_SECONDS) -max_len=16384 -rss_limit_mb=2048 \
 	    $(BUILD_FUZZ)/corpus_$${t#fuzz_} fuzz/corpus_$${t#fuzz_} || exit 1; \
 	done
 
