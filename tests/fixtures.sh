@@ -19,7 +19,8 @@ bare_text() {
   cat "$TOY_SOURCE_DIR"/README.md "$TOY_SOURCE_DIR"/docs/*.md 2> /dev/null | head -c 60000 > "$1"
 }
 # bare_model OUT ARCH N_EMBD N_LAYER N_HEAD N_HEAD_KV N_FF [toy init options]: a
-# random-weight model with the bundled model's tokenizer; 1 (after a FAIL line) if not
+# random-weight model with the bundled model's tokenizer and a context of 512 (a later
+# --ctx replaces it); 1 (after a FAIL line) if not
 bare_model() {
   local out="$1"
   "$toy" init --arch "$2" --n-embd "$3" --n-layer "$4" --n-head "$5" --n-head-kv "$6" --n-ff "$7" \
