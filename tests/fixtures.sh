@@ -1,13 +1,14 @@
 # Sourced by the cli_*.sh tests that use the reference fixtures: sets $fixtures to
 # $TOY_FIXTURES or ../shared/fixtures beside the source tree (TOY_FIXTURES set to a
 # missing folder means no fixtures, as on a bare clone). Without them a test is skipped
-# (exit 77, ctest's skip code) with a message, unless it set fixtures_optional=1 before:
+# (exit 77, ctest's skip code) with a message (and $fixtures_need, what it needs of them,
+# where the test set it), unless it set fixtures_optional=1 before:
 # it then finds $fixtures empty and runs on the bundled model ($bundled), the text of
 # bare_text and models of bare_model.
 fixtures="${TOY_FIXTURES:-$TOY_SOURCE_DIR/../shared/fixtures}"
 if [ ! -f "$fixtures/README.md" ]; then
   if [ "${fixtures_optional:-0}" != 1 ]; then
-    echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)"
+    echo "SKIP: fixtures not found at $fixtures (set TOY_FIXTURES)${fixtures_need:+; this test needs $fixtures_need}"
     exit 77
   fi
   echo "no fixtures at $fixtures: the bundled model and models of toy init"
