@@ -4,9 +4,12 @@
 # gradient within 1e-3 relative RMS (quantized models: the reference reads the F32
 # conversion that toy quantize writes, the same dequantized values toy grad
 # differentiates); then the same for LoRA adapters (toy grad --lora) on float and
-# quantized bases. MoE models and bad input give errors naming the problem.
+# quantized bases. MoE models and bad input give errors naming the problem. Without the
+# fixtures: llama (F32, Q4_K_M), qwen2 (F16) and mixtral-shaped models of toy init with
+# the bundled model's tokenizer, on fixed tokens and the source tree's text.
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 py=/usr/bin/python3
 if ! "$py" -c "import torch, numpy" 2> /dev/null; then
@@ -18,16 +21,38 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
 ref="$(dirname "$0")/grad_reference.py"
-models="$fixtures/models"
+text="$tmp/text.txt"
+if [ -n "$fixtures" ]; then
+  models="$fixtures/models"
+  refs=("$models"/*.ref.gguf)
+  lora_models="llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 llama3-bpe-f16 phi3-f16"
+  f32=llama-spm-f32
+  cat "$fixtures/README.md" > "$text"
+else
+  models="$tmp/models"
+  mkdir "$models"
+  bare_model "$models/init-llama-f32.gguf" llama 64 2 4 2 128 || fail=1
+  bare_model "$models/init-llama-q4_k_m.gguf" llama 256 2 4 2 512 --type Q4_K_M || fail=1
+  bare_model "$models/init-qwen2-f16.gguf" qwen2 64 2 4 2 128 --type F16 || fail=1
+  bare_model "$models/init-mixtral.gguf" llama 64 1 4 2 64 --preset mixtral-tiny || fail=1
+  refs=(init-llama-f32 init-llama-q4_k_m init-qwen2-f16 init-mixtral)
+  lora_models="init-llama-f32 init-llama-q4_k_m init-qwen2-f16"
+  f32=init-llama-f32
+  bare_text "$text"
+fi
 
-for f in "$models"/*.ref.gguf; do
+for f in "${refs[@]}"; do
   name=$(basename "$f" .ref.gguf)
-  tokens=$("$py" -c "
+  if [ -n "$fixtures" ]; then
+    tokens=$("$py" -c "
 import struct, sys; sys.path.insert(0, '$(dirname "$0")'); from gguf_reader import GGUF
 g = GGUF('$f'); ne, typ, off = g.tensors['ref.tokens']
 print(','.join(str(x) for x in struct.unpack_from('<%di' % ne[0], g.data, off)))")
+  else
+    tokens="1,$(seq -s, 40 7 200)"
+  fi
   case "$name" in
-  mixtral* | qwen2moe* | qwen3moe* | olmoe*)
+  mixtral* | qwen2moe* | qwen3moe* | olmoe* | init-mixtral)
     if "$toy" grad -m "$models/$name.gguf" --tokens "$tokens" --out "$tmp/g.gguf" 2> "$tmp/err"; then
       die "$name: toy grad accepted a MoE model"
     fi
@@ -51,9 +76,7 @@ done
 
 # LoRA: the adapters' gradients (toy grad --lora), the base frozen in its own type; the
 # adapters come from a few steps of toy finetune, so that B is no longer zero
-text="$tmp/text.txt"
-cat "$fixtures/README.md" > "$text"
-for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 llama3-bpe-f16 phi3-f16; do
+for name in $lora_models; do
   model="$models/$name.gguf"
   "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 4 \
     --lora-alpha 8 --out "$tmp/a.gguf" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }
@@ -73,7 +96,7 @@ for name in llama-spm-f32 llama-spm-q4_k_m llama-spm-q8_0 qwen2-f16 gemma2-f32 l
 done
 
 # bad input: errors that name the problem
-m="$models/llama-spm-f32.gguf"
+m="$models/$f32.gguf"
 "$toy" grad -m "$m" --tokens 1 --out "$tmp/g.gguf" 2> "$tmp/err" && die "one token accepted"
 grep -q "at least 2 tokens" "$tmp/err" || die "one token: $(cat "$tmp/err")"
 "$toy" grad -m "$m" --tokens 1,99999 --out "$tmp/g.gguf" 2> "$tmp/err" && die "token 99999 accepted"

@@ -4,13 +4,31 @@
 # grammar, --json-schema outputs parse and validate (python3-jsonschema), every chat
 # reply starts the grammar anew, --logit-bias moves and bans tokens, and each mistake a
 # user can make is an error naming the file, the line and column or the JSON pointer.
+# Without the fixtures: the bundled model and llama and qwen2 models of toy init with its
+# tokenizer (4,096 tokens; end of text 4093 and <|im_end|> 4095 each end a generation).
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
+if [ -n "$fixtures" ]; then
+  models_dir="$fixtures/models"
+  models=$(grep -v '^#' "$fixtures/models/manifest.tsv" | cut -f1)
+  # the model of the chat, logit-bias and error checks, one with another tokenizer, its
+  # vocabulary size, and the biases that ban every token that ends a generation
+  llama="$fixtures/models/llama-spm-f32.gguf" bpe="$fixtures/models/qwen2-f16.gguf" n_vocab=2048
+  ban_end=(--logit-bias 2-inf)
+else
+  models_dir="$tmp" models="toy-kjv init-llama-f32 init-qwen2-f16"
+  ln -s "$bundled" "$tmp/toy-kjv.gguf"
+  bare_model "$tmp/init-llama-f32.gguf" llama 64 2 4 2 128 || fail=1
+  bare_model "$tmp/init-qwen2-f16.gguf" qwen2 64 2 4 2 128 --type F16 || fail=1
+  llama="$tmp/init-llama-f32.gguf" bpe="$tmp/init-qwen2-f16.gguf" n_vocab=4096
+  ban_end=(--logit-bias 4093-inf --logit-bias 4095-inf)
+fi
 have_jsonschema=1
 python3 -c "import jsonschema" 2>/dev/null || { have_jsonschema=0; echo "cli_grammar: python3-jsonschema is not installed; schema outputs are only parsed"; }
 
@@ -70,14 +88,13 @@ else:
 PY
 }
 
-models=$(grep -v '^#' "$fixtures/models/manifest.tsv" | cut -f1)
 # under the sanitizers (about 3 times slower) two seeds a model: a schema file and an
 # inline one still, the third seed only one more sample of the output
 seeds="1 2 3"
 [ "${TOY_SANITIZED:-0}" = 1 ] && seeds="2 3"
 n_runs=0
 for name in $models; do
-  model="$fixtures/models/$name.gguf"
+  model="$models_dir/$name.gguf"
   [ -f "$model" ] || { die "$model missing"; continue; }
   for seed in $seeds; do
     "$toy" run -m "$model" -p "Numbers:" --temp 1 --seed $seed -n 400 --grammar-file "$tmp/numbers.gbnf" \
@@ -100,8 +117,8 @@ for name in $models; do
   done
 done
 
-model="$fixtures/models/llama-spm-f32.gguf"
-bpe="$fixtures/models/qwen2-f16.gguf"
+
+model="$llama"
 
 # toy chat: three replies, each a whole list of numbers (the grammar starts over each
 # turn; were it not, the second reply could only end)
@@ -181,11 +198,11 @@ done
 for bad in 5+inf 5-nan 5--1 5+1x; do
   expect 2 "--logit-bias '$(printf %s "$bad" | sed 's/[+]/[+]/g')': the bias must be a number" --logit-bias "$bad"
 done
-expect 1 "--logit-bias: token 99999 is not in the vocabulary \(2048 tokens\)" --logit-bias 99999-1
+expect 1 "--logit-bias: token 99999 is not in the vocabulary \($n_vocab tokens\)" --logit-bias 99999-1
 # a grammar whose text is complete after "a", with the end of text banned: the command
 # fails saying so, in run and in chat
-expect 1 "generated token 2: every token the grammar allows here is banned" --grammar 'root ::= "a"' --logit-bias 2-inf
-printf 'hi\n' | "$toy" chat -m "$model" --grammar 'root ::= "a"' --logit-bias 2-inf -n 8 > /dev/null 2> "$tmp/err"
+expect 1 "generated token 2: every token the grammar allows here is banned" --grammar 'root ::= "a"' "${ban_end[@]}"
+printf 'hi\n' | "$toy" chat -m "$model" --grammar 'root ::= "a"' "${ban_end[@]}" -n 8 > /dev/null 2> "$tmp/err"
 rc=$?
 [ $rc -eq 1 ] && grep -q "toy chat: generated token 2: every token the grammar allows" "$tmp/err" \
   || die "toy chat with a dead-end grammar: exit $rc, '$(cat "$tmp/err")'"

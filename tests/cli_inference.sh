@@ -4,6 +4,7 @@
 # continuation, and the errors a user can provoke.
 set -u
 toy="$1"
+fixtures_need="llama.cpp's reference logits and tokens of the fixture models (*.ref.gguf)"
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -2,14 +2,21 @@
 # toy init writes a model of the preset's shape with the vocabulary's tokenizer, the same
 # bytes for the same seed whatever the threads; toy run loads it; toy bench reports the
 # fields its --json promises; scripts/bench-vs-llama.sh -l prints its long-prompt table.
+# The tokenizer is the fixtures' GPT-2 vocabulary, or without them the bundled model's.
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 die() { echo "FAIL: $*"; fail=1; }
-vocab="$fixtures/vocab/ggml-vocab-gpt-2.gguf"
+# the tokenizer, its size, and the parameters smollm2-135m has with it (millions)
+if [ -n "$fixtures" ]; then
+  vocab="$fixtures/vocab/ggml-vocab-gpt-2.gguf" n_vocab=50257 params="134 136"
+else
+  vocab="$bundled" n_vocab=4096 params="107 110"
+fi
 
 "$toy" init --arch llama --preset smollm2-135m --vocab-from "$vocab" --out "$tmp/a.gguf" \
   --type Q4_0 --seed 7 -t 1 2> "$tmp/err" || die "toy init failed: $(tail -1 "$tmp/err")"
@@ -18,14 +25,15 @@ vocab="$fixtures/vocab/ggml-vocab-gpt-2.gguf"
 cmp -s "$tmp/a.gguf" "$tmp/b.gguf" || die "toy init: the same seed gave different files with 1 and 2 threads"
 
 "$toy" info --json "$tmp/a.gguf" > "$tmp/info.json" || die "toy info on the initialised model failed"
-python3 - "$tmp/info.json" <<'PY' || die "the initialised model does not have smollm2-135m's shape"
+python3 - "$tmp/info.json" $n_vocab $params <<'PY' || die "the initialised model does not have smollm2-135m's shape"
 import json, sys
 d = json.load(open(sys.argv[1]))
+n_vocab, lo, hi = int(sys.argv[2]), float(sys.argv[3]) * 1e6, float(sys.argv[4]) * 1e6
 h = d["hyperparameters"]
 ok = (d["architecture"] == "llama" and h["block_count"] == 30 and h["embedding_length"] == 576
       and h["attention.head_count"] == 9 and h["attention.head_count_kv"] == 3
-      and h["feed_forward_length"] == 1536 and d["tokenizer"]["vocab_size"] == 50257
-      and d["n_tensors"] == 1 + 1 + 30 * 9 and 134e6 < d["n_params"] < 136e6)
+      and h["feed_forward_length"] == 1536 and d["tokenizer"]["vocab_size"] == n_vocab
+      and d["n_tensors"] == 1 + 1 + 30 * 9 and lo < d["n_params"] < hi)
 sys.exit(0 if ok else 1)
 PY
 

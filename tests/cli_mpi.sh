@@ -6,9 +6,11 @@
 # not bit for bit, because a weight's gradient over a step is one fused multiply-add
 # chain over all its rows, which two processes split into two partial sums added after.
 # Rank 0 alone writes the checkpoint and the log; a --grad-accum that does not split
-# evenly is an error. Skipped when toy was built without MPI or mpirun is absent.
+# evenly is an error. Skipped when toy was built without MPI or mpirun is absent. Without
+# the fixtures: the bundled model's tokenizer and the source tree's text.
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 "$toy" --version | grep -q "mpirun: yes" || { echo "SKIP: toy was built without MPI (libopenmpi-dev)"; exit 77; }
 command -v mpirun > /dev/null || { echo "SKIP: no mpirun (openmpi-bin)"; exit 77; }
@@ -24,8 +26,14 @@ export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-openmpi.su
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
 text="$tmp/text.txt"
-cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
-args=(--vocab-from "$fixtures/models/llama-spm-f32.gguf" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
+if [ -n "$fixtures" ]; then
+  cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+  vocab="$fixtures/models/llama-spm-f32.gguf"
+else
+  bare_text "$text"
+  vocab="$bundled"
+fi
+args=(--vocab-from "$vocab" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
       --n-ff 128 --ctx 256 --data "$text" --seq 64 --batch 2 --grad-accum 4 --steps 12 --warmup 2 --lr 3e-3 -t 1)
 
 "$toy" train "${args[@]}" --out "$tmp/np1.gguf" 2> "$tmp/err1" || die "one process: $(tail -1 "$tmp/err1")"

@@ -2,8 +2,12 @@
 # toy perplexity against llama.cpp's llama-perplexity on fixture models (an F32 llama, an
 # F16 qwen2 whose vocabulary adds no BOS, a Q8_0 llama), the format of its output, that
 # batch size and --chunks change nothing but what is asked, and its errors.
+# Without the fixtures: llama (F32, and its Q8_0 copy) and qwen2 (F16) models of toy init
+# with the bundled model's tokenizer, on the source tree's text (compared with llama.cpp
+# where it is there).
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -23,7 +27,17 @@ grep -q "usage: toy perplexity" "$tmp/help" || die "toy perplexity --help prints
 # A text of about 11,000 tokens from files that do not change (the fixtures are read-only),
 # so the margins measured below hold: the fixtures' README and their tokenizer test text.
 text="$tmp/text.txt"
-cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+if [ -n "$fixtures" ]; then
+  cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+  models_dir="$fixtures/models" names="llama-spm-f32 qwen2-f16 llama-spm-q8_0" f32=llama-spm-f32
+else
+  bare_text "$tmp/all.txt"
+  head -c 20000 "$tmp/all.txt" > "$text"   # about as many tokens as the fixtures' text
+  models_dir="$tmp" names="init-llama-f32 init-qwen2-f16 init-llama-q8_0" f32=init-llama-f32
+  bare_model "$tmp/init-llama-f32.gguf" llama 64 2 4 2 128 || fail=1
+  "$toy" quantize "$tmp/init-llama-f32.gguf" "$tmp/init-llama-q8_0.gguf" Q8_0 > /dev/null 2>&1 || die "toy quantize failed"
+  bare_model "$tmp/init-qwen2-f16.gguf" qwen2 64 2 4 2 128 --type F16 || fail=1
+fi
 
 # Checks toy's stdout ($1: the file, $2: windows expected or "" for any) and prints its
 # final PPL: one line of "[i]x," for i = 1..n, then "Final estimate: PPL = x +/- y" whose
@@ -48,8 +62,8 @@ print(m.group(1))
 PY
 }
 
-for name in llama-spm-f32 qwen2-f16 llama-spm-q8_0; do
-  model="$fixtures/models/$name.gguf"
+for name in $names; do
+  model="$models_dir/$name.gguf"
   [ -f "$model" ] || { die "$model missing"; continue; }
   "$toy" perplexity -m "$model" -f "$text" -c 128 -t 2 > "$tmp/toy.out" 2> "$tmp/toy.err" \
     || { die "$name: toy perplexity failed: $(cat "$tmp/toy.err")"; continue; }
@@ -78,7 +92,7 @@ done
 # summation order differs, so every running figure and the uncertainty agree to 1e-5
 # (measured: 1e-8): the method (windows, BOS, the half scored, the statistics) is
 # llama.cpp's, not just close to it.
-model="$fixtures/models/llama-spm-f32.gguf"
+model="$models_dir/$f32.gguf"
 if [ -n "$llama_ppl" ]; then
   "$toy" perplexity -m "$model" -f "$text" -c 128 -t 2 --cache-type-k f32 --cache-type-v f32 \
     > "$tmp/toy.out" 2> "$tmp/toy.err" || die "toy perplexity --cache-type-k f32 failed: $(cat "$tmp/toy.err")"
@@ -93,7 +107,7 @@ def figures(path):
     return running + [float(ppl), float(err)]
 a, b = figures(sys.argv[1]), figures(sys.argv[2])
 worst = max(abs(x / y - 1) for x, y in zip(a, b)) if len(a) == len(b) else 1
-print(f"  llama-spm-f32, F32 KV cache, no flash attention: {len(a) - 2} running figures, PPL "
+print(f"  the F32 model, F32 KV cache, no flash attention: {len(a) - 2} running figures, PPL "
       f"and +/-: largest |ratio - 1| {worst:.1e}")
 sys.exit(0 if worst < 1e-5 else 1)
 PY

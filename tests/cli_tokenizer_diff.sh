@@ -8,6 +8,7 @@
 #   python3 tests/tokenizer_diff.py build/toy --count 5000 [--seed S] [--vocab FILE]...
 set -u
 toy="$1"
+fixtures_need="the fixtures' vocabularies and llama.cpp's test strings (vocab/*.gguf, *.inp, *.out)"
 . "$(dirname "$0")/fixtures.sh"
 count=400
 [ "${TOY_SANITIZED:-0}" = 1 ] && count=200

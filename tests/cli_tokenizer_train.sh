@@ -4,8 +4,11 @@
 # special-token text, and llama.cpp's llama-tokenize gives exactly toy's ids with it on
 # varied text (Unicode, digits, whitespace runs, punctuation, invalid UTF-8, the .inp
 # strings), under several pre-tokenizers; toy init takes it; errors name what is wrong.
+# Without the fixtures the text is README.md and docs/*.md, and llama.cpp's ids are
+# compared on the test's own strings.
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -23,7 +26,7 @@ done
 corpus="$tmp/corpus.txt"
 {
   cat "$TOY_SOURCE_DIR/README.md"
-  cat "$fixtures"/vocab/*.inp
+  if [ -n "$fixtures" ]; then cat "$fixtures"/vocab/*.inp; else cat "$TOY_SOURCE_DIR"/docs/*.md; fi
   for i in $(seq 1 40); do
     printf '<|im_start|>user\nWhat is %d + %d?<|im_end|>\n<|im_start|>assistant\n%d<|im_end|><|endoftext|>\n' \
       $i $((i * 7)) $((i * 8))

@@ -8,8 +8,11 @@
 #  - Ctrl-C (SIGINT) writes a checkpoint and exits 130, and --resume then ends with the
 #    model of an uninterrupted run, byte for byte;
 #  - the CSV log and SVG curve are written; bad options and data are one-line errors.
+# Without the fixtures: the bundled model's tokenizer, the source tree's text, and base
+# models of toy init in place of the fixture models.
 set -u
 toy="$1"
+fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -24,8 +27,20 @@ llama_ppl="$llama_cpp/bin/llama-perplexity"
 
 # text: the fixtures' README and tokenizer test strings (about 11,000 SPM tokens)
 text="$tmp/text.txt"
-cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
-vocab="$fixtures/models/llama-spm-f32.gguf"
+if [ -n "$fixtures" ]; then
+  cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"
+  vocab="$fixtures/models/llama-spm-f32.gguf"
+  base="$fixtures/models/qwen2-f16.gguf"
+  base_bf16="$fixtures/models/llama-spm-bf16.gguf"
+  moe="$fixtures/models/mixtral-f16.gguf"
+else
+  bare_text "$text"
+  vocab="$bundled"
+  base="$tmp/qwen2-f16.gguf" base_bf16="$tmp/llama-bf16.gguf" moe="$tmp/mixtral.gguf"
+  bare_model "$base" qwen2 64 2 4 2 128 --type F16 || fail=1
+  bare_model "$base_bf16" llama 64 2 4 2 128 --type BF16 || fail=1
+  bare_model "$moe" llama 64 1 4 2 64 --preset mixtral-tiny || fail=1
+fi
 new=(--vocab-from "$vocab" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --ctx 256
      --data "$text" --seq 64 --batch 4 --steps 24 --warmup 4 --lr 3e-3 -t 2)
 
@@ -104,8 +119,7 @@ else
   echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed to 400: the same model"
 fi
 
-# ---- full fine-tune of a fixture model on text: the base's type (F16) is kept
-base="$fixtures/models/qwen2-f16.gguf"
+# ---- full fine-tune of a qwen2 model on text: the base's type (F16) is kept
 "$toy" finetune -m "$base" --data "$text" --seq 128 --batch 2 --steps 12 --warmup 2 --lr 3e-3 -t 2 \
   --out "$tmp/ft.gguf" 2> "$tmp/err" || die "toy finetune: $(tail -1 "$tmp/err")"
 fl=$(first_last "$tmp/ft.csv") && lowered "$fl" || die "fine-tune: loss $fl did not fall"
@@ -117,7 +131,7 @@ types = {t['type'] for t in d['tensors'] if len(t['shape']) == 2}
 sys.exit(0 if types == {'F16'} else 1)" || die "the fine-tuned model's matrices are not F16"
 same_ppl "$tmp/ft.gguf" "fine-tuned"
 # a BF16 base stays BF16
-"$toy" finetune -m "$fixtures/models/llama-spm-bf16.gguf" --data "$text" --seq 64 --batch 2 --steps 2 \
+"$toy" finetune -m "$base_bf16" --data "$text" --seq 64 --batch 2 --steps 2 \
   --warmup 1 -t 2 --out "$tmp/bf16.gguf" 2> "$tmp/err" || die "BF16 fine-tune: $(tail -1 "$tmp/err")"
 "$toy" info --json "$tmp/bf16.gguf" | python3 -c "
 import json, sys
@@ -159,7 +173,7 @@ grep -q "needs -m BASE" "$tmp/err" || die "finetune without -m: $(cat "$tmp/err"
 echo '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}]}' > "$tmp/bad.jsonl"
 "$toy" finetune -m "$base" --data "$tmp/bad.jsonl" --out "$tmp/x.gguf" 2> "$tmp/err" && die "bad JSONL accepted"
 grep -q "bad.jsonl:1: message 2 needs string fields" "$tmp/err" || die "bad JSONL: $(cat "$tmp/err")"
-"$toy" finetune -m "$fixtures/models/mixtral-f16.gguf" --data "$text" --out "$tmp/x.gguf" 2> "$tmp/err" \
+"$toy" finetune -m "$moe" --data "$text" --out "$tmp/x.gguf" 2> "$tmp/err" \
   && die "MoE fine-tune accepted"
 grep -q "training not supported for llama (mixture of experts)" "$tmp/err" || die "MoE: $(cat "$tmp/err")"
 "$toy" train "${new[@]}" --out "$tmp/none.gguf" --resume 2> "$tmp/err" && die "--resume without a run accepted"

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """toy serve's POST /v1/embeddings against llama-server --embeddings, standard library only.
 
-usage: serve_embeddings.py TOY FIXTURES_MODELS_DIR LLAMA_BIN_DIR   (VERBOSE=1: every cosine;
-       LLAMA_BIN_DIR "": no comparison with llama-server)
+usage: serve_embeddings.py TOY FIXTURES_MODELS_DIR LLAMA_BIN_DIR ["MODEL ..."]   (VERBOSE=1: every
+       cosine; LLAMA_BIN_DIR "": no comparison with llama-server; MODEL ...: the models of
+       MODELS_DIR to use in place of the fixtures', as on a bare clone: each compared with
+       mean pooling, the first for the server's promises, no model without BOS)
 
 - on a fixture of every architecture (and a Q8_0 one), the same inputs give the same vectors
   as llama-server --pooling mean: cosine > 0.9999 each (measured: 1 - 3e-7 and closer on
@@ -31,6 +33,7 @@ import threading
 import time
 
 TOY, MODELS, LLAMA_BIN = sys.argv[1], sys.argv[2], sys.argv[3]
+BARE = sys.argv[4].split() if len(sys.argv) > 4 else None
 failures = []
 figures = []
 
@@ -147,6 +150,8 @@ mean_models = ["llama-spm-f32", "llama-spm-q8_0", "llama3-bpe-f16", "smollm2-f16
                "qwen2moe-f16", "qwen3-f16", "qwen3moe-f16", "gemma2-f32", "gemma3-f16", "phi3-f16", "olmoe-f16",
                "granite-f16"]
 runs = [(m, "mean") for m in mean_models] + [(m, p) for m in ("llama-spm-f32", "qwen2-f16") for p in ("cls", "last")]
+if BARE:
+    runs = [(m, "mean") for m in BARE]
 if not LLAMA_BIN:
     runs = []
 t0 = time.time()
@@ -165,7 +170,8 @@ for name, pooling in runs:
         toy.stop()
 
 # ---- the server's own promises, on one model
-path = os.path.join(MODELS, "llama-spm-f32.gguf")
+NAME = BARE[0] if BARE else "llama-spm-f32"  # a context of 2048: 1024 a slot
+path = os.path.join(MODELS, NAME + ".gguf")
 toy = Toy(path, "--parallel", "2")
 try:
     st, alone = post(toy.port, "/v1/embeddings", {"input": INPUTS})
@@ -182,7 +188,7 @@ try:
     for text in INPUTS:
         n_tok += len(post(toy.port, "/tokenize", {"content": text, "add_special": True, "parse_special": True})[1]["tokens"])
     check(alone["usage"] == {"prompt_tokens": n_tok, "total_tokens": n_tok}, f"usage {alone['usage']} != {n_tok} tokens")
-    check(alone["object"] == "list" and alone["model"] == "llama-spm-f32" and
+    check(alone["object"] == "list" and alone["model"] == NAME and
           all(d["object"] == "embedding" for d in alone["data"]), "the response's objects and model")
 
     # beside a generating request: the same bits (a token's states do not depend on the batch)
@@ -195,8 +201,8 @@ try:
     th = threading.Thread(target=generate)
     th.start()
     time.sleep(0.05)
-    busy = [post(toy.port, "/embeddings", {"input": INPUTS, "model": "llama-spm-f32", "user": "u1",
-                                           "dimensions": 256})[1] for _ in range(2)]
+    busy = [post(toy.port, "/embeddings", {"input": INPUTS, "model": NAME, "user": "u1",
+                                           "dimensions": len(vec[0])})[1] for _ in range(2)]
     check(th.is_alive(), "the completion was still generating when the embeddings were done")
     th.join()
     check(gen["r"][0] == 200 and gen["r"][1]["usage"]["completion_tokens"] == 900, "the completion beside them")
@@ -233,7 +239,7 @@ try:
         ({"input": {"text": "x"}}, "input", "must be a string"),
         ({}, "input", "missing"),
         ({"input": "x", "encoding_format": "int8"}, "encoding_format", "float"),
-        ({"input": "x", "dimensions": 128}, "dimensions", "256"),
+        ({"input": "x", "dimensions": len(vec[0]) // 2}, "dimensions", str(len(vec[0]))),
         ({"input": "x", "model": "text-embedding-3-small"}, "model", "does not exist"),
         ({"input": "x", "user": 5}, "user", "string"),
         ({"input": "x", "truncate": True}, "truncate", "unknown field"),
@@ -284,12 +290,13 @@ finally:
     toy.stop()
 
 # a model without BOS: "" has no tokens, refused as llama-server refuses it
-toy = Toy(os.path.join(MODELS, "qwen2-f16.gguf"))
-try:
-    st, r = post(toy.port, "/v1/embeddings", {"input": ["x", ""]})
-    check(st == 400 and re.search(r"input\[1\] has no tokens", r["error"]["message"]), f"qwen2 '': {st} {r}")
-finally:
-    toy.stop()
+if not BARE:
+    toy = Toy(os.path.join(MODELS, "qwen2-f16.gguf"))
+    try:
+        st, r = post(toy.port, "/v1/embeddings", {"input": ["x", ""]})
+        check(st == 400 and re.search(r"input\[1\] has no tokens", r["error"]["message"]), f"qwen2 '': {st} {r}")
+    finally:
+        toy.stop()
 
 for name, pooling, c in figures:
     print(f"  {name:18s} {pooling:5s} min cosine {c:.9f}")

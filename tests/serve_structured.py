@@ -2,7 +2,7 @@
 """toy serve's structured output over HTTP, on random-weight fixture models at temperature
 1, where only the constraint can make an answer valid.
 
-usage: serve_structured.py TOY FIXTURES_DIR
+usage: serve_structured.py TOY FIXTURES_DIR ["MODEL ..."]
 
 For models of each tokenizer kind (SentencePiece, byte-level BPE of several vocabularies):
 - response_format json_schema (strict) with objects, arrays, enums, integer ranges,
@@ -188,7 +188,10 @@ def test_model(model):
         check(srv.stop() == 0, f"{model}: toy serve did not exit 0")
 
 
-for model in ["llama-spm-q8_0", "llama3-bpe-f16", "qwen2-f16", "phi3-f16", "gemma2-f32", "smollm2-f16"]:
+# the fixture models, or those named by a third argument (a bare clone's models of toy init)
+MODELS = sys.argv[3].split() if len(sys.argv) > 3 else [
+    "llama-spm-q8_0", "llama3-bpe-f16", "qwen2-f16", "phi3-f16", "gemma2-f32", "smollm2-f16"]
+for model in MODELS:
     if not os.path.exists(f"{FIXTURES}/models/{model}.gguf"):
         print(f"{model}: not among the fixtures, skipped")
         continue

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """toy serve's tool calling over HTTP, on random-weight fixture models, one per syntax.
 
-usage: serve_tools.py TOY FIXTURES_DIR
+usage: serve_tools.py TOY FIXTURES_DIR ["MODEL:FAMILY ..."]
 
 For each template family (chatml: Hermes, llama3, mistral-v3, phi3: the generic form):
 - a conversation with tools, an assistant's tool call and its result is accepted;
@@ -166,8 +166,11 @@ def run(model, family):
         check(srv.stop() == 0, f"{family}: toy serve did not exit 0")
 
 
-for model, family in [("qwen2-f16", "chatml"), ("llama3-bpe-f16", "llama3"), ("mixtral-f16", "mistral-v3"),
-                      ("phi3-f16", "phi3")]:
+# the fixture models, or those named by a third argument as "MODEL:FAMILY ..." (a bare
+# clone's models of toy init)
+RUNS = [tuple(r.split(":")) for r in sys.argv[3].split()] if len(sys.argv) > 3 else [
+    ("qwen2-f16", "chatml"), ("llama3-bpe-f16", "llama3"), ("mixtral-f16", "mistral-v3"), ("phi3-f16", "phi3")]
+for model, family in RUNS:
     run(model, family)
 if skipped:
     print(f"SKIP: forced calls ({', '.join(skipped)}): this toy serve cannot put a grammar on the sampler")

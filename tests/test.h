@@ -83,7 +83,7 @@ static inline const char *test_fixtures_dir(void) {
     snprintf(probe, sizeof probe, "%s/README.md", buf);
     FILE *f = fopen(probe, "rb");
     if (!f) {
-        printf("SKIP: fixtures not found at %s (set TOY_FIXTURES to the fixtures folder)\n",
+        printf("no fixtures at %s (set TOY_FIXTURES to the fixtures folder)\n",
                buf);
         return NULL;
     }

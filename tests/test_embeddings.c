@@ -15,6 +15,7 @@
 
 #include "test.h"
 #include "toy.h"
+#include "init_models.h"
 
 typedef struct {
     float *rows; /* the final_norm rows of the last traced batch */
@@ -157,9 +158,9 @@ static void set_cls(toy_gguf_writer *w) { toy_gguf_writer_set_u32(w, "llama.pool
 static void set_out_of_range(toy_gguf_writer *w) { toy_gguf_writer_set_u32(w, "llama.pooling_type", 9); }
 static void set_string(toy_gguf_writer *w) { toy_gguf_writer_set_str(w, "llama.pooling_type", "mean", 4); }
 
-static void check_pooling_key(const char *fix) {
+static void check_pooling_key(const char *fix, const char *name) {
     char src[4400], dir[4200], dst[4400];
-    snprintf(src, sizeof src, "%s/models/llama-spm-f32.gguf", fix);
+    snprintf(src, sizeof src, "%s/models/%s.gguf", fix, name);
     snprintf(dir, sizeof dir, "%s/toy-embeddings-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(dir)) {
         CHECK_MSG(false, "mkdtemp %s: %s", dir, strerror(errno));
@@ -183,10 +184,18 @@ static void check_pooling_key(const char *fix) {
 
 int main(void) {
     const char *fix = test_fixtures_dir();
-    if (!fix) return TEST_SKIP_CODE;
+    if (!fix) {
+        /* the bundled model and models of toy_init_model: llama and qwen2, F32, F16, Q4_K_M */
+        const char *dir = test_init_models_dir();
+        if (!dir) return test_finish("test_embeddings");
+        const char *models[] = {"toy-kjv", "init-llama-f32", "init-qwen2-f16", "init-llama-q4_k_m"};
+        for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(dir, models[i]);
+        check_pooling_key(dir, "init-llama-f32");
+        return test_finish("test_embeddings");
+    }
     /* dense and MoE, SPM with BOS and BPE without, F32 and F16, gemma's post norms */
     const char *models[] = {"llama-spm-f32", "qwen2-f16", "qwen3moe-f16", "gemma2-f32", "llama-spm-q4_k_m"};
     for (size_t i = 0; i < sizeof models / sizeof *models; i++) check_model(fix, models[i]);
-    check_pooling_key(fix);
+    check_pooling_key(fix, "llama-spm-f32");
     return test_finish("test_embeddings");
 }

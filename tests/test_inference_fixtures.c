@@ -229,7 +229,10 @@ out_ref:
 
 int main(int argc, char **argv) {
     const char *fix = test_fixtures_dir();
-    if (!fix) return TEST_SKIP_CODE;
+    if (!fix) {
+        printf("SKIP: needs llama.cpp's reference logits of the fixture models (*.ref.gguf)\n");
+        return TEST_SKIP_CODE;
+    }
     test_each_fixture_model(fix, argc > 1 ? argv[1] : NULL, check_model); /* a filter, for debugging */
     return test_finish("test_inference_fixtures");
 }

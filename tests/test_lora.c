@@ -18,6 +18,8 @@
  *   - the logits do not depend on the batch (one batch or token by token, bit for bit);
  *   - an F16 adapter (as llama.cpp's converter writes) gives the F32 one's logits;
  *   - bad adapters are refused with messages naming the file and tensor.
+ * Without the fixtures: llama (F32, Q4_K_M) and qwen2 (F16, biases) models of
+ * toy_init_model and the bundled model.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +29,7 @@
 #include "quant.h"
 #include "test.h"
 #include "toy.h"
+#include "init_models.h"
 
 enum { N_TOK = 12, RANK = 4 };
 
@@ -211,9 +214,9 @@ out:
 
 /* llama.cpp's converter writes F16 adapters as often as F32 ones: an F16 adapter gives
  * the logits of the F32 adapter holding the same (F16-rounded) values, bit for bit. */
-static void check_f16_adapter(const char *fix) {
+static void check_f16_adapter(const char *fix, const char *model) {
     char path[4400], p16[512], p32[512];
-    snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, model);
     snprintf(p16, sizeof p16, "%s/f16.gguf", tmp_dir);
     snprintf(p32, sizeof p32, "%s/f32.gguf", tmp_dir);
     toy_model *m = load(path);
@@ -262,10 +265,11 @@ static void check_f16_adapter(const char *fix) {
     unlink(p32);
 }
 
-static void check_errors(const char *fix) {
-    char path[4400], other[4400], bad[512];
-    snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
-    snprintf(other, sizeof other, "%s/models/gemma2-f32.gguf", fix);
+/* name: a llama model; other: one of other_arch */
+static void check_errors(const char *fix, const char *name, const char *other_name, const char *other_arch) {
+    char path[4400], other[4400], bad[512], want[128];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    snprintf(other, sizeof other, "%s/models/%s.gguf", fix, other_name);
     toy_model *m = load(path), *g = load(other);
     toy_lora *l = NULL;
     if (!m || !g) goto out;
@@ -276,7 +280,8 @@ static void check_errors(const char *fix) {
     snprintf(bad, sizeof bad, "%s/gemma.gguf", tmp_dir);
     write_adapter(g, bad, 0.1f, 0.1f, 3);
     CHECK(toy_lora_load(m, bad, &l) != TOY_OK);
-    CHECK_STR_CONTAINS(toy_last_error(), "architecture \"gemma2\", the base model is \"llama\"");
+    snprintf(want, sizeof want, "architecture \"%s\", the base model is \"llama\"", other_arch);
+    CHECK_STR_CONTAINS(toy_last_error(), want);
     /* the right architecture, the wrong shapes */
     toy_lora_pair p = {.name = "blk.0.attn_q.weight", .n_in = 7, .n_out = 64, .rank = 2};
     p.a = calloc(14, sizeof(float));
@@ -302,17 +307,28 @@ out:
 
 int main(void) {
     const char *fix = test_fixtures_dir();
-    if (!fix) return TEST_SKIP_CODE;
     snprintf(tmp_dir, sizeof tmp_dir, "%s/toy-lora-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
     if (!mkdtemp(tmp_dir)) return 1;
+    if (!fix) {
+        const char *dir = test_init_models_dir();
+        if (dir) {
+            check_model(dir, "init-llama-f32", BASE_F32);
+            check_model(dir, "init-qwen2-f16", BASE_HALF); /* biases, tied */
+            check_model(dir, "init-llama-q4_k_m", BASE_QUANT);
+            check_f16_adapter(dir, "init-llama-f32");
+            check_errors(dir, "init-llama-f32", "init-qwen2-f16", "qwen2");
+        }
+        rmdir(tmp_dir);
+        return test_finish("test_lora");
+    }
     check_model(fix, "llama-spm-f32", BASE_F32);
     check_model(fix, "phi3-f16", BASE_HALF);   /* fused attn_qkv and gate/up, tied */
     check_model(fix, "qwen2-f16", BASE_HALF);  /* biases, tied */
     check_model(fix, "gemma2-f32", BASE_F32);  /* embedding scale, post-norms, softcaps */
     check_model(fix, "llama-spm-q4_k_m", BASE_QUANT);
     check_model(fix, "llama-spm-q8_0", BASE_QUANT); /* packed weights where the CPU has them */
-    check_f16_adapter(fix);
-    check_errors(fix);
+    check_f16_adapter(fix, "llama-spm-f32");
+    check_errors(fix, "llama-spm-f32", "gemma2-f32", "gemma2");
     rmdir(tmp_dir);
     return test_finish("test_lora");
 }

@@ -83,7 +83,10 @@ static double rel_rms(const error_sums *s, int type) {
 
 int main(void) {
     const char *fix = test_fixtures_dir();
-    if (!fix) return TEST_SKIP_CODE;
+    if (!fix) {
+        printf("SKIP: needs the fixtures' llama-spm in llama-quantize's types\n");
+        return TEST_SKIP_CODE;
+    }
     char path[4400];
     snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
     toy_gguf *f32;

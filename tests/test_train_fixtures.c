@@ -195,7 +195,10 @@ static void check_threads(const char *fix) {
 
 int main(void) {
     const char *fix = test_fixtures_dir();
-    if (!fix) return TEST_SKIP_CODE;
+    if (!fix) {
+        printf("SKIP: needs llama.cpp's reference logits of the fixture models (*.ref.gguf)\n");
+        return TEST_SKIP_CODE;
+    }
     test_each_fixture_model(fix, NULL, check_model);
     check_threads(fix);
     return test_finish("test_train_fixtures");
