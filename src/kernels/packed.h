@@ -163,9 +163,9 @@ const toy_packed_kernel *toy_packed_get(int type);
 /* The groups of 16 weight rows the AVX-512 and AVX2 kernels read side by side in decode
  * (one activation row): 4 or 1, the same bits either way (each group's operations are
  * the same as alone). Four streams of weights read memory faster where one stream per
- * core falls short of the bandwidth (an AMX Xeon: 27 against 32 GB/s), but slower where
- * one stream already reaches it (a Zen 5 EPYC: one Q4_K stream 54 GB/s a core, four
- * 25-29). So 4 on Intel's CPUs, 1 on others; TOY_DECODE_STREAMS=1 or 4 overrides. */
+ * core falls short of the bandwidth (as on the AMX Xeon measured), but slower where one
+ * stream already reaches it (as on a Zen 5 EPYC). So 4 on Intel's CPUs, 1 on others;
+ * TOY_DECODE_STREAMS=1 or 4 overrides. */
 int toy_packed_decode_streams(void);
 /* Tests: run the kernels with n streams (1 or 4), 0 for the choice above. */
 void toy_packed_set_decode_streams(int n);

@@ -55,16 +55,15 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
 #define UNROLLED _Pragma("GCC unroll 8")
 #define LANES 8 /* the reduction shape's block lanes */
 #define TILE 4  /* activation rows per pass: sixteen ymm registers */
-/* Q8_0's sums take fewer registers: five rows a pass share each |w| and w (TinyLlama-1.1B
- * Q8_0 prompts, one core, 256 x 2048 weights times 64 rows: 57 -> 60 GMAC/s) */
+/* Q8_0's sums take fewer registers: five rows a pass share each |w| and w (faster on
+ * prompts than four) */
 #define TILE_Q8 5
 #define TILE_MAX 5
 #define Q8_BLOCK_BYTES 544
 #define Q4_BLOCK_BYTES 288
 /* Q8_0 / Q4_0 weights are read 2 KB ahead: the vpmaddubsw products take more
  * instructions per byte than vpdpbusd, and without it the out-of-order window held too
- * few loads to keep memory busy (TinyLlama-1.1B Q8_0 decode, TOY_ISA=avx2: 32 -> 36
- * tok/s on 2 cores of an EPYC). */
+ * few loads to keep memory busy in decode. */
 #define PREFETCH_BYTES 2048
 #ifndef DECODE_STREAMS
 #define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
@@ -79,7 +78,7 @@ INLINE int32_t rd32(const void *p) {
 /* Decode's fetch of the block two ahead of blk, spread over the n_steps steps of a
  * block: step s takes its s-th share of the lines. A block's many instructions leave
  * time to fetch it, and all its lines at once at a block's start queued behind each
- * other (2 threads streaming Q6_K from memory: 15 -> 18.5 GB/s, Q4_K 12 -> 15). */
+ * other (streaming Q6_K and Q4_K from memory was slower that way). */
 INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, int step, int n_steps) {
     const size_t per = (block_bytes / 64 + (size_t)n_steps - 1) / (size_t)n_steps * 64;
     for (size_t c = per * (size_t)step; c < per * (size_t)(step + 1) && c < block_bytes; c += 64)
@@ -313,8 +312,8 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
         for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
         if (n_a <= 2) {
             /* decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load of
-             * their bytes, a quarter fewer instructions (TinyLlama-1.1B Q4_K_M
-             * decode 45 -> 55 tok/s); a prefill tile's doubled sums would spill */
+             * their bytes, a quarter fewer instructions; a prefill tile's doubled sums
+             * would spill */
             for (int p = 0; p < 4; p++) {
                 prefetch_share(blk, block_bytes, 4 * i + p, 8);
                 const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
@@ -435,9 +434,8 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
         for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
         if (n_a <= 2) {
             /* decode: each 32-byte ql and qh vector loaded once for the four weight
-             * vectors it holds, with shifts by constants (one core, weights in cache:
-             * 17 -> 23 GMAC/s); the block two ahead fetched a share a step
-             * (prefetch_share) */
+             * vectors it holds, with shifts by constants; the block two ahead fetched a
+             * share a step (prefetch_share) */
             UNROLLED
             for (int h = 0; h < 2; h++)
                 UNROLLED

@@ -139,10 +139,9 @@ INLINE void q41_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     }
 }
 
-/* Q4_K reads each block with many instructions: without prefetching two blocks ahead,
- * decode from DRAM ran at 19.5 GB/s on one core against 31 with it (the row kernel: 31);
- * four blocks ahead (9 KiB) took TinyLlama Q4_K_M decode from 78 % to 83 % of the
- * measured bandwidth (medians of 9 alternated runs on a Zen 5; Q6_K likewise). */
+/* Q4_K reads each block with many instructions, so decode from DRAM falls well short of
+ * the bandwidth unless blocks are fetched ahead; four blocks ahead (9 KiB) came closest
+ * to it (Q6_K likewise; the measurements are in docs/performance.md and the history). */
 #define PREFETCH (4 * Q4K_BLOCK_BYTES)
 
 /* Q4_K, or Q5_K (q5): its nibbles plus the fifth bits (q5k_high), 0..31, the same sums. */
@@ -159,9 +158,8 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
     if (q5 && n_a <= 2) {
         /* Q5_K decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load
-         * of their bytes and fifth bits, shifted by constants (TinyLlama-1.1B Q5_K_M,
-         * 2 threads: 41-45 tok/s by sub-blocks, 38-52 like this, 46-49 with the row
-         * kernels; Q4_K gained nothing measurable) */
+         * of their bytes and fifth bits, shifted by constants (no slower than by
+         * sub-blocks; Q4_K gained nothing measurable) */
         UNROLLED
         for (int p = 0; p < 4; p++) {
             const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
