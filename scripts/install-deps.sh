@@ -26,8 +26,8 @@ build=(build-essential cmake pkg-config libpcre2-dev libjansson-dev libmicrohttp
 # its tier is the build tier.
 run=("${build[@]}")
 
-# test: python3 writes inputs and runs command tests and the Python bindings (python3-pip:
-# their install with pip is tested, cli_python); python3-numpy and python3-torch: the
+# test: python3 writes inputs and runs command tests and the Python bindings (python3-pip
+# and python3-venv: their install with pip, into fresh venvs, is tested, cli_python); python3-numpy and python3-torch: the
 # independent float64 reference that toy grad is tested against (cli_grad);
 # python3-jsonschema: answers under JSON Schema grammars and forced tool calls are validated
 # against their schemas (cli_json_schema, cli_serve_tools); chromium: the chat page's test
@@ -37,7 +37,7 @@ run=("${build[@]}")
 # data-parallel training under mpirun (cli_mpi); procps: pkill stops what the shards of
 # cli_hostile_data run; clang and libclang-rt-14-dev (its sanitizer runtimes): the suite again
 # under ASan+UBSan (`make test-sanitize`).
-test=("${run[@]}" python3 python3-pip python3-numpy python3-torch python3-jsonschema chromium
+test=("${run[@]}" python3 python3-pip python3-venv python3-numpy python3-torch python3-jsonschema chromium
       nginx curl libopenmpi-dev openmpi-bin procps clang libclang-rt-14-dev)
 
 # fuzz: clang, and libclang-rt-14-dev for libFuzzer and the sanitizers
