@@ -2,7 +2,7 @@
 # Data-parallel training: `mpirun -np 2 toy train` splits each step's micro-batches
 # between two processes on this machine and sums their gradients in rank order. With the
 # same global batch and seed the loss of every step equals the one-process run's to the
-# CSV's 6 decimals, and the final models agree to float rounding (relative RMS <= 1e-5):
+# CSV's 6 decimals (within one in the last), and the final models agree to float rounding (relative RMS <= 1e-5):
 # not bit for bit, because a weight's gradient over a step is one fused multiply-add
 # chain over all its rows, which two processes split into two partial sums added after.
 # Rank 0 alone writes the checkpoint and the log; a --grad-accum that does not split
@@ -47,7 +47,9 @@ import numpy as np
 sys.path.insert(0, os.environ["TOY_SOURCE_DIR"] + "/tests")
 from gguf_reader import GGUF
 a, b = ([r["loss"] for r in csv.DictReader(open(p + ".csv"))] for p in sys.argv[1:])
-assert len(a) == len(b) == 12 and a == b, (a, b)
+# the models agree to float rounding, not bit for bit, so a printed loss may be off by one
+# in its sixth decimal (seen on the bundled tokenizer's model: 7.056343 against 7.056344)
+assert len(a) == len(b) == 12 and all(abs(float(x) - float(y)) <= 1.5e-6 for x, y in zip(a, b)), (a, b)
 g1, g2 = GGUF(sys.argv[1] + ".gguf"), GGUF(sys.argv[2] + ".gguf")
 worst = 0.0
 for name, (ne, typ, off) in g1.tensors.items():
@@ -55,7 +57,7 @@ for name, (ne, typ, off) in g1.tensors.items():
     x = np.frombuffer(g1.data, np.float32, n, off).astype(np.float64)
     y = np.frombuffer(g2.data, np.float32, n, g2.tensors[name][2]).astype(np.float64)
     worst = max(worst, np.linalg.norm(x - y) / max(np.linalg.norm(x), 1e-30))
-print(f"losses of 12 steps equal ({a[0]} .. {a[-1]}); models: worst tensor relRMS {worst:.1e}")
+print(f"losses of 12 steps equal to the sixth decimal ({a[0]} .. {a[-1]}); models: worst tensor relRMS {worst:.1e}")
 assert worst <= 1e-5
 PY
 "${mpi[@]}" "$toy" train "${args[@]}" --grad-accum 3 --out "$tmp/odd.gguf" > /dev/null 2> "$tmp/err" \
