@@ -1298,7 +1298,9 @@ def flag_cases():
                         (["--host-alias", "toy.internal:8080"], "--host-alias 'toy.internal:8080'"),
                         (["--max-connections", "0"], "--max-connections"),
                         (["--shutdown-grace", "-1"], "--shutdown-grace"),
-                        (["--watchdog", "x"], "--watchdog")]:
+                        (["--watchdog", "x"], "--watchdog"),
+                        (["--pooling", "xyz"], "--pooling 'xyz'"),
+                        (["--chat-template", "nosuch-family"], "--chat-template 'nosuch-family'")]:
         try:
             r = subprocess.run([TOY, "serve", "-m", MODEL, "--port", "0", *args], capture_output=True, text=True,
                                timeout=10 * SLOW)
