@@ -627,8 +627,7 @@ void grammar_cursor_free(grammar_cursor *c) {
     c->key = NULL;
 }
 
-static toy_status no_token(const toy_grammar *g, const grammar_cursor *c) {
-    (void)g;
+static toy_status no_token(const grammar_cursor *c) {
     if (c->finished) return toy_error(TOY_ERR_INVALID, "the grammar's text has ended");
     return toy_error(TOY_ERR_INVALID, "the grammar allows no token of this vocabulary here");
 }
@@ -690,7 +689,7 @@ toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_
 toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *logits, int32_t n_vocab) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
-    if (c->finished) return no_token(g, c);
+    if (c->finished) return no_token(c);
     op_begin(g);
     const uint64_t *m = NULL;
     const int32_t s = cursor_state(g, c);
@@ -709,7 +708,7 @@ toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *
                 else logits[v] = -__builtin_inff();
             }
         }
-        if (!any) st = no_token(g, c);
+        if (!any) st = no_token(c);
     }
     pthread_mutex_unlock(&g->lock);
     return st;
@@ -719,7 +718,7 @@ toy_status grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab || token < 0 || token >= g->vocab->n_tokens)
         return toy_error(TOY_ERR_INVALID, "token %d is not in the grammar's vocabulary", (int)token);
-    if (c->finished) return no_token(g, c);
+    if (c->finished) return no_token(c);
     op_begin(g);
     toy_status st = TOY_OK;
     int32_t s = cursor_state(g, c);
