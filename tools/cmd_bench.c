@@ -79,8 +79,8 @@ typedef struct {
 #include <immintrin.h>
 /* 32-byte loads from `streams` streams in turn, 512 bytes of each. Decode reads four
  * groups of weight rows side by side on Intel (one stream per core reads below the
- * memory's bandwidth there: 27 against 32 GB/s on an AMX Xeon) and one elsewhere (four
- * read slower on a Zen 5: 28 against 54 GB/s a core), so the probe takes both. */
+ * memory's bandwidth there) and one elsewhere (four read slower on AMD), so the probe
+ * takes both (the figures: docs/performance.md, "Kernel choices"). */
 __attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n, int streams) {
     __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
     const size_t per = n / (size_t)streams / 64 * 64; /* 64 words: 512 bytes */

@@ -599,7 +599,7 @@ AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ
         __m512 ka0 = _mm512_loadu_ps(ka), ka1 = _mm512_loadu_ps(ka + 16);
         __m512 kb0 = _mm512_loadu_ps(kb), kb1 = _mm512_loadu_ps(kb + 16);
         /* in registers, as in ktleaf2_avx2: folded into the FMAs, each would be loaded
-         * once per row, and the loads bound the FMAs (118 against 186 GFLOP/s, Zen 5) */
+         * once per row, and the loads would bound the FMAs */
         __asm__("" : "+v"(ka0), "+v"(ka1), "+v"(kb0), "+v"(kb1));
         UNROLL16
         for (int i = 0; i < NQ; i++) {

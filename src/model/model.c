@@ -527,8 +527,8 @@ static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
         bytes > SIZE_MAX - 63)
         return toy_error(TOY_ERR_NOMEM, "%s: packed weights too large", model_path(m));
     /* From a 2 MiB boundary, with its whole 2 MiB pages asked to be huge ones: decode
-     * streams every byte, and fewer TLB misses took TinyLlama Q4_K_M decode from 77 % to
-     * 82 % of the measured bandwidth. The tail past the last whole huge page keeps small
+     * streams every byte, and fewer TLB misses bring it closer to the memory's bandwidth
+     * (docs/performance.md, "Kernel choices"). The tail past the last whole huge page keeps small
      * pages (a huge page there would hold up to 2 MiB that is never used). */
     const size_t huge = (size_t)2 << 20;
     void *mem = NULL;
