@@ -14,7 +14,7 @@ static const char *const serve_usage =
     "                 [--timeout S] [--queue N] [--max-body BYTES] [--max-connections N]\n"
     "                 [--cors-origin ORIGIN]... [--host-alias NAME]... [--shutdown-grace S]\n"
     "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--chat-template NAME]\n"
-    "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--pooling P]\n"
+    "                 [--pooling P]\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
     "/v1/embeddings, GET /v1/models; streaming as server-sent events), /tokenize,\n"

@@ -52,7 +52,8 @@ def load_library():
             continue
         return lib
     raise OSError(f"libtoy.so.{SUPPORTED_MAJOR} not found; install toy with pip (its wheel bundles "
-                  "the library), or `make install`, or set TOY_LIBRARY to its path. Tried: " + "; ".join(tried))
+                  "the library), or `make install`, or run `make` in the source tree, or set TOY_LIBRARY to "
+                  "its path. Tried: " + "; ".join(tried))
 
 
 class ModelParams(ctypes.Structure):
