@@ -15,12 +15,6 @@
 #include "commands.h"
 #include "toy.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -77,6 +71,7 @@ typedef struct {
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include "clock.h"
 /* 32-byte loads from `streams` streams in turn, 512 bytes of each. Decode reads four
  * groups of weight rows side by side on Intel (one stream per core reads below the
  * memory's bandwidth there) and one elsewhere (four read slower on AMD), so the probe
@@ -147,7 +142,7 @@ static double read_pass(const uint64_t *buf, int n_threads, int streams, volatil
     read_job jobs[256];
     pthread_t th[256];
     size_t per = n / (size_t)n_threads;
-    double t0 = now();
+    double t0 = toy_now_s();
     for (int t = 0; t < n_threads; t++) {
         jobs[t] = (read_job){buf + per * (size_t)t, per, streams, 0};
         if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
@@ -155,7 +150,7 @@ static double read_pass(const uint64_t *buf, int n_threads, int streams, volatil
     read_slice(&jobs[0]);
     for (int t = 1; t < n_threads; t++)
         if (th[t]) pthread_join(th[t], NULL);
-    double dt = now() - t0;
+    double dt = toy_now_s() - t0;
     for (int t = 0; t < n_threads; t++) *sink += jobs[t].sum;
     return (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
 }
@@ -281,16 +276,16 @@ int cmd_bench(int argc, char **argv) {
     uint64_t *probe = probe_new();
     for (int r = 0; r < reps && !rc; r++) {
         if (n_prompt) {
-            double t0 = now();
+            double t0 = toy_now_s();
             if (!run_tokens(ctx, n_prompt, 0, n_vocab, &rng, cp.n_batch)) rc = 1;
-            pp[r] = n_prompt / (now() - t0);
+            pp[r] = n_prompt / (toy_now_s() - t0);
             toy_kv_seq_rm(ctx, 0, 0, -1);
         }
         if (n_gen && !rc) {
             bws[r] = measure_bandwidth(probe, n_threads);
-            double t0 = now();
+            double t0 = toy_now_s();
             if (!run_tokens(ctx, n_gen, 0, n_vocab, &rng, 1)) rc = 1;
-            tg[r] = n_gen / (now() - t0);
+            tg[r] = n_gen / (toy_now_s() - t0);
             /* the larger of the bandwidths just before and just after the run: a probe
              * that caught a busy moment must not flatter the fraction */
             double after = measure_bandwidth(probe, n_threads);

@@ -13,6 +13,7 @@
 
 #include "commands.h"
 #include "toy.h"
+#include "clock.h"
 
 static const char *const perplexity_usage =
     "usage: toy perplexity -m MODEL -f FILE [-c N] [-b N] [-t N] [--chunks N] [--lora FILE]...\n"
@@ -37,12 +38,6 @@ static const char *const perplexity_usage =
     "  --lora FILE            apply a LoRA adapter on the fly (repeatable)\n"
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  -h, --help             this message\n";
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Token ids of the text with add_special (BOS/EOS as the vocabulary asks) and no
  * special-token parsing, as llama-perplexity tokenizes; malloc'd. */
@@ -189,7 +184,7 @@ int cmd_perplexity(int argc, char **argv) {
     fprintf(stderr, "toy perplexity: %d tokens, %d chunks of %d, batch %d (%d sequences), %d threads\n",
             n_tokens, n_chunk, n_ctx, step, n_seq, n_threads);
 
-    double nll = 0, nll2 = 0, t0 = now();
+    double nll = 0, nll2 = 0, t0 = toy_now_s();
     int64_t count = 0;
     for (int32_t c0 = 0; c0 < n_chunk; c0 += n_seq) {
         const int32_t ns = n_chunk - c0 < n_seq ? n_chunk - c0 : n_seq;
@@ -221,7 +216,7 @@ int cmd_perplexity(int argc, char **argv) {
         }
         fflush(stdout);
     }
-    double seconds = now() - t0;
+    double seconds = toy_now_s() - t0;
 
     /* llama.cpp's uncertainty: the standard error of the mean NLL, times the perplexity */
     double mean = nll / (double)count, var = nll2 / (double)count - mean * mean, ppl = exp(mean);

@@ -5,6 +5,7 @@
 
 #include "commands.h"
 #include "toy.h"
+#include "clock.h"
 
 static const char *const tokenizer_usage =
     "usage: toy tokenizer train --vocab-size N --data FILE... --out TOK.gguf [OPTIONS]\n"
@@ -39,12 +40,6 @@ static const char *const train_usage =
     "  --name NAME        general.name (default toy-bpe)\n"
     "  -t, --threads N    threads pre-tokenizing the text (default: all CPUs)\n"
     "  -h, --help         this message\n";
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static int cmd_tokenizer_train(int argc, char **argv) {
     toy_tokenizer_train_params p = toy_tokenizer_train_default_params();
@@ -113,7 +108,7 @@ static int cmd_tokenizer_train(int argc, char **argv) {
     }
     p.vocab_size = vocab_size;
 
-    double t0 = now_s();
+    double t0 = toy_now_s();
     if (toy_tokenizer_train(&p, out)) {
         fprintf(stderr, "toy tokenizer train: %s\n", toy_last_error());
         rc = 1;
@@ -125,7 +120,7 @@ static int cmd_tokenizer_train(int argc, char **argv) {
             out, (int)stats.n_tokens, (int)stats.n_merges,
             (int)(stats.n_tokens - 256 - stats.n_merges), p.pre && *p.pre ? p.pre : "qwen2",
             (unsigned long long)stats.n_bytes, (unsigned long long)stats.n_pretokens,
-            (unsigned long long)stats.n_distinct, now_s() - t0);
+            (unsigned long long)stats.n_distinct, toy_now_s() - t0);
     if (stats.n_tokens < vocab_size)
         fprintf(stderr,
                 "toy tokenizer train: the text ran out of pairs to merge: %d tokens, not %d\n",

@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "toy.h"
+#include "clock.h"
 
 static const char *const train_usage =
     "usage: toy train --data FILE... --out MODEL.gguf [model] [options]\n"
@@ -85,12 +86,6 @@ typedef struct {
     const char *cmd;
 } progress_state;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void fmt_time(char *buf, size_t n, double s) {
     if (!isfinite(s) || s < 0) s = 0;
     const long t = (long)(s + 0.5);
@@ -112,7 +107,7 @@ static void show_progress(void *user, const toy_train_progress *p) {
                 (long long)p->n_steps, bar, p->loss, p->lr, p->tokens_per_s, el, eta);
         if (p->has_eval || p->saved || p->step == p->n_steps) fputc('\n', stderr);
     }
-    const double t = now_s();
+    const double t = toy_now_s();
     const bool plain = !ps->tty && (t - ps->last_print >= 1.0 || p->step == p->n_steps || p->has_eval || p->saved);
     if (plain) {
         fprintf(stderr, "step %lld/%lld loss %.4f lr %.3e grad_norm %.3f %.0f tok/s elapsed %s eta %s\n",

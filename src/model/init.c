@@ -19,6 +19,7 @@
 #include "model.h"
 #include "params.h"
 #include "quantize.h"
+#include "splitmix.h"
 
 typedef struct {
     const char *name;
@@ -56,13 +57,6 @@ typedef struct {
     fill_kind fill;
     float std;
 } planned_tensor;
-
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 typedef struct {
     const planned_tensor *t;
@@ -102,8 +96,8 @@ static void random_row(void *user, int64_t r, float *out) {
     uint64_t state = g->seed ^ (0x632be59bd9b4e019ULL * (uint64_t)(g->index + 1)) ^
                      (0x9e3779b97f4a7c15ULL * (uint64_t)(r + 1));
     for (int64_t i = 0; i < n; i += 2) { /* Box-Muller: two normals per draw */
-        double u1 = ((splitmix64(&state) >> 11) + 1) * (1.0 / 9007199254740993.0);
-        double u2 = (splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+        double u1 = ((toy_splitmix64(&state) >> 11) + 1) * (1.0 / 9007199254740993.0);
+        double u2 = (toy_splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
         double rad = sqrt(-2.0 * log(u1));
         out[i] = (float)(g->t->std * rad * cos(2 * M_PI * u2));
         if (i + 1 < n) out[i + 1] = (float)(g->t->std * rad * sin(2 * M_PI * u2));

@@ -9,16 +9,11 @@
 #include "model.h"
 #include "params.h"
 #include "tokenizer.h"
+#include "clock.h"
 
 void toy_generate_params_init(toy_generate_params *params, size_t size) {
     const toy_generate_params defaults = {.size = sizeof defaults, .max_tokens = -1};
     toy_params_init(params, size, &defaults, sizeof defaults);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* n tokens of sequence 0 at positions pos0.. in one forward pass (logits of the last) */
@@ -60,7 +55,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
     toy_generate_result r = {.size = sizeof r, .finish = TOY_FINISH_LENGTH, .n_prompt = n_prompt};
 
     /* the prompt, in passes of at most n_batch (and 512) tokens */
-    double t0 = now_s();
+    double t0 = toy_now_s();
     const int32_t step = toy_n_batch(ctx) < 512 ? toy_n_batch(ctx) : 512;
     for (int32_t i = 0; i < n_prompt && !st; i += step) {
         const int32_t k = n_prompt - i < step ? n_prompt - i : step;
@@ -68,11 +63,11 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
         if (!st) n_past += k;
     }
     for (int32_t i = 0; i < n_prompt && !st; i++) toy_sampler_accept(sampler, prompt[i]);
-    r.prompt_seconds = now_s() - t0;
+    r.prompt_seconds = toy_now_s() - t0;
 
     /* the logits of the last token decoded: the last of the prompt's last pass, then
      * each single token's */
-    t0 = now_s();
+    t0 = toy_now_s();
     int32_t last = (n_prompt - 1) % step;
     while (!st && (p.max_tokens < 0 || r.n_generated < p.max_tokens)) {
         const int32_t tok = toy_sampler_sample(sampler, toy_get_logits(ctx, last));
@@ -118,7 +113,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
     toy_stop_flush(stop, &rest, &rest_len);
     if (!st && rest_len && p.on_text) p.on_text(p.user, -1, rest, rest_len);
     toy_stop_free(stop);
-    r.gen_seconds = now_s() - t0;
+    r.gen_seconds = toy_now_s() - t0;
     if (!st && result) st = toy_result_write(result, &r, sizeof r, "toy_generate_result");
     return st;
 }

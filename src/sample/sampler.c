@@ -28,6 +28,7 @@
 #include "error.h"
 #include "grammar.h"
 #include "params.h"
+#include "splitmix.h"
 
 struct toy_sampler {
     toy_sampler_params params;
@@ -49,13 +50,6 @@ struct toy_sampler {
 
 /* ---------------------------------------------------------------- random numbers */
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
 static uint64_t xoshiro256ss(uint64_t s[4]) {
@@ -72,7 +66,7 @@ static uint64_t xoshiro256ss(uint64_t s[4]) {
 
 static void seed_rng(toy_sampler *s) {
     uint64_t x = s->params.seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++) s->rng[i] = toy_splitmix64(&x);
 }
 
 double toy_sampler_uniform(toy_sampler *s) {
@@ -214,7 +208,7 @@ static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
     uint64_t pivot_state = 0;
     toy_sampler_candidate cut;
     for (;;) {
-        swap_cand(&c[lo + splitmix64(&pivot_state) % (hi - lo)], &c[hi - 1]);
+        swap_cand(&c[lo + toy_splitmix64(&pivot_state) % (hi - lo)], &c[hi - 1]);
         const toy_sampler_candidate pivot = c[hi - 1];
         size_t above = lo; /* c[lo..above) rank above the pivot */
         double above_mass = 0;

@@ -15,6 +15,7 @@
 #include "engine.h"
 #include "sampler.h"
 #include "error.h"
+#include "clock.h"
 
 struct srv_request {
     pthread_mutex_t lock;
@@ -447,12 +448,6 @@ static void slot_sample(srv_engine *e, slot *s, int32_t row) {
 
 /* ---------------------------------------------------------------- the step loop */
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The prompt is read once for all the choices of a request: a later choice copies what
  * the others have read, and waits while an earlier one reads on (choice 0 never waits).
  * true: the slot waits this step. */
@@ -638,16 +633,16 @@ static void *engine_thread(void *arg) {
         e->m.busy_slots = busy;
         e->m.queue_depth = e->q_len;
         if (!busy) {
-            e->last_progress = now_s();
+            e->last_progress = toy_now_s();
             if (e->stopping && e->q_len == 0) break;
             pthread_cond_wait(&e->wake, &e->lock);
             continue;
         }
         pthread_mutex_unlock(&e->lock);
-        const double t0 = now_s();
+        const double t0 = toy_now_s();
         step(e, start);
         start = (start + 1) % e->p.n_parallel;
-        const double t1 = now_s();
+        const double t1 = toy_now_s();
         pthread_mutex_lock(&e->lock);
         e->m.busy_seconds += t1 - t0;
         e->last_progress = t1;
@@ -707,7 +702,7 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     e->m.n_slots = e->p.n_parallel;
-    e->last_progress = now_s();
+    e->last_progress = toy_now_s();
     if (ok) ok = pthread_create(&e->thread, NULL, engine_thread, e) == 0;
     if (!ok) {
         srv_engine_free(e);
@@ -816,7 +811,7 @@ void srv_engine_abort(srv_engine *e, int status, const char *message) {
 double srv_engine_stalled_for(srv_engine *e) {
     pthread_mutex_lock(&e->lock);
     const bool work = e->q_len > 0 || e->m.busy_slots > 0;
-    const double t = work ? now_s() - e->last_progress : 0;
+    const double t = work ? toy_now_s() - e->last_progress : 0;
     pthread_mutex_unlock(&e->lock);
     return t > 0 ? t : 0;
 }

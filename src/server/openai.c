@@ -12,6 +12,7 @@
 
 #include "json_schema.h"
 #include "openai.h"
+#include "utf8.h"
 
 /* ---------------------------------------------------------------- errors */
 
@@ -57,31 +58,12 @@ char *oai_error_sse(const oai_error *err) {
 
 /* ---------------------------------------------------------------- UTF-8 */
 
-/* the length of the valid UTF-8 sequence at s (0 if invalid) */
-static size_t utf8_valid(const unsigned char *s, size_t n) {
-    if (s[0] < 0x80) return 1;
-    size_t len;
-    uint32_t cp;
-    if ((s[0] & 0xE0) == 0xC0) len = 2, cp = s[0] & 0x1F;
-    else if ((s[0] & 0xF0) == 0xE0) len = 3, cp = s[0] & 0x0F;
-    else if ((s[0] & 0xF8) == 0xF0) len = 4, cp = s[0] & 0x07;
-    else return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = cp << 6 | (s[i] & 0x3F);
-    }
-    static const uint32_t min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min_cp[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
 json_t *oai_json_text(const char *s, size_t len) {
     char *buf = malloc(3 * len + 1);
     if (!buf) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t k = utf8_valid((const unsigned char *)s + i, len - i);
+        size_t k = toy_utf8_valid_len((const unsigned char *)s + i, len - i);
         if (k == 0) {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;

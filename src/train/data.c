@@ -7,6 +7,7 @@
 
 #include "data.h"
 #include "error.h"
+#include "splitmix.h"
 
 /* ---------------------------------------------------------------- the stream */
 
@@ -269,13 +270,6 @@ int train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens
     return n;
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* Fisher-Yates with a stream seeded by (seed, epoch); the bound of each draw by
  * rejection, so the order is exactly uniform and the same on every machine */
 void train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch) {
@@ -284,7 +278,7 @@ void train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch)
     for (int64_t i = n - 1; i > 0; i--) {
         const uint64_t bound = (uint64_t)i + 1, limit = UINT64_MAX - UINT64_MAX % bound;
         uint64_t r;
-        do r = splitmix64(&state);
+        do r = toy_splitmix64(&state);
         while (r >= limit);
         const int64_t j = (int64_t)(r % bound);
         const int64_t t = order[i];

@@ -25,6 +25,7 @@
 #include "plot.h"
 #include "dist.h"
 #include "train_model.h"
+#include "clock.h"
 
 void toy_train_params_init(toy_train_params *params, size_t size) {
     const toy_train_params defaults = {
@@ -33,12 +34,6 @@ void toy_train_params_init(toy_train_params *params, size_t size) {
         .clip = 1.0f, .seed = 42, .n_threads = 1, .out_ftype = -1,
     };
     toy_params_init(params, size, &defaults, sizeof defaults);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---------------------------------------------------------------- output files */
@@ -392,7 +387,7 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
     }
     toy_train_result res = {.size = sizeof res, .n_params = train_model_n_params(r.tm), .n_train_tokens = r.data.n_scored,
                             .n_eval_tokens = r.eval.n_scored, .eval_loss = NAN};
-    const double t_start = now_s(), seconds_before = r.st.seconds;
+    const double t_start = toy_now_s(), seconds_before = r.st.seconds;
     const int64_t step0 = r.st.step;
     res.rank = r.dist.rank;
     res.n_procs = r.dist.size;
@@ -404,7 +399,7 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
             res.stopped = true;
             break;
         }
-        const double t0 = now_s();
+        const double t0 = toy_now_s();
         double loss, gnorm;
         float lr;
         int64_t scored;
@@ -412,14 +407,14 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
             res.stopped = true;
             break;
         }
-        const double dt = now_s() - t0;
-        r.st.seconds = seconds_before + (now_s() - t_start);
+        const double dt = toy_now_s() - t0;
+        r.st.seconds = seconds_before + (toy_now_s() - t_start);
         if ((st = history_add(&r.hist, (float)loss, lr, (float)gnorm))) break;
         toy_train_progress pr = {.step = r.st.step, .n_steps = r.n_steps, .epoch = r.st.epoch, .loss = loss,
                                  .lr = lr, .grad_norm = gnorm,
                                  .tokens_per_s = (double)p->batch * p->grad_accum * p->seq / dt};
         pr.elapsed_s = r.st.seconds;
-        const double per = (now_s() - t_start) / (double)(r.st.step - step0);
+        const double per = (toy_now_s() - t_start) / (double)(r.st.step - step0);
         pr.eta_s = per * (double)(r.n_steps - r.st.step);
         res.loss = loss;
         const bool last = r.st.step == r.n_steps;
@@ -489,7 +484,7 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
         const adamw_params ap = {1e-4f, 1e-5f, 0, 100, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
         const train_batch b = {batch, seq, 0, tok, tgt, w};
         for (int s = -1; s < steps; s++) { /* step -1 warms up */
-            const double t0 = now_s();
+            const double t0 = toy_now_s();
             train_model_zero_grads(tm);
             train_model_step(tm, &b, true);
             float *g = train_model_grads(tm), *params = train_model_params(tm);
@@ -501,7 +496,7 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
                     adamw_update(pool, params + t->offset, g + t->offset, mom + t->offset, var + t->offset, t->n,
                                  &ap, ap.lr, s + 2, scale, t->decay);
             }
-            if (s >= 0) times[s] = now_s() - t0;
+            if (s >= 0) times[s] = toy_now_s() - t0;
         }
         qsort(times, (size_t)steps, sizeof *times, cmp_double);
         const double step_s = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);

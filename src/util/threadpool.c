@@ -15,6 +15,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+#include "clock.h"
 #define cpu_relax() _mm_pause()
 #else
 #define cpu_relax() ((void)0)
@@ -89,20 +90,14 @@ static void work(toy_pool *p, int thread) {
     }
 }
 
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Waits until the generation differs from `seen`; returns false on shutdown. */
 static bool wait_for_job(toy_pool *p, uint64_t seen) {
-    double deadline = seconds() + SPIN_SECONDS;
+    double deadline = toy_now_s() + SPIN_SECONDS;
     for (unsigned i = 1;; i++) {
         if (atomic_load(&p->generation) != seen) return true;
         if (atomic_load(&p->shutdown)) return false;
         spin_once(i);
-        if (i % 1024 == 0 && seconds() > deadline) break;
+        if (i % 1024 == 0 && toy_now_s() > deadline) break;
     }
     pthread_mutex_lock(&p->lock);
     atomic_fetch_add(&p->sleepers, 1);
