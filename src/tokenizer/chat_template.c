@@ -66,53 +66,561 @@ typedef enum {
     CHAT_UNKNOWN = CHAT_N_FAMILIES,
 } chat_family;
 
-/* llama.cpp's names (LLM_CHAT_TEMPLATES), which toy_chat_template_detect returns. */
-static const char *const family_names[CHAT_N_FAMILIES] = {
-    [CHAT_CHATML] = "chatml",
-    [CHAT_LLAMA2] = "llama2",
-    [CHAT_LLAMA2_SYS] = "llama2-sys",
-    [CHAT_LLAMA2_SYS_BOS] = "llama2-sys-bos",
-    [CHAT_LLAMA2_SYS_STRIP] = "llama2-sys-strip",
-    [CHAT_MISTRAL_V1] = "mistral-v1",
-    [CHAT_MISTRAL_V3] = "mistral-v3",
-    [CHAT_MISTRAL_V3_TEKKEN] = "mistral-v3-tekken",
-    [CHAT_MISTRAL_V7] = "mistral-v7",
-    [CHAT_MISTRAL_V7_TEKKEN] = "mistral-v7-tekken",
-    [CHAT_PHI3] = "phi3",
-    [CHAT_PHI4] = "phi4",
-    [CHAT_FALCON3] = "falcon3",
-    [CHAT_ZEPHYR] = "zephyr",
-    [CHAT_MONARCH] = "monarch",
-    [CHAT_GEMMA] = "gemma",
-    [CHAT_ORION] = "orion",
-    [CHAT_OPENCHAT] = "openchat",
-    [CHAT_VICUNA] = "vicuna",
-    [CHAT_VICUNA_ORCA] = "vicuna-orca",
-    [CHAT_DEEPSEEK] = "deepseek",
-    [CHAT_DEEPSEEK2] = "deepseek2",
-    [CHAT_DEEPSEEK3] = "deepseek3",
-    [CHAT_COMMAND_R] = "command-r",
-    [CHAT_LLAMA3] = "llama3",
-    [CHAT_CHATGLM3] = "chatglm3",
-    [CHAT_CHATGLM4] = "chatglm4",
-    [CHAT_GLMEDGE] = "glmedge",
-    [CHAT_MINICPM] = "minicpm",
-    [CHAT_EXAONE3] = "exaone3",
-    [CHAT_EXAONE4] = "exaone4",
-    [CHAT_RWKV_WORLD] = "rwkv-world",
-    [CHAT_GRANITE] = "granite",
-    [CHAT_GIGACHAT] = "gigachat",
-    [CHAT_MEGREZ] = "megrez",
-    [CHAT_YANDEX] = "yandex",
-    [CHAT_BAILING] = "bailing",
-    [CHAT_LLAMA4] = "llama4",
-    [CHAT_SMOLVLM] = "smolvlm",
-    [CHAT_DOTS1] = "dots1", /* llama.cpp detects it but gives it no name */
-    [CHAT_HUNYUAN_MOE] = "hunyuan-moe",
-    [CHAT_GPT_OSS] = "gpt-oss",
-    [CHAT_HUNYUAN_DENSE] = "hunyuan-dense",
-    [CHAT_KIMI_K2] = "kimi-k2",
-    [CHAT_SEED_OSS] = "seed_oss",
+
+/* ---------------------------------------------------------------- output */
+
+
+/* llama.cpp's trim(): the C locale's isspace at both ends. */
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static void put_trimmed(toy_buf *b, const char *s) {
+    size_t len = strlen(s);
+    while (len > 0 && is_space(*s)) s++, len--;
+    while (len > 0 && is_space(s[len - 1])) len--;
+    toy_buf_append(b, s, len);
+}
+
+static bool role_is(const toy_chat_message *m, const char *role) {
+    return strcmp(m->role, role) == 0;
+}
+
+/* ASCII capitals, as std::toupper does in the C locale. */
+static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
+
+/* ---------------------------------------------------------------- formats */
+
+/* llm_chat_apply_template, one family at a time: each writes the conversation to b. f
+ * tells the variants of a shared format apart. */
+static void format_chatml(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "\n", msgs[i].content, "<|im_end|>\n");
+    if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant\n");
+}
+
+static void format_mistral_v7(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* v7 puts a space after each opening tag, v7-tekken does not; neither has a
+     * generation prompt (the prompt ends with [/INST]) */
+    const char *sp = f == CHAT_MISTRAL_V7 ? " " : "";
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, "[SYSTEM_PROMPT]", sp, m->content, "[/SYSTEM_PROMPT]");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "[INST]", sp, m->content, "[/INST]");
+        else
+            TOY_BUF_PUT(b, sp, m->content, "</s>");
+    }
+}
+
+static void format_mistral_v1_v3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* Mistral's cookbook formats: v1 has a space before [INST] and [/INST], tekken
+     * none after them, and only v3 trims the assistant's message. A system message
+     * opens the first [INST] and runs into the user message after it; any role but
+     * system and user is the assistant. No generation prompt. */
+    const char *lead = f == CHAT_MISTRAL_V1 ? " " : "";
+    const char *trail = f == CHAT_MISTRAL_V3_TEKKEN ? "" : " ";
+    bool inside_turn = false;
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (!inside_turn) TOY_BUF_PUT(b, lead, "[INST]", trail);
+        inside_turn = true;
+        if (role_is(m, "system")) {
+            TOY_BUF_PUT(b, m->content, "\n\n");
+        } else if (role_is(m, "user")) {
+            TOY_BUF_PUT(b, m->content, lead, "[/INST]");
+        } else {
+            TOY_BUF_PUT(b, trail);
+            if (f == CHAT_MISTRAL_V3)
+                put_trimmed(b, m->content);
+            else
+                TOY_BUF_PUT(b, m->content);
+            TOY_BUF_PUT(b, "</s>");
+            inside_turn = false;
+        }
+    }
+}
+
+static void format_llama2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* Plain llama2 has no <<SYS>> block: a system message is written into the first
+     * turn, followed by a newline. The first [INST] has no <s> (the tokenizer adds
+     * BOS); -bos puts <s> before each later one; -strip trims every message. Any role
+     * but system and user is the assistant. No generation prompt. */
+    const bool sys_block = f != CHAT_LLAMA2;
+    const bool bos_inside = f == CHAT_LLAMA2_SYS_BOS;
+    const bool strip = f == CHAT_LLAMA2_SYS_STRIP;
+    bool inside_turn = true;
+    TOY_BUF_PUT(b, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        const bool system = role_is(m, "system"), user = role_is(m, "user");
+        if (!inside_turn) TOY_BUF_PUT(b, bos_inside ? "<s>[INST] " : "[INST] ");
+        inside_turn = true;
+        if (system && sys_block) TOY_BUF_PUT(b, "<<SYS>>\n");
+        if (strip)
+            put_trimmed(b, m->content);
+        else
+            TOY_BUF_PUT(b, m->content);
+        if (system) {
+            TOY_BUF_PUT(b, sys_block ? "\n<</SYS>>\n\n" : "\n");
+        } else if (user) {
+            TOY_BUF_PUT(b, " [/INST]");
+        } else {
+            TOY_BUF_PUT(b, "</s>");
+            inside_turn = false;
+        }
+    }
+}
+
+static void format_phi3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, "<|end|>\n");
+    if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
+}
+
+static void format_phi4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "<|im_sep|>", msgs[i].content,
+            "<|im_end|>");
+    if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant<|im_sep|>");
+}
+
+static void format_falcon3_zephyr(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    const char *end = f == CHAT_ZEPHYR ? "<|endoftext|>\n" : "\n";
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, end);
+    if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
+}
+
+static void format_monarch(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* BOS inside the history, except before the first message */
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, i > 0 ? "<s>" : "", msgs[i].role, "\n", msgs[i].content, "</s>\n");
+    if (add_ass) TOY_BUF_PUT(b, "<s>assistant\n");
+}
+
+static void format_gemma(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* Gemma has no system turn: system messages (trimmed, run together) open the next
+     * turn that is not the model's. The assistant is "model"; content is trimmed. */
+    toy_buf system = {0};
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system")) {
+            put_trimmed(&system, m->content);
+            continue;
+        }
+        const char *role = role_is(m, "assistant") ? "model" : m->role;
+        TOY_BUF_PUT(b, "<start_of_turn>", role, "\n");
+        if (system.n > 0 && strcmp(role, "model") != 0) {
+            toy_buf_append(b, system.v, system.n);
+            TOY_BUF_PUT(b, "\n\n");
+            system.n = 0;
+        }
+        put_trimmed(b, m->content);
+        TOY_BUF_PUT(b, "<end_of_turn>\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<start_of_turn>model\n");
+    b->oom |= system.oom;
+    free(system.v);
+}
+
+static void format_orion(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* no system turn either: it opens the next user message. No generation prompt:
+     * every user turn already ends with "Assistant: </s>". */
+    toy_buf system = {0};
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system")) {
+            TOY_BUF_PUT(&system, m->content);
+        } else if (role_is(m, "user")) {
+            TOY_BUF_PUT(b, "Human: ");
+            if (system.n > 0) {
+                toy_buf_append(b, system.v, system.n);
+                TOY_BUF_PUT(b, "\n\n");
+                system.n = 0;
+            }
+            TOY_BUF_PUT(b, m->content, "\n\nAssistant: </s>");
+        } else {
+            TOY_BUF_PUT(b, m->content, "</s>");
+        }
+    }
+    b->oom |= system.oom;
+    free(system.v);
+}
+
+static void format_openchat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* "GPT4 Correct " and the role with its first letter capitalised */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system")) {
+            TOY_BUF_PUT(b, m->content, "<|end_of_turn|>");
+            continue;
+        }
+        const char first[2] = {upper(m->role[0]), 0};
+        TOY_BUF_PUT(b, "GPT4 Correct ", first, m->role[0] ? m->role + 1 : "", ": ", m->content,
+            "<|end_of_turn|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "GPT4 Correct Assistant:");
+}
+
+static void format_vicuna(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* other roles are left out */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system")) {
+            if (f == CHAT_VICUNA_ORCA)
+                TOY_BUF_PUT(b, "SYSTEM: ", m->content, "\n");
+            else
+                TOY_BUF_PUT(b, m->content, "\n\n");
+        } else if (role_is(m, "user")) {
+            TOY_BUF_PUT(b, "USER: ", m->content, "\n");
+        } else if (role_is(m, "assistant")) {
+            TOY_BUF_PUT(b, "ASSISTANT: ", m->content, "</s>\n");
+        }
+    }
+    if (add_ass) TOY_BUF_PUT(b, "ASSISTANT:");
+}
+
+static void format_deepseek(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, m->content);
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "### Instruction:\n", m->content, "\n");
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "### Response:\n", m->content, "\n<|EOT|>\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "### Response:\n");
+}
+
+static void format_command_r(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        const char *tag = role_is(m, "system")      ? "<|SYSTEM_TOKEN|>"
+                          : role_is(m, "user")      ? "<|USER_TOKEN|>"
+                          : role_is(m, "assistant") ? "<|CHATBOT_TOKEN|>"
+                                                    : NULL;
+        if (!tag) continue;
+        TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|>", tag);
+        put_trimmed(b, m->content);
+        TOY_BUF_PUT(b, "<|END_OF_TURN_TOKEN|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
+}
+
+static void format_llama3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        TOY_BUF_PUT(b, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n");
+        put_trimmed(b, msgs[i].content);
+        TOY_BUF_PUT(b, "<|eot_id|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void format_glm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* the same turns; ChatGLM3 has a space after the newline, ChatGLM4 one after the
+     * generation prompt */
+    if (f == CHAT_CHATGLM3) TOY_BUF_PUT(b, "[gMASK]sop");
+    if (f == CHAT_CHATGLM4) TOY_BUF_PUT(b, "[gMASK]<sop>");
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|", msgs[i].role, f == CHAT_CHATGLM3 ? "|>\n " : "|>\n",
+            msgs[i].content);
+    if (add_ass) TOY_BUF_PUT(b, f == CHAT_CHATGLM4 ? "<|assistant|>\n" : "<|assistant|>");
+}
+
+static void format_minicpm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* no generation prompt: every user turn ends with <AI> */
+    for (size_t i = 0; i < n; i++) {
+        const bool user = role_is(&msgs[i], "user");
+        if (user) TOY_BUF_PUT(b, "<用户>");
+        put_trimmed(b, msgs[i].content);
+        if (user) TOY_BUF_PUT(b, "<AI>");
+    }
+}
+
+static void format_deepseek2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, m->content, "\n\n");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "User: ", m->content, "\n\n");
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "Assistant: ", m->content, "<｜end▁of▁sentence｜>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "Assistant:");
+}
+
+static void format_deepseek3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, m->content, "\n\n");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "<｜User｜>", m->content);
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "<｜Assistant｜>", m->content, "<｜end▁of▁sentence｜>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<｜Assistant｜>");
+}
+
+static void format_exaone(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* the user's turn ends with a newline, not [|endofturn|]; EXAONE 4 adds tools */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        const char *open = role_is(m, "system")      ? "[|system|]"
+                           : role_is(m, "user")      ? "[|user|]"
+                           : role_is(m, "assistant") ? "[|assistant|]"
+                           : f == CHAT_EXAONE4 && role_is(m, "tool") ? "[|tool|]"
+                                                                     : NULL;
+        if (!open) continue;
+        TOY_BUF_PUT(b, open);
+        put_trimmed(b, m->content);
+        TOY_BUF_PUT(b, role_is(m, "user") ? "\n" : "[|endofturn|]\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "[|assistant|]");
+}
+
+static void format_rwkv_world(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* "\n\n" ends a turn; the generation prompt follows a final user message
+     * whatever add_ass says */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        const char *open = role_is(m, "system")      ? "System: "
+                           : role_is(m, "user")      ? "User: "
+                           : role_is(m, "assistant") ? "Assistant: "
+                                                     : NULL;
+        if (!open) continue;
+        TOY_BUF_PUT(b, open);
+        put_trimmed(b, m->content);
+        TOY_BUF_PUT(b, "\n\n");
+        if (i == n - 1 && role_is(m, "user")) TOY_BUF_PUT(b, "Assistant:");
+    }
+}
+
+static void format_granite(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* The generation prompt has no newline after <|end_of_role|>, as Granite's own
+     * template and llama.cpp's tests/test-chat-template.cpp have it (an older
+     * llama-chat.cpp wrote one). */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        TOY_BUF_PUT(b, "<|start_of_role|>", m->role, "<|end_of_role|>");
+        if (role_is(m, "assistant_tool_call")) TOY_BUF_PUT(b, "<|tool_call|>");
+        TOY_BUF_PUT(b, m->content, "<|end_of_text|>\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|start_of_role|>assistant<|end_of_role|>");
+}
+
+static void format_gigachat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* a leading system message goes right after <s>; other roles are left out */
+    const bool has_system = n > 0 && role_is(&msgs[0], "system");
+    TOY_BUF_PUT(b, "<s>");
+    if (has_system) TOY_BUF_PUT(b, msgs[0].content, "<|message_sep|>");
+    for (size_t i = has_system ? 1 : 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "user<|role_sep|>", m->content, "<|message_sep|>",
+                "available functions<|role_sep|>[]<|message_sep|>");
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "assistant<|role_sep|>", m->content, "<|message_sep|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "assistant<|role_sep|>");
+}
+
+static void format_megrez(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++)
+        TOY_BUF_PUT(b, "<|role_start|>", msgs[i].role, "<|role_end|>", msgs[i].content,
+            "<|turn_end|>");
+    if (add_ass) TOY_BUF_PUT(b, "<|role_start|>assistant<|role_end|>");
+}
+
+static void format_yandex(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* "\n\n" ends a turn; system messages are left out */
+    for (size_t i = 0; i < n; i++) {
+        if (role_is(&msgs[i], "user"))
+            TOY_BUF_PUT(b, " Пользователь: ", msgs[i].content, "\n\n");
+        else if (role_is(&msgs[i], "assistant"))
+            TOY_BUF_PUT(b, " Ассистент: ", msgs[i].content, "\n\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, " Ассистент:[SEP]");
+}
+
+static void format_bailing(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* the user is HUMAN; any other role is written in capitals */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        TOY_BUF_PUT(b, "<role>");
+        if (role_is(m, "user")) {
+            TOY_BUF_PUT(b, "HUMAN");
+        } else {
+            for (const char *r = m->role; *r; r++) {
+                const char c = upper(*r);
+                toy_buf_append(b, &c, 1);
+            }
+        }
+        TOY_BUF_PUT(b, "</role>", m->content);
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<role>ASSISTANT</role>");
+}
+
+static void format_llama4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        TOY_BUF_PUT(b, "<|header_start|>", msgs[i].role, "<|header_end|>\n\n");
+        put_trimmed(b, msgs[i].content);
+        TOY_BUF_PUT(b, "<|eot|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|header_start|>assistant<|header_end|>\n\n");
+}
+
+static void format_smolvlm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* <|im_start|> is SmolVLM's BOS; any role but system and user is the assistant */
+    TOY_BUF_PUT(b, "<|im_start|>");
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, m->content, "\n\n");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "User: ", m->content, "<end_of_utterance>\n");
+        else
+            TOY_BUF_PUT(b, "Assistant: ", m->content, "<end_of_utterance>\n");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "Assistant:");
+}
+
+static void format_dots1(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, "<|system|>", m->content, "<|endofsystem|>");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "<|userprompt|>", m->content, "<|endofuserprompt|>");
+        else
+            TOY_BUF_PUT(b, "<|response|>", m->content, "<|endofresponse|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|response|>");
+}
+
+static void format_hunyuan_moe(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* no generation prompt: a user turn ends with <|extra_0|> */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_4|>");
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, m->content, "<|eos|>");
+        else
+            TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_0|>");
+    }
+}
+
+static void format_gpt_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* OpenAI's Harmony format: the assistant's turn ends with <|return|> */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        TOY_BUF_PUT(b, "<|start|>", m->role, "<|message|>", m->content,
+            role_is(m, "assistant") ? "<|return|>" : "<|end|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|start|>assistant");
+}
+
+static void format_hunyuan_dense(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* only a first system message is kept; a user turn opens the assistant's, so
+     * there is no generation prompt */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (i == 0 && role_is(m, "system"))
+            TOY_BUF_PUT(b, m->content, "<｜hy_place▁holder▁no▁3｜>");
+        if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "<｜hy_Assistant｜>", m->content, "<｜hy_place▁holder▁no▁2｜>");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "<｜hy_User｜>", m->content, "<｜hy_Assistant｜>");
+    }
+}
+
+static void format_kimi_k2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    /* a role other than these four gets no header, only its content */
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        if (role_is(m, "system"))
+            TOY_BUF_PUT(b, "<|im_system|>system<|im_middle|>");
+        else if (role_is(m, "user"))
+            TOY_BUF_PUT(b, "<|im_user|>user<|im_middle|>");
+        else if (role_is(m, "assistant"))
+            TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
+        else if (role_is(m, "tool"))
+            TOY_BUF_PUT(b, "<|im_system|>tool<|im_middle|>");
+        TOY_BUF_PUT(b, m->content, "<|im_end|>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
+}
+
+static void format_seed_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+    for (size_t i = 0; i < n; i++) {
+        const toy_chat_message *m = &msgs[i];
+        TOY_BUF_PUT(b, "<seed:bos>", m->role, "\n");
+        if (role_is(m, "assistant"))
+            put_trimmed(b, m->content);
+        else
+            TOY_BUF_PUT(b, m->content);
+        TOY_BUF_PUT(b, "<seed:eos>");
+    }
+    if (add_ass) TOY_BUF_PUT(b, "<seed:bos>assistant\n");
+}
+
+/* Each family: llama.cpp's name (LLM_CHAT_TEMPLATES), which toy_chat_template_detect
+ * returns, and the function that writes its format. */
+typedef void format_fn(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b);
+static const struct {
+    const char *name;
+    format_fn *format;
+} families[CHAT_N_FAMILIES] = {
+    [CHAT_CHATML] = {"chatml", format_chatml},
+    [CHAT_LLAMA2] = {"llama2", format_llama2},
+    [CHAT_LLAMA2_SYS] = {"llama2-sys", format_llama2},
+    [CHAT_LLAMA2_SYS_BOS] = {"llama2-sys-bos", format_llama2},
+    [CHAT_LLAMA2_SYS_STRIP] = {"llama2-sys-strip", format_llama2},
+    [CHAT_MISTRAL_V1] = {"mistral-v1", format_mistral_v1_v3},
+    [CHAT_MISTRAL_V3] = {"mistral-v3", format_mistral_v1_v3},
+    [CHAT_MISTRAL_V3_TEKKEN] = {"mistral-v3-tekken", format_mistral_v1_v3},
+    [CHAT_MISTRAL_V7] = {"mistral-v7", format_mistral_v7},
+    [CHAT_MISTRAL_V7_TEKKEN] = {"mistral-v7-tekken", format_mistral_v7},
+    [CHAT_PHI3] = {"phi3", format_phi3},
+    [CHAT_PHI4] = {"phi4", format_phi4},
+    [CHAT_FALCON3] = {"falcon3", format_falcon3_zephyr},
+    [CHAT_ZEPHYR] = {"zephyr", format_falcon3_zephyr},
+    [CHAT_MONARCH] = {"monarch", format_monarch},
+    [CHAT_GEMMA] = {"gemma", format_gemma},
+    [CHAT_ORION] = {"orion", format_orion},
+    [CHAT_OPENCHAT] = {"openchat", format_openchat},
+    [CHAT_VICUNA] = {"vicuna", format_vicuna},
+    [CHAT_VICUNA_ORCA] = {"vicuna-orca", format_vicuna},
+    [CHAT_DEEPSEEK] = {"deepseek", format_deepseek},
+    [CHAT_DEEPSEEK2] = {"deepseek2", format_deepseek2},
+    [CHAT_DEEPSEEK3] = {"deepseek3", format_deepseek3},
+    [CHAT_COMMAND_R] = {"command-r", format_command_r},
+    [CHAT_LLAMA3] = {"llama3", format_llama3},
+    [CHAT_CHATGLM3] = {"chatglm3", format_glm},
+    [CHAT_CHATGLM4] = {"chatglm4", format_glm},
+    [CHAT_GLMEDGE] = {"glmedge", format_glm},
+    [CHAT_MINICPM] = {"minicpm", format_minicpm},
+    [CHAT_EXAONE3] = {"exaone3", format_exaone},
+    [CHAT_EXAONE4] = {"exaone4", format_exaone},
+    [CHAT_RWKV_WORLD] = {"rwkv-world", format_rwkv_world},
+    [CHAT_GRANITE] = {"granite", format_granite},
+    [CHAT_GIGACHAT] = {"gigachat", format_gigachat},
+    [CHAT_MEGREZ] = {"megrez", format_megrez},
+    [CHAT_YANDEX] = {"yandex", format_yandex},
+    [CHAT_BAILING] = {"bailing", format_bailing},
+    [CHAT_LLAMA4] = {"llama4", format_llama4},
+    [CHAT_SMOLVLM] = {"smolvlm", format_smolvlm},
+    [CHAT_DOTS1] = {"dots1", format_dots1}, /* llama.cpp detects it but gives it no name */
+    [CHAT_HUNYUAN_MOE] = {"hunyuan-moe", format_hunyuan_moe},
+    [CHAT_GPT_OSS] = {"gpt-oss", format_gpt_oss},
+    [CHAT_HUNYUAN_DENSE] = {"hunyuan-dense", format_hunyuan_dense},
+    [CHAT_KIMI_K2] = {"kimi-k2", format_kimi_k2},
+    [CHAT_SEED_OSS] = {"seed_oss", format_seed_oss},
 };
 
 /* ---------------------------------------------------------------- detection */
@@ -125,7 +633,7 @@ static bool has(const char *tmpl, const char *marker) {
  * templates carry more than one family's markers (Phi-4 has ChatML's <|im_start|>). */
 static chat_family detect_family(const char *t) {
     for (int f = 0; f < CHAT_N_FAMILIES; f++)
-        if (strcmp(t, family_names[f]) == 0) return (chat_family)f;
+        if (strcmp(t, families[f].name) == 0) return (chat_family)f;
 
     if (has(t, "<|im_start|>")) {
         if (has(t, "<|im_sep|>")) return CHAT_PHI4;
@@ -196,7 +704,7 @@ static chat_family detect_family(const char *t) {
 const char *toy_chat_template_detect(const char *template_or_name) {
     if (!template_or_name) return NULL;
     const chat_family f = detect_family(template_or_name);
-    return f == CHAT_UNKNOWN ? NULL : family_names[f];
+    return f == CHAT_UNKNOWN ? NULL : families[f].name;
 }
 
 toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
@@ -213,533 +721,6 @@ toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
                          toy_gguf_path(gguf));
     *family = f;
     return TOY_OK;
-}
-
-/* ---------------------------------------------------------------- output */
-
-
-/* llama.cpp's trim(): the C locale's isspace at both ends. */
-static bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-static void put_trimmed(toy_buf *b, const char *s) {
-    size_t len = strlen(s);
-    while (len > 0 && is_space(*s)) s++, len--;
-    while (len > 0 && is_space(s[len - 1])) len--;
-    toy_buf_append(b, s, len);
-}
-
-static bool role_is(const toy_chat_message *m, const char *role) {
-    return strcmp(m->role, role) == 0;
-}
-
-/* ASCII capitals, as std::toupper does in the C locale. */
-static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') : c; }
-
-/* ---------------------------------------------------------------- formats */
-
-/* llm_chat_apply_template, one family at a time. */
-static void format_chat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass,
-                        toy_buf *b) {
-    switch (f) {
-    case CHAT_CHATML:
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "\n", msgs[i].content, "<|im_end|>\n");
-        if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant\n");
-        break;
-
-    case CHAT_MISTRAL_V7:
-    case CHAT_MISTRAL_V7_TEKKEN: {
-        /* v7 puts a space after each opening tag, v7-tekken does not; neither has a
-         * generation prompt (the prompt ends with [/INST]) */
-        const char *sp = f == CHAT_MISTRAL_V7 ? " " : "";
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, "[SYSTEM_PROMPT]", sp, m->content, "[/SYSTEM_PROMPT]");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "[INST]", sp, m->content, "[/INST]");
-            else
-                TOY_BUF_PUT(b, sp, m->content, "</s>");
-        }
-        break;
-    }
-
-    case CHAT_MISTRAL_V1:
-    case CHAT_MISTRAL_V3:
-    case CHAT_MISTRAL_V3_TEKKEN: {
-        /* Mistral's cookbook formats: v1 has a space before [INST] and [/INST], tekken
-         * none after them, and only v3 trims the assistant's message. A system message
-         * opens the first [INST] and runs into the user message after it; any role but
-         * system and user is the assistant. No generation prompt. */
-        const char *lead = f == CHAT_MISTRAL_V1 ? " " : "";
-        const char *trail = f == CHAT_MISTRAL_V3_TEKKEN ? "" : " ";
-        bool inside_turn = false;
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (!inside_turn) TOY_BUF_PUT(b, lead, "[INST]", trail);
-            inside_turn = true;
-            if (role_is(m, "system")) {
-                TOY_BUF_PUT(b, m->content, "\n\n");
-            } else if (role_is(m, "user")) {
-                TOY_BUF_PUT(b, m->content, lead, "[/INST]");
-            } else {
-                TOY_BUF_PUT(b, trail);
-                if (f == CHAT_MISTRAL_V3)
-                    put_trimmed(b, m->content);
-                else
-                    TOY_BUF_PUT(b, m->content);
-                TOY_BUF_PUT(b, "</s>");
-                inside_turn = false;
-            }
-        }
-        break;
-    }
-
-    case CHAT_LLAMA2:
-    case CHAT_LLAMA2_SYS:
-    case CHAT_LLAMA2_SYS_BOS:
-    case CHAT_LLAMA2_SYS_STRIP: {
-        /* Plain llama2 has no <<SYS>> block: a system message is written into the first
-         * turn, followed by a newline. The first [INST] has no <s> (the tokenizer adds
-         * BOS); -bos puts <s> before each later one; -strip trims every message. Any role
-         * but system and user is the assistant. No generation prompt. */
-        const bool sys_block = f != CHAT_LLAMA2;
-        const bool bos_inside = f == CHAT_LLAMA2_SYS_BOS;
-        const bool strip = f == CHAT_LLAMA2_SYS_STRIP;
-        bool inside_turn = true;
-        TOY_BUF_PUT(b, "[INST] ");
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            const bool system = role_is(m, "system"), user = role_is(m, "user");
-            if (!inside_turn) TOY_BUF_PUT(b, bos_inside ? "<s>[INST] " : "[INST] ");
-            inside_turn = true;
-            if (system && sys_block) TOY_BUF_PUT(b, "<<SYS>>\n");
-            if (strip)
-                put_trimmed(b, m->content);
-            else
-                TOY_BUF_PUT(b, m->content);
-            if (system) {
-                TOY_BUF_PUT(b, sys_block ? "\n<</SYS>>\n\n" : "\n");
-            } else if (user) {
-                TOY_BUF_PUT(b, " [/INST]");
-            } else {
-                TOY_BUF_PUT(b, "</s>");
-                inside_turn = false;
-            }
-        }
-        break;
-    }
-
-    case CHAT_PHI3:
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, "<|end|>\n");
-        if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
-        break;
-
-    case CHAT_PHI4:
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "<|im_sep|>", msgs[i].content,
-                "<|im_end|>");
-        if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant<|im_sep|>");
-        break;
-
-    case CHAT_FALCON3:
-    case CHAT_ZEPHYR: {
-        const char *end = f == CHAT_ZEPHYR ? "<|endoftext|>\n" : "\n";
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, end);
-        if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
-        break;
-    }
-
-    case CHAT_MONARCH:
-        /* BOS inside the history, except before the first message */
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, i > 0 ? "<s>" : "", msgs[i].role, "\n", msgs[i].content, "</s>\n");
-        if (add_ass) TOY_BUF_PUT(b, "<s>assistant\n");
-        break;
-
-    case CHAT_GEMMA: {
-        /* Gemma has no system turn: system messages (trimmed, run together) open the next
-         * turn that is not the model's. The assistant is "model"; content is trimmed. */
-        toy_buf system = {0};
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system")) {
-                put_trimmed(&system, m->content);
-                continue;
-            }
-            const char *role = role_is(m, "assistant") ? "model" : m->role;
-            TOY_BUF_PUT(b, "<start_of_turn>", role, "\n");
-            if (system.n > 0 && strcmp(role, "model") != 0) {
-                toy_buf_append(b, system.v, system.n);
-                TOY_BUF_PUT(b, "\n\n");
-                system.n = 0;
-            }
-            put_trimmed(b, m->content);
-            TOY_BUF_PUT(b, "<end_of_turn>\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<start_of_turn>model\n");
-        b->oom |= system.oom;
-        free(system.v);
-        break;
-    }
-
-    case CHAT_ORION: {
-        /* no system turn either: it opens the next user message. No generation prompt:
-         * every user turn already ends with "Assistant: </s>". */
-        toy_buf system = {0};
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system")) {
-                TOY_BUF_PUT(&system, m->content);
-            } else if (role_is(m, "user")) {
-                TOY_BUF_PUT(b, "Human: ");
-                if (system.n > 0) {
-                    toy_buf_append(b, system.v, system.n);
-                    TOY_BUF_PUT(b, "\n\n");
-                    system.n = 0;
-                }
-                TOY_BUF_PUT(b, m->content, "\n\nAssistant: </s>");
-            } else {
-                TOY_BUF_PUT(b, m->content, "</s>");
-            }
-        }
-        b->oom |= system.oom;
-        free(system.v);
-        break;
-    }
-
-    case CHAT_OPENCHAT:
-        /* "GPT4 Correct " and the role with its first letter capitalised */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system")) {
-                TOY_BUF_PUT(b, m->content, "<|end_of_turn|>");
-                continue;
-            }
-            const char first[2] = {upper(m->role[0]), 0};
-            TOY_BUF_PUT(b, "GPT4 Correct ", first, m->role[0] ? m->role + 1 : "", ": ", m->content,
-                "<|end_of_turn|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "GPT4 Correct Assistant:");
-        break;
-
-    case CHAT_VICUNA:
-    case CHAT_VICUNA_ORCA:
-        /* other roles are left out */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system")) {
-                if (f == CHAT_VICUNA_ORCA)
-                    TOY_BUF_PUT(b, "SYSTEM: ", m->content, "\n");
-                else
-                    TOY_BUF_PUT(b, m->content, "\n\n");
-            } else if (role_is(m, "user")) {
-                TOY_BUF_PUT(b, "USER: ", m->content, "\n");
-            } else if (role_is(m, "assistant")) {
-                TOY_BUF_PUT(b, "ASSISTANT: ", m->content, "</s>\n");
-            }
-        }
-        if (add_ass) TOY_BUF_PUT(b, "ASSISTANT:");
-        break;
-
-    case CHAT_DEEPSEEK:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, m->content);
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "### Instruction:\n", m->content, "\n");
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "### Response:\n", m->content, "\n<|EOT|>\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "### Response:\n");
-        break;
-
-    case CHAT_COMMAND_R:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            const char *tag = role_is(m, "system")      ? "<|SYSTEM_TOKEN|>"
-                              : role_is(m, "user")      ? "<|USER_TOKEN|>"
-                              : role_is(m, "assistant") ? "<|CHATBOT_TOKEN|>"
-                                                        : NULL;
-            if (!tag) continue;
-            TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|>", tag);
-            put_trimmed(b, m->content);
-            TOY_BUF_PUT(b, "<|END_OF_TURN_TOKEN|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
-        break;
-
-    case CHAT_LLAMA3:
-        for (size_t i = 0; i < n; i++) {
-            TOY_BUF_PUT(b, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n");
-            put_trimmed(b, msgs[i].content);
-            TOY_BUF_PUT(b, "<|eot_id|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
-        break;
-
-    case CHAT_CHATGLM3:
-    case CHAT_CHATGLM4:
-    case CHAT_GLMEDGE:
-        /* the same turns; ChatGLM3 has a space after the newline, ChatGLM4 one after the
-         * generation prompt */
-        if (f == CHAT_CHATGLM3) TOY_BUF_PUT(b, "[gMASK]sop");
-        if (f == CHAT_CHATGLM4) TOY_BUF_PUT(b, "[gMASK]<sop>");
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|", msgs[i].role, f == CHAT_CHATGLM3 ? "|>\n " : "|>\n",
-                msgs[i].content);
-        if (add_ass) TOY_BUF_PUT(b, f == CHAT_CHATGLM4 ? "<|assistant|>\n" : "<|assistant|>");
-        break;
-
-    case CHAT_MINICPM:
-        /* no generation prompt: every user turn ends with <AI> */
-        for (size_t i = 0; i < n; i++) {
-            const bool user = role_is(&msgs[i], "user");
-            if (user) TOY_BUF_PUT(b, "<用户>");
-            put_trimmed(b, msgs[i].content);
-            if (user) TOY_BUF_PUT(b, "<AI>");
-        }
-        break;
-
-    case CHAT_DEEPSEEK2:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, m->content, "\n\n");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "User: ", m->content, "\n\n");
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "Assistant: ", m->content, "<｜end▁of▁sentence｜>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "Assistant:");
-        break;
-
-    case CHAT_DEEPSEEK3:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, m->content, "\n\n");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "<｜User｜>", m->content);
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "<｜Assistant｜>", m->content, "<｜end▁of▁sentence｜>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<｜Assistant｜>");
-        break;
-
-    case CHAT_EXAONE3:
-    case CHAT_EXAONE4:
-        /* the user's turn ends with a newline, not [|endofturn|]; EXAONE 4 adds tools */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            const char *open = role_is(m, "system")      ? "[|system|]"
-                               : role_is(m, "user")      ? "[|user|]"
-                               : role_is(m, "assistant") ? "[|assistant|]"
-                               : f == CHAT_EXAONE4 && role_is(m, "tool") ? "[|tool|]"
-                                                                         : NULL;
-            if (!open) continue;
-            TOY_BUF_PUT(b, open);
-            put_trimmed(b, m->content);
-            TOY_BUF_PUT(b, role_is(m, "user") ? "\n" : "[|endofturn|]\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "[|assistant|]");
-        break;
-
-    case CHAT_RWKV_WORLD:
-        /* "\n\n" ends a turn; the generation prompt follows a final user message
-         * whatever add_ass says */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            const char *open = role_is(m, "system")      ? "System: "
-                               : role_is(m, "user")      ? "User: "
-                               : role_is(m, "assistant") ? "Assistant: "
-                                                         : NULL;
-            if (!open) continue;
-            TOY_BUF_PUT(b, open);
-            put_trimmed(b, m->content);
-            TOY_BUF_PUT(b, "\n\n");
-            if (i == n - 1 && role_is(m, "user")) TOY_BUF_PUT(b, "Assistant:");
-        }
-        break;
-
-    case CHAT_GRANITE:
-        /* The generation prompt has no newline after <|end_of_role|>, as Granite's own
-         * template and llama.cpp's tests/test-chat-template.cpp have it (an older
-         * llama-chat.cpp wrote one). */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            TOY_BUF_PUT(b, "<|start_of_role|>", m->role, "<|end_of_role|>");
-            if (role_is(m, "assistant_tool_call")) TOY_BUF_PUT(b, "<|tool_call|>");
-            TOY_BUF_PUT(b, m->content, "<|end_of_text|>\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|start_of_role|>assistant<|end_of_role|>");
-        break;
-
-    case CHAT_GIGACHAT: {
-        /* a leading system message goes right after <s>; other roles are left out */
-        const bool has_system = n > 0 && role_is(&msgs[0], "system");
-        TOY_BUF_PUT(b, "<s>");
-        if (has_system) TOY_BUF_PUT(b, msgs[0].content, "<|message_sep|>");
-        for (size_t i = has_system ? 1 : 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "user<|role_sep|>", m->content, "<|message_sep|>",
-                    "available functions<|role_sep|>[]<|message_sep|>");
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "assistant<|role_sep|>", m->content, "<|message_sep|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "assistant<|role_sep|>");
-        break;
-    }
-
-    case CHAT_MEGREZ:
-        for (size_t i = 0; i < n; i++)
-            TOY_BUF_PUT(b, "<|role_start|>", msgs[i].role, "<|role_end|>", msgs[i].content,
-                "<|turn_end|>");
-        if (add_ass) TOY_BUF_PUT(b, "<|role_start|>assistant<|role_end|>");
-        break;
-
-    case CHAT_YANDEX:
-        /* "\n\n" ends a turn; system messages are left out */
-        for (size_t i = 0; i < n; i++) {
-            if (role_is(&msgs[i], "user"))
-                TOY_BUF_PUT(b, " Пользователь: ", msgs[i].content, "\n\n");
-            else if (role_is(&msgs[i], "assistant"))
-                TOY_BUF_PUT(b, " Ассистент: ", msgs[i].content, "\n\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, " Ассистент:[SEP]");
-        break;
-
-    case CHAT_BAILING:
-        /* the user is HUMAN; any other role is written in capitals */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            TOY_BUF_PUT(b, "<role>");
-            if (role_is(m, "user")) {
-                TOY_BUF_PUT(b, "HUMAN");
-            } else {
-                for (const char *r = m->role; *r; r++) {
-                    const char c = upper(*r);
-                    toy_buf_append(b, &c, 1);
-                }
-            }
-            TOY_BUF_PUT(b, "</role>", m->content);
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<role>ASSISTANT</role>");
-        break;
-
-    case CHAT_LLAMA4:
-        for (size_t i = 0; i < n; i++) {
-            TOY_BUF_PUT(b, "<|header_start|>", msgs[i].role, "<|header_end|>\n\n");
-            put_trimmed(b, msgs[i].content);
-            TOY_BUF_PUT(b, "<|eot|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|header_start|>assistant<|header_end|>\n\n");
-        break;
-
-    case CHAT_SMOLVLM:
-        /* <|im_start|> is SmolVLM's BOS; any role but system and user is the assistant */
-        TOY_BUF_PUT(b, "<|im_start|>");
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, m->content, "\n\n");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "User: ", m->content, "<end_of_utterance>\n");
-            else
-                TOY_BUF_PUT(b, "Assistant: ", m->content, "<end_of_utterance>\n");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "Assistant:");
-        break;
-
-    case CHAT_DOTS1:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, "<|system|>", m->content, "<|endofsystem|>");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "<|userprompt|>", m->content, "<|endofuserprompt|>");
-            else
-                TOY_BUF_PUT(b, "<|response|>", m->content, "<|endofresponse|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|response|>");
-        break;
-
-    case CHAT_HUNYUAN_MOE:
-        /* no generation prompt: a user turn ends with <|extra_0|> */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_4|>");
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, m->content, "<|eos|>");
-            else
-                TOY_BUF_PUT(b, "<|startoftext|>", m->content, "<|extra_0|>");
-        }
-        break;
-
-    case CHAT_GPT_OSS:
-        /* OpenAI's Harmony format: the assistant's turn ends with <|return|> */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            TOY_BUF_PUT(b, "<|start|>", m->role, "<|message|>", m->content,
-                role_is(m, "assistant") ? "<|return|>" : "<|end|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|start|>assistant");
-        break;
-
-    case CHAT_HUNYUAN_DENSE:
-        /* only a first system message is kept; a user turn opens the assistant's, so
-         * there is no generation prompt */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (i == 0 && role_is(m, "system"))
-                TOY_BUF_PUT(b, m->content, "<｜hy_place▁holder▁no▁3｜>");
-            if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "<｜hy_Assistant｜>", m->content, "<｜hy_place▁holder▁no▁2｜>");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "<｜hy_User｜>", m->content, "<｜hy_Assistant｜>");
-        }
-        break;
-
-    case CHAT_KIMI_K2:
-        /* a role other than these four gets no header, only its content */
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            if (role_is(m, "system"))
-                TOY_BUF_PUT(b, "<|im_system|>system<|im_middle|>");
-            else if (role_is(m, "user"))
-                TOY_BUF_PUT(b, "<|im_user|>user<|im_middle|>");
-            else if (role_is(m, "assistant"))
-                TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
-            else if (role_is(m, "tool"))
-                TOY_BUF_PUT(b, "<|im_system|>tool<|im_middle|>");
-            TOY_BUF_PUT(b, m->content, "<|im_end|>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
-        break;
-
-    case CHAT_SEED_OSS:
-        for (size_t i = 0; i < n; i++) {
-            const toy_chat_message *m = &msgs[i];
-            TOY_BUF_PUT(b, "<seed:bos>", m->role, "\n");
-            if (role_is(m, "assistant"))
-                put_trimmed(b, m->content);
-            else
-                TOY_BUF_PUT(b, m->content);
-            TOY_BUF_PUT(b, "<seed:eos>");
-        }
-        if (add_ass) TOY_BUF_PUT(b, "<seed:bos>assistant\n");
-        break;
-
-    case CHAT_UNKNOWN:
-        break;
-    }
 }
 
 toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
@@ -764,7 +745,7 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
         size_t used = 0;
         for (int k = 0; k < CHAT_N_FAMILIES && used < sizeof known; k++)
             used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
-                                     k ? ", " : "", family_names[k]);
+                                     k ? ", " : "", families[k].name);
         const size_t shown = strlen(family) > 60 ? 60 : strlen(family);
         return toy_error(TOY_ERR_UNSUPPORTED,
                          "unknown chat template family \"%.*s%s\" (known: %s)", (int)shown,
@@ -772,10 +753,10 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
     }
     toy_buf b = {0};
     toy_buf_append(&b, "", 0); /* an empty conversation still gives an empty string */
-    format_chat(f, messages, n_messages, add_assistant, &b);
+    families[f].format(f, messages, n_messages, add_assistant, &b);
     if (b.oom) {
         free(b.v);
-        return toy_error(TOY_ERR_NOMEM, "chat template %s: out of memory", family_names[f]);
+        return toy_error(TOY_ERR_NOMEM, "chat template %s: out of memory", families[f].name);
     }
     *out = b.v;
     return TOY_OK;
