@@ -14,7 +14,7 @@
 set -u
 toy=$(realpath "${1:?usage: scripts/output-hashes.sh TOY_BINARY}")
 root=$(cd "$(dirname "$0")/.." && pwd)
-fixtures="${TOY_FIXTURES:-$root/../shared/fixtures}"
+fixtures=$(realpath -m "${TOY_FIXTURES:-$root/../shared/fixtures}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -29,7 +29,7 @@ models="$root/models/toy-kjv.gguf"
 # hash NAME ISA FILE: prints the line for FILE (or the last line of $tmp/err)
 hash() {
   if [ -s "$3" ]; then echo "$1 $2 $(sha256sum < "$3" | cut -c1-64)"
-  else echo "$1 $2 error: $(tail -1 "$tmp/err" 2> /dev/null)"; fi
+  else echo "$1 $2 error: $(tail -1 "$tmp/err" 2> /dev/null | sed "s|$fixtures/models/||g; s|$root/||g")"; fi
   rm -f "$3"
 }
 text="$tmp/text.txt"
