@@ -10,7 +10,6 @@
 #ifndef TOY_H
 #define TOY_H
 
-#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,10 +42,10 @@ extern "C" {
  * Only the functions marked TOY_API are exported. TOY_VERSION_* is the header a program
  * was built against; toy_version() the library it runs against. */
 
-#define TOY_VERSION_MAJOR 2
-#define TOY_VERSION_MINOR 1
+#define TOY_VERSION_MAJOR 3
+#define TOY_VERSION_MINOR 0
 #define TOY_VERSION_PATCH 0
-#define TOY_VERSION_STRING "2.1.0"
+#define TOY_VERSION_STRING "3.0.0"
 
 /* MAJOR * 1000000 + MINOR * 1000 + PATCH of the running library; each of major, minor
  * and patch may be NULL. */
@@ -73,8 +72,9 @@ typedef enum {
 TOY_API const char *toy_status_str(toy_status status);
 /* The message of the last failure on this thread ("" if none). */
 TOY_API const char *toy_last_error(void);
-/* The instruction set toy's kernels use on this CPU: "avx512", "avx2" or "scalar" (the
- * environment variable TOY_ISA may ask for a lower one). Results are the same bits. */
+/* The instruction set toy's kernels use on this CPU: "amx", "avx512", "avxvnni", "avx2"
+ * or "scalar" (the environment variable TOY_ISA may ask for a lower one). Results are the
+ * same bits. */
 TOY_API const char *toy_kernel_isa(void);
 
 /* ---------------------------------------------------------------- weight types
@@ -114,23 +114,24 @@ typedef enum {
     TOY_TYPE_TQ2_0 = 35,
     TOY_TYPE_MXFP4 = 39,
     TOY_TYPE_COUNT = 40,
+    TOY_TYPE_NONE = -1, /* no type: a name toy_type_from_name does not know */
 } toy_type;
 
 /* Name as ggml spells it ("Q4_K"), or NULL for a number that is no known type. */
-TOY_API const char *toy_type_name(int type);
-/* Parses a type name, case-insensitive. Returns -1 if unknown. */
-TOY_API int toy_type_from_name(const char *name);
+TOY_API const char *toy_type_name(toy_type type);
+/* Parses a type name, case-insensitive. Returns TOY_TYPE_NONE if unknown. */
+TOY_API toy_type toy_type_from_name(const char *name);
 /* Elements per block and bytes per block; 0 for an unknown type. */
-TOY_API int64_t toy_type_block_size(int type);
-TOY_API size_t toy_type_size(int type);
+TOY_API int64_t toy_type_block_size(toy_type type);
+TOY_API size_t toy_type_size(toy_type type);
 /* Bytes of a row of n elements; fails if n is not a whole number of blocks or the
  * size overflows. */
-TOY_API toy_status toy_type_row_size(int type, int64_t n, size_t *out);
-TOY_API bool toy_type_can_dequantize(int type);
-TOY_API bool toy_type_can_quantize(int type);
+TOY_API toy_status toy_type_row_size(toy_type type, int64_t n, size_t *out);
+TOY_API bool toy_type_can_dequantize(toy_type type);
+TOY_API bool toy_type_can_quantize(toy_type type);
 /* Converts n elements (a whole number of blocks) to float / from float. */
-TOY_API toy_status toy_dequantize(int type, const void *src, float *dst, int64_t n);
-TOY_API toy_status toy_quantize(int type, const float *src, void *dst, int64_t n);
+TOY_API toy_status toy_dequantize(toy_type type, const void *src, float *dst, int64_t n);
+TOY_API toy_status toy_quantize(toy_type type, const float *src, void *dst, int64_t n);
 
 /* ---------------------------------------------------------------- GGUF reading */
 
@@ -162,7 +163,7 @@ typedef struct toy_gguf_value toy_gguf_value;
 
 typedef struct {
     const char *name;             /* NUL-terminated */
-    int type;                     /* toy_type */
+    toy_type type;
     int n_dims;                   /* 0..TOY_MAX_DIMS (0: a scalar) */
     int64_t ne[TOY_MAX_DIMS];     /* elements per dimension, fastest first; unused = 1 */
     uint64_t offset;              /* within the data section */
@@ -277,7 +278,7 @@ TOY_API toy_status toy_gguf_writer_set_value(toy_gguf_writer *w, const char *key
 TOY_API toy_status toy_gguf_writer_remove(toy_gguf_writer *w, const char *key);
 
 /* `data` may be NULL when streaming; otherwise it must stay valid until written. */
-TOY_API toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, int type,
+TOY_API toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, toy_type type,
                                               int n_dims, const int64_t *ne, const void *data);
 
 TOY_API toy_status toy_gguf_writer_write(toy_gguf_writer *w, const char *path);
@@ -432,8 +433,8 @@ typedef struct {
     int32_t n_seq_max; /* sequences the cache holds (ids 0..n_seq_max-1) */
     int32_t n_outputs; /* most tokens of one batch with logits (0: n_seq_max) */
     int32_t n_threads;
-    int cache_type_k;  /* KV cache types: TOY_TYPE_F32 (default), F16, BF16 or Q8_0 */
-    int cache_type_v;
+    toy_type cache_type_k; /* KV cache types: TOY_TYPE_F32 (default), F16, BF16 or Q8_0 */
+    toy_type cache_type_v;
     /* Use attention.sliding_window where llama.cpp ignores it (phi3); off by default so
      * the numbers match llama.cpp's. */
     bool honor_sliding_window;
@@ -510,7 +511,7 @@ TOY_API toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras
  * At most TOY_LORA_MERGE_MAX adapters. */
 #define TOY_LORA_MERGE_MAX 8
 TOY_API toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n,
-                                  int type, int n_threads, const char *path);
+                                  toy_type type, int n_threads, const char *path);
 
 /* ---------------------------------------------------------------- grammars
  * Constrained generation: a grammar in GBNF, the notation of llama.cpp's grammars
@@ -706,11 +707,18 @@ typedef enum {
     TOY_FTYPE_MOSTLY_Q6_K = 18,
     TOY_FTYPE_MOSTLY_IQ4_NL = 25,
     TOY_FTYPE_MOSTLY_BF16 = 32,
+    TOY_FTYPE_NONE = -1, /* no file type: a name toy_ftype_from_name does not know */
 } toy_ftype;
 
-/* Parses "Q4_K_M", "q8_0", "F16", ...; -1 if unknown. */
-TOY_API int toy_ftype_from_name(const char *name);
-TOY_API const char *toy_ftype_name(int ftype);
+/* Parses "Q4_K_M", "q8_0", "F16", ...; TOY_FTYPE_NONE if unknown. */
+TOY_API toy_ftype toy_ftype_from_name(const char *name);
+TOY_API const char *toy_ftype_name(toy_ftype ftype);
+
+/* Called once per tensor after it is written (toy_quantize_file, toy_init): its index
+ * and name, its type before and after, and its bytes before and after. */
+typedef void (*toy_tensor_progress_fn)(void *user, int64_t index, int64_t count, const char *name,
+                                       toy_type type_in, toy_type type_out, size_t bytes_in,
+                                       size_t bytes_out);
 
 typedef struct {
     size_t size; /* sizeof (toy_quantize_params), as toy_quantize_default_params sets it */
@@ -718,9 +726,7 @@ typedef struct {
     /* Every quantizable tensor gets the mix's base type: no per-tensor choices
      * (llama-quantize --pure). */
     bool pure;
-    /* Called once per tensor after it is written; may be NULL. */
-    void (*progress)(void *user, int64_t index, int64_t count, const char *name,
-                     int type_in, int type_out, size_t bytes_in, size_t bytes_out);
+    toy_tensor_progress_fn progress; /* may be NULL */
     void *progress_user;
     bool no_mmap; /* read the input file into memory instead of mapping it */
 } toy_quantize_params;
@@ -733,7 +739,7 @@ static inline toy_quantize_params toy_quantize_default_params(void) {
     return p;
 }
 
-TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
+TOY_API toy_status toy_quantize_file(const char *in_path, const char *out_path, toy_ftype ftype,
                                      const toy_quantize_params *params);
 
 /* ---------------------------------------------------------------- random models
@@ -750,11 +756,10 @@ typedef struct {
                                (without a preset: tied) */
     const char *name;       /* general.name (NULL: the preset's, or "custom") */
     const char *vocab_path; /* a GGUF whose tokenizer.* metadata is copied */
-    int ftype;              /* toy_ftype: F32, F16, Q8_0, Q4_K_M, ... */
+    toy_ftype ftype;        /* F32, F16, Q8_0, Q4_K_M, ... */
     uint64_t seed;
     int n_threads;
-    void (*progress)(void *user, int64_t index, int64_t count, const char *name,
-                     int type_in, int type_out, size_t bytes_in, size_t bytes_out);
+    toy_tensor_progress_fn progress; /* may be NULL */
     void *progress_user;
 } toy_init_params;
 
@@ -823,22 +828,33 @@ TOY_API toy_status toy_tokenizer_train(const toy_tokenizer_train_params *p, cons
 
 /* ---------------------------------------------------------------- training */
 
+typedef struct {
+    size_t size;            /* sizeof (toy_grad_params), as toy_grad_default_params sets it */
+    const toy_model *model; /* the model (toy_model_load_with: mapped or read into memory), */
+    const char *model_path; /* or, with model NULL, the file to load for this call */
+    /* A LoRA adapter on the model (NULL: none): the gradients of the adapter's tensors
+     * only (W.lora_a, W.lora_b, as in the adapter file), the model frozen in its own type.
+     * One rank for all pairs, on q, k, v, o, gate, up, down. */
+    const char *lora_path;
+    int n_threads;          /* 1 by default; the result is the same bits for any number */
+} toy_grad_params;
+
+/* Defaults: no model, no adapter, 1 thread. */
+TOY_API void toy_grad_params_init(toy_grad_params *params, size_t size);
+static inline toy_grad_params toy_grad_default_params(void) {
+    toy_grad_params p;
+    toy_grad_params_init(&p, sizeof p);
+    return p;
+}
+
 /* The next-token loss of one causal sequence (positions 0..n-1; the mean over the n - 1
- * predicted tokens) and its gradient with respect to every tensor of the model, written
- * to out_path as a GGUF of F32 tensors with the model's names and shapes and the loss as
- * the float key toy.loss. Quantized and half-precision weights are differentiated as
- * their dequantized values, GELU as the smooth tanh-GELU. Dense architectures only (MoE
- * is an error naming the architecture). *loss may be NULL. */
-TOY_API toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n_tokens,
-                            int n_threads, const char *out_path, double *loss);
-/* The same with a LoRA adapter on the base (lora_path; NULL: toy_grad): the gradients of
- * the adapter's tensors only (W.lora_a, W.lora_b, as in the adapter file), the base
- * frozen in its own type. One rank for all pairs, on q, k, v, o, gate, up, down. */
-TOY_API toy_status toy_grad_lora(const char *model_path, const char *lora_path, const int32_t *tokens,
-                                 int32_t n_tokens, int n_threads, const char *out_path, double *loss);
-/* The same on a model already loaded (toy_model_load_with: mapped or read into memory). */
-TOY_API toy_status toy_grad_model(const toy_model *model, const char *lora_path, const int32_t *tokens,
-                                  int32_t n_tokens, int n_threads, const char *out_path, double *loss);
+ * predicted tokens) and its gradient with respect to every tensor of the model (or of
+ * the adapter), written to out_path as a GGUF of F32 tensors with the model's names and
+ * shapes and the loss as the float key toy.loss. Quantized and half-precision weights
+ * are differentiated as their dequantized values, GELU as the smooth tanh-GELU. Dense
+ * architectures only (MoE is an error naming the architecture). *loss may be NULL. */
+TOY_API toy_status toy_grad(const toy_grad_params *params, const int32_t *tokens, int32_t n_tokens,
+                            const char *out_path, double *loss);
 
 /* Where a run stands, after each optimizer step. */
 typedef struct {
@@ -877,10 +893,11 @@ typedef struct {
     uint64_t seed;         /* the order of the data (and a new model's weights) */
     int n_threads;
     /* Output: the model (also OUT.optim.gguf, the state to resume from, OUT.csv, the loss
-     * log, and OUT.svg, the loss curve), in out_ftype (-1: the base's type; F32 for a new
-     * model), every save_every steps (0: at the end only) and when *stop becomes true. */
+     * log, and OUT.svg, the loss curve), in out_ftype (TOY_FTYPE_NONE: the base's type;
+     * F32 for a new model), every save_every steps (0: at the end only) and when *stop
+     * becomes nonzero. */
     const char *out_path;
-    int out_ftype;
+    toy_ftype out_ftype;
     int64_t save_every;
     bool resume;           /* continue from OUT.optim.gguf (and OUT) */
     /* LoRA (lora_rank > 0): the base (model_path) stays as it is, memory-mapped in its own
@@ -894,13 +911,16 @@ typedef struct {
     /* Mixed precision: TOY_TYPE_BF16 or TOY_TYPE_F16 round both operands of every
      * training product to that type (F32 accumulation, F32 master weights and moments);
      * 0 or TOY_TYPE_F32: F32 throughout. */
-    int compute_type;
+    toy_type compute_type;
     /* Under `mpirun -np N` (a build with MPI) the N processes split each step's
      * grad_accum micro-batches (a multiple of N) and sum their gradients in rank order;
      * rank 0 writes the checkpoints and reports progress. */
     void (*progress)(void *user, const toy_train_progress *p);
     void *progress_user;
-    const volatile sig_atomic_t *stop; /* set by a SIGINT handler, say: checkpoint and return */
+    /* A flag to stop at: when *stop becomes nonzero (a SIGINT handler may set it: a
+     * volatile sig_atomic_t is a volatile int on every platform toy builds on), the run
+     * writes a checkpoint and returns. NULL: none. */
+    const volatile int *stop;
     bool no_mmap; /* read the base model into memory instead of mapping it */
 } toy_train_params;
 
@@ -922,7 +942,7 @@ TOY_API bool toy_have_mpi(void);
 TOY_API void toy_mpi_abort(int code);
 
 /* Defaults: batch 8, seq 256, grad_accum 1, 1 epoch, lr 1e-3 to 1e-4, warmup 100, weight
- * decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, seed 42, out_ftype -1. */
+ * decay 0.1, betas 0.9 / 0.95, eps 1e-8, clip 1.0, seed 42, out_ftype TOY_FTYPE_NONE. */
 TOY_API void toy_train_params_init(toy_train_params *params, size_t size);
 static inline toy_train_params toy_train_default_params(void) {
     toy_train_params p;

@@ -174,8 +174,12 @@ static void check_threads(const char *fix) {
     const int32_t tok[12] = {1, 5, 77, 300, 2000, 17, 17, 4, 900, 1500, 3, 8};
     const char *out[2] = {"test_train_grad_t1.gguf", "test_train_grad_t3.gguf"};
     double loss[2];
-    for (int r = 0; r < 2; r++)
-        CHECK_MSG(toy_grad(path, tok, 12, r ? 3 : 1, out[r], &loss[r]) == TOY_OK, "%s", toy_last_error());
+    for (int r = 0; r < 2; r++) {
+        toy_grad_params gp = toy_grad_default_params();
+        gp.model_path = path;
+        gp.n_threads = r ? 3 : 1;
+        CHECK_MSG(toy_grad(&gp, tok, 12, out[r], &loss[r]) == TOY_OK, "%s", toy_last_error());
+    }
     toy_gguf *a, *b;
     if (toy_gguf_open(out[0], &a) || toy_gguf_open(out[1], &b)) {
         CHECK_MSG(0, "%s", toy_last_error());

@@ -64,7 +64,11 @@ int cmd_grad(int argc, char **argv) {
         free(tokens);
         return 1;
     }
-    toy_status st = toy_grad_model(m, lora_path, tokens, n, n_threads, out_path, &loss);
+    toy_grad_params gp = toy_grad_default_params();
+    gp.model = m;
+    gp.lora_path = lora_path;
+    gp.n_threads = n_threads;
+    toy_status st = toy_grad(&gp, tokens, n, out_path, &loss);
     free(tokens);
     toy_model_free(m);
     if (st) {

@@ -5,8 +5,8 @@
 #include "commands.h"
 #include "toy.h"
 
-static void progress(void *user, int64_t index, int64_t count, const char *name, int type_in,
-                     int type_out, size_t bytes_in, size_t bytes_out) {
+static void progress(void *user, int64_t index, int64_t count, const char *name, toy_type type_in,
+                     toy_type type_out, size_t bytes_in, size_t bytes_out) {
     (void)user;
     (void)type_in;
     (void)bytes_in;

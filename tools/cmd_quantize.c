@@ -21,8 +21,8 @@ static const char *const quantize_usage =
     "  --no-mmap         read IN into memory instead of mapping it\n"
     "  -h, --help        this message\n";
 
-static void progress(void *user, int64_t index, int64_t count, const char *name, int type_in,
-                     int type_out, size_t bytes_in, size_t bytes_out) {
+static void progress(void *user, int64_t index, int64_t count, const char *name, toy_type type_in,
+                     toy_type type_out, size_t bytes_in, size_t bytes_out) {
     (void)user;
     fprintf(stderr, "[%4lld/%4lld] %-40s %-6s -> %-6s %10.1f KiB -> %10.1f KiB\n",
             (long long)index + 1, (long long)count, name, toy_type_name(type_in),

@@ -11,7 +11,7 @@ import os
 
 c_int32_p = ctypes.POINTER(ctypes.c_int32)
 
-SUPPORTED_MAJOR = 2
+SUPPORTED_MAJOR = 3
 
 
 def _candidates():

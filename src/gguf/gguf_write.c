@@ -273,7 +273,7 @@ toy_status toy_gguf_writer_remove(toy_gguf_writer *w, const char *key) {
 
 /* ---------------------------------------------------------------- tensors */
 
-toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, int type,
+toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, toy_type type,
                                       int n_dims, const int64_t *ne, const void *data) {
     size_t nlen = strlen(name);
     if (nlen == 0 || nlen >= GGUF_MAX_TENSOR_NAME)

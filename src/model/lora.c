@@ -215,7 +215,7 @@ static void merged_row(void *user, int64_t r, float *out) {
     }
 }
 
-toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n, int type,
+toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n, toy_type type,
                           int n_threads, const char *path) {
     if (n > TOY_LORA_MERGE_MAX) return toy_error(TOY_ERR_INVALID, "at most %d adapters to merge", TOY_LORA_MERGE_MAX);
     const toy_gguf *src = base->gguf;

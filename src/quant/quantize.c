@@ -50,13 +50,13 @@ static const struct {
 
 #define N_FTYPES (int)(sizeof ftypes / sizeof ftypes[0])
 
-int toy_ftype_from_name(const char *name) {
+toy_ftype toy_ftype_from_name(const char *name) {
     for (int i = 0; i < N_FTYPES; i++)
-        if (strcasecmp(ftypes[i].name, name) == 0) return ftypes[i].ftype;
-    return -1;
+        if (strcasecmp(ftypes[i].name, name) == 0) return (toy_ftype)ftypes[i].ftype;
+    return TOY_FTYPE_NONE;
 }
 
-const char *toy_ftype_name(int ftype) {
+const char *toy_ftype_name(toy_ftype ftype) {
     for (int i = 0; i < N_FTYPES; i++)
         if (ftypes[i].ftype == ftype) return ftypes[i].name;
     return NULL;
@@ -427,7 +427,7 @@ void toy_quantize_params_init(toy_quantize_params *params, size_t size) {
     toy_params_init(params, size, &defaults, sizeof defaults);
 }
 
-toy_status toy_quantize_file(const char *in_path, const char *out_path, int ftype,
+toy_status toy_quantize_file(const char *in_path, const char *out_path, toy_ftype ftype,
                              const toy_quantize_params *caller_params) {
     if (ftype_base_type(ftype) < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
     toy_quantize_params full = toy_quantize_default_params();

@@ -7,6 +7,7 @@
 
 #include "error.h"
 #include "lora.h"
+#include "params.h"
 #include "train_model.h"
 
 /* The adapter's settings for a LoRA train_model: its kinds, its one rank, its alpha. */
@@ -37,25 +38,33 @@ static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_p
     return TOY_OK;
 }
 
-toy_status toy_grad(const char *model_path, const int32_t *tokens, int32_t n, int n_threads,
-                    const char *out_path, double *loss_out) {
-    return toy_grad_lora(model_path, NULL, tokens, n, n_threads, out_path, loss_out);
+void toy_grad_params_init(toy_grad_params *params, size_t size) {
+    const toy_grad_params defaults = {.size = sizeof defaults, .n_threads = 1};
+    toy_params_init(params, size, &defaults, sizeof defaults);
 }
 
-toy_status toy_grad_lora(const char *model_path, const char *lora_path, const int32_t *tokens, int32_t n,
-                         int n_threads, const char *out_path, double *loss_out) {
+static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
+                          int n_threads, const char *out_path, double *loss_out);
+
+toy_status toy_grad(const toy_grad_params *caller_params, const int32_t *tokens, int32_t n,
+                    const char *out_path, double *loss_out) {
+    toy_grad_params p = toy_grad_default_params();
+    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_grad: params is NULL");
+    if (toy_params_read(&p, sizeof p, caller_params, "toy_grad_params")) return TOY_ERR_INVALID;
+    if (!p.model && !p.model_path) return toy_error(TOY_ERR_INVALID, "toy_grad: neither model nor model_path");
+    if (!tokens || !out_path) return toy_error(TOY_ERR_INVALID, "toy_grad: tokens or out_path is NULL");
     if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
+    if (p.model) return grad_of(p.model, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
     toy_model *m;
-    toy_status st = toy_model_load(model_path, &m);
+    toy_status st = toy_model_load(p.model_path, &m);
     if (st) return st;
-    st = toy_grad_model(m, lora_path, tokens, n, n_threads, out_path, loss_out);
+    st = grad_of(m, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
     toy_model_free(m);
     return st;
 }
 
-toy_status toy_grad_model(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
+static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
                           int n_threads, const char *out_path, double *loss_out) {
-    if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
