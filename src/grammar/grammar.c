@@ -52,7 +52,7 @@ typedef struct {
     uint32_t max_depth;
 } grammar_trie;
 
-void grammar_trie_free(void *p) {
+static void grammar_trie_free(void *p) {
     grammar_trie *t = p;
     if (!t) return;
     free(t->byte);
@@ -165,7 +165,10 @@ static grammar_trie *trie_build(const toy_vocab *v) {
 static const grammar_trie *trie_of(const toy_vocab *v) {
     pthread_mutex_lock(&trie_lock);
     toy_vocab *mv = (toy_vocab *)v; /* the trie is a cache: built once, then read only */
-    if (!mv->grammar_trie) mv->grammar_trie = trie_build(v);
+    if (!mv->grammar_trie) {
+        mv->grammar_trie = trie_build(v);
+        mv->grammar_trie_free = grammar_trie_free;
+    }
     const grammar_trie *t = mv->grammar_trie;
     pthread_mutex_unlock(&trie_lock);
     return t;

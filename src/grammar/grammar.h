@@ -85,7 +85,4 @@ bool grammar_allows_reference(const toy_grammar *g, const grammar_cursor *c, int
 /* The allowed tokens as a bitset of (n_vocab + 63) / 64 words, as the masks give it. */
 toy_status grammar_allowed(const toy_grammar *g, grammar_cursor *c, uint64_t *bits);
 
-/* The vocabulary's token trie, built once per vocabulary on first use. */
-void grammar_trie_free(void *trie);
-
 #endif

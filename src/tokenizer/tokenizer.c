@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "error.h"
-#include "grammar.h"
 #include "unicode.h"
 
 /* ---------------------------------------------------------------- small containers */
@@ -759,7 +758,7 @@ void toy_vocab_free(toy_vocab *v) {
     toy_pretokenizer_free(v->pre);
     free(v->special);
     free(v->eog);
-    grammar_trie_free(v->grammar_trie);
+    if (v->grammar_trie) v->grammar_trie_free(v->grammar_trie);
     free(v);
 }
 

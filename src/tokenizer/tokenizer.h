@@ -147,8 +147,10 @@ struct toy_vocab {
     int32_t *eog;
     int32_t n_eog;
 
-    /* the trie of every token's bytes, built by the first grammar (src/grammar/) */
+    /* the trie of every token's bytes, built by the first grammar (src/grammar/), and
+     * the function that frees it (set with it, so the vocabulary need not know grammars) */
     void *grammar_trie;
+    void (*grammar_trie_free)(void *trie);
 };
 
 static inline const char *toy_token_text_of(const toy_vocab *v, int32_t id) {
