@@ -217,17 +217,14 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             be->add_bias(be, ctx->k, l->bk.data, n, kv_dim);
             be->add_bias(be, ctx->v, l->bv.data, n, kv_dim);
         }
-        if (hp->qk_norm == TOY_QK_NORM_HEAD) {
-            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n * hp->n_head, hp->head_dim, hp->rms_eps);
-            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
-        } else if (hp->qk_norm == TOY_QK_NORM_FULL) {
-            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n, q_dim, hp->rms_eps);
-            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n, kv_dim, hp->rms_eps);
+        if (hp->q_norm_len) {
+            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n * q_dim / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
+            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * kv_dim / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
         }
         const toy_rope_params rope = toy_context_rope(ctx, il);
         be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
         be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
-        if (hp->q_prescale) be->scale(be, ctx->q, hp->attn_scale, n * q_dim);
+        if (hp->q_scale != 1.0f) be->scale(be, ctx->q, hp->q_scale, n * q_dim);
         trace(ctx, "q", il, ctx->q, n, q_dim);
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
@@ -235,8 +232,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             toy_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
         int32_t n_swa = l->n_swa;
         if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
-        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
-                                      hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap,
+        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
                                       n_swa};
         toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);

@@ -20,7 +20,7 @@
 /* what the forward keeps of one layer, [n rows] each */
 typedef struct {
     float *x;            /* the layer's input (the residual stream) */
-    float *q_raw, *k_raw; /* before the QK norms (qk_norm only) */
+    float *q_raw, *k_raw; /* before the QK norms (q_norm_len only) */
     float *q, *k, *v;    /* as attention reads them (normed, rotated, prescaled) */
     float *att;          /* attention output [n][n_head * head_dim] */
     float *lse;          /* [B][n_head][T] */
@@ -425,7 +425,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
     for (int il = 0; il < hp->n_layer; il++) {
         layer_acts *a = tm->acts ? &tm->acts[il] : &(layer_acts){0};
         a->x = carve(c, n * C);
-        if (hp->qk_norm != TOY_QK_NORM_NONE) {
+        if (hp->q_norm_len) {
             a->q_raw = carve(c, n * qd);
             a->k_raw = carve(c, n * kvd);
         }
@@ -509,8 +509,8 @@ static void zero(float *x, int64_t n) { memset(x, 0, (size_t)n * sizeof *x); }
 
 static attention_shape layer_attention(const train_model *tm, int il, int B, int T) {
     const toy_hparams *hp = &tm->hp;
-    return (attention_shape){B, T, hp->n_head, hp->n_head_kv, hp->head_dim,
-                             hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap, tm->n_swa[il]};
+    return (attention_shape){B, T, hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
+                             tm->n_swa[il]};
 }
 
 static void rope_tables(train_model *tm, int il, int T) {
@@ -587,22 +587,19 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
     /* attention */
     rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
-    float *q = hp->qk_norm != TOY_QK_NORM_NONE ? a->q_raw : a->q;
-    float *k = hp->qk_norm != TOY_QK_NORM_NONE ? a->k_raw : a->k;
+    float *q = hp->q_norm_len ? a->q_raw : a->q;
+    float *k = hp->q_norm_len ? a->k_raw : a->k;
     linear_forward(tm, il, TRAIN_LORA_Q, w->wq, q, tm->h, w->bq, n, C, qd);
     linear_forward(tm, il, TRAIN_LORA_K, w->wk, k, tm->h, w->bk, n, C, kvd);
     linear_forward(tm, il, TRAIN_LORA_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
-    if (hp->qk_norm == TOY_QK_NORM_HEAD) {
-        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * hp->n_head, hd, hp->rms_eps);
-        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * hp->n_head_kv, hd, hp->rms_eps);
-    } else if (hp->qk_norm == TOY_QK_NORM_FULL) {
-        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n, qd, hp->rms_eps);
-        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n, kvd, hp->rms_eps);
+    if (hp->q_norm_len) {
+        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * qd / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
+        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * kvd / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
     }
     rope_tables(tm, il, T);
     rope_forward(pool, a->q, n, T, hp->n_head, hd, &tm->rope[il], tm->cs);
     rope_forward(pool, a->k, n, T, hp->n_head_kv, hd, &tm->rope[il], tm->cs);
-    if (hp->q_prescale) scale_inplace(pool, a->q, hp->attn_scale, n * qd);
+    if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, hp->q_scale, n * qd);
     const attention_shape as = layer_attention(tm, il, B, T);
     attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
@@ -721,11 +718,11 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     const attention_shape as = layer_attention(tm, il, B, T);
     attention_backward(g, tm->dq, tm->dk, tm->dv, tm->datt, a->att, a->lse, a->q, a->k, a->v, &as,
                        tm->att_scratch);
-    if (hp->q_prescale) scale_inplace(pool, tm->dq, hp->attn_scale, n * qd);
+    if (hp->q_scale != 1.0f) scale_inplace(pool, tm->dq, hp->q_scale, n * qd);
     if (tm->rope[il].freq_factors && tm->g.rope_factors) {
         /* the rotated q is a->q before its prescale (a->q is not read again) */
         for (int t = 0; t < T; t++) toy_rope_angles(&tm->rope[il], t, tm->theta + (int64_t)t * hp->n_rot / 2);
-        if (hp->q_prescale) scale_inplace(pool, a->q, 1.0f / hp->attn_scale, n * qd);
+        if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, 1.0f / hp->q_scale, n * qd);
         rope_freq_backward(tm->g.rope_factors, a->q, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->theta);
         rope_freq_backward(tm->g.rope_factors, a->k, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->theta);
     }
@@ -733,10 +730,8 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     rope_backward(pool, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->cs);
     rope_backward(pool, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->cs);
     float *dq = tm->dq, *dk = tm->dk;
-    if (hp->qk_norm != TOY_QK_NORM_NONE) {
-        const bool head = hp->qk_norm == TOY_QK_NORM_HEAD;
-        const int64_t qrows = head ? n * hp->n_head : n, krows = head ? n * hp->n_head_kv : n;
-        const int64_t qw = head ? hd : qd, kw = head ? hd : kvd;
+    if (hp->q_norm_len) {
+        const int64_t qw = hp->q_norm_len, kw = hp->k_norm_len, qrows = n * qd / qw, krows = n * kvd / kw;
         zero(tm->dq_raw, n * qd);
         zero(tm->dk_raw, n * kvd);
         rmsnorm_forward(pool, tm->datt, tm->rstd, a->q_raw, w->q_norm, qrows, qw, hp->rms_eps);
