@@ -272,11 +272,8 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
 }
 
 toy_rope_params toy_context_rope(const toy_context *ctx, int il) {
-    const toy_model *m = ctx->model;
-    toy_rope_params r = m->layers[il].rope;
-    if (m->rope_factors_long.data)
-        r.freq_factors = ctx->params.n_ctx > m->hp.n_ctx_orig ? m->rope_factors_long.data
-                                                              : m->rope_factors_short.data;
+    toy_rope_params r = ctx->model->layers[il].rope;
+    toy_model_rope_factors(ctx->model, ctx->params.n_ctx, &r.freq_factors);
     return r;
 }
 

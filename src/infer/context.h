@@ -60,8 +60,7 @@ struct toy_context {
                           * [n_batch][n_embd]; else NULL */
 };
 
-/* Layer il's RoPE in this context: LongRoPE models use their long factors only when the
- * context is longer than the original one, as llama.cpp chooses. */
+/* Layer il's RoPE in this context (its frequency factors: toy_model_rope_factors). */
 toy_rope_params toy_context_rope(const toy_context *ctx, int il);
 
 #endif

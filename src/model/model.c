@@ -465,6 +465,14 @@ static toy_status bind_layer(toy_model *m, int il) {
     return TOY_OK;
 }
 
+const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data) {
+    const bool use_long = n_ctx > m->hp.n_ctx_orig;
+    *data = m->rope_freqs.data;
+    if (!m->rope_factors_long.data) return *data ? "rope_freqs.weight" : NULL;
+    *data = use_long ? m->rope_factors_long.data : m->rope_factors_short.data;
+    return use_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
+}
+
 toy_weight toy_weight_expert(const toy_weight *w, int e) {
     toy_weight x = *w;
     x.data = w->data + (size_t)e * (size_t)w->n_rows * w->row_size;

@@ -163,6 +163,11 @@ struct toy_model {
  * the page cache, only by row lookups such as the token embedding). Contexts call it. */
 toy_status toy_model_pack(toy_model *m);
 
+/* The RoPE frequency factors of a context of n_ctx tokens (*data, NULL: none) and the
+ * tensor that holds them: LongRoPE models use their long factors only when the context is
+ * longer than the original one, as llama.cpp chooses. */
+const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data);
+
 /* Matrix e of a stack of expert matrices. */
 toy_weight toy_weight_expert(const toy_weight *w, int e);
 

@@ -361,10 +361,8 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     }
     /* RoPE as a context of seq_len would use it (LongRoPE: long factors past the
      * original context), the factors pointing at the trainable copy */
-    const char *factors = NULL;
-    if (m->rope_factors_long.data) factors = seq_len > hp->n_ctx_orig ? "rope_factors_long.weight"
-                                                                      : "rope_factors_short.weight";
-    else if (m->rope_freqs.data) factors = "rope_freqs.weight";
+    const float *file_factors;
+    const char *factors = toy_model_rope_factors(m, seq_len, &file_factors);
     if (factors) {
         tm->w.rope_factors = tensor_at(tm, tm->params, factors, 0, 0);
         tm->g.rope_factors = lp ? NULL : tensor_at(tm, tm->grads, factors, 0, 0);
