@@ -392,6 +392,21 @@ static toy_rope_params layer_rope(const toy_model *m, bool swa) {
     return r;
 }
 
+toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind) {
+    static const char *const names[MAT_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+    const int64_t C = hp->n_embd, F = hp->n_ff, qd = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t n_in[MAT_KINDS] = {C, C, C, qd, C, C, F}, n_rows[MAT_KINDS] = {qd, kvd, kvd, C, F, F, C};
+    toy_mat_home h = {names[kind], n_in[kind], 0, n_rows[kind], n_rows[kind], kind};
+    if (hp->fused_qkv && kind <= MAT_V)
+        h = (toy_mat_home){"attn_qkv", C, kind == MAT_Q ? 0 : kind == MAT_K ? qd : qd + kvd, n_rows[kind],
+                           qd + 2 * kvd, MAT_Q};
+    if (hp->fused_gate_up && (kind == MAT_GATE || kind == MAT_UP))
+        h = (toy_mat_home){"ffn_up", C, kind == MAT_UP ? F : 0, F, 2 * F, MAT_GATE};
+    return h;
+}
+
 static toy_status bind_layer(toy_model *m, int il) {
     const toy_hparams *hp = &m->hp;
     toy_layer *l = &m->layers[il];
@@ -405,17 +420,13 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_per_head(m, il, "attn_q", hp->n_head, n_embd, hp->head_dim, &l->wq))) return st;
         if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
         if ((st = bind_per_head(m, il, "attn_v", hp->n_head_kv, n_embd, hp->head_dim, &l->wv))) return st;
-    } else if (hp->fused_qkv) {
-        toy_weight qkv;
-        if ((st = bind_matrix(m, NAME("attn_qkv.weight"), n_embd, q_rows + 2 * kv_rows, 1, true, &qkv)))
-            return st;
-        l->wq = weight_rows(&qkv, 0, q_rows);
-        l->wk = weight_rows(&qkv, q_rows, kv_rows);
-        l->wv = weight_rows(&qkv, q_rows + kv_rows, kv_rows);
-    } else {
-        if ((st = bind_matrix(m, NAME("attn_q.weight"), n_embd, q_rows, 1, true, &l->wq))) return st;
-        if ((st = bind_matrix(m, NAME("attn_k.weight"), n_embd, kv_rows, 1, true, &l->wk))) return st;
-        if ((st = bind_matrix(m, NAME("attn_v.weight"), n_embd, kv_rows, 1, true, &l->wv))) return st;
+    }
+    for (int k = hp->per_head_weights ? MAT_O : MAT_Q; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) {
+        const toy_mat_home h = toy_layer_mat_home(hp, k);
+        toy_weight whole;
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
+        if ((st = bind_matrix(m, name, h.n_in, h.n_out, 1, true, &whole))) return st;
+        *toy_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
     }
     if (hp->qkv_bias) {
         if ((st = bind_vector(m, NAME("attn_q.bias"), q_rows, &l->bq))) return st;
@@ -426,24 +437,12 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_vector(m, NAME("attn_q_norm.weight"), hp->q_norm_len, &l->q_norm))) return st;
         if ((st = bind_vector(m, NAME("attn_k_norm.weight"), hp->k_norm_len, &l->k_norm))) return st;
     }
-    if ((st = bind_matrix(m, NAME("attn_output.weight"), q_rows, n_embd, 1, true, &l->wo))) return st;
     if (hp->post_norms) {
         if ((st = bind_vector(m, NAME("post_attention_norm.weight"), n_embd, &l->post_attn_norm))) return st;
         if ((st = bind_vector(m, NAME("post_ffw_norm.weight"), n_embd, &l->post_ffn_norm))) return st;
     }
     if ((st = bind_vector(m, NAME("ffn_norm.weight"), n_embd, &l->ffn_norm))) return st;
-    if (hp->n_expert == 0 && hp->fused_gate_up) {
-        toy_weight gate_up;
-        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, 2 * (int64_t)hp->n_ff, 1, true, &gate_up)))
-            return st;
-        l->ffn_gate = weight_rows(&gate_up, 0, hp->n_ff);
-        l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
-        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
-    } else if (hp->n_expert == 0) {
-        if ((st = bind_matrix(m, NAME("ffn_gate.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_gate))) return st;
-        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_up))) return st;
-        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
-    } else {
+    if (hp->n_expert) {
         int64_t ne = hp->n_expert, ff = hp->n_ff_exp;
         if ((st = bind_matrix(m, NAME("ffn_gate_inp.weight"), n_embd, ne, 1, true, &l->ffn_gate_inp))) return st;
         if ((st = bind_matrix(m, NAME("ffn_gate_exps.weight"), n_embd, ff, ne, true, &l->ffn_gate_exps))) return st;

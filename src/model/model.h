@@ -76,6 +76,19 @@ typedef struct {
     toy_pooling pooling;    /* pooling_type of an embedding model, TOY_POOLING_UNSPECIFIED if absent */
 } toy_hparams;
 
+/* The matrices of a layer, in the order adapters and training count them. */
+enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_KINDS };
+
+/* Where matrix `kind` of a layer is in the file: rows [row0, row0 + n_rows) of the n_out
+ * rows of n_in elements of "blk.N.{tensor}.weight". A fused tensor (phi3's attn_qkv, its
+ * ffn_up holding gate and up) holds several matrices, `first` the first of them. */
+typedef struct {
+    const char *tensor;
+    int64_t n_in, row0, n_rows, n_out;
+    int first;
+} toy_mat_home;
+toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind);
+
 typedef struct {
     toy_rope_type type;
     int32_t n_rot;
@@ -138,6 +151,12 @@ typedef struct {
     toy_weight ffn_gate_inp_shexp;                        /* shared expert's gate [n_embd -> 1] */
     toy_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 } toy_layer;
+
+/* Matrix `kind` (MAT_Q ...) of a layer. */
+static inline toy_weight *toy_layer_mat(toy_layer *l, int kind) {
+    toy_weight *w[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+    return w[kind];
+}
 
 struct toy_model {
     const struct arch_desc *arch; /* the architecture's row of model.c's table */
