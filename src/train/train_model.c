@@ -104,13 +104,19 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
 #define T(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), tensor_at(tm, base, name, 0, 0))
         l->attn_norm = T("attn_norm.weight");
         l->ffn_norm = T("ffn_norm.weight");
-        l->bq = T("attn_q.bias");
-        l->bk = T("attn_k.bias");
-        l->bv = T("attn_v.bias");
-        l->q_norm = T("attn_q_norm.weight");
-        l->k_norm = T("attn_k_norm.weight");
-        l->post_attn_norm = T("post_attention_norm.weight");
-        l->post_ffn_norm = T("post_ffw_norm.weight");
+        if (hp->qkv_bias) {
+            l->bq = T("attn_q.bias");
+            l->bk = T("attn_k.bias");
+            l->bv = T("attn_v.bias");
+        }
+        if (hp->q_norm_len) {
+            l->q_norm = T("attn_q_norm.weight");
+            l->k_norm = T("attn_k_norm.weight");
+        }
+        if (hp->post_norms) {
+            l->post_attn_norm = T("post_attention_norm.weight");
+            l->post_ffn_norm = T("post_ffw_norm.weight");
+        }
 #undef T
     }
 }
