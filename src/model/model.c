@@ -421,6 +421,7 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
         if ((st = bind_per_head(m, il, "attn_v", hp->n_head_kv, n_embd, hp->head_dim, &l->wv))) return st;
     }
+    /* the matrices but per-head ones (above) and, in a mixture of experts, the FFN's (below) */
     for (int k = hp->per_head_weights ? MAT_O : MAT_Q; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) {
         const toy_mat_home h = toy_layer_mat_home(hp, k);
         toy_weight whole;
