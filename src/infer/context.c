@@ -141,8 +141,7 @@ typedef struct {
 
 /* Where the pair for base tensor `name` applies: up to 3 parts of a fused matrix. */
 static int lora_targets(const toy_hparams *hp, const char *name, lora_target *t) {
-    const int n_slots = hp->n_layer * LORA_KINDS;
-    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int n_slots = hp->n_layer * MAT_KINDS;
     if (!strcmp(name, "output.weight")) return t[0] = (lora_target){n_slots, 0, hp->n_vocab}, 1;
     if (!strcmp(name, "token_embd.weight")) return t[0] = (lora_target){n_slots + 1, 0, hp->n_embd}, 1;
     int il, len = 0;
@@ -150,32 +149,17 @@ static int lora_targets(const toy_hparams *hp, const char *name, lora_target *t)
     if (sscanf(name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) != 2 || name[len] || il < 0 ||
         il >= hp->n_layer)
         return 0;
-    const int s = il * LORA_KINDS;
-    if (!strcmp(kind, "attn_q")) return t[0] = (lora_target){s + LORA_Q, 0, qd}, 1;
-    if (!strcmp(kind, "attn_k")) return t[0] = (lora_target){s + LORA_K, 0, kvd}, 1;
-    if (!strcmp(kind, "attn_v")) return t[0] = (lora_target){s + LORA_V, 0, kvd}, 1;
-    if (!strcmp(kind, "attn_qkv")) {
-        t[0] = (lora_target){s + LORA_Q, 0, qd};
-        t[1] = (lora_target){s + LORA_K, qd, kvd};
-        t[2] = (lora_target){s + LORA_V, qd + kvd, kvd};
-        return 3;
+    int n_t = 0;
+    for (int k = 0; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) { /* not the experts' FFN */
+        const toy_mat_home h = toy_layer_mat_home(hp, k);
+        if (!strcmp(kind, h.tensor)) t[n_t++] = (lora_target){il * MAT_KINDS + k, h.row0, h.n_rows};
     }
-    if (!strcmp(kind, "attn_output")) return t[0] = (lora_target){s + LORA_O, 0, hp->n_embd}, 1;
-    if (hp->n_expert) return 0; /* the FFN of a mixture of experts */
-    if (!strcmp(kind, "ffn_gate")) return t[0] = (lora_target){s + LORA_GATE, 0, hp->n_ff}, 1;
-    if (!strcmp(kind, "ffn_down")) return t[0] = (lora_target){s + LORA_DOWN, 0, hp->n_embd}, 1;
-    if (!strcmp(kind, "ffn_up")) {
-        if (!hp->fused_gate_up) return t[0] = (lora_target){s + LORA_UP, 0, hp->n_ff}, 1;
-        t[0] = (lora_target){s + LORA_GATE, 0, hp->n_ff};
-        t[1] = (lora_target){s + LORA_UP, hp->n_ff, hp->n_ff};
-        return 2;
-    }
-    return 0;
+    return n_t;
 }
 
 toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const float *scales, int n) {
     const toy_hparams *hp = &ctx->model->hp;
-    const int n_slots = hp->n_layer * LORA_KINDS + 2;
+    const int n_slots = hp->n_layer * MAT_KINDS + 2;
     int n_uses = 0;
     for (int i = 0; i < n; i++) n_uses += 4 * loras[i]->n_pairs;
     toy_lora_use *uses = calloc((size_t)n_uses + 1, sizeof *uses);
@@ -272,11 +256,8 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
 }
 
 toy_rope_params toy_context_rope(const toy_context *ctx, int il) {
-    const toy_model *m = ctx->model;
-    toy_rope_params r = m->layers[il].rope;
-    if (m->rope_factors_long.data)
-        r.freq_factors = ctx->params.n_ctx > m->hp.n_ctx_orig ? m->rope_factors_long.data
-                                                              : m->rope_factors_short.data;
+    toy_rope_params r = ctx->model->layers[il].rope;
+    toy_model_rope_factors(ctx->model, ctx->params.n_ctx, &r.freq_factors);
     return r;
 }
 

@@ -7,9 +7,6 @@
 #include "kv_cache.h"
 #include "model.h"
 
-/* The products an adapter can reach, per layer; then the output and the embedding. */
-enum { LORA_Q, LORA_K, LORA_V, LORA_O, LORA_GATE, LORA_UP, LORA_DOWN, LORA_KINDS };
-
 /* One adapter pair applied to one product: out += scale * (in A^T) B^T, B the rows of
  * lora_b that belong to this product (a part of a fused matrix). */
 typedef struct {
@@ -43,8 +40,8 @@ struct toy_context {
     float *moe_in;      /* gathered rows of the tokens routed to one expert */
     int32_t *moe_rows;  /* (token, slot) of each gathered row */
 
-    /* adapters (toy_context_set_lora): the uses of product slot i (layer il, kind k at
-     * il * LORA_KINDS + k; the output, then the embedding, after the layers) are
+    /* adapters (toy_context_set_lora): the uses of product slot i (layer il, matrix k at
+     * il * MAT_KINDS + k; the output, then the embedding, after the layers) are
      * lora_uses[lora_first[i] .. lora_first[i + 1]) */
     toy_lora_use *lora_uses;
     int32_t *lora_first;
@@ -60,8 +57,7 @@ struct toy_context {
                           * [n_batch][n_embd]; else NULL */
 };
 
-/* Layer il's RoPE in this context: LongRoPE models use their long factors only when the
- * context is longer than the original one, as llama.cpp chooses. */
+/* Layer il's RoPE in this context (its frequency factors: toy_model_rope_factors). */
 toy_rope_params toy_context_rope(const toy_context *ctx, int il);
 
 #endif

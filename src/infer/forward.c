@@ -49,7 +49,7 @@ static void apply_lora(toy_context *ctx, int slot, const float *in, int64_t n, f
 static void apply_lora_embd(toy_context *ctx, const int32_t *tok, int64_t n, float *x) {
     if (!ctx->lora_first) return;
     toy_backend *be = ctx->be;
-    const int slot = ctx->model->hp.n_layer * LORA_KINDS + 1;
+    const int slot = ctx->model->hp.n_layer * MAT_KINDS + 1;
     for (int32_t i = ctx->lora_first[slot]; i < ctx->lora_first[slot + 1]; i++) {
         const toy_lora_use *u = &ctx->lora_uses[i];
         const toy_weight a = f32_weight(u->a, u->n_in, u->rank), b = f32_weight(u->b, u->n_rows, u->rank);
@@ -176,12 +176,12 @@ static void dense_ffn(toy_context *ctx, const toy_layer *l, int il, int64_t n_to
     const toy_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
     float *gate_up_out[2] = {ctx->gate, ctx->up};
     be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
-    apply_lora(ctx, il * LORA_KINDS + LORA_GATE, ctx->h, n_tok, ctx->gate);
-    apply_lora(ctx, il * LORA_KINDS + LORA_UP, ctx->h, n_tok, ctx->up);
+    apply_lora(ctx, il * MAT_KINDS + MAT_GATE, ctx->h, n_tok, ctx->gate);
+    apply_lora(ctx, il * MAT_KINDS + MAT_UP, ctx->h, n_tok, ctx->up);
     if (hp->ffn_act == TOY_ACT_GELU_TANH) be->geglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     else be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
     be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
-    apply_lora(ctx, il * LORA_KINDS + LORA_DOWN, ctx->gate, n_tok, ctx->o);
+    apply_lora(ctx, il * MAT_KINDS + MAT_DOWN, ctx->gate, n_tok, ctx->o);
 }
 
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
@@ -209,25 +209,23 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         const toy_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
         float *qkv_out[3] = {ctx->q, ctx->k, ctx->v};
         be->matmul_multi(be, 3, qkv, ctx->h, n, qkv_out);
-        apply_lora(ctx, il * LORA_KINDS + LORA_Q, ctx->h, n, ctx->q);
-        apply_lora(ctx, il * LORA_KINDS + LORA_K, ctx->h, n, ctx->k);
-        apply_lora(ctx, il * LORA_KINDS + LORA_V, ctx->h, n, ctx->v);
+        apply_lora(ctx, il * MAT_KINDS + MAT_Q, ctx->h, n, ctx->q);
+        apply_lora(ctx, il * MAT_KINDS + MAT_K, ctx->h, n, ctx->k);
+        apply_lora(ctx, il * MAT_KINDS + MAT_V, ctx->h, n, ctx->v);
         if (hp->qkv_bias) {
             be->add_bias(be, ctx->q, l->bq.data, n, q_dim);
             be->add_bias(be, ctx->k, l->bk.data, n, kv_dim);
             be->add_bias(be, ctx->v, l->bv.data, n, kv_dim);
         }
-        if (hp->qk_norm == TOY_QK_NORM_HEAD) {
-            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n * hp->n_head, hp->head_dim, hp->rms_eps);
-            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * hp->n_head_kv, hp->head_dim, hp->rms_eps);
-        } else if (hp->qk_norm == TOY_QK_NORM_FULL) {
-            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n, q_dim, hp->rms_eps);
-            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n, kv_dim, hp->rms_eps);
+        if (hp->q_norm_len) {
+            be->rms_norm(be, ctx->q, ctx->q, l->q_norm.data, n * q_dim / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
+            be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * kv_dim / hp->k_norm_len, hp->k_norm_len,
+                         hp->rms_eps);
         }
         const toy_rope_params rope = toy_context_rope(ctx, il);
         be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
         be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
-        if (hp->q_prescale) be->scale(be, ctx->q, hp->attn_scale, n * q_dim);
+        if (hp->q_scale != 1.0f) be->scale(be, ctx->q, hp->q_scale, n * q_dim);
         trace(ctx, "q", il, ctx->q, n, q_dim);
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
@@ -235,13 +233,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             toy_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
         int32_t n_swa = l->n_swa;
         if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
-        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim,
-                                      hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap,
+        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
                                       n_swa};
         toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
-        apply_lora(ctx, il * LORA_KINDS + LORA_O, ctx->attn, n, ctx->o);
+        apply_lora(ctx, il * MAT_KINDS + MAT_O, ctx->attn, n, ctx->o);
         if (hp->post_norms)
             be->rms_norm(be, ctx->o, ctx->o, l->post_attn_norm.data, n, n_embd, hp->rms_eps);
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
@@ -281,7 +278,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         float *logits = ctx->logits;
         const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
         be->matmul(be, &m->output, ctx->h, n_out, logits);
-        apply_lora(ctx, hp->n_layer * LORA_KINDS, ctx->h, n_out, logits);
+        apply_lora(ctx, hp->n_layer * MAT_KINDS, ctx->h, n_out, logits);
         if (hp->logit_scale != 1.0f) be->scale(be, logits, 1.0f / hp->logit_scale, n_logits);
         if (hp->final_softcap > 0.0f) be->softcap(be, logits, hp->final_softcap, n_logits);
         trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);

@@ -84,6 +84,50 @@ static bool meta_bool(const toy_gguf *g, const char *key, bool def) {
     return toy_gguf_get_bool(g, key, &b) == TOY_OK ? b : def;
 }
 
+typedef enum {
+    TOY_QK_NORM_NONE,
+    TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k */
+    TOY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections */
+} toy_qk_norm;
+
+/* The architectures, one row each: the switches of llama.cpp's llm_build_* graph for it.
+ * read_hparams and bind_layer turn a row and the metadata into toy_hparams and toy_layer,
+ * which the forwards (inference and training) read without deciding anything: a new
+ * architecture is a row, a new switch a column. */
+typedef struct arch_desc {
+    const char *name;
+    toy_rope_type rope_type;
+    bool qkv_bias;
+    toy_qk_norm qk_norm;
+    bool post_norms;           /* post_attention_norm and post_ffw_norm */
+    toy_ffn_act ffn_act;
+    bool fused;                /* attn_qkv, and ffn_up holding the gate rows too */
+    bool q_prescale;           /* Q, not QK^T, carries the attention scale */
+    bool query_pre_attn_scalar; /* not in GGUF: llama.cpp scales by 1/sqrt(head_dim) */
+    bool embd_scale_sqrt;      /* embeddings are multiplied by sqrt(n_embd) */
+    bool expert_weights_norm;  /* renormalise the top-k, whatever norm_topk_prob says */
+    int swa_period;            /* the last layer of each period attends fully (0: none does) */
+    float swa_rope_base;       /* the windowed layers' RoPE base, unscaled (0: the model's) */
+    bool swa_ignored;          /* llama.cpp ignores the window ("Phi SWA is currently disabled") */
+} arch_desc;
+
+static const arch_desc archs[] = {
+    {"llama", TOY_ROPE_NORM, .expert_weights_norm = true}, /* mixtral */
+    {"qwen2", TOY_ROPE_NEOX, .qkv_bias = true},
+    {"qwen2moe", TOY_ROPE_NEOX, .qkv_bias = true},
+    {"qwen3", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD},
+    {"qwen3moe", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD, .expert_weights_norm = true},
+    {"gemma2", TOY_ROPE_NEOX, .post_norms = true, .ffn_act = TOY_ACT_GELU_TANH, .q_prescale = true,
+     .query_pre_attn_scalar = true, .embd_scale_sqrt = true, .swa_period = 2},
+    {"gemma3", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD, .post_norms = true, .ffn_act = TOY_ACT_GELU_TANH,
+     .q_prescale = true, .query_pre_attn_scalar = true, .embd_scale_sqrt = true, .swa_period = 6,
+     .swa_rope_base = 10000.0f},
+    {"phi3", TOY_ROPE_NEOX, .fused = true, .q_prescale = true, .swa_ignored = true},
+    {"olmoe", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_FULL},
+    {"granite", TOY_ROPE_NORM, .expert_weights_norm = true},
+};
+enum { N_ARCHS = sizeof archs / sizeof archs[0] };
+
 static toy_status read_hparams(toy_model *m, const char *path) {
     toy_hparams *hp = &m->hp;
     const char *arch;
@@ -91,25 +135,17 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if (toy_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
         return toy_error(TOY_ERR_FORMAT, "%s: key general.architecture is missing: not a model",
                          path);
-    char name[64];
+    char name[64], supported[256] = "";
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arch);
-    static const struct {
-        const char *name;
-        toy_arch arch;
-    } archs[] = {
-        {"llama", TOY_ARCH_LLAMA},     {"qwen2", TOY_ARCH_QWEN2},   {"qwen2moe", TOY_ARCH_QWEN2MOE},
-        {"qwen3", TOY_ARCH_QWEN3},     {"qwen3moe", TOY_ARCH_QWEN3MOE}, {"gemma2", TOY_ARCH_GEMMA2},
-        {"gemma3", TOY_ARCH_GEMMA3},   {"phi3", TOY_ARCH_PHI3},     {"olmoe", TOY_ARCH_OLMOE},
-        {"granite", TOY_ARCH_GRANITE},
-    };
-    size_t ai = 0;
-    while (ai < sizeof archs / sizeof archs[0] && strcmp(archs[ai].name, name) != 0) ai++;
-    if (ai == sizeof archs / sizeof archs[0])
-        return toy_error(TOY_ERR_UNSUPPORTED,
-                         "%s: architecture '%s' is not supported (supported: llama, qwen2, "
-                         "qwen2moe, qwen3, qwen3moe, gemma2, gemma3, phi3, olmoe, granite)",
-                         path, name);
-    hp->arch = archs[ai].arch;
+    int ai = 0;
+    while (ai < N_ARCHS && strcmp(archs[ai].name, name) != 0) ai++;
+    for (int i = 0; ai == N_ARCHS && i < N_ARCHS; i++)
+        snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s", i ? ", " : "",
+                 archs[i].name);
+    if (ai == N_ARCHS)
+        return toy_error(TOY_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path,
+                         name, supported);
+    const arch_desc *a = m->arch = &archs[ai];
     meta_reader r = {m->gguf, path, name};
     toy_status st;
     if ((st = meta_int(&r, "embedding_length", -1, 1, 1 << 20, &hp->n_embd))) return st;
@@ -170,8 +206,9 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         return st;
     if ((st = meta_int(&r, "expert_shared_feed_forward_length", 0, 0, 1 << 20, &hp->n_ff_shexp)))
         return st;
-    if ((st = meta_float(&r, "attention.scale", 0.0, &hp->attn_scale))) return st;
-    if (hp->attn_scale == 0.0f) hp->attn_scale = 1.0f / sqrtf((float)hp->head_dim);
+    float attn_scale; /* of QK^T */
+    if ((st = meta_float(&r, "attention.scale", 0.0, &attn_scale))) return st;
+    if (attn_scale == 0.0f) attn_scale = 1.0f / sqrtf((float)hp->head_dim);
     if ((st = meta_float(&r, "attn_logit_softcapping", 0.0, &hp->attn_softcap))) return st;
     if ((st = meta_float(&r, "final_logit_softcapping", 0.0, &hp->final_softcap))) return st;
     if ((st = meta_float(&r, "embedding_scale", 1.0, &hp->embd_scale))) return st;
@@ -186,54 +223,24 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     hp->pooling = (toy_pooling)pooling;
     hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);
 
-    /* The architectures as sets of switches (llama.cpp's llm_build_* graphs). */
-    hp->rope_type = TOY_ROPE_NEOX;
-    hp->ffn_act = TOY_ACT_SILU;
-    switch (hp->arch) {
-    case TOY_ARCH_LLAMA:
-        hp->rope_type = TOY_ROPE_NORM;
-        hp->expert_weights_norm = true; /* mixtral: llama.cpp renormalises the top-k */
-        break;
-    case TOY_ARCH_GRANITE:
-        hp->rope_type = TOY_ROPE_NORM;
-        hp->expert_weights_norm = true;
-        break;
-    case TOY_ARCH_QWEN2:
-    case TOY_ARCH_QWEN2MOE:
-        hp->qkv_bias = true;
-        break;
-    case TOY_ARCH_QWEN3:
-        hp->qk_norm = TOY_QK_NORM_HEAD;
-        break;
-    case TOY_ARCH_QWEN3MOE:
-        hp->qk_norm = TOY_QK_NORM_HEAD;
-        hp->expert_weights_norm = true; /* whatever norm_topk_prob says, as llama.cpp */
-        break;
-    case TOY_ARCH_OLMOE:
-        hp->qk_norm = TOY_QK_NORM_FULL;
-        break;
-    case TOY_ARCH_GEMMA2:
-    case TOY_ARCH_GEMMA3:
-        hp->qk_norm = hp->arch == TOY_ARCH_GEMMA3 ? TOY_QK_NORM_HEAD : TOY_QK_NORM_NONE;
-        hp->post_norms = true;
-        hp->ffn_act = TOY_ACT_GELU_TANH;
-        hp->embd_scale = sqrtf((float)hp->n_embd);
-        hp->q_prescale = true;
-        /* query_pre_attn_scalar is not in GGUF: llama.cpp uses head_dim, except gemma3
-         * 27B (62 layers), which uses n_embd / n_head */
-        hp->attn_scale = 1.0f / sqrtf((float)(hp->arch == TOY_ARCH_GEMMA3 && hp->n_layer == 62
-                                                  ? hp->n_embd / hp->n_head
-                                                  : hp->head_dim));
-        break;
-    case TOY_ARCH_PHI3:
-        hp->fused_qkv = true;
-        hp->fused_gate_up = true;
-        hp->q_prescale = true;
-        /* llama.cpp ignores phi3's sliding window ("Phi SWA is currently disabled");
-         * a context can ask for it (toy_context_params.honor_sliding_window) */
+    hp->rope_type = a->rope_type;
+    hp->qkv_bias = a->qkv_bias;
+    const int32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
+    hp->q_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? q_dim : 0;
+    hp->k_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? kv_dim : 0;
+    hp->post_norms = a->post_norms;
+    hp->ffn_act = a->ffn_act;
+    hp->fused_qkv = hp->fused_gate_up = a->fused;
+    hp->expert_weights_norm = a->expert_weights_norm;
+    if (a->embd_scale_sqrt) hp->embd_scale = sqrtf((float)hp->n_embd);
+    if (a->query_pre_attn_scalar) /* except on gemma3 27B (62 layers): n_embd / n_head */
+        attn_scale = 1.0f / sqrtf((float)(!strcmp(a->name, "gemma3") && hp->n_layer == 62 ? hp->n_embd / hp->n_head
+                                                                                          : hp->head_dim));
+    hp->q_scale = a->q_prescale ? attn_scale : 1.0f;
+    hp->kq_scale = a->q_prescale ? 1.0f : attn_scale;
+    if (a->swa_ignored) { /* a context can ask for it (toy_context_params.honor_sliding_window) */
         hp->n_swa_ignored = hp->n_swa;
         hp->n_swa = 0;
-        break;
     }
     return TOY_OK;
 }
@@ -370,8 +377,8 @@ static toy_rope_params layer_rope(const toy_model *m, bool swa) {
         .attn_factor = hp->rope_attn_factor,
     };
     /* gemma3's local layers use base 10000 and no scaling, whatever the file says */
-    if (swa && hp->arch == TOY_ARCH_GEMMA3) {
-        r.freq_base = 10000.0f;
+    if (swa && m->arch->swa_rope_base) {
+        r.freq_base = m->arch->swa_rope_base;
         r.freq_scale = 1.0f;
     }
     if (hp->rope_yarn) {
@@ -385,14 +392,19 @@ static toy_rope_params layer_rope(const toy_model *m, bool swa) {
     return r;
 }
 
-/* Which layers use the sliding window (llama.cpp's swa patterns). */
-static bool layer_is_swa(const toy_hparams *hp, int il) {
-    if (hp->n_swa <= 0) return false;
-    switch (hp->arch) {
-    case TOY_ARCH_GEMMA2: return il % 2 == 0;
-    case TOY_ARCH_GEMMA3: return il % 6 < 5;
-    default: return true;
-    }
+toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind) {
+    static const char *const names[MAT_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
+                                                 "ffn_gate", "ffn_up", "ffn_down"};
+    const int64_t C = hp->n_embd, F = hp->n_ff, qd = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t n_in[MAT_KINDS] = {C, C, C, qd, C, C, F}, n_rows[MAT_KINDS] = {qd, kvd, kvd, C, F, F, C};
+    toy_mat_home h = {names[kind], n_in[kind], 0, n_rows[kind], n_rows[kind], kind};
+    if (hp->fused_qkv && kind <= MAT_V)
+        h = (toy_mat_home){"attn_qkv", C, kind == MAT_Q ? 0 : kind == MAT_K ? qd : qd + kvd, n_rows[kind],
+                           qd + 2 * kvd, MAT_Q};
+    if (hp->fused_gate_up && (kind == MAT_GATE || kind == MAT_UP))
+        h = (toy_mat_home){"ffn_up", C, kind == MAT_UP ? F : 0, F, 2 * F, MAT_GATE};
+    return h;
 }
 
 static toy_status bind_layer(toy_model *m, int il) {
@@ -408,48 +420,30 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_per_head(m, il, "attn_q", hp->n_head, n_embd, hp->head_dim, &l->wq))) return st;
         if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
         if ((st = bind_per_head(m, il, "attn_v", hp->n_head_kv, n_embd, hp->head_dim, &l->wv))) return st;
-    } else if (hp->fused_qkv) {
-        toy_weight qkv;
-        if ((st = bind_matrix(m, NAME("attn_qkv.weight"), n_embd, q_rows + 2 * kv_rows, 1, true, &qkv)))
-            return st;
-        l->wq = weight_rows(&qkv, 0, q_rows);
-        l->wk = weight_rows(&qkv, q_rows, kv_rows);
-        l->wv = weight_rows(&qkv, q_rows + kv_rows, kv_rows);
-    } else {
-        if ((st = bind_matrix(m, NAME("attn_q.weight"), n_embd, q_rows, 1, true, &l->wq))) return st;
-        if ((st = bind_matrix(m, NAME("attn_k.weight"), n_embd, kv_rows, 1, true, &l->wk))) return st;
-        if ((st = bind_matrix(m, NAME("attn_v.weight"), n_embd, kv_rows, 1, true, &l->wv))) return st;
+    }
+    /* the matrices but per-head ones (above) and, in a mixture of experts, the FFN's (below) */
+    for (int k = hp->per_head_weights ? MAT_O : MAT_Q; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) {
+        const toy_mat_home h = toy_layer_mat_home(hp, k);
+        toy_weight whole;
+        snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
+        if ((st = bind_matrix(m, name, h.n_in, h.n_out, 1, true, &whole))) return st;
+        *toy_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
     }
     if (hp->qkv_bias) {
         if ((st = bind_vector(m, NAME("attn_q.bias"), q_rows, &l->bq))) return st;
         if ((st = bind_vector(m, NAME("attn_k.bias"), kv_rows, &l->bk))) return st;
         if ((st = bind_vector(m, NAME("attn_v.bias"), kv_rows, &l->bv))) return st;
     }
-    if (hp->qk_norm != TOY_QK_NORM_NONE) {
-        bool head = hp->qk_norm == TOY_QK_NORM_HEAD;
-        if ((st = bind_vector(m, NAME("attn_q_norm.weight"), head ? hp->head_dim : q_rows, &l->q_norm)))
-            return st;
-        if ((st = bind_vector(m, NAME("attn_k_norm.weight"), head ? hp->head_dim : kv_rows, &l->k_norm)))
-            return st;
+    if (hp->q_norm_len) {
+        if ((st = bind_vector(m, NAME("attn_q_norm.weight"), hp->q_norm_len, &l->q_norm))) return st;
+        if ((st = bind_vector(m, NAME("attn_k_norm.weight"), hp->k_norm_len, &l->k_norm))) return st;
     }
-    if ((st = bind_matrix(m, NAME("attn_output.weight"), q_rows, n_embd, 1, true, &l->wo))) return st;
     if (hp->post_norms) {
         if ((st = bind_vector(m, NAME("post_attention_norm.weight"), n_embd, &l->post_attn_norm))) return st;
         if ((st = bind_vector(m, NAME("post_ffw_norm.weight"), n_embd, &l->post_ffn_norm))) return st;
     }
     if ((st = bind_vector(m, NAME("ffn_norm.weight"), n_embd, &l->ffn_norm))) return st;
-    if (hp->n_expert == 0 && hp->fused_gate_up) {
-        toy_weight gate_up;
-        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, 2 * (int64_t)hp->n_ff, 1, true, &gate_up)))
-            return st;
-        l->ffn_gate = weight_rows(&gate_up, 0, hp->n_ff);
-        l->ffn_up = weight_rows(&gate_up, hp->n_ff, hp->n_ff);
-        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
-    } else if (hp->n_expert == 0) {
-        if ((st = bind_matrix(m, NAME("ffn_gate.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_gate))) return st;
-        if ((st = bind_matrix(m, NAME("ffn_up.weight"), n_embd, hp->n_ff, 1, true, &l->ffn_up))) return st;
-        if ((st = bind_matrix(m, NAME("ffn_down.weight"), hp->n_ff, n_embd, 1, true, &l->ffn_down))) return st;
-    } else {
+    if (hp->n_expert) {
         int64_t ne = hp->n_expert, ff = hp->n_ff_exp;
         if ((st = bind_matrix(m, NAME("ffn_gate_inp.weight"), n_embd, ne, 1, true, &l->ffn_gate_inp))) return st;
         if ((st = bind_matrix(m, NAME("ffn_gate_exps.weight"), n_embd, ff, ne, true, &l->ffn_gate_exps))) return st;
@@ -464,10 +458,19 @@ static toy_status bind_layer(toy_model *m, int il) {
         }
     }
 #undef NAME
-    bool swa = layer_is_swa(hp, il);
+    const int period = m->arch->swa_period; /* llama.cpp's swa patterns */
+    const bool swa = hp->n_swa > 0 && (!period || il % period < period - 1);
     l->n_swa = swa ? hp->n_swa : 0;
     l->rope = layer_rope(m, swa);
     return TOY_OK;
+}
+
+const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data) {
+    const bool use_long = n_ctx > m->hp.n_ctx_orig;
+    *data = m->rope_freqs.data;
+    if (!m->rope_factors_long.data) return *data ? "rope_freqs.weight" : NULL;
+    *data = use_long ? m->rope_factors_long.data : m->rope_factors_short.data;
+    return use_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
 }
 
 toy_weight toy_weight_expert(const toy_weight *w, int e) {

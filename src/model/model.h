@@ -1,9 +1,9 @@
 /* model.h — a model as loaded: hyperparameters read once from GGUF metadata, and weights
  * that point into the mapped file.
  *
- * Architecture differences are named switches in toy_hparams (qkv_bias, moe, ...), set in
- * one place (model.c) from the architecture and the metadata; the forward pass reads the
- * switches and never the architecture name.
+ * Architecture differences are named switches in toy_hparams and toy_layer (qkv_bias,
+ * n_swa, ...), set once at load from model.c's table of architectures and the metadata;
+ * the forwards of inference and training read the switches and never the architecture.
  */
 #ifndef TOY_MODEL_H
 #define TOY_MODEL_H
@@ -19,25 +19,6 @@
 #define TOY_MAX_HEAD_DIM 1024
 
 typedef enum {
-    TOY_ARCH_LLAMA,
-    TOY_ARCH_QWEN2,
-    TOY_ARCH_QWEN2MOE,
-    TOY_ARCH_QWEN3,
-    TOY_ARCH_QWEN3MOE,
-    TOY_ARCH_GEMMA2,
-    TOY_ARCH_GEMMA3,
-    TOY_ARCH_PHI3,
-    TOY_ARCH_OLMOE,
-    TOY_ARCH_GRANITE,
-} toy_arch;
-
-typedef enum {
-    TOY_QK_NORM_NONE,
-    TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k (qwen3, gemma3) */
-    TOY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections (olmoe) */
-} toy_qk_norm;
-
-typedef enum {
     TOY_ACT_SILU,      /* SwiGLU */
     TOY_ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (gemma) */
 } toy_ffn_act;
@@ -48,7 +29,6 @@ typedef enum {
 } toy_rope_type;
 
 typedef struct {
-    toy_arch arch;
     int32_t n_vocab;
     int32_t n_ctx_train;
     int32_t n_embd;
@@ -69,17 +49,18 @@ typedef struct {
     int32_t n_ctx_orig;   /* rope.scaling.original_context_length */
     float rope_attn_factor; /* rope.scaling.attn_factor: multiplies cos and sin */
 
-    /* feature switches: each architecture is a set of these (model.c) */
+    /* feature switches: each architecture is a set of these (model.c's table) */
     bool tied_output;       /* no output.weight: token_embd is the output projection */
     bool per_head_weights;  /* old toy layout: blk.N.attn_{q,k,v}.head_H.weight */
     bool fused_qkv;         /* one attn_qkv matrix: rows of Q, then K, then V (phi3) */
     bool fused_gate_up;     /* ffn_up holds the gate rows, then the up rows (phi3) */
     bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2) */
-    toy_qk_norm qk_norm;
+    int32_t q_norm_len;     /* q is RMS-normed in groups of this many: head_dim or all of it, 0: not */
+    int32_t k_norm_len;     /* the same for k */
     bool post_norms;        /* post_attention_norm and post_ffw_norm (gemma) */
     toy_ffn_act ffn_act;
-    bool q_prescale;        /* Q is multiplied by attn_scale before QK^T, scores unscaled */
-    float attn_scale;       /* scale of QK^T (default 1/sqrt(head_dim)) */
+    float q_scale;          /* Q is multiplied by it after RoPE (gemma, phi3: attention.scale; else 1) */
+    float kq_scale;         /* QK^T is multiplied by it (attention.scale, 1/sqrt(head_dim), or 1) */
     float attn_softcap;     /* 0: off; else scores = cap * tanh(scores / cap) */
     float final_softcap;    /* the same on the logits */
     float embd_scale;       /* token embeddings are multiplied by it (gemma, granite) */
@@ -94,6 +75,19 @@ typedef struct {
     bool expert_weights_norm; /* renormalise the chosen experts' weights to sum 1 */
     toy_pooling pooling;    /* pooling_type of an embedding model, TOY_POOLING_UNSPECIFIED if absent */
 } toy_hparams;
+
+/* The matrices of a layer, in the order adapters and training count them. */
+enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_KINDS };
+
+/* Where matrix `kind` of a layer is in the file: rows [row0, row0 + n_rows) of the n_out
+ * rows of n_in elements of "blk.N.{tensor}.weight". A fused tensor (phi3's attn_qkv, its
+ * ffn_up holding gate and up) holds several matrices, `first` the first of them. */
+typedef struct {
+    const char *tensor;
+    int64_t n_in, row0, n_rows, n_out;
+    int first;
+} toy_mat_home;
+toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind);
 
 typedef struct {
     toy_rope_type type;
@@ -145,7 +139,7 @@ typedef struct {
     toy_vector attn_norm;
     toy_weight wq, wk, wv, wo;
     toy_vector bq, bk, bv;          /* qkv_bias */
-    toy_vector q_norm, k_norm;      /* qk_norm */
+    toy_vector q_norm, k_norm;      /* q_norm_len, k_norm_len */
     toy_vector post_attn_norm;      /* post_norms */
     toy_vector ffn_norm;
     toy_vector post_ffn_norm;
@@ -158,7 +152,14 @@ typedef struct {
     toy_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
 } toy_layer;
 
+/* Matrix `kind` (MAT_Q ...) of a layer. */
+static inline toy_weight *toy_layer_mat(toy_layer *l, int kind) {
+    toy_weight *w[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+    return w[kind];
+}
+
 struct toy_model {
+    const struct arch_desc *arch; /* the architecture's row of model.c's table */
     toy_gguf *gguf;
     toy_vocab *vocab;
     toy_hparams hp;
@@ -180,6 +181,11 @@ struct toy_model {
  * gives the file's pages of those matrices back to the kernel (they are read again, from
  * the page cache, only by row lookups such as the token embedding). Contexts call it. */
 toy_status toy_model_pack(toy_model *m);
+
+/* The RoPE frequency factors of a context of n_ctx tokens (*data, NULL: none) and the
+ * tensor that holds them: LongRoPE models use their long factors only when the context is
+ * longer than the original one, as llama.cpp chooses. */
+const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data);
 
 /* Matrix e of a stack of expert matrices. */
 toy_weight toy_weight_expert(const toy_weight *w, int e);

@@ -12,20 +12,15 @@
 
 /* The adapter's settings for a LoRA train_model: its kinds, its one rank, its alpha. */
 static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_params *lp) {
-    static const char *const kinds[TRAIN_LORA_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                                        "ffn_gate", "ffn_up", "ffn_down"};
     *lp = (train_lora_params){.alpha = l->alpha};
     for (int i = 0; i < l->n_pairs; i++) {
         const toy_lora_pair *p = &l->pairs[i];
-        int il, len = 0, k = 0;
+        int il, len = 0;
         char kind[32];
         uint32_t bits = 0;
-        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len]) {
-            while (k < TRAIN_LORA_KINDS && strcmp(kind, kinds[k])) k++;
-            if (k < TRAIN_LORA_KINDS) bits = 1u << k;
-            if (!strcmp(kind, "attn_qkv") && m->hp.fused_qkv) bits = 7u; /* phi3's fused matrices */
-            if (!strcmp(kind, "ffn_up") && m->hp.fused_gate_up) bits = 3u << TRAIN_LORA_GATE;
-        }
+        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
+            for (int k = 0; k < MAT_KINDS; k++)
+                if (!strcmp(kind, toy_layer_mat_home(&m->hp, k).tensor)) bits |= 1u << k;
         if (!bits || il < 0 || il >= m->hp.n_layer)
             return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
         if (lp->rank && p->rank != lp->rank)

@@ -20,7 +20,7 @@
 /* what the forward keeps of one layer, [n rows] each */
 typedef struct {
     float *x;            /* the layer's input (the residual stream) */
-    float *q_raw, *k_raw; /* before the QK norms (qk_norm only) */
+    float *q_raw, *k_raw; /* before the QK norms (q_norm_len only) */
     float *q, *k, *v;    /* as attention reads them (normed, rotated, prescaled) */
     float *att;          /* attention output [n][n_head * head_dim] */
     float *lse;          /* [B][n_head][T] */
@@ -28,7 +28,7 @@ typedef struct {
     float *x_mid;        /* the residual stream after attention */
     float *gate, *up;    /* [n][n_ff] */
     float *f_raw;        /* FFN output before its post-norm (post_norms only) */
-    float *ts[TRAIN_LORA_KINDS]; /* LoRA: s (x A^T) of each adapted product [n][rank] */
+    float *ts[MAT_KINDS]; /* LoRA: s (x A^T) of each adapted product [n][rank] */
 } layer_acts;
 
 /* One adapter's A [rank][n_in] and B [n_out][rank], in the parameters or gradients. */
@@ -62,17 +62,14 @@ struct train_model {
     /* LoRA (lora.rank > 0): the base's matrices, frozen, and the adapters */
     train_lora_params lora;
     float lora_scale;                 /* alpha / rank */
-    const toy_weight **frozen;        /* [n_layer * TRAIN_LORA_KINDS] */
+    const toy_weight **frozen;        /* [n_layer * MAT_KINDS] */
     const toy_weight *frozen_embd, *frozen_output;
-    lora_ab *lw, *lg;                 /* [n_layer * TRAIN_LORA_KINDS], a NULL: not adapted */
+    lora_ab *lw, *lg;                 /* [n_layer * MAT_KINDS], a NULL: not adapted */
     float *panel;                     /* a frozen matrix's rows as floats, panel_rows at a time */
     int64_t panel_rows;
     float *xd, *dxd, *dts;            /* dropout's input, its gradient, d(ts) */
     uint64_t key;                     /* the micro-batch's dropout key */
 };
-
-static const char *const lora_kind_name[TRAIN_LORA_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
-                                                             "ffn_gate", "ffn_up", "ffn_down"};
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -92,82 +89,49 @@ static float *tensor_at(const train_model *tm, float *base, const char *name, in
 
 static void bind_weights(const train_model *tm, float *base, train_weights *w) {
     const toy_hparams *hp = &tm->hp;
-    const int64_t C = hp->n_embd, qd = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     char name[96];
     w->token_embd = tensor_at(tm, base, "token_embd.weight", 0, 0);
     w->output_norm = tensor_at(tm, base, "output_norm.weight", 0, 0);
     w->output = hp->tied_output ? w->token_embd : tensor_at(tm, base, "output.weight", 0, 0);
     for (int il = 0; il < hp->n_layer; il++) {
         train_layer_weights *l = &w->layers[il];
-#define T(fmt, row0, len) (snprintf(name, sizeof name, "blk.%d." fmt, il), tensor_at(tm, base, name, row0, len))
-        l->attn_norm = T("attn_norm.weight", 0, 0);
-        if (hp->fused_qkv) {
-            l->wq = T("attn_qkv.weight", 0, C);
-            l->wk = T("attn_qkv.weight", qd, C);
-            l->wv = T("attn_qkv.weight", qd + kvd, C);
-        } else {
-            l->wq = T("attn_q.weight", 0, 0);
-            l->wk = T("attn_k.weight", 0, 0);
-            l->wv = T("attn_v.weight", 0, 0);
+        float **mats[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+        for (int k = 0; k < MAT_KINDS; k++) {
+            const toy_mat_home h = toy_layer_mat_home(hp, k);
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
+            *mats[k] = tensor_at(tm, base, name, h.row0, h.n_in);
         }
-        l->bq = T("attn_q.bias", 0, 0);
-        l->bk = T("attn_k.bias", 0, 0);
-        l->bv = T("attn_v.bias", 0, 0);
-        l->q_norm = T("attn_q_norm.weight", 0, 0);
-        l->k_norm = T("attn_k_norm.weight", 0, 0);
-        l->wo = T("attn_output.weight", 0, 0);
-        l->post_attn_norm = T("post_attention_norm.weight", 0, 0);
-        l->ffn_norm = T("ffn_norm.weight", 0, 0);
-        if (hp->fused_gate_up) {
-            l->ffn_gate = T("ffn_up.weight", 0, C);
-            l->ffn_up = T("ffn_up.weight", hp->n_ff, C);
-        } else {
-            l->ffn_gate = T("ffn_gate.weight", 0, 0);
-            l->ffn_up = T("ffn_up.weight", 0, 0);
+#define T(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), tensor_at(tm, base, name, 0, 0))
+        l->attn_norm = T("attn_norm.weight");
+        l->ffn_norm = T("ffn_norm.weight");
+        if (hp->qkv_bias) {
+            l->bq = T("attn_q.bias");
+            l->bk = T("attn_k.bias");
+            l->bv = T("attn_v.bias");
         }
-        l->ffn_down = T("ffn_down.weight", 0, 0);
-        l->post_ffn_norm = T("post_ffw_norm.weight", 0, 0);
+        if (hp->q_norm_len) {
+            l->q_norm = T("attn_q_norm.weight");
+            l->k_norm = T("attn_k_norm.weight");
+        }
+        if (hp->post_norms) {
+            l->post_attn_norm = T("post_attention_norm.weight");
+            l->post_ffn_norm = T("post_ffw_norm.weight");
+        }
 #undef T
     }
 }
 
-/* Where the adapter of product `kind` lives: its own tensor, or on a fused matrix (phi3's
- * attn_qkv, ffn_up) the one pair of that matrix, whose A the parts share and whose B
- * they split by rows (from *row0, of *n_out in all). Returns the kind that owns the pair
- * (its dropout mask is the parts' too). */
-static int lora_home(const toy_hparams *hp, int kind, const char **tensor, int64_t *row0, int64_t *n_out) {
-    const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
-    *row0 = 0;
-    *n_out = 0;
-    if (hp->fused_qkv && kind <= TRAIN_LORA_V) {
-        *tensor = "attn_qkv";
-        *row0 = kind == TRAIN_LORA_Q ? 0 : kind == TRAIN_LORA_K ? qd : qd + kvd;
-        *n_out = qd + 2 * kvd;
-        return TRAIN_LORA_Q;
-    }
-    if (hp->fused_gate_up && (kind == TRAIN_LORA_GATE || kind == TRAIN_LORA_UP)) {
-        *tensor = "ffn_up";
-        *row0 = kind == TRAIN_LORA_GATE ? 0 : hp->n_ff;
-        *n_out = 2 * (int64_t)hp->n_ff;
-        return TRAIN_LORA_GATE;
-    }
-    *tensor = lora_kind_name[kind];
-    return kind;
-}
-
-/* The adapters' A and B in params or grads. */
+/* The adapters' A and B in params or grads. The matrices of a fused tensor (phi3's
+ * attn_qkv, ffn_up) share its one pair: all of A, and B split by rows. */
 static void bind_lora(const train_model *tm, float *base, lora_ab *ab) {
     char name[128];
     for (int il = 0; il < tm->hp.n_layer; il++)
-        for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
-            const char *tensor;
-            int64_t row0, n_out;
-            lora_home(&tm->hp, k, &tensor, &row0, &n_out);
-            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, tensor);
-            ab[il * TRAIN_LORA_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
-            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, tensor);
-            ab[il * TRAIN_LORA_KINDS + k].b = tensor_at(tm, base, name, row0, tm->lora.rank);
+        for (int k = 0; k < MAT_KINDS; k++) {
+            const toy_mat_home h = toy_layer_mat_home(&tm->hp, k);
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, h.tensor);
+            ab[il * MAT_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
+            snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, h.tensor);
+            ab[il * MAT_KINDS + k].b = tensor_at(tm, base, name, h.row0, tm->lora.rank);
         }
 }
 
@@ -193,13 +157,6 @@ static float train_gaussian(uint64_t *state) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
 }
 
-/* The base matrix of layer il's product `kind`. */
-static const toy_weight *layer_matrix(const toy_model *m, int il, int kind) {
-    const toy_layer *l = &m->layers[il];
-    const toy_weight *w[TRAIN_LORA_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
-    return w[kind];
-}
-
 static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
                             train_model **out);
 
@@ -214,12 +171,14 @@ toy_status train_model_new_lora(const toy_model *m, int32_t seq_len, toy_pool *p
     if (lp->rank < 1 || lp->rank > 4096) return toy_error(TOY_ERR_INVALID, "LoRA rank %d (1..4096)", lp->rank);
     if (!(lp->dropout >= 0 && lp->dropout < 1))
         return toy_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
-    if (!(lp->targets & ((1u << TRAIN_LORA_KINDS) - 1))) return toy_error(TOY_ERR_INVALID, "no LoRA targets");
+    if (!(lp->targets & ((1u << MAT_KINDS) - 1))) return toy_error(TOY_ERR_INVALID, "no LoRA targets");
     (void)path;
     /* a fused matrix has one adapter: naming one of its parts adapts them all */
     train_lora_params p = *lp;
-    if (m->hp.fused_qkv && (p.targets & 7u)) p.targets |= 7u;
-    if (m->hp.fused_gate_up && (p.targets & (3u << TRAIN_LORA_GATE))) p.targets |= 3u << TRAIN_LORA_GATE;
+    for (int k = 0; k < MAT_KINDS; k++)
+        if (p.targets >> k & 1) p.targets |= 1u << toy_layer_mat_home(&m->hp, k).first;
+    for (int k = 0; k < MAT_KINDS; k++)
+        if (p.targets >> toy_layer_mat_home(&m->hp, k).first & 1) p.targets |= 1u << k;
     return model_new(m, seq_len, pool, &p, out);
 }
 
@@ -245,7 +204,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     toy_status st = TOY_OK;
     const toy_gguf *g = m->gguf;
     const int n_file = (int)toy_gguf_n_tensors(g);
-    tm->tensors = calloc((size_t)n_file + (size_t)hp->n_layer * TRAIN_LORA_KINDS * 2, sizeof *tm->tensors);
+    tm->tensors = calloc((size_t)n_file + (size_t)hp->n_layer * MAT_KINDS * 2, sizeof *tm->tensors);
     tm->rope = calloc((size_t)hp->n_layer, sizeof *tm->rope);
     tm->n_swa = calloc((size_t)hp->n_layer, sizeof *tm->n_swa);
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
@@ -258,15 +217,15 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     if (lp) {
         tm->lora = *lp;
         tm->lora_scale = lp->alpha / (float)lp->rank;
-        tm->frozen = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->frozen);
-        tm->lw = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->lw);
-        tm->lg = calloc((size_t)hp->n_layer * TRAIN_LORA_KINDS, sizeof *tm->lg);
+        tm->frozen = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->frozen);
+        tm->lw = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lw);
+        tm->lg = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lg);
         if (!tm->frozen || !tm->lw || !tm->lg) {
             train_model_free(tm);
             return toy_error(TOY_ERR_NOMEM, "no memory");
         }
         for (int il = 0; il < hp->n_layer; il++)
-            for (int k = 0; k < TRAIN_LORA_KINDS; k++) tm->frozen[il * TRAIN_LORA_KINDS + k] = layer_matrix(m, il, k);
+            for (int k = 0; k < MAT_KINDS; k++) tm->frozen[il * MAT_KINDS + k] = toy_layer_mat(&m->layers[il], k);
         tm->frozen_embd = &m->token_embd;
         tm->frozen_output = &m->output;
     }
@@ -295,20 +254,18 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     }
     const int n_vectors = tm->n_tensors;
     for (int il = 0; lp && !st && il < hp->n_layer; il++)
-        for (int k = 0; k < TRAIN_LORA_KINDS; k++) {
+        for (int k = 0; k < MAT_KINDS; k++) {
             if (!(lp->targets & (1u << k))) continue;
-            const toy_weight *w = tm->frozen[il * TRAIN_LORA_KINDS + k];
-            const char *tensor;
-            int64_t row0, n_out;
-            if (lora_home(hp, k, &tensor, &row0, &n_out) != k) continue; /* a part of a fused pair */
-            if (!n_out) n_out = w->n_rows;
+            const toy_weight *w = tm->frozen[il * MAT_KINDS + k];
+            const toy_mat_home h = toy_layer_mat_home(hp, k);
+            if (h.first != k) continue; /* a part of a fused pair */
             for (int ab = 0; ab < 2; ab++) {
                 train_tensor *tt = &tm->tensors[tm->n_tensors++];
-                snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, tensor, ab ? 'b' : 'a');
+                snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, h.tensor, ab ? 'b' : 'a');
                 tt->type = TOY_TYPE_F32;
                 tt->n_dims = 2;
                 tt->ne[0] = ab ? lp->rank : w->n_cols;
-                tt->ne[1] = ab ? n_out : lp->rank;
+                tt->ne[1] = ab ? h.n_out : lp->rank;
                 tt->ne[2] = tt->ne[3] = 1;
                 tt->n = tt->ne[0] * tt->ne[1];
                 tt->offset = off;
@@ -361,10 +318,8 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     }
     /* RoPE as a context of seq_len would use it (LongRoPE: long factors past the
      * original context), the factors pointing at the trainable copy */
-    const char *factors = NULL;
-    if (m->rope_factors_long.data) factors = seq_len > hp->n_ctx_orig ? "rope_factors_long.weight"
-                                                                      : "rope_factors_short.weight";
-    else if (m->rope_freqs.data) factors = "rope_freqs.weight";
+    const float *file_factors;
+    const char *factors = toy_model_rope_factors(m, seq_len, &file_factors);
     if (factors) {
         tm->w.rope_factors = tensor_at(tm, tm->params, factors, 0, 0);
         tm->g.rope_factors = lp ? NULL : tensor_at(tm, tm->grads, factors, 0, 0);
@@ -425,7 +380,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
     for (int il = 0; il < hp->n_layer; il++) {
         layer_acts *a = tm->acts ? &tm->acts[il] : &(layer_acts){0};
         a->x = carve(c, n * C);
-        if (hp->qk_norm != TOY_QK_NORM_NONE) {
+        if (hp->q_norm_len) {
             a->q_raw = carve(c, n * qd);
             a->k_raw = carve(c, n * kvd);
         }
@@ -441,7 +396,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
         a->x_mid = carve(c, n * C);
         a->gate = carve(c, n * F);
         a->up = carve(c, n * F);
-        for (int k = 0; k < TRAIN_LORA_KINDS; k++)
+        for (int k = 0; k < MAT_KINDS; k++)
             if (tm->lora.rank && (tm->lora.targets & (1u << k))) a->ts[k] = carve(c, n * tm->lora.rank);
     }
     if (tm->lora.rank) {
@@ -509,8 +464,8 @@ static void zero(float *x, int64_t n) { memset(x, 0, (size_t)n * sizeof *x); }
 
 static attention_shape layer_attention(const train_model *tm, int il, int B, int T) {
     const toy_hparams *hp = &tm->hp;
-    return (attention_shape){B, T, hp->n_head, hp->n_head_kv, hp->head_dim,
-                             hp->q_prescale ? 1.0f : hp->attn_scale, hp->attn_softcap, tm->n_swa[il]};
+    return (attention_shape){B, T, hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
+                             tm->n_swa[il]};
 }
 
 static void rope_tables(train_model *tm, int il, int T) {
@@ -528,10 +483,8 @@ static void glu_forward(train_model *tm, float *out, const float *gate, const fl
 
 /* The dropout mask's key of an adapter input: the micro-batch, the layer, the pair. */
 static uint64_t dropout_key(const train_model *tm, int il, int kind) {
-    const char *tensor;
-    int64_t row0, n_out;
-    const int home = lora_home(&tm->hp, kind, &tensor, &row0, &n_out);
-    return tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * TRAIN_LORA_KINDS + home) << 40) ^ tm->lora.seed;
+    const int home = toy_layer_mat_home(&tm->hp, kind).first;
+    return tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * MAT_KINDS + home) << 40) ^ tm->lora.seed;
 }
 
 static const float *lora_input(train_model *tm, int il, int kind, const float *in, int64_t n, int64_t C) {
@@ -544,9 +497,9 @@ static const float *lora_input(train_model *tm, int il, int kind, const float *i
 static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
                            const float *bias, int64_t n, int64_t C, int64_t OC) {
     if (w) matmul_forward(tm->gemm, out, in, w, bias, n, C, OC);
-    else frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * TRAIN_LORA_KINDS + kind], bias, n, tm->panel,
+    else frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * MAT_KINDS + kind], bias, n, tm->panel,
                                tm->panel_rows);
-    const lora_ab *ab = tm->lw ? &tm->lw[il * TRAIN_LORA_KINDS + kind] : NULL;
+    const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
     if (!ab || !ab->a) return;
     const float *x = lora_input(tm, il, kind, in, n, C);
     lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank, tm->lora_scale);
@@ -556,11 +509,11 @@ static void linear_forward(train_model *tm, int il, int kind, const float *w, fl
 static void linear_backward(train_model *tm, int il, int kind, const float *w, float *dw, float *dbias, float *din,
                             const float *dout, const float *in, int64_t n, int64_t C, int64_t OC) {
     if (w) matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, n, C, OC);
-    else frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * TRAIN_LORA_KINDS + kind], n, tm->panel,
+    else frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * MAT_KINDS + kind], n, tm->panel,
                                 tm->panel_rows);
-    const lora_ab *ab = tm->lw ? &tm->lw[il * TRAIN_LORA_KINDS + kind] : NULL;
+    const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
     if (!ab || !ab->a) return;
-    const lora_ab *gab = &tm->lg[il * TRAIN_LORA_KINDS + kind];
+    const lora_ab *gab = &tm->lg[il * MAT_KINDS + kind];
     const float *x = lora_input(tm, il, kind, in, n, C);
     if (tm->lora.dropout <= 0) {
         lora_backward(tm->gemm, din, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
@@ -587,26 +540,23 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
     /* attention */
     rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
-    float *q = hp->qk_norm != TOY_QK_NORM_NONE ? a->q_raw : a->q;
-    float *k = hp->qk_norm != TOY_QK_NORM_NONE ? a->k_raw : a->k;
-    linear_forward(tm, il, TRAIN_LORA_Q, w->wq, q, tm->h, w->bq, n, C, qd);
-    linear_forward(tm, il, TRAIN_LORA_K, w->wk, k, tm->h, w->bk, n, C, kvd);
-    linear_forward(tm, il, TRAIN_LORA_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
-    if (hp->qk_norm == TOY_QK_NORM_HEAD) {
-        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * hp->n_head, hd, hp->rms_eps);
-        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * hp->n_head_kv, hd, hp->rms_eps);
-    } else if (hp->qk_norm == TOY_QK_NORM_FULL) {
-        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n, qd, hp->rms_eps);
-        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n, kvd, hp->rms_eps);
+    float *q = hp->q_norm_len ? a->q_raw : a->q;
+    float *k = hp->q_norm_len ? a->k_raw : a->k;
+    linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, w->bq, n, C, qd);
+    linear_forward(tm, il, MAT_K, w->wk, k, tm->h, w->bk, n, C, kvd);
+    linear_forward(tm, il, MAT_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
+    if (hp->q_norm_len) {
+        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * qd / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
+        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * kvd / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
     }
     rope_tables(tm, il, T);
     rope_forward(pool, a->q, n, T, hp->n_head, hd, &tm->rope[il], tm->cs);
     rope_forward(pool, a->k, n, T, hp->n_head_kv, hd, &tm->rope[il], tm->cs);
-    if (hp->q_prescale) scale_inplace(pool, a->q, hp->attn_scale, n * qd);
+    if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, hp->q_scale, n * qd);
     const attention_shape as = layer_attention(tm, il, B, T);
     attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
-    linear_forward(tm, il, TRAIN_LORA_O, w->wo, o, a->att, NULL, n, qd, C);
+    linear_forward(tm, il, MAT_O, w->wo, o, a->att, NULL, n, qd, C);
     if (hp->post_norms) {
         rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
@@ -615,11 +565,11 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
     /* feed-forward */
     rmsnorm_forward(pool, tm->h, NULL, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
-    linear_forward(tm, il, TRAIN_LORA_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
-    linear_forward(tm, il, TRAIN_LORA_UP, w->ffn_up, a->up, tm->h, NULL, n, C, F);
+    linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
+    linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, NULL, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     float *f = hp->post_norms ? a->f_raw : tm->dbranch;
-    linear_forward(tm, il, TRAIN_LORA_DOWN, w->ffn_down, f, tm->act, NULL, n, F, C);
+    linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, NULL, n, F, C);
     if (hp->post_norms) {
         rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
@@ -701,31 +651,31 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     const float *df = branch_grad(tm, dres, a->f_raw, w->post_ffn_norm, gw->post_ffn_norm, n);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     zero(tm->dact, n * F);
-    linear_backward(tm, il, TRAIN_LORA_DOWN, w->ffn_down, gw->ffn_down, NULL, tm->dact, df, tm->act, n, F, C);
+    linear_backward(tm, il, MAT_DOWN, w->ffn_down, gw->ffn_down, NULL, tm->dact, df, tm->act, n, F, C);
     zero(tm->dgate, n * F);
     zero(tm->dup, n * F);
     glu_backward(tm, tm->dgate, tm->dup, tm->dact, a->gate, a->up, n * F);
     rmsnorm_forward(pool, tm->h, tm->rstd, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
-    linear_backward(tm, il, TRAIN_LORA_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
-    linear_backward(tm, il, TRAIN_LORA_UP, w->ffn_up, gw->ffn_up, NULL, tm->dh, tm->dup, tm->h, n, C, F);
+    linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
+    linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, NULL, tm->dh, tm->dup, tm->h, n, C, F);
     rmsnorm_backward(pool, dres, gw->ffn_norm, tm->dh, a->x_mid, w->ffn_norm, tm->rstd, n, C);
 
     /* attention: x_mid = x + rs * post_norm(attention(q, k, v) W_o^T) */
     const float *dox = branch_grad(tm, dres, a->o_raw, w->post_attn_norm, gw->post_attn_norm, n);
     zero(tm->datt, n * qd);
-    linear_backward(tm, il, TRAIN_LORA_O, w->wo, gw->wo, NULL, tm->datt, dox, a->att, n, qd, C);
+    linear_backward(tm, il, MAT_O, w->wo, gw->wo, NULL, tm->datt, dox, a->att, n, qd, C);
     zero(tm->dq, n * qd);
     zero(tm->dk, n * kvd);
     zero(tm->dv, n * kvd);
     const attention_shape as = layer_attention(tm, il, B, T);
     attention_backward(g, tm->dq, tm->dk, tm->dv, tm->datt, a->att, a->lse, a->q, a->k, a->v, &as,
                        tm->att_scratch);
-    if (hp->q_prescale) scale_inplace(pool, tm->dq, hp->attn_scale, n * qd);
+    if (hp->q_scale != 1.0f) scale_inplace(pool, tm->dq, hp->q_scale, n * qd);
     if (tm->rope[il].freq_factors && tm->g.rope_factors) {
         /* the rotated q is a->q before its prescale (a->q is not read again) */
         for (int t = 0; t < T; t++) toy_rope_angles(&tm->rope[il], t, tm->theta + (int64_t)t * hp->n_rot / 2);
-        if (hp->q_prescale) scale_inplace(pool, a->q, 1.0f / hp->attn_scale, n * qd);
+        if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, 1.0f / hp->q_scale, n * qd);
         rope_freq_backward(tm->g.rope_factors, a->q, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->theta);
         rope_freq_backward(tm->g.rope_factors, a->k, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->theta);
     }
@@ -733,10 +683,8 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     rope_backward(pool, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->cs);
     rope_backward(pool, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->cs);
     float *dq = tm->dq, *dk = tm->dk;
-    if (hp->qk_norm != TOY_QK_NORM_NONE) {
-        const bool head = hp->qk_norm == TOY_QK_NORM_HEAD;
-        const int64_t qrows = head ? n * hp->n_head : n, krows = head ? n * hp->n_head_kv : n;
-        const int64_t qw = head ? hd : qd, kw = head ? hd : kvd;
+    if (hp->q_norm_len) {
+        const int64_t qw = hp->q_norm_len, kw = hp->k_norm_len, qrows = n * qd / qw, krows = n * kvd / kw;
         zero(tm->dq_raw, n * qd);
         zero(tm->dk_raw, n * kvd);
         rmsnorm_forward(pool, tm->datt, tm->rstd, a->q_raw, w->q_norm, qrows, qw, hp->rms_eps);
@@ -748,9 +696,9 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     }
     rmsnorm_forward(pool, tm->h, tm->rstd, a->x, w->attn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
-    linear_backward(tm, il, TRAIN_LORA_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
-    linear_backward(tm, il, TRAIN_LORA_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
-    linear_backward(tm, il, TRAIN_LORA_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
+    linear_backward(tm, il, MAT_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
+    linear_backward(tm, il, MAT_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
+    linear_backward(tm, il, MAT_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
     rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
 }
 

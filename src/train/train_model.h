@@ -61,13 +61,11 @@ void train_model_free(train_model *tm);
 
 /* LoRA: the base's matrices stay as they are in the file (any type, memory-mapped: the
  * model must outlive the train_model), frozen with its norms and biases; the
- * parameters are adapters on the matrices named by `targets` (bits of 1 << kind, in the
- * order q, k, v, o, gate, up, down), y = W x + (alpha / rank) B (A dropout(x)), A
+ * parameters are adapters on the matrices named by `targets` (bits of 1 << MAT_Q ...
+ * MAT_DOWN, model.h), y = W x + (alpha / rank) B (A dropout(x)), A
  * Gaussian (std 1 / rank, from seed) and B zero, so that the model starts as the base.
  * Their tensors are named as llama.cpp's adapters ("blk.0.attn_q.weight.lora_a",
  * ne [n_in, rank]; "...lora_b", ne [rank, n_out]). */
-enum { TRAIN_LORA_Q, TRAIN_LORA_K, TRAIN_LORA_V, TRAIN_LORA_O, TRAIN_LORA_GATE, TRAIN_LORA_UP,
-       TRAIN_LORA_DOWN, TRAIN_LORA_KINDS };
 typedef struct {
     int32_t rank;
     float alpha;
