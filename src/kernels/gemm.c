@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "gemm.h"
-#include "kernels.h"
 #include "quant.h"
 
 #define GEMM_KC 256
@@ -135,19 +134,9 @@ const toy_gemm_kernel *toy_gemm_kernel_scalar(void) {
     return &k;
 }
 
-const toy_gemm_kernel *toy_gemm_kernel_best(void) {
-    const toy_isa isa = toy_cpu_isa();
-#if defined(__x86_64__)
-    if (isa >= TOY_ISA_AVX512) return toy_gemm_kernel_avx512();
-    if (isa >= TOY_ISA_AVX2) return toy_gemm_kernel_avx2();
-#endif
-    (void)isa;
-    return toy_gemm_kernel_scalar();
-}
-
 /* ---------------------------------------------------------------- engine */
 
-toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
+toy_gemm *toy_gemm_new(toy_pool *pool, const toy_gemm_kernel *kernel) {
     toy_gemm *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->pool = pool;
@@ -165,8 +154,6 @@ toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
     }
     return g;
 }
-
-toy_gemm *toy_gemm_new(toy_pool *pool) { return toy_gemm_new_with(pool, toy_gemm_kernel_best()); }
 
 void toy_gemm_free(toy_gemm *g) {
     if (!g) return;

@@ -1,6 +1,6 @@
 /* gemm_avx2.c — the AVX2 micro-kernel of gemm.h: a 6 x 16 tile of C in 12 registers,
  * two vectors of B and six broadcasts of A per step of k. Compiled with AVX2 and FMA
- * enabled; called only where the CPU has them (toy_gemm_kernel_best). */
+ * enabled; called only where the CPU has them (cpu.c). */
 #include "gemm.h"
 
 #if defined(__x86_64__)

@@ -1,6 +1,6 @@
 /* gemm_avx512.c — the AVX-512 micro-kernel of gemm.h: a 12 x 32 tile of C in 24
  * registers, two vectors of B and twelve broadcasts of A per step of k. Compiled with
- * AVX-512 enabled; called only where the CPU has it (toy_gemm_kernel_best). */
+ * AVX-512 enabled; called only where the CPU has it (cpu.c). */
 #include "gemm.h"
 
 #if defined(__x86_64__)

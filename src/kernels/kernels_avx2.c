@@ -959,7 +959,7 @@ void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-static void quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
+void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     block_q8_1 *blocks = y;
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         const float d = absmax32(x) / 127;
@@ -970,7 +970,7 @@ static void quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-static void quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
+void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
     block_q8_K *blocks = y;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -1052,13 +1052,17 @@ static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
     toy_quantize_act_bf16(x + i, out + i, n - i);
 }
 
+void toy_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n) {
+    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K_avx2, x, y, n);
+}
+
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
     switch (vec_dot_type) {
     case TOY_TYPE_F16: return quantize_act_f16_avx2;
     case TOY_TYPE_BF16: return quantize_act_bf16_avx2;
     case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
-    case TOY_TYPE_Q8_1: return quantize_act_q8_1_avx2;
-    case TOY_TYPE_Q8_K: return quantize_act_q8_K_avx2;
+    case TOY_TYPE_Q8_1: return toy_quantize_act_q8_1_avx2;
+    case TOY_TYPE_Q8_K: return toy_quantize_act_q8_K_avx2;
     default: return NULL;
     }
 }

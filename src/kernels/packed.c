@@ -1,17 +1,10 @@
 /* packed.c — packing weights into groups of 16 interleaved rows, the activation layout
- * of packed products, the scalar reference of those products, and the choice of a
- * packed kernel for this CPU. The layouts are described in packed.h. */
+ * of packed products and the scalar reference of those products. The layouts are described in packed.h. */
 #include "packed.h"
 
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
 
 #define BLOCK_LANES 8 /* the reduction shape's lanes (kernels.c) */
 
@@ -215,8 +208,7 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
         }
 }
 
-/* A Q8_0 block as a packed activation block: the scale as float, the start. */
-static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
+void toy_widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
     int32_t sum = 0;
     for (int j = 0; j < QK8_0; j++) sum += src->qs[j];
     toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src->d), .start = -128 * sum};
@@ -224,40 +216,43 @@ static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
     memcpy(a, &dst, sizeof dst);
 }
 
-/* A Q8_K block as a packed Q4_K (Q5_K) activation block: the sums of its 32-quant sub-blocks. */
-static void widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
+void toy_widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
     toy_act_q8_Kx dst = {.d = q->d};
     for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q->bsums[2 * j] + q->bsums[2 * j + 1]);
     memcpy(dst.qs, q->qs, sizeof dst.qs);
     memcpy(a, &dst, sizeof dst);
 }
 
-/* The row is first quantized to plain Q8_0 blocks (this CPU's quantizer: the bytes the
- * row kernels see) at the end of y, then widened in place from the front: packed block
+/* The row is first quantized to plain Q8_0 blocks (the bytes the row kernels see) at
+ * the end of y, then widened in place from the front: packed block
  * b ends at 40(b + 1), never past the start 6 nb + 34(b + 1) of the Q8_0 block b + 1 not
  * yet read, and block b itself is copied out before it is overwritten. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     const int64_t nb = n / QK8_0;
     uint8_t *base = y;
     block_q8_0 *q = (block_q8_0 *)(base + (size_t)nb * (sizeof(toy_act_q8_0x) - sizeof(block_q8_0)));
-    toy_kernel_get(TOY_TYPE_Q8_0)->quantize_act(x, q, n);
+    toy_quantize_act_q8_0(x, q, n);
     toy_act_q8_0x *a = y;
     for (int64_t b = 0; b < nb; b++) {
         block_q8_0 src;
         memcpy(&src, &q[b], sizeof src);
-        widen_q8_0(&src, &a[b]);
+        toy_widen_q8_0(&src, &a[b]);
     }
 }
 
-/* Block by block through this CPU's Q8_K quantizer (Q8_K blocks are independent). */
-void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
-    const toy_quantize_act_fn quantize = toy_kernel_get(TOY_TYPE_Q4_K)->quantize_act;
+/* Block by block (Q8_K blocks are independent). */
+void toy_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
+                                 void *y, int64_t n) {
     toy_act_q8_Kx *a = y;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q8_K q;
-        quantize(x + b * QK_K, &q, QK_K);
-        widen_q8_K(&q, &a[b]);
+        quantize_q8_K(x + b * QK_K, &q, QK_K);
+        toy_widen_q8_K(&q, &a[b]);
     }
+}
+
+void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
+    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K, x, y, n);
 }
 
 /* The value v of row r of a packed block against an activation block, as the row
@@ -415,22 +410,14 @@ SCALAR_GEMM(gemm_q6_Kx_scalar, TOY_TYPE_Q6_K)
 SCALAR_GEMM(gemm_iq4_xsx_scalar, TOY_TYPE_IQ4_XS)
 #undef SCALAR_GEMM
 
-void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
-    toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
-}
-
-void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n) {
-    toy_kernel_get(TOY_TYPE_Q4_1)->quantize_act(x, y, n);
-}
-
 static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1, gemm_q4_1x_scalar, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K, gemm_q6_Kx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
 };
 
@@ -440,147 +427,16 @@ const toy_packed_kernel *toy_packed_scalar(int type) {
     return NULL;
 }
 
-#if defined(__x86_64__)
-/* ---------------------------------------------------------------- AMX self-test */
+static int decode_streams = 1, decode_streams_set;
 
-static sigjmp_buf amx_probe_jump;
-
-static void amx_probe_fault(int sig) {
-    siglongjmp(amx_probe_jump, sig);
-}
-
-/* Every AMX product on 32 rows x 512 columns of pseudo-random weights and 16 activation
- * rows, against the VNNI kernel's bits. Only scalar quantizers: this runs inside the
- * kernel dispatch. Static buffers: a fault jumps out of it. */
-static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
-    enum { ROWS = 32, COLS = 512, ACTS = 16 }; /* two groups: the q8 forms' products of a pair */
-    static float w_f32[ROWS * COLS], x_f32[COLS];
-    static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
-    static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
-    static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_1,  TOY_TYPE_Q4_K,
-                                TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_XS};
-    uint32_t rng = 0x2545f491u;
-    for (int i = 0; i < ROWS * COLS; i++) {
-        rng = rng * 1664525u + 1013904223u;
-        w_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 24) - 0.25f;
-    }
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const int type = types[t];
-        const toy_packed_kernel *amx = get_amx(type), *vnni = toy_packed_avx512(type);
-        if (!amx) continue;
-        size_t row_size;
-        if (toy_type_row_size(type, COLS, &row_size) != TOY_OK) return false;
-        if (type == TOY_TYPE_IQ4_XS) {
-            /* no IQ4_XS quantizer: random bytes, each block's fp16 d a modest 2^-10 */
-            for (size_t i = 0; i < ROWS * row_size; i++) {
-                rng = rng * 1664525u + 1013904223u;
-                w_file[i] = (uint8_t)(rng >> 24);
-            }
-            for (size_t i = 0; i < ROWS * row_size; i += sizeof(block_iq4_xs)) {
-                const toy_half d = 0x1400;
-                memcpy(w_file + i, &d, sizeof d);
-            }
-        } else if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) {
-            return false;
-        }
-        toy_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
-        for (int j = 0; j < ACTS; j++) {
-            for (int i = 0; i < COLS; i++) {
-                rng = rng * 1664525u + 1013904223u;
-                x_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 22) - 2.0f;
-            }
-            if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_IQ4_NL) {
-                toy_quantize_act_q8_0(x_f32, act_q, COLS);
-                for (int b = 0; b < COLS / QK8_0; b++)
-                    widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
-            } else if (type == TOY_TYPE_Q4_1) {
-                toy_quantize_act_q8_1(x_f32, acts[j], COLS);
-            } else if (type != TOY_TYPE_Q6_K) { /* Q4_K, Q5_K, IQ4_XS */
-                toy_quantize_act_q8_K(x_f32, act_q, COLS);
-                for (int b = 0; b < COLS / QK_K; b++)
-                    widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);
-            } else {
-                toy_quantize_act_q8_K(x_f32, acts[j], COLS);
-            }
-        }
-        amx->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_amx, ROWS);
-        vnni->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_vnni, ROWS);
-        if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
-        if (amx->tile_act) { /* and from the tiled activations */
-            static uint8_t tiled[(ACTS / 16) * (COLS / 32) * (512 + 64)] __attribute__((aligned(64)));
-            if (amx->tiled_bytes(COLS, ACTS) > sizeof tiled) return false;
-            amx->tile_act(COLS, acts, sizeof acts[0], 0, tiled);
-            amx->gemm_tiled(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, tiled, y_amx, ROWS);
-            if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
-        }
-    }
-    return true;
-}
-
-bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)) {
-    struct sigaction fault = {.sa_handler = amx_probe_fault}, old_ill, old_segv, old_bus;
-    sigemptyset(&fault.sa_mask);
-    sigaction(SIGILL, &fault, &old_ill);
-    sigaction(SIGSEGV, &fault, &old_segv);
-    sigaction(SIGBUS, &fault, &old_bus);
-    volatile bool ok = false;
-    if (!sigsetjmp(amx_probe_jump, 1)) ok = amx_products_match(get_amx);
-    sigaction(SIGILL, &old_ill, NULL);
-    sigaction(SIGSEGV, &old_segv, NULL);
-    sigaction(SIGBUS, &old_bus, NULL);
-    return ok;
-}
-
-bool toy_packed_amx_self_test(void) {
-    return toy_packed_amx_self_test_with(toy_packed_amx);
-}
-#else
-bool toy_packed_amx_self_test(void) {
-    return false;
-}
-#endif
-
-static bool repack_off;
-static pthread_once_t repack_once = PTHREAD_ONCE_INIT;
-
-static void read_repack_env(void) {
-    const char *env = getenv("TOY_REPACK");
-    repack_off = env && !strcmp(env, "0");
-}
-
-static int decode_streams, decode_streams_set;
-static pthread_once_t decode_streams_once = PTHREAD_ONCE_INIT;
-
-static int default_decode_streams(void) {
-    const char *env = getenv("TOY_DECODE_STREAMS");
-    if (env && (!strcmp(env, "1") || !strcmp(env, "4"))) return env[0] - '0';
-    return toy_cpu_intel() ? 4 : 1;
-}
-
-static void read_decode_streams(void) {
-    decode_streams = default_decode_streams();
+void toy_packed_choose_decode_streams(int n) {
+    decode_streams = n;
 }
 
 int toy_packed_decode_streams(void) {
-    pthread_once(&decode_streams_once, read_decode_streams);
     return decode_streams_set ? decode_streams_set : decode_streams;
 }
 
 void toy_packed_set_decode_streams(int n) {
     decode_streams_set = n == 1 || n == 4 ? n : 0;
-}
-
-/* Called by every product: the environment is read once. */
-const toy_packed_kernel *toy_packed_get(int type) {
-    pthread_once(&repack_once, read_repack_env);
-    if (repack_off) return NULL;
-#if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AMX && toy_packed_amx(type)) return toy_packed_amx(type);
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
-    if (toy_cpu_isa() == TOY_ISA_AVXVNNI) return toy_packed_avxvnni(type);
-    if (toy_cpu_isa() >= TOY_ISA_AVX2) return toy_packed_avx2(type);
-#endif
-    (void)type;
-    return NULL;
 }

@@ -679,7 +679,7 @@ static const toy_packed_kernel packed_q4_K_amx = {
     .type = TOY_TYPE_Q4_K,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_q4_Kx,
 };
 
@@ -687,7 +687,7 @@ static const toy_packed_kernel packed_q5_K_amx = {
     .type = TOY_TYPE_Q5_K,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_q5_Kx,
 };
 
@@ -695,7 +695,7 @@ static const toy_packed_kernel packed_q6_K_amx = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
     .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_cpu,
+    .quantize_act = toy_quantize_act_q8_K_avx2,
     .gemm = gemm_q6_Kx,
 };
 
@@ -714,7 +714,7 @@ static const toy_packed_kernel packed_q4_1_amx = {
     .type = TOY_TYPE_Q4_1,
     .block_cols = 32,
     .act_block = sizeof(block_q8_1),
-    .quantize_act = toy_quantize_act_q8_1_cpu,
+    .quantize_act = toy_quantize_act_q8_1_avx2,
     .gemm = gemm_q4_1x,
 };
 
@@ -722,7 +722,7 @@ static const toy_packed_kernel packed_iq4_xs_amx = {
     .type = TOY_TYPE_IQ4_XS,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_iq4_xsx,
 };
 

@@ -740,7 +740,7 @@ static const toy_packed_kernel packed_q4_K_avx2 = {
     .type = TOY_TYPE_Q4_K,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_q4_Kx,
 };
 
@@ -748,7 +748,7 @@ static const toy_packed_kernel packed_q5_K_avx2 = {
     .type = TOY_TYPE_Q5_K,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_q5_Kx,
 };
 
@@ -764,7 +764,7 @@ static const toy_packed_kernel packed_iq4_xs_avx2 = {
     .type = TOY_TYPE_IQ4_XS,
     .block_cols = 256,
     .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
+    .quantize_act = toy_quantize_act_q8_Kx_avx2,
     .gemm = gemm_iq4_xsx,
 };
 
@@ -772,7 +772,7 @@ static const toy_packed_kernel packed_q6_K_avx2 = {
     .type = TOY_TYPE_Q6_K,
     .block_cols = 256,
     .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_cpu,
+    .quantize_act = toy_quantize_act_q8_K_avx2,
     .gemm = gemm_q6_Kx,
 };
 #endif

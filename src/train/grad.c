@@ -56,6 +56,7 @@ toy_status toy_grad_lora(const char *model_path, const char *lora_path, const in
 toy_status toy_grad_model(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
                           int n_threads, const char *out_path, double *loss_out) {
     if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
+    if (toy_kernel_init()) return TOY_ERR_INVALID;
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
