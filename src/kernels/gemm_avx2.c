@@ -4,7 +4,9 @@
 #include "gemm.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "simd.h"
+
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
 
 #define MR 6
 #define NR 16
@@ -42,4 +44,5 @@ const toy_gemm_kernel *toy_gemm_kernel_avx2(void) {
     static const toy_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
     return &k;
 }
+TOY_TARGET_END
 #endif

@@ -4,7 +4,9 @@
 #include "gemm.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "simd.h"
+
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 
 #define MR 12
 #define NR 32
@@ -112,4 +114,5 @@ const toy_gemm_kernel *toy_gemm_kernel_avx512(void) {
     static const toy_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
     return &k;
 }
+TOY_TARGET_END
 #endif

@@ -44,6 +44,7 @@
 
 #include "kernels.h"
 #include "packed.h"
+#include "simd.h"
 
 #if !defined(__x86_64__)
 const toy_packed_kernel *toy_packed_amx(int type) {
@@ -52,6 +53,7 @@ const toy_packed_kernel *toy_packed_amx(int type) {
 }
 #else
 
+TOY_TARGET_BEGIN(TOY_FEATURES_AMX)
 #include "packed_avx512.h"
 
 #if defined(__clang__)
@@ -171,12 +173,12 @@ INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8
         const uint8_t *q = group + (size_t)i * block_bytes + quants;
         uint8_t *p = panel + (size_t)i * PANEL_TILE;
         if (k == KIND_Q8_0) { /* the packed bytes are weight + 128 */
-            UNROLLED
+            TOY_UNROLL8
             for (int v = 0; v < 8; v++) _mm512_store_si512(p + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * v), sign));
             continue;
         }
         /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */
-        UNROLLED
+        TOY_UNROLL8
         for (int v = 0; v < 4; v++) {
             const __m512i n = _mm512_loadu_si512(q + 64 * v);
             __m512i lo = _mm512_and_si512(n, low), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
@@ -209,7 +211,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
             /* sub-blocks 2s (low nibbles) and 2s + 1 (high) share their bytes */
             for (int s = 0; s < 4; s++) {
                 uint8_t *lo = p + 2 * s * PANEL_TILE, *hi = lo + PANEL_TILE;
-                UNROLLED
+                TOY_UNROLL8
                 for (int v = 0; v < 8; v++) {
                     const __m512i n = _mm512_loadu_si512(blk + 256 + 512 * s + 64 * v);
                     __m512i l = _mm512_and_si512(n, low), h = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
@@ -231,7 +233,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
                         __m512i u[4];
                         q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
                         uint8_t *g = p + 256 * (8 * h + 2 * m + kk);
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int v = 0; v < 4; v++) _mm512_store_si512(g + 64 * v, _mm512_sub_epi8(u[v], thirty_two));
                     }
                 }
@@ -240,7 +242,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
             for (int j = 0; j < 8; j++) {
                 __m512i w[8];
                 iq4xs_sub_block(blk, j, table, w);
-                UNROLLED
+                TOY_UNROLL8
                 for (int v = 0; v < 8; v++) _mm512_store_si512(p + PANEL_TILE * j + 64 * v, _mm512_xor_si512(w[v], sign));
             }
         }
@@ -442,7 +444,7 @@ INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const
 /* The integer scales of the two sub-blocks of step p of a super-block, per weight row. */
 INLINE void step_scales(const kind k, const uint8_t *blk, int p, __m512i sc[2]) {
     if (k == KIND_Q6_K) {
-        UNROLLED
+        TOY_UNROLL8
         for (int e = 0; e < 2; e++)
             sc[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (2 * p + e))));
     } else if (k == KIND_IQ4_XS) {
@@ -741,4 +743,5 @@ const toy_packed_kernel *AMX_ENTRY(int type) {
     }
 }
 
+TOY_TARGET_END
 #endif /* __x86_64__ */
