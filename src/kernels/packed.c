@@ -2,6 +2,9 @@
  * of packed products and the scalar reference of those products. The layouts are described in packed.h. */
 #include "packed.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
@@ -65,109 +68,116 @@ _Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K bloc
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 _Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
 
-/* Row r of a packed block from the file's block src, or a zero row (src NULL). */
-static void pack_row_q8_0(void *block, int r, const void *src) {
+/* Row r of a packed block and a block of the file: move_row_TYPE(packed block, r, file
+ * block, unpack) packs the file block into row r, or (unpack) the row back into the
+ * file block. Packing from no file block (NULL) writes a zero row. */
+static inline void move(void *packed, void *file, size_t n, const bool unpack) {
+    if (unpack) memcpy(file, packed, n);
+    else memcpy(packed, file, n);
+}
+
+/* Q8_0: the quants plus 128 */
+static void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
+    static block_q8_0 zero;
     packed_q8_0 *pb = block;
-    const block_q8_0 *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
+    block_q8_0 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
     for (int k = 0; k < 8; k++)
-        for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
+        for (int i = 0; i < 4; i++)
+            if (unpack) wb->qs[4 * k + i] = (int8_t)(pb->q[k][r][i] - 128);
+            else pb->q[k][r][i] = (uint8_t)(wb->qs[4 * k + i] + 128);
 }
 
-static void pack_row_q4_0(void *block, int r, const void *src) {
+/* Q4_0 and IQ4_NL (the same block fields): a Q4_0 zero row has nibbles 8 (weights 0) */
+static void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
+    static block_q4_0 zero = {.qs = {0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
+                                     0x88, 0x88, 0x88, 0x88}};
     packed_q4_0 *pb = block;
-    const block_q4_0 *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
-    for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
-        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-        else memset(pb->q[k][r], 0x88, 4);
+    block_q4_0 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    for (int k = 0; k < 4; k++) move(pb->q[k][r], wb->qs + 4 * k, 4, unpack);
 }
 
-/* IQ4_NL: Q4_0's layout (the same block fields); a zero row has scale 0. */
-static void pack_row_iq4_nl(void *block, int r, const void *src) {
-    packed_q4_0 *pb = block;
-    const block_iq4_nl *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
-    for (int k = 0; k < 4; k++)
-        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-        else memset(pb->q[k][r], 0, 4);
+static void move_row_iq4_nl(void *block, int r, void *file, const bool unpack) {
+    static block_iq4_nl zero;
+    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's fields");
+    move_row_q4_0(block, r, file ? file : &zero, unpack);
 }
 
-static void pack_row_q4_1(void *block, int r, const void *src) {
-    static const block_q4_1 zero;
-    const block_q4_1 *wb = src ? src : &zero;
+static void move_row_q4_1(void *block, int r, void *file, const bool unpack) {
+    static block_q4_1 zero;
     packed_q4_1 *pb = block;
-    pb->d[r] = wb->d;
-    pb->m[r] = wb->m;
-    for (int k = 0; k < 4; k++) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+    block_q4_1 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    move(&pb->m[r], &wb->m, sizeof wb->m, unpack);
+    for (int k = 0; k < 4; k++) move(pb->q[k][r], wb->qs + 4 * k, 4, unpack);
 }
 
-/* The fields Q4_K and Q5_K share (their file blocks start alike). */
-static void pack_q4_K_fields(packed_q4_K *pb, int r, toy_half d, toy_half dmin, const uint8_t *scales,
-                             const uint8_t *qs) {
-    pb->d[r] = d;
-    pb->dmin[r] = dmin;
-    for (int s = 0; s < 3; s++) memcpy(pb->scales[s][r], scales + 4 * s, 4);
+/* The fields Q4_K and Q5_K share. */
+static void move_q4_K_fields(packed_q4_K *pb, int r, toy_half *d, toy_half *dmin, uint8_t *scales, uint8_t *qs,
+                             const bool unpack) {
+    move(&pb->d[r], d, sizeof *d, unpack);
+    move(&pb->dmin[r], dmin, sizeof *dmin, unpack);
+    for (int s = 0; s < 3; s++) move(pb->scales[s][r], scales + 4 * s, 4, unpack);
     for (int p = 0; p < 4; p++)
-        for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], qs + 32 * p + 4 * k, 4);
+        for (int k = 0; k < 8; k++) move(pb->q[p][k][r], qs + 32 * p + 4 * k, 4, unpack);
 }
 
-static void pack_row_q4_K(void *block, int r, const void *src) {
-    static const block_q4_K zero;
-    const block_q4_K *wb = src ? src : &zero;
-    pack_q4_K_fields(block, r, wb->d, wb->dmin, wb->scales, wb->qs);
+static void move_row_q4_K(void *block, int r, void *file, const bool unpack) {
+    static block_q4_K zero;
+    block_q4_K *wb = file ? file : &zero;
+    move_q4_K_fields(block, r, &wb->d, &wb->dmin, wb->scales, wb->qs, unpack);
 }
 
-static void pack_row_q5_K(void *block, int r, const void *src) {
-    static const block_q5_K zero;
-    const block_q5_K *wb = src ? src : &zero;
+static void move_row_q5_K(void *block, int r, void *file, const bool unpack) {
+    static block_q5_K zero;
     packed_q5_K *pb = block;
-    pack_q4_K_fields(&pb->low, r, wb->d, wb->dmin, wb->scales, wb->qs);
-    for (int k = 0; k < 8; k++) memcpy(pb->qh[k][r], wb->qh + 4 * k, 4);
+    block_q5_K *wb = file ? file : &zero;
+    move_q4_K_fields(&pb->low, r, &wb->d, &wb->dmin, wb->scales, wb->qs, unpack);
+    for (int k = 0; k < 8; k++) move(pb->qh[k][r], wb->qh + 4 * k, 4, unpack);
 }
 
-static void pack_row_q6_K(void *block, int r, const void *src) {
+static void move_row_q6_K(void *block, int r, void *file, const bool unpack) {
+    static block_q6_K zero;
     packed_q6_K *pb = block;
-    const block_q6_K *wb = src;
-    static const block_q6_K zero;
-    if (!wb) wb = &zero;
-    pb->d[r] = wb->d;
-    for (int g = 0; g < 16; g++) pb->scales[g][r] = wb->scales[g];
+    block_q6_K *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    for (int g = 0; g < 16; g++) move(&pb->scales[g][r], &wb->scales[g], 1, unpack);
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 8; k++) {
-            for (int s = 0; s < 2; s++) memcpy(pb->ql[h][s][k][r], wb->ql + 64 * h + 32 * s + 4 * k, 4);
-            memcpy(pb->qh[h][k][r], wb->qh + 32 * h + 4 * k, 4);
+            for (int s = 0; s < 2; s++) move(pb->ql[h][s][k][r], wb->ql + 64 * h + 32 * s + 4 * k, 4, unpack);
+            move(pb->qh[h][k][r], wb->qh + 32 * h + 4 * k, 4, unpack);
         }
 }
 
 /* A zero row: scale 0 (its nibbles are then any level). */
-static void pack_row_iq4_xs(void *block, int r, const void *src) {
-    static const block_iq4_xs zero;
-    const block_iq4_xs *wb = src ? src : &zero;
+static void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
+    static block_iq4_xs zero;
     packed_iq4_xs *pb = block;
-    pb->d[r] = wb->d;
-    pb->scales_h[r] = wb->scales_h;
-    memcpy(pb->scales_l[r], wb->scales_l, 4);
+    block_iq4_xs *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    move(&pb->scales_h[r], &wb->scales_h, sizeof wb->scales_h, unpack);
+    move(pb->scales_l[r], wb->scales_l, 4, unpack);
     for (int j = 0; j < 8; j++)
-        for (int g = 0; g < 4; g++) memcpy(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4);
+        for (int g = 0; g < 4; g++) move(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4, unpack);
 }
 
 typedef struct {
     int type;
     int64_t block_cols; /* the columns of one file block */
     size_t file_block, packed_block;
-    void (*pack_row)(void *block, int r, const void *src);
+    void (*move_row)(void *block, int r, void *file, bool unpack);
 } packed_layout;
 
 static const packed_layout layouts[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
-    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), pack_row_q4_1},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), pack_row_iq4_nl},
-    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
-    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
-    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), pack_row_iq4_xs},
+    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), move_row_q8_0},
+    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), move_row_q4_0},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), move_row_q4_1},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), move_row_iq4_nl},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), move_row_q4_K},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), move_row_q5_K},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), move_row_q6_K},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), move_row_iq4_xs},
 };
 
 static const packed_layout *layout_of(int type) {
@@ -203,7 +213,7 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
                 const int64_t row = g * TOY_PACK_ROWS + r;
                 const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * l->file_block
                                                   : NULL;
-                l->pack_row(pb, r, src);
+                l->move_row(pb, r, (void *)src, false); /* packing only reads src */
             }
         }
 }
@@ -255,160 +265,85 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
     toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K, x, y, n);
 }
 
-/* The value v of row r of a packed block against an activation block, as the row
- * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
- * then the float epilogue. */
-static float block_value(int type, const void *block, int r, const void *act) {
-    if (type == TOY_TYPE_Q4_1) {
-        const packed_q4_1 *pb = block;
-        const block_q8_1 *x = act;
-        int32_t sumi = 0;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
-                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
-            }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * toy_fp16_to_fp32(x->d);
-        const float scaled = d * (float)sumi;
-        const float offset = toy_fp16_to_fp32(pb->m[r]) * toy_fp16_to_fp32(x->s);
-        return scaled + offset;
-    }
-    if (type == TOY_TYPE_IQ4_XS) {
-        const packed_iq4_xs *pb = block;
-        const toy_act_q8_Kx *x = act;
-        int32_t isum = 0;
-        for (int j = 0; j < 8; j++) {
-            const int low = (pb->scales_l[r][j / 2] >> (4 * (j % 2))) & 15;
-            const int high = (pb->scales_h[r] >> (2 * j)) & 3;
-            int32_t s = 0;
-            for (int g = 0; g < 4; g++)
-                for (int i = 0; i < 4; i++) {
-                    const uint8_t q = pb->q[j][g][r][i];
-                    s += toy_iq4nl_values[q & 15] * x->qs[32 * j + 4 * g + i];
-                    s += toy_iq4nl_values[q >> 4] * x->qs[32 * j + 16 + 4 * g + i];
-                }
-            isum += ((low | high << 4) - 32) * s;
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        return d * (float)isum;
-    }
-    if (type == TOY_TYPE_Q6_K) {
-        const packed_q6_K *pb = block;
-        const block_q8_K *x = act;
-        int32_t isum = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) {
-                /* weight e = 128 h + 32 m + 4 k + i (kernels.c q6_value) */
-                const int h = e / 128, m = e % 128 / 32, k = e % 32 / 4, i = e % 4;
-                const int low = (pb->ql[h][m % 2][k][r][i] >> (4 * (m / 2))) & 15;
-                const int high = (pb->qh[h][k][r][i] >> (2 * m)) & 3;
-                s += x->qs[e] * ((low | high << 4) - 32);
-            }
-            isum += pb->scales[g][r] * s;
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        return d * (float)isum;
-    }
-    if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
-        const packed_q4_K *pb = block;
-        /* Q5_K: bit j of qh[k][r][i] is the fifth bit of weight 32j + 4k + i */
-        const uint8_t(*qh)[TOY_PACK_ROWS][4] = type == TOY_TYPE_Q5_K ? ((const packed_q5_K *)block)->qh : NULL;
-        const toy_act_q8_Kx *x = act;
-        uint8_t scales[12];
-        for (int s = 0; s < 3; s++) memcpy(scales + 4 * s, pb->scales[s][r], 4);
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < 8; j++) {
-            const int sc = j < 4 ? scales[j] & 63 : (scales[j + 4] & 0x0f) | (scales[j - 4] >> 6) << 4;
-            const int m = j < 4 ? scales[j + 4] & 63 : (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
-            int32_t s = 0;
-            for (int k = 0; k < 8; k++)
-                for (int i = 0; i < 4; i++) {
-                    const int low = (pb->q[j / 2][k][r][i] >> (4 * (j % 2))) & 15;
-                    const int high = qh ? (qh[k][r][i] >> j) & 1 : 0;
-                    s += (low | high << 4) * x->qs[32 * j + 4 * k + i];
-                }
-            isum += sc * s;
-            summs += m * x->msum[j];
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        const float dm = toy_fp16_to_fp32(pb->dmin[r]) * x->d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        return scaled - mins;
-    }
-    const toy_act_q8_0x *x = act;
-    int32_t sumi;
-    uint16_t wd;
-    if (type == TOY_TYPE_IQ4_NL) {
-        const packed_q4_0 *pb = block;
-        sumi = 0;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += toy_iq4nl_values[pb->q[k][r][i] & 15] * x->qs[4 * k + i];
-                sumi += toy_iq4nl_values[pb->q[k][r][i] >> 4] * x->qs[16 + 4 * k + i];
-            }
-        wd = pb->d[r];
-    } else if (type == TOY_TYPE_Q4_0) {
-        const packed_q4_0 *pb = block;
-        /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
-        sumi = x->start / 16;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
-                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
-            }
-        wd = pb->d[r];
-    } else {
-        const packed_q8_0 *pb = block;
-        sumi = x->start;
-        for (int k = 0; k < 8; k++)
-            for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x->qs[4 * k + i];
-        wd = pb->d[r];
-    }
-    const float d = toy_fp16_to_fp32(wd) * x->d;
-    return d * (float)sumi;
-}
-
-/* The reference: the definition in packed.h, one row and one activation row at a time. */
+/* The reference: the definition in packed.h, which is the row kernels' (kernels.c), one
+ * weight row and one activation row at a time: the row unpacked to the file's blocks,
+ * the activation row back to its vec_dot type's blocks, then the scalar vec_dot. */
 static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     const packed_layout *lay = layout_of(type);
+    const toy_kernel *k = toy_kernel_scalar(type);
     const int64_t nb = n_cols / lay->block_cols;
-    const size_t block = lay->packed_block, act_block = toy_packed_scalar(type)->act_block;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
-        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * block;
-        for (int64_t j = 0; j < n_a; j++) {
-            const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
-            for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
-                float lane[BLOCK_LANES] = {0};
-                const uint8_t *pb = group;
-                for (int l = 0; l < BLOCK_LANES; l++)
-                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block)
-                        lane[l] += block_value(type, pb, r, x + (size_t)b * act_block);
-                for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
-                    for (int k = 0; k < s; k++) lane[k] += lane[k + s];
-                y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
+    const size_t act_block = toy_packed_scalar(type)->act_block, vd_block = toy_type_size(k->vec_dot_type);
+    const size_t act_row = (size_t)nb * vd_block;
+    uint8_t *row = malloc((size_t)nb * lay->file_block), *acts = malloc((size_t)n_a * act_row);
+    for (int64_t j = 0; row && acts && j < n_a; j++) {
+        const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
+        for (int64_t b = 0; b < nb; b++, x += act_block) {
+            uint8_t *to = acts + (size_t)j * act_row + (size_t)b * vd_block;
+            if (k->vec_dot_type == TOY_TYPE_Q8_0) {
+                const toy_act_q8_0x *src = (const toy_act_q8_0x *)x;
+                block_q8_0 q = {.d = toy_fp32_to_fp16(src->d)};
+                memcpy(q.qs, src->qs, sizeof q.qs);
+                memcpy(to, &q, sizeof q);
+            } else if (act_block == sizeof(toy_act_q8_Kx)) { /* widened Q8_K: its bsums summed again */
+                const toy_act_q8_Kx *src = (const toy_act_q8_Kx *)x;
+                block_q8_K q = {.d = src->d};
+                memcpy(q.qs, src->qs, sizeof q.qs);
+                for (int g = 0; g < QK_K / 16; g++)
+                    for (int e = 0; e < 16; e++) q.bsums[g] = (int16_t)(q.bsums[g] + q.qs[16 * g + e]);
+                memcpy(to, &q, sizeof q);
+            } else { /* plain Q8_1 or Q8_K */
+                memcpy(to, x, act_block);
             }
         }
     }
+    for (int64_t r0 = 0; row && acts && r0 < n_rows; r0 += TOY_PACK_ROWS) {
+        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * lay->packed_block;
+        for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
+            for (int64_t b = 0; b < nb; b++)
+                lay->move_row((void *)(group + (size_t)residue_position(b, nb) * lay->packed_block), r,
+                              row + (size_t)b * lay->file_block, true);
+            for (int64_t j = 0; j < n_a; j++)
+                y[(size_t)j * y_stride + (size_t)(r0 + r)] = k->vec_dot(n_cols, row, acts + (size_t)j * act_row);
+        }
+    }
+    free(row);
+    free(acts);
 }
 
 /* The reference's entry point for each packed type */
-#define SCALAR_GEMM(name, type)                                                                                \
-    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
-                     float *y, size_t y_stride) {                                                              \
-        gemm_scalar(type, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                   \
-    }
-SCALAR_GEMM(gemm_q8_0x_scalar, TOY_TYPE_Q8_0)
-SCALAR_GEMM(gemm_q4_0x_scalar, TOY_TYPE_Q4_0)
-SCALAR_GEMM(gemm_iq4_nlx_scalar, TOY_TYPE_IQ4_NL)
-SCALAR_GEMM(gemm_q4_1x_scalar, TOY_TYPE_Q4_1)
-SCALAR_GEMM(gemm_q4_Kx_scalar, TOY_TYPE_Q4_K)
-SCALAR_GEMM(gemm_q5_Kx_scalar, TOY_TYPE_Q5_K)
-SCALAR_GEMM(gemm_q6_Kx_scalar, TOY_TYPE_Q6_K)
-SCALAR_GEMM(gemm_iq4_xsx_scalar, TOY_TYPE_IQ4_XS)
-#undef SCALAR_GEMM
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                                int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                              int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
+static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+                                int64_t n_a, float *y, size_t y_stride) {
+    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+}
 
 static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
