@@ -525,83 +525,169 @@ TOY_ALWAYS_INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
 
 /* ---------------------------------------------------------------- block drivers */
 
-/* vec_dot and vec_dot_tile of a 32-weight block type. An odd last weight row of a tile is
- * paired with itself and the copy's results dropped. */
-#define BLOCK_KERNELS(name, wblock, ablock, decode8_row, dot8_row, decode8, prepare2, dot8x2)     \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
-        const wblock *x = w;                                                                   \
-        const ablock *y = a;                                                                   \
-        const int64_t nb = n / 32;                                                             \
-        __m256 acc = _mm256_setzero_ps();                                                      \
-        int64_t b = 0;                                                                         \
-        for (; b + GROUP <= nb; b += GROUP) {                                                  \
-            prefetch_ahead(x + b, GROUP * sizeof *x);                                          \
-            group8 g;                                                                          \
-            decode8_row(x + b, GROUP, &g);                                                     \
-            acc = _mm256_add_ps(acc, dot8_row(&g, y + b, GROUP));                              \
-        }                                                                                      \
-        if (b < nb) {                                                                          \
-            const int count = (int)(nb - b);                                                   \
-            group8 g;                                                                          \
-            decode8_row(x + b, count, &g);                                                     \
-            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, dot8_row(&g, y + b, count)); \
-        }                                                                                      \
-        return toy_combine8(acc);                                                                  \
-    }                                                                                          \
-                                                                                               \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
-                                    const void *a, size_t a_stride, int n_a, float *out,       \
-                                    size_t out_stride) {                                       \
-        const int64_t nb = n / 32, nfull = nb - nb % GROUP;                                    \
-        const int count = (int)(nb % GROUP);                                                   \
-        const __mmask16 tail = (__mmask16)(first_lanes(count) * 0x101u);                       \
-        for (int i = 0; i < n_w; i += 2) {                                                     \
-            const wblock *x0 = row_at(w, w_stride, i);                                         \
-            const wblock *x1 = row_at(w, w_stride, i + 1 < n_w ? i + 1 : i);                   \
-            __m512 acc[TOY_TILE_MAX];                                                          \
-            for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();                        \
-            for (int64_t b = 0; b < nfull; b += GROUP) {                                       \
-                pair8 p;                                                                       \
-                decode8(x0 + b, GROUP, &p.g[0]);                                               \
-                decode8(x1 + b, GROUP, &p.g[1]);                                               \
-                prepare2(&p);                                                                  \
-                for (int j = 0; j < n_a; j++) {                                                \
-                    const ablock *y = row_at(a, a_stride, j);                                  \
-                    acc[j] = _mm512_add_ps(acc[j], dot8x2(&p, y + b, GROUP));                  \
-                }                                                                              \
-            }                                                                                  \
-            if (count) {                                                                       \
-                pair8 p;                                                                       \
-                decode8(x0 + nfull, count, &p.g[0]);                                           \
-                decode8(x1 + nfull, count, &p.g[1]);                                           \
-                prepare2(&p);                                                                  \
-                for (int j = 0; j < n_a; j++) {                                                \
-                    const ablock *y = row_at(a, a_stride, j);                                  \
-                    const __m512 v = dot8x2(&p, y + nfull, count);                             \
-                    acc[j] = _mm512_mask_add_ps(acc[j], tail, acc[j], v);                      \
-                }                                                                              \
-            }                                                                                  \
-            for (int j = 0; j < n_a; j++) {                                                    \
-                out[(size_t)j * out_stride + i] = toy_combine8(_mm512_castps512_ps256(acc[j]));    \
-                if (i + 1 < n_w)                                                               \
-                    out[(size_t)j * out_stride + i + 1] =                                      \
-                        toy_combine8(_mm512_extractf32x8_ps(acc[j], 1));                           \
-            }                                                                                  \
-        }                                                                                      \
-    }
+typedef enum { BK_Q8_0, BK_Q4_0, BK_Q5_0, BK_IQ4_NL, BK_Q4_1, BK_Q5_1 } block32;
 
-BLOCK_KERNELS(q8_0, block_q8_0, block_q8_0, decode8_q8_0, dot8_signed, decode8_q8_0, pair8_signed,
-              dot8x2_signed)
-BLOCK_KERNELS(q4_0, block_q4_0, block_q8_0, decode8_q4_0_biased, dot8_bias8, decode8_q4_0,
-              pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(q5_0, block_q5_0, block_q8_0, decode8_q5_0_biased, dot8_bias16, decode8_q5_0,
-              pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(iq4_nl, block_iq4_nl, block_q8_0, decode8_iq4_nl, dot8_signed, decode8_iq4_nl,
-              pair8_signed, dot8x2_signed)
-BLOCK_KERNELS(q4_1, block_q4_1, block_q8_1, decode8_q4_1, dot8_unsigned, decode8_q4_1,
-              pair8_unsigned, dot8x2_unsigned)
-BLOCK_KERNELS(q5_1, block_q5_1, block_q8_1, decode8_q5_1, dot8_unsigned, decode8_q5_1,
-              pair8_unsigned, dot8x2_unsigned)
+TOY_ALWAYS_INLINE size_t bk_bytes(const block32 t) {
+    switch (t) {
+    case BK_Q8_0: return sizeof(block_q8_0);
+    case BK_Q4_0: return sizeof(block_q4_0);
+    case BK_Q5_0: return sizeof(block_q5_0);
+    case BK_IQ4_NL: return sizeof(block_iq4_nl);
+    case BK_Q4_1: return sizeof(block_q4_1);
+    default: return sizeof(block_q5_1);
+    }
+}
+
+/* Q4_1 and Q5_1 take Q8_1 activations (unsigned weights), the others Q8_0 (signed). */
+TOY_ALWAYS_INLINE bool bk_unsigned(const block32 t) {
+    return t == BK_Q4_1 || t == BK_Q5_1;
+}
+
+/* The row kernel's decoding of count blocks (Q4_0, Q5_0: biased, as dot8_bias8/16 want). */
+TOY_ALWAYS_INLINE void bk_decode8_row(const block32 t, const void *x, int count, group8 *g) {
+    switch (t) {
+    case BK_Q8_0: decode8_q8_0(x, count, g); break;
+    case BK_Q4_0: decode8_q4_0_biased(x, count, g); break;
+    case BK_Q5_0: decode8_q5_0_biased(x, count, g); break;
+    case BK_IQ4_NL: decode8_iq4_nl(x, count, g); break;
+    case BK_Q4_1: decode8_q4_1(x, count, g); break;
+    case BK_Q5_1: decode8_q5_1(x, count, g); break;
+    }
+}
+
+TOY_ALWAYS_INLINE __m256 bk_dot8_row(const block32 t, const group8 *g, const void *y, int count) {
+    switch (t) {
+    case BK_Q4_0: return dot8_bias8(g, y, count);
+    case BK_Q5_0: return dot8_bias16(g, y, count);
+    case BK_Q4_1: case BK_Q5_1: return dot8_unsigned(g, y, count);
+    default: return dot8_signed(g, y, count);
+    }
+}
+
+/* The tile's decoding (signed weights for the pair) */
+TOY_ALWAYS_INLINE void bk_decode8(const block32 t, const void *x, int count, group8 *g) {
+    switch (t) {
+    case BK_Q8_0: decode8_q8_0(x, count, g); break;
+    case BK_Q4_0: decode8_q4_0(x, count, g); break;
+    case BK_Q5_0: decode8_q5_0(x, count, g); break;
+    case BK_IQ4_NL: decode8_iq4_nl(x, count, g); break;
+    case BK_Q4_1: decode8_q4_1(x, count, g); break;
+    case BK_Q5_1: decode8_q5_1(x, count, g); break;
+    }
+}
+
+TOY_ALWAYS_INLINE void bk_decode_pair(const block32 t, const void *x0, const void *x1, int count, pair8 *p) {
+    bk_decode8(t, x0, count, &p->g[0]);
+    bk_decode8(t, x1, count, &p->g[1]);
+    if (bk_unsigned(t)) pair8_unsigned(p);
+    else pair8_signed(p);
+}
+
+TOY_ALWAYS_INLINE __m512 bk_dot8x2(const block32 t, const pair8 *p, const void *y, int count) {
+    return bk_unsigned(t) ? dot8x2_unsigned(p, y, count) : dot8x2_signed(p, y, count);
+}
+
+/* vec_dot of a 32-weight block type */
+TOY_ALWAYS_INLINE float bk_vec_dot(const block32 t, int64_t n, const void *w, const void *a) {
+    const uint8_t *x = w, *y = a;
+    const size_t wb = bk_bytes(t), ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const int64_t nb = n / 32;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + GROUP <= nb; b += GROUP) {
+        prefetch_ahead(x + (size_t)b * wb, GROUP * wb);
+        group8 g;
+        bk_decode8_row(t, x + (size_t)b * wb, GROUP, &g);
+        acc = _mm256_add_ps(acc, bk_dot8_row(t, &g, y + (size_t)b * ab, GROUP));
+    }
+    if (b < nb) {
+        const int count = (int)(nb - b);
+        group8 g;
+        bk_decode8_row(t, x + (size_t)b * wb, count, &g);
+        acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, bk_dot8_row(t, &g, y + (size_t)b * ab, count));
+    }
+    return toy_combine8(acc);
+}
+
+/* vec_dot_tile of a 32-weight block type. An odd last weight row of a tile is paired
+ * with itself and the copy's results dropped. */
+TOY_ALWAYS_INLINE void bk_vec_dot_tile(const block32 t, int64_t n, const void *w, size_t w_stride, int n_w,
+                                       const void *a, size_t a_stride, int n_a, float *out, size_t out_stride) {
+    const size_t wb = bk_bytes(t), ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const int64_t nb = n / 32, nfull = nb - nb % GROUP;
+    const int count = (int)(nb % GROUP);
+    const __mmask16 tail = (__mmask16)(first_lanes(count) * 0x101u);
+    for (int i = 0; i < n_w; i += 2) {
+        const uint8_t *x0 = row_at(w, w_stride, i);
+        const uint8_t *x1 = row_at(w, w_stride, i + 1 < n_w ? i + 1 : i);
+        __m512 acc[TOY_TILE_MAX];
+        for (int j = 0; j < n_a; j++) acc[j] = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nfull; b += GROUP) {
+            pair8 p;
+            bk_decode_pair(t, x0 + (size_t)b * wb, x1 + (size_t)b * wb, GROUP, &p);
+            for (int j = 0; j < n_a; j++) {
+                const uint8_t *y = row_at(a, a_stride, j);
+                acc[j] = _mm512_add_ps(acc[j], bk_dot8x2(t, &p, y + (size_t)b * ab, GROUP));
+            }
+        }
+        if (count) {
+            pair8 p;
+            bk_decode_pair(t, x0 + (size_t)nfull * wb, x1 + (size_t)nfull * wb, count, &p);
+            for (int j = 0; j < n_a; j++) {
+                const uint8_t *y = row_at(a, a_stride, j);
+                const __m512 v = bk_dot8x2(t, &p, y + (size_t)nfull * ab, count);
+                acc[j] = _mm512_mask_add_ps(acc[j], tail, acc[j], v);
+            }
+        }
+        for (int j = 0; j < n_a; j++) {
+            out[(size_t)j * out_stride + i] = toy_combine8(_mm512_castps512_ps256(acc[j]));
+            if (i + 1 < n_w) out[(size_t)j * out_stride + i + 1] = toy_combine8(_mm512_extractf32x8_ps(acc[j], 1));
+        }
+    }
+}
+
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_Q8_0, n, w, a);
+}
+static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_Q8_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_Q4_0, n, w, a);
+}
+static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_Q4_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_Q5_0, n, w, a);
+}
+static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_Q5_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_IQ4_NL, n, w, a);
+}
+static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                                int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_IQ4_NL, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_Q4_1, n, w, a);
+}
+static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_Q4_1, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
+    return bk_vec_dot(BK_Q5_1, n, w, a);
+}
+static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    bk_vec_dot_tile(BK_Q5_1, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
 
 
 /* ================================================================ K-quants
@@ -665,18 +751,6 @@ TOY_ALWAYS_INLINE __m256 values8_d(const __m256 wf[2], const block_q8_K *a, cons
     const __m256 d = _mm256_mul_ps(wf[0], floats_n(&a[0].d, sizeof *a, count));
     return _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum));
 }
-
-/* wfactors_<type>: the weight factors of a step (d, and dmin where the type has one). */
-#define WEIGHT_FACTORS_D(name, wblock)                                                         \
-    TOY_ALWAYS_INLINE void wfactors_##name(const wblock *w, int count, __m256 wf[2]) {                    \
-        wf[0] = halves_n(&w->d, sizeof *w, count);                                             \
-        wf[1] = _mm256_setzero_ps();                                                           \
-    }
-#define WEIGHT_FACTORS_D_DMIN(name, wblock)                                                    \
-    TOY_ALWAYS_INLINE void wfactors_##name(const wblock *w, int count, __m256 wf[2]) {                    \
-        wf[0] = halves_n(&w->d, sizeof *w, count);                                             \
-        wf[1] = halves_n(&w->dmin, sizeof *w, count);                                          \
-    }
 
 /* ---------------------------------------------------------------- Q4_K, Q5_K */
 
@@ -903,104 +977,193 @@ TOY_ALWAYS_INLINE void dot_iq4_xs(const ks_dec *dec, const block_q8_K *a, __m512
 
 /* ---------------------------------------------------------------- super-block drivers */
 
-/* vec_dot and vec_dot_tile of a super-block type. Each step covers up to 8 super-blocks
- * (fewer at the end of a row: missing ones contribute zero sums and masked lanes). The
- * tile decodes each weight super-block once, keeps every activation row's partial sums
- * in s/m until the step's epilogue, and converts the step's weight factors once. */
-#define SUPERBLOCK_KERNELS(name, wblock, dec_t, decode, dot, values8)                          \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
-        const wblock *x = w;                                                                   \
-        const block_q8_K *y = a;                                                               \
-        const int64_t nb = n / QK_K;                                                           \
-        __m256 acc = _mm256_setzero_ps();                                                      \
-        int64_t b = 0;                                                                         \
-        for (; b + GROUP <= nb; b += GROUP) {                                                  \
-            __m512i s[GROUP];                                                                  \
-            __m256i m[GROUP];                                                                  \
-            TOY_UNROLL8                                                                           \
-            for (int k = 0; k < GROUP; k++) {                                                  \
-                prefetch_ahead(x + b + k, sizeof *x);                                          \
-                dec_t dec;                                                                     \
-                decode(x + b + k, &dec);                                                       \
-                dot(&dec, y + b + k, &s[k], &m[k]);                                            \
-            }                                                                                  \
-            __m256 wf[2];                                                                      \
-            wfactors_##name(x + b, GROUP, wf);                                                 \
-            acc = _mm256_add_ps(acc, values8(wf, y + b, s, m, GROUP));                         \
-        }                                                                                      \
-        if (b < nb) {                                                                          \
-            const int count = (int)(nb - b);                                                   \
-            __m512i s[GROUP];                                                                  \
-            __m256i m[GROUP];                                                                  \
-            /* unrolled with a test per block, so s and m stay in registers */                \
-            TOY_UNROLL8                                                                           \
-            for (int k = 0; k < GROUP; k++) {                                                  \
-                s[k] = _mm512_setzero_si512();                                                 \
-                m[k] = _mm256_setzero_si256();                                                 \
-                if (k < count) {                                                               \
-                    prefetch_ahead(x + b + k, sizeof *x);                                      \
-                    dec_t dec;                                                                 \
-                    decode(x + b + k, &dec);                                                   \
-                    dot(&dec, y + b + k, &s[k], &m[k]);                                        \
-                }                                                                              \
-            }                                                                                  \
-            __m256 wf[2];                                                                      \
-            wfactors_##name(x + b, count, wf);                                                 \
-            const __m256 v = values8(wf, y + b, s, m, count);                                  \
-            acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, v);                         \
-        }                                                                                      \
-        return toy_combine8(acc);                                                                  \
-    }                                                                                          \
-                                                                                               \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
-                                    const void *a, size_t a_stride, int n_a, float *out,       \
-                                    size_t out_stride) {                                       \
-        const int64_t nb = n / QK_K;                                                           \
-        __m512i s[TOY_TILE_MAX][GROUP];                                                        \
-        __m256i m[TOY_TILE_MAX][GROUP];                                                        \
-        for (int i = 0; i < n_w; i++) {                                                        \
-            const wblock *x = row_at(w, w_stride, i);                                          \
-            __m256 acc[TOY_TILE_MAX];                                                          \
-            for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();                        \
-            for (int64_t b = 0; b < nb; b += GROUP) {                                          \
-                const int count = nb - b < GROUP ? (int)(nb - b) : GROUP;                      \
-                for (int k = 0; k < count; k++) {                                              \
-                    dec_t dec;                                                                 \
-                    decode(x + b + k, &dec);                                                   \
-                    for (int j = 0; j < n_a; j++) {                                            \
-                        const block_q8_K *y = row_at(a, a_stride, j);                          \
-                        dot(&dec, y + b + k, &s[j][k], &m[j][k]);                              \
-                    }                                                                          \
-                }                                                                              \
-                __m256 wf[2];                                                                  \
-                wfactors_##name(x + b, count, wf);                                             \
-                for (int j = 0; j < n_a; j++) {                                                \
-                    for (int k = count; k < GROUP; k++) {                                      \
-                        s[j][k] = _mm512_setzero_si512();                                      \
-                        m[j][k] = _mm256_setzero_si256();                                      \
-                    }                                                                          \
-                    const block_q8_K *y = row_at(a, a_stride, j);                              \
-                    acc[j] = _mm256_mask_add_ps(acc[j], first_lanes(count), acc[j],            \
-                                                values8(wf, y + b, s[j], m[j], count));        \
-                }                                                                              \
-            }                                                                                  \
-            for (int j = 0; j < n_a; j++) out[(size_t)j * out_stride + i] = toy_combine8(acc[j]);  \
-        }                                                                                      \
+typedef enum { SB_Q2_K, SB_Q3_K, SB_Q4_K, SB_Q5_K, SB_Q6_K, SB_IQ4_XS } superblock;
+
+TOY_ALWAYS_INLINE size_t sb_bytes(const superblock t) {
+    switch (t) {
+    case SB_Q2_K: return sizeof(block_q2_K);
+    case SB_Q3_K: return sizeof(block_q3_K);
+    case SB_Q4_K: return sizeof(block_q4_K);
+    case SB_Q5_K: return sizeof(block_q5_K);
+    case SB_Q6_K: return sizeof(block_q6_K);
+    default: return sizeof(block_iq4_xs);
     }
+}
 
-WEIGHT_FACTORS_D_DMIN(q4_K, block_q4_K)
-WEIGHT_FACTORS_D_DMIN(q5_K, block_q5_K)
-WEIGHT_FACTORS_D_DMIN(q2_K, block_q2_K)
-WEIGHT_FACTORS_D(q3_K, block_q3_K)
-WEIGHT_FACTORS_D(q6_K, block_q6_K)
-WEIGHT_FACTORS_D(iq4_xs, block_iq4_xs)
+/* Weight super-block x decoded once and applied to n_a activation blocks (y_stride bytes
+ * apart): the partial sums of row j into s[j * sm_stride], m[j * sm_stride]. */
+TOY_ALWAYS_INLINE void sb_sums(const superblock t, const void *x, const uint8_t *y, size_t y_stride, const int n_a,
+                               __m512i *s, __m256i *m, const int sm_stride) {
+    k4_dec k4;
+    ks_dec ks;
+    q2_K_dec q2;
+    switch (t) {
+    case SB_Q4_K: decode_q4_K(x, &k4); break;
+    case SB_Q5_K: decode_q5_K(x, &k4); break;
+    case SB_Q6_K: decode_q6_K(x, &ks); break;
+    case SB_Q2_K: decode_q2_K(x, &q2); break;
+    case SB_Q3_K: decode_q3_K(x, &ks); break;
+    case SB_IQ4_XS: decode_iq4_xs(x, &ks); break;
+    }
+    for (int j = 0; j < n_a; j++) {
+        const block_q8_K *a = (const block_q8_K *)(y + (size_t)j * y_stride);
+        __m512i *sj = s + j * sm_stride;
+        __m256i *mj = m + j * sm_stride;
+        switch (t) {
+        case SB_Q4_K: case SB_Q5_K: dot_k4(&k4, a, sj, mj); break;
+        case SB_Q6_K: case SB_Q3_K: dot_ks16(&ks, a, sj, mj); break;
+        case SB_Q2_K: dot_q2_K(&q2, a, sj, mj); break;
+        case SB_IQ4_XS: dot_iq4_xs(&ks, a, sj, mj); break;
+        }
+    }
+}
 
-SUPERBLOCK_KERNELS(q4_K, block_q4_K, k4_dec, decode_q4_K, dot_k4, values8_dmin)
-SUPERBLOCK_KERNELS(q5_K, block_q5_K, k4_dec, decode_q5_K, dot_k4, values8_dmin)
-SUPERBLOCK_KERNELS(q6_K, block_q6_K, ks_dec, decode_q6_K, dot_ks16, values8_d)
-SUPERBLOCK_KERNELS(q2_K, block_q2_K, q2_K_dec, decode_q2_K, dot_q2_K, values8_dmin)
-SUPERBLOCK_KERNELS(q3_K, block_q3_K, ks_dec, decode_q3_K, dot_ks16, values8_d)
-SUPERBLOCK_KERNELS(iq4_xs, block_iq4_xs, ks_dec, decode_iq4_xs, dot_iq4_xs, values8_d)
+/* The weight factors of a step: d, and dmin where the type has one (Q2_K, Q4_K, Q5_K).
+ * Every super-block type starts with d; those with a dmin have it right after. */
+TOY_ALWAYS_INLINE void sb_wfactors(const superblock t, const void *x, int count, __m256 wf[2]) {
+    const size_t bytes = sb_bytes(t);
+    const uint8_t *d = x;
+    switch (t) {
+    case SB_Q4_K: d += offsetof(block_q4_K, d); break;
+    case SB_Q5_K: d += offsetof(block_q5_K, d); break;
+    case SB_Q2_K: d += offsetof(block_q2_K, d); break;
+    case SB_Q3_K: d += offsetof(block_q3_K, d); break;
+    case SB_Q6_K: d += offsetof(block_q6_K, d); break;
+    case SB_IQ4_XS: d += offsetof(block_iq4_xs, d); break;
+    }
+    wf[0] = halves_n(d, bytes, count);
+    switch (t) {
+    case SB_Q4_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q4_K, dmin), bytes, count); break;
+    case SB_Q5_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q5_K, dmin), bytes, count); break;
+    case SB_Q2_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q2_K, dmin), bytes, count); break;
+    default: wf[1] = _mm256_setzero_ps(); break;
+    }
+}
+
+TOY_ALWAYS_INLINE __m256 sb_values8(const superblock t, const __m256 wf[2], const block_q8_K *a, const __m512i s[GROUP],
+                                    const __m256i m[GROUP], int count) {
+    return t == SB_Q2_K || t == SB_Q4_K || t == SB_Q5_K ? values8_dmin(wf, a, s, m, count)
+                                                        : values8_d(wf, a, s, m, count);
+}
+
+/* vec_dot of a super-block type. Each step covers up to 8 super-blocks (fewer at the end
+ * of a row: missing ones contribute zero sums and masked lanes). */
+TOY_ALWAYS_INLINE float sb_vec_dot(const superblock t, int64_t n, const void *w, const void *a) {
+    const uint8_t *x = w;
+    const block_q8_K *y = a;
+    const size_t bytes = sb_bytes(t);
+    const int64_t nb = n / QK_K;
+    __m256 acc = _mm256_setzero_ps();
+    int64_t b = 0;
+    for (; b + GROUP <= nb; b += GROUP) {
+        __m512i s[GROUP];
+        __m256i m[GROUP];
+        TOY_UNROLL8
+        for (int k = 0; k < GROUP; k++) {
+            prefetch_ahead(x + (size_t)(b + k) * bytes, bytes);
+            sb_sums(t, x + (size_t)(b + k) * bytes, (const uint8_t *)(y + b + k), 0, 1, &s[k], &m[k], 0);
+        }
+        __m256 wf[2];
+        sb_wfactors(t, x + (size_t)b * bytes, GROUP, wf);
+        acc = _mm256_add_ps(acc, sb_values8(t, wf, y + b, s, m, GROUP));
+    }
+    if (b < nb) {
+        const int count = (int)(nb - b);
+        __m512i s[GROUP];
+        __m256i m[GROUP];
+        /* unrolled with a test per block, so s and m stay in registers */
+        TOY_UNROLL8
+        for (int k = 0; k < GROUP; k++) {
+            s[k] = _mm512_setzero_si512();
+            m[k] = _mm256_setzero_si256();
+            if (k < count) {
+                prefetch_ahead(x + (size_t)(b + k) * bytes, bytes);
+                sb_sums(t, x + (size_t)(b + k) * bytes, (const uint8_t *)(y + b + k), 0, 1, &s[k], &m[k], 0);
+            }
+        }
+        __m256 wf[2];
+        sb_wfactors(t, x + (size_t)b * bytes, count, wf);
+        const __m256 v = sb_values8(t, wf, y + b, s, m, count);
+        acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, v);
+    }
+    return toy_combine8(acc);
+}
+
+/* The tile decodes each weight super-block once, keeps every activation row's partial
+ * sums in s/m until the step's epilogue, and converts the step's weight factors once. */
+TOY_ALWAYS_INLINE void sb_vec_dot_tile(const superblock t, int64_t n, const void *w, size_t w_stride, int n_w,
+                                       const void *a, size_t a_stride, int n_a, float *out, size_t out_stride) {
+    const size_t bytes = sb_bytes(t);
+    const int64_t nb = n / QK_K;
+    __m512i s[TOY_TILE_MAX][GROUP];
+    __m256i m[TOY_TILE_MAX][GROUP];
+    for (int i = 0; i < n_w; i++) {
+        const uint8_t *x = row_at(w, w_stride, i);
+        __m256 acc[TOY_TILE_MAX];
+        for (int j = 0; j < n_a; j++) acc[j] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b += GROUP) {
+            const int count = nb - b < GROUP ? (int)(nb - b) : GROUP;
+            for (int k = 0; k < count; k++)
+                sb_sums(t, x + (size_t)(b + k) * bytes, (const uint8_t *)a + (size_t)(b + k) * sizeof(block_q8_K),
+                        a_stride, n_a, &s[0][k], &m[0][k], GROUP);
+            __m256 wf[2];
+            sb_wfactors(t, x + (size_t)b * bytes, count, wf);
+            for (int j = 0; j < n_a; j++) {
+                for (int k = count; k < GROUP; k++) {
+                    s[j][k] = _mm512_setzero_si512();
+                    m[j][k] = _mm256_setzero_si256();
+                }
+                const block_q8_K *y = row_at(a, a_stride, j);
+                acc[j] = _mm256_mask_add_ps(acc[j], first_lanes(count), acc[j],
+                                            sb_values8(t, wf, y + b, s[j], m[j], count));
+            }
+        }
+        for (int j = 0; j < n_a; j++) out[(size_t)j * out_stride + i] = toy_combine8(acc[j]);
+    }
+}
+
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_Q4_K, n, w, a);
+}
+static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_Q4_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_Q5_K, n, w, a);
+}
+static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_Q5_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_Q6_K, n, w, a);
+}
+static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_Q6_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_Q2_K, n, w, a);
+}
+static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_Q2_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_Q3_K, n, w, a);
+}
+static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                              int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_Q3_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
+    return sb_vec_dot(SB_IQ4_XS, n, w, a);
+}
+static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                                int n_a, float *out, size_t out_stride) {
+    sb_vec_dot_tile(SB_IQ4_XS, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+}
 
 /* ================================================================ float rows
  * 32 lanes p[i % 32] += w_i * a_i, two zmm accumulators: elements 0-15 and 16-31 of each
