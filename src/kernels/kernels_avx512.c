@@ -646,47 +646,29 @@ TOY_ALWAYS_INLINE void bk_vec_dot_tile(const block32 t, int64_t n, const void *w
     }
 }
 
-static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_Q8_0, n, w, a);
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q8_0, n, w, a); }
+static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_Q8_0, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_Q8_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q4_0, n, w, a); }
+static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_Q4_0, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_Q4_0, n, w, a);
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q5_0, n, w, a); }
+static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_Q5_0, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_Q4_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_IQ4_NL, n, w, a); }
+static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_IQ4_NL, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_Q5_0, n, w, a);
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q4_1, n, w, a); }
+static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_Q4_1, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_Q5_0, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_IQ4_NL, n, w, a);
-}
-static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                                int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_IQ4_NL, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_Q4_1, n, w, a);
-}
-static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_Q4_1, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
-    return bk_vec_dot(BK_Q5_1, n, w, a);
-}
-static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    bk_vec_dot_tile(BK_Q5_1, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q5_1, n, w, a); }
+static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    bk_vec_dot_tile(BK_Q5_1, n, w, ws, n_w, a, as, n_a, y, ys);
 }
 
 
@@ -1122,47 +1104,29 @@ TOY_ALWAYS_INLINE void sb_vec_dot_tile(const superblock t, int64_t n, const void
     }
 }
 
-static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_Q4_K, n, w, a);
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q4_K, n, w, a); }
+static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_Q4_K, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_Q4_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q5_K, n, w, a); }
+static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_Q5_K, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_Q5_K, n, w, a);
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q6_K, n, w, a); }
+static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_Q6_K, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_Q5_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q2_K, n, w, a); }
+static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_Q2_K, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_Q6_K, n, w, a);
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q3_K, n, w, a); }
+static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_Q3_K, n, w, ws, n_w, a, as, n_a, y, ys);
 }
-static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_Q6_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_Q2_K, n, w, a);
-}
-static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_Q2_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_Q3_K, n, w, a);
-}
-static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                              int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_Q3_K, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
-}
-static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
-    return sb_vec_dot(SB_IQ4_XS, n, w, a);
-}
-static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
-                                int n_a, float *out, size_t out_stride) {
-    sb_vec_dot_tile(SB_IQ4_XS, n, w, w_stride, n_w, a, a_stride, n_a, out, out_stride);
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_IQ4_XS, n, w, a); }
+static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    sb_vec_dot_tile(SB_IQ4_XS, n, w, ws, n_w, a, as, n_a, y, ys);
 }
 
 /* ================================================================ float rows
@@ -1235,107 +1199,122 @@ TOY_ALWAYS_INLINE float lanes_split(__m512 p0, __m512 p1) {
     return combine32(p0, p1);
 }
 
-/* vec_dot of an element type (act_t: how its activations are held, load32_act their
- * loader). */
-#define ELEM_DOT(name, elem_t, act_t, load32, load32_act, masks, madd, lanes)                   \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                     \
-        const elem_t *x = w;                                                                   \
-        const act_t *y = a;                                                                    \
-        __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();                             \
-        int64_t i = 0;                                                                         \
-        for (; i + 32 <= n; i += 32) {                                                         \
-            prefetch_ahead(x + i, 32 * sizeof *x);                                             \
-            __m512 w0, w1, a0, a1;                                                             \
-            load32(x + i, 32, 1, &w0, &w1);                                                    \
-            load32_act(y + i, 32, 0, &a0, &a1);                                                \
-            p0 = madd(p0, 0xffff, w0, a0);                                                     \
-            p1 = madd(p1, 0xffff, w1, a1);                                                     \
-        }                                                                                      \
-        if (i < n) {                                                                           \
-            const int rest = (int)(n - i);                                                     \
-            __m512 w0, w1, a0, a1;                                                             \
-            __mmask16 m0, m1;                                                                  \
-            masks(rest, &m0, &m1);                                                             \
-            load32(x + i, rest, 1, &w0, &w1);                                                  \
-            load32_act(y + i, rest, 0, &a0, &a1);                                              \
-            p0 = madd(p0, m0, w0, a0);                                                         \
-            p1 = madd(p1, m1, w1, a1);                                                         \
-        }                                                                                      \
-        return lanes(p0, p1);                                                                  \
+typedef enum { EL_F32, EL_F16, EL_BF16 } elem;
+
+TOY_ALWAYS_INLINE size_t el_bytes(const elem t) {
+    return t == EL_F32 ? 4 : 2;
+}
+
+TOY_ALWAYS_INLINE void el_load32(const elem t, const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
+    switch (t) {
+    case EL_F32: load32_f32(p, rest, stream, v0, v1); break;
+    case EL_F16: load32_f16(p, rest, stream, v0, v1); break;
+    case EL_BF16: load32_bf16(p, rest, stream, v0, v1); break;
     }
+}
+
+/* F32 rounds each product (kernels.c); F16's and BF16's products are exact: one FMA */
+TOY_ALWAYS_INLINE __m512 el_madd(const elem t, __m512 p, __mmask16 m, __m512 w, __m512 a) {
+    return t == EL_F32 ? madd_round2(p, m, w, a) : madd_exact_product(p, m, w, a);
+}
+
+/* vec_dot of an element type; its activations are floats (kernels.h). */
+TOY_ALWAYS_INLINE float el_vec_dot(const elem t, int64_t n, const void *w, const void *a) {
+    const uint8_t *x = w;
+    const float *y = a;
+    const size_t eb = el_bytes(t);
+    __m512 p0 = _mm512_setzero_ps(), p1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        prefetch_ahead(x + (size_t)i * eb, 32 * eb);
+        __m512 w0, w1, a0, a1;
+        el_load32(t, x + (size_t)i * eb, 32, 1, &w0, &w1);
+        load32_f32(y + i, 32, 0, &a0, &a1);
+        p0 = el_madd(t, p0, 0xffff, w0, a0);
+        p1 = el_madd(t, p1, 0xffff, w1, a1);
+    }
+    if (i < n) {
+        const int rest = (int)(n - i);
+        __m512 w0, w1, a0, a1;
+        __mmask16 m0, m1;
+        masks_split(rest, &m0, &m1);
+        el_load32(t, x + (size_t)i * eb, rest, 1, &w0, &w1);
+        load32_f32(y + i, rest, 0, &a0, &a1);
+        p0 = el_madd(t, p0, m0, w0, a0);
+        p1 = el_madd(t, p1, m1, w1, a1);
+    }
+    return lanes_split(p0, p1);
+}
+
+static float vec_dot_f32(int64_t n, const void *w, const void *a) { return el_vec_dot(EL_F32, n, w, a); }
+static float vec_dot_f16(int64_t n, const void *w, const void *a) { return el_vec_dot(EL_F16, n, w, a); }
+static float vec_dot_bf16(int64_t n, const void *w, const void *a) { return el_vec_dot(EL_BF16, n, w, a); }
 
 /* vec_dot_tile of F32, whose activations are held as its weights are: a register-blocked
  * kernel over whole rows, 2 weight rows x up to 4 activation
  * rows, 16 zmm accumulators, each weight and activation vector loaded and converted once
  * per 32 elements for all pairs it meets. An odd last weight row is paired with itself
  * and the copy's results dropped. */
-#define ELEM_TILE(name, elem_t, load32, masks, madd, lanes)                                    \
-    /* One step of 32 elements (rest of them present) for the 2 x na block. */                 \
-    TOY_ALWAYS_INLINE void step_2x4_##name(const elem_t *const x[2], const elem_t *const y[4], int na,    \
-                                int64_t i, int rest, __m512 p[2][4][2]) {                      \
-        __mmask16 m0 = 0xffff, m1 = 0xffff;                                                    \
-        if (rest < 32) masks(rest, &m0, &m1);                                                  \
-        __m512 w[2][2];                                                                        \
-        load32(x[0] + i, rest, 1, &w[0][0], &w[0][1]);                                         \
-        load32(x[1] + i, rest, 1, &w[1][0], &w[1][1]);                                         \
-        TOY_UNROLL8                                                                               \
-        for (int j = 0; j < na; j++) {                                                         \
-            __m512 a0, a1;                                                                     \
-            load32(y[j] + i, rest, 0, &a0, &a1);                                               \
-            TOY_UNROLL8                                                                           \
-            for (int r = 0; r < 2; r++) {                                                      \
-                p[r][j][0] = madd(p[r][j][0], m0, w[r][0], a0);                                \
-                p[r][j][1] = madd(p[r][j][1], m1, w[r][1], a1);                                \
-            }                                                                                  \
-        }                                                                                      \
-    }                                                                                          \
-                                                                                               \
-    /* res[r][j] = dot(x[r], y[j]) for r < 2, j < na (a constant once inlined) */              \
-    TOY_ALWAYS_INLINE void tile_2x4_##name(int64_t n, const elem_t *const x[2], const elem_t *const y[4], \
-                                int na, float res[2][4]) {                                     \
-        __m512 p[2][4][2];                                                                     \
-        TOY_UNROLL8                                                                               \
-        for (int r = 0; r < 2; r++)                                                            \
-            TOY_UNROLL8                                                                           \
-            for (int j = 0; j < na; j++) p[r][j][0] = p[r][j][1] = _mm512_setzero_ps();        \
-        int64_t i = 0;                                                                         \
-        for (; i + 32 <= n; i += 32) step_2x4_##name(x, y, na, i, 32, p);                      \
-        if (i < n) step_2x4_##name(x, y, na, i, (int)(n - i), p);                              \
-        TOY_UNROLL8                                                                               \
-        for (int r = 0; r < 2; r++)                                                            \
-            TOY_UNROLL8                                                                           \
-            for (int j = 0; j < na; j++) res[r][j] = lanes(p[r][j][0], p[r][j][1]);            \
-    }                                                                                          \
-                                                                                               \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,        \
-                                    const void *a, size_t a_stride, int n_a, float *out,       \
-                                    size_t out_stride) {                                       \
-        for (int i = 0; i < n_w; i += 2) {                                                     \
-            const elem_t *const x[2] = {row_at(w, w_stride, i),                                \
-                                        row_at(w, w_stride, i + 1 < n_w ? i + 1 : i)};         \
-            for (int j0 = 0; j0 < n_a; j0 += 4) {                                              \
-                const int na = n_a - j0 < 4 ? n_a - j0 : 4;                                    \
-                const elem_t *y[4];                                                            \
-                for (int j = 0; j < 4; j++) y[j] = row_at(a, a_stride, j0 + (j < na ? j : 0)); \
-                float res[2][4];                                                               \
-                switch (na) {                                                                  \
-                case 4: tile_2x4_##name(n, x, y, 4, res); break;                               \
-                case 3: tile_2x4_##name(n, x, y, 3, res); break;                               \
-                case 2: tile_2x4_##name(n, x, y, 2, res); break;                               \
-                default: tile_2x4_##name(n, x, y, 1, res); break;                              \
-                }                                                                              \
-                for (int j = 0; j < na; j++) {                                                 \
-                    out[(size_t)(j0 + j) * out_stride + i] = res[0][j];                        \
-                    if (i + 1 < n_w) out[(size_t)(j0 + j) * out_stride + i + 1] = res[1][j];   \
-                }                                                                              \
-            }                                                                                  \
-        }                                                                                      \
-    }
 
-ELEM_DOT(f32, float, float, load32_f32, load32_f32, masks_split, madd_round2, lanes_split)
-ELEM_TILE(f32, float, load32_f32, masks_split, madd_round2, lanes_split)
-ELEM_DOT(bf16, uint16_t, float, load32_bf16, load32_f32, masks_split, madd_exact_product, lanes_split)
-ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_product, lanes_split)
+/* One step of 32 elements (rest of them present) for the 2 x na block. */
+TOY_ALWAYS_INLINE void step_2x4_f32(const float *const x[2], const float *const y[4], int na, int64_t i, int rest,
+                                    __m512 p[2][4][2]) {
+    __mmask16 m0 = 0xffff, m1 = 0xffff;
+    if (rest < 32) masks_split(rest, &m0, &m1);
+    __m512 w[2][2];
+    load32_f32(x[0] + i, rest, 1, &w[0][0], &w[0][1]);
+    load32_f32(x[1] + i, rest, 1, &w[1][0], &w[1][1]);
+    TOY_UNROLL8
+    for (int j = 0; j < na; j++) {
+        __m512 a0, a1;
+        load32_f32(y[j] + i, rest, 0, &a0, &a1);
+        TOY_UNROLL8
+        for (int r = 0; r < 2; r++) {
+            p[r][j][0] = madd_round2(p[r][j][0], m0, w[r][0], a0);
+            p[r][j][1] = madd_round2(p[r][j][1], m1, w[r][1], a1);
+        }
+    }
+}
+
+/* res[r][j] = dot(x[r], y[j]) for r < 2, j < na (a constant once inlined) */
+TOY_ALWAYS_INLINE void tile_2x4_f32(int64_t n, const float *const x[2], const float *const y[4], int na,
+                                    float res[2][4]) {
+    __m512 p[2][4][2];
+    TOY_UNROLL8
+    for (int r = 0; r < 2; r++)
+        TOY_UNROLL8
+        for (int j = 0; j < na; j++) p[r][j][0] = p[r][j][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) step_2x4_f32(x, y, na, i, 32, p);
+    if (i < n) step_2x4_f32(x, y, na, i, (int)(n - i), p);
+    TOY_UNROLL8
+    for (int r = 0; r < 2; r++)
+        TOY_UNROLL8
+        for (int j = 0; j < na; j++) res[r][j] = lanes_split(p[r][j][0], p[r][j][1]);
+}
+
+static void vec_dot_tile_f32(int64_t n, const void *w, size_t w_stride, int n_w, const void *a, size_t a_stride,
+                             int n_a, float *out, size_t out_stride) {
+    for (int i = 0; i < n_w; i += 2) {
+        const float *const x[2] = {row_at(w, w_stride, i), row_at(w, w_stride, i + 1 < n_w ? i + 1 : i)};
+        for (int j0 = 0; j0 < n_a; j0 += 4) {
+            const int na = n_a - j0 < 4 ? n_a - j0 : 4;
+            const float *y[4];
+            for (int j = 0; j < 4; j++) y[j] = row_at(a, a_stride, j0 + (j < na ? j : 0));
+            float res[2][4];
+            switch (na) {
+            case 4: tile_2x4_f32(n, x, y, 4, res); break;
+            case 3: tile_2x4_f32(n, x, y, 3, res); break;
+            case 2: tile_2x4_f32(n, x, y, 2, res); break;
+            default: tile_2x4_f32(n, x, y, 1, res); break;
+            }
+            for (int j = 0; j < na; j++) {
+                out[(size_t)(j0 + j) * out_stride + i] = res[0][j];
+                if (i + 1 < n_w) out[(size_t)(j0 + j) * out_stride + i + 1] = res[1][j];
+            }
+        }
+    }
+}
 
 /* F16's and BF16's tiles: their activations are floats (kernels.h), so only the
  * weights need converting. A pair's 32 lanes are two slices of 16 (lanes 16s..: the
@@ -1352,118 +1331,134 @@ ELEM_DOT(f16, toy_half, float, load32_f16, load32_f32, masks_split, madd_exact_p
 #define HALF_W 3
 #define HALF_ROWS 24 /* a multiple of HALF_W */
 
-TOY_ALWAYS_INLINE __m512 load16_f16(const toy_half *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-}
-TOY_ALWAYS_INLINE __m512 load16_bf16(const uint16_t *p) {
-    return bf16x16(_mm256_loadu_si256((const __m256i *)p));
-}
-
-#define HALF_TILE(name, elem_t)                                                                               \
-/* Slice s of columns [i0, i1) (whole steps of 32) of the nw weight rows x against the na                     \
- * activation rows, continuing the pairs' lanes. */                                                           \
-TOY_ALWAYS_INLINE void tile_slice_##name(const elem_t *const *xs, const int nw, const float *const ys[TOY_TILE_MAX],      \
-                              const int na, int64_t i0, int64_t i1, const int s,                              \
-                              __m512 lanes[][TOY_TILE_MAX][2]) {                                              \
-    /* local copies: through the callers' arrays the pointers were reloaded every step */                    \
-    const elem_t *x[HALF_W];                                                                                  \
-    const float *y[TOY_TILE_MAX];                                                                             \
-    TOY_UNROLL8                                                                                                  \
-    for (int r = 0; r < nw; r++) x[r] = xs[r];                                                                \
-    TOY_UNROLL8                                                                                                  \
-    for (int j = 0; j < na; j++) y[j] = ys[j];                                                                \
-    __m512 p[HALF_W][TOY_TILE_MAX];                                                                           \
-    TOY_UNROLL8                                                                                                  \
-    for (int r = 0; r < nw; r++)                                                                              \
-        TOY_UNROLL8                                                                                              \
-        for (int j = 0; j < na; j++) p[r][j] = lanes[r][j][s];                                                \
-    for (int64_t i = i0 + 16 * s; i < i1; i += 32) {                                                          \
-        __m512 wv[HALF_W];                                                                                    \
-        TOY_UNROLL8                                                                                              \
-        for (int r = 0; r < nw; r++) {                                                                        \
-            if (s == 0) prefetch_ahead(x[r] + i, 32 * sizeof *x[r]);                                          \
-            wv[r] = load16_##name(x[r] + i);                                                                  \
-        }                                                                                                     \
-        TOY_UNROLL8                                                                                              \
-        for (int j = 0; j < na; j++) {                                                                        \
-            __m512 av = _mm512_loadu_ps(y[j] + i);                                                            \
-            __asm__("" : "+v"(av)); /* one load for the nw FMAs, not one each */                              \
-            TOY_UNROLL8                                                                                          \
-            for (int r = 0; r < nw; r++) p[r][j] = _mm512_fmadd_ps(wv[r], av, p[r][j]);                       \
-        }                                                                                                     \
-    }                                                                                                         \
-    TOY_UNROLL8                                                                                                  \
-    for (int r = 0; r < nw; r++)                                                                              \
-        TOY_UNROLL8                                                                                              \
-        for (int j = 0; j < na; j++) lanes[r][j][s] = p[r][j];                                                \
-}                                                                                                             \
-                                                                                                              \
-/* tile_slice with the row counts as constants */                                                             \
-TOY_ALWAYS_INLINE void tile_slice_any_##name(const elem_t *const *x, int nw, const float *const y[TOY_TILE_MAX], int na,  \
-                                  int64_t i0, int64_t i1, const int s, __m512 lanes[][TOY_TILE_MAX][2]) {     \
-    switch (nw * 16 + na) { HALF_CASES(name, 1) HALF_CASES(name, 2) HALF_CASES(name, 3) }                     \
-}                                                                                                             \
-                                                                                                              \
-/* The columns from i0 (past the last whole step) to n of weight row x, masked, as ELEM_DOT's                 \
- * last step. */                                                                                              \
-TOY_ALWAYS_INLINE void tile_tail_##name(const elem_t *x, const float *const y[TOY_TILE_MAX], int na, int64_t i0,         \
-                             int64_t n, __m512 lanes[TOY_TILE_MAX][2]) {                                      \
-    const int rest = (int)(n - i0);                                                                           \
-    __mmask16 m0, m1;                                                                                         \
-    masks_split(rest, &m0, &m1);                                                                              \
-    __m512 w0, w1;                                                                                            \
-    load32_##name(x + i0, rest, 1, &w0, &w1);                                                                 \
-    for (int j = 0; j < na; j++) {                                                                            \
-        __m512 a0, a1;                                                                                        \
-        load32_f32(y[j] + i0, rest, 0, &a0, &a1);                                                             \
-        lanes[j][0] = madd_exact_product(lanes[j][0], m0, w0, a0);                                            \
-        lanes[j][1] = madd_exact_product(lanes[j][1], m1, w1, a1);                                            \
-    }                                                                                                         \
-}                                                                                                             \
-                                                                                                              \
-static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,            \
-                             size_t a_stride, int n_a, float *out, size_t out_stride) {                       \
-    const float *y[TOY_TILE_MAX];                                                                             \
-    for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);                                              \
-    const int64_t n32 = n / 32 * 32;                                                                          \
-    __m512 lanes[HALF_ROWS][TOY_TILE_MAX][2];                                                                 \
-    for (int r0 = 0; r0 < n_w; r0 += HALF_ROWS) {                                                             \
-        const int nr = n_w - r0 < HALF_ROWS ? n_w - r0 : HALF_ROWS;                                           \
-        const elem_t *x[HALF_ROWS];                                                                           \
-        for (int r = 0; r < nr; r++) {                                                                        \
-            x[r] = row_at(w, w_stride, r0 + r);                                                               \
-            for (int j = 0; j < n_a; j++) lanes[r][j][0] = lanes[r][j][1] = _mm512_setzero_ps();              \
-        }                                                                                                     \
-        for (int64_t i0 = 0; i0 < n32; i0 += HALF_CHUNK) {                                                    \
-            const int64_t i1 = n32 - i0 < HALF_CHUNK ? n32 : i0 + HALF_CHUNK;                                 \
-            for (int g = 0; g < nr; g += HALF_W) {                                                            \
-                const int nw = nr - g < HALF_W ? nr - g : HALF_W;                                             \
-                tile_slice_any_##name(x + g, nw, y, n_a, i0, i1, 0, lanes + g);                               \
-                tile_slice_any_##name(x + g, nw, y, n_a, i0, i1, 1, lanes + g);                               \
-            }                                                                                                 \
-        }                                                                                                     \
-        for (int r = 0; r < nr; r++) {                                                                        \
-            if (n32 < n) tile_tail_##name(x[r], y, n_a, n32, n, lanes[r]);                                    \
-            for (int j = 0; j < n_a; j++)                                                                     \
-                out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]); \
-        }                                                                                                     \
-    }                                                                                                         \
+/* 16 F16 or BF16 weights as floats */
+TOY_ALWAYS_INLINE __m512 el_load16(const elem t, const uint16_t *p) {
+    const __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return t == EL_F16 ? _mm512_cvtph_ps(h) : bf16x16(h);
 }
 
-/* The cases nw * 16 + na of tile_slice_any for one nw */
-#define HALF_CASES(name, NW)                                                                                  \
-    case NW * 16 + 1: tile_slice_##name(x, NW, y, 1, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 2: tile_slice_##name(x, NW, y, 2, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 3: tile_slice_##name(x, NW, y, 3, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 4: tile_slice_##name(x, NW, y, 4, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 5: tile_slice_##name(x, NW, y, 5, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 6: tile_slice_##name(x, NW, y, 6, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 7: tile_slice_##name(x, NW, y, 7, i0, i1, s, lanes); break;                                \
-    case NW * 16 + 8: tile_slice_##name(x, NW, y, 8, i0, i1, s, lanes); break;
+/* Slice s of columns [i0, i1) (whole steps of 32) of the nw weight rows x against the na
+ * activation rows, continuing the pairs' lanes. */
+TOY_ALWAYS_INLINE void tile_slice(const elem t, const uint16_t *const *xs, const int nw,
+                                  const float *const ys[TOY_TILE_MAX], const int na, int64_t i0, int64_t i1,
+                                  const int s, __m512 lanes[][TOY_TILE_MAX][2]) {
+    /* local copies: through the callers' arrays the pointers were reloaded every step */
+    const uint16_t *x[HALF_W];
+    const float *y[TOY_TILE_MAX];
+    TOY_UNROLL8
+    for (int r = 0; r < nw; r++) x[r] = xs[r];
+    TOY_UNROLL8
+    for (int j = 0; j < na; j++) y[j] = ys[j];
+    __m512 p[HALF_W][TOY_TILE_MAX];
+    TOY_UNROLL8
+    for (int r = 0; r < nw; r++)
+        TOY_UNROLL8
+        for (int j = 0; j < na; j++) p[r][j] = lanes[r][j][s];
+    for (int64_t i = i0 + 16 * s; i < i1; i += 32) {
+        __m512 wv[HALF_W];
+        TOY_UNROLL8
+        for (int r = 0; r < nw; r++) {
+            if (s == 0) prefetch_ahead(x[r] + i, 32 * sizeof *x[r]);
+            wv[r] = el_load16(t, x[r] + i);
+        }
+        TOY_UNROLL8
+        for (int j = 0; j < na; j++) {
+            __m512 av = _mm512_loadu_ps(y[j] + i);
+            __asm__("" : "+v"(av)); /* one load for the nw FMAs, not one each */
+            TOY_UNROLL8
+            for (int r = 0; r < nw; r++) p[r][j] = _mm512_fmadd_ps(wv[r], av, p[r][j]);
+        }
+    }
+    TOY_UNROLL8
+    for (int r = 0; r < nw; r++)
+        TOY_UNROLL8
+        for (int j = 0; j < na; j++) lanes[r][j][s] = p[r][j];
+}
 
-HALF_TILE(f16, toy_half)
-HALF_TILE(bf16, uint16_t)
-#undef HALF_CASES
+/* tile_slice with the row counts as constants */
+TOY_ALWAYS_INLINE void tile_slice_any(const elem t, const uint16_t *const *x, int nw,
+                                      const float *const y[TOY_TILE_MAX], int na, int64_t i0, int64_t i1,
+                                      const int s, __m512 lanes[][TOY_TILE_MAX][2]) {
+    switch (nw * 16 + na) {
+    case 1 * 16 + 1: tile_slice(t, x, 1, y, 1, i0, i1, s, lanes); break;
+    case 1 * 16 + 2: tile_slice(t, x, 1, y, 2, i0, i1, s, lanes); break;
+    case 1 * 16 + 3: tile_slice(t, x, 1, y, 3, i0, i1, s, lanes); break;
+    case 1 * 16 + 4: tile_slice(t, x, 1, y, 4, i0, i1, s, lanes); break;
+    case 1 * 16 + 5: tile_slice(t, x, 1, y, 5, i0, i1, s, lanes); break;
+    case 1 * 16 + 6: tile_slice(t, x, 1, y, 6, i0, i1, s, lanes); break;
+    case 1 * 16 + 7: tile_slice(t, x, 1, y, 7, i0, i1, s, lanes); break;
+    case 1 * 16 + 8: tile_slice(t, x, 1, y, 8, i0, i1, s, lanes); break;
+    case 2 * 16 + 1: tile_slice(t, x, 2, y, 1, i0, i1, s, lanes); break;
+    case 2 * 16 + 2: tile_slice(t, x, 2, y, 2, i0, i1, s, lanes); break;
+    case 2 * 16 + 3: tile_slice(t, x, 2, y, 3, i0, i1, s, lanes); break;
+    case 2 * 16 + 4: tile_slice(t, x, 2, y, 4, i0, i1, s, lanes); break;
+    case 2 * 16 + 5: tile_slice(t, x, 2, y, 5, i0, i1, s, lanes); break;
+    case 2 * 16 + 6: tile_slice(t, x, 2, y, 6, i0, i1, s, lanes); break;
+    case 2 * 16 + 7: tile_slice(t, x, 2, y, 7, i0, i1, s, lanes); break;
+    case 2 * 16 + 8: tile_slice(t, x, 2, y, 8, i0, i1, s, lanes); break;
+    case 3 * 16 + 1: tile_slice(t, x, 3, y, 1, i0, i1, s, lanes); break;
+    case 3 * 16 + 2: tile_slice(t, x, 3, y, 2, i0, i1, s, lanes); break;
+    case 3 * 16 + 3: tile_slice(t, x, 3, y, 3, i0, i1, s, lanes); break;
+    case 3 * 16 + 4: tile_slice(t, x, 3, y, 4, i0, i1, s, lanes); break;
+    case 3 * 16 + 5: tile_slice(t, x, 3, y, 5, i0, i1, s, lanes); break;
+    case 3 * 16 + 6: tile_slice(t, x, 3, y, 6, i0, i1, s, lanes); break;
+    case 3 * 16 + 7: tile_slice(t, x, 3, y, 7, i0, i1, s, lanes); break;
+    case 3 * 16 + 8: tile_slice(t, x, 3, y, 8, i0, i1, s, lanes); break;
+    }
+}
+
+/* The columns from i0 (past the last whole step) to n of weight row x, masked, as
+ * el_vec_dot's last step. */
+TOY_ALWAYS_INLINE void tile_tail(const elem t, const uint16_t *x, const float *const y[TOY_TILE_MAX], int na,
+                                 int64_t i0, int64_t n, __m512 lanes[TOY_TILE_MAX][2]) {
+    const int rest = (int)(n - i0);
+    __mmask16 m0, m1;
+    masks_split(rest, &m0, &m1);
+    __m512 w0, w1;
+    el_load32(t, x + i0, rest, 1, &w0, &w1);
+    for (int j = 0; j < na; j++) {
+        __m512 a0, a1;
+        load32_f32(y[j] + i0, rest, 0, &a0, &a1);
+        lanes[j][0] = madd_exact_product(lanes[j][0], m0, w0, a0);
+        lanes[j][1] = madd_exact_product(lanes[j][1], m1, w1, a1);
+    }
+}
+
+TOY_ALWAYS_INLINE void half_vec_dot_tile(const elem t, int64_t n, const void *w, size_t w_stride, int n_w,
+                                         const void *a, size_t a_stride, int n_a, float *out, size_t out_stride) {
+    const float *y[TOY_TILE_MAX];
+    for (int j = 0; j < n_a; j++) y[j] = row_at(a, a_stride, j);
+    const int64_t n32 = n / 32 * 32;
+    __m512 lanes[HALF_ROWS][TOY_TILE_MAX][2];
+    for (int r0 = 0; r0 < n_w; r0 += HALF_ROWS) {
+        const int nr = n_w - r0 < HALF_ROWS ? n_w - r0 : HALF_ROWS;
+        const uint16_t *x[HALF_ROWS];
+        for (int r = 0; r < nr; r++) {
+            x[r] = row_at(w, w_stride, r0 + r);
+            for (int j = 0; j < n_a; j++) lanes[r][j][0] = lanes[r][j][1] = _mm512_setzero_ps();
+        }
+        for (int64_t i0 = 0; i0 < n32; i0 += HALF_CHUNK) {
+            const int64_t i1 = n32 - i0 < HALF_CHUNK ? n32 : i0 + HALF_CHUNK;
+            for (int g = 0; g < nr; g += HALF_W) {
+                const int nw = nr - g < HALF_W ? nr - g : HALF_W;
+                tile_slice_any(t, x + g, nw, y, n_a, i0, i1, 0, lanes + g);
+                tile_slice_any(t, x + g, nw, y, n_a, i0, i1, 1, lanes + g);
+            }
+        }
+        for (int r = 0; r < nr; r++) {
+            if (n32 < n) tile_tail(t, x[r], y, n_a, n32, n, lanes[r]);
+            for (int j = 0; j < n_a; j++)
+                out[(size_t)j * out_stride + (size_t)(r0 + r)] = lanes_split(lanes[r][j][0], lanes[r][j][1]);
+        }
+    }
+}
+
+static void vec_dot_tile_f16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    half_vec_dot_tile(EL_F16, n, w, ws, n_w, a, as, n_a, y, ys);
+}
+static void vec_dot_tile_bf16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a, float *y, size_t ys) {
+    half_vec_dot_tile(EL_BF16, n, w, ws, n_w, a, as, n_a, y, ys);
+}
 
 /* ================================================================ the table */
 

@@ -312,37 +312,29 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
 }
 
 /* The reference's entry point for each packed type */
-static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                                int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                              int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
-                                int64_t n_a, float *y, size_t y_stride) {
-    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
 static const toy_packed_kernel packed_scalar[] = {
