@@ -77,6 +77,14 @@ static float combine_lanes(float *lane, int n_lanes) {
     return lane[0];
 }
 
+/* The reduction shape of block types: value(w, a, b), block b's v_b, into lane b % 8. */
+static inline float dot_blocks(int64_t nb, const void *w, const void *a,
+                               float (*value)(const void *w, const void *a, int64_t b)) {
+    float lane[BLOCK_LANES] = {0};
+    for (int64_t b = 0; b < nb; b++) lane[b % BLOCK_LANES] += value(w, a, b);
+    return combine_lanes(lane, BLOCK_LANES);
+}
+
 static inline float half(toy_half h) {
     return toy_fp16_to_fp32(h);
 }
@@ -222,116 +230,98 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *a) {
  * Nibble layout: the low nibble of qs[j] is weight j, the high nibble weight j + 16.
  * |sumi| <= 32 * 128 * 127 for every type here, far from int32 limits. */
 
-static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
+static float value_q4_0(const void *w, const void *a, int64_t b) {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_0; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            sumi += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j];
-            sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        sumi += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j];
+        sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float v = d * (float)sumi;
+    return v;
 }
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_0, w, a, value_q4_0); }
 
 /* The offset m enters through the activation block's s = d_a * sum(q_a): m * s stands for
  * sum(m * a_i) without touching the quants. */
-static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
+static float value_q4_1(const void *w, const void *a, int64_t b) {
     const block_q4_1 *x = w;
     const block_q8_1 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_1; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_1 / 2; j++) {
-            sumi += (x[b].qs[j] & 0x0f) * y[b].qs[j];
-            sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float scaled = d * (float)sumi;
-        const float offset = half(x[b].m) * half(y[b].s);
-        const float v = scaled + offset;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_1 / 2; j++) {
+        sumi += (x[b].qs[j] & 0x0f) * y[b].qs[j];
+        sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float scaled = d * (float)sumi;
+    const float offset = half(x[b].m) * half(y[b].s);
+    const float v = scaled + offset;
+    return v;
 }
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_1, w, a, value_q4_1); }
 
-static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
+static float value_q5_0(const void *w, const void *a, int64_t b) {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK5_0; b++) {
-        const uint32_t qh = load_u32le(x[b].qh);
-        int32_t sumi = 0;
-        for (int j = 0; j < QK5_0 / 2; j++) {
-            const int lo = ((x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4) - 16;
-            const int hi = ((x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16;
-            sumi += lo * y[b].qs[j];
-            sumi += hi * y[b].qs[j + QK5_0 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    const uint32_t qh = load_u32le(x[b].qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_0 / 2; j++) {
+        const int lo = ((x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4) - 16;
+        const int hi = ((x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16;
+        sumi += lo * y[b].qs[j];
+        sumi += hi * y[b].qs[j + QK5_0 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float v = d * (float)sumi;
+    return v;
 }
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_0, w, a, value_q5_0); }
 
-static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
+static float value_q5_1(const void *w, const void *a, int64_t b) {
     const block_q5_1 *x = w;
     const block_q8_1 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK5_1; b++) {
-        const uint32_t qh = load_u32le(x[b].qh);
-        int32_t sumi = 0;
-        for (int j = 0; j < QK5_1 / 2; j++) {
-            const int lo = (x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
-            const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-            sumi += lo * y[b].qs[j];
-            sumi += hi * y[b].qs[j + QK5_1 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float scaled = d * (float)sumi;
-        const float offset = half(x[b].m) * half(y[b].s);
-        const float v = scaled + offset;
-        lane[b % BLOCK_LANES] += v;
+    const uint32_t qh = load_u32le(x[b].qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_1 / 2; j++) {
+        const int lo = (x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
+        const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        sumi += lo * y[b].qs[j];
+        sumi += hi * y[b].qs[j + QK5_1 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float scaled = d * (float)sumi;
+    const float offset = half(x[b].m) * half(y[b].s);
+    const float v = scaled + offset;
+    return v;
 }
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_1, w, a, value_q5_1); }
 
-static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
+static float value_q8_0(const void *w, const void *a, int64_t b) {
     const block_q8_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
-    }
-    return combine_lanes(lane, BLOCK_LANES);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
+    const float d = half(x[b].d) * half(y[b].d);
+    const float v = d * (float)sumi;
+    return v;
 }
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK8_0, w, a, value_q8_0); }
 
-static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
+static float value_iq4_nl(const void *w, const void *a, int64_t b) {
     const block_iq4_nl *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_NL; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_NL / 2; j++) {
-            sumi += toy_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
-            sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_NL / 2; j++) {
+        sumi += toy_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
+        sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float v = d * (float)sumi;
+    return v;
 }
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_NL, w, a, value_iq4_nl); }
 
 /* ================================================================ K-quants
  * One super-block of 256 per v_b. Bounds on the int32 sums (q8 in [-127, 127] from the
@@ -344,28 +334,25 @@ static inline int q2_field(const uint8_t *qs, int e) {
     return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
 }
 
-static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
+static float value_q2_K(const void *w, const void *a, int64_t b) {
     const block_q2_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q2_K *blk = &x[b];
-        int32_t isum = 0, summs = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q2_field(blk->qs, e);
-            isum += (blk->scales[g] & 0x0f) * s;
-            summs += (blk->scales[g] >> 4) * y[b].bsums[g];
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+    const block_q2_K *blk = &x[b];
+    int32_t isum = 0, summs = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q2_field(blk->qs, e);
+        isum += (blk->scales[g] & 0x0f) * s;
+        summs += (blk->scales[g] >> 4) * y[b].bsums[g];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float dm = half(blk->dmin) * y[b].d;
+    const float scaled = d * (float)isum;
+    const float mins = dm * (float)summs;
+    const float v = scaled - mins;
+    return v;
 }
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q2_K); }
 
 /* Q3_K: 16 six-bit scales stored +32 in 12 bytes: the low nibbles of bytes 0-7 hold
  * scales 0-7, their high nibbles scales 8-15; scale j's top two bits sit in byte
@@ -377,28 +364,25 @@ static inline int q3_scale(const uint8_t *scales, int j) {
     return (low | high << 4) - 32;
 }
 
-static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
+static float value_q3_K(const void *w, const void *a, int64_t b) {
     const block_q3_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q3_K *blk = &x[b];
-        int32_t isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) {
-                const int high = (blk->hmask[e % 32] >> (e / 32)) & 1;
-                const int q = q2_field(blk->qs, e) - (high ? 0 : 4);
-                s += y[b].qs[e] * q;
-            }
-            isum += q3_scale(blk->scales, g) * s;
+    const block_q3_K *blk = &x[b];
+    int32_t isum = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) {
+            const int high = (blk->hmask[e % 32] >> (e / 32)) & 1;
+            const int q = q2_field(blk->qs, e) - (high ? 0 : 4);
+            s += y[b].qs[e] * q;
         }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+        isum += q3_scale(blk->scales, g) * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float v = d * (float)isum;
+    return v;
 }
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q3_K); }
 
 /* Q4_K/Q5_K: 8 six-bit scales and mins in 12 bytes. Sub-blocks 0-3 keep them whole in
  * the low 6 bits of bytes 0-3 (scale) and 4-7 (min); sub-blocks 4-7 keep their low
@@ -417,65 +401,59 @@ static inline void k4_scale_min(const uint8_t *q, int j, int *sc, int *m) {
 /* Weight 32*j + l of a Q4_K/Q5_K super-block has its low 4 bits in qs[32*(j/2) + l],
  * low nibble for even j, high nibble for odd j. The min of sub-block j applies to its
  * 32 activations, i.e. bsums 2j and 2j + 1. */
-static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
+static float value_q4_K(const void *w, const void *a, int64_t b) {
     const block_q4_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_K *blk = &x[b];
-        const int8_t *q8 = y[b].qs;
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            int sc, m;
-            k4_scale_min(blk->scales, j, &sc, &m);
-            const uint8_t *q4 = blk->qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) s += q8[32 * j + l] * ((q4[l] >> shift) & 0x0f);
-            isum += sc * s;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+    const block_q4_K *blk = &x[b];
+    const int8_t *q8 = y[b].qs;
+    int32_t isum = 0, summs = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        int sc, m;
+        k4_scale_min(blk->scales, j, &sc, &m);
+        const uint8_t *q4 = blk->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) s += q8[32 * j + l] * ((q4[l] >> shift) & 0x0f);
+        isum += sc * s;
+        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float dm = half(blk->dmin) * y[b].d;
+    const float scaled = d * (float)isum;
+    const float mins = dm * (float)summs;
+    const float v = scaled - mins;
+    return v;
 }
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q4_K); }
 
 /* Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for weight 32*j + l. */
-static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
+static float value_q5_K(const void *w, const void *a, int64_t b) {
     const block_q5_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q5_K *blk = &x[b];
-        const int8_t *q8 = y[b].qs;
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            int sc, m;
-            k4_scale_min(blk->scales, j, &sc, &m);
-            const uint8_t *q4 = blk->qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) {
-                const int q = ((q4[l] >> shift) & 0x0f) | ((blk->qh[l] >> j) & 1) << 4;
-                s += q8[32 * j + l] * q;
-            }
-            isum += sc * s;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+    const block_q5_K *blk = &x[b];
+    const int8_t *q8 = y[b].qs;
+    int32_t isum = 0, summs = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        int sc, m;
+        k4_scale_min(blk->scales, j, &sc, &m);
+        const uint8_t *q4 = blk->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) {
+            const int q = ((q4[l] >> shift) & 0x0f) | ((blk->qh[l] >> j) & 1) << 4;
+            s += q8[32 * j + l] * q;
         }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+        isum += sc * s;
+        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float dm = half(blk->dmin) * y[b].d;
+    const float scaled = d * (float)isum;
+    const float mins = dm * (float)summs;
+    const float v = scaled - mins;
+    return v;
 }
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q5_K); }
 
 /* Q6_K: per 128-weight half, ql (64 bytes) holds low nibbles — weights l and l+64 in
  * byte l, l+32 and l+96 in byte l+32 (low, high nibble) — and qh (32 bytes) the top two
@@ -487,53 +465,47 @@ static inline int q6_value(const block_q6_K *blk, int e) {
     return (low | high << 4) - 32;
 }
 
-static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
+static float value_q6_K(const void *w, const void *a, int64_t b) {
     const block_q6_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q6_K *blk = &x[b];
-        int32_t isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q6_value(blk, e);
-            isum += blk->scales[g] * s;
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+    const block_q6_K *blk = &x[b];
+    int32_t isum = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q6_value(blk, e);
+        isum += blk->scales[g] * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float v = d * (float)isum;
+    return v;
 }
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q6_K); }
 
 /* IQ4_XS: eight 32-weight groups laid out like IQ4_NL blocks, each with a 6-bit scale
  * stored +32: low nibble in scales_l[ib/2] (even ib low), top two bits at bit 2*ib of
  * scales_h. */
-static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
+static float value_iq4_xs(const void *w, const void *a, int64_t b) {
     const block_iq4_xs *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_iq4_xs *blk = &x[b];
-        int32_t isum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int low = (blk->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-            const int high = (blk->scales_h >> (2 * ib)) & 3;
-            const uint8_t *qs = blk->qs + 16 * ib;
-            const int8_t *q8 = y[b].qs + 32 * ib;
-            int32_t s = 0;
-            for (int j = 0; j < 16; j++) {
-                s += toy_iq4nl_values[qs[j] & 0x0f] * q8[j];
-                s += toy_iq4nl_values[qs[j] >> 4] * q8[j + 16];
-            }
-            isum += ((low | high << 4) - 32) * s;
+    const block_iq4_xs *blk = &x[b];
+    int32_t isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int low = (blk->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+        const int high = (blk->scales_h >> (2 * ib)) & 3;
+        const uint8_t *qs = blk->qs + 16 * ib;
+        const int8_t *q8 = y[b].qs + 32 * ib;
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += toy_iq4nl_values[qs[j] & 0x0f] * q8[j];
+            s += toy_iq4nl_values[qs[j] >> 4] * q8[j + 16];
         }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+        isum += ((low | high << 4) - 32) * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    const float v = d * (float)isum;
+    return v;
 }
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_iq4_xs); }
 
 /* ================================================================ the table */
 

@@ -527,33 +527,14 @@ TOY_ALWAYS_INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
 
 typedef enum { BK_Q8_0, BK_Q4_0, BK_Q5_0, BK_IQ4_NL, BK_Q4_1, BK_Q5_1 } block32;
 
-TOY_ALWAYS_INLINE size_t bk_bytes(const block32 t) {
-    switch (t) {
-    case BK_Q8_0: return sizeof(block_q8_0);
-    case BK_Q4_0: return sizeof(block_q4_0);
-    case BK_Q5_0: return sizeof(block_q5_0);
-    case BK_IQ4_NL: return sizeof(block_iq4_nl);
-    case BK_Q4_1: return sizeof(block_q4_1);
-    default: return sizeof(block_q5_1);
-    }
-}
+static const size_t bk_size[] = {sizeof(block_q8_0), sizeof(block_q4_0), sizeof(block_q5_0),
+                                 sizeof(block_iq4_nl), sizeof(block_q4_1), sizeof(block_q5_1)};
 
 /* Q4_1 and Q5_1 take Q8_1 activations (unsigned weights), the others Q8_0 (signed). */
 TOY_ALWAYS_INLINE bool bk_unsigned(const block32 t) {
     return t == BK_Q4_1 || t == BK_Q5_1;
 }
 
-/* The row kernel's decoding of count blocks (Q4_0, Q5_0: biased, as dot8_bias8/16 want). */
-TOY_ALWAYS_INLINE void bk_decode8_row(const block32 t, const void *x, int count, group8 *g) {
-    switch (t) {
-    case BK_Q8_0: decode8_q8_0(x, count, g); break;
-    case BK_Q4_0: decode8_q4_0_biased(x, count, g); break;
-    case BK_Q5_0: decode8_q5_0_biased(x, count, g); break;
-    case BK_IQ4_NL: decode8_iq4_nl(x, count, g); break;
-    case BK_Q4_1: decode8_q4_1(x, count, g); break;
-    case BK_Q5_1: decode8_q5_1(x, count, g); break;
-    }
-}
 
 TOY_ALWAYS_INLINE __m256 bk_dot8_row(const block32 t, const group8 *g, const void *y, int count) {
     switch (t) {
@@ -564,12 +545,13 @@ TOY_ALWAYS_INLINE __m256 bk_dot8_row(const block32 t, const group8 *g, const voi
     }
 }
 
-/* The tile's decoding (signed weights for the pair) */
-TOY_ALWAYS_INLINE void bk_decode8(const block32 t, const void *x, int count, group8 *g) {
+/* count blocks decoded: for the row kernel Q4_0 and Q5_0 biased (as dot8_bias8/16
+ * want), for the tile's pairs signed */
+TOY_ALWAYS_INLINE void bk_decode8(const block32 t, const void *x, int count, group8 *g, const bool biased) {
     switch (t) {
     case BK_Q8_0: decode8_q8_0(x, count, g); break;
-    case BK_Q4_0: decode8_q4_0(x, count, g); break;
-    case BK_Q5_0: decode8_q5_0(x, count, g); break;
+    case BK_Q4_0: biased ? decode8_q4_0_biased(x, count, g) : decode8_q4_0(x, count, g); break;
+    case BK_Q5_0: biased ? decode8_q5_0_biased(x, count, g) : decode8_q5_0(x, count, g); break;
     case BK_IQ4_NL: decode8_iq4_nl(x, count, g); break;
     case BK_Q4_1: decode8_q4_1(x, count, g); break;
     case BK_Q5_1: decode8_q5_1(x, count, g); break;
@@ -577,8 +559,8 @@ TOY_ALWAYS_INLINE void bk_decode8(const block32 t, const void *x, int count, gro
 }
 
 TOY_ALWAYS_INLINE void bk_decode_pair(const block32 t, const void *x0, const void *x1, int count, pair8 *p) {
-    bk_decode8(t, x0, count, &p->g[0]);
-    bk_decode8(t, x1, count, &p->g[1]);
+    bk_decode8(t, x0, count, &p->g[0], false);
+    bk_decode8(t, x1, count, &p->g[1], false);
     if (bk_unsigned(t)) pair8_unsigned(p);
     else pair8_signed(p);
 }
@@ -590,20 +572,20 @@ TOY_ALWAYS_INLINE __m512 bk_dot8x2(const block32 t, const pair8 *p, const void *
 /* vec_dot of a 32-weight block type */
 TOY_ALWAYS_INLINE float bk_vec_dot(const block32 t, int64_t n, const void *w, const void *a) {
     const uint8_t *x = w, *y = a;
-    const size_t wb = bk_bytes(t), ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t wb = bk_size[t], ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const int64_t nb = n / 32;
     __m256 acc = _mm256_setzero_ps();
     int64_t b = 0;
     for (; b + GROUP <= nb; b += GROUP) {
         prefetch_ahead(x + (size_t)b * wb, GROUP * wb);
         group8 g;
-        bk_decode8_row(t, x + (size_t)b * wb, GROUP, &g);
+        bk_decode8(t, x + (size_t)b * wb, GROUP, &g, true);
         acc = _mm256_add_ps(acc, bk_dot8_row(t, &g, y + (size_t)b * ab, GROUP));
     }
     if (b < nb) {
         const int count = (int)(nb - b);
         group8 g;
-        bk_decode8_row(t, x + (size_t)b * wb, count, &g);
+        bk_decode8(t, x + (size_t)b * wb, count, &g, true);
         acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, bk_dot8_row(t, &g, y + (size_t)b * ab, count));
     }
     return toy_combine8(acc);
@@ -613,7 +595,7 @@ TOY_ALWAYS_INLINE float bk_vec_dot(const block32 t, int64_t n, const void *w, co
  * with itself and the copy's results dropped. */
 TOY_ALWAYS_INLINE void bk_vec_dot_tile(const block32 t, int64_t n, const void *w, size_t w_stride, int n_w,
                                        const void *a, size_t a_stride, int n_a, float *out, size_t out_stride) {
-    const size_t wb = bk_bytes(t), ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
+    const size_t wb = bk_size[t], ab = bk_unsigned(t) ? sizeof(block_q8_1) : sizeof(block_q8_0);
     const int64_t nb = n / 32, nfull = nb - nb % GROUP;
     const int count = (int)(nb % GROUP);
     const __mmask16 tail = (__mmask16)(first_lanes(count) * 0x101u);
@@ -961,16 +943,13 @@ TOY_ALWAYS_INLINE void dot_iq4_xs(const ks_dec *dec, const block_q8_K *a, __m512
 
 typedef enum { SB_Q2_K, SB_Q3_K, SB_Q4_K, SB_Q5_K, SB_Q6_K, SB_IQ4_XS } superblock;
 
-TOY_ALWAYS_INLINE size_t sb_bytes(const superblock t) {
-    switch (t) {
-    case SB_Q2_K: return sizeof(block_q2_K);
-    case SB_Q3_K: return sizeof(block_q3_K);
-    case SB_Q4_K: return sizeof(block_q4_K);
-    case SB_Q5_K: return sizeof(block_q5_K);
-    case SB_Q6_K: return sizeof(block_q6_K);
-    default: return sizeof(block_iq4_xs);
-    }
-}
+/* Each type's block size and the offsets of its d and dmin (0: none) */
+static const size_t sb_size[] = {sizeof(block_q2_K), sizeof(block_q3_K), sizeof(block_q4_K),
+                                 sizeof(block_q5_K), sizeof(block_q6_K), sizeof(block_iq4_xs)};
+static const size_t sb_d[] = {offsetof(block_q2_K, d), offsetof(block_q3_K, d), offsetof(block_q4_K, d),
+                              offsetof(block_q5_K, d), offsetof(block_q6_K, d), offsetof(block_iq4_xs, d)};
+static const size_t sb_dmin[] = {offsetof(block_q2_K, dmin), 0, offsetof(block_q4_K, dmin),
+                                 offsetof(block_q5_K, dmin), 0, 0};
 
 /* Weight super-block x decoded once and applied to n_a activation blocks (y_stride bytes
  * apart): the partial sums of row j into s[j * sm_stride], m[j * sm_stride]. */
@@ -1000,32 +979,15 @@ TOY_ALWAYS_INLINE void sb_sums(const superblock t, const void *x, const uint8_t 
     }
 }
 
-/* The weight factors of a step: d, and dmin where the type has one (Q2_K, Q4_K, Q5_K).
- * Every super-block type starts with d; those with a dmin have it right after. */
-TOY_ALWAYS_INLINE void sb_wfactors(const superblock t, const void *x, int count, __m256 wf[2]) {
-    const size_t bytes = sb_bytes(t);
-    const uint8_t *d = x;
-    switch (t) {
-    case SB_Q4_K: d += offsetof(block_q4_K, d); break;
-    case SB_Q5_K: d += offsetof(block_q5_K, d); break;
-    case SB_Q2_K: d += offsetof(block_q2_K, d); break;
-    case SB_Q3_K: d += offsetof(block_q3_K, d); break;
-    case SB_Q6_K: d += offsetof(block_q6_K, d); break;
-    case SB_IQ4_XS: d += offsetof(block_iq4_xs, d); break;
-    }
-    wf[0] = halves_n(d, bytes, count);
-    switch (t) {
-    case SB_Q4_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q4_K, dmin), bytes, count); break;
-    case SB_Q5_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q5_K, dmin), bytes, count); break;
-    case SB_Q2_K: wf[1] = halves_n((const uint8_t *)x + offsetof(block_q2_K, dmin), bytes, count); break;
-    default: wf[1] = _mm256_setzero_ps(); break;
-    }
+/* The weight factors of a step: d, and dmin where the type has one. */
+TOY_ALWAYS_INLINE void sb_wfactors(const superblock t, const uint8_t *x, int count, __m256 wf[2]) {
+    wf[0] = halves_n(x + sb_d[t], sb_size[t], count);
+    wf[1] = sb_dmin[t] ? halves_n(x + sb_dmin[t], sb_size[t], count) : _mm256_setzero_ps();
 }
 
 TOY_ALWAYS_INLINE __m256 sb_values8(const superblock t, const __m256 wf[2], const block_q8_K *a, const __m512i s[GROUP],
                                     const __m256i m[GROUP], int count) {
-    return t == SB_Q2_K || t == SB_Q4_K || t == SB_Q5_K ? values8_dmin(wf, a, s, m, count)
-                                                        : values8_d(wf, a, s, m, count);
+    return sb_dmin[t] ? values8_dmin(wf, a, s, m, count) : values8_d(wf, a, s, m, count);
 }
 
 /* vec_dot of a super-block type. Each step covers up to 8 super-blocks (fewer at the end
@@ -1033,7 +995,7 @@ TOY_ALWAYS_INLINE __m256 sb_values8(const superblock t, const __m256 wf[2], cons
 TOY_ALWAYS_INLINE float sb_vec_dot(const superblock t, int64_t n, const void *w, const void *a) {
     const uint8_t *x = w;
     const block_q8_K *y = a;
-    const size_t bytes = sb_bytes(t);
+    const size_t bytes = sb_size[t];
     const int64_t nb = n / QK_K;
     __m256 acc = _mm256_setzero_ps();
     int64_t b = 0;
@@ -1075,7 +1037,7 @@ TOY_ALWAYS_INLINE float sb_vec_dot(const superblock t, int64_t n, const void *w,
  * sums in s/m until the step's epilogue, and converts the step's weight factors once. */
 TOY_ALWAYS_INLINE void sb_vec_dot_tile(const superblock t, int64_t n, const void *w, size_t w_stride, int n_w,
                                        const void *a, size_t a_stride, int n_a, float *out, size_t out_stride) {
-    const size_t bytes = sb_bytes(t);
+    const size_t bytes = sb_size[t];
     const int64_t nb = n / QK_K;
     __m512i s[TOY_TILE_MAX][GROUP];
     __m256i m[TOY_TILE_MAX][GROUP];

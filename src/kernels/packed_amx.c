@@ -46,12 +46,7 @@
 #include "packed.h"
 #include "simd.h"
 
-#if !defined(__x86_64__)
-const toy_packed_kernel *toy_packed_amx(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
 TOY_TARGET_BEGIN(TOY_FEATURES_AMX)
 #include "packed_avx512.h"

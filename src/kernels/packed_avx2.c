@@ -41,12 +41,7 @@
 #define PACKED_ENTRY toy_packed_avx2
 #endif
 
-#if !defined(__x86_64__)
-const toy_packed_kernel *PACKED_ENTRY(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF

@@ -18,12 +18,7 @@
 #include "packed.h"
 #include "simd.h"
 
-#if !defined(__x86_64__)
-const toy_packed_kernel *toy_packed_avx512(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
 TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 #include "packed_avx512.h"
