@@ -312,28 +312,36 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
 }
 
 /* The reference's entry point for each packed type */
-static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a, float *y, size_t ys) {
+static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
     gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
@@ -348,10 +356,14 @@ static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
 };
 
-const toy_packed_kernel *toy_packed_scalar(int type) {
-    for (size_t i = 0; i < sizeof packed_scalar / sizeof packed_scalar[0]; i++)
-        if (packed_scalar[i].type == type) return &packed_scalar[i];
+const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type) {
+    for (size_t i = 0; i < n; i++)
+        if (kernels[i].type == type) return &kernels[i];
     return NULL;
+}
+
+const toy_packed_kernel *toy_packed_scalar(int type) {
+    return toy_packed_find(packed_scalar, sizeof packed_scalar / sizeof packed_scalar[0], type);
 }
 
 static int decode_streams = 1, decode_streams_set;

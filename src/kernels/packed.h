@@ -145,6 +145,8 @@ size_t toy_packed_group_size(int type, int64_t n_cols);
 void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out);
 
+/* The kernel of a type among n, NULL if none is */
+const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type);
 /* The scalar reference of a packed type, NULL if it has none. */
 const toy_packed_kernel *toy_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */

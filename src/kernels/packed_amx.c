@@ -625,117 +625,66 @@ NO_UBSAN static void q8_tile_act(int64_t n_cols, const void *a, size_t a_stride,
             }
 }
 
-#define GEMM(name, k, type)                                                                                    \
-    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
-                              int64_t n_a, float *y, size_t y_stride) {                                        \
-        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, NULL, y, y_stride);                             \
-    }
-#define GEMM_TILED(name, k, type)                                                                              \
-    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
-                              int64_t n_a, const void *tiled, float *y, size_t y_stride) {                     \
-        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, tiled, y, y_stride);                            \
-    }
-GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
-GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
-GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
-GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
-GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
-GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
-GEMM(gemm_q4_1x, KIND_Q4_1, TOY_TYPE_Q4_1)
-GEMM(gemm_iq4_nlx, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
-GEMM_TILED(gemm_q8_0x_tiled, KIND_Q8_0, TOY_TYPE_Q8_0)
-GEMM_TILED(gemm_q4_0x_tiled, KIND_Q4_0, TOY_TYPE_Q4_0)
-GEMM_TILED(gemm_iq4_nlx_tiled, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
-#undef GEMM
-#undef GEMM_TILED
+NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_K, TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q5_K, TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q6_K, TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_XS, TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_1, TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q8_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                      int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+}
+NO_UBSAN static void gemm_q4_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                      int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+}
+NO_UBSAN static void gemm_iq4_nlx_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                        int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+}
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
-static const toy_packed_kernel packed_q8_0_amx = {
-    .type = TOY_TYPE_Q8_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q8_0x,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_q8_0x_tiled,
+static const toy_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, q8_tiled_bytes, q8_tile_act, gemm_q8_0x_tiled},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, q8_tiled_bytes, q8_tile_act, gemm_q4_0x_tiled},
+    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, q8_tiled_bytes, q8_tile_act, gemm_iq4_nlx_tiled},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
 };
 
-static const toy_packed_kernel packed_q4_0_amx = {
-    .type = TOY_TYPE_Q4_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q4_0x,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_q4_0x_tiled,
-};
-
-static const toy_packed_kernel packed_q4_K_amx = {
-    .type = TOY_TYPE_Q4_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_q4_Kx,
-};
-
-static const toy_packed_kernel packed_q5_K_amx = {
-    .type = TOY_TYPE_Q5_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_q5_Kx,
-};
-
-static const toy_packed_kernel packed_q6_K_amx = {
-    .type = TOY_TYPE_Q6_K,
-    .block_cols = 256,
-    .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_avx2,
-    .gemm = gemm_q6_Kx,
-};
-
-static const toy_packed_kernel packed_iq4_nl_amx = {
-    .type = TOY_TYPE_IQ4_NL,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_iq4_nlx,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_iq4_nlx_tiled,
-};
-
-static const toy_packed_kernel packed_q4_1_amx = {
-    .type = TOY_TYPE_Q4_1,
-    .block_cols = 32,
-    .act_block = sizeof(block_q8_1),
-    .quantize_act = toy_quantize_act_q8_1_avx2,
-    .gemm = gemm_q4_1x,
-};
-
-static const toy_packed_kernel packed_iq4_xs_amx = {
-    .type = TOY_TYPE_IQ4_XS,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_iq4_xsx,
-};
-
-/* NULL for a type without AMX products: toy_packed_get then takes the VNNI kernel. */
+/* NULL for a type without AMX products: cpu.c then takes the VNNI kernel. */
 const toy_packed_kernel *AMX_ENTRY(int type) {
-    switch (type) {
-    case TOY_TYPE_Q8_0: return &packed_q8_0_amx;
-    case TOY_TYPE_Q4_0: return &packed_q4_0_amx;
-    case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
-    case TOY_TYPE_Q5_K: return &packed_q5_K_amx;
-    case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
-    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_amx;
-    case TOY_TYPE_Q4_1: return &packed_q4_1_amx;
-    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_amx;
-    default: return NULL;
-    }
+    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 }
 
 TOY_TARGET_END

@@ -703,101 +703,57 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
     }
 }
 
-#define GEMM(name, k)                                                                                          \
-    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
-                     float *y, size_t y_stride) {                                                              \
-        packed_gemm(k, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                      \
-    }
-GEMM(gemm_q8_0x, KIND_Q8_0)
-GEMM(gemm_q4_0x, KIND_Q4_0)
+static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) {
+    packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) {
+    packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
 #ifndef TOY_PACKED_AVX_VNNI
-GEMM(gemm_q4_Kx, KIND_Q4_K)
-GEMM(gemm_q5_Kx, KIND_Q5_K)
-GEMM(gemm_q6_Kx, KIND_Q6_K)
-GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
-GEMM(gemm_iq4_nlx, KIND_IQ4_NL)
+static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) {
+    packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) {
+    packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) {
+    packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                         float *y, size_t ys) {
+    packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                         float *y, size_t ys) {
+    packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
 #endif
-#undef GEMM
 
-static const toy_packed_kernel packed_q8_0_avx2 = {
-    .type = TOY_TYPE_Q8_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q8_0x,
-};
-
-static const toy_packed_kernel packed_q4_0_avx2 = {
-    .type = TOY_TYPE_Q4_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q4_0x,
-};
-
+static const toy_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
 #ifndef TOY_PACKED_AVX_VNNI
-static const toy_packed_kernel packed_q4_K_avx2 = {
-    .type = TOY_TYPE_Q4_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_q4_Kx,
-};
-
-static const toy_packed_kernel packed_q5_K_avx2 = {
-    .type = TOY_TYPE_Q5_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_q5_Kx,
-};
-
-static const toy_packed_kernel packed_iq4_nl_avx2 = {
-    .type = TOY_TYPE_IQ4_NL,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_iq4_nlx,
-};
-
-static const toy_packed_kernel packed_iq4_xs_avx2 = {
-    .type = TOY_TYPE_IQ4_XS,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx_avx2,
-    .gemm = gemm_iq4_xsx,
-};
-
-static const toy_packed_kernel packed_q6_K_avx2 = {
-    .type = TOY_TYPE_Q6_K,
-    .block_cols = 256,
-    .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_avx2,
-    .gemm = gemm_q6_Kx,
-};
+    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
 #endif
+};
 
 const toy_packed_kernel *PACKED_ENTRY(int type) {
-    switch (type) {
+    const toy_packed_kernel *k = toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 #ifdef TOY_PACKED_AVX_VNNI
     /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
      * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
-    case TOY_TYPE_Q6_K:
-    case TOY_TYPE_Q5_K:
-    case TOY_TYPE_IQ4_XS:
-    case TOY_TYPE_IQ4_NL:
-    case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
-#else
-    case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
-    case TOY_TYPE_Q5_K: return &packed_q5_K_avx2;
-    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx2;
-    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_avx2;
-    case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
+    if (!k) return toy_packed_avx2(type);
 #endif
-    case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
-    case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
-    default: return NULL;
-    }
+    return k;
 }
 
 TOY_TARGET_END
