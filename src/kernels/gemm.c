@@ -104,16 +104,7 @@ void toy_gemm_ref_rounded(const toy_gemm_args *p, int type) {
 /* ---------------------------------------------------------------- reference */
 
 void toy_gemm_ref(const toy_gemm_args *p) {
-    for (int64_t i = 0; i < p->m; i++)
-        for (int64_t j = 0; j < p->n; j++) {
-            float acc = p->accumulate ? p->c[i * p->ldc + j] : 0.0f;
-            for (int64_t k = 0; k < p->k; k++) {
-                const float a = p->trans_a ? p->a[k * p->lda + i] : p->a[i * p->lda + k];
-                const float b = p->trans_b ? p->b[j * p->ldb + k] : p->b[k * p->ldb + j];
-                acc = fmaf(a, b, acc);
-            }
-            p->c[i * p->ldc + j] = acc;
-        }
+    toy_gemm_ref_rounded(p, TOY_TYPE_F32); /* round_operand leaves F32 as it is */
 }
 
 /* A portable micro-kernel: 4 x 4 chains of fmaf. */

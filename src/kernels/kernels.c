@@ -239,8 +239,7 @@ static float value_q4_0(const void *w, const void *a, int64_t b) {
         sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
     }
     const float d = half(x[b].d) * half(y[b].d);
-    const float v = d * (float)sumi;
-    return v;
+    return d * (float)sumi;
 }
 static float vec_dot_q4_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_0, w, a, value_q4_0); }
 
@@ -257,8 +256,7 @@ static float value_q4_1(const void *w, const void *a, int64_t b) {
     const float d = half(x[b].d) * half(y[b].d);
     const float scaled = d * (float)sumi;
     const float offset = half(x[b].m) * half(y[b].s);
-    const float v = scaled + offset;
-    return v;
+    return scaled + offset;
 }
 static float vec_dot_q4_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_1, w, a, value_q4_1); }
 
@@ -274,8 +272,7 @@ static float value_q5_0(const void *w, const void *a, int64_t b) {
         sumi += hi * y[b].qs[j + QK5_0 / 2];
     }
     const float d = half(x[b].d) * half(y[b].d);
-    const float v = d * (float)sumi;
-    return v;
+    return d * (float)sumi;
 }
 static float vec_dot_q5_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_0, w, a, value_q5_0); }
 
@@ -293,8 +290,7 @@ static float value_q5_1(const void *w, const void *a, int64_t b) {
     const float d = half(x[b].d) * half(y[b].d);
     const float scaled = d * (float)sumi;
     const float offset = half(x[b].m) * half(y[b].s);
-    const float v = scaled + offset;
-    return v;
+    return scaled + offset;
 }
 static float vec_dot_q5_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_1, w, a, value_q5_1); }
 
@@ -304,8 +300,7 @@ static float value_q8_0(const void *w, const void *a, int64_t b) {
     int32_t sumi = 0;
     for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
     const float d = half(x[b].d) * half(y[b].d);
-    const float v = d * (float)sumi;
-    return v;
+    return d * (float)sumi;
 }
 static float vec_dot_q8_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK8_0, w, a, value_q8_0); }
 
@@ -318,8 +313,7 @@ static float value_iq4_nl(const void *w, const void *a, int64_t b) {
         sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
     }
     const float d = half(x[b].d) * half(y[b].d);
-    const float v = d * (float)sumi;
-    return v;
+    return d * (float)sumi;
 }
 static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_NL, w, a, value_iq4_nl); }
 
@@ -328,6 +322,15 @@ static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return do
  * quantizer, 128 allowed): Q2_K |isum| <= 256*15*3*128; Q3_K 256*32*4*128; Q4_K
  * 256*63*15*128; Q5_K 256*63*31*128 (6.4e7); Q6_K 256*128*32*128 (1.3e8); IQ4_XS
  * 256*32*127*128 (1.3e8): all below 2^31. */
+
+/* The value of a super-block with mins (Q2_K, Q4_K, Q5_K): the scaled sum less the mins'. */
+static inline float value_dmin(toy_half wd, toy_half wdmin, float ad, int32_t isum, int32_t summs) {
+    const float d = half(wd) * ad;
+    const float dm = half(wdmin) * ad;
+    const float scaled = d * (float)isum;
+    const float mins = dm * (float)summs;
+    return scaled - mins;
+}
 
 /* Q2_K/Q3_K 2-bit field of weight e: byte 32*(e/128) + e%32, bits 2*((e/32)%4). */
 static inline int q2_field(const uint8_t *qs, int e) {
@@ -345,12 +348,7 @@ static float value_q2_K(const void *w, const void *a, int64_t b) {
         isum += (blk->scales[g] & 0x0f) * s;
         summs += (blk->scales[g] >> 4) * y[b].bsums[g];
     }
-    const float d = half(blk->d) * y[b].d;
-    const float dm = half(blk->dmin) * y[b].d;
-    const float scaled = d * (float)isum;
-    const float mins = dm * (float)summs;
-    const float v = scaled - mins;
-    return v;
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
 static float vec_dot_q2_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q2_K); }
 
@@ -379,8 +377,7 @@ static float value_q3_K(const void *w, const void *a, int64_t b) {
         isum += q3_scale(blk->scales, g) * s;
     }
     const float d = half(blk->d) * y[b].d;
-    const float v = d * (float)isum;
-    return v;
+    return d * (float)isum;
 }
 static float vec_dot_q3_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q3_K); }
 
@@ -417,12 +414,7 @@ static float value_q4_K(const void *w, const void *a, int64_t b) {
         isum += sc * s;
         summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    const float d = half(blk->d) * y[b].d;
-    const float dm = half(blk->dmin) * y[b].d;
-    const float scaled = d * (float)isum;
-    const float mins = dm * (float)summs;
-    const float v = scaled - mins;
-    return v;
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
 static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q4_K); }
 
@@ -446,12 +438,7 @@ static float value_q5_K(const void *w, const void *a, int64_t b) {
         isum += sc * s;
         summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    const float d = half(blk->d) * y[b].d;
-    const float dm = half(blk->dmin) * y[b].d;
-    const float scaled = d * (float)isum;
-    const float mins = dm * (float)summs;
-    const float v = scaled - mins;
-    return v;
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
 static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q5_K); }
 
@@ -476,8 +463,7 @@ static float value_q6_K(const void *w, const void *a, int64_t b) {
         isum += blk->scales[g] * s;
     }
     const float d = half(blk->d) * y[b].d;
-    const float v = d * (float)isum;
-    return v;
+    return d * (float)isum;
 }
 static float vec_dot_q6_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q6_K); }
 
@@ -502,8 +488,7 @@ static float value_iq4_xs(const void *w, const void *a, int64_t b) {
         isum += ((low | high << 4) - 32) * s;
     }
     const float d = half(blk->d) * y[b].d;
-    const float v = d * (float)isum;
-    return v;
+    return d * (float)isum;
 }
 static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_iq4_xs); }
 

@@ -54,10 +54,6 @@ static int64_t grain_rows(int64_t row_floats) {
 
 /* ---------------------------------------------------------------- row kernels */
 
-static float row_exp(const float *x, float *y, int64_t n, float m, float scale) {
-    return toy_cpu()->row_exp(x, y, n, m, scale);
-}
-
 static float row_max(const float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -339,7 +335,7 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
             att_visible_range(s, i, lo, &c0, &c1);
             for (int64_t c = c0; c < c1; c++) row[c] = att_score(s, row[c], NULL);
             const float mx = row_max(row + c0, c1 - c0);
-            const float sum = row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
+            const float sum = toy_cpu()->row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
             const float inv = 1.0f / sum;
             for (int64_t c = c0; c < c1; c++) row[c] *= inv;
             memset(row, 0, (size_t)c0 * sizeof *row);
@@ -407,7 +403,7 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
                     }
                 } else {
                     for (int64_t c = c0; c < c1; c++) srow[c] *= s->scale;
-                    row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
+                    toy_cpu()->row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
                     for (int64_t c = c0; c < c1; c++) drow[c] = srow[c] * (drow[c] - D) * s->scale; /* d(raw dot) */
                 }
                 memset(srow, 0, (size_t)c0 * sizeof *srow);
@@ -524,7 +520,7 @@ static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
         if (a->c > 0.0f)
             for (int64_t v = 0; v < a->V; v++) z[v] = a->c * tanhf(z[v] / a->c);
         const float mx = row_max(z, a->V);
-        const float lse = mx + logf(row_exp(z, NULL, a->V, mx, 1.0f));
+        const float lse = mx + logf(toy_cpu()->row_exp(z, NULL, a->V, mx, 1.0f));
         a->lse[r] = lse;
         a->loss[r] = a->target[r] >= 0 ? lse - z[a->target[r]] : 0.0f;
     }
@@ -552,7 +548,7 @@ static void loss_bwd_rows(const void *args, int64_t r0, int64_t r1) {
                 dy[v] = (toy_exp_nonpos(zv - lse) * w) * (1.0f - (zv / a->c) * (zv / a->c)) * a->s;
             }
         } else {
-            row_exp(z, dy, a->V, lse, w * a->s);
+            toy_cpu()->row_exp(z, dy, a->V, lse, w * a->s);
         }
         if (t >= 0) { /* the target's -1 */
             float d = (toy_exp_nonpos(zt - lse) - 1.0f) * w;
