@@ -206,13 +206,6 @@ bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)
     return ok;
 }
 
-bool toy_packed_amx_self_test(void) {
-    return toy_packed_amx_self_test_with(toy_packed_amx);
-}
-#else
-bool toy_packed_amx_self_test(void) {
-    return false;
-}
 #endif
 
 /* ---------------------------------------------------------------- the choice */
@@ -240,11 +233,13 @@ static void choose(void) {
         }
     }
     if (isa == TOY_ISA_AVX2 && avx_vnni()) isa = TOY_ISA_AVXVNNI;
+#if defined(__x86_64__)
     /* the tile permission is asked for only where AMX would be used */
     if (isa == TOY_ISA_AVX512 && want == TOY_ISA_AMX && amx_usable()) {
-        chosen.amx_failed = !toy_packed_amx_self_test();
+        chosen.amx_failed = !toy_packed_amx_self_test_with(toy_packed_amx);
         if (!chosen.amx_failed) isa = TOY_ISA_AMX;
     }
+#endif
     if (want < isa) isa = want;
     if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
     const toy_cpu_ops *ops = chosen.ops = &ops_of[isa];

@@ -78,9 +78,8 @@ bool toy_amx_self_test_failed(void);
 /* The AMX products of every type checked against the VNNI kernels' bits on a small
  * matrix, with SIGILL, SIGSEGV and SIGBUS caught meanwhile: false if any differs or
  * faults. Run once before AMX is chosen, so that a tile instruction that misbehaves on
- * some CPU or kernel costs speed, never a crash or a wrong logit. _with: the kernels of
- * get_amx (tests: the tile model, a broken kernel). */
-bool toy_packed_amx_self_test(void);
+ * some CPU or kernel costs speed, never a crash or a wrong logit. get_amx: toy_packed_amx,
+ * or for tests the tile model, a broken kernel. */
 bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
 /* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
 bool toy_cpu_intel(void);

@@ -606,30 +606,94 @@ TOY_ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_
 
 /* vec_dot is the 1 x 1 tile: with n_w = n_a = 1 known, the compiler keeps everything in
  * registers. */
-#define BLOCK_KERNELS(name, type)                                                           \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
-        float y;                                                                            \
-        tile_blocks(type, n, w, 0, 1, a, 0, 1, &y, 0);                                      \
-        return y;                                                                           \
-    }                                                                                       \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
-                                    const void *a, size_t a_stride, int n_a, float *y,      \
-                                    size_t y_stride) {                                      \
-        tile_blocks(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
-    }
-
-BLOCK_KERNELS(q4_0, TOY_TYPE_Q4_0)
-BLOCK_KERNELS(q4_1, TOY_TYPE_Q4_1)
-BLOCK_KERNELS(q5_0, TOY_TYPE_Q5_0)
-BLOCK_KERNELS(q5_1, TOY_TYPE_Q5_1)
-BLOCK_KERNELS(q8_0, TOY_TYPE_Q8_0)
-BLOCK_KERNELS(iq4_nl, TOY_TYPE_IQ4_NL)
-BLOCK_KERNELS(q2_K, TOY_TYPE_Q2_K)
-BLOCK_KERNELS(q3_K, TOY_TYPE_Q3_K)
-BLOCK_KERNELS(q4_K, TOY_TYPE_Q4_K)
-BLOCK_KERNELS(q5_K, TOY_TYPE_Q5_K)
-BLOCK_KERNELS(q6_K, TOY_TYPE_Q6_K)
-BLOCK_KERNELS(iq4_xs, TOY_TYPE_IQ4_XS)
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_1, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_1, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_1, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_1, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q8_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q8_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_IQ4_NL, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                                float *y, size_t ys) {
+    tile_blocks(TOY_TYPE_IQ4_NL, n, w, ws, n_w, a, as, n_a, y, ys);
+}
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q2_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q2_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q3_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q3_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q6_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q6_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_IQ4_XS, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                                float *y, size_t ys) {
+    tile_blocks(TOY_TYPE_IQ4_XS, n, w, ws, n_w, a, as, n_a, y, ys);
+}
 
 /* ================================================================ float rows
  * p[i % 32] += w_i * a_i: four 8-lane accumulators over each 32 elements, an element
@@ -784,19 +848,32 @@ TOY_ALWAYS_INLINE void tile_slice(int type, const uint8_t *const *w, const int n
 /* tile_slice with the row counts as constants */
 TOY_ALWAYS_INLINE void tile_slice_any(int type, const uint8_t *const *w, int nw, const float *const *a, int a0, int na,
                                   int64_t i0, int64_t i1, int k, parked_lanes park) {
-#define SLICE_NA(NW)                                                                                  \
-    switch (na) {                                                                                     \
-    case 1: tile_slice(type, w, NW, a, a0, 1, i0, i1, k, park); break;                                \
-    case 2: tile_slice(type, w, NW, a, a0, 2, i0, i1, k, park); break;                                \
-    case 3: tile_slice(type, w, NW, a, a0, 3, i0, i1, k, park); break;                                \
-    default: tile_slice(type, w, NW, a, a0, 4, i0, i1, k, park); break;                               \
-    }
     switch (nw) {
-    case 1: SLICE_NA(1) break;
-    case 2: SLICE_NA(2) break;
-    default: SLICE_NA(3) break;
+    case 1:
+        switch (na) {
+        case 1: tile_slice(type, w, 1, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 1, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 1, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 1, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
+    case 2:
+        switch (na) {
+        case 1: tile_slice(type, w, 2, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 2, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 2, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 2, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
+    default:
+        switch (na) {
+        case 1: tile_slice(type, w, 3, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 3, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 3, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 3, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
     }
-#undef SLICE_NA
 }
 
 TOY_ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
@@ -824,18 +901,12 @@ TOY_ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_
     }
 }
 
-#define ELEM_KERNELS(name, type)                                                            \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
-        return dot_elems(type, n, w, a);                                                    \
-    }                                                                                       \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
-                                    const void *a, size_t a_stride, int n_a, float *y,      \
-                                    size_t y_stride) {                                      \
-        tile_sliced(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
-    }
-
-ELEM_KERNELS(f16, TOY_TYPE_F16)
-ELEM_KERNELS(bf16, TOY_TYPE_BF16)
+static float vec_dot_f16(int64_t n, const void *w, const void *a) { return dot_elems(TOY_TYPE_F16, n, w, a); }
+static void vec_dot_tile_f16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                             float *y, size_t ys) { tile_sliced(TOY_TYPE_F16, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_bf16(int64_t n, const void *w, const void *a) { return dot_elems(TOY_TYPE_BF16, n, w, a); }
+static void vec_dot_tile_bf16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_sliced(TOY_TYPE_BF16, n, w, ws, n_w, a, as, n_a, y, ys); }
 
 /* F32 has no tile: there is no conversion to share, and the tile measured slower than
  * the matmul's own loop of vec_dot (the compiler reloads the weights per row anyway). */

@@ -630,34 +630,22 @@ TOY_ALWAYS_INLINE void bk_vec_dot_tile(const block32 t, int64_t n, const void *w
 
 static float vec_dot_q8_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q8_0, n, w, a); }
 static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    bk_vec_dot_tile(BK_Q8_0, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { bk_vec_dot_tile(BK_Q8_0, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q4_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q4_0, n, w, a); }
 static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    bk_vec_dot_tile(BK_Q4_0, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { bk_vec_dot_tile(BK_Q4_0, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q5_0(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q5_0, n, w, a); }
 static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    bk_vec_dot_tile(BK_Q5_0, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { bk_vec_dot_tile(BK_Q5_0, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_IQ4_NL, n, w, a); }
 static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                                float *y, size_t ys) {
-    bk_vec_dot_tile(BK_IQ4_NL, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { bk_vec_dot_tile(BK_IQ4_NL, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q4_1(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q4_1, n, w, a); }
 static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    bk_vec_dot_tile(BK_Q4_1, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { bk_vec_dot_tile(BK_Q4_1, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q5_1(int64_t n, const void *w, const void *a) { return bk_vec_dot(BK_Q5_1, n, w, a); }
 static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    bk_vec_dot_tile(BK_Q5_1, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { bk_vec_dot_tile(BK_Q5_1, n, w, ws, n_w, a, as, n_a, y, ys); }
 
 
 /* ================================================================ K-quants
@@ -1074,34 +1062,22 @@ TOY_ALWAYS_INLINE void sb_vec_dot_tile(const superblock t, int64_t n, const void
 
 static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q4_K, n, w, a); }
 static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    sb_vec_dot_tile(SB_Q4_K, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { sb_vec_dot_tile(SB_Q4_K, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q5_K, n, w, a); }
 static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    sb_vec_dot_tile(SB_Q5_K, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { sb_vec_dot_tile(SB_Q5_K, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q6_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q6_K, n, w, a); }
 static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    sb_vec_dot_tile(SB_Q6_K, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { sb_vec_dot_tile(SB_Q6_K, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q2_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q2_K, n, w, a); }
 static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    sb_vec_dot_tile(SB_Q2_K, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { sb_vec_dot_tile(SB_Q2_K, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_q3_K(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_Q3_K, n, w, a); }
 static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    sb_vec_dot_tile(SB_Q3_K, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { sb_vec_dot_tile(SB_Q3_K, n, w, ws, n_w, a, as, n_a, y, ys); }
 static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return sb_vec_dot(SB_IQ4_XS, n, w, a); }
 static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                                float *y, size_t ys) {
-    sb_vec_dot_tile(SB_IQ4_XS, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { sb_vec_dot_tile(SB_IQ4_XS, n, w, ws, n_w, a, as, n_a, y, ys); }
 
 /* ================================================================ float rows
  * 32 lanes p[i % 32] += w_i * a_i, two zmm accumulators: elements 0-15 and 16-31 of each
@@ -1428,13 +1404,9 @@ TOY_ALWAYS_INLINE void half_vec_dot_tile(const elem t, int64_t n, const void *w,
 }
 
 static void vec_dot_tile_f16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                             float *y, size_t ys) {
-    half_vec_dot_tile(EL_F16, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                             float *y, size_t ys) { half_vec_dot_tile(EL_F16, n, w, ws, n_w, a, as, n_a, y, ys); }
 static void vec_dot_tile_bf16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
-                              float *y, size_t ys) {
-    half_vec_dot_tile(EL_BF16, n, w, ws, n_w, a, as, n_a, y, ys);
-}
+                              float *y, size_t ys) { half_vec_dot_tile(EL_BF16, n, w, ws, n_w, a, as, n_a, y, ys); }
 
 /* ================================================================ the table */
 

@@ -100,7 +100,6 @@ static void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
 
 static void move_row_iq4_nl(void *block, int r, void *file, const bool unpack) {
     static block_iq4_nl zero;
-    _Static_assert(sizeof(block_iq4_nl) == sizeof(block_q4_0), "IQ4_NL has Q4_0's fields");
     move_row_q4_0(block, r, file ? file : &zero, unpack);
 }
 

@@ -423,33 +423,21 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
 }
 
 NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
     packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) {
-    packed_gemm(KIND_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys);
-}
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
     packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);

@@ -1,7 +1,7 @@
 /* simd.h — how toy enables an instruction set, and the SIMD helpers its kernels share.
  *
  * One way to enable instructions: the target attribute. A function that uses an
- * instruction set is marked TOY_AVX2 (TOY_AVXVNNI, TOY_AVX512, TOY_AMX); a file of one
+ * instruction set is marked TOY_AVX2 (TOY_AVX512); a file of one
  * set's kernels puts all its functions under TOY_TARGET_BEGIN_xxx ... TOY_TARGET_END,
  * after its #includes. Each set's feature string is written here once. cpu.c runs them
  * only where the CPU has the set, so the binary still runs on any x86-64.
@@ -28,15 +28,12 @@
 #define TOY_FEATURES_AMX "amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 
 #define TOY_AVX2 __attribute__((target(TOY_FEATURES_AVX2)))
-#define TOY_AVXVNNI __attribute__((target(TOY_FEATURES_AVXVNNI)))
 #define TOY_AVX512 __attribute__((target(TOY_FEATURES_AVX512)))
-#define TOY_AMX __attribute__((target(TOY_FEATURES_AMX)))
 
 /* The target attribute on every function defined up to TOY_TARGET_END. */
 #define TOY_PRAGMA(x) _Pragma(#x)
 #if defined(__clang__)
-#define TOY_TARGET_BEGIN(features) \
-    TOY_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
+#define TOY_TARGET_BEGIN(features) TOY_PRAGMA(clang attribute push(__attribute__((target(features))), apply_to = function))
 #define TOY_TARGET_END TOY_PRAGMA(clang attribute pop)
 #else
 #define TOY_TARGET_BEGIN(features) TOY_PRAGMA(GCC push_options) TOY_PRAGMA(GCC target(features))
