@@ -785,13 +785,9 @@ TOY_ALWAYS_INLINE void dot_k4(const k4_dec *dec, const block_q8_K *a, __m512i *s
 
 /* ---------------------------------------------------------------- Q2_K */
 
-typedef struct {
-    __m512i q[4];  /* weights 64k..64k+63, unsigned 0..3 */
-    __m512i sc[4]; /* per-16 scales (low nibbles) */
-    __m256i mins;  /* per-16 mins (high nibbles), matching the 16 bsums */
-} q2_K_dec;
-
-TOY_ALWAYS_INLINE void decode_q2_K(const block_q2_K *w, q2_K_dec *dec) {
+/* Q4_K's decoded form and dot: weights 64k..64k+63 unsigned 0..3, per-16 scales (low
+ * nibbles), per-16 mins (high nibbles) matching the 16 bsums. */
+TOY_ALWAYS_INLINE void decode_q2_K(const block_q2_K *w, k4_dec *dec) {
     TOY_UNROLL8
     for (int k = 0; k < 4; k++) dec->q[k] = crumbs_half(w->qs + 32 * (k / 2), k % 2);
     const __m128i packed = _mm_loadu_si128((const __m128i *)w->scales);
@@ -799,17 +795,6 @@ TOY_ALWAYS_INLINE void decode_q2_K(const block_q2_K *w, q2_K_dec *dec) {
         _mm512_cvtepu8_epi32(_mm_and_si128(packed, _mm_set1_epi8(0x0f)));
     scales_quad_w16(sc, dec->sc);
     dec->mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(packed, 4), _mm_set1_epi8(0x0f)));
-}
-
-TOY_ALWAYS_INLINE void dot_q2_K(const q2_K_dec *dec, const block_q8_K *a, __m512i *s, __m256i *m) {
-    __m512i acc = _mm512_setzero_si512();
-    TOY_UNROLL8
-    for (int k = 0; k < 4; k++) {
-        const __m512i prod = _mm512_maddubs_epi16(dec->q[k], _mm512_loadu_si512(a->qs + 64 * k));
-        acc = _mm512_dpwssd_epi32(acc, prod, dec->sc[k]);
-    }
-    *s = acc;
-    *m = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a->bsums), dec->mins);
 }
 
 /* ---------------------------------------------------------------- signed K-types
@@ -951,12 +936,11 @@ TOY_ALWAYS_INLINE void sb_sums(const superblock t, const void *x, const uint8_t 
                                __m512i *s, __m256i *m, const int sm_stride) {
     k4_dec k4;
     ks_dec ks;
-    q2_K_dec q2;
     switch (t) {
     case SB_Q4_K: decode_q4_K(x, &k4); break;
     case SB_Q5_K: decode_q5_K(x, &k4); break;
     case SB_Q6_K: decode_q6_K(x, &ks); break;
-    case SB_Q2_K: decode_q2_K(x, &q2); break;
+    case SB_Q2_K: decode_q2_K(x, &k4); break;
     case SB_Q3_K: decode_q3_K(x, &ks); break;
     case SB_IQ4_XS: decode_iq4_xs(x, &ks); break;
     }
@@ -965,9 +949,8 @@ TOY_ALWAYS_INLINE void sb_sums(const superblock t, const void *x, const uint8_t 
         __m512i *sj = s + j * sm_stride;
         __m256i *mj = m + j * sm_stride;
         switch (t) {
-        case SB_Q4_K: case SB_Q5_K: dot_k4(&k4, a, sj, mj); break;
+        case SB_Q4_K: case SB_Q5_K: case SB_Q2_K: dot_k4(&k4, a, sj, mj); break;
         case SB_Q6_K: case SB_Q3_K: dot_ks16(&ks, a, sj, mj); break;
-        case SB_Q2_K: dot_q2_K(&q2, a, sj, mj); break;
         case SB_IQ4_XS: dot_iq4_xs(&ks, a, sj, mj); break;
         }
     }
