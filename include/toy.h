@@ -76,6 +76,9 @@ TOY_API const char *toy_last_error(void);
  * or "scalar" (the environment variable TOY_ISA may ask for a lower one). Results are the
  * same bits. */
 TOY_API const char *toy_kernel_isa(void);
+/* TOY_OK, or TOY_ERR_INVALID naming the allowed values when the environment variable
+ * TOY_ISA names no instruction set (contexts and training fail the same way). */
+TOY_API toy_status toy_kernel_init(void);
 
 /* ---------------------------------------------------------------- weight types
  * The numbering is ggml's (enum ggml_type), which is what GGUF files store. */

@@ -12,6 +12,17 @@ set -u
 toy="$1"
 fixtures_optional=1
 . "$(dirname "$0")/fixtures.sh"
+# an unknown TOY_ISA is an error naming the allowed values, never a silent scalar run:
+# toy --version and a context (toy eval) fail with it
+want="TOY_ISA=avx3: not an instruction set toy knows (scalar, avx2, avxvnni, avx512 or amx)"
+for cmd in "--version" "eval -m $bundled --tokens 1,2,3 --dump-logits /dev/null"; do
+  # shellcheck disable=SC2086
+  if got=$(TOY_ISA=avx3 "$toy" $cmd 2>&1 > /dev/null); then
+    echo "FAIL: TOY_ISA=avx3 toy $cmd succeeded"
+    exit 1
+  fi
+  [ "${got#*"$want"}" != "$got" ] || { echo "FAIL: TOY_ISA=avx3 toy $cmd said '$got', not '$want'"; exit 1; }
+done
 # an instruction set runs where toy --version reports it under TOY_ISA; the others are
 # named as skipped (AMX also needs Linux 5.16's tile permission)
 isas="scalar"

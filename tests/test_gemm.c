@@ -7,8 +7,8 @@
  * changes the result (it is not silently skipped). */
 #include <math.h>
 
+#include "cpu.h"
 #include "gemm.h"
-#include "kernels.h"
 #include "quant.h"
 #include "test.h"
 
@@ -91,7 +91,7 @@ int main(void) {
     for (int ki = 0; ki < n_kernels; ki++)
         for (int nt = 1; nt <= 3; nt++) {
             toy_pool *pool = toy_pool_new(nt);
-            toy_gemm *g = toy_gemm_new_with(pool, kernels[ki]);
+            toy_gemm *g = toy_gemm_new(pool, kernels[ki]);
             CHECK(pool && g);
             if (!pool || !g) return 1;
             static const int rounds[] = {TOY_TYPE_F32, TOY_TYPE_BF16, TOY_TYPE_F16};
@@ -106,7 +106,7 @@ int main(void) {
             toy_pool_free(pool);
         }
     /* K = 0 without accumulation writes zeros */
-    toy_gemm *g = toy_gemm_new(NULL);
+    toy_gemm *g = toy_gemm_new(NULL, toy_cpu()->gemm());
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
     toy_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
     toy_gemm_run(g, &p);

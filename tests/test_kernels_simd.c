@@ -12,7 +12,7 @@
  *
  * Only the instruction sets this CPU has (or TOY_ISA allows) are run; exit 77 when that
  * is none. */
-#include "kernels.h"
+#include "cpu.h"
 
 #include <stdint.h>
 #include <time.h>
@@ -381,7 +381,7 @@ static void test_dispatched_act(void) {
  * N at once (5, every lane different), and on 16 lanes, over -inf, NaN, 0, the -87 edge
  * and values spread over [-100, 0]: EXP_INPUTS in all, whole groups of 40 and of 16. */
 #define EXP_INPUTS 4160
-__attribute__((target("avx2,fma"))) static int exp_avx2_differs(const float *x, int n) {
+TOY_AVX2 static int exp_avx2_differs(const float *x, int n) {
     int bad = 0;
     for (int i = 0; i + 40 <= n; i += 40) {
         __m256 v[5];
@@ -397,7 +397,7 @@ __attribute__((target("avx2,fma"))) static int exp_avx2_differs(const float *x, 
     }
     return bad;
 }
-__attribute__((target("avx512f"))) static int exp_avx512_differs(const float *x, int n) {
+TOY_AVX512 static int exp_avx512_differs(const float *x, int n) {
     int bad = 0;
     for (int i = 0; i + 16 <= n; i += 16) {
         float got[16];

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu.h"
 #include "quant.h"
 #include "test.h"
 

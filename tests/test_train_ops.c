@@ -5,6 +5,7 @@
  * 1e-7 |L| / h of rounding noise and O(h^2) truncation: with h = 1e-3 on O(1) values the
  * two agree to about 1e-4 relative RMS, and the bound is 2e-3. Also: results do not
  * depend on the number of threads (bit for bit). */
+#include "cpu.h"
 #include "ops.h"
 #include "test.h"
 
@@ -301,7 +302,7 @@ static void test_attention_threads(void) {
     for (int r = 0; r < 2; r++) {
         const int nt = r ? 3 : 1;
         toy_pool *pool = toy_pool_new(nt);
-        toy_gemm *g = toy_gemm_new(pool);
+        toy_gemm *g = toy_gemm_new(pool, toy_cpu()->gemm());
         float *scratch = zeros(attention_scratch_floats(&s, nt)), *lse = zeros(s.B * s.n_head * s.T);
         res[r][0] = zeros(n * qd), res[r][1] = zeros(n * qd), res[r][2] = zeros(n * kvd);
         res[r][3] = zeros(n * kvd);
@@ -321,7 +322,7 @@ static void test_attention_threads(void) {
 
 int main(void) {
     toy_pool *pool = toy_pool_new(2);
-    toy_gemm *g = toy_gemm_new(pool);
+    toy_gemm *g = toy_gemm_new(pool, toy_cpu()->gemm());
     test_embedding();
     test_rmsnorm(pool);
     test_matmul(g);

@@ -257,6 +257,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
+        if (toy_kernel_init()) {
+            fprintf(stderr, "toy: %s\n", toy_last_error());
+            return 1;
+        }
         int major, minor, patch;
         toy_version(&major, &minor, &patch);
         printf("toy %d.%d.%d (kernels: %s; mpirun: %s)\n", major, minor, patch, toy_kernel_isa(),

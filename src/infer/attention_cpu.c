@@ -9,6 +9,7 @@
 #include "backend_cpu.h"
 #include "error.h"
 #include "quant.h"
+#include "simd.h"
 #include "vec_exp.h"
 
 /* Cells whose scores attention_task computes before it exponentiates them. */
@@ -110,45 +111,37 @@ static attn_state attn_slot(const attn_job *j, int64_t t, int32_t s) {
  * k + 2, 1): one AVX-512 vector or two AVX2 ones; accum (fused multiply-adds) and scal
  * are elementwise. The scalar version calls fmaf, exact everywhere (a library call where
  * the CPU has no FMA, which only the portable fallback meets). */
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-#define UNROLL16 _Pragma("GCC unroll 16")
-
-ALWAYS_INLINE float lanes16_sum(float *l) {
-    for (int s = 8; s >= 1; s /= 2)
-        for (int k = 0; k < s; k++) l[k] += l[k + s];
-    return l[0];
-}
 
 /* x[i] = exp(x[i] - m) for i < n */
-ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
+TOY_ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
     for (int32_t i = 0; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
 }
 
 /* a[d * stride] . b[d] over d < n */
-ALWAYS_INLINE float dot_strided_scalar(int32_t n, const float *a, size_t stride, const float *b) {
+TOY_ALWAYS_INLINE float dot_strided_scalar(int32_t n, const float *a, size_t stride, const float *b) {
     float l[16] = {0};
     for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[(size_t)d * stride], b[d], l[d % 16]);
-    return lanes16_sum(l);
+    return toy_lanes16_sum(l);
 }
-ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
+TOY_ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     return dot_strided_scalar(n, a, 1, b);
 }
 /* The largest of n scores: a comparison, not fmaxf, which is a library call on baseline
  * x86-64 (scores are never NaN: masked cells hold -inf). Any order gives the same. */
-ALWAYS_INLINE float max_scalar(int32_t n, const float *x) {
+TOY_ALWAYS_INLINE float max_scalar(int32_t n, const float *x) {
     float m = -INFINITY;
     for (int32_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
     return m;
 }
 /* The sum of a chunk's n <= 32 weights: x[i] into lane i % 16, the lanes pairwise. */
-ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
+TOY_ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
     float l[16] = {0};
     for (int32_t i = 0; i < n; i++) l[i % 16] += x[i];
-    return lanes16_sum(l);
+    return toy_lanes16_sum(l);
 }
 /* The cells of a chunk a query at qpos sees (kpos <= qpos, and within the sliding window
  * when n_swa > 0), as indices in order; returns how many. */
-ALWAYS_INLINE int32_t live_scalar(int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
+TOY_ALWAYS_INLINE int32_t live_scalar(int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
                                   int32_t *live) {
     int32_t n = 0;
     for (int32_t i = 0; i < nc; i++)
@@ -156,7 +149,7 @@ ALWAYS_INLINE int32_t live_scalar(int32_t nc, const int32_t *kpos, int32_t qpos,
     return n;
 }
 /* out[r] = dot(rows[r], q) for r < n_rows */
-ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+TOY_ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                float *out) {
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_scalar(n, rows[r], q);
 }
@@ -164,7 +157,7 @@ ALWAYS_INLINE void dots_scalar(int32_t n, int32_t n_rows, const float *const *ro
  * ATTN_CHUNK + i] is element d of cell i's K row): out[r * ATTN_CHUNK + i] = dot_scalar of
  * cell i's row and query row r, which is query head r % G of the block's token r / G
  * (q0 + (r / G) tok_stride + (r % G) n). */
-ALWAYS_INLINE void ktdots_scalar(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+TOY_ALWAYS_INLINE void ktdots_scalar(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                  size_t tok_stride, float *out) {
     for (int32_t r = 0; r < R; r++) {
         const float *q = q0 + (size_t)(r / G) * tok_stride + (size_t)(r % G) * (size_t)n;
@@ -178,24 +171,24 @@ static const int32_t attn_all_cells[ATTN_CHUNK] = {0,  1,  2,  3,  4,  5,  6,  7
                                                    22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
 _Static_assert(ATTN_CHUNK == 32, "attn_all_cells lists 32 cells");
 /* acc[d] += w[live[r]] * rows[r][d] for r = 0 .. n_live - 1, in that order, one rounding each */
-ALWAYS_INLINE void accum1_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_ALWAYS_INLINE void accum1_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                  const float *const *rows, float *acc) {
     for (int32_t r = 0; r < n_live; r++)
         for (int32_t d = 0; d < n; d++) acc[d] = fmaf(w[live[r]], rows[r][d], acc[d]);
 }
 /* accum1 for each of n_heads heads: weights ATTN_CHUNK apart, sums n apart */
-ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w, int32_t n_heads,
+TOY_ALWAYS_INLINE void accum_scalar(int32_t n, int32_t n_live, const int32_t *live, const float *w, int32_t n_heads,
                                 const float *const *rows, float *acc) {
     for (int32_t h = 0; h < n_heads; h++)
         accum1_scalar(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
+TOY_ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
 /* ATTN_WEIGHTS (attention_tasks.h) for NR rows after the soft-cap: scaled, masked, the
  * maximum, the rescale, the exps and their sum as a token alone has always had them */
-ALWAYS_INLINE void weights4_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
+TOY_ALWAYS_INLINE void weights4_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
                                    float *m, float *l, float *acc) {
     for (int r = 0; r < NR; r++, w += ATTN_CHUNK, acc += hd) {
         for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;
@@ -219,7 +212,7 @@ static inline uint32_t attn_live_bits(int32_t n_live, const int32_t *live) {
 
 /* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
  * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
-ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
+TOY_ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
                                       float *buf, int32_t n) {
     if (type == TOY_TYPE_F32) return (const float *)src;
     tr->to_float(src, buf, n);
@@ -247,7 +240,7 @@ static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *a
 }
 
 /* attn_fold of R rows (hd apart, each state's maximum and sum in m[r], l[r]) */
-ALWAYS_INLINE void fold_scalar(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l, const float *acc,
+TOY_ALWAYS_INLINE void fold_scalar(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l, const float *acc,
                                const float *m, const float *l) {
     for (int32_t r = 0; r < R; r++)
         attn_fold(hd, run_acc + (size_t)r * hd, &run_m[r], &run_l[r], acc + (size_t)r * hd, m[r], l[r]);
@@ -255,7 +248,7 @@ ALWAYS_INLINE void fold_scalar(int32_t hd, int32_t R, float *run_acc, float *run
 
 /* The exponents attn_fold takes for rows [r0, r0 + nr) into da (the running state's) and
  * ds (the segment's), 0 for a row that it copies or leaves as it is. */
-ALWAYS_INLINE void fold_exponents(int32_t r0, int32_t nr, const float *run_m, const float *run_l, const float *m,
+TOY_ALWAYS_INLINE void fold_exponents(int32_t r0, int32_t nr, const float *run_m, const float *run_l, const float *m,
                                   const float *l, float *da, float *ds) {
     for (int32_t i = 0; i < nr; i++) {
         const int32_t r = r0 + i;
@@ -294,38 +287,26 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
 #include "attention_tasks.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma,f16c")))
-
-/* The pairwise combine of 8 lanes in registers: k + 4, k + 2, k + 1, as lanes16_sum's
- * last three steps. */
-AVX2 ALWAYS_INLINE float combine8_avx2(__m256 v) {
-    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-    x = _mm_add_ss(x, _mm_movehdup_ps(x));
-    return _mm_cvtss_f32(x);
-}
 
 /* head_dim % 16 == 0 only (the dispatcher checks) */
-AVX2 ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
+TOY_AVX2 TOY_ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float *b) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int32_t d = 0; d < n; d += 16) {
         lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), lo);
         hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), hi);
     }
-    return combine8_avx2(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
+    return toy_combine8(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
-AVX2 ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+TOY_AVX2 TOY_ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                   float *out) {
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
 }
 
 /* ktdots_avx512 on 8-lane vectors: two query rows and 16 cells (two vectors) at a time,
  * L_k of both rows in 8 chains of FMAs, each transposed K vector loaded once for both */
-AVX2 ALWAYS_INLINE void ktleaf2_avx2(int32_t n, const float *kt, const float *const *q, int k, __m256 L[2][2]) {
+TOY_AVX2 TOY_ALWAYS_INLINE void ktleaf2_avx2(int32_t n, const float *kt, const float *const *q, int k, __m256 L[2][2]) {
     __m256 a[2][2], b[2][2];
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < 2; i++) a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm256_setzero_ps();
     for (int32_t d = k; d < n; d += 16) {
         const float *ka = kt + (size_t)d * ATTN_CHUNK, *kb = ka + 8 * ATTN_CHUNK;
@@ -334,7 +315,7 @@ AVX2 ALWAYS_INLINE void ktleaf2_avx2(int32_t n, const float *kt, const float *co
         /* in registers: gcc would fold the loads into both rows' FMAs, loading each twice,
          * and the loads (two a cycle) would bound the FMAs */
         __asm__("" : "+x"(ka0), "+x"(ka1), "+x"(kb0), "+x"(kb1));
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < 2; i++) {
             const __m256 qa = _mm256_broadcast_ss(q[i] + d), qb = _mm256_broadcast_ss(q[i] + d + 8);
             a[i][0] = _mm256_fmadd_ps(ka0, qa, a[i][0]);
@@ -343,13 +324,13 @@ AVX2 ALWAYS_INLINE void ktleaf2_avx2(int32_t n, const float *kt, const float *co
             b[i][1] = _mm256_fmadd_ps(kb1, qb, b[i][1]);
         }
     }
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < 2; i++) L[i][0] = _mm256_add_ps(a[i][0], b[i][0]), L[i][1] = _mm256_add_ps(a[i][1], b[i][1]);
 }
 /* Two query rows' scores of 16 cells (out rows ATTN_CHUNK apart), combined as ktrows_avx512 */
-AVX2 ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const float *const *q, float *out) {
+TOY_AVX2 TOY_ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const float *const *q, float *out) {
     __m256 x[2][2], y[2][2], m0[2][2], n0[2][2], m1[2][2];
-#define KT_SUM(dst, u, v) UNROLL16 for (int i = 0; i < 2; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm256_add_ps(u[i][e], v[i][e])
+#define KT_SUM(dst, u, v) TOY_UNROLL16 for (int i = 0; i < 2; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm256_add_ps(u[i][e], v[i][e])
     ktleaf2_avx2(n, kt, q, 0, x);
     ktleaf2_avx2(n, kt, q, 4, y);
     KT_SUM(m0, x, y); /* M_0 */
@@ -366,11 +347,11 @@ AVX2 ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const float *co
     KT_SUM(y, m1, x); /* N_1 */
     KT_SUM(x, n0, y);
 #undef KT_SUM
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < 2; i++)
         _mm256_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm256_storeu_ps(out + i * ATTN_CHUNK + 8, x[i][1]);
 }
-AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+TOY_AVX2 TOY_ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                     size_t tok_stride, float *out) {
     const float *q[2];
     int32_t tt = 0, h = 0; /* row r is head h of token tt */
@@ -387,7 +368,7 @@ AVX2 ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32
     }
 }
 /* accum_scalar with 32 elements of acc in four registers through all the cells */
-AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX2 TOY_ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                     const float *const *rows, float *acc) {
     int32_t d = 0;
     for (; d + 32 <= n; d += 32) {
@@ -416,18 +397,18 @@ AVX2 ALWAYS_INLINE void accum1_avx2(int32_t n, int32_t n_live, const int32_t *li
 /* Elements [d, d + 32) of the sums of two heads (n apart; weights ATTN_CHUNK apart) in 8
  * registers through all the cells: each V vector loaded once for both, and 8 chains of
  * FMAs in flight (one head's 4 wait on the FMA latency) */
-AVX2 ALWAYS_INLINE void accum32_pair_avx2(int32_t n, int32_t d, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX2 TOY_ALWAYS_INLINE void accum32_pair_avx2(int32_t n, int32_t d, int32_t n_live, const int32_t *live, const float *w,
                                           const float *const *rows, float *acc) {
     __m256 a[2][4];
-    UNROLL16
+    TOY_UNROLL16
     for (int h = 0; h < 2; h++)
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < 4; i++) a[h][i] = _mm256_loadu_ps(acc + (size_t)h * n + d + 8 * i);
     for (int32_t r = 0; r < n_live; r++) {
         const float *v = rows[r] + d;
         const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
         const __m256 v2 = _mm256_loadu_ps(v + 16), v3 = _mm256_loadu_ps(v + 24);
-        UNROLL16
+        TOY_UNROLL16
         for (int h = 0; h < 2; h++) {
             const __m256 vw = _mm256_set1_ps(w[h * ATTN_CHUNK + live[r]]);
             a[h][0] = _mm256_fmadd_ps(vw, v0, a[h][0]);
@@ -436,13 +417,13 @@ AVX2 ALWAYS_INLINE void accum32_pair_avx2(int32_t n, int32_t d, int32_t n_live, 
             a[h][3] = _mm256_fmadd_ps(vw, v3, a[h][3]);
         }
     }
-    UNROLL16
+    TOY_UNROLL16
     for (int h = 0; h < 2; h++)
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc + (size_t)h * n + d + 8 * i, a[h][i]);
 }
 /* The heads two at a time where head_dim is whole blocks of 32, else one by one. */
-AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX2 TOY_ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                    int32_t n_heads, const float *const *rows, float *acc) {
     int32_t h = 0;
     if (n % 32 == 0)
@@ -453,7 +434,7 @@ AVX2 ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *liv
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
-AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
+TOY_AVX2 TOY_ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
     switch (type) {
     case TOY_TYPE_F32:
@@ -483,13 +464,13 @@ AVX2 ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, co
         return row_scalar(type, tr, src, buf, n);
     }
 }
-AVX2 ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
+TOY_AVX2 TOY_ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
     const __m256 vs = _mm256_set1_ps(s);
     for (int32_t d = 0; d < n; d += 8) _mm256_storeu_ps(acc + d, _mm256_mul_ps(_mm256_loadu_ps(acc + d), vs));
 }
 
 /* weights4_avx512 (below) on 8-lane vectors, four per row */
-AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
+TOY_AVX2 TOY_ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
                                       float *m, float *l, float *acc) {
     const __m256 minf = _mm256_set1_ps(-INFINITY), s = _mm256_set1_ps(scale);
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -534,39 +515,38 @@ AVX2 ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, 
             _mm256_storeu_ps(w + r * ATTN_CHUNK + 8 * v, e[r][v]);
         }
         /* chunk_sum_scalar: lane k holds cells k and k + 16, then lanes16_sum */
-        l[r] += combine8_avx2(_mm256_add_ps(_mm256_add_ps(e[r][0], e[r][2]), _mm256_add_ps(e[r][1], e[r][3])));
+        l[r] += toy_combine8(_mm256_add_ps(_mm256_add_ps(e[r][0], e[r][2]), _mm256_add_ps(e[r][1], e[r][3])));
     }
 }
-AVX512 ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
+TOY_AVX512 TOY_ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
     __m512 acc = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16)
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
-    const __m256 v = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    return combine8_avx2(v);
+    return toy_combine16(acc);
 }
 /* dots_scalar for 16 rows at once: 16 lane accumulators, then the combine of all 16
  * transposed, one level per step (k + 8, k + 4, k + 2, k + 1), each step adding the
  * same pairs of lanes as lanes16_sum. After the last step row L + 4p sits in element
  * 4L + p. */
-AVX512 ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, const float *q) {
+TOY_AVX512 TOY_ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, const float *q) {
     __m512 acc[16];
-    UNROLL16
+    TOY_UNROLL16
     for (int r = 0; r < 16; r++) acc[r] = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16) {
         const __m512 qv = _mm512_loadu_ps(q + d);
-        UNROLL16
+        TOY_UNROLL16
         for (int r = 0; r < 16; r++) acc[r] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(rows[r] + d), acc[r]);
     }
     __m512 c[8], e[4], g[2];
-    UNROLL16
+    TOY_UNROLL16
     for (int j = 0; j < 8; j++) /* k + 8: [row 2j's 8 | row 2j + 1's 8] */
         c[j] = _mm512_add_ps(_mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_f32x4(acc[2 * j], acc[2 * j + 1], _MM_SHUFFLE(3, 2, 3, 2)));
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < 4; i++) /* k + 4: 128-bit lane L holds row 4i + L's 4 */
         e[i] = _mm512_add_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
                              _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
-    UNROLL16
+    TOY_UNROLL16
     for (int u = 0; u < 2; u++) /* k + 2: lane L holds rows 8u + L and 8u + 4 + L, 2 each */
         g[u] = _mm512_add_ps(_mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                              _mm512_shuffle_ps(e[2 * u], e[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2)));
@@ -574,7 +554,7 @@ AVX512 ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const *rows, c
     return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
-AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
+TOY_AVX512 TOY_ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
                                       const float *q, float *out) {
     /* element 4L + p holds row L + 4p: gather row r from element 4 (r % 4) + r / 4 */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -589,10 +569,10 @@ AVX512 ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *co
  * whole vectors of cells in the order of lanes16_sum: L_k = P_k + P_(k+8), M_k = L_k +
  * L_(k+4), N_k = M_k + M_(k+2), N_0 + N_1. No horizontal sums; each transposed K vector
  * is loaded once for four query rows. */
-AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ, const float *const *q, int k,
+TOY_AVX512 TOY_ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ, const float *const *q, int k,
                                         __m512 L[4][2]) {
     __m512 a[4][2], b[4][2];
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < NQ; i++) a[i][0] = a[i][1] = b[i][0] = b[i][1] = _mm512_setzero_ps();
     for (int32_t d = k; d < n; d += 16) {
         const float *ka = kt + (size_t)d * ATTN_CHUNK, *kb = ka + 8 * ATTN_CHUNK;
@@ -601,7 +581,7 @@ AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ
         /* in registers, as in ktleaf2_avx2: folded into the FMAs, each would be loaded
          * once per row, and the loads would bound the FMAs */
         __asm__("" : "+v"(ka0), "+v"(ka1), "+v"(kb0), "+v"(kb1));
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < NQ; i++) {
             const __m512 qa = _mm512_set1_ps(q[i][d]), qb = _mm512_set1_ps(q[i][d + 8]);
             a[i][0] = _mm512_fmadd_ps(ka0, qa, a[i][0]);
@@ -610,14 +590,14 @@ AVX512 ALWAYS_INLINE void ktleaf_avx512(int32_t n, const float *kt, const int NQ
             b[i][1] = _mm512_fmadd_ps(kb1, qb, b[i][1]);
         }
     }
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < NQ; i++) L[i][0] = _mm512_add_ps(a[i][0], b[i][0]), L[i][1] = _mm512_add_ps(a[i][1], b[i][1]);
 }
 /* NQ (at most 4) query rows' scores of the 32 cells */
-AVX512 ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ, const float *const *q,
+TOY_AVX512 TOY_ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ, const float *const *q,
                                         float *out) {
     __m512 x[4][2], y[4][2], m0[4][2], n0[4][2], m1[4][2];
-#define KT_SUM(dst, u, v) UNROLL16 for (int i = 0; i < NQ; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm512_add_ps(u[i][e], v[i][e])
+#define KT_SUM(dst, u, v) TOY_UNROLL16 for (int i = 0; i < NQ; i++) for (int e = 0; e < 2; e++) dst[i][e] = _mm512_add_ps(u[i][e], v[i][e])
     ktleaf_avx512(n, kt, NQ, q, 0, x);
     ktleaf_avx512(n, kt, NQ, q, 4, y);
     KT_SUM(m0, x, y); /* M_0 */
@@ -634,11 +614,11 @@ AVX512 ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, const int NQ
     KT_SUM(y, m1, x); /* N_1 */
     KT_SUM(x, n0, y);
 #undef KT_SUM
-    UNROLL16
+    TOY_UNROLL16
     for (int i = 0; i < NQ; i++)
         _mm512_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm512_storeu_ps(out + i * ATTN_CHUNK + 16, x[i][1]);
 }
-AVX512 ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+TOY_AVX512 TOY_ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                         size_t tok_stride, float *out) {
     const float *q[4];
     int32_t tt = 0, h = 0; /* row r is head h of token tt */
@@ -658,10 +638,10 @@ AVX512 ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, i
     }
 }
 
-AVX512 ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
+TOY_AVX512 TOY_ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
-AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
+TOY_AVX512 TOY_ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
                                          int32_t n_swa, int32_t *live) {
     const __m512i q = _mm512_set1_epi32(qpos);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -679,18 +659,18 @@ AVX512 ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_
 
 /* Elements [d, d + 64) of the sums of H heads (n apart; weights ATTN_CHUNK apart) in
  * 4 H registers through all the cells: each V row is loaded once for the H heads. */
-AVX512 ALWAYS_INLINE void accum64_heads_avx512(int32_t n, int32_t d, const int H, int32_t n_live, const int32_t *live,
+TOY_AVX512 TOY_ALWAYS_INLINE void accum64_heads_avx512(int32_t n, int32_t d, const int H, int32_t n_live, const int32_t *live,
                                                const float *w, const float *const *rows, float *acc) {
     __m512 a[4][4];
-    UNROLL16
+    TOY_UNROLL16
     for (int h = 0; h < H; h++)
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < 4; i++) a[h][i] = _mm512_loadu_ps(acc + (size_t)h * n + d + 16 * i);
     for (int32_t r = 0; r < n_live; r++) {
         const float *v = rows[r] + d;
         const __m512 v0 = _mm512_loadu_ps(v), v1 = _mm512_loadu_ps(v + 16);
         const __m512 v2 = _mm512_loadu_ps(v + 32), v3 = _mm512_loadu_ps(v + 48);
-        UNROLL16
+        TOY_UNROLL16
         for (int h = 0; h < H; h++) {
             const __m512 vw = _mm512_set1_ps(w[h * ATTN_CHUNK + live[r]]);
             a[h][0] = _mm512_fmadd_ps(vw, v0, a[h][0]);
@@ -699,13 +679,13 @@ AVX512 ALWAYS_INLINE void accum64_heads_avx512(int32_t n, int32_t d, const int H
             a[h][3] = _mm512_fmadd_ps(vw, v3, a[h][3]);
         }
     }
-    UNROLL16
+    TOY_UNROLL16
     for (int h = 0; h < H; h++)
-        UNROLL16
+        TOY_UNROLL16
         for (int i = 0; i < 4; i++) _mm512_storeu_ps(acc + (size_t)h * n + d + 16 * i, a[h][i]);
 }
 /* accum1 (one head) with 64 elements of acc in four registers through all the cells */
-AVX512 ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX512 TOY_ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                         const float *const *rows, float *acc) {
     int32_t d = 0;
     for (; d + 64 <= n; d += 64) {
@@ -732,7 +712,7 @@ AVX512 ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const int32_t
     }
 }
 /* The heads four at a time where head_dim is whole blocks of 64, else one by one. */
-AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX512 TOY_ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                        int32_t n_heads, const float *const *rows, float *acc) {
     int32_t h = 0;
     if (n % 64 == 0)
@@ -748,14 +728,14 @@ AVX512 ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t 
         }
     for (; h < n_heads; h++) accum1_avx512(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-AVX512 ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
+TOY_AVX512 TOY_ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
                                            float *buf, int32_t n) {
     if (type != TOY_TYPE_F16) return row_avx2(type, tr, src, buf, n);
     for (int32_t d = 0; d < n; d += 16)
         _mm512_storeu_ps(buf + d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + 2 * d))));
     return buf;
 }
-AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
+TOY_AVX512 TOY_ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
     const __m512 vs = _mm512_set1_ps(s);
     for (int32_t d = 0; d < n; d += 16) _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), vs));
 }
@@ -765,14 +745,14 @@ AVX512 ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
  * a maximum changes nothing), one exp16 for the rows' rescale factors and exp16 of w - m
  * (toy_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs; a row's sums are
  * rescaled only where its maximum grew, as in weights4_scalar. */
-AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
+TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
                                           float *w, float *m, float *l, float *acc) {
     const __m512 minf = _mm512_set1_ps(-INFINITY), s = _mm512_set1_ps(scale);
     const __mmask16 in0 = lanes_below(nc), in1 = lanes_below(nc - 16);
     const __mmask16 vis0 = (__mmask16)visible & in0, vis1 = (__mmask16)(visible >> 16) & in1;
     __m512 x0[4], x1[4];
     float cmax[4], dm[16] = {0}, corr[16];
-    UNROLL16
+    TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         x0[r] = _mm512_mask_mul_ps(minf, vis0, _mm512_loadu_ps(w + r * ATTN_CHUNK), s);
         x1[r] = _mm512_mask_mul_ps(minf, vis1, _mm512_loadu_ps(w + r * ATTN_CHUNK + 16), s);
@@ -782,7 +762,7 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
         dm[r] = m[r] - cmax[r];
     }
     _mm512_storeu_ps(corr, toy_exp16_nonpos(_mm512_loadu_ps(dm)));
-    UNROLL16
+    TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         const bool grow = cmax[r] > m[r];
         if (grow) { /* else a rescale by 1, which changes no bit */
@@ -793,18 +773,18 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
     }
     /* all the rows' exponentials, then their stores and sums */
     __m512 e0[4], e1[4];
-    UNROLL16
+    TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         const __m512 vm = _mm512_set1_ps(m[r]);
         e0[r] = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
         e1[r] = _mm512_maskz_mov_ps(in1, toy_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
     }
-    UNROLL16
+    TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         _mm512_storeu_ps(w + r * ATTN_CHUNK, e0[r]);
         _mm512_storeu_ps(w + r * ATTN_CHUNK + 16, e1[r]);
         const __m512 v = _mm512_add_ps(e0[r], e1[r]);
-        l[r] += combine8_avx2(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+        l[r] += toy_combine16(v);
     }
 }
 /* fold_scalar with the rows' exponentials eight at a time (toy_exp_nonpos lane by lane)
@@ -835,7 +815,7 @@ AVX512 ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visib
             run_m[r] = m[r] > run_m[r] ? m[r] : run_m[r];                                            \
         }                                                                                            \
     }
-AVX2 ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
+TOY_AVX2 TOY_ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
                                   const float *acc, const float *m, const float *l) {
     FOLD_ROWS(8, toy_exp8_nonpos, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps)
 }
@@ -848,7 +828,7 @@ AVX2 ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *
 #define ATTN_KTDOTS ktdots_avx2
 #define ATTN_WEIGHTS attention_weights_avx2
 #define ATTN_WEIGHTS4 weights4_avx2
-#define ATTN_TARGET AVX2
+#define ATTN_TARGET TOY_AVX2
 #define ATTN_DOTS dots_avx2
 #define ATTN_ACCUM accum_avx2
 #define ATTN_ROW row_avx2
@@ -856,7 +836,7 @@ AVX2 ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *
 #define ATTN_FOLD fold_avx2
 #include "attention_tasks.h"
 
-AVX512 ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
+TOY_AVX512 TOY_ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
                                     const float *acc, const float *m, const float *l) {
     FOLD_ROWS(16, toy_exp16_nonpos, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps,
               _mm512_set1_ps)
@@ -871,7 +851,7 @@ AVX512 ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, flo
 #define ATTN_KTDOTS ktdots_avx512
 #define ATTN_WEIGHTS attention_weights_avx512
 #define ATTN_WEIGHTS4 weights4_avx512
-#define ATTN_TARGET AVX512
+#define ATTN_TARGET TOY_AVX512
 #define ATTN_DOTS dots_avx512
 #define ATTN_ACCUM accum_avx512
 #define ATTN_ROW row_avx512
@@ -880,10 +860,18 @@ AVX512 ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, flo
 #include "attention_tasks.h"
 #endif
 
-/* The tasks of one instruction set */
+/* The tasks of one instruction set, by the set cpu.h's table names */
 typedef struct {
     toy_task_fn token, block, convert;
 } attn_tasks;
+
+static const attn_tasks tasks_of[] = {
+    [TOY_ISA_SCALAR] = {attention_task_scalar, attention_block_task_scalar, attention_convert_task_scalar},
+#if defined(__x86_64__)
+    [TOY_ISA_AVX2] = {attention_task_avx2, attention_block_task_avx2, attention_convert_task_avx2},
+    [TOY_ISA_AVX512] = {attention_task_avx512, attention_block_task_avx512, attention_convert_task_avx512},
+#endif
+};
 
 /* Converts sequence seq's K and V rows for block tasks into c->attn_kv (grown as
  * needed); false when there is no memory for them (the tokens then go one by one). */
@@ -957,13 +945,8 @@ void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_to
                   .group_split = 1, .n_seg = 1};
     const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
     const int64_t want = 4 * (int64_t)toy_pool_size(c->pool); /* tasks for the threads */
-    attn_tasks tasks = {attention_task_scalar, attention_block_task_scalar, attention_convert_task_scalar};
-#if defined(__x86_64__)
-    if (c->isa >= TOY_ISA_AVX512 && hd % 16 == 0)
-        tasks = (attn_tasks){attention_task_avx512, attention_block_task_avx512, attention_convert_task_avx512};
-    else if (c->isa >= TOY_ISA_AVX2 && hd % 16 == 0)
-        tasks = (attn_tasks){attention_task_avx2, attention_block_task_avx2, attention_convert_task_avx2};
-#endif
+    /* the SIMD tasks take whole vectors of head_dim */
+    attn_tasks tasks = tasks_of[hd % 16 == 0 ? c->cpu->attention : TOY_ISA_SCALAR];
     /* Few tokens (decode): first one task per segment of cells (each K and V row still
      * read once), then, if that is not enough, split each group's query heads (their K
      * and V rows are then read once per share). */

@@ -13,8 +13,6 @@
 
 #include "backend_cpu.h"
 #include "error.h"
-#include "kernels.h"
-#include "packed.h"
 #include "threadpool.h"
 #include "vec_exp.h"
 
@@ -300,52 +298,19 @@ static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, 
 
 /* ---------------------------------------------------------------- elementwise */
 
-/* silu(g) * u through exp_nonpos, so that every instruction set computes the same bits:
- * with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g * e) / (1 + e). */
-static inline float silu_mul(float g, float u) {
-    const float e = toy_exp_nonpos(-fabsf(g));
-    return ((g >= 0.0f ? g : g * e) / (1.0f + e)) * u;
-}
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-
-/* silu_mul on 8 lanes: the same operations */
-AVX2 static void swiglu_avx2(float *y, const float *gate, const float *up, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 g = _mm256_loadu_ps(gate + i);
-        const __m256 e = toy_exp8_nonpos(_mm256_or_ps(g, sign)); /* -|g| */
-        const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g,
-                                            _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
-        const __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
-    }
-    for (; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
-}
-#endif
-
 typedef struct {
     float *y;
     const float *gate, *up;
-    toy_isa isa;
+    const toy_cpu_ops *cpu;
 } glu_job;
 
 static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
     const glu_job *j = ctx;
-#if defined(__x86_64__)
-    if (j->isa >= TOY_ISA_AVX2) {
-        swiglu_avx2(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
-        return;
-    }
-#endif
-    for (int64_t i = i0; i < i1; i++) j->y[i] = silu_mul(j->gate[i], j->up[i]);
+    j->cpu->silu_mul(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
 }
 
 static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
-    glu_job j = {y, gate, up, ((cpu_backend *)be)->isa};
+    glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
     run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, swiglu_range, &j);
 }
 
@@ -378,7 +343,7 @@ static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
 }
 
 static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
-    glu_job j = {y, gate, up, ((cpu_backend *)be)->isa};
+    glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
     run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, geglu_range, &j);
 }
 
@@ -451,7 +416,7 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .free = cpu_free,
     };
     pthread_once(&gelu_once, gelu_table_init);
-    c->isa = toy_cpu_isa();
+    c->cpu = toy_cpu();
     c->pool = toy_pool_new(n_threads);
     if (!c->pool) {
         free(c);

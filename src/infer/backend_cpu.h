@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "kernels.h"
+#include "cpu.h"
 #include "threadpool.h"
 
 typedef struct {
@@ -24,7 +24,7 @@ typedef struct {
     int32_t *attn_tok;   /* the tokens attended one by one */
     float *attn_kv;      /* prefill: a sequence's K transposed by chunks, its V as floats */
     size_t attn_kv_cap;  /* floats; grown on the first prefill that needs more */
-    toy_isa isa; /* which attention task runs */
+    const toy_cpu_ops *cpu; /* this CPU's operations (cpu.h) */
 } cpu_backend;
 
 /* Attention's scratch for batches of up to n_tok tokens; freed by toy_cpu_attention_free. */

@@ -35,6 +35,8 @@ void toy_context_params_init(toy_context_params *params, size_t size) {
 
 toy_status toy_context_new(toy_model *model, const toy_context_params *params, toy_context **out) {
     *out = NULL;
+    toy_status st = toy_kernel_init();
+    if (st) return st;
     toy_context_params p = toy_context_default_params();
     if (params && toy_params_read(&p, sizeof p, params, "toy_context_params")) return TOY_ERR_INVALID;
     const toy_hparams *hp = &model->hp;
@@ -48,8 +50,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         return toy_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
                          p.n_ctx, p.n_seq_max, p.n_batch);
 
-    toy_status st = toy_model_pack(model);
-    if (st) return st;
+    if ((st = toy_model_pack(model))) return st;
     toy_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return toy_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;

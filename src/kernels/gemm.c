@@ -14,7 +14,6 @@
 #include <string.h>
 
 #include "gemm.h"
-#include "kernels.h"
 #include "quant.h"
 
 #define GEMM_KC 256
@@ -105,16 +104,7 @@ void toy_gemm_ref_rounded(const toy_gemm_args *p, int type) {
 /* ---------------------------------------------------------------- reference */
 
 void toy_gemm_ref(const toy_gemm_args *p) {
-    for (int64_t i = 0; i < p->m; i++)
-        for (int64_t j = 0; j < p->n; j++) {
-            float acc = p->accumulate ? p->c[i * p->ldc + j] : 0.0f;
-            for (int64_t k = 0; k < p->k; k++) {
-                const float a = p->trans_a ? p->a[k * p->lda + i] : p->a[i * p->lda + k];
-                const float b = p->trans_b ? p->b[j * p->ldb + k] : p->b[k * p->ldb + j];
-                acc = fmaf(a, b, acc);
-            }
-            p->c[i * p->ldc + j] = acc;
-        }
+    toy_gemm_ref_rounded(p, TOY_TYPE_F32); /* round_operand leaves F32 as it is */
 }
 
 /* A portable micro-kernel: 4 x 4 chains of fmaf. */
@@ -135,19 +125,9 @@ const toy_gemm_kernel *toy_gemm_kernel_scalar(void) {
     return &k;
 }
 
-const toy_gemm_kernel *toy_gemm_kernel_best(void) {
-    const toy_isa isa = toy_cpu_isa();
-#if defined(__x86_64__)
-    if (isa >= TOY_ISA_AVX512) return toy_gemm_kernel_avx512();
-    if (isa >= TOY_ISA_AVX2) return toy_gemm_kernel_avx2();
-#endif
-    (void)isa;
-    return toy_gemm_kernel_scalar();
-}
-
 /* ---------------------------------------------------------------- engine */
 
-toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
+toy_gemm *toy_gemm_new(toy_pool *pool, const toy_gemm_kernel *kernel) {
     toy_gemm *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->pool = pool;
@@ -166,8 +146,6 @@ toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel) {
     return g;
 }
 
-toy_gemm *toy_gemm_new(toy_pool *pool) { return toy_gemm_new_with(pool, toy_gemm_kernel_best()); }
-
 void toy_gemm_free(toy_gemm *g) {
     if (!g) return;
     free(g->pack);
@@ -180,68 +158,50 @@ toy_pool *toy_gemm_pool(const toy_gemm *g) { return g->pool; }
 
 /* ---------------------------------------------------------------- packing */
 
-/* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels: panel p holds
- * dst[p * kc * mr + k * mr + i] = op(A)[m0 + p * mr + i][k0 + k], zero past row m. */
-static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t m0, int64_t mc,
-                   int64_t k0, int64_t kc, float *dst, int round) {
-    const int mr = kern->mr;
+/* Rows [r0, r0 + rc) and columns [k0, k0 + kc) of a matrix X as panels of `width` rows,
+ * panel q holding dst[q * kc * width + k * width + i] = X[r0 + q * width + i][k0 + k],
+ * zero past row rc. X[i][k] is x[k * ld + i] where k_major, else x[i * ld + k] (then
+ * pack_rows, where the kernel has one, transposes). op(A) is X for A's panels, op(B)^T
+ * for B's. */
+static void pack_panels(const float *x, int64_t ld, bool k_major, int width, toy_gemm_pack_fn pack_rows, int64_t r0,
+                        int64_t rc, int64_t k0, int64_t kc, float *dst, int round) {
     float *const start = dst;
-    for (int64_t r0 = 0; r0 < mc; r0 += mr, dst += kc * mr) {
-        const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
-        if (!p->trans_a && kern->pack_a_rows) {
-            kern->pack_a_rows(p->a + (m0 + r0) * p->lda + k0, p->lda, rows, kc, dst);
-        } else if (p->trans_a) {
-            /* A is K x M: a panel's k-th column is contiguous in A's row k */
-            const float *src = p->a + k0 * p->lda + m0 + r0;
-            for (int64_t k = 0; k < kc; k++, src += p->lda) {
-                float *d = dst + k * mr;
+    for (int64_t q0 = 0; q0 < rc; q0 += width, dst += kc * width) {
+        const int rows = rc - q0 < width ? (int)(rc - q0) : width;
+        if (!k_major && pack_rows) {
+            pack_rows(x + (r0 + q0) * ld + k0, ld, rows, kc, dst);
+        } else if (k_major) {
+            /* a panel's k-th column is contiguous in X's storage row k */
+            const float *src = x + k0 * ld + r0 + q0;
+            for (int64_t k = 0; k < kc; k++, src += ld) {
+                float *d = dst + k * width;
                 memcpy(d, src, (size_t)rows * sizeof *d);
-                for (int i = rows; i < mr; i++) d[i] = 0.0f;
+                for (int i = rows; i < width; i++) d[i] = 0.0f;
             }
         } else {
-            for (int i = 0; i < mr; i++) {
+            for (int i = 0; i < width; i++) {
                 if (i >= rows) {
-                    for (int64_t k = 0; k < kc; k++) dst[k * mr + i] = 0.0f;
+                    for (int64_t k = 0; k < kc; k++) dst[k * width + i] = 0.0f;
                     continue;
                 }
-                const float *src = p->a + (m0 + r0 + i) * p->lda + k0;
-                for (int64_t k = 0; k < kc; k++) dst[k * mr + i] = src[k];
+                const float *src = x + (r0 + q0 + i) * ld + k0;
+                for (int64_t k = 0; k < kc; k++) dst[k * width + i] = src[k];
             }
         }
     }
     round_panel(start, (dst - start), round);
 }
 
-/* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels: panel q holds
- * dst[q * kc * nr + k * nr + j] = op(B)[k0 + k][n0 + q * nr + j], zero past column n. */
+/* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels */
+static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t m0, int64_t mc,
+                   int64_t k0, int64_t kc, float *dst, int round) {
+    pack_panels(p->a, p->lda, p->trans_a, kern->mr, kern->pack_a_rows, m0, mc, k0, kc, dst, round);
+}
+
+/* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels (of op(B)^T's rows) */
 static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t n0, int64_t nc,
                    int64_t k0, int64_t kc, float *dst, int round) {
-    const int nr = kern->nr;
-    float *const start = dst;
-    for (int64_t c0 = 0; c0 < nc; c0 += nr, dst += kc * nr) {
-        const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
-        if (p->trans_b && kern->pack_b_rows) {
-            kern->pack_b_rows(p->b + (n0 + c0) * p->ldb + k0, p->ldb, cols, kc, dst);
-        } else if (!p->trans_b) {
-            const float *src = p->b + k0 * p->ldb + n0 + c0;
-            for (int64_t k = 0; k < kc; k++, src += p->ldb) {
-                float *d = dst + k * nr;
-                memcpy(d, src, (size_t)cols * sizeof *d);
-                for (int j = cols; j < nr; j++) d[j] = 0.0f;
-            }
-        } else {
-            /* B is N x K: column j of op(B) is row n0 + c0 + j of B */
-            for (int j = 0; j < nr; j++) {
-                if (j >= cols) {
-                    for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = 0.0f;
-                    continue;
-                }
-                const float *src = p->b + (n0 + c0 + j) * p->ldb + k0;
-                for (int64_t k = 0; k < kc; k++) dst[k * nr + j] = src[k];
-            }
-        }
-    }
-    round_panel(start, (dst - start), round);
+    pack_panels(p->b, p->ldb, !p->trans_b, kern->nr, kern->pack_b_rows, n0, nc, k0, kc, dst, round);
 }
 
 /* ---------------------------------------------------------------- blocks */

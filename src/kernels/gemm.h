@@ -42,9 +42,6 @@ typedef struct {
 /* Packing space of one thread, and the instruction set's micro-kernel. */
 typedef struct toy_gemm toy_gemm;
 
-/* A product engine for the pool's threads (pool may be NULL: the caller alone), with the
- * fastest micro-kernel of this CPU (toy_cpu_isa, so TOY_ISA lowers it). NULL: no memory. */
-toy_gemm *toy_gemm_new(toy_pool *pool);
 void toy_gemm_free(toy_gemm *g);
 toy_pool *toy_gemm_pool(const toy_gemm *g);
 
@@ -84,9 +81,9 @@ typedef struct {
 const toy_gemm_kernel *toy_gemm_kernel_avx2(void);   /* AVX2 + FMA */
 const toy_gemm_kernel *toy_gemm_kernel_avx512(void); /* AVX-512 F */
 const toy_gemm_kernel *toy_gemm_kernel_scalar(void);
-/* The kernel a new engine uses. */
-const toy_gemm_kernel *toy_gemm_kernel_best(void);
-/* An engine with a given kernel (tests compare them). */
-toy_gemm *toy_gemm_new_with(toy_pool *pool, const toy_gemm_kernel *kernel);
+
+/* A product engine for the pool's threads (pool may be NULL: the caller alone) with a
+ * micro-kernel: this CPU's is toy_cpu()->gemm() (cpu.h). NULL: no memory. */
+toy_gemm *toy_gemm_new(toy_pool *pool, const toy_gemm_kernel *kernel);
 
 #endif

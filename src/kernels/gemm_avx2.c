@@ -1,10 +1,12 @@
 /* gemm_avx2.c — the AVX2 micro-kernel of gemm.h: a 6 x 16 tile of C in 12 registers,
  * two vectors of B and six broadcasts of A per step of k. Compiled with AVX2 and FMA
- * enabled; called only where the CPU has them (toy_gemm_kernel_best). */
+ * enabled; called only where the CPU has them (cpu.c). */
 #include "gemm.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "simd.h"
+
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
 
 #define MR 6
 #define NR 16
@@ -42,4 +44,5 @@ const toy_gemm_kernel *toy_gemm_kernel_avx2(void) {
     static const toy_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
     return &k;
 }
+TOY_TARGET_END
 #endif

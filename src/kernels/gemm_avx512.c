@@ -1,10 +1,12 @@
 /* gemm_avx512.c — the AVX-512 micro-kernel of gemm.h: a 12 x 32 tile of C in 24
  * registers, two vectors of B and twelve broadcasts of A per step of k. Compiled with
- * AVX-512 enabled; called only where the CPU has it (toy_gemm_kernel_best). */
+ * AVX-512 enabled; called only where the CPU has it (cpu.c). */
 #include "gemm.h"
 
 #if defined(__x86_64__)
-#include <immintrin.h>
+#include "simd.h"
+
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 
 #define MR 12
 #define NR 32
@@ -112,4 +114,5 @@ const toy_gemm_kernel *toy_gemm_kernel_avx512(void) {
     static const toy_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
     return &k;
 }
+TOY_TARGET_END
 #endif

@@ -56,20 +56,9 @@
  * double; float lanes are what vector code can reproduce at full speed.
  */
 #include "kernels.h"
-#include "packed.h"
 #include "toy.h"
 
 #include <math.h>
-#include <pthread.h>
-#include <stdbool.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#if defined(__linux__)
-#include <sys/syscall.h>
-#include <unistd.h>
-#endif
-#endif
-#include <stdlib.h>
 #include <string.h>
 
 /* Contracting a*b + c into an FMA rounds once instead of twice and would change the
@@ -86,6 +75,14 @@ static float combine_lanes(float *lane, int n_lanes) {
     for (int s = n_lanes / 2; s > 0; s /= 2)
         for (int k = 0; k < s; k++) lane[k] += lane[k + s];
     return lane[0];
+}
+
+/* The reduction shape of block types: value(w, a, b), block b's v_b, into lane b % 8. */
+static inline float dot_blocks(int64_t nb, const void *w, const void *a,
+                               float (*value)(const void *w, const void *a, int64_t b)) {
+    float lane[BLOCK_LANES] = {0};
+    for (int64_t b = 0; b < nb; b++) lane[b % BLOCK_LANES] += value(w, a, b);
+    return combine_lanes(lane, BLOCK_LANES);
 }
 
 static inline float half(toy_half h) {
@@ -233,116 +230,92 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *a) {
  * Nibble layout: the low nibble of qs[j] is weight j, the high nibble weight j + 16.
  * |sumi| <= 32 * 128 * 127 for every type here, far from int32 limits. */
 
-static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
+static float value_q4_0(const void *w, const void *a, int64_t b) {
     const block_q4_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_0; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_0 / 2; j++) {
-            sumi += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j];
-            sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_0 / 2; j++) {
+        sumi += ((x[b].qs[j] & 0x0f) - 8) * y[b].qs[j];
+        sumi += ((x[b].qs[j] >> 4) - 8) * y[b].qs[j + QK4_0 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    return d * (float)sumi;
 }
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_0, w, a, value_q4_0); }
 
 /* The offset m enters through the activation block's s = d_a * sum(q_a): m * s stands for
  * sum(m * a_i) without touching the quants. */
-static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
+static float value_q4_1(const void *w, const void *a, int64_t b) {
     const block_q4_1 *x = w;
     const block_q8_1 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_1; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_1 / 2; j++) {
-            sumi += (x[b].qs[j] & 0x0f) * y[b].qs[j];
-            sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float scaled = d * (float)sumi;
-        const float offset = half(x[b].m) * half(y[b].s);
-        const float v = scaled + offset;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_1 / 2; j++) {
+        sumi += (x[b].qs[j] & 0x0f) * y[b].qs[j];
+        sumi += (x[b].qs[j] >> 4) * y[b].qs[j + QK4_1 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float scaled = d * (float)sumi;
+    const float offset = half(x[b].m) * half(y[b].s);
+    return scaled + offset;
 }
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_1, w, a, value_q4_1); }
 
-static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
+static float value_q5_0(const void *w, const void *a, int64_t b) {
     const block_q5_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK5_0; b++) {
-        const uint32_t qh = load_u32le(x[b].qh);
-        int32_t sumi = 0;
-        for (int j = 0; j < QK5_0 / 2; j++) {
-            const int lo = ((x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4) - 16;
-            const int hi = ((x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16;
-            sumi += lo * y[b].qs[j];
-            sumi += hi * y[b].qs[j + QK5_0 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    const uint32_t qh = load_u32le(x[b].qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_0 / 2; j++) {
+        const int lo = ((x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4) - 16;
+        const int hi = ((x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4) - 16;
+        sumi += lo * y[b].qs[j];
+        sumi += hi * y[b].qs[j + QK5_0 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    return d * (float)sumi;
 }
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_0, w, a, value_q5_0); }
 
-static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
+static float value_q5_1(const void *w, const void *a, int64_t b) {
     const block_q5_1 *x = w;
     const block_q8_1 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK5_1; b++) {
-        const uint32_t qh = load_u32le(x[b].qh);
-        int32_t sumi = 0;
-        for (int j = 0; j < QK5_1 / 2; j++) {
-            const int lo = (x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
-            const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
-            sumi += lo * y[b].qs[j];
-            sumi += hi * y[b].qs[j + QK5_1 / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float scaled = d * (float)sumi;
-        const float offset = half(x[b].m) * half(y[b].s);
-        const float v = scaled + offset;
-        lane[b % BLOCK_LANES] += v;
+    const uint32_t qh = load_u32le(x[b].qh);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK5_1 / 2; j++) {
+        const int lo = (x[b].qs[j] & 0x0f) | (int)((qh >> j) & 1) << 4;
+        const int hi = (x[b].qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+        sumi += lo * y[b].qs[j];
+        sumi += hi * y[b].qs[j + QK5_1 / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    const float scaled = d * (float)sumi;
+    const float offset = half(x[b].m) * half(y[b].s);
+    return scaled + offset;
 }
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK5_1, w, a, value_q5_1); }
 
-static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
+static float value_q8_0(const void *w, const void *a, int64_t b) {
     const block_q8_0 *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK8_0; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
-    }
-    return combine_lanes(lane, BLOCK_LANES);
+    int32_t sumi = 0;
+    for (int j = 0; j < QK8_0; j++) sumi += x[b].qs[j] * y[b].qs[j];
+    const float d = half(x[b].d) * half(y[b].d);
+    return d * (float)sumi;
 }
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK8_0, w, a, value_q8_0); }
 
-static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
+static float value_iq4_nl(const void *w, const void *a, int64_t b) {
     const block_iq4_nl *x = w;
     const block_q8_0 *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK4_NL; b++) {
-        int32_t sumi = 0;
-        for (int j = 0; j < QK4_NL / 2; j++) {
-            sumi += toy_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
-            sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
-        }
-        const float d = half(x[b].d) * half(y[b].d);
-        const float v = d * (float)sumi;
-        lane[b % BLOCK_LANES] += v;
+    int32_t sumi = 0;
+    for (int j = 0; j < QK4_NL / 2; j++) {
+        sumi += toy_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
+        sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(x[b].d) * half(y[b].d);
+    return d * (float)sumi;
 }
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK4_NL, w, a, value_iq4_nl); }
 
 /* ================================================================ K-quants
  * One super-block of 256 per v_b. Bounds on the int32 sums (q8 in [-127, 127] from the
@@ -350,33 +323,34 @@ static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
  * 256*63*15*128; Q5_K 256*63*31*128 (6.4e7); Q6_K 256*128*32*128 (1.3e8); IQ4_XS
  * 256*32*127*128 (1.3e8): all below 2^31. */
 
+/* The value of a super-block with mins (Q2_K, Q4_K, Q5_K): the scaled sum less the mins'. */
+static inline float value_dmin(toy_half wd, toy_half wdmin, float ad, int32_t isum, int32_t summs) {
+    const float d = half(wd) * ad;
+    const float dm = half(wdmin) * ad;
+    const float scaled = d * (float)isum;
+    const float mins = dm * (float)summs;
+    return scaled - mins;
+}
+
 /* Q2_K/Q3_K 2-bit field of weight e: byte 32*(e/128) + e%32, bits 2*((e/32)%4). */
 static inline int q2_field(const uint8_t *qs, int e) {
     return (qs[32 * (e / 128) + e % 32] >> (2 * ((e / 32) % 4))) & 3;
 }
 
-static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
+static float value_q2_K(const void *w, const void *a, int64_t b) {
     const block_q2_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q2_K *blk = &x[b];
-        int32_t isum = 0, summs = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q2_field(blk->qs, e);
-            isum += (blk->scales[g] & 0x0f) * s;
-            summs += (blk->scales[g] >> 4) * y[b].bsums[g];
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+    const block_q2_K *blk = &x[b];
+    int32_t isum = 0, summs = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q2_field(blk->qs, e);
+        isum += (blk->scales[g] & 0x0f) * s;
+        summs += (blk->scales[g] >> 4) * y[b].bsums[g];
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q2_K); }
 
 /* Q3_K: 16 six-bit scales stored +32 in 12 bytes: the low nibbles of bytes 0-7 hold
  * scales 0-7, their high nibbles scales 8-15; scale j's top two bits sit in byte
@@ -388,28 +362,24 @@ static inline int q3_scale(const uint8_t *scales, int j) {
     return (low | high << 4) - 32;
 }
 
-static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
+static float value_q3_K(const void *w, const void *a, int64_t b) {
     const block_q3_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q3_K *blk = &x[b];
-        int32_t isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) {
-                const int high = (blk->hmask[e % 32] >> (e / 32)) & 1;
-                const int q = q2_field(blk->qs, e) - (high ? 0 : 4);
-                s += y[b].qs[e] * q;
-            }
-            isum += q3_scale(blk->scales, g) * s;
+    const block_q3_K *blk = &x[b];
+    int32_t isum = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) {
+            const int high = (blk->hmask[e % 32] >> (e / 32)) & 1;
+            const int q = q2_field(blk->qs, e) - (high ? 0 : 4);
+            s += y[b].qs[e] * q;
         }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+        isum += q3_scale(blk->scales, g) * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    return d * (float)isum;
 }
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q3_K); }
 
 /* Q4_K/Q5_K: 8 six-bit scales and mins in 12 bytes. Sub-blocks 0-3 keep them whole in
  * the low 6 bits of bytes 0-3 (scale) and 4-7 (min); sub-blocks 4-7 keep their low
@@ -428,65 +398,49 @@ static inline void k4_scale_min(const uint8_t *q, int j, int *sc, int *m) {
 /* Weight 32*j + l of a Q4_K/Q5_K super-block has its low 4 bits in qs[32*(j/2) + l],
  * low nibble for even j, high nibble for odd j. The min of sub-block j applies to its
  * 32 activations, i.e. bsums 2j and 2j + 1. */
-static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
+static float value_q4_K(const void *w, const void *a, int64_t b) {
     const block_q4_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q4_K *blk = &x[b];
-        const int8_t *q8 = y[b].qs;
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            int sc, m;
-            k4_scale_min(blk->scales, j, &sc, &m);
-            const uint8_t *q4 = blk->qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) s += q8[32 * j + l] * ((q4[l] >> shift) & 0x0f);
-            isum += sc * s;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+    const block_q4_K *blk = &x[b];
+    const int8_t *q8 = y[b].qs;
+    int32_t isum = 0, summs = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        int sc, m;
+        k4_scale_min(blk->scales, j, &sc, &m);
+        const uint8_t *q4 = blk->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) s += q8[32 * j + l] * ((q4[l] >> shift) & 0x0f);
+        isum += sc * s;
+        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q4_K); }
 
 /* Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for weight 32*j + l. */
-static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
+static float value_q5_K(const void *w, const void *a, int64_t b) {
     const block_q5_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q5_K *blk = &x[b];
-        const int8_t *q8 = y[b].qs;
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < QK_K / 32; j++) {
-            int sc, m;
-            k4_scale_min(blk->scales, j, &sc, &m);
-            const uint8_t *q4 = blk->qs + 32 * (j / 2);
-            const int shift = 4 * (j % 2);
-            int32_t s = 0;
-            for (int l = 0; l < 32; l++) {
-                const int q = ((q4[l] >> shift) & 0x0f) | ((blk->qh[l] >> j) & 1) << 4;
-                s += q8[32 * j + l] * q;
-            }
-            isum += sc * s;
-            summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+    const block_q5_K *blk = &x[b];
+    const int8_t *q8 = y[b].qs;
+    int32_t isum = 0, summs = 0;
+    for (int j = 0; j < QK_K / 32; j++) {
+        int sc, m;
+        k4_scale_min(blk->scales, j, &sc, &m);
+        const uint8_t *q4 = blk->qs + 32 * (j / 2);
+        const int shift = 4 * (j % 2);
+        int32_t s = 0;
+        for (int l = 0; l < 32; l++) {
+            const int q = ((q4[l] >> shift) & 0x0f) | ((blk->qh[l] >> j) & 1) << 4;
+            s += q8[32 * j + l] * q;
         }
-        const float d = half(blk->d) * y[b].d;
-        const float dm = half(blk->dmin) * y[b].d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        const float v = scaled - mins;
-        lane[b % BLOCK_LANES] += v;
+        isum += sc * s;
+        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
 }
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q5_K); }
 
 /* Q6_K: per 128-weight half, ql (64 bytes) holds low nibbles — weights l and l+64 in
  * byte l, l+32 and l+96 in byte l+32 (low, high nibble) — and qh (32 bytes) the top two
@@ -498,53 +452,45 @@ static inline int q6_value(const block_q6_K *blk, int e) {
     return (low | high << 4) - 32;
 }
 
-static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
+static float value_q6_K(const void *w, const void *a, int64_t b) {
     const block_q6_K *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_q6_K *blk = &x[b];
-        int32_t isum = 0;
-        for (int g = 0; g < QK_K / 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q6_value(blk, e);
-            isum += blk->scales[g] * s;
-        }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+    const block_q6_K *blk = &x[b];
+    int32_t isum = 0;
+    for (int g = 0; g < QK_K / 16; g++) {
+        int32_t s = 0;
+        for (int e = 16 * g; e < 16 * g + 16; e++) s += y[b].qs[e] * q6_value(blk, e);
+        isum += blk->scales[g] * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    return d * (float)isum;
 }
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q6_K); }
 
 /* IQ4_XS: eight 32-weight groups laid out like IQ4_NL blocks, each with a 6-bit scale
  * stored +32: low nibble in scales_l[ib/2] (even ib low), top two bits at bit 2*ib of
  * scales_h. */
-static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
+static float value_iq4_xs(const void *w, const void *a, int64_t b) {
     const block_iq4_xs *x = w;
     const block_q8_K *y = a;
-    float lane[BLOCK_LANES] = {0};
-    for (int64_t b = 0; b < n / QK_K; b++) {
-        const block_iq4_xs *blk = &x[b];
-        int32_t isum = 0;
-        for (int ib = 0; ib < QK_K / 32; ib++) {
-            const int low = (blk->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
-            const int high = (blk->scales_h >> (2 * ib)) & 3;
-            const uint8_t *qs = blk->qs + 16 * ib;
-            const int8_t *q8 = y[b].qs + 32 * ib;
-            int32_t s = 0;
-            for (int j = 0; j < 16; j++) {
-                s += toy_iq4nl_values[qs[j] & 0x0f] * q8[j];
-                s += toy_iq4nl_values[qs[j] >> 4] * q8[j + 16];
-            }
-            isum += ((low | high << 4) - 32) * s;
+    const block_iq4_xs *blk = &x[b];
+    int32_t isum = 0;
+    for (int ib = 0; ib < QK_K / 32; ib++) {
+        const int low = (blk->scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+        const int high = (blk->scales_h >> (2 * ib)) & 3;
+        const uint8_t *qs = blk->qs + 16 * ib;
+        const int8_t *q8 = y[b].qs + 32 * ib;
+        int32_t s = 0;
+        for (int j = 0; j < 16; j++) {
+            s += toy_iq4nl_values[qs[j] & 0x0f] * q8[j];
+            s += toy_iq4nl_values[qs[j] >> 4] * q8[j + 16];
         }
-        const float d = half(blk->d) * y[b].d;
-        const float v = d * (float)isum;
-        lane[b % BLOCK_LANES] += v;
+        isum += ((low | high << 4) - 32) * s;
     }
-    return combine_lanes(lane, BLOCK_LANES);
+    const float d = half(blk->d) * y[b].d;
+    return d * (float)isum;
 }
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_iq4_xs); }
 
 /* ================================================================ the table */
 
@@ -573,143 +519,4 @@ static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
 const toy_kernel *toy_kernel_scalar(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !scalar_kernels[type].vec_dot) return NULL;
     return &scalar_kernels[type];
-}
-
-/* ---------------------------------------------------------------- dispatch */
-
-const char *toy_isa_name(toy_isa isa) {
-    switch (isa) {
-    case TOY_ISA_AMX: return "amx";
-    case TOY_ISA_AVX512: return "avx512";
-    case TOY_ISA_AVXVNNI: return "avxvnni";
-    case TOY_ISA_AVX2: return "avx2";
-    default: return "scalar";
-    }
-}
-
-static toy_isa detected_isa(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_cpu_init();
-    /* clang 14's __builtin_cpu_supports does not know "f16c": ask cpuid (leaf 1, ECX
-     * bit 29) */
-    unsigned eax, ebx, ecx = 0, edx;
-    bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29));
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && f16c)
-        return TOY_ISA_AVX512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
-        return TOY_ISA_AVX2;
-#endif
-    return TOY_ISA_SCALAR;
-}
-
-#if defined(__x86_64__) && defined(__linux__)
-#define ARCH_REQ_XCOMP_PERM 0x1023 /* arch_prctl: ask for an XSAVE feature's state */
-#define XFEATURE_XTILEDATA 18
-#endif
-
-/* AMX int8 tiles usable by this process: the CPU has them (CPUID 7.0 EDX bits 24, 25),
- * the OS saves their state (XCR0 bits 17 and 18), and Linux (5.16 on) granted this
- * process the tile data it allocates per thread on first use. Asked once, process-wide. */
-static bool amx_usable(void) {
-#if defined(__x86_64__) && defined(__linux__)
-    unsigned eax, ebx, ecx, edx;
-    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx) || !(ecx & (1u << 27))) return false; /* OSXSAVE */
-    unsigned xcr0_lo, xcr0_hi;
-    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0_lo & (3u << 17)) != (3u << 17)) return false;
-    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
-#else
-    return false;
-#endif
-}
-
-/* AVX-VNNI: vpdpbusd with a VEX encoding, on ymm (CPUID 7.1 EAX bit 4) */
-static bool avx_vnni(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned eax, ebx, ecx, edx;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
-#else
-    return false;
-#endif
-}
-
-bool toy_cpu_intel(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    unsigned max_leaf, ebx, ecx, edx;
-    return __get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) && ebx == 0x756e6547u && edx == 0x49656e69u &&
-           ecx == 0x6c65746eu; /* "Genu" "ineI" "ntel" */
-#else
-    return false;
-#endif
-}
-
-static bool amx_failed; /* AMX present and granted, but its products failed the self-test */
-static toy_isa chosen_isa;
-static const toy_kernel *chosen[TOY_TYPE_COUNT];
-static toy_kernel chosen_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
-static pthread_once_t dispatch_once = PTHREAD_ONCE_INIT;
-
-static void dispatch_init(void) {
-    toy_isa isa = detected_isa();
-    const char *want = getenv("TOY_ISA");
-    toy_isa w = TOY_ISA_AMX;
-    if (want)
-        w = !strcmp(want, "amx")       ? TOY_ISA_AMX
-            : !strcmp(want, "avx512")  ? TOY_ISA_AVX512
-            : !strcmp(want, "avxvnni") ? TOY_ISA_AVXVNNI
-            : !strcmp(want, "avx2")    ? TOY_ISA_AVX2
-                                       : TOY_ISA_SCALAR;
-    if (isa == TOY_ISA_AVX2 && avx_vnni()) isa = TOY_ISA_AVXVNNI;
-    /* the tile permission is asked for only where AMX would be used */
-    if (isa == TOY_ISA_AVX512 && w == TOY_ISA_AMX && amx_usable()) {
-        amx_failed = !toy_packed_amx_self_test();
-        if (!amx_failed) isa = TOY_ISA_AMX;
-    }
-    if (w < isa) isa = w;
-    if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
-    chosen_isa = isa;
-    for (int t = 0; t < TOY_TYPE_COUNT; t++) {
-        const toy_kernel *k = NULL;
-#if defined(__x86_64__)
-        if (isa >= TOY_ISA_AVX512) k = toy_kernel_avx512(t);
-        if (!k && isa >= TOY_ISA_AVX2) k = toy_kernel_avx2(t);
-#endif
-        if (!k) k = toy_kernel_scalar(t);
-        if (k) {
-            chosen_copy[t] = *k;
-#if defined(__x86_64__)
-            toy_quantize_act_fn q = isa >= TOY_ISA_AVX2 ? toy_quantize_act_avx2(k->vec_dot_type) : NULL;
-            if (q) chosen_copy[t].quantize_act = q;
-#endif
-            k = &chosen_copy[t];
-        }
-        chosen[t] = k;
-    }
-}
-
-const char *toy_kernel_isa(void) {
-    return toy_cpu_isa() == TOY_ISA_AVX512 && amx_failed ? "avx512 (AMX off: its products failed the self-test)"
-                                                          : toy_isa_name(toy_cpu_isa());
-}
-
-bool toy_cpu_avx_vnni(void) {
-    return toy_cpu_isa() >= TOY_ISA_AVXVNNI && avx_vnni();
-}
-
-bool toy_amx_self_test_failed(void) {
-    toy_cpu_isa();
-    return amx_failed;
-}
-
-toy_isa toy_cpu_isa(void) {
-    pthread_once(&dispatch_once, dispatch_init);
-    return chosen_isa;
-}
-
-const toy_kernel *toy_kernel_get(int type) {
-    pthread_once(&dispatch_once, dispatch_init);
-    return type >= 0 && type < TOY_TYPE_COUNT ? chosen[type] : NULL;
 }

@@ -12,7 +12,6 @@
 #ifndef TOY_KERNELS_H
 #define TOY_KERNELS_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -46,38 +45,15 @@ toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out);
 /* The scalar reference kernel of a weight type, NULL if toy has none. */
 const toy_kernel *toy_kernel_scalar(int type);
 
-/* The kernels of one instruction set, NULL for a type it has none for (the caller
- * falls back to the next). Only call them on a CPU that has the instructions. */
+/* The kernels of one instruction set, NULL for a type it has none for (cpu.c falls
+ * back to the next). Only call them on a CPU that has the instructions. */
 const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
 const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
 /* AVX2 activation quantizers of a vec_dot type (F16, BF16, Q8_0, Q8_1, Q8_K), byte-identical to
  * the scalar ones; NULL for other types. The dispatcher puts them in every kernel. */
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
-
-typedef enum {
-    TOY_ISA_SCALAR = 0,
-    TOY_ISA_AVX2 = 1,
-    TOY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
-    TOY_ISA_AVX512 = 3,
-    TOY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
-} toy_isa;
-
-/* The best instruction set of this CPU, or the one named by the environment variable
- * TOY_ISA=scalar|avx2|avxvnni|avx512|amx (never above what the CPU has; avxvnni only
- * where the CPU has AVX-VNNI, which some AVX-512 CPUs lack: avx2 there). Decided once. */
-toy_isa toy_cpu_isa(void);
-const char *toy_isa_name(toy_isa isa);
-/* The CPU has AVX-VNNI and TOY_ISA allows it (avxvnni or above): the AVX-VNNI kernels
- * may run, even where AVX-512 ones are chosen. */
-bool toy_cpu_avx_vnni(void);
-/* True where the CPU and the OS allow AMX but its products failed the self-test run
- * before it is chosen (packed.h): toy then runs the AVX-512 kernels. */
-bool toy_amx_self_test_failed(void);
-/* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
-bool toy_cpu_intel(void);
-
-/* The fastest kernel of a type on this CPU: chosen once per type, at first use. */
-const toy_kernel *toy_kernel_get(int type);
+void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n);
+void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n);
 
 /* Activation quantizers (llama.cpp's quantize_row_q8_0/q8_1/q8_K reference code). */
 void toy_quantize_act_q8_0(const float *x, void *y, int64_t n);

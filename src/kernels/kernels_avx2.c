@@ -42,28 +42,20 @@ toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
 #include <stddef.h>
 #include <string.h>
 
+#include "simd.h"
+
 /* The per-block values must round each multiply and add on its own (kernels.c). */
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-/* Loops over the 8 blocks of a group, the chunks of a block and the accumulators are
- * unrolled so that their vectors live in registers (-O2 leaves them in stack arrays). */
-#define UNROLL _Pragma("GCC unroll 8")
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
+
 
 /* Blocks are reduced eight at a time: one lane of the accumulator per block. */
 #define GROUP 8
 
 /* ================================================================ shared helpers */
-
-/* The fixed pairwise combination of the 8 block lanes: k += k + 4, k += k + 2, 0 += 1. */
-static inline float combine8(__m256 lane) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(lane), _mm256_extractf128_ps(lane, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 /* Eight blocks' int32 partial sums (eight lanes each) to one vector of the eight block
  * totals, block k in lane k. Integer adds are exact, so the tree's order is free; this
@@ -83,17 +75,17 @@ static inline __m256i sum8_blocks(const __m256i p[GROUP]) {
 
 /* The fp16 fields of up to eight consecutive blocks (`stride` bytes apart) as floats,
  * lanes from `count` on zero. Weight rows are only 2-byte aligned, hence memcpy. */
-ALWAYS_INLINE __m256 load_halves(const uint8_t *p, size_t stride, int count) {
+TOY_ALWAYS_INLINE __m256 load_halves(const uint8_t *p, size_t stride, int count) {
     uint16_t h[GROUP] = {0};
-    UNROLL
+    TOY_UNROLL8
     for (int k = 0; k < count; k++) memcpy(&h[k], p + (size_t)k * stride, sizeof h[k]);
     return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
 }
 
 /* The float fields of up to eight consecutive blocks (Q8_K's d), lanes past count zero. */
-ALWAYS_INLINE __m256 load_floats(const uint8_t *p, size_t stride, int count) {
+TOY_ALWAYS_INLINE __m256 load_floats(const uint8_t *p, size_t stride, int count) {
     float f[GROUP] = {0};
-    UNROLL
+    TOY_UNROLL8
     for (int k = 0; k < count; k++) memcpy(&f[k], p + (size_t)k * stride, sizeof f[k]);
     return _mm256_loadu_ps(f);
 }
@@ -168,7 +160,7 @@ static inline void chunk_scales(__m256i sc16, __m256i scale[8]) {
     };
     const __m256i low = _mm256_permute2x128_si256(sc16, sc16, 0x00);  /* groups 0-7 twice */
     const __m256i high = _mm256_permute2x128_si256(sc16, sc16, 0x11); /* groups 8-15 twice */
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < 4; c++) {
         scale[c] = _mm256_shuffle_epi8(low, load256(pick[c]));
         scale[c + 4] = _mm256_shuffle_epi8(high, load256(pick[c]));
@@ -182,7 +174,7 @@ static inline __m256i per32_to_per16(__m128i sc8) {
 
 /* Signed weights: vpmaddubsw gets |w| (|-128| is 0x80, read as the unsigned 128). */
 static inline void take_abs(wdec *w, int chunks) {
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < chunks; c++) w->q[c] = _mm256_abs_epi8(w->sign[c]);
 }
 
@@ -222,7 +214,7 @@ static inline void decode_k4(const uint8_t *scales, const uint8_t *qs, wdec *w) 
     const __m128i sm = k4_scales_mins(scales);
     chunk_scales(per32_to_per16(_mm_cvtepu8_epi16(sm)), w->scale);
     w->group16 = per32_to_per16(_mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
-    UNROLL
+    TOY_UNROLL8
     for (int p = 0; p < 4; p++) {
         const __m256i bits = load256(qs + 32 * p);
         w->q[2 * p] = _mm256_and_si256(bits, low4);
@@ -243,12 +235,12 @@ static inline void decode_q6_K(const uint8_t *blk, wdec *w) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), low2 = _mm256_set1_epi8(0x03);
     w->group16 = _mm256_cvtepi8_epi16(load128(blk + offsetof(block_q6_K, scales)));
     chunk_scales(w->group16, w->scale);
-    UNROLL
+    TOY_UNROLL8
     for (int h = 0; h < 2; h++) {
         const uint8_t *ql = blk + offsetof(block_q6_K, ql) + 64 * h;
         const __m256i low_bits[2] = {load256(ql), load256(ql + 32)};
         const __m256i high_bits = load256(blk + offsetof(block_q6_K, qh) + 32 * h);
-        UNROLL
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++) {
             const __m256i low = _mm256_and_si256(_mm256_srli_epi16(low_bits[k % 2], 4 * (k / 2)), low4);
             const __m256i top = _mm256_and_si256(_mm256_srli_epi16(high_bits, 2 * k), low2);
@@ -263,7 +255,7 @@ static inline void decode_q6_K(const uint8_t *blk, wdec *w) {
 static inline void decode_q5_K(const uint8_t *blk, wdec *w) {
     decode_k4(blk + offsetof(block_q5_K, scales), blk + offsetof(block_q5_K, qs), w);
     const __m256i high = load256(blk + offsetof(block_q5_K, qh));
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < 8; c++) {
         const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(high, c), _mm256_set1_epi8(1));
         w->q[c] = _mm256_or_si256(w->q[c], _mm256_slli_epi16(bit, 4));
@@ -304,10 +296,10 @@ static inline void decode_q2_K(const uint8_t *blk, wdec *w) {
     const __m128i nibble = _mm_set1_epi8(0x0f);
     chunk_scales(_mm256_cvtepu8_epi16(_mm_and_si128(sc, nibble)), w->scale);
     w->group16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), nibble));
-    UNROLL
+    TOY_UNROLL8
     for (int h = 0; h < 2; h++) {
         const __m256i bits = load256(blk + offsetof(block_q2_K, qs) + 32 * h);
-        UNROLL
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++)
             w->q[4 * h + k] = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), _mm256_set1_epi8(3));
     }
@@ -335,10 +327,10 @@ static inline void decode_q3_K(const uint8_t *blk, wdec *w) {
     w->group16 = _mm256_cvtepi8_epi16(q3_scales(blk + offsetof(block_q3_K, scales)));
     chunk_scales(w->group16, w->scale);
     const __m256i hmask = load256(blk + offsetof(block_q3_K, hmask));
-    UNROLL
+    TOY_UNROLL8
     for (int h = 0; h < 2; h++) {
         const __m256i bits = load256(blk + offsetof(block_q3_K, qs) + 32 * h);
-        UNROLL
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++) {
             const int c = 4 * h + k;
             const __m256i field = _mm256_and_si256(_mm256_srli_epi16(bits, 2 * k), _mm256_set1_epi8(3));
@@ -364,14 +356,14 @@ static inline void decode_iq4_xs(const uint8_t *blk, wdec *w) {
     memcpy(&scales_h, blk + offsetof(block_iq4_xs, scales_h), sizeof scales_h);
     const uint8_t *scales_l = blk + offsetof(block_iq4_xs, scales_l);
     int16_t sc[8];
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < 8; c++) {
         const int low = (scales_l[c / 2] >> (4 * (c % 2))) & 0x0f;
         const int high = (scales_h >> (2 * c)) & 3;
         sc[c] = (int16_t)((low | high << 4) - 32);
     }
     chunk_scales(per32_to_per16(load128(sc)), w->scale);
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < 8; c++)
         w->sign[c] = iq4nl_levels(nibbles32(blk + offsetof(block_iq4_xs, qs) + 16 * c));
     take_abs(w, 8);
@@ -452,7 +444,7 @@ static inline size_t weight_m_offset(int type) {
     }
 }
 
-ALWAYS_INLINE void decode_block(int type, const uint8_t *blk, wdec *w) {
+TOY_ALWAYS_INLINE void decode_block(int type, const uint8_t *blk, wdec *w) {
     switch (type) {
     case TOY_TYPE_Q8_0: decode_q8_0(blk, w); break;
     case TOY_TYPE_Q4_0: decode_q4_0(blk, w); break;
@@ -470,7 +462,7 @@ ALWAYS_INLINE void decode_block(int type, const uint8_t *blk, wdec *w) {
 }
 
 /* A decoded 32-weight block times one activation block: int32 lanes summing to sumi. */
-ALWAYS_INLINE __m256i dot_block32(int type, __m256i u, __m256i sign, const uint8_t *act) {
+TOY_ALWAYS_INLINE __m256i dot_block32(int type, __m256i u, __m256i sign, const uint8_t *act) {
     __m256i a = load256(act + act_qs_offset(type));
     if (is_signed_weight(type)) a = _mm256_sign_epi8(a, sign);
     return dot_u8_i8(u, a);
@@ -478,11 +470,11 @@ ALWAYS_INLINE __m256i dot_block32(int type, __m256i u, __m256i sign, const uint8
 
 /* A decoded super-block times one activation block: int32 lanes summing to isum, and
  * for the mins types lanes summing to summs. */
-ALWAYS_INLINE void dot_superblock(int type, const wdec *w, const uint8_t *act, __m256i *isum,
+TOY_ALWAYS_INLINE void dot_superblock(int type, const wdec *w, const uint8_t *act, __m256i *isum,
                                   __m256i *summs) {
     const int8_t *q8 = (const int8_t *)(act + act_qs_offset(type));
     __m256i s = _mm256_setzero_si256();
-    UNROLL
+    TOY_UNROLL8
     for (int c = 0; c < 8; c++) {
         __m256i a = load256(q8 + 32 * c);
         if (is_signed_weight(type)) a = _mm256_sign_epi8(a, w->sign[c]);
@@ -506,7 +498,7 @@ typedef struct {
     __m256 d, m;
 } wscales;
 
-ALWAYS_INLINE wscales load_weight_scales(int type, const uint8_t *w, int count) {
+TOY_ALWAYS_INLINE wscales load_weight_scales(int type, const uint8_t *w, int count) {
     const size_t wsz = weight_block_bytes(type);
     wscales s;
     s.d = load_halves(w + weight_d_offset(type), wsz, count);
@@ -516,7 +508,7 @@ ALWAYS_INLINE wscales load_weight_scales(int type, const uint8_t *w, int count) 
 }
 
 /* v_b of a group of blocks, exactly as the scalar kernels form it (kernels.c). */
-ALWAYS_INLINE __m256 block_values(int type, wscales ws, __m256i isum, __m256i summs,
+TOY_ALWAYS_INLINE __m256 block_values(int type, wscales ws, __m256i isum, __m256i summs,
                                   const uint8_t *act, int count) {
     const size_t asz = act_block_bytes(type);
     const __m256 ad = is_k_family(type) ? load_floats(act + offsetof(block_q8_K, d), asz, count)
@@ -545,14 +537,14 @@ ALWAYS_INLINE __m256 block_values(int type, wscales ws, __m256i isum, __m256i su
  * eight block sums stay in registers through the reduction. A super-block decodes into
  * far more than the registers hold, so it is decoded once and dotted with every row
  * before the next; the rows' partial sums wait on the stack for the group's reduction. */
-ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b0,
+TOY_ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b0,
                              const uint8_t *a, size_t a_stride, int n_a, __m256 *acc) {
     const size_t wsz = weight_block_bytes(type), asz = act_block_bytes(type);
     const uint8_t *w = wrow + (size_t)b0 * wsz;
     const wscales ws = load_weight_scales(type, w, count);
     if (!is_k_family(type)) {
         __m256i u[GROUP], sign[GROUP];
-        UNROLL
+        TOY_UNROLL8
         for (int k = 0; k < GROUP; k++) {
             u[k] = sign[k] = _mm256_setzero_si256();
             if (k < count) {
@@ -565,7 +557,7 @@ ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b
         for (int j = 0; j < n_a; j++) {
             const uint8_t *act = a + (size_t)j * a_stride + (size_t)b0 * asz;
             __m256i isum[GROUP];
-            UNROLL
+            TOY_UNROLL8
             for (int k = 0; k < GROUP; k++)
                 isum[k] = k < count ? dot_block32(type, u[k], sign[k], act + (size_t)k * asz)
                                     : _mm256_setzero_si256();
@@ -575,7 +567,7 @@ ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b
         return;
     }
     __m256i isum[TOY_TILE_MAX][GROUP], summs[TOY_TILE_MAX][GROUP];
-    UNROLL
+    TOY_UNROLL8
     for (int k = 0; k < GROUP; k++) {
         if (k < count) {
             wdec dec;
@@ -597,7 +589,7 @@ ALWAYS_INLINE void dot_group(int type, int count, const uint8_t *wrow, int64_t b
     }
 }
 
-ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_stride, int n_w,
+TOY_ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_stride, int n_w,
                                const void *a, size_t a_stride, int n_a, float *y,
                                size_t y_stride) {
     const int64_t nb = n / (is_k_family(type) ? QK_K : 32);
@@ -608,36 +600,100 @@ ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_stri
         int64_t b0 = 0;
         for (; b0 + GROUP <= nb; b0 += GROUP) dot_group(type, GROUP, wrow, b0, a, a_stride, n_a, acc);
         if (b0 < nb) dot_group(type, (int)(nb - b0), wrow, b0, a, a_stride, n_a, acc);
-        for (int j = 0; j < n_a; j++) y[(size_t)j * y_stride + (size_t)i] = combine8(acc[j]);
+        for (int j = 0; j < n_a; j++) y[(size_t)j * y_stride + (size_t)i] = toy_combine8(acc[j]);
     }
 }
 
 /* vec_dot is the 1 x 1 tile: with n_w = n_a = 1 known, the compiler keeps everything in
  * registers. */
-#define BLOCK_KERNELS(name, type)                                                           \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
-        float y;                                                                            \
-        tile_blocks(type, n, w, 0, 1, a, 0, 1, &y, 0);                                      \
-        return y;                                                                           \
-    }                                                                                       \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
-                                    const void *a, size_t a_stride, int n_a, float *y,      \
-                                    size_t y_stride) {                                      \
-        tile_blocks(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
-    }
-
-BLOCK_KERNELS(q4_0, TOY_TYPE_Q4_0)
-BLOCK_KERNELS(q4_1, TOY_TYPE_Q4_1)
-BLOCK_KERNELS(q5_0, TOY_TYPE_Q5_0)
-BLOCK_KERNELS(q5_1, TOY_TYPE_Q5_1)
-BLOCK_KERNELS(q8_0, TOY_TYPE_Q8_0)
-BLOCK_KERNELS(iq4_nl, TOY_TYPE_IQ4_NL)
-BLOCK_KERNELS(q2_K, TOY_TYPE_Q2_K)
-BLOCK_KERNELS(q3_K, TOY_TYPE_Q3_K)
-BLOCK_KERNELS(q4_K, TOY_TYPE_Q4_K)
-BLOCK_KERNELS(q5_K, TOY_TYPE_Q5_K)
-BLOCK_KERNELS(q6_K, TOY_TYPE_Q6_K)
-BLOCK_KERNELS(iq4_xs, TOY_TYPE_IQ4_XS)
+static float vec_dot_q4_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q4_1(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_1, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_1, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_1(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_1, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_1(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_1, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q8_0(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q8_0, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q8_0(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q8_0, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_IQ4_NL, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_iq4_nl(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                                float *y, size_t ys) {
+    tile_blocks(TOY_TYPE_IQ4_NL, n, w, ws, n_w, a, as, n_a, y, ys);
+}
+static float vec_dot_q2_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q2_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q2_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q2_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q3_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q3_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q3_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q3_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q4_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q4_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q4_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q5_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q5_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q5_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q5_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_q6_K(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_Q6_K, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_q6_K(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_blocks(TOY_TYPE_Q6_K, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) {
+    float y;
+    tile_blocks(TOY_TYPE_IQ4_XS, n, w, 0, 1, a, 0, 1, &y, 0);
+    return y;
+}
+static void vec_dot_tile_iq4_xs(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                                float *y, size_t ys) {
+    tile_blocks(TOY_TYPE_IQ4_XS, n, w, ws, n_w, a, as, n_a, y, ys);
+}
 
 /* ================================================================ float rows
  * p[i % 32] += w_i * a_i: four 8-lane accumulators over each 32 elements, an element
@@ -655,24 +711,24 @@ static inline int act_elem_type(int type) {
 
 /* 8 F16 or BF16 elements as floats. A bf16 is the top half of a float: zero-extended to
  * 32 bits and shifted. */
-ALWAYS_INLINE __m256 load8_half(int type, const uint8_t *p) {
+TOY_ALWAYS_INLINE __m256 load8_half(int type, const uint8_t *p) {
     return type == TOY_TYPE_F16 ? _mm256_cvtph_ps(load128(p))
                                 : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
 }
 
 /* Elements i..i+31 as four float vectors, in order: vector k holds lanes p[8k..8k+7]. */
-ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
-    UNROLL
+TOY_ALWAYS_INLINE void load32_elems(int type, const uint8_t *p, __m256 v[4]) {
+    TOY_UNROLL8
     for (int k = 0; k < 4; k++)
         v[k] = type == TOY_TYPE_F32 ? _mm256_loadu_ps((const float *)(p + 32 * k)) : load8_half(type, p + 16 * k);
 }
 
-ALWAYS_INLINE void store_lanes(const __m256 v[4], float p[32]) {
-    UNROLL
+TOY_ALWAYS_INLINE void store_lanes(const __m256 v[4], float p[32]) {
+    TOY_UNROLL8
     for (int k = 0; k < 4; k++) _mm256_storeu_ps(p + 8 * k, v[k]);
 }
 
-ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
+TOY_ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
     if (type == TOY_TYPE_F32) {
         float f;
         memcpy(&f, p, sizeof f);
@@ -689,7 +745,7 @@ ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
 static inline float combine32(const float *p) {
     const __m256 lo = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16));
     const __m256 hi = _mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 24));
-    return combine8(_mm256_add_ps(lo, hi));
+    return toy_combine8(_mm256_add_ps(lo, hi));
 }
 
 /* The 32 lanes p[0..31] of one (weight row, activation row) pair. */
@@ -699,11 +755,11 @@ typedef struct {
 
 /* Elements [i0, i1) (whole 32-element steps) of one weight row against one activation
  * row, continuing its lanes. */
-ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a, int64_t i0, int64_t i1,
+TOY_ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a, int64_t i0, int64_t i1,
                                     lanes32 *lanes) {
     const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
     __m256 acc[4];
-    UNROLL
+    TOY_UNROLL8
     for (int k = 0; k < 4; k++) acc[k] = lanes->v[k];
     for (int64_t i = i0; i < i1; i += 32) {
         /* decode streams the weights from memory: ask for them 2 KiB ahead */
@@ -712,19 +768,19 @@ ALWAYS_INLINE void accumulate_elems(int type, const uint8_t *w, const uint8_t *a
         __m256 wv[4], av[4];
         load32_elems(type, w + (size_t)i * es, wv);
         load32_elems(act_elem_type(type), a + (size_t)i * as, av);
-        UNROLL
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++)
             /* F16 and BF16 round once (FMA), F32's product rounds first (kernels.c) */
             acc[k] = type == TOY_TYPE_F32 ? _mm256_add_ps(acc[k], _mm256_mul_ps(wv[k], av[k]))
                                           : _mm256_fmadd_ps(wv[k], av[k], acc[k]);
     }
-    UNROLL
+    TOY_UNROLL8
     for (int k = 0; k < 4; k++) lanes->v[k] = acc[k];
 }
 
 /* The element tail from i (a multiple of 32) on, in scalar code on the lanes p, and the
  * pairwise combine. */
-ALWAYS_INLINE float finish_lanes(int type, int64_t n, int64_t i, const uint8_t *w, const uint8_t *a, float p[32]) {
+TOY_ALWAYS_INLINE float finish_lanes(int type, int64_t n, int64_t i, const uint8_t *w, const uint8_t *a, float p[32]) {
     const size_t es = elem_bytes(type), as = elem_bytes(act_elem_type(type));
     for (int64_t t = i; t < n; t++) {
         const float wt = load1_elem(type, w + (size_t)t * es);
@@ -735,14 +791,14 @@ ALWAYS_INLINE float finish_lanes(int type, int64_t n, int64_t i, const uint8_t *
 }
 
 /* finish_lanes on the lanes in registers */
-ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
+TOY_ALWAYS_INLINE float finish_elems(int type, int64_t n, int64_t i, const uint8_t *w,
                                  const uint8_t *a, const lanes32 *lanes) {
     float p[32];
     store_lanes(lanes->v, p);
     return finish_lanes(type, n, i, w, a, p);
 }
 
-ALWAYS_INLINE float dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a) {
+TOY_ALWAYS_INLINE float dot_elems(int type, int64_t n, const uint8_t *w, const uint8_t *a) {
     const int64_t n32 = n / 32 * 32;
     lanes32 lanes = {{_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
                       _mm256_setzero_ps()}};
@@ -765,49 +821,62 @@ ALWAYS_INLINE float dot_elems(int type, int64_t n, const uint8_t *w, const uint8
 typedef float parked_lanes[SLICE_W][TOY_TILE_MAX][32];
 
 /* Slice k of columns [i0, i1) for weight rows w[0..nw) and activation rows a0..a0 + na */
-ALWAYS_INLINE void tile_slice(int type, const uint8_t *const *w, const int nw, const float *const *a, int a0,
+TOY_ALWAYS_INLINE void tile_slice(int type, const uint8_t *const *w, const int nw, const float *const *a, int a0,
                               const int na, int64_t i0, int64_t i1, int k, parked_lanes park) {
     __m256 acc[SLICE_W][SLICE_A];
-    UNROLL
+    TOY_UNROLL8
     for (int r = 0; r < nw; r++)
-        UNROLL
+        TOY_UNROLL8
         for (int j = 0; j < na; j++) acc[r][j] = _mm256_load_ps(park[r][a0 + j] + 8 * k);
     for (int64_t i = i0 + 8 * k; i < i1; i += 32) {
         __m256 wv[SLICE_W];
-        UNROLL
+        TOY_UNROLL8
         for (int r = 0; r < nw; r++) wv[r] = load8_half(type, w[r] + 2 * i);
-        UNROLL
+        TOY_UNROLL8
         for (int j = 0; j < na; j++) {
             const __m256 av = _mm256_loadu_ps(a[a0 + j] + i);
-            UNROLL
+            TOY_UNROLL8
             for (int r = 0; r < nw; r++) acc[r][j] = _mm256_fmadd_ps(wv[r], av, acc[r][j]);
         }
     }
-    UNROLL
+    TOY_UNROLL8
     for (int r = 0; r < nw; r++)
-        UNROLL
+        TOY_UNROLL8
         for (int j = 0; j < na; j++) _mm256_store_ps(park[r][a0 + j] + 8 * k, acc[r][j]);
 }
 
 /* tile_slice with the row counts as constants */
-ALWAYS_INLINE void tile_slice_any(int type, const uint8_t *const *w, int nw, const float *const *a, int a0, int na,
+TOY_ALWAYS_INLINE void tile_slice_any(int type, const uint8_t *const *w, int nw, const float *const *a, int a0, int na,
                                   int64_t i0, int64_t i1, int k, parked_lanes park) {
-#define SLICE_NA(NW)                                                                                  \
-    switch (na) {                                                                                     \
-    case 1: tile_slice(type, w, NW, a, a0, 1, i0, i1, k, park); break;                                \
-    case 2: tile_slice(type, w, NW, a, a0, 2, i0, i1, k, park); break;                                \
-    case 3: tile_slice(type, w, NW, a, a0, 3, i0, i1, k, park); break;                                \
-    default: tile_slice(type, w, NW, a, a0, 4, i0, i1, k, park); break;                               \
-    }
     switch (nw) {
-    case 1: SLICE_NA(1) break;
-    case 2: SLICE_NA(2) break;
-    default: SLICE_NA(3) break;
+    case 1:
+        switch (na) {
+        case 1: tile_slice(type, w, 1, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 1, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 1, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 1, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
+    case 2:
+        switch (na) {
+        case 1: tile_slice(type, w, 2, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 2, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 2, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 2, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
+    default:
+        switch (na) {
+        case 1: tile_slice(type, w, 3, a, a0, 1, i0, i1, k, park); break;
+        case 2: tile_slice(type, w, 3, a, a0, 2, i0, i1, k, park); break;
+        case 3: tile_slice(type, w, 3, a, a0, 3, i0, i1, k, park); break;
+        default: tile_slice(type, w, 3, a, a0, 4, i0, i1, k, park); break;
+        }
+        break;
     }
-#undef SLICE_NA
 }
 
-ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
+TOY_ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
                                size_t a_stride, int n_a, float *y, size_t y_stride) {
     const int64_t n32 = n / 32 * 32;
     const float *arow[TOY_TILE_MAX];
@@ -832,18 +901,12 @@ ALWAYS_INLINE void tile_sliced(int type, int64_t n, const void *w, size_t w_stri
     }
 }
 
-#define ELEM_KERNELS(name, type)                                                            \
-    static float vec_dot_##name(int64_t n, const void *w, const void *a) {                 \
-        return dot_elems(type, n, w, a);                                                    \
-    }                                                                                       \
-    static void vec_dot_tile_##name(int64_t n, const void *w, size_t w_stride, int n_w,    \
-                                    const void *a, size_t a_stride, int n_a, float *y,      \
-                                    size_t y_stride) {                                      \
-        tile_sliced(type, n, w, w_stride, n_w, a, a_stride, n_a, y, y_stride);              \
-    }
-
-ELEM_KERNELS(f16, TOY_TYPE_F16)
-ELEM_KERNELS(bf16, TOY_TYPE_BF16)
+static float vec_dot_f16(int64_t n, const void *w, const void *a) { return dot_elems(TOY_TYPE_F16, n, w, a); }
+static void vec_dot_tile_f16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                             float *y, size_t ys) { tile_sliced(TOY_TYPE_F16, n, w, ws, n_w, a, as, n_a, y, ys); }
+static float vec_dot_bf16(int64_t n, const void *w, const void *a) { return dot_elems(TOY_TYPE_BF16, n, w, a); }
+static void vec_dot_tile_bf16(int64_t n, const void *w, size_t ws, int n_w, const void *a, size_t as, int n_a,
+                              float *y, size_t ys) { tile_sliced(TOY_TYPE_BF16, n, w, ws, n_w, a, as, n_a, y, ys); }
 
 /* F32 has no tile: there is no conversion to share, and the tile measured slower than
  * the matmul's own loop of vec_dot (the compiler reloads the weights per row anyway). */
@@ -889,7 +952,7 @@ const toy_kernel *toy_kernel_avx2(int type) {
 
 /* roundf (halves away from zero) of |v| <= 2^23, exactly: trunc, then one step away
  * from zero where the dropped fraction is at least one half. */
-ALWAYS_INLINE __m256 round_half_away(__m256 v) {
+TOY_ALWAYS_INLINE __m256 round_half_away(__m256 v) {
     const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m256 frac = _mm256_sub_ps(v, t); /* exact */
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -900,7 +963,7 @@ ALWAYS_INLINE __m256 round_half_away(__m256 v) {
 
 /* 32 floats to int8 levels as kernels.c's q8_round: roundf, clamp to [-127, 127], NaN 0;
  * returns their sum. */
-ALWAYS_INLINE int quantize32(const float *x, float id, int8_t *q) {
+TOY_ALWAYS_INLINE int quantize32(const float *x, float id, int8_t *q) {
     const __m256 vid = _mm256_set1_ps(id);
     __m256i out[4];
     for (int k = 0; k < 4; k++) {
@@ -923,7 +986,7 @@ ALWAYS_INLINE int quantize32(const float *x, float id, int8_t *q) {
     return _mm_cvtsi128_si32(s);
 }
 
-ALWAYS_INLINE float absmax32(const float *x) {
+TOY_ALWAYS_INLINE float absmax32(const float *x) {
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     __m256 m = _mm256_setzero_ps();
     /* max_ps returns its second operand when one is NaN: keep the running max there,
@@ -959,7 +1022,7 @@ void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-static void quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
+void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     block_q8_1 *blocks = y;
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         const float d = absmax32(x) / 127;
@@ -970,7 +1033,7 @@ static void quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-static void quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
+void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
     block_q8_K *blocks = y;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -1052,15 +1115,20 @@ static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
     toy_quantize_act_bf16(x + i, out + i, n - i);
 }
 
+void toy_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n) {
+    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K_avx2, x, y, n);
+}
+
 toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
     switch (vec_dot_type) {
     case TOY_TYPE_F16: return quantize_act_f16_avx2;
     case TOY_TYPE_BF16: return quantize_act_bf16_avx2;
     case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
-    case TOY_TYPE_Q8_1: return quantize_act_q8_1_avx2;
-    case TOY_TYPE_Q8_K: return quantize_act_q8_K_avx2;
+    case TOY_TYPE_Q8_1: return toy_quantize_act_q8_1_avx2;
+    case TOY_TYPE_Q8_K: return toy_quantize_act_q8_K_avx2;
     default: return NULL;
     }
 }
 
+TOY_TARGET_END
 #endif /* __x86_64__ */

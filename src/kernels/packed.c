@@ -1,17 +1,13 @@
 /* packed.c — packing weights into groups of 16 interleaved rows, the activation layout
- * of packed products, the scalar reference of those products, and the choice of a
- * packed kernel for this CPU. The layouts are described in packed.h. */
+ * of packed products and the scalar reference of those products. The layouts are described in packed.h. */
 #include "packed.h"
 
-#include <pthread.h>
-#include <setjmp.h>
-#include <signal.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
-#include "quant.h"
 
 #define BLOCK_LANES 8 /* the reduction shape's lanes (kernels.c) */
 
@@ -72,109 +68,115 @@ _Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K bloc
 _Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
 _Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
 
-/* Row r of a packed block from the file's block src, or a zero row (src NULL). */
-static void pack_row_q8_0(void *block, int r, const void *src) {
+/* Row r of a packed block and a block of the file: move_row_TYPE(packed block, r, file
+ * block, unpack) packs the file block into row r, or (unpack) the row back into the
+ * file block. Packing from no file block (NULL) writes a zero row. */
+static inline void move(void *packed, void *file, size_t n, const bool unpack) {
+    if (unpack) memcpy(file, packed, n);
+    else memcpy(packed, file, n);
+}
+
+/* Q8_0: the quants plus 128 */
+static void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
+    static block_q8_0 zero;
     packed_q8_0 *pb = block;
-    const block_q8_0 *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
+    block_q8_0 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
     for (int k = 0; k < 8; k++)
-        for (int i = 0; i < 4; i++) pb->q[k][r][i] = (uint8_t)((wb ? wb->qs[4 * k + i] : 0) + 128);
+        for (int i = 0; i < 4; i++)
+            if (unpack) wb->qs[4 * k + i] = (int8_t)(pb->q[k][r][i] - 128);
+            else pb->q[k][r][i] = (uint8_t)(wb->qs[4 * k + i] + 128);
 }
 
-static void pack_row_q4_0(void *block, int r, const void *src) {
+/* Q4_0 and IQ4_NL (the same block fields): a Q4_0 zero row has nibbles 8 (weights 0) */
+static void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
+    static block_q4_0 zero = {.qs = {0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
+                                     0x88, 0x88, 0x88, 0x88}};
     packed_q4_0 *pb = block;
-    const block_q4_0 *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
-    for (int k = 0; k < 4; k++) /* nibbles 8: weights 0 */
-        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-        else memset(pb->q[k][r], 0x88, 4);
+    block_q4_0 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    for (int k = 0; k < 4; k++) move(pb->q[k][r], wb->qs + 4 * k, 4, unpack);
 }
 
-/* IQ4_NL: Q4_0's layout (the same block fields); a zero row has scale 0. */
-static void pack_row_iq4_nl(void *block, int r, const void *src) {
-    packed_q4_0 *pb = block;
-    const block_iq4_nl *wb = src;
-    pb->d[r] = wb ? wb->d : 0;
-    for (int k = 0; k < 4; k++)
-        if (wb) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
-        else memset(pb->q[k][r], 0, 4);
+static void move_row_iq4_nl(void *block, int r, void *file, const bool unpack) {
+    static block_iq4_nl zero;
+    move_row_q4_0(block, r, file ? file : &zero, unpack);
 }
 
-static void pack_row_q4_1(void *block, int r, const void *src) {
-    static const block_q4_1 zero;
-    const block_q4_1 *wb = src ? src : &zero;
+static void move_row_q4_1(void *block, int r, void *file, const bool unpack) {
+    static block_q4_1 zero;
     packed_q4_1 *pb = block;
-    pb->d[r] = wb->d;
-    pb->m[r] = wb->m;
-    for (int k = 0; k < 4; k++) memcpy(pb->q[k][r], wb->qs + 4 * k, 4);
+    block_q4_1 *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    move(&pb->m[r], &wb->m, sizeof wb->m, unpack);
+    for (int k = 0; k < 4; k++) move(pb->q[k][r], wb->qs + 4 * k, 4, unpack);
 }
 
-/* The fields Q4_K and Q5_K share (their file blocks start alike). */
-static void pack_q4_K_fields(packed_q4_K *pb, int r, toy_half d, toy_half dmin, const uint8_t *scales,
-                             const uint8_t *qs) {
-    pb->d[r] = d;
-    pb->dmin[r] = dmin;
-    for (int s = 0; s < 3; s++) memcpy(pb->scales[s][r], scales + 4 * s, 4);
+/* The fields Q4_K and Q5_K share. */
+static void move_q4_K_fields(packed_q4_K *pb, int r, toy_half *d, toy_half *dmin, uint8_t *scales, uint8_t *qs,
+                             const bool unpack) {
+    move(&pb->d[r], d, sizeof *d, unpack);
+    move(&pb->dmin[r], dmin, sizeof *dmin, unpack);
+    for (int s = 0; s < 3; s++) move(pb->scales[s][r], scales + 4 * s, 4, unpack);
     for (int p = 0; p < 4; p++)
-        for (int k = 0; k < 8; k++) memcpy(pb->q[p][k][r], qs + 32 * p + 4 * k, 4);
+        for (int k = 0; k < 8; k++) move(pb->q[p][k][r], qs + 32 * p + 4 * k, 4, unpack);
 }
 
-static void pack_row_q4_K(void *block, int r, const void *src) {
-    static const block_q4_K zero;
-    const block_q4_K *wb = src ? src : &zero;
-    pack_q4_K_fields(block, r, wb->d, wb->dmin, wb->scales, wb->qs);
+static void move_row_q4_K(void *block, int r, void *file, const bool unpack) {
+    static block_q4_K zero;
+    block_q4_K *wb = file ? file : &zero;
+    move_q4_K_fields(block, r, &wb->d, &wb->dmin, wb->scales, wb->qs, unpack);
 }
 
-static void pack_row_q5_K(void *block, int r, const void *src) {
-    static const block_q5_K zero;
-    const block_q5_K *wb = src ? src : &zero;
+static void move_row_q5_K(void *block, int r, void *file, const bool unpack) {
+    static block_q5_K zero;
     packed_q5_K *pb = block;
-    pack_q4_K_fields(&pb->low, r, wb->d, wb->dmin, wb->scales, wb->qs);
-    for (int k = 0; k < 8; k++) memcpy(pb->qh[k][r], wb->qh + 4 * k, 4);
+    block_q5_K *wb = file ? file : &zero;
+    move_q4_K_fields(&pb->low, r, &wb->d, &wb->dmin, wb->scales, wb->qs, unpack);
+    for (int k = 0; k < 8; k++) move(pb->qh[k][r], wb->qh + 4 * k, 4, unpack);
 }
 
-static void pack_row_q6_K(void *block, int r, const void *src) {
+static void move_row_q6_K(void *block, int r, void *file, const bool unpack) {
+    static block_q6_K zero;
     packed_q6_K *pb = block;
-    const block_q6_K *wb = src;
-    static const block_q6_K zero;
-    if (!wb) wb = &zero;
-    pb->d[r] = wb->d;
-    for (int g = 0; g < 16; g++) pb->scales[g][r] = wb->scales[g];
+    block_q6_K *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    for (int g = 0; g < 16; g++) move(&pb->scales[g][r], &wb->scales[g], 1, unpack);
     for (int h = 0; h < 2; h++)
         for (int k = 0; k < 8; k++) {
-            for (int s = 0; s < 2; s++) memcpy(pb->ql[h][s][k][r], wb->ql + 64 * h + 32 * s + 4 * k, 4);
-            memcpy(pb->qh[h][k][r], wb->qh + 32 * h + 4 * k, 4);
+            for (int s = 0; s < 2; s++) move(pb->ql[h][s][k][r], wb->ql + 64 * h + 32 * s + 4 * k, 4, unpack);
+            move(pb->qh[h][k][r], wb->qh + 32 * h + 4 * k, 4, unpack);
         }
 }
 
 /* A zero row: scale 0 (its nibbles are then any level). */
-static void pack_row_iq4_xs(void *block, int r, const void *src) {
-    static const block_iq4_xs zero;
-    const block_iq4_xs *wb = src ? src : &zero;
+static void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
+    static block_iq4_xs zero;
     packed_iq4_xs *pb = block;
-    pb->d[r] = wb->d;
-    pb->scales_h[r] = wb->scales_h;
-    memcpy(pb->scales_l[r], wb->scales_l, 4);
+    block_iq4_xs *wb = file ? file : &zero;
+    move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
+    move(&pb->scales_h[r], &wb->scales_h, sizeof wb->scales_h, unpack);
+    move(pb->scales_l[r], wb->scales_l, 4, unpack);
     for (int j = 0; j < 8; j++)
-        for (int g = 0; g < 4; g++) memcpy(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4);
+        for (int g = 0; g < 4; g++) move(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4, unpack);
 }
 
 typedef struct {
     int type;
     int64_t block_cols; /* the columns of one file block */
     size_t file_block, packed_block;
-    void (*pack_row)(void *block, int r, const void *src);
+    void (*move_row)(void *block, int r, void *file, bool unpack);
 } packed_layout;
 
 static const packed_layout layouts[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), pack_row_q8_0},
-    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), pack_row_q4_0},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), pack_row_q4_1},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), pack_row_iq4_nl},
-    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), pack_row_q4_K},
-    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), pack_row_q5_K},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), pack_row_q6_K},
-    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), pack_row_iq4_xs},
+    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), move_row_q8_0},
+    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), move_row_q4_0},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), move_row_q4_1},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), move_row_iq4_nl},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), move_row_q4_K},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), move_row_q5_K},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), move_row_q6_K},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), move_row_iq4_xs},
 };
 
 static const packed_layout *layout_of(int type) {
@@ -210,13 +212,12 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
                 const int64_t row = g * TOY_PACK_ROWS + r;
                 const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * l->file_block
                                                   : NULL;
-                l->pack_row(pb, r, src);
+                l->move_row(pb, r, (void *)src, false); /* packing only reads src */
             }
         }
 }
 
-/* A Q8_0 block as a packed activation block: the scale as float, the start. */
-static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
+void toy_widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
     int32_t sum = 0;
     for (int j = 0; j < QK8_0; j++) sum += src->qs[j];
     toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src->d), .start = -128 * sum};
@@ -224,363 +225,156 @@ static void widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
     memcpy(a, &dst, sizeof dst);
 }
 
-/* A Q8_K block as a packed Q4_K (Q5_K) activation block: the sums of its 32-quant sub-blocks. */
-static void widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
+void toy_widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
     toy_act_q8_Kx dst = {.d = q->d};
     for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q->bsums[2 * j] + q->bsums[2 * j + 1]);
     memcpy(dst.qs, q->qs, sizeof dst.qs);
     memcpy(a, &dst, sizeof dst);
 }
 
-/* The row is first quantized to plain Q8_0 blocks (this CPU's quantizer: the bytes the
- * row kernels see) at the end of y, then widened in place from the front: packed block
+/* The row is first quantized to plain Q8_0 blocks (the bytes the row kernels see) at
+ * the end of y, then widened in place from the front: packed block
  * b ends at 40(b + 1), never past the start 6 nb + 34(b + 1) of the Q8_0 block b + 1 not
  * yet read, and block b itself is copied out before it is overwritten. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     const int64_t nb = n / QK8_0;
     uint8_t *base = y;
     block_q8_0 *q = (block_q8_0 *)(base + (size_t)nb * (sizeof(toy_act_q8_0x) - sizeof(block_q8_0)));
-    toy_kernel_get(TOY_TYPE_Q8_0)->quantize_act(x, q, n);
+    toy_quantize_act_q8_0(x, q, n);
     toy_act_q8_0x *a = y;
     for (int64_t b = 0; b < nb; b++) {
         block_q8_0 src;
         memcpy(&src, &q[b], sizeof src);
-        widen_q8_0(&src, &a[b]);
+        toy_widen_q8_0(&src, &a[b]);
     }
 }
 
-/* Block by block through this CPU's Q8_K quantizer (Q8_K blocks are independent). */
-void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
-    const toy_quantize_act_fn quantize = toy_kernel_get(TOY_TYPE_Q4_K)->quantize_act;
+/* Block by block (Q8_K blocks are independent). */
+void toy_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
+                                 void *y, int64_t n) {
     toy_act_q8_Kx *a = y;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q8_K q;
-        quantize(x + b * QK_K, &q, QK_K);
-        widen_q8_K(&q, &a[b]);
+        quantize_q8_K(x + b * QK_K, &q, QK_K);
+        toy_widen_q8_K(&q, &a[b]);
     }
 }
 
-/* The value v of row r of a packed block against an activation block, as the row
- * kernel's reference computes it (kernels.c, REDUCTION SHAPE): an exact integer sum,
- * then the float epilogue. */
-static float block_value(int type, const void *block, int r, const void *act) {
-    if (type == TOY_TYPE_Q4_1) {
-        const packed_q4_1 *pb = block;
-        const block_q8_1 *x = act;
-        int32_t sumi = 0;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
-                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
-            }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * toy_fp16_to_fp32(x->d);
-        const float scaled = d * (float)sumi;
-        const float offset = toy_fp16_to_fp32(pb->m[r]) * toy_fp16_to_fp32(x->s);
-        return scaled + offset;
-    }
-    if (type == TOY_TYPE_IQ4_XS) {
-        const packed_iq4_xs *pb = block;
-        const toy_act_q8_Kx *x = act;
-        int32_t isum = 0;
-        for (int j = 0; j < 8; j++) {
-            const int low = (pb->scales_l[r][j / 2] >> (4 * (j % 2))) & 15;
-            const int high = (pb->scales_h[r] >> (2 * j)) & 3;
-            int32_t s = 0;
-            for (int g = 0; g < 4; g++)
-                for (int i = 0; i < 4; i++) {
-                    const uint8_t q = pb->q[j][g][r][i];
-                    s += toy_iq4nl_values[q & 15] * x->qs[32 * j + 4 * g + i];
-                    s += toy_iq4nl_values[q >> 4] * x->qs[32 * j + 16 + 4 * g + i];
-                }
-            isum += ((low | high << 4) - 32) * s;
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        return d * (float)isum;
-    }
-    if (type == TOY_TYPE_Q6_K) {
-        const packed_q6_K *pb = block;
-        const block_q8_K *x = act;
-        int32_t isum = 0;
-        for (int g = 0; g < 16; g++) {
-            int32_t s = 0;
-            for (int e = 16 * g; e < 16 * g + 16; e++) {
-                /* weight e = 128 h + 32 m + 4 k + i (kernels.c q6_value) */
-                const int h = e / 128, m = e % 128 / 32, k = e % 32 / 4, i = e % 4;
-                const int low = (pb->ql[h][m % 2][k][r][i] >> (4 * (m / 2))) & 15;
-                const int high = (pb->qh[h][k][r][i] >> (2 * m)) & 3;
-                s += x->qs[e] * ((low | high << 4) - 32);
-            }
-            isum += pb->scales[g][r] * s;
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        return d * (float)isum;
-    }
-    if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K) {
-        const packed_q4_K *pb = block;
-        /* Q5_K: bit j of qh[k][r][i] is the fifth bit of weight 32j + 4k + i */
-        const uint8_t(*qh)[TOY_PACK_ROWS][4] = type == TOY_TYPE_Q5_K ? ((const packed_q5_K *)block)->qh : NULL;
-        const toy_act_q8_Kx *x = act;
-        uint8_t scales[12];
-        for (int s = 0; s < 3; s++) memcpy(scales + 4 * s, pb->scales[s][r], 4);
-        int32_t isum = 0, summs = 0;
-        for (int j = 0; j < 8; j++) {
-            const int sc = j < 4 ? scales[j] & 63 : (scales[j + 4] & 0x0f) | (scales[j - 4] >> 6) << 4;
-            const int m = j < 4 ? scales[j + 4] & 63 : (scales[j + 4] >> 4) | (scales[j] >> 6) << 4;
-            int32_t s = 0;
-            for (int k = 0; k < 8; k++)
-                for (int i = 0; i < 4; i++) {
-                    const int low = (pb->q[j / 2][k][r][i] >> (4 * (j % 2))) & 15;
-                    const int high = qh ? (qh[k][r][i] >> j) & 1 : 0;
-                    s += (low | high << 4) * x->qs[32 * j + 4 * k + i];
-                }
-            isum += sc * s;
-            summs += m * x->msum[j];
-        }
-        const float d = toy_fp16_to_fp32(pb->d[r]) * x->d;
-        const float dm = toy_fp16_to_fp32(pb->dmin[r]) * x->d;
-        const float scaled = d * (float)isum;
-        const float mins = dm * (float)summs;
-        return scaled - mins;
-    }
-    const toy_act_q8_0x *x = act;
-    int32_t sumi;
-    uint16_t wd;
-    if (type == TOY_TYPE_IQ4_NL) {
-        const packed_q4_0 *pb = block;
-        sumi = 0;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += toy_iq4nl_values[pb->q[k][r][i] & 15] * x->qs[4 * k + i];
-                sumi += toy_iq4nl_values[pb->q[k][r][i] >> 4] * x->qs[16 + 4 * k + i];
-            }
-        wd = pb->d[r];
-    } else if (type == TOY_TYPE_Q4_0) {
-        const packed_q4_0 *pb = block;
-        /* sum (u - 8) a = sum u a - 8 sum a, the start being -128 sum a */
-        sumi = x->start / 16;
-        for (int k = 0; k < 4; k++)
-            for (int i = 0; i < 4; i++) {
-                sumi += (pb->q[k][r][i] & 15) * x->qs[4 * k + i];
-                sumi += (pb->q[k][r][i] >> 4) * x->qs[16 + 4 * k + i];
-            }
-        wd = pb->d[r];
-    } else {
-        const packed_q8_0 *pb = block;
-        sumi = x->start;
-        for (int k = 0; k < 8; k++)
-            for (int i = 0; i < 4; i++) sumi += pb->q[k][r][i] * x->qs[4 * k + i];
-        wd = pb->d[r];
-    }
-    const float d = toy_fp16_to_fp32(wd) * x->d;
-    return d * (float)sumi;
+void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
+    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K, x, y, n);
 }
 
-/* The reference: the definition in packed.h, one row and one activation row at a time. */
+/* The reference: the definition in packed.h, which is the row kernels' (kernels.c), one
+ * weight row and one activation row at a time: the row unpacked to the file's blocks,
+ * the activation row back to its vec_dot type's blocks, then the scalar vec_dot. */
 static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     const packed_layout *lay = layout_of(type);
+    const toy_kernel *k = toy_kernel_scalar(type);
     const int64_t nb = n_cols / lay->block_cols;
-    const size_t block = lay->packed_block, act_block = toy_packed_scalar(type)->act_block;
-    for (int64_t r0 = 0; r0 < n_rows; r0 += TOY_PACK_ROWS) {
-        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * block;
-        for (int64_t j = 0; j < n_a; j++) {
-            const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
-            for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
-                float lane[BLOCK_LANES] = {0};
-                const uint8_t *pb = group;
-                for (int l = 0; l < BLOCK_LANES; l++)
-                    for (int64_t b = l; b < nb; b += BLOCK_LANES, pb += block)
-                        lane[l] += block_value(type, pb, r, x + (size_t)b * act_block);
-                for (int s = BLOCK_LANES / 2; s > 0; s /= 2)
-                    for (int k = 0; k < s; k++) lane[k] += lane[k + s];
-                y[(size_t)j * y_stride + (size_t)(r0 + r)] = lane[0];
+    const size_t act_block = toy_packed_scalar(type)->act_block, vd_block = toy_type_size(k->vec_dot_type);
+    const size_t act_row = (size_t)nb * vd_block;
+    uint8_t *row = malloc((size_t)nb * lay->file_block), *acts = malloc((size_t)n_a * act_row);
+    for (int64_t j = 0; row && acts && j < n_a; j++) {
+        const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
+        for (int64_t b = 0; b < nb; b++, x += act_block) {
+            uint8_t *to = acts + (size_t)j * act_row + (size_t)b * vd_block;
+            if (k->vec_dot_type == TOY_TYPE_Q8_0) {
+                const toy_act_q8_0x *src = (const toy_act_q8_0x *)x;
+                block_q8_0 q = {.d = toy_fp32_to_fp16(src->d)};
+                memcpy(q.qs, src->qs, sizeof q.qs);
+                memcpy(to, &q, sizeof q);
+            } else if (act_block == sizeof(toy_act_q8_Kx)) { /* widened Q8_K: its bsums summed again */
+                const toy_act_q8_Kx *src = (const toy_act_q8_Kx *)x;
+                block_q8_K q = {.d = src->d};
+                memcpy(q.qs, src->qs, sizeof q.qs);
+                for (int g = 0; g < QK_K / 16; g++)
+                    for (int e = 0; e < 16; e++) q.bsums[g] = (int16_t)(q.bsums[g] + q.qs[16 * g + e]);
+                memcpy(to, &q, sizeof q);
+            } else { /* plain Q8_1 or Q8_K */
+                memcpy(to, x, act_block);
             }
         }
     }
+    for (int64_t r0 = 0; row && acts && r0 < n_rows; r0 += TOY_PACK_ROWS) {
+        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * lay->packed_block;
+        for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
+            for (int64_t b = 0; b < nb; b++)
+                lay->move_row((void *)(group + (size_t)residue_position(b, nb) * lay->packed_block), r,
+                              row + (size_t)b * lay->file_block, true);
+            for (int64_t j = 0; j < n_a; j++)
+                y[(size_t)j * y_stride + (size_t)(r0 + r)] = k->vec_dot(n_cols, row, acts + (size_t)j * act_row);
+        }
+    }
+    free(row);
+    free(acts);
 }
 
 /* The reference's entry point for each packed type */
-#define SCALAR_GEMM(name, type)                                                                                \
-    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
-                     float *y, size_t y_stride) {                                                              \
-        gemm_scalar(type, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                   \
-    }
-SCALAR_GEMM(gemm_q8_0x_scalar, TOY_TYPE_Q8_0)
-SCALAR_GEMM(gemm_q4_0x_scalar, TOY_TYPE_Q4_0)
-SCALAR_GEMM(gemm_iq4_nlx_scalar, TOY_TYPE_IQ4_NL)
-SCALAR_GEMM(gemm_q4_1x_scalar, TOY_TYPE_Q4_1)
-SCALAR_GEMM(gemm_q4_Kx_scalar, TOY_TYPE_Q4_K)
-SCALAR_GEMM(gemm_q5_Kx_scalar, TOY_TYPE_Q5_K)
-SCALAR_GEMM(gemm_q6_Kx_scalar, TOY_TYPE_Q6_K)
-SCALAR_GEMM(gemm_iq4_xsx_scalar, TOY_TYPE_IQ4_XS)
-#undef SCALAR_GEMM
-
-void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n) {
-    toy_kernel_get(TOY_TYPE_Q6_K)->quantize_act(x, y, n);
+static void gemm_q8_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
-
-void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n) {
-    toy_kernel_get(TOY_TYPE_Q4_1)->quantize_act(x, y, n);
+static void gemm_q4_0x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_iq4_nlx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q4_1x_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q4_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q5_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_q6_Kx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                              float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
 static const toy_packed_kernel packed_scalar[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_cpu, gemm_q4_1x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1, gemm_q4_1x_scalar, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K_cpu, gemm_q6_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K, gemm_q6_Kx_scalar, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
 };
 
-const toy_packed_kernel *toy_packed_scalar(int type) {
-    for (size_t i = 0; i < sizeof packed_scalar / sizeof packed_scalar[0]; i++)
-        if (packed_scalar[i].type == type) return &packed_scalar[i];
+const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type) {
+    for (size_t i = 0; i < n; i++)
+        if (kernels[i].type == type) return &kernels[i];
     return NULL;
 }
 
-#if defined(__x86_64__)
-/* ---------------------------------------------------------------- AMX self-test */
-
-static sigjmp_buf amx_probe_jump;
-
-static void amx_probe_fault(int sig) {
-    siglongjmp(amx_probe_jump, sig);
+const toy_packed_kernel *toy_packed_scalar(int type) {
+    return toy_packed_find(packed_scalar, sizeof packed_scalar / sizeof packed_scalar[0], type);
 }
 
-/* Every AMX product on 32 rows x 512 columns of pseudo-random weights and 16 activation
- * rows, against the VNNI kernel's bits. Only scalar quantizers: this runs inside the
- * kernel dispatch. Static buffers: a fault jumps out of it. */
-static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
-    enum { ROWS = 32, COLS = 512, ACTS = 16 }; /* two groups: the q8 forms' products of a pair */
-    static float w_f32[ROWS * COLS], x_f32[COLS];
-    static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
-    static uint8_t act_q[sizeof(block_q8_K) * (COLS / QK_K)], acts[ACTS][sizeof(block_q8_K) * (COLS / 32)];
-    static float y_amx[ACTS * ROWS], y_vnni[ACTS * ROWS];
-    static const int types[] = {TOY_TYPE_Q8_0, TOY_TYPE_Q4_0, TOY_TYPE_Q4_1,  TOY_TYPE_Q4_K,
-                                TOY_TYPE_Q5_K, TOY_TYPE_Q6_K, TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_XS};
-    uint32_t rng = 0x2545f491u;
-    for (int i = 0; i < ROWS * COLS; i++) {
-        rng = rng * 1664525u + 1013904223u;
-        w_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 24) - 0.25f;
-    }
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        const int type = types[t];
-        const toy_packed_kernel *amx = get_amx(type), *vnni = toy_packed_avx512(type);
-        if (!amx) continue;
-        size_t row_size;
-        if (toy_type_row_size(type, COLS, &row_size) != TOY_OK) return false;
-        if (type == TOY_TYPE_IQ4_XS) {
-            /* no IQ4_XS quantizer: random bytes, each block's fp16 d a modest 2^-10 */
-            for (size_t i = 0; i < ROWS * row_size; i++) {
-                rng = rng * 1664525u + 1013904223u;
-                w_file[i] = (uint8_t)(rng >> 24);
-            }
-            for (size_t i = 0; i < ROWS * row_size; i += sizeof(block_iq4_xs)) {
-                const toy_half d = 0x1400;
-                memcpy(w_file + i, &d, sizeof d);
-            }
-        } else if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) {
-            return false;
-        }
-        toy_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
-        for (int j = 0; j < ACTS; j++) {
-            for (int i = 0; i < COLS; i++) {
-                rng = rng * 1664525u + 1013904223u;
-                x_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 22) - 2.0f;
-            }
-            if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_IQ4_NL) {
-                toy_quantize_act_q8_0(x_f32, act_q, COLS);
-                for (int b = 0; b < COLS / QK8_0; b++)
-                    widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
-            } else if (type == TOY_TYPE_Q4_1) {
-                toy_quantize_act_q8_1(x_f32, acts[j], COLS);
-            } else if (type != TOY_TYPE_Q6_K) { /* Q4_K, Q5_K, IQ4_XS */
-                toy_quantize_act_q8_K(x_f32, act_q, COLS);
-                for (int b = 0; b < COLS / QK_K; b++)
-                    widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);
-            } else {
-                toy_quantize_act_q8_K(x_f32, acts[j], COLS);
-            }
-        }
-        amx->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_amx, ROWS);
-        vnni->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_vnni, ROWS);
-        if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
-        if (amx->tile_act) { /* and from the tiled activations */
-            static uint8_t tiled[(ACTS / 16) * (COLS / 32) * (512 + 64)] __attribute__((aligned(64)));
-            if (amx->tiled_bytes(COLS, ACTS) > sizeof tiled) return false;
-            amx->tile_act(COLS, acts, sizeof acts[0], 0, tiled);
-            amx->gemm_tiled(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, tiled, y_amx, ROWS);
-            if (memcmp(y_amx, y_vnni, sizeof y_amx)) return false;
-        }
-    }
-    return true;
-}
+static int decode_streams = 1, decode_streams_set;
 
-bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)) {
-    struct sigaction fault = {.sa_handler = amx_probe_fault}, old_ill, old_segv, old_bus;
-    sigemptyset(&fault.sa_mask);
-    sigaction(SIGILL, &fault, &old_ill);
-    sigaction(SIGSEGV, &fault, &old_segv);
-    sigaction(SIGBUS, &fault, &old_bus);
-    volatile bool ok = false;
-    if (!sigsetjmp(amx_probe_jump, 1)) ok = amx_products_match(get_amx);
-    sigaction(SIGILL, &old_ill, NULL);
-    sigaction(SIGSEGV, &old_segv, NULL);
-    sigaction(SIGBUS, &old_bus, NULL);
-    return ok;
-}
-
-bool toy_packed_amx_self_test(void) {
-    return toy_packed_amx_self_test_with(toy_packed_amx);
-}
-#else
-bool toy_packed_amx_self_test(void) {
-    return false;
-}
-#endif
-
-static bool repack_off;
-static pthread_once_t repack_once = PTHREAD_ONCE_INIT;
-
-static void read_repack_env(void) {
-    const char *env = getenv("TOY_REPACK");
-    repack_off = env && !strcmp(env, "0");
-}
-
-static int decode_streams, decode_streams_set;
-static pthread_once_t decode_streams_once = PTHREAD_ONCE_INIT;
-
-static int default_decode_streams(void) {
-    const char *env = getenv("TOY_DECODE_STREAMS");
-    if (env && (!strcmp(env, "1") || !strcmp(env, "4"))) return env[0] - '0';
-    return toy_cpu_intel() ? 4 : 1;
-}
-
-static void read_decode_streams(void) {
-    decode_streams = default_decode_streams();
+void toy_packed_choose_decode_streams(int n) {
+    decode_streams = n;
 }
 
 int toy_packed_decode_streams(void) {
-    pthread_once(&decode_streams_once, read_decode_streams);
     return decode_streams_set ? decode_streams_set : decode_streams;
 }
 
 void toy_packed_set_decode_streams(int n) {
     decode_streams_set = n == 1 || n == 4 ? n : 0;
-}
-
-/* Called by every product: the environment is read once. */
-const toy_packed_kernel *toy_packed_get(int type) {
-    pthread_once(&repack_once, read_repack_env);
-    if (repack_off) return NULL;
-#if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AMX && toy_packed_amx(type)) return toy_packed_amx(type);
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) return toy_packed_avx512(type);
-    if (toy_cpu_isa() == TOY_ISA_AVXVNNI) return toy_packed_avxvnni(type);
-    if (toy_cpu_isa() >= TOY_ISA_AVX2) return toy_packed_avx2(type);
-#endif
-    (void)type;
-    return NULL;
 }

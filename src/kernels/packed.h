@@ -81,6 +81,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant.h"
+
 #define TOY_PACK_ROWS 16
 
 typedef struct {
@@ -119,15 +121,21 @@ typedef struct {
                        int64_t n_a, const void *tiled, float *y, size_t y_stride);
 } toy_packed_kernel;
 
-/* The packed activation quantizers, shared by every instruction set. */
+/* The packed activation quantizers. Q6_K products take plain Q8_K activations, Q4_1
+ * products plain Q8_1 ones: the row kernels' quantizers. */
 void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
 void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
-/* toy_quantize_act_q8_0x in one pass with AVX2 (kernels_avx2.c): the same bytes. */
+/* The same with AVX2 (kernels_avx2.c), for the kernels of AVX2 and above: the same bytes. */
 void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
-/* Q6_K products take plain Q8_K activations, Q4_1 products plain Q8_1 ones: this CPU's
- * quantizer, the row kernels' bytes. */
-void toy_quantize_act_q8_K_cpu(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_1_cpu(const float *x, void *y, int64_t n);
+void toy_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n);
+/* toy_quantize_act_q8_Kx through a given Q8_K quantizer */
+void toy_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
+                                 void *y, int64_t n);
+
+/* A Q8_0 block as a packed activation block (the scale as float, the start); a Q8_K
+ * block as a packed Q4_K activation block (the sums of its 32-quant sub-blocks). */
+void toy_widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a);
+void toy_widen_q8_K(const block_q8_K *src, toy_act_q8_Kx *a);
 
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */
@@ -137,6 +145,8 @@ size_t toy_packed_group_size(int type, int64_t n_cols);
 void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out);
 
+/* The kernel of a type among n, NULL if none is */
+const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type);
 /* The scalar reference of a packed type, NULL if it has none. */
 const toy_packed_kernel *toy_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
@@ -144,21 +154,10 @@ const toy_packed_kernel *toy_packed_avx512(int type);
 /* The AMX kernels (packed_amx.c), NULL for a type they do not cover; call only where
  * toy_cpu_isa() is TOY_ISA_AMX. */
 const toy_packed_kernel *toy_packed_amx(int type);
-/* The AMX products of every type checked against the VNNI kernels' bits on a small
- * matrix, with SIGILL, SIGSEGV and SIGBUS caught meanwhile: false if any differs or
- * faults. kernels.c runs it once before it chooses AMX, so that a tile instruction that
- * misbehaves on some CPU or kernel costs speed, never a crash or a wrong logit. */
-bool toy_packed_amx_self_test(void);
-/* The same for the kernels of get_amx (tests: the tile model, a broken kernel). */
-bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
-/* The same with AVX-VNNI (packed_avxvnni.c); call only where the CPU has AVX-VNNI. */
+/* The same with AVX-VNNI for Q8_0 and Q4_0 (packed_avx2.c); call only where the CPU has AVX-VNNI. */
 const toy_packed_kernel *toy_packed_avxvnni(int type);
-
-/* The packed kernel worth loading weights for on this CPU (toy_cpu_isa(), so TOY_ISA
- * counts), NULL where the row kernels are as good, or where TOY_REPACK=0. */
-const toy_packed_kernel *toy_packed_get(int type);
 
 /* The groups of 16 weight rows the AVX-512 and AVX2 kernels read side by side in decode
  * (one activation row): 4 or 1, the same bits either way (each group's operations are
@@ -169,5 +168,7 @@ const toy_packed_kernel *toy_packed_get(int type);
 int toy_packed_decode_streams(void);
 /* Tests: run the kernels with n streams (1 or 4), 0 for the choice above. */
 void toy_packed_set_decode_streams(int n);
+/* cpu.c: the choice above. */
+void toy_packed_choose_decode_streams(int n);
 
 #endif

@@ -44,14 +44,11 @@
 
 #include "kernels.h"
 #include "packed.h"
+#include "simd.h"
 
-#if !defined(__x86_64__)
-const toy_packed_kernel *toy_packed_amx(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
+TOY_TARGET_BEGIN(TOY_FEATURES_AMX)
 #include "packed_avx512.h"
 
 #if defined(__clang__)
@@ -171,12 +168,12 @@ INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8
         const uint8_t *q = group + (size_t)i * block_bytes + quants;
         uint8_t *p = panel + (size_t)i * PANEL_TILE;
         if (k == KIND_Q8_0) { /* the packed bytes are weight + 128 */
-            UNROLLED
+            TOY_UNROLL8
             for (int v = 0; v < 8; v++) _mm512_store_si512(p + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * v), sign));
             continue;
         }
         /* B rows 0-3: the low nibbles (weights 0-15), rows 4-7 the high ones */
-        UNROLLED
+        TOY_UNROLL8
         for (int v = 0; v < 4; v++) {
             const __m512i n = _mm512_loadu_si512(q + 64 * v);
             __m512i lo = _mm512_and_si512(n, low), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
@@ -209,7 +206,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
             /* sub-blocks 2s (low nibbles) and 2s + 1 (high) share their bytes */
             for (int s = 0; s < 4; s++) {
                 uint8_t *lo = p + 2 * s * PANEL_TILE, *hi = lo + PANEL_TILE;
-                UNROLLED
+                TOY_UNROLL8
                 for (int v = 0; v < 8; v++) {
                     const __m512i n = _mm512_loadu_si512(blk + 256 + 512 * s + 64 * v);
                     __m512i l = _mm512_and_si512(n, low), h = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
@@ -231,7 +228,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
                         __m512i u[4];
                         q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
                         uint8_t *g = p + 256 * (8 * h + 2 * m + kk);
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int v = 0; v < 4; v++) _mm512_store_si512(g + 64 * v, _mm512_sub_epi8(u[v], thirty_two));
                     }
                 }
@@ -240,7 +237,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
             for (int j = 0; j < 8; j++) {
                 __m512i w[8];
                 iq4xs_sub_block(blk, j, table, w);
-                UNROLLED
+                TOY_UNROLL8
                 for (int v = 0; v < 8; v++) _mm512_store_si512(p + PANEL_TILE * j + 64 * v, _mm512_xor_si512(w[v], sign));
             }
         }
@@ -442,7 +439,7 @@ INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const
 /* The integer scales of the two sub-blocks of step p of a super-block, per weight row. */
 INLINE void step_scales(const kind k, const uint8_t *blk, int p, __m512i sc[2]) {
     if (k == KIND_Q6_K) {
-        UNROLLED
+        TOY_UNROLL8
         for (int e = 0; e < 2; e++)
             sc[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (2 * p + e))));
     } else if (k == KIND_IQ4_XS) {
@@ -628,117 +625,67 @@ NO_UBSAN static void q8_tile_act(int64_t n_cols, const void *a, size_t a_stride,
             }
 }
 
-#define GEMM(name, k, type)                                                                                    \
-    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
-                              int64_t n_a, float *y, size_t y_stride) {                                        \
-        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, NULL, y, y_stride);                             \
-    }
-#define GEMM_TILED(name, k, type)                                                                              \
-    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
-                              int64_t n_a, const void *tiled, float *y, size_t y_stride) {                     \
-        amx_gemm(k, type, n_cols, w, n_rows, a, a_stride, n_a, tiled, y, y_stride);                            \
-    }
-GEMM(gemm_q8_0x, KIND_Q8_0, TOY_TYPE_Q8_0)
-GEMM(gemm_q4_0x, KIND_Q4_0, TOY_TYPE_Q4_0)
-GEMM(gemm_q4_Kx, KIND_Q4_K, TOY_TYPE_Q4_K)
-GEMM(gemm_q5_Kx, KIND_Q5_K, TOY_TYPE_Q5_K)
-GEMM(gemm_q6_Kx, KIND_Q6_K, TOY_TYPE_Q6_K)
-GEMM(gemm_iq4_xsx, KIND_IQ4_XS, TOY_TYPE_IQ4_XS)
-GEMM(gemm_q4_1x, KIND_Q4_1, TOY_TYPE_Q4_1)
-GEMM(gemm_iq4_nlx, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
-GEMM_TILED(gemm_q8_0x_tiled, KIND_Q8_0, TOY_TYPE_Q8_0)
-GEMM_TILED(gemm_q4_0x_tiled, KIND_Q4_0, TOY_TYPE_Q4_0)
-GEMM_TILED(gemm_iq4_nlx_tiled, KIND_IQ4_NL, TOY_TYPE_IQ4_NL)
-#undef GEMM
-#undef GEMM_TILED
-
-/* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
-static const toy_packed_kernel packed_q8_0_amx = {
-    .type = TOY_TYPE_Q8_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q8_0x,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_q8_0x_tiled,
-};
-
-static const toy_packed_kernel packed_q4_0_amx = {
-    .type = TOY_TYPE_Q4_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q4_0x,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_q4_0x_tiled,
-};
-
-static const toy_packed_kernel packed_q4_K_amx = {
-    .type = TOY_TYPE_Q4_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q4_Kx,
-};
-
-static const toy_packed_kernel packed_q5_K_amx = {
-    .type = TOY_TYPE_Q5_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q5_Kx,
-};
-
-static const toy_packed_kernel packed_q6_K_amx = {
-    .type = TOY_TYPE_Q6_K,
-    .block_cols = 256,
-    .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_cpu,
-    .gemm = gemm_q6_Kx,
-};
-
-static const toy_packed_kernel packed_iq4_nl_amx = {
-    .type = TOY_TYPE_IQ4_NL,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_iq4_nlx,
-    .tiled_bytes = q8_tiled_bytes,
-    .tile_act = q8_tile_act,
-    .gemm_tiled = gemm_iq4_nlx_tiled,
-};
-
-static const toy_packed_kernel packed_q4_1_amx = {
-    .type = TOY_TYPE_Q4_1,
-    .block_cols = 32,
-    .act_block = sizeof(block_q8_1),
-    .quantize_act = toy_quantize_act_q8_1_cpu,
-    .gemm = gemm_q4_1x,
-};
-
-static const toy_packed_kernel packed_iq4_xs_amx = {
-    .type = TOY_TYPE_IQ4_XS,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_iq4_xsx,
-};
-
-/* NULL for a type without AMX products: toy_packed_get then takes the VNNI kernel. */
-const toy_packed_kernel *AMX_ENTRY(int type) {
-    switch (type) {
-    case TOY_TYPE_Q8_0: return &packed_q8_0_amx;
-    case TOY_TYPE_Q4_0: return &packed_q4_0_amx;
-    case TOY_TYPE_Q4_K: return &packed_q4_K_amx;
-    case TOY_TYPE_Q5_K: return &packed_q5_K_amx;
-    case TOY_TYPE_Q6_K: return &packed_q6_K_amx;
-    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_amx;
-    case TOY_TYPE_Q4_1: return &packed_q4_1_amx;
-    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_amx;
-    default: return NULL;
-    }
+NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_K, TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q5_K, TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q6_K, TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_XS, TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) {
+    amx_gemm(KIND_Q4_1, TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+}
+NO_UBSAN static void gemm_q8_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                      int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+}
+NO_UBSAN static void gemm_q4_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                      int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+}
+NO_UBSAN static void gemm_iq4_nlx_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                        int64_t n_a, const void *tiled, float *y, size_t ys) {
+    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
 }
 
+/* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
+static const toy_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, q8_tiled_bytes, q8_tile_act, gemm_q8_0x_tiled},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, q8_tiled_bytes, q8_tile_act, gemm_q4_0x_tiled},
+    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, q8_tiled_bytes, q8_tile_act, gemm_iq4_nlx_tiled},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+};
+
+/* NULL for a type without AMX products: cpu.c then takes the VNNI kernel. */
+const toy_packed_kernel *AMX_ENTRY(int type) {
+    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+}
+
+TOY_TARGET_END
 #endif /* __x86_64__ */

@@ -30,29 +30,19 @@
 
 #include "kernels.h"
 #include "packed.h"
+#include "simd.h"
 
-/* packed_avxvnni.c compiles this file again with AVX-VNNI: the Q8_0 and Q4_0 sums then
- * take one vpdpbusd (VEX, on ymm) per weight vector and row instead of vpmaddubsw's
- * detour, as the AVX-512 kernels do on zmm. */
-#ifdef TOY_PACKED_AVX_VNNI
-#define PACKED_ENTRY toy_packed_avxvnni
-#else
-#define PACKED_ENTRY toy_packed_avx2
-#endif
-
-#if !defined(__x86_64__)
-const toy_packed_kernel *PACKED_ENTRY(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-#define INLINE static inline __attribute__((always_inline))
-#define UNROLLED _Pragma("GCC unroll 8")
+/* The file is compiled with AVX-VNNI enabled for the Q8_0 and Q4_0 sums of
+ * toy_packed_avxvnni (vnni below); the AVX2 kernels' code has no VNNI instruction (their
+ * functions compile to the same instructions as with AVX2 alone). */
+TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
+
 #define LANES 8 /* the reduction shape's block lanes */
 #define TILE 4  /* activation rows per pass: sixteen ymm registers */
 /* Q8_0's sums take fewer registers: five rows a pass share each |w| and w (faster on
@@ -69,7 +59,7 @@ const toy_packed_kernel *PACKED_ENTRY(int type) {
 #define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
 #endif
 
-INLINE int32_t rd32(const void *p) {
+TOY_ALWAYS_INLINE int32_t rd32(const void *p) {
     int32_t v;
     memcpy(&v, p, sizeof v);
     return v;
@@ -79,30 +69,30 @@ INLINE int32_t rd32(const void *p) {
  * block: step s takes its s-th share of the lines. A block's many instructions leave
  * time to fetch it, and all its lines at once at a block's start queued behind each
  * other (streaming Q6_K and Q4_K from memory was slower that way). */
-INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, int step, int n_steps) {
+TOY_ALWAYS_INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, int step, int n_steps) {
     const size_t per = (block_bytes / 64 + (size_t)n_steps - 1) / (size_t)n_steps * 64;
     for (size_t c = per * (size_t)step; c < per * (size_t)(step + 1) && c < block_bytes; c += 64)
         _mm_prefetch((const char *)blk + 2 * block_bytes + c, _MM_HINT_T0);
 }
 
-#ifdef TOY_PACKED_AVX_VNNI
-/* The exact sums of 8 rows (half h of a packed Q4_0 or Q8_0 block) against n_a
- * activation rows (block b of each), by vpdpbusd from the activation's start, as the
- * AVX-512 kernel: Q8_0's stored bytes (weight + 128) against the activation bytes;
- * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
-INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+/* With AVX-VNNI (toy_packed_avxvnni): the exact sums of 8 rows (half h of a packed Q4_0
+ * or Q8_0 block) against n_a activation rows (block b of each), by vpdpbusd (VEX, on ymm)
+ * from the activation's start, as the AVX-512 kernel: Q8_0's stored bytes (weight + 128)
+ * against the activation bytes; Q4_0's nibbles (weight + 8) against bytes 4g.. and
+ * 16 + 4g.., from start / 16. */
+TOY_ALWAYS_INLINE void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_set1_epi32(x->start / 16);
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int g = 0; g < 4; g++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], lo, _mm256_set1_epi32(rd32(x->qs + 4 * g)));
@@ -111,37 +101,37 @@ INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
     }
 }
 
-INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
-                         __m256i *sumi) {
-    UNROLLED
+TOY_ALWAYS_INLINE void q8_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b,
+                                         const int n_a, __m256i *sumi) {
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_set1_epi32(x->start);
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int k = 0; k < 8; k++) {
         const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], w, _mm256_set1_epi32(rd32(x->qs + 4 * k)));
         }
     }
 }
-#else
-/* The exact sums of 8 rows (half h of a packed Q4_0 block) against n_a activation rows
- * (block b of each): each vector's nibbles once, against every row. */
-INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+
+/* Without: the exact sums of 8 rows (half h of a packed Q4_0 block) against n_a
+ * activation rows (block b of each): each vector's nibbles once, against every row. */
+TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i s[TILE_MAX];
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) s[j] = _mm256_setzero_si256();
     _Pragma("GCC unroll 1")
     for (int g = 0; g < 4; g++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
@@ -149,7 +139,7 @@ INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
         }
     }
     /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_add_epi32(_mm256_madd_epi16(s[j], _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
@@ -159,13 +149,13 @@ INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
 /* The same for half h of a packed Q8_0 block against n_a activation rows (block b of
  * each): the weights' sign and magnitude once per vector, then per row vpsignb,
  * vpmaddubsw, vpmaddwd and an add. */
-INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i flip = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     { /* the first vector's products are the sums, not added to zeros */
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 32 + 32 * h)), flip);
         const __m256i w_abs = _mm256_abs_epi8(w);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs)), w);
@@ -177,7 +167,7 @@ INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
     for (int k = 1; k < 8; k++) {
         const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h)), flip);
         const __m256i w_abs = _mm256_abs_epi8(w);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * k)), w);
@@ -186,17 +176,15 @@ INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
     }
 }
 
-#endif
-
 /* IQ4_NL (Q4_0's layout): the levels of half h's nibbles (vpshufb) as signed weights
  * through vpmaddubsw as Q8_0's without VNNI, |level| against the activation times the
  * level's sign: a pair at most 2 * 127 * 127 (activations within +-127). Weight k of
  * each row's four is the low nibbles of vector k for k < 4, the high ones of k - 4. */
-INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+TOY_ALWAYS_INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) sumi[j] = _mm256_setzero_si256();
     _Pragma("GCC unroll 1")
     for (int g = 0; g < 4; g++) {
@@ -204,7 +192,7 @@ INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
         const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
         const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
         const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * g)), w0);
@@ -217,14 +205,14 @@ INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_s
 
 /* The 8 lanes of each (half, activation row) combined pairwise, as in the reference,
  * and the rows of each half stored (rows counted from the first half's first). */
-INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n_h, int rows, const int n_a, float *y,
+TOY_ALWAYS_INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n_h, int rows, const int n_a, float *y,
                          size_t y_stride) {
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         const int r = rows - 8 * i; /* rows of this half, when positive */
         if (r <= 0) break;
         const __m256i keep = _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             __m256 l0 = _mm256_add_ps(lane[0][i][j], lane[4][i][j]), l1 = _mm256_add_ps(lane[1][i][j], lane[5][i][j]);
             __m256 l2 = _mm256_add_ps(lane[2][i][j], lane[6][i][j]), l3 = _mm256_add_ps(lane[3][i][j], lane[7][i][j]);
@@ -237,21 +225,23 @@ INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n_h, int row
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc. */
-INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
-                            size_t a_stride, const int n_a, const bool q4, const bool nl,
+TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+                            size_t a_stride, const int n_a, const bool q4, const bool nl, const bool vnni,
                             __m256 acc[2][TILE_MAX]) {
     const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
     if (n_h == 2) /* decode: from memory */
         for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH_BYTES, _MM_HINT_T0);
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         const int h = h0 + i;
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         __m256i sumi[TILE_MAX];
-        if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        if (q4 && vnni) q4_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
+        else if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        else if (vnni) q8_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
         else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-        UNROLLED
+        TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
@@ -274,18 +264,18 @@ INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const i
 
 /* Bit j of each byte of qh moved to bit 4, the other bits cleared (Q5_K's fifth bits of
  * sub-block j; a 16-bit shift never carries another byte's bit j there). */
-INLINE __m256i q5k_high(__m256i qh, int j) {
+TOY_ALWAYS_INLINE __m256i q5k_high(__m256i qh, int j) {
     const __m256i v = j <= 4 ? _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - j)) : _mm256_srl_epi16(qh, _mm_cvtsi32_si128(j - 4));
     return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
 }
 
-INLINE __m256i srl32(__m256i v, int n) {
+TOY_ALWAYS_INLINE __m256i srl32(__m256i v, int n) {
     return _mm256_srl_epi32(v, _mm_cvtsi32_si128(n));
 }
 
 /* The six-bit scale (min: lo = the min dword) of sub-block j of 8 rows (kernels.c
  * k4_scale_min). */
-INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
+TOY_ALWAYS_INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
     if (j < 4) return _mm256_and_si256(srl32(lo, 8 * j), _mm256_set1_epi32(63));
     const __m256i top = _mm256_and_si256(srl32(min ? lo : s0, 8 * (j - 4) + 6), _mm256_set1_epi32(3));
     const __m256i low = _mm256_and_si256(srl32(s2, 8 * (j - 4) + (min ? 4 : 0)), _mm256_set1_epi32(15));
@@ -294,12 +284,12 @@ INLINE __m256i q4k_field(__m256i lo, __m256i s0, __m256i s2, int j, bool min) {
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of q4k_halves. */
-INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
                              size_t a_stride, const int n_a, const bool q5, __m256 acc[2][TILE_MAX]) {
     const size_t block_bytes = q5 ? Q5K_BLOCK_BYTES : Q4K_BLOCK_BYTES;
     const int span = q5 ? 4 : 8; /* weight vectors summed in 16 bits */
     const __m256i low = _mm256_set1_epi8(0x0f);
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
             for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + 2 * block_bytes, _MM_HINT_T0);
@@ -308,7 +298,7 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
         const __m256i s1 = _mm256_loadu_si256((const __m256i *)(blk + 128 + 32 * h));
         const __m256i s2 = _mm256_loadu_si256((const __m256i *)(blk + 192 + 32 * h));
         __m256i isum[TILE_MAX];
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
         if (n_a <= 2) {
             /* decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load of
@@ -318,14 +308,14 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                 prefetch_share(blk, block_bytes, 4 * i + p, 8);
                 const uint8_t *q = blk + 256 + 512 * p + 32 * h, *qh = blk + Q5K_HIGH_BITS + 32 * h;
                 __m256i sc16[2];
-                UNROLLED
+                TOY_UNROLL8
                 for (int e = 0; e < 2; e++) {
                     const __m256i sc = q4k_field(s0, s0, s2, 2 * p + e, false);
                     sc16[e] = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
                 }
                 for (int k0 = 0; k0 < 8; k0 += span) {
                     __m256i s16[2][TILE_MAX];
-                    UNROLLED
+                    TOY_UNROLL8
                     for (int t = 0; t < n_a; t++) s16[0][t] = s16[1][t] = _mm256_setzero_si256();
                     _Pragma("GCC unroll 2")
                     for (int k = k0; k < k0 + span; k++) {
@@ -336,7 +326,7 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                             w0 = _mm256_or_si256(w0, q5k_high(vh, 2 * p));
                             w1 = _mm256_or_si256(w1, q5k_high(vh, 2 * p + 1));
                         }
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) {
                             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                             const int8_t *qs = x->qs + 64 * p + 4 * k;
@@ -344,16 +334,16 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                             s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
                         }
                     }
-                    UNROLLED
+                    TOY_UNROLL8
                     for (int e = 0; e < 2; e++)
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[e][t], sc16[e]));
                 }
             }
         } else {
             /* sub-blocks in pairs: the low nibbles (even j) need no shift */
             for (int j0 = 0; j0 < 8; j0 += 2) {
-                UNROLLED
+                TOY_UNROLL8
                 for (int j = j0; j < j0 + 2; j++) {
                     const __m256i sc = q4k_field(s0, s0, s2, j, false);
                     const __m256i sc16 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
@@ -362,38 +352,38 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                         /* two vectors at a time, each against the tile's rows: all eight live beside
                          * the tile's sums spill, one at a time pays the loop's overhead */
                         __m256i s16[TILE_MAX];
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) s16[t] = _mm256_setzero_si256();
                         _Pragma("GCC unroll 2")
                         for (int k = k0; k < k0 + span; k++) {
                             const __m256i v = _mm256_loadu_si256((const __m256i *)(q + 64 * k));
                             __m256i w = _mm256_and_si256(j > j0 ? _mm256_srli_epi16(v, 4) : v, low);
                             if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
-                            UNROLLED
+                            TOY_UNROLL8
                             for (int t = 0; t < n_a; t++) {
                                 const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                                 const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
                                 s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
                             }
                         }
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sc16));
                     }
                 }
             }
         }
         __m256i mp[4];
-        UNROLLED
+        TOY_UNROLL8
         for (int p = 0; p < 4; p++)
             mp[p] = _mm256_or_si256(q4k_field(s1, s0, s2, 2 * p, true),
                                     _mm256_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
-            UNROLLED
+            TOY_UNROLL8
             for (int p = 1; p < 4; p++)
                 summs = _mm256_add_epi32(summs, _mm256_madd_epi16(mp[p], _mm256_set1_epi32(rd32(x->msum + 2 * p))));
             const __m256 ad = _mm256_set1_ps(x->d);
@@ -414,53 +404,53 @@ INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
 
 /* The scale of sub-block g of half hf's 8 rows in both 16-bit halves of each row's lane,
  * for vpmaddwd against the rows' 16-bit pair sums. */
-INLINE __m256i q6k_scale16(const uint8_t *blk, int g, int hf) {
+TOY_ALWAYS_INLINE __m256i q6k_scale16(const uint8_t *blk, int g, int hf) {
     const __m256i sc = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 16 * g + 8 * hf)));
     return _mm256_or_si256(_mm256_and_si256(sc, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(sc, 16));
 }
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of q6k_halves. */
-INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+TOY_ALWAYS_INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
                              size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     const __m256i low4 = _mm256_set1_epi8(0x0f), high2 = _mm256_set1_epi8(0x30);
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         if (i == 0 && n_a > 2) /* many instructions a block: fetch two blocks ahead */
             for (int c = 0; c < Q6K_BLOCK_BYTES; c += 64) _mm_prefetch((const char *)blk + c + 2 * Q6K_BLOCK_BYTES, _MM_HINT_T0);
         const int hf = h0 + i;
         __m256i isum[TILE_MAX];
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
         if (n_a <= 2) {
             /* decode: each 32-byte ql and qh vector loaded once for the four weight
              * vectors it holds, with shifts by constants; the block two ahead fetched a
              * share a step (prefetch_share) */
-            UNROLLED
+            TOY_UNROLL8
             for (int h = 0; h < 2; h++)
-                UNROLLED
+                TOY_UNROLL8
                 for (int kk = 0; kk < 2; kk++) {
                     __m256i sc16[4];
-                    UNROLLED
+                    TOY_UNROLL8
                     for (int m = 0; m < 4; m++) {
                         sc16[m] = q6k_scale16(blk, 8 * h + 2 * m + kk, hf);
                     }
                     const uint8_t *ql = blk + 288 + 1024 * h + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
-                    UNROLLED
+                    TOY_UNROLL8
                     for (int k = 4 * kk; k < 4 * kk + 4; k += 2) {
                         const int step = 8 * i + 4 * h + 2 * kk + (k - 4 * kk) / 2; /* of 16 a block */
                         prefetch_share(blk, Q6K_BLOCK_BYTES, step, 16);
                         __m256i l0[2], l1[2], vh[2];
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int e = 0; e < 2; e++) {
                             l0[e] = _mm256_loadu_si256((const __m256i *)(ql + 64 * (k + e)));
                             l1[e] = _mm256_loadu_si256((const __m256i *)(ql + 512 + 64 * (k + e)));
                             vh[e] = _mm256_loadu_si256((const __m256i *)(qh + 64 * (k + e)));
                         }
-                        UNROLLED
+                        TOY_UNROLL8
                         for (int m = 0; m < 4; m++) {
                             __m256i u[2];
-                            UNROLLED
+                            TOY_UNROLL8
                             for (int e = 0; e < 2; e++) {
                                 const __m256i qv = m % 2 ? l1[e] : l0[e];
                                 const __m256i lo = m < 2 ? qv : _mm256_srli_epi16(qv, 4);
@@ -470,7 +460,7 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                                                             : _mm256_srli_epi16(vh[e], 2);
                                 u[e] = _mm256_or_si256(_mm256_and_si256(lo, low4), _mm256_and_si256(hi, high2));
                             }
-                            UNROLLED
+                            TOY_UNROLL8
                             for (int t = 0; t < n_a; t++) {
                                 const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
                                 const int8_t *qs = x->qs + 128 * h + 32 * m + 4 * k;
@@ -489,7 +479,7 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                 const __m128i hi_shift = _mm_cvtsi32_si128(m < 2 ? 4 - 2 * m : 2 * m - 4);
                 const uint8_t *ql = blk + 288 + 1024 * h + 512 * (m % 2) + 32 * hf, *qh = blk + 2336 + 512 * h + 32 * hf;
                 __m256i u[4];
-                UNROLLED
+                TOY_UNROLL8
                 for (int k = 0; k < 4; k++) {
                     const int kv = 4 * kk + k;
                     const __m256i vl = _mm256_loadu_si256((const __m256i *)(ql + 64 * kv));
@@ -497,7 +487,7 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
                     const __m256i hi = m < 2 ? _mm256_sll_epi16(vh, hi_shift) : _mm256_srl_epi16(vh, hi_shift);
                     u[k] = _mm256_or_si256(_mm256_and_si256(_mm256_srl_epi16(vl, lo_shift), low4), _mm256_and_si256(hi, high2));
                 }
-                UNROLLED
+                TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
                     const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 16 * g;
@@ -512,20 +502,20 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
         }
         /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
         __m256i corr[TILE_MAX];
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) corr[t] = _mm256_setzero_si256();
         for (int p = 0; p < 8; p++) {
             const __m256i s0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 32 + 32 * p + 8 * hf)));
             const __m256i s1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(blk + 48 + 32 * p + 8 * hf)));
             const __m256i pair = _mm256_or_si256(_mm256_and_si256(s0, _mm256_set1_epi32(0xffff)), _mm256_slli_epi32(s1, 16));
-            UNROLLED
+            TOY_UNROLL8
             for (int t = 0; t < n_a; t++) {
                 const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
                 corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, _mm256_set1_epi32(rd32(x->bsums + 2 * p))));
             }
         }
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * hf)));
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
             const __m256i sumi = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
@@ -545,11 +535,11 @@ INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int h0, const 
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc: the body of iq4xs_halves. */
-INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
+TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
                                size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     const __m256i low = _mm256_set1_epi8(0x0f);
     const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         if (i == 0 && n_a > 2)
             for (int c = 0; c < IQ4XS_BLOCK_BYTES; c += 64)
@@ -558,7 +548,7 @@ INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, cons
         const __m256i sl = _mm256_loadu_si256((const __m256i *)(blk + 64 + 32 * h));
         const __m256i sh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         __m256i isum[TILE_MAX];
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) isum[t] = _mm256_setzero_si256();
         for (int j = 0; j < 8; j++) {
             if (n_a <= 2) prefetch_share(blk, IQ4XS_BLOCK_BYTES, 8 * i + j, 16);
@@ -574,7 +564,7 @@ INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, cons
                 const __m256i w0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v, low));
                 const __m256i w1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v, 4), low));
                 const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
-                UNROLLED
+                TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
                     const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 32 * j + 4 * g;
@@ -587,7 +577,7 @@ INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, cons
             }
         }
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
@@ -596,13 +586,16 @@ INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, cons
     }
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
+/* _VNNI: the Q8_0 and Q4_0 sums by vpdpbusd (toy_packed_avxvnni) */
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL, KIND_Q8_0_VNNI, KIND_Q4_0_VNNI } kind;
 
 /* The bytes of one packed block of the type (16 rows). */
-INLINE size_t kind_block_bytes(const kind k) {
+TOY_ALWAYS_INLINE size_t kind_block_bytes(const kind k) {
     switch (k) {
-    case KIND_Q8_0: return Q8_BLOCK_BYTES;
+    case KIND_Q8_0:
+    case KIND_Q8_0_VNNI: return Q8_BLOCK_BYTES;
     case KIND_Q4_0:
+    case KIND_Q4_0_VNNI:
     case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
     case KIND_Q4_K: return Q4K_BLOCK_BYTES;
     case KIND_Q5_K: return Q5K_BLOCK_BYTES;
@@ -614,12 +607,14 @@ INLINE size_t kind_block_bytes(const kind k) {
 
 /* Block b of a group of the type, halves [h0, h0 + n_h), times n_a activation rows, into
  * acc: kind, n_h and n_a are constants in each caller. */
-INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
+TOY_ALWAYS_INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
                               const uint8_t *a, size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     switch (k) {
-    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
-    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
-    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
+    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, false, acc); break;
+    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, false, acc); break;
+    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, false, acc); break;
+    case KIND_Q8_0_VNNI: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, true, acc); break;
+    case KIND_Q4_0_VNNI: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, true, acc); break;
     case KIND_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
     case KIND_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
     case KIND_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
@@ -634,7 +629,7 @@ INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const
  * Several groups (n_groups, whole ones but for the last: rows) go side by side in decode,
  * their blocks taken in turn: n_groups streams for the hardware prefetchers (as the
  * AVX-512 groups_tile), each group's operations the same as alone. */
-INLINE void halves(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+TOY_ALWAYS_INLINE void halves(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
                    const int h0, const int n_h, int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y,
                    size_t y_stride) {
     const size_t block_bytes = kind_block_bytes(k);
@@ -642,35 +637,36 @@ INLINE void halves(const kind k, int64_t nb, const uint8_t *group, size_t group_
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m256 acc[DECODE_STREAMS][2][TILE_MAX];
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < n_groups; g++)
-            UNROLLED
+            TOY_UNROLL8
             for (int i = 0; i < n_h; i++)
-                UNROLLED
+                TOY_UNROLL8
                 for (int j = 0; j < n_a; j++) acc[g][i][j] = _mm256_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            UNROLLED
+            TOY_UNROLL8
             for (int g = 0; g < n_groups; g++)
                 kind_halves_block(k, blk + (size_t)g * group_bytes, b, h0, n_h, a, a_stride, n_a, acc[g]);
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < n_groups; g++)
-            UNROLLED
+            TOY_UNROLL8
             for (int i = 0; i < n_h; i++)
-                UNROLLED
+                TOY_UNROLL8
                 for (int j = 0; j < n_a; j++) lane[g][l][i][j] = acc[g][i][j];
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int g = 0; g < n_groups; g++)
         store_halves(lane[g], n_h, g + 1 < n_groups ? 16 : rows, n_a, y + 16 * g, y_stride);
 }
 
 /* The product of one packed type: per group, decode (one or two activation rows) in one
  * pass over both halves, larger tiles half by half. */
-INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32, 32};
     const int64_t nb = n_cols / block_cols[k];
-    const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
+    const bool q8 = k == KIND_Q8_0 || k == KIND_Q8_0_VNNI;
+    const int64_t tile = q8 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
@@ -696,108 +692,58 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
                 case 3: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
                 case 4: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 default:
-                    if (k == KIND_Q8_0) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
+                    if (q8) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
                     break;
                 }
             }
     }
 }
 
-#define GEMM(name, k)                                                                                          \
-    static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride, int64_t n_a, \
-                     float *y, size_t y_stride) {                                                              \
-        packed_gemm(k, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                      \
-    }
-GEMM(gemm_q8_0x, KIND_Q8_0)
-GEMM(gemm_q4_0x, KIND_Q4_0)
-#ifndef TOY_PACKED_AVX_VNNI
-GEMM(gemm_q4_Kx, KIND_Q4_K)
-GEMM(gemm_q5_Kx, KIND_Q5_K)
-GEMM(gemm_q6_Kx, KIND_Q6_K)
-GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
-GEMM(gemm_iq4_nlx, KIND_IQ4_NL)
-#endif
-#undef GEMM
+static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) { packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                       float *y, size_t ys) { packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                         float *y, size_t ys) { packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                         float *y, size_t ys) { packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q8_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                            float *y, size_t ys) { packed_gemm(KIND_Q8_0_VNNI, n_cols, w, n_rows, a, as, n_a, y, ys); }
+static void gemm_q4_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                            float *y, size_t ys) { packed_gemm(KIND_Q4_0_VNNI, n_cols, w, n_rows, a, as, n_a, y, ys); }
 
-static const toy_packed_kernel packed_q8_0_avx2 = {
-    .type = TOY_TYPE_Q8_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q8_0x,
+static const toy_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
 };
 
-static const toy_packed_kernel packed_q4_0_avx2 = {
-    .type = TOY_TYPE_Q4_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q4_0x,
+static const toy_packed_kernel vnni_kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x_vnni, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x_vnni, NULL, NULL, NULL},
 };
 
-#ifndef TOY_PACKED_AVX_VNNI
-static const toy_packed_kernel packed_q4_K_avx2 = {
-    .type = TOY_TYPE_Q4_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q4_Kx,
-};
-
-static const toy_packed_kernel packed_q5_K_avx2 = {
-    .type = TOY_TYPE_Q5_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q5_Kx,
-};
-
-static const toy_packed_kernel packed_iq4_nl_avx2 = {
-    .type = TOY_TYPE_IQ4_NL,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_iq4_nlx,
-};
-
-static const toy_packed_kernel packed_iq4_xs_avx2 = {
-    .type = TOY_TYPE_IQ4_XS,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_iq4_xsx,
-};
-
-static const toy_packed_kernel packed_q6_K_avx2 = {
-    .type = TOY_TYPE_Q6_K,
-    .block_cols = 256,
-    .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_cpu,
-    .gemm = gemm_q6_Kx,
-};
-#endif
-
-const toy_packed_kernel *PACKED_ENTRY(int type) {
-    switch (type) {
-#ifdef TOY_PACKED_AVX_VNNI
-    /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
-     * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
-    case TOY_TYPE_Q6_K:
-    case TOY_TYPE_Q5_K:
-    case TOY_TYPE_IQ4_XS:
-    case TOY_TYPE_IQ4_NL:
-    case TOY_TYPE_Q4_K: return toy_packed_avx2(type);
-#else
-    case TOY_TYPE_Q6_K: return &packed_q6_K_avx2;
-    case TOY_TYPE_Q5_K: return &packed_q5_K_avx2;
-    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx2;
-    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_avx2;
-    case TOY_TYPE_Q4_K: return &packed_q4_K_avx2;
-#endif
-    case TOY_TYPE_Q8_0: return &packed_q8_0_avx2;
-    case TOY_TYPE_Q4_0: return &packed_q4_0_avx2;
-    default: return NULL;
-    }
+const toy_packed_kernel *toy_packed_avx2(int type) {
+    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 }
 
+/* The AVX2 kernels but Q8_0's and Q4_0's: vpdpbusd gains nothing on nibbles, which
+ * vpmaddubsw sums eight vectors at a time in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the
+ * same speed within noise) */
+const toy_packed_kernel *toy_packed_avxvnni(int type) {
+    const toy_packed_kernel *k = toy_packed_find(vnni_kernels, sizeof vnni_kernels / sizeof vnni_kernels[0], type);
+    return k ? k : toy_packed_avx2(type);
+}
+
+TOY_TARGET_END
 #endif /* __x86_64__ */

@@ -16,14 +16,11 @@
 
 #include "kernels.h"
 #include "packed.h"
+#include "simd.h"
 
-#if !defined(__x86_64__)
-const toy_packed_kernel *toy_packed_avx512(int type) {
-    (void)type;
-    return NULL;
-}
-#else
+#if defined(__x86_64__)
 
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 #include "packed_avx512.h"
 
 #if defined(__clang__)
@@ -47,7 +44,7 @@ INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q
     __m512i z0 = q4 ? _mm512_srai_epi32(start, 4) : start, z1 = _mm512_setzero_si512();
     if (q4) {
         const __m512i low = _mm512_set1_epi8(0x0f);
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < 4; g++) {
             const __m512i lo = _mm512_and_si512(w[g], low);
             const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w[g], 4), low);
@@ -56,7 +53,7 @@ INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q
         }
     } else {
         /* two chains of four, so that a lone row is not one long latency chain */
-        UNROLLED
+        TOY_UNROLL8
         for (int k = 0; k < 8; k += 2) {
             z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(x->qs + 4 * k)));
             z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(x->qs + 4 * k + 4)));
@@ -69,7 +66,7 @@ INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q
  * group's first `rows` results stored. */
 INLINE void store_lanes(__m512 lane[LANES][TILE], int rows, const int n_a, float *y, size_t y_stride) {
     const __mmask16 keep = (__mmask16)((1u << rows) - 1u);
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         __m512 l0 = _mm512_add_ps(lane[0][j], lane[4][j]), l1 = _mm512_add_ps(lane[1][j], lane[5][j]);
         __m512 l2 = _mm512_add_ps(lane[2][j], lane[6][j]), l3 = _mm512_add_ps(lane[3][j], lane[7][j]);
@@ -87,21 +84,21 @@ INLINE void q8_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_s
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     __m512i w[8];
     if (q4) {
-        UNROLLED
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
     } else if (nl) {
         const __m512i table = iq4xs_table(), low = _mm512_set1_epi8(0x0f);
-        UNROLLED
+        TOY_UNROLL8
         for (int k = 0; k < 4; k++) {
             const __m512i v = _mm512_loadu_si512(blk + 32 + 64 * k);
             w[k] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
             w[4 + k] = _mm512_shuffle_epi8(table, _mm512_and_si512(_mm512_srli_epi16(v, 4), low));
         }
     } else {
-        UNROLLED
+        TOY_UNROLL8
         for (int k = 0; k < 8; k++) w[k] = _mm512_loadu_si512(blk + 32 + 64 * k);
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         const __m512i sumi = block_sums(w, x, q4);
@@ -117,17 +114,17 @@ INLINE void q41_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
     __m512i lo[4], hi[4];
-    UNROLLED
+    TOY_UNROLL8
     for (int g = 0; g < 4; g++) {
         const __m512i v = _mm512_loadu_si512(blk + 64 + 64 * g);
         lo[g] = _mm512_and_si512(v, low);
         hi[g] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low);
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const block_q8_1 *x = (const block_q8_1 *)(a + (size_t)j * a_stride) + b;
         __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < 4; g++) {
             z0 = _mm512_dpbusd_epi32(z0, lo[g], _mm512_set1_epi32(rd32(x->qs + 4 * g)));
             z1 = _mm512_dpbusd_epi32(z1, hi[g], _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
@@ -154,21 +151,21 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         for (int c = Q5K_HIGH_BITS; c < Q5K_BLOCK_BYTES; c += 64)
             _mm_prefetch((const char *)blk + c + PREFETCH, _MM_HINT_T0);
     __m512i isum[TILE];
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
     if (q5 && n_a <= 2) {
         /* Q5_K decode: sub-blocks 2p (low nibbles) and 2p + 1 (high) from one load
          * of their bytes and fifth bits, shifted by constants (no slower than by
          * sub-blocks; Q4_K gained nothing measurable) */
-        UNROLLED
+        TOY_UNROLL8
         for (int p = 0; p < 4; p++) {
             const __m512i sc0 = q4k_field(s0, s0, s2, 2 * p, false);
             const __m512i sc1 = q4k_field(s0, s0, s2, 2 * p + 1, false);
             const uint8_t *q = blk + 256 + 512 * p;
             __m512i z[TILE][4];
-            UNROLLED
+            TOY_UNROLL8
             for (int t = 0; t < n_a; t++) z[t][0] = z[t][1] = z[t][2] = z[t][3] = _mm512_setzero_si512();
-            UNROLLED
+            TOY_UNROLL8
             for (int k = 0; k < 8; k++) {
                 const __m512i v = _mm512_loadu_si512(q + 64 * k);
                 _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
@@ -179,7 +176,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
                     w0 = _mm512_or_si512(w0, q5k_high(h, 2 * p));
                     w1 = _mm512_or_si512(w1, q5k_high(h, 2 * p + 1));
                 }
-                UNROLLED
+                TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
                     const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 64 * p + 4 * k;
@@ -188,7 +185,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
                     z[t][2 + k % 2] = _mm512_dpbusd_epi32(z[t][2 + k % 2], w1, _mm512_set1_epi32(rd32(qs + 32)));
                 }
             }
-            UNROLLED
+            TOY_UNROLL8
             for (int t = 0; t < n_a; t++) {
                 const __m512i v0 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][0], z[t][1]), sc0);
                 const __m512i v1 = _mm512_mullo_epi32(_mm512_add_epi32(z[t][2], z[t][3]), sc1);
@@ -203,19 +200,19 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         const uint8_t *q = blk + 256 + 512 * (j / 2);
         const __m128i nibble = _mm_cvtsi32_si128(4 * (j % 2));
         __m512i w[8];
-        UNROLLED
+        TOY_UNROLL8
         for (int k = 0; k < 8; k++) {
             const __m512i v = _mm512_loadu_si512(q + 64 * k);
             if (j % 2) _mm_prefetch((const char *)q + 64 * k + PREFETCH, _MM_HINT_T0);
             w[k] = _mm512_and_si512(_mm512_srl_epi16(v, nibble), _mm512_set1_epi8(0x0f));
             if (q5) w[k] = _mm512_or_si512(w[k], q5k_high(_mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * k), j));
         }
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const int8_t *qs = x->qs + 32 * j;
             __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-            UNROLLED
+            TOY_UNROLL8
             for (int k = 0; k < 8; k += 2) {
                 z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
                 z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
@@ -227,7 +224,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     q4k_min_pairs(blk, mp);
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
         const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
         acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
@@ -239,7 +236,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
 INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
                       __m512 acc[TILE]) {
     __m512i isum[TILE], corr[TILE];
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) isum[t] = corr[t] = _mm512_setzero_si512();
     for (int c = 0; c < 320; c += 64) _mm_prefetch((const char *)blk + c + Q6K_PREFETCH, _MM_HINT_T0);
     for (int h = 0; h < 2; h++) {
@@ -255,7 +252,7 @@ INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
                 const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * g)));
                 __m512i u[4];
                 q6k_sub_block(ql, qh, m, kk, lo_shift, hi_shift, u);
-                UNROLLED
+                TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
                     const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 128 * h + 32 * m + 16 * kk;
@@ -269,17 +266,17 @@ INLINE void q6k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         }
     }
     /* the -32 of every weight: 32 * sum over g of scale * bsum, by pairs of g */
-    UNROLLED
+    TOY_UNROLL8
     for (int p = 0; p < 8; p++) {
         const __m512i pair = q6k_scale_pair(blk, p);
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
             corr[t] = _mm512_dpwssd_epi32(corr[t], pair, _mm512_set1_epi32(rd32(x->bsums + 2 * p)));
         }
     }
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
         const block_q8_K *x = (const block_q8_K *)(a + (size_t)t * a_stride) + b;
         const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
@@ -297,18 +294,18 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     const __m512i sl = _mm512_loadu_si512(blk + 64);
     const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
     __m512i isum[TILE];
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) isum[t] = _mm512_setzero_si512();
     for (int j = 0; j < 8; j++) {
         const __m512i sc = iq4xs_scale(sl, sh, j);
         __m512i w[8];
         iq4xs_sub_block(blk, j, table, w);
-        UNROLLED
+        TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const int8_t *qs = x->qs + 32 * j;
             __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-            UNROLLED
+            TOY_UNROLL8
             for (int g = 0; g < 4; g++) {
                 z0 = _mm512_dpbusd_epi32(z0, w[g], _mm512_set1_epi32(rd32(qs + 4 * g)));
                 z1 = _mm512_dpbusd_epi32(z1, w[4 + g], _mm512_set1_epi32(rd32(qs + 16 + 4 * g)));
@@ -319,11 +316,11 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     __m512i sc_pair[4];
     iq4xs_scale_pairs(blk, sc_pair);
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    UNROLLED
+    TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
         const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
         __m512i corr = _mm512_setzero_si512();
-        UNROLLED
+        TOY_UNROLL8
         for (int p = 0; p < 4; p++)
             corr = _mm512_dpwssd_epi32(corr, sc_pair[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
         const __m512i sumi = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr, 7));
@@ -377,20 +374,20 @@ INLINE void groups_tile(const kind k, int64_t nb, const uint8_t *group, size_t g
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
         __m512 acc[DECODE_STREAMS][TILE];
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < n_groups; g++)
-            UNROLLED
+            TOY_UNROLL8
             for (int j = 0; j < n_a; j++) acc[g][j] = _mm512_setzero_ps();
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
-            UNROLLED
+            TOY_UNROLL8
             for (int g = 0; g < n_groups; g++)
                 kind_block(k, blk + (size_t)g * group_bytes, b, a, a_stride, n_a, acc[g]);
-        UNROLLED
+        TOY_UNROLL8
         for (int g = 0; g < n_groups; g++)
-            UNROLLED
+            TOY_UNROLL8
             for (int j = 0; j < n_a; j++) lane[g][l][j] = acc[g][j];
     }
-    UNROLLED
+    TOY_UNROLL8
     for (int g = 0; g < n_groups; g++) store_lanes(lane[g], g + 1 < n_groups ? 16 : rows, n_a, y + 16 * g, y_stride);
 }
 
@@ -425,97 +422,41 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     }
 }
 
-#define GEMM(name, k)                                                                                          \
-    NO_UBSAN static void name(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,   \
-                              int64_t n_a, float *y, size_t y_stride) {                                        \
-        packed_gemm(k, n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);                                      \
-    }
-GEMM(gemm_q8_0x, KIND_Q8_0)
-GEMM(gemm_q4_0x, KIND_Q4_0)
-GEMM(gemm_q4_Kx, KIND_Q4_K)
-GEMM(gemm_q5_Kx, KIND_Q5_K)
-GEMM(gemm_q6_Kx, KIND_Q6_K)
-GEMM(gemm_iq4_xsx, KIND_IQ4_XS)
-GEMM(gemm_q4_1x, KIND_Q4_1)
-GEMM(gemm_iq4_nlx, KIND_IQ4_NL)
-#undef GEMM
+NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
+                                float *y, size_t ys) { packed_gemm(KIND_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys); }
+NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
+                                  int64_t n_a, float *y, size_t ys) {
+    packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
 
-static const toy_packed_kernel packed_q4_0_avx512 = {
-    .type = TOY_TYPE_Q4_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q4_0x,
-};
-
-static const toy_packed_kernel packed_q8_0_avx512 = {
-    .type = TOY_TYPE_Q8_0,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_q8_0x,
-};
-
-static const toy_packed_kernel packed_q4_K_avx512 = {
-    .type = TOY_TYPE_Q4_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q4_Kx,
-};
-
-static const toy_packed_kernel packed_q5_K_avx512 = {
-    .type = TOY_TYPE_Q5_K,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_q5_Kx,
-};
-
-static const toy_packed_kernel packed_q6_K_avx512 = {
-    .type = TOY_TYPE_Q6_K,
-    .block_cols = 256,
-    .act_block = sizeof(block_q8_K),
-    .quantize_act = toy_quantize_act_q8_K_cpu,
-    .gemm = gemm_q6_Kx,
-};
-
-static const toy_packed_kernel packed_iq4_nl_avx512 = {
-    .type = TOY_TYPE_IQ4_NL,
-    .block_cols = 32,
-    .act_block = sizeof(toy_act_q8_0x),
-    .quantize_act = toy_quantize_act_q8_0x_avx2,
-    .gemm = gemm_iq4_nlx,
-};
-
-static const toy_packed_kernel packed_q4_1_avx512 = {
-    .type = TOY_TYPE_Q4_1,
-    .block_cols = 32,
-    .act_block = sizeof(block_q8_1),
-    .quantize_act = toy_quantize_act_q8_1_cpu,
-    .gemm = gemm_q4_1x,
-};
-
-static const toy_packed_kernel packed_iq4_xs_avx512 = {
-    .type = TOY_TYPE_IQ4_XS,
-    .block_cols = 256,
-    .act_block = sizeof(toy_act_q8_Kx),
-    .quantize_act = toy_quantize_act_q8_Kx,
-    .gemm = gemm_iq4_xsx,
+static const toy_packed_kernel kernels[] = {
+    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
 };
 
 const toy_packed_kernel *toy_packed_avx512(int type) {
-    switch (type) {
-    case TOY_TYPE_IQ4_XS: return &packed_iq4_xs_avx512;
-    case TOY_TYPE_Q4_1: return &packed_q4_1_avx512;
-    case TOY_TYPE_IQ4_NL: return &packed_iq4_nl_avx512;
-    case TOY_TYPE_Q6_K: return &packed_q6_K_avx512;
-    case TOY_TYPE_Q8_0: return &packed_q8_0_avx512;
-    case TOY_TYPE_Q4_0: return &packed_q4_0_avx512;
-    case TOY_TYPE_Q4_K: return &packed_q4_K_avx512;
-    case TOY_TYPE_Q5_K: return &packed_q5_K_avx512;
-    default: return NULL;
-    }
+    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 }
 
+TOY_TARGET_END
 #endif /* __x86_64__ */

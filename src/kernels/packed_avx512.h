@@ -21,7 +21,6 @@
 #define NO_UBSAN __attribute__((no_sanitize_undefined))
 #endif
 #define INLINE static inline __attribute__((always_inline)) NO_UBSAN
-#define UNROLLED _Pragma("GCC unroll 8")
 #define LANES 8             /* the reduction shape's block lanes */
 #define BLOCK_BYTES 544     /* a packed Q8_0 block: 16 fp16 scales, 8 x 16 x 4 weight bytes */
 #define Q4_BLOCK_BYTES 288  /* a packed Q4_0 block: 16 fp16 scales, 4 x 16 x 4 nibble pairs */
@@ -92,7 +91,7 @@ INLINE __m512i iq4xs_scale(__m512i sl, __m512i sh, int j) {
 INLINE void iq4xs_scale_pairs(const uint8_t *blk, __m512i sc_pair[4]) {
     const __m512i sl = _mm512_loadu_si512(blk + 64);
     const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
-    UNROLLED
+    TOY_UNROLL8
     for (int p = 0; p < 4; p++)
         sc_pair[p] = _mm512_or_si512(_mm512_and_si512(iq4xs_scale(sl, sh, 2 * p), _mm512_set1_epi32(0xffff)),
                                      _mm512_slli_epi32(iq4xs_scale(sl, sh, 2 * p + 1), 16));
@@ -102,7 +101,7 @@ INLINE void iq4xs_scale_pairs(const uint8_t *blk, __m512i sc_pair[4]) {
  * (weights 4g..), w[4 + g] the high ones (weights 16 + 4g..). */
 INLINE void iq4xs_sub_block(const uint8_t *blk, int j, __m512i table, __m512i w[8]) {
     const __m512i low = _mm512_set1_epi8(0x0f);
-    UNROLLED
+    TOY_UNROLL8
     for (int g = 0; g < 4; g++) {
         const __m512i v = _mm512_loadu_si512(blk + 128 + 256 * j + 64 * g);
         w[g] = _mm512_shuffle_epi8(table, _mm512_and_si512(v, low));
@@ -115,7 +114,7 @@ INLINE void iq4xs_sub_block(const uint8_t *blk, int j, __m512i table, __m512i w[
 INLINE void q4k_min_pairs(const uint8_t *blk, __m512i mp[4]) {
     const __m512i s0 = _mm512_loadu_si512(blk + 64), s1 = _mm512_loadu_si512(blk + 128);
     const __m512i s2 = _mm512_loadu_si512(blk + 192);
-    UNROLLED
+    TOY_UNROLL8
     for (int p = 0; p < 4; p++)
         mp[p] = _mm512_or_si512(q4k_field(s1, s0, s2, 2 * p, true),
                                 _mm512_slli_epi32(q4k_field(s1, s0, s2, 2 * p + 1, true), 16));
@@ -135,7 +134,7 @@ INLINE __m128i q6k_high_shift(int m) {
 INLINE void q6k_sub_block(const uint8_t *ql, const uint8_t *qh, int m, int kk, __m128i lo_shift, __m128i hi_shift,
                           __m512i u[4]) {
     const __m512i low4 = _mm512_set1_epi8(0x0f), high2 = _mm512_set1_epi8(0x30);
-    UNROLLED
+    TOY_UNROLL8
     for (int i = 0; i < 4; i++) {
         const int k = 4 * kk + i;
         const __m512i vl = _mm512_loadu_si512(ql + 512 * (m % 2) + 64 * k);
@@ -153,7 +152,7 @@ INLINE void q6k_sub_block(const uint8_t *ql, const uint8_t *qh, int m, int kk, _
  * wd, wdm: the rows' d and dmin). */
 INLINE __m512 q4k_row_value(__m512 wd, __m512 wdm, const __m512i mp[4], const toy_act_q8_Kx *x, __m512i isum) {
     __m512i summs = _mm512_setzero_si512();
-    UNROLLED
+    TOY_UNROLL8
     for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));
     const __m512 ad = _mm512_set1_ps(x->d);
     const __m512 d = _mm512_mul_ps(wd, ad), dm = _mm512_mul_ps(wdm, ad);

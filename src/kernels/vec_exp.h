@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TOY_ALWAYS_INLINE static inline __attribute__((always_inline))
+#include "simd.h"
 
 #define EXP_LOG2E 1.44269504088896341f
 #define EXP_LN2_HI 0.693145751953125f
@@ -40,15 +40,13 @@ TOY_ALWAYS_INLINE float toy_exp_nonpos(float x) {
 }
 
 #if defined(__x86_64__)
-#include <immintrin.h>
-
 /* toy_exp_nonpos of N vectors of 8 lanes in place, step by step across them: the same
  * operations per lane, each step's N operations independent. One exponential is a chain of
  * about 25 dependent operations, and a loop of them one by one filled the scheduler
  * with waiting operations of two or three chains: the softmax of a long prompt's
  * attention ran at about one operation a cycle. */
 #define EXP_STEP(expr) _Pragma("GCC unroll 16") for (int i = 0; i < N; i++) expr
-__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE void toy_exp8x_nonpos(const int N, __m256 *x) {
+TOY_AVX2 TOY_ALWAYS_INLINE void toy_exp8x_nonpos(const int N, __m256 *x) {
     __m256 ok[16], n[16], r[16], p[16];
     EXP_STEP(ok[i] = _mm256_cmp_ps(x[i], _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ));
     EXP_STEP(x[i] = _mm256_max_ps(x[i], _mm256_set1_ps(EXP_MIN)));
@@ -70,13 +68,13 @@ __attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE void toy_exp8x_nonpos(cons
 #undef EXP_STEP
 
 /* toy_exp_nonpos of 8 lanes */
-__attribute__((target("avx2,fma"))) TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
+TOY_AVX2 TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
     toy_exp8x_nonpos(1, &x);
     return x;
 }
 
 /* the same on 16 lanes */
-__attribute__((target("avx512f"))) TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
+TOY_AVX512 TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
     const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
     const __m512 rnd = _mm512_set1_ps(EXP_ROUND);

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cpu.h"
 #include "error.h"
 #include "gguf.h"
 #include "kernels.h"

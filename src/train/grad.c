@@ -60,6 +60,7 @@ toy_status toy_grad(const toy_grad_params *caller_params, const int32_t *tokens,
 
 static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
                           int n_threads, const char *out_path, double *loss_out) {
+    if (toy_kernel_init()) return TOY_ERR_INVALID;
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)

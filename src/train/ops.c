@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "kernels.h"
+#include "cpu.h"
 #include "ops.h"
 #include "vec_exp.h"
 
@@ -54,109 +54,6 @@ static int64_t grain_rows(int64_t row_floats) {
 
 /* ---------------------------------------------------------------- row kernels */
 
-static float lanes16(float *l) {
-    for (int s = 8; s >= 1; s /= 2)
-        for (int k = 0; k < s; k++) l[k] += l[k + s];
-    return l[0];
-}
-
-#if defined(__x86_64__)
-#define AVX2 __attribute__((target("avx2,fma")))
-#define AVX512 __attribute__((target("avx512f,avx512dq,avx2,fma")))
-
-/* y[i] = exp(x[i] - m) * scale (when y), the sum of exp(x[i] - m) returned */
-AVX512 static float row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale) {
-    __m512 acc = _mm512_setzero_ps();
-    const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
-        acc = _mm512_add_ps(acc, e);
-        if (y) _mm512_storeu_ps(y + i, _mm512_mul_ps(e, vs));
-    }
-    float l[16];
-    _mm512_storeu_ps(l, acc);
-    for (; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
-        l[i % 16] += e;
-        if (y) y[i] = e * scale;
-    }
-    return lanes16(l);
-}
-
-AVX2 static float row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale) {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-    const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale);
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m256 e0 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        const __m256 e1 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
-        lo = _mm256_add_ps(lo, e0);
-        hi = _mm256_add_ps(hi, e1);
-        if (y) {
-            _mm256_storeu_ps(y + i, _mm256_mul_ps(e0, vs));
-            _mm256_storeu_ps(y + i + 8, _mm256_mul_ps(e1, vs));
-        }
-    }
-    float l[16];
-    _mm256_storeu_ps(l, lo);
-    _mm256_storeu_ps(l + 8, hi);
-    for (; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
-        l[i % 16] += e;
-        if (y) y[i] = e * scale;
-    }
-    return lanes16(l);
-}
-
-/* gates: sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, e = exp(-|g|) */
-AVX512 static void swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t i, int64_t i1) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (; i + 16 <= i1; i += 16) {
-        const __m512 g = _mm512_loadu_ps(gate + i);
-        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
-        const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
-        const __m512 sg = _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sg), _mm512_loadu_ps(up + i)));
-    }
-}
-
-AVX512 static void swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate,
-                                     const float *up, int64_t i, int64_t i1) {
-    const __m512 one = _mm512_set1_ps(1.0f);
-    for (; i + 16 <= i1; i += 16) {
-        const __m512 g = _mm512_loadu_ps(gate + i), dy = _mm512_loadu_ps(dout + i);
-        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
-        const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
-        const __m512 sg = _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
-        /* silu'(g) = s (1 + g (1 - s)) */
-        const __m512 d = _mm512_mul_ps(sg, _mm512_add_ps(one, _mm512_mul_ps(g, _mm512_sub_ps(one, sg))));
-        _mm512_storeu_ps(dgate + i, _mm512_add_ps(_mm512_loadu_ps(dgate + i),
-                                                  _mm512_mul_ps(_mm512_mul_ps(dy, _mm512_loadu_ps(up + i)), d)));
-        _mm512_storeu_ps(dup + i, _mm512_add_ps(_mm512_loadu_ps(dup + i), _mm512_mul_ps(dy, _mm512_mul_ps(g, sg))));
-    }
-}
-#endif
-
-static float row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale) {
-    float l[16] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
-        l[i % 16] += e;
-        if (y) y[i] = e * scale;
-    }
-    return lanes16(l);
-}
-
-static float row_exp(const float *x, float *y, int64_t n, float m, float scale) {
-#if defined(__x86_64__)
-    const toy_isa isa = toy_cpu_isa();
-    if (isa >= TOY_ISA_AVX512) return row_exp_avx512(x, y, n, m, scale);
-    if (isa >= TOY_ISA_AVX2) return row_exp_avx2(x, y, n, m, scale);
-#endif
-    return row_exp_scalar(x, y, n, m, scale);
-}
-
 static float row_max(const float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
@@ -170,12 +67,7 @@ static float row_dot(const float *x, const float *y, int64_t n) {
     for (; i + 16 <= n; i += 16)
         for (int k = 0; k < 16; k++) l[k] += x[i + k] * y[i + k];
     for (; i < n; i++) l[i % 16] += x[i] * y[i];
-    return lanes16(l);
-}
-
-static float sigmoid_of(float g) {
-    const float e = toy_exp_nonpos(-fabsf(g));
-    return (g >= 0.0f ? 1.0f : e) / (1.0f + e);
+    return toy_lanes16_sum(l);
 }
 
 /* ---------------------------------------------------------------- embedding */
@@ -237,7 +129,7 @@ static void rmsnorm_bwd_rows(const void *args, int64_t r0, int64_t r1) {
         const float rs = a->rstd_in[r];
         float l[16] = {0};
         for (int64_t i = 0; i < a->C; i++) l[i % 16] += (a->w[i] * dy[i]) * x[i];
-        const float k = rs * rs * rs * lanes16(l) / (float)a->C;
+        const float k = rs * rs * rs * toy_lanes16_sum(l) / (float)a->C;
         for (int64_t i = 0; i < a->C; i++) dx[i] += rs * (a->w[i] * dy[i]) - k * x[i];
     }
 }
@@ -443,7 +335,7 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
             att_visible_range(s, i, lo, &c0, &c1);
             for (int64_t c = c0; c < c1; c++) row[c] = att_score(s, row[c], NULL);
             const float mx = row_max(row + c0, c1 - c0);
-            const float sum = row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
+            const float sum = toy_cpu()->row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
             const float inv = 1.0f / sum;
             for (int64_t c = c0; c < c1; c++) row[c] *= inv;
             memset(row, 0, (size_t)c0 * sizeof *row);
@@ -511,7 +403,7 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
                     }
                 } else {
                     for (int64_t c = c0; c < c1; c++) srow[c] *= s->scale;
-                    row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
+                    toy_cpu()->row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
                     for (int64_t c = c0; c < c1; c++) drow[c] = srow[c] * (drow[c] - D) * s->scale; /* d(raw dot) */
                 }
                 memset(srow, 0, (size_t)c0 * sizeof *srow);
@@ -554,31 +446,12 @@ typedef struct {
 
 static void swiglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    int64_t i = i0;
-#if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
-        swiglu_fwd_avx512(a->out, a->gate, a->up, i0, i1);
-        i = i0 + (i1 - i0) / 16 * 16;
-    }
-#endif
-    for (; i < i1; i++) a->out[i] = (a->gate[i] * sigmoid_of(a->gate[i])) * a->up[i];
+    toy_cpu()->swiglu_fwd(a->out + i0, a->gate + i0, a->up + i0, i1 - i0);
 }
 
-/* silu'(g) = s (1 + g (1 - s)), s = sigmoid(g) */
 static void swiglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    int64_t i = i0;
-#if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
-        swiglu_bwd_avx512(a->dgate, a->dup, a->dout, a->gate, a->up, i0, i1);
-        i = i0 + (i1 - i0) / 16 * 16;
-    }
-#endif
-    for (; i < i1; i++) {
-        const float g = a->gate[i], sg = sigmoid_of(g), dy = a->dout[i];
-        a->dgate[i] += (dy * a->up[i]) * (sg * (1.0f + g * (1.0f - sg)));
-        a->dup[i] += dy * (g * sg);
-    }
+    toy_cpu()->swiglu_bwd(a->dgate + i0, a->dup + i0, a->dout + i0, a->gate + i0, a->up + i0, i1 - i0);
 }
 
 #define GELU_C 0.79788456080286535588f /* sqrt(2 / pi) */
@@ -647,7 +520,7 @@ static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
         if (a->c > 0.0f)
             for (int64_t v = 0; v < a->V; v++) z[v] = a->c * tanhf(z[v] / a->c);
         const float mx = row_max(z, a->V);
-        const float lse = mx + logf(row_exp(z, NULL, a->V, mx, 1.0f));
+        const float lse = mx + logf(toy_cpu()->row_exp(z, NULL, a->V, mx, 1.0f));
         a->lse[r] = lse;
         a->loss[r] = a->target[r] >= 0 ? lse - z[a->target[r]] : 0.0f;
     }
@@ -675,7 +548,7 @@ static void loss_bwd_rows(const void *args, int64_t r0, int64_t r1) {
                 dy[v] = (toy_exp_nonpos(zv - lse) * w) * (1.0f - (zv / a->c) * (zv / a->c)) * a->s;
             }
         } else {
-            row_exp(z, dy, a->V, lse, w * a->s);
+            toy_cpu()->row_exp(z, dy, a->V, lse, w * a->s);
         }
         if (t >= 0) { /* the target's -1 */
             float d = (toy_exp_nonpos(zt - lse) - 1.0f) * w;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu.h"
 #include "error.h"
 #include "ops.h"
 #include "train_model.h"
@@ -209,7 +210,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     tm->n_swa = calloc((size_t)hp->n_layer, sizeof *tm->n_swa);
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
     tm->g.layers = calloc((size_t)hp->n_layer, sizeof *tm->g.layers);
-    tm->gemm = toy_gemm_new(pool);
+    tm->gemm = toy_gemm_new(pool, toy_cpu()->gemm());
     if (!tm->tensors || !tm->rope || !tm->n_swa || !tm->w.layers || !tm->g.layers || !tm->gemm) {
         train_model_free(tm);
         return toy_error(TOY_ERR_NOMEM, "no memory");

@@ -378,6 +378,7 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
     if (toy_params_read(&full, sizeof full, caller_params, "toy_train_params")) return TOY_ERR_INVALID;
     const toy_train_params *p = &full;
     toy_status st = toy_result_check(result, "toy_train_result");
+    if (!st) st = toy_kernel_init();
     if (!st) st = check_params(p);
     if (st) return st;
     run r = {.p = p};
@@ -451,7 +452,7 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
     if (batch < 1 || seq < 2 || steps < 1)
         return toy_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
     if (!out) return toy_error(TOY_ERR_INVALID, "toy_train_bench: no result");
-    if (toy_result_check(out, "toy_train_bench_result")) return TOY_ERR_INVALID;
+    if (toy_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
     if (st) return st;

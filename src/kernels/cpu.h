@@ -1,0 +1,87 @@
+/* cpu.h — the one place that decides what this CPU runs: CPUID, Linux's AMX permission,
+ * the environment variable TOY_ISA, the AMX self-test, and one table of operations per
+ * instruction set, chosen once per process. Every kernel family asks that table; none
+ * detects the CPU or reads TOY_ISA itself.
+ *
+ * Fast paths per instruction set (x: its own; "<": the one of the set to its left;
+ * ref: the scalar reference, which every other column reproduces bit for bit):
+ *
+ *                               scalar  avx2   avxvnni  avx512        amx
+ *   row dot products (kernels.h)  ref    x      <        x (else avx2) <
+ *   activation quantizers         ref    x      <        <             <
+ *   packed products (packed.h)    -      x      x Q8_0,  x             x (16+ rows;
+ *                                               Q4_0                     else avx512)
+ *   GEMM micro-kernel (gemm.h)    4x4    6x16   <        12x32         <
+ *   attention tasks               ref    x      <        x             <
+ *   row_exp (softmax rows)        ref    x      <        x             <
+ *   SwiGLU (elementwise.h)        ref    x      <        x             <
+ *   FMA peak (peak.c)             ref    x      <        x             <
+ */
+#ifndef TOY_CPU_H
+#define TOY_CPU_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "elementwise.h"
+#include "gemm.h"
+#include "kernels.h"
+#include "packed.h"
+
+typedef enum {
+    TOY_ISA_SCALAR = 0,
+    TOY_ISA_AVX2 = 1,
+    TOY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
+    TOY_ISA_AVX512 = 3,
+    TOY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
+} toy_isa;
+
+/* The operations of one instruction set: a row of the matrix above. A getter returns
+ * NULL for a type it has no kernel for; the next getter, then the scalar one, is asked. */
+typedef struct {
+    toy_isa isa;
+    const toy_kernel *(*row[2])(int type);
+    toy_quantize_act_fn (*quantize_act)(int vec_dot_type); /* NULL: the kernel's own */
+    const toy_packed_kernel *(*packed[2])(int type);      /* none: the row kernels */
+    const toy_gemm_kernel *(*gemm)(void);
+    toy_isa attention; /* the attention tasks (attention_cpu.c): scalar, avx2 or avx512 */
+    toy_row_exp_fn row_exp;
+    toy_silu_mul_fn silu_mul;
+    toy_swiglu_fwd_fn swiglu_fwd;
+    toy_swiglu_bwd_fn swiglu_bwd;
+    double (*fma_peak)(long iters); /* FLOPs of a fixed run of independent FMA chains */
+} toy_cpu_ops;
+
+/* The instruction set is chosen once: the best of this CPU, or the one named by
+ * TOY_ISA=scalar|avx2|avxvnni|avx512|amx (never above what the CPU has; avxvnni only
+ * where the CPU has AVX-VNNI, which some AVX-512 CPUs lack: avx2 there). Any other
+ * TOY_ISA makes toy_kernel_init (toy.h) fail, every time it is asked; model contexts,
+ * training and toy --version ask before they compute. */
+
+/* The chosen row of operations (the scalar one while TOY_ISA is invalid). */
+const toy_cpu_ops *toy_cpu(void);
+toy_isa toy_cpu_isa(void);
+const char *toy_isa_name(toy_isa isa);
+
+/* The fastest row kernel of a type on this CPU, with the fastest activation quantizer. */
+const toy_kernel *toy_kernel_get(int type);
+/* The packed kernel worth loading weights for on this CPU, NULL where the row kernels
+ * are as good, or where TOY_REPACK=0. */
+const toy_packed_kernel *toy_packed_get(int type);
+
+/* The CPU has AVX-VNNI and TOY_ISA allows it (avxvnni or above): the AVX-VNNI kernels
+ * may run, even where AVX-512 ones are chosen. */
+bool toy_cpu_avx_vnni(void);
+/* True where the CPU and the OS allow AMX but its products failed the self-test run
+ * before it is chosen: toy then runs the AVX-512 kernels. */
+bool toy_amx_self_test_failed(void);
+/* The AMX products of every type checked against the VNNI kernels' bits on a small
+ * matrix, with SIGILL, SIGSEGV and SIGBUS caught meanwhile: false if any differs or
+ * faults. Run once before AMX is chosen, so that a tile instruction that misbehaves on
+ * some CPU or kernel costs speed, never a crash or a wrong logit. get_amx: toy_packed_amx,
+ * or for tests the tile model, a broken kernel. */
+bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
+/* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
+bool toy_cpu_intel(void);
+
+#endif
