@@ -9,7 +9,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import Server  # noqa: E402
+from helpers import Server  # noqa: E402
 
 PROMPTS = ["Who made the heaven and the earth?", "Tell me of Moses.", "What is love?", "Hello", "Sing a psalm.",
            "And it came to pass", "Who was David?", "What of the LORD?", "Blessed are the meek", "Where is Egypt?",

@@ -5,14 +5,8 @@
 # tokenizers are an error that says so. Without the fixtures: a llama model of toy init
 # with the bundled model's tokenizer, its Q8_0 copy, and one with a tokenizer of toy
 # tokenizer train, on the source tree's text.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 if [ -n "$fixtures" ]; then
   f32="$fixtures/models/llama-spm-f32.gguf" q8="$fixtures/models/llama-spm-q8_0.gguf"
   other="$fixtures/models/llama3-bpe-f16.gguf"   # another tokenizer
@@ -54,5 +48,4 @@ PY
 grep -q "different tokenizers" "$tmp/err" || die "different tokenizers: $(cat "$tmp/err")"
 "$toy" cka -m "$f32" --data "$text" 2> "$tmp/err" && die "one model accepted"
 grep -q "needs -m A -m B" "$tmp/err" || die "one model: $(cat "$tmp/err")"
-[ $fail -eq 0 ] && echo "cli_cka: ok"
-exit $fail
+finish

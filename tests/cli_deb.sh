@@ -2,11 +2,10 @@
 # make deb's packages: built from this build, unpacked into a scratch root (dpkg -x), the
 # command runs from there (its version, and the bundled model found without -m), and each
 # package holds what it says and depends on what its binaries link.
-set -u
-. "$(dirname "$0")/packaging.sh"
+. "$(dirname "$0")/lib.sh"
+not_sanitized
 command -v dpkg-deb > /dev/null && command -v dpkg-shlibdeps > /dev/null ||
-  { echo "SKIP: dpkg-deb or dpkg-shlibdeps (dpkg-dev) not installed"; exit 77; }
-fail=0
+  skip "dpkg-deb or dpkg-shlibdeps (dpkg-dev) not installed"
 version=$(sed -n 's/^#define TOY_VERSION_STRING "\(.*\)"$/\1/p' "$src/include/toy.h")
 arch=$(dpkg --print-architecture)
 
@@ -18,22 +17,21 @@ dpkg -x "$deb" "$tmp/root" && dpkg -x "$dev" "$tmp/root" || { echo "FAIL: dpkg -
 got=$("$tmp/root/usr/bin/toy" --version)
 case "$got" in "toy $version "*) ;; *) echo "FAIL: toy --version from the package: $got"; fail=1 ;; esac
 out=$("$tmp/root/usr/bin/toy" run -p "And it came to pass" -n 8 --temp 0 2>&1) ||
-  { echo "FAIL: the packaged toy does not find its model: $out"; fail=1; }
+  die "the packaged toy does not find its model: $out"
 for f in usr/lib/libtoy.so.$version usr/share/man/man1/toy.1.gz usr/share/toy/toy-kjv.gguf usr/include/toy.h \
          usr/lib/libtoy.a usr/lib/pkgconfig/toy.pc usr/lib/cmake/toy/toyConfig.cmake; do
-  [ -e "$tmp/root/$f" ] || { echo "FAIL: $f in neither package"; fail=1; }
+  [ -e "$tmp/root/$f" ] || die "$f in neither package"
 done
-[ "$(readlink "$tmp/root/usr/lib/libtoy.so")" = "libtoy.so.${version%%.*}" ] || { echo "FAIL: libtoy.so link"; fail=1; }
+[ "$(readlink "$tmp/root/usr/lib/libtoy.so")" = "libtoy.so.${version%%.*}" ] || die "libtoy.so link"
 depends=$(dpkg-deb -f "$deb" Depends)
 for lib in libc6 libpcre2-8-0 libjansson4; do
   case "$depends" in *"$lib "*|*"$lib,"*|*"$lib") ;; *) echo "FAIL: toy's Depends lacks $lib: $depends"; fail=1 ;; esac
 done
-[ "$(dpkg-deb -f "$dev" Depends | cut -d, -f1)" = "toy (= $version)" ] || { echo "FAIL: libtoy-dev's Depends"; fail=1; }
+[ "$(dpkg-deb -f "$dev" Depends | cut -d, -f1)" = "toy (= $version)" ] || die "libtoy-dev's Depends"
 # a C program against the unpacked libtoy-dev, through its toy.pc
 PKG_CONFIG_PATH=$tmp/root/usr/lib/pkgconfig cc -std=c11 "$src/examples/tokenize.c" \
   $(PKG_CONFIG_PATH=$tmp/root/usr/lib/pkgconfig pkg-config --cflags --libs toy) -o "$tmp/tokenize" ||
-  { echo "FAIL: building against the unpacked libtoy-dev"; fail=1; }
+  die "building against the unpacked libtoy-dev"
 LD_LIBRARY_PATH=$tmp/root/usr/lib "$tmp/tokenize" "$tmp/root/usr/share/toy/toy-kjv.gguf" "And" > /dev/null ||
-  { echo "FAIL: that program does not run"; fail=1; }
-[ $fail -eq 0 ] && echo "cli_deb: $(basename "$deb") and $(basename "$dev") unpack and run (Depends: $depends)"
-exit $fail
+  die "that program does not run"
+finish "$(basename "$deb") and $(basename "$dev") unpack and run (Depends: $depends)"

@@ -5,9 +5,8 @@
 # appears in that section. And every relative link of README.md, CHANGELOG.md and
 # docs/*.md leads to a file that exists (and to a heading of it, for #anchors into
 # Markdown). Fails naming each missing section, flag and link.
-set -u
-toy="$1"
-doc="$TOY_SOURCE_DIR/docs/commands.md"
+. "$(dirname "$0")/lib.sh"
+doc="$src/docs/commands.md"
 [ -f "$doc" ] || { echo "FAIL: $doc not found"; exit 1; }
 
 commands=$("$toy" --help | awk '/^commands:/ { on = 1; next } on && /^  [a-z]/ { print $1; next } on { on = 0 }')
@@ -21,7 +20,6 @@ section() {
     on' "$doc"
 }
 
-fail=0
 n_flags=0
 for cmd in $commands; do
   help=$("$toy" "$cmd" --help 2>&1) || { echo "FAIL: toy $cmd --help exits non-zero"; fail=1; continue; }
@@ -46,8 +44,8 @@ for cmd in $commands; do
     fi
   done
 done
-[ "$n_flags" -gt 50 ] || { echo "FAIL: only $n_flags flags found in the --help texts"; fail=1; }
-python3 - "$TOY_SOURCE_DIR" <<'PY' || fail=1
+[ "$n_flags" -gt 50 ] || die "only $n_flags flags found in the --help texts"
+python3 - "$src" <<'PY' || fail=1
 import glob, os, re, sys
 os.chdir(sys.argv[1])
 

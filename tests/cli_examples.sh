@@ -1,33 +1,28 @@
 #!/usr/bin/env bash
 # The programs in examples/, built against libtoy.so, on the bundled model: each must
 # give what the toy command gives for the same request.
-set -u
-toy="$1"
-build=$(dirname "$toy")
-src=${TOY_SOURCE_DIR:-$(dirname "$0")/..}
-model=$src/models/toy-kjv.gguf
+. "$(dirname "$0")/lib.sh"
+model=$bundled
 ex=$build/examples
-tmp=$(mktemp -d)
-trap 'kill $server 2>/dev/null; rm -rf "$tmp"' EXIT
 server=
-fail=0
+at_exit 'kill $server 2>/dev/null'
 prompt="And it came to pass"
 
 # generate: the same text as toy run, greedy
-"$ex/generate" "$model" "$prompt" 40 > "$tmp/gen.txt" 2> "$tmp/gen.err" || { echo "FAIL: generate: $(cat "$tmp/gen.err")"; fail=1; }
+"$ex/generate" "$model" "$prompt" 40 > "$tmp/gen.txt" 2> "$tmp/gen.err" || die "generate: $(cat "$tmp/gen.err")"
 "$toy" run -m "$model" -p "$prompt" -n 40 --temp 0 > "$tmp/run.txt" 2>/dev/null
-cmp -s "$tmp/gen.txt" "$tmp/run.txt" || { echo "FAIL: examples/generate and toy run differ:"; diff "$tmp/gen.txt" "$tmp/run.txt"; fail=1; }
-grep -q "generated at" "$tmp/gen.err" || { echo "FAIL: generate reports no speed: $(cat "$tmp/gen.err")"; fail=1; }
-[ "$(wc -c < "$tmp/gen.txt")" -gt 60 ] || { echo "FAIL: generate wrote only: $(cat "$tmp/gen.txt")"; fail=1; }
+cmp -s "$tmp/gen.txt" "$tmp/run.txt" || { die "examples/generate and toy run differ:"; diff "$tmp/gen.txt" "$tmp/run.txt"; }
+grep -q "generated at" "$tmp/gen.err" || die "generate reports no speed: $(cat "$tmp/gen.err")"
+[ "$(wc -c < "$tmp/gen.txt")" -gt 60 ] || die "generate wrote only: $(cat "$tmp/gen.txt")"
 
 # tokenize: the ids of toy tokenize, and the text back
-"$ex/tokenize" "$model" "$prompt" > "$tmp/tok.txt" || { echo "FAIL: tokenize"; fail=1; }
+"$ex/tokenize" "$model" "$prompt" > "$tmp/tok.txt" || die "tokenize"
 want=$("$toy" tokenize -m "$model" "$prompt")
-[ "$(head -1 "$tmp/tok.txt")" = "$want" ] || { echo "FAIL: tokenize ids '$(head -1 "$tmp/tok.txt")', toy tokenize '$want'"; fail=1; }
-[ "$(tail -1 "$tmp/tok.txt")" = "$prompt" ] || { echo "FAIL: tokenize decodes to '$(tail -1 "$tmp/tok.txt")'"; fail=1; }
-grep -q "^   296 -> 'And'$" "$tmp/tok.txt" || { echo "FAIL: tokenize pieces:"; cat "$tmp/tok.txt"; fail=1; }
-"$ex/tokenize" /nonexistent.gguf x 2> "$tmp/tok.err" && { echo "FAIL: tokenize of a missing file succeeded"; fail=1; }
-grep -q "/nonexistent.gguf: cannot open" "$tmp/tok.err" || { echo "FAIL: tokenize's error: $(cat "$tmp/tok.err")"; fail=1; }
+[ "$(head -1 "$tmp/tok.txt")" = "$want" ] || die "tokenize ids '$(head -1 "$tmp/tok.txt")', toy tokenize '$want'"
+[ "$(tail -1 "$tmp/tok.txt")" = "$prompt" ] || die "tokenize decodes to '$(tail -1 "$tmp/tok.txt")'"
+grep -q "^   296 -> 'And'$" "$tmp/tok.txt" || { die "tokenize pieces:"; cat "$tmp/tok.txt"; }
+"$ex/tokenize" /nonexistent.gguf x 2> "$tmp/tok.err" && die "tokenize of a missing file succeeded"
+grep -q "/nonexistent.gguf: cannot open" "$tmp/tok.err" || die "tokenize's error: $(cat "$tmp/tok.err")"
 
 # serve_one: one streamed completion; the events' text is toy run's continuation
 "$ex/serve_one" "$model" 0 > "$tmp/serve.out" 2> "$tmp/serve.err" &
@@ -47,10 +42,9 @@ text = "".join(json.loads(e)["text"] for e in events[:-1])
 open(sys.argv[3] + ".got", "w").write(prompt + text + "\n")
 print(f"serve_one: {len(events) - 1} events")
 PY
-wait $server || { echo "FAIL: serve_one exited with an error: $(cat "$tmp/serve.err")"; fail=1; }
+wait $server || die "serve_one exited with an error: $(cat "$tmp/serve.err")"
 server=
 "$toy" run -m "$model" -p "$prompt" -n 40 --temp 0 > "$tmp/run40.txt" 2>/dev/null
-cmp -s "$tmp/run40.txt.got" "$tmp/run40.txt" || { echo "FAIL: serve_one's events and toy run differ:"; diff "$tmp/run40.txt.got" "$tmp/run40.txt"; fail=1; }
+cmp -s "$tmp/run40.txt.got" "$tmp/run40.txt" || { die "serve_one's events and toy run differ:"; diff "$tmp/run40.txt.got" "$tmp/run40.txt"; }
 
-[ $fail -eq 0 ] && echo "cli_examples: generate, tokenize and serve_one agree with toy run and toy tokenize"
-exit $fail
+finish "generate, tokenize and serve_one agree with toy run and toy tokenize"

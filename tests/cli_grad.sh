@@ -7,20 +7,13 @@
 # quantized bases. MoE models and bad input give errors naming the problem. Without the
 # fixtures: llama (F32, Q4_K_M), qwen2 (F16) and mixtral-shaped models of toy init with
 # the bundled model's tokenizer, on fixed tokens and the source tree's text.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-py=/usr/bin/python3
-if ! "$py" -c "import torch, numpy" 2> /dev/null; then
-  echo "SKIP: $py cannot import torch and numpy (scripts/install-deps.sh installs python3-torch)"
-  exit 77
+. "$(dirname "$0")/lib.sh"
+want_fixtures
+torch_py=/usr/bin/python3   # Debian's, with python3-torch
+if ! "$torch_py" -c "import torch, numpy" 2> /dev/null; then
+  skip "$torch_py cannot import torch and numpy (scripts/install-deps.sh installs python3-torch)"
 fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
-ref="$(dirname "$0")/grad_reference.py"
+ref="$tests/grad_reference.py"
 text="$tmp/text.txt"
 if [ -n "$fixtures" ]; then
   models="$fixtures/models"
@@ -44,10 +37,7 @@ fi
 for f in "${refs[@]}"; do
   name=$(basename "$f" .ref.gguf)
   if [ -n "$fixtures" ]; then
-    tokens=$("$py" -c "
-import struct, sys; sys.path.insert(0, '$(dirname "$0")'); from gguf_reader import GGUF
-g = GGUF('$f'); ne, typ, off = g.tensors['ref.tokens']
-print(','.join(str(x) for x in struct.unpack_from('<%di' % ne[0], g.data, off)))")
+    tokens=$(python3 "$py" ref-tokens "$f")
   else
     tokens="1,$(seq -s, 40 7 200)"
   fi
@@ -67,7 +57,7 @@ print(','.join(str(x) for x in struct.unpack_from('<%di' % ne[0], g.data, off)))
   *) "$toy" quantize "$model" "$tmp/f32.gguf" F32 > /dev/null 2>&1 || die "$name: toy quantize to F32 failed"
      model="$tmp/f32.gguf" ;;
   esac
-  if "$py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 > "$tmp/out" 2>&1; then
+  if "$torch_py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 > "$tmp/out" 2>&1; then
     printf '%-20s %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
   else
     die "$name: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"
@@ -88,7 +78,7 @@ for name in $lora_models; do
   *) "$toy" quantize "$model" "$tmp/f32.gguf" F32 > /dev/null 2>&1 || die "$name: toy quantize to F32 failed"
      model="$tmp/f32.gguf" ;;
   esac
-  if "$py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 --lora "$tmp/a.gguf" > "$tmp/out" 2>&1; then
+  if "$torch_py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 --lora "$tmp/a.gguf" > "$tmp/out" 2>&1; then
     printf '%-20s LoRA: %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
   else
     die "$name LoRA: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"

@@ -6,14 +6,8 @@
 # user can make is an error naming the file, the line and column or the JSON pointer.
 # Without the fixtures: the bundled model and llama and qwen2 models of toy init with its
 # tokenizer (4,096 tokens; end of text 4093 and <|im_end|> 4095 each end a generation).
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 if [ -n "$fixtures" ]; then
   models_dir="$fixtures/models"
   models=$(grep -v '^#' "$fixtures/models/manifest.tsv" | cut -f1)
@@ -207,5 +201,4 @@ rc=$?
 [ $rc -eq 1 ] && grep -q "toy chat: generated token 2: every token the grammar allows" "$tmp/err" \
   || die "toy chat with a dead-end grammar: exit $rc, '$(cat "$tmp/err")'"
 
-[ $fail -eq 0 ] && echo "cli_grammar: $n_runs constrained runs in their languages; chat, logit bias and errors as expected"
-exit $fail
+finish "$n_runs constrained runs in their languages; chat, logit bias and errors as expected"

@@ -24,24 +24,21 @@
 # optimizer-state files (this one's log follows the first's).
 #
 # TOY_HOSTILE_ONLY=REGEX runs only the cases whose COMMAND/CASE matches (for reproducing).
-set -u
-toy=${1:?usage: cli_hostile_data.sh PATH_TO_toy}
-toy=$(cd "$(dirname "$toy")" && pwd)/$(basename "$toy")
-src=${TOY_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-kjv=$src/models/toy-kjv.gguf
-[ -f "$kjv" ] || { echo "SKIP: $kjv not found (set TOY_SOURCE_DIR)"; exit 77; }
-command -v python3 > /dev/null || { echo "SKIP: python3 not found (it writes the inputs)"; exit 77; }
-command -v timeout > /dev/null || { echo "SKIP: timeout(1) not found"; exit 77; }
-fixtures="${TOY_FIXTURES:-$src/../shared/fixtures}"   # optional: more tokenizer types
+[ $# -ge 1 ] || { echo "usage: cli_hostile_data.sh PATH_TO_toy"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+kjv=$bundled
+[ -f "$kjv" ] || skip "$kjv not found (set TOY_SOURCE_DIR)"
+command -v python3 > /dev/null || skip "python3 not found (it writes the inputs)"
+command -v timeout > /dev/null || skip "timeout(1) not found"
+want_fixtures "SentencePiece and WordPiece vocabularies not tried"   # optional: more tokenizer types
 
 sanitized=${TOY_SANITIZED:-0}
 limit=60     # seconds any one command may take (sanitizers: three times that)
 [ "$sanitized" = 1 ] && limit=180
 only=${TOY_HOSTILE_ONLY:-}
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/toy-cli-hostile.XXXXXX")
 shards=()
-cleanup() {
+stop_shards() {
   local p
   for p in "${shards[@]}"; do   # the shards (stopped, so they start nothing), what they run
     kill -STOP "$p" 2> /dev/null
@@ -49,9 +46,8 @@ cleanup() {
     kill -KILL "$p" 2> /dev/null
     wait "$p" 2> /dev/null
   done
-  rm -rf "$tmp"
 }
-trap cleanup EXIT
+at_exit stop_shards
 trap 'exit 1' INT TERM
 in=$tmp/in
 mkdir -p "$in" "$tmp/live"
@@ -497,7 +493,7 @@ run_case() {
   fi
 }
 # (the paths have no spaces: the command lines below are split on spaces)
-case "$in$kjv" in *" "*) echo "SKIP: a space in $in or $kjv"; exit 77 ;; esac
+case "$in$kjv" in *" "*) skip "a space in $in or $kjv" ;; esac
 
 # ------------------------------------------------------------------------ data files
 shard_data() { # COMMAND...: the data cases of these commands
@@ -632,7 +628,7 @@ done
 
 # other tokenizer types (the fixtures' vocabularies: SentencePiece, WordPiece, BPE with
 # other pre-tokenizers) on the small text inputs, when the fixtures are there
-if [ -d "$fixtures/vocab" ]; then
+if [ -n "$fixtures" ]; then
   local v vf m
   for v in llama-spm bert-bge deepseek-coder gpt-2; do
     vf=$fixtures/vocab/ggml-vocab-$v.gguf
@@ -650,8 +646,6 @@ if [ -d "$fixtures/vocab" ]; then
       run_case perplexity-spm "${f%.*}" "$in/$f" "" check_ppl -- perplexity -m "$m" -f @IN@ -c 16 --chunks 2 -t 2
     done
   fi
-else
-  echo "(no fixtures at $fixtures: SentencePiece and WordPiece vocabularies not tried)"
 fi
 
 # adapters (--lora)

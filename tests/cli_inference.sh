@@ -2,35 +2,13 @@
 # The inference commands on fixture models: toy eval (both modes) against llama.cpp's
 # logits, toy tokenize against ref.tokens, toy run (greedy) reproducing the reference
 # continuation, and the errors a user can provoke.
-set -u
-toy="$1"
-fixtures_need="llama.cpp's reference logits and tokens of the fixture models (*.ref.gguf)"
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+need_fixtures "llama.cpp's reference logits and tokens of the fixture models (*.ref.gguf)"
 
 for cmd in run chat tokenize eval; do
   "$toy" $cmd --help > "$tmp/help" 2>&1 || die "toy $cmd --help exits non-zero"
   grep -q "usage: toy $cmd" "$tmp/help" || die "toy $cmd --help prints no usage"
 done
-
-# Reads a .ref.gguf: prompt, tokens, n_prompt (a small independent GGUF reader).
-refinfo() {
-  TESTS_DIR="$(dirname "$0")" python3 - "$1" <<'PY'
-import json, os, struct, sys
-sys.path.insert(0, os.environ["TESTS_DIR"])
-from gguf_reader import GGUF
-g = GGUF(sys.argv[1])
-kv, t = g.kv, {name: (ne, off) for name, (ne, typ, off) in g.tensors.items()}
-ne, off = t["ref.tokens"]
-tokens = list(struct.unpack_from("<%di" % ne[0], g.data, off))
-json.dump({"prompt": kv["ref.prompt"].decode("utf-8"), "n_prompt": kv["ref.n_prompt"], "tokens": tokens,
-           "logits_off": t["ref.logits"][1], "seq_off": t["ref.logits_seq"][1],
-           "margin_off": t["ref.margin"][1], "n_vocab": t["ref.logits"][0][0]}, sys.stdout)
-PY
-}
 
 # every model of the manifest (the same checks will be run on models not seen here)
 models=$(grep -v '^#' "$fixtures/models/manifest.tsv" | cut -f1)
@@ -38,11 +16,12 @@ for name in $models; do
   model="$fixtures/models/$name.gguf"
   ref="$fixtures/models/$name.ref.gguf"
   [ -f "$model" ] || { die "$model missing"; continue; }
-  refinfo "$ref" > "$tmp/ref.json" || { die "cannot read $ref"; continue; }
-  tokens=$(python3 -c 'import json,sys; print(",".join(map(str, json.load(open(sys.argv[1]))["tokens"])))' "$tmp/ref.json")
+  # llama.cpp's run (prompt, tokens, n_prompt; read with the tests' own GGUF reader)
+  python3 "$py" ref-json "$ref" > "$tmp/ref.json" || { die "cannot read $ref"; continue; }
+  tokens=$(python3 "$py" json "$tmp/ref.json" tokens)
 
   # tokenize
-  "$toy" tokenize -m "$model" --json "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"])' "$tmp/ref.json")" > "$tmp/tok.json" \
+  "$toy" tokenize -m "$model" --json "$(python3 "$py" json "$tmp/ref.json" prompt)" > "$tmp/tok.json" \
     || die "$name: toy tokenize failed"
   python3 - "$tmp/ref.json" "$tmp/tok.json" <<'PY' || die "$name: toy tokenize differs from ref.tokens"
 import json, sys
@@ -76,7 +55,7 @@ PY
 
   case "$name" in llama-spm-f32|llama-spm-q4_k_m|qwen2-f16|gemma2-f32) ;; *) continue ;; esac
   # toy run streams the prompt and a continuation, and reports speed
-  prompt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["prompt"])' "$tmp/ref.json")
+  prompt=$(python3 "$py" json "$tmp/ref.json" prompt)
   "$toy" run -m "$model" -p "$prompt" -n 4 --temp 0 -c 512 > "$tmp/run.txt" 2> "$tmp/run.err" \
     || { die "$name: toy run failed: $(cat "$tmp/run.err")"; continue; }
   grep -q "tok/s" "$tmp/run.err" || die "$name: toy run printed no speed to stderr"
@@ -106,5 +85,4 @@ grep -q "999999" "$tmp/err" || die "the out-of-range error does not name the tok
 "$toy" run -m "$fixtures/models/llama-spm-f32.ref.gguf" -p hi 2> "$tmp/err" && die "a reference file was accepted as a model"
 grep -q "refdump" "$tmp/err" || die "the architecture error does not name it: $(cat "$tmp/err")"
 
-[ $fail -eq 0 ] && echo "cli_inference: ok"
-exit $fail
+finish

@@ -4,38 +4,33 @@
 # of the file (a few lines of Python below) finds. Without the fixtures: the bundled
 # model, models of toy init of each architecture and a few types, and a vocabulary file
 # of toy tokenizer train.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 
 "$toy" --help | grep -q "info" || { echo "toy --help does not list info"; exit 1; }
 "$toy" info --help | grep -q -- "--json" || { echo "toy info --help does not describe --json"; exit 1; }
 
-fail=0
 n=0
 if [ -n "$fixtures" ]; then
   files=("$fixtures"/models/*.gguf "$fixtures"/vocab/*.gguf)
 else
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   bare_text "$tmp/text.txt"
   bare_model "$tmp/llama-f32.gguf" llama 64 2 4 2 128 --untied || fail=1
   bare_model "$tmp/llama-q4_k_m.gguf" llama 256 2 4 2 512 --type Q4_K_M || fail=1
   bare_model "$tmp/qwen2-bf16.gguf" qwen2 64 2 4 2 128 --type BF16 || fail=1
   "$toy" tokenizer train --vocab-size 300 --data "$tmp/text.txt" --out "$tmp/vocab.gguf" 2> /dev/null \
-    || { echo "FAIL: toy tokenizer train"; fail=1; }
+    || die "toy tokenizer train"
   files=("$bundled" "$tmp"/*.gguf)
 fi
 for f in "${files[@]}"; do
   n=$((n + 1))
-  if ! "$toy" info "$f" > /tmp/toy_info.$$ 2>&1; then
-    echo "FAIL: toy info $f: $(cat /tmp/toy_info.$$)"; fail=1; continue
+  if ! "$toy" info "$f" > "$tmp/info.txt" 2>&1; then
+    echo "FAIL: toy info $f: $(cat "$tmp/info.txt")"; fail=1; continue
   fi
-  if ! "$toy" info --json "$f" > /tmp/toy_info_json.$$; then
+  if ! "$toy" info --json "$f" > "$tmp/info.json"; then
     echo "FAIL: toy info --json $f"; fail=1; continue
   fi
-  python3 - "$f" /tmp/toy_info_json.$$ /tmp/toy_info.$$ <<'PY' || fail=1
+  python3 - "$f" "$tmp/info.json" "$tmp/info.txt" <<'PY' || fail=1
 import json, struct, sys
 path, json_path, text_path = sys.argv[1:4]
 got = json.load(open(json_path))          # must be valid JSON
@@ -86,7 +81,6 @@ if errors:
     print(f"FAIL: {path}: " + "; ".join(errors)); sys.exit(1)
 PY
 done
-rm -f /tmp/toy_info.$$ /tmp/toy_info_json.$$
 
 # The manifest's architectures and tensor counts, for the models it lists.
 [ -n "$fixtures" ] && while IFS=$'\t' read -r name arch types rest; do
@@ -94,8 +88,7 @@ rm -f /tmp/toy_info.$$ /tmp/toy_info_json.$$
   want=0
   for t in $types; do want=$((want + ${t#*:})); done
   got=$("$toy" info --json "$fixtures/models/$name.gguf" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["architecture"], d["n_tensors"])')
-  [ "$got" = "$arch $want" ] || { echo "FAIL: $name: manifest says '$arch $want', toy info says '$got'"; fail=1; }
+  [ "$got" = "$arch $want" ] || die "$name: manifest says '$arch $want', toy info says '$got'"
 done < "$fixtures/models/manifest.tsv"
 
-[ $fail -eq 0 ] && echo "cli_info: $n files ok"
-exit $fail
+finish "$n files ok"

@@ -3,14 +3,8 @@
 # bytes for the same seed whatever the threads; toy run loads it; toy bench reports the
 # fields its --json promises; scripts/bench-vs-llama.sh -l prints its long-prompt table.
 # The tokenizer is the fixtures' GPT-2 vocabulary, or without them the bundled model's.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 # the tokenizer, its size, and the parameters smollm2-135m has with it (millions)
 if [ -n "$fixtures" ]; then
   vocab="$fixtures/vocab/ggml-vocab-gpt-2.gguf" n_vocab=50257 params="134 136"
@@ -66,7 +60,7 @@ PY
 
 # scripts/bench-vs-llama.sh against a stand-in llama-bench whose prompt speed is 1000 / n
 # tokens/s (no llama.cpp needed): the long-prompt table's rows, shares and ratios
-script="$(dirname "$0")/../scripts/bench-vs-llama.sh"
+script="$src/scripts/bench-vs-llama.sh"
 mkdir -p "$tmp/llama/bin"
 cat > "$tmp/llama/bin/llama-bench" <<'SH'
 #!/bin/sh
@@ -98,5 +92,4 @@ grep -q "architecture llama" "$tmp/err" || die "the arch mismatch error does not
   && die "an unknown preset was accepted"
 grep -q "tinyllama-1.1b" "$tmp/err" || die "the unknown-preset error does not list the presets"
 
-[ $fail -eq 0 ] && echo "cli_init_bench: ok"
-exit $fail
+finish

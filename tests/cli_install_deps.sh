@@ -4,12 +4,7 @@
 # it, and the install mode hands apt-get exactly the missing packages as root and, as
 # another user, only prints the `sudo apt-get install` line. The installed packages are
 # stood in for by TOY_DEPS_INSTALLED, and apt-get by a script that records its arguments.
-set -u
-src=${TOY_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
 cp "$src/scripts/install-deps.sh" "$tmp/install-deps.sh"
 deps() { bash "$tmp/install-deps.sh" "$@"; }
 

@@ -8,10 +8,8 @@
 # task (batch) and after a split job (token by token). Without the fixtures: the bundled
 # model and llama (GQA, Q4_K_M) and qwen2 (head_dim 128, biases, F16) models of toy init;
 # sliding windows and soft-capping need the fixtures' gemma2.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 # an instruction set runs where toy --version reports it under TOY_ISA; the others are
 # named as skipped (AMX also needs Linux 5.16's tile permission)
 isas="scalar"
@@ -22,13 +20,7 @@ for isa in avx2 avxvnni avx512 amx; do
     echo "skipped: $isa (not on this CPU: toy --version under TOY_ISA=$isa says $(TOY_ISA=$isa "$toy" --version | sed 's/.*kernels: \([a-z0-9]*\).*/\1/'))"
   fi
 done
-if [ "$isas" = scalar ]; then
-  echo "SKIP: no SIMD instruction set on this CPU"
-  exit 77
-fi
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
+[ "$isas" = scalar ] && skip "no SIMD instruction set on this CPU"
 n_checked=0
 models="$fixtures/models"
 if [ -z "$fixtures" ]; then

@@ -17,15 +17,8 @@
 # Without the fixtures: the bundled model (Q8_0) and its F32 and Q4_K_M copies (toy
 # quantize), on the source tree's text (a LoRA on a random-weight model that small barely
 # lowers the loss); phi3's fused matrices need the fixtures.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
-llama_cpp="${TOY_LLAMA_CPP:-$TOY_SOURCE_DIR/../shared/llama.cpp}"
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 llama_ppl="$llama_cpp/bin/llama-perplexity"
 [ -x "$llama_ppl" ] || { echo "SKIP (llama.cpp checks only): $llama_ppl not found"; llama_ppl=; }
 
@@ -42,17 +35,11 @@ else
 fi
 lora=(--data "$text" --seq 64 --batch 4 --steps 20 --warmup 2 --lr 1e-2 --lora-rank 8 -t 2)
 
-first_last() { python3 -c "
-import csv, sys
-r = list(csv.DictReader(open(sys.argv[1])))
-print(r[0]['loss'], r[-1]['loss'])" "$1"; }
-lowered() { python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.5 else 1)" $1; }
-ppl_of() { python3 -c "import re, sys; print(re.search(r'PPL = ([0-9.]+)', open(sys.argv[1]).read()).group(1))" "$1"; }
 toy_ppl() { "$toy" perplexity -m "$1" -f "$text" -c 128 -t 2 "${@:2}" > "$tmp/p.out" 2> "$tmp/p.err" \
-  && ppl_of "$tmp/p.out" || { die "toy perplexity $*: $(tail -1 "$tmp/p.err")"; echo 0; }; }
+  && python3 "$py" ppl "$tmp/p.out" || { die "toy perplexity $*: $(tail -1 "$tmp/p.err")"; echo 0; }; }
 llama_ppl_of() { "$llama_ppl" -m "$1" -f "$text" -c 128 -t 2 "${@:2}" > "$tmp/p.out" 2>&1 \
-  && ppl_of "$tmp/p.out" || { die "llama-perplexity $*: $(grep -i error "$tmp/p.out" | head -2)"; echo 0; }; }
-close() { python3 -c "import sys; a, b, tol = map(float, sys.argv[1:]); sys.exit(0 if abs(a / b - 1) < tol else 1)" "$@"; }
+  && python3 "$py" ppl "$tmp/p.out" || { die "llama-perplexity $*: $(grep -i error "$tmp/p.out" | head -2)"; echo 0; }; }
+close() { python3 "$py" close "$@"; }
 
 for name in $f32 $q4 $q8 $phi3; do
   base="$models/$name.gguf"
@@ -61,10 +48,10 @@ for name in $f32 $q4 $q8 $phi3; do
   for f in "$name.lora.gguf" "$name.lora.optim.gguf" "$name.lora.csv" "$name.lora.svg"; do
     [ -s "$tmp/$f" ] || die "$name: toy finetune --lora-rank wrote no $f"
   done
-  fl=$(first_last "$tmp/$name.lora.csv") && lowered "$fl" || die "$name: LoRA loss $fl did not fall"
+  fl=$(python3 "$py" loss-fell "$tmp/$name.lora.csv" 0.5) || die "$name: LoRA loss $fl did not fall"
   # the first step's loss is computed with B = 0: the base's loss on the same batch
   "$toy" finetune -m "$base" "${lora[@]/--lora-rank/--lr}" --out "$tmp/full.gguf" --steps 1 2> /dev/null
-  full=$(first_last "$tmp/full.csv" | cut -d' ' -f1)
+  full=$(python3 "$py" first-last "$tmp/full.csv" | cut -d' ' -f1)
   [ "$full" = "${fl%% *}" ] || die "$name: LoRA's first loss ${fl%% *}, the base's $full"
   echo "$name: LoRA loss $fl (the base's first: $full)"
 
@@ -78,31 +65,26 @@ for name in $f32 $q4 $q8 $phi3; do
     close "$ta" "$la" 1e-3 || die "$name: with the adapter, toy $ta and llama.cpp $la"
     close "$tm" "$ta" 1e-3 || die "$name: merged $tm, applied $ta"
   else
-    close "$(python3 -c "print($ta / $tb)")" "$(python3 -c "print($la / $lb)")" 1e-2 \
+    close "$(python3 "$py" ratio "$ta" "$tb")" "$(python3 "$py" ratio "$la" "$lb")" 1e-2 \
       || die "$name: the adapter's effect: toy $tb -> $ta, llama.cpp $lb -> $la"
     close "$tm" "$ta" 2e-2 || die "$name: merged $tm, applied $ta"
   fi
 done
 
 # ---- toy serve --lora answers as toy run --lora does (greedy), and differs from the base
-python3 - "$toy" "$models/$q8.gguf" "$tmp/$q8.lora.gguf" <<'PY' || die "toy serve --lora"
-import http.client, json, re, subprocess, sys
+PYTHONPATH="$tests" python3 - "$toy" "$models/$q8.gguf" "$tmp/$q8.lora.gguf" <<'PY' || die "toy serve --lora"
+import subprocess, sys
+from helpers import Server
 toy, model, adapter = sys.argv[1:]
 def run(*extra):
     out = subprocess.run([toy, "run", "-m", model, "-p", "The", "-n", "12", "--temp", "0", "-t", "2", *extra],
                          capture_output=True, check=True).stdout  # random weights: not always UTF-8
     return out[len("The"):].rstrip(b"\n").decode("utf-8", "replace")
-srv = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", "--lora", adapter],
-                       stderr=subprocess.PIPE, text=True)
+srv = Server(toy, model, "--lora", adapter)
 try:
-    port = int(re.search(r"127\.0\.0\.1:(\d+)/", srv.stderr.readline()).group(1))
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", "/v1/completions", json.dumps({"prompt": "The", "max_tokens": 12, "temperature": 0}),
-              {"Content-Type": "application/json"})
-    got = json.loads(c.getresponse().read())["choices"][0]["text"]
+    got = srv.post({"prompt": "The", "max_tokens": 12, "temperature": 0}, "/v1/completions")[1]["choices"][0]["text"]
 finally:
-    srv.terminate()
-    srv.wait()
+    srv.stop()
 want, base = run("--lora", adapter), run()
 print(f"  toy serve --lora: {got!r} (toy run --lora: {want!r}, the base: {base!r})")
 assert got == want and want != base
@@ -118,10 +100,9 @@ for isa in scalar avx2; do
   TOY_ISA=$isa "$toy" finetune -m "$base" "${drop[@]}" --out "$tmp/d-$isa.gguf" 2> /dev/null || die "TOY_ISA=$isa failed"
   cmp -s "$tmp/d2.gguf" "$tmp/d-$isa.gguf" || die "LoRA: TOY_ISA=$isa wrote a different adapter"
 done
-python3 - "$tmp/d2.gguf" <<'PY' || die "the adapter holds the wrong tensors"
+PYTHONPATH="$tests" python3 - "$tmp/d2.gguf" <<'PY' || die "the adapter holds the wrong tensors"
 import sys
-sys.path.insert(0, __import__("os").environ["TOY_SOURCE_DIR"] + "/tests")
-from gguf_reader import GGUF
+from helpers import GGUF
 g = GGUF(sys.argv[1])
 meta, names = g.kv, sorted(g.tensors)
 assert meta["general.type"] == b"adapter" and meta["adapter.type"] == b"lora", meta
@@ -158,10 +139,9 @@ fi
 # ---- errors
 "$toy" finetune -m "$base" "${lora[@]}" --lora-targets q,x --out "$tmp/e.gguf" 2> "$tmp/err" && die "--lora-targets q,x accepted"
 grep -q "'x' is not one of" "$tmp/err" || die "bad --lora-targets: $(cat "$tmp/err")"
-[ -z "$phi3" ] || python3 - "$tmp/$phi3.lora.gguf" <<'PY' || die "phi3's adapter: not one pair per fused matrix"
-import os, sys
-sys.path.insert(0, os.environ["TOY_SOURCE_DIR"] + "/tests")
-from gguf_reader import GGUF
+[ -z "$phi3" ] || PYTHONPATH="$tests" python3 - "$tmp/$phi3.lora.gguf" <<'PY' || die "phi3's adapter: not one pair per fused matrix"
+import sys
+from helpers import GGUF
 t = GGUF(sys.argv[1]).tensors
 assert t["blk.0.attn_qkv.weight.lora_b"][0] == [8, 768] and t["blk.0.ffn_up.weight.lora_b"][0] == [8, 1024], t
 assert not any(".attn_q.weight" in n or ".ffn_gate." in n for n in t), sorted(t)
@@ -171,5 +151,4 @@ grep -q "not \"adapter\"" "$tmp/err" || die "--lora MODEL: $(cat "$tmp/err")"
 "$toy" run -m "$base" --lora-scale 2 -n 1 -p hi 2> "$tmp/err" && die "--lora-scale without --lora accepted"
 grep -q "before any --lora" "$tmp/err" || die "--lora-scale first: $(cat "$tmp/err")"
 
-[ $fail -eq 0 ] && echo "cli_lora: ok"
-exit $fail
+finish

@@ -2,26 +2,19 @@
 # cli_malformed.sh TOY — `toy info` on every malformed GGUF that test_gguf_malformed
 # writes: each must exit non-zero (not by a signal), print nothing on stdout and exactly
 # one line on stderr naming the file.
-set -u
+[ $# -ge 1 ] || { echo "usage: cli_malformed.sh PATH_TO_toy"; exit 1; }
+. "$(dirname "$0")/lib.sh"
+gen=$build/test_gguf_malformed
+[ -x "$gen" ] || skip "$gen not built (it writes the malformed files)"
 
-toy=${1:?usage: cli_malformed.sh PATH_TO_toy}
-bindir=$(cd "$(dirname "$toy")" && pwd)
-gen=$bindir/test_gguf_malformed
-if [ ! -x "$gen" ]; then
-  echo "SKIP: $gen not built (it writes the malformed files)"
-  exit 77
-fi
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/toy-cli-malformed.XXXXXX")
-trap 'rm -rf "$work"' EXIT
-mkdir "$work/files"
-"$gen" --write-malformed "$work/files" >/dev/null || { echo "FAIL: $gen could not write the files"; exit 1; }
+mkdir "$tmp/files"
+"$gen" --write-malformed "$tmp/files" >/dev/null || { echo "FAIL: $gen could not write the files"; exit 1; }
 
 fails=0
 n=0
-for f in "$work"/files/*.gguf; do
+for f in "$tmp"/files/*.gguf; do
   n=$((n + 1))
-  "$toy" info "$f" >"$work/out" 2>"$work/err"
+  "$toy" info "$f" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   name=$(basename "$f")
   problem=
@@ -29,18 +22,18 @@ for f in "$work"/files/*.gguf; do
     problem="exit status 0"
   elif [ "$rc" -ge 126 ]; then
     problem="exit status $rc (a crash or a signal)"
-  elif [ -s "$work/out" ]; then
+  elif [ -s "$tmp/out" ]; then
     problem="printed to stdout"
-  elif [ "$(wc -l <"$work/err")" -ne 1 ] || [ "$(tail -c 1 "$work/err" | od -An -c | tr -d ' ')" != '\n' ]; then
+  elif [ "$(wc -l <"$tmp/err")" -ne 1 ] || [ "$(tail -c 1 "$tmp/err" | od -An -c | tr -d ' ')" != '\n' ]; then
     problem="stderr is not exactly one line"
-  elif ! grep -qF -- "$name" "$work/err"; then
+  elif ! grep -qF -- "$name" "$tmp/err"; then
     problem="stderr does not name the file"
   fi
   if [ -n "$problem" ]; then
     fails=$((fails + 1))
     echo "FAIL $name: $problem"
-    sed 's/^/  stdout: /' "$work/out" | head -5
-    sed 's/^/  stderr: /' "$work/err" | head -10
+    sed 's/^/  stdout: /' "$tmp/out" | head -5
+    sed 's/^/  stderr: /' "$tmp/err" | head -10
   fi
 done
 

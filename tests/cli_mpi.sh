@@ -8,21 +8,15 @@
 # Rank 0 alone writes the checkpoint and the log; a --grad-accum that does not split
 # evenly is an error. Skipped when toy was built without MPI or mpirun is absent. Without
 # the fixtures: the bundled model's tokenizer and the source tree's text.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-"$toy" --version | grep -q "mpirun: yes" || { echo "SKIP: toy was built without MPI (libopenmpi-dev)"; exit 77; }
-command -v mpirun > /dev/null || { echo "SKIP: no mpirun (openmpi-bin)"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+want_fixtures
+"$toy" --version | grep -q "mpirun: yes" || skip "toy was built without MPI (libopenmpi-dev)"
+command -v mpirun > /dev/null || skip "no mpirun (openmpi-bin)"
 mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 # under the sanitizer run: Open MPI's own allocations held to exit are not toy's leaks
 # (suppressed by library; its components stay loaded and stacks are unwound fully, so
 # that each leak is seen to come from inside Open MPI)
-export LSAN_OPTIONS="suppressions=$(cd "$(dirname "$0")" && pwd)/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$tests/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
 text="$tmp/text.txt"
@@ -41,12 +35,11 @@ args=(--vocab-from "$vocab" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2
   || die "mpirun -np 2: $(tail -3 "$tmp/err2")"
 [ "$(grep -c "wrote $tmp/np2.gguf" "$tmp/err2")" = 1 ] || die "not exactly one process reported the result"
 grep -q "; 2 processes" "$tmp/err2" || die "the report does not say 2 processes"
-/usr/bin/python3 - "$tmp/np1" "$tmp/np2" <<'PY' || die "-np 2 and -np 1 disagree"
-import csv, os, sys
+PYTHONPATH="$tests" /usr/bin/python3 - "$tmp/np1" "$tmp/np2" <<'PY' || die "-np 2 and -np 1 disagree"
+import sys
 import numpy as np
-sys.path.insert(0, os.environ["TOY_SOURCE_DIR"] + "/tests")
-from gguf_reader import GGUF
-a, b = ([r["loss"] for r in csv.DictReader(open(p + ".csv"))] for p in sys.argv[1:])
+from helpers import GGUF, losses
+a, b = (losses(p + ".csv") for p in sys.argv[1:])
 # the models agree to float rounding, not bit for bit, so a printed loss may be off by one
 # in its sixth decimal (seen on the bundled tokenizer's model: 7.056343 against 7.056344)
 assert len(a) == len(b) == 12 and all(abs(float(x) - float(y)) <= 1.5e-6 for x, y in zip(a, b)), (a, b)
@@ -63,5 +56,4 @@ PY
 "${mpi[@]}" "$toy" train "${args[@]}" --grad-accum 3 --out "$tmp/odd.gguf" > /dev/null 2> "$tmp/err" \
   && die "--grad-accum 3 on 2 processes accepted"
 grep -q "make it a multiple of 2" "$tmp/err" || die "--grad-accum 3: $(grep -v '^$' "$tmp/err" | head -2)"
-[ $fail -eq 0 ] && echo "cli_mpi: ok"
-exit $fail
+finish

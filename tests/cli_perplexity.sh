@@ -5,16 +5,9 @@
 # Without the fixtures: llama (F32, and its Q8_0 copy) and qwen2 (F16) models of toy init
 # with the bundled model's tokenizer, on the source tree's text (compared with llama.cpp
 # where it is there).
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 
-llama_cpp="${TOY_LLAMA_CPP:-$TOY_SOURCE_DIR/../shared/llama.cpp}"
 llama_ppl="$llama_cpp/bin/llama-perplexity"
 if [ ! -x "$llama_ppl" ]; then
   echo "SKIP (llama.cpp comparison only): $llama_ppl not found (set TOY_LLAMA_CPP)"
@@ -72,7 +65,7 @@ for name in $names; do
   [ -n "$llama_ppl" ] || { echo "  $name: toy PPL $ppl_toy ($n_chunks windows)"; continue; }
   "$llama_ppl" -m "$model" -f "$text" -c 128 -t 2 > "$tmp/llama.out" 2>&1 \
     || { die "$name: llama-perplexity failed: $(tail -3 "$tmp/llama.out")"; continue; }
-  ppl_llama=$(sed -n 's/.*Final estimate: PPL = \([0-9.]*\) .*/\1/p' "$tmp/llama.out")
+  ppl_llama=$(python3 "$py" ppl "$tmp/llama.out")
   n_llama=$(grep -o '\[[0-9]*\][0-9.]*,' "$tmp/llama.out" | wc -l)
   [ "$n_chunks" = "$n_llama" ] || die "$name: toy scores $n_chunks windows, llama.cpp $n_llama"
   # 1e-3: the acceptance bar. llama-perplexity runs with flash attention and an F16 KV
@@ -80,12 +73,8 @@ for name in $names; do
   # perplexities of ~38000-46000 (large, sharp logits) magnify such differences far
   # beyond a trained model's; measured on this text: -4.4e-5 (F32), +1.3e-4 (qwen2
   # F16), -1.1e-4 (Q8_0).
-  python3 - "$name" "$ppl_toy" "$ppl_llama" <<'PY' || die "$name: toy and llama.cpp disagree"
-import sys
-name, a, b = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
-print(f"  {name}: toy PPL {a:.4f}, llama-perplexity {b:.4f}, ratio - 1 = {a / b - 1:+.2e}")
-sys.exit(0 if abs(a / b - 1) < 1e-3 else 1)
-PY
+  python3 "$py" close "$ppl_toy" "$ppl_llama" 1e-3 "$name: toy PPL against llama-perplexity's" \
+    || die "$name: toy and llama.cpp disagree"
 done
 
 # With the same arithmetic (F32 model, F32 KV cache, no flash attention) only the
@@ -98,13 +87,12 @@ if [ -n "$llama_ppl" ]; then
     > "$tmp/toy.out" 2> "$tmp/toy.err" || die "toy perplexity --cache-type-k f32 failed: $(cat "$tmp/toy.err")"
   "$llama_ppl" -m "$model" -f "$text" -c 128 -t 2 -fa off -ctk f32 -ctv f32 > "$tmp/llama.out" 2>&1 \
     || die "llama-perplexity -fa off failed: $(tail -3 "$tmp/llama.out")"
-  python3 - "$tmp/toy.out" "$tmp/llama.out" <<'PY' || die "F32 arithmetic: toy and llama.cpp differ by more than 1e-5"
-import re, sys
+  PYTHONPATH="$tests" python3 - "$tmp/toy.out" "$tmp/llama.out" <<'PY' || die "F32 arithmetic: toy and llama.cpp differ by more than 1e-5"
+import sys
+from helpers import perplexity
 def figures(path):
-    t = open(path).read()
-    running = [float(x) for x in re.findall(r"\[\d+\](\d+\.\d+),", t)]
-    ppl, err = re.search(r"Final estimate: PPL = (\S+) \+/- (\S+)", t).groups()
-    return running + [float(ppl), float(err)]
+    p = perplexity(path)
+    return p.running + [p.ppl, p.err]
 a, b = figures(sys.argv[1]), figures(sys.argv[2])
 worst = max(abs(x / y - 1) for x, y in zip(a, b)) if len(a) == len(b) else 1
 print(f"  the F32 model, F32 KV cache, no flash attention: {len(a) - 2} running figures, PPL "
@@ -156,5 +144,4 @@ done
 "$toy" perplexity -m "$model" > /dev/null 2> "$tmp/err" && die "no -f was accepted"
 grep -q -- "-f" "$tmp/err" || die "the missing -f error does not say so: $(cat "$tmp/err")"
 
-[ $fail -eq 0 ] && echo "cli_perplexity: ok"
-exit $fail
+finish

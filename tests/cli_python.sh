@@ -3,11 +3,10 @@
 # libtoy.so, the ctypes structs' sizes against the C compiler's, and installs with pip
 # (where pip exists): into a folder, into fresh venvs from the source tree and from a
 # wheel, each then loading the libtoy the package bundles and generating as toy run does.
-set -u
-. "$(dirname "$0")/packaging.sh"
+. "$(dirname "$0")/lib.sh"
+not_sanitized
 major=$(sed -n 's/^#define TOY_VERSION_MAJOR \([0-9]*\)$/\1/p' "$src/include/toy.h")
-export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.$major" TOY_MODEL_PATH="$src/models/toy-kjv.gguf"
-fail=0
+export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.$major" TOY_MODEL_PATH="$bundled"
 
 # sizeof of each struct the bindings mirror, from the header itself
 cat > "$tmp/sizes.c" <<'C'
@@ -61,7 +60,7 @@ print(sys.argv[2] + m.generate(sys.argv[2], max_tokens=20, temperature=0, stream
   if fresh_venv "$tmp/venv1"; then
     if "$tmp/venv1/bin/pip" install --quiet --no-index --no-build-isolation "$src/python" > "$tmp/pip.log" 2>&1; then
       got=$(generate "$tmp/venv1")
-      [ "$got" = "True $want" ] || { echo "FAIL: pip install ./python in a venv: got '$got', toy run gives '$want'"; fail=1; }
+      [ "$got" = "True $want" ] || die "pip install ./python in a venv: got '$got', toy run gives '$want'"
     else
       echo "FAIL: pip install ./python in a venv:"; cat "$tmp/pip.log"; fail=1
     fi
@@ -80,11 +79,11 @@ print(sys.argv[2] + m.generate(sys.argv[2], max_tokens=20, temperature=0, stream
     python3 -c 'import sys, zipfile; z = zipfile.ZipFile(sys.argv[1]); n = z.namelist()
 w = [x for x in n if x.endswith(".dist-info/WHEEL")][0]
 sys.exit(0 if "toy/libtoy.so.'"$major"'" in n and "Root-Is-Purelib: false" in z.read(w).decode() else 1)' "$wheel" \
-      || { echo "FAIL: $wheel lacks toy/libtoy.so.$major or says it is pure Python"; fail=1; }
+      || die "$wheel lacks toy/libtoy.so.$major or says it is pure Python"
     if fresh_venv "$tmp/venv2"; then
       if (cd "$tmp/elsewhere" && "$tmp/venv2/bin/pip" install --quiet --no-index "$wheel") > "$tmp/pip.log" 2>&1; then
         got=$(generate "$tmp/venv2")
-        [ "$got" = "True $want" ] || { echo "FAIL: the wheel in a venv: got '$got', toy run gives '$want'"; fail=1; }
+        [ "$got" = "True $want" ] || die "the wheel in a venv: got '$got', toy run gives '$want'"
       else
         echo "FAIL: pip install $wheel:"; cat "$tmp/pip.log"; fail=1
       fi
@@ -104,5 +103,4 @@ sys.exit(0 if "toy/libtoy.so.'"$major"'" in n and "Root-Is-Purelib: false" in z.
 else
   echo "cli_python: pip is not installed here; the install with pip was not tried"
 fi
-[ $fail -eq 0 ] && echo "cli_python: the bindings agree with the command line"
-exit $fail
+finish "the bindings agree with the command line"

@@ -4,7 +4,5 @@
 # that leave, 1,000 connections against --max-connections, methods and paths, the browser
 # guards (Content-Type, Host, Origin, CORS preflight), the API key, shutdown within
 # --shutdown-grace; after every case a normal request is answered 200 within 5 s.
-set -u
-toy="$1"
-here="$(dirname "$0")"
-exec python3 "$here/serve_hostile.py" "$toy" "$TOY_SOURCE_DIR/models/toy-kjv.gguf"
+. "$(dirname "$0")/lib.sh"
+python3 "$tests/serve_hostile.py" "$toy" "$bundled"

@@ -3,40 +3,25 @@
 # configuration the README shows (docs/nginx-toy.conf): streaming completions through
 # nginx arrive whole, both replicas serve, /health answers through it, and with one
 # replica stopped the other takes every request.
-set -u
-toy="$1"
-here="$(cd "$(dirname "$0")" && pwd)"
-if ! command -v nginx > /dev/null; then
-  echo "SKIP: nginx is missing (apt-get install nginx)"
-  exit 77
-fi
-tmp=$(mktemp -d)
+. "$(dirname "$0")/lib.sh"
+command -v nginx > /dev/null || skip "nginx is missing (apt-get install nginx)"
 pids=()
-trap 'for p in "${pids[@]}"; do kill $p 2> /dev/null; done; rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
+at_exit 'for p in "${pids[@]}"; do kill $p 2> /dev/null; done'
 
-port_of() { # LOG: the port the replica logged
-  for i in $(seq 1 100); do
-    port=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" | cut -d: -f3)
-    [ -n "$port" ] && { echo "$port"; return; }
-    sleep 0.1
-  done
-}
 "$toy" serve --port 0 --parallel 2 -t 1 > /dev/null 2> "$tmp/r1.log" &
 pid1=$!
 pids+=($pid1)
 "$toy" serve --port 0 --parallel 2 -t 1 > /dev/null 2> "$tmp/r2.log" &
 pids+=($!)
-p1=$(port_of "$tmp/r1.log")
-p2=$(port_of "$tmp/r2.log")
+p1=$(serve_port "$tmp/r1.log")
+p2=$(serve_port "$tmp/r2.log")
 [ -n "$p1" ] && [ -n "$p2" ] || { echo "FAIL: the replicas did not start"; exit 1; }
-front=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+front=$(python3 "$py" free-port)
 
 # the README's configuration, with this test's ports and a prefix of its own
 sed -e "s/127.0.0.1:8081/127.0.0.1:$p1/; s/127.0.0.1:8082/127.0.0.1:$p2/; s/listen 127.0.0.1:8080;/listen 127.0.0.1:$front;/" \
     -e "s|^http {|http {\n    access_log off; client_body_temp_path $tmp/body; proxy_temp_path $tmp/proxy;|" \
-    "$here/../docs/nginx-toy.conf" > "$tmp/nginx.conf"
+    "$src/docs/nginx-toy.conf" > "$tmp/nginx.conf"
 nginx -p "$tmp" -c "$tmp/nginx.conf" -g "daemon off; pid $tmp/nginx.pid; error_log $tmp/error.log;" > /dev/null 2>&1 &
 pids+=($!)
 for i in $(seq 1 50); do curl -s "http://127.0.0.1:$front/health" > /dev/null && break; sleep 0.1; done

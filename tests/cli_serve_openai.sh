@@ -6,11 +6,7 @@
 # logprobs, usage, embeddings (float and base64, norm 1), errors; greedy answers equal toy
 # run's. The npm packages come from tests/node/package-lock.json (npm ci, once); without node
 # or npm the test is skipped.
-set -u
-toy="$1"
-here="$(cd "$(dirname "$0")" && pwd)"
-fail=0
-. "$here/serve_node.sh"
+. "$(dirname "$0")/lib.sh"
 node_ready || exit 77
 run_model() { # MODEL ID PROMPT
   serve_start -m "$1" --parallel 4
@@ -18,25 +14,24 @@ run_model() { # MODEL ID PROMPT
   local expected
   expected=$("$toy" run -m "$1" -p "$3" -n 24 --temp 0 -t 2 2> /dev/null | python3 -c "
 import sys; out = sys.stdin.read(); p = sys.argv[1]; print(out[len(p):].rstrip('\n'), end='')" "$3")
-  node "$here/node/serve_openai.mjs" "$port" "$2" "$3" "$expected" || fail=1
+  node "$tests/node/serve_openai.mjs" "$port" "$2" "$3" "$expected" || fail=1
   serve_stop
 }
-run_model "$TOY_SOURCE_DIR/models/toy-kjv.gguf" toy-kjv "And God said"
+run_model "$bundled" toy-kjv "And God said"
 # the chat page in headless Chromium, on the bundled model; then on a server with an API
 # key, where the page asks for it
 if [ -x /usr/bin/chromium ]; then
   serve_start --parallel 2
-  node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium || fail=1
+  node "$tests/node/chat_page.mjs" "$port" /usr/bin/chromium || fail=1
   serve_stop
   serve_start --parallel 2 --api-key sesame
-  node "$here/node/chat_page.mjs" "$port" /usr/bin/chromium sesame || fail=1
+  node "$tests/node/chat_page.mjs" "$port" /usr/bin/chromium sesame || fail=1
   serve_stop
 else
   echo "SKIP (the chat page only): /usr/bin/chromium is missing (apt-get install chromium)"
 fi
 # a fixture model of another architecture and tokenizer (its greedy text is valid UTF-8)
-fixtures_optional=1
-. "$here/fixtures.sh"
+want_fixtures
 if [ -n "$fixtures" ]; then
   run_model "$fixtures/models/smollm2-f16.gguf" smollm2-f16 "Hello world"
 else

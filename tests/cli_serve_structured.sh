@@ -5,32 +5,22 @@
 # then the openai npm client's response_format and logit_bias (tests/node/serve_structured.mjs)
 # when node is there. Without the fixtures: qwen2 and llama models of toy init with the
 # bundled model's tokenizer (a context of 4096: JSON takes many of its tokens).
-set -u
-toy="$1"
-here="$(cd "$(dirname "$0")" && pwd)"
-fixtures_optional=1
-. "$here/fixtures.sh"
-if ! python3 -c "import jsonschema" 2> /dev/null; then
-  echo "SKIP: python3-jsonschema is needed (apt-get install python3-jsonschema)"
-  exit 77
-fi
-fail=0
+. "$(dirname "$0")/lib.sh"
+want_fixtures
+need_jsonschema
 if [ -n "$fixtures" ]; then
-  python3 "$here/serve_structured.py" "$toy" "$fixtures" || fail=1
+  python3 "$tests/serve_structured.py" "$toy" "$fixtures" || fail=1
   qwen2=qwen2-f16
 else
-  tmp=$(mktemp -d)
-  trap 'rm -rf "$tmp"' EXIT
   fixtures="$tmp" qwen2=init-qwen2-f16
   mkdir "$tmp/models"
   bare_model "$tmp/models/$qwen2.gguf" qwen2 64 2 4 2 128 --type F16 --ctx 4096 || fail=1
   bare_model "$tmp/models/init-llama-q8_0.gguf" llama 64 2 4 2 128 --type Q8_0 --ctx 4096 || fail=1
-  python3 "$here/serve_structured.py" "$toy" "$fixtures" "$qwen2 init-llama-q8_0" || fail=1
+  python3 "$tests/serve_structured.py" "$toy" "$fixtures" "$qwen2 init-llama-q8_0" || fail=1
 fi
-. "$here/serve_node.sh"
 if node_ready "the openai client only"; then
   serve_start -m "$fixtures/models/$qwen2.gguf"
-  [ -n "$port" ] && node "$here/node/serve_structured.mjs" "$port" $qwen2 || fail=1
-  [ -n "$pid" ] && serve_stop
+  [ -n "$port" ] && node "$tests/node/serve_structured.mjs" "$port" $qwen2 || fail=1
+  [ -n "$serve_pid" ] && serve_stop
 fi
 exit $fail

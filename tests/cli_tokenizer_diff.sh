@@ -6,14 +6,12 @@
 # tests/tokenizer_diff.py with 400 strings per vocabulary (200 under sanitizers). For a
 # long run from the source tree:
 #   python3 tests/tokenizer_diff.py build/toy --count 5000 [--seed S] [--vocab FILE]...
-set -u
-toy="$1"
-fixtures_need="the fixtures' vocabularies and llama.cpp's test strings (vocab/*.gguf, *.inp, *.out)"
-. "$(dirname "$0")/fixtures.sh"
+. "$(dirname "$0")/lib.sh"
+need_fixtures "the fixtures' vocabularies and llama.cpp's test strings (vocab/*.gguf, *.inp, *.out)"
 count=400
 [ "${TOY_SANITIZED:-0}" = 1 ] && count=200
 export TOY_FIXTURES="$fixtures"
-python3 "$(dirname "$0")/tokenizer_diff.py" "$toy" --count $count
+python3 "$tests/tokenizer_diff.py" "$toy" --count $count
 rc=$?
 [ $rc -eq 0 ] && echo "cli_tokenizer_diff: ok"
 exit $rc

@@ -6,15 +6,9 @@
 # strings), under several pre-tokenizers; toy init takes it; errors name what is wrong.
 # Without the fixtures the text is README.md and docs/*.md, and llama.cpp's ids are
 # compared on the test's own strings.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
-llama_tokenize="${TOY_LLAMA_CPP:-$TOY_SOURCE_DIR/../shared/llama.cpp}/bin/llama-tokenize"
+. "$(dirname "$0")/lib.sh"
+want_fixtures
+llama_tokenize="$llama_cpp/bin/llama-tokenize"
 
 for args in "tokenizer --help" "tokenizer train --help"; do
   "$toy" $args > "$tmp/help" 2>&1 || die "toy $args exits non-zero"
@@ -25,8 +19,8 @@ done
 # tokens must be cut out, not learned
 corpus="$tmp/corpus.txt"
 {
-  cat "$TOY_SOURCE_DIR/README.md"
-  if [ -n "$fixtures" ]; then cat "$fixtures"/vocab/*.inp; else cat "$TOY_SOURCE_DIR"/docs/*.md; fi
+  cat "$src/README.md"
+  if [ -n "$fixtures" ]; then cat "$fixtures"/vocab/*.inp; else cat "$src"/docs/*.md; fi
   for i in $(seq 1 40); do
     printf '<|im_start|>user\nWhat is %d + %d?<|im_end|>\n<|im_start|>assistant\n%d<|im_end|><|endoftext|>\n' \
       $i $((i * 7)) $((i * 8))
@@ -43,10 +37,9 @@ grep -q "wrote $tmp/tok.gguf: $vocab_size tokens (256 bytes, $((vocab_size - 259
 cmp -s "$tmp/tok.gguf" "$tmp/tok1.gguf" || die "the same data gave different files with -t 1 and -t 2"
 
 # the layout, read with an independent GGUF reader
-TESTS_DIR="$(dirname "$0")" python3 - "$tmp/tok.gguf" $vocab_size <<'PY' || die "the tokenizer file does not have the promised layout"
-import os, sys
-sys.path.insert(0, os.environ["TESTS_DIR"])
-from gguf_reader import GGUF
+PYTHONPATH="$tests" python3 - "$tmp/tok.gguf" $vocab_size <<'PY' || die "the tokenizer file does not have the promised layout"
+import sys
+from helpers import GGUF
 g = GGUF(sys.argv[1])
 kv, n_tensors = g.kv, len(g.tensors)
 n = int(sys.argv[2])
@@ -166,5 +159,4 @@ expect_error "'<|im_end|>' is given twice" --vocab-size 300 --special "<|im_end|
 expect_error "$tmp/no/such/dir/x.gguf" --vocab-size 300 --data "$corpus" --out "$tmp/no/such/dir/x.gguf"
 [ -e "$tmp/x.gguf" ] && die "a failed run left its output file"
 
-[ $fail -eq 0 ] && echo "cli_tokenizer_train: ok"
-exit $fail
+finish

@@ -10,15 +10,8 @@
 #  - the CSV log and SVG curve are written; bad options and data are one-line errors.
 # Without the fixtures: the bundled model's tokenizer, the source tree's text, and base
 # models of toy init in place of the fixture models.
-set -u
-toy="$1"
-fixtures_optional=1
-. "$(dirname "$0")/fixtures.sh"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fail=0
-die() { echo "FAIL: $*"; fail=1; }
-llama_cpp="${TOY_LLAMA_CPP:-$TOY_SOURCE_DIR/../shared/llama.cpp}"
+. "$(dirname "$0")/lib.sh"
+want_fixtures
 llama_ppl="$llama_cpp/bin/llama-perplexity"
 [ -x "$llama_ppl" ] || { echo "SKIP (llama.cpp checks only): $llama_ppl not found"; llama_ppl=; }
 
@@ -44,13 +37,6 @@ fi
 new=(--vocab-from "$vocab" --n-embd 64 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 128 --ctx 256
      --data "$text" --seq 64 --batch 4 --steps 24 --warmup 4 --lr 3e-3 -t 2)
 
-# loss of the first and the last step, from the CSV log
-first_last() { python3 -c "
-import csv, sys
-r = list(csv.DictReader(open(sys.argv[1])))
-print(r[0]['loss'], r[-1]['loss'])" "$1"; }
-lowered() { python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.5 else 1)" $1; }
-
 # llama.cpp's perplexity of a model against toy's (both at their defaults)
 same_ppl() {
   [ -n "$llama_ppl" ] || return 0
@@ -58,20 +44,15 @@ same_ppl() {
     || { die "toy perplexity on $1: $(cat "$tmp/p.err")"; return; }
   "$llama_ppl" -m "$1" -f "$text" -c 128 -t 2 > "$tmp/p.llama" 2>&1 \
     || { die "llama.cpp does not load $1: $(grep -i error "$tmp/p.llama" | head -2)"; return; }
-  python3 - "$tmp/p.toy" "$tmp/p.llama" "$2" <<'PY' || die "$2: llama.cpp's perplexity differs from toy's"
-import re, sys
-t = float(re.search(r"PPL = ([0-9.]+)", open(sys.argv[1]).read()).group(1))
-l = float(re.search(r"PPL = ([0-9.]+)", open(sys.argv[2]).read()).group(1))
-print(f"  {sys.argv[3]}: perplexity toy {t:.4f}, llama.cpp {l:.4f} (ratio - 1 = {t / l - 1:+.1e})")
-sys.exit(0 if abs(t / l - 1) < 1e-3 else 1)
-PY
+  python3 "$py" close "$(python3 "$py" ppl "$tmp/p.toy")" "$(python3 "$py" ppl "$tmp/p.llama")" 1e-3 \
+    "$2: perplexity toy against llama.cpp" || die "$2: llama.cpp's perplexity differs from toy's"
 }
 
 # ---- from scratch
 "$toy" train "${new[@]}" --out "$tmp/new.gguf" 2> "$tmp/err" || die "toy train: $(tail -1 "$tmp/err")"
 for f in new.gguf new.optim.gguf new.csv new.svg; do [ -s "$tmp/$f" ] || die "toy train wrote no $f"; done
 grep -q "</svg>" "$tmp/new.svg" || die "the loss curve is not a whole SVG"
-fl=$(first_last "$tmp/new.csv") && lowered "$fl" || die "training from scratch: loss $fl did not fall"
+fl=$(python3 "$py" loss-fell "$tmp/new.csv" 0.5) || die "training from scratch: loss $fl did not fall"
 echo "from scratch: loss $fl"
 same_ppl "$tmp/new.gguf" "from scratch"
 
@@ -86,10 +67,10 @@ done
 # whatever the instruction set
 for c in bf16 f16; do
   "$toy" train "${new[@]}" --compute $c --out "$tmp/mp-$c.gguf" 2> "$tmp/err" || die "--compute $c: $(tail -1 "$tmp/err")"
-  python3 - "$tmp/new.csv" "$tmp/mp-$c.csv" $c <<'PY' || die "--compute $c: the loss strays from F32's"
-import csv, sys
-f = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[1]))]
-m = [float(r["loss"]) for r in csv.DictReader(open(sys.argv[2]))]
+  PYTHONPATH="$tests" python3 - "$tmp/new.csv" "$tmp/mp-$c.csv" $c <<'PY' || die "--compute $c: the loss strays from F32's"
+import sys
+from helpers import losses
+f, m = ([float(x) for x in losses(p)] for p in sys.argv[1:3])
 print(f"  --compute {sys.argv[3]}: final loss {m[-1]:.4f}, F32 {f[-1]:.4f} ({m[-1] / f[-1] - 1:+.2%})")
 assert m != f, "rounding changed nothing"
 sys.exit(0 if abs(m[-1] / f[-1] - 1) < 0.03 else 1)
@@ -122,21 +103,14 @@ fi
 # ---- full fine-tune of a qwen2 model on text: the base's type (F16) is kept
 "$toy" finetune -m "$base" --data "$text" --seq 128 --batch 2 --steps 12 --warmup 2 --lr 3e-3 -t 2 \
   --out "$tmp/ft.gguf" 2> "$tmp/err" || die "toy finetune: $(tail -1 "$tmp/err")"
-fl=$(first_last "$tmp/ft.csv") && lowered "$fl" || die "fine-tune: loss $fl did not fall"
+fl=$(python3 "$py" loss-fell "$tmp/ft.csv" 0.5) || die "fine-tune: loss $fl did not fall"
 echo "fine-tune (text): loss $fl"
-"$toy" info --json "$tmp/ft.gguf" | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-types = {t['type'] for t in d['tensors'] if len(t['shape']) == 2}
-sys.exit(0 if types == {'F16'} else 1)" || die "the fine-tuned model's matrices are not F16"
+[ "$("$toy" info --json "$tmp/ft.gguf" | python3 "$py" matrix-types)" = F16 ] || die "the fine-tuned model's matrices are not F16"
 same_ppl "$tmp/ft.gguf" "fine-tuned"
 # a BF16 base stays BF16
 "$toy" finetune -m "$base_bf16" --data "$text" --seq 64 --batch 2 --steps 2 \
   --warmup 1 -t 2 --out "$tmp/bf16.gguf" 2> "$tmp/err" || die "BF16 fine-tune: $(tail -1 "$tmp/err")"
-"$toy" info --json "$tmp/bf16.gguf" | python3 -c "
-import json, sys
-d = json.load(sys.stdin)
-sys.exit(0 if {t['type'] for t in d['tensors'] if len(t['shape']) == 2} == {'BF16'} else 1)" \
+[ "$("$toy" info --json "$tmp/bf16.gguf" | python3 "$py" matrix-types)" = BF16 ] \
   || die "the fine-tuned BF16 model's matrices are not BF16"
 
 # ---- fine-tune on chat records: loss on the assistant's tokens only
@@ -152,13 +126,13 @@ with open(sys.argv[1], "w") as f:
 PY
 "$toy" finetune -m "$base" --data "$chat" --seq 64 --batch 2 --steps 16 --warmup 2 --lr 3e-4 -t 2 \
   --out "$tmp/chat.gguf" 2> "$tmp/err" || die "toy finetune on chat records: $(tail -1 "$tmp/err")"
-fl=$(first_last "$tmp/chat.csv") && lowered "$fl" || die "chat fine-tune: loss $fl did not fall"
+fl=$(python3 "$py" loss-fell "$tmp/chat.csv" 0.5) || die "chat fine-tune: loss $fl did not fall"
 echo "fine-tune (chat): loss $fl"
 
 # ---- random bytes as training data: every invalid UTF-8 byte is three byte tokens (more
 # tokens than bytes), which once overran the loader's buffer (realloc(): invalid next size)
 head -c 3000 /dev/urandom > "$tmp/random.dat"
-"$toy" train --vocab-from "$TOY_SOURCE_DIR/models/toy-kjv.gguf" --data "$tmp/random.dat" --out "$tmp/random.gguf" \
+"$toy" train --vocab-from "$bundled" --data "$tmp/random.dat" --out "$tmp/random.gguf" \
   --steps 2 --n-embd 64 --n-layer 1 --n-head 2 --n-head-kv 2 --n-ff 128 --ctx 64 --seq 32 --batch 1 -t 2 \
   2> "$tmp/err" || die "training on random bytes: exit $?: $(tail -2 "$tmp/err")"
 grep -q "training tokens" "$tmp/err" || die "training on random bytes: $(tail -1 "$tmp/err")"

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gguf_reader import GGUF  # noqa: E402
+from helpers import GGUF  # noqa: E402
 
 torch.set_default_dtype(torch.float64)
 

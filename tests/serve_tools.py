@@ -21,7 +21,7 @@ import sys
 import jsonschema
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from serve_client import Server  # noqa: E402
+from helpers import Server  # noqa: E402
 
 TOY, FIXTURES = sys.argv[1], sys.argv[2]
 failures = []
