@@ -7,6 +7,7 @@
 
 #include "quant.h"
 #include "test.h"
+#include "test_inputs.h"
 
 static const int weight_types[] = {
     TOY_TYPE_F32,  TOY_TYPE_F16,  TOY_TYPE_BF16,   TOY_TYPE_Q4_0,  TOY_TYPE_Q4_1,
@@ -17,64 +18,43 @@ static const int weight_types[] = {
 
 #define MAX_N 4096
 
-static size_t row_bytes(int type, int64_t n) {
-    size_t size = 0;
-    if (toy_type_row_size(type, n, &size) != TOY_OK) abort();
-    return size;
-}
-
-/* An activation row of kernel k (F16's are floats). */
-static size_t act_bytes(const toy_kernel *k, int64_t n) {
-    size_t size = 0;
-    if (toy_kernel_act_row_size(k, n, &size) != TOY_OK) abort();
-    return size;
-}
-
-static void fill_normal(float *x, int64_t n, float scale, unsigned long long *rng) {
-    for (int64_t i = 0; i < n; i++) x[i] = scale * test_rand_normal(rng);
-}
-
-static toy_half rand_half(unsigned long long *rng, float scale) {
-    return toy_fp32_to_fp16(scale * (2.0f * test_rand_uniform(rng) - 1.0f));
-}
-
 /* Blocks of random bits, every bit pattern of the quants and scales allowed (IQ4_XS, which
  * toy cannot quantize to, and extremes a quantizer never emits: Q8_0 -128, Q6_K scale
  * -128, Q3_K scale -32, all mins at 63); only the fp16 factors are kept small and finite. */
 static void random_blocks(int type, void *row, int64_t n, unsigned long long *rng) {
     uint8_t *bytes = row;
-    const size_t size = row_bytes(type, n);
+    const size_t size = test_row_bytes(type, n);
     for (size_t i = 0; i < size; i++) bytes[i] = (uint8_t)test_rand_u64(rng);
     const int64_t nb = n / toy_type_block_size(type);
     for (int64_t b = 0; b < nb; b++) {
         switch (type) {
-        case TOY_TYPE_Q4_0: ((block_q4_0 *)row)[b].d = rand_half(rng, 0.1f); break;
+        case TOY_TYPE_Q4_0: ((block_q4_0 *)row)[b].d = test_rand_half(rng, 0.1f); break;
         case TOY_TYPE_Q4_1:
-            ((block_q4_1 *)row)[b].d = rand_half(rng, 0.1f);
-            ((block_q4_1 *)row)[b].m = rand_half(rng, 1.0f);
+            ((block_q4_1 *)row)[b].d = test_rand_half(rng, 0.1f);
+            ((block_q4_1 *)row)[b].m = test_rand_half(rng, 1.0f);
             break;
-        case TOY_TYPE_Q5_0: ((block_q5_0 *)row)[b].d = rand_half(rng, 0.1f); break;
+        case TOY_TYPE_Q5_0: ((block_q5_0 *)row)[b].d = test_rand_half(rng, 0.1f); break;
         case TOY_TYPE_Q5_1:
-            ((block_q5_1 *)row)[b].d = rand_half(rng, 0.1f);
-            ((block_q5_1 *)row)[b].m = rand_half(rng, 1.0f);
+            ((block_q5_1 *)row)[b].d = test_rand_half(rng, 0.1f);
+            ((block_q5_1 *)row)[b].m = test_rand_half(rng, 1.0f);
             break;
-        case TOY_TYPE_Q8_0: ((block_q8_0 *)row)[b].d = rand_half(rng, 0.01f); break;
+        case TOY_TYPE_Q8_0: ((block_q8_0 *)row)[b].d = test_rand_half(rng, 0.01f); break;
         case TOY_TYPE_Q2_K:
-            ((block_q2_K *)row)[b].d = rand_half(rng, 0.1f);
-            ((block_q2_K *)row)[b].dmin = rand_half(rng, 0.1f);
+            ((block_q2_K *)row)[b].d = test_rand_half(rng, 0.1f);
+            ((block_q2_K *)row)[b].dmin = test_rand_half(rng, 0.1f);
             break;
-        case TOY_TYPE_Q3_K: ((block_q3_K *)row)[b].d = rand_half(rng, 0.1f); break;
+        case TOY_TYPE_Q3_K: ((block_q3_K *)row)[b].d = test_rand_half(rng, 0.1f); break;
         case TOY_TYPE_Q4_K:
-            ((block_q4_K *)row)[b].d = rand_half(rng, 0.01f);
-            ((block_q4_K *)row)[b].dmin = rand_half(rng, 0.01f);
+            ((block_q4_K *)row)[b].d = test_rand_half(rng, 0.01f);
+            ((block_q4_K *)row)[b].dmin = test_rand_half(rng, 0.01f);
             break;
         case TOY_TYPE_Q5_K:
-            ((block_q5_K *)row)[b].d = rand_half(rng, 0.01f);
-            ((block_q5_K *)row)[b].dmin = rand_half(rng, 0.01f);
+            ((block_q5_K *)row)[b].d = test_rand_half(rng, 0.01f);
+            ((block_q5_K *)row)[b].dmin = test_rand_half(rng, 0.01f);
             break;
-        case TOY_TYPE_Q6_K: ((block_q6_K *)row)[b].d = rand_half(rng, 0.001f); break;
-        case TOY_TYPE_IQ4_NL: ((block_iq4_nl *)row)[b].d = rand_half(rng, 0.01f); break;
-        case TOY_TYPE_IQ4_XS: ((block_iq4_xs *)row)[b].d = rand_half(rng, 0.001f); break;
+        case TOY_TYPE_Q6_K: ((block_q6_K *)row)[b].d = test_rand_half(rng, 0.001f); break;
+        case TOY_TYPE_IQ4_NL: ((block_iq4_nl *)row)[b].d = test_rand_half(rng, 0.01f); break;
+        case TOY_TYPE_IQ4_XS: ((block_iq4_xs *)row)[b].d = test_rand_half(rng, 0.001f); break;
         default: abort();
         }
     }
@@ -85,7 +65,7 @@ static void random_blocks(int type, void *row, int64_t n, unsigned long long *rn
 static void make_weights(int type, void *row, int64_t n, int raw, unsigned long long *rng) {
     if (!raw && toy_type_can_quantize(type)) {
         float *x = xmalloc((size_t)n * sizeof *x);
-        fill_normal(x, n, 0.05f, rng);
+        test_fill_normal(x, n, 0.05f, rng);
         CHECK(toy_quantize(type, x, row, n) == TOY_OK);
         free(x);
     } else {
@@ -214,7 +194,7 @@ static void test_q8_1_bytes(void) {
     unsigned long long rng = 77;
     float r[8 * QK8_1];
     block_q8_1 yr[8];
-    fill_normal(r, 8 * QK8_1, 3.0f, &rng);
+    test_fill_normal(r, 8 * QK8_1, 3.0f, &rng);
     toy_quantize_act_q8_1(r, yr, 8 * QK8_1);
     for (int b = 0; b < 8; b++) {
         float amax = 0.0f;
@@ -306,14 +286,14 @@ static double worst_ratio[TOY_TYPE_COUNT];
 
 static void check_accuracy(int type, int64_t n, int raw, unsigned long long *rng) {
     const toy_kernel *k = toy_kernel_scalar(type);
-    void *w = xmalloc(row_bytes(type, n));
-    void *a = xmalloc(act_bytes(k, n));
+    void *w = xmalloc(test_row_bytes(type, n));
+    void *a = xmalloc(test_act_bytes(k, n));
     float *x = xmalloc((size_t)n * sizeof *x);
     float *wf = xmalloc((size_t)n * sizeof *wf);
     double *ad = xmalloc((size_t)n * sizeof *ad);
 
     make_weights(type, w, n, raw, rng);
-    fill_normal(x, n, 1.0f, rng);
+    test_fill_normal(x, n, 1.0f, rng);
     k->quantize_act(x, a, n);
     CHECK(toy_dequantize(type, w, wf, n) == TOY_OK);
     act_to_double(k->vec_dot_type, a, ad, n);
@@ -390,12 +370,12 @@ static void test_reduction_shape(void) {
         const int lanes = bs == 1 ? 32 : 8;
         const int64_t nb = bs == 1 ? 101 : bs == 32 ? 75 : 19;
         const int64_t n = nb * bs;
-        const size_t wbs = toy_type_size(type), abs_ = act_bytes(k, bs);
-        uint8_t *w = xmalloc(row_bytes(type, n));
-        uint8_t *a = xmalloc(act_bytes(k, n));
+        const size_t wbs = toy_type_size(type), abs_ = test_act_bytes(k, bs);
+        uint8_t *w = xmalloc(test_row_bytes(type, n));
+        uint8_t *a = xmalloc(test_act_bytes(k, n));
         float *x = xmalloc((size_t)n * sizeof *x);
         make_weights(type, w, n, 0, &rng);
-        fill_normal(x, n, 1.0f, &rng);
+        test_fill_normal(x, n, 1.0f, &rng);
         k->quantize_act(x, a, n);
 
         float lane[32] = {0};
@@ -499,7 +479,7 @@ static void test_block_value_unfused(void) {
         int mismatches = 0;
         for (int rep = 0; rep < 200; rep++) {
             make_weights(type, blk, bs, rep % 2, &rng);
-            fill_normal(x, bs, 1.0f, &rng);
+            test_fill_normal(x, bs, 1.0f, &rng);
             k->quantize_act(x, act, bs);
             memcpy(only_first, blk, wbs);
             memcpy(only_second, blk, wbs);
@@ -524,13 +504,13 @@ static void test_determinism(void) {
     unsigned long long rng = 0xd0d0;
     const int64_t n = 2048;
     float *x = xmalloc(n * sizeof *x);
-    fill_normal(x, n, 2.0f, &rng);
+    test_fill_normal(x, n, 2.0f, &rng);
     x[5] = 0.0f;
     for (int i = 256; i < 512; i++) x[i] = 0.0f; /* a zero Q8_K block, zero Q8_0 blocks */
     for (int t = 0; t < N_WEIGHT_TYPES; t++) {
         const int type = weight_types[t];
         const toy_kernel *k = toy_kernel_scalar(type);
-        const size_t wsize = row_bytes(type, n), asize = act_bytes(k, n);
+        const size_t wsize = test_row_bytes(type, n), asize = test_act_bytes(k, n);
         uint8_t *w = xmalloc(wsize), *w2 = xmalloc(wsize + 64);
         uint8_t *a = xmalloc(asize), *a2 = xmalloc(asize + 64);
         make_weights(type, w, n, 0, &rng);

@@ -19,6 +19,7 @@
 
 #include "quant.h"
 #include "test.h"
+#include "test_inputs.h"
 #include "vec_exp.h"
 
 static const int weight_types[] = {
@@ -27,19 +28,6 @@ static const int weight_types[] = {
     TOY_TYPE_Q5_1, TOY_TYPE_Q2_K, TOY_TYPE_Q3_K, TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_XS,
 };
 #define N_TYPES (int)(sizeof weight_types / sizeof weight_types[0])
-
-static size_t row_bytes(int type, int64_t n) {
-    size_t size = 0;
-    if (toy_type_row_size(type, n, &size) != TOY_OK) abort();
-    return size;
-}
-
-/* An activation row of kernel k (F16's are floats). */
-static size_t act_bytes(const toy_kernel *k, int64_t n) {
-    size_t size = 0;
-    if (toy_kernel_act_row_size(k, n, &size) != TOY_OK) abort();
-    return size;
-}
 
 /* ---------------------------------------------------------------- inputs */
 
@@ -56,52 +44,19 @@ typedef enum {
 static const char *const weight_mode_name[W_MODES] = {"gaussian", "random",     "zero",
                                                       "big-scale", "tiny-scale", "max-quants"};
 
-typedef enum {
-    A_GAUSSIAN, /* N(0, 1) */
-    A_ZERO,
-    A_MAX,      /* +-1000 with random signs: every quant +-127 */
-    A_TINY,     /* N(0, (1e-18)^2): against tiny float weights, products that underflow */
-    A_MODES
-} act_mode;
-
-static const char *const act_mode_name[A_MODES] = {"gaussian", "zero", "max", "tiny"};
-
-/* The offsets of a block's fp16 factors (d, and dmin or m where the type has one). */
-static int block_factors(int type, size_t off[2]) {
-    switch (type) {
-    case TOY_TYPE_Q4_0: off[0] = offsetof(block_q4_0, d); return 1;
-    case TOY_TYPE_Q4_1: off[0] = offsetof(block_q4_1, d), off[1] = offsetof(block_q4_1, m); return 2;
-    case TOY_TYPE_Q5_0: off[0] = offsetof(block_q5_0, d); return 1;
-    case TOY_TYPE_Q5_1: off[0] = offsetof(block_q5_1, d), off[1] = offsetof(block_q5_1, m); return 2;
-    case TOY_TYPE_Q8_0: off[0] = offsetof(block_q8_0, d); return 1;
-    case TOY_TYPE_Q2_K: off[0] = offsetof(block_q2_K, d), off[1] = offsetof(block_q2_K, dmin); return 2;
-    case TOY_TYPE_Q3_K: off[0] = offsetof(block_q3_K, d); return 1;
-    case TOY_TYPE_Q4_K: off[0] = offsetof(block_q4_K, d), off[1] = offsetof(block_q4_K, dmin); return 2;
-    case TOY_TYPE_Q5_K: off[0] = offsetof(block_q5_K, d), off[1] = offsetof(block_q5_K, dmin); return 2;
-    case TOY_TYPE_Q6_K: off[0] = offsetof(block_q6_K, d); return 1;
-    case TOY_TYPE_IQ4_NL: off[0] = offsetof(block_iq4_nl, d); return 1;
-    case TOY_TYPE_IQ4_XS: off[0] = offsetof(block_iq4_xs, d); return 1;
-    default: abort();
-    }
-}
-
 static toy_half factor(weight_mode mode, unsigned long long *rng) {
     const uint64_t r = test_rand_u64(rng);
     const uint16_t sign = (r & 1) ? 0x8000 : 0;
     switch (mode) {
     case W_BIG_SCALE: return (toy_half)(sign | 0x7bff); /* 65504 */
     case W_TINY_SCALE: return (toy_half)(sign | (1 + (r >> 8) % 0x3ff));
-    default: return toy_fp32_to_fp16(0.02f * (2.0f * test_rand_uniform(rng) - 1.0f));
+    default: return test_rand_half(rng, 0.02f);
     }
-}
-
-static void fill_normal(float *x, int64_t n, float scale, unsigned long long *rng) {
-    for (int64_t i = 0; i < n; i++) x[i] = scale * test_rand_normal(rng);
 }
 
 static void make_weights(int type, void *row, int64_t n, weight_mode mode,
                          unsigned long long *rng) {
-    const size_t size = row_bytes(type, n);
+    const size_t size = test_row_bytes(type, n);
     uint8_t *bytes = row;
     if (toy_type_block_size(type) == 1) {
         /* float rows: values through the type's own rounding; the extremes are large
@@ -130,7 +85,7 @@ static void make_weights(int type, void *row, int64_t n, weight_mode mode,
     }
     if (mode == W_GAUSSIAN && toy_type_can_quantize(type)) {
         float *x = xmalloc((size_t)n * sizeof *x);
-        fill_normal(x, n, 0.05f, rng);
+        test_fill_normal(x, n, 0.05f, rng);
         CHECK(toy_quantize(type, x, row, n) == TOY_OK);
         free(x);
         return;
@@ -141,24 +96,13 @@ static void make_weights(int type, void *row, int64_t n, weight_mode mode,
         bytes[i] = mode == W_MAX_QUANTS ? extremes[r >> 62] : (uint8_t)(r >> 32);
     }
     size_t off[2];
-    const int n_factors = block_factors(type, off);
+    const int n_factors = test_block_factors(type, off);
     const size_t bsize = toy_type_size(type);
     for (int64_t b = 0; b < n / toy_type_block_size(type); b++)
         for (int f = 0; f < n_factors; f++) {
             const toy_half h = factor(mode == W_MAX_QUANTS ? W_RANDOM : mode, rng);
             memcpy(bytes + (size_t)b * bsize + off[f], &h, sizeof h);
         }
-}
-
-static void make_acts(float *x, int64_t n, act_mode mode, unsigned long long *rng) {
-    for (int64_t i = 0; i < n; i++) {
-        switch (mode) {
-        case A_ZERO: x[i] = 0.0f; break;
-        case A_MAX: x[i] = (test_rand_u64(rng) >> 63) ? 1000.0f : -1000.0f; break;
-        case A_TINY: x[i] = 1e-18f * test_rand_normal(rng); break;
-        default: x[i] = test_rand_normal(rng); break;
-        }
-    }
 }
 
 /* ---------------------------------------------------------------- checks */
@@ -178,7 +122,7 @@ typedef struct {
  * buffers prefilled differently so that no byte is left unwritten. */
 static void check_act(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
                       const float *x, int64_t n, const void *want, tally *t) {
-    const size_t size = act_bytes(ref, n);
+    const size_t size = test_act_bytes(ref, n);
     uint8_t *got = xmalloc(size);
     for (int fill = 0; fill < 2; fill++) {
         memset(got, fill ? 0xff : 0x00, size);
@@ -223,18 +167,18 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
     }
     for (int l = 0; l < n_lens; l++) {
         const int64_t n = lens[l];
-        void *w = xmalloc(row_bytes(k->type, n));
-        void *a = xmalloc(act_bytes(ref, n));
+        void *w = xmalloc(test_row_bytes(k->type, n));
+        void *a = xmalloc(test_act_bytes(ref, n));
         float *x = xmalloc((size_t)n * sizeof *x);
         for (int am = 0; am < A_MODES; am++) {
-            make_acts(x, n, (act_mode)am, rng);
+            test_fill_acts(x, n, (act_mode)am, rng);
             ref->quantize_act(x, a, n);
             check_act(isa, k, ref, x, n, a, t);
             for (int wm = 0; wm < W_MODES; wm++) {
                 make_weights(k->type, w, n, (weight_mode)wm, rng);
                 char what[64];
                 snprintf(what, sizeof what, "weights %s, acts %s", weight_mode_name[wm],
-                         act_mode_name[am]);
+                         test_act_mode_name((act_mode)am));
                 check_dot(isa, k, ref, n, w, a, what, t);
             }
         }
@@ -256,7 +200,7 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
  * vec_dot of its pair, and no other output element may be written. */
 static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
                       int64_t n, unsigned long long *rng, tally *t) {
-    const size_t wrow = row_bytes(k->type, n), arow = act_bytes(ref, n);
+    const size_t wrow = test_row_bytes(k->type, n), arow = test_act_bytes(ref, n);
     const size_t w_align = k->type == TOY_TYPE_F32 ? 4 : 2;
     const size_t a_align = ref->vec_dot_type == TOY_TYPE_F32 || ref->vec_dot_type == TOY_TYPE_F16 ||
                                    ref->vec_dot_type == TOY_TYPE_BF16 || ref->vec_dot_type == TOY_TYPE_Q8_K
@@ -277,7 +221,7 @@ static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kerne
     }
     for (int j = 0; j < TOY_TILE_MAX; j++) {
         a_rows[j] = xmalloc(arow);
-        make_acts(x, n, j == 5 ? A_MAX : j == 6 ? A_ZERO : j == 7 ? A_TINY : A_GAUSSIAN, rng);
+        test_fill_acts(x, n, j == 5 ? A_MAX : j == 6 ? A_ZERO : j == 7 ? A_TINY : A_GAUSSIAN, rng);
         ref->quantize_act(x, a_rows[j], n);
         memcpy(a_tile + (size_t)j * a_stride, a_rows[j], arow);
     }
@@ -335,12 +279,12 @@ static void test_dispatched_act(void) {
     for (size_t v = 0; v < sizeof vdts / sizeof *vdts; v++) {
         const toy_kernel *k = toy_kernel_get(weights_of[v]), *ref = toy_kernel_scalar(weights_of[v]);
         CHECK_EQ(k->vec_dot_type, vdts[v]);
-        size_t bytes = act_bytes(ref, n);
+        size_t bytes = test_act_bytes(ref, n);
         uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
         const int modes = vdts[v] == TOY_TYPE_F16 || vdts[v] == TOY_TYPE_BF16 ? 7 : 6;
         for (int mode = 0; mode < modes; mode++) {
             for (int rep = 0; rep < 50; rep++) {
-                fill_normal(x, n, 3.0f, &rng);
+                test_fill_normal(x, n, 3.0f, &rng);
                 if (mode == 1) /* halves: amax 127 gives id 1 (Q8_0/Q8_1) */
                     for (int64_t i = 0; i < n; i++) x[i] = (i % 32 == 0) ? 127.0f : (float)((int)(test_rand_u64(&rng) % 254) - 127) * 0.5f;
                 if (mode == 2) memset(x, 0, (size_t)n * sizeof *x);

@@ -17,9 +17,9 @@
 #include "kernels.h"
 #include "quant.h"
 #include "test.h"
+#include "test_inputs.h"
 
 typedef enum { W_GAUSSIAN, W_RANDOM, W_BIG_SCALE, W_TINY_SCALE, W_MODES } weight_mode;
-typedef enum { A_GAUSSIAN, A_ZERO, A_MAX, A_TINY, A_MODES } act_mode;
 
 static int64_t block_cols(int type) {
     return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q4_1 || type == TOY_TYPE_IQ4_NL ? 32 : QK_K;
@@ -47,38 +47,27 @@ static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
     }
 }
 
-/* Weights of `type`: blocks with a fp16 d first (Q4_K, Q5_K: and dmin; Q4_1: and m; Q6_K: last), the other
- * bytes random. */
+/* Weights of `type`: random bytes, then each block's fp16 factors (d; Q4_K, Q5_K: and
+ * dmin; Q4_1: and m) of random_scale. */
 static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weight_mode mode,
                          unsigned long long *rng) {
     const int64_t nb = n_cols / block_cols(type);
     if (mode == W_GAUSSIAN && type != TOY_TYPE_IQ4_XS) { /* no IQ4_XS quantizer: random bytes */
         float *f = xmalloc((size_t)(n_rows * n_cols) * sizeof *f);
-        for (int64_t i = 0; i < n_rows * n_cols; i++) f[i] = 0.05f * test_rand_normal(rng);
+        test_fill_normal(f, n_rows * n_cols, 0.05f, rng);
         CHECK(toy_quantize(type, f, w, n_rows * n_cols) == TOY_OK);
         free(f);
         return;
     }
     const size_t block = file_block(type);
+    size_t off[2];
+    const int n_factors = test_block_factors(type, off);
     for (int64_t b = 0; b < n_rows * nb; b++) {
         uint8_t *blk = (uint8_t *)w + (size_t)b * block;
         for (size_t j = 0; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
-        const toy_half d = random_scale(mode, rng);
-        memcpy(type == TOY_TYPE_Q6_K ? blk + block - 2 : blk, &d, sizeof d);
-        if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_Q4_1) {
-            const toy_half dmin = random_scale(mode, rng);
-            memcpy(blk + 2, &dmin, sizeof dmin);
-        }
-    }
-}
-
-static void fill_acts(float *x, int64_t n, act_mode mode, unsigned long long *rng) {
-    for (int64_t i = 0; i < n; i++) {
-        switch (mode) {
-        case A_ZERO: x[i] = 0.0f; break;
-        case A_MAX: x[i] = test_rand_u64(rng) & 1 ? 1000.0f : -1000.0f; break;
-        case A_TINY: x[i] = 1e-18f * test_rand_normal(rng); break;
-        default: x[i] = test_rand_normal(rng); break;
+        for (int f = 0; f < n_factors; f++) {
+            const toy_half h = random_scale(mode, rng);
+            memcpy(blk + off[f], &h, sizeof h);
         }
     }
 }
@@ -127,7 +116,7 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
     uint8_t *w = xmalloc((size_t)(n_rows * nb) * wblock);
     fill_weights(type, w, n_rows, n_cols, wm, rng);
     float *x = xmalloc((size_t)(n_a * n_cols) * sizeof *x);
-    fill_acts(x, n_a * n_cols, am, rng);
+    test_fill_acts(x, n_a * n_cols, am, rng);
 
     const size_t group = toy_packed_group_size(type, n_cols);
     const int64_t n_groups = (n_rows + 15) / 16;
