@@ -1,4 +1,4 @@
-# lib.sh — sourced first by every command test (cli_*.sh) with the toy binary as $1: the
+# lib.sh — sourced first by every command test (cli/cli_*.sh) with the toy binary as $1: the
 # shared prelude and helpers, so that each test says only what it checks. A test is a
 # program: exit 0 passes, 77 skips (ctest's SKIP_RETURN_CODE, with a line saying what is
 # missing), anything else fails.

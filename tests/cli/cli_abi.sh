@@ -2,7 +2,7 @@
 # The shared library's ABI: it exports exactly the functions toy.h marks TOY_API (no
 # internal symbol leaks, none is missing), and its soname is libtoy.so.MAJOR with
 # MAJOR the header's TOY_VERSION_MAJOR.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 lib=$build/libtoy.so
 [ -e "$lib" ] || { echo "FAIL: $lib not built"; exit 1; }
 command -v nm >/dev/null || skip "nm (binutils) not installed"

@@ -5,7 +5,7 @@
 # tokenizers are an error that says so. Without the fixtures: a llama model of toy init
 # with the bundled model's tokenizer, its Q8_0 copy, and one with a tokenizer of toy
 # tokenizer train, on the source tree's text.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 if [ -n "$fixtures" ]; then
   f32="$fixtures/models/llama-spm-f32.gguf" q8="$fixtures/models/llama-spm-q8_0.gguf"

@@ -2,7 +2,7 @@
 # make deb's packages: built from this build, unpacked into a scratch root (dpkg -x), the
 # command runs from there (its version, and the bundled model found without -m), and each
 # package holds what it says and depends on what its binaries link.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 not_sanitized
 command -v dpkg-deb > /dev/null && command -v dpkg-shlibdeps > /dev/null ||
   skip "dpkg-deb or dpkg-shlibdeps (dpkg-dev) not installed"

@@ -5,7 +5,7 @@
 # appears in that section. And every relative link of README.md, CHANGELOG.md and
 # docs/*.md leads to a file that exists (and to a heading of it, for #anchors into
 # Markdown). Fails naming each missing section, flag and link.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 doc="$src/docs/commands.md"
 [ -f "$doc" ] || { echo "FAIL: $doc not found"; exit 1; }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The programs in examples/, built against libtoy.so, on the bundled model: each must
 # give what the toy command gives for the same request.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 model=$bundled
 ex=$build/examples
 server=

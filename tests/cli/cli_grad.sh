@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# toy grad against an independent float64 reference (tests/grad_reference.py, PyTorch
+# toy grad against an independent float64 reference (tests/python/grad_reference.py, PyTorch
 # autograd) on every dense fixture model: the loss within 0.1 % and every tensor's
 # gradient within 1e-3 relative RMS (quantized models: the reference reads the F32
 # conversion that toy quantize writes, the same dequantized values toy grad
@@ -7,13 +7,13 @@
 # quantized bases. MoE models and bad input give errors naming the problem. Without the
 # fixtures: llama (F32, Q4_K_M), qwen2 (F16) and mixtral-shaped models of toy init with
 # the bundled model's tokenizer, on fixed tokens and the source tree's text.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 torch_py=/usr/bin/python3   # Debian's, with python3-torch
 if ! "$torch_py" -c "import torch, numpy" 2> /dev/null; then
   skip "$torch_py cannot import torch and numpy (scripts/install-deps.sh installs python3-torch)"
 fi
-ref="$tests/grad_reference.py"
+ref="$tests/python/grad_reference.py"
 text="$tmp/text.txt"
 if [ -n "$fixtures" ]; then
   models="$fixtures/models"

@@ -6,7 +6,7 @@
 # user can make is an error naming the file, the line and column or the JSON pointer.
 # Without the fixtures: the bundled model and llama and qwen2 models of toy init with its
 # tokenizer (4,096 tokens; end of text 4093 and <|im_end|> 4095 each end a generation).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 if [ -n "$fixtures" ]; then
   models_dir="$fixtures/models"

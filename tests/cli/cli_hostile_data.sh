@@ -25,7 +25,7 @@
 #
 # TOY_HOSTILE_ONLY=REGEX runs only the cases whose COMMAND/CASE matches (for reproducing).
 [ $# -ge 1 ] || { echo "usage: cli_hostile_data.sh PATH_TO_toy"; exit 1; }
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 kjv=$bundled
 [ -f "$kjv" ] || skip "$kjv not found (set TOY_SOURCE_DIR)"
 command -v python3 > /dev/null || skip "python3 not found (it writes the inputs)"

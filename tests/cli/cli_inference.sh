@@ -2,7 +2,7 @@
 # The inference commands on fixture models: toy eval (both modes) against llama.cpp's
 # logits, toy tokenize against ref.tokens, toy run (greedy) reproducing the reference
 # continuation, and the errors a user can provoke.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 need_fixtures "llama.cpp's reference logits and tokens of the fixture models (*.ref.gguf)"
 
 for cmd in run chat tokenize eval; do

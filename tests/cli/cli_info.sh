@@ -4,7 +4,7 @@
 # of the file (a few lines of Python below) finds. Without the fixtures: the bundled
 # model, models of toy init of each architecture and a few types, and a vocabulary file
 # of toy tokenizer train.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 
 "$toy" --help | grep -q "info" || { echo "toy --help does not list info"; exit 1; }

@@ -3,7 +3,7 @@
 # bytes for the same seed whatever the threads; toy run loads it; toy bench reports the
 # fields its --json promises; scripts/bench-vs-llama.sh -l prints its long-prompt table.
 # The tokenizer is the fixtures' GPT-2 vocabulary, or without them the bundled model's.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 # the tokenizer, its size, and the parameters smollm2-135m has with it (millions)
 if [ -n "$fixtures" ]; then

@@ -3,7 +3,7 @@
 # builds programs outside the tree against it twice, through pkg-config and through
 # CMake's find_package(toy), and runs them; the installed command finds its bundled model
 # and man page where they were put.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 not_sanitized
 prefix=$tmp/prefix
 

@@ -4,7 +4,7 @@
 # it, and the install mode hands apt-get exactly the missing packages as root and, as
 # another user, only prints the `sudo apt-get install` line. The installed packages are
 # stood in for by TOY_DEPS_INSTALLED, and apt-get by a script that records its arguments.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 cp "$src/scripts/install-deps.sh" "$tmp/install-deps.sh"
 deps() { bash "$tmp/install-deps.sh" "$@"; }
 

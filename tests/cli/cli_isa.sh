@@ -8,7 +8,7 @@
 # task (batch) and after a split job (token by token). Without the fixtures: the bundled
 # model and llama (GQA, Q4_K_M) and qwen2 (head_dim 128, biases, F16) models of toy init;
 # sliding windows and soft-capping need the fixtures' gemma2.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 # an instruction set runs where toy --version reports it under TOY_ISA; the others are
 # named as skipped (AMX also needs Linux 5.16's tile permission)

@@ -17,7 +17,7 @@
 # Without the fixtures: the bundled model (Q8_0) and its F32 and Q4_K_M copies (toy
 # quantize), on the source tree's text (a LoRA on a random-weight model that small barely
 # lowers the loss); phi3's fused matrices need the fixtures.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 llama_ppl="$llama_cpp/bin/llama-perplexity"
 [ -x "$llama_ppl" ] || { echo "SKIP (llama.cpp checks only): $llama_ppl not found"; llama_ppl=; }

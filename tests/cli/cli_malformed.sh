@@ -3,7 +3,7 @@
 # writes: each must exit non-zero (not by a signal), print nothing on stdout and exactly
 # one line on stderr naming the file.
 [ $# -ge 1 ] || { echo "usage: cli_malformed.sh PATH_TO_toy"; exit 1; }
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 gen=$build/test_gguf_malformed
 [ -x "$gen" ] || skip "$gen not built (it writes the malformed files)"
 

@@ -8,7 +8,7 @@
 # Rank 0 alone writes the checkpoint and the log; a --grad-accum that does not split
 # evenly is an error. Skipped when toy was built without MPI or mpirun is absent. Without
 # the fixtures: the bundled model's tokenizer and the source tree's text.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 "$toy" --version | grep -q "mpirun: yes" || skip "toy was built without MPI (libopenmpi-dev)"
 command -v mpirun > /dev/null || skip "no mpirun (openmpi-bin)"
@@ -16,7 +16,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 # under the sanitizer run: Open MPI's own allocations held to exit are not toy's leaks
 # (suppressed by library; its components stay loaded and stacks are unwound fully, so
 # that each leak is seen to come from inside Open MPI)
-export LSAN_OPTIONS="suppressions=$tests/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$tests/cli/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export OMPI_MCA_mca_base_component_disable_dlclose=1
 [ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
 text="$tmp/text.txt"

@@ -2,7 +2,7 @@
 # --no-mmap on every command that loads a model: each says so in --help, and reading the
 # file into memory gives the same bytes out as mapping it (logits, text, gradients, a
 # quantized file, perplexity, a fine-tuned model).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 model=$bundled
 
 for c in run chat eval perplexity bench serve grad finetune train cka quantize "lora merge"; do

@@ -5,7 +5,7 @@
 # Without the fixtures: llama (F32, and its Q8_0 copy) and qwen2 (F16) models of toy init
 # with the bundled model's tokenizer, on the source tree's text (compared with llama.cpp
 # where it is there).
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 
 llama_ppl="$llama_cpp/bin/llama-perplexity"

@@ -3,7 +3,7 @@
 # libtoy.so, the ctypes structs' sizes against the C compiler's, and installs with pip
 # (where pip exists): into a folder, into fresh venvs from the source tree and from a
 # wheel, each then loading the libtoy the package bundles and generating as toy run does.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 not_sanitized
 major=$(sed -n 's/^#define TOY_VERSION_MAJOR \([0-9]*\)$/\1/p' "$src/include/toy.h")
 export TOY="$toy" TOY_LIBRARY="$build/libtoy.so.$major" TOY_MODEL_PATH="$bundled"

@@ -3,7 +3,7 @@
 # configuration the README shows (docs/nginx-toy.conf): streaming completions through
 # nginx arrive whole, both replicas serve, /health answers through it, and with one
 # replica stopped the other takes every request.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 command -v nginx > /dev/null || skip "nginx is missing (apt-get install nginx)"
 pids=()
 at_exit 'for p in "${pids[@]}"; do kill $p 2> /dev/null; done'

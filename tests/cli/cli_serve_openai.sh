@@ -6,7 +6,7 @@
 # logprobs, usage, embeddings (float and base64, norm 1), errors; greedy answers equal toy
 # run's. The npm packages come from tests/node/package-lock.json (npm ci, once); without node
 # or npm the test is skipped.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 node_ready || exit 77
 run_model() { # MODEL ID PROMPT
   serve_start -m "$1" --parallel 4

@@ -6,7 +6,7 @@
 # strings), under several pre-tokenizers; toy init takes it; errors name what is wrong.
 # Without the fixtures the text is README.md and docs/*.md, and llama.cpp's ids are
 # compared on the test's own strings.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 llama_tokenize="$llama_cpp/bin/llama-tokenize"
 

@@ -10,7 +10,7 @@
 #  - the CSV log and SVG curve are written; bad options and data are one-line errors.
 # Without the fixtures: the bundled model's tokenizer, the source tree's text, and base
 # models of toy init in place of the fixture models.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib.sh"
 want_fixtures
 llama_ppl="$llama_cpp/bin/llama-perplexity"
 [ -x "$llama_ppl" ] || { echo "SKIP (llama.cpp checks only): $llama_ppl not found"; llama_ppl=; }

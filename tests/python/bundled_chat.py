@@ -8,7 +8,7 @@ usage: bundled_chat.py TOY MODEL
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
 from helpers import Server  # noqa: E402
 
 PROMPTS = ["Who made the heaven and the earth?", "Tell me of Moses.", "What is love?", "Hello", "Sing a psalm.",

@@ -21,7 +21,7 @@ import sys
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
 from helpers import GGUF  # noqa: E402
 
 torch.set_default_dtype(torch.float64)

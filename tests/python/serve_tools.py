@@ -20,7 +20,7 @@ import sys
 
 import jsonschema
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
 from helpers import Server  # noqa: E402
 
 TOY, FIXTURES = sys.argv[1], sys.argv[2]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Differential tokenizer test: toy's token ids against llama.cpp's llama-tokenize.
 
-    python3 tests/tokenizer_diff.py TOY [--count N] [--seed S] [--vocab FILE]... [--show K]
+    python3 tests/python/tokenizer_diff.py TOY [--count N] [--seed S] [--vocab FILE]... [--show K]
                                         [--jobs J] [--dump]
 
 Generates N strings (default 400) from seed S (default 1): Latin with accents both
@@ -37,11 +37,11 @@ skipped (the note says how many) if it starts with '-', which toy would read as 
 Environment: TOY_FIXTURES (default ../shared/fixtures beside the source tree) and
 TOY_LLAMA_CPP (default ../shared/llama.cpp, with bin/llama-tokenize and its libraries).
 
-ctest runs this through tests/cli_tokenizer_diff.sh with a few hundred strings per
+ctest runs this through tests/cli/cli_tokenizer_diff.sh with a few hundred strings per
 vocabulary; for a long run from the source tree:
 
-    python3 tests/tokenizer_diff.py build/toy --count 5000
-    python3 tests/tokenizer_diff.py build/toy --count 20000 --seed 7 \\
+    python3 tests/python/tokenizer_diff.py build/toy --count 5000
+    python3 tests/python/tokenizer_diff.py build/toy --count 20000 --seed 7 \\
         --vocab ../shared/fixtures/vocab/ggml-vocab-bert-bge.gguf
 """
 import argparse

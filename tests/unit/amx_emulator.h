@@ -1,6 +1,6 @@
 /* amx_emulator.h — the AMX tile instructions that packed_amx.c uses, modelled in C, so
  * that its products run and are checked against the scalar reference (test_packed) on
- * CPUs without AMX. Included before packed_amx.c (tests/amx_emulated.c), it replaces
+ * CPUs without AMX. Included before packed_amx.c (tests/unit/amx_emulated.c), it replaces
  * the intrinsics with these functions and renames the kernels' entry point.
  *
  * The model follows the instruction definitions (Intel SDM, "Intel AMX"): LDTILECFG

@@ -15,29 +15,29 @@
 
 /* the targets in one program, under names of their own */
 #define LLVMFuzzerTestOneInput fuzz_gguf_input
-#include "../fuzz/fuzz_gguf.c"
+#include "../../fuzz/fuzz_gguf.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_request_input
 #define LLVMFuzzerInitialize fuzz_request_init
-#include "../fuzz/fuzz_request.c"
+#include "../../fuzz/fuzz_request.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #define LLVMFuzzerTestOneInput fuzz_tokenizer_input
 #define LLVMFuzzerInitialize fuzz_tokenizer_init
-#include "../fuzz/fuzz_tokenizer.c"
+#include "../../fuzz/fuzz_tokenizer.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #define LLVMFuzzerTestOneInput fuzz_chat_template_input
-#include "../fuzz/fuzz_chat_template.c"
+#include "../../fuzz/fuzz_chat_template.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_train_data_input
 #define LLVMFuzzerInitialize fuzz_train_data_init
-#include "../fuzz/fuzz_train_data.c"
+#include "../../fuzz/fuzz_train_data.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #define LLVMFuzzerTestOneInput fuzz_grammar_input
 #define LLVMFuzzerInitialize fuzz_grammar_init
-#include "../fuzz/fuzz_grammar.c"
+#include "../../fuzz/fuzz_grammar.c"
 #undef LLVMFuzzerTestOneInput
 #undef LLVMFuzzerInitialize
 #include "test.h"

@@ -9,7 +9,7 @@
  * Modes:
  *   test_gguf_malformed                       run the tests
  *   test_gguf_malformed DIR                   write the malformed files into DIR (for
- *   test_gguf_malformed --write-malformed DIR   tests/cli_malformed.sh) and exit
+ *   test_gguf_malformed --write-malformed DIR   tests/cli/cli_malformed.sh) and exit
  *   test_gguf_malformed --write-seeds DIR     write the fuzz seed corpus into DIR
  */
 #include <ctype.h>

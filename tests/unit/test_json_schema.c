@@ -6,7 +6,7 @@
  * compiles with toy_grammar_new. A second table: JSON texts each schema's grammar must
  * accept and ones it must refuse (toy_grammar_accepts).
  *
- * The binary is also the driver of tests/json_schema_check.py (cli_json_schema.sh):
+ * The binary is also the driver of tests/python/json_schema_check.py (cli_json_schema.sh):
  *   test_json_schema --gbnf [--strict]   schema on stdin, grammar on stdout
  *   test_json_schema --has-engine        exit 0 when toy's grammar engine is linked in
  *   test_json_schema --accepts           stdin: grammar \0 text \0 text ...; one 1 or 0 a text */

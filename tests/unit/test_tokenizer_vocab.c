@@ -236,7 +236,7 @@ static void test_vocab_file(const char *dir, const char *name) {
     free(out);
 }
 
-/* Strings on which toy and llama.cpp once differed (tests/tokenizer_diff.py found them),
+/* Strings on which toy and llama.cpp once differed (tests/python/tokenizer_diff.py found them),
  * with llama.cpp's ids (add_special and parse_special off). */
 static const struct {
     const char *vocab, *text;
