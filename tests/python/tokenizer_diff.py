@@ -61,7 +61,7 @@ import threading
 import time
 import unicodedata
 
-SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/python/ -> the source tree
 
 # ---------------------------------------------------------------- GGUF metadata
 
