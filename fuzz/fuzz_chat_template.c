@@ -10,7 +10,7 @@
  * text; a prompt is a NUL-terminated string that holds every user message's content
  * (spaces at its ends aside, which some templates trim).
  *
- * tests/test_fuzz_corpus.c includes this file to run the target over
+ * tests/unit/test_fuzz_corpus.c includes this file to run the target over
  * fuzz/corpus_chat_template.
  */
 #include <ctype.h>

@@ -7,7 +7,7 @@
  * walk checks the promises an accepted file makes (tensor data inside the buffer,
  * aligned, sized by its shape) and traps when one is broken.
  *
- * tests/test_fuzz_corpus.c includes this file to run the same walk over fuzz/corpus.
+ * tests/unit/test_fuzz_corpus.c includes this file to run the same walk over fuzz/corpus.
  */
 #include <stdbool.h>
 #include <stdint.h>

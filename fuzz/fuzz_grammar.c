@@ -11,7 +11,7 @@
  * token is one the token-by-token reference allows and accepting it succeeds, and the
  * mask is the same when asked again.
  *
- * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_grammar.
+ * tests/unit/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_grammar.
  */
 #include <stdbool.h>
 #include <stdint.h>

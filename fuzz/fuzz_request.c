@@ -13,7 +13,7 @@
  * wedged the queue); an embeddings request has 1..EMB_MAX_INPUTS inputs of 1..n_ctx tokens
  * each, inside the vocabulary; an error is a 4xx/5xx with a one-line message.
  *
- * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_request.
+ * tests/unit/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_request.
  */
 #include <stdbool.h>
 #include <stdint.h>

@@ -12,7 +12,7 @@
  *   - with a byte-level BPE vocabulary that does not clean up spaces, no special tokens
  *     and valid UTF-8, the text comes back byte for byte, as it does from llama.cpp.
  *
- * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_tokenizer.
+ * tests/unit/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_tokenizer.
  */
 #include <stdbool.h>
 #include <stdint.h>

@@ -9,7 +9,7 @@
  * the vocabulary, whose loss mask is 0 or 1 and counted right, and whose windows give
  * inputs and targets in range.
  *
- * tests/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_train_data.
+ * tests/unit/test_fuzz_corpus.c includes this file to run the target over fuzz/corpus_train_data.
  */
 #include <stdbool.h>
 #include <stdint.h>

@@ -14,7 +14,7 @@ scripts/gen-unicode-data.py builds its src/unicode-data.cpp:
 The version must be the one of the llama.cpp build that toy is compared with: its
 unicode-data.cpp (Unicode 15.1.0 in the reference build of ../shared/llama.cpp) decides
 \\p{L}, \\p{N}, ... in every pre-tokenizer and the word splits of WordPiece;
-tests/tokenizer_diff.py shows any difference."""
+tests/python/tokenizer_diff.py shows any difference."""
 import sys
 import unicodedata
 

@@ -1,7 +1,7 @@
 """The Python bindings against the command line: the same token ids, the same logits bit
 for bit, the same generated text; errors as ToyError with toy's message; training.
 
-Run by tests/cli_python.sh with TOY (the toy binary) and TOY_MODEL (a model) set."""
+Run by tests/cli/cli_python.sh with TOY (the toy binary) and TOY_MODEL (a model) set."""
 
 import ctypes
 import os
@@ -58,7 +58,7 @@ class TestBindings(unittest.TestCase):
         self.assertEqual(gp.max_tokens, -1)
         ip = toy._init(toy._lib.InitParams, toy._c.toy_init_params_init)
         self.assertEqual(ip.seed, 42)
-        # and the sizes, where the C compiler says them (tests/cli_python.sh)
+        # and the sizes, where the C compiler says them (tests/cli/cli_python.sh)
         sizes = os.environ.get("TOY_STRUCT_SIZES")
         if sizes:
             for item in sizes.split():

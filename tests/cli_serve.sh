@@ -1,8 +1,0 @@
-#!/usr/bin/env bash
-# toy serve over HTTP (tests/serve_test.py, standard-library Python): the same tokens as
-# toy run alone and under concurrency, chat, n, stop, logprobs, usage, the bad-request
-# statuses, a client leaving mid-stream, a full queue, the API key, SIGTERM.
-set -u
-toy="$1"
-here="$(dirname "$0")"
-exec python3 "$here/serve_test.py" "$toy" "$TOY_SOURCE_DIR/models/toy-kjv.gguf"

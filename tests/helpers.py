@@ -1,0 +1,211 @@
+"""Shared helpers of the Python tests and of the command tests' Python snippets: reading
+GGUF files (independently of toy's C reader), llama.cpp's reference files, perplexity
+outputs and training logs; comparing figures within a tolerance; a toy serve on a free
+port. Imported by the tests (sys.path gets tests/), or run from a shell test:
+
+    python3 "$py" close A B TOL [LABEL]    exit 0 when |A / B - 1| < TOL
+    python3 "$py" ratio A B                A / B
+    python3 "$py" ppl FILE                 the final PPL of toy's or llama.cpp's perplexity output
+    python3 "$py" first-last CSV           "FIRST LAST": the first and last loss of a training log
+    python3 "$py" loss-fell CSV MARGIN     the same; exit 0 when LAST < FIRST - MARGIN
+    python3 "$py" ref-json REF.gguf        llama.cpp's reference (prompt, tokens, offsets) as JSON
+    python3 "$py" ref-tokens REF.gguf      its tokens, comma-separated
+    python3 "$py" json FILE KEY            a field of a JSON file (a list comma-separated)
+    python3 "$py" matrix-types             the types of the matrices of `toy info --json` (stdin)
+    python3 "$py" free-port                a TCP port free on 127.0.0.1
+"""
+import csv
+import http.client
+import json
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+
+# ---------------------------------------------------------------- GGUF
+
+
+_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+class GGUF:
+    """A GGUF file: the metadata as Python values (strings as bytes), and each tensor's
+    dimensions, type and absolute byte offset in the file (GGUF's ne order:
+    fastest-varying first)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.data = data = open(path, "rb").read()
+        if data[:4] != b"GGUF":
+            raise ValueError(f"{path}: not a GGUF file")
+        self.pos = 4
+        self.version = self._take("I")
+        n_tensors, n_kv = self._take("Q"), self._take("Q")
+        self.kv = {}
+        for _ in range(n_kv):
+            key = self._string().decode()
+            self.kv[key] = self._value(self._take("I"))
+        infos = []
+        for _ in range(n_tensors):
+            name = self._string().decode()
+            ne = [self._take("Q") for _ in range(self._take("I"))]
+            infos.append((name, ne, self._take("I"), self._take("Q")))
+        align = self.kv.get("general.alignment", 32)
+        start = (self.pos + align - 1) // align * align
+        self.tensors = {name: (ne, typ, start + off) for name, ne, typ, off in infos}
+
+    def _take(self, fmt):
+        v = struct.unpack_from("<" + fmt, self.data, self.pos)
+        self.pos += struct.calcsize("<" + fmt)
+        return v[0]
+
+    def _string(self):
+        n = self._take("Q")
+        s = self.data[self.pos:self.pos + n]
+        self.pos += n
+        return s
+
+    def _value(self, t):
+        if t == 8:
+            return self._string()
+        if t == 9:
+            et, n = self._take("I"), self._take("Q")
+            return [self._value(et) for _ in range(n)]
+        return self._take(_SCALARS[t])
+
+
+def ref_tokens(g):
+    """The tokens of a fixture's .ref.gguf (a GGUF): llama.cpp's reference run."""
+    ne, typ, off = g.tensors["ref.tokens"]
+    return list(struct.unpack_from("<%di" % ne[0], g.data, off))
+
+
+def ref_info(path):
+    """A fixture's .ref.gguf (llama.cpp's reference run): the prompt, its tokens, how many
+    of them are the prompt, the vocabulary size and the offsets of the logits tensors."""
+    g = GGUF(path)
+    kv, t = g.kv, {name: (ne, off) for name, (ne, typ, off) in g.tensors.items()}
+    tokens = ref_tokens(g)
+    return {"prompt": kv["ref.prompt"].decode("utf-8"), "n_prompt": kv["ref.n_prompt"], "tokens": tokens,
+            "logits_off": t["ref.logits"][1], "seq_off": t["ref.logits_seq"][1],
+            "margin_off": t["ref.margin"][1], "n_vocab": t["ref.logits"][0][0]}
+
+
+# ---------------------------------------------------------------- outputs and logs
+
+
+class Perplexity:
+    """toy perplexity's or llama-perplexity's output: the running figures ("[i]x,") and
+    the final estimate ("Final estimate: PPL = x +/- y")."""
+
+    def __init__(self, text):
+        self.running = [float(x) for x in re.findall(r"\[\d+\](\d+\.\d+),", text)]
+        m = re.search(r"Final estimate: PPL = (\S+) \+/- (\S+)", text)
+        if not m:
+            raise ValueError(f"no final estimate in {text[-300:]!r}")
+        self.ppl, self.err = float(m.group(1)), float(m.group(2))
+        self.ppl_text = m.group(1)
+
+
+def perplexity(path):
+    return Perplexity(open(path, errors="replace").read())
+
+
+def losses(path):
+    """The loss column of a training log (toy train's CSV), as printed."""
+    return [r["loss"] for r in csv.DictReader(open(path))]
+
+
+def close(a, b, tol):
+    """a and b agree to a relative tolerance (|a / b - 1| < tol)."""
+    return abs(a / b - 1) < tol
+
+
+# ---------------------------------------------------------------- toy serve
+
+
+class Server:
+    """A toy serve process: started on a free port, requests whole or streamed, stopped
+    with SIGTERM."""
+
+    def __init__(self, toy, model, *args):
+        self.proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
+                                     stderr=subprocess.PIPE, text=True)
+        line = self.proc.stderr.readline()
+        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not m:
+            raise SystemExit(f"toy serve did not start: {line}{self.proc.stderr.read()}")
+        self.port = int(m.group(1))
+        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+
+    def post(self, body, path="/v1/chat/completions"):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        text = r.read().decode()
+        c.close()
+        return r.status, json.loads(text)
+
+    def stream(self, body, path="/v1/chat/completions"):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)
+        c.request("POST", path, body=json.dumps(dict(body, stream=True)), headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        data = r.read().decode()
+        c.close()
+        events = [json.loads(e[6:]) for e in data.split("\n\n") if e.startswith("data: {")]
+        return r.status, events
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _main(argv):
+    cmd, args = argv[0], argv[1:]
+    if cmd == "close":
+        a, b, tol = map(float, args[:3])
+        if len(args) > 3:
+            print(f"  {args[3]}: {a:.4f} against {b:.4f}, ratio - 1 = {a / b - 1:+.2e} (tolerance {tol:g})")
+        return 0 if close(a, b, tol) else 1
+    if cmd == "ratio":
+        print(float(args[0]) / float(args[1]))
+    elif cmd == "ppl":
+        print(perplexity(args[0]).ppl_text)
+    elif cmd in ("first-last", "loss-fell"):
+        loss = losses(args[0])
+        print(loss[0], loss[-1])
+        if cmd == "loss-fell":
+            return 0 if float(loss[-1]) < float(loss[0]) - float(args[1]) else 1
+    elif cmd == "ref-json":
+        json.dump(ref_info(args[0]), sys.stdout)
+    elif cmd == "ref-tokens":
+        print(",".join(map(str, ref_tokens(GGUF(args[0])))))
+    elif cmd == "json":
+        v = json.load(open(args[0]))[args[1]]
+        print(",".join(map(str, v)) if isinstance(v, list) else v)
+    elif cmd == "matrix-types":
+        print(" ".join(sorted({t["type"] for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2})))
+    elif cmd == "free-port":
+        print(free_port())
+    else:
+        print(f"helpers.py: unknown command {cmd}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
