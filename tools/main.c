@@ -1,4 +1,5 @@
-/* toy.c — the toy command: dispatches to a subcommand. */
+/* main.c — the toy command: dispatches to a subcommand, and the helpers that the
+ * subcommands share (commands.h). */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
