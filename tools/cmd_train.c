@@ -120,21 +120,6 @@ static void show_progress(void *user, const toy_train_progress *p) {
 
 /* ---------------------------------------------------------------- options */
 
-static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
-    char *end;
-    if (!v) {
-        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
-        return false;
-    }
-    const double x = strtod(v, &end);
-    if (*v == 0 || *end || !isfinite(x)) {
-        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, v);
-        return false;
-    }
-    *out = (float)x;
-    return true;
-}
-
 static bool parse_i64_arg(const char *cmd, const char *flag, const char *v, int64_t *out) {
     int x;
     if (!parse_int_arg(cmd, flag, v, 0, 2000000000, &x)) return false;

@@ -52,21 +52,6 @@ void gen_options_default(gen_options *o) {
     o->cache_type_k = o->cache_type_v = TOY_TYPE_F32;
 }
 
-static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
-    char *end;
-    if (!v) {
-        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
-        return false;
-    }
-    float x = strtof(v, &end);
-    if (*v == 0 || *end != 0 || !isfinite(x)) {
-        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, v);
-        return false;
-    }
-    *out = x;
-    return true;
-}
-
 /* TOKEN+BIAS or TOKEN-BIAS, as llama.cpp's --logit-bias: "15043+1", "15043-inf" */
 static bool parse_logit_bias(const char *cmd, const char *v, gen_options *o) {
     if (!v) {
