@@ -24,15 +24,17 @@ static const char *const cka_usage =
 
 typedef struct {
     const char *paths[2], *data;
-    int n_tokens, window, n_threads;
-    bool json, no_mmap;
+    model_options model; /* -t and --no-mmap (-m is given twice) */
+    int n_tokens, window;
+    bool json;
 } cka_options;
 
 static int parse_cka_options(int argc, char **argv, cka_options *o) {
-    *o = (cka_options){.n_tokens = 512, .window = 512, .n_threads = default_threads()};
+    *o = (cka_options){.model = {.n_threads = default_threads()}, .n_tokens = 512, .window = 512};
     int n_models = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(cka_usage, stdout);
             return 0;
@@ -44,12 +46,10 @@ static int parse_cka_options(int argc, char **argv, cka_options *o) {
             o->paths[n_models++] = argv[++i];
         } else if (!strcmp(a, "--data") && v) {
             o->data = argv[++i];
-        } else if (!strcmp(a, "--no-mmap")) {
-            o->no_mmap = true;
-        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window") || !strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            int *dst = !strcmp(a, "--tokens") ? &o->n_tokens : !strcmp(a, "--window") ? &o->window : &o->n_threads;
-            if (!parse_int_arg("cka", a, v, dst == &o->n_threads ? 1 : 2, dst == &o->n_threads ? 256 : 1 << 20, dst))
-                return 2;
+        } else if ((r = parse_model_option("cka", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
+        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window")) {
+            if (!parse_int_arg("cka", a, v, 2, 1 << 20, !strcmp(a, "--tokens") ? &o->n_tokens : &o->window)) return 2;
             i++;
         } else if (!strcmp(a, "--json")) {
             o->json = true;
@@ -71,7 +71,7 @@ static int run_cka(const cka_options *o) {
     int32_t *tokens = NULL;
     double *cka = NULL;
     for (int k = 0; k < 2; k++)
-        if (!load_model("cka", o->paths[k], o->no_mmap, &m[k])) goto done;
+        if (!load_model("cka", o->paths[k], o->model.no_mmap, &m[k])) goto done;
     size_t len = 0;
     if (!(text = read_text_file("cka", o->data, &len))) goto done;
     int32_t need = 0;
@@ -84,7 +84,7 @@ static int run_cka(const cka_options *o) {
         goto done;
     }
     int la, lb;
-    if (toy_cka_models(m[0], m[1], tokens, o->n_tokens, o->window, o->n_threads, &cka, &la, &lb)) {
+    if (toy_cka_models(m[0], m[1], tokens, o->n_tokens, o->window, o->model.n_threads, &cka, &la, &lb)) {
         fprintf(stderr, "toy cka: %s\n", toy_last_error());
         goto done;
     }
