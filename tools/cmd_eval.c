@@ -29,7 +29,8 @@ static const char *const eval_usage =
 
 typedef struct {
     model_options model;
-    const char *tokens, *out;
+    const char *token_list, *out;
+    int32_t *tokens, n_tokens; /* --tokens, malloc'd: run_eval frees them */
     bool seq; /* --mode seq: one token at a time */
     int cache_k, cache_v;
     lora_options lora;
@@ -49,7 +50,7 @@ static int parse_eval_options(int argc, char **argv, eval_options *o) {
                    (r = parse_model_option("eval", argc, argv, &i, &o->model))) {
             if (r < 0) return 2;
         } else if (!strcmp(a, "--tokens") && next) {
-            o->tokens = argv[++i];
+            o->token_list = argv[++i];
         } else if (!strcmp(a, "--dump-logits") && next) {
             o->out = argv[++i];
         } else if (!strcmp(a, "--mode") && next) {
@@ -61,7 +62,7 @@ static int parse_eval_options(int argc, char **argv, eval_options *o) {
             return unknown_option("eval", a);
         }
     }
-    if (!o->model.path || !o->tokens || !o->out) {
+    if (!o->model.path || !o->token_list || !o->out) {
         fprintf(stderr, "toy eval: needs -m MODEL, --tokens and --dump-logits (see toy eval --help)\n");
         return 2;
     }
@@ -70,14 +71,12 @@ static int parse_eval_options(int argc, char **argv, eval_options *o) {
         fprintf(stderr, "toy eval: --mode must be batch or seq, got '%s'\n", mode);
         return 2;
     }
-    return GO_ON;
+    o->tokens = parse_token_list("eval", o->token_list, &o->n_tokens);
+    return o->tokens ? GO_ON : 2;
 }
 
 static int run_eval(eval_options *o) {
-    int32_t n = 0;
-    int32_t *tokens = parse_token_list("eval", o->tokens, &n);
-    if (!tokens) return 2;
-
+    int32_t *tokens = o->tokens, n = o->n_tokens;
     int rc = 1;
     toy_model *m = NULL;
     toy_context *ctx = NULL;

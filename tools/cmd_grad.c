@@ -26,7 +26,8 @@ static const char *const grad_usage =
 
 typedef struct {
     model_options model;
-    const char *lora, *tokens, *out;
+    const char *lora, *token_list, *out;
+    int32_t *tokens, n_tokens; /* --tokens, malloc'd: run_grad frees them */
 } grad_options;
 
 static int parse_grad_options(int argc, char **argv, grad_options *o) {
@@ -42,24 +43,23 @@ static int parse_grad_options(int argc, char **argv, grad_options *o) {
         } else if (!strcmp(a, "--lora") && next) {
             o->lora = argv[++i];
         } else if (!strcmp(a, "--tokens") && next) {
-            o->tokens = argv[++i];
+            o->token_list = argv[++i];
         } else if (!strcmp(a, "--out") && next) {
             o->out = argv[++i];
         } else {
             return unknown_option("grad", a);
         }
     }
-    if (!o->model.path || !o->tokens || !o->out) {
+    if (!o->model.path || !o->token_list || !o->out) {
         fprintf(stderr, "toy grad: needs -m MODEL, --tokens and --out (see toy grad --help)\n");
         return 2;
     }
-    return GO_ON;
+    o->tokens = parse_token_list("grad", o->token_list, &o->n_tokens);
+    return o->tokens ? GO_ON : 2;
 }
 
-static int run_grad(const grad_options *o) {
-    int32_t n = 0;
-    int32_t *tokens = parse_token_list("grad", o->tokens, &n);
-    if (!tokens) return 2;
+static int run_grad(grad_options *o) {
+    int32_t *tokens = o->tokens, n = o->n_tokens;
     double loss;
     toy_model *m = NULL;
     if (!load_model("grad", o->model.path, o->model.no_mmap, &m)) {
