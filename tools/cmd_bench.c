@@ -188,13 +188,19 @@ static bool run_tokens(toy_context *ctx, int32_t n, int32_t pos0, int32_t n_voca
     return true;
 }
 
-int cmd_bench(int argc, char **argv) {
-    const char *model_path = NULL;
-    int n_prompt = 512, n_gen = 128, n_threads = default_threads(), reps = 5;
-    bool json = false, mlock_weights = false, no_mmap = false;
-    int cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32;
+typedef struct {
+    model_options model;
+    int n_prompt, n_gen, reps;
+    bool json, mlock;
+    int cache_k, cache_v;
+} bench_options;
+
+static int parse_bench_options(int argc, char **argv, bench_options *o) {
+    *o = (bench_options){.model = {.n_threads = default_threads()}, .n_prompt = 512, .n_gen = 128, .reps = 5,
+                         .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             printf("usage: toy bench -m MODEL [-p 512] [-n 128] [-t N] [-r REPS] [--json] [--mlock]\n"
                    "\n"
@@ -215,47 +221,43 @@ int cmd_bench(int argc, char **argv) {
                    "  --cache-type-v T\n"
                    "  -h, --help         this message\n");
             return 0;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
-            model_path = argv[++i];
-        } else if (!strcmp(a, "-p")) {
-            if (!parse_int_arg("bench", a, v, 0, 1 << 16, &n_prompt)) return 2;
-            i++;
-        } else if (!strcmp(a, "-n")) {
-            if (!parse_int_arg("bench", a, v, 0, 1 << 16, &n_gen)) return 2;
-            i++;
-        } else if (!strcmp(a, "--no-mmap")) {
-            no_mmap = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg("bench", a, v, 1, 256, &n_threads)) return 2;
+        } else if ((r = parse_model_option("bench", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "-n")) {
+            if (!parse_int_arg("bench", a, v, 0, 1 << 16, a[1] == 'p' ? &o->n_prompt : &o->n_gen)) return 2;
             i++;
         } else if (!strcmp(a, "-r") || !strcmp(a, "--reps")) {
-            if (!parse_int_arg("bench", a, v, 1, 1000, &reps)) return 2;
+            if (!parse_int_arg("bench", a, v, 1, 1000, &o->reps)) return 2;
             i++;
         } else if (!strcmp(a, "--json")) {
-            json = true;
+            o->json = true;
         } else if (!strcmp(a, "--mlock")) {
-            mlock_weights = true;
+            o->mlock = true;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
-            if (!parse_cache_type("bench", a, v, a[13] == 'k' ? &cache_k : &cache_v)) return 2;
+            if (!parse_cache_type("bench", a, v, a[13] == 'k' ? &o->cache_k : &o->cache_v)) return 2;
             i++;
         } else {
-            fprintf(stderr, "toy bench: unknown or incomplete option '%s' (see toy bench --help)\n", a);
-            return 2;
+            return unknown_option("bench", a);
         }
     }
-    if (!model_path) {
+    if (!o->model.path) {
         fprintf(stderr, "toy bench: no model given (-m MODEL)\n");
         return 2;
     }
+    return GO_ON;
+}
+
+static int run_bench(const bench_options *o) {
+    const int n_prompt = o->n_prompt, n_gen = o->n_gen, n_threads = o->model.n_threads, reps = o->reps;
     toy_model *m;
-    if (!load_model("bench", model_path, no_mmap, &m)) return 1;
-    if (mlock_weights && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
+    if (!load_model("bench", o->model.path, o->model.no_mmap, &m)) return 1;
+    if (o->mlock && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = n_prompt + n_gen + 1;
     cp.n_batch = n_prompt > 0 && n_prompt < 512 ? n_prompt : 512;
     cp.n_threads = n_threads;
-    cp.cache_type_k = cache_k;
-    cp.cache_type_v = cache_v;
+    cp.cache_type_k = o->cache_k;
+    cp.cache_type_v = o->cache_v;
     toy_context *ctx;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy bench: %s\n", toy_last_error());
@@ -314,9 +316,9 @@ int cmd_bench(int argc, char **argv) {
                  ftype_name ? ftype_name : "?");
         int llc_level;
         const uint64_t llc = last_level_cache(&llc_level);
-        if (json) {
+        if (o->json) {
             printf("{\"model\": ");
-            print_json_string(stdout, model_path, strlen(model_path));
+            print_json_string(stdout, o->model.path, strlen(o->model.path));
             printf(", \"model_type\": ");
             print_json_string(stdout, model_type, strlen(model_type));
             printf(", \"isa\": \"%s\"", toy_kernel_isa());
@@ -327,7 +329,7 @@ int cmd_bench(int argc, char **argv) {
                    n_threads, n_prompt, n_gen, reps, pp_med, tg_med, (unsigned long long)bytes,
                    bw / 1e9, roof, (unsigned long long)llc, (long long)ru.ru_maxrss * 1024);
         } else {
-            printf("model             %s (%s)\n", model_path, model_type);
+            printf("model             %s (%s)\n", o->model.path, model_type);
             printf("threads           %d (kernels: %s)\n", n_threads, toy_kernel_isa());
             if (n_prompt) printf("prompt            %.2f tokens/s (median of %d, %d tokens)\n", pp_med, reps, n_prompt);
             if (n_gen) printf("generation        %.2f tokens/s (median of %d, %d tokens)\n", tg_med, reps, n_gen);
@@ -350,4 +352,10 @@ int cmd_bench(int argc, char **argv) {
     toy_context_free(ctx);
     toy_model_free(m);
     return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_options o;
+    const int rc = parse_bench_options(argc, argv, &o);
+    return rc == GO_ON ? run_bench(&o) : rc;
 }

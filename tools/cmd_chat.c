@@ -58,10 +58,14 @@ static const char *choose_template(const char *flag, const toy_model *m) {
     return f;
 }
 
-int cmd_chat(int argc, char **argv) {
-    gen_options o;
-    gen_options_default(&o);
-    const char *system = NULL, *template_flag = NULL;
+typedef struct {
+    gen_options gen;
+    const char *system, *template_flag;
+} chat_options;
+
+static int parse_chat_options(int argc, char **argv, chat_options *o) {
+    *o = (chat_options){0};
+    gen_options_default(&o->gen);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -71,22 +75,24 @@ int cmd_chat(int argc, char **argv) {
             fputs("  -h, --help              this message\n", stdout);
             return 0;
         }
-        int r = gen_parse_option("chat", argc, argv, &i, &o);
+        int r = gen_parse_option("chat", argc, argv, &i, &o->gen);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "--system") && i + 1 < argc) {
-            system = argv[++i];
+            o->system = argv[++i];
         } else if (!strcmp(a, "--chat-template") && i + 1 < argc) {
-            template_flag = argv[++i];
+            o->template_flag = argv[++i];
         } else {
-            fprintf(stderr, "toy chat: unknown or incomplete option '%s' (see toy chat --help)\n", a);
-            return 2;
+            return unknown_option("chat", a);
         }
     }
-    if (!gen_options_check("chat", &o)) return 2;
+    return gen_options_check("chat", &o->gen) ? GO_ON : 2;
+}
+
+static int run_chat(const chat_options *o) {
     gen_session s;
-    if (!gen_session_open(&s, "chat", &o)) return 1;
-    const char *family = choose_template(template_flag, s.model);
+    if (!gen_session_open(&s, "chat", &o->gen)) return 1;
+    const char *family = choose_template(o->template_flag, s.model);
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
@@ -94,7 +100,7 @@ int cmd_chat(int argc, char **argv) {
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C ends a blocking read too */
 
     conversation conv = {0};
-    if (system) add_message(&conv, "system", strdup(system));
+    if (o->system) add_message(&conv, "system", strdup(o->system));
     using_history();
     int rc = 0;
     for (;;) {
@@ -155,4 +161,10 @@ int cmd_chat(int argc, char **argv) {
     free(conv.msgs);
     gen_session_close(&s);
     return rc;
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_options o;
+    const int rc = parse_chat_options(argc, argv, &o);
+    return rc == GO_ON ? run_chat(&o) : rc;
 }

@@ -22,12 +22,19 @@ static const char *const cka_usage =
     "  --json               {\"layers_a\", \"layers_b\", \"tokens\", \"cka\": [[...], ...]}\n"
     "  -h, --help           this message\n";
 
-int cmd_cka(int argc, char **argv) {
-    const char *paths[2] = {NULL, NULL}, *data = NULL;
-    int n_models = 0, n_tokens = 512, window = 512, n_threads = default_threads();
-    bool json = false, no_mmap = false;
+typedef struct {
+    const char *paths[2], *data;
+    model_options model; /* -t and --no-mmap (-m is given twice) */
+    int n_tokens, window;
+    bool json;
+} cka_options;
+
+static int parse_cka_options(int argc, char **argv, cka_options *o) {
+    *o = (cka_options){.model = {.n_threads = default_threads()}, .n_tokens = 512, .window = 512};
+    int n_models = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(cka_usage, stdout);
             return 0;
@@ -36,56 +43,57 @@ int cmd_cka(int argc, char **argv) {
                 fprintf(stderr, "toy cka: two models (-m A -m B), not more\n");
                 return 2;
             }
-            paths[n_models++] = argv[++i];
+            o->paths[n_models++] = argv[++i];
         } else if (!strcmp(a, "--data") && v) {
-            data = argv[++i];
-        } else if (!strcmp(a, "--no-mmap")) {
-            no_mmap = true;
-        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window") || !strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            int *dst = !strcmp(a, "--tokens") ? &n_tokens : !strcmp(a, "--window") ? &window : &n_threads;
-            if (!parse_int_arg("cka", a, v, dst == &n_threads ? 1 : 2, dst == &n_threads ? 256 : 1 << 20, dst))
-                return 2;
+            o->data = argv[++i];
+        } else if ((r = parse_model_option("cka", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
+        } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window")) {
+            if (!parse_int_arg("cka", a, v, 2, 1 << 20, !strcmp(a, "--tokens") ? &o->n_tokens : &o->window)) return 2;
             i++;
         } else if (!strcmp(a, "--json")) {
-            json = true;
+            o->json = true;
         } else {
-            fprintf(stderr, "toy cka: unknown or incomplete option '%s' (see toy cka --help)\n", a);
-            return 2;
+            return unknown_option("cka", a);
         }
     }
-    if (n_models != 2 || !data) {
+    if (n_models != 2 || !o->data) {
         fprintf(stderr, "toy cka: needs -m A -m B and --data FILE (see toy cka --help)\n");
         return 2;
     }
+    return GO_ON;
+}
+
+static int run_cka(const cka_options *o) {
     int rc = 1;
     toy_model *m[2] = {NULL, NULL};
     char *text = NULL;
     int32_t *tokens = NULL;
     double *cka = NULL;
     for (int k = 0; k < 2; k++)
-        if (!load_model("cka", paths[k], no_mmap, &m[k])) goto done;
+        if (!load_model("cka", o->paths[k], o->model.no_mmap, &m[k])) goto done;
     size_t len = 0;
-    if (!(text = read_text_file("cka", data, &len))) goto done;
+    if (!(text = read_text_file("cka", o->data, &len))) goto done;
     int32_t need = 0;
     if (toy_tokenize_alloc(toy_model_vocab(m[0]), text, len, true, false, &tokens, &need)) {
-        fprintf(stderr, "toy cka: %s: %s\n", data, toy_last_error());
+        fprintf(stderr, "toy cka: %s: %s\n", o->data, toy_last_error());
         goto done;
     }
-    if (need < n_tokens) {
-        fprintf(stderr, "toy cka: %s holds %d tokens, fewer than --tokens %d\n", data, need, n_tokens);
+    if (need < o->n_tokens) {
+        fprintf(stderr, "toy cka: %s holds %d tokens, fewer than --tokens %d\n", o->data, need, o->n_tokens);
         goto done;
     }
     int la, lb;
-    if (toy_cka_models(m[0], m[1], tokens, n_tokens, window, n_threads, &cka, &la, &lb)) {
+    if (toy_cka_models(m[0], m[1], tokens, o->n_tokens, o->window, o->model.n_threads, &cka, &la, &lb)) {
         fprintf(stderr, "toy cka: %s\n", toy_last_error());
         goto done;
     }
-    if (json) {
+    if (o->json) {
         printf("{\"model_a\": ");
-        print_json_string(stdout, paths[0], strlen(paths[0]));
+        print_json_string(stdout, o->paths[0], strlen(o->paths[0]));
         printf(", \"model_b\": ");
-        print_json_string(stdout, paths[1], strlen(paths[1]));
-        printf(", \"layers_a\": %d, \"layers_b\": %d, \"tokens\": %d, \"cka\": [", la, lb, n_tokens);
+        print_json_string(stdout, o->paths[1], strlen(o->paths[1]));
+        printf(", \"layers_a\": %d, \"layers_b\": %d, \"tokens\": %d, \"cka\": [", la, lb, o->n_tokens);
         for (int i = 0; i < la; i++) {
             printf("%s[", i ? ", " : "");
             for (int j = 0; j < lb; j++) printf("%s%.6f", j ? ", " : "", cka[i * lb + j]);
@@ -93,8 +101,8 @@ int cmd_cka(int argc, char **argv) {
         }
         printf("]}\n");
     } else {
-        printf("linear CKA over %d tokens: rows are the blocks of %s, columns those of %s\n", n_tokens, paths[0],
-               paths[1]);
+        printf("linear CKA over %d tokens: rows are the blocks of %s, columns those of %s\n", o->n_tokens, o->paths[0],
+               o->paths[1]);
         printf("     ");
         for (int j = 0; j < lb; j++) printf(" B%-4d", j);
         printf("\n");
@@ -112,4 +120,10 @@ done:
     toy_model_free(m[0]);
     toy_model_free(m[1]);
     return rc;
+}
+
+int cmd_cka(int argc, char **argv) {
+    cka_options o;
+    const int rc = parse_cka_options(argc, argv, &o);
+    return rc == GO_ON ? run_cka(&o) : rc;
 }

@@ -27,53 +27,56 @@ static const char *const eval_usage =
     "  --lora-scale S       the scale of the --lora before it (default 1)\n"
     "  -h, --help           this message\n";
 
-int cmd_eval(int argc, char **argv) {
-    const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *mode = "batch";
-    bool no_mmap = false;
-    int n_threads = default_threads(), cache_k = TOY_TYPE_F32, cache_v = TOY_TYPE_F32, lora_rc;
-    lora_options lora = {0};
+typedef struct {
+    model_options model;
+    const char *token_list, *out;
+    int32_t *tokens, n_tokens; /* --tokens, malloc'd: run_eval frees them */
+    bool seq; /* --mode seq: one token at a time */
+    int cache_k, cache_v;
+    lora_options lora;
+} eval_options;
+
+static int parse_eval_options(int argc, char **argv, eval_options *o) {
+    *o = (eval_options){.model = {.n_threads = default_threads()}, .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32};
+    const char *mode = "batch";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(eval_usage, stdout);
             return 0;
-        } else if ((lora_rc = lora_parse_option("eval", argc, argv, &i, &lora))) {
-            if (lora_rc < 0) return 2;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
-            model_path = argv[++i];
+        } else if ((r = lora_parse_option("eval", argc, argv, &i, &o->lora)) ||
+                   (r = parse_model_option("eval", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
         } else if (!strcmp(a, "--tokens") && next) {
-            tokens_arg = argv[++i];
+            o->token_list = argv[++i];
         } else if (!strcmp(a, "--dump-logits") && next) {
-            out_path = argv[++i];
+            o->out = argv[++i];
         } else if (!strcmp(a, "--mode") && next) {
             mode = argv[++i];
-        } else if (!strcmp(a, "--no-mmap")) {
-            no_mmap = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg("eval", a, next, 1, 256, &n_threads)) return 2;
-            i++;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
-            if (!parse_cache_type("eval", a, next, a[13] == 'k' ? &cache_k : &cache_v)) return 2;
+            if (!parse_cache_type("eval", a, next, a[13] == 'k' ? &o->cache_k : &o->cache_v)) return 2;
             i++;
         } else {
-            fprintf(stderr, "toy eval: unknown or incomplete option '%s' (see toy eval --help)\n", a);
-            return 2;
+            return unknown_option("eval", a);
         }
     }
-    if (!model_path || !tokens_arg || !out_path) {
+    if (!o->model.path || !o->token_list || !o->out) {
         fprintf(stderr, "toy eval: needs -m MODEL, --tokens and --dump-logits (see toy eval --help)\n");
         return 2;
     }
-    bool seq = !strcmp(mode, "seq");
-    if (!seq && strcmp(mode, "batch")) {
+    o->seq = !strcmp(mode, "seq");
+    if (!o->seq && strcmp(mode, "batch")) {
         fprintf(stderr, "toy eval: --mode must be batch or seq, got '%s'\n", mode);
         return 2;
     }
-    int32_t n = 0;
-    int32_t *tokens = parse_token_list("eval", tokens_arg, &n);
-    if (!tokens) return 2;
+    o->tokens = parse_token_list("eval", o->token_list, &o->n_tokens);
+    return o->tokens ? GO_ON : 2;
+}
 
+static int run_eval(eval_options *o) {
+    int32_t *tokens = o->tokens, n = o->n_tokens;
     int rc = 1;
     toy_model *m = NULL;
     toy_context *ctx = NULL;
@@ -82,32 +85,32 @@ int cmd_eval(int argc, char **argv) {
     int8_t *want = malloc((size_t)n);
     if (!pos || !seq_id || !want) goto done;
     for (int32_t i = 0; i < n; i++) pos[i] = i, want[i] = 1;
-    if (!load_model("eval", model_path, no_mmap, &m)) goto done;
+    if (!load_model("eval", o->model.path, o->model.no_mmap, &m)) goto done;
     const int32_t n_vocab = toy_model_n_vocab(m);
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] >= n_vocab) {
             fprintf(stderr, "toy eval: --tokens item %d (%d) is not a token id of %s (0..%d)\n",
-                    i + 1, tokens[i], model_path, n_vocab - 1);
+                    i + 1, tokens[i], o->model.path, n_vocab - 1);
             goto done;
         }
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = n;
-    cp.n_batch = seq ? 1 : n;
+    cp.n_batch = o->seq ? 1 : n;
     cp.n_outputs = cp.n_batch;
-    cp.n_threads = n_threads;
-    cp.cache_type_k = cache_k;
-    cp.cache_type_v = cache_v;
+    cp.n_threads = o->model.n_threads;
+    cp.cache_type_k = o->cache_k;
+    cp.cache_type_v = o->cache_v;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy eval: %s\n", toy_last_error());
         goto done;
     }
-    if (!lora_options_apply("eval", &lora, m, ctx)) goto done;
-    out = fopen(out_path, "wb");
+    if (!lora_options_apply("eval", &o->lora, m, ctx)) goto done;
+    out = fopen(o->out, "wb");
     if (!out) {
-        fprintf(stderr, "toy eval: %s: cannot open for writing: %s\n", out_path, strerror(errno));
+        fprintf(stderr, "toy eval: %s: cannot open for writing: %s\n", o->out, strerror(errno));
         goto done;
     }
-    int32_t step = seq ? 1 : n;
+    int32_t step = o->seq ? 1 : n;
     for (int32_t i = 0; i < n; i += step) {
         toy_batch b = {step, tokens + i, pos + i, seq_id + i, want};
         if (toy_decode(ctx, &b)) {
@@ -116,13 +119,13 @@ int cmd_eval(int argc, char **argv) {
         }
         for (int32_t j = 0; j < step; j++)
             if (fwrite(toy_get_logits(ctx, j), sizeof(float), (size_t)n_vocab, out) != (size_t)n_vocab) {
-                fprintf(stderr, "toy eval: %s: write failed\n", out_path);
+                fprintf(stderr, "toy eval: %s: write failed\n", o->out);
                 goto done;
             }
     }
     if (fclose(out) != 0) {
         out = NULL;
-        fprintf(stderr, "toy eval: %s: write failed\n", out_path);
+        fprintf(stderr, "toy eval: %s: write failed\n", o->out);
         goto done;
     }
     out = NULL;
@@ -130,11 +133,17 @@ int cmd_eval(int argc, char **argv) {
 done:
     if (out) fclose(out);
     toy_context_free(ctx);
-    lora_options_free(&lora);
+    lora_options_free(&o->lora);
     toy_model_free(m);
     free(tokens);
     free(pos);
     free(seq_id);
     free(want);
     return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    eval_options o;
+    const int rc = parse_eval_options(argc, argv, &o);
+    return rc == GO_ON ? run_eval(&o) : rc;
 }

@@ -24,57 +24,65 @@ static const char *const grad_usage =
     "  --no-mmap            read the model into memory instead of mapping it\n"
     "  -h, --help           this message\n";
 
-int cmd_grad(int argc, char **argv) {
-    const char *model_path = NULL, *tokens_arg = NULL, *out_path = NULL, *lora_path = NULL;
-    int n_threads = default_threads();
-    bool no_mmap = false;
+typedef struct {
+    model_options model;
+    const char *lora, *token_list, *out;
+    int32_t *tokens, n_tokens; /* --tokens, malloc'd: run_grad frees them */
+} grad_options;
+
+static int parse_grad_options(int argc, char **argv, grad_options *o) {
+    *o = (grad_options){.model = {.n_threads = default_threads()}};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(grad_usage, stdout);
             return 0;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
-            model_path = argv[++i];
+        } else if ((r = parse_model_option("grad", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
         } else if (!strcmp(a, "--lora") && next) {
-            lora_path = argv[++i];
+            o->lora = argv[++i];
         } else if (!strcmp(a, "--tokens") && next) {
-            tokens_arg = argv[++i];
+            o->token_list = argv[++i];
         } else if (!strcmp(a, "--out") && next) {
-            out_path = argv[++i];
-        } else if (!strcmp(a, "--no-mmap")) {
-            no_mmap = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg("grad", a, next, 1, 256, &n_threads)) return 2;
-            i++;
+            o->out = argv[++i];
         } else {
-            fprintf(stderr, "toy grad: unknown or incomplete option '%s' (see toy grad --help)\n", a);
-            return 2;
+            return unknown_option("grad", a);
         }
     }
-    if (!model_path || !tokens_arg || !out_path) {
+    if (!o->model.path || !o->token_list || !o->out) {
         fprintf(stderr, "toy grad: needs -m MODEL, --tokens and --out (see toy grad --help)\n");
         return 2;
     }
-    int32_t n = 0;
-    int32_t *tokens = parse_token_list("grad", tokens_arg, &n);
-    if (!tokens) return 2;
+    o->tokens = parse_token_list("grad", o->token_list, &o->n_tokens);
+    return o->tokens ? GO_ON : 2;
+}
+
+static int run_grad(grad_options *o) {
+    int32_t *tokens = o->tokens, n = o->n_tokens;
     double loss;
     toy_model *m = NULL;
-    if (!load_model("grad", model_path, no_mmap, &m)) {
+    if (!load_model("grad", o->model.path, o->model.no_mmap, &m)) {
         free(tokens);
         return 1;
     }
     toy_grad_params gp = toy_grad_default_params();
     gp.model = m;
-    gp.lora_path = lora_path;
-    gp.n_threads = n_threads;
-    toy_status st = toy_grad(&gp, tokens, n, out_path, &loss);
+    gp.lora_path = o->lora;
+    gp.n_threads = o->model.n_threads;
+    toy_status st = toy_grad(&gp, tokens, n, o->out, &loss);
     free(tokens);
     toy_model_free(m);
     if (st) {
         fprintf(stderr, "toy grad: %s\n", toy_last_error());
         return 1;
     }
-    printf("loss %.7f over %d predicted tokens; gradients written to %s\n", loss, n - 1, out_path);
+    printf("loss %.7f over %d predicted tokens; gradients written to %s\n", loss, n - 1, o->out);
     return 0;
+}
+
+int cmd_grad(int argc, char **argv) {
+    grad_options o;
+    const int rc = parse_grad_options(argc, argv, &o);
+    return rc == GO_ON ? run_grad(&o) : rc;
 }

@@ -359,38 +359,52 @@ static void info_json(const toy_gguf *g, const file_summary *s) {
     fputs(toy_gguf_n_tensors(g) ? "\n  ]\n}\n" : "]\n}\n", f);
 }
 
-int cmd_info(int argc, char **argv) {
-    const char *path = NULL;
-    bool json = false;
+typedef struct {
+    const char *path;
+    bool json;
+} info_options;
+
+static int parse_info_options(int argc, char **argv, info_options *o) {
+    *o = (info_options){0};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
             fputs(info_usage, stdout);
             return 0;
         } else if (strcmp(argv[i], "--json") == 0) {
-            json = true;
+            o->json = true;
         } else if (argv[i][0] == '-' && argv[i][1]) {
             fprintf(stderr, "toy info: unknown option '%s' (see toy info --help)\n", argv[i]);
             return 2;
-        } else if (!path) {
-            path = argv[i];
+        } else if (!o->path) {
+            o->path = argv[i];
         } else {
             fprintf(stderr, "toy info: more than one file given ('%s')\n", argv[i]);
             return 2;
         }
     }
-    if (!path) {
+    if (!o->path) {
         fprintf(stderr, "toy info: no file given (see toy info --help)\n");
         return 2;
     }
+    return GO_ON;
+}
+
+static int run_info(const info_options *o) {
     toy_gguf *g;
-    if (toy_gguf_open(path, &g) != TOY_OK) {
+    if (toy_gguf_open(o->path, &g) != TOY_OK) {
         fprintf(stderr, "toy info: %s\n", toy_last_error());
         return 1;
     }
     file_summary s;
     summarise(g, &s);
-    if (json) info_json(g, &s);
+    if (o->json) info_json(g, &s);
     else info_text(g, &s);
     toy_gguf_close(g);
     return 0;
+}
+
+int cmd_info(int argc, char **argv) {
+    info_options o;
+    const int rc = parse_info_options(argc, argv, &o);
+    return rc == GO_ON ? run_info(&o) : rc;
 }

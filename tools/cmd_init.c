@@ -14,11 +14,16 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
             name, toy_type_name(type_out), (double)bytes_out / 1024.0);
 }
 
-int cmd_init(int argc, char **argv) {
-    toy_init_params p = toy_init_default_params();
-    p.n_threads = default_threads();
-    p.progress = progress;
-    const char *out = NULL, *type = "F32";
+typedef struct {
+    toy_init_params params;
+    const char *out, *type;
+} init_options;
+
+static int parse_init_options(int argc, char **argv, init_options *o) {
+    *o = (init_options){.params = toy_init_default_params(), .type = "F32"};
+    toy_init_params *p = &o->params;
+    p->n_threads = default_threads();
+    p->progress = progress;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int shaped;
@@ -40,40 +45,50 @@ int cmd_init(int argc, char **argv) {
                    "  -t, --threads N        threads (default: the CPUs available)\n"
                    "  -h, --help             this message\n");
             return 0;
-        } else if ((shaped = parse_shape_option("init", argc, argv, &i, &p)) != 0) {
+        } else if ((shaped = parse_shape_option("init", argc, argv, &i, p)) != 0) {
             if (shaped < 0) return 2;
         } else if (!strcmp(a, "--out") && v) {
-            out = argv[++i];
+            o->out = argv[++i];
         } else if (!strcmp(a, "--type") && v) {
-            type = argv[++i];
+            o->type = argv[++i];
         } else if (!strcmp(a, "--seed") && v) {
             char *end;
-            p.seed = strtoull(argv[++i], &end, 10);
+            p->seed = strtoull(argv[++i], &end, 10);
             if (*end) {
                 fprintf(stderr, "toy init: --seed must be a non-negative integer\n");
                 return 2;
             }
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg("init", a, v, 1, 256, &p.n_threads)) return 2;
+            if (!parse_int_arg("init", a, v, 1, 256, &p->n_threads)) return 2;
             i++;
         } else {
-            fprintf(stderr, "toy init: unknown or incomplete option '%s' (see toy init --help)\n", a);
-            return 2;
+            return unknown_option("init", a);
         }
     }
-    if (!p.arch || !p.vocab_path || !out) {
+    if (!p->arch || !p->vocab_path || !o->out) {
         fprintf(stderr, "toy init: needs --arch, --preset (or the dimensions), --vocab-from and --out (see toy init --help)\n");
         return 2;
     }
-    p.ftype = toy_ftype_from_name(type);
-    if (p.ftype < 0) {
-        fprintf(stderr, "toy init: unknown type '%s' (see toy quantize --help)\n", type);
+    p->ftype = toy_ftype_from_name(o->type);
+    if (p->ftype < 0) {
+        fprintf(stderr, "toy init: unknown type '%s' (see toy quantize --help)\n", o->type);
         return 2;
     }
-    if (toy_init_model(&p, out)) {
+    return GO_ON;
+}
+
+static int run_init(const init_options *o) {
+    const toy_init_params *p = &o->params;
+    if (toy_init_model(p, o->out)) {
         fprintf(stderr, "toy init: %s\n", toy_last_error());
         return 1;
     }
-    fprintf(stderr, "toy init: wrote %s (%s, %s)\n", out, p.preset ? p.preset : p.name ? p.name : "custom", type);
+    fprintf(stderr, "toy init: wrote %s (%s, %s)\n", o->out, p->preset ? p->preset : p->name ? p->name : "custom", o->type);
     return 0;
+}
+
+int cmd_init(int argc, char **argv) {
+    init_options o;
+    const int rc = parse_init_options(argc, argv, &o);
+    return rc == GO_ON ? run_init(&o) : rc;
 }

@@ -66,57 +66,60 @@ static double token_nll(const float *logits, int32_t n_vocab, int32_t token) {
     return log(sum_exp) - ((double)logits[token] - max);
 }
 
-int cmd_perplexity(int argc, char **argv) {
-    const char *model_path = NULL, *text_path = NULL;
-    bool no_mmap = false;
+typedef struct {
+    model_options model;
+    const char *text_path;
+    int n_ctx, n_batch, max_chunks; /* max_chunks -1: all */
+    int cache_k, cache_v;
+    lora_options lora;
+} perplexity_options;
+
+static int parse_perplexity_options(int argc, char **argv, perplexity_options *o) {
     /* llama-perplexity's defaults: -c 512, -b 2048 */
-    int n_ctx = 512, n_batch = 2048, n_threads = default_threads(), max_chunks = -1;
-    int cache_k = TOY_TYPE_F16, cache_v = TOY_TYPE_F16, lora_rc;
-    lora_options lora = {0};
+    *o = (perplexity_options){.model = {.n_threads = default_threads()}, .n_ctx = 512, .n_batch = 2048,
+                              .max_chunks = -1, .cache_k = TOY_TYPE_F16, .cache_v = TOY_TYPE_F16};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(perplexity_usage, stdout);
             return 0;
-        } else if ((lora_rc = lora_parse_option("perplexity", argc, argv, &i, &lora))) {
-            if (lora_rc < 0) return 2;
-        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && next) {
-            model_path = argv[++i];
+        } else if ((r = lora_parse_option("perplexity", argc, argv, &i, &o->lora)) ||
+                   (r = parse_model_option("perplexity", argc, argv, &i, &o->model))) {
+            if (r < 0) return 2;
         } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && next) {
-            text_path = argv[++i];
+            o->text_path = argv[++i];
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) {
             /* 3 is the least window with a scored token: positions n_ctx/2 .. n_ctx-2 */
-            if (!parse_int_arg("perplexity", a, next, 3, 1 << 24, &n_ctx)) return 2;
+            if (!parse_int_arg("perplexity", a, next, 3, 1 << 24, &o->n_ctx)) return 2;
             i++;
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
-            if (!parse_int_arg("perplexity", a, next, 1, 1 << 16, &n_batch)) return 2;
-            i++;
-        } else if (!strcmp(a, "--no-mmap")) {
-            no_mmap = true;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg("perplexity", a, next, 1, 256, &n_threads)) return 2;
+            if (!parse_int_arg("perplexity", a, next, 1, 1 << 16, &o->n_batch)) return 2;
             i++;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
-            if (!parse_cache_type("perplexity", a, next, a[13] == 'k' ? &cache_k : &cache_v)) return 2;
+            if (!parse_cache_type("perplexity", a, next, a[13] == 'k' ? &o->cache_k : &o->cache_v)) return 2;
             i++;
         } else if (!strcmp(a, "--chunks")) {
-            if (!parse_int_arg("perplexity", a, next, -1, INT32_MAX, &max_chunks)) return 2;
-            if (max_chunks == 0) {
+            if (!parse_int_arg("perplexity", a, next, -1, INT32_MAX, &o->max_chunks)) return 2;
+            if (o->max_chunks == 0) {
                 fprintf(stderr, "toy perplexity: --chunks must be -1 (all) or at least 1, got '0'\n");
                 return 2;
             }
             i++;
         } else {
-            fprintf(stderr, "toy perplexity: unknown or incomplete option '%s' (see toy perplexity --help)\n", a);
-            return 2;
+            return unknown_option("perplexity", a);
         }
     }
-    if (!model_path || !text_path) {
+    if (!o->model.path || !o->text_path) {
         fprintf(stderr, "toy perplexity: needs -m MODEL and -f FILE (see toy perplexity --help)\n");
         return 2;
     }
+    return GO_ON;
+}
 
+static int run_perplexity(perplexity_options *o) {
+    const int32_t n_ctx = o->n_ctx, n_batch = o->n_batch;
     int rc = 1;
     size_t text_len = 0;
     char *text = NULL;
@@ -125,23 +128,23 @@ int cmd_perplexity(int argc, char **argv) {
     toy_model *m = NULL;
     toy_context *ctx = NULL;
 
-    if (!(text = read_text_file("perplexity", text_path, &text_len))) goto done;
+    if (!(text = read_text_file("perplexity", o->text_path, &text_len))) goto done;
     if (text_len > 0 && text[text_len - 1] == '\n') text_len--; /* llama.cpp's -f drops exactly one */
-    if (!load_model("perplexity", model_path, no_mmap, &m)) goto done;
+    if (!load_model("perplexity", o->model.path, o->model.no_mmap, &m)) goto done;
     const toy_vocab *vocab = toy_model_vocab(m);
     int32_t n_tokens = 0;
-    if (!(tokens = tokenize_text(vocab, text_path, text, text_len, &n_tokens))) goto done;
+    if (!(tokens = tokenize_text(vocab, o->text_path, text, text_len, &n_tokens))) goto done;
     if (n_tokens < 2LL * n_ctx) {
         fprintf(stderr, "toy perplexity: %s tokenizes to only %d tokens; -c %d needs at least %lld "
-                        "(two windows)\n", text_path, n_tokens, n_ctx, 2LL * n_ctx);
+                        "(two windows)\n", o->text_path, n_tokens, n_ctx, 2LL * n_ctx);
         goto done;
     }
     if (toy_model_n_ctx_train(m) > 0 && n_ctx > toy_model_n_ctx_train(m))
         fprintf(stderr, "toy perplexity: warning: -c %d exceeds the context %s was trained on (%d)\n",
-                n_ctx, model_path, toy_model_n_ctx_train(m));
+                n_ctx, o->model.path, toy_model_n_ctx_train(m));
 
     const int32_t n_chunk_max = n_tokens / n_ctx;
-    const int32_t n_chunk = max_chunks < 0 || max_chunks > n_chunk_max ? n_chunk_max : max_chunks;
+    const int32_t n_chunk = o->max_chunks < 0 || o->max_chunks > n_chunk_max ? n_chunk_max : o->max_chunks;
     /* As llama-perplexity: a batch of at least two windows holds whole windows, each its own
      * sequence; a smaller one is a slice of one window. (More sequences than windows would
      * only cost memory.) */
@@ -159,14 +162,14 @@ int cmd_perplexity(int argc, char **argv) {
     cp.n_seq_max = n_seq;
     cp.n_batch = step;
     cp.n_outputs = step < n_seq * n_scored ? step : n_seq * n_scored;
-    cp.n_threads = n_threads;
-    cp.cache_type_k = cache_k;
-    cp.cache_type_v = cache_v;
+    cp.n_threads = o->model.n_threads;
+    cp.cache_type_k = o->cache_k;
+    cp.cache_type_v = o->cache_v;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy perplexity: %s\n", toy_last_error());
         goto done;
     }
-    if (!lora_options_apply("perplexity", &lora, m, ctx)) goto done;
+    if (!lora_options_apply("perplexity", &o->lora, m, ctx)) goto done;
     const size_t n_win = (size_t)n_seq * (size_t)n_ctx;
     win_tokens = malloc(n_win * sizeof *win_tokens);
     win_pos = malloc(n_win * sizeof *win_pos);
@@ -182,7 +185,7 @@ int cmd_perplexity(int argc, char **argv) {
         win_want[j] = win_pos[j] >= first && win_pos[j] < n_ctx - 1;
     }
     fprintf(stderr, "toy perplexity: %d tokens, %d chunks of %d, batch %d (%d sequences), %d threads\n",
-            n_tokens, n_chunk, n_ctx, step, n_seq, n_threads);
+            n_tokens, n_chunk, n_ctx, step, n_seq, o->model.n_threads);
 
     double nll = 0, nll2 = 0, t0 = toy_now_s();
     int64_t count = 0;
@@ -228,7 +231,7 @@ int cmd_perplexity(int argc, char **argv) {
     rc = 0;
 done:
     toy_context_free(ctx);
-    lora_options_free(&lora);
+    lora_options_free(&o->lora);
     toy_model_free(m);
     free(text);
     free(tokens);
@@ -237,4 +240,10 @@ done:
     free(win_seq);
     free(win_want);
     return rc;
+}
+
+int cmd_perplexity(int argc, char **argv) {
+    perplexity_options o;
+    const int rc = parse_perplexity_options(argc, argv, &o);
+    return rc == GO_ON ? run_perplexity(&o) : rc;
 }

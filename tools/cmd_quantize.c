@@ -29,12 +29,18 @@ static void progress(void *user, int64_t index, int64_t count, const char *name,
             toy_type_name(type_out), (double)bytes_in / 1024.0, (double)bytes_out / 1024.0);
 }
 
-int cmd_quantize(int argc, char **argv) {
+typedef struct {
+    const char *in, *out;
+    int ftype;
+    toy_quantize_params params;
+} quantize_options;
+
+static int parse_quantize_options(int argc, char **argv, quantize_options *o) {
     const char *pos[3];
     int n_pos = 0;
-    toy_quantize_params params = toy_quantize_default_params();
-    params.n_threads = default_threads();
-    params.progress = progress;
+    *o = (quantize_options){.params = toy_quantize_default_params()};
+    o->params.n_threads = default_threads();
+    o->params.progress = progress;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -42,12 +48,12 @@ int cmd_quantize(int argc, char **argv) {
             return 0;
         } else if (strcmp(a, "-t") == 0 || strcmp(a, "--threads") == 0) {
             if (!parse_int_arg("quantize", a, i + 1 < argc ? argv[++i] : NULL, 1, 256,
-                               &params.n_threads))
+                               &o->params.n_threads))
                 return 2;
         } else if (strcmp(a, "--pure") == 0) {
-            params.pure = true;
+            o->params.pure = true;
         } else if (strcmp(a, "--no-mmap") == 0) {
-            params.no_mmap = true;
+            o->params.no_mmap = true;
         } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "toy quantize: unknown option '%s' (see toy quantize --help)\n", a);
             return 2;
@@ -62,19 +68,31 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "toy quantize: needs IN.gguf OUT.gguf TYPE (see toy quantize --help)\n");
         return 2;
     }
-    int ftype = toy_ftype_from_name(pos[2]);
-    if (ftype < 0) {
+    o->in = pos[0];
+    o->out = pos[1];
+    o->ftype = toy_ftype_from_name(pos[2]);
+    if (o->ftype < 0) {
         fprintf(stderr, "toy quantize: unknown type '%s' (see toy quantize --help)\n", pos[2]);
         return 2;
     }
-    if (strcmp(pos[0], pos[1]) == 0) {
-        fprintf(stderr, "toy quantize: input and output are the same file '%s'\n", pos[0]);
+    if (strcmp(o->in, o->out) == 0) {
+        fprintf(stderr, "toy quantize: input and output are the same file '%s'\n", o->in);
         return 2;
     }
-    if (toy_quantize_file(pos[0], pos[1], ftype, &params) != TOY_OK) {
+    return GO_ON;
+}
+
+static int run_quantize(const quantize_options *o) {
+    if (toy_quantize_file(o->in, o->out, o->ftype, &o->params) != TOY_OK) {
         fprintf(stderr, "toy quantize: %s\n", toy_last_error());
         return 1;
     }
-    fprintf(stderr, "toy quantize: wrote %s (%s)\n", pos[1], toy_ftype_name(ftype));
+    fprintf(stderr, "toy quantize: wrote %s (%s)\n", o->out, toy_ftype_name(o->ftype));
     return 0;
+}
+
+int cmd_quantize(int argc, char **argv) {
+    quantize_options o;
+    const int rc = parse_quantize_options(argc, argv, &o);
+    return rc == GO_ON ? run_quantize(&o) : rc;
 }

@@ -15,11 +15,15 @@ static const char *const run_usage_head =
     "  --parse-special         turn special-token text in the prompt into those tokens\n"
     "  --no-bos                add no BOS/EOS to the prompt\n";
 
-int cmd_run(int argc, char **argv) {
-    gen_options o;
-    gen_options_default(&o);
-    const char *prompt = NULL;
-    bool parse_special = false, add_special = true;
+typedef struct {
+    gen_options gen;
+    const char *prompt;
+    bool parse_special, add_special;
+} run_options;
+
+static int parse_run_options(int argc, char **argv, run_options *o) {
+    *o = (run_options){.add_special = true};
+    gen_options_default(&o->gen);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -29,31 +33,33 @@ int cmd_run(int argc, char **argv) {
             fputs("  -h, --help              this message\n", stdout);
             return 0;
         }
-        int r = gen_parse_option("run", argc, argv, &i, &o);
+        int r = gen_parse_option("run", argc, argv, &i, &o->gen);
         if (r < 0) return 2;
         if (r > 0) continue;
         if ((!strcmp(a, "-p") || !strcmp(a, "--prompt")) && i + 1 < argc) {
-            prompt = argv[++i];
+            o->prompt = argv[++i];
         } else if (!strcmp(a, "--parse-special")) {
-            parse_special = true;
+            o->parse_special = true;
         } else if (!strcmp(a, "--no-bos")) {
-            add_special = false;
+            o->add_special = false;
         } else {
-            fprintf(stderr, "toy run: unknown or incomplete option '%s' (see toy run --help)\n", a);
-            return 2;
+            return unknown_option("run", a);
         }
     }
-    if (!prompt) {
+    if (!o->prompt) {
         fprintf(stderr, "toy run: needs -p PROMPT (see toy run --help)\n");
         return 2;
     }
-    if (!gen_options_check("run", &o)) return 2;
+    return gen_options_check("run", &o->gen) ? GO_ON : 2;
+}
+
+static int run_run(const run_options *o) {
     gen_session s;
-    if (!gen_session_open(&s, "run", &o)) return 1;
-    size_t len = strlen(prompt);
+    if (!gen_session_open(&s, "run", &o->gen)) return 1;
+    size_t len = strlen(o->prompt);
     int32_t *tokens = NULL, n = 0;
     int rc = 1;
-    if (toy_tokenize_alloc(s.vocab, prompt, len, add_special, parse_special, &tokens, &n)) {
+    if (toy_tokenize_alloc(s.vocab, o->prompt, len, o->add_special, o->parse_special, &tokens, &n)) {
         fprintf(stderr, "toy run: %s\n", toy_last_error());
         goto done;
     }
@@ -61,7 +67,7 @@ int cmd_run(int argc, char **argv) {
         fprintf(stderr, "toy run: the prompt gives no tokens\n");
         goto done;
     }
-    fwrite(prompt, 1, len, stdout);
+    fwrite(o->prompt, 1, len, stdout);
     fflush(stdout);
     if (gen_session_generate(&s, "run", tokens, n, stdout, NULL, NULL) != GEN_OK) goto done;
     putchar('\n');
@@ -71,4 +77,10 @@ done:
     free(tokens);
     gen_session_close(&s);
     return rc;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_options o;
+    const int rc = parse_run_options(argc, argv, &o);
+    return rc == GO_ON ? run_run(&o) : rc;
 }

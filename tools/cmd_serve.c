@@ -110,44 +110,47 @@ static char *read_key_file(const char *path) {
     return key;
 }
 
-int cmd_serve(int argc, char **argv) {
-    toy_server_params p = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_threads = default_threads(),
-                           .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
-                           .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
-                           .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED};
+typedef struct {
+    toy_server_params params;
     const char *cors[MAX_NAMES], *aliases[MAX_NAMES];
-    int n_cors = 0, n_aliases = 0;
-    char *key_from_file = NULL;
-    int n_ctx = -1, x, lora_rc;
-    lora_options lora = {0};
+    char *key_from_file; /* --api-key-file's key, malloc'd */
+    lora_options lora;
+} serve_options;
+
+static int parse_serve_options(int argc, char **argv, serve_options *o) {
+    *o = (serve_options){.params = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_threads = default_threads(),
+                                    .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
+                                    .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
+                                    .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED}};
+    toy_server_params *p = &o->params;
+    int n_cors = 0, n_aliases = 0, n_ctx = -1, x, lora_rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(serve_usage, stdout);
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
-            p.model_path = argv[++i];
+            p->model_path = argv[++i];
         } else if (!strcmp(a, "--no-mmap")) {
-            p.no_mmap = true;
+            p->no_mmap = true;
         } else if (!strcmp(a, "--host") && v) {
-            p.host = argv[++i];
+            p->host = argv[++i];
         } else if (!strcmp(a, "--chat-template") && v) {
             if (!toy_chat_template_detect(v)) {
                 fprintf(stderr, "toy serve: --chat-template '%s' is not a template family toy knows\n", v);
-                free(key_from_file);
-                return 2;
+                goto fail;
             }
-            p.chat_template = argv[++i];
+            p->chat_template = argv[++i];
         } else if (!strcmp(a, "--api-key") && v) {
-            p.api_key = argv[++i];
+            p->api_key = argv[++i];
         } else if (!strcmp(a, "--cors-origin") && v) {
-            if (!add_name(a, argv[++i], cors, &n_cors)) return 2;
+            if (!add_name(a, argv[++i], o->cors, &n_cors)) goto fail;
         } else if (!strcmp(a, "--host-alias") && v) {
-            if (!add_name(a, argv[++i], aliases, &n_aliases)) return 2;
+            if (!add_name(a, argv[++i], o->aliases, &n_aliases)) goto fail;
         } else if (!strcmp(a, "--api-key-file") && v) {
-            free(key_from_file);
-            if (!(key_from_file = read_key_file(argv[++i]))) return 2;
-            p.api_key = key_from_file;
+            free(o->key_from_file);
+            if (!(o->key_from_file = read_key_file(argv[++i]))) goto fail;
+            p->api_key = o->key_from_file;
         } else if (!strcmp(a, "--port") || !strcmp(a, "--parallel") || !strcmp(a, "-c") || !strcmp(a, "--ctx-size") ||
                    !strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--timeout") || !strcmp(a, "--queue") ||
                    !strcmp(a, "--max-body") || !strcmp(a, "--max-connections") || !strcmp(a, "--shutdown-grace") ||
@@ -158,64 +161,71 @@ int cmd_serve(int argc, char **argv) {
                                : 1;
             const int hi = port ? 65535 : !strcmp(a, "--parallel") ? 256 : (!strcmp(a, "-t") || !strcmp(a, "--threads")) ? 256
                                                                                   : 1 << 30;
-            if (!parse_int_arg("serve", a, v, lo, hi, &x)) return 2;
+            if (!parse_int_arg("serve", a, v, lo, hi, &x)) goto fail;
             i++;
-            if (port) p.port = x;
-            else if (!strcmp(a, "--parallel")) p.n_parallel = x;
+            if (port) p->port = x;
+            else if (!strcmp(a, "--parallel")) p->n_parallel = x;
             else if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) n_ctx = x;
-            else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) p.n_threads = x;
-            else if (!strcmp(a, "--timeout")) p.timeout_s = x;
-            else if (!strcmp(a, "--queue")) p.queue_max = x;
-            else if (!strcmp(a, "--max-connections")) p.max_connections = x;
-            else if (!strcmp(a, "--shutdown-grace")) p.shutdown_grace_s = x;
-            else if (!strcmp(a, "--watchdog")) p.watchdog_s = x;
-            else p.max_body = (size_t)x;
+            else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) p->n_threads = x;
+            else if (!strcmp(a, "--timeout")) p->timeout_s = x;
+            else if (!strcmp(a, "--queue")) p->queue_max = x;
+            else if (!strcmp(a, "--max-connections")) p->max_connections = x;
+            else if (!strcmp(a, "--shutdown-grace")) p->shutdown_grace_s = x;
+            else if (!strcmp(a, "--watchdog")) p->watchdog_s = x;
+            else p->max_body = (size_t)x;
         } else if (!strcmp(a, "--pooling") && v) {
             static const char *const names[] = {"mean", "cls", "last"};
             static const toy_pooling kinds[] = {TOY_POOLING_MEAN, TOY_POOLING_CLS, TOY_POOLING_LAST};
-            p.pooling = TOY_POOLING_UNSPECIFIED;
+            p->pooling = TOY_POOLING_UNSPECIFIED;
             for (int k = 0; k < 3; k++)
-                if (!strcmp(v, names[k])) p.pooling = kinds[k];
-            if (p.pooling == TOY_POOLING_UNSPECIFIED) {
+                if (!strcmp(v, names[k])) p->pooling = kinds[k];
+            if (p->pooling == TOY_POOLING_UNSPECIFIED) {
                 fprintf(stderr, "toy serve: --pooling '%s' is not mean, cls or last\n", v);
-                free(key_from_file);
-                return 2;
+                goto fail;
             }
             i++;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
-            if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p.cache_type_k : &p.cache_type_v)) return 2;
+            if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p->cache_type_k : &p->cache_type_v)) goto fail;
             i++;
-        } else if ((lora_rc = lora_parse_option("serve", argc, argv, &i, &lora))) {
-            if (lora_rc < 0) {
-                free(key_from_file);
-                return 2;
-            }
+        } else if ((lora_rc = lora_parse_option("serve", argc, argv, &i, &o->lora))) {
+            if (lora_rc < 0) goto fail;
         } else {
-            fprintf(stderr, "toy serve: unknown or incomplete option '%s' (see toy serve --help)\n", a);
-            free(key_from_file);
-            return 2;
+            unknown_option("serve", a);
+            goto fail;
         }
     }
-    if (!p.model_path && !(p.model_path = default_model_path())) {
+    if (!p->model_path && !(p->model_path = default_model_path())) {
         fprintf(stderr, "toy serve: no model given (-m MODEL), and the bundled models/%s is not there\n",
                 TOY_DEFAULT_MODEL);
-        free(key_from_file);
-        return 2;
+        goto fail;
     }
-    p.n_ctx = n_ctx < 0 ? 0 : n_ctx;
-    p.cors_origins = cors;
-    p.n_cors_origins = n_cors;
-    p.host_aliases = aliases;
-    p.n_host_aliases = n_aliases;
-    p.lora_paths = lora.path;
-    p.lora_scales = lora.scale;
-    p.n_lora = lora.n;
+    p->n_ctx = n_ctx < 0 ? 0 : n_ctx;
+    p->cors_origins = o->cors;
+    p->n_cors_origins = n_cors;
+    p->host_aliases = o->aliases;
+    p->n_host_aliases = n_aliases;
+    p->lora_paths = o->lora.path;
+    p->lora_scales = o->lora.scale;
+    p->n_lora = o->lora.n;
+    return GO_ON;
+fail:
+    free(o->key_from_file);
+    return 2;
+}
+
+static int run_serve(serve_options *o) {
     struct sigaction sa = {.sa_handler = on_signal};
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    const int rc = toy_server_run(&p, &stop_requested);
-    free(key_from_file);
+    const int rc = toy_server_run(&o->params, &stop_requested);
+    free(o->key_from_file);
     return rc;
+}
+
+int cmd_serve(int argc, char **argv) {
+    serve_options o;
+    const int rc = parse_serve_options(argc, argv, &o);
+    return rc == GO_ON ? run_serve(&o) : rc;
 }

@@ -18,59 +18,66 @@ static const char *const tokenize_usage =
     "  --pieces           print each id with the text it stands for\n"
     "  -h, --help         this message\n";
 
-int cmd_tokenize(int argc, char **argv) {
-    const char *model_path = NULL, *text = NULL;
-    bool json = false, add_special = true, parse_special = false, pieces = false;
+typedef struct {
+    const char *model_path, *text;
+    bool json, add_special, parse_special, pieces;
+} tokenize_options;
+
+static int parse_tokenize_options(int argc, char **argv, tokenize_options *o) {
+    *o = (tokenize_options){.add_special = true};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(tokenize_usage, stdout);
             return 0;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && i + 1 < argc) {
-            model_path = argv[++i];
+            o->model_path = argv[++i];
         } else if (!strcmp(a, "--json")) {
-            json = true;
+            o->json = true;
         } else if (!strcmp(a, "--no-special")) {
-            add_special = false;
+            o->add_special = false;
         } else if (!strcmp(a, "--parse-special")) {
-            parse_special = true;
+            o->parse_special = true;
         } else if (!strcmp(a, "--pieces")) {
-            pieces = true;
+            o->pieces = true;
         } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "toy tokenize: unknown or incomplete option '%s' (see toy tokenize --help)\n", a);
-            return 2;
-        } else if (!text) {
-            text = a;
+            return unknown_option("tokenize", a);
+        } else if (!o->text) {
+            o->text = a;
         } else {
             fprintf(stderr, "toy tokenize: more than one TEXT given\n");
             return 2;
         }
     }
-    if (!model_path || !text) {
+    if (!o->model_path || !o->text) {
         fprintf(stderr, "toy tokenize: needs -m MODEL and TEXT (see toy tokenize --help)\n");
         return 2;
     }
+    return GO_ON;
+}
+
+static int run_tokenize(const tokenize_options *o) {
     toy_gguf *g;
-    if (toy_gguf_open(model_path, &g)) {
+    if (toy_gguf_open(o->model_path, &g)) {
         fprintf(stderr, "toy tokenize: %s\n", toy_last_error());
         return 1;
     }
     toy_vocab *v;
     if (toy_vocab_load(g, &v)) {
-        fprintf(stderr, "toy tokenize: %s: %s\n", model_path, toy_last_error());
+        fprintf(stderr, "toy tokenize: %s: %s\n", o->model_path, toy_last_error());
         toy_gguf_close(g);
         return 1;
     }
     int32_t *ids = NULL, n = 0;
     int rc = 1;
-    if (toy_tokenize_alloc(v, text, strlen(text), add_special, parse_special, &ids, &n)) {
+    if (toy_tokenize_alloc(v, o->text, strlen(o->text), o->add_special, o->parse_special, &ids, &n)) {
         fprintf(stderr, "toy tokenize: %s\n", toy_last_error());
         goto done;
     }
-    if (json) putchar('[');
+    if (o->json) putchar('[');
     for (int32_t i = 0; i < n; i++) {
-        if (json) printf(i ? ", %d" : "%d", ids[i]);
-        else if (pieces) {
+        if (o->json) printf(i ? ", %d" : "%d", ids[i]);
+        else if (o->pieces) {
             char small[256], *piece = small;
             size_t plen = 0;
             toy_status st = toy_token_to_piece(v, ids[i], true, small, sizeof small, &plen);
@@ -87,12 +94,18 @@ int cmd_tokenize(int argc, char **argv) {
             if (piece != small) free(piece);
         } else printf(i ? " %d" : "%d", ids[i]);
     }
-    if (json) putchar(']');
-    if (json || !pieces) putchar('\n');
+    if (o->json) putchar(']');
+    if (o->json || !o->pieces) putchar('\n');
     rc = 0;
 done:
     free(ids);
     toy_vocab_free(v);
     toy_gguf_close(g);
     return rc;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    tokenize_options o;
+    const int rc = parse_tokenize_options(argc, argv, &o);
+    return rc == GO_ON ? run_tokenize(&o) : rc;
 }

@@ -120,21 +120,6 @@ static void show_progress(void *user, const toy_train_progress *p) {
 
 /* ---------------------------------------------------------------- options */
 
-static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
-    char *end;
-    if (!v) {
-        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
-        return false;
-    }
-    const double x = strtod(v, &end);
-    if (*v == 0 || *end || !isfinite(x)) {
-        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, v);
-        return false;
-    }
-    *out = (float)x;
-    return true;
-}
-
 static bool parse_i64_arg(const char *cmd, const char *flag, const char *v, int64_t *out) {
     int x;
     if (!parse_int_arg(cmd, flag, v, 0, 2000000000, &x)) return false;
@@ -214,15 +199,25 @@ static bool parse_lora_targets(const char *cmd, const char *list, uint32_t *out)
     return true;
 }
 
-static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
-    toy_train_params p = toy_train_default_params();
-    toy_init_params init = toy_init_default_params();
-    p.n_threads = default_threads();
-    p.init = &init;
-    init.arch = "llama";
-    const char **data = NULL, **eval = NULL;
-    int n_data = 0, n_eval = 0, rc = 2;
-    bool bench = false, json = false, warmup_set = false;
+typedef struct {
+    const char *cmd; /* "train" or "finetune" */
+    bool bench, json;
+    toy_train_params params;
+    toy_init_params init; /* the shape of a new model */
+    const char **data, **eval;
+    int n_data, n_eval;
+} train_options;
+
+static int parse_train_options(const char *cmd, bool finetune, int argc, char **argv, train_options *o) {
+    *o = (train_options){.cmd = cmd, .params = toy_train_default_params(),
+                         .init = toy_init_default_params()};
+    toy_train_params *p = &o->params;
+    toy_init_params *init = &o->init;
+    p->n_threads = default_threads();
+    p->init = init;
+    init->arch = "llama";
+    int rc = 2;
+    bool warmup_set = false;
     const char *out_type = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -232,133 +227,147 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
             if (!finetune) fputs(shape_options_help, stdout);
             if (!finetune) fputs("  -m, --model FILE       train this model instead of a new one\n", stdout);
             fputs(common_usage, stdout);
-            free(data);
-            free(eval);
-            return 0;
+            rc = 0;
+            goto done;
         } else if (!strcmp(a, "--data") || !strcmp(a, "--eval-data")) {
             const bool is_eval = !strcmp(a, "--eval-data");
-            const int k = take_files(argc, argv, i, is_eval ? &eval : &data, is_eval ? &n_eval : &n_data);
+            const int k = take_files(argc, argv, i, is_eval ? &o->eval : &o->data, is_eval ? &o->n_eval : &o->n_data);
             if (k <= 0) {
                 fprintf(stderr, "toy %s: %s needs one or more files\n", cmd, a);
                 goto done;
             }
             i += k;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
-            p.model_path = argv[++i];
+            p->model_path = argv[++i];
         } else if (!strcmp(a, "--out") && v) {
-            p.out_path = argv[++i];
+            p->out_path = argv[++i];
         } else if (!strcmp(a, "--out-type") && v) {
             out_type = argv[++i];
-        } else if (!finetune && (x = parse_shape_option(cmd, argc, argv, &i, &init)) != 0) {
+        } else if (!finetune && (x = parse_shape_option(cmd, argc, argv, &i, init)) != 0) {
             if (x < 0) goto done;
         } else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--grad-accum") ||
                    !strcmp(a, "--epochs")) {
             if (!parse_int_arg(cmd, a, v, 1, 1 << 20, &x)) goto done;
             i++;
-            if (!strcmp(a, "--batch")) p.batch = x;
-            else if (!strcmp(a, "--seq")) p.seq = x;
-            else if (!strcmp(a, "--grad-accum")) p.grad_accum = x;
-            else p.epochs = x, p.steps = 0;
+            if (!strcmp(a, "--batch")) p->batch = x;
+            else if (!strcmp(a, "--seq")) p->seq = x;
+            else if (!strcmp(a, "--grad-accum")) p->grad_accum = x;
+            else p->epochs = x, p->steps = 0;
         } else if (!strcmp(a, "--steps") || !strcmp(a, "--warmup") || !strcmp(a, "--eval-every") ||
                    !strcmp(a, "--save-every")) {
             int64_t y;
             if (!parse_i64_arg(cmd, a, v, &y)) goto done;
             i++;
-            if (!strcmp(a, "--steps")) p.steps = y;
-            else if (!strcmp(a, "--warmup")) p.warmup = y, warmup_set = true;
-            else if (!strcmp(a, "--eval-every")) p.eval_every = y;
-            else p.save_every = y;
+            if (!strcmp(a, "--steps")) p->steps = y;
+            else if (!strcmp(a, "--warmup")) p->warmup = y, warmup_set = true;
+            else if (!strcmp(a, "--eval-every")) p->eval_every = y;
+            else p->save_every = y;
         } else if (!strcmp(a, "--lr") || !strcmp(a, "--min-lr") || !strcmp(a, "--weight-decay") ||
                    !strcmp(a, "--clip") || !strcmp(a, "--adam-beta1") || !strcmp(a, "--adam-beta2") ||
                    !strcmp(a, "--adam-eps")) {
             float f;
             if (!parse_float_arg(cmd, a, v, &f)) goto done;
             i++;
-            float *dst = !strcmp(a, "--lr") ? &p.lr : !strcmp(a, "--min-lr") ? &p.min_lr
-                       : !strcmp(a, "--weight-decay") ? &p.weight_decay : !strcmp(a, "--clip") ? &p.clip
-                       : !strcmp(a, "--adam-beta1") ? &p.beta1 : !strcmp(a, "--adam-beta2") ? &p.beta2 : &p.eps;
+            float *dst = !strcmp(a, "--lr") ? &p->lr : !strcmp(a, "--min-lr") ? &p->min_lr
+                       : !strcmp(a, "--weight-decay") ? &p->weight_decay : !strcmp(a, "--clip") ? &p->clip
+                       : !strcmp(a, "--adam-beta1") ? &p->beta1 : !strcmp(a, "--adam-beta2") ? &p->beta2 : &p->eps;
             *dst = f;
         } else if (!strcmp(a, "--seed") && v) {
             char *end;
-            p.seed = strtoull(argv[++i], &end, 10);
+            p->seed = strtoull(argv[++i], &end, 10);
             if (*end || argv[i][0] == '-') {
                 fprintf(stderr, "toy %s: --seed must be a non-negative integer, got '%s'\n", cmd, argv[i]);
                 goto done;
             }
-            init.seed = p.seed;
+            init->seed = p->seed;
         } else if (finetune && !strcmp(a, "--lora-rank")) {
             if (!parse_int_arg(cmd, a, v, 1, 4096, &x)) goto done;
-            p.lora_rank = x;
+            p->lora_rank = x;
             i++;
         } else if (finetune && (!strcmp(a, "--lora-alpha") || !strcmp(a, "--lora-dropout"))) {
             float f;
             if (!parse_float_arg(cmd, a, v, &f)) goto done;
             i++;
-            if (!strcmp(a, "--lora-alpha")) p.lora_alpha = f;
-            else p.lora_dropout = f;
+            if (!strcmp(a, "--lora-alpha")) p->lora_alpha = f;
+            else p->lora_dropout = f;
         } else if (finetune && !strcmp(a, "--lora-targets") && v) {
-            if (!parse_lora_targets(cmd, argv[++i], &p.lora_targets)) goto done;
+            if (!parse_lora_targets(cmd, argv[++i], &p->lora_targets)) goto done;
         } else if (!strcmp(a, "--compute") && v) {
             const int t = toy_type_from_name(argv[++i]);
             if (t != TOY_TYPE_F32 && t != TOY_TYPE_BF16 && t != TOY_TYPE_F16) {
                 fprintf(stderr, "toy %s: --compute must be f32, bf16 or f16, got '%s'\n", cmd, argv[i]);
                 goto done;
             }
-            p.compute_type = t;
+            p->compute_type = t;
         } else if (!strcmp(a, "--no-mmap")) {
-            p.no_mmap = true;
+            p->no_mmap = true;
         } else if (!strcmp(a, "--resume")) {
-            p.resume = true;
+            p->resume = true;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!parse_int_arg(cmd, a, v, 1, 256, &p.n_threads)) goto done;
+            if (!parse_int_arg(cmd, a, v, 1, 256, &p->n_threads)) goto done;
             i++;
         } else if (!finetune && !strcmp(a, "--bench")) {
-            bench = true;
+            o->bench = true;
         } else if (!finetune && !strcmp(a, "--json")) {
-            json = true;
+            o->json = true;
         } else {
-            fprintf(stderr, "toy %s: unknown or incomplete option '%s' (see toy %s --help)\n", cmd, a, cmd);
+            rc = unknown_option(cmd, a);
             goto done;
         }
     }
-    if (bench) {
-        if (!p.model_path) {
+    if (o->bench) {
+        if (!p->model_path) {
             fprintf(stderr, "toy train --bench: needs -m MODEL (toy init writes one of any shape)\n");
             goto done;
         }
-        const bool shape_given = p.batch != toy_train_default_params().batch || p.seq != toy_train_default_params().seq;
-        rc = run_bench(p.model_path, shape_given ? p.batch : 8, shape_given ? p.seq : 512,
-                       p.steps > 0 ? (int)p.steps : 3, p.n_threads, json);
-        goto done;
+        return GO_ON;
     }
-    if (!p.out_path || n_data == 0 || (finetune && !p.model_path)) {
+    if (!p->out_path || o->n_data == 0 || (finetune && !p->model_path)) {
         fprintf(stderr, "toy %s: needs %s--data and --out (see toy %s --help)\n", cmd, finetune ? "-m BASE, " : "",
                 cmd);
         goto done;
     }
-    if (!p.model_path && !p.resume && !init.vocab_path) {
+    if (!p->model_path && !p->resume && !init->vocab_path) {
         fprintf(stderr, "toy %s: a new model needs a tokenizer: --vocab-from FILE.gguf (or -m MODEL)\n", cmd);
         goto done;
     }
     if (out_type) {
-        p.out_ftype = toy_ftype_from_name(out_type);
-        if (p.out_ftype < 0) {
+        p->out_ftype = toy_ftype_from_name(out_type);
+        if (p->out_ftype < 0) {
             fprintf(stderr, "toy %s: unknown --out-type '%s' (see toy quantize --help)\n", cmd, out_type);
             goto done;
         }
     }
-    if (!warmup_set && p.steps > 0 && p.warmup > p.steps / 10) p.warmup = p.steps / 10;
-    p.data = data;
-    p.n_data = n_data;
-    p.eval_data = eval;
-    p.n_eval_data = n_eval;
+    if (!warmup_set && p->steps > 0 && p->warmup > p->steps / 10) p->warmup = p->steps / 10;
+    p->data = o->data;
+    p->n_data = o->n_data;
+    p->eval_data = o->eval;
+    p->n_eval_data = o->n_eval;
+    return GO_ON;
+done:
+    free(o->data);
+    free(o->eval);
+    return rc;
+}
+
+/* Trains (Ctrl-C stops with a checkpoint), or measures training steps (--bench). */
+static int run_train(train_options *o) {
+    toy_train_params *p = &o->params;
+    const char *cmd = o->cmd;
+    int rc;
+    if (o->bench) {
+        const bool shape_given = p->batch != toy_train_default_params().batch || p->seq != toy_train_default_params().seq;
+        rc = run_bench(p->model_path, shape_given ? p->batch : 8, shape_given ? p->seq : 512,
+                       p->steps > 0 ? (int)p->steps : 3, p->n_threads, o->json);
+        goto done;
+    }
     progress_state ps = {isatty(2), 0, cmd};
-    p.progress = show_progress;
-    p.progress_user = &ps;
-    p.stop = &stop_requested;
+    p->progress = show_progress;
+    p->progress_user = &ps;
+    p->stop = &stop_requested;
     signal(SIGINT, on_sigint);
     toy_train_result r = {.size = sizeof r};
-    const toy_status st = toy_train(&p, &r);
+    const toy_status st = toy_train(p, &r);
     signal(SIGINT, SIG_DFL);
     if (st) {
         if (ps.tty) fputc('\n', stderr);
@@ -370,7 +379,7 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     }
     if (r.rank == 0) {
         fprintf(stderr, "toy %s: %s %s after %lld steps (%.2f M parameters, %lld training tokens): loss %.4f",
-                cmd, r.stopped ? "stopped; checkpoint" : "wrote", p.out_path, (long long)r.steps,
+                cmd, r.stopped ? "stopped; checkpoint" : "wrote", p->out_path, (long long)r.steps,
                 (double)r.n_params / 1e6, (long long)r.n_train_tokens, r.loss);
         if (!isnan(r.eval_loss)) fprintf(stderr, ", eval loss %.4f (perplexity %.3f)", r.eval_loss, exp(r.eval_loss));
         if (r.n_procs > 1) fprintf(stderr, "; %d processes", r.n_procs);
@@ -378,9 +387,15 @@ static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
     }
     rc = r.stopped ? 130 : 0;
 done:
-    free(data);
-    free(eval);
+    free(o->data);
+    free(o->eval);
     return rc;
+}
+
+static int train_main(const char *cmd, bool finetune, int argc, char **argv) {
+    train_options o;
+    const int rc = parse_train_options(cmd, finetune, argc, argv, &o);
+    return rc == GO_ON ? run_train(&o) : rc;
 }
 
 int cmd_train(int argc, char **argv) { return train_main("train", false, argc, argv); }

@@ -27,9 +27,29 @@ int cmd_finetune(int argc, char **argv);
 int cmd_lora(int argc, char **argv);
 int cmd_cka(int argc, char **argv);
 
+/* Every command is two steps: parse_NAME_options fills a NAME_options from argv, and
+ * run_NAME does the work with it and returns the exit code (1 for a failure). A parse
+ * function returns GO_ON, or the exit code to stop with: 0 after --help, 2 after a
+ * usage error (its message printed). */
+#define GO_ON (-1)
+
+/* "toy CMD: unknown or incomplete option 'ARG' (see toy CMD --help)"; returns 2. */
+int unknown_option(const char *cmd, const char *arg);
+
 /* Shared by the commands: parse a whole non-negative integer option value. */
 bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min, int max,
                    int *out);
+/* A finite float option value. */
+bool parse_float_arg(const char *cmd, const char *flag, const char *value, float *out);
+
+/* -m/--model FILE, -t/--threads N and --no-mmap, of the commands that load a model:
+ * parse like parse_shape_option (-m without a value is not one of them). */
+typedef struct {
+    const char *path;
+    int n_threads; /* set to default_threads() before parsing */
+    bool no_mmap;
+} model_options;
+int parse_model_option(const char *cmd, int argc, char **argv, int *i, model_options *o);
 
 /* The options that shape a new model (toy init, toy train): --arch, --preset, the
  * dimensions, --untied, --name, --vocab-from. Returns 1 if argv[*i] was one (*i advanced

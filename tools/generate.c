@@ -46,25 +46,10 @@ void gen_options_default(gen_options *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = -1;
     o->n_batch = 512;
-    o->n_threads = default_threads();
+    o->model.n_threads = default_threads();
     o->sampling = toy_sampler_default_params();
     o->sampling.seed = (uint64_t)time(NULL);
     o->cache_type_k = o->cache_type_v = TOY_TYPE_F32;
-}
-
-static bool parse_float_arg(const char *cmd, const char *flag, const char *v, float *out) {
-    char *end;
-    if (!v) {
-        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
-        return false;
-    }
-    float x = strtof(v, &end);
-    if (*v == 0 || *end != 0 || !isfinite(x)) {
-        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, v);
-        return false;
-    }
-    *out = x;
-    return true;
 }
 
 /* TOKEN+BIAS or TOKEN-BIAS, as llama.cpp's --logit-bias: "15043+1", "15043-inf" */
@@ -128,17 +113,16 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     int x;
     bool ok;
+#define IS(s) (strcmp(a, s) == 0)
+    if ((IS("-m") || IS("--model")) && !v) {
+        fprintf(stderr, "toy %s: %s needs a value\n", cmd, a);
+        return -1;
+    }
     const int lora = lora_parse_option(cmd, argc, argv, i, &o->lora);
     if (lora) return lora;
-#define IS(s) (strcmp(a, s) == 0)
-    if (IS("-m") || IS("--model")) {
-        if (!v) {
-            fprintf(stderr, "toy %s: %s needs a value\n", cmd, a);
-            return -1;
-        }
-        o->model_path = v;
-        ok = true;
-    } else if (IS("-n") || IS("--n-predict")) {
+    const int model = parse_model_option(cmd, argc, argv, i, &o->model);
+    if (model) return model;
+    if (IS("-n") || IS("--n-predict")) {
         ok = parse_int_arg(cmd, a, v, -1, INT32_MAX, &x);
         o->n_predict = x;
     } else if (IS("-c") || IS("--ctx-size")) {
@@ -147,8 +131,6 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("-b") || IS("--batch-size")) {
         ok = parse_int_arg(cmd, a, v, 1, 1 << 16, &x);
         o->n_batch = x;
-    } else if (IS("-t") || IS("--threads")) {
-        ok = parse_int_arg(cmd, a, v, 1, 256, &o->n_threads);
     } else if (IS("--temp")) {
         ok = parse_float_arg(cmd, a, v, &o->sampling.temperature);
     } else if (IS("--top-k")) {
@@ -188,9 +170,6 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
         ok = parse_cache_type(cmd, a, v, IS("--cache-type-k") ? &o->cache_type_k : &o->cache_type_v);
     } else if (IS("--mlock")) {
         o->mlock = true;
-        return 1;
-    } else if (IS("--no-mmap")) {
-        o->no_mmap = true;
         return 1;
     } else if (IS("--sliding-window")) {
         o->sliding_window = true;
@@ -276,7 +255,7 @@ static char *constraint_text(const char *cmd, const gen_options *o, bool *is_sch
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     memset(s, 0, sizeof *s);
     s->opt = *o;
-    if (!s->opt.model_path && !(s->opt.model_path = default_model_path())) {
+    if (!s->opt.model.path && !(s->opt.model.path = default_model_path())) {
         fprintf(stderr, "toy %s: no model given (-m MODEL), and the bundled models/%s is not there\n", cmd,
                 TOY_DEFAULT_MODEL);
         return false;
@@ -285,7 +264,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     char what[4200];
     char *constraint = constraint_text(cmd, o, &is_schema, what, sizeof what, &failed);
     if (failed) return false;
-    if (!load_model(cmd, s->opt.model_path, o->no_mmap, &s->model)) {
+    if (!load_model(cmd, s->opt.model.path, o->model.no_mmap, &s->model)) {
         free(constraint);
         return false;
     }
@@ -315,7 +294,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = o->n_ctx;
     cp.n_batch = o->n_batch;
-    cp.n_threads = o->n_threads;
+    cp.n_threads = o->model.n_threads;
     cp.honor_sliding_window = o->sliding_window;
     cp.cache_type_k = o->cache_type_k;
     cp.cache_type_v = o->cache_type_v;

@@ -14,11 +14,10 @@
 #define GEN_MAX_LOGIT_BIAS 1024
 
 typedef struct {
-    const char *model_path;
+    model_options model;   /* path NULL: the bundled model */
     int32_t n_predict;     /* -1: until end of generation or context */
     int32_t n_ctx;         /* 0: the model's training context */
     int32_t n_batch;
-    int n_threads;
     toy_sampler_params sampling;
     const char *stops[GEN_MAX_STOPS];
     size_t n_stops;
@@ -28,7 +27,6 @@ typedef struct {
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
     int cache_type_k, cache_type_v;
     bool mlock;
-    bool no_mmap;          /* read the model into memory instead of mapping it */
     lora_options lora;
     /* at most one constraint: --grammar (GBNF text), --grammar-file, --json-schema (a
      * file, or the schema's JSON text when it starts with '{') */

@@ -44,7 +44,7 @@
 #include "error.h"
 #include "params.h"
 #include "threadpool.h"
-#include "tokenizer.h"
+#include "tokenizer_bpe.h"
 #include "unicode.h"
 
 #define CHUNK (1u << 20)

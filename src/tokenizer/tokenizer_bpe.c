@@ -22,14 +22,16 @@
  *    \d are ASCII like ECMAScript's.
  * PCRE2 stands in for std::regex: both are backtracking engines with leftmost-first
  * alternation, and $ is made to match only at the very end (PCRE2_DOLLAR_ENDONLY). */
-#include "tokenizer.h"
+#include "tokenizer_bpe.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "error.h"
+#include "symbols.h"
 #include "unicode.h"
 
 /* ---------------------------------------------------------------- regexes by name */

@@ -5,12 +5,13 @@
  * characters, and the adjacent pair whose concatenation is the token with the highest
  * score is merged, again and again (ties: leftmost first). A piece that is no token
  * at the end falls back to its bytes, <0xNN>. */
-#include "tokenizer.h"
+#include "tokenizer_spm.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "symbols.h"
 
 typedef struct {
     const toy_vocab *vocab;

@@ -24,11 +24,12 @@
  * reference build ignores them. That later llama.cpp also drops combining marks when
  * strip_accents is on; toy keeps them, as the reference build, whose tokens the
  * fixtures hold, does. */
-#include "tokenizer.h"
+#include "tokenizer_wpm.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "buffer.h"
 #include "error.h"
 #include "unicode.h"
 

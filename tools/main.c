@@ -1,5 +1,7 @@
-/* toy.c — the toy command: dispatches to a subcommand. */
+/* main.c — the toy command: dispatches to a subcommand, and the helpers that the
+ * subcommands share (commands.h). */
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -66,6 +68,42 @@ bool parse_int_arg(const char *cmd, const char *flag, const char *value, int min
     }
     *out = (int)v;
     return true;
+}
+
+int unknown_option(const char *cmd, const char *arg) {
+    fprintf(stderr, "toy %s: unknown or incomplete option '%s' (see toy %s --help)\n", cmd, arg, cmd);
+    return 2;
+}
+
+bool parse_float_arg(const char *cmd, const char *flag, const char *value, float *out) {
+    char *end;
+    if (!value) {
+        fprintf(stderr, "toy %s: %s needs a value\n", cmd, flag);
+        return false;
+    }
+    const float x = strtof(value, &end);
+    if (*value == 0 || *end != 0 || !isfinite(x)) {
+        fprintf(stderr, "toy %s: %s must be a number, got '%s'\n", cmd, flag, value);
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+int parse_model_option(const char *cmd, int argc, char **argv, int *i, model_options *o) {
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+        o->path = v;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (!parse_int_arg(cmd, a, v, 1, 256, &o->n_threads)) return -1;
+    } else if (!strcmp(a, "--no-mmap")) {
+        o->no_mmap = true;
+        return 1;
+    } else {
+        return 0;
+    }
+    ++*i;
+    return 1;
 }
 
 int default_threads(void) {
