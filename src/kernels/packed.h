@@ -156,7 +156,7 @@ const toy_packed_kernel *toy_packed_avx512(int type);
 const toy_packed_kernel *toy_packed_amx(int type);
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const toy_packed_kernel *toy_packed_avx2(int type);
-/* The same with AVX-VNNI for Q8_0 and Q4_0 (packed_avx2.c); call only where the CPU has AVX-VNNI. */
+/* The same with AVX-VNNI (packed_avxvnni.c); call only where the CPU has AVX-VNNI. */
 const toy_packed_kernel *toy_packed_avxvnni(int type);
 
 /* The groups of 16 weight rows the AVX-512 and AVX2 kernels read side by side in decode

@@ -32,16 +32,26 @@
 #include "packed.h"
 #include "simd.h"
 
+/* packed_avxvnni.c compiles this file again with AVX-VNNI: the Q8_0 and Q4_0 sums then
+ * take one vpdpbusd (VEX, on ymm) per weight vector and row instead of vpmaddubsw's
+ * detour, as the AVX-512 kernels do on zmm. */
+#ifdef TOY_PACKED_AVX_VNNI
+#define PACKED_ENTRY toy_packed_avxvnni
+#else
+#define PACKED_ENTRY toy_packed_avx2
+#endif
+
 #if defined(__x86_64__)
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-/* The file is compiled with AVX-VNNI enabled for the Q8_0 and Q4_0 sums of
- * toy_packed_avxvnni (vnni below); the AVX2 kernels' code has no VNNI instruction (their
- * functions compile to the same instructions as with AVX2 alone). */
+#ifdef TOY_PACKED_AVX_VNNI
 TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
+#else
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
+#endif
 
 #define LANES 8 /* the reduction shape's block lanes */
 #define TILE 4  /* activation rows per pass: sixteen ymm registers */
@@ -75,12 +85,12 @@ TOY_ALWAYS_INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, in
         _mm_prefetch((const char *)blk + 2 * block_bytes + c, _MM_HINT_T0);
 }
 
-/* With AVX-VNNI (toy_packed_avxvnni): the exact sums of 8 rows (half h of a packed Q4_0
- * or Q8_0 block) against n_a activation rows (block b of each), by vpdpbusd (VEX, on ymm)
- * from the activation's start, as the AVX-512 kernel: Q8_0's stored bytes (weight + 128)
- * against the activation bytes; Q4_0's nibbles (weight + 8) against bytes 4g.. and
- * 16 + 4g.., from start / 16. */
-TOY_ALWAYS_INLINE void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+#ifdef TOY_PACKED_AVX_VNNI
+/* The exact sums of 8 rows (half h of a packed Q4_0 or Q8_0 block) against n_a
+ * activation rows (block b of each), by vpdpbusd from the activation's start, as the
+ * AVX-512 kernel: Q8_0's stored bytes (weight + 128) against the activation bytes;
+ * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
+TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f);
     TOY_UNROLL8
@@ -101,8 +111,8 @@ TOY_ALWAYS_INLINE void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_
     }
 }
 
-TOY_ALWAYS_INLINE void q8_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b,
-                                         const int n_a, __m256i *sumi) {
+TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                         __m256i *sumi) {
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
@@ -118,9 +128,9 @@ TOY_ALWAYS_INLINE void q8_half_sums_vnni(const uint8_t *blk, int h, const uint8_
         }
     }
 }
-
-/* Without: the exact sums of 8 rows (half h of a packed Q4_0 block) against n_a
- * activation rows (block b of each): each vector's nibbles once, against every row. */
+#else
+/* The exact sums of 8 rows (half h of a packed Q4_0 block) against n_a activation rows
+ * (block b of each): each vector's nibbles once, against every row. */
 TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f);
@@ -176,6 +186,8 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
     }
 }
 
+#endif
+
 /* IQ4_NL (Q4_0's layout): the levels of half h's nibbles (vpshufb) as signed weights
  * through vpmaddubsw as Q8_0's without VNNI, |level| against the activation times the
  * level's sign: a pair at most 2 * 127 * 127 (activations within +-127). Weight k of
@@ -226,7 +238,7 @@ TOY_ALWAYS_INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
  * rows, into acc. */
 TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
-                            size_t a_stride, const int n_a, const bool q4, const bool nl, const bool vnni,
+                            size_t a_stride, const int n_a, const bool q4, const bool nl,
                             __m256 acc[2][TILE_MAX]) {
     const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
     if (n_h == 2) /* decode: from memory */
@@ -236,10 +248,8 @@ TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int 
         const int h = h0 + i;
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         __m256i sumi[TILE_MAX];
-        if (q4 && vnni) q4_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
-        else if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
-        else if (vnni) q8_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
         else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
@@ -586,16 +596,13 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
     }
 }
 
-/* _VNNI: the Q8_0 and Q4_0 sums by vpdpbusd (toy_packed_avxvnni) */
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL, KIND_Q8_0_VNNI, KIND_Q4_0_VNNI } kind;
+typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
 
 /* The bytes of one packed block of the type (16 rows). */
 TOY_ALWAYS_INLINE size_t kind_block_bytes(const kind k) {
     switch (k) {
-    case KIND_Q8_0:
-    case KIND_Q8_0_VNNI: return Q8_BLOCK_BYTES;
+    case KIND_Q8_0: return Q8_BLOCK_BYTES;
     case KIND_Q4_0:
-    case KIND_Q4_0_VNNI:
     case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
     case KIND_Q4_K: return Q4K_BLOCK_BYTES;
     case KIND_Q5_K: return Q5K_BLOCK_BYTES;
@@ -610,11 +617,9 @@ TOY_ALWAYS_INLINE size_t kind_block_bytes(const kind k) {
 TOY_ALWAYS_INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
                               const uint8_t *a, size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     switch (k) {
-    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, false, acc); break;
-    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, false, acc); break;
-    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, false, acc); break;
-    case KIND_Q8_0_VNNI: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, true, acc); break;
-    case KIND_Q4_0_VNNI: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, true, acc); break;
+    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
+    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
+    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
     case KIND_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
     case KIND_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
     case KIND_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
@@ -663,10 +668,9 @@ TOY_ALWAYS_INLINE void halves(const kind k, int64_t nb, const uint8_t *group, si
  * pass over both halves, larger tiles half by half. */
 TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32, 32};
+    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
     const int64_t nb = n_cols / block_cols[k];
-    const bool q8 = k == KIND_Q8_0 || k == KIND_Q8_0_VNNI;
-    const int64_t tile = q8 ? TILE_Q8 : TILE;
+    const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
@@ -692,7 +696,7 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
                 case 3: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
                 case 4: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 default:
-                    if (q8) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
+                    if (k == KIND_Q8_0) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
                     break;
                 }
             }
@@ -703,6 +707,7 @@ static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void
                        float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                        float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+#ifndef TOY_PACKED_AVX_VNNI
 static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                        float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
@@ -713,36 +718,28 @@ static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const vo
                          float *y, size_t ys) { packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                          float *y, size_t ys) { packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
-static void gemm_q8_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                            float *y, size_t ys) { packed_gemm(KIND_Q8_0_VNNI, n_cols, w, n_rows, a, as, n_a, y, ys); }
-static void gemm_q4_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                            float *y, size_t ys) { packed_gemm(KIND_Q4_0_VNNI, n_cols, w, n_rows, a, as, n_a, y, ys); }
+#endif
 
 static const toy_packed_kernel kernels[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
     {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
+#ifndef TOY_PACKED_AVX_VNNI
     {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
     {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
     {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+#endif
 };
 
-static const toy_packed_kernel vnni_kernels[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x_vnni, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x_vnni, NULL, NULL, NULL},
-};
-
-const toy_packed_kernel *toy_packed_avx2(int type) {
-    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
-}
-
-/* The AVX2 kernels but Q8_0's and Q4_0's: vpdpbusd gains nothing on nibbles, which
- * vpmaddubsw sums eight vectors at a time in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the
- * same speed within noise) */
-const toy_packed_kernel *toy_packed_avxvnni(int type) {
-    const toy_packed_kernel *k = toy_packed_find(vnni_kernels, sizeof vnni_kernels / sizeof vnni_kernels[0], type);
-    return k ? k : toy_packed_avx2(type);
+const toy_packed_kernel *PACKED_ENTRY(int type) {
+    const toy_packed_kernel *k = toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+#ifdef TOY_PACKED_AVX_VNNI
+    /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
+     * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
+    if (!k) return toy_packed_avx2(type);
+#endif
+    return k;
 }
 
 TOY_TARGET_END
