@@ -39,34 +39,14 @@ void toy_grad_params_init(toy_grad_params *params, size_t size) {
 }
 
 static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
-                          int n_threads, const char *out_path, double *loss_out);
-
-toy_status toy_grad(const toy_grad_params *caller_params, const int32_t *tokens, int32_t n,
-                    const char *out_path, double *loss_out) {
-    toy_grad_params p = toy_grad_default_params();
-    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_grad: params is NULL");
-    if (toy_params_read(&p, sizeof p, caller_params, "toy_grad_params")) return TOY_ERR_INVALID;
-    if (!p.model && !p.model_path) return toy_error(TOY_ERR_INVALID, "toy_grad: neither model nor model_path");
-    if (!tokens || !out_path) return toy_error(TOY_ERR_INVALID, "toy_grad: tokens or out_path is NULL");
-    if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
-    if (p.model) return grad_of(p.model, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
-    toy_model *m;
-    toy_status st = toy_model_load(p.model_path, &m);
-    if (st) return st;
-    st = grad_of(m, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
-    toy_model_free(m);
-    return st;
-}
-
-static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
                           int n_threads, const char *out_path, double *loss_out) {
-    if (toy_kernel_init()) return TOY_ERR_INVALID;
+    toy_status st = toy_kernel_init();
+    if (st) return st;
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return toy_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
                              n_vocab - 1);
-    toy_status st = TOY_OK;
     toy_pool *pool = toy_pool_new(n_threads > 0 ? n_threads : 1);
     train_model *tm = NULL;
     int32_t *targets = malloc((size_t)n * sizeof *targets);
@@ -118,5 +98,22 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     toy_lora_free(lora);
     free(targets);
     free(weights);
+    return st;
+}
+
+toy_status toy_grad(const toy_grad_params *caller_params, const int32_t *tokens, int32_t n,
+                    const char *out_path, double *loss_out) {
+    toy_grad_params p = toy_grad_default_params();
+    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_grad: params is NULL");
+    if (toy_params_read(&p, sizeof p, caller_params, "toy_grad_params")) return TOY_ERR_INVALID;
+    if (!p.model && !p.model_path) return toy_error(TOY_ERR_INVALID, "toy_grad: neither model nor model_path");
+    if (!tokens || !out_path) return toy_error(TOY_ERR_INVALID, "toy_grad: tokens or out_path is NULL");
+    if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
+    if (p.model) return grad_of(p.model, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
+    toy_model *m;
+    toy_status st = toy_model_load(p.model_path, &m);
+    if (st) return st;
+    st = grad_of(m, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
+    toy_model_free(m);
     return st;
 }

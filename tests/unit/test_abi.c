@@ -93,6 +93,20 @@ static void test_bad_sizes(void) {
     memset(&q, 0, sizeof q);
     CHECK(toy_quantize_file("in.gguf", "out.gguf", TOY_FTYPE_MOSTLY_Q8_0, &q) == TOY_ERR_INVALID);
     CHECK_STR_CONTAINS(toy_last_error(), "toy_quantize_params: size is 0");
+
+    /* toy_grad: no params, no model, too few tokens are errors naming what is wrong */
+    const int32_t tok[2] = {1, 2};
+    CHECK(toy_grad(NULL, tok, 2, "g.gguf", NULL) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "params is NULL");
+    toy_grad_params gp = toy_grad_default_params();
+    CHECK(toy_grad(&gp, tok, 2, "g.gguf", NULL) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "neither model nor model_path");
+    gp.model_path = "unused.gguf";
+    CHECK(toy_grad(&gp, tok, 1, "g.gguf", NULL) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "at least 2 tokens, got 1");
+    memset(&gp, 0, sizeof gp);
+    CHECK(toy_grad(&gp, tok, 2, "g.gguf", NULL) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "toy_grad_params: size is 0");
 }
 
 /* A result the caller sized shorter than the library's struct: no byte past it written. */
