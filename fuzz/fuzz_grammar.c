@@ -41,9 +41,9 @@ static void generate(const toy_grammar *g, const toy_vocab *v, const uint8_t *pi
     int32_t *allowed = malloc((size_t)n * sizeof *allowed);
     FUZZ_PROMISE(bits && again && allowed);
     grammar_cursor c;
-    FUZZ_PROMISE(grammar_cursor_init(g, &c) == TOY_OK);
+    FUZZ_PROMISE(ty_grammar_cursor_init(g, &c) == TOY_OK);
     for (size_t step = 0; step < 4 && step < n_pick + 1; step++) {
-        if (grammar_allowed(g, &c, bits)) { /* a limit of the grammar: a message, and the end */
+        if (ty_grammar_allowed(g, &c, bits)) { /* a limit of the grammar: a message, and the end */
             FUZZ_PROMISE(toy_last_error()[0]);
             break;
         }
@@ -52,14 +52,14 @@ static void generate(const toy_grammar *g, const toy_vocab *v, const uint8_t *pi
             if (bits[t / 64] >> (t % 64) & 1) allowed[n_allowed++] = t;
         /* the reference agrees on a few of them (it is slow: one token at a time) */
         for (int32_t k = 0; k < n_allowed && k < 8; k++)
-            FUZZ_PROMISE(grammar_allows_reference(g, &c, allowed[(size_t)k * 7919 % (size_t)n_allowed]));
-        FUZZ_PROMISE(grammar_allowed(g, &c, again) == TOY_OK && !memcmp(bits, again, words * sizeof *bits));
+            FUZZ_PROMISE(ty_grammar_allows_reference(g, &c, allowed[(size_t)k * 7919 % (size_t)n_allowed]));
+        FUZZ_PROMISE(ty_grammar_allowed(g, &c, again) == TOY_OK && !memcmp(bits, again, words * sizeof *bits));
         if (!n_allowed) break;
         const int32_t t = allowed[(step < n_pick ? pick[step] * 257u : 0) % (uint32_t)n_allowed];
         if (toy_vocab_is_eog(v, t)) break;
-        FUZZ_PROMISE(grammar_accept_token(g, &c, t) == TOY_OK);
+        FUZZ_PROMISE(ty_grammar_accept_token(g, &c, t) == TOY_OK);
     }
-    grammar_cursor_free(&c);
+    ty_grammar_cursor_free(&c);
     free(bits);
     free(again);
     free(allowed);

@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     train_stream s = {0};
     const char *paths[] = {path};
-    const toy_status st = train_stream_load(&s, v, family, paths, 1);
+    const toy_status st = ty_train_stream_load(&s, v, family, paths, 1);
     if (st) {
         FUZZ_PROMISE(strstr(toy_last_error(), path) != NULL);
     } else {
@@ -69,14 +69,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_PROMISE(scored == s.n_scored);
         enum { T = 16 };
         int32_t tokens[T], targets[T];
-        const int64_t n_windows = train_stream_n_windows(&s, T);
+        const int64_t n_windows = ty_train_stream_n_windows(&s, T);
         FUZZ_PROMISE(n_windows * T + 1 <= (s.n > 0 ? s.n : 1));
         for (int64_t w = 0; w < n_windows; w++) {
-            const int n = train_stream_window(&s, w, T, tokens, targets);
+            const int n = ty_train_stream_window(&s, w, T, tokens, targets);
             FUZZ_PROMISE(n >= 0 && n <= T);
             for (int t = 0; t < T; t++) FUZZ_PROMISE(targets[t] >= -1 && targets[t] < n_vocab);
         }
     }
-    train_stream_free(&s);
+    ty_train_stream_free(&s);
     return 0;
 }

@@ -72,15 +72,15 @@ def main():
               " * unicode.h. Categories and lowercase: %s; NFD: Python's unicodedata %s. */\n"
               % (unicode_version(category), unicodedata.unidata_version))
     out.write('#include "unicode.h"\n\n')
-    out.write("const toy_unicode_range toy_unicode_ranges[] = {\n")
+    out.write("const ty_unicode_range ty_unicode_ranges[] = {\n")
     out.write(rows(["{0x%06X,0x%02X}" % r for r in ranges], 6) + "\n};\n")
-    out.write("const size_t toy_unicode_n_ranges = sizeof toy_unicode_ranges / sizeof toy_unicode_ranges[0];\n\n")
-    out.write("const toy_unicode_pair toy_unicode_lowercase[] = {\n")
+    out.write("const size_t ty_unicode_n_ranges = sizeof ty_unicode_ranges / sizeof ty_unicode_ranges[0];\n\n")
+    out.write("const ty_unicode_pair ty_unicode_lowercase[] = {\n")
     out.write(rows(["{0x%05X,0x%05X}" % p for p in lowercase], 6) + "\n};\n")
-    out.write("const size_t toy_unicode_n_lowercase = sizeof toy_unicode_lowercase / sizeof toy_unicode_lowercase[0];\n\n")
-    out.write("const toy_unicode_nfd toy_unicode_nfd_ranges[] = {\n")
+    out.write("const size_t ty_unicode_n_lowercase = sizeof ty_unicode_lowercase / sizeof ty_unicode_lowercase[0];\n\n")
+    out.write("const ty_unicode_nfd ty_unicode_nfd_ranges[] = {\n")
     out.write(rows(["{0x%05X,0x%05X,0x%05X}" % tuple(r) for r in nfd], 4) + "\n};\n")
-    out.write("const size_t toy_unicode_n_nfd = sizeof toy_unicode_nfd_ranges / sizeof toy_unicode_nfd_ranges[0];\n")
+    out.write("const size_t ty_unicode_n_nfd = sizeof ty_unicode_nfd_ranges / sizeof ty_unicode_nfd_ranges[0];\n")
 
 
 def unicode_version(category):

@@ -142,7 +142,7 @@ static double read_pass(const uint64_t *buf, int n_threads, int streams, volatil
     read_job jobs[256];
     pthread_t th[256];
     size_t per = n / (size_t)n_threads;
-    double t0 = toy_now_s();
+    double t0 = ty_now_s();
     for (int t = 0; t < n_threads; t++) {
         jobs[t] = (read_job){buf + per * (size_t)t, per, streams, 0};
         if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
@@ -150,7 +150,7 @@ static double read_pass(const uint64_t *buf, int n_threads, int streams, volatil
     read_slice(&jobs[0]);
     for (int t = 1; t < n_threads; t++)
         if (th[t]) pthread_join(th[t], NULL);
-    double dt = toy_now_s() - t0;
+    double dt = ty_now_s() - t0;
     for (int t = 0; t < n_threads; t++) *sink += jobs[t].sum;
     return (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
 }
@@ -278,16 +278,16 @@ static int run_bench(const bench_options *o) {
     uint64_t *probe = probe_new();
     for (int r = 0; r < reps && !rc; r++) {
         if (n_prompt) {
-            double t0 = toy_now_s();
+            double t0 = ty_now_s();
             if (!run_tokens(ctx, n_prompt, 0, n_vocab, &rng, cp.n_batch)) rc = 1;
-            pp[r] = n_prompt / (toy_now_s() - t0);
+            pp[r] = n_prompt / (ty_now_s() - t0);
             toy_kv_seq_rm(ctx, 0, 0, -1);
         }
         if (n_gen && !rc) {
             bws[r] = measure_bandwidth(probe, n_threads);
-            double t0 = toy_now_s();
+            double t0 = ty_now_s();
             if (!run_tokens(ctx, n_gen, 0, n_vocab, &rng, 1)) rc = 1;
-            tg[r] = n_gen / (toy_now_s() - t0);
+            tg[r] = n_gen / (ty_now_s() - t0);
             /* the larger of the bandwidths just before and just after the run: a probe
              * that caught a busy moment must not flatter the fraction */
             double after = measure_bandwidth(probe, n_threads);

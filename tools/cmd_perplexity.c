@@ -187,7 +187,7 @@ static int run_perplexity(perplexity_options *o) {
     fprintf(stderr, "toy perplexity: %d tokens, %d chunks of %d, batch %d (%d sequences), %d threads\n",
             n_tokens, n_chunk, n_ctx, step, n_seq, o->model.n_threads);
 
-    double nll = 0, nll2 = 0, t0 = toy_now_s();
+    double nll = 0, nll2 = 0, t0 = ty_now_s();
     int64_t count = 0;
     for (int32_t c0 = 0; c0 < n_chunk; c0 += n_seq) {
         const int32_t ns = n_chunk - c0 < n_seq ? n_chunk - c0 : n_seq;
@@ -219,7 +219,7 @@ static int run_perplexity(perplexity_options *o) {
         }
         fflush(stdout);
     }
-    double seconds = toy_now_s() - t0;
+    double seconds = ty_now_s() - t0;
 
     /* llama.cpp's uncertainty: the standard error of the mean NLL, times the perplexity */
     double mean = nll / (double)count, var = nll2 / (double)count - mean * mean, ppl = exp(mean);

@@ -111,7 +111,7 @@ static char *read_key_file(const char *path) {
 }
 
 typedef struct {
-    toy_server_params params;
+    ty_server_params params;
     const char *cors[MAX_NAMES], *aliases[MAX_NAMES];
     char *key_from_file; /* --api-key-file's key, malloc'd */
     lora_options lora;
@@ -122,7 +122,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
                                     .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
                                     .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
                                     .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED}};
-    toy_server_params *p = &o->params;
+    ty_server_params *p = &o->params;
     int n_cors = 0, n_aliases = 0, n_ctx = -1, x, lora_rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -219,7 +219,7 @@ static int run_serve(serve_options *o) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    const int rc = toy_server_run(&o->params, &stop_requested);
+    const int rc = ty_server_run(&o->params, &stop_requested);
     free(o->key_from_file);
     return rc;
 }

@@ -130,7 +130,7 @@ static int run_tokenizer_train(tokenizer_train_options *o) {
     toy_tokenizer_train_stats stats = {.size = sizeof stats};
     p->stats = &stats;
     int rc = 1;
-    double t0 = toy_now_s();
+    double t0 = ty_now_s();
     if (toy_tokenizer_train(p, o->out)) {
         fprintf(stderr, "toy tokenizer train: %s\n", toy_last_error());
         goto done;
@@ -141,7 +141,7 @@ static int run_tokenizer_train(tokenizer_train_options *o) {
             o->out, (int)stats.n_tokens, (int)stats.n_merges,
             (int)(stats.n_tokens - 256 - stats.n_merges), p->pre && *p->pre ? p->pre : "qwen2",
             (unsigned long long)stats.n_bytes, (unsigned long long)stats.n_pretokens,
-            (unsigned long long)stats.n_distinct, toy_now_s() - t0);
+            (unsigned long long)stats.n_distinct, ty_now_s() - t0);
     if (stats.n_tokens < o->vocab_size)
         fprintf(stderr,
                 "toy tokenizer train: the text ran out of pairs to merge: %d tokens, not %d\n",

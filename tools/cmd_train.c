@@ -107,7 +107,7 @@ static void show_progress(void *user, const toy_train_progress *p) {
                 (long long)p->n_steps, bar, p->loss, p->lr, p->tokens_per_s, el, eta);
         if (p->has_eval || p->saved || p->step == p->n_steps) fputc('\n', stderr);
     }
-    const double t = toy_now_s();
+    const double t = ty_now_s();
     const bool plain = !ps->tty && (t - ps->last_print >= 1.0 || p->step == p->n_steps || p->has_eval || p->saved);
     if (plain) {
         fprintf(stderr, "step %lld/%lld loss %.4f lr %.3e grad_norm %.3f %.0f tok/s elapsed %s eta %s\n",

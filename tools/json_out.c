@@ -24,7 +24,7 @@ void print_json_string(FILE *f, const char *str, size_t n) {
             }
             i++;
         } else {
-            size_t len = toy_utf8_valid_len(s + i, n - i);
+            size_t len = ty_utf8_valid_len(s + i, n - i);
             if (len == 0) {
                 fputs("\\ufffd", f);
                 i++;
@@ -40,7 +40,7 @@ void print_json_string(FILE *f, const char *str, size_t n) {
 void print_piece(FILE *f, const char *str, size_t n) {
     const unsigned char *s = (const unsigned char *)str;
     for (size_t i = 0; i < n;) {
-        size_t len = s[i] >= 0x20 ? toy_utf8_valid_len(s + i, n - i) : 0;
+        size_t len = s[i] >= 0x20 ? ty_utf8_valid_len(s + i, n - i) : 0;
         if (len == 0) {
             fprintf(f, "\\x%02x", s[i]);
             i++;

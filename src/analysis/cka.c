@@ -89,7 +89,7 @@ static toy_status model_taps(toy_model *m, const int32_t *tokens, int32_t n, int
     s->n_embd = toy_model_n_embd(m);
     s->n_tokens = n;
     s->taps = malloc((size_t)s->n_layer * (size_t)n * (size_t)s->n_embd * sizeof *s->taps);
-    if (!s->taps) return toy_error(TOY_ERR_NOMEM, "no memory for %d x %d activations", s->n_layer, n);
+    if (!s->taps) return ty_error(TOY_ERR_NOMEM, "no memory for %d x %d activations", s->n_layer, n);
     toy_context_params p = toy_context_default_params();
     p.n_ctx = window;
     p.n_batch = window;
@@ -100,7 +100,7 @@ static toy_status model_taps(toy_model *m, const int32_t *tokens, int32_t n, int
     toy_status st = toy_context_new(m, &p, &ctx);
     if (st) return st;
     int32_t *pos = malloc((size_t)window * sizeof *pos), *seq = calloc((size_t)window, sizeof *seq);
-    if (!pos || !seq) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!pos || !seq) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int32_t i = 0; !st && i < window; i++) pos[i] = i;
     for (int32_t t0 = 0; !st && t0 < n; t0 += window) {
         const int32_t len = n - t0 < window ? n - t0 : window;
@@ -120,12 +120,12 @@ static toy_status same_tokenizer(const toy_model *a, const toy_model *b) {
     const toy_vocab *va = toy_model_vocab(a), *vb = toy_model_vocab(b);
     const int32_t na = toy_vocab_n_tokens(va), nb = toy_vocab_n_tokens(vb);
     if (na != nb || toy_vocab_kind_of(va) != toy_vocab_kind_of(vb))
-        return toy_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (%d and %d tokens): CKA needs one "
+        return ty_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (%d and %d tokens): CKA needs one "
                          "token stream for both", toy_gguf_path(toy_model_gguf(a)), toy_gguf_path(toy_model_gguf(b)),
                          na, nb);
     for (int32_t t = 0; t < na; t++)
         if (strcmp(toy_vocab_token_text(va, t), toy_vocab_token_text(vb, t)))
-            return toy_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (token %d is \"%s\" and \"%s\"): "
+            return ty_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (token %d is \"%s\" and \"%s\"): "
                              "CKA needs one token stream for both", toy_gguf_path(toy_model_gguf(a)),
                              toy_gguf_path(toy_model_gguf(b)), t, toy_vocab_token_text(va, t),
                              toy_vocab_token_text(vb, t));
@@ -137,7 +137,7 @@ toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int
     *cka = NULL;
     toy_status st = same_tokenizer(a, b);
     if (st) return st;
-    if (n_tokens < 2) return toy_error(TOY_ERR_INVALID, "CKA needs at least 2 tokens, got %d", n_tokens);
+    if (n_tokens < 2) return ty_error(TOY_ERR_INVALID, "CKA needs at least 2 tokens, got %d", n_tokens);
     if (window <= 0) window = 512;
     if (window > toy_model_n_ctx_train(a)) window = toy_model_n_ctx_train(a);
     if (window > toy_model_n_ctx_train(b)) window = toy_model_n_ctx_train(b);
@@ -150,13 +150,13 @@ toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int
         ga = calloc((size_t)sa.n_layer, sizeof *ga);
         gb = calloc((size_t)sb.n_layer, sizeof *gb);
         out = malloc((size_t)sa.n_layer * (size_t)sb.n_layer * sizeof *out);
-        if (!ga || !gb || !out) st = toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!ga || !gb || !out) st = ty_error(TOY_ERR_NOMEM, "no memory");
     }
     const size_t per_a = (size_t)n_tokens * (size_t)sa.n_embd, per_b = (size_t)n_tokens * (size_t)sb.n_embd;
     for (int i = 0; !st && i < sa.n_layer; i++)
-        if (!(ga[i] = centred_gram(sa.taps + i * per_a, n_tokens, sa.n_embd))) st = toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!(ga[i] = centred_gram(sa.taps + i * per_a, n_tokens, sa.n_embd))) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int j = 0; !st && j < sb.n_layer; j++)
-        if (!(gb[j] = centred_gram(sb.taps + j * per_b, n_tokens, sb.n_embd))) st = toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!(gb[j] = centred_gram(sb.taps + j * per_b, n_tokens, sb.n_embd))) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int i = 0; !st && i < sa.n_layer; i++)
         for (int j = 0; j < sb.n_layer; j++) out[i * sb.n_layer + j] = cka_of_grams(ga[i], gb[j], n_tokens);
     for (int i = 0; ga && i < sa.n_layer; i++) free(ga[i]);

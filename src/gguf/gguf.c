@@ -82,7 +82,7 @@ const char *toy_gguf_type_name(toy_gguf_type type) {
     return value_types[type].name;
 }
 
-size_t toy_gguf_type_size(toy_gguf_type type) {
+size_t ty_gguf_type_size(toy_gguf_type type) {
     return (unsigned)type < TOY_GGUF_TYPE_COUNT ? value_types[type].size : 0;
 }
 
@@ -101,7 +101,7 @@ static size_t cursor_left(const cursor *c) { return c->g->size - c->pos; }
 
 static toy_status need(const cursor *c, size_t n, const char *what) {
     if (cursor_left(c) < n)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: truncated at byte %zu reading %s (need %zu bytes, %zu left)",
                          c->g->path, c->pos, what, n, cursor_left(c));
     return TOY_OK;
@@ -129,7 +129,7 @@ static toy_status read_str(cursor *c, const char **ptr, uint64_t *len, const cha
     toy_status st = read_u64(c, len, what);
     if (st) return st;
     if (*len > cursor_left(c))
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: %s at byte %zu has length %llu but only %zu bytes are left",
                          c->g->path, what, at, (unsigned long long)*len, cursor_left(c));
     *ptr = (const char *)c->g->base + c->pos;
@@ -169,7 +169,7 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     memset(v, 0, sizeof *v);
     v->type = type;
     if ((unsigned)type >= TOY_GGUF_TYPE_COUNT)
-        return toy_error(TOY_ERR_FORMAT, "%s: key '%s' has unknown value type %u at byte %zu",
+        return ty_error(TOY_ERR_FORMAT, "%s: key '%s' has unknown value type %u at byte %zu",
                          c->g->path, key, (unsigned)type, c->pos);
     if (is_scalar(type)) {
         uint8_t buf[8];
@@ -181,14 +181,14 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
 
     /* an array */
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
-        return toy_error(TOY_ERR_FORMAT, "%s: key '%s' nests arrays deeper than %d at byte %zu",
+        return ty_error(TOY_ERR_FORMAT, "%s: key '%s' nests arrays deeper than %d at byte %zu",
                          c->g->path, key, GGUF_MAX_ARRAY_DEPTH, c->pos);
     uint32_t elem;
     size_t at = c->pos;
     toy_status st = read_u32(c, &elem, key);
     if (st) return st;
     if (elem >= TOY_GGUF_TYPE_COUNT)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: key '%s' is an array of unknown type %u at byte %zu",
                          c->g->path, key, elem, at);
     v->arr.type = (toy_gguf_type)elem;
@@ -197,7 +197,7 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     /* Every element takes at least this many bytes, which bounds n before any
      * allocation. */
     if (v->arr.n > cursor_left(c) / value_types[elem].size)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: key '%s' at byte %zu claims %llu elements of type %s, more than "
                          "the %zu bytes left can hold",
                          c->g->path, key, at, (unsigned long long)v->arr.n,
@@ -209,7 +209,7 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     }
     v->arr.items = calloc(v->arr.n ? v->arr.n : 1, sizeof *v->arr.items);
     if (!v->arr.items)
-        return toy_error(TOY_ERR_NOMEM, "%s: key '%s': no memory for %llu elements", c->g->path,
+        return ty_error(TOY_ERR_NOMEM, "%s: key '%s': no memory for %llu elements", c->g->path,
                          key, (unsigned long long)v->arr.n);
     for (uint64_t j = 0; j < v->arr.n; j++) {
         st = read_value(c, v->arr.type, &v->arr.items[j], key, depth + 1);
@@ -237,7 +237,7 @@ static toy_status sort_names(const toy_gguf *g, const char *const *names, size_t
     *out = malloc((size_t)(n ? n : 1) * sizeof **out);
     if (!tmp || !*out) {
         free(tmp);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
     }
     for (int64_t i = 0; i < n; i++) {
         tmp[i].name = *(const char *const *)((const char *)names + (size_t)i * stride);
@@ -248,7 +248,7 @@ static toy_status sort_names(const toy_gguf *g, const char *const *names, size_t
     for (int64_t i = 0; i < n; i++) {
         (*out)[i] = tmp[i].index;
         if (!st && i > 0 && strcmp(tmp[i - 1].name, tmp[i].name) == 0)
-            st = toy_error(TOY_ERR_FORMAT, "%s: duplicate %s '%s'", g->path, what, tmp[i].name);
+            st = ty_error(TOY_ERR_FORMAT, "%s: duplicate %s '%s'", g->path, what, tmp[i].name);
     }
     free(tmp);
     return st;
@@ -285,18 +285,18 @@ static toy_status parse_header(toy_gguf *g, cursor *c, uint64_t *n_tensors, uint
     toy_status st = read_raw(c, magic, 4, "the magic");
     if (st) return st;
     if (memcmp(magic, "GGUF", 4) != 0)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: bad magic %02x %02x %02x %02x at byte 0 (not a GGUF file)",
                          g->path, (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
                          (uint8_t)magic[3]);
     if ((st = read_u32(c, &g->version, "the version"))) return st;
     if (g->version != 2 && g->version != 3) {
         if (g->version != 0 && (g->version & 0xffff) == 0)
-            return toy_error(TOY_ERR_UNSUPPORTED,
+            return ty_error(TOY_ERR_UNSUPPORTED,
                              "%s: version field 0x%08x at byte 4 looks byte-swapped: "
                              "big-endian GGUF files are not supported",
                              g->path, g->version);
-        return toy_error(TOY_ERR_UNSUPPORTED,
+        return ty_error(TOY_ERR_UNSUPPORTED,
                          "%s: GGUF version %u at byte 4 is not supported (only 2 and 3)",
                          g->path, g->version);
     }
@@ -305,11 +305,11 @@ static toy_status parse_header(toy_gguf *g, cursor *c, uint64_t *n_tensors, uint
     /* The smallest key-value pair is 13 bytes (length, empty key, type, one byte) and
      * the smallest tensor info 24; counts beyond that cannot be right. */
     if (*n_kv > cursor_left(c) / 13)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: metadata count %llu at byte 16 is more than the file can hold",
                          g->path, (unsigned long long)*n_kv);
     if (*n_tensors > cursor_left(c) / 24)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: tensor count %llu at byte 8 is more than the file can hold",
                          g->path, (unsigned long long)*n_tensors);
     return TOY_OK;
@@ -318,7 +318,7 @@ static toy_status parse_header(toy_gguf *g, cursor *c, uint64_t *n_tensors, uint
 static toy_status parse_kv(toy_gguf *g, cursor *c, uint64_t n_kv) {
     g->keys = calloc(n_kv ? n_kv : 1, sizeof *g->keys);
     g->values = calloc(n_kv ? n_kv : 1, sizeof *g->values);
-    if (!g->keys || !g->values) return toy_error(TOY_ERR_NOMEM, "%s: no memory for metadata", g->path);
+    if (!g->keys || !g->values) return ty_error(TOY_ERR_NOMEM, "%s: no memory for metadata", g->path);
     for (uint64_t i = 0; i < n_kv; i++) {
         const char *kp;
         uint64_t klen;
@@ -326,10 +326,10 @@ static toy_status parse_kv(toy_gguf *g, cursor *c, uint64_t n_kv) {
         toy_status st = read_str(c, &kp, &klen, "a metadata key");
         if (st) return st;
         if (memchr(kp, 0, (size_t)klen))
-            return toy_error(TOY_ERR_FORMAT, "%s: metadata key at byte %zu contains a NUL byte",
+            return ty_error(TOY_ERR_FORMAT, "%s: metadata key at byte %zu contains a NUL byte",
                              g->path, at);
         g->keys[i] = strndup(kp, (size_t)klen);
-        if (!g->keys[i]) return toy_error(TOY_ERR_NOMEM, "%s: no memory for a key", g->path);
+        if (!g->keys[i]) return ty_error(TOY_ERR_NOMEM, "%s: no memory for a key", g->path);
         g->n_kv = (int64_t)i + 1;
         uint32_t type;
         if ((st = read_u32(c, &type, g->keys[i]))) return st;
@@ -344,10 +344,10 @@ static toy_status parse_alignment(toy_gguf *g) {
     const toy_gguf_value *v = toy_gguf_get(g, "general.alignment");
     if (!v) return TOY_OK;
     if (v->type != TOY_GGUF_UINT32)
-        return toy_error(TOY_ERR_FORMAT, "%s: general.alignment has type %s, expected u32",
+        return ty_error(TOY_ERR_FORMAT, "%s: general.alignment has type %s, expected u32",
                          g->path, toy_gguf_type_name(v->type));
     if (v->u64 == 0 || (v->u64 & (v->u64 - 1)) != 0)
-        return toy_error(TOY_ERR_FORMAT, "%s: general.alignment %llu is not a power of two",
+        return ty_error(TOY_ERR_FORMAT, "%s: general.alignment %llu is not a power of two",
                          g->path, (unsigned long long)v->u64);
     g->alignment = (size_t)v->u64;
     return TOY_OK;
@@ -360,22 +360,22 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
     toy_status st = read_str(c, &np, &nlen, "a tensor name");
     if (st) return st;
     if (nlen >= GGUF_MAX_TENSOR_NAME)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: tensor name at byte %zu is %llu bytes long (the limit is %d): "
                          "'%.40s...'",
                          g->path, at, (unsigned long long)nlen, GGUF_MAX_TENSOR_NAME - 1, np);
     if (memchr(np, 0, (size_t)nlen))
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor name at byte %zu contains a NUL byte",
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor name at byte %zu contains a NUL byte",
                          g->path, at);
     char *name = strndup(np, (size_t)nlen);
-    if (!name) return toy_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
+    if (!name) return ty_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
     *name_out = name;
     t->name = name;
 
     uint32_t n_dims;
     if ((st = read_u32(c, &n_dims, name))) return st;
     if (n_dims > TOY_MAX_DIMS)
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor '%s' has %u dimensions (at most %d)",
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has %u dimensions (at most %d)",
                          g->path, name, n_dims, TOY_MAX_DIMS);
     t->n_dims = (int)n_dims;
     int64_t nelements = 1;
@@ -384,28 +384,28 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
         if (d >= t->n_dims) continue;
         if ((st = read_raw(c, &t->ne[d], sizeof t->ne[d], name))) return st;
         if (t->ne[d] < 0)
-            return toy_error(TOY_ERR_FORMAT, "%s: tensor '%s' has negative dimension %d: %lld",
+            return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has negative dimension %d: %lld",
                              g->path, name, d, (long long)t->ne[d]);
         if (__builtin_mul_overflow(nelements, t->ne[d], &nelements))
-            return toy_error(TOY_ERR_FORMAT, "%s: tensor '%s': element count overflows",
+            return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s': element count overflows",
                              g->path, name);
     }
     uint32_t type;
     if ((st = read_u32(c, &type, name))) return st;
     const char *tname = toy_type_name((int)type);
     if (!tname)
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor '%s' has unknown type %u", g->path, name,
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has unknown type %u", g->path, name,
                          type);
     t->type = (int)type;
     int64_t bs = toy_type_block_size(t->type);
     if (t->ne[0] % bs != 0)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: tensor '%s': type %s needs ne[0] %% %lld == 0, got %lld", g->path,
                          name, tname, (long long)bs, (long long)t->ne[0]);
     size_t row, size = 0;
     if (toy_type_row_size(t->type, t->ne[0], &row) ||
-        toy_mul_overflows(row, (size_t)(nelements / (t->ne[0] ? t->ne[0] : 1)), &size))
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor '%s': byte size overflows", g->path, name);
+        ty_mul_overflows(row, (size_t)(nelements / (t->ne[0] ? t->ne[0] : 1)), &size))
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s': byte size overflows", g->path, name);
     if (t->ne[0] == 0) size = 0;
     t->size = size;
     if ((st = read_u64(c, &t->offset, name))) return st;
@@ -414,7 +414,7 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
 
 static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
-    if (!g->tensors) return toy_error(TOY_ERR_NOMEM, "%s: no memory for tensor infos", g->path);
+    if (!g->tensors) return ty_error(TOY_ERR_NOMEM, "%s: no memory for tensor infos", g->path);
     for (uint64_t i = 0; i < n_tensors; i++) {
         char *name = NULL;
         toy_status st = parse_tensor_info(g, c, &g->tensors[i], &name);
@@ -429,12 +429,12 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         toy_gguf_tensor *t = &g->tensors[i];
         size_t begin, end;
         if (t->offset % g->alignment != 0)
-            return toy_error(TOY_ERR_FORMAT,
+            return ty_error(TOY_ERR_FORMAT,
                              "%s: tensor '%s' has offset %llu, not a multiple of the alignment %zu",
                              g->path, t->name, (unsigned long long)t->offset, g->alignment);
-        if (t->offset > SIZE_MAX || toy_add_overflows(data, (size_t)t->offset, &begin) ||
-            toy_add_overflows(begin, t->size, &end) || end > g->size)
-            return toy_error(TOY_ERR_FORMAT,
+        if (t->offset > SIZE_MAX || ty_add_overflows(data, (size_t)t->offset, &begin) ||
+            ty_add_overflows(begin, t->size, &end) || end > g->size)
+            return ty_error(TOY_ERR_FORMAT,
                              "%s: tensor '%s' data (offset %llu, %zu bytes) lies outside the "
                              "file (data section at byte %zu, file size %zu)",
                              g->path, t->name, (unsigned long long)t->offset, t->size, data,
@@ -445,7 +445,7 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         size_t ts = toy_type_size(t->type);
         uintptr_t need = ts % 8 == 0 ? 8 : ts % 4 == 0 ? 4 : ts % 2 == 0 ? 2 : 1;
         if ((uintptr_t)t->data % need != 0)
-            return toy_error(TOY_ERR_UNSUPPORTED,
+            return ty_error(TOY_ERR_UNSUPPORTED,
                              "%s: tensor '%s' data at byte %zu is not %zu-byte aligned, as type "
                              "%s needs (general.alignment is %zu)",
                              g->path, t->name, begin, (size_t)need, toy_type_name(t->type),
@@ -458,7 +458,7 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
 
     /* No two tensors may share bytes: ordered by offset, each ends before the next. */
     offset_index *by_offset = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof *by_offset);
-    if (!by_offset) return toy_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
+    if (!by_offset) return ty_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
     int64_t n = 0;
     for (int64_t i = 0; i < g->n_tensors; i++)
         if (g->tensors[i].size) by_offset[n++] = (offset_index){g->tensors[i].offset, i};
@@ -467,7 +467,7 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         const toy_gguf_tensor *p = &g->tensors[by_offset[i - 1].index];
         const toy_gguf_tensor *t = &g->tensors[by_offset[i].index];
         if (p->offset + p->size > t->offset)
-            st = toy_error(TOY_ERR_FORMAT,
+            st = ty_error(TOY_ERR_FORMAT,
                            "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)", g->path,
                            p->name, t->name, (unsigned long long)p->offset,
                            (unsigned long long)t->offset);
@@ -513,7 +513,7 @@ static toy_status parse_or_close(toy_gguf *g, toy_gguf **out) {
 toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name, toy_gguf **out) {
     *out = NULL;
     toy_gguf *g = gguf_new(name);
-    if (!g) return toy_error(TOY_ERR_NOMEM, "%s: no memory", name ? name : "(memory)");
+    if (!g) return ty_error(TOY_ERR_NOMEM, "%s: no memory", name ? name : "(memory)");
     g->base = data;
     g->size = size;
     return parse_or_close(g, out);
@@ -522,24 +522,24 @@ toy_status toy_gguf_open_memory(const void *data, size_t size, const char *name,
 /* Opens a non-empty regular file for reading: its descriptor and size. */
 static toy_status open_file(const char *path, int *fd_out, size_t *size_out) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return toy_error(TOY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return ty_error(TOY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
-        return toy_error(TOY_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
+        return ty_error(TOY_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
     if (!S_ISREG(sb.st_mode)) {
         close(fd);
-        return toy_error(TOY_ERR_IO, "%s: not a regular file", path);
+        return ty_error(TOY_ERR_IO, "%s: not a regular file", path);
     }
     if (sb.st_size == 0) {
         close(fd);
-        return toy_error(TOY_ERR_FORMAT, "%s: the file is empty (truncated at byte 0)", path);
+        return ty_error(TOY_ERR_FORMAT, "%s: the file is empty (truncated at byte 0)", path);
     }
     if ((uint64_t)sb.st_size > SIZE_MAX) {
         close(fd);
-        return toy_error(TOY_ERR_IO, "%s: %lld bytes do not fit in memory", path, (long long)sb.st_size);
+        return ty_error(TOY_ERR_IO, "%s: %lld bytes do not fit in memory", path, (long long)sb.st_size);
     }
     *fd_out = fd;
     *size_out = (size_t)sb.st_size;
@@ -583,12 +583,12 @@ toy_status toy_gguf_open(const char *path, toy_gguf **out) {
     void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (map == MAP_FAILED) return toy_error(TOY_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
+    if (map == MAP_FAILED) return ty_error(TOY_ERR_IO, "%s: cannot mmap: %s", path, strerror(e));
 
     toy_gguf *g = gguf_new(path);
     if (!g) {
         munmap(map, size);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
     }
     g->base = map;
     g->size = size;
@@ -608,7 +608,7 @@ toy_status toy_gguf_open_read(const char *path, toy_gguf **out) {
     void *buf = NULL;
     if (size > SIZE_MAX - 63 || posix_memalign(&buf, 64, (size + 63) & ~(size_t)63) != 0) {
         close(fd);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory to read its %zu bytes (without mmap)", path, size);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory to read its %zu bytes (without mmap)", path, size);
     }
     for (size_t done = 0; done < size;) {
         const ssize_t n = read(fd, (char *)buf + done, size - done > (1u << 30) ? (1u << 30) : size - done);
@@ -617,7 +617,7 @@ toy_status toy_gguf_open_read(const char *path, toy_gguf **out) {
             const int e = n < 0 ? errno : 0;
             close(fd);
             free(buf);
-            return toy_error(TOY_ERR_IO, "%s: read failed at byte %zu of %zu: %s", path, done, size,
+            return ty_error(TOY_ERR_IO, "%s: read failed at byte %zu of %zu: %s", path, done, size,
                              e ? strerror(e) : "the file shrank");
         }
         done += (size_t)n;
@@ -626,7 +626,7 @@ toy_status toy_gguf_open_read(const char *path, toy_gguf **out) {
     toy_gguf *g = gguf_new(path);
     if (!g) {
         free(buf);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
     }
     g->base = buf;
     g->size = size;
@@ -658,7 +658,7 @@ void toy_gguf_close(toy_gguf *g) {
 /* ---------------------------------------------------------------- accessors */
 
 const char *toy_gguf_path(const toy_gguf *g) { return g->path; }
-bool toy_gguf_is_mapped(const toy_gguf *g) { return g->mapped; }
+bool ty_gguf_is_mapped(const toy_gguf *g) { return g->mapped; }
 uint32_t toy_gguf_version(const toy_gguf *g) { return g->version; }
 size_t toy_gguf_alignment(const toy_gguf *g) { return g->alignment; }
 size_t toy_gguf_file_size(const toy_gguf *g) { return g->size; }
@@ -702,7 +702,7 @@ toy_status toy_gguf_value_u64(const toy_gguf_value *v, uint64_t *out) {
         *out = (uint64_t)v->i64;
         return TOY_OK;
     }
-    return toy_error(TOY_ERR_FORMAT, "value of type %s is not a non-negative integer",
+    return ty_error(TOY_ERR_FORMAT, "value of type %s is not a non-negative integer",
                      toy_gguf_type_name(v->type));
 }
 
@@ -715,7 +715,7 @@ toy_status toy_gguf_value_i64(const toy_gguf_value *v, int64_t *out) {
         *out = (int64_t)v->u64;
         return TOY_OK;
     }
-    return toy_error(TOY_ERR_FORMAT, "value of type %s is not an int64",
+    return ty_error(TOY_ERR_FORMAT, "value of type %s is not an int64",
                      toy_gguf_type_name(v->type));
 }
 
@@ -724,14 +724,14 @@ toy_status toy_gguf_value_f64(const toy_gguf_value *v, double *out) {
     else if (is_signed(v->type)) *out = (double)v->i64;
     else if (is_unsigned(v->type)) *out = (double)v->u64;
     else
-        return toy_error(TOY_ERR_FORMAT, "value of type %s is not a number",
+        return ty_error(TOY_ERR_FORMAT, "value of type %s is not a number",
                          toy_gguf_type_name(v->type));
     return TOY_OK;
 }
 
 toy_status toy_gguf_value_bool(const toy_gguf_value *v, bool *out) {
     if (v->type != TOY_GGUF_BOOL)
-        return toy_error(TOY_ERR_FORMAT, "value of type %s is not a bool",
+        return ty_error(TOY_ERR_FORMAT, "value of type %s is not a bool",
                          toy_gguf_type_name(v->type));
     *out = v->b;
     return TOY_OK;
@@ -739,7 +739,7 @@ toy_status toy_gguf_value_bool(const toy_gguf_value *v, bool *out) {
 
 toy_status toy_gguf_value_str(const toy_gguf_value *v, const char **s, size_t *len) {
     if (v->type != TOY_GGUF_STRING)
-        return toy_error(TOY_ERR_FORMAT, "value of type %s is not a string",
+        return ty_error(TOY_ERR_FORMAT, "value of type %s is not a string",
                          toy_gguf_type_name(v->type));
     *s = v->str.ptr;
     if (len) *len = (size_t)v->str.len;
@@ -766,9 +766,9 @@ const void *toy_gguf_array_data(const toy_gguf_value *v) {
 /* Reads element j of an array of numbers or bools as a scalar value. */
 static toy_status array_elem(const toy_gguf_value *v, uint64_t j, toy_gguf_value *out) {
     if (v->type != TOY_GGUF_ARRAY || !is_scalar(v->arr.type))
-        return toy_error(TOY_ERR_FORMAT, "value is not an array of numbers");
+        return ty_error(TOY_ERR_FORMAT, "value is not an array of numbers");
     if (j >= v->arr.n)
-        return toy_error(TOY_ERR_INVALID, "array index %llu out of range (%llu elements)",
+        return ty_error(TOY_ERR_INVALID, "array index %llu out of range (%llu elements)",
                          (unsigned long long)j, (unsigned long long)v->arr.n);
     memset(out, 0, sizeof *out);
     out->type = v->arr.type;
@@ -796,7 +796,7 @@ toy_status toy_gguf_array_f64(const toy_gguf_value *v, uint64_t j, double *out) 
 
 toy_status toy_gguf_array_str(const toy_gguf_value *v, uint64_t j, const char **s, size_t *len) {
     const toy_gguf_value *e = toy_gguf_array_get(v, j);
-    if (!e) return toy_error(TOY_ERR_FORMAT, "array element %llu is not a string",
+    if (!e) return ty_error(TOY_ERR_FORMAT, "array element %llu is not a string",
                              (unsigned long long)j);
     return toy_gguf_value_str(e, s, len);
 }
@@ -804,28 +804,28 @@ toy_status toy_gguf_array_str(const toy_gguf_value *v, uint64_t j, const char **
 /* Lookups by key name, with the key in the error message. */
 static toy_status get_checked(const toy_gguf *g, const char *key, const toy_gguf_value **v) {
     *v = toy_gguf_get(g, key);
-    if (!*v) return toy_error(TOY_ERR_NOT_FOUND, "%s: key '%s' not found", g->path, key);
+    if (!*v) return ty_error(TOY_ERR_NOT_FOUND, "%s: key '%s' not found", g->path, key);
     return TOY_OK;
 }
 
 toy_status toy_gguf_get_u64(const toy_gguf *g, const char *key, uint64_t *out) {
     const toy_gguf_value *v;
     toy_status st = get_checked(g, key, &v);
-    if (!st && (st = toy_gguf_value_u64(v, out))) toy_error_wrap(st, "%s: key '%s'", g->path, key);
+    if (!st && (st = toy_gguf_value_u64(v, out))) ty_error_wrap(st, "%s: key '%s'", g->path, key);
     return st;
 }
 
 toy_status toy_gguf_get_f64(const toy_gguf *g, const char *key, double *out) {
     const toy_gguf_value *v;
     toy_status st = get_checked(g, key, &v);
-    if (!st && (st = toy_gguf_value_f64(v, out))) toy_error_wrap(st, "%s: key '%s'", g->path, key);
+    if (!st && (st = toy_gguf_value_f64(v, out))) ty_error_wrap(st, "%s: key '%s'", g->path, key);
     return st;
 }
 
 toy_status toy_gguf_get_bool(const toy_gguf *g, const char *key, bool *out) {
     const toy_gguf_value *v;
     toy_status st = get_checked(g, key, &v);
-    if (!st && (st = toy_gguf_value_bool(v, out))) toy_error_wrap(st, "%s: key '%s'", g->path, key);
+    if (!st && (st = toy_gguf_value_bool(v, out))) ty_error_wrap(st, "%s: key '%s'", g->path, key);
     return st;
 }
 
@@ -833,7 +833,7 @@ toy_status toy_gguf_get_str(const toy_gguf *g, const char *key, const char **s, 
     const toy_gguf_value *v;
     toy_status st = get_checked(g, key, &v);
     if (!st && (st = toy_gguf_value_str(v, s, len)))
-        toy_error_wrap(st, "%s: key '%s'", g->path, key);
+        ty_error_wrap(st, "%s: key '%s'", g->path, key);
     return st;
 }
 
@@ -841,7 +841,7 @@ int64_t toy_gguf_n_tensors(const toy_gguf *g) { return g->n_tensors; }
 
 toy_status toy_gguf_mlock(toy_gguf *g) {
     if ((g->mapped || g->owned) && mlock(g->base, g->size) != 0)
-        return toy_error(TOY_ERR_IO, "%s: cannot lock %zu bytes in memory: %s (see ulimit -l)",
+        return ty_error(TOY_ERR_IO, "%s: cannot lock %zu bytes in memory: %s (see ulimit -l)",
                          g->path, g->size, strerror(errno));
     return TOY_OK;
 }

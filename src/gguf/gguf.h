@@ -5,11 +5,11 @@
 #include "toy.h"
 
 /* Bytes of a scalar value type; for strings and arrays, their smallest encoding. */
-size_t toy_gguf_type_size(toy_gguf_type type);
+size_t ty_gguf_type_size(toy_gguf_type type);
 
 /* Whether the tensor data lies in a memory map of the file (toy_gguf_open), which the
  * kernel can drop and refill from the file; false for a copy in allocated memory
  * (toy_gguf_open_read) or a caller's buffer, whose pages must be kept. */
-bool toy_gguf_is_mapped(const toy_gguf *gguf);
+bool ty_gguf_is_mapped(const toy_gguf *gguf);
 
 #endif

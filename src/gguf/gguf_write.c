@@ -41,7 +41,7 @@ struct toy_gguf_writer {
     int64_t n_tensors, cap_tensors;
 
     /* while streaming */
-    toy_atomic_file out;
+    ty_atomic_file out;
     FILE *file; /* out.f */
     char *path; /* out.path */
     size_t alignment;
@@ -50,11 +50,11 @@ struct toy_gguf_writer {
 
 /* ---------------------------------------------------------------- byte buffers */
 
-static void buf_u32(toy_buf *b, uint32_t v) { toy_buf_append(b, &v, 4); }
-static void buf_u64(toy_buf *b, uint64_t v) { toy_buf_append(b, &v, 8); }
-static void buf_str(toy_buf *b, const char *s, size_t n) {
+static void buf_u32(ty_buf *b, uint32_t v) { ty_buf_append(b, &v, 4); }
+static void buf_u64(ty_buf *b, uint64_t v) { ty_buf_append(b, &v, 8); }
+static void buf_str(ty_buf *b, const char *s, size_t n) {
     buf_u64(b, n);
-    toy_buf_append(b, s, n);
+    ty_buf_append(b, s, n);
 }
 
 /* ---------------------------------------------------------------- metadata */
@@ -62,7 +62,7 @@ static void buf_str(toy_buf *b, const char *s, size_t n) {
 toy_gguf_writer *toy_gguf_writer_new(void) { return calloc(1, sizeof(toy_gguf_writer)); }
 
 static void writer_close_file(toy_gguf_writer *w) {
-    toy_atomic_abort(&w->out);
+    ty_atomic_abort(&w->out);
     w->file = NULL;
     w->path = NULL;
 }
@@ -87,10 +87,10 @@ static int64_t find_kv(const toy_gguf_writer *w, const char *key) {
 }
 
 /* Takes ownership of the buffer's bytes. */
-static toy_status set_encoded(toy_gguf_writer *w, const char *key, toy_buf *b) {
+static toy_status set_encoded(toy_gguf_writer *w, const char *key, ty_buf *b) {
     if (b->oom) {
         free(b->v);
-        return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
+        return ty_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
     }
     int64_t i = find_kv(w, key);
     if (i >= 0) {
@@ -104,7 +104,7 @@ static toy_status set_encoded(toy_gguf_writer *w, const char *key, toy_buf *b) {
         writer_kv *kvs = realloc(w->kvs, (size_t)cap * sizeof *kvs);
         if (!kvs) {
             free(b->v);
-            return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
+            return ty_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
         }
         w->kvs = kvs;
         w->cap_kv = cap;
@@ -112,7 +112,7 @@ static toy_status set_encoded(toy_gguf_writer *w, const char *key, toy_buf *b) {
     char *k = strdup(key);
     if (!k) {
         free(b->v);
-        return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
+        return ty_error(TOY_ERR_NOMEM, "gguf writer: no memory for key '%s'", key);
     }
     w->kvs[w->n_kv++] = (writer_kv){k, b->v, b->n};
     return TOY_OK;
@@ -120,9 +120,9 @@ static toy_status set_encoded(toy_gguf_writer *w, const char *key, toy_buf *b) {
 
 static toy_status set_scalar(toy_gguf_writer *w, const char *key, toy_gguf_type type,
                              const void *v) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     buf_u32(&b, type);
-    toy_buf_append(&b, v, toy_gguf_type_size(type));
+    ty_buf_append(&b, v, ty_gguf_type_size(type));
     return set_encoded(w, key, &b);
 }
 
@@ -163,7 +163,7 @@ toy_status toy_gguf_writer_set_bool(toy_gguf_writer *w, const char *k, bool v) {
 
 toy_status toy_gguf_writer_set_str(toy_gguf_writer *w, const char *key, const char *s,
                                    size_t len) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     buf_u32(&b, TOY_GGUF_STRING);
     buf_str(&b, s, len);
     return set_encoded(w, key, &b);
@@ -172,24 +172,24 @@ toy_status toy_gguf_writer_set_str(toy_gguf_writer *w, const char *key, const ch
 toy_status toy_gguf_writer_set_array(toy_gguf_writer *w, const char *key,
                                      toy_gguf_type elem_type, const void *data, uint64_t n) {
     if (elem_type == TOY_GGUF_STRING || elem_type == TOY_GGUF_ARRAY ||
-        !toy_gguf_type_size(elem_type))
-        return toy_error(TOY_ERR_INVALID, "gguf writer: key '%s': bad array element type %d",
+        !ty_gguf_type_size(elem_type))
+        return ty_error(TOY_ERR_INVALID, "gguf writer: key '%s': bad array element type %d",
                          key, (int)elem_type);
     size_t bytes;
-    if (toy_mul_overflows((size_t)n, toy_gguf_type_size(elem_type), &bytes))
-        return toy_error(TOY_ERR_INVALID, "gguf writer: key '%s': array too large", key);
-    toy_buf b = {0};
+    if (ty_mul_overflows((size_t)n, ty_gguf_type_size(elem_type), &bytes))
+        return ty_error(TOY_ERR_INVALID, "gguf writer: key '%s': array too large", key);
+    ty_buf b = {0};
     buf_u32(&b, TOY_GGUF_ARRAY);
     buf_u32(&b, elem_type);
     buf_u64(&b, n);
-    toy_buf_append(&b, data, bytes);
+    ty_buf_append(&b, data, bytes);
     return set_encoded(w, key, &b);
 }
 
 toy_status toy_gguf_writer_set_str_array(toy_gguf_writer *w, const char *key,
                                          const char *const *strs, const size_t *lens,
                                          uint64_t n) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     buf_u32(&b, TOY_GGUF_ARRAY);
     buf_u32(&b, TOY_GGUF_STRING);
     buf_u64(&b, n);
@@ -198,7 +198,7 @@ toy_status toy_gguf_writer_set_str_array(toy_gguf_writer *w, const char *key,
 }
 
 /* Encodes a value read from a file (without its type tag). */
-static void encode_value(toy_buf *b, const toy_gguf_value *v) {
+static void encode_value(ty_buf *b, const toy_gguf_value *v) {
     toy_gguf_type t = toy_gguf_value_type(v);
     switch (t) {
     case TOY_GGUF_STRING: {
@@ -216,7 +216,7 @@ static void encode_value(toy_buf *b, const toy_gguf_value *v) {
         if (et == TOY_GGUF_STRING || et == TOY_GGUF_ARRAY) {
             for (uint64_t j = 0; j < n; j++) encode_value(b, toy_gguf_array_get(v, j));
         } else {
-            toy_buf_append(b, toy_gguf_array_data(v), (size_t)n * toy_gguf_type_size(et));
+            ty_buf_append(b, toy_gguf_array_data(v), (size_t)n * ty_gguf_type_size(et));
         }
         return;
     }
@@ -224,20 +224,20 @@ static void encode_value(toy_buf *b, const toy_gguf_value *v) {
         bool x = false;
         toy_gguf_value_bool(v, &x);
         uint8_t u = x;
-        toy_buf_append(b, &u, 1);
+        ty_buf_append(b, &u, 1);
         return;
     }
     case TOY_GGUF_FLOAT32: {
         double d = 0;
         toy_gguf_value_f64(v, &d);
         float f = (float)d; /* exact: it was a float */
-        toy_buf_append(b, &f, 4);
+        ty_buf_append(b, &f, 4);
         return;
     }
     case TOY_GGUF_FLOAT64: {
         double d = 0;
         toy_gguf_value_f64(v, &d);
-        toy_buf_append(b, &d, 8);
+        ty_buf_append(b, &d, 8);
         return;
     }
     default: { /* integers: the low bytes of the 64-bit value, little-endian */
@@ -247,7 +247,7 @@ static void encode_value(toy_buf *b, const toy_gguf_value *v) {
             toy_gguf_value_i64(v, &i);
             u = (uint64_t)i;
         }
-        toy_buf_append(b, &u, toy_gguf_type_size(t));
+        ty_buf_append(b, &u, ty_gguf_type_size(t));
         return;
     }
     }
@@ -255,7 +255,7 @@ static void encode_value(toy_buf *b, const toy_gguf_value *v) {
 
 toy_status toy_gguf_writer_set_value(toy_gguf_writer *w, const char *key,
                                      const toy_gguf_value *v) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     buf_u32(&b, toy_gguf_value_type(v));
     encode_value(&b, v);
     return set_encoded(w, key, &b);
@@ -263,7 +263,7 @@ toy_status toy_gguf_writer_set_value(toy_gguf_writer *w, const char *key,
 
 toy_status toy_gguf_writer_remove(toy_gguf_writer *w, const char *key) {
     int64_t i = find_kv(w, key);
-    if (i < 0) return toy_error(TOY_ERR_NOT_FOUND, "gguf writer: key '%s' not set", key);
+    if (i < 0) return ty_error(TOY_ERR_NOT_FOUND, "gguf writer: key '%s' not set", key);
     free(w->kvs[i].key);
     free(w->kvs[i].bytes);
     memmove(&w->kvs[i], &w->kvs[i + 1], (size_t)(w->n_kv - i - 1) * sizeof *w->kvs);
@@ -277,42 +277,42 @@ toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, toy_
                                       int n_dims, const int64_t *ne, const void *data) {
     size_t nlen = strlen(name);
     if (nlen == 0 || nlen >= GGUF_MAX_TENSOR_NAME)
-        return toy_error(TOY_ERR_INVALID, "gguf writer: tensor name '%s' must be 1..%d bytes",
+        return ty_error(TOY_ERR_INVALID, "gguf writer: tensor name '%s' must be 1..%d bytes",
                          name, GGUF_MAX_TENSOR_NAME - 1);
     if (n_dims < 1 || n_dims > TOY_MAX_DIMS)
-        return toy_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has %d dimensions", name,
+        return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has %d dimensions", name,
                          n_dims);
     if (!toy_type_name(type))
-        return toy_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has unknown type %d", name,
+        return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has unknown type %d", name,
                          type);
     if (w->file)
-        return toy_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' added after begin", name);
+        return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' added after begin", name);
     for (int64_t i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0)
-            return toy_error(TOY_ERR_INVALID, "gguf writer: duplicate tensor name '%s'", name);
+            return ty_error(TOY_ERR_INVALID, "gguf writer: duplicate tensor name '%s'", name);
 
     writer_tensor t = {.type = type, .n_dims = n_dims, .data = data};
     size_t rows = 1;
     for (int d = 0; d < TOY_MAX_DIMS; d++) {
         t.ne[d] = d < n_dims ? ne[d] : 1;
-        if (t.ne[d] < 0 || (d > 0 && toy_mul_overflows(rows, (size_t)t.ne[d], &rows)))
-            return toy_error(TOY_ERR_INVALID, "gguf writer: tensor '%s': bad dimension %d", name,
+        if (t.ne[d] < 0 || (d > 0 && ty_mul_overflows(rows, (size_t)t.ne[d], &rows)))
+            return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s': bad dimension %d", name,
                              d);
     }
     size_t row;
     toy_status st = toy_type_row_size(type, t.ne[0], &row);
-    if (st) return toy_error_wrap(st, "gguf writer: tensor '%s'", name);
-    if (toy_mul_overflows(row, rows, &t.size))
-        return toy_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' is too large", name);
+    if (st) return ty_error_wrap(st, "gguf writer: tensor '%s'", name);
+    if (ty_mul_overflows(row, rows, &t.size))
+        return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' is too large", name);
 
     if (w->n_tensors == w->cap_tensors) {
         int64_t cap = w->cap_tensors ? 2 * w->cap_tensors : 16;
         writer_tensor *ts = realloc(w->tensors, (size_t)cap * sizeof *ts);
-        if (!ts) return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory");
+        if (!ts) return ty_error(TOY_ERR_NOMEM, "gguf writer: no memory");
         w->tensors = ts;
         w->cap_tensors = cap;
     }
-    if (!(t.name = strdup(name))) return toy_error(TOY_ERR_NOMEM, "gguf writer: no memory");
+    if (!(t.name = strdup(name))) return ty_error(TOY_ERR_NOMEM, "gguf writer: no memory");
     w->tensors[w->n_tensors++] = t;
     return TOY_OK;
 }
@@ -333,9 +333,9 @@ static toy_status write_bytes(toy_gguf_writer *w, const void *p, size_t n) {
         /* bytes from a mapped file that shrank meanwhile: the kernel refuses to read them */
         const char *source = errno == EFAULT ? toy_gguf_mapped_file(p) : NULL;
         if (source)
-            return toy_error(TOY_ERR_IO, "%s: write failed: %s changed while it was read (it is memory-mapped)",
+            return ty_error(TOY_ERR_IO, "%s: write failed: %s changed while it was read (it is memory-mapped)",
                              w->path, source);
-        return toy_error(TOY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+        return ty_error(TOY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     }
     return TOY_OK;
 }
@@ -354,10 +354,10 @@ static toy_status write_padding(toy_gguf_writer *w, size_t n) {
 static size_t pad_to(size_t x, size_t a) { return (a - x % a) % a; }
 
 toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
-    if (w->file) return toy_error(TOY_ERR_INVALID, "%s: gguf writer already writing", path);
+    if (w->file) return ty_error(TOY_ERR_INVALID, "%s: gguf writer already writing", path);
     w->alignment = writer_alignment(w);
     if (w->alignment == 0 || (w->alignment & (w->alignment - 1)))
-        return toy_error(TOY_ERR_INVALID, "%s: general.alignment %zu is not a power of two", path,
+        return ty_error(TOY_ERR_INVALID, "%s: general.alignment %zu is not a power of two", path,
                          w->alignment);
 
     /* Offsets: each tensor starts aligned, as llama.cpp's writer lays them out. */
@@ -367,14 +367,14 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
         offset += w->tensors[i].size + pad_to(w->tensors[i].size, w->alignment);
     }
 
-    toy_buf h = {0};
-    toy_buf_append(&h, "GGUF", 4);
+    ty_buf h = {0};
+    ty_buf_append(&h, "GGUF", 4);
     buf_u32(&h, 3);
     buf_u64(&h, (uint64_t)w->n_tensors);
     buf_u64(&h, (uint64_t)w->n_kv);
     for (int64_t i = 0; i < w->n_kv; i++) {
         buf_str(&h, w->kvs[i].key, strlen(w->kvs[i].key));
-        toy_buf_append(&h, w->kvs[i].bytes, w->kvs[i].len);
+        ty_buf_append(&h, w->kvs[i].bytes, w->kvs[i].len);
     }
     for (int64_t i = 0; i < w->n_tensors; i++) {
         const writer_tensor *t = &w->tensors[i];
@@ -386,10 +386,10 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
     }
     if (h.oom) {
         free(h.v);
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory for the header", path);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory for the header", path);
     }
 
-    toy_status st = toy_atomic_open(&w->out, path);
+    toy_status st = ty_atomic_open(&w->out, path);
     if (st) {
         free(h.v);
         return st;
@@ -405,12 +405,12 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
 }
 
 toy_status toy_gguf_writer_write_tensor_data(toy_gguf_writer *w, const void *data, size_t size) {
-    if (!w->file) return toy_error(TOY_ERR_INVALID, "gguf writer: write before begin");
+    if (!w->file) return ty_error(TOY_ERR_INVALID, "gguf writer: write before begin");
     if (w->next_tensor >= w->n_tensors)
-        return toy_error(TOY_ERR_INVALID, "%s: more tensor data than tensors", w->path);
+        return ty_error(TOY_ERR_INVALID, "%s: more tensor data than tensors", w->path);
     const writer_tensor *t = &w->tensors[w->next_tensor];
     if (size != t->size)
-        return toy_error(TOY_ERR_INVALID, "%s: tensor '%s' needs %zu bytes, got %zu", w->path,
+        return ty_error(TOY_ERR_INVALID, "%s: tensor '%s' needs %zu bytes, got %zu", w->path,
                          t->name, t->size, size);
     toy_status st = write_bytes(w, data, size);
     if (!st) st = write_padding(w, pad_to(size, w->alignment));
@@ -420,14 +420,14 @@ toy_status toy_gguf_writer_write_tensor_data(toy_gguf_writer *w, const void *dat
 }
 
 toy_status toy_gguf_writer_finish(toy_gguf_writer *w) {
-    if (!w->file) return toy_error(TOY_ERR_INVALID, "gguf writer: finish before begin");
+    if (!w->file) return ty_error(TOY_ERR_INVALID, "gguf writer: finish before begin");
     if (w->next_tensor != w->n_tensors) {
-        toy_status st = toy_error(TOY_ERR_INVALID, "%s: only %lld of %lld tensors written",
+        toy_status st = ty_error(TOY_ERR_INVALID, "%s: only %lld of %lld tensors written",
                                   w->path, (long long)w->next_tensor, (long long)w->n_tensors);
         writer_close_file(w);
         return st;
     }
-    toy_status st = toy_atomic_commit(&w->out);
+    toy_status st = ty_atomic_commit(&w->out);
     w->file = NULL;
     w->path = NULL;
     return st;
@@ -436,7 +436,7 @@ toy_status toy_gguf_writer_finish(toy_gguf_writer *w) {
 toy_status toy_gguf_writer_write(toy_gguf_writer *w, const char *path) {
     for (int64_t i = 0; i < w->n_tensors; i++)
         if (!w->tensors[i].data && w->tensors[i].size)
-            return toy_error(TOY_ERR_INVALID, "%s: tensor '%s' has no data", path,
+            return ty_error(TOY_ERR_INVALID, "%s: tensor '%s' has no data", path,
                              w->tensors[i].name);
     toy_status st = toy_gguf_writer_begin(w, path);
     for (int64_t i = 0; i < w->n_tensors && !st; i++)

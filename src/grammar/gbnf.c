@@ -202,7 +202,7 @@ static void skip_space(parser *p, bool newlines) {
 /* One code point of the text, valid UTF-8 only. */
 static bool read_utf8(parser *p, uint32_t *cpt) {
     const size_t at = p->pos;
-    *cpt = toy_utf8_decode(p->text, p->len, &p->pos);
+    *cpt = ty_utf8_decode(p->text, p->len, &p->pos);
     if (*cpt == TOY_UNICODE_REPLACEMENT && (p->pos - at != 3 || memcmp(p->text + at, "\xEF\xBF\xBD", 3)))
         return fail_at(p, at, "invalid UTF-8");
     return true;
@@ -509,13 +509,13 @@ static toy_status check_rules(gbnf_rules *g) {
     uint8_t *mark = calloc(g->n_rules, 1);
     uint32_t *todo = malloc(g->n_rules * sizeof *todo), *pos = malloc(g->n_rules * sizeof *pos);
     toy_status st = TOY_OK;
-    if (!nullable || !mark || !todo || !pos) st = toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!nullable || !mark || !todo || !pos) st = ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     if (!st) find_nullable(g, nullable);
     for (uint32_t r = 0; !st && r < g->n_rules; r++) {
         if (mark[r]) continue;
         const uint32_t bad = find_left_recursion(g, nullable, mark, todo, pos, r);
         if (bad != UINT32_MAX)
-            st = toy_error(TOY_ERR_INVALID, "rule '%s' is left-recursive (it can reach itself before reading a character)",
+            st = ty_error(TOY_ERR_INVALID, "rule '%s' is left-recursive (it can reach itself before reading a character)",
                            g->names[bad]);
     }
     free(nullable);
@@ -551,7 +551,7 @@ static void parser_free(parser *p) {
     free(p->sets);
 }
 
-void gbnf_free(gbnf_rules *g) {
+void ty_gbnf_free(gbnf_rules *g) {
     if (g->names)
         for (uint32_t i = 0; i < g->n_rules; i++) free(g->names[i]);
     free(g->names);
@@ -576,7 +576,7 @@ static toy_status flatten(parser *p, const char *root, gbnf_rules *g) {
     g->alts = malloc((size_t)(n_alts + 1) * sizeof *g->alts);
     g->rule_alt = malloc((size_t)(p->n_rules + 1) * sizeof *g->rule_alt);
     g->names = calloc(p->n_rules ? p->n_rules : 1, sizeof *g->names);
-    if (!g->elems || !g->alts || !g->rule_alt || !g->names) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!g->elems || !g->alts || !g->rule_alt || !g->names) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     uint32_t ne = 0, na = 0;
     for (uint32_t r = 0; r < p->n_rules; r++) {
         g->rule_alt[r] = na;
@@ -604,7 +604,7 @@ static toy_status flatten(parser *p, const char *root, gbnf_rules *g) {
     return TOY_OK;
 }
 
-toy_status gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules *out) {
+toy_status ty_gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules *out) {
     memset(out, 0, sizeof *out);
     parser p = {.text = text, .len = len};
     if (memchr(text, 0, len)) fail_at(&p, (size_t)((const char *)memchr(text, 0, len) - text), "a NUL byte");
@@ -619,21 +619,21 @@ toy_status gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules
     if (p.st) {
         size_t line, col;
         line_col(text, len, p.err_pos, &line, &col);
-        const toy_status st = toy_error(p.st, "line %zu, column %zu: %s", line, col, p.err);
+        const toy_status st = ty_error(p.st, "line %zu, column %zu: %s", line, col, p.err);
         parser_free(&p);
         return st;
     }
     toy_status st = flatten(&p, root, out);
     parser_free(&p);
-    if (!st && out->root == UINT32_MAX) st = toy_error(TOY_ERR_INVALID, "the grammar has no rule '%s' to start from", root);
+    if (!st && out->root == UINT32_MAX) st = ty_error(TOY_ERR_INVALID, "the grammar has no rule '%s' to start from", root);
     if (!st) st = check_rules(out);
-    if (st) gbnf_free(out);
+    if (st) ty_gbnf_free(out);
     return st;
 }
 
 /* ---------------------------------------------------------------- sets */
 
-bool gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt) {
+bool ty_gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt) {
     const gcharset *s = &g->sets[set];
     bool in = false;
     for (uint32_t i = 0; i < s->n; i++) {
@@ -647,7 +647,7 @@ bool gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt) {
     return in != s->negated;
 }
 
-bool gbnf_set_meets(const gbnf_rules *g, uint32_t set, uint32_t lo, uint32_t hi) {
+bool ty_gbnf_set_meets(const gbnf_rules *g, uint32_t set, uint32_t lo, uint32_t hi) {
     const gcharset *s = &g->sets[set];
     if (!s->negated) {
         for (uint32_t i = 0; i < s->n; i++) {

@@ -67,7 +67,7 @@ static void grammar_trie_free(void *p) {
 /* The bytes a token stands for in generated text (toy_token_to_piece without special):
  * none for control and unknown tokens, which a grammar never allows. */
 static const char *token_bytes(const toy_vocab *v, int32_t id, uint32_t *len) {
-    const toy_token_data *t = &v->tokens[id];
+    const ty_token_data *t = &v->tokens[id];
     *len = (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL)) ? 0 : t->piece_len;
     return v->pieces + t->piece_off;
 }
@@ -304,7 +304,7 @@ static toy_status found_key(toy_grammar *g, uint32_t partial, uint32_t need, uin
         return TOY_OK;
     }
     uint32_t *k = malloc(n * sizeof *k);
-    if (!k) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!k) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     k[0] = partial;
     k[1] = need;
     k[2] = (uint32_t)n_stacks;
@@ -339,9 +339,9 @@ static toy_status step_cpt(toy_grammar *g, const uint32_t *key, uint32_t cpt, ui
         at += 1 + len;
         if (!len) continue;
         const uint32_t top = s[len - 1];
-        if (!gbnf_set_matches(&g->rules, g->rules.elems[top].value, cpt)) continue;
+        if (!ty_gbnf_set_matches(&g->rules, g->rules.elems[top].value, cpt)) continue;
         if (!reserve(&g->work, g->n_work, &g->cap_work, (size_t)len + 2))
-            return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+            return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
         const size_t off = g->n_work;
         uint32_t n = len - 1;
         memcpy(g->work + off + 1, s, (size_t)n * sizeof *s);
@@ -352,7 +352,7 @@ static toy_status step_cpt(toy_grammar *g, const uint32_t *key, uint32_t cpt, ui
         g->n_work = off;
         if (!ok) {
             *out = NULL;
-            return g->overflow ? TOY_OK : toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+            return g->overflow ? TOY_OK : ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
         }
     }
     if (!g->n_found) {
@@ -372,7 +372,7 @@ static bool some_top_meets(const toy_grammar *g, const uint32_t *key, uint32_t l
     size_t at = 3;
     for (uint32_t i = 0; i < key[2]; i++) {
         const uint32_t len = key[at];
-        if (len && gbnf_set_meets(&g->rules, g->rules.elems[key[at + len]].value, lo, hi)) return true;
+        if (len && ty_gbnf_set_meets(&g->rules, g->rules.elems[key[at + len]].value, lo, hi)) return true;
         at += 1 + len;
     }
     return false;
@@ -410,7 +410,7 @@ static toy_status step_byte(toy_grammar *g, const uint32_t *key, uint32_t key_le
             if (partial < utf8_min(total) || partial > 0x10FFFF || (partial >= 0xD800 && partial <= 0xDFFF))
                 return TOY_OK;
             uint32_t *k = malloc(key_len * sizeof *k);
-            if (!k) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+            if (!k) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
             memcpy(k, key, key_len * sizeof *k);
             k[0] = k[1] = 0;
             const toy_status st = step_cpt(g, k, partial, out, out_len);
@@ -420,7 +420,7 @@ static toy_status step_byte(toy_grammar *g, const uint32_t *key, uint32_t key_le
     }
     if (!partial_viable(g, key, partial, need, total)) return TOY_OK;
     uint32_t *k = malloc(key_len * sizeof *k);
-    if (!k) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!k) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     memcpy(k, key, key_len * sizeof *k);
     k[0] = partial;
     k[1] = need | total << 8;
@@ -505,7 +505,7 @@ static int32_t intern(toy_grammar *g, uint32_t *key, uint32_t len) {
     return (int32_t)g->n_states++;
 nomem:
     free(key);
-    toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     return -1;
 }
 
@@ -514,14 +514,14 @@ static int32_t next_state(toy_grammar *g, int32_t s, uint8_t b) {
     dstate *d = &g->states[s];
     if (d->next && d->next[b] != UNKNOWN) return d->next[b];
     if (!d->next) {
-        if (!(d->next = malloc(256 * sizeof *d->next))) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory"), -3;
+        if (!(d->next = malloc(256 * sizeof *d->next))) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory"), -3;
         for (int i = 0; i < 256; i++) d->next[i] = UNKNOWN;
         g->cache_bytes += 256 * sizeof *d->next;
     }
     uint32_t *key, len = 0;
     if (step_byte(g, d->key, d->key_len, b, &key, &len)) return -3;
     if (!key) {
-        if (g->overflow) return toy_error(TOY_ERR_INVALID, "%s", g->overflow_what), -3;
+        if (g->overflow) return ty_error(TOY_ERR_INVALID, "%s", g->overflow_what), -3;
         g->states[s].next[b] = DEAD;
         return DEAD;
     }
@@ -536,7 +536,7 @@ static int32_t cursor_state(toy_grammar *g, grammar_cursor *c) {
     if (c->epoch == g->epoch && c->state >= 0) return c->state;
     if (g->cache_bytes > GRAMMAR_CACHE_BYTES) cache_clear(g);
     uint32_t *k = malloc(c->key_len * sizeof *k);
-    if (!k) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory"), -1;
+    if (!k) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory"), -1;
     memcpy(k, c->key, c->key_len * sizeof *k);
     const int32_t s = intern(g, k, (uint32_t)c->key_len);
     c->state = s;
@@ -548,7 +548,7 @@ static int32_t cursor_state(toy_grammar *g, grammar_cursor *c) {
 static toy_status cursor_set(toy_grammar *g, grammar_cursor *c, int32_t s) {
     const dstate *d = &g->states[s];
     uint32_t *k = realloc(c->key, d->key_len * sizeof *k);
-    if (!k) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!k) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     memcpy(k, d->key, d->key_len * sizeof *k);
     c->key = k;
     c->key_len = d->key_len;
@@ -594,7 +594,7 @@ static toy_status state_mask(toy_grammar *g, int32_t s, const uint64_t **out) {
     if (!g->states[s].mask) {
         const size_t words = ((size_t)g->n_vocab + 63) / 64;
         uint64_t *m = malloc(words * sizeof *m);
-        if (!m) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+        if (!m) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
         const toy_status st = walk_mask(g, s, m);
         if (st) {
             free(m);
@@ -615,29 +615,29 @@ static void op_begin(toy_grammar *g) {
     g->op_steps = 0;
 }
 
-toy_status grammar_cursor_init(const toy_grammar *cg, grammar_cursor *c) {
+toy_status ty_grammar_cursor_init(const toy_grammar *cg, grammar_cursor *c) {
     toy_grammar *g = (toy_grammar *)cg;
     memset(c, 0, sizeof *c);
     c->state = -1;
-    if (!(c->key = malloc(g->start_len * sizeof *c->key))) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!(c->key = malloc(g->start_len * sizeof *c->key))) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     memcpy(c->key, g->start_key, g->start_len * sizeof *c->key);
     c->key_len = g->start_len;
     return TOY_OK;
 }
 
-void grammar_cursor_free(grammar_cursor *c) {
+void ty_grammar_cursor_free(grammar_cursor *c) {
     free(c->key);
     c->key = NULL;
 }
 
 static toy_status no_token(const grammar_cursor *c) {
-    if (c->finished) return toy_error(TOY_ERR_INVALID, "the grammar's text has ended");
-    return toy_error(TOY_ERR_INVALID, "the grammar allows no token of this vocabulary here");
+    if (c->finished) return ty_error(TOY_ERR_INVALID, "the grammar's text has ended");
+    return ty_error(TOY_ERR_INVALID, "the grammar allows no token of this vocabulary here");
 }
 
-toy_status grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *bits) {
+toy_status ty_grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *bits) {
     toy_grammar *g = (toy_grammar *)cg;
-    if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
+    if (!g->vocab) return ty_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
     op_begin(g);
     toy_status st = TOY_OK;
     const size_t words = ((size_t)g->n_vocab + 63) / 64;
@@ -654,11 +654,11 @@ toy_status grammar_allowed(const toy_grammar *cg, grammar_cursor *c, uint64_t *b
     return st;
 }
 
-bool grammar_cursor_complete(const grammar_cursor *c) { return c->finished || key_accepting(c->key); }
+bool ty_grammar_cursor_complete(const grammar_cursor *c) { return c->finished || key_accepting(c->key); }
 
-toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed) {
+toy_status ty_grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed) {
     toy_grammar *g = (toy_grammar *)cg;
-    if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
+    if (!g->vocab) return ty_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
     if (c->finished) {
         memset(allowed, 0, n * sizeof *allowed);
         return TOY_OK;
@@ -689,9 +689,9 @@ toy_status grammar_allows(const toy_grammar *cg, grammar_cursor *c, const int32_
     return st;
 }
 
-toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *logits, int32_t n_vocab) {
+toy_status ty_grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *logits, int32_t n_vocab) {
     toy_grammar *g = (toy_grammar *)cg;
-    if (!g->vocab) return toy_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
+    if (!g->vocab) return ty_error(TOY_ERR_INVALID, "the grammar was made without a vocabulary");
     if (c->finished) return no_token(c);
     op_begin(g);
     const uint64_t *m = NULL;
@@ -717,10 +717,10 @@ toy_status grammar_mask_logits(const toy_grammar *cg, grammar_cursor *c, float *
     return st;
 }
 
-toy_status grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_t token) {
+toy_status ty_grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_t token) {
     toy_grammar *g = (toy_grammar *)cg;
     if (!g->vocab || token < 0 || token >= g->vocab->n_tokens)
-        return toy_error(TOY_ERR_INVALID, "token %d is not in the grammar's vocabulary", (int)token);
+        return ty_error(TOY_ERR_INVALID, "token %d is not in the grammar's vocabulary", (int)token);
     if (c->finished) return no_token(c);
     op_begin(g);
     toy_status st = TOY_OK;
@@ -728,15 +728,15 @@ toy_status grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_
     if (s < 0) st = TOY_ERR_NOMEM;
     if (!st && toy_vocab_is_eog(g->vocab, token)) {
         if (g->states[s].accepting) c->finished = true;
-        else st = toy_error(TOY_ERR_INVALID, "end of generation where the grammar's text is not complete");
+        else st = ty_error(TOY_ERR_INVALID, "end of generation where the grammar's text is not complete");
     } else if (!st) {
         uint32_t len;
         const char *b = token_bytes(g->vocab, token, &len);
-        if (!len) st = toy_error(TOY_ERR_INVALID, "the grammar does not allow token %d (it has no text)", (int)token);
+        if (!len) st = ty_error(TOY_ERR_INVALID, "the grammar does not allow token %d (it has no text)", (int)token);
         for (uint32_t i = 0; !st && i < len; i++) {
             s = next_state(g, s, (uint8_t)b[i]);
             if (s == -3) st = TOY_ERR_INVALID;
-            else if (s == DEAD) st = toy_error(TOY_ERR_INVALID, "the grammar does not allow token %d here", (int)token);
+            else if (s == DEAD) st = ty_error(TOY_ERR_INVALID, "the grammar does not allow token %d here", (int)token);
         }
         if (!st) st = cursor_set(g, c, s);
     }
@@ -744,7 +744,7 @@ toy_status grammar_accept_token(const toy_grammar *cg, grammar_cursor *c, int32_
     return st;
 }
 
-bool grammar_allows_reference(const toy_grammar *cg, const grammar_cursor *c, int32_t token) {
+bool ty_grammar_allows_reference(const toy_grammar *cg, const grammar_cursor *c, int32_t token) {
     toy_grammar *g = (toy_grammar *)cg;
     if (c->finished || token < 0 || token >= g->vocab->n_tokens) return false;
     if (toy_vocab_is_eog(g->vocab, token)) return key_accepting(c->key);
@@ -771,9 +771,9 @@ bool grammar_allows_reference(const toy_grammar *cg, const grammar_cursor *c, in
 
 static toy_status grammar_make(const toy_vocab *vocab, const char *gbnf, size_t len, toy_grammar **out) {
     toy_grammar *g = calloc(1, sizeof *g);
-    if (!g) return toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!g) return ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     pthread_mutex_init(&g->lock, NULL);
-    toy_status st = gbnf_parse(gbnf, len, "root", &g->rules);
+    toy_status st = ty_gbnf_parse(gbnf, len, "root", &g->rules);
     if (st) {
         free(g);
         return st;
@@ -781,17 +781,17 @@ static toy_status grammar_make(const toy_vocab *vocab, const char *gbnf, size_t 
     g->vocab = vocab;
     if (vocab) {
         g->n_vocab = vocab->n_tokens;
-        if (!(g->trie = trie_of(vocab))) st = toy_error(TOY_ERR_NOMEM, "grammar: out of memory for the token trie");
+        if (!(g->trie = trie_of(vocab))) st = ty_error(TOY_ERR_NOMEM, "grammar: out of memory for the token trie");
         if (!st && (!(g->walk_state = malloc(((size_t)g->trie->max_depth + 1) * sizeof *g->walk_state))))
-            st = toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+            st = ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     }
     /* the start: every alternative of the root rule, expanded */
-    if (!st && !reserve(&g->work, 0, &g->cap_work, 2)) st = toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+    if (!st && !reserve(&g->work, 0, &g->cap_work, 2)) st = ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
     if (!st) {
         g->work[0] = 1;
         g->work[1] = g->rules.n_elems; /* a stand-in element: a reference to the root */
         gelem *e = realloc(g->rules.elems, ((size_t)g->rules.n_elems + 2) * sizeof *e);
-        if (!e) st = toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+        if (!e) st = ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
         else {
             g->rules.elems = e;
             e[g->rules.n_elems] = (gelem){GE_RULE, g->rules.root};
@@ -802,9 +802,9 @@ static toy_status grammar_make(const toy_vocab *vocab, const char *gbnf, size_t 
         found_reset(g);
         g->n_work = 2;
         if (!expand(g, 0, 0))
-            st = g->overflow ? toy_error(TOY_ERR_INVALID, "%s", g->overflow_what) : toy_error(TOY_ERR_NOMEM, "grammar: out of memory");
+            st = g->overflow ? ty_error(TOY_ERR_INVALID, "%s", g->overflow_what) : ty_error(TOY_ERR_NOMEM, "grammar: out of memory");
         else st = found_key(g, 0, 0, &g->start_key, &g->start_len);
-        if (!st && !g->start_key) st = toy_error(TOY_ERR_INVALID, "%s", g->overflow_what);
+        if (!st && !g->start_key) st = ty_error(TOY_ERR_INVALID, "%s", g->overflow_what);
     }
     if (st) {
         toy_grammar_free(g);
@@ -815,7 +815,7 @@ static toy_status grammar_make(const toy_vocab *vocab, const char *gbnf, size_t 
 }
 
 toy_status toy_grammar_new(const toy_vocab *vocab, const char *gbnf, toy_grammar **out) {
-    if (!gbnf || !out) return toy_error(TOY_ERR_INVALID, "toy_grammar_new: bad arguments");
+    if (!gbnf || !out) return ty_error(TOY_ERR_INVALID, "toy_grammar_new: bad arguments");
     *out = NULL;
     return grammar_make(vocab, gbnf, strlen(gbnf), out);
 }
@@ -830,7 +830,7 @@ void toy_grammar_free(toy_grammar *g) {
     free(g->out);
     free(g->found);
     free(g->walk_state);
-    gbnf_free(&g->rules);
+    ty_gbnf_free(&g->rules);
     pthread_mutex_destroy(&g->lock);
     free(g);
 }
@@ -857,7 +857,7 @@ bool toy_grammar_accepts(const toy_grammar *cg, const char *text, size_t len) {
 
 toy_status toy_grammar_from_json_schema(const toy_vocab *vocab, const char *schema_json, bool strict,
                                         toy_grammar **out) {
-    if (!schema_json || !out) return toy_error(TOY_ERR_INVALID, "toy_grammar_from_json_schema: bad arguments");
+    if (!schema_json || !out) return ty_error(TOY_ERR_INVALID, "toy_grammar_from_json_schema: bad arguments");
     *out = NULL;
     char *gbnf = NULL;
     toy_status st = toy_json_schema_to_gbnf(schema_json, strict, &gbnf);

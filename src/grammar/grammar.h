@@ -49,11 +49,11 @@ typedef struct {
 
 /* Parses GBNF text (llama.cpp's grammars/README.md) whose start rule is `root`. Errors
  * are TOY_ERR_INVALID "line L, column C: ...". */
-toy_status gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules *out);
-void gbnf_free(gbnf_rules *g);
-bool gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt);
+toy_status ty_gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules *out);
+void ty_gbnf_free(gbnf_rules *g);
+bool ty_gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt);
 /* Whether some code point in lo..hi is in the set. */
-bool gbnf_set_meets(const gbnf_rules *g, uint32_t set, uint32_t lo, uint32_t hi);
+bool ty_gbnf_set_meets(const gbnf_rules *g, uint32_t set, uint32_t lo, uint32_t hi);
 
 /* Where a generation stands in a grammar's language (one per sampler): the stacks of
  * the pushdown automaton and any half-read UTF-8 character, cached as a state of the
@@ -66,23 +66,23 @@ typedef struct {
     bool finished;  /* an end-of-generation token was accepted */
 } grammar_cursor;
 
-toy_status grammar_cursor_init(const toy_grammar *g, grammar_cursor *c);
-void grammar_cursor_free(grammar_cursor *c);
+toy_status ty_grammar_cursor_init(const toy_grammar *g, grammar_cursor *c);
+void ty_grammar_cursor_free(grammar_cursor *c);
 /* Sets to -inf the logits of every token the grammar refuses here (end-of-generation
  * tokens unless the text so far is complete). TOY_ERR_INVALID when it allows none. */
-toy_status grammar_mask_logits(const toy_grammar *g, grammar_cursor *c, float *logits, int32_t n_vocab);
+toy_status ty_grammar_mask_logits(const toy_grammar *g, grammar_cursor *c, float *logits, int32_t n_vocab);
 /* Whether the grammar allows each of n tokens here, one by one through the automaton
  * (for a few tokens, cheaper than a whole mask; the answers are the mask's). */
-toy_status grammar_allows(const toy_grammar *g, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed);
+toy_status ty_grammar_allows(const toy_grammar *g, grammar_cursor *c, const int32_t *tokens, size_t n, bool *allowed);
 /* Whether the text so far is a whole sentence of the grammar (it may end here). */
-bool grammar_cursor_complete(const grammar_cursor *c);
+bool ty_grammar_cursor_complete(const grammar_cursor *c);
 /* Moves past a sampled token; TOY_ERR_INVALID if the grammar refuses it. */
-toy_status grammar_accept_token(const toy_grammar *g, grammar_cursor *c, int32_t token);
+toy_status ty_grammar_accept_token(const toy_grammar *g, grammar_cursor *c, int32_t token);
 /* Whether the grammar allows the token here (the reference the masks are tested
  * against: it reads the token's bytes one by one through the stacks, without the
  * automaton or the trie). */
-bool grammar_allows_reference(const toy_grammar *g, const grammar_cursor *c, int32_t token);
+bool ty_grammar_allows_reference(const toy_grammar *g, const grammar_cursor *c, int32_t token);
 /* The allowed tokens as a bitset of (n_vocab + 63) / 64 words, as the masks give it. */
-toy_status grammar_allowed(const toy_grammar *g, grammar_cursor *c, uint64_t *bits);
+toy_status ty_grammar_allowed(const toy_grammar *g, grammar_cursor *c, uint64_t *bits);
 
 #endif

@@ -63,7 +63,7 @@ typedef struct {
     size_t prim[N_PRIM]; /* rule number + 1, 0 until first used */
     json_t **owned;      /* schemas made by allOf merges, freed at the end */
     size_t n_owned, cap_owned;
-    toy_buf path; /* "#/properties/a": the JSON pointer of the node being converted */
+    ty_buf path; /* "#/properties/a": the JSON pointer of the node being converted */
     int depth;
     unsigned consumed; /* counts object and array openings on the way down: a $ref met
                           again with the same count would recurse without consuming input */
@@ -99,12 +99,12 @@ static bool fail_at(conv *c, toy_status st, const char *key, const char *fmt, ..
 }
 #define fail(c, st, ...) fail_at(c, st, NULL, __VA_ARGS__)
 
-static void put(toy_buf *b, const char *s) { toy_buf_append(b, s, strlen(s)); }
+static void put(ty_buf *b, const char *s) { ty_buf_append(b, s, strlen(s)); }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void putf(toy_buf *b, const char *fmt, ...) {
+static void putf(ty_buf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
@@ -114,7 +114,7 @@ static void putf(toy_buf *b, const char *fmt, ...) {
         b->oom = true; /* callers format only numbers and short names */
         return;
     }
-    toy_buf_append(b, tmp, (size_t)n);
+    ty_buf_append(b, tmp, (size_t)n);
 }
 
 /* Appends "/key" (RFC 6901 escaped) to the path; returns the length to restore. */
@@ -124,7 +124,7 @@ static size_t path_push(conv *c, const char *key) {
     for (const char *p = key; *p; p++) {
         if (*p == '~') put(&c->path, "~0");
         else if (*p == '/') put(&c->path, "~1");
-        else toy_buf_append(&c->path, p, 1);
+        else ty_buf_append(&c->path, p, 1);
     }
     return old;
 }
@@ -225,7 +225,7 @@ static void make_hint(char *dst, size_t size, const char *hint, const char *what
 /* ---------------------------------------------------------------- GBNF text */
 
 /* A GBNF string literal of n bytes of UTF-8 text. */
-static void put_lit(toy_buf *b, const char *s, size_t n) {
+static void put_lit(ty_buf *b, const char *s, size_t n) {
     put(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -235,16 +235,16 @@ static void put_lit(toy_buf *b, const char *s, size_t n) {
         else if (ch == '\r') put(b, "\\r");
         else if (ch == '\t') put(b, "\\t");
         else if (ch < 0x20 || ch == 0x7f) putf(b, "\\x%02X", ch);
-        else toy_buf_append(b, &s[i], 1);
+        else ty_buf_append(b, &s[i], 1);
     }
     put(b, "\"");
 }
 
 /* One code point inside a GBNF character class. */
-static void put_class_char(toy_buf *b, uint32_t cp) {
+static void put_class_char(ty_buf *b, uint32_t cp) {
     if (cp >= 0x20 && cp < 0x7f && !strchr("[]\\-^", (int)cp)) {
         char ch = (char)cp;
-        toy_buf_append(b, &ch, 1);
+        ty_buf_append(b, &ch, 1);
     } else if (cp < 0x80) {
         putf(b, "\\x%02X", (unsigned)cp);
     } else if (cp <= 0xffff) {
@@ -255,7 +255,7 @@ static void put_class_char(toy_buf *b, uint32_t cp) {
 }
 
 /* x{min,max} in GBNF (max < 0: unbounded), or "" when max is 0. */
-static void put_rep(toy_buf *b, const char *item, long long min, long long max) {
+static void put_rep(ty_buf *b, const char *item, long long min, long long max) {
     if (max == 0) return;
     put(b, item);
     if (min == 1 && max == 1) return;
@@ -281,7 +281,7 @@ static const char *prim(conv *c, prim_id id) {
     long r = add_rule(c, hint, NULL);
     if (r < 0) return NULL;
     c->prim[id] = (size_t)r + 1; /* before the body: value and object refer to each other */
-    toy_buf b = {0};
+    ty_buf b = {0};
     const char *sp = id == PRIM_SPACE ? "" : prim(c, PRIM_SPACE);
     if (!sp) return NULL;
 #define P(x) (prim(c, x) ? c->rules[c->prim[x] - 1].name : "")
@@ -355,7 +355,7 @@ static const char *prim(conv *c, prim_id id) {
 }
 
 /* Appends a primitive's name; false on failure. */
-static bool put_prim(conv *c, toy_buf *b, prim_id id) {
+static bool put_prim(conv *c, ty_buf *b, prim_id id) {
     const char *n = prim(c, id);
     if (!n) return false;
     put(b, n);
@@ -366,9 +366,9 @@ static bool put_prim(conv *c, toy_buf *b, prim_id id) {
 
 /* The compact JSON text of a value (const and enum): keys in their order, numbers in the
  * shortest form that reads back the same. */
-static void put_json(toy_buf *b, const json_t *v);
+static void put_json(ty_buf *b, const json_t *v);
 
-static void put_json_string(toy_buf *b, const char *s, size_t n) {
+static void put_json_string(ty_buf *b, const char *s, size_t n) {
     put(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -380,12 +380,12 @@ static void put_json_string(toy_buf *b, const char *s, size_t n) {
         else if (ch == '\b') put(b, "\\b");
         else if (ch == '\f') put(b, "\\f");
         else if (ch < 0x20) putf(b, "\\u%04x", ch);
-        else toy_buf_append(b, &s[i], 1);
+        else ty_buf_append(b, &s[i], 1);
     }
     put(b, "\"");
 }
 
-static void put_json(toy_buf *b, const json_t *v) {
+static void put_json(ty_buf *b, const json_t *v) {
     switch (json_typeof(v)) {
     case JSON_NULL: put(b, "null"); break;
     case JSON_TRUE: put(b, "true"); break;
@@ -610,7 +610,7 @@ static const json_t *resolve_ref(conv *c, const char *ref) {
 
 /* ---------------------------------------------------------------- allOf */
 
-static bool visit_body(conv *c, const json_t *s, const char *hint, toy_buf *body);
+static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body);
 static const char *visit(conv *c, const json_t *s, const char *hint);
 
 static json_t *own(conv *c, json_t *j) {
@@ -728,7 +728,7 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
 /* ---------------------------------------------------------------- numbers */
 
 /* Appends the numbers of n decimal digits (leading zeros allowed) >= s. */
-static void put_ge(toy_buf *b, const char *s, size_t n) {
+static void put_ge(ty_buf *b, const char *s, size_t n) {
     size_t z = 0;
     while (z < n && s[z] == '0') z++;
     if (z == n) {
@@ -750,7 +750,7 @@ static void put_ge(toy_buf *b, const char *s, size_t n) {
 }
 
 /* Appends the numbers of n decimal digits (leading zeros allowed) <= s. */
-static void put_le(toy_buf *b, const char *s, size_t n) {
+static void put_le(ty_buf *b, const char *s, size_t n) {
     size_t z = 0;
     while (z < n && s[z] == '9') z++;
     if (z == n) {
@@ -774,7 +774,7 @@ static void put_le(toy_buf *b, const char *s, size_t n) {
 }
 
 /* Appends the numbers lo..hi, both of n digits. */
-static void put_between(toy_buf *b, const char *lo, const char *hi, size_t n) {
+static void put_between(ty_buf *b, const char *lo, const char *hi, size_t n) {
     size_t i = 0;
     while (i < n && lo[i] == hi[i]) i++;
     if (i) put_lit(b, lo, i);
@@ -811,7 +811,7 @@ static void put_between(toy_buf *b, const char *lo, const char *hi, size_t n) {
 }
 
 /* Appends the decimal numbers lo..hi (no leading zeros), as alternatives. */
-static void put_range(toy_buf *b, uint64_t lo, uint64_t hi) {
+static void put_range(ty_buf *b, uint64_t lo, uint64_t hi) {
     char a[24], z[24];
     int na = snprintf(a, sizeof a, "%llu", (unsigned long long)lo);
     int nz = snprintf(z, sizeof z, "%llu", (unsigned long long)hi);
@@ -860,7 +860,7 @@ static bool int_bound(conv *c, const json_t *s, bool lower, long long *out) {
     return have;
 }
 
-static bool integer_body(conv *c, const json_t *s, toy_buf *b) {
+static bool integer_body(conv *c, const json_t *s, ty_buf *b) {
     long long lo = 0, hi = 0;
     bool has_lo = int_bound(c, s, true, &lo);
     bool has_hi = int_bound(c, s, false, &hi);
@@ -932,7 +932,7 @@ static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
 /* Alternatives for the numbers m >= 0 (written without sign or exponent) from lo to hi,
  * with at most `frac` fraction digits and integer parts up to `open` where hi is absent;
  * how many were written (0: none is in range). */
-static int put_magnitude(toy_buf *b, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex, long long open,
+static int put_magnitude(ty_buf *b, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex, long long open,
                          int frac) {
     long long from = lo_ex ? (lo < INT64_MAX ? lo + 1 : lo) : lo;
     long long to = has_hi ? hi - 1 : (from > open ? INT64_MAX : open);
@@ -969,7 +969,7 @@ static int decimal_digits(unsigned long long x) {
 
 /* Numbers with bounds: without exponent, the integer part's digit ranges as for integers,
  * the fraction free except next to a bound. */
-static bool number_body(conv *c, const json_t *s, toy_buf *b) {
+static bool number_body(conv *c, const json_t *s, ty_buf *b) {
     num_bound lo, hi;
     if (!number_bound(c, s, true, &lo) || !number_bound(c, s, false, &hi)) return false;
     if (!lo.set && !hi.set) return put_prim(c, b, PRIM_NUMBER);
@@ -983,7 +983,7 @@ static bool number_body(conv *c, const json_t *s, toy_buf *b) {
     int frac = 15 - decimal_digits(top);
     if (frac < 1) frac = 1;
     const long long open = (long long)(top > 999999999ULL ? top : 999999999ULL);
-    toy_buf alts = {0};
+    ty_buf alts = {0};
     int n = 0;
     /* x >= 0 */
     if (!hi.set || hi.v > 0 || (hi.v == 0 && !hi.exclusive)) {
@@ -992,7 +992,7 @@ static bool number_body(conv *c, const json_t *s, toy_buf *b) {
     }
     /* x < 0, as "-" m with m > 0 */
     if (!lo.set || lo.v < 0) {
-        toy_buf neg = {0};
+        ty_buf neg = {0};
         bool high = hi.set && hi.v < 0;
         int k = put_magnitude(&neg, high ? -hi.v : 0, high ? hi.exclusive : true, lo.set, lo.set ? -lo.v : 0,
                               lo.exclusive, open, frac);
@@ -1120,7 +1120,7 @@ static uint32_t utf8_next(pat *p) {
     return p->i++, u[0];
 }
 
-static void put_utf8(toy_buf *b, uint32_t cp) {
+static void put_utf8(ty_buf *b, uint32_t cp) {
     char u[4];
     size_t n;
     if (cp < 0x80) u[0] = (char)cp, n = 1;
@@ -1130,12 +1130,12 @@ static void put_utf8(toy_buf *b, uint32_t cp) {
     else
         u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
         u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
-    toy_buf_append(b, u, n);
+    ty_buf_append(b, u, n);
 }
 
 /* The JSON string text of one character (inside the quotes): \" \\ and the control
  * escapes, everything else as itself. */
-static void put_json_char(toy_buf *b, uint32_t cp) {
+static void put_json_char(ty_buf *b, uint32_t cp) {
     static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
     if (cp == '"') put(b, "\\\"");
     else if (cp == '\\') put(b, "\\\\");
@@ -1148,7 +1148,7 @@ static void put_json_char(toy_buf *b, uint32_t cp) {
  * characters JSON writes as themselves in a class, the others as their escapes. Control
  * characters without a short escape are matched (as \u00XX) only when the set holds
  * all 32. */
-static bool put_set(pat *p, toy_buf *b, cp_set *s) {
+static bool put_set(pat *p, ty_buf *b, cp_set *s) {
     set_normalize(s);
     cp_set special = {0};
     set_add(&special, 0, 0x1f);
@@ -1170,7 +1170,7 @@ static bool put_set(pat *p, toy_buf *b, cp_set *s) {
     set_normalize(&raw);
     cp_set neg = set_complement(&raw);
     bool bad = s->oom || special.oom || raw.oom || neg.oom;
-    toy_buf alt = {0};
+    ty_buf alt = {0};
     int n_alt = 0;
     if (!bad && raw.n) {
         bool negated = neg.n < raw.n;
@@ -1267,7 +1267,7 @@ static bool pat_escape(pat *p, bool in_class, char *cls, uint32_t *cp) {
     return true;
 }
 
-static bool pat_class(pat *p, toy_buf *b) {
+static bool pat_class(pat *p, ty_buf *b) {
     cp_set s = {0};
     bool negated = p->i < p->n && p->s[p->i] == '^';
     if (negated) p->i++;
@@ -1325,7 +1325,7 @@ static bool pat_class(pat *p, toy_buf *b) {
 }
 
 /* One character, a class letter, '.', as an expression. */
-static bool pat_class_letter(pat *p, toy_buf *b, char cls) {
+static bool pat_class_letter(pat *p, ty_buf *b, char cls) {
     cp_set s = {0};
     if (cls == '.') {
         set_add(&s, '\n', '\n');
@@ -1402,11 +1402,11 @@ static bool pat_quantifier(pat *p, char *q, size_t size) {
     return true;
 }
 
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable);
+static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nullable);
 
 /* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
  * without them it may have any text around. *nullable: whether it matches "". */
-static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
+static bool pat_sequence(pat *p, ty_buf *out, bool top, bool *nullable) {
     *nullable = true;
     bool anchored_start = false, anchored_end = false;
     if (p->i < p->n && p->s[p->i] == '^') {
@@ -1414,7 +1414,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
         anchored_start = true;
         p->i++;
     }
-    toy_buf seq = {0}, lit = {0};
+    ty_buf seq = {0}, lit = {0};
     bool ok = true;
     while (ok && p->i < p->n && p->s[p->i] != '|' && p->s[p->i] != ')') {
         char ch = p->s[p->i];
@@ -1436,7 +1436,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
             ok = pat_fail(p, "a quantifier with nothing to repeat");
             break;
         }
-        toy_buf atom = {0};
+        ty_buf atom = {0};
         bool is_char = false, atom_nullable = false;
         uint32_t cp = 0;
         if (ch == '(') {
@@ -1456,7 +1456,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
                     ok = pat_fail(p, what);
                 }
             }
-            toy_buf inner = {0};
+            ty_buf inner = {0};
             if (ok) ok = pat_alternatives(p, &inner, false, true, &atom_nullable);
             if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
             if (ok) {
@@ -1493,7 +1493,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
         if (ok) *nullable = *nullable && ((!is_char && (atom_nullable || !atom.n)) || q[0] == '*' || q[0] == '?' ||
                                           !strncmp(q, "{0", 2));
         if (ok && ql && atom.n && strchr("?*+}", atom.v[atom.n - 1])) { /* one operator after another */
-            toy_buf w = {0};
+            ty_buf w = {0};
             put(&w, "( ");
             put(&w, atom.v);
             put(&w, " )");
@@ -1509,7 +1509,7 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
                 lit.n = 0;
             }
             if (is_char) {
-                toy_buf one = {0};
+                ty_buf one = {0};
                 put_json_char(&one, cp);
                 put_lit(&atom, one.v, one.n);
                 if (one.oom) atom.oom = true;
@@ -1548,13 +1548,13 @@ static bool pat_sequence(pat *p, toy_buf *out, bool top, bool *nullable) {
 
 /* Alternatives separated by '|'; an empty one makes the whole optional. A group is
  * always in parentheses. */
-static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *nullable) {
-    toy_buf alts = {0};
+static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nullable) {
+    ty_buf alts = {0};
     int n = 0;
     bool empty = false, ok = true;
     *nullable = false;
     for (;;) {
-        toy_buf one = {0};
+        ty_buf one = {0};
         bool null_one;
         ok = pat_sequence(p, &one, top, &null_one);
         *nullable = *nullable || null_one;
@@ -1579,9 +1579,9 @@ static bool pat_alternatives(pat *p, toy_buf *out, bool top, bool group, bool *n
     return ok;
 }
 
-static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
+static bool pattern_body(conv *c, const char *pattern, ty_buf *b) {
     pat p = {c, pattern, 0, strlen(pattern)};
-    toy_buf e = {0};
+    ty_buf e = {0};
     bool nullable;
     bool ok = pat_alternatives(&p, &e, true, false, &nullable);
     if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
@@ -1598,7 +1598,7 @@ static bool pattern_body(conv *c, const char *pattern, toy_buf *b) {
 
 /* ---------------------------------------------------------------- strings */
 
-static bool string_body(conv *c, const json_t *s, toy_buf *b) {
+static bool string_body(conv *c, const json_t *s, ty_buf *b) {
     const json_t *fmt = json_object_get(s, "format"), *pattern = json_object_get(s, "pattern");
     long long min = 0, max = -1;
     bool has_min = get_count(c, s, "minLength", &min), has_max = get_count(c, s, "maxLength", &max);
@@ -1673,7 +1673,7 @@ static bool trie_insert(trie *t, const char *s) {
 }
 
 /* Non-empty continuations after t that do not spell a name of the trie. */
-static void put_not_trie(toy_buf *b, const trie *t, const char *kc) {
+static void put_not_trie(ty_buf *b, const trie *t, const char *kc) {
     for (size_t i = 0; i < t->n_kids; i++) {
         const trie *k = &t->kids[i];
         put(b, "[");
@@ -1702,7 +1702,7 @@ typedef struct {
 /* The rule of one member: the key as a JSON string, the colon between spaces, the value's
  * rule; its index, or -1 (out of memory). */
 static long kv_rule(conv *c, const char *rule_hint, const char *key, const char *value, const char *sp) {
-    toy_buf kv = {0}, k = {0};
+    ty_buf kv = {0}, k = {0};
     put_json_string(&k, key, strlen(key));
     if (k.oom) kv.oom = true;
     else put_lit(&kv, k.v, k.n);
@@ -1714,7 +1714,7 @@ static long kv_rule(conv *c, const char *rule_hint, const char *key, const char 
     return r;
 }
 
-static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required");
     const json_t *addl = json_object_get(s, "additionalProperties");
     /* no properties and no additionalProperties: any object; with properties, additional
@@ -1822,7 +1822,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
             key_rule = prim(c, PRIM_STRING);
         } else if (value) {
             const char *kc = prim(c, PRIM_KEY_CHAR);
-            toy_buf kb = {0};
+            ty_buf kb = {0};
             if (kc) {
                 put(&kb, "\"\\\"\" ( ");
                 put_not_trie(&kb, &names, kc);
@@ -1835,7 +1835,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
             free(kb.v);
         }
         if (key_rule) {
-            toy_buf kv = {0};
+            ty_buf kv = {0};
             putf(&kv, "%s \":\" %s ", key_rule, sp);
             put(&kv, value);
             snprintf(kh, sizeof kh, "%s-kv", h);
@@ -1859,7 +1859,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
     while (first < n && !items[first].required) first++;
     size_t n_alt = first < n ? first + 1 : n + (addl_kv ? 1 : 0);
     bool can_be_empty = first == n;
-    toy_buf body = {0};
+    ty_buf body = {0};
     put(&body, "\"{\" ");
     put(&body, sp);
     /* tail(j): the members j.. each after a comma */
@@ -1869,7 +1869,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
         return oom(c);
     }
     for (size_t j = n + 1; j-- > 0 && ok;) {
-        toy_buf t = {0};
+        ty_buf t = {0};
         if (j == n) {
             if (addl_kv) putf(&t, "( \",\" %s %s )*", sp, addl_kv);
         } else {
@@ -1914,7 +1914,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, toy_buf *b) 
 
 /* ---------------------------------------------------------------- arrays */
 
-static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
     if (json_is_array(items)) { /* draft 4's tuples */
         if (prefix) return fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
@@ -1942,7 +1942,7 @@ static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
     const char *sp = prim(c, PRIM_SPACE);
     if (!sp) return false;
     c->consumed++;
-    toy_buf body = {0};
+    ty_buf body = {0};
     putf(&body, "\"[\" %s", sp);
     bool ok = true;
     for (long long i = 0; ok && i < n_tuple; i++) {
@@ -1970,7 +1970,7 @@ static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
         }
         ok = item != NULL;
         if (ok && n_tuple) {
-            toy_buf g = {0};
+            ty_buf g = {0};
             putf(&g, "( \",\" %s %s )", sp, item);
             put(&body, " ");
             if (g.oom) ok = oom(c);
@@ -1978,7 +1978,7 @@ static bool array_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
             free(g.v);
         } else if (ok) {
             /* item ( "," item ){emin-1,emax-1}, optional when emin is 0 */
-            toy_buf g = {0};
+            ty_buf g = {0};
             putf(&g, "( \",\" %s %s )", sp, item);
             put(&body, emin ? " " : " ( ");
             put(&body, item);
@@ -2014,7 +2014,7 @@ static int value_types(const json_t *v) {
 }
 
 /* const and enum: the values' JSON text, those of the schema's types. */
-static bool constant_body(conv *c, const json_t *s, int types, toy_buf *b) {
+static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
     const json_t *k = json_object_get(s, "const"), *e = json_object_get(s, "enum");
     const char *sp = prim(c, PRIM_SPACE);
     if (!sp) return false;
@@ -2025,19 +2025,19 @@ static bool constant_body(conv *c, const json_t *s, int types, toy_buf *b) {
             if (!in) return fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
         }
         if (!(value_types(k) & types)) return fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
-        toy_buf t = {0};
+        ty_buf t = {0};
         put_json(&t, k);
         if (!t.oom) put_lit(b, t.v, t.n);
         free(t.v);
         putf(b, " %s", sp);
         return !t.oom || oom(c);
     }
-    toy_buf alts = {0};
+    ty_buf alts = {0};
     size_t n = 0;
     for (size_t i = 0; i < json_array_size(e); i++) {
         const json_t *v = json_array_get(e, i);
         if (!(value_types(v) & types)) continue;
-        toy_buf t = {0};
+        ty_buf t = {0};
         put_json(&t, v);
         if (n++) put(&alts, " | ");
         if (t.oom) alts.oom = true;
@@ -2057,7 +2057,7 @@ static bool constant_body(conv *c, const json_t *s, int types, toy_buf *b) {
 }
 
 /* The body for one type of a schema. */
-static bool type_body(conv *c, const json_t *s, int t, const char *hint, toy_buf *b) {
+static bool type_body(conv *c, const json_t *s, int t, const char *hint, ty_buf *b) {
     switch (t) {
     case T_NULL: return put_prim(c, b, PRIM_NULL);
     case T_BOOLEAN: return put_prim(c, b, PRIM_BOOLEAN);
@@ -2106,7 +2106,7 @@ static int schema_types(const json_t *s, int order[7], int *n) {
 }
 
 /* $ref: the rule of the referenced schema, converted once. */
-static bool ref_body(conv *c, const char *ref, toy_buf *b) {
+static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     for (size_t i = 0; i < c->n_refs; i++) {
         if (strcmp(c->refs[i].ref, ref)) continue;
         if (c->refs[i].busy && c->refs[i].mark == c->consumed)
@@ -2135,10 +2135,10 @@ static bool ref_body(conv *c, const char *ref, toy_buf *b) {
     c->refs[me].mark = c->consumed;
     c->n_refs++;
     /* errors inside name the referenced schema's place */
-    toy_buf saved = c->path;
-    c->path = (toy_buf){0};
+    ty_buf saved = c->path;
+    c->path = (ty_buf){0};
     put(&c->path, ref);
-    toy_buf body = {0};
+    ty_buf body = {0};
     char name[HINT_MAX + 32];
     snprintf(name, sizeof name, "%s", c->rules[r].name);
     bool ok = !c->path.oom && visit_body(c, target, name, &body);
@@ -2155,7 +2155,7 @@ static bool ref_body(conv *c, const char *ref, toy_buf *b) {
     return ok;
 }
 
-static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_buf *b) {
+static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     if (!check_keywords(c, s)) return false;
     static const char *const ref_only[] = {"$ref", NULL};
     const json_t *ref = json_object_get(s, "$ref");
@@ -2212,7 +2212,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_b
     if (!n) return put_prim(c, b, PRIM_VALUE);
     if (n == 1) return type_body(c, s, order[0], hint, b);
     for (int i = 0; i < n; i++) {
-        toy_buf t = {0};
+        ty_buf t = {0};
         char h[HINT_MAX + 32];
         make_hint(h, sizeof h, hint, type_names[__builtin_ctz((unsigned)order[i])]);
         bool ok = type_body(c, s, order[i], h, &t);
@@ -2232,7 +2232,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, toy_b
 }
 
 /* The expression matching schema s; sub-rules are named hint-... */
-static bool visit_body(conv *c, const json_t *s, const char *hint, toy_buf *body) {
+static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body) {
     if (++c->depth > MAX_DEPTH) {
         c->depth--;
         return fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
@@ -2249,7 +2249,7 @@ static bool visit_body(conv *c, const json_t *s, const char *hint, toy_buf *body
 
 /* The name of a rule matching s: a rule of its own, or the one its expression names. */
 static const char *visit(conv *c, const json_t *s, const char *hint) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     const char *name = NULL;
     if (visit_body(c, s, hint, &b) && b.v) {
         long r = find_rule(c, b.v);
@@ -2285,14 +2285,14 @@ static bool valid_root(const char *root) {
 }
 
 /* Writes the rules: root first, the others by name. */
-static bool emit(conv *c, long root_rule, toy_buf *out) {
+static bool emit(conv *c, long root_rule, ty_buf *out) {
     const rule **order = malloc((c->n_rules ? c->n_rules : 1) * sizeof *order);
     if (!order) return oom(c);
     size_t n = 0;
     for (size_t i = 0; i < c->n_rules; i++)
         if ((long)i != root_rule) order[n++] = &c->rules[i];
     qsort(order, n, sizeof *order, cmp_rule_names);
-    toy_buf b = {0};
+    ty_buf b = {0};
     putf(&b, "%s ::= ", c->rules[root_rule].name);
     put(&b, c->rules[root_rule].body);
     put(&b, "\n");
@@ -2307,12 +2307,12 @@ static bool emit(conv *c, long root_rule, toy_buf *out) {
         free(b.v);
         return oom(c);
     }
-    toy_buf_append(out, b.v, b.n);
+    ty_buf_append(out, b.v, b.n);
     free(b.v);
     return out->oom ? oom(c) : true;
 }
 
-static toy_status convert(const json_t *schema, bool strict, const char *root, toy_buf *out, char *err, size_t err_size) {
+static toy_status convert(const json_t *schema, bool strict, const char *root, ty_buf *out, char *err, size_t err_size) {
     conv c = {0};
     c.doc = schema;
     c.strict = strict;
@@ -2324,7 +2324,7 @@ static toy_status convert(const json_t *schema, bool strict, const char *root, t
     } else if (c.path.oom) {
         oom(&c);
     } else {
-        toy_buf body = {0};
+        ty_buf body = {0};
         if (visit_body(&c, schema, root, &body)) {
             long r = find_rule(&c, root) >= 0 ? -1 : new_rule(&c, root, body.v);
             if (r >= 0) emit(&c, r, out);
@@ -2338,35 +2338,35 @@ static toy_status convert(const json_t *schema, bool strict, const char *root, t
     return st;
 }
 
-bool json_schema_gbnf(const json_t *schema, bool strict, const char *root, toy_buf *out, char *err, size_t err_size) {
+bool ty_json_schema_gbnf(const json_t *schema, bool strict, const char *root, ty_buf *out, char *err, size_t err_size) {
     return convert(schema, strict, root, out, err, err_size) == TOY_OK;
 }
 
-bool json_schema_gbnf_any_object(const char *root, toy_buf *out) {
+bool ty_json_schema_gbnf_any_object(const char *root, ty_buf *out) {
     json_t *s = json_pack("{s:s}", "type", "object");
     if (!s) return false;
     char err[64];
-    bool ok = json_schema_gbnf(s, false, root, out, err, sizeof err);
+    bool ok = ty_json_schema_gbnf(s, false, root, out, err, sizeof err);
     json_decref(s);
     return ok;
 }
 
 toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **gbnf) {
-    if (!gbnf) return toy_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: gbnf is NULL");
+    if (!gbnf) return ty_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: gbnf is NULL");
     *gbnf = NULL;
-    if (!schema_json) return toy_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: schema_json is NULL");
+    if (!schema_json) return ty_error(TOY_ERR_INVALID, "toy_json_schema_to_gbnf: schema_json is NULL");
     json_error_t jerr;
     json_t *s = json_loads(schema_json, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     if (!s)
-        return toy_error(TOY_ERR_INVALID, "JSON schema: invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
+        return ty_error(TOY_ERR_INVALID, "JSON schema: invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
                          jerr.text);
-    toy_buf out = {0};
+    ty_buf out = {0};
     char err[700];
     toy_status st = convert(s, strict, "root", &out, err, sizeof err);
     json_decref(s);
     if (st != TOY_OK) {
         free(out.v);
-        return toy_error(st, "JSON schema %s", err);
+        return ty_error(st, "JSON schema %s", err);
     }
     *gbnf = out.v;
     return TOY_OK;

@@ -22,11 +22,11 @@
  * false with err set ("<json pointer>: message", the pointer as a URI fragment, "#" for
  * the schema itself) on an unsupported or invalid schema, or "out of memory". The
  * output is the same bytes for the same schema. */
-bool json_schema_gbnf(const json_t *schema, bool strict, const char *root, toy_buf *out, char *err,
+bool ty_json_schema_gbnf(const json_t *schema, bool strict, const char *root, ty_buf *out, char *err,
                       size_t err_size);
 
 /* Appends rules for any JSON object (response_format json_object), named as above. false
  * only when memory ran out. */
-bool json_schema_gbnf_any_object(const char *root, toy_buf *out);
+bool ty_json_schema_gbnf_any_object(const char *root, ty_buf *out);
 
 #endif

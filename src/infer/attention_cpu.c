@@ -33,7 +33,7 @@ static int32_t block_tokens(int32_t group) {
     return b < 2 ? 2 : b > ATTN_BLOCK_TOKENS ? ATTN_BLOCK_TOKENS : b;
 }
 
-toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim) {
+toy_status ty_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim) {
     /* per thread: a segment's and the running fold's accumulators of a query group (at
      * most n_head * head_dim floats each), maxima and sums, the scores of a chunk of
      * cells, its K and V rows; or those of a block's rows (at most max(ATTN_BLOCK_ROWS,
@@ -43,23 +43,23 @@ toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_he
     const int64_t one = 2 * (q_cols + 2 * n_head) + n_head * ATTN_CHUNK + 2 * ATTN_CHUNK * head_dim;
     const int64_t block = rows * (2 * head_dim + 4 + ATTN_CHUNK);
     c->attn_ws_per_thread = (size_t)((one > block ? one : block) + 64);
-    size_t ws = c->attn_ws_per_thread * (size_t)toy_pool_size(c->pool) * sizeof(float);
+    size_t ws = c->attn_ws_per_thread * (size_t)ty_pool_size(c->pool) * sizeof(float);
     /* a slot holds every head's sums, maximum and sum: n_head * (head_dim + 2) floats */
     c->attn_slot_cap = (size_t)(q_cols + 2 * n_head);
-    c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)toy_pool_size(c->pool);
+    c->attn_n_slots = (size_t)ATTN_SLOTS_PER_THREAD * (size_t)ty_pool_size(c->pool);
     size_t slots = c->attn_n_slots * c->attn_slot_cap * sizeof(float);
     size_t lists = 3 * (size_t)(n_tok > 0 ? n_tok : 1) * sizeof(int32_t);
-    toy_cpu_attention_free(c);
+    ty_cpu_attention_free(c);
     c->attn_ws = malloc(ws);
     c->attn_slots = malloc(slots);
     c->attn_runs = malloc(lists);
     if (!c->attn_ws || !c->attn_slots || !c->attn_runs)
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", ws + slots + lists);
+        return ty_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", ws + slots + lists);
     c->attn_tok = c->attn_runs + 2 * (n_tok > 0 ? n_tok : 1);
     return TOY_OK;
 }
 
-void toy_cpu_attention_free(cpu_backend *c) {
+void ty_cpu_attention_free(cpu_backend *c) {
     free(c->attn_ws);
     free(c->attn_slots);
     free(c->attn_runs);
@@ -75,9 +75,9 @@ typedef struct {
     const float *q;
     const int32_t *pos;
     const int32_t *seq_id;
-    const toy_kv_view *kv;
-    const toy_attn_params *p;
-    const toy_type_traits *tk, *tv; /* K and V rows to float */
+    const ty_kv_view *kv;
+    const ty_attn_params *p;
+    const ty_type_traits *tk, *tv; /* K and V rows to float */
     int32_t group_split; /* query heads of a group are split over this many tasks */
     bool seg_split;      /* one task per segment, folded after (else in the task) */
     int32_t n_seg;       /* with seg_split: segments of the longest sequence */
@@ -114,14 +114,14 @@ static attn_state attn_slot(const attn_job *j, int64_t t, int32_t s) {
 
 /* x[i] = exp(x[i] - m) for i < n */
 TOY_ALWAYS_INLINE void exps_scalar(int32_t n, float *x, float m) {
-    for (int32_t i = 0; i < n; i++) x[i] = toy_exp_nonpos(x[i] - m);
+    for (int32_t i = 0; i < n; i++) x[i] = ty_exp_nonpos(x[i] - m);
 }
 
 /* a[d * stride] . b[d] over d < n */
 TOY_ALWAYS_INLINE float dot_strided_scalar(int32_t n, const float *a, size_t stride, const float *b) {
     float l[16] = {0};
     for (int32_t d = 0; d < n; d++) l[d % 16] = fmaf(a[(size_t)d * stride], b[d], l[d % 16]);
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 TOY_ALWAYS_INLINE float dot_scalar(int32_t n, const float *a, const float *b) {
     return dot_strided_scalar(n, a, 1, b);
@@ -137,7 +137,7 @@ TOY_ALWAYS_INLINE float max_scalar(int32_t n, const float *x) {
 TOY_ALWAYS_INLINE float chunk_sum_scalar(int32_t n, const float *x) {
     float l[16] = {0};
     for (int32_t i = 0; i < n; i++) l[i % 16] += x[i];
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 /* The cells of a chunk a query at qpos sees (kpos <= qpos, and within the sliding window
  * when n_swa > 0), as indices in order; returns how many. */
@@ -194,7 +194,7 @@ TOY_ALWAYS_INLINE void weights4_scalar(int32_t hd, int32_t nc, uint32_t visible,
         for (int32_t i = 0; i < nc; i++) w[i] = visible >> i & 1u ? w[i] * scale : -INFINITY;
         const float cmax = max_scalar(nc, w);
         if (cmax > m[r]) {
-            const float corr = toy_exp_nonpos(m[r] - cmax);
+            const float corr = ty_exp_nonpos(m[r] - cmax);
             scal_scalar(hd, corr, acc);
             l[r] *= corr;
             m[r] = cmax;
@@ -212,7 +212,7 @@ static inline uint32_t attn_live_bits(int32_t n_live, const int32_t *live) {
 
 /* A K or V row of the cache as floats: in place for f32, else converted into buf. Every
  * conversion is exact or one rounded multiply (q8_0: q * d), so all versions agree. */
-TOY_ALWAYS_INLINE const float *row_scalar(int type, const toy_type_traits *tr, const uint8_t *src,
+TOY_ALWAYS_INLINE const float *row_scalar(int type, const ty_type_traits *tr, const uint8_t *src,
                                       float *buf, int32_t n) {
     if (type == TOY_TYPE_F32) return (const float *)src;
     tr->to_float(src, buf, n);
@@ -233,7 +233,7 @@ static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *a
         return;
     }
     const float mx = ms > *m ? ms : *m;
-    const float ca = toy_exp_nonpos(*m - mx), cs = toy_exp_nonpos(ms - mx); /* one of them is 1 */
+    const float ca = ty_exp_nonpos(*m - mx), cs = ty_exp_nonpos(ms - mx); /* one of them is 1 */
     for (int32_t d = 0; d < hd; d++) acc[d] = acc[d] * ca + as[d] * cs;
     *l = *l * ca + ls * cs;
     *m = mx;
@@ -295,7 +295,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float
         lo = _mm256_fmadd_ps(_mm256_loadu_ps(a + d), _mm256_loadu_ps(b + d), lo);
         hi = _mm256_fmadd_ps(_mm256_loadu_ps(a + d + 8), _mm256_loadu_ps(b + d + 8), hi);
     }
-    return toy_combine8(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
+    return ty_combine8(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
 TOY_AVX2 TOY_ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                   float *out) {
@@ -433,8 +433,8 @@ TOY_AVX2 TOY_ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int3
     for (; h < n_heads; h++)
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-/* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (toy_kv_cache_init) */
-TOY_AVX2 TOY_ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits *tr, const uint8_t *src,
+/* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (ty_kv_cache_init) */
+TOY_AVX2 TOY_ALWAYS_INLINE const float *row_avx2(int type, const ty_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
     switch (type) {
     case TOY_TYPE_F32:
@@ -452,7 +452,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE const float *row_avx2(int type, const toy_type_traits
     case TOY_TYPE_Q8_0:
         for (int32_t b = 0; b < n / QK8_0; b++) {
             const block_q8_0 *blk = (const block_q8_0 *)src + b;
-            const __m256 d = _mm256_set1_ps(toy_fp16_to_fp32(blk->d));
+            const __m256 d = _mm256_set1_ps(ty_fp16_to_fp32(blk->d));
             for (int32_t k = 0; k < QK8_0; k += 8) {
                 const __m128i q = _mm_loadl_epi64((const __m128i *)(blk->qs + k));
                 const __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
@@ -495,7 +495,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t v
         cmax[r] = _mm_cvtss_f32(h);
         dm[r] = m[r] - cmax[r];
     }
-    _mm256_storeu_ps(corr, toy_exp8_nonpos(_mm256_loadu_ps(dm)));
+    _mm256_storeu_ps(corr, ty_exp8_nonpos(_mm256_loadu_ps(dm)));
     for (int r = 0; r < NR; r++) {
         const bool grow = cmax[r] > m[r];
         if (grow) { /* else a rescale by 1, which changes no bit */
@@ -508,21 +508,21 @@ TOY_AVX2 TOY_ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t v
     __m256 e[4][4];
     for (int r = 0; r < NR; r++)
         for (int v = 0; v < 4; v++) e[r][v] = _mm256_sub_ps(x[r][v], _mm256_set1_ps(m[r]));
-    toy_exp8x_nonpos(4 * NR, e[0]);
+    ty_exp8x_nonpos(4 * NR, e[0]);
     for (int r = 0; r < NR; r++) {
         for (int v = 0; v < 4; v++) {
             e[r][v] = _mm256_and_ps(e[r][v], in[v]);
             _mm256_storeu_ps(w + r * ATTN_CHUNK + 8 * v, e[r][v]);
         }
         /* chunk_sum_scalar: lane k holds cells k and k + 16, then lanes16_sum */
-        l[r] += toy_combine8(_mm256_add_ps(_mm256_add_ps(e[r][0], e[r][2]), _mm256_add_ps(e[r][1], e[r][3])));
+        l[r] += ty_combine8(_mm256_add_ps(_mm256_add_ps(e[r][0], e[r][2]), _mm256_add_ps(e[r][1], e[r][3])));
     }
 }
 TOY_AVX512 TOY_ALWAYS_INLINE float dot_avx512(int32_t n, const float *a, const float *b) {
     __m512 acc = _mm512_setzero_ps();
     for (int32_t d = 0; d < n; d += 16)
         acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + d), _mm512_loadu_ps(b + d), acc);
-    return toy_combine16(acc);
+    return ty_combine16(acc);
 }
 /* dots_scalar for 16 rows at once: 16 lane accumulators, then the combine of all 16
  * transposed, one level per step (k + 8, k + 4, k + 2, k + 1), each step adding the
@@ -728,7 +728,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const 
         }
     for (; h < n_heads; h++) accum1_avx512(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-TOY_AVX512 TOY_ALWAYS_INLINE const float *row_avx512(int type, const toy_type_traits *tr, const uint8_t *src,
+TOY_AVX512 TOY_ALWAYS_INLINE const float *row_avx512(int type, const ty_type_traits *tr, const uint8_t *src,
                                            float *buf, int32_t n) {
     if (type != TOY_TYPE_F16) return row_avx2(type, tr, src, buf, n);
     for (int32_t d = 0; d < n; d += 16)
@@ -743,7 +743,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
 /* weights4_scalar with the NR rows side by side, each chunk's two vectors of 16 in
  * registers: max_scalar's maximum (a NaN score leaves the maximum as it was; the order of
  * a maximum changes nothing), one exp16 for the rows' rescale factors and exp16 of w - m
- * (toy_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs; a row's sums are
+ * (ty_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs; a row's sums are
  * rescaled only where its maximum grew, as in weights4_scalar. */
 TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
                                           float *w, float *m, float *l, float *acc) {
@@ -761,7 +761,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32
         cmax[r] = _mm512_reduce_max_ps(mx);
         dm[r] = m[r] - cmax[r];
     }
-    _mm512_storeu_ps(corr, toy_exp16_nonpos(_mm512_loadu_ps(dm)));
+    _mm512_storeu_ps(corr, ty_exp16_nonpos(_mm512_loadu_ps(dm)));
     TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         const bool grow = cmax[r] > m[r];
@@ -776,18 +776,18 @@ TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32
     TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         const __m512 vm = _mm512_set1_ps(m[r]);
-        e0[r] = _mm512_maskz_mov_ps(in0, toy_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
-        e1[r] = _mm512_maskz_mov_ps(in1, toy_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
+        e0[r] = _mm512_maskz_mov_ps(in0, ty_exp16_nonpos(_mm512_sub_ps(x0[r], vm)));
+        e1[r] = _mm512_maskz_mov_ps(in1, ty_exp16_nonpos(_mm512_sub_ps(x1[r], vm)));
     }
     TOY_UNROLL16
     for (int r = 0; r < NR; r++) {
         _mm512_storeu_ps(w + r * ATTN_CHUNK, e0[r]);
         _mm512_storeu_ps(w + r * ATTN_CHUNK + 16, e1[r]);
         const __m512 v = _mm512_add_ps(e0[r], e1[r]);
-        l[r] += toy_combine16(v);
+        l[r] += ty_combine16(v);
     }
 }
-/* fold_scalar with the rows' exponentials eight at a time (toy_exp_nonpos lane by lane)
+/* fold_scalar with the rows' exponentials eight at a time (ty_exp_nonpos lane by lane)
  * and each row's products acc * ca + as * cs on vectors: the same bits. V is the vector
  * width, EXP its exponential, and the load, store, multiply and add of its type. */
 #define FOLD_ROWS(V, EXP, LD, ST, MUL, ADD, SET1)                                                      \
@@ -817,7 +817,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32
     }
 TOY_AVX2 TOY_ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
                                   const float *acc, const float *m, const float *l) {
-    FOLD_ROWS(8, toy_exp8_nonpos, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps)
+    FOLD_ROWS(8, ty_exp8_nonpos, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps)
 }
 
 #define ATTN_TASK attention_task_avx2
@@ -838,7 +838,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc,
 
 TOY_AVX512 TOY_ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
                                     const float *acc, const float *m, const float *l) {
-    FOLD_ROWS(16, toy_exp16_nonpos, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps,
+    FOLD_ROWS(16, ty_exp16_nonpos, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps,
               _mm512_set1_ps)
 }
 #undef FOLD_ROWS
@@ -862,7 +862,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_
 
 /* The tasks of one instruction set, by the set cpu.h's table names */
 typedef struct {
-    toy_task_fn token, block, convert;
+    ty_task_fn token, block, convert;
 } attn_tasks;
 
 static const attn_tasks tasks_of[] = {
@@ -876,7 +876,7 @@ static const attn_tasks tasks_of[] = {
 /* Converts sequence seq's K and V rows for block tasks into c->attn_kv (grown as
  * needed); false when there is no memory for them (the tokens then go one by one). */
 static bool attn_convert(cpu_backend *c, attn_job *j, const attn_tasks *tasks, int32_t seq) {
-    const toy_attn_params *p = j->p;
+    const ty_attn_params *p = j->p;
     const int32_t n = j->kv->n_used[seq];
     const size_t chunks = ((size_t)n + ATTN_CHUNK - 1) / ATTN_CHUNK;
     const size_t per_head = chunks * ATTN_CHUNK * (size_t)p->head_dim;
@@ -894,7 +894,7 @@ static bool attn_convert(cpu_backend *c, attn_job *j, const attn_tasks *tasks, i
     j->kv_chunks = (int32_t)chunks;
     j->kt = c->attn_kv;
     j->vf = copies == 2 ? c->attn_kv + per_head * (size_t)p->n_head_kv : NULL;
-    toy_pool_run(c->pool, (int64_t)p->n_head_kv * (int64_t)chunks, tasks->convert, j);
+    ty_pool_run(c->pool, (int64_t)p->n_head_kv * (int64_t)chunks, tasks->convert, j);
     return true;
 }
 
@@ -902,7 +902,7 @@ static bool attn_convert(cpu_backend *c, attn_job *j, const attn_tasks *tasks, i
  * in block tasks (its K and V converted first); returns the tokens left to one-token
  * tasks, listed in c->attn_tok. */
 static int64_t attn_blocks(cpu_backend *c, attn_job *j, const attn_tasks *tasks, int64_t n_tok, int64_t want) {
-    const toy_attn_params *p = j->p;
+    const ty_attn_params *p = j->p;
     const int32_t group = p->n_head / p->n_head_kv;
     int64_t n_single = 0;
     for (int64_t t = 0; t < n_tok;) {
@@ -931,20 +931,20 @@ static int64_t attn_blocks(cpu_backend *c, attn_job *j, const attn_tasks *tasks,
         }
         j->runs = c->attn_runs;
         j->n_runs = n_runs;
-        toy_pool_run(c->pool, (int64_t)n_runs * p->n_head_kv, tasks->block, j);
+        ty_pool_run(c->pool, (int64_t)n_runs * p->n_head_kv, tasks->block, j);
     }
     return n_single;
 }
 
-void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok,
-                       const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
-                       const toy_attn_params *p) {
+void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok,
+                       const int32_t *pos, const int32_t *seq_id, const ty_kv_view *kv,
+                       const ty_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
     attn_job j = {.c = c, .out = out, .q = q, .pos = pos, .seq_id = seq_id, .kv = kv, .p = p,
-                  .tk = toy_type_traits_get(kv->type_k), .tv = toy_type_traits_get(kv->type_v),
+                  .tk = ty_type_traits_get(kv->type_k), .tv = ty_type_traits_get(kv->type_v),
                   .group_split = 1, .n_seg = 1};
     const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
-    const int64_t want = 4 * (int64_t)toy_pool_size(c->pool); /* tasks for the threads */
+    const int64_t want = 4 * (int64_t)ty_pool_size(c->pool); /* tasks for the threads */
     /* the SIMD tasks take whole vectors of head_dim */
     attn_tasks tasks = tasks_of[hd % 16 == 0 ? c->cpu->attention : TOY_ISA_SCALAR];
     /* Few tokens (decode): first one task per segment of cells (each K and V row still
@@ -970,7 +970,7 @@ void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_to
     }
     const int64_t n_tasks = n_single * p->n_head_kv * j.n_seg;
     while (j.group_split < group && n_tasks * j.group_split < want) j.group_split++;
-    toy_pool_run(c->pool, n_tasks * j.group_split, tasks.token, &j);
+    ty_pool_run(c->pool, n_tasks * j.group_split, tasks.token, &j);
     if (!j.seg_split) return;
     /* the segments of each token and head, folded in order as a task would */
     float *acc = c->attn_ws, m = 0.0f, l;

@@ -45,8 +45,8 @@ ATTN_TARGET static inline void ATTN_WEIGHTS(int32_t hd, int32_t nc, uint32_t vis
 ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_t g, int32_t head0,
                                             int32_t group, int32_t c_begin, int32_t c_end,
                                             float *acc, float *m, float *l, float *ws) {
-    const toy_attn_params *p = j->p;
-    const toy_kv_view *kv = j->kv;
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
     const int32_t hd = p->head_dim;
     float *scores = ws, *kbuf = scores + (size_t)group * ATTN_CHUNK;
     float *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
@@ -102,7 +102,7 @@ ATTN_TARGET static inline void ATTN_SEGMENT(const attn_job *j, int64_t t, int32_
  * the segments are folded in order by attn_fold, so the result is the same. */
 ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
-    const toy_attn_params *p = j->p;
+    const ty_attn_params *p = j->p;
     const int32_t hd = p->head_dim, n_split = j->group_split, n_seg = j->seg_split ? j->n_seg : 1;
     const int32_t s = (int32_t)(task % n_seg);
     const int64_t rest = task / n_seg;
@@ -159,8 +159,8 @@ ATTN_TARGET static void ATTN_TASK(void *ctx, int64_t task, int thread) {
 ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0, int32_t nt, int32_t g,
                                                   int32_t c_begin, int32_t c_end, float *acc, float *m,
                                                   float *l, float *scores) {
-    const toy_attn_params *p = j->p;
-    const toy_kv_view *kv = j->kv;
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
     const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv, R = nt * G;
     const size_t tok_stride = (size_t)p->n_head * (size_t)hd;
     const float *q0 = j->q + ((size_t)t0 * (size_t)p->n_head + (size_t)g * (size_t)G) * (size_t)hd;
@@ -260,7 +260,7 @@ ATTN_TARGET static inline void ATTN_BLOCK_SEGMENT(const attn_job *j, int32_t t0,
  * folded in order as ATTN_TASK folds a token's. */
 ATTN_TARGET static void ATTN_BLOCK_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
-    const toy_attn_params *p = j->p;
+    const ty_attn_params *p = j->p;
     const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv;
     const int32_t run = j->n_runs - 1 - (int32_t)(task / p->n_head_kv), g = (int32_t)(task % p->n_head_kv);
     const int32_t t0 = j->runs[2 * run], nt = j->runs[2 * run + 1], R = nt * G;
@@ -287,8 +287,8 @@ ATTN_TARGET static void ATTN_BLOCK_TASK(void *ctx, int64_t task, int thread) {
  * its V rows as floats into vf. */
 ATTN_TARGET static void ATTN_CONVERT_TASK(void *ctx, int64_t task, int thread) {
     attn_job *j = ctx;
-    const toy_attn_params *p = j->p;
-    const toy_kv_view *kv = j->kv;
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
     const int32_t hd = p->head_dim, g = (int32_t)(task / j->kv_chunks), ch = (int32_t)(task % j->kv_chunks);
     const int32_t n = kv->n_used[j->kv_seq];
     const size_t head_row = ((size_t)j->kv_seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;

@@ -13,7 +13,7 @@
 
 #include "model.h"
 
-typedef struct toy_backend toy_backend;
+typedef struct ty_backend ty_backend;
 
 /* Where the K and V of one layer are, and which cells each sequence holds. */
 typedef struct {
@@ -24,62 +24,62 @@ typedef struct {
     const int32_t *pos;   /* position of each cell */
     int32_t cells_per_seq;
     const int32_t *n_used; /* per sequence: cells in use, from seq * cells_per_seq */
-} toy_kv_view;
+} ty_kv_view;
 
 typedef struct {
     int32_t n_head, n_head_kv, head_dim;
     float scale;   /* applied to QK^T before the softmax */
     float softcap; /* 0: off; else scores = softcap * tanh(scores / softcap) first */
     int32_t n_swa; /* 0: causal; else a query at p sees only keys at k with p - k < n_swa */
-} toy_attn_params;
+} ty_attn_params;
 
 
-struct toy_backend {
+struct ty_backend {
     const char *name;
     /* Allocates scratch once, for batches of up to n_tok tokens of rows up to max_cols
      * floats and attention with n_head query heads of head_dim; after it only the CPU's
      * prefill attention grows one buffer (a sequence's K and V as floats) when a longer
      * prompt needs it, and goes token by token if that allocation fails. */
-    toy_status (*reserve)(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
+    toy_status (*reserve)(ty_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                           int64_t head_dim);
     /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
-    void (*rms_norm)(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
+    void (*rms_norm)(ty_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                      int64_t n, float eps);
     /* y[t][r] = W[r] . x[t] for n_tok tokens; x rows have w->n_cols floats, y rows
      * w->n_rows floats */
-    void (*matmul)(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok, float *y);
+    void (*matmul)(ty_backend *be, const ty_weight *w, const float *x, int64_t n_tok, float *y);
     /* The same for n_w matrices of one input (Q, K, V; gate, up): y[i] = w[i] x */
-    void (*matmul_multi)(toy_backend *be, int n_w, const toy_weight *const *w, const float *x,
+    void (*matmul_multi)(ty_backend *be, int n_w, const ty_weight *const *w, const float *x,
                          int64_t n_tok, float *const *y);
     /* rows of an embedding matrix as floats */
-    void (*get_rows)(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n, float *y);
+    void (*get_rows)(ty_backend *be, const ty_weight *w, const int32_t *ids, int64_t n, float *y);
     /* rotates n_heads heads of each of n_tok rows in place, row t at position pos[t] */
-    void (*rope)(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
-                 const int32_t *pos, const toy_rope_params *p);
+    void (*rope)(ty_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
+                 const int32_t *pos, const ty_rope_params *p);
     /* out[t] = softmax(scale * q[t] K^T, causal over seq_id[t]'s cells) V, per head:
      * fused, one pass with an online softmax, the K and V rows of a KV head read once
      * for all the query heads that share it */
-    void (*attention)(toy_backend *be, float *out, const float *q, int64_t n_tok,
-                      const int32_t *pos, const int32_t *seq_id, const toy_kv_view *kv,
-                      const toy_attn_params *p);
+    void (*attention)(ty_backend *be, float *out, const float *q, int64_t n_tok,
+                      const int32_t *pos, const int32_t *seq_id, const ty_kv_view *kv,
+                      const ty_attn_params *p);
     /* y = silu(gate) * up, elementwise */
-    void (*swiglu)(toy_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    void (*swiglu)(ty_backend *be, float *y, const float *gate, const float *up, int64_t n);
     /* y = gelu(gate) * up, tanh GELU through ggml's fp16 table */
-    void (*geglu)(toy_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    void (*geglu)(ty_backend *be, float *y, const float *gate, const float *up, int64_t n);
     /* y += x, elementwise */
-    void (*add)(toy_backend *be, float *y, const float *x, int64_t n);
+    void (*add)(ty_backend *be, float *y, const float *x, int64_t n);
     /* y[t] += b for n_tok rows of n */
-    void (*add_bias)(toy_backend *be, float *y, const float *b, int64_t n_tok, int64_t n);
+    void (*add_bias)(ty_backend *be, float *y, const float *b, int64_t n_tok, int64_t n);
     /* y *= s */
-    void (*scale)(toy_backend *be, float *y, float s, int64_t n);
+    void (*scale)(ty_backend *be, float *y, float s, int64_t n);
     /* y = cap * tanh(y / cap) */
-    void (*softcap)(toy_backend *be, float *y, float cap, int64_t n);
+    void (*softcap)(ty_backend *be, float *y, float cap, int64_t n);
     /* y = sigmoid(y) */
-    void (*sigmoid)(toy_backend *be, float *y, int64_t n);
-    void (*free)(toy_backend *be);
+    void (*sigmoid)(ty_backend *be, float *y, int64_t n);
+    void (*free)(ty_backend *be);
 };
 
 /* A CPU backend with n_threads threads (a persistent pool). NULL on failure. */
-toy_backend *toy_backend_cpu_new(int n_threads);
+ty_backend *ty_backend_cpu_new(int n_threads);
 
 #endif

@@ -38,7 +38,7 @@ static void range_task(void *ctx, int64_t task, int thread) {
 
 /* fn over [0, n) in ranges of at least min_per (smaller jobs are not worth a wake-up) */
 static void run_ranges(cpu_backend *c, int64_t n, int64_t min_per, range_fn fn, void *ctx) {
-    const int threads = toy_pool_size(c->pool);
+    const int threads = ty_pool_size(c->pool);
     if (threads <= 1 || n < 2 * min_per) {
         fn(ctx, 0, n);
         return;
@@ -47,13 +47,13 @@ static void run_ranges(cpu_backend *c, int64_t n, int64_t min_per, range_fn fn, 
     int64_t per = (n + tasks - 1) / tasks;
     if (per < min_per) per = min_per;
     range_job r = {fn, ctx, n, per};
-    toy_pool_run(c->pool, (n + per - 1) / per, range_task, &r);
+    ty_pool_run(c->pool, (n + per - 1) / per, range_task, &r);
 }
 
 /* elements per range: 64 KB of floats */
 #define RANGE_ELEMENTS 16384
 
-static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
+static toy_status cpu_reserve(ty_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                               int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
     /* floats (F32, F16, BF16) are the widest activations: 4 bytes per element; on whole
@@ -61,17 +61,17 @@ static toy_status cpu_reserve(toy_backend *be, int64_t n_tok, int64_t max_cols, 
     size_t act;
     if (__builtin_mul_overflow((size_t)n_tok, (size_t)max_cols, &act) ||
         __builtin_mul_overflow(act, sizeof(float), &act) || act > SIZE_MAX - 64)
-        return toy_error(TOY_ERR_NOMEM, "scratch of %lld x %lld floats is too large", (long long)n_tok,
+        return ty_error(TOY_ERR_NOMEM, "scratch of %lld x %lld floats is too large", (long long)n_tok,
                          (long long)max_cols);
     free(c->act);
     c->act = aligned_alloc(64, (act + 64) / 64 * 64);
-    if (!c->act) return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act);
+    if (!c->act) return ty_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act);
     /* the tiled Q8_0 activations take 36 bytes for 32 columns (9/8 of a byte each) */
     free(c->tiled);
     c->tiled_size = act / sizeof(float) / 8 * 9;
     c->tiled = aligned_alloc(64, (c->tiled_size + 64) / 64 * 64);
-    if (!c->tiled) return toy_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", c->tiled_size);
-    return toy_cpu_attention_reserve(c, n_tok, n_head, head_dim);
+    if (!c->tiled) return ty_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", c->tiled_size);
+    return ty_cpu_attention_reserve(c, n_tok, n_head, head_dim);
 }
 
 /* ---------------------------------------------------------------- rms_norm */
@@ -101,7 +101,7 @@ static void rms_norm_range(void *ctx, int64_t t0, int64_t t1) {
     }
 }
 
-static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
+static void cpu_rms_norm(ty_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                          int64_t n, float eps) {
     rms_norm_job j = {y, x, w, n, eps};
     run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + n - 1) / n, rms_norm_range, &j);
@@ -120,9 +120,9 @@ static void cpu_rms_norm(toy_backend *be, float *y, const float *x, const float 
  * either all packed matrices (packed.h) of one packed kernel or all row-kernel ones. */
 typedef struct {
     int n_w;
-    const toy_weight *w[MATMUL_MAX];
-    const toy_kernel *k[MATMUL_MAX];
-    const toy_packed_kernel *pk; /* the packed kernel, or NULL */
+    const ty_weight *w[MATMUL_MAX];
+    const ty_kernel *k[MATMUL_MAX];
+    const ty_packed_kernel *pk; /* the packed kernel, or NULL */
     float *y[MATMUL_MAX];
     /* where each matrix starts in the joint row range (packed: rows rounded up to whole
      * groups, so that tasks split at group boundaries) */
@@ -151,8 +151,8 @@ static void tile_act_task(void *ctx, int64_t chunk, int thread) {
 
 /* Rows [r0, r1) of one matrix (packed: r0 a multiple of 16). */
 static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
-    const toy_weight *w = j->w[i];
-    const toy_kernel *k = j->k[i];
+    const ty_weight *w = j->w[i];
+    const ty_kernel *k = j->k[i];
     float *y = j->y[i];
     if (j->pk) {
         if (r1 > w->n_rows) r1 = w->n_rows;
@@ -169,14 +169,14 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
         /* prefill: each weight block is decoded once for a tile of tokens */
         for (int64_t t0 = 0; t0 < j->n_tok; t0 += TOY_TILE_MAX) {
             int n_a = j->n_tok - t0 < TOY_TILE_MAX ? (int)(j->n_tok - t0) : TOY_TILE_MAX;
-            k->vec_dot_tile(w->n_cols, toy_weight_row(w, r0), w->row_size, (int)(r1 - r0),
+            k->vec_dot_tile(w->n_cols, ty_weight_row(w, r0), w->row_size, (int)(r1 - r0),
                             j->act + (size_t)t0 * j->act_row, j->act_row, n_a,
                             y + t0 * w->n_rows + r0, (size_t)w->n_rows);
         }
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        const void *row = toy_weight_row(w, r);
+        const void *row = ty_weight_row(w, r);
         for (int64_t t = 0; t < j->n_tok; t++)
             y[t * w->n_rows + r] = k->vec_dot(w->n_cols, row, j->act + (size_t)t * j->act_row);
     }
@@ -194,13 +194,13 @@ static void matmul_task(void *ctx, int64_t task, int thread) {
     }
 }
 
-static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *w, const float *x,
+static void cpu_matmul_multi(ty_backend *be, int n_w, const ty_weight *const *w, const float *x,
                              int64_t n_tok, float *const *y) {
     cpu_backend *c = (cpu_backend *)be;
     matmul_job j = {.x = x, .n_cols = w[0]->n_cols, .n_tok = n_tok};
     for (int i = 0; i < n_w; i++) {
-        const toy_kernel *k = toy_kernel_get(w[i]->type);
-        const toy_packed_kernel *pk = w[i]->packed ? toy_packed_get(w[i]->type) : NULL;
+        const ty_kernel *k = ty_kernel_get(w[i]->type);
+        const ty_packed_kernel *pk = w[i]->packed ? ty_packed_get(w[i]->type) : NULL;
         /* matrices whose inputs are rounded differently run as jobs of their own */
         if (j.n_w == MATMUL_MAX ||
             (j.n_w && (k->vec_dot_type != j.k[0]->vec_dot_type || pk != j.pk))) {
@@ -218,35 +218,35 @@ static void cpu_matmul_multi(toy_backend *be, int n_w, const toy_weight *const *
     /* the model loader refuses types without a kernel and rows that are not whole
      * blocks, so this cannot fail here */
     if (j.pk) j.act_row = (size_t)(j.n_cols / j.pk->block_cols) * j.pk->act_block;
-    else toy_kernel_act_row_size(j.k[0], j.n_cols, &j.act_row);
+    else ty_kernel_act_row_size(j.k[0], j.n_cols, &j.act_row);
     j.act = c->act; /* sized by reserve() */
-    toy_pool_run(c->pool, n_tok, quantize_act_task, &j);
+    ty_pool_run(c->pool, n_tok, quantize_act_task, &j);
     /* a prompt's activations, for a kernel that reads them as tiles, laid out once */
     if (j.pk && j.pk->tile_act && n_tok >= TOY_PACK_ROWS && j.pk->tiled_bytes(j.n_cols, n_tok) <= c->tiled_size) {
         j.tiled = c->tiled;
-        toy_pool_run(c->pool, n_tok / TOY_PACK_ROWS, tile_act_task, &j);
+        ty_pool_run(c->pool, n_tok / TOY_PACK_ROWS, tile_act_task, &j);
     }
     /* Each thread runs a contiguous range of the tasks, long streams for the hardware
      * prefetcher, then helps with the ends of the others' ranges (threadpool.h): many
      * tasks per thread let the threads finish together. */
     const int64_t rows = j.row0[j.n_w];
-    int64_t n_tasks = (int64_t)toy_pool_size(c->pool) * MATMUL_TASKS_PER_THREAD;
+    int64_t n_tasks = (int64_t)ty_pool_size(c->pool) * MATMUL_TASKS_PER_THREAD;
     j.rows_per_task = (rows + n_tasks - 1) / n_tasks;
     if (j.rows_per_task < 4) j.rows_per_task = 4;
     if (j.pk) j.rows_per_task = (j.rows_per_task + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS * TOY_PACK_ROWS;
-    toy_pool_run(c->pool, (rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
+    ty_pool_run(c->pool, (rows + j.rows_per_task - 1) / j.rows_per_task, matmul_task, &j);
 }
 
-static void cpu_matmul(toy_backend *be, const toy_weight *w, const float *x, int64_t n_tok,
+static void cpu_matmul(ty_backend *be, const ty_weight *w, const float *x, int64_t n_tok,
                        float *y) {
     cpu_matmul_multi(be, 1, &w, x, n_tok, &y);
 }
 
-static void cpu_get_rows(toy_backend *be, const toy_weight *w, const int32_t *ids, int64_t n,
+static void cpu_get_rows(ty_backend *be, const ty_weight *w, const int32_t *ids, int64_t n,
                          float *y) {
     (void)be;
-    const toy_type_traits *tr = toy_type_traits_get(w->type);
-    for (int64_t i = 0; i < n; i++) tr->to_float(toy_weight_row(w, ids[i]), y + i * w->n_cols, w->n_cols);
+    const ty_type_traits *tr = ty_type_traits_get(w->type);
+    for (int64_t i = 0; i < n; i++) tr->to_float(ty_weight_row(w, ids[i]), y + i * w->n_cols, w->n_cols);
 }
 
 /* ---------------------------------------------------------------- rope */
@@ -255,7 +255,7 @@ typedef struct {
     float *x;
     int32_t n_heads, head_dim;
     const int32_t *pos;
-    const toy_rope_params *p;
+    const ty_rope_params *p;
 } rope_job;
 
 static void rope_range(void *ctx, int64_t t0, int64_t t1) {
@@ -263,11 +263,11 @@ static void rope_range(void *ctx, int64_t t0, int64_t t1) {
     float *x = j->x;
     const int32_t n_heads = j->n_heads, head_dim = j->head_dim;
     const int32_t *pos = j->pos;
-    const toy_rope_params *p = j->p;
+    const ty_rope_params *p = j->p;
     const int32_t n_rot = p->n_rot;
     float cs[TOY_MAX_HEAD_DIM];
     for (int64_t t = t0; t < t1; t++) {
-        toy_rope_cos_sin(p, pos[t], cs);
+        ty_rope_cos_sin(p, pos[t], cs);
         for (int32_t h = 0; h < n_heads; h++) {
             float *v = x + (t * n_heads + h) * head_dim;
             for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
@@ -288,8 +288,8 @@ static void rope_range(void *ctx, int64_t t0, int64_t t1) {
     }
 }
 
-static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
-                     const int32_t *pos, const toy_rope_params *p) {
+static void cpu_rope(ty_backend *be, float *x, int64_t n_tok, int32_t n_heads, int32_t head_dim,
+                     const int32_t *pos, const ty_rope_params *p) {
     rope_job j = {x, n_heads, head_dim, pos, p};
     const int64_t per_token = (int64_t)n_heads * head_dim;
     run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + per_token - 1) / per_token, rope_range, &j);
@@ -301,7 +301,7 @@ static void cpu_rope(toy_backend *be, float *x, int64_t n_tok, int32_t n_heads, 
 typedef struct {
     float *y;
     const float *gate, *up;
-    const toy_cpu_ops *cpu;
+    const ty_cpu_ops *cpu;
 } glu_job;
 
 static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
@@ -309,7 +309,7 @@ static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
     j->cpu->silu_mul(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
 }
 
-static void cpu_swiglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+static void cpu_swiglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
     run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, swiglu_range, &j);
 }
@@ -321,10 +321,10 @@ static pthread_once_t gelu_once = PTHREAD_ONCE_INIT;
 
 static void gelu_table_init(void) {
     for (uint32_t i = 0; i < (1u << 16); i++) {
-        const float x = toy_fp16_to_fp32((toy_half)i);
+        const float x = ty_fp16_to_fp32((ty_half)i);
         const float g = 0.5f * x * (1.0f + tanhf(0.79788456080286535587989211986876f * x *
                                                  (1.0f + 0.044715f * x * x)));
-        gelu_table[i] = toy_fp16_to_fp32(toy_fp32_to_fp16(g));
+        gelu_table[i] = ty_fp16_to_fp32(ty_fp32_to_fp16(g));
     }
 }
 
@@ -337,12 +337,12 @@ static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
         float a;
         if (g <= -10.0f) a = 0.0f;
         else if (g >= 10.0f) a = g;
-        else a = gelu_table[toy_fp32_to_fp16(g)];
+        else a = gelu_table[ty_fp32_to_fp16(g)];
         y[i] = a * up[i];
     }
 }
 
-static void cpu_geglu(toy_backend *be, float *y, const float *gate, const float *up, int64_t n) {
+static void cpu_geglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
     run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, geglu_range, &j);
 }
@@ -357,47 +357,47 @@ static void add_range(void *ctx, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) j->y[i] += j->x[i];
 }
 
-static void cpu_add(toy_backend *be, float *y, const float *x, int64_t n) {
+static void cpu_add(ty_backend *be, float *y, const float *x, int64_t n) {
     add_job j = {y, x};
     run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, add_range, &j);
 }
 
-static void cpu_add_bias(toy_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {
+static void cpu_add_bias(ty_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {
     (void)be;
     for (int64_t t = 0; t < n_tok; t++)
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
-static void cpu_scale(toy_backend *be, float *y, float s, int64_t n) {
+static void cpu_scale(ty_backend *be, float *y, float s, int64_t n) {
     (void)be;
     for (int64_t i = 0; i < n; i++) y[i] *= s;
 }
 
 /* three roundings, as ggml's scale, tanh, scale */
-static void cpu_softcap(toy_backend *be, float *y, float cap, int64_t n) {
+static void cpu_softcap(ty_backend *be, float *y, float cap, int64_t n) {
     (void)be;
     for (int64_t i = 0; i < n; i++) y[i] = tanhf(y[i] * (1.0f / cap)) * cap;
 }
 
-static void cpu_sigmoid(toy_backend *be, float *y, int64_t n) {
+static void cpu_sigmoid(ty_backend *be, float *y, int64_t n) {
     (void)be;
     for (int64_t i = 0; i < n; i++) y[i] = 1.0f / (1.0f + expf(-y[i]));
 }
 
-static void cpu_free(toy_backend *be) {
+static void cpu_free(ty_backend *be) {
     cpu_backend *c = (cpu_backend *)be;
     if (!c) return;
-    toy_pool_free(c->pool);
+    ty_pool_free(c->pool);
     free(c->act);
     free(c->tiled);
-    toy_cpu_attention_free(c);
+    ty_cpu_attention_free(c);
     free(c);
 }
 
-toy_backend *toy_backend_cpu_new(int n_threads) {
+ty_backend *ty_backend_cpu_new(int n_threads) {
     cpu_backend *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->base = (toy_backend){
+    c->base = (ty_backend){
         .name = "cpu",
         .reserve = cpu_reserve,
         .rms_norm = cpu_rms_norm,
@@ -405,7 +405,7 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .matmul_multi = cpu_matmul_multi,
         .get_rows = cpu_get_rows,
         .rope = cpu_rope,
-        .attention = toy_cpu_attention,
+        .attention = ty_cpu_attention,
         .swiglu = cpu_swiglu,
         .geglu = cpu_geglu,
         .add = cpu_add,
@@ -416,8 +416,8 @@ toy_backend *toy_backend_cpu_new(int n_threads) {
         .free = cpu_free,
     };
     pthread_once(&gelu_once, gelu_table_init);
-    c->cpu = toy_cpu();
-    c->pool = toy_pool_new(n_threads);
+    c->cpu = ty_cpu();
+    c->pool = ty_pool_new(n_threads);
     if (!c->pool) {
         free(c);
         return NULL;

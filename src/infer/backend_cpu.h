@@ -11,8 +11,8 @@
 #include "threadpool.h"
 
 typedef struct {
-    toy_backend base;
-    toy_pool *pool;
+    ty_backend base;
+    ty_pool *pool;
     uint8_t *act;        /* quantized activation rows */
     uint8_t *tiled;      /* the same laid out for AMX tile loads (packed.h, tile_act) */
     size_t tiled_size;
@@ -24,14 +24,14 @@ typedef struct {
     int32_t *attn_tok;   /* the tokens attended one by one */
     float *attn_kv;      /* prefill: a sequence's K transposed by chunks, its V as floats */
     size_t attn_kv_cap;  /* floats; grown on the first prefill that needs more */
-    const toy_cpu_ops *cpu; /* this CPU's operations (cpu.h) */
+    const ty_cpu_ops *cpu; /* this CPU's operations (cpu.h) */
 } cpu_backend;
 
-/* Attention's scratch for batches of up to n_tok tokens; freed by toy_cpu_attention_free. */
-toy_status toy_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim);
-void toy_cpu_attention_free(cpu_backend *c);
+/* Attention's scratch for batches of up to n_tok tokens; freed by ty_cpu_attention_free. */
+toy_status ty_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_head, int64_t head_dim);
+void ty_cpu_attention_free(cpu_backend *c);
 /* The backend's attention (backend.h) */
-void toy_cpu_attention(toy_backend *be, float *out, const float *q, int64_t n_tok, const int32_t *pos,
-                       const int32_t *seq_id, const toy_kv_view *kv, const toy_attn_params *p);
+void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok, const int32_t *pos,
+                       const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p);
 
 #endif

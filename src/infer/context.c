@@ -20,7 +20,7 @@ void toy_context_params_init(toy_context_params *params, size_t size) {
         .cache_type_k = TOY_TYPE_F32,
         .cache_type_v = TOY_TYPE_F32,
     };
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 #define ALLOC(field, count)                                                                 \
@@ -29,7 +29,7 @@ void toy_context_params_init(toy_context_params *params, size_t size) {
         if (n_ == 0) n_ = 1;                                                                \
         if (!(ctx->field = calloc(n_, sizeof *ctx->field))) {                               \
             toy_context_free(ctx);                                                          \
-            return toy_error(TOY_ERR_NOMEM, "no memory for context scratch (" #field ")");  \
+            return ty_error(TOY_ERR_NOMEM, "no memory for context scratch (" #field ")");  \
         }                                                                                   \
     } while (0)
 
@@ -38,8 +38,8 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     toy_status st = toy_kernel_init();
     if (st) return st;
     toy_context_params p = toy_context_default_params();
-    if (params && toy_params_read(&p, sizeof p, params, "toy_context_params")) return TOY_ERR_INVALID;
-    const toy_hparams *hp = &model->hp;
+    if (params && ty_params_read(&p, sizeof p, params, "toy_context_params")) return TOY_ERR_INVALID;
+    const ty_hparams *hp = &model->hp;
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train;
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
     if (p.n_batch <= 0) p.n_batch = 512;
@@ -47,24 +47,24 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (p.n_outputs > p.n_batch) p.n_outputs = p.n_batch;
     if (p.n_threads <= 0) p.n_threads = 1;
     if (p.n_ctx > (1 << 24) || p.n_seq_max > 4096 || p.n_batch > (1 << 20))
-        return toy_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
+        return ty_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
                          p.n_ctx, p.n_seq_max, p.n_batch);
 
-    if ((st = toy_model_pack(model))) return st;
+    if ((st = ty_model_pack(model))) return st;
     toy_context *ctx = calloc(1, sizeof *ctx);
-    if (!ctx) return toy_error(TOY_ERR_NOMEM, "no memory for a context");
+    if (!ctx) return ty_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;
     ctx->params = p;
-    st = toy_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
+    st = ty_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
                                       hp->head_dim, p.cache_type_k, p.cache_type_v);
     if (st) {
         free(ctx);
         return st;
     }
-    ctx->be = toy_backend_cpu_new(p.n_threads);
+    ctx->be = ty_backend_cpu_new(p.n_threads);
     if (!ctx->be) {
         toy_context_free(ctx);
-        return toy_error(TOY_ERR_NOMEM, "cannot start %d threads", p.n_threads);
+        return ty_error(TOY_ERR_NOMEM, "cannot start %d threads", p.n_threads);
     }
     int64_t nb = p.n_batch, q_dim = (int64_t)hp->n_head * hp->head_dim;
     int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
@@ -104,7 +104,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
 void toy_context_free(toy_context *ctx) {
     if (!ctx) return;
     if (ctx->be) ctx->be->free(ctx->be);
-    toy_kv_cache_free(&ctx->kv);
+    ty_kv_cache_free(&ctx->kv);
     free(ctx->x);
     free(ctx->h);
     free(ctx->q);
@@ -141,7 +141,7 @@ typedef struct {
 } lora_target;
 
 /* Where the pair for base tensor `name` applies: up to 3 parts of a fused matrix. */
-static int lora_targets(const toy_hparams *hp, const char *name, lora_target *t) {
+static int lora_targets(const ty_hparams *hp, const char *name, lora_target *t) {
     const int n_slots = hp->n_layer * MAT_KINDS;
     if (!strcmp(name, "output.weight")) return t[0] = (lora_target){n_slots, 0, hp->n_vocab}, 1;
     if (!strcmp(name, "token_embd.weight")) return t[0] = (lora_target){n_slots + 1, 0, hp->n_embd}, 1;
@@ -152,25 +152,25 @@ static int lora_targets(const toy_hparams *hp, const char *name, lora_target *t)
         return 0;
     int n_t = 0;
     for (int k = 0; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) { /* not the experts' FFN */
-        const toy_mat_home h = toy_layer_mat_home(hp, k);
+        const ty_mat_home h = ty_layer_mat_home(hp, k);
         if (!strcmp(kind, h.tensor)) t[n_t++] = (lora_target){il * MAT_KINDS + k, h.row0, h.n_rows};
     }
     return n_t;
 }
 
 toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const float *scales, int n) {
-    const toy_hparams *hp = &ctx->model->hp;
+    const ty_hparams *hp = &ctx->model->hp;
     const int n_slots = hp->n_layer * MAT_KINDS + 2;
     int n_uses = 0;
     for (int i = 0; i < n; i++) n_uses += 4 * loras[i]->n_pairs;
-    toy_lora_use *uses = calloc((size_t)n_uses + 1, sizeof *uses);
+    ty_lora_use *uses = calloc((size_t)n_uses + 1, sizeof *uses);
     int32_t *first = calloc((size_t)n_slots + 1, sizeof *first);
     int *slot_of = calloc((size_t)n_uses + 1, sizeof *slot_of);
     if (!uses || !first || !slot_of) {
         free(uses);
         free(first);
         free(slot_of);
-        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+        return ty_error(TOY_ERR_NOMEM, "no memory for adapters");
     }
     /* a tied output is the embedding matrix: an embedding adapter changes the output
      * projection too, logits += s (h B) A^T, with B transposed once here */
@@ -178,7 +178,7 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
     int n_owned = 0;
     if (!owned) {
         free(uses), free(first), free(slot_of);
-        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+        return ty_error(TOY_ERR_NOMEM, "no memory for adapters");
     }
     /* collect the uses, then order them by slot (adapters in the order given) */
     int k = 0;
@@ -186,7 +186,7 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
     for (int i = 0; i < n; i++) {
         const toy_lora *lora = loras[i];
         for (int j = 0; j < lora->n_pairs; j++) {
-            const toy_lora_pair *p = &lora->pairs[j];
+            const ty_lora_pair *p = &lora->pairs[j];
             lora_target t[3];
             const int n_t = lora_targets(hp, p->name, t);
             if (!n_t) {
@@ -195,7 +195,7 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
                 free(uses);
                 free(first);
                 free(slot_of);
-                return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy cannot apply LoRA to %s", lora->path, p->name);
+                return ty_error(TOY_ERR_UNSUPPORTED, "%s: toy cannot apply LoRA to %s", lora->path, p->name);
             }
             const bool embd = t[0].slot == n_slots - 1;
             if (embd && hp->tied_output) {
@@ -203,20 +203,20 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
                 if (!bt) {
                     for (int o = 0; o < n_owned; o++) free(owned[o]);
                     free(owned), free(uses), free(first), free(slot_of);
-                    return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+                    return ty_error(TOY_ERR_NOMEM, "no memory for adapters");
                 }
                 for (int64_t e = 0; e < p->n_in; e++)
                     for (int64_t r = 0; r < p->rank; r++) bt[r * p->n_in + e] = p->b[e * p->rank + r];
                 owned[n_owned++] = bt;
-                uses[k] = (toy_lora_use){bt, p->a, p->rank, p->n_in, p->n_out,
-                                         toy_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
+                uses[k] = (ty_lora_use){bt, p->a, p->rank, p->n_in, p->n_out,
+                                         ty_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
                 slot_of[k++] = n_slots - 2;
                 if (ctx->params.n_outputs * p->n_out > max_u) max_u = ctx->params.n_outputs * p->n_out;
                 if (ctx->params.n_outputs * p->rank > max_t) max_t = ctx->params.n_outputs * p->rank;
             }
             for (int q = 0; q < n_t; q++) {
-                uses[k] = (toy_lora_use){p->a, p->b + t[q].row0 * p->rank, p->rank, embd ? p->n_out : p->n_in,
-                                         t[q].n_rows, toy_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
+                uses[k] = (ty_lora_use){p->a, p->b + t[q].row0 * p->rank, p->rank, embd ? p->n_out : p->n_in,
+                                         t[q].n_rows, ty_lora_pair_scale(lora, p, scales ? scales[i] : 1.0f)};
                 slot_of[k++] = t[q].slot;
                 const int64_t rows = t[q].slot == n_slots - 2 ? ctx->params.n_outputs : ctx->params.n_batch;
                 if (p->rank > max_rank) max_rank = p->rank;
@@ -225,12 +225,12 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
             }
         }
     }
-    toy_lora_use *sorted = calloc((size_t)k + 1, sizeof *sorted);
+    ty_lora_use *sorted = calloc((size_t)k + 1, sizeof *sorted);
     float *tbuf = malloc((size_t)max_t * sizeof *tbuf), *ubuf = malloc((size_t)max_u * sizeof *ubuf);
     if (!sorted || !tbuf || !ubuf) {
         for (int o = 0; o < n_owned; o++) free(owned[o]);
         free(owned), free(uses), free(first), free(slot_of), free(sorted), free(tbuf), free(ubuf);
-        return toy_error(TOY_ERR_NOMEM, "no memory for adapters");
+        return ty_error(TOY_ERR_NOMEM, "no memory for adapters");
     }
     int m = 0;
     for (int s = 0; s < n_slots; s++) {
@@ -256,9 +256,9 @@ toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const 
     return TOY_OK;
 }
 
-toy_rope_params toy_context_rope(const toy_context *ctx, int il) {
-    toy_rope_params r = ctx->model->layers[il].rope;
-    toy_model_rope_factors(ctx->model, ctx->params.n_ctx, &r.freq_factors);
+ty_rope_params ty_context_rope(const toy_context *ctx, int il) {
+    ty_rope_params r = ctx->model->layers[il].rope;
+    ty_model_rope_factors(ctx->model, ctx->params.n_ctx, &r.freq_factors);
     return r;
 }
 
@@ -277,7 +277,7 @@ const float *toy_get_embeddings(const toy_context *ctx, int32_t i) {
 
 static toy_status check_seq(const toy_context *ctx, int32_t seq_id) {
     if (seq_id < 0 || seq_id >= ctx->params.n_seq_max)
-        return toy_error(TOY_ERR_INVALID, "sequence id %d out of range (0..%d)", seq_id,
+        return ty_error(TOY_ERR_INVALID, "sequence id %d out of range (0..%d)", seq_id,
                          ctx->params.n_seq_max - 1);
     return TOY_OK;
 }
@@ -287,7 +287,7 @@ toy_status toy_kv_seq_rm(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p
     if (st) return st;
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT32_MAX;
-    toy_kv_cache_seq_rm(&ctx->kv, seq_id, p0, p1);
+    ty_kv_cache_seq_rm(&ctx->kv, seq_id, p0, p1);
     return TOY_OK;
 }
 
@@ -297,9 +297,9 @@ toy_status toy_kv_seq_cp(toy_context *ctx, int32_t seq_src, int32_t seq_dst, int
     if (st) return st;
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT32_MAX;
-    if (p1 < p0) return toy_error(TOY_ERR_INVALID, "positions [%d, %d) to copy: the end is before the start", p0, p1);
+    if (p1 < p0) return ty_error(TOY_ERR_INVALID, "positions [%d, %d) to copy: the end is before the start", p0, p1);
     if (seq_src == seq_dst) return TOY_OK;
-    return toy_kv_cache_seq_cp(&ctx->kv, seq_src, seq_dst, p0, p1);
+    return ty_kv_cache_seq_cp(&ctx->kv, seq_src, seq_dst, p0, p1);
 }
 
 toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
@@ -307,8 +307,8 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
     if (st) return st;
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT32_MAX;
-    const toy_hparams *hp = &ctx->model->hp;
-    toy_kv_cache *c = &ctx->kv;
+    const ty_hparams *hp = &ctx->model->hp;
+    ty_kv_cache *c = &ctx->kv;
     int64_t base = (int64_t)seq_id * c->cells_per_seq;
     for (int32_t i = 0; i < c->n_used[seq_id]; i++) {
         int32_t *pos = &c->pos[base + i];
@@ -316,11 +316,11 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
         /* keys hold rotated vectors: rotating by delta moves them to pos + delta, as
          * llama.cpp's K shift does */
         for (int32_t l = 0; l < hp->n_layer; l++) {
-            toy_rope_params rp = toy_context_rope(ctx, l);
-            const toy_type_traits *tk = toy_type_traits_get(c->type_k);
+            ty_rope_params rp = ty_context_rope(ctx, l);
+            const ty_type_traits *tk = ty_type_traits_get(c->type_k);
             for (int32_t h = 0; h < hp->n_head_kv; h++) {
                 float row[TOY_MAX_HEAD_DIM];
-                uint8_t *kh = toy_kv_k(c, l, base + i, h);
+                uint8_t *kh = ty_kv_k(c, l, base + i, h);
                 tk->to_float(kh, row, hp->head_dim);
                 ctx->be->rope(ctx->be, row, 1, 1, hp->head_dim, &delta, &rp);
                 tk->from_float(row, kh, hp->head_dim);
@@ -333,7 +333,7 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
 
 int32_t toy_kv_seq_pos_max(const toy_context *ctx, int32_t seq_id) {
     if (seq_id < 0 || seq_id >= ctx->params.n_seq_max) return -1;
-    const toy_kv_cache *c = &ctx->kv;
+    const ty_kv_cache *c = &ctx->kv;
     int32_t max = -1;
     for (int32_t i = 0; i < c->n_used[seq_id]; i++) {
         int32_t p = c->pos[(int64_t)seq_id * c->cells_per_seq + i];

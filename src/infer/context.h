@@ -13,13 +13,13 @@ typedef struct {
     const float *a, *b;
     int64_t rank, n_in, n_rows;
     float scale;
-} toy_lora_use;
+} ty_lora_use;
 
 struct toy_context {
     toy_model *model;
     toy_context_params params;
-    toy_backend *be;
-    toy_kv_cache kv;
+    ty_backend *be;
+    ty_kv_cache kv;
 
     /* scratch, n_batch rows each */
     float *x;      /* residual stream [n_embd] */
@@ -43,7 +43,7 @@ struct toy_context {
     /* adapters (toy_context_set_lora): the uses of product slot i (layer il, matrix k at
      * il * MAT_KINDS + k; the output, then the embedding, after the layers) are
      * lora_uses[lora_first[i] .. lora_first[i + 1]) */
-    toy_lora_use *lora_uses;
+    ty_lora_use *lora_uses;
     int32_t *lora_first;
     float *lora_t, *lora_u; /* scratch: in A^T, then its product with B */
     float **lora_owned;     /* transposed copies (a tied output's share of an embedding adapter) */
@@ -57,7 +57,7 @@ struct toy_context {
                           * [n_batch][n_embd]; else NULL */
 };
 
-/* Layer il's RoPE in this context (its frequency factors: toy_model_rope_factors). */
-toy_rope_params toy_context_rope(const toy_context *ctx, int il);
+/* Layer il's RoPE in this context (its frequency factors: ty_model_rope_factors). */
+ty_rope_params ty_context_rope(const toy_context *ctx, int il);
 
 #endif

@@ -24,8 +24,8 @@ static void trace(const toy_context *ctx, const char *name, int layer, const flo
 }
 
 /* An F32 matrix of the adapters as the backend multiplies it. */
-static toy_weight f32_weight(const float *data, int64_t n_rows, int64_t n_cols) {
-    return (toy_weight){.type = TOY_TYPE_F32, .n_cols = n_cols, .n_rows = n_rows,
+static ty_weight f32_weight(const float *data, int64_t n_rows, int64_t n_cols) {
+    return (ty_weight){.type = TOY_TYPE_F32, .n_cols = n_cols, .n_rows = n_rows,
                         .row_size = (size_t)n_cols * sizeof(float), .data = (const uint8_t *)data, .n_parts = 1};
 }
 
@@ -34,10 +34,10 @@ static toy_weight f32_weight(const float *data, int64_t n_rows, int64_t n_cols) 
  * them. */
 static void apply_lora(toy_context *ctx, int slot, const float *in, int64_t n, float *out) {
     if (!ctx->lora_first) return;
-    toy_backend *be = ctx->be;
+    ty_backend *be = ctx->be;
     for (int32_t i = ctx->lora_first[slot]; i < ctx->lora_first[slot + 1]; i++) {
-        const toy_lora_use *u = &ctx->lora_uses[i];
-        const toy_weight a = f32_weight(u->a, u->rank, u->n_in), b = f32_weight(u->b, u->n_rows, u->rank);
+        const ty_lora_use *u = &ctx->lora_uses[i];
+        const ty_weight a = f32_weight(u->a, u->rank, u->n_in), b = f32_weight(u->b, u->n_rows, u->rank);
         be->matmul(be, &a, in, n, ctx->lora_t);
         be->matmul(be, &b, ctx->lora_t, n, ctx->lora_u);
         be->scale(be, ctx->lora_u, u->scale, n * u->n_rows);
@@ -48,11 +48,11 @@ static void apply_lora(toy_context *ctx, int slot, const float *in, int64_t n, f
 /* The embedding's adapters: row t gains scale * B a_t, a_t the token's row of A. */
 static void apply_lora_embd(toy_context *ctx, const int32_t *tok, int64_t n, float *x) {
     if (!ctx->lora_first) return;
-    toy_backend *be = ctx->be;
+    ty_backend *be = ctx->be;
     const int slot = ctx->model->hp.n_layer * MAT_KINDS + 1;
     for (int32_t i = ctx->lora_first[slot]; i < ctx->lora_first[slot + 1]; i++) {
-        const toy_lora_use *u = &ctx->lora_uses[i];
-        const toy_weight a = f32_weight(u->a, u->n_in, u->rank), b = f32_weight(u->b, u->n_rows, u->rank);
+        const ty_lora_use *u = &ctx->lora_uses[i];
+        const ty_weight a = f32_weight(u->a, u->n_in, u->rank), b = f32_weight(u->b, u->n_rows, u->rank);
         be->get_rows(be, &a, tok, n, ctx->lora_t);
         be->matmul(be, &b, ctx->lora_t, n, ctx->lora_u);
         be->scale(be, ctx->lora_u, u->scale, n * u->n_rows);
@@ -61,38 +61,38 @@ static void apply_lora_embd(toy_context *ctx, const int32_t *tok, int64_t n, flo
 }
 
 static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
-    const toy_hparams *hp = &ctx->model->hp;
-    if (!b || b->n_tokens <= 0) return toy_error(TOY_ERR_INVALID, "empty batch");
+    const ty_hparams *hp = &ctx->model->hp;
+    if (!b || b->n_tokens <= 0) return ty_error(TOY_ERR_INVALID, "empty batch");
     if (!b->token || !b->pos || !b->seq_id)
-        return toy_error(TOY_ERR_INVALID, "batch without %s", !b->token ? "token ids"
+        return ty_error(TOY_ERR_INVALID, "batch without %s", !b->token ? "token ids"
                                                              : !b->pos ? "positions"
                                                                        : "sequence ids");
     if (b->n_tokens > ctx->params.n_batch)
-        return toy_error(TOY_ERR_INVALID, "batch of %d tokens exceeds n_batch %d", b->n_tokens,
+        return ty_error(TOY_ERR_INVALID, "batch of %d tokens exceeds n_batch %d", b->n_tokens,
                          ctx->params.n_batch);
     int32_t n_out = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
-            return toy_error(TOY_ERR_INVALID, "batch token %d: id %d out of range (0..%d)", i,
+            return ty_error(TOY_ERR_INVALID, "batch token %d: id %d out of range (0..%d)", i,
                              b->token[i], hp->n_vocab - 1);
         if (b->seq_id[i] < 0 || b->seq_id[i] >= ctx->params.n_seq_max)
-            return toy_error(TOY_ERR_INVALID, "batch token %d: sequence id %d out of range (0..%d)",
+            return ty_error(TOY_ERR_INVALID, "batch token %d: sequence id %d out of range (0..%d)",
                              i, b->seq_id[i], ctx->params.n_seq_max - 1);
         if (b->pos[i] < 0)
-            return toy_error(TOY_ERR_INVALID, "batch token %d: negative position %d", i, b->pos[i]);
+            return ty_error(TOY_ERR_INVALID, "batch token %d: negative position %d", i, b->pos[i]);
         n_out += b->logits ? b->logits[i] != 0 : i == b->n_tokens - 1;
     }
     if (n_out > ctx->params.n_outputs)
-        return toy_error(TOY_ERR_INVALID, "batch asks for logits of %d tokens, the context holds %d",
+        return ty_error(TOY_ERR_INVALID, "batch asks for logits of %d tokens, the context holds %d",
                          n_out, ctx->params.n_outputs);
     return TOY_OK;
 }
 
 /* Mixture of experts: softmax router, top-k experts per token, each expert a SwiGLU
  * FFN; the outputs, scaled by their router weights, are summed in rank order. */
-static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
-    const toy_hparams *hp = &ctx->model->hp;
-    toy_backend *be = ctx->be;
+static void moe_ffn(toy_context *ctx, const ty_layer *l, int64_t n_tok) {
+    const ty_hparams *hp = &ctx->model->hp;
+    ty_backend *be = ctx->be;
     const int32_t n_exp = hp->n_expert, k = hp->n_expert_used, n_embd = hp->n_embd;
 
     be->matmul(be, &l->ffn_gate_inp, ctx->h, n_tok, ctx->router);
@@ -133,10 +133,10 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
                     ctx->moe_rows[n++] = (int32_t)(t * k + s);
                 }
         if (!n) continue;
-        toy_weight gate = toy_weight_expert(&l->ffn_gate_exps, e);
-        toy_weight up = toy_weight_expert(&l->ffn_up_exps, e);
-        toy_weight down = toy_weight_expert(&l->ffn_down_exps, e);
-        const toy_weight *gate_up[2] = {&gate, &up};
+        ty_weight gate = ty_weight_expert(&l->ffn_gate_exps, e);
+        ty_weight up = ty_weight_expert(&l->ffn_up_exps, e);
+        ty_weight down = ty_weight_expert(&l->ffn_down_exps, e);
+        const ty_weight *gate_up[2] = {&gate, &up};
         float *gate_up_out[2] = {ctx->gate, ctx->up};
         be->matmul_multi(be, 2, gate_up, ctx->moe_in, n, gate_up_out);
         be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n * hp->n_ff_exp);
@@ -158,7 +158,7 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
         float *gate = ctx->router; /* the routing probabilities are no longer needed */
         be->matmul(be, &l->ffn_gate_inp_shexp, ctx->h, n_tok, gate);
         be->sigmoid(be, gate, n_tok);
-        const toy_weight *gate_up[2] = {&l->ffn_gate_shexp, &l->ffn_up_shexp};
+        const ty_weight *gate_up[2] = {&l->ffn_gate_shexp, &l->ffn_up_shexp};
         float *gate_up_out[2] = {ctx->gate, ctx->up};
         be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
         be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff_shexp);
@@ -170,10 +170,10 @@ static void moe_ffn(toy_context *ctx, const toy_layer *l, int64_t n_tok) {
     }
 }
 
-static void dense_ffn(toy_context *ctx, const toy_layer *l, int il, int64_t n_tok) {
-    const toy_hparams *hp = &ctx->model->hp;
-    toy_backend *be = ctx->be;
-    const toy_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
+static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok) {
+    const ty_hparams *hp = &ctx->model->hp;
+    ty_backend *be = ctx->be;
+    const ty_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
     float *gate_up_out[2] = {ctx->gate, ctx->up};
     be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
     apply_lora(ctx, il * MAT_KINDS + MAT_GATE, ctx->h, n_tok, ctx->gate);
@@ -188,12 +188,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     toy_status st = check_batch(ctx, b);
     if (st) return st;
     const toy_model *m = ctx->model;
-    const toy_hparams *hp = &m->hp;
-    toy_backend *be = ctx->be;
+    const ty_hparams *hp = &m->hp;
+    ty_backend *be = ctx->be;
     const int64_t n = b->n_tokens, n_embd = hp->n_embd;
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    if ((st = toy_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
+    if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
 
     be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
     apply_lora_embd(ctx, b->token, n, ctx->x);
@@ -201,12 +201,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     trace(ctx, "embed", -1, ctx->x, n, n_embd);
 
     for (int il = 0; il < hp->n_layer; il++) {
-        const toy_layer *l = &m->layers[il];
+        const ty_layer *l = &m->layers[il];
 
         /* attention */
         be->rms_norm(be, ctx->h, ctx->x, l->attn_norm.data, n, n_embd, hp->rms_eps);
         trace(ctx, "attn_norm", il, ctx->h, n, n_embd);
-        const toy_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
+        const ty_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
         float *qkv_out[3] = {ctx->q, ctx->k, ctx->v};
         be->matmul_multi(be, 3, qkv, ctx->h, n, qkv_out);
         apply_lora(ctx, il * MAT_KINDS + MAT_Q, ctx->h, n, ctx->q);
@@ -222,7 +222,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * kv_dim / hp->k_norm_len, hp->k_norm_len,
                          hp->rms_eps);
         }
-        const toy_rope_params rope = toy_context_rope(ctx, il);
+        const ty_rope_params rope = ty_context_rope(ctx, il);
         be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
         be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
         if (hp->q_scale != 1.0f) be->scale(be, ctx->q, hp->q_scale, n * q_dim);
@@ -230,12 +230,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
         for (int64_t t = 0; t < n; t++)
-            toy_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
+            ty_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
         int32_t n_swa = l->n_swa;
         if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
-        const toy_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
+        const ty_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
                                       n_swa};
-        toy_kv_view kv = toy_kv_cache_view(&ctx->kv, il);
+        ty_kv_view kv = ty_kv_cache_view(&ctx->kv, il);
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
         apply_lora(ctx, il * MAT_KINDS + MAT_O, ctx->attn, n, ctx->o);

@@ -24,47 +24,47 @@ typedef struct {
     uint8_t *v;
     int32_t *pos;             /* [n_seq * cells_per_seq] */
     int32_t *n_used;          /* [n_seq] */
-} toy_kv_cache;
+} ty_kv_cache;
 
-toy_status toy_kv_cache_init(toy_kv_cache *c, int32_t n_layer, int32_t n_seq,
+toy_status ty_kv_cache_init(ty_kv_cache *c, int32_t n_layer, int32_t n_seq,
                              int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
                              int type_k, int type_v);
-void toy_kv_cache_free(toy_kv_cache *c);
+void ty_kv_cache_free(ty_kv_cache *c);
 
 /* Picks the cell of every token of a batch (appending to its sequence's range) and
  * records its position. Fails, changing nothing, if a sequence would overflow. */
-toy_status toy_kv_cache_place(toy_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
+toy_status ty_kv_cache_place(ty_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
                               const int32_t *pos, int32_t *cells);
 
 /* The K (V) row of one head of one cell and layer. Rows are laid out
  * [layer][seq][head][cell]: the cells of a sequence and head follow each other, so
  * attention over one head streams through contiguous memory. */
-static inline size_t toy_kv_row_index(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+static inline size_t ty_kv_row_index(const ty_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
     const int64_t seq = cell / c->cells_per_seq, i = cell % c->cells_per_seq;
     return (((size_t)layer * (size_t)c->n_seq + (size_t)seq) * (size_t)c->n_head_kv + (size_t)head) *
                (size_t)c->cells_per_seq + (size_t)i;
 }
-static inline uint8_t *toy_kv_k(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
-    return c->k + toy_kv_row_index(c, layer, cell, head) * c->head_bytes_k;
+static inline uint8_t *ty_kv_k(const ty_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+    return c->k + ty_kv_row_index(c, layer, cell, head) * c->head_bytes_k;
 }
-static inline uint8_t *toy_kv_v(const toy_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
-    return c->v + toy_kv_row_index(c, layer, cell, head) * c->head_bytes_v;
+static inline uint8_t *ty_kv_v(const ty_kv_cache *c, int32_t layer, int64_t cell, int32_t head) {
+    return c->v + ty_kv_row_index(c, layer, cell, head) * c->head_bytes_v;
 }
 
 /* Stores the float K and V rows (n_head_kv * head_dim each) of a token in a cell,
  * converted to the cache types. */
-void toy_kv_cache_store(toy_kv_cache *c, int32_t layer, int64_t cell, const float *k,
+void ty_kv_cache_store(ty_kv_cache *c, int32_t layer, int64_t cell, const float *k,
                         const float *v);
 
-toy_kv_view toy_kv_cache_view(const toy_kv_cache *c, int32_t layer);
+ty_kv_view ty_kv_cache_view(const ty_kv_cache *c, int32_t layer);
 
 /* Removes the cells of seq with positions in [p0, p1), keeping the others in order. */
-void toy_kv_cache_seq_rm(toy_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);
+void ty_kv_cache_seq_rm(ty_kv_cache *c, int32_t seq, int32_t p0, int32_t p1);
 
 /* Replaces the cells of dst with positions in [p0, p1) by copies (rows byte for byte,
  * positions) of src's cells in that range, in src's order. They go before dst's first
  * remaining cell at a position >= p1 (at the end if none), so positions that rose in
  * both still rise. Fails, changing nothing, if dst would overflow; src != dst. */
-toy_status toy_kv_cache_seq_cp(toy_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1);
+toy_status ty_kv_cache_seq_cp(ty_kv_cache *c, int32_t src, int32_t dst, int32_t p0, int32_t p1);
 
 #endif

@@ -19,43 +19,43 @@
 
 /* ---------------------------------------------------------------- the table */
 
-static const toy_cpu_ops ops_of[] = {
-    [TOY_ISA_SCALAR] = {.isa = TOY_ISA_SCALAR, .gemm = toy_gemm_kernel_scalar, .attention = TOY_ISA_SCALAR,
-                        .row_exp = toy_row_exp_scalar, .silu_mul = toy_silu_mul_scalar,
-                        .swiglu_fwd = toy_swiglu_fwd_scalar, .swiglu_bwd = toy_swiglu_bwd_scalar,
-                        .fma_peak = toy_fma_peak_scalar},
+static const ty_cpu_ops ops_of[] = {
+    [TOY_ISA_SCALAR] = {.isa = TOY_ISA_SCALAR, .gemm = ty_gemm_kernel_scalar, .attention = TOY_ISA_SCALAR,
+                        .row_exp = ty_row_exp_scalar, .silu_mul = ty_silu_mul_scalar,
+                        .swiglu_fwd = ty_swiglu_fwd_scalar, .swiglu_bwd = ty_swiglu_bwd_scalar,
+                        .fma_peak = ty_fma_peak_scalar},
 #if defined(__x86_64__)
-    [TOY_ISA_AVX2] = {.isa = TOY_ISA_AVX2, .row = {toy_kernel_avx2}, .quantize_act = toy_quantize_act_avx2,
-                      .packed = {toy_packed_avx2}, .gemm = toy_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
-                      .row_exp = toy_row_exp_avx2, .silu_mul = toy_silu_mul_avx2, .swiglu_fwd = toy_swiglu_fwd_scalar,
-                      .swiglu_bwd = toy_swiglu_bwd_scalar, .fma_peak = toy_fma_peak_avx2},
-    [TOY_ISA_AVXVNNI] = {.isa = TOY_ISA_AVXVNNI, .row = {toy_kernel_avx2}, .quantize_act = toy_quantize_act_avx2,
-                         .packed = {toy_packed_avxvnni}, .gemm = toy_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
-                         .row_exp = toy_row_exp_avx2, .silu_mul = toy_silu_mul_avx2,
-                         .swiglu_fwd = toy_swiglu_fwd_scalar, .swiglu_bwd = toy_swiglu_bwd_scalar,
-                         .fma_peak = toy_fma_peak_avx2},
-    [TOY_ISA_AVX512] = {.isa = TOY_ISA_AVX512, .row = {toy_kernel_avx512, toy_kernel_avx2},
-                        .quantize_act = toy_quantize_act_avx2, .packed = {toy_packed_avx512},
-                        .gemm = toy_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = toy_row_exp_avx512,
-                        .silu_mul = toy_silu_mul_avx2, .swiglu_fwd = toy_swiglu_fwd_avx512,
-                        .swiglu_bwd = toy_swiglu_bwd_avx512, .fma_peak = toy_fma_peak_avx512},
-    [TOY_ISA_AMX] = {.isa = TOY_ISA_AMX, .row = {toy_kernel_avx512, toy_kernel_avx2},
-                     .quantize_act = toy_quantize_act_avx2, .packed = {toy_packed_amx, toy_packed_avx512},
-                     .gemm = toy_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = toy_row_exp_avx512,
-                     .silu_mul = toy_silu_mul_avx2, .swiglu_fwd = toy_swiglu_fwd_avx512,
-                     .swiglu_bwd = toy_swiglu_bwd_avx512, .fma_peak = toy_fma_peak_avx512},
+    [TOY_ISA_AVX2] = {.isa = TOY_ISA_AVX2, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
+                      .packed = {ty_packed_avx2}, .gemm = ty_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
+                      .row_exp = ty_row_exp_avx2, .silu_mul = ty_silu_mul_avx2, .swiglu_fwd = ty_swiglu_fwd_scalar,
+                      .swiglu_bwd = ty_swiglu_bwd_scalar, .fma_peak = ty_fma_peak_avx2},
+    [TOY_ISA_AVXVNNI] = {.isa = TOY_ISA_AVXVNNI, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
+                         .packed = {ty_packed_avxvnni}, .gemm = ty_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
+                         .row_exp = ty_row_exp_avx2, .silu_mul = ty_silu_mul_avx2,
+                         .swiglu_fwd = ty_swiglu_fwd_scalar, .swiglu_bwd = ty_swiglu_bwd_scalar,
+                         .fma_peak = ty_fma_peak_avx2},
+    [TOY_ISA_AVX512] = {.isa = TOY_ISA_AVX512, .row = {ty_kernel_avx512, ty_kernel_avx2},
+                        .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_avx512},
+                        .gemm = ty_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                        .silu_mul = ty_silu_mul_avx2, .swiglu_fwd = ty_swiglu_fwd_avx512,
+                        .swiglu_bwd = ty_swiglu_bwd_avx512, .fma_peak = ty_fma_peak_avx512},
+    [TOY_ISA_AMX] = {.isa = TOY_ISA_AMX, .row = {ty_kernel_avx512, ty_kernel_avx2},
+                     .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_amx, ty_packed_avx512},
+                     .gemm = ty_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                     .silu_mul = ty_silu_mul_avx2, .swiglu_fwd = ty_swiglu_fwd_avx512,
+                     .swiglu_bwd = ty_swiglu_bwd_avx512, .fma_peak = ty_fma_peak_avx512},
 #endif
 };
 
 static const char *const isa_names[] = {"scalar", "avx2", "avxvnni", "avx512", "amx"};
 
-const char *toy_isa_name(toy_isa isa) {
+const char *ty_isa_name(ty_isa isa) {
     return isa >= TOY_ISA_SCALAR && isa <= TOY_ISA_AMX ? isa_names[isa] : "scalar";
 }
 
 /* ---------------------------------------------------------------- detection */
 
-static toy_isa detected_isa(void) {
+static ty_isa detected_isa(void) {
 #if defined(__x86_64__)
     __builtin_cpu_init();
     /* clang 14's __builtin_cpu_supports does not know "f16c": ask cpuid (leaf 1, ECX
@@ -104,7 +104,7 @@ static bool avx_vnni(void) {
 #endif
 }
 
-bool toy_cpu_intel(void) {
+bool ty_cpu_intel(void) {
 #if defined(__x86_64__)
     unsigned max_leaf, ebx, ecx, edx;
     return __get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) && ebx == 0x756e6547u && edx == 0x49656e69u &&
@@ -126,7 +126,7 @@ static void amx_probe_fault(int sig) {
 /* Every AMX product on 32 rows x 512 columns of pseudo-random weights and 16 activation
  * rows, against the VNNI kernel's bits. Only scalar quantizers: this runs inside the
  * choice of kernels. Static buffers: a fault jumps out of it. */
-static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
+static bool amx_products_match(const ty_packed_kernel *(*get_amx)(int type)) {
     enum { ROWS = 32, COLS = 512, ACTS = 16 }; /* two groups: the q8 forms' products of a pair */
     static float w_f32[ROWS * COLS], x_f32[COLS];
     static uint8_t w_file[ROWS * COLS * 2], w_packed[ROWS * COLS * 2];
@@ -141,7 +141,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     }
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const int type = types[t];
-        const toy_packed_kernel *amx = get_amx(type), *vnni = toy_packed_avx512(type);
+        const ty_packed_kernel *amx = get_amx(type), *vnni = ty_packed_avx512(type);
         if (!amx) continue;
         size_t row_size;
         if (toy_type_row_size(type, COLS, &row_size) != TOY_OK) return false;
@@ -152,30 +152,30 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
                 w_file[i] = (uint8_t)(rng >> 24);
             }
             for (size_t i = 0; i < ROWS * row_size; i += sizeof(block_iq4_xs)) {
-                const toy_half d = 0x1400;
+                const ty_half d = 0x1400;
                 memcpy(w_file + i, &d, sizeof d);
             }
         } else if (toy_quantize(type, w_f32, w_file, ROWS * COLS) != TOY_OK) {
             return false;
         }
-        toy_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
+        ty_pack_rows(type, w_file, row_size, ROWS, COLS, w_packed);
         for (int j = 0; j < ACTS; j++) {
             for (int i = 0; i < COLS; i++) {
                 rng = rng * 1664525u + 1013904223u;
                 x_f32[i] = (float)(int32_t)(rng >> 8) / (float)(1 << 22) - 2.0f;
             }
             if (type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_IQ4_NL) {
-                toy_quantize_act_q8_0(x_f32, act_q, COLS);
+                ty_quantize_act_q8_0(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK8_0; b++)
-                    toy_widen_q8_0((const block_q8_0 *)act_q + b, (toy_act_q8_0x *)acts[j] + b);
+                    ty_widen_q8_0((const block_q8_0 *)act_q + b, (ty_act_q8_0x *)acts[j] + b);
             } else if (type == TOY_TYPE_Q4_1) {
-                toy_quantize_act_q8_1(x_f32, acts[j], COLS);
+                ty_quantize_act_q8_1(x_f32, acts[j], COLS);
             } else if (type != TOY_TYPE_Q6_K) { /* Q4_K, Q5_K, IQ4_XS */
-                toy_quantize_act_q8_K(x_f32, act_q, COLS);
+                ty_quantize_act_q8_K(x_f32, act_q, COLS);
                 for (int b = 0; b < COLS / QK_K; b++)
-                    toy_widen_q8_K((const block_q8_K *)act_q + b, (toy_act_q8_Kx *)acts[j] + b);
+                    ty_widen_q8_K((const block_q8_K *)act_q + b, (ty_act_q8_Kx *)acts[j] + b);
             } else {
-                toy_quantize_act_q8_K(x_f32, acts[j], COLS);
+                ty_quantize_act_q8_K(x_f32, acts[j], COLS);
             }
         }
         amx->gemm(COLS, w_packed, ROWS, acts, sizeof acts[0], ACTS, y_amx, ROWS);
@@ -192,7 +192,7 @@ static bool amx_products_match(const toy_packed_kernel *(*get_amx)(int type)) {
     return true;
 }
 
-bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)) {
+bool ty_packed_amx_self_test_with(const ty_packed_kernel *(*get_amx)(int type)) {
     struct sigaction fault = {.sa_handler = amx_probe_fault}, old_ill, old_segv, old_bus;
     sigemptyset(&fault.sa_mask);
     sigaction(SIGILL, &fault, &old_ill);
@@ -213,21 +213,21 @@ bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type)
 static struct {
     const char *bad_isa; /* TOY_ISA's value when it names no instruction set */
     bool amx_failed;     /* AMX present and granted, but its products failed the self-test */
-    const toy_cpu_ops *ops;
-    const toy_kernel *kernel[TOY_TYPE_COUNT];
-    toy_kernel kernel_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
-    const toy_packed_kernel *packed[TOY_TYPE_COUNT];
+    const ty_cpu_ops *ops;
+    const ty_kernel *kernel[TOY_TYPE_COUNT];
+    ty_kernel kernel_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
+    const ty_packed_kernel *packed[TOY_TYPE_COUNT];
 } chosen;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    toy_isa isa = detected_isa(), want = TOY_ISA_AMX;
+    ty_isa isa = detected_isa(), want = TOY_ISA_AMX;
     const char *env = getenv("TOY_ISA");
     if (env) {
-        want = (toy_isa)-1;
+        want = (ty_isa)-1;
         for (int i = TOY_ISA_SCALAR; i <= TOY_ISA_AMX; i++)
-            if (!strcmp(env, isa_names[i])) want = (toy_isa)i;
-        if (want == (toy_isa)-1) {
+            if (!strcmp(env, isa_names[i])) want = (ty_isa)i;
+        if (want == (ty_isa)-1) {
             chosen.bad_isa = env;
             want = TOY_ISA_SCALAR;
         }
@@ -236,31 +236,31 @@ static void choose(void) {
 #if defined(__x86_64__)
     /* the tile permission is asked for only where AMX would be used */
     if (isa == TOY_ISA_AVX512 && want == TOY_ISA_AMX && amx_usable()) {
-        chosen.amx_failed = !toy_packed_amx_self_test_with(toy_packed_amx);
+        chosen.amx_failed = !ty_packed_amx_self_test_with(ty_packed_amx);
         if (!chosen.amx_failed) isa = TOY_ISA_AMX;
     }
 #endif
     if (want < isa) isa = want;
     if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
-    const toy_cpu_ops *ops = chosen.ops = &ops_of[isa];
+    const ty_cpu_ops *ops = chosen.ops = &ops_of[isa];
 
     const char *streams = getenv("TOY_DECODE_STREAMS");
     const bool streams_set = streams && (!strcmp(streams, "1") || !strcmp(streams, "4"));
-    toy_packed_choose_decode_streams(streams_set ? streams[0] - '0' : toy_cpu_intel() ? 4 : 1);
+    ty_packed_choose_decode_streams(streams_set ? streams[0] - '0' : ty_cpu_intel() ? 4 : 1);
     const char *repack = getenv("TOY_REPACK");
     const bool repack_off = repack && !strcmp(repack, "0");
     for (int t = 0; t < TOY_TYPE_COUNT; t++) {
-        const toy_kernel *k = NULL;
+        const ty_kernel *k = NULL;
         for (int i = 0; i < 2 && !k && ops->row[i]; i++) k = ops->row[i](t);
-        if (!k) k = toy_kernel_scalar(t);
+        if (!k) k = ty_kernel_scalar(t);
         if (k) {
             chosen.kernel_copy[t] = *k;
-            toy_quantize_act_fn q = ops->quantize_act ? ops->quantize_act(k->vec_dot_type) : NULL;
+            ty_quantize_act_fn q = ops->quantize_act ? ops->quantize_act(k->vec_dot_type) : NULL;
             if (q) chosen.kernel_copy[t].quantize_act = q;
             k = &chosen.kernel_copy[t];
         }
         chosen.kernel[t] = k;
-        const toy_packed_kernel *p = NULL;
+        const ty_packed_kernel *p = NULL;
         for (int i = 0; i < 2 && !p && ops->packed[i] && !repack_off; i++) p = ops->packed[i](t);
         chosen.packed[t] = p;
     }
@@ -273,41 +273,41 @@ static void choose_once_only(void) {
 toy_status toy_kernel_init(void) {
     choose_once_only();
     if (chosen.bad_isa)
-        return toy_error(TOY_ERR_INVALID, "TOY_ISA=%s: not an instruction set toy knows (scalar, avx2, avxvnni, "
+        return ty_error(TOY_ERR_INVALID, "TOY_ISA=%s: not an instruction set toy knows (scalar, avx2, avxvnni, "
                                           "avx512 or amx)", chosen.bad_isa);
     return TOY_OK;
 }
 
-const toy_cpu_ops *toy_cpu(void) {
+const ty_cpu_ops *ty_cpu(void) {
     choose_once_only();
     return chosen.ops;
 }
 
-toy_isa toy_cpu_isa(void) {
-    return toy_cpu()->isa;
+ty_isa ty_cpu_isa(void) {
+    return ty_cpu()->isa;
 }
 
-const toy_kernel *toy_kernel_get(int type) {
+const ty_kernel *ty_kernel_get(int type) {
     choose_once_only();
     return type >= 0 && type < TOY_TYPE_COUNT ? chosen.kernel[type] : NULL;
 }
 
-const toy_packed_kernel *toy_packed_get(int type) {
+const ty_packed_kernel *ty_packed_get(int type) {
     choose_once_only();
     return type >= 0 && type < TOY_TYPE_COUNT ? chosen.packed[type] : NULL;
 }
 
 const char *toy_kernel_isa(void) {
-    return toy_cpu_isa() == TOY_ISA_AVX512 && chosen.amx_failed
+    return ty_cpu_isa() == TOY_ISA_AVX512 && chosen.amx_failed
                ? "avx512 (AMX off: its products failed the self-test)"
-               : toy_isa_name(toy_cpu_isa());
+               : ty_isa_name(ty_cpu_isa());
 }
 
-bool toy_cpu_avx_vnni(void) {
-    return toy_cpu_isa() >= TOY_ISA_AVXVNNI && avx_vnni();
+bool ty_cpu_avx_vnni(void) {
+    return ty_cpu_isa() >= TOY_ISA_AVXVNNI && avx_vnni();
 }
 
-bool toy_amx_self_test_failed(void) {
+bool ty_amx_self_test_failed(void) {
     choose_once_only();
     return chosen.amx_failed;
 }

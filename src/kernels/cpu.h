@@ -34,23 +34,23 @@ typedef enum {
     TOY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
     TOY_ISA_AVX512 = 3,
     TOY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
-} toy_isa;
+} ty_isa;
 
 /* The operations of one instruction set: a row of the matrix above. A getter returns
  * NULL for a type it has no kernel for; the next getter, then the scalar one, is asked. */
 typedef struct {
-    toy_isa isa;
-    const toy_kernel *(*row[2])(int type);
-    toy_quantize_act_fn (*quantize_act)(int vec_dot_type); /* NULL: the kernel's own */
-    const toy_packed_kernel *(*packed[2])(int type);      /* none: the row kernels */
-    const toy_gemm_kernel *(*gemm)(void);
-    toy_isa attention; /* the attention tasks (attention_cpu.c): scalar, avx2 or avx512 */
-    toy_row_exp_fn row_exp;
-    toy_silu_mul_fn silu_mul;
-    toy_swiglu_fwd_fn swiglu_fwd;
-    toy_swiglu_bwd_fn swiglu_bwd;
+    ty_isa isa;
+    const ty_kernel *(*row[2])(int type);
+    ty_quantize_act_fn (*quantize_act)(int vec_dot_type); /* NULL: the kernel's own */
+    const ty_packed_kernel *(*packed[2])(int type);      /* none: the row kernels */
+    const ty_gemm_kernel *(*gemm)(void);
+    ty_isa attention; /* the attention tasks (attention_cpu.c): scalar, avx2 or avx512 */
+    ty_row_exp_fn row_exp;
+    ty_silu_mul_fn silu_mul;
+    ty_swiglu_fwd_fn swiglu_fwd;
+    ty_swiglu_bwd_fn swiglu_bwd;
     double (*fma_peak)(long iters); /* FLOPs of a fixed run of independent FMA chains */
-} toy_cpu_ops;
+} ty_cpu_ops;
 
 /* The instruction set is chosen once: the best of this CPU, or the one named by
  * TOY_ISA=scalar|avx2|avxvnni|avx512|amx (never above what the CPU has; avxvnni only
@@ -59,29 +59,29 @@ typedef struct {
  * training and toy --version ask before they compute. */
 
 /* The chosen row of operations (the scalar one while TOY_ISA is invalid). */
-const toy_cpu_ops *toy_cpu(void);
-toy_isa toy_cpu_isa(void);
-const char *toy_isa_name(toy_isa isa);
+const ty_cpu_ops *ty_cpu(void);
+ty_isa ty_cpu_isa(void);
+const char *ty_isa_name(ty_isa isa);
 
 /* The fastest row kernel of a type on this CPU, with the fastest activation quantizer. */
-const toy_kernel *toy_kernel_get(int type);
+const ty_kernel *ty_kernel_get(int type);
 /* The packed kernel worth loading weights for on this CPU, NULL where the row kernels
  * are as good, or where TOY_REPACK=0. */
-const toy_packed_kernel *toy_packed_get(int type);
+const ty_packed_kernel *ty_packed_get(int type);
 
 /* The CPU has AVX-VNNI and TOY_ISA allows it (avxvnni or above): the AVX-VNNI kernels
  * may run, even where AVX-512 ones are chosen. */
-bool toy_cpu_avx_vnni(void);
+bool ty_cpu_avx_vnni(void);
 /* True where the CPU and the OS allow AMX but its products failed the self-test run
  * before it is chosen: toy then runs the AVX-512 kernels. */
-bool toy_amx_self_test_failed(void);
+bool ty_amx_self_test_failed(void);
 /* The AMX products of every type checked against the VNNI kernels' bits on a small
  * matrix, with SIGILL, SIGSEGV and SIGBUS caught meanwhile: false if any differs or
  * faults. Run once before AMX is chosen, so that a tile instruction that misbehaves on
- * some CPU or kernel costs speed, never a crash or a wrong logit. get_amx: toy_packed_amx,
+ * some CPU or kernel costs speed, never a crash or a wrong logit. get_amx: ty_packed_amx,
  * or for tests the tile model, a broken kernel. */
-bool toy_packed_amx_self_test_with(const toy_packed_kernel *(*get_amx)(int type));
+bool ty_packed_amx_self_test_with(const ty_packed_kernel *(*get_amx)(int type));
 /* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
-bool toy_cpu_intel(void);
+bool ty_cpu_intel(void);
 
 #endif

@@ -6,38 +6,38 @@
 #include "simd.h"
 #include "vec_exp.h"
 
-float toy_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale) {
+float ty_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale) {
     float l[16] = {0};
     for (int64_t i = 0; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
+        const float e = ty_exp_nonpos(x[i] - m);
         l[i % 16] += e;
         if (y) y[i] = e * scale;
     }
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 
 /* silu(g) * u through exp_nonpos, so that every instruction set computes the same bits:
  * with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g * e) / (1 + e). */
 static inline float silu_mul(float g, float u) {
-    const float e = toy_exp_nonpos(-fabsf(g));
+    const float e = ty_exp_nonpos(-fabsf(g));
     return ((g >= 0.0f ? g : g * e) / (1.0f + e)) * u;
 }
 
-void toy_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n) {
+void ty_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
 }
 
 /* gates: sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, e = exp(-|g|) */
 static float sigmoid_of(float g) {
-    const float e = toy_exp_nonpos(-fabsf(g));
+    const float e = ty_exp_nonpos(-fabsf(g));
     return (g >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
-void toy_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n) {
+void ty_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n) {
     for (int64_t i = 0; i < n; i++) out[i] = (gate[i] * sigmoid_of(gate[i])) * up[i];
 }
 
-void toy_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+void ty_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                            int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i], sg = sigmoid_of(g), dy = dout[i];
@@ -49,7 +49,7 @@ void toy_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const fl
 /* The portable FMA loop: plain multiply-adds the compiler may or may not fuse. */
 static volatile float peak_sink;
 
-double toy_fma_peak_scalar(long iters) {
+double ty_fma_peak_scalar(long iters) {
     float a[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     for (long k = 0; k < iters / 8; k++)
         for (int i = 0; i < 8; i++) a[i] = a[i] * 0.999999f + 1e-7f;
@@ -59,7 +59,7 @@ double toy_fma_peak_scalar(long iters) {
 
 #if defined(__x86_64__)
 /* 16 chains of 16 lanes (a quarter of the iterations: as many FLOPs as 4 x 8 x 2) */
-TOY_AVX512 double toy_fma_peak_avx512(long iters) {
+TOY_AVX512 double ty_fma_peak_avx512(long iters) {
     iters /= 4;
     __m512 a[16], x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
     for (int i = 0; i < 16; i++) a[i] = _mm512_set1_ps((float)i);
@@ -74,7 +74,7 @@ TOY_AVX512 double toy_fma_peak_avx512(long iters) {
 }
 
 /* 12 chains of 8 lanes, half the iterations */
-TOY_AVX2 double toy_fma_peak_avx2(long iters) {
+TOY_AVX2 double ty_fma_peak_avx2(long iters) {
     iters /= 2;
     __m256 a[12], x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
     for (int i = 0; i < 12; i++) a[i] = _mm256_set1_ps((float)i);
@@ -88,32 +88,32 @@ TOY_AVX2 double toy_fma_peak_avx2(long iters) {
     return (double)iters * 12 * 8 * 2;
 }
 
-TOY_AVX512 float toy_row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale) {
+TOY_AVX512 float ty_row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale) {
     __m512 acc = _mm512_setzero_ps();
     const __m512 vm = _mm512_set1_ps(m), vs = _mm512_set1_ps(scale);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
+        const __m512 e = ty_exp16_nonpos(_mm512_sub_ps(_mm512_loadu_ps(x + i), vm));
         acc = _mm512_add_ps(acc, e);
         if (y) _mm512_storeu_ps(y + i, _mm512_mul_ps(e, vs));
     }
     float l[16];
     _mm512_storeu_ps(l, acc);
     for (; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
+        const float e = ty_exp_nonpos(x[i] - m);
         l[i % 16] += e;
         if (y) y[i] = e * scale;
     }
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 
-TOY_AVX2 float toy_row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale) {
+TOY_AVX2 float ty_row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     const __m256 vm = _mm256_set1_ps(m), vs = _mm256_set1_ps(scale);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m256 e0 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
-        const __m256 e1 = toy_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
+        const __m256 e0 = ty_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+        const __m256 e1 = ty_exp8_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), vm));
         lo = _mm256_add_ps(lo, e0);
         hi = _mm256_add_ps(hi, e1);
         if (y) {
@@ -125,20 +125,20 @@ TOY_AVX2 float toy_row_exp_avx2(const float *x, float *y, int64_t n, float m, fl
     _mm256_storeu_ps(l, lo);
     _mm256_storeu_ps(l + 8, hi);
     for (; i < n; i++) {
-        const float e = toy_exp_nonpos(x[i] - m);
+        const float e = ty_exp_nonpos(x[i] - m);
         l[i % 16] += e;
         if (y) y[i] = e * scale;
     }
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 
 /* silu_mul on 8 lanes: the same operations */
-TOY_AVX2 void toy_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n) {
+TOY_AVX2 void ty_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n) {
     const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 g = _mm256_loadu_ps(gate + i);
-        const __m256 e = toy_exp8_nonpos(_mm256_or_ps(g, sign)); /* -|g| */
+        const __m256 e = ty_exp8_nonpos(_mm256_or_ps(g, sign)); /* -|g| */
         const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g,
                                             _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
         const __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
@@ -150,21 +150,21 @@ TOY_AVX2 void toy_silu_mul_avx2(float *y, const float *gate, const float *up, in
 /* sigmoid_of on 16 lanes */
 TOY_AVX512 TOY_ALWAYS_INLINE __m512 sigmoid16(__m512 g) {
     const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 e = toy_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+    const __m512 e = ty_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
     const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
     return _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
 }
 
-TOY_AVX512 void toy_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n) {
+TOY_AVX512 void ty_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n) {
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 g = _mm512_loadu_ps(gate + i);
         _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sigmoid16(g)), _mm512_loadu_ps(up + i)));
     }
-    toy_swiglu_fwd_scalar(out + i, gate + i, up + i, n - i);
+    ty_swiglu_fwd_scalar(out + i, gate + i, up + i, n - i);
 }
 
-TOY_AVX512 void toy_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate,
+TOY_AVX512 void ty_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate,
                                       const float *up, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     int64_t i = 0;
@@ -176,6 +176,6 @@ TOY_AVX512 void toy_swiglu_bwd_avx512(float *dgate, float *dup, const float *dou
                                                   _mm512_mul_ps(_mm512_mul_ps(dy, _mm512_loadu_ps(up + i)), d)));
         _mm512_storeu_ps(dup + i, _mm512_add_ps(_mm512_loadu_ps(dup + i), _mm512_mul_ps(dy, _mm512_mul_ps(g, sg))));
     }
-    toy_swiglu_bwd_scalar(dgate + i, dup + i, dout + i, gate + i, up + i, n - i);
+    ty_swiglu_bwd_scalar(dgate + i, dup + i, dout + i, gate + i, up + i, n - i);
 }
 #endif

@@ -12,36 +12,36 @@
 #include "simd.h"
 
 /* y[i] = exp(x[i] - m) * scale (when y is not NULL); returns the sum of exp(x[i] - m). */
-typedef float (*toy_row_exp_fn)(const float *x, float *y, int64_t n, float m, float scale);
+typedef float (*ty_row_exp_fn)(const float *x, float *y, int64_t n, float m, float scale);
 /* Inference's SwiGLU: y[i] = silu(gate[i]) * up[i], silu(g) = (g >= 0 ? g : g e) / (1 + e)
  * with e = exp(-|g|). */
-typedef void (*toy_silu_mul_fn)(float *y, const float *gate, const float *up, int64_t n);
+typedef void (*ty_silu_mul_fn)(float *y, const float *gate, const float *up, int64_t n);
 /* Training's SwiGLU: out[i] = (g sigmoid(g)) up[i], sigmoid(g) = (g >= 0 ? 1 : e) / (1 + e),
  * and its backward, which adds into dgate and dup: silu'(g) = s (1 + g (1 - s)). */
-typedef void (*toy_swiglu_fwd_fn)(float *out, const float *gate, const float *up, int64_t n);
-typedef void (*toy_swiglu_bwd_fn)(float *dgate, float *dup, const float *dout, const float *gate,
+typedef void (*ty_swiglu_fwd_fn)(float *out, const float *gate, const float *up, int64_t n);
+typedef void (*ty_swiglu_bwd_fn)(float *dgate, float *dup, const float *dout, const float *gate,
                                   const float *up, int64_t n);
 
-float toy_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale);
-float toy_row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale);
-float toy_row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale);
-void toy_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n);
-void toy_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n);
-void toy_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n);
-void toy_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n);
-void toy_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+float ty_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale);
+float ty_row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale);
+float ty_row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale);
+void ty_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n);
+void ty_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n);
+void ty_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n);
+void ty_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n);
+void ty_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                            int64_t n);
-void toy_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+void ty_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
                            int64_t n);
 
 /* FLOPs of a run of independent FMA chains in registers, `iters` scaled to a similar time
  * (peak.c: the denominator of toy train --bench's utilisation). */
-double toy_fma_peak_scalar(long iters);
-double toy_fma_peak_avx2(long iters);
-double toy_fma_peak_avx512(long iters);
+double ty_fma_peak_scalar(long iters);
+double ty_fma_peak_avx2(long iters);
+double ty_fma_peak_avx512(long iters);
 
 /* The 16-lane pairwise sum: l[k] += l[k + s] for s = 8, 4, 2, 1; the result is l[0]. */
-TOY_ALWAYS_INLINE float toy_lanes16_sum(float *l) {
+TOY_ALWAYS_INLINE float ty_lanes16_sum(float *l) {
     for (int s = 8; s >= 1; s /= 2)
         for (int k = 0; k < s; k++) l[k] += l[k + s];
     return l[0];

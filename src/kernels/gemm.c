@@ -6,7 +6,7 @@
  * op(A) (mr-tall panels, k-major) and of op(B) (nr-wide panels) into buffers all
  * threads share, each panel once; a second job runs the micro-kernels over tiles of
  * GEMM_TM x GEMM_TN, loading C after the first slice. The single-thread product
- * (toy_gemm_run_1) does the same per block with its thread's own buffers. Either way a
+ * (ty_gemm_run_1) does the same per block with its thread's own buffers. Either way a
  * tile's chains run k = 0..K-1 in order, whatever the sizes, threads or ISA.
  */
 #include <math.h>
@@ -25,9 +25,9 @@
 #define GEMM_MAX_TILE (16 * 32)
 #define PANELS_PER_TASK 8
 
-struct toy_gemm {
-    toy_pool *pool;
-    const toy_gemm_kernel *kern;
+struct ty_gemm {
+    ty_pool *pool;
+    const ty_gemm_kernel *kern;
     int operand_type;       /* TOY_TYPE_F32, or BF16 / F16: operands rounded when packed */
     int n_threads;
     float *pack;            /* per thread: A slice, B slice, an edge tile */
@@ -40,8 +40,8 @@ struct toy_gemm {
 /* x rounded to the operand type and back (F32: x), the conversions toy's type table
  * defines: round to nearest even, NaN kept. */
 static inline float round_operand(float x, int type) {
-    if (type == TOY_TYPE_BF16) return toy_bf16_to_fp32(toy_fp32_to_bf16(x));
-    if (type == TOY_TYPE_F16) return toy_fp16_to_fp32(toy_fp32_to_fp16(x));
+    if (type == TOY_TYPE_BF16) return ty_bf16_to_fp32(ty_fp32_to_bf16(x));
+    if (type == TOY_TYPE_F16) return ty_fp16_to_fp32(ty_fp32_to_fp16(x));
     return x;
 }
 
@@ -84,11 +84,11 @@ static void round_panel(float *d, int64_t n, int type) {
     else if (type == TOY_TYPE_F16) round_panel_f16(d, n);
 }
 
-void toy_gemm_set_operand_type(toy_gemm *g, int type) {
+void ty_gemm_set_operand_type(ty_gemm *g, int type) {
     g->operand_type = type == TOY_TYPE_BF16 || type == TOY_TYPE_F16 ? type : TOY_TYPE_F32;
 }
 
-void toy_gemm_ref_rounded(const toy_gemm_args *p, int type) {
+void ty_gemm_ref_rounded(const ty_gemm_args *p, int type) {
     for (int64_t i = 0; i < p->m; i++)
         for (int64_t j = 0; j < p->n; j++) {
             float acc = p->accumulate ? p->c[i * p->ldc + j] : 0.0f;
@@ -103,8 +103,8 @@ void toy_gemm_ref_rounded(const toy_gemm_args *p, int type) {
 
 /* ---------------------------------------------------------------- reference */
 
-void toy_gemm_ref(const toy_gemm_args *p) {
-    toy_gemm_ref_rounded(p, TOY_TYPE_F32); /* round_operand leaves F32 as it is */
+void ty_gemm_ref(const ty_gemm_args *p) {
+    ty_gemm_ref_rounded(p, TOY_TYPE_F32); /* round_operand leaves F32 as it is */
 }
 
 /* A portable micro-kernel: 4 x 4 chains of fmaf. */
@@ -120,33 +120,33 @@ static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, 
         for (int j = 0; j < 4; j++) c[i * ldc + j] = acc[i][j];
 }
 
-const toy_gemm_kernel *toy_gemm_kernel_scalar(void) {
-    static const toy_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL};
+const ty_gemm_kernel *ty_gemm_kernel_scalar(void) {
+    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL};
     return &k;
 }
 
 /* ---------------------------------------------------------------- engine */
 
-toy_gemm *toy_gemm_new(toy_pool *pool, const toy_gemm_kernel *kernel) {
-    toy_gemm *g = calloc(1, sizeof *g);
+ty_gemm *ty_gemm_new(ty_pool *pool, const ty_gemm_kernel *kernel) {
+    ty_gemm *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->pool = pool;
     g->kern = kernel;
     g->operand_type = TOY_TYPE_F32;
-    g->n_threads = pool ? toy_pool_size(pool) : 1;
+    g->n_threads = pool ? ty_pool_size(pool) : 1;
     g->pack_per_thread = (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC + GEMM_MAX_TILE + 16;
     g->pack = aligned_alloc(64, g->pack_per_thread * (size_t)g->n_threads * sizeof(float));
     const size_t shared = (size_t)GEMM_CHUNK * GEMM_KC * sizeof(float);
     g->shared_a = g->n_threads > 1 ? aligned_alloc(64, shared) : NULL;
     g->shared_b = g->n_threads > 1 ? aligned_alloc(64, shared) : NULL;
     if (!g->pack || (g->n_threads > 1 && (!g->shared_a || !g->shared_b))) {
-        toy_gemm_free(g);
+        ty_gemm_free(g);
         return NULL;
     }
     return g;
 }
 
-void toy_gemm_free(toy_gemm *g) {
+void ty_gemm_free(ty_gemm *g) {
     if (!g) return;
     free(g->pack);
     free(g->shared_a);
@@ -154,7 +154,7 @@ void toy_gemm_free(toy_gemm *g) {
     free(g);
 }
 
-toy_pool *toy_gemm_pool(const toy_gemm *g) { return g->pool; }
+ty_pool *ty_gemm_pool(const ty_gemm *g) { return g->pool; }
 
 /* ---------------------------------------------------------------- packing */
 
@@ -163,7 +163,7 @@ toy_pool *toy_gemm_pool(const toy_gemm *g) { return g->pool; }
  * zero past row rc. X[i][k] is x[k * ld + i] where k_major, else x[i * ld + k] (then
  * pack_rows, where the kernel has one, transposes). op(A) is X for A's panels, op(B)^T
  * for B's. */
-static void pack_panels(const float *x, int64_t ld, bool k_major, int width, toy_gemm_pack_fn pack_rows, int64_t r0,
+static void pack_panels(const float *x, int64_t ld, bool k_major, int width, ty_gemm_pack_fn pack_rows, int64_t r0,
                         int64_t rc, int64_t k0, int64_t kc, float *dst, int round) {
     float *const start = dst;
     for (int64_t q0 = 0; q0 < rc; q0 += width, dst += kc * width) {
@@ -193,13 +193,13 @@ static void pack_panels(const float *x, int64_t ld, bool k_major, int width, toy
 }
 
 /* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels */
-static void pack_a(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t m0, int64_t mc,
+static void pack_a(const ty_gemm_kernel *kern, const ty_gemm_args *p, int64_t m0, int64_t mc,
                    int64_t k0, int64_t kc, float *dst, int round) {
     pack_panels(p->a, p->lda, p->trans_a, kern->mr, kern->pack_a_rows, m0, mc, k0, kc, dst, round);
 }
 
 /* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels (of op(B)^T's rows) */
-static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t n0, int64_t nc,
+static void pack_b(const ty_gemm_kernel *kern, const ty_gemm_args *p, int64_t n0, int64_t nc,
                    int64_t k0, int64_t kc, float *dst, int round) {
     pack_panels(p->b, p->ldb, !p->trans_b, kern->nr, kern->pack_b_rows, n0, nc, k0, kc, dst, round);
 }
@@ -208,7 +208,7 @@ static void pack_b(const toy_gemm_kernel *kern, const toy_gemm_args *p, int64_t 
 
 /* The tiles of C rows [m0, m0 + mc), columns [n0, n0 + nc) for one slice of kc, from
  * packed panels (pa: the panels of those rows, pb: of those columns). */
-static void gemm_tiles(const toy_gemm *g, const toy_gemm_args *p, const float *pa, const float *pb,
+static void gemm_tiles(const ty_gemm *g, const ty_gemm_args *p, const float *pa, const float *pb,
                        float *tile, int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t kc, bool load_c) {
     const int mr = g->kern->mr, nr = g->kern->nr;
     for (int64_t c0 = 0; c0 < nc; c0 += nr) {
@@ -233,7 +233,7 @@ static void gemm_tiles(const toy_gemm *g, const toy_gemm_args *p, const float *p
 }
 
 /* C rows [m0, m0 + mc), columns [n0, n0 + nc), over all of K, on one thread. */
-static void gemm_block(const toy_gemm *g, const toy_gemm_args *p, int thread, int64_t m0,
+static void gemm_block(const ty_gemm *g, const ty_gemm_args *p, int thread, int64_t m0,
                        int64_t mc, int64_t n0, int64_t nc) {
     float *pa = g->pack + (size_t)thread * g->pack_per_thread;
     float *pb = pa + (size_t)GEMM_MC * GEMM_KC;
@@ -246,7 +246,7 @@ static void gemm_block(const toy_gemm *g, const toy_gemm_args *p, int thread, in
     }
 }
 
-static bool gemm_trivial(const toy_gemm_args *p) {
+static bool gemm_trivial(const ty_gemm_args *p) {
     if (p->m <= 0 || p->n <= 0) return true;
     if (p->k > 0) return false;
     if (!p->accumulate)
@@ -254,7 +254,7 @@ static bool gemm_trivial(const toy_gemm_args *p) {
     return true;
 }
 
-void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p) {
+void ty_gemm_run_1(ty_gemm *g, int thread, const ty_gemm_args *p) {
     if (gemm_trivial(p)) return;
     for (int64_t n0 = 0; n0 < p->n; n0 += GEMM_NC)
         for (int64_t m0 = 0; m0 < p->m; m0 += GEMM_MC)
@@ -264,8 +264,8 @@ void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p) {
 
 /* One chunk of C and one slice of K, shared by the jobs that pack and multiply it. */
 typedef struct {
-    const toy_gemm *g;
-    const toy_gemm_args *p;
+    const ty_gemm *g;
+    const ty_gemm_args *p;
     int64_t m0, mc, n0, nc, k0, kc;
     int64_t a_panels, b_panels, tiles_n;
     bool load_c;
@@ -300,10 +300,10 @@ static void tile_task(void *ctx, int64_t task, int thread) {
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-void toy_gemm_run(toy_gemm *g, const toy_gemm_args *p) {
+void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
     if (gemm_trivial(p)) return;
     if (g->n_threads == 1) {
-        toy_gemm_run_1(g, 0, p);
+        ty_gemm_run_1(g, 0, p);
         return;
     }
     const int mr = g->kern->mr, nr = g->kern->nr;
@@ -317,7 +317,7 @@ void toy_gemm_run(toy_gemm *g, const toy_gemm_args *p) {
                 j.a_panels = ceil_div(j.mc, mr);
                 j.b_panels = ceil_div(j.nc, nr);
                 j.tiles_n = ceil_div(j.nc, GEMM_TN);
-                toy_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
-                toy_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);
+                ty_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
+                ty_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);
             }
 }

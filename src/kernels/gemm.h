@@ -15,7 +15,7 @@
  *     acc = accumulate ? C[i][j] : 0;  for k: acc = fmaf(opA[i][k], opB[k][j], acc)
  *
  * Blocking, packing, threads and instruction set only decide which chains run where, so
- * every version gives the same bits as toy_gemm_ref, and a product split over K into
+ * every version gives the same bits as ty_gemm_ref, and a product split over K into
  * calls with accumulate (micro-batches, chunks of tokens) equals the product in one call.
  */
 #ifndef TOY_GEMM_H
@@ -37,53 +37,53 @@ typedef struct {
     int64_t ldb;
     float *c;
     int64_t ldc;
-} toy_gemm_args;
+} ty_gemm_args;
 
 /* Packing space of one thread, and the instruction set's micro-kernel. */
-typedef struct toy_gemm toy_gemm;
+typedef struct ty_gemm ty_gemm;
 
-void toy_gemm_free(toy_gemm *g);
-toy_pool *toy_gemm_pool(const toy_gemm *g);
+void ty_gemm_free(ty_gemm *g);
+ty_pool *ty_gemm_pool(const ty_gemm *g);
 
 /* C = ..., split over the pool's threads. */
-void toy_gemm_run(toy_gemm *g, const toy_gemm_args *p);
+void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p);
 /* The same on the calling thread only, with thread `thread`'s packing space: for tasks
  * that run many small products (attention heads) inside a pool job. */
-void toy_gemm_run_1(toy_gemm *g, int thread, const toy_gemm_args *p);
+void ty_gemm_run_1(ty_gemm *g, int thread, const ty_gemm_args *p);
 
 /* The definition above, as plain loops (fmaf). */
-void toy_gemm_ref(const toy_gemm_args *p);
+void ty_gemm_ref(const ty_gemm_args *p);
 
 /* Mixed precision: with TOY_TYPE_BF16 or TOY_TYPE_F16, every later product of the engine
  * rounds each operand element to that type (round to nearest even) before the chains,
  * which stay F32: C[i][j] = chain of fmaf(round(opA[i][k]), round(opB[k][j]), acc).
  * The rounding is done as the operands are packed, so it costs O(mk + kn), not O(mnk).
- * TOY_TYPE_F32 (the default) turns it off. toy_gemm_ref_rounded is the definition. */
-void toy_gemm_set_operand_type(toy_gemm *g, int type);
-void toy_gemm_ref_rounded(const toy_gemm_args *p, int type);
+ * TOY_TYPE_F32 (the default) turns it off. ty_gemm_ref_rounded is the definition. */
+void ty_gemm_set_operand_type(ty_gemm *g, int type);
+void ty_gemm_ref_rounded(const ty_gemm_args *p, int type);
 
 /* ---- micro-kernels (gemm_avx2.c, gemm_avx512.c) ----
  * A tile of mr x nr results: c[i * ldc + j] (+)= sum over k < kc of a[k * mr + i] *
  * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */
-typedef void (*toy_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
+typedef void (*ty_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
                                    int64_t ldc, bool load_c);
 /* Transposing packs (NULL: the portable loops): an A panel from `rows` <= mr rows of A
  * stored M x K, dst[k * mr + i] = a[i * lda + k]; a B panel from `cols` <= nr rows of B
  * stored N x K, dst[k * nr + j] = b[j * ldb + k]; zeros past rows / cols. */
-typedef void (*toy_gemm_pack_fn)(const float *src, int64_t ld, int n, int64_t kc, float *dst);
+typedef void (*ty_gemm_pack_fn)(const float *src, int64_t ld, int n, int64_t kc, float *dst);
 typedef struct {
     const char *isa;
     int mr, nr;
-    toy_gemm_kernel_fn kernel;
-    toy_gemm_pack_fn pack_a_rows, pack_b_rows;
-} toy_gemm_kernel;
+    ty_gemm_kernel_fn kernel;
+    ty_gemm_pack_fn pack_a_rows, pack_b_rows;
+} ty_gemm_kernel;
 
-const toy_gemm_kernel *toy_gemm_kernel_avx2(void);   /* AVX2 + FMA */
-const toy_gemm_kernel *toy_gemm_kernel_avx512(void); /* AVX-512 F */
-const toy_gemm_kernel *toy_gemm_kernel_scalar(void);
+const ty_gemm_kernel *ty_gemm_kernel_avx2(void);   /* AVX2 + FMA */
+const ty_gemm_kernel *ty_gemm_kernel_avx512(void); /* AVX-512 F */
+const ty_gemm_kernel *ty_gemm_kernel_scalar(void);
 
 /* A product engine for the pool's threads (pool may be NULL: the caller alone) with a
- * micro-kernel: this CPU's is toy_cpu()->gemm() (cpu.h). NULL: no memory. */
-toy_gemm *toy_gemm_new(toy_pool *pool, const toy_gemm_kernel *kernel);
+ * micro-kernel: this CPU's is ty_cpu()->gemm() (cpu.h). NULL: no memory. */
+ty_gemm *ty_gemm_new(ty_pool *pool, const ty_gemm_kernel *kernel);
 
 #endif

@@ -40,8 +40,8 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *c, in
     }
 }
 
-const toy_gemm_kernel *toy_gemm_kernel_avx2(void) {
-    static const toy_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
+const ty_gemm_kernel *ty_gemm_kernel_avx2(void) {
+    static const ty_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
     return &k;
 }
 TOY_TARGET_END

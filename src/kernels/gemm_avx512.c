@@ -110,8 +110,8 @@ static void pack_b_rows(const float *b, int64_t ldb, int cols, int64_t kc, float
     pack_rows16(b + 16 * ldb, ldb, cols > 16 ? cols - 16 : 0, kc, dst + 16, NR, 0xffff);
 }
 
-const toy_gemm_kernel *toy_gemm_kernel_avx512(void) {
-    static const toy_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
+const ty_gemm_kernel *ty_gemm_kernel_avx512(void) {
+    static const ty_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
     return &k;
 }
 TOY_TARGET_END

@@ -85,8 +85,8 @@ static inline float dot_blocks(int64_t nb, const void *w, const void *a,
     return combine_lanes(lane, BLOCK_LANES);
 }
 
-static inline float half(toy_half h) {
-    return toy_fp16_to_fp32(h);
+static inline float half(ty_half h) {
+    return ty_fp16_to_fp32(h);
 }
 
 /* qh is four bytes in the file, a little-endian uint32 for ggml. */
@@ -113,12 +113,12 @@ static float absmax(const float *x, int n) {
     return amax;
 }
 
-void toy_quantize_act_q8_0(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_0(const float *x, void *y, int64_t n) {
     block_q8_0 *blocks = y;
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         const float d = absmax(x, QK8_0) / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = toy_fp32_to_fp16(d);
+        blocks[b].d = ty_fp32_to_fp16(d);
         for (int j = 0; j < QK8_0; j++) {
             const float v = x[j] * id;
             blocks[b].qs[j] = q8_round(v);
@@ -128,12 +128,12 @@ void toy_quantize_act_q8_0(const float *x, void *y, int64_t n) {
 
 /* As Q8_0, plus s = d * (sum of the quants): the integer sum times the unrounded float d,
  * rounded once to fp16 (not the sum of the inputs, which some other ports use). */
-void toy_quantize_act_q8_1(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_1(const float *x, void *y, int64_t n) {
     block_q8_1 *blocks = y;
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         const float d = absmax(x, QK8_1) / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        blocks[b].d = toy_fp32_to_fp16(d);
+        blocks[b].d = ty_fp32_to_fp16(d);
         int sum = 0;
         for (int j = 0; j < QK8_1; j++) {
             const float v = x[j] * id;
@@ -141,7 +141,7 @@ void toy_quantize_act_q8_1(const float *x, void *y, int64_t n) {
             sum += blocks[b].qs[j];
         }
         const float s = (float)sum * d;
-        blocks[b].s = toy_fp32_to_fp16(s);
+        blocks[b].s = ty_fp32_to_fp16(s);
     }
 }
 
@@ -151,7 +151,7 @@ void toy_quantize_act_q8_1(const float *x, void *y, int64_t n) {
  * past it: only an element of the extreme's magnitude and opposite sign reaches +127);
  * d is stored as the float 1/iscale, not rounded to fp16. An all-zero block has d = 0 and zero quants; ggml leaves
  * its bsums unwritten, toy writes the zeros they would sum to. */
-void toy_quantize_act_q8_K(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_K(const float *x, void *y, int64_t n) {
     block_q8_K *blocks = y;
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
         block_q8_K *blk = &blocks[b];
@@ -169,7 +169,7 @@ void toy_quantize_act_q8_K(const float *x, void *y, int64_t n) {
         const float iscale = -127.0f / max;
         for (int j = 0; j < QK_K; j++) {
             const float v = iscale * x[j];
-            int q = toy_nearest_int(v);
+            int q = ty_nearest_int(v);
             if (q > 127) q = 127;
             if (q < -128) q = -128; /* not reached by finite rows */
             blk->qs[j] = (int8_t)q;
@@ -185,17 +185,17 @@ void toy_quantize_act_q8_K(const float *x, void *y, int64_t n) {
 
 /* ================================================================ float rows */
 
-void toy_quantize_act_f16(const float *x, void *y, int64_t n) {
+void ty_quantize_act_f16(const float *x, void *y, int64_t n) {
     float *out = y;
-    for (int64_t i = 0; i < n; i++) out[i] = half(toy_fp32_to_fp16(x[i]));
+    for (int64_t i = 0; i < n; i++) out[i] = half(ty_fp32_to_fp16(x[i]));
 }
 
-void toy_quantize_act_bf16(const float *x, void *y, int64_t n) {
+void ty_quantize_act_bf16(const float *x, void *y, int64_t n) {
     float *out = y;
-    for (int64_t i = 0; i < n; i++) out[i] = toy_bf16_to_fp32(toy_fp32_to_bf16(x[i]));
+    for (int64_t i = 0; i < n; i++) out[i] = ty_bf16_to_fp32(ty_fp32_to_bf16(x[i]));
 }
 
-toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out) {
+toy_status ty_kernel_act_row_size(const ty_kernel *k, int64_t n, size_t *out) {
     const int t = k->vec_dot_type;
     return toy_type_row_size(t == TOY_TYPE_F16 || t == TOY_TYPE_BF16 ? TOY_TYPE_F32 : t, n, out);
 }
@@ -211,7 +211,7 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
 }
 
 static float vec_dot_f16(int64_t n, const void *w, const void *a) {
-    const toy_half *x = w;
+    const ty_half *x = w;
     const float *y = a;
     float p[ELEM_LANES] = {0};
     for (int64_t i = 0; i < n; i++) p[i % ELEM_LANES] = fmaf(half(x[i]), y[i], p[i % ELEM_LANES]);
@@ -222,7 +222,7 @@ static float vec_dot_bf16(int64_t n, const void *w, const void *a) {
     const uint16_t *x = w;
     const float *y = a;
     float p[ELEM_LANES] = {0};
-    for (int64_t i = 0; i < n; i++) p[i % ELEM_LANES] = fmaf(toy_bf16_to_fp32(x[i]), y[i], p[i % ELEM_LANES]);
+    for (int64_t i = 0; i < n; i++) p[i % ELEM_LANES] = fmaf(ty_bf16_to_fp32(x[i]), y[i], p[i % ELEM_LANES]);
     return combine_lanes(p, ELEM_LANES);
 }
 
@@ -309,8 +309,8 @@ static float value_iq4_nl(const void *w, const void *a, int64_t b) {
     const block_q8_0 *y = a;
     int32_t sumi = 0;
     for (int j = 0; j < QK4_NL / 2; j++) {
-        sumi += toy_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
-        sumi += toy_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
+        sumi += ty_iq4nl_values[x[b].qs[j] & 0x0f] * y[b].qs[j];
+        sumi += ty_iq4nl_values[x[b].qs[j] >> 4] * y[b].qs[j + QK4_NL / 2];
     }
     const float d = half(x[b].d) * half(y[b].d);
     return d * (float)sumi;
@@ -324,7 +324,7 @@ static float vec_dot_iq4_nl(int64_t n, const void *w, const void *a) { return do
  * 256*32*127*128 (1.3e8): all below 2^31. */
 
 /* The value of a super-block with mins (Q2_K, Q4_K, Q5_K): the scaled sum less the mins'. */
-static inline float value_dmin(toy_half wd, toy_half wdmin, float ad, int32_t isum, int32_t summs) {
+static inline float value_dmin(ty_half wd, ty_half wdmin, float ad, int32_t isum, int32_t summs) {
     const float d = half(wd) * ad;
     const float dm = half(wdmin) * ad;
     const float scaled = d * (float)isum;
@@ -482,8 +482,8 @@ static float value_iq4_xs(const void *w, const void *a, int64_t b) {
         const int8_t *q8 = y[b].qs + 32 * ib;
         int32_t s = 0;
         for (int j = 0; j < 16; j++) {
-            s += toy_iq4nl_values[qs[j] & 0x0f] * q8[j];
-            s += toy_iq4nl_values[qs[j] >> 4] * q8[j + 16];
+            s += ty_iq4nl_values[qs[j] & 0x0f] * q8[j];
+            s += ty_iq4nl_values[qs[j] >> 4] * q8[j + 16];
         }
         isum += ((low | high << 4) - 32) * s;
     }
@@ -496,27 +496,27 @@ static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return do
 
 #define K(t, vdt, q, dot) [t] = {t, vdt, q, dot, NULL}
 
-static const toy_kernel scalar_kernels[TOY_TYPE_COUNT] = {
-    K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32),
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, vec_dot_f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, vec_dot_bf16),
-    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q4_0),
-    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, vec_dot_q4_1),
-    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q5_0),
-    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, vec_dot_q5_1),
-    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_q8_0),
-    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_q2_K),
-    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_q3_K),
-    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_q4_K),
-    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_q5_K),
-    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_q6_K),
-    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, vec_dot_iq4_nl),
-    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, vec_dot_iq4_xs),
+static const ty_kernel scalar_kernels[TOY_TYPE_COUNT] = {
+    K(TOY_TYPE_F32, TOY_TYPE_F32, ty_quantize_row_f32, vec_dot_f32),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, ty_quantize_act_f16, vec_dot_f16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, ty_quantize_act_bf16, vec_dot_bf16),
+    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q4_0),
+    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, vec_dot_q4_1),
+    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q5_0),
+    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, vec_dot_q5_1),
+    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q8_0),
+    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q2_K),
+    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q3_K),
+    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q4_K),
+    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q5_K),
+    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q6_K),
+    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_iq4_nl),
+    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_iq4_xs),
 };
 
 #undef K
 
-const toy_kernel *toy_kernel_scalar(int type) {
+const ty_kernel *ty_kernel_scalar(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !scalar_kernels[type].vec_dot) return NULL;
     return &scalar_kernels[type];
 }

@@ -17,13 +17,13 @@
 
 #include "quant.h"
 
-typedef void (*toy_quantize_act_fn)(const float *x, void *y, int64_t n);
+typedef void (*ty_quantize_act_fn)(const float *x, void *y, int64_t n);
 
 typedef struct {
     int type;          /* the weight type */
     int vec_dot_type;  /* what activations are rounded to */
     /* One activation row of n floats to the vec_dot type (n a multiple of its block):
-     * toy_kernel_act_row_size bytes. */
+     * ty_kernel_act_row_size bytes. */
     void (*quantize_act)(const float *x, void *y, int64_t n);
     /* Dot product of a weight row and a vec_dot-type activation row, n elements. */
     float (*vec_dot)(int64_t n, const void *w, const void *a);
@@ -34,34 +34,34 @@ typedef struct {
      * once for all n_a rows. NULL: the matmul loops vec_dot. */
     void (*vec_dot_tile)(int64_t n, const void *w, size_t w_stride, int n_w, const void *a,
                          size_t a_stride, int n_a, float *y, size_t y_stride);
-} toy_kernel;
+} ty_kernel;
 
 #define TOY_TILE_MAX 8
 
 /* Bytes of one activation row of n elements of kernel k: the vec_dot type's row, but 4
  * an element for F16 and BF16 (floats rounded to the type). */
-toy_status toy_kernel_act_row_size(const toy_kernel *k, int64_t n, size_t *out);
+toy_status ty_kernel_act_row_size(const ty_kernel *k, int64_t n, size_t *out);
 
 /* The scalar reference kernel of a weight type, NULL if toy has none. */
-const toy_kernel *toy_kernel_scalar(int type);
+const ty_kernel *ty_kernel_scalar(int type);
 
 /* The kernels of one instruction set, NULL for a type it has none for (cpu.c falls
  * back to the next). Only call them on a CPU that has the instructions. */
-const toy_kernel *toy_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
-const toy_kernel *toy_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
+const ty_kernel *ty_kernel_avx2(int type);   /* AVX2 + FMA + F16C */
+const ty_kernel *ty_kernel_avx512(int type); /* AVX-512 F/BW/VL/DQ + VNNI */
 /* AVX2 activation quantizers of a vec_dot type (F16, BF16, Q8_0, Q8_1, Q8_K), byte-identical to
  * the scalar ones; NULL for other types. The dispatcher puts them in every kernel. */
-toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type);
-void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n);
+ty_quantize_act_fn ty_quantize_act_avx2(int vec_dot_type);
+void ty_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n);
 
 /* Activation quantizers (llama.cpp's quantize_row_q8_0/q8_1/q8_K reference code). */
-void toy_quantize_act_q8_0(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_1(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_K(const float *x, void *y, int64_t n);
-/* F16 and BF16 activations: each float rounded to the type (toy_fp32_to_fp16,
- * toy_fp32_to_bf16) and back. */
-void toy_quantize_act_f16(const float *x, void *y, int64_t n);
-void toy_quantize_act_bf16(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_0(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_1(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_K(const float *x, void *y, int64_t n);
+/* F16 and BF16 activations: each float rounded to the type (ty_fp32_to_fp16,
+ * ty_fp32_to_bf16) and back. */
+void ty_quantize_act_f16(const float *x, void *y, int64_t n);
+void ty_quantize_act_bf16(const float *x, void *y, int64_t n);
 
 #endif

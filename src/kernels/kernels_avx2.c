@@ -1,5 +1,5 @@
 /* kernels_avx2.c — AVX2 + FMA + F16C kernels (compiled with those instructions enabled;
- * called only after toy_cpu_isa() found them).
+ * called only after ty_cpu_isa() found them).
  *
  * Every function here returns the bits of the scalar reference in kernels.c: it follows
  * the REDUCTION SHAPE documented there. Inside a block the integer sum is exact, so any
@@ -27,11 +27,11 @@
 
 #if !defined(__x86_64__)
 /* Not an x86-64 build: no kernels of this instruction set. */
-const toy_kernel *toy_kernel_avx2(int type) {
+const ty_kernel *ty_kernel_avx2(int type) {
     (void)type;
     return NULL;
 }
-toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
+ty_quantize_act_fn ty_quantize_act_avx2(int vec_dot_type) {
     (void)vec_dot_type;
     return NULL;
 }
@@ -120,7 +120,7 @@ static inline __m256i bits32_to_bytes(const uint8_t *p) {
 
 /* IQ4_NL / IQ4_XS: nibbles (0..15) to their signed levels. */
 static inline __m256i iq4nl_levels(__m256i nibbles) {
-    const __m256i table = _mm256_broadcastsi128_si256(load128(toy_iq4nl_values));
+    const __m256i table = _mm256_broadcastsi128_si256(load128(ty_iq4nl_values));
     return _mm256_shuffle_epi8(table, nibbles);
 }
 
@@ -600,7 +600,7 @@ TOY_ALWAYS_INLINE void tile_blocks(int type, int64_t n, const void *w, size_t w_
         int64_t b0 = 0;
         for (; b0 + GROUP <= nb; b0 += GROUP) dot_group(type, GROUP, wrow, b0, a, a_stride, n_a, acc);
         if (b0 < nb) dot_group(type, (int)(nb - b0), wrow, b0, a, a_stride, n_a, acc);
-        for (int j = 0; j < n_a; j++) y[(size_t)j * y_stride + (size_t)i] = toy_combine8(acc[j]);
+        for (int j = 0; j < n_a; j++) y[(size_t)j * y_stride + (size_t)i] = ty_combine8(acc[j]);
     }
 }
 
@@ -736,7 +736,7 @@ TOY_ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
     }
     uint16_t h;
     memcpy(&h, p, sizeof h);
-    return type == TOY_TYPE_F16 ? _cvtsh_ss(h) : toy_bf16_to_fp32(h);
+    return type == TOY_TYPE_F16 ? _cvtsh_ss(h) : ty_bf16_to_fp32(h);
 }
 
 /* The pairwise combine of 32 lanes, strides 16, 8, 4, 2, 1, on vectors: each step adds
@@ -745,7 +745,7 @@ TOY_ALWAYS_INLINE float load1_elem(int type, const uint8_t *p) {
 static inline float combine32(const float *p) {
     const __m256 lo = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + 16));
     const __m256 hi = _mm256_add_ps(_mm256_loadu_ps(p + 8), _mm256_loadu_ps(p + 24));
-    return toy_combine8(_mm256_add_ps(lo, hi));
+    return ty_combine8(_mm256_add_ps(lo, hi));
 }
 
 /* The 32 lanes p[0..31] of one (weight row, activation row) pair. */
@@ -920,27 +920,27 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
  * they agree). */
 #define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
 
-static const toy_kernel avx2_kernels[TOY_TYPE_COUNT] = {
-    [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, vec_dot_f32, NULL},
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, bf16),
-    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
-    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
-    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
-    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q5_1),
-    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q8_0),
-    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q2_K),
-    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q3_K),
-    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q4_K),
-    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q5_K),
-    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q6_K),
-    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, iq4_nl),
-    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, iq4_xs),
+static const ty_kernel avx2_kernels[TOY_TYPE_COUNT] = {
+    [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, ty_quantize_row_f32, vec_dot_f32, NULL},
+    K(TOY_TYPE_F16, TOY_TYPE_F16, ty_quantize_act_f16, f16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, ty_quantize_act_bf16, bf16),
+    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q4_0),
+    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q4_1),
+    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q5_0),
+    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q5_1),
+    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q8_0),
+    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q2_K),
+    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q3_K),
+    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q4_K),
+    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q5_K),
+    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q6_K),
+    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, iq4_nl),
+    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, iq4_xs),
 };
 
 #undef K
 
-const toy_kernel *toy_kernel_avx2(int type) {
+const ty_kernel *ty_kernel_avx2(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !avx2_kernels[type].vec_dot) return NULL;
     return &avx2_kernels[type];
 }
@@ -998,7 +998,7 @@ TOY_ALWAYS_INLINE float absmax32(const float *x) {
     return _mm_cvtss_f32(h);
 }
 
-static toy_half half_of(float f) { return (toy_half)_cvtss_sh(f, 0); }
+static ty_half half_of(float f) { return (ty_half)_cvtss_sh(f, 0); }
 
 static void quantize_act_q8_0_avx2(const float *x, void *y, int64_t n) {
     block_q8_0 *blocks = y;
@@ -1011,18 +1011,18 @@ static void quantize_act_q8_0_avx2(const float *x, void *y, int64_t n) {
 }
 
 /* The packed activation layout (packed.h) in one pass: quantize32's sum is the start. */
-void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n) {
-    toy_act_q8_0x *blocks = y;
+void ty_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n) {
+    ty_act_q8_0x *blocks = y;
     for (int64_t b = 0; b < n / QK8_0; b++, x += QK8_0) {
         const float d = absmax32(x) / 127;
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        toy_act_q8_0x *blk = &blocks[b];
-        blk->d = toy_fp16_to_fp32(half_of(d));
+        ty_act_q8_0x *blk = &blocks[b];
+        blk->d = ty_fp16_to_fp32(half_of(d));
         blk->start = -128 * quantize32(x, id, blk->qs);
     }
 }
 
-void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     block_q8_1 *blocks = y;
     for (int64_t b = 0; b < n / QK8_1; b++, x += QK8_1) {
         const float d = absmax32(x) / 127;
@@ -1033,7 +1033,7 @@ void toy_quantize_act_q8_1_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
     block_q8_K *blocks = y;
     const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
     for (int64_t b = 0; b < n / QK_K; b++, x += QK_K) {
@@ -1082,9 +1082,9 @@ void toy_quantize_act_q8_K_avx2(const float *x, void *y, int64_t n) {
     }
 }
 
-/* F16 activations (toy_quantize_act_f16): F16C rounds to nearest even, keeps a NaN's
+/* F16 activations (ty_quantize_act_f16): F16C rounds to nearest even, keeps a NaN's
  * sign and top payload bits with the quiet bit set, and makes subnormal halves, as
- * toy_fp32_to_fp16 does; the way back is exact. */
+ * ty_fp32_to_fp16 does; the way back is exact. */
 static void quantize_act_f16_avx2(const float *x, void *y, int64_t n) {
     float *out = y;
     int64_t i = 0;
@@ -1092,10 +1092,10 @@ static void quantize_act_f16_avx2(const float *x, void *y, int64_t n) {
         const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
         _mm256_storeu_ps(out + i, _mm256_cvtph_ps(h));
     }
-    toy_quantize_act_f16(x + i, out + i, n - i);
+    ty_quantize_act_f16(x + i, out + i, n - i);
 }
 
-/* BF16 activations (toy_quantize_act_bf16): toy_fp32_to_bf16 on 8 lanes (round to
+/* BF16 activations (ty_quantize_act_bf16): ty_fp32_to_bf16 on 8 lanes (round to
  * nearest even by adding 0x7fff plus the kept low bit; a NaN keeps its top bits and
  * becomes quiet), then the float the bf16 is. */
 static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
@@ -1112,20 +1112,20 @@ static void quantize_act_bf16_avx2(const float *x, void *y, int64_t n) {
         const __m256i quieted = _mm256_or_si256(_mm256_and_si256(v, top), quiet);
         _mm256_storeu_ps(out + i, _mm256_castsi256_ps(_mm256_blendv_epi8(rounded, quieted, nan)));
     }
-    toy_quantize_act_bf16(x + i, out + i, n - i);
+    ty_quantize_act_bf16(x + i, out + i, n - i);
 }
 
-void toy_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n) {
-    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K_avx2, x, y, n);
+void ty_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n) {
+    ty_quantize_act_q8_Kx_with(ty_quantize_act_q8_K_avx2, x, y, n);
 }
 
-toy_quantize_act_fn toy_quantize_act_avx2(int vec_dot_type) {
+ty_quantize_act_fn ty_quantize_act_avx2(int vec_dot_type) {
     switch (vec_dot_type) {
     case TOY_TYPE_F16: return quantize_act_f16_avx2;
     case TOY_TYPE_BF16: return quantize_act_bf16_avx2;
     case TOY_TYPE_Q8_0: return quantize_act_q8_0_avx2;
-    case TOY_TYPE_Q8_1: return toy_quantize_act_q8_1_avx2;
-    case TOY_TYPE_Q8_K: return toy_quantize_act_q8_K_avx2;
+    case TOY_TYPE_Q8_1: return ty_quantize_act_q8_1_avx2;
+    case TOY_TYPE_Q8_K: return ty_quantize_act_q8_K_avx2;
     default: return NULL;
     }
 }

@@ -1,6 +1,6 @@
 /* kernels_avx512.c — AVX-512 (F, BW, VL, DQ, VNNI) dot products, bit-identical to the
  * scalar reference (kernels.c). Compiled with those instructions enabled; called only
- * after toy_cpu_isa() found them.
+ * after ty_cpu_isa() found them.
  *
  * Exactness. Integer sums inside a block are exact in any order, so they are free to use
  * VNNI; everything in float — the per-block epilogue and the REDUCTION SHAPE's lanes — is
@@ -40,7 +40,7 @@
 
 #if !defined(__x86_64__)
 /* Not an x86-64 build: no kernels of this instruction set. */
-const toy_kernel *toy_kernel_avx512(int type) {
+const ty_kernel *ty_kernel_avx512(int type) {
     (void)type;
     return NULL;
 }
@@ -79,7 +79,7 @@ TOY_ALWAYS_INLINE __mmask8 first_lanes(int count) {
 }
 
 /* Eight fp16 fields `stride` bytes apart (the d of 8 consecutive blocks), as floats:
- * the conversion is exact, as toy_fp16_to_fp32. */
+ * the conversion is exact, as ty_fp16_to_fp32. */
 TOY_ALWAYS_INLINE __m256 halves8(const void *p, size_t stride) {
     const uint8_t *b = p;
     return _mm256_cvtph_ps(_mm_setr_epi16(
@@ -177,7 +177,7 @@ TOY_ALWAYS_INLINE __m256 floats_n(const void *p, size_t stride, int count) {
 
 /* The 32 element lanes: p0 holds lanes 0-15, p1 lanes 16-31; strides 16, 8, 4, 2, 1. */
 TOY_ALWAYS_INLINE float combine32(__m512 p0, __m512 p1) {
-    return toy_combine16(_mm512_add_ps(p0, p1));
+    return ty_combine16(_mm512_add_ps(p0, p1));
 }
 
 /* The reduction tree. zk holds int32 partial sums of block k (low 256 bits) and block
@@ -487,7 +487,7 @@ TOY_ALWAYS_INLINE void decode8_q5_0(const block_q5_0 *w, int count, group8 *g) {
 
 /* The 16 levels in every 128-bit lane, for vpshufb. */
 TOY_ALWAYS_INLINE __m512i iq4nl_table(void) {
-    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)ty_iq4nl_values));
 }
 
 TOY_ALWAYS_INLINE void decode8_iq4_nl(const block_iq4_nl *w, int count, group8 *g) {
@@ -588,7 +588,7 @@ TOY_ALWAYS_INLINE float bk_vec_dot(const block32 t, int64_t n, const void *w, co
         bk_decode8(t, x + (size_t)b * wb, count, &g, true);
         acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, bk_dot8_row(t, &g, y + (size_t)b * ab, count));
     }
-    return toy_combine8(acc);
+    return ty_combine8(acc);
 }
 
 /* vec_dot_tile of a 32-weight block type. An odd last weight row of a tile is paired
@@ -622,8 +622,8 @@ TOY_ALWAYS_INLINE void bk_vec_dot_tile(const block32 t, int64_t n, const void *w
             }
         }
         for (int j = 0; j < n_a; j++) {
-            out[(size_t)j * out_stride + i] = toy_combine8(_mm512_castps512_ps256(acc[j]));
-            if (i + 1 < n_w) out[(size_t)j * out_stride + i + 1] = toy_combine8(_mm512_extractf32x8_ps(acc[j], 1));
+            out[(size_t)j * out_stride + i] = ty_combine8(_mm512_castps512_ps256(acc[j]));
+            if (i + 1 < n_w) out[(size_t)j * out_stride + i + 1] = ty_combine8(_mm512_extractf32x8_ps(acc[j], 1));
         }
     }
 }
@@ -1007,7 +1007,7 @@ TOY_ALWAYS_INLINE float sb_vec_dot(const superblock t, int64_t n, const void *w,
         const __m256 v = sb_values8(t, wf, y + b, s, m, count);
         acc = _mm256_mask_add_ps(acc, first_lanes(count), acc, v);
     }
-    return toy_combine8(acc);
+    return ty_combine8(acc);
 }
 
 /* The tile decodes each weight super-block once, keeps every activation row's partial
@@ -1039,7 +1039,7 @@ TOY_ALWAYS_INLINE void sb_vec_dot_tile(const superblock t, int64_t n, const void
                                             sb_values8(t, wf, y + b, s[j], m[j], count));
             }
         }
-        for (int j = 0; j < n_a; j++) out[(size_t)j * out_stride + i] = toy_combine8(acc[j]);
+        for (int j = 0; j < n_a; j++) out[(size_t)j * out_stride + i] = ty_combine8(acc[j]);
     }
 }
 
@@ -1102,14 +1102,14 @@ TOY_ALWAYS_INLINE void load32_f32(const void *p, int rest, int stream, __m512 *v
     *v1 = _mm512_castsi512_ps(load64((const uint8_t *)p + 64, 4 * rest - 64, 1));
 }
 
-/* fp16 -> float is exact (as toy_fp16_to_fp32). */
+/* fp16 -> float is exact (as ty_fp16_to_fp32). */
 TOY_ALWAYS_INLINE void load32_f16(const void *p, int rest, int stream, __m512 *v0, __m512 *v1) {
     (void)stream;
     *v0 = _mm512_cvtph_ps(load32B(p, 2 * rest));
     *v1 = _mm512_cvtph_ps(load32B((const uint8_t *)p + 32, 2 * rest - 32));
 }
 
-/* bf16 is the top half of a float (toy_bf16_to_fp32): zero-extended and shifted. */
+/* bf16 is the top half of a float (ty_bf16_to_fp32): zero-extended and shifted. */
 TOY_ALWAYS_INLINE __m512 bf16x16(__m256i h) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
@@ -1395,27 +1395,27 @@ static void vec_dot_tile_bf16(int64_t n, const void *w, size_t ws, int n_w, cons
 
 #define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
 
-static const toy_kernel avx512_kernels[TOY_TYPE_COUNT] = {
-    K(TOY_TYPE_F32, TOY_TYPE_F32, toy_quantize_row_f32, f32),
-    K(TOY_TYPE_F16, TOY_TYPE_F16, toy_quantize_act_f16, f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, toy_quantize_act_bf16, bf16),
-    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q4_0),
-    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q4_1),
-    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q5_0),
-    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, toy_quantize_act_q8_1, q5_1),
-    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, q8_0),
-    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q2_K),
-    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q3_K),
-    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q4_K),
-    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q5_K),
-    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, q6_K),
-    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, toy_quantize_act_q8_0, iq4_nl),
-    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, toy_quantize_act_q8_K, iq4_xs),
+static const ty_kernel avx512_kernels[TOY_TYPE_COUNT] = {
+    K(TOY_TYPE_F32, TOY_TYPE_F32, ty_quantize_row_f32, f32),
+    K(TOY_TYPE_F16, TOY_TYPE_F16, ty_quantize_act_f16, f16),
+    K(TOY_TYPE_BF16, TOY_TYPE_BF16, ty_quantize_act_bf16, bf16),
+    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q4_0),
+    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q4_1),
+    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q5_0),
+    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q5_1),
+    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q8_0),
+    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q2_K),
+    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q3_K),
+    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q4_K),
+    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q5_K),
+    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q6_K),
+    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, iq4_nl),
+    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, iq4_xs),
 };
 
 #undef K
 
-const toy_kernel *toy_kernel_avx512(int type) {
+const ty_kernel *ty_kernel_avx512(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !avx512_kernels[type].vec_dot) return NULL;
     return &avx512_kernels[type];
 }

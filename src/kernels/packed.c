@@ -65,8 +65,8 @@ _Static_assert(sizeof(packed_q4_1) == 16 * sizeof(block_q4_1), "packed Q4_1 bloc
 _Static_assert(sizeof(packed_q4_K) == 16 * sizeof(block_q4_K), "packed Q4_K block size");
 _Static_assert(sizeof(packed_q5_K) == 16 * sizeof(block_q5_K), "packed Q5_K block size");
 _Static_assert(sizeof(packed_q6_K) == 16 * sizeof(block_q6_K), "packed Q6_K block size");
-_Static_assert(sizeof(toy_act_q8_0x) == 40, "packed Q8_0 activation block size");
-_Static_assert(sizeof(toy_act_q8_Kx) == 276, "packed Q8_K activation block size");
+_Static_assert(sizeof(ty_act_q8_0x) == 40, "packed Q8_0 activation block size");
+_Static_assert(sizeof(ty_act_q8_Kx) == 276, "packed Q8_K activation block size");
 
 /* Row r of a packed block and a block of the file: move_row_TYPE(packed block, r, file
  * block, unpack) packs the file block into row r, or (unpack) the row back into the
@@ -113,7 +113,7 @@ static void move_row_q4_1(void *block, int r, void *file, const bool unpack) {
 }
 
 /* The fields Q4_K and Q5_K share. */
-static void move_q4_K_fields(packed_q4_K *pb, int r, toy_half *d, toy_half *dmin, uint8_t *scales, uint8_t *qs,
+static void move_q4_K_fields(packed_q4_K *pb, int r, ty_half *d, ty_half *dmin, uint8_t *scales, uint8_t *qs,
                              const bool unpack) {
     move(&pb->d[r], d, sizeof *d, unpack);
     move(&pb->dmin[r], dmin, sizeof *dmin, unpack);
@@ -185,7 +185,7 @@ static const packed_layout *layout_of(int type) {
     return NULL;
 }
 
-size_t toy_packed_group_size(int type, int64_t n_cols) {
+size_t ty_packed_group_size(int type, int64_t n_cols) {
     const packed_layout *l = layout_of(type);
     if (!l || n_cols <= 0 || n_cols % l->block_cols) return 0;
     return (size_t)(n_cols / l->block_cols) * l->packed_block;
@@ -200,7 +200,7 @@ static int64_t residue_position(int64_t b, int64_t nb) {
     return before + b / BLOCK_LANES;
 }
 
-void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
+void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out) {
     const packed_layout *l = layout_of(type);
     const int64_t nb = n_cols / l->block_cols, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
@@ -217,16 +217,16 @@ void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, 
         }
 }
 
-void toy_widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a) {
+void ty_widen_q8_0(const block_q8_0 *src, ty_act_q8_0x *a) {
     int32_t sum = 0;
     for (int j = 0; j < QK8_0; j++) sum += src->qs[j];
-    toy_act_q8_0x dst = {.d = toy_fp16_to_fp32(src->d), .start = -128 * sum};
+    ty_act_q8_0x dst = {.d = ty_fp16_to_fp32(src->d), .start = -128 * sum};
     memcpy(dst.qs, src->qs, sizeof dst.qs);
     memcpy(a, &dst, sizeof dst);
 }
 
-void toy_widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
-    toy_act_q8_Kx dst = {.d = q->d};
+void ty_widen_q8_K(const block_q8_K *q, ty_act_q8_Kx *a) {
+    ty_act_q8_Kx dst = {.d = q->d};
     for (int j = 0; j < 8; j++) dst.msum[j] = (int16_t)(q->bsums[2 * j] + q->bsums[2 * j + 1]);
     memcpy(dst.qs, q->qs, sizeof dst.qs);
     memcpy(a, &dst, sizeof dst);
@@ -236,32 +236,32 @@ void toy_widen_q8_K(const block_q8_K *q, toy_act_q8_Kx *a) {
  * the end of y, then widened in place from the front: packed block
  * b ends at 40(b + 1), never past the start 6 nb + 34(b + 1) of the Q8_0 block b + 1 not
  * yet read, and block b itself is copied out before it is overwritten. */
-void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
+void ty_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
     const int64_t nb = n / QK8_0;
     uint8_t *base = y;
-    block_q8_0 *q = (block_q8_0 *)(base + (size_t)nb * (sizeof(toy_act_q8_0x) - sizeof(block_q8_0)));
-    toy_quantize_act_q8_0(x, q, n);
-    toy_act_q8_0x *a = y;
+    block_q8_0 *q = (block_q8_0 *)(base + (size_t)nb * (sizeof(ty_act_q8_0x) - sizeof(block_q8_0)));
+    ty_quantize_act_q8_0(x, q, n);
+    ty_act_q8_0x *a = y;
     for (int64_t b = 0; b < nb; b++) {
         block_q8_0 src;
         memcpy(&src, &q[b], sizeof src);
-        toy_widen_q8_0(&src, &a[b]);
+        ty_widen_q8_0(&src, &a[b]);
     }
 }
 
 /* Block by block (Q8_K blocks are independent). */
-void toy_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
+void ty_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
                                  void *y, int64_t n) {
-    toy_act_q8_Kx *a = y;
+    ty_act_q8_Kx *a = y;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q8_K q;
         quantize_q8_K(x + b * QK_K, &q, QK_K);
-        toy_widen_q8_K(&q, &a[b]);
+        ty_widen_q8_K(&q, &a[b]);
     }
 }
 
-void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
-    toy_quantize_act_q8_Kx_with(toy_quantize_act_q8_K, x, y, n);
+void ty_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
+    ty_quantize_act_q8_Kx_with(ty_quantize_act_q8_K, x, y, n);
 }
 
 /* The reference: the definition in packed.h, which is the row kernels' (kernels.c), one
@@ -270,9 +270,9 @@ void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n) {
 static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     const packed_layout *lay = layout_of(type);
-    const toy_kernel *k = toy_kernel_scalar(type);
+    const ty_kernel *k = ty_kernel_scalar(type);
     const int64_t nb = n_cols / lay->block_cols;
-    const size_t act_block = toy_packed_scalar(type)->act_block, vd_block = toy_type_size(k->vec_dot_type);
+    const size_t act_block = ty_packed_scalar(type)->act_block, vd_block = toy_type_size(k->vec_dot_type);
     const size_t act_row = (size_t)nb * vd_block;
     uint8_t *row = malloc((size_t)nb * lay->file_block), *acts = malloc((size_t)n_a * act_row);
     for (int64_t j = 0; row && acts && j < n_a; j++) {
@@ -280,12 +280,12 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
         for (int64_t b = 0; b < nb; b++, x += act_block) {
             uint8_t *to = acts + (size_t)j * act_row + (size_t)b * vd_block;
             if (k->vec_dot_type == TOY_TYPE_Q8_0) {
-                const toy_act_q8_0x *src = (const toy_act_q8_0x *)x;
-                block_q8_0 q = {.d = toy_fp32_to_fp16(src->d)};
+                const ty_act_q8_0x *src = (const ty_act_q8_0x *)x;
+                block_q8_0 q = {.d = ty_fp32_to_fp16(src->d)};
                 memcpy(q.qs, src->qs, sizeof q.qs);
                 memcpy(to, &q, sizeof q);
-            } else if (act_block == sizeof(toy_act_q8_Kx)) { /* widened Q8_K: its bsums summed again */
-                const toy_act_q8_Kx *src = (const toy_act_q8_Kx *)x;
+            } else if (act_block == sizeof(ty_act_q8_Kx)) { /* widened Q8_K: its bsums summed again */
+                const ty_act_q8_Kx *src = (const ty_act_q8_Kx *)x;
                 block_q8_K q = {.d = src->d};
                 memcpy(q.qs, src->qs, sizeof q.qs);
                 for (int g = 0; g < QK_K / 16; g++)
@@ -344,37 +344,37 @@ static void gemm_iq4_xsx_scalar(int64_t n_cols, const void *w, int64_t n_rows, c
     gemm_scalar(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
-static const toy_packed_kernel packed_scalar[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_q4_0x_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1, gemm_q4_1x_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x, gemm_iq4_nlx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q4_Kx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q5_K, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_q5_Kx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), toy_quantize_act_q8_K, gemm_q6_Kx_scalar, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_XS, QK_K, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
+static const ty_packed_kernel packed_scalar[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x, gemm_q8_0x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x, gemm_q4_0x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), ty_quantize_act_q8_1, gemm_q4_1x_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x, gemm_iq4_nlx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, QK_K, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx, gemm_q4_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, QK_K, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx, gemm_q5_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q8_K), ty_quantize_act_q8_K, gemm_q6_Kx_scalar, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, QK_K, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx, gemm_iq4_xsx_scalar, NULL, NULL, NULL},
 };
 
-const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type) {
+const ty_packed_kernel *ty_packed_find(const ty_packed_kernel *kernels, size_t n, int type) {
     for (size_t i = 0; i < n; i++)
         if (kernels[i].type == type) return &kernels[i];
     return NULL;
 }
 
-const toy_packed_kernel *toy_packed_scalar(int type) {
-    return toy_packed_find(packed_scalar, sizeof packed_scalar / sizeof packed_scalar[0], type);
+const ty_packed_kernel *ty_packed_scalar(int type) {
+    return ty_packed_find(packed_scalar, sizeof packed_scalar / sizeof packed_scalar[0], type);
 }
 
 static int decode_streams = 1, decode_streams_set;
 
-void toy_packed_choose_decode_streams(int n) {
+void ty_packed_choose_decode_streams(int n) {
     decode_streams = n;
 }
 
-int toy_packed_decode_streams(void) {
+int ty_packed_decode_streams(void) {
     return decode_streams_set ? decode_streams_set : decode_streams;
 }
 
-void toy_packed_set_decode_streams(int n) {
+void ty_packed_set_decode_streams(int n) {
     decode_streams_set = n == 1 || n == 4 ? n : 0;
 }

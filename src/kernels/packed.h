@@ -65,7 +65,7 @@
  * The low nibble of q[j][g] is weight 4g + i of sub-block j, the high nibble weight
  * 16 + 4g + i; a nibble's level plus 128 (1..241) is the unsigned operand of vpdpbusd,
  * and the 128 comes back as 128 * sum over j of scale_j * (the activation's sub-block
- * sum, toy_act_q8_Kx.msum).
+ * sum, ty_act_q8_Kx.msum).
  *
  * Activations for the Q8_0 and Q4_0 products are Q8_0 rows with two fields per block made ready:
  *     float d; int32_t start; int8_t qs[32]     (40 bytes)
@@ -89,7 +89,7 @@ typedef struct {
     float d;
     int32_t start;
     int8_t qs[32];
-} toy_act_q8_0x;
+} ty_act_q8_0x;
 
 /* Q8_K activations for packed Q4_K, Q5_K and IQ4_XS: the Q8_K scale and quants, and the sums of each
  * 32-quant sub-block (bsums 2j + 2j+1, at most 32 * 128 in magnitude). */
@@ -97,7 +97,7 @@ typedef struct {
     float d;
     int16_t msum[8];
     int8_t qs[256];
-} toy_act_q8_Kx;
+} ty_act_q8_Kx;
 
 typedef struct {
     int type;           /* the weight type */
@@ -119,45 +119,45 @@ typedef struct {
     void (*tile_act)(int64_t n_cols, const void *a, size_t a_stride, int64_t c, void *tiled);
     void (*gemm_tiled)(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                        int64_t n_a, const void *tiled, float *y, size_t y_stride);
-} toy_packed_kernel;
+} ty_packed_kernel;
 
 /* The packed activation quantizers. Q6_K products take plain Q8_K activations, Q4_1
  * products plain Q8_1 ones: the row kernels' quantizers. */
-void toy_quantize_act_q8_0x(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_0x(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_Kx(const float *x, void *y, int64_t n);
 /* The same with AVX2 (kernels_avx2.c), for the kernels of AVX2 and above: the same bytes. */
-void toy_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
-void toy_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n);
-/* toy_quantize_act_q8_Kx through a given Q8_K quantizer */
-void toy_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
+void ty_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
+void ty_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n);
+/* ty_quantize_act_q8_Kx through a given Q8_K quantizer */
+void ty_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
                                  void *y, int64_t n);
 
 /* A Q8_0 block as a packed activation block (the scale as float, the start); a Q8_K
  * block as a packed Q4_K activation block (the sums of its 32-quant sub-blocks). */
-void toy_widen_q8_0(const block_q8_0 *src, toy_act_q8_0x *a);
-void toy_widen_q8_K(const block_q8_K *src, toy_act_q8_Kx *a);
+void ty_widen_q8_0(const block_q8_0 *src, ty_act_q8_0x *a);
+void ty_widen_q8_K(const block_q8_K *src, ty_act_q8_Kx *a);
 
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */
-size_t toy_packed_group_size(int type, int64_t n_cols);
+size_t ty_packed_group_size(int type, int64_t n_cols);
 
 /* Packs n_rows rows (row_size bytes apart) into ceil(n_rows / 16) groups at out. */
-void toy_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
+void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
                    void *out);
 
 /* The kernel of a type among n, NULL if none is */
-const toy_packed_kernel *toy_packed_find(const toy_packed_kernel *kernels, size_t n, int type);
+const ty_packed_kernel *ty_packed_find(const ty_packed_kernel *kernels, size_t n, int type);
 /* The scalar reference of a packed type, NULL if it has none. */
-const toy_packed_kernel *toy_packed_scalar(int type);
+const ty_packed_kernel *ty_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
-const toy_packed_kernel *toy_packed_avx512(int type);
+const ty_packed_kernel *ty_packed_avx512(int type);
 /* The AMX kernels (packed_amx.c), NULL for a type they do not cover; call only where
- * toy_cpu_isa() is TOY_ISA_AMX. */
-const toy_packed_kernel *toy_packed_amx(int type);
+ * ty_cpu_isa() is TOY_ISA_AMX. */
+const ty_packed_kernel *ty_packed_amx(int type);
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
-const toy_packed_kernel *toy_packed_avx2(int type);
+const ty_packed_kernel *ty_packed_avx2(int type);
 /* The same with AVX-VNNI (packed_avxvnni.c); call only where the CPU has AVX-VNNI. */
-const toy_packed_kernel *toy_packed_avxvnni(int type);
+const ty_packed_kernel *ty_packed_avxvnni(int type);
 
 /* The groups of 16 weight rows the AVX-512 and AVX2 kernels read side by side in decode
  * (one activation row): 4 or 1, the same bits either way (each group's operations are
@@ -165,10 +165,10 @@ const toy_packed_kernel *toy_packed_avxvnni(int type);
  * core falls short of the bandwidth (as on the AMX Xeon measured), but slower where one
  * stream already reaches it (as on a Zen 5 EPYC). So 4 on Intel's CPUs, 1 on others;
  * TOY_DECODE_STREAMS=1 or 4 overrides. */
-int toy_packed_decode_streams(void);
+int ty_packed_decode_streams(void);
 /* Tests: run the kernels with n streams (1 or 4), 0 for the choice above. */
-void toy_packed_set_decode_streams(int n);
+void ty_packed_set_decode_streams(int n);
 /* cpu.c: the choice above. */
-void toy_packed_choose_decode_streams(int n);
+void ty_packed_choose_decode_streams(int n);
 
 #endif

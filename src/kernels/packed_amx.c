@@ -31,7 +31,7 @@
  * Tiles are configured per call (the configuration is per thread) and released at the
  * end. Fewer than 16 activation rows (decode, the last rows of a prompt) go to the
  * AVX-512 VNNI kernels, which compute the same bits. Compiled with AVX-512 and AMX
- * tile/int8 enabled; called only after toy_cpu_isa() found AMX and Linux granted the
+ * tile/int8 enabled; called only after ty_cpu_isa() found AMX and Linux granted the
  * tile state (kernels.c). tests/amx_emulated.c compiles this file over a C model of the
  * tile instructions, so that test_packed checks it on every AVX-512 machine. */
 #include <immintrin.h>
@@ -56,7 +56,7 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AMX)
 #endif
 
 #ifndef TOY_AMX_EMULATE
-#define AMX_ENTRY toy_packed_amx
+#define AMX_ENTRY ty_packed_amx
 #define tile_config(cfg) _tile_loadconfig(cfg)
 #define tile_release() _tile_release()
 #define tile_load(t, p, stride) _tile_loadd(t, p, stride)
@@ -328,7 +328,7 @@ INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *a
     }
     UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
-        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(act + (size_t)t * a_stride) + b;
+        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(act + (size_t)t * a_stride) + b;
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad ? ad[t] : x->d));
         acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(s->v[t]))));
     }
@@ -344,8 +344,8 @@ INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8
                      const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, const uint8_t *tiles,
                      const float *ads, float *y, size_t y_stride) {
     const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(toy_act_q8_0x);
-    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(toy_act_q8_0x, qs);
+    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
+    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
     const bool b_signed = k != KIND_Q4_1;
     __m512 lane[LANES][CHUNK], acc[CHUNK];
     chunk_sums s[2][2];
@@ -389,8 +389,8 @@ INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const
                           const uint8_t *act, size_t a_stride, const uint8_t *tiles, const float *ads, float *y,
                           size_t y_stride) {
     const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(toy_act_q8_0x);
-    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(toy_act_q8_0x, qs);
+    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
+    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
     const bool b_signed = k != KIND_Q4_1;
     __m512 lane0[LANES][CHUNK], lane1[LANES][CHUNK], acc0[CHUNK], acc1[CHUNK];
     chunk_sums s[2][2];
@@ -466,14 +466,14 @@ INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t
         const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) {
-            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(xb + (size_t)t * a_stride);
+            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(xb + (size_t)t * a_stride);
             acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
         }
         return;
     }
     UNROLLED_CHUNK
     for (int t = 0; t < CHUNK; t++) {
-        /* block_q8_K and toy_act_q8_Kx both start with the float d */
+        /* block_q8_K and ty_act_q8_Kx both start with the float d */
         const float ad = *(const float *)(xb + (size_t)t * a_stride);
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(ad));
         acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])));
@@ -489,8 +489,8 @@ INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const ui
                                : k == KIND_Q5_K ? Q5K_BLOCK_BYTES
                                : k == KIND_Q6_K ? Q6K_BLOCK_BYTES
                                                 : IQ4XS_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q6_K ? sizeof(block_q8_K) : sizeof(toy_act_q8_Kx);
-    const size_t qs = k == KIND_Q6_K ? offsetof(block_q8_K, qs) : offsetof(toy_act_q8_Kx, qs);
+    const size_t act_block = k == KIND_Q6_K ? sizeof(block_q8_K) : sizeof(ty_act_q8_Kx);
+    const size_t qs = k == KIND_Q6_K ? offsetof(block_q8_K, qs) : offsetof(ty_act_q8_Kx, qs);
     const int steps = k == KIND_Q6_K ? 8 : 4, quants = k == KIND_Q6_K ? 16 : 32; /* a sub-block's */
     const bool b_signed = k == KIND_Q6_K || k == KIND_IQ4_XS;
     const int64_t n_steps = nb * steps;
@@ -599,11 +599,11 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
                  lane_end, tiled);
     }
     if (n_a > n_chunked)
-        toy_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
+        ty_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
                                       n_a - n_chunked, y + (size_t)n_chunked * y_stride, y_stride);
 }
 
-/* The tiled layout (TILED_BLOCK) of Q8_0 activations (toy_act_q8_0x), for Q8_0, Q4_0
+/* The tiled layout (TILED_BLOCK) of Q8_0 activations (ty_act_q8_0x), for Q8_0, Q4_0
  * and IQ4_NL: the same order of blocks as the packed weights (packed.h). */
 static size_t q8_tiled_bytes(int64_t n_cols, int64_t n_a) {
     return (size_t)(n_a / CHUNK) * (size_t)(n_cols / 32) * TILED_BLOCK;
@@ -618,7 +618,7 @@ NO_UBSAN static void q8_tile_act(int64_t n_cols, const void *a, size_t a_stride,
     for (int l = 0; l < LANES; l++)
         for (int64_t b = l; b < nb; b += LANES, e++)
             for (int t = 0; t < CHUNK; t++) {
-                const toy_act_q8_0x *x = (const toy_act_q8_0x *)(rows + (size_t)t * a_stride) + b;
+                const ty_act_q8_0x *x = (const ty_act_q8_0x *)(rows + (size_t)t * a_stride) + b;
                 const __m256i q = _mm256_loadu_si256((const __m256i *)x->qs);
                 _mm256_store_si256((__m256i *)(qs + (size_t)e * PANEL_TILE + 32 * t), q);
                 d[e * CHUNK + t] = x->d;
@@ -671,20 +671,20 @@ NO_UBSAN static void gemm_iq4_nlx_tiled(int64_t n_cols, const void *w, int64_t n
 }
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */
-static const toy_packed_kernel kernels[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, q8_tiled_bytes, q8_tile_act, gemm_q8_0x_tiled},
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, q8_tiled_bytes, q8_tile_act, gemm_q4_0x_tiled},
-    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, q8_tiled_bytes, q8_tile_act, gemm_iq4_nlx_tiled},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+static const ty_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x, q8_tiled_bytes, q8_tile_act, gemm_q8_0x_tiled},
+    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x, q8_tiled_bytes, q8_tile_act, gemm_q4_0x_tiled},
+    {TOY_TYPE_Q4_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_iq4_nlx, q8_tiled_bytes, q8_tile_act, gemm_iq4_nlx_tiled},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), ty_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
 };
 
 /* NULL for a type without AMX products: cpu.c then takes the VNNI kernel. */
-const toy_packed_kernel *AMX_ENTRY(int type) {
-    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+const ty_packed_kernel *AMX_ENTRY(int type) {
+    return ty_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 }
 
 TOY_TARGET_END

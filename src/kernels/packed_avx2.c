@@ -23,7 +23,7 @@
  *         weights are.
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
  * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
- * after toy_cpu_isa() found them. */
+ * after ty_cpu_isa() found them. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
@@ -36,9 +36,9 @@
  * take one vpdpbusd (VEX, on ymm) per weight vector and row instead of vpmaddubsw's
  * detour, as the AVX-512 kernels do on zmm. */
 #ifdef TOY_PACKED_AVX_VNNI
-#define PACKED_ENTRY toy_packed_avxvnni
+#define PACKED_ENTRY ty_packed_avxvnni
 #else
-#define PACKED_ENTRY toy_packed_avx2
+#define PACKED_ENTRY ty_packed_avx2
 #endif
 
 #if defined(__x86_64__)
@@ -66,7 +66,7 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
  * few loads to keep memory busy in decode. */
 #define PREFETCH_BYTES 2048
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
+#define DECODE_STREAMS 4 /* groups read side by side in decode where ty_packed_decode_streams() says so */
 #endif
 
 TOY_ALWAYS_INLINE int32_t rd32(const void *p) {
@@ -95,7 +95,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
     const __m256i low = _mm256_set1_epi8(0x0f);
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_set1_epi32(x->start / 16);
     }
     TOY_UNROLL8
@@ -104,7 +104,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], lo, _mm256_set1_epi32(rd32(x->qs + 4 * g)));
             sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)));
         }
@@ -115,7 +115,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
                          __m256i *sumi) {
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_set1_epi32(x->start);
     }
     TOY_UNROLL8
@@ -123,7 +123,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], w, _mm256_set1_epi32(rd32(x->qs + 4 * k)));
         }
     }
@@ -143,7 +143,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
             s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
         }
@@ -151,7 +151,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
     /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         sumi[j] = _mm256_add_epi32(_mm256_madd_epi16(s[j], _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
     }
 }
@@ -167,7 +167,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i w_abs = _mm256_abs_epi8(w);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs)), w);
             sumi[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), ones);
         }
@@ -179,7 +179,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i w_abs = _mm256_abs_epi8(w);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * k)), w);
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), ones));
         }
@@ -195,7 +195,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
 TOY_ALWAYS_INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
     const __m256i low = _mm256_set1_epi8(0x0f), ones = _mm256_set1_epi16(1);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ty_iq4nl_values));
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) sumi[j] = _mm256_setzero_si256();
     _Pragma("GCC unroll 1")
@@ -206,7 +206,7 @@ TOY_ALWAYS_INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * g)), w0);
             const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)), w1);
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), ones),
@@ -253,7 +253,7 @@ TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int 
         else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
             acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[j])));
         }
@@ -338,7 +338,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
                         }
                         TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) {
-                            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                             const int8_t *qs = x->qs + 64 * p + 4 * k;
                             s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
                             s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
@@ -371,7 +371,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
                             if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
                             TOY_UNROLL8
                             for (int t = 0; t < n_a; t++) {
-                                const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                                 const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
                                 s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
                             }
@@ -391,7 +391,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
         const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
             TOY_UNROLL8
             for (int p = 1; p < 4; p++)
@@ -548,7 +548,7 @@ TOY_ALWAYS_INLINE void q6k_halves_block(const uint8_t *blk, int64_t b, const int
 TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
                                size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     const __m256i low = _mm256_set1_epi8(0x0f);
-    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)toy_iq4nl_values));
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)ty_iq4nl_values));
     TOY_UNROLL8
     for (int i = 0; i < n_h; i++) {
         if (i == 0 && n_a > 2)
@@ -576,7 +576,7 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
                 const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
                 TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 32 * j + 4 * g;
                     const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs)), w0);
                     const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs + 16)), w1);
@@ -589,7 +589,7 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
             acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])));
         }
@@ -673,7 +673,7 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
     const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
+    if (n_a == 1 && ty_packed_decode_streams() == DECODE_STREAMS) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             halves(k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);
@@ -720,24 +720,24 @@ static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const vo
                          float *y, size_t ys) { packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
 #endif
 
-static const toy_packed_kernel kernels[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
+static const ty_packed_kernel kernels[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
 #ifndef TOY_PACKED_AVX_VNNI
-    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
 #endif
 };
 
-const toy_packed_kernel *PACKED_ENTRY(int type) {
-    const toy_packed_kernel *k = toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+const ty_packed_kernel *PACKED_ENTRY(int type) {
+    const ty_packed_kernel *k = ty_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 #ifdef TOY_PACKED_AVX_VNNI
     /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
      * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
-    if (!k) return toy_packed_avx2(type);
+    if (!k) return ty_packed_avx2(type);
 #endif
     return k;
 }

@@ -9,7 +9,7 @@
  * block's lane (b % 8). Blocks are stored lane by lane, so one pass over a lane keeps
  * one accumulator per activation row in a register; the 8 lanes are then combined
  * pairwise as in the reference. Compiled with AVX-512 F/BW/VL/DQ and VNNI enabled;
- * called only after toy_cpu_isa() found them. */
+ * called only after ty_cpu_isa() found them. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
@@ -31,14 +31,14 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
 
 #ifndef DECODE_STREAMS
-#define DECODE_STREAMS 4 /* groups read side by side in decode where toy_packed_decode_streams() says so */
+#define DECODE_STREAMS 4 /* groups read side by side in decode where ty_packed_decode_streams() says so */
 #endif
 
 /* A packed block's 16 rows times one activation block: the exact integer sums.
  * Q8_0: eight weight registers, each against four broadcast activation bytes.
  * Q4_0: four registers of file bytes, whose low nibbles (weights + 8) meet activation
  * bytes 4g.. and high nibbles bytes 16 + 4g..; the start is then -8 * sum a. */
-INLINE __m512i block_sums(const __m512i *w, const toy_act_q8_0x *x, const bool q4) {
+INLINE __m512i block_sums(const __m512i *w, const ty_act_q8_0x *x, const bool q4) {
     /* Q4_0's start -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
     const __m512i start = _mm512_set1_epi32(x->start);
     __m512i z0 = q4 ? _mm512_srai_epi32(start, 4) : start, z1 = _mm512_setzero_si512();
@@ -100,7 +100,7 @@ INLINE void q8_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_s
     }
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const toy_act_q8_0x *x = (const toy_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
         const __m512i sumi = block_sums(w, x, q4);
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
         acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
@@ -178,7 +178,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
                 }
                 TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
-                    const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
                     const int8_t *qs = x->qs + 64 * p + 4 * k;
                     /* two chains per sub-block, k even and odd */
                     z[t][k % 2] = _mm512_dpbusd_epi32(z[t][k % 2], w0, _mm512_set1_epi32(rd32(qs)));
@@ -209,7 +209,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         }
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const int8_t *qs = x->qs + 32 * j;
             __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
             TOY_UNROLL8
@@ -226,7 +226,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
     TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
-        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
         acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
     }
 }
@@ -302,7 +302,7 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
         iq4xs_sub_block(blk, j, table, w);
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
             const int8_t *qs = x->qs + 32 * j;
             __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
             TOY_UNROLL8
@@ -318,7 +318,7 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
-        const toy_act_q8_Kx *x = (const toy_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
         __m512i corr = _mm512_setzero_si512();
         TOY_UNROLL8
         for (int p = 0; p < 4; p++)
@@ -362,7 +362,7 @@ INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_
 
 /* n_groups groups (rows of the last one: rows <= 16) times n_a <= TILE activation rows:
  * lane l's blocks l, l + 8, ... in the packed order, then the lanes combined. Several
- * groups go side by side in decode (one activation row) where toy_packed_decode_streams()
+ * groups go side by side in decode (one activation row) where ty_packed_decode_streams()
  * is 4, their blocks taken in turn: n_groups streams of weights, which the hardware
  * prefetchers fetch side by side (packed.h says where that pays), each group's
  * operations the same as alone. kind, n_groups and n_a are
@@ -398,7 +398,7 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
     const int64_t nb = n_cols / block_cols[k];
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
-    if (n_a == 1 && toy_packed_decode_streams() == DECODE_STREAMS) {
+    if (n_a == 1 && ty_packed_decode_streams() == DECODE_STREAMS) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             groups_tile(k, nb, group, group_bytes, DECODE_STREAMS, 16, act, a_stride, 1, y + r0, y_stride);
@@ -443,19 +443,19 @@ NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows,
     packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
-static const toy_packed_kernel kernels[] = {
-    {TOY_TYPE_Q4_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
-    {TOY_TYPE_Q8_0, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q5_K, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), toy_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(toy_act_q8_0x), toy_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), toy_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_XS, 256, sizeof(toy_act_q8_Kx), toy_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+static const ty_packed_kernel kernels[] = {
+    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q5_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), ty_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
+    {TOY_TYPE_IQ4_XS, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
 };
 
-const toy_packed_kernel *toy_packed_avx512(int type) {
-    return toy_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+const ty_packed_kernel *ty_packed_avx512(int type) {
+    return ty_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
 }
 
 TOY_TARGET_END

@@ -74,7 +74,7 @@ INLINE __m512i q5k_high(__m512i qh, int j) {
 /* IQ4_NL and IQ4_XS: the 16 levels plus 128 (1..241, the unsigned operand of vpdpbusd)
  * in each 128-bit lane, for vpshufb on nibbles. */
 INLINE __m512i iq4xs_table(void) {
-    const __m128i levels = _mm_loadu_si128((const __m128i *)toy_iq4nl_values);
+    const __m128i levels = _mm_loadu_si128((const __m128i *)ty_iq4nl_values);
     return _mm512_broadcast_i32x4(_mm_xor_si128(levels, _mm_set1_epi8((char)0x80)));
 }
 
@@ -110,7 +110,7 @@ INLINE void iq4xs_sub_block(const uint8_t *blk, int j, __m512i table, __m512i w[
 }
 
 /* The mins of sub-blocks 2p and 2p + 1 of 16 rows as 16-bit pairs, for vpdpwssd against
- * the pairs of activation sub-block sums (toy_act_q8_Kx.msum). */
+ * the pairs of activation sub-block sums (ty_act_q8_Kx.msum). */
 INLINE void q4k_min_pairs(const uint8_t *blk, __m512i mp[4]) {
     const __m512i s0 = _mm512_loadu_si512(blk + 64), s1 = _mm512_loadu_si512(blk + 128);
     const __m512i s2 = _mm512_loadu_si512(blk + 192);
@@ -150,7 +150,7 @@ INLINE void q6k_sub_block(const uint8_t *ql, const uint8_t *qh, int m, int kk, _
 /* Q4_K / Q5_K: one activation row's value of a super-block for 16 weight rows, the
  * reference's d * isum - dmin * summs, summs = sum of min_j * msum_j (mp: q4k_min_pairs;
  * wd, wdm: the rows' d and dmin). */
-INLINE __m512 q4k_row_value(__m512 wd, __m512 wdm, const __m512i mp[4], const toy_act_q8_Kx *x, __m512i isum) {
+INLINE __m512 q4k_row_value(__m512 wd, __m512 wdm, const __m512i mp[4], const ty_act_q8_Kx *x, __m512i isum) {
     __m512i summs = _mm512_setzero_si512();
     TOY_UNROLL8
     for (int p = 0; p < 4; p++) summs = _mm512_dpwssd_epi32(summs, mp[p], _mm512_set1_epi32(rd32(x->msum + 2 * p)));

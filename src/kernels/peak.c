@@ -23,7 +23,7 @@ typedef struct {
 static void *peak_run(void *arg) {
     peak_thread *t = arg;
     const double t0 = now_s();
-    const double flops = toy_cpu()->fma_peak(PEAK_ITERS);
+    const double flops = ty_cpu()->fma_peak(PEAK_ITERS);
     t->gflops = flops / (now_s() - t0) / 1e9;
     return NULL;
 }

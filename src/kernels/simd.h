@@ -42,7 +42,7 @@
 
 /* The fixed pairwise combination of 8 float lanes (kernels.c, REDUCTION SHAPE): lane k
  * += lane k + 4, then k += k + 2, then 0 += 1; the result is lane 0. */
-TOY_AVX2 TOY_ALWAYS_INLINE float toy_combine8(__m256 lane) {
+TOY_AVX2 TOY_ALWAYS_INLINE float ty_combine8(__m256 lane) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(lane), _mm256_extractf128_ps(lane, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -50,8 +50,8 @@ TOY_AVX2 TOY_ALWAYS_INLINE float toy_combine8(__m256 lane) {
 }
 
 /* The same after a first step k += k + 8 over 16 lanes. */
-TOY_AVX512 TOY_ALWAYS_INLINE float toy_combine16(__m512 lane) {
-    return toy_combine8(_mm256_add_ps(_mm512_castps512_ps256(lane), _mm512_extractf32x8_ps(lane, 1)));
+TOY_AVX512 TOY_ALWAYS_INLINE float ty_combine16(__m512 lane) {
+    return ty_combine8(_mm256_add_ps(_mm512_castps512_ps256(lane), _mm512_extractf32x8_ps(lane, 1)));
 }
 #endif
 

@@ -22,7 +22,7 @@
 #define EXP_C3 1.6666667e-1f
 #define EXP_C2 0.5f
 
-TOY_ALWAYS_INLINE float toy_exp_nonpos(float x) {
+TOY_ALWAYS_INLINE float ty_exp_nonpos(float x) {
     if (!(x >= EXP_MIN)) return 0.0f;
     const float n = (x * EXP_LOG2E + EXP_ROUND) - EXP_ROUND;
     const float r = (x - n * EXP_LN2_HI) - n * EXP_LN2_LO;
@@ -40,13 +40,13 @@ TOY_ALWAYS_INLINE float toy_exp_nonpos(float x) {
 }
 
 #if defined(__x86_64__)
-/* toy_exp_nonpos of N vectors of 8 lanes in place, step by step across them: the same
+/* ty_exp_nonpos of N vectors of 8 lanes in place, step by step across them: the same
  * operations per lane, each step's N operations independent. One exponential is a chain of
  * about 25 dependent operations, and a loop of them one by one filled the scheduler
  * with waiting operations of two or three chains: the softmax of a long prompt's
  * attention ran at about one operation a cycle. */
 #define EXP_STEP(expr) _Pragma("GCC unroll 16") for (int i = 0; i < N; i++) expr
-TOY_AVX2 TOY_ALWAYS_INLINE void toy_exp8x_nonpos(const int N, __m256 *x) {
+TOY_AVX2 TOY_ALWAYS_INLINE void ty_exp8x_nonpos(const int N, __m256 *x) {
     __m256 ok[16], n[16], r[16], p[16];
     EXP_STEP(ok[i] = _mm256_cmp_ps(x[i], _mm256_set1_ps(EXP_MIN), _CMP_GE_OQ));
     EXP_STEP(x[i] = _mm256_max_ps(x[i], _mm256_set1_ps(EXP_MIN)));
@@ -67,14 +67,14 @@ TOY_AVX2 TOY_ALWAYS_INLINE void toy_exp8x_nonpos(const int N, __m256 *x) {
 }
 #undef EXP_STEP
 
-/* toy_exp_nonpos of 8 lanes */
-TOY_AVX2 TOY_ALWAYS_INLINE __m256 toy_exp8_nonpos(__m256 x) {
-    toy_exp8x_nonpos(1, &x);
+/* ty_exp_nonpos of 8 lanes */
+TOY_AVX2 TOY_ALWAYS_INLINE __m256 ty_exp8_nonpos(__m256 x) {
+    ty_exp8x_nonpos(1, &x);
     return x;
 }
 
 /* the same on 16 lanes */
-TOY_AVX512 TOY_ALWAYS_INLINE __m512 toy_exp16_nonpos(__m512 x) {
+TOY_AVX512 TOY_ALWAYS_INLINE __m512 ty_exp16_nonpos(__m512 x) {
     const __mmask16 ok = _mm512_cmp_ps_mask(x, _mm512_set1_ps(EXP_MIN), _CMP_GE_OQ);
     x = _mm512_max_ps(x, _mm512_set1_ps(EXP_MIN));
     const __m512 rnd = _mm512_set1_ps(EXP_ROUND);

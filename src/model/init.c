@@ -96,8 +96,8 @@ static void random_row(void *user, int64_t r, float *out) {
     uint64_t state = g->seed ^ (0x632be59bd9b4e019ULL * (uint64_t)(g->index + 1)) ^
                      (0x9e3779b97f4a7c15ULL * (uint64_t)(r + 1));
     for (int64_t i = 0; i < n; i += 2) { /* Box-Muller: two normals per draw */
-        double u1 = ((toy_splitmix64(&state) >> 11) + 1) * (1.0 / 9007199254740993.0);
-        double u2 = (toy_splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
+        double u1 = ((ty_splitmix64(&state) >> 11) + 1) * (1.0 / 9007199254740993.0);
+        double u2 = (ty_splitmix64(&state) >> 11) * (1.0 / 9007199254740992.0);
         double rad = sqrt(-2.0 * log(u1));
         out[i] = (float)(g->t->std * rad * cos(2 * M_PI * u2));
         if (i + 1 < n) out[i + 1] = (float)(g->t->std * rad * sin(2 * M_PI * u2));
@@ -120,7 +120,7 @@ static toy_status add(tensor_list *l, const char *name, int n_dims, int64_t ne0,
         char(*names)[64] = realloc(l->names, (size_t)cap * sizeof *names);
         if (t) l->t = t;
         if (names) l->names = names;
-        if (!t || !names) return toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!t || !names) return ty_error(TOY_ERR_NOMEM, "no memory");
         l->cap = cap;
     }
     snprintf(l->names[l->n], sizeof l->names[l->n], "%s", name);
@@ -230,14 +230,14 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
         for (int i = 0; i < N_PRESETS; i++)
             snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", i ? ", " : "",
                      presets[i].name);
-        return toy_error(TOY_ERR_INVALID, "unknown preset '%s' (presets: %s)", params->preset, list);
+        return ty_error(TOY_ERR_INVALID, "unknown preset '%s' (presets: %s)", params->preset, list);
     }
     if (p && (!params->arch || strcmp(params->arch, p->arch) != 0))
-        return toy_error(TOY_ERR_INVALID, "preset %s is architecture %s, not '%s'", p->name, p->arch,
+        return ty_error(TOY_ERR_INVALID, "preset %s is architecture %s, not '%s'", p->name, p->arch,
                          params->arch ? params->arch : "");
     if (!p) {
         if (!params->arch || (strcmp(params->arch, "llama") && strcmp(params->arch, "qwen2")))
-            return toy_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama or qwen2",
+            return ty_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama or qwen2",
                              params->arch ? params->arch : "");
         const bool qwen2 = !strcmp(params->arch, "qwen2");
         *out = (preset){"custom", qwen2 ? "qwen2" : "llama", 0, 0, 0, 0, 0, 2048,
@@ -258,36 +258,36 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
     const int32_t vals[] = {out->n_embd, out->n_layer, out->n_head, out->n_head_kv, out->n_ff, out->n_ctx};
     for (int i = 0; i < 6; i++)
         if (vals[i] <= 0 || vals[i] > (i == 5 ? (1 << 24) : (1 << 16)))
-            return toy_error(TOY_ERR_INVALID, "%s %d is out of range%s", dims[i], vals[i],
+            return ty_error(TOY_ERR_INVALID, "%s %d is out of range%s", dims[i], vals[i],
                              p ? "" : " (without a preset, give every dimension)");
     if (out->n_embd % out->n_head || (out->n_embd / out->n_head) % 2)
-        return toy_error(TOY_ERR_INVALID, "n_embd %d is not n_head %d times an even head size",
+        return ty_error(TOY_ERR_INVALID, "n_embd %d is not n_head %d times an even head size",
                          out->n_embd, out->n_head);
     if (out->n_head % out->n_head_kv)
-        return toy_error(TOY_ERR_INVALID, "n_head %d is not a multiple of n_head_kv %d", out->n_head,
+        return ty_error(TOY_ERR_INVALID, "n_head %d is not a multiple of n_head_kv %d", out->n_head,
                          out->n_head_kv);
     if (out->n_layer > TOY_MAX_LAYERS)
-        return toy_error(TOY_ERR_INVALID, "n_layer %d is over %d", out->n_layer, TOY_MAX_LAYERS);
+        return ty_error(TOY_ERR_INVALID, "n_layer %d is over %d", out->n_layer, TOY_MAX_LAYERS);
     return TOY_OK;
 }
 
 void toy_init_params_init(toy_init_params *params, size_t size) {
     const toy_init_params defaults = {.size = sizeof defaults, .ftype = TOY_FTYPE_ALL_F32, .seed = 42, .n_threads = 1};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_init_model(const toy_init_params *caller_params, const char *out_path) {
     toy_init_params full = toy_init_default_params();
-    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_init_model: no parameters");
-    if (toy_params_read(&full, sizeof full, caller_params, "toy_init_params")) return TOY_ERR_INVALID;
+    if (!caller_params) return ty_error(TOY_ERR_INVALID, "toy_init_model: no parameters");
+    if (ty_params_read(&full, sizeof full, caller_params, "toy_init_params")) return TOY_ERR_INVALID;
     const toy_init_params *params = &full;
     preset chosen;
     toy_status st = choose_shape(params, &chosen);
     if (st) return st;
     const preset *p = &chosen;
     if (!toy_ftype_name(params->ftype))
-        return toy_error(TOY_ERR_INVALID, "unknown file type %d", params->ftype);
-    if (!params->vocab_path) return toy_error(TOY_ERR_INVALID, "no vocabulary file given");
+        return ty_error(TOY_ERR_INVALID, "unknown file type %d", params->ftype);
+    if (!params->vocab_path) return ty_error(TOY_ERR_INVALID, "no vocabulary file given");
 
     toy_gguf *vocab;
     st = toy_gguf_open(params->vocab_path, &vocab);
@@ -296,7 +296,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
     int64_t n_vocab = tokens ? (int64_t)toy_gguf_array_len(tokens) : 0;
     if (n_vocab <= 0) {
         toy_gguf_close(vocab);
-        return toy_error(TOY_ERR_FORMAT, "%s: no tokenizer.ggml.tokens: not a vocabulary",
+        return ty_error(TOY_ERR_FORMAT, "%s: no tokenizer.ggml.tokens: not a vocabulary",
                          params->vocab_path);
     }
     /* a tokenizer toy cannot load is refused here, naming the file it came from, not
@@ -304,7 +304,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
     toy_vocab *check = NULL;
     if ((st = toy_vocab_load(vocab, &check))) {
         toy_gguf_close(vocab);
-        return toy_error_wrap(st, "%s", params->vocab_path);
+        return ty_error_wrap(st, "%s", params->vocab_path);
     }
     toy_vocab_free(check);
 
@@ -312,24 +312,24 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
     toy_gguf_writer *w = toy_gguf_writer_new();
     int64_t *order = NULL;
     int *types = NULL;
-    if (!w) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!w) st = ty_error(TOY_ERR_NOMEM, "no memory");
     if (!st) st = plan_tensors(p, n_vocab, &l);
     if (!st) {
         order = malloc((size_t)l.n * sizeof *order);
         types = malloc((size_t)l.n * sizeof *types);
-        if (!order || !types) st = toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!order || !types) st = ty_error(TOY_ERR_NOMEM, "no memory");
     }
-    toy_quant_shape shape = {.n_layer = p->n_layer, .n_head = p->n_head, .n_head_kv = p->n_head_kv,
+    ty_quant_shape shape = {.n_layer = p->n_layer, .n_head = p->n_head, .n_head_kv = p->n_head_kv,
                              .n_expert = p->n_expert};
     snprintf(shape.arch, sizeof shape.arch, "%s", p->arch);
     /* the plan reads an array of toy_gguf_tensor: gather them */
     toy_gguf_tensor *infos = NULL;
     if (!st) {
         infos = malloc((size_t)l.n * sizeof *infos);
-        if (!infos) st = toy_error(TOY_ERR_NOMEM, "no memory");
+        if (!infos) st = ty_error(TOY_ERR_NOMEM, "no memory");
         for (int64_t i = 0; !st && i < l.n; i++) infos[i] = l.t[i].info;
     }
-    if (!st) st = toy_quantize_plan(&shape, infos, l.n, params->ftype, false, order, types);
+    if (!st) st = ty_quantize_plan(&shape, infos, l.n, params->ftype, false, order, types);
 
     if (!st) st = set_hparams(w, p, n_vocab, params->ftype);
     for (int64_t i = 0; !st && i < toy_gguf_n_kv(vocab); i++) {
@@ -347,7 +347,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
         int64_t rows = t->info.ne[1] * t->info.ne[2];
         uint8_t *buf = NULL;
         size_t size = 0;
-        st = toy_quantize_rows(t->info.name, t->info.ne[0], rows, random_row, &gen, types[k],
+        st = ty_quantize_rows(t->info.name, t->info.ne[0], rows, random_row, &gen, types[k],
                                params->n_threads, &buf, &size);
         if (!st) st = toy_gguf_writer_write_tensor_data(w, buf, size);
         free(buf);

@@ -37,24 +37,24 @@ void toy_lora_free(toy_lora *lora) {
     free(lora);
 }
 
-const toy_lora_pair *toy_lora_find(const toy_lora *lora, const char *name) {
+const ty_lora_pair *ty_lora_find(const toy_lora *lora, const char *name) {
     for (int i = 0; i < lora->n_pairs; i++)
         if (!strcmp(lora->pairs[i].name, name)) return &lora->pairs[i];
     return NULL;
 }
 
-float toy_lora_pair_scale(const toy_lora *lora, const toy_lora_pair *p, float scale) {
+float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scale) {
     return lora->alpha != 0.0f ? scale * lora->alpha / (float)p->rank : scale;
 }
 
 static toy_status to_f32(const char *path, const toy_gguf_tensor *t, float **out) {
     const int64_t n = t->ne[0] * t->ne[1];
     float *f = malloc((size_t)n * sizeof *f);
-    if (!f) return toy_error(TOY_ERR_NOMEM, "%s: no memory for tensor %s", path, t->name);
+    if (!f) return ty_error(TOY_ERR_NOMEM, "%s: no memory for tensor %s", path, t->name);
     toy_status st = toy_dequantize(t->type, t->data, f, n);
     if (st) {
         free(f);
-        return toy_error_wrap(st, "%s: tensor %s", path, t->name);
+        return ty_error_wrap(st, "%s: tensor %s", path, t->name);
     }
     *out = f;
     return TOY_OK;
@@ -62,16 +62,16 @@ static toy_status to_f32(const char *path, const toy_gguf_tensor *t, float **out
 
 /* Checks one pair against the base tensor and converts it. */
 static toy_status load_pair(const toy_model *base, const char *path, const char *name,
-                            const toy_gguf_tensor *ta, const toy_gguf_tensor *tb, toy_lora_pair *p) {
+                            const toy_gguf_tensor *ta, const toy_gguf_tensor *tb, ty_lora_pair *p) {
     const toy_gguf_tensor *w = toy_gguf_find_tensor(base->gguf, name);
     if (!w)
-        return toy_error(TOY_ERR_FORMAT, "%s: adapter tensor %s.lora_a: the base model %s has no tensor %s",
+        return ty_error(TOY_ERR_FORMAT, "%s: adapter tensor %s.lora_a: the base model %s has no tensor %s",
                          path, name, toy_gguf_path(base->gguf), name);
     if (w->n_dims != 2)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: %s has %d dimensions: toy applies LoRA to matrices only",
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s has %d dimensions: toy applies LoRA to matrices only",
                          path, name, w->n_dims);
     if (ta->n_dims > 2 || tb->n_dims > 2)
-        return toy_error(TOY_ERR_FORMAT, "%s: %s.lora_a/lora_b must be matrices", path, name);
+        return ty_error(TOY_ERR_FORMAT, "%s: %s.lora_a/lora_b must be matrices", path, name);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->n_in = w->ne[0];
     p->n_out = w->ne[1];
@@ -81,7 +81,7 @@ static toy_status load_pair(const toy_model *base, const char *path, const char 
     const bool shape_ok = embd ? ta->ne[1] == w->ne[1] && tb->ne[1] == w->ne[0] && tb->ne[0] == p->rank
                                : ta->ne[0] == w->ne[0] && tb->ne[1] == w->ne[1] && tb->ne[0] == p->rank;
     if (!shape_ok || p->rank < 1)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: %s.lora_a is [%lld, %lld] and lora_b [%lld, %lld], which do not fit %s [%lld, %lld] "
                          "of the base model (a different base?)",
                          path, name, (long long)ta->ne[0], (long long)ta->ne[1], (long long)tb->ne[0],
@@ -99,15 +99,15 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
     const char *s = "", *base_arch = "";
     size_t len = 0, base_len = 0;
     if (!str_is(g, "general.type", "adapter", &s, &len))
-        st = toy_error(TOY_ERR_FORMAT, "%s: general.type is \"%.*s\", not \"adapter\": not a LoRA adapter", path,
+        st = ty_error(TOY_ERR_FORMAT, "%s: general.type is \"%.*s\", not \"adapter\": not a LoRA adapter", path,
                        (int)len, s);
     else if (!str_is(g, "adapter.type", "lora", &s, &len))
-        st = toy_error(TOY_ERR_UNSUPPORTED, "%s: adapter.type is \"%.*s\"; toy reads \"lora\" adapters", path,
+        st = ty_error(TOY_ERR_UNSUPPORTED, "%s: adapter.type is \"%.*s\"; toy reads \"lora\" adapters", path,
                        (int)len, s);
     else if (toy_gguf_get_str(base->gguf, "general.architecture", &base_arch, &base_len) ||
              toy_gguf_get_str(g, "general.architecture", &s, &len) || len != base_len ||
              memcmp(s, base_arch, len))
-        st = toy_error(TOY_ERR_FORMAT, "%s: an adapter for architecture \"%.*s\", the base model is \"%.*s\"",
+        st = ty_error(TOY_ERR_FORMAT, "%s: an adapter for architecture \"%.*s\", the base model is \"%.*s\"",
                        path, (int)len, s, (int)base_len, base_arch);
     toy_lora *lora = NULL;
     if (!st) {
@@ -115,13 +115,13 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
         const int64_t n_t = toy_gguf_n_tensors(g);
         if (lora) lora->pairs = calloc((size_t)(n_t / 2 + 1), sizeof *lora->pairs);
         if (lora) lora->path = strdup(path);
-        if (!lora || !lora->pairs || !lora->path) st = toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+        if (!lora || !lora->pairs || !lora->path) st = ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
         double alpha = 0;
         const toy_gguf_value *v = toy_gguf_get(g, "adapter.lora.alpha");
         if (!st && v && toy_gguf_value_f64(v, &alpha))
-            st = toy_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is not a number", path);
+            st = ty_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is not a number", path);
         if (!st && !isfinite(alpha)) /* it scales every product of the adapter */
-            st = toy_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is %g, not a finite number", path, alpha);
+            st = ty_error(TOY_ERR_FORMAT, "%s: adapter.lora.alpha is %g, not a finite number", path, alpha);
         if (lora) lora->alpha = (float)alpha;
         for (int64_t i = 0; !st && i < n_t; i++) {
             const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
@@ -131,28 +131,28 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
                 char a_name[128];
                 snprintf(a_name, sizeof a_name, "%.*s.lora_a", (int)stem, t->name);
                 if (!toy_gguf_find_tensor(g, a_name))
-                    st = toy_error(TOY_ERR_FORMAT, "%s: tensor %s has no %s beside it", path, t->name, a_name);
+                    st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has no %s beside it", path, t->name, a_name);
                 continue;
             }
             if (!ends_with(t->name, ".lora_a", &stem)) {
-                st = toy_error(TOY_ERR_FORMAT, "%s: tensor %s is neither a .lora_a nor a .lora_b", path, t->name);
+                st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s is neither a .lora_a nor a .lora_b", path, t->name);
                 break;
             }
             char name[96], b_name[128];
             if (stem >= sizeof name) {
-                st = toy_error(TOY_ERR_FORMAT, "%s: tensor name %s too long", path, t->name);
+                st = ty_error(TOY_ERR_FORMAT, "%s: tensor name %s too long", path, t->name);
                 break;
             }
             snprintf(name, sizeof name, "%.*s", (int)stem, t->name);
             snprintf(b_name, sizeof b_name, "%s.lora_b", name);
             const toy_gguf_tensor *tb = toy_gguf_find_tensor(g, b_name);
             if (!tb) {
-                st = toy_error(TOY_ERR_FORMAT, "%s: tensor %s has no %s beside it", path, t->name, b_name);
+                st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has no %s beside it", path, t->name, b_name);
                 break;
             }
             st = load_pair(base, path, name, t, tb, &lora->pairs[lora->n_pairs++]);
         }
-        if (!st && lora->n_pairs == 0) st = toy_error(TOY_ERR_FORMAT, "%s: the adapter has no lora_a/lora_b pairs", path);
+        if (!st && lora->n_pairs == 0) st = ty_error(TOY_ERR_FORMAT, "%s: the adapter has no lora_a/lora_b pairs", path);
     }
     toy_gguf_close(g);
     if (st) {
@@ -163,16 +163,16 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
     return TOY_OK;
 }
 
-toy_status toy_lora_write(const char *path, const char *arch, float alpha, const toy_lora_pair *pairs,
+toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
                           int n) {
     toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!w) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = toy_gguf_writer_set_str(w, "general.type", "adapter", 7);
     if (!st) st = toy_gguf_writer_set_str(w, "general.architecture", arch, strlen(arch));
     if (!st) st = toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
     if (!st) st = toy_gguf_writer_set_f32(w, "adapter.lora.alpha", alpha);
     for (int i = 0; !st && i < n; i++) {
-        const toy_lora_pair *p = &pairs[i];
+        const ty_lora_pair *p = &pairs[i];
         const bool embd = !strcmp(p->name, "token_embd.weight");
         char name[128];
         const int64_t ne_a[2] = {embd ? p->rank : p->n_in, embd ? p->n_out : p->rank};
@@ -191,8 +191,8 @@ toy_status toy_lora_write(const char *path, const char *arch, float alpha, const
 
 typedef struct {
     const toy_gguf_tensor *t;
-    const toy_type_traits *tr;
-    const toy_lora_pair *pairs[TOY_LORA_MERGE_MAX];
+    const ty_type_traits *tr;
+    const ty_lora_pair *pairs[TOY_LORA_MERGE_MAX];
     float scales[TOY_LORA_MERGE_MAX];
     int n;
 } merge_rows;
@@ -203,7 +203,7 @@ static void merged_row(void *user, int64_t r, float *out) {
     const int64_t n_cols = m->t->ne[0];
     m->tr->to_float((const uint8_t *)m->t->data + (size_t)r * (m->t->size / (size_t)m->t->ne[1]), out, n_cols);
     for (int i = 0; i < m->n; i++) {
-        const toy_lora_pair *p = m->pairs[i];
+        const ty_lora_pair *p = m->pairs[i];
         const float s = m->scales[i];
         const bool embd = !strcmp(p->name, "token_embd.weight");
         for (int64_t c = 0; c < n_cols; c++) {
@@ -217,32 +217,32 @@ static void merged_row(void *user, int64_t r, float *out) {
 
 toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const float *scales, int n, toy_type type,
                           int n_threads, const char *path) {
-    if (n > TOY_LORA_MERGE_MAX) return toy_error(TOY_ERR_INVALID, "at most %d adapters to merge", TOY_LORA_MERGE_MAX);
+    if (n > TOY_LORA_MERGE_MAX) return ty_error(TOY_ERR_INVALID, "at most %d adapters to merge", TOY_LORA_MERGE_MAX);
     const toy_gguf *src = base->gguf;
     toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!w) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = TOY_OK;
     for (int64_t i = 0; !st && i < toy_gguf_n_kv(src); i++)
         st = toy_gguf_writer_set_value(w, toy_gguf_key(src, i), toy_gguf_kv(src, i));
     const int64_t n_t = toy_gguf_n_tensors(src);
     int *types = calloc((size_t)n_t + 1, sizeof *types);
-    if (!types) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!types) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int64_t i = 0; !st && i < n_t; i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(src, i);
         bool merged = false;
-        for (int j = 0; j < n; j++) merged |= toy_lora_find(loras[j], t->name) != NULL;
+        for (int j = 0; j < n; j++) merged |= ty_lora_find(loras[j], t->name) != NULL;
         types[i] = merged ? type : t->type;
         st = toy_gguf_writer_add_tensor(w, t->name, types[i], t->n_dims ? t->n_dims : 1, t->ne, NULL);
     }
     if (!st) st = toy_gguf_writer_begin(w, path);
     for (int64_t i = 0; !st && i < n_t; i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(src, i);
-        merge_rows m = {.t = t, .tr = toy_type_traits_get(t->type)};
+        merge_rows m = {.t = t, .tr = ty_type_traits_get(t->type)};
         for (int j = 0; j < n; j++) {
-            const toy_lora_pair *p = toy_lora_find(loras[j], t->name);
+            const ty_lora_pair *p = ty_lora_find(loras[j], t->name);
             if (p) {
                 m.pairs[m.n] = p;
-                m.scales[m.n++] = toy_lora_pair_scale(loras[j], p, scales ? scales[j] : 1.0f);
+                m.scales[m.n++] = ty_lora_pair_scale(loras[j], p, scales ? scales[j] : 1.0f);
             }
         }
         if (!m.n) {
@@ -251,7 +251,7 @@ toy_status toy_lora_merge(const toy_model *base, toy_lora *const *loras, const f
         }
         uint8_t *buf = NULL;
         size_t size = 0;
-        st = toy_quantize_rows(t->name, t->ne[0], t->ne[1], merged_row, &m, types[i], n_threads, &buf, &size);
+        st = ty_quantize_rows(t->name, t->ne[0], t->ne[1], merged_row, &m, types[i], n_threads, &buf, &size);
         if (!st) st = toy_gguf_writer_write_tensor_data(w, buf, size);
         free(buf);
     }

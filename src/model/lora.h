@@ -24,23 +24,23 @@ typedef struct {
     int64_t rank;
     float *a;               /* [rank][n_in]; token_embd: [n_vocab][rank] */
     float *b;               /* [n_out][rank]; token_embd: [n_embd][rank] */
-} toy_lora_pair;
+} ty_lora_pair;
 
 struct toy_lora {
     char *path;
     float alpha;
     int n_pairs;
-    toy_lora_pair *pairs;
+    ty_lora_pair *pairs;
 };
 
 /* The pair adapting the base tensor `name`, or NULL. */
-const toy_lora_pair *toy_lora_find(const toy_lora *lora, const char *name);
+const ty_lora_pair *ty_lora_find(const toy_lora *lora, const char *name);
 
 /* s of a pair at a user scale. */
-float toy_lora_pair_scale(const toy_lora *lora, const toy_lora_pair *p, float scale);
+float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scale);
 
 /* Writes an adapter of n pairs (F32 tensors) for a base of architecture arch, atomically. */
-toy_status toy_lora_write(const char *path, const char *arch, float alpha, const toy_lora_pair *pairs,
+toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
                           int n);
 
 #endif

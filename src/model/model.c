@@ -40,24 +40,24 @@ static toy_status meta_int(const meta_reader *r, const char *suffix, int64_t def
     const toy_gguf_value *v = toy_gguf_get(r->g, key);
     int64_t x = def;
     if (!v) {
-        if (def < 0) return toy_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
+        if (def < 0) return ty_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
     } else if (toy_gguf_value_type(v) == TOY_GGUF_ARRAY) {
         if (toy_gguf_array_len(v) == 0 || toy_gguf_array_i64(v, 0, &x))
-            return toy_error(TOY_ERR_FORMAT, "%s: %s: expected an integer or integer array",
+            return ty_error(TOY_ERR_FORMAT, "%s: %s: expected an integer or integer array",
                              r->path, key);
         /* layers that differ are not supported yet: say so rather than misread */
         for (uint64_t j = 1; j < toy_gguf_array_len(v); j++) {
             int64_t y;
             if (toy_gguf_array_i64(v, j, &y) || y != x)
-                return toy_error(TOY_ERR_UNSUPPORTED, "%s: %s differs between layers", r->path,
+                return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s differs between layers", r->path,
                                  key);
         }
     } else if (toy_gguf_value_i64(v, &x)) {
-        return toy_error(TOY_ERR_FORMAT, "%s: %s: expected an integer, got %s", r->path, key,
+        return ty_error(TOY_ERR_FORMAT, "%s: %s: expected an integer, got %s", r->path, key,
                          toy_gguf_type_name(toy_gguf_value_type(v)));
     }
     if (x < min || x > max)
-        return toy_error(TOY_ERR_FORMAT, "%s: %s = %lld is outside %lld..%lld", r->path, key,
+        return ty_error(TOY_ERR_FORMAT, "%s: %s = %lld is outside %lld..%lld", r->path, key,
                          (long long)x, (long long)min, (long long)max);
     *out = (int32_t)x;
     return TOY_OK;
@@ -69,13 +69,13 @@ static toy_status meta_float(const meta_reader *r, const char *suffix, double de
     const toy_gguf_value *v = toy_gguf_get(r->g, key);
     double x = def;
     if (!v) {
-        if (isnan(def)) return toy_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
+        if (isnan(def)) return ty_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
     } else if (toy_gguf_value_f64(v, &x)) {
-        return toy_error(TOY_ERR_FORMAT, "%s: %s: expected a number, got %s", r->path, key,
+        return ty_error(TOY_ERR_FORMAT, "%s: %s: expected a number, got %s", r->path, key,
                          toy_gguf_type_name(toy_gguf_value_type(v)));
     }
     if (!isfinite(x))
-        return toy_error(TOY_ERR_FORMAT, "%s: %s is not a finite number", r->path, key);
+        return ty_error(TOY_ERR_FORMAT, "%s: %s is not a finite number", r->path, key);
     *out = (float)x;
     return TOY_OK;
 }
@@ -89,19 +89,19 @@ typedef enum {
     TOY_QK_NORM_NONE,
     TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k */
     TOY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections */
-} toy_qk_norm;
+} ty_qk_norm;
 
 /* The architectures, one row each: the switches of llama.cpp's llm_build_* graph for it.
- * read_hparams and bind_layer turn a row and the metadata into toy_hparams and toy_layer,
+ * read_hparams and bind_layer turn a row and the metadata into ty_hparams and ty_layer,
  * which the forwards (inference and training) read without deciding anything: a new
  * architecture is a row, a new switch a column. */
 typedef struct arch_desc {
     const char *name;
-    toy_rope_type rope_type;
+    ty_rope_type rope_type;
     bool qkv_bias;
-    toy_qk_norm qk_norm;
+    ty_qk_norm qk_norm;
     bool post_norms;           /* post_attention_norm and post_ffw_norm */
-    toy_ffn_act ffn_act;
+    ty_ffn_act ffn_act;
     bool fused;                /* attn_qkv, and ffn_up holding the gate rows too */
     bool q_prescale;           /* Q, not QK^T, carries the attention scale */
     bool query_pre_attn_scalar; /* not in GGUF: llama.cpp scales by 1/sqrt(head_dim) */
@@ -130,11 +130,11 @@ static const arch_desc archs[] = {
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
 static toy_status read_hparams(toy_model *m, const char *path) {
-    toy_hparams *hp = &m->hp;
+    ty_hparams *hp = &m->hp;
     const char *arch;
     size_t len;
     if (toy_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
-        return toy_error(TOY_ERR_FORMAT, "%s: key general.architecture is missing: not a model",
+        return ty_error(TOY_ERR_FORMAT, "%s: key general.architecture is missing: not a model",
                          path);
     char name[64], supported[256] = "";
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arch);
@@ -144,7 +144,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         snprintf(supported + strlen(supported), sizeof supported - strlen(supported), "%s%s", i ? ", " : "",
                  archs[i].name);
     if (ai == N_ARCHS)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path,
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path,
                          name, supported);
     const arch_desc *a = m->arch = &archs[ai];
     meta_reader r = {m->gguf, path, name};
@@ -156,7 +156,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if ((st = meta_int(&r, "attention.head_count_kv", hp->n_head, 1, hp->n_head, &hp->n_head_kv)))
         return st;
     if (hp->n_head % hp->n_head_kv)
-        return toy_error(TOY_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
+        return ty_error(TOY_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
                          path, hp->n_head, hp->n_head_kv);
     if ((st = meta_int(&r, "attention.key_length", hp->n_embd / hp->n_head, 1, TOY_MAX_HEAD_DIM,
                        &hp->head_dim)))
@@ -164,20 +164,20 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if ((st = meta_int(&r, "attention.value_length", hp->head_dim, 1, TOY_MAX_HEAD_DIM, &hp->head_dim_v)))
         return st;
     if (hp->head_dim_v != hp->head_dim)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d", path,
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d", path,
                          hp->head_dim, hp->head_dim_v);
     if ((st = meta_int(&r, "rope.dimension_count", hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
         return st;
     if (hp->n_rot % 2)
-        return toy_error(TOY_ERR_FORMAT, "%s: rope.dimension_count %d is odd", path, hp->n_rot);
+        return ty_error(TOY_ERR_FORMAT, "%s: rope.dimension_count %d is odd", path, hp->n_rot);
     if ((st = meta_float(&r, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
     if ((st = meta_float(&r, "rope.freq_base", 10000.0, &hp->rope_freq_base))) return st;
     /* either not positive would make every logit NaN */
     if (!(hp->rms_eps > 0))
-        return toy_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, not positive", path, name,
+        return ty_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, not positive", path, name,
                          (double)hp->rms_eps);
     if (!(hp->rope_freq_base > 0))
-        return toy_error(TOY_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not positive", path, name,
+        return ty_error(TOY_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not positive", path, name,
                          (double)hp->rope_freq_base);
     float factor = 1.0f;
     if ((st = meta_float(&r, "rope.scaling.factor", 1.0, &factor))) return st;
@@ -190,7 +190,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         if (scaling_len == 4 && !memcmp(scaling, "yarn", 4)) hp->rope_yarn = true;
         else if (scaling_len == 4 && !memcmp(scaling, "none", 4)) hp->rope_freq_scale = 1.0f;
         else if (!(scaling_len == 6 && !memcmp(scaling, "linear", 6)))
-            return toy_error(TOY_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear, yarn)",
+            return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear, yarn)",
                              path, key, (int)scaling_len, scaling);
     }
     if ((st = meta_int(&r, "rope.scaling.original_context_length", hp->n_ctx_train, 1, INT32_MAX,
@@ -200,7 +200,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if ((st = meta_int(&r, "expert_count", 0, 0, TOY_MAX_EXPERTS, &hp->n_expert))) return st;
     if ((st = meta_int(&r, "expert_used_count", 0, 0, hp->n_expert, &hp->n_expert_used))) return st;
     if (hp->n_expert > 0 && hp->n_expert_used == 0)
-        return toy_error(TOY_ERR_FORMAT, "%s: %s.expert_used_count is missing or 0", path, name);
+        return ty_error(TOY_ERR_FORMAT, "%s: %s.expert_used_count is missing or 0", path, name);
     if ((st = meta_int(&r, "feed_forward_length", hp->n_expert ? 0 : -1, 0, 1 << 20, &hp->n_ff)))
         return st;
     if ((st = meta_int(&r, "expert_feed_forward_length", hp->n_ff, 0, 1 << 20, &hp->n_ff_exp)))
@@ -254,7 +254,7 @@ static toy_status own(toy_model *m, void *p) {
         void **o = realloc(m->owned, (size_t)cap * sizeof *o);
         if (!o) {
             free(p);
-            return toy_error(TOY_ERR_NOMEM, "no memory");
+            return ty_error(TOY_ERR_NOMEM, "no memory");
         }
         m->owned = o;
         m->cap_owned = cap;
@@ -271,26 +271,26 @@ static toy_status find_shaped(const toy_model *m, const char *name, int n_dims,
     *out = toy_gguf_find_tensor(m->gguf, name);
     if (!*out) {
         if (!required) return TOY_OK;
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor %s is missing", model_path(m), name);
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor %s is missing", model_path(m), name);
     }
     const toy_gguf_tensor *t = *out;
     bool ok = true;
     for (int d = 0; d < TOY_MAX_DIMS; d++) ok &= t->ne[d] == (d < n_dims ? ne[d] : 1);
     if (!ok)
-        return toy_error(TOY_ERR_FORMAT,
+        return ty_error(TOY_ERR_FORMAT,
                          "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
                          model_path(m), name, (long long)t->ne[0], (long long)t->ne[1],
                          (long long)t->ne[2], (long long)t->ne[3], (long long)ne[0],
                          (long long)(n_dims > 1 ? ne[1] : 1), (long long)(n_dims > 2 ? ne[2] : 1));
-    if (!toy_kernel_scalar(t->type))
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot compute with",
+    if (!ty_kernel_scalar(t->type))
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot compute with",
                          model_path(m), name, toy_type_name(t->type));
     return TOY_OK;
 }
 
 /* A matrix [n_cols, n_rows] (or n_mats stacked of them, for experts). */
 static toy_status bind_matrix(toy_model *m, const char *name, int64_t n_cols, int64_t n_rows,
-                              int64_t n_mats, bool required, toy_weight *w) {
+                              int64_t n_mats, bool required, ty_weight *w) {
     memset(w, 0, sizeof *w);
     const toy_gguf_tensor *t;
     int64_t ne[3] = {n_cols, n_rows, n_mats};
@@ -306,10 +306,10 @@ static toy_status bind_matrix(toy_model *m, const char *name, int64_t n_cols, in
 
 /* Old toy layout: one [n_cols, rows_per_head] tensor per head, stacked along rows. */
 static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n_heads,
-                                int64_t n_cols, int64_t rows_per_head, toy_weight *w) {
+                                int64_t n_cols, int64_t rows_per_head, ty_weight *w) {
     memset(w, 0, sizeof *w);
     w->parts = calloc((size_t)n_heads, sizeof *w->parts);
-    if (!w->parts) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!w->parts) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = own(m, (void *)w->parts);
     for (int h = 0; h < n_heads && !st; h++) {
         char name[96];
@@ -318,7 +318,7 @@ static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n
         int64_t ne[2] = {n_cols, rows_per_head};
         if ((st = find_shaped(m, name, 2, ne, true, &t))) break;
         if (h > 0 && t->type != w->type)
-            return toy_error(TOY_ERR_FORMAT, "%s: tensor %s has type %s, head 0 has %s",
+            return ty_error(TOY_ERR_FORMAT, "%s: tensor %s has type %s, head 0 has %s",
                              model_path(m), name, toy_type_name(t->type), toy_type_name(w->type));
         w->type = t->type;
         w->parts[h] = t->data;
@@ -331,7 +331,7 @@ static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n
     return toy_type_row_size(w->type, n_cols, &w->row_size);
 }
 
-static toy_status bind_vector(toy_model *m, const char *name, int64_t n, toy_vector *v) {
+static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vector *v) {
     const toy_gguf_tensor *t;
     toy_status st = find_shaped(m, name, 1, &n, true, &t);
     if (st) return st;
@@ -341,21 +341,21 @@ static toy_status bind_vector(toy_model *m, const char *name, int64_t n, toy_vec
         return TOY_OK;
     }
     float *f = malloc((size_t)n * sizeof *f);
-    if (!f) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!f) return ty_error(TOY_ERR_NOMEM, "no memory");
     if ((st = own(m, f))) return st;
     if ((st = toy_dequantize(t->type, t->data, f, n)))
-        return toy_error_wrap(st, "%s: tensor %s", model_path(m), name);
+        return ty_error_wrap(st, "%s: tensor %s", model_path(m), name);
     v->data = f;
     return TOY_OK;
 }
 
-static int64_t packed_groups(const toy_weight *w) {
+static int64_t packed_groups(const ty_weight *w) {
     return (w->n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
 }
 
 /* Rows [row0, row0 + n_rows) of a matrix, in place: the parts of a fused matrix. */
-static toy_weight weight_rows(const toy_weight *w, int64_t row0, int64_t n_rows) {
-    toy_weight x = *w;
+static ty_weight weight_rows(const ty_weight *w, int64_t row0, int64_t n_rows) {
+    ty_weight x = *w;
     x.data = w->data + (size_t)row0 * w->row_size;
     x.n_rows = n_rows;
     return x;
@@ -367,9 +367,9 @@ static float yarn_corr_dim(int32_t n_rot, int32_t n_ctx_orig, float n_turns, flo
     return (float)n_rot * logf((float)n_ctx_orig / (n_turns * 2 * (float)M_PI)) / (2 * logf(base));
 }
 
-static toy_rope_params layer_rope(const toy_model *m, bool swa) {
-    const toy_hparams *hp = &m->hp;
-    toy_rope_params r = {
+static ty_rope_params layer_rope(const toy_model *m, bool swa) {
+    const ty_hparams *hp = &m->hp;
+    ty_rope_params r = {
         .type = hp->rope_type,
         .n_rot = hp->n_rot,
         .freq_base = hp->rope_freq_base,
@@ -393,24 +393,24 @@ static toy_rope_params layer_rope(const toy_model *m, bool swa) {
     return r;
 }
 
-toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind) {
+ty_mat_home ty_layer_mat_home(const ty_hparams *hp, int kind) {
     static const char *const names[MAT_KINDS] = {"attn_q", "attn_k", "attn_v", "attn_output",
                                                  "ffn_gate", "ffn_up", "ffn_down"};
     const int64_t C = hp->n_embd, F = hp->n_ff, qd = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     const int64_t n_in[MAT_KINDS] = {C, C, C, qd, C, C, F}, n_rows[MAT_KINDS] = {qd, kvd, kvd, C, F, F, C};
-    toy_mat_home h = {names[kind], n_in[kind], 0, n_rows[kind], n_rows[kind], kind};
+    ty_mat_home h = {names[kind], n_in[kind], 0, n_rows[kind], n_rows[kind], kind};
     if (hp->fused_qkv && kind <= MAT_V)
-        h = (toy_mat_home){"attn_qkv", C, kind == MAT_Q ? 0 : kind == MAT_K ? qd : qd + kvd, n_rows[kind],
+        h = (ty_mat_home){"attn_qkv", C, kind == MAT_Q ? 0 : kind == MAT_K ? qd : qd + kvd, n_rows[kind],
                            qd + 2 * kvd, MAT_Q};
     if (hp->fused_gate_up && (kind == MAT_GATE || kind == MAT_UP))
-        h = (toy_mat_home){"ffn_up", C, kind == MAT_UP ? F : 0, F, 2 * F, MAT_GATE};
+        h = (ty_mat_home){"ffn_up", C, kind == MAT_UP ? F : 0, F, 2 * F, MAT_GATE};
     return h;
 }
 
 static toy_status bind_layer(toy_model *m, int il) {
-    const toy_hparams *hp = &m->hp;
-    toy_layer *l = &m->layers[il];
+    const ty_hparams *hp = &m->hp;
+    ty_layer *l = &m->layers[il];
     int64_t n_embd = hp->n_embd, q_rows = (int64_t)hp->n_head * hp->head_dim;
     int64_t kv_rows = (int64_t)hp->n_head_kv * hp->head_dim;
     char name[96];
@@ -424,11 +424,11 @@ static toy_status bind_layer(toy_model *m, int il) {
     }
     /* the matrices but per-head ones (above) and, in a mixture of experts, the FFN's (below) */
     for (int k = hp->per_head_weights ? MAT_O : MAT_Q; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) {
-        const toy_mat_home h = toy_layer_mat_home(hp, k);
-        toy_weight whole;
+        const ty_mat_home h = ty_layer_mat_home(hp, k);
+        ty_weight whole;
         snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
         if ((st = bind_matrix(m, name, h.n_in, h.n_out, 1, true, &whole))) return st;
-        *toy_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
+        *ty_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
     }
     if (hp->qkv_bias) {
         if ((st = bind_vector(m, NAME("attn_q.bias"), q_rows, &l->bq))) return st;
@@ -466,7 +466,7 @@ static toy_status bind_layer(toy_model *m, int il) {
     return TOY_OK;
 }
 
-const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data) {
+const char *ty_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data) {
     const bool use_long = n_ctx > m->hp.n_ctx_orig;
     *data = m->rope_freqs.data;
     if (!m->rope_factors_long.data) return *data ? "rope_freqs.weight" : NULL;
@@ -474,20 +474,20 @@ const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const floa
     return use_long ? "rope_factors_long.weight" : "rope_factors_short.weight";
 }
 
-toy_weight toy_weight_expert(const toy_weight *w, int e) {
-    toy_weight x = *w;
+ty_weight ty_weight_expert(const ty_weight *w, int e) {
+    ty_weight x = *w;
     x.data = w->data + (size_t)e * (size_t)w->n_rows * w->row_size;
     if (w->packed) x.packed = w->packed + (size_t)e * (size_t)packed_groups(w) * w->packed_group;
     return x;
 }
 
 static toy_status bind_tensors(toy_model *m) {
-    toy_hparams *hp = &m->hp;
+    ty_hparams *hp = &m->hp;
     const toy_gguf_tensor *emb = toy_gguf_find_tensor(m->gguf, "token_embd.weight");
-    if (!emb) return toy_error(TOY_ERR_FORMAT, "%s: tensor token_embd.weight is missing", model_path(m));
+    if (!emb) return ty_error(TOY_ERR_FORMAT, "%s: tensor token_embd.weight is missing", model_path(m));
     hp->n_vocab = (int32_t)emb->ne[1];
     if (emb->ne[1] > INT32_MAX || emb->ne[1] < 1)
-        return toy_error(TOY_ERR_FORMAT, "%s: token_embd.weight has %lld rows", model_path(m),
+        return ty_error(TOY_ERR_FORMAT, "%s: token_embd.weight has %lld rows", model_path(m),
                          (long long)emb->ne[1]);
     toy_status st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, true, &m->token_embd);
     if (st) return st;
@@ -496,22 +496,22 @@ static toy_status bind_tensors(toy_model *m) {
     /* llama3's frequency factors; LongRoPE's two sets (a context chooses one) */
     static const char *const factor_names[3] = {"rope_freqs.weight", "rope_factors_long.weight",
                                                 "rope_factors_short.weight"};
-    toy_vector *factor_vecs[3] = {&m->rope_freqs, &m->rope_factors_long, &m->rope_factors_short};
+    ty_vector *factor_vecs[3] = {&m->rope_freqs, &m->rope_factors_long, &m->rope_factors_short};
     for (int i = 0; i < 3; i++)
         if (toy_gguf_find_tensor(m->gguf, factor_names[i]) &&
             (st = bind_vector(m, factor_names[i], hp->n_rot / 2, factor_vecs[i])))
             return st;
     if (!m->rope_factors_long.data != !m->rope_factors_short.data)
-        return toy_error(TOY_ERR_FORMAT, "%s: LongRoPE needs both rope_factors_long and rope_factors_short",
+        return ty_error(TOY_ERR_FORMAT, "%s: LongRoPE needs both rope_factors_long and rope_factors_short",
                          model_path(m));
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) m->output = m->token_embd;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
-    if (!m->layers) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!m->layers) return ty_error(TOY_ERR_NOMEM, "no memory");
     for (int il = 0; il < hp->n_layer; il++)
         if ((st = bind_layer(m, il))) return st;
     if (toy_vocab_n_tokens(m->vocab) != hp->n_vocab)
-        return toy_error(TOY_ERR_FORMAT, "%s: tokenizer has %d tokens but token_embd.weight has %d rows",
+        return ty_error(TOY_ERR_FORMAT, "%s: tokenizer has %d tokens but token_embd.weight has %d rows",
                          model_path(m), toy_vocab_n_tokens(m->vocab), hp->n_vocab);
     return TOY_OK;
 }
@@ -521,15 +521,15 @@ static toy_status bind_tensors(toy_model *m) {
 /* ---------------------------------------------------------------- packing */
 
 /* Packs n_mats stacked matrices of w (experts; 1 otherwise). */
-static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
-    if (!w->data || w->n_parts > 1 || w->packed || !toy_packed_get(w->type)) return TOY_OK;
-    const size_t group = toy_packed_group_size(w->type, w->n_cols);
+static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats) {
+    if (!w->data || w->n_parts > 1 || w->packed || !ty_packed_get(w->type)) return TOY_OK;
+    const size_t group = ty_packed_group_size(w->type, w->n_cols);
     if (!group) return TOY_OK;
     const size_t per_mat = (size_t)packed_groups(w) * group;
     size_t bytes;
     if (per_mat / group != (size_t)packed_groups(w) || __builtin_mul_overflow(per_mat, (size_t)n_mats, &bytes) ||
         bytes > SIZE_MAX - 63)
-        return toy_error(TOY_ERR_NOMEM, "%s: packed weights too large", model_path(m));
+        return ty_error(TOY_ERR_NOMEM, "%s: packed weights too large", model_path(m));
     /* From a 2 MiB boundary, with its whole 2 MiB pages asked to be huge ones: decode
      * streams every byte, and fewer TLB misses bring it closer to the memory's bandwidth
      * (docs/performance.md, "Kernel choices"). The tail past the last whole huge page keeps small
@@ -537,7 +537,7 @@ static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
     const size_t huge = (size_t)2 << 20;
     void *mem = NULL;
     if (posix_memalign(&mem, bytes >= huge ? huge : 64, (bytes + 63) / 64 * 64))
-        return toy_error(TOY_ERR_NOMEM, "%s: no memory for %zu bytes of packed weights", model_path(m), bytes);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory for %zu bytes of packed weights", model_path(m), bytes);
     uint8_t *p = mem;
 #ifdef MADV_HUGEPAGE
     if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
@@ -546,13 +546,13 @@ static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
     if (st) return st;
     const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
     for (int64_t e = 0; e < n_mats; e++)
-        toy_pack_rows(w->type, w->data + (size_t)e * mat_bytes, w->row_size, w->n_rows, w->n_cols,
+        ty_pack_rows(w->type, w->data + (size_t)e * mat_bytes, w->row_size, w->n_rows, w->n_cols,
                       p + (size_t)e * per_mat);
     /* the file's pages of this matrix are read no more by products: out of this
      * process's memory with them (a private read-only mapping refills from the page
      * cache if they are touched again; the embedding, tied to the output, is). Not so
      * for a copy in allocated memory, where MADV_DONTNEED would zero the pages. */
-    if (toy_gguf_is_mapped(m->gguf)) {
+    if (ty_gguf_is_mapped(m->gguf)) {
         const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
         const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page;
         const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
@@ -564,18 +564,18 @@ static toy_status pack_weight(toy_model *m, toy_weight *w, int64_t n_mats) {
     return TOY_OK;
 }
 
-toy_status toy_model_pack(toy_model *m) {
+toy_status ty_model_pack(toy_model *m) {
     pthread_mutex_lock(&m->pack_lock);
     toy_status st = TOY_OK;
     if (!m->packed) {
-        const toy_hparams *hp = &m->hp;
+        const ty_hparams *hp = &m->hp;
         for (int il = 0; il < hp->n_layer && !st; il++) {
-            toy_layer *l = &m->layers[il];
-            toy_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
+            ty_layer *l = &m->layers[il];
+            ty_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                                    &l->ffn_gate_inp, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp,
                                    &l->ffn_up_shexp, &l->ffn_down_shexp};
             for (size_t i = 0; i < sizeof dense / sizeof dense[0] && !st; i++) st = pack_weight(m, dense[i], 1);
-            toy_weight *experts[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
+            ty_weight *experts[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
             for (size_t i = 0; i < 3 && !st; i++) st = pack_weight(m, experts[i], hp->n_expert);
         }
         if (!st) st = pack_weight(m, &m->output, 1);
@@ -589,7 +589,7 @@ toy_status toy_model_pack(toy_model *m) {
 
 void toy_model_params_init(toy_model_params *params, size_t size) {
     const toy_model_params defaults = {.size = sizeof defaults, .use_mmap = true};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_model_load(const char *path, toy_model **out) { return toy_model_load_with(path, NULL, out); }
@@ -597,13 +597,13 @@ toy_status toy_model_load(const char *path, toy_model **out) { return toy_model_
 toy_status toy_model_load_with(const char *path, const toy_model_params *params, toy_model **out) {
     *out = NULL;
     toy_model_params p = toy_model_default_params();
-    if (params && toy_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
+    if (params && ty_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
     toy_model *m = calloc(1, sizeof *m);
-    if (!m) return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+    if (!m) return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
     pthread_mutex_init(&m->pack_lock, NULL);
     toy_status st = p.use_mmap ? toy_gguf_open(path, &m->gguf) : toy_gguf_open_read(path, &m->gguf);
     if (!st) st = read_hparams(m, path);
-    if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) toy_error_wrap(st, "%s", path);
+    if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) ty_error_wrap(st, "%s", path);
     if (!st) st = bind_tensors(m);
     if (st) {
         toy_model_free(m);
@@ -629,16 +629,16 @@ const toy_vocab *toy_model_vocab(const toy_model *m) { return m->vocab; }
 toy_status toy_model_mlock(toy_model *m) { return toy_gguf_mlock(m->gguf); }
 
 /* The bytes a product with the matrix reads: its packed copy where it has one. */
-static uint64_t weight_bytes(const toy_weight *w) {
+static uint64_t weight_bytes(const ty_weight *w) {
     if (w->packed) return (uint64_t)packed_groups(w) * w->packed_group;
     return w->data || w->n_parts > 1 ? (uint64_t)w->n_rows * w->row_size : 0;
 }
 
 uint64_t toy_model_weight_bytes_per_token(const toy_model *m) {
-    const toy_hparams *hp = &m->hp;
+    const ty_hparams *hp = &m->hp;
     uint64_t total = weight_bytes(&m->output) + m->token_embd.row_size;
     for (int il = 0; il < hp->n_layer; il++) {
-        const toy_layer *l = &m->layers[il];
+        const ty_layer *l = &m->layers[il];
         total += weight_bytes(&l->wq) + weight_bytes(&l->wk) + weight_bytes(&l->wv) +
                  weight_bytes(&l->wo) + weight_bytes(&l->ffn_gate) + weight_bytes(&l->ffn_up) +
                  weight_bytes(&l->ffn_down) + weight_bytes(&l->ffn_gate_inp) +

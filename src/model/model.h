@@ -1,7 +1,7 @@
 /* model.h — a model as loaded: hyperparameters read once from GGUF metadata, and weights
  * that point into the mapped file.
  *
- * Architecture differences are named switches in toy_hparams and toy_layer (qkv_bias,
+ * Architecture differences are named switches in ty_hparams and ty_layer (qkv_bias,
  * n_swa, ...), set once at load from model.c's table of architectures and the metadata;
  * the forwards of inference and training read the switches and never the architecture.
  */
@@ -21,12 +21,12 @@
 typedef enum {
     TOY_ACT_SILU,      /* SwiGLU */
     TOY_ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (gemma) */
-} toy_ffn_act;
+} ty_ffn_act;
 
 typedef enum {
     TOY_ROPE_NORM, /* rotate adjacent pairs (2i, 2i+1): llama, granite */
     TOY_ROPE_NEOX, /* rotate (i, i + n_rot/2): qwen, gemma, phi3, olmoe */
-} toy_rope_type;
+} ty_rope_type;
 
 typedef struct {
     int32_t n_vocab;
@@ -40,8 +40,8 @@ typedef struct {
     int32_t n_ff;
     float rms_eps;
 
-    /* RoPE (per-layer parameters are in toy_layer.rope) */
-    toy_rope_type rope_type;
+    /* RoPE (per-layer parameters are in ty_layer.rope) */
+    ty_rope_type rope_type;
     int32_t n_rot;        /* rope.dimension_count: leading dimensions of a head rotated */
     float rope_freq_base; /* rope.freq_base */
     float rope_freq_scale; /* 1 / rope.scaling.factor (linear and YaRN scaling) */
@@ -58,7 +58,7 @@ typedef struct {
     int32_t q_norm_len;     /* q is RMS-normed in groups of this many: head_dim or all of it, 0: not */
     int32_t k_norm_len;     /* the same for k */
     bool post_norms;        /* post_attention_norm and post_ffw_norm (gemma) */
-    toy_ffn_act ffn_act;
+    ty_ffn_act ffn_act;
     float q_scale;          /* Q is multiplied by it after RoPE (gemma, phi3: attention.scale; else 1) */
     float kq_scale;         /* QK^T is multiplied by it (attention.scale, 1/sqrt(head_dim), or 1) */
     float attn_softcap;     /* 0: off; else scores = cap * tanh(scores / cap) */
@@ -74,7 +74,7 @@ typedef struct {
     int32_t n_ff_shexp;     /* rows of the shared expert (qwen2moe), 0: none */
     bool expert_weights_norm; /* renormalise the chosen experts' weights to sum 1 */
     toy_pooling pooling;    /* pooling_type of an embedding model, TOY_POOLING_UNSPECIFIED if absent */
-} toy_hparams;
+} ty_hparams;
 
 /* The matrices of a layer, in the order adapters and training count them. */
 enum { MAT_Q, MAT_K, MAT_V, MAT_O, MAT_GATE, MAT_UP, MAT_DOWN, MAT_KINDS };
@@ -86,11 +86,11 @@ typedef struct {
     const char *tensor;
     int64_t n_in, row0, n_rows, n_out;
     int first;
-} toy_mat_home;
-toy_mat_home toy_layer_mat_home(const toy_hparams *hp, int kind);
+} ty_mat_home;
+ty_mat_home ty_layer_mat_home(const ty_hparams *hp, int kind);
 
 typedef struct {
-    toy_rope_type type;
+    ty_rope_type type;
     int32_t n_rot;
     float freq_base;
     float freq_scale;
@@ -98,13 +98,13 @@ typedef struct {
     float attn_factor;         /* multiplies cos and sin */
     float ext_factor;          /* YaRN: 0 off, 1 on */
     float corr_dims[2];        /* YaRN correction range, in dimension pairs */
-} toy_rope_params;
+} ty_rope_params;
 
 /* cos and sin of the n_rot / 2 angles of position pos, interleaved: cs[2i] = cos,
  * cs[2i + 1] = sin of pair i (rope.c). */
-void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs);
+void ty_rope_cos_sin(const ty_rope_params *p, int32_t pos, float *cs);
 /* The n_rot / 2 angles themselves (the backward of the frequency factors needs them). */
-void toy_rope_angles(const toy_rope_params *p, int32_t pos, float *theta);
+void ty_rope_angles(const ty_rope_params *p, int32_t pos, float *theta);
 
 /* A weight matrix of n_rows rows of n_cols elements, in place in the mapped file. An
  * old-layout per-head matrix is several tensors ("parts") stacked along the rows. Where
@@ -119,11 +119,11 @@ typedef struct {
     int n_parts;
     int64_t rows_per_part;
     const uint8_t **parts;        /* n_parts > 1 */
-    const uint8_t *packed;        /* the packed groups, or NULL (toy_model_pack) */
+    const uint8_t *packed;        /* the packed groups, or NULL (ty_model_pack) */
     size_t packed_group;          /* bytes of one packed group of 16 rows */
-} toy_weight;
+} ty_weight;
 
-static inline const void *toy_weight_row(const toy_weight *w, int64_t r) {
+static inline const void *ty_weight_row(const ty_weight *w, int64_t r) {
     if (w->n_parts <= 1) return w->data + (size_t)r * w->row_size;
     return w->parts[r / w->rows_per_part] + (size_t)(r % w->rows_per_part) * w->row_size;
 }
@@ -133,28 +133,28 @@ static inline const void *toy_weight_row(const toy_weight *w, int64_t r) {
 typedef struct {
     const float *data;
     int64_t n;
-} toy_vector;
+} ty_vector;
 
 typedef struct {
-    toy_vector attn_norm;
-    toy_weight wq, wk, wv, wo;
-    toy_vector bq, bk, bv;          /* qkv_bias */
-    toy_vector q_norm, k_norm;      /* q_norm_len, k_norm_len */
-    toy_vector post_attn_norm;      /* post_norms */
-    toy_vector ffn_norm;
-    toy_vector post_ffn_norm;
+    ty_vector attn_norm;
+    ty_weight wq, wk, wv, wo;
+    ty_vector bq, bk, bv;          /* qkv_bias */
+    ty_vector q_norm, k_norm;      /* q_norm_len, k_norm_len */
+    ty_vector post_attn_norm;      /* post_norms */
+    ty_vector ffn_norm;
+    ty_vector post_ffn_norm;
     int32_t n_swa;                  /* this layer's sliding window, 0: full attention */
-    toy_rope_params rope;           /* this layer's RoPE */
-    toy_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
-    toy_weight ffn_gate_inp;                    /* MoE router [n_embd -> n_expert] */
-    toy_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* n_expert stacked matrices */
-    toy_weight ffn_gate_inp_shexp;                        /* shared expert's gate [n_embd -> 1] */
-    toy_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
-} toy_layer;
+    ty_rope_params rope;           /* this layer's RoPE */
+    ty_weight ffn_gate, ffn_up, ffn_down;      /* dense FFN */
+    ty_weight ffn_gate_inp;                    /* MoE router [n_embd -> n_expert] */
+    ty_weight ffn_gate_exps, ffn_up_exps, ffn_down_exps; /* n_expert stacked matrices */
+    ty_weight ffn_gate_inp_shexp;                        /* shared expert's gate [n_embd -> 1] */
+    ty_weight ffn_gate_shexp, ffn_up_shexp, ffn_down_shexp;
+} ty_layer;
 
 /* Matrix `kind` (MAT_Q ...) of a layer. */
-static inline toy_weight *toy_layer_mat(toy_layer *l, int kind) {
-    toy_weight *w[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
+static inline ty_weight *ty_layer_mat(ty_layer *l, int kind) {
+    ty_weight *w[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
     return w[kind];
 }
 
@@ -162,32 +162,32 @@ struct toy_model {
     const struct arch_desc *arch; /* the architecture's row of model.c's table */
     toy_gguf *gguf;
     toy_vocab *vocab;
-    toy_hparams hp;
-    toy_weight token_embd;
-    toy_vector output_norm;
-    toy_vector rope_freqs; /* llama3 frequency factors (data NULL when absent) */
-    toy_vector rope_factors_long, rope_factors_short; /* LongRoPE (phi3) */
-    toy_weight output;
-    toy_layer *layers;
+    ty_hparams hp;
+    ty_weight token_embd;
+    ty_vector output_norm;
+    ty_vector rope_freqs; /* llama3 frequency factors (data NULL when absent) */
+    ty_vector rope_factors_long, rope_factors_short; /* LongRoPE (phi3) */
+    ty_weight output;
+    ty_layer *layers;
     /* what was allocated at load: converted vectors, per-head part tables, packed weights */
     void **owned;
     int n_owned, cap_owned;
     pthread_mutex_t pack_lock;
-    bool packed;      /* toy_model_pack has run */
+    bool packed;      /* ty_model_pack has run */
     uint64_t packed_bytes;
 };
 
 /* Repacks, once, every matrix of a type this CPU has a packed kernel for (packed.h) and
  * gives the file's pages of those matrices back to the kernel (they are read again, from
  * the page cache, only by row lookups such as the token embedding). Contexts call it. */
-toy_status toy_model_pack(toy_model *m);
+toy_status ty_model_pack(toy_model *m);
 
 /* The RoPE frequency factors of a context of n_ctx tokens (*data, NULL: none) and the
  * tensor that holds them: LongRoPE models use their long factors only when the context is
  * longer than the original one, as llama.cpp chooses. */
-const char *toy_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data);
+const char *ty_model_rope_factors(const toy_model *m, int32_t n_ctx, const float **data);
 
 /* Matrix e of a stack of expert matrices. */
-toy_weight toy_weight_expert(const toy_weight *w, int e);
+ty_weight ty_weight_expert(const ty_weight *w, int e);
 
 #endif

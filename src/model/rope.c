@@ -19,7 +19,7 @@ static float rope_yarn_ramp(float low, float high, int32_t i0) {
 
 /* The angle of pair i0 / 2 given theta = pos * base^(-i0 / n_rot), and the factor that
  * multiplies its cos and sin. */
-static float rope_angle(const toy_rope_params *p, int32_t i0, float theta, float *mscale) {
+static float rope_angle(const ty_rope_params *p, int32_t i0, float theta, float *mscale) {
     const float ff = p->freq_factors ? p->freq_factors[i0 / 2] : 1.0f;
     const float extrap = theta / ff;
     float th = p->freq_scale * extrap;
@@ -32,7 +32,7 @@ static float rope_angle(const toy_rope_params *p, int32_t i0, float theta, float
     return th;
 }
 
-void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs) {
+void ty_rope_cos_sin(const ty_rope_params *p, int32_t pos, float *cs) {
     const float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     float theta = (float)pos, mscale;
     for (int32_t i0 = 0; i0 < p->n_rot; i0 += 2) {
@@ -43,7 +43,7 @@ void toy_rope_cos_sin(const toy_rope_params *p, int32_t pos, float *cs) {
     }
 }
 
-void toy_rope_angles(const toy_rope_params *p, int32_t pos, float *th) {
+void ty_rope_angles(const ty_rope_params *p, int32_t pos, float *th) {
     const float theta_scale = powf(p->freq_base, -2.0f / (float)p->n_rot);
     float theta = (float)pos, mscale;
     for (int32_t i0 = 0; i0 < p->n_rot; i0 += 2) {

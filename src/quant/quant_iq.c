@@ -16,7 +16,7 @@
 
 /* ggml's kvalues_iq4nl: denser near zero, where most weights of a Gaussian-like block
  * lie, and one level further out on the negative side (-127 vs 113). */
-const int8_t toy_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+const int8_t ty_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                      1,    13,   25,  38,  53,  69,  89,  113};
 
 /* ---------------------------------------------------------------- shared helpers */
@@ -27,24 +27,24 @@ const int8_t toy_iq4nl_values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
 static int iq4nl_nearest(float x) {
     const float twice = x + x;
     int i = 0;
-    while (i < 15 && twice >= (float)(toy_iq4nl_values[i] + toy_iq4nl_values[i + 1])) i++;
+    while (i < 15 && twice >= (float)(ty_iq4nl_values[i] + ty_iq4nl_values[i + 1])) i++;
     return i;
 }
 
 /* Unpacks one 32-weight group: 16 bytes of index pairs times one scale. */
 static void iq4_dequantize_group(const uint8_t qs[16], float scale, float *dst) {
     for (int j = 0; j < 16; j++) {
-        dst[j] = scale * (float)toy_iq4nl_values[qs[j] & 0x0f];
-        dst[j + 16] = scale * (float)toy_iq4nl_values[qs[j] >> 4];
+        dst[j] = scale * (float)ty_iq4nl_values[qs[j] & 0x0f];
+        dst[j + 16] = scale * (float)ty_iq4nl_values[qs[j] >> 4];
     }
 }
 
 /* ---------------------------------------------------------------- IQ4_NL */
 
-void toy_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_iq4_nl(const void *src, float *dst, int64_t n) {
     const block_iq4_nl *blocks = src;
     for (int64_t b = 0; b < n / QK4_NL; b++, dst += QK4_NL)
-        iq4_dequantize_group(blocks[b].qs, toy_fp16_to_fp32(blocks[b].d), dst);
+        iq4_dequantize_group(blocks[b].qs, ty_fp16_to_fp32(blocks[b].d), dst);
 }
 
 /* Maps the group with inverse scale `inv_scale` onto the codebook and returns the sums
@@ -55,7 +55,7 @@ static void iq4nl_fit(const float *x, const float *weight, float inv_scale, floa
                       float *sum_q2) {
     float s = 0.0f, t = 0.0f;
     for (int j = 0; j < QK4_NL; j++) {
-        const float q = (float)toy_iq4nl_values[iq4nl_nearest(inv_scale * x[j])];
+        const float q = (float)ty_iq4nl_values[iq4nl_nearest(inv_scale * x[j])];
         const float wq = weight[j] * q;
         s += wq * x[j];
         t += wq * q;
@@ -82,7 +82,7 @@ static float iq4nl_best_scale(const float *x, const float *weight, float max) {
     float scale = sum_q2 > 0.0f ? sum_qx / sum_q2 : 0.0f;
     float best = scale * sum_qx;
     for (int k = -IQ4NL_NTRY; k <= IQ4NL_NTRY; k++) {
-        const float inv = (float)(k + toy_iq4nl_values[0]) / max;
+        const float inv = (float)(k + ty_iq4nl_values[0]) / max;
         iq4nl_fit(x, weight, inv, &sum_qx, &sum_q2);
         if (sum_q2 > 0.0f && sum_qx * sum_qx > best * sum_q2) {
             scale = sum_qx / sum_q2;
@@ -103,7 +103,7 @@ static void iq4nl_quantize_block(const float *x, block_iq4_nl *out) {
         }
     }
     const float scale = amax < IQ4NL_ZERO_EPS ? 0.0f : iq4nl_best_scale(x, weight, max);
-    out->d = toy_fp32_to_fp16(scale);
+    out->d = ty_fp32_to_fp16(scale);
     /* The indices are picked again with the unrounded scale (ggml does not refit them to
      * the fp16 one). With scale 0 every weight maps to 0, whose nearest level is 1 (index
      * 8): an all-zero block is stored as d = 0, every nibble 8. */
@@ -115,17 +115,17 @@ static void iq4nl_quantize_block(const float *x, block_iq4_nl *out) {
     }
 }
 
-void toy_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_iq4_nl(const float *src, void *dst, int64_t n) {
     block_iq4_nl *blocks = dst;
     for (int64_t b = 0; b < n / QK4_NL; b++) iq4nl_quantize_block(src + b * QK4_NL, &blocks[b]);
 }
 
 /* ---------------------------------------------------------------- IQ4_XS */
 
-void toy_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_iq4_xs(const void *src, float *dst, int64_t n) {
     const block_iq4_xs *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
         for (int ib = 0; ib < QK_K / 32; ib++, dst += 32) {
             const int low = (blocks[b].scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
             const int high = (blocks[b].scales_h >> (2 * ib)) & 3;

@@ -71,7 +71,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     float scale = 1 / iscale;
     float best_err = 0;
     for (int i = 0; i < n; i++) {
-        int l = clamp_int(toy_nearest_int(iscale * (x[i] - lo)), 0, nmax);
+        int l = clamp_int(ty_nearest_int(iscale * (x[i] - lo)), 0, nmax);
         L[i] = (uint8_t)l;
         float diff = scale * l + lo - x[i];
         best_err += w[i] * (abs_err ? fabsf(diff) : diff * diff);
@@ -82,7 +82,7 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
         iscale = (rmin + rdelta * step + nmax) / (hi - lo);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = clamp_int(toy_nearest_int(iscale * (x[i] - lo)), 0, nmax);
+            int l = clamp_int(ty_nearest_int(iscale * (x[i] - lo)), 0, nmax);
             trial[i] = (uint8_t)l;
             float wl = w[i] * l;
             sum_l += wl;
@@ -133,7 +133,7 @@ static void grid_sums(int n, int nmax, const float *x, float iscale, int offset,
                       float *sumlx, float *suml2) {
     float slx = 0, sl2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = clamp_int(toy_nearest_int(iscale * x[i]), -nmax, nmax - 1);
+        int l = clamp_int(ty_nearest_int(iscale * x[i]), -nmax, nmax - 1);
         L[i] = (int8_t)(l + offset);
         float w = x[i] * x[i];
         slx += w * x[i] * l;
@@ -195,7 +195,7 @@ static float fit_symmetric_refine(int n, int nmax, const float *x, int8_t *L) {
             float slx = sumlx - w * x[i] * L[i];
             if (!(slx > 0)) continue;
             float sl2 = suml2 - w * L[i] * L[i];
-            int l = clamp_int(toy_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
+            int l = clamp_int(ty_nearest_int(x[i] * sl2 / slx), -nmax, nmax - 1);
             if (l == L[i]) continue;
             slx += w * x[i] * l;
             sl2 += w * l * l;
@@ -277,12 +277,12 @@ static void put_q3_scale(uint8_t *scales, int j, int biased) {
  * 16 sub-blocks of 16, q in [0, 3]; each scales byte has the 4-bit scale low and the
  * 4-bit min high. 2.625 bits per weight. */
 
-void toy_dequantize_row_q2_K(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q2_K(const void *src, float *dst, int64_t n) {
     const block_q2_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q2_K *blk = &blocks[b];
-        float d = toy_fp16_to_fp32(blk->d);
-        float dmin = toy_fp16_to_fp32(blk->dmin);
+        float d = ty_fp16_to_fp32(blk->d);
+        float dmin = ty_fp16_to_fp32(blk->dmin);
         float *y = dst + b * QK_K;
         for (int g = 0; g < QK_K / 16; g++) {
             float dl = d * (blk->scales[g] & 0xF);
@@ -292,7 +292,7 @@ void toy_dequantize_row_q2_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q2_K(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q2_K(const float *src, void *dst, int64_t n) {
     block_q2_K *blocks = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float *x = src + b * QK_K;
@@ -310,30 +310,30 @@ void toy_quantize_row_q2_K(const float *src, void *dst, int64_t n) {
 
         /* The 4-bit scales are plain roundings of scale / (max / 15), no search. */
         memset(y->scales, 0, sizeof y->scales);
-        y->d = toy_fp32_to_fp16(0.0f);
-        y->dmin = toy_fp32_to_fp16(0.0f);
+        y->d = ty_fp32_to_fp16(0.0f);
+        y->dmin = ty_fp32_to_fp16(0.0f);
         if (max_scale > 0) {
             float iscale = 15.0f / max_scale;
             for (int g = 0; g < QK_K / 16; g++)
-                y->scales[g] = (uint8_t)toy_nearest_int(iscale * scales[g]);
-            y->d = toy_fp32_to_fp16(max_scale / 15.0f);
+                y->scales[g] = (uint8_t)ty_nearest_int(iscale * scales[g]);
+            y->d = ty_fp32_to_fp16(max_scale / 15.0f);
         }
         if (max_min > 0) {
             float iscale = 15.0f / max_min;
             for (int g = 0; g < QK_K / 16; g++)
-                y->scales[g] |= (uint8_t)(toy_nearest_int(iscale * mins[g]) << 4);
-            y->dmin = toy_fp32_to_fp16(max_min / 15.0f);
+                y->scales[g] |= (uint8_t)(ty_nearest_int(iscale * mins[g]) << 4);
+            y->dmin = ty_fp32_to_fp16(max_min / 15.0f);
         }
 
         /* Requantize against the scales as stored. A sub-block whose scale rounded to
          * zero keeps the levels of its own search (ggml does the same; they then
          * dequantize to -min whatever they are). */
         for (int g = 0; g < QK_K / 16; g++) {
-            float d = toy_fp16_to_fp32(y->d) * (y->scales[g] & 0xF);
+            float d = ty_fp16_to_fp32(y->d) * (y->scales[g] & 0xF);
             if (!d) continue;
-            float dm = toy_fp16_to_fp32(y->dmin) * (y->scales[g] >> 4);
+            float dm = ty_fp16_to_fp32(y->dmin) * (y->scales[g] >> 4);
             for (int e = 16 * g; e < 16 * g + 16; e++)
-                L[e] = (uint8_t)clamp_int(toy_nearest_int((x[e] + dm) / d), 0, 3);
+                L[e] = (uint8_t)clamp_int(ty_nearest_int((x[e] + dm) / d), 0, 3);
         }
         pack_2bit(L, y->qs);
     }
@@ -343,11 +343,11 @@ void toy_quantize_row_q2_K(const float *src, void *dst, int64_t n) {
  * 16 sub-blocks of 16, q - 4 in [-4, 3]: the low 2 bits in qs (Q2_K's layout), the
  * third in hmask (weight e at bit e/32 of byte e%32). 3.4375 bits per weight. */
 
-void toy_dequantize_row_q3_K(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q3_K(const void *src, float *dst, int64_t n) {
     const block_q3_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q3_K *blk = &blocks[b];
-        float d = toy_fp16_to_fp32(blk->d);
+        float d = ty_fp16_to_fp32(blk->d);
         float *y = dst + b * QK_K;
         for (int g = 0; g < QK_K / 16; g++) {
             float dl = d * q3_scale(blk->scales, g);
@@ -359,7 +359,7 @@ void toy_dequantize_row_q3_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q3_K(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q3_K(const float *src, void *dst, int64_t n) {
     block_q3_K *blocks = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float *x = src + b * QK_K;
@@ -377,21 +377,21 @@ void toy_quantize_row_q3_K(const float *src, void *dst, int64_t n) {
 
         /* The 6-bit scales map the largest-magnitude one to -32, like the quants. */
         memset(y->scales, 0, sizeof y->scales);
-        y->d = toy_fp32_to_fp16(0.0f);
+        y->d = ty_fp32_to_fp16(0.0f);
         if (max_scale) {
             float iscale = -32.0f / max_scale;
             for (int g = 0; g < QK_K / 16; g++) {
-                int l = clamp_int(toy_nearest_int(iscale * scales[g]), -32, 31);
+                int l = clamp_int(ty_nearest_int(iscale * scales[g]), -32, 31);
                 put_q3_scale(y->scales, g, l + 32);
             }
-            y->d = toy_fp32_to_fp16(1 / iscale);
+            y->d = ty_fp32_to_fp16(1 / iscale);
         }
 
         for (int g = 0; g < QK_K / 16; g++) {
-            float d = toy_fp16_to_fp32(y->d) * q3_scale(y->scales, g);
+            float d = ty_fp16_to_fp32(y->d) * q3_scale(y->scales, g);
             if (!d) continue;
             for (int e = 16 * g; e < 16 * g + 16; e++)
-                L[e] = (int8_t)(clamp_int(toy_nearest_int(x[e] / d), -4, 3) + 4);
+                L[e] = (int8_t)(clamp_int(ty_nearest_int(x[e] / d), -4, 3) + 4);
         }
 
         uint8_t low[QK_K];
@@ -412,8 +412,8 @@ void toy_quantize_row_q3_K(const float *src, void *dst, int64_t n) {
  * Weights are sqrt(mean x^2 of the sub-block) + |x|: ggml's choice, which values every
  * weight a little and large ones more. */
 static void quantize_scale_min_super_block(const float *x, int nmax, float rmin, int nstep,
-                                           uint8_t L[QK_K], toy_half *d_out,
-                                           toy_half *dmin_out, uint8_t packed[K_SCALE_SIZE]) {
+                                           uint8_t L[QK_K], ty_half *d_out,
+                                           ty_half *dmin_out, uint8_t packed[K_SCALE_SIZE]) {
     float scales[QK_K / 32], mins[QK_K / 32], w[32];
     float max_scale = 0, max_min = 0;
     for (int j = 0; j < QK_K / 32; j++) {
@@ -433,15 +433,15 @@ static void quantize_scale_min_super_block(const float *x, int nmax, float rmin,
     memset(packed, 0, K_SCALE_SIZE);
     for (int j = 0; j < QK_K / 32; j++) {
         /* ggml stores nearest_int into a uint8_t before clamping to 63. */
-        uint8_t ls = (uint8_t)toy_nearest_int(inv_scale * scales[j]);
-        uint8_t lm = (uint8_t)toy_nearest_int(inv_min * mins[j]);
+        uint8_t ls = (uint8_t)ty_nearest_int(inv_scale * scales[j]);
+        uint8_t lm = (uint8_t)ty_nearest_int(inv_min * mins[j]);
         put_scale_min_k4(j, packed, ls < 63 ? ls : 63, lm < 63 ? lm : 63);
     }
-    *d_out = toy_fp32_to_fp16(max_scale / 63.0f);
-    *dmin_out = toy_fp32_to_fp16(max_min / 63.0f);
+    *d_out = ty_fp32_to_fp16(max_scale / 63.0f);
+    *dmin_out = ty_fp32_to_fp16(max_min / 63.0f);
 
-    float d_all = toy_fp16_to_fp32(*d_out);
-    float dmin_all = toy_fp16_to_fp32(*dmin_out);
+    float d_all = ty_fp16_to_fp32(*d_out);
+    float dmin_all = ty_fp16_to_fp32(*dmin_out);
     for (int j = 0; j < QK_K / 32; j++) {
         uint8_t sc, m;
         get_scale_min_k4(j, packed, &sc, &m);
@@ -449,19 +449,19 @@ static void quantize_scale_min_super_block(const float *x, int nmax, float rmin,
         if (!d) continue; /* keeps the search's levels, as in Q2_K */
         float dm = dmin_all * m;
         for (int e = 32 * j; e < 32 * j + 32; e++)
-            L[e] = (uint8_t)clamp_int(toy_nearest_int((x[e] + dm) / d), 0, nmax);
+            L[e] = (uint8_t)clamp_int(ty_nearest_int((x[e] + dm) / d), 0, nmax);
     }
 }
 
 /* Q4_K: each 64-weight pair of sub-blocks shares 32 bytes of qs, the first sub-block
  * in the low nibbles, the second in the high ones. 4.5 bits per weight. */
 
-void toy_dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
     const block_q4_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_K *blk = &blocks[b];
-        float d = toy_fp16_to_fp32(blk->d);
-        float dmin = toy_fp16_to_fp32(blk->dmin);
+        float d = ty_fp16_to_fp32(blk->d);
+        float dmin = ty_fp16_to_fp32(blk->dmin);
         float *y = dst + b * QK_K;
         for (int j = 0; j < QK_K / 32; j++) {
             uint8_t sc, m;
@@ -475,7 +475,7 @@ void toy_dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q4_K(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q4_K(const float *src, void *dst, int64_t n) {
     block_q4_K *blocks = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q4_K *y = &blocks[b];
@@ -491,12 +491,12 @@ void toy_quantize_row_q4_K(const float *src, void *dst, int64_t n) {
 /* Q5_K: Q4_K's nibbles plus a fifth bit, which for sub-block j sits at bit j of
  * qh[l] (l = position in the sub-block). 5.5 bits per weight. */
 
-void toy_dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
     const block_q5_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q5_K *blk = &blocks[b];
-        float d = toy_fp16_to_fp32(blk->d);
-        float dmin = toy_fp16_to_fp32(blk->dmin);
+        float d = ty_fp16_to_fp32(blk->d);
+        float dmin = ty_fp16_to_fp32(blk->dmin);
         float *y = dst + b * QK_K;
         for (int j = 0; j < QK_K / 32; j++) {
             uint8_t sc, m;
@@ -513,7 +513,7 @@ void toy_dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q5_K(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q5_K(const float *src, void *dst, int64_t n) {
     block_q5_K *blocks = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q5_K *y = &blocks[b];
@@ -543,17 +543,17 @@ static inline int q6_level(const block_q6_K *blk, int e) {
     return low | high << 4;
 }
 
-void toy_dequantize_row_q6_K(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q6_K(const void *src, float *dst, int64_t n) {
     const block_q6_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q6_K *blk = &blocks[b];
-        float d = toy_fp16_to_fp32(blk->d);
+        float d = ty_fp16_to_fp32(blk->d);
         float *y = dst + b * QK_K;
         for (int e = 0; e < QK_K; e++) y[e] = d * blk->scales[e / 16] * (q6_level(blk, e) - 32);
     }
 }
 
-void toy_quantize_row_q6_K(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q6_K(const float *src, void *dst, int64_t n) {
     block_q6_K *blocks = dst;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const float *x = src + b * QK_K;
@@ -576,17 +576,17 @@ void toy_quantize_row_q6_K(const float *src, void *dst, int64_t n) {
         /* The largest-magnitude scale maps to -128; one of the opposite sign could
          * round to +128, hence the clamp at 127. */
         float iscale = -128.0f / max_scale;
-        y->d = toy_fp32_to_fp16(1 / iscale);
+        y->d = ty_fp32_to_fp16(1 / iscale);
         for (int g = 0; g < QK_K / 16; g++) {
-            int l = toy_nearest_int(iscale * scales[g]);
+            int l = ty_nearest_int(iscale * scales[g]);
             y->scales[g] = (int8_t)(l < 127 ? l : 127);
         }
 
         for (int g = 0; g < QK_K / 16; g++) {
-            float d = toy_fp16_to_fp32(y->d) * y->scales[g];
+            float d = ty_fp16_to_fp32(y->d) * y->scales[g];
             if (!d) continue;
             for (int e = 16 * g; e < 16 * g + 16; e++)
-                L[e] = (int8_t)(clamp_int(toy_nearest_int(x[e] / d), -32, 31) + 32);
+                L[e] = (int8_t)(clamp_int(ty_nearest_int(x[e] / d), -32, 31) + 32);
         }
 
         memset(y->ql, 0, sizeof y->ql);

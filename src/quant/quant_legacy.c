@@ -74,10 +74,10 @@ static inline float inverse_or_zero(float d) {
 /* ---------------------------------------------------------------- Q4_0
  * 4-bit levels 0..15 standing for -8..7 times d. */
 
-void toy_dequantize_row_q4_0(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q4_0(const void *src, float *dst, int64_t n) {
     const block_q4_0 *blocks = src;
     for (int64_t b = 0; b < n / QK4_0; b++, dst += QK4_0) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
         for (int j = 0; j < QK4_0 / 2; j++) {
             const uint8_t byte = blocks[b].qs[j];
             dst[j] = (float)((byte & 0x0f) - 8) * d;
@@ -86,12 +86,12 @@ void toy_dequantize_row_q4_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q4_0(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q4_0(const float *src, void *dst, int64_t n) {
     block_q4_0 *blocks = dst;
     for (int64_t b = 0; b < n / QK4_0; b++, src += QK4_0) {
         const float d = signed_absmax(src, QK4_0) / -8;
         const float id = inverse_or_zero(d);
-        blocks[b].d = toy_fp32_to_fp16(d);
+        blocks[b].d = ty_fp32_to_fp16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
             const float lo = src[j] * id;
             const float hi = src[j + QK4_0 / 2] * id;
@@ -105,11 +105,11 @@ void toy_quantize_row_q4_0(const float *src, void *dst, int64_t n) {
 /* ---------------------------------------------------------------- Q4_1
  * 4-bit levels 0..15 standing for m + q*d, with m the block minimum. */
 
-void toy_dequantize_row_q4_1(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q4_1(const void *src, float *dst, int64_t n) {
     const block_q4_1 *blocks = src;
     for (int64_t b = 0; b < n / QK4_1; b++, dst += QK4_1) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
-        const float m = toy_fp16_to_fp32(blocks[b].m);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
+        const float m = ty_fp16_to_fp32(blocks[b].m);
         for (int j = 0; j < QK4_1 / 2; j++) {
             const uint8_t byte = blocks[b].qs[j];
             const float lo = (float)(byte & 0x0f) * d;
@@ -120,15 +120,15 @@ void toy_dequantize_row_q4_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q4_1(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q4_1(const float *src, void *dst, int64_t n) {
     block_q4_1 *blocks = dst;
     for (int64_t b = 0; b < n / QK4_1; b++, src += QK4_1) {
         float min, max;
         min_max(src, QK4_1, &min, &max);
         const float d = (max - min) / 15;
         const float id = inverse_or_zero(d);
-        blocks[b].d = toy_fp32_to_fp16(d);
-        blocks[b].m = toy_fp32_to_fp16(min);
+        blocks[b].d = ty_fp32_to_fp16(d);
+        blocks[b].m = ty_fp32_to_fp16(min);
         for (int j = 0; j < QK4_1 / 2; j++) {
             const float lo = (src[j] - min) * id;
             const float hi = (src[j + QK4_1 / 2] - min) * id;
@@ -143,10 +143,10 @@ void toy_quantize_row_q4_1(const float *src, void *dst, int64_t n) {
  * 5-bit levels 0..31 standing for -16..15 times d; the low four bits in qs, the fifth in
  * qh. */
 
-void toy_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
     const block_q5_0 *blocks = src;
     for (int64_t b = 0; b < n / QK5_0; b++, dst += QK5_0) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
         const uint32_t qh = load_qh(blocks[b].qh);
         for (int j = 0; j < QK5_0 / 2; j++) {
             const uint8_t byte = blocks[b].qs[j];
@@ -158,12 +158,12 @@ void toy_dequantize_row_q5_0(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q5_0(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q5_0(const float *src, void *dst, int64_t n) {
     block_q5_0 *blocks = dst;
     for (int64_t b = 0; b < n / QK5_0; b++, src += QK5_0) {
         const float d = signed_absmax(src, QK5_0) / -16;
         const float id = inverse_or_zero(d);
-        blocks[b].d = toy_fp32_to_fp16(d);
+        blocks[b].d = ty_fp32_to_fp16(d);
         uint32_t qh = 0;
         for (int j = 0; j < QK5_0 / 2; j++) {
             const float lo = src[j] * id;
@@ -181,11 +181,11 @@ void toy_quantize_row_q5_0(const float *src, void *dst, int64_t n) {
 /* ---------------------------------------------------------------- Q5_1
  * 5-bit levels 0..31 standing for m + q*d. */
 
-void toy_dequantize_row_q5_1(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q5_1(const void *src, float *dst, int64_t n) {
     const block_q5_1 *blocks = src;
     for (int64_t b = 0; b < n / QK5_1; b++, dst += QK5_1) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
-        const float m = toy_fp16_to_fp32(blocks[b].m);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
+        const float m = ty_fp16_to_fp32(blocks[b].m);
         const uint32_t qh = load_qh(blocks[b].qh);
         for (int j = 0; j < QK5_1 / 2; j++) {
             const uint8_t byte = blocks[b].qs[j];
@@ -199,15 +199,15 @@ void toy_dequantize_row_q5_1(const void *src, float *dst, int64_t n) {
     }
 }
 
-void toy_quantize_row_q5_1(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q5_1(const float *src, void *dst, int64_t n) {
     block_q5_1 *blocks = dst;
     for (int64_t b = 0; b < n / QK5_1; b++, src += QK5_1) {
         float min, max;
         min_max(src, QK5_1, &min, &max);
         const float d = (max - min) / 31;
         const float id = inverse_or_zero(d);
-        blocks[b].d = toy_fp32_to_fp16(d);
-        blocks[b].m = toy_fp32_to_fp16(min);
+        blocks[b].d = ty_fp32_to_fp16(d);
+        blocks[b].m = ty_fp32_to_fp16(min);
         uint32_t qh = 0;
         for (int j = 0; j < QK5_1 / 2; j++) {
             const float lo = (src[j] - min) * id;
@@ -227,10 +227,10 @@ void toy_quantize_row_q5_1(const float *src, void *dst, int64_t n) {
  * Signed bytes -127..127 times d = amax/127 (-128 never comes out of the quantizer, but
  * a file may hold it and it dequantizes as -128*d). */
 
-void toy_dequantize_row_q8_0(const void *src, float *dst, int64_t n) {
+void ty_dequantize_row_q8_0(const void *src, float *dst, int64_t n) {
     const block_q8_0 *blocks = src;
     for (int64_t b = 0; b < n / QK8_0; b++, dst += QK8_0) {
-        const float d = toy_fp16_to_fp32(blocks[b].d);
+        const float d = ty_fp16_to_fp32(blocks[b].d);
         for (int j = 0; j < QK8_0; j++) dst[j] = (float)blocks[b].qs[j] * d;
     }
 }
@@ -244,14 +244,14 @@ static inline int8_t q8_level(float v) {
     return r == r ? (int8_t)r : 0;
 }
 
-void toy_quantize_row_q8_0(const float *src, void *dst, int64_t n) {
+void ty_quantize_row_q8_0(const float *src, void *dst, int64_t n) {
     block_q8_0 *blocks = dst;
     for (int64_t b = 0; b < n / QK8_0; b++, src += QK8_0) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_0; j++) amax = fmaxf(amax, fabsf(src[j]));
         const float d = amax / 127;
         const float id = inverse_or_zero(d);
-        blocks[b].d = toy_fp32_to_fp16(d);
+        blocks[b].d = ty_fp32_to_fp16(d);
         for (int j = 0; j < QK8_0; j++) blocks[b].qs[j] = q8_level(src[j] * id);
     }
 }

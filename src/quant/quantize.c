@@ -248,7 +248,7 @@ static int64_t arch_int(const toy_gguf *g, const char *arch, const char *suffix,
     return toy_gguf_value_i64(v, &x) ? def : x;
 }
 
-void toy_quant_shape_from_gguf(const toy_gguf *g, toy_quant_shape *shape) {
+void ty_quant_shape_from_gguf(const toy_gguf *g, ty_quant_shape *shape) {
     memset(shape, 0, sizeof *shape);
     const char *arch;
     size_t len;
@@ -265,7 +265,7 @@ void toy_quant_shape_from_gguf(const toy_gguf *g, toy_quant_shape *shape) {
     shape->n_expert = (int)arch_int(g, shape->arch, "expert_count", 0);
 }
 
-static void mix_state_init(mix_state *s, const toy_quant_shape *shape, const toy_gguf_tensor *tensors,
+static void mix_state_init(mix_state *s, const ty_quant_shape *shape, const toy_gguf_tensor *tensors,
                            int64_t n) {
     memset(s, 0, sizeof *s);
     memcpy(s->arch, shape->arch, sizeof s->arch);
@@ -287,7 +287,7 @@ static void mix_state_init(mix_state *s, const toy_quant_shape *shape, const toy
 typedef struct {
     const char *name;
     int64_t n_cols, n_rows;
-    toy_row_source source;
+    ty_row_source source;
     void *user;
     int type_out;
     uint8_t *out;
@@ -299,7 +299,7 @@ typedef struct {
 
 static void *convert_rows(void *arg) {
     convert_job *job = arg;
-    const toy_type_traits *out = toy_type_traits_get(job->type_out);
+    const ty_type_traits *out = ty_type_traits_get(job->type_out);
     float *row = malloc((size_t)(job->n_cols ? job->n_cols : 1) * sizeof *row);
     if (!row) {
         job->status = TOY_ERR_NOMEM;
@@ -316,21 +316,21 @@ static void *convert_rows(void *arg) {
     return NULL;
 }
 
-toy_status toy_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
-                             toy_row_source source, void *user, int type_out, int n_threads,
+toy_status ty_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
+                             ty_row_source source, void *user, int type_out, int n_threads,
                              uint8_t **out, size_t *out_size) {
-    const toy_type_traits *tr = toy_type_traits_get(type_out);
+    const ty_type_traits *tr = ty_type_traits_get(type_out);
     if (!tr || !tr->from_float)
-        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot quantize to type %s", name,
+        return ty_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot quantize to type %s", name,
                          tr ? tr->name : "?");
     convert_job base = {.name = name, .n_cols = n_cols, .n_rows = n_rows, .source = source,
                         .user = user, .type_out = type_out};
     toy_status st = toy_type_row_size(type_out, n_cols, &base.row_out);
-    if (!st && toy_mul_overflows(base.row_out, (size_t)n_rows, out_size))
-        st = toy_error(TOY_ERR_INVALID, "tensor '%s' is too large", name);
-    if (st) return toy_error_wrap(st, "tensor '%s'", name);
+    if (!st && ty_mul_overflows(base.row_out, (size_t)n_rows, out_size))
+        st = ty_error(TOY_ERR_INVALID, "tensor '%s' is too large", name);
+    if (st) return ty_error_wrap(st, "tensor '%s'", name);
     *out = malloc(*out_size ? *out_size : 1);
-    if (!*out) return toy_error(TOY_ERR_NOMEM, "tensor '%s': no memory for %zu bytes", name, *out_size);
+    if (!*out) return ty_error(TOY_ERR_NOMEM, "tensor '%s': no memory for %zu bytes", name, *out_size);
 
     base.out = *out;
     if (n_threads < 1) n_threads = 1;
@@ -354,14 +354,14 @@ toy_status toy_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
         if (jobs[i].status) {
             free(*out);
             *out = NULL;
-            return toy_error(jobs[i].status, "tensor '%s': no memory", name);
+            return ty_error(jobs[i].status, "tensor '%s': no memory", name);
         }
     return TOY_OK;
 }
 
 typedef struct {
     const toy_gguf_tensor *t;
-    const toy_type_traits *in;
+    const ty_type_traits *in;
     size_t row_in;
 } tensor_rows;
 
@@ -372,14 +372,14 @@ static void dequantized_row(void *user, int64_t r, float *out) {
 
 static toy_status convert_tensor(const toy_gguf_tensor *t, int type_out, int n_threads,
                                  uint8_t **out, size_t *out_size) {
-    tensor_rows src = {t, toy_type_traits_get(t->type), 0};
+    tensor_rows src = {t, ty_type_traits_get(t->type), 0};
     if (!src.in->to_float)
-        return toy_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot convert from type %s",
+        return ty_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot convert from type %s",
                          t->name, src.in->name);
     toy_status st = toy_type_row_size(t->type, t->ne[0], &src.row_in);
-    if (st) return toy_error_wrap(st, "tensor '%s'", t->name);
+    if (st) return ty_error_wrap(st, "tensor '%s'", t->name);
     int64_t n_rows = t->ne[0] ? toy_tensor_nelements(t) / t->ne[0] : 0;
-    return toy_quantize_rows(t->name, t->ne[0], n_rows, dequantized_row, &src, type_out, n_threads,
+    return ty_quantize_rows(t->name, t->ne[0], n_rows, dequantized_row, &src, type_out, n_threads,
                              out, out_size);
 }
 
@@ -395,12 +395,12 @@ static int cmp_tensor_order(const void *a, const void *b) {
     return strcmp(x, y);
 }
 
-toy_status toy_quantize_plan(const toy_quant_shape *shape, const toy_gguf_tensor *tensors,
+toy_status ty_quantize_plan(const ty_quant_shape *shape, const toy_gguf_tensor *tensors,
                              int64_t n, int ftype, bool pure, int64_t *order, int *types) {
     int base_type = ftype_base_type(ftype);
-    if (base_type < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
+    if (base_type < 0) return ty_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
     const toy_gguf_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);
-    if (!sorted) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!sorted) return ty_error(TOY_ERR_NOMEM, "no memory");
     for (int64_t i = 0; i < n; i++) sorted[i] = &tensors[i];
     qsort(sorted, (size_t)n, sizeof *sorted, cmp_tensor_order);
     mix_state mix;
@@ -424,14 +424,14 @@ toy_status toy_quantize_plan(const toy_quant_shape *shape, const toy_gguf_tensor
 
 void toy_quantize_params_init(toy_quantize_params *params, size_t size) {
     const toy_quantize_params defaults = {.size = sizeof defaults, .n_threads = 1};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_quantize_file(const char *in_path, const char *out_path, toy_ftype ftype,
                              const toy_quantize_params *caller_params) {
-    if (ftype_base_type(ftype) < 0) return toy_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
+    if (ftype_base_type(ftype) < 0) return ty_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
     toy_quantize_params full = toy_quantize_default_params();
-    if (caller_params && toy_params_read(&full, sizeof full, caller_params, "toy_quantize_params"))
+    if (caller_params && ty_params_read(&full, sizeof full, caller_params, "toy_quantize_params"))
         return TOY_ERR_INVALID;
     const toy_quantize_params *params = &full;
 
@@ -444,15 +444,15 @@ toy_status toy_quantize_file(const char *in_path, const char *out_path, toy_ftyp
     toy_gguf_tensor *infos = calloc((size_t)(n ? n : 1), sizeof *infos);
     toy_gguf_writer *w = toy_gguf_writer_new();
     if (!types || !order || !infos || !w) {
-        st = toy_error(TOY_ERR_NOMEM, "%s: no memory", in_path);
+        st = ty_error(TOY_ERR_NOMEM, "%s: no memory", in_path);
         goto done;
     }
     /* Tensors are decided and written in llama.cpp's order (its counters of attn_v and
      * ffn_down tensors follow it), so a mix gives the same types as llama-quantize. */
     for (int64_t i = 0; i < n; i++) infos[i] = *toy_gguf_tensor_at(g, i);
-    toy_quant_shape shape;
-    toy_quant_shape_from_gguf(g, &shape);
-    if ((st = toy_quantize_plan(&shape, infos, n, ftype, params->pure, order, types))) goto done;
+    ty_quant_shape shape;
+    ty_quant_shape_from_gguf(g, &shape);
+    if ((st = ty_quantize_plan(&shape, infos, n, ftype, params->pure, order, types))) goto done;
 
     /* llama.cpp's gguf_set_val moves an existing key to the end; these two are set last
      * in this order, so the metadata matches llama-quantize's byte for byte. */

@@ -13,7 +13,7 @@
 
 void toy_generate_params_init(toy_generate_params *params, size_t size) {
     const toy_generate_params defaults = {.size = sizeof defaults, .max_tokens = -1};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 /* n tokens of sequence 0 at positions pos0.. in one forward pass (logits of the last) */
@@ -38,24 +38,24 @@ static int32_t shift_context(toy_context *ctx, int32_t n_past, int32_t n_keep) {
 toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *prompt, int32_t n_prompt,
                         const toy_generate_params *params, toy_generate_result *result) {
     if (!ctx || !sampler || (n_prompt > 0 && !prompt) || n_prompt < 0)
-        return toy_error(TOY_ERR_INVALID, "toy_generate: no context, no sampler, or no prompt");
+        return ty_error(TOY_ERR_INVALID, "toy_generate: no context, no sampler, or no prompt");
     toy_generate_params p = toy_generate_default_params();
-    if (params && toy_params_read(&p, sizeof p, params, "toy_generate_params")) return TOY_ERR_INVALID;
-    if (toy_result_check(result, "toy_generate_result")) return TOY_ERR_INVALID;
+    if (params && ty_params_read(&p, sizeof p, params, "toy_generate_params")) return TOY_ERR_INVALID;
+    if (ty_result_check(result, "toy_generate_result")) return TOY_ERR_INVALID;
     const toy_vocab *vocab = toy_model_vocab(ctx->model);
     const int32_t n_ctx = toy_n_ctx(ctx);
     int32_t n_past = toy_kv_seq_pos_max(ctx, 0) + 1;
     if (n_past + n_prompt > n_ctx)
-        return toy_error(TOY_ERR_INVALID, "the prompt is %d tokens but the context holds %d (%d in use)",
+        return ty_error(TOY_ERR_INVALID, "the prompt is %d tokens but the context holds %d (%d in use)",
                          n_prompt, n_ctx, n_past);
-    if (n_prompt == 0) return toy_error(TOY_ERR_INVALID, "toy_generate: an empty prompt");
+    if (n_prompt == 0) return ty_error(TOY_ERR_INVALID, "toy_generate: an empty prompt");
     toy_stop *stop;
     toy_status st = toy_stop_new(p.stops, p.n_stops, &stop);
     if (st) return st;
     toy_generate_result r = {.size = sizeof r, .finish = TOY_FINISH_LENGTH, .n_prompt = n_prompt};
 
     /* the prompt, in passes of at most n_batch (and 512) tokens */
-    double t0 = toy_now_s();
+    double t0 = ty_now_s();
     const int32_t step = toy_n_batch(ctx) < 512 ? toy_n_batch(ctx) : 512;
     for (int32_t i = 0; i < n_prompt && !st; i += step) {
         const int32_t k = n_prompt - i < step ? n_prompt - i : step;
@@ -63,16 +63,16 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
         if (!st) n_past += k;
     }
     for (int32_t i = 0; i < n_prompt && !st; i++) toy_sampler_accept(sampler, prompt[i]);
-    r.prompt_seconds = toy_now_s() - t0;
+    r.prompt_seconds = ty_now_s() - t0;
 
     /* the logits of the last token decoded: the last of the prompt's last pass, then
      * each single token's */
-    t0 = toy_now_s();
+    t0 = ty_now_s();
     int32_t last = (n_prompt - 1) % step;
     while (!st && (p.max_tokens < 0 || r.n_generated < p.max_tokens)) {
         const int32_t tok = toy_sampler_sample(sampler, toy_get_logits(ctx, last));
         if (tok < 0) { /* the grammar allows no token here; the sampler said why */
-            st = toy_error_wrap(TOY_ERR_INVALID, "generated token %d", (int)r.n_generated + 1);
+            st = ty_error_wrap(TOY_ERR_INVALID, "generated token %d", (int)r.n_generated + 1);
             break;
         }
         toy_sampler_accept(sampler, tok);
@@ -83,7 +83,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
         char buf[256], *big = NULL;
         const char *text = NULL, *emit;
         size_t len = 0, emit_len;
-        if ((st = toy_token_text(vocab, tok, false, buf, sizeof buf, &big, &text, &len))) break;
+        if ((st = ty_token_text(vocab, tok, false, buf, sizeof buf, &big, &text, &len))) break;
         const bool stopped = toy_stop_feed(stop, text, len, &emit, &emit_len);
         free(big);
         r.n_generated++;
@@ -113,7 +113,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
     toy_stop_flush(stop, &rest, &rest_len);
     if (!st && rest_len && p.on_text) p.on_text(p.user, -1, rest, rest_len);
     toy_stop_free(stop);
-    r.gen_seconds = toy_now_s() - t0;
-    if (!st && result) st = toy_result_write(result, &r, sizeof r, "toy_generate_result");
+    r.gen_seconds = ty_now_s() - t0;
+    if (!st && result) st = ty_result_write(result, &r, sizeof r, "toy_generate_result");
     return st;
 }

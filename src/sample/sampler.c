@@ -40,7 +40,7 @@ struct toy_sampler {
     int32_t *window; /* repeat_last_n entries; NULL for an unbounded window (-1) */
     int32_t window_len, window_head;
     float *logits;               /* n_vocab: the penalised row */
-    toy_sampler_candidate *cand; /* n_vocab: the tokens still in the running */
+    ty_sampler_candidate *cand; /* n_vocab: the tokens still in the running */
     uint64_t rng[4];             /* xoshiro256** state */
     toy_logit_bias *bias;        /* the caller's logit_bias, copied */
     grammar_cursor grammar;      /* where the sampled text stands in params.grammar */
@@ -66,10 +66,10 @@ static uint64_t xoshiro256ss(uint64_t s[4]) {
 
 static void seed_rng(toy_sampler *s) {
     uint64_t x = s->params.seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = toy_splitmix64(&x);
+    for (int i = 0; i < 4; i++) s->rng[i] = ty_splitmix64(&x);
 }
 
-double toy_sampler_uniform(toy_sampler *s) {
+double ty_sampler_uniform(toy_sampler *s) {
     return (double)(xoshiro256ss(s->rng) >> 11) * 0x1.0p-53;
 }
 
@@ -84,7 +84,7 @@ static float penalize(const toy_sampler_params *p, float logit, int32_t count) {
     return logit - ((float)count * p->frequency_penalty + p->presence_penalty);
 }
 
-void toy_sampler_apply_penalties(const toy_sampler *s, const float *logits, float *out) {
+void ty_sampler_apply_penalties(const toy_sampler *s, const float *logits, float *out) {
     for (int32_t i = 0; i < s->n_vocab; i++) {
         float l = isnan(logits[i]) ? -INFINITY : logits[i];
         if (s->penalties_on && s->counts[i] > 0) l = penalize(&s->params, l, s->counts[i]);
@@ -96,19 +96,19 @@ void toy_sampler_apply_penalties(const toy_sampler *s, const float *logits, floa
 
 /* The ranking every stage uses: higher logit first, lower id first on a tie — a total
  * order, so any sort or selection gives the same list. */
-static inline bool ranks_above(const toy_sampler_candidate *a,
-                               const toy_sampler_candidate *b) {
+static inline bool ranks_above(const ty_sampler_candidate *a,
+                               const ty_sampler_candidate *b) {
     return a->logit > b->logit || (a->logit == b->logit && a->id < b->id);
 }
 
-static inline void swap_cand(toy_sampler_candidate *a, toy_sampler_candidate *b) {
-    toy_sampler_candidate t = *a;
+static inline void swap_cand(ty_sampler_candidate *a, ty_sampler_candidate *b) {
+    ty_sampler_candidate t = *a;
     *a = *b;
     *b = t;
 }
 
 /* A heap with the lowest-ranked kept token at the root: the one a better token evicts. */
-static void heap_sift_down(toy_sampler_candidate *h, size_t n, size_t i) {
+static void heap_sift_down(ty_sampler_candidate *h, size_t n, size_t i) {
     for (;;) {
         size_t low = i;
         const size_t left = 2 * i + 1, right = left + 1;
@@ -120,7 +120,7 @@ static void heap_sift_down(toy_sampler_candidate *h, size_t n, size_t i) {
     }
 }
 
-static void heap_sift_up(toy_sampler_candidate *h, size_t i) {
+static void heap_sift_up(ty_sampler_candidate *h, size_t i) {
     while (i > 0) {
         const size_t parent = (i - 1) / 2;
         if (!ranks_above(&h[parent], &h[i])) return;
@@ -133,10 +133,10 @@ static void heap_sift_up(toy_sampler_candidate *h, size_t i) {
  * than m when fewer are left). O(n_vocab log m): most tokens cost one comparison with
  * the root. */
 static size_t select_top(toy_sampler *s, size_t m) {
-    toy_sampler_candidate *h = s->cand;
+    ty_sampler_candidate *h = s->cand;
     size_t n = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        const toy_sampler_candidate c = {i, s->logits[i], 0.0};
+        const ty_sampler_candidate c = {i, s->logits[i], 0.0};
         if (c.logit == -INFINITY) continue;
         if (n < m) {
             h[n] = c;
@@ -161,7 +161,7 @@ static inline double softmax_weight(float logit, float max) {
     return exp((double)logit - (double)max);
 }
 
-static void softmax(toy_sampler_candidate *c, size_t n) {
+static void softmax(ty_sampler_candidate *c, size_t n) {
     float max = c[0].logit;
     for (size_t i = 1; i < n; i++)
         if (c[i].logit > max) max = c[i].logit;
@@ -172,7 +172,7 @@ static void softmax(toy_sampler_candidate *c, size_t n) {
 
 /* llama.cpp's top-p over a list sorted best first: keep the shortest prefix whose
  * probability reaches p (at least one token). */
-static size_t top_p_prefix(toy_sampler_candidate *c, size_t n, float top_p) {
+static size_t top_p_prefix(ty_sampler_candidate *c, size_t n, float top_p) {
     softmax(c, n);
     double cum = 0;
     for (size_t i = 0; i < n; i++) {
@@ -189,12 +189,12 @@ static size_t top_p_prefix(toy_sampler_candidate *c, size_t n, float top_p) {
  * at or above it, in id order. The masses are summed in partition order rather than best
  * first, which can move the cut only when the running sum lands within rounding of p. */
 static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
-    toy_sampler_candidate *c = s->cand;
+    ty_sampler_candidate *c = s->cand;
     size_t n = 0;
     float max = -INFINITY;
     for (int32_t i = 0; i < s->n_vocab; i++) {
         if (s->logits[i] == -INFINITY) continue;
-        c[n++] = (toy_sampler_candidate){i, s->logits[i], 0.0};
+        c[n++] = (ty_sampler_candidate){i, s->logits[i], 0.0};
         if (s->logits[i] > max) max = s->logits[i];
     }
     if (n == 0) return 0;
@@ -206,10 +206,10 @@ static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
     double need = top_p * total;
     size_t lo = 0, hi = n;
     uint64_t pivot_state = 0;
-    toy_sampler_candidate cut;
+    ty_sampler_candidate cut;
     for (;;) {
-        swap_cand(&c[lo + toy_splitmix64(&pivot_state) % (hi - lo)], &c[hi - 1]);
-        const toy_sampler_candidate pivot = c[hi - 1];
+        swap_cand(&c[lo + ty_splitmix64(&pivot_state) % (hi - lo)], &c[hi - 1]);
+        const ty_sampler_candidate pivot = c[hi - 1];
         size_t above = lo; /* c[lo..above) rank above the pivot */
         double above_mass = 0;
         for (size_t i = lo; i < hi - 1; i++) {
@@ -232,7 +232,7 @@ static size_t top_p_whole_vocab(toy_sampler *s, float top_p) {
 
     size_t kept = 0;
     for (int32_t i = 0; i < s->n_vocab; i++) {
-        const toy_sampler_candidate t = {i, s->logits[i], 0.0};
+        const ty_sampler_candidate t = {i, s->logits[i], 0.0};
         if (t.logit != -INFINITY && (i == cut.id || ranks_above(&t, &cut))) c[kept++] = t;
     }
     return kept;
@@ -252,7 +252,7 @@ static long grammar_top(toy_sampler *s, size_t k) {
     if (m > (size_t)s->n_vocab) m = (size_t)s->n_vocab;
     const size_t n = select_top(s, m);
     for (size_t i = 0; i < n; i++) s->ids[i] = s->cand[i].id;
-    if (grammar_allows(s->params.grammar, &s->grammar, s->ids, n, s->allowed)) return -1;
+    if (ty_grammar_allows(s->params.grammar, &s->grammar, s->ids, n, s->allowed)) return -1;
     size_t kept = 0;
     for (size_t i = 0; i < n && kept < k; i++)
         if (s->allowed[i]) s->cand[kept++] = s->cand[i];
@@ -264,14 +264,14 @@ static long grammar_top(toy_sampler *s, size_t k) {
 
 /* Under a grammar, token 0 is no fallback: it is most likely refused. */
 static size_t nothing_allowed(void) {
-    toy_error(TOY_ERR_INVALID, "every token the grammar allows here is banned (logit_bias) or has a -inf logit");
+    ty_error(TOY_ERR_INVALID, "every token the grammar allows here is banned (logit_bias) or has a -inf logit");
     return 0;
 }
 
-size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
-                              const toy_sampler_candidate **out) {
+size_t ty_sampler_candidates(toy_sampler *s, const float *logits,
+                              const ty_sampler_candidate **out) {
     const toy_sampler_params *p = &s->params;
-    toy_sampler_candidate *c = s->cand;
+    ty_sampler_candidate *c = s->cand;
     *out = c;
     const float *in = logits;
     if (p->n_logit_bias) { /* the bias goes first, so the penalties see the biased logit */
@@ -282,7 +282,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
         }
         in = s->logits;
     }
-    toy_sampler_apply_penalties(s, in, s->logits);
+    ty_sampler_apply_penalties(s, in, s->logits);
 
     const bool greedy = !(p->temperature > 0), top_k = p->top_k > 0 && p->top_k < s->n_vocab;
     size_t n = 0;
@@ -294,7 +294,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
             n = (size_t)r;
             ranked = r > 0;
         }
-        if (!ranked && grammar_mask_logits(p->grammar, &s->grammar, s->logits, s->n_vocab)) return 0;
+        if (!ranked && ty_grammar_mask_logits(p->grammar, &s->grammar, s->logits, s->n_vocab)) return 0;
     }
 
     if (greedy) {
@@ -303,7 +303,7 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
             for (int32_t i = 1; i < s->n_vocab; i++)
                 if (s->logits[i] > s->logits[best]) best = i;
             if (p->grammar && s->logits[best] == -INFINITY) return nothing_allowed();
-            c[0] = (toy_sampler_candidate){best, s->logits[best], 1.0};
+            c[0] = (ty_sampler_candidate){best, s->logits[best], 1.0};
         }
         c[0].p = 1.0;
         return 1;
@@ -320,12 +320,12 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
         n = 0;
         for (int32_t i = 0; i < s->n_vocab; i++)
             if (s->logits[i] != -INFINITY)
-                c[n++] = (toy_sampler_candidate){i, s->logits[i], 0.0};
+                c[n++] = (ty_sampler_candidate){i, s->logits[i], 0.0};
         sorted = false;
     }
     if (n == 0 && p->grammar) return nothing_allowed();
     if (n == 0) { /* every logit is -inf or NaN: nothing to prefer, take the first token */
-        c[0] = (toy_sampler_candidate){0, -INFINITY, 1.0};
+        c[0] = (ty_sampler_candidate){0, -INFINITY, 1.0};
         return 1;
     }
 
@@ -349,9 +349,9 @@ size_t toy_sampler_candidates(toy_sampler *s, const float *logits,
     return n;
 }
 
-static int32_t pick(toy_sampler *s, const toy_sampler_candidate *c, size_t n) {
+static int32_t pick(toy_sampler *s, const ty_sampler_candidate *c, size_t n) {
     if (!(s->params.temperature > 0)) return c[0].id;
-    const double u = toy_sampler_uniform(s);
+    const double u = ty_sampler_uniform(s);
     double cum = 0;
     size_t last = 0;
     for (size_t i = 0; i < n; i++) {
@@ -364,16 +364,16 @@ static int32_t pick(toy_sampler *s, const toy_sampler_candidate *c, size_t n) {
 }
 
 int32_t toy_sampler_sample(toy_sampler *s, const float *logits) {
-    const toy_sampler_candidate *c;
-    const size_t n = toy_sampler_candidates(s, logits, &c);
+    const ty_sampler_candidate *c;
+    const size_t n = ty_sampler_candidates(s, logits, &c);
     if (n == 0) return -1;
     const int32_t token = pick(s, c, n);
-    if (s->params.grammar && grammar_accept_token(s->params.grammar, &s->grammar, token)) return -1;
+    if (s->params.grammar && ty_grammar_accept_token(s->params.grammar, &s->grammar, token)) return -1;
     return token;
 }
 
-bool toy_sampler_grammar_complete(const toy_sampler *s) {
-    return s->params.grammar && grammar_cursor_complete(&s->grammar);
+bool ty_sampler_grammar_complete(const toy_sampler *s) {
+    return s->params.grammar && ty_grammar_cursor_complete(&s->grammar);
 }
 
 /* ---------------------------------------------------------------- history */
@@ -399,8 +399,8 @@ void toy_sampler_reset(toy_sampler *s) {
     seed_rng(s);
     if (s->params.grammar) {
         grammar_cursor c;
-        if (!grammar_cursor_init(s->params.grammar, &c)) { /* else the old place stays */
-            grammar_cursor_free(&s->grammar);
+        if (!ty_grammar_cursor_init(s->params.grammar, &c)) { /* else the old place stays */
+            ty_grammar_cursor_free(&s->grammar);
             s->grammar = c;
         }
     }
@@ -424,43 +424,43 @@ void toy_sampler_params_init(toy_sampler_params *params, size_t size) {
         .logit_bias = NULL,
         .n_logit_bias = 0,
     };
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
                            toy_sampler **out) {
-    if (!out) return toy_error(TOY_ERR_INVALID, "toy_sampler_new: out is NULL");
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_sampler_new: out is NULL");
     *out = NULL;
     toy_sampler_params p = toy_sampler_default_params();
-    if (params && toy_params_read(&p, sizeof p, params, "toy_sampler_params")) return TOY_ERR_INVALID;
+    if (params && ty_params_read(&p, sizeof p, params, "toy_sampler_params")) return TOY_ERR_INVALID;
     if (n_vocab <= 0)
-        return toy_error(TOY_ERR_INVALID, "sampler: n_vocab must be positive, got %d",
+        return ty_error(TOY_ERR_INVALID, "sampler: n_vocab must be positive, got %d",
                          (int)n_vocab);
     if (isnan(p.temperature) || isnan(p.top_p) || isnan(p.min_p))
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "sampler: temperature, top_p and min_p must not be NaN");
     if (!(p.repeat_penalty > 0) || isinf(p.repeat_penalty))
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "sampler: repeat_penalty must be finite and > 0, got %g",
                          (double)p.repeat_penalty);
     if (!isfinite(p.frequency_penalty) || !isfinite(p.presence_penalty))
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "sampler: frequency_penalty and presence_penalty must be finite");
     if (p.repeat_last_n < -1)
-        return toy_error(TOY_ERR_INVALID, "sampler: repeat_last_n must be >= -1, got %d",
+        return ty_error(TOY_ERR_INVALID, "sampler: repeat_last_n must be >= -1, got %d",
                          (int)p.repeat_last_n);
     if (p.n_logit_bias && !p.logit_bias)
-        return toy_error(TOY_ERR_INVALID, "sampler: n_logit_bias is %zu but logit_bias is NULL", p.n_logit_bias);
+        return ty_error(TOY_ERR_INVALID, "sampler: n_logit_bias is %zu but logit_bias is NULL", p.n_logit_bias);
     for (size_t i = 0; i < p.n_logit_bias; i++) {
         if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab)
-            return toy_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: token %d is out of range (vocabulary of %d)", i,
+            return ty_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: token %d is out of range (vocabulary of %d)", i,
                              (int)p.logit_bias[i].token, (int)n_vocab);
         if (isnan(p.logit_bias[i].bias) || p.logit_bias[i].bias == INFINITY)
-            return toy_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: the bias must be a number below +inf", i);
+            return ty_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: the bias must be a number below +inf", i);
     }
 
     toy_sampler *s = calloc(1, sizeof *s);
-    if (!s) return toy_error(TOY_ERR_NOMEM, "sampler: out of memory");
+    if (!s) return ty_error(TOY_ERR_NOMEM, "sampler: out of memory");
     s->params = p;
     s->n_vocab = n_vocab;
     s->penalties_on = p.repeat_last_n != 0 && (p.repeat_penalty != 1 ||
@@ -474,7 +474,7 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
     if (p.n_logit_bias && (s->bias = malloc(p.n_logit_bias * sizeof *s->bias)))
         memcpy(s->bias, p.logit_bias, p.n_logit_bias * sizeof *s->bias);
     s->params.logit_bias = s->bias;
-    if (p.grammar && grammar_cursor_init(p.grammar, &s->grammar)) {
+    if (p.grammar && ty_grammar_cursor_init(p.grammar, &s->grammar)) {
         toy_sampler_free(s);
         return TOY_ERR_NOMEM;
     }
@@ -485,7 +485,7 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
     if (!s->counts || !s->logits || !s->cand || (bounded && !s->window) || (p.n_logit_bias && !s->bias) ||
         (p.grammar && (!s->ids || !s->allowed))) {
         toy_sampler_free(s);
-        return toy_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
+        return ty_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
                          (int)n_vocab);
     }
     seed_rng(s);
@@ -502,6 +502,6 @@ void toy_sampler_free(toy_sampler *s) {
     free(s->bias);
     free(s->ids);
     free(s->allowed);
-    grammar_cursor_free(&s->grammar);
+    ty_grammar_cursor_free(&s->grammar);
     free(s);
 }

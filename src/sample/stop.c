@@ -119,7 +119,7 @@ bool toy_stop_feed(toy_stop *st, const char *piece, size_t len, const char **emi
         if (!append(st, piece, len)) {
             /* The API has no status here: end the stream as a stop would, releasing what
              * was safe, and leave the reason for toy_last_error(). */
-            toy_error(TOY_ERR_NOMEM, "stop strings: out of memory buffering %zu bytes",
+            ty_error(TOY_ERR_NOMEM, "stop strings: out of memory buffering %zu bytes",
                       len);
             st->stopped = true;
             safe = stop_prefix_start(st);
@@ -153,19 +153,19 @@ void toy_stop_flush(toy_stop *st, const char **emit, size_t *emit_len) {
 }
 
 toy_status toy_stop_new(const char *const *stops, size_t n_stops, toy_stop **out) {
-    if (!out) return toy_error(TOY_ERR_INVALID, "toy_stop_new: out is NULL");
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_stop_new: out is NULL");
     *out = NULL;
     if (n_stops > 0 && !stops)
-        return toy_error(TOY_ERR_INVALID, "stop strings: %zu strings but the list is NULL",
+        return ty_error(TOY_ERR_INVALID, "stop strings: %zu strings but the list is NULL",
                          n_stops);
     for (size_t k = 0; k < n_stops; k++) {
-        if (!stops[k]) return toy_error(TOY_ERR_INVALID, "stop string %zu is NULL", k);
+        if (!stops[k]) return ty_error(TOY_ERR_INVALID, "stop string %zu is NULL", k);
         if (!stops[k][0])
-            return toy_error(TOY_ERR_INVALID,
+            return ty_error(TOY_ERR_INVALID,
                              "stop string %zu is empty (it would match before any text)", k);
     }
     toy_stop *st = calloc(1, sizeof *st);
-    if (!st) return toy_error(TOY_ERR_NOMEM, "stop strings: out of memory");
+    if (!st) return ty_error(TOY_ERR_NOMEM, "stop strings: out of memory");
     st->cap = 256;
     st->buf = malloc(st->cap);
     st->stops = calloc(n_stops ? n_stops : 1, sizeof *st->stops);
@@ -181,7 +181,7 @@ toy_status toy_stop_new(const char *const *stops, size_t n_stops, toy_stop **out
     }
     if (!ok) {
         toy_stop_free(st);
-        return toy_error(TOY_ERR_NOMEM, "stop strings: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "stop strings: out of memory");
     }
     *out = st;
     return TOY_OK;

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-extern const char toy_chat_page[];
-extern const size_t toy_chat_page_len;
+extern const char ty_chat_page[];
+extern const size_t ty_chat_page_len;
 
 #endif

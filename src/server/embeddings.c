@@ -147,10 +147,10 @@ bool emb_parse(const emb_context *ec, const char *body, size_t len, emb_request 
 
 /* ---------------------------------------------------------------- the response */
 
-static void append_str(toy_buf *b, const char *s) { toy_buf_append(b, s, strlen(s)); }
+static void append_str(ty_buf *b, const char *s) { ty_buf_append(b, s, strlen(s)); }
 
 /* base64 (RFC 4648, padded) of n floats as little-endian bytes */
-static void append_base64(toy_buf *b, const float *x, size_t n) {
+static void append_base64(ty_buf *b, const float *x, size_t n) {
     static const char digits[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     const size_t n_bytes = 4 * n;
     uint8_t group[3];
@@ -167,7 +167,7 @@ static void append_base64(toy_buf *b, const float *x, size_t n) {
         out[1] = digits[w >> 12 & 63];
         out[2] = filled > 1 ? digits[w >> 6 & 63] : '=';
         out[3] = filled > 2 ? digits[w & 63] : '=';
-        toy_buf_append(b, out, 4);
+        ty_buf_append(b, out, 4);
         filled = 0;
     }
 }
@@ -175,7 +175,7 @@ static void append_base64(toy_buf *b, const float *x, size_t n) {
 char *emb_response_json(const emb_context *c, const emb_request *r, const float *vectors, oai_error *err) {
     memset(err, 0, sizeof *err);
     const int32_t n_embd = c->n_embd;
-    toy_buf b = {0};
+    ty_buf b = {0};
     append_str(&b, "{\"object\":\"list\",\"data\":[");
     long long n_tokens = 0;
     char num[32];

@@ -411,7 +411,7 @@ static void slot_sample(srv_engine *e, slot *s, int32_t row) {
     }
     const int32_t tok = toy_sampler_sample(s->sampler, logits);
     if (tok < 0) { /* the grammar allows no token here: its text has ended, or it cannot go on */
-        if (toy_sampler_grammar_complete(s->sampler)) slot_finish(e, s, "stop"); /* ignore_eos */
+        if (ty_sampler_grammar_complete(s->sampler)) slot_finish(e, s, "stop"); /* ignore_eos */
         else slot_fail(e, s, 400, toy_last_error());
         return;
     }
@@ -633,16 +633,16 @@ static void *engine_thread(void *arg) {
         e->m.busy_slots = busy;
         e->m.queue_depth = e->q_len;
         if (!busy) {
-            e->last_progress = toy_now_s();
+            e->last_progress = ty_now_s();
             if (e->stopping && e->q_len == 0) break;
             pthread_cond_wait(&e->wake, &e->lock);
             continue;
         }
         pthread_mutex_unlock(&e->lock);
-        const double t0 = toy_now_s();
+        const double t0 = ty_now_s();
         step(e, start);
         start = (start + 1) % e->p.n_parallel;
-        const double t1 = toy_now_s();
+        const double t1 = ty_now_s();
         pthread_mutex_lock(&e->lock);
         e->m.busy_seconds += t1 - t0;
         e->last_progress = t1;
@@ -656,7 +656,7 @@ static void *engine_thread(void *arg) {
 toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out) {
     *out = NULL;
     srv_engine *e = calloc(1, sizeof *e);
-    if (!e) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!e) return ty_error(TOY_ERR_NOMEM, "no memory");
     e->model = model;
     e->vocab = toy_model_vocab(model);
     e->p = *p;
@@ -702,11 +702,11 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     pthread_mutex_init(&e->lock, NULL);
     pthread_cond_init(&e->wake, NULL);
     e->m.n_slots = e->p.n_parallel;
-    e->last_progress = toy_now_s();
+    e->last_progress = ty_now_s();
     if (ok) ok = pthread_create(&e->thread, NULL, engine_thread, e) == 0;
     if (!ok) {
         srv_engine_free(e);
-        return toy_error(TOY_ERR_NOMEM, "cannot set up %d slots of %d tokens", p->n_parallel, p->n_ctx);
+        return ty_error(TOY_ERR_NOMEM, "cannot set up %d slots of %d tokens", p->n_parallel, p->n_ctx);
     }
     e->thread_started = true;
     *out = e;
@@ -753,7 +753,7 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
     srv_request *r = calloc(1, sizeof *r);
     if (!r) {
         params_free(p);
-        return toy_error(TOY_ERR_NOMEM, "no memory");
+        return ty_error(TOY_ERR_NOMEM, "no memory");
     }
     r->p = *p;
     r->engine = e;
@@ -773,7 +773,7 @@ toy_status srv_submit(srv_engine *e, srv_params *p, srv_request **out) {
         pthread_mutex_unlock(&e->lock);
         r->refs = 1;
         request_unref(r);
-        return toy_error(TOY_ERR_UNSUPPORTED, stopping ? "the server is stopping" : "the queue is full");
+        return ty_error(TOY_ERR_UNSUPPORTED, stopping ? "the server is stopping" : "the queue is full");
     }
     for (int c = 0; c < r->p.n_choices; c++) {
         e->queue[(e->q_head + e->q_len) % e->q_cap] = (job){r, c};
@@ -811,7 +811,7 @@ void srv_engine_abort(srv_engine *e, int status, const char *message) {
 double srv_engine_stalled_for(srv_engine *e) {
     pthread_mutex_lock(&e->lock);
     const bool work = e->q_len > 0 || e->m.busy_slots > 0;
-    const double t = work ? toy_now_s() - e->last_progress : 0;
+    const double t = work ? ty_now_s() - e->last_progress : 0;
     pthread_mutex_unlock(&e->lock);
     return t > 0 ? t : 0;
 }

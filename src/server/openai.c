@@ -63,7 +63,7 @@ json_t *oai_json_text(const char *s, size_t len) {
     if (!buf) return NULL;
     size_t o = 0;
     for (size_t i = 0; i < len;) {
-        size_t k = toy_utf8_valid_len((const unsigned char *)s + i, len - i);
+        size_t k = ty_utf8_valid_len((const unsigned char *)s + i, len - i);
         if (k == 0) {
             memcpy(buf + o, "\xEF\xBF\xBD", 3);
             o += 3;
@@ -382,9 +382,9 @@ static bool attach_schema(const oai_context *c, const json_t *schema, bool stric
                           oai_request *out, oai_error *err) {
     if (!json_is_object(schema) && !json_is_boolean(schema))
         return fail(err, 400, param, "%s must be a JSON Schema (an object)", param);
-    toy_buf gbnf = {0};
+    ty_buf gbnf = {0};
     char msg[256];
-    bool ok = json_schema_gbnf(schema, strict, "root", &gbnf, msg, sizeof msg);
+    bool ok = ty_json_schema_gbnf(schema, strict, "root", &gbnf, msg, sizeof msg);
     if (!ok) ok = fail(err, gbnf.oom ? 500 : 400, param, "%s: %s", param, msg);
     else if (gbnf.oom) ok = fail(err, 500, param, "no memory");
     if (ok) ok = attach_grammar(c, gbnf.v, param, out, err);
@@ -413,8 +413,8 @@ static bool parse_constraints(const oai_context *c, const json_t *body, oai_requ
             if (schema && !json_is_null(schema)) {
                 if (!attach_schema(c, schema, false, "response_format", out, err)) return false;
             } else {
-                toy_buf gbnf = {0};
-                const bool made = json_schema_gbnf_any_object("root", &gbnf) && !gbnf.oom;
+                ty_buf gbnf = {0};
+                const bool made = ty_json_schema_gbnf_any_object("root", &gbnf) && !gbnf.oom;
                 const bool ok = made ? attach_grammar(c, gbnf.v, "response_format", out, err)
                                      : fail(err, 500, "response_format", "no memory");
                 free(gbnf.v);

@@ -7,7 +7,7 @@
 bool srv_piece_of(const toy_vocab *v, int32_t token, srv_piece *p) {
     char *big = NULL;
     const char *text;
-    if (toy_token_text(v, token, false, p->small, sizeof p->small, &big, &text, &p->len)) {
+    if (ty_token_text(v, token, false, p->small, sizeof p->small, &big, &text, &p->len)) {
         p->text = NULL;
         return false;
     }

@@ -39,7 +39,7 @@ static const int counted_status[N_STATUS] = {200, 204, 400, 401, 403, 404, 405, 
 enum { PARSE_PERMITS = 2 };
 
 typedef struct {
-    toy_server_params p;
+    ty_server_params p;
     gate_config gate;
     toy_model *model;
     toy_lora *loras[16];
@@ -536,7 +536,7 @@ static enum MHD_Result route(server *s, struct MHD_Connection *con, conn_state *
     }
     switch (cs->v.route) {
     case ROUTE_PAGE:
-        return reply(s, con, cs, 200, "text/html; charset=utf-8", toy_chat_page, toy_chat_page_len);
+        return reply(s, con, cs, 200, "text/html; charset=utf-8", ty_chat_page, ty_chat_page_len);
     case ROUTE_HEALTH:
         return health(s, con, cs);
     case ROUTE_METRICS:
@@ -707,7 +707,7 @@ static void shut_down(server *s, const volatile sig_atomic_t *stop) {
     while (atomic_load(&s->in_flight) > 0 && mono_now() < end) usleep(10000);
 }
 
-int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop) {
+int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) {
     server *s = calloc(1, sizeof *s);
     if (!s) return 1;
     s->p = *p;

@@ -35,12 +35,12 @@ typedef struct {
     const char *chat_template; /* a template family or text for chat (NULL: the model's) */
     int pooling;         /* toy_pooling of /v1/embeddings; TOY_POOLING_UNSPECIFIED: the model's
                           * pooling_type, or mean when it has none */
-} toy_server_params;
+} ty_server_params;
 
 /* Serves until *stop becomes non-zero; then answers new requests 503, gives those in
  * flight shutdown_grace_s seconds (or until *stop reaches 2), ends the rest with an error
  * and returns 0. 1 after a message on stderr if it cannot start. Logs one line a request
  * to stderr. */
-int toy_server_run(const toy_server_params *p, const volatile sig_atomic_t *stop);
+int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop);
 
 #endif

@@ -43,13 +43,13 @@ static bool tfail(tools_error *e, int status, const char *param, const char *fmt
 /* JSON as the models' templates write it (Jinja's tojson, Python's json.dumps):
  * ", " and ": " between items (or indent spaces a level), non-ASCII as is, reals in
  * their short form. */
-static void put_json(toy_buf *b, const json_t *v, int indent) {
+static void put_json(ty_buf *b, const json_t *v, int indent) {
     char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_INDENT(indent) | JSON_REAL_PRECISION(15));
     if (!s) {
         b->oom = true;
         return;
     }
-    toy_buf_append(b, s, strlen(s));
+    ty_buf_append(b, s, strlen(s));
     free(s);
 }
 
@@ -261,19 +261,19 @@ typedef struct {
 } item_list;
 
 /* Adds an item holding the buffer's text (taken over). */
-static void push(item_list *l, const char *role, toy_buf *b, bool raw) {
-    toy_buf_append(b, "", 0);
+static void push(item_list *l, const char *role, ty_buf *b, bool raw) {
+    ty_buf_append(b, "", 0);
     if (b->oom) {
         l->oom = true;
         free(b->v);
     } else {
         l->v[l->n++] = (item){role, b->v, raw};
     }
-    *b = (toy_buf){0};
+    *b = (ty_buf){0};
 }
 
 static void push_text(item_list *l, const char *role, const char *text, bool raw) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     TOY_BUF_PUT(&b, text);
     push(l, role, &b, raw);
 }
@@ -283,7 +283,7 @@ static const char *call_name(const json_t *call) {
 }
 
 /* A call's arguments as JSON (checked to be an object's text by tools_message_check). */
-static void put_arguments(toy_buf *b, const json_t *call) {
+static void put_arguments(ty_buf *b, const json_t *call) {
     json_t *a = json_loads(json_string_value(json_object_get(json_object_get(call, "function"), "arguments")), 0, NULL);
     if (!a) b->oom = true;
     else put_json(b, a, 0);
@@ -291,7 +291,7 @@ static void put_arguments(toy_buf *b, const json_t *call) {
 }
 
 /* [{"name": N, "arguments": A, "id": I}, ...]: Mistral's and the generic form's calls. */
-static void put_call_list(toy_buf *b, const json_t *calls) {
+static void put_call_list(ty_buf *b, const json_t *calls) {
     TOY_BUF_PUT(b, "[");
     for (size_t k = 0; k < json_array_size(calls); k++) {
         const json_t *c = json_array_get(calls, k);
@@ -322,7 +322,7 @@ static size_t tool_run_end(const tools_message *m, size_t n, size_t i) {
 static void render_hermes(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
     size_t i = 0;
     if (t && t->n_functions) {
-        toy_buf s = {0};
+        ty_buf s = {0};
         if (n > 0 && is_role(&m[0], "system")) TOY_BUF_PUT(&s, m[i++].content, "\n\n");
         TOY_BUF_PUT(&s, "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
                 "You are provided with function signatures within <tools></tools> XML tags:\n<tools>");
@@ -336,7 +336,7 @@ static void render_hermes(const tools_request *t, const tools_message *m, size_t
         push(l, "system", &s, false);
     }
     for (; i < n; i++) {
-        toy_buf b = {0};
+        ty_buf b = {0};
         if (is_role(&m[i], "tool")) { /* a run of results is one user turn */
             const size_t end = tool_run_end(m, n, i);
             for (size_t k = i; k < end; k++)
@@ -364,7 +364,7 @@ static void render_hermes(const tools_request *t, const tools_message *m, size_t
 static void render_llama3(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
     size_t i = 0;
     if (t && t->n_functions) {
-        toy_buf s = {0};
+        ty_buf s = {0};
         TOY_BUF_PUT(&s, "Environment: ipython\nCutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n"
                 "You have access to the following functions. To call a function, please respond with JSON for a "
                 "function call.Respond in the format {\"name\": function name, \"parameters\": dictionary of "
@@ -377,7 +377,7 @@ static void render_llama3(const tools_request *t, const tools_message *m, size_t
         push(l, "system", &s, false);
     }
     for (; i < n; i++) {
-        toy_buf b = {0};
+        ty_buf b = {0};
         if (is_role(&m[i], "tool")) {
             push_text(l, "ipython", m[i].content, false);
         } else if (m[i].tool_calls) {
@@ -412,7 +412,7 @@ static void render_mistral(const tools_request *t, const tools_message *m, size_
     const bool with_tools = t && t->n_functions;
     bool after_raw = false;
     for (size_t i = 0; i <= n; i++) {
-        toy_buf b = {0};
+        ty_buf b = {0};
         if (with_tools && i == at) {
             TOY_BUF_PUT(&b, "[AVAILABLE_TOOLS]", sp);
             put_json(&b, t->json, 0);
@@ -443,7 +443,7 @@ static void render_mistral(const tools_request *t, const tools_message *m, size_
                 while (len > 0 && is_space(c[len - 1])) len--;
             }
             TOY_BUF_PUT(&b, tekken ? "" : " ");
-            toy_buf_append(&b, c, len);
+            ty_buf_append(&b, c, len);
             TOY_BUF_PUT(&b, "</s>");
             push(l, NULL, &b, true);
         } else {
@@ -457,7 +457,7 @@ static void render_mistral(const tools_request *t, const tools_message *m, size_
 static void render_generic(const tools_request *t, const tools_message *m, size_t n, item_list *l) {
     size_t i = 0;
     if (t && t->n_functions && t->choice != TOOL_CHOICE_NONE) {
-        toy_buf s = {0};
+        ty_buf s = {0};
         if (n > 0 && is_role(&m[0], "system")) TOY_BUF_PUT(&s, m[i++].content, "\n\n");
         TOY_BUF_PUT(&s, "You can call functions (tools). They are, one JSON object a line:\n");
         for (size_t k = 0; k < json_array_size(t->json); k++) {
@@ -472,7 +472,7 @@ static void render_generic(const tools_request *t, const tools_message *m, size_
         push(l, "system", &s, false);
     }
     for (; i < n; i++) {
-        toy_buf b = {0};
+        ty_buf b = {0};
         if (is_role(&m[i], "tool")) {
             const size_t end = tool_run_end(m, n, i);
             TOY_BUF_PUT(&b, "{\"tool_results\": [");
@@ -499,8 +499,8 @@ static void render_generic(const tools_request *t, const tools_message *m, size_
 
 /* The items through the template, run by run; the generation prompt after the last. */
 static bool apply_items(const char *family, const item_list *l, bool add_assistant, char **out, tools_error *err) {
-    toy_buf b = {0};
-    toy_buf_append(&b, "", 0);
+    ty_buf b = {0};
+    ty_buf_append(&b, "", 0);
     toy_chat_message *run = malloc((l->n ? l->n : 1) * sizeof *run);
     bool ok = run != NULL || tfail(err, 500, "messages", "no memory");
     for (size_t i = 0; ok && i <= l->n;) {
@@ -775,11 +775,11 @@ bool tools_parse_output(tools_syntax syntax, const tool_function *fns, size_t n_
         tail = skip_ws(text, len, end);
         while (tail_end > tail && is_ws(text[tail_end - 1])) tail_end--;
     }
-    toy_buf b = {0};
-    toy_buf_append(&b, text, before);
+    ty_buf b = {0};
+    ty_buf_append(&b, text, before);
     if (tail_end > tail) {
-        if (before) toy_buf_append(&b, "\n", 1);
-        toy_buf_append(&b, text + tail, tail_end - tail);
+        if (before) ty_buf_append(&b, "\n", 1);
+        ty_buf_append(&b, text + tail, tail_end - tail);
     }
     if (b.oom) {
         calls_free(&calls);
@@ -859,12 +859,12 @@ size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size
 /* ---------------------------------------------------------------- forcing */
 
 /* A GBNF string literal of the text. */
-static void put_literal(toy_buf *b, const char *text) {
+static void put_literal(ty_buf *b, const char *text) {
     TOY_BUF_PUT(b, "\"");
     for (const char *c = text; *c; c++) {
-        if (*c == '"' || *c == '\\') toy_buf_append(b, "\\", 1), toy_buf_append(b, c, 1);
+        if (*c == '"' || *c == '\\') ty_buf_append(b, "\\", 1), ty_buf_append(b, c, 1);
         else if (*c == '\n') TOY_BUF_PUT(b, "\\n");
-        else toy_buf_append(b, c, 1);
+        else ty_buf_append(b, c, 1);
     }
     TOY_BUF_PUT(b, "\"");
 }
@@ -872,11 +872,11 @@ static void put_literal(toy_buf *b, const char *text) {
 bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
     *gbnf = NULL;
     if (t->n_functions == 0 || (t->choice != TOOL_CHOICE_REQUIRED && t->choice != TOOL_CHOICE_NAMED)) return true;
-    toy_buf b = {0};
+    ty_buf b = {0};
     const bool spaced = t->syntax == TOOLS_MISTRAL && (!strcmp(t->family, "mistral-v1") || !strcmp(t->family, "mistral-v3"));
     /* call ::= callK | ...: each function's call in the syntax, its arguments the
      * schema's rule callK-args */
-    toy_buf alts = {0};
+    ty_buf alts = {0};
     for (size_t k = 0; k < t->n_functions; k++) {
         if (t->choice == TOOL_CHOICE_NAMED && k != t->named) continue;
         const tool_function *fn = &t->functions[k];
@@ -884,7 +884,7 @@ bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
         snprintf(rule, sizeof rule, "call%zu", k);
         char args[40];
         snprintf(args, sizeof args, "%s-args", rule);
-        if (!json_schema_gbnf(fn->parameters, fn->strict, args, &b, schema_err, sizeof schema_err)) {
+        if (!ty_json_schema_gbnf(fn->parameters, fn->strict, args, &b, schema_err, sizeof schema_err)) {
             free(b.v);
             free(alts.v);
             return tfail(err, strstr(schema_err, "out of memory") ? 500 : 400, "tools",

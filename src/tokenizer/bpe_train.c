@@ -6,7 +6,7 @@
  *    printable ASCII character that starts a line, where every pre-tokenizer splits
  *    anyway, so counting chunk by chunk finds the pre-tokens of the whole text. In a
  *    chunk the text of the special tokens is cut out and each piece between is
- *    pre-tokenized by toy_pretokenize, the code toy_tokenize runs. Each thread counts
+ *    pre-tokenized by ty_pretokenize, the code toy_tokenize runs. Each thread counts
  *    the distinct pre-tokens of the chunks it took in a table of its own; the tables
  *    are summed. Memory: a batch of chunks and the distinct pre-tokens, not the text.
  * 2. Merging. Every distinct pre-token starts as its bytes. The most frequent adjacent
@@ -60,12 +60,12 @@ static const char chatml_template[] =
     "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt %}"
     "{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
-static toy_status oom(void) { return toy_error(TOY_ERR_NOMEM, "tokenizer train: out of memory"); }
+static toy_status oom(void) { return ty_error(TOY_ERR_NOMEM, "tokenizer train: out of memory"); }
 
 /* n elements of `size` bytes, NULL if that overflows or fails. */
 static void *alloc_array(size_t n, size_t size) {
     size_t bytes;
-    if (toy_mul_overflows(n ? n : 1, size, &bytes)) return NULL;
+    if (ty_mul_overflows(n ? n : 1, size, &bytes)) return NULL;
     return malloc(bytes);
 }
 
@@ -75,8 +75,8 @@ static void *grow_array(void *v, size_t n, size_t *cap, size_t size) {
     if (n < *cap) return v;
     size_t c = *cap ? *cap : 16, bytes;
     while (c <= n)
-        if (toy_mul_overflows(c, 2, &c)) return NULL;
-    if (toy_mul_overflows(c, size, &bytes)) return NULL;
+        if (ty_mul_overflows(c, 2, &c)) return NULL;
+    if (ty_mul_overflows(c, size, &bytes)) return NULL;
     void *p = realloc(v, bytes);
     if (p) *cap = c;
     return p;
@@ -97,7 +97,7 @@ typedef struct {
     size_t n, cap;
     uint32_t *slot; /* entry index + 1; 0: empty */
     size_t n_slots;
-    toy_buf keys;
+    ty_buf keys;
 } bmap;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -111,8 +111,8 @@ static const char *bmap_key(const bmap *m, size_t i) { return m->keys.v + m->e[i
 static bool bmap_rehash(bmap *m) {
     size_t n_slots = m->n_slots ? m->n_slots : 1024, bytes;
     while (n_slots / 2 <= m->n)
-        if (toy_mul_overflows(n_slots, 2, &n_slots)) return false;
-    if (toy_mul_overflows(n_slots, sizeof *m->slot, &bytes)) return false;
+        if (ty_mul_overflows(n_slots, 2, &n_slots)) return false;
+    if (ty_mul_overflows(n_slots, sizeof *m->slot, &bytes)) return false;
     uint32_t *slot = calloc(1, bytes);
     if (!slot) return false;
     for (size_t i = 0; i < m->n; i++) {
@@ -145,7 +145,7 @@ static int64_t bmap_get(bmap *m, const char *key, size_t len, bool insert) {
     if (!e) return -2;
     m->e = e;
     size_t off = m->keys.n;
-    toy_buf_append(&m->keys, key, len);
+    ty_buf_append(&m->keys, key, len);
     if (m->keys.oom) return -2;
     m->e[m->n] = (bmap_entry){h, 0, off, (uint32_t)len};
     size_t s = h & (m->n_slots - 1);
@@ -211,7 +211,7 @@ typedef struct {
     const char *const *paths;
     size_t n_paths, file;
     FILE *f;
-    toy_buf carry; /* the rest of the last chunk's text, to start the next */
+    ty_buf carry; /* the rest of the last chunk's text, to start the next */
     uint64_t n_bytes;
 } reader;
 
@@ -226,7 +226,7 @@ static toy_status reader_next(reader *r, const specials *sp, chunk *c, bool *got
             }
             r->f = fopen(r->paths[r->file], "rb");
             if (!r->f)
-                return toy_error(TOY_ERR_IO, "%s: %s", r->paths[r->file], strerror(errno));
+                return ty_error(TOY_ERR_IO, "%s: %s", r->paths[r->file], strerror(errno));
         }
         if (r->carry.n) memcpy(c->v, r->carry.v, r->carry.n);
         c->n = r->carry.n;
@@ -238,7 +238,7 @@ static toy_status reader_next(reader *r, const specials *sp, chunk *c, bool *got
             r->n_bytes += got_n;
             if (got_n == 0) {
                 if (ferror(r->f))
-                    return toy_error(TOY_ERR_IO, "%s: read failed: %s", r->paths[r->file],
+                    return ty_error(TOY_ERR_IO, "%s: read failed: %s", r->paths[r->file],
                                      strerror(errno));
                 eof = true;
                 break;
@@ -253,7 +253,7 @@ static toy_status reader_next(reader *r, const specials *sp, chunk *c, bool *got
             return TOY_OK;
         }
         size_t cut = find_cut(sp, c->v, c->n);
-        toy_buf_append(&r->carry, c->v + cut, c->n - cut);
+        ty_buf_append(&r->carry, c->v + cut, c->n - cut);
         if (r->carry.oom) return oom();
         c->n = cut;
         *got = true;
@@ -271,7 +271,7 @@ typedef struct {
 } counter;
 
 typedef struct {
-    const toy_pretokenizer *pre;
+    const ty_pretokenizer *pre;
     const specials *sp;
     const chunk *chunks;
     counter *counters; /* one per thread */
@@ -311,7 +311,7 @@ static void count_chunk(void *ctx, int64_t task, int thread) {
                 end = next[k];
                 best = k;
             }
-        if (end > pos) st = toy_pretokenize(job->pre, s + pos, end - pos, count_pretoken, c);
+        if (end > pos) st = ty_pretokenize(job->pre, s + pos, end - pos, count_pretoken, c);
         if (best == SIZE_MAX) break;
         pos = end + job->sp->len[best];
         for (size_t k = 0; k < job->sp->n; k++)
@@ -348,7 +348,7 @@ typedef struct {
 
 typedef struct {
     /* tokens: bytes, by id; ids 0..255 the bytes, 256 + k the k-th merge's */
-    toy_buf tok_bytes;
+    ty_buf tok_bytes;
     size_t *tok_off;
     uint32_t *tok_len;
     size_t n_tok, cap_tok_off, cap_tok_len;
@@ -425,8 +425,8 @@ static size_t pair_hash(int32_t left, int32_t right) {
 static bool pair_rehash(trainer *t) {
     size_t n_slots = t->n_pair_slots ? t->n_pair_slots : 4096, bytes;
     while (n_slots / 2 <= t->n_pairs)
-        if (toy_mul_overflows(n_slots, 2, &n_slots)) return false;
-    if (toy_mul_overflows(n_slots, sizeof *t->pair_slot, &bytes)) return false;
+        if (ty_mul_overflows(n_slots, 2, &n_slots)) return false;
+    if (ty_mul_overflows(n_slots, sizeof *t->pair_slot, &bytes)) return false;
     uint32_t *slot = calloc(1, bytes);
     if (!slot) return false;
     for (size_t i = 0; i < t->n_pairs; i++) {
@@ -508,7 +508,7 @@ static int32_t add_token(trainer *t, const char *bytes, size_t len) {
     t->tok_ids.e[e].value = t->n_tok;
     t->tok_off[t->n_tok] = t->tok_bytes.n;
     t->tok_len[t->n_tok] = (uint32_t)len;
-    toy_buf_append(&t->tok_bytes, bytes, len);
+    ty_buf_append(&t->tok_bytes, bytes, len);
     if (t->tok_bytes.oom) return -1;
     return (int32_t)t->n_tok++;
 }
@@ -551,7 +551,7 @@ static toy_status learn(trainer *t, int32_t n_merges) {
     for (size_t i = 0; i < t->n_pairs && !t->oom; i++)
         heap_push(t, (heap_entry){t->pairs[i].count, (uint32_t)i});
 
-    toy_buf bytes = {0};
+    ty_buf bytes = {0};
     t->merge_left = alloc_array((size_t)n_merges, sizeof *t->merge_left);
     t->merge_right = alloc_array((size_t)n_merges, sizeof *t->merge_right);
     if (!t->merge_left || !t->merge_right) t->oom = true;
@@ -566,8 +566,8 @@ static toy_status learn(trainer *t, int32_t n_merges) {
         }
         int32_t a = p->left, b = p->right;
         bytes.n = 0;
-        toy_buf_append(&bytes, t->tok_bytes.v + t->tok_off[a], t->tok_len[a]);
-        toy_buf_append(&bytes, t->tok_bytes.v + t->tok_off[b], t->tok_len[b]);
+        ty_buf_append(&bytes, t->tok_bytes.v + t->tok_off[a], t->tok_len[a]);
+        ty_buf_append(&bytes, t->tok_bytes.v + t->tok_off[b], t->tok_len[b]);
         if (bytes.oom) break;
         if (bmap_get(&t->tok_ids, bytes.v, bytes.n, false) >= 0) {
             p->dead = true;
@@ -619,17 +619,17 @@ static void trainer_free(trainer *t) {
 /* ---------------------------------------------------------------- writing */
 
 /* A token's bytes as GPT-2's characters, appended to b. */
-static void append_gpt2(toy_buf *b, const char *s, size_t n) {
+static void append_gpt2(ty_buf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
         char utf8[4];
-        toy_buf_append(b, utf8, toy_utf8_encode(toy_unicode_byte_to_cpt((uint8_t)s[i]), utf8));
+        ty_buf_append(b, utf8, ty_utf8_encode(ty_unicode_byte_to_cpt((uint8_t)s[i]), utf8));
     }
 }
 
 static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_merges,
                               const char *pre, const char *name, const char *out_path) {
     size_t n_tok = t->n_tok + sp->n, n_strs = n_tok > (size_t)n_merges ? n_tok : (size_t)n_merges;
-    toy_buf text = {0}, merges = {0};
+    ty_buf text = {0}, merges = {0};
     size_t *tok_end = alloc_array(n_tok, sizeof *tok_end);
     size_t *merge_end = alloc_array((size_t)n_merges, sizeof *merge_end);
     const char **strs = alloc_array(n_strs, sizeof *strs);
@@ -643,14 +643,14 @@ static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_me
         if (i < t->n_tok)
             append_gpt2(&text, t->tok_bytes.v + t->tok_off[i], t->tok_len[i]);
         else
-            toy_buf_append(&text, sp->text[i - t->n_tok], sp->len[i - t->n_tok]);
+            ty_buf_append(&text, sp->text[i - t->n_tok], sp->len[i - t->n_tok]);
         tok_end[i] = text.n;
         types[i] = i < t->n_tok ? TOY_TOKEN_NORMAL : TOY_TOKEN_CONTROL;
     }
     for (int32_t k = 0; !st && k < n_merges; k++) {
         int32_t a = t->merge_left[k], b = t->merge_right[k];
         append_gpt2(&merges, t->tok_bytes.v + t->tok_off[a], t->tok_len[a]);
-        toy_buf_append(&merges, " ", 1);
+        ty_buf_append(&merges, " ", 1);
         append_gpt2(&merges, t->tok_bytes.v + t->tok_off[b], t->tok_len[b]);
         merge_end[k] = merges.n;
     }
@@ -710,34 +710,34 @@ static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_me
 static toy_status check_specials(const toy_tokenizer_train_params *p, specials *sp,
                                  trainer *t) {
     size_t n;
-    if (toy_add_overflows(N_DEFAULT_SPECIAL, p->n_special, &n)) return oom();
+    if (ty_add_overflows(N_DEFAULT_SPECIAL, p->n_special, &n)) return oom();
     sp->text = alloc_array(n, sizeof *sp->text);
     sp->len = alloc_array(n, sizeof *sp->len);
     if (!sp->text || !sp->len) return oom();
-    toy_buf bytes = {0};
+    ty_buf bytes = {0};
     toy_status st = TOY_OK;
     for (size_t i = 0; i < n && !st; i++) {
         const char *s = i < N_DEFAULT_SPECIAL ? default_special[i]
                                               : p->special[i - N_DEFAULT_SPECIAL];
         if (!s || !*s) {
-            st = toy_error(TOY_ERR_INVALID, "special token %zu is empty", i + 1);
+            st = ty_error(TOY_ERR_INVALID, "special token %zu is empty", i + 1);
             break;
         }
         size_t len = strlen(s);
         for (size_t k = 0; k < sp->n && !st; k++)
             if (sp->len[k] == len && !memcmp(sp->text[k], s, len))
-                st = toy_error(TOY_ERR_INVALID, "special token '%s' is given twice", s);
+                st = ty_error(TOY_ERR_INVALID, "special token '%s' is given twice", s);
         bytes.n = 0;
         bool spells_bytes = true;
         for (size_t pos = 0; pos < len && spells_bytes;) {
-            int byte = toy_unicode_cpt_to_byte(toy_utf8_decode(s, len, &pos));
+            int byte = ty_unicode_cpt_to_byte(ty_utf8_decode(s, len, &pos));
             char c = (char)byte;
             if (byte < 0) spells_bytes = false;
-            else toy_buf_append(&bytes, &c, 1);
+            else ty_buf_append(&bytes, &c, 1);
         }
         if (!st && bytes.oom) st = oom();
         if (!st && spells_bytes && bytes.n == 1)
-            st = toy_error(TOY_ERR_INVALID, "special token '%s' is the text of byte token %d", s,
+            st = ty_error(TOY_ERR_INVALID, "special token '%s' is the text of byte token %d", s,
                            (unsigned char)bytes.v[0]);
         if (!st && spells_bytes) {
             int64_t e = bmap_get(&t->tok_ids, bytes.v, bytes.n, true);
@@ -753,28 +753,28 @@ static toy_status check_specials(const toy_tokenizer_train_params *p, specials *
 
 /* The pre-tokenizer of a name, refusing those under which llama.cpp looks whole
  * pre-tokens up in the vocabulary before merging. */
-static toy_status open_pretokenizer(const char *name, toy_pretokenizer **out) {
-    if (toy_pretokenizer_new(name, strlen(name), NULL, out)) {
-        toy_buf known = {0};
-        for (size_t i = 0; toy_pretokenizer_name(i); i++) {
-            toy_pretokenizer *p;
-            const char *n = toy_pretokenizer_name(i);
-            if (toy_pretokenizer_new(n, strlen(n), NULL, &p)) continue;
-            if (!toy_pretokenizer_ignores_merges(p)) {
-                if (known.n) toy_buf_append(&known, ", ", 2);
-                toy_buf_append(&known, n, strlen(n));
+static toy_status open_pretokenizer(const char *name, ty_pretokenizer **out) {
+    if (ty_pretokenizer_new(name, strlen(name), NULL, out)) {
+        ty_buf known = {0};
+        for (size_t i = 0; ty_pretokenizer_name(i); i++) {
+            ty_pretokenizer *p;
+            const char *n = ty_pretokenizer_name(i);
+            if (ty_pretokenizer_new(n, strlen(n), NULL, &p)) continue;
+            if (!ty_pretokenizer_ignores_merges(p)) {
+                if (known.n) ty_buf_append(&known, ", ", 2);
+                ty_buf_append(&known, n, strlen(n));
             }
-            toy_pretokenizer_free(p);
+            ty_pretokenizer_free(p);
         }
-        toy_status st = toy_error(TOY_ERR_INVALID, "unknown pre-tokenizer '%s' (known: %s)", name,
+        toy_status st = ty_error(TOY_ERR_INVALID, "unknown pre-tokenizer '%s' (known: %s)", name,
                                   known.v ? known.v : "");
         free(known.v);
         return st;
     }
-    if (toy_pretokenizer_ignores_merges(*out)) {
-        toy_pretokenizer_free(*out);
+    if (ty_pretokenizer_ignores_merges(*out)) {
+        ty_pretokenizer_free(*out);
         *out = NULL;
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "pre-tokenizer '%s': llama.cpp looks each whole pre-token up in the "
                          "vocabulary before merging under this name, so the learned merges "
                          "would not be applied as learned; choose another (smaug-bpe splits as "
@@ -787,22 +787,22 @@ static toy_status open_pretokenizer(const char *name, toy_pretokenizer **out) {
 /* Every file there, readable and no directory, before minutes of reading the others;
  * without opening them (opening and closing a FIFO would cost its writer the data). */
 static toy_status check_files(const toy_tokenizer_train_params *p) {
-    if (!p->n_data || !p->data_paths) return toy_error(TOY_ERR_INVALID, "no training data files");
+    if (!p->n_data || !p->data_paths) return ty_error(TOY_ERR_INVALID, "no training data files");
     for (size_t i = 0; i < p->n_data; i++) {
         const char *path = p->data_paths[i];
-        if (!path) return toy_error(TOY_ERR_INVALID, "training data file %zu is NULL", i + 1);
+        if (!path) return ty_error(TOY_ERR_INVALID, "training data file %zu is NULL", i + 1);
         struct stat sb;
-        if (stat(path, &sb) || access(path, R_OK)) return toy_error(TOY_ERR_IO, "%s: %s", path, strerror(errno));
-        if (S_ISDIR(sb.st_mode)) return toy_error(TOY_ERR_IO, "%s: is a directory", path);
+        if (stat(path, &sb) || access(path, R_OK)) return ty_error(TOY_ERR_IO, "%s: %s", path, strerror(errno));
+        if (S_ISDIR(sb.st_mode)) return ty_error(TOY_ERR_IO, "%s: is a directory", path);
     }
     return TOY_OK;
 }
 
 /* Counts the pre-tokens of every file into counters[0] (the other counters summed in). */
-static toy_status count_all(const toy_tokenizer_train_params *p, const toy_pretokenizer *pre,
+static toy_status count_all(const toy_tokenizer_train_params *p, const ty_pretokenizer *pre,
                             const specials *sp, int n_threads, counter *counters,
                             uint64_t *n_bytes) {
-    toy_pool *pool = toy_pool_new(n_threads);
+    ty_pool *pool = ty_pool_new(n_threads);
     /* two chunks a thread, so a thread that finishes early takes another */
     size_t n_chunks = 2 * (size_t)n_threads;
     chunk *chunks = calloc(n_chunks, sizeof *chunks); /* calloc checks n * size */
@@ -820,9 +820,9 @@ static toy_status count_all(const toy_tokenizer_train_params *p, const toy_preto
             n += got && !st;
         }
         if (st || !n) break;
-        toy_pool_run(pool, (int64_t)n, count_chunk, &job);
+        ty_pool_run(pool, (int64_t)n, count_chunk, &job);
         for (int i = 0; i < n_threads && !st; i++)
-            if (counters[i].st) st = toy_error(counters[i].st, "%s", counters[i].msg);
+            if (counters[i].st) st = ty_error(counters[i].st, "%s", counters[i].msg);
     }
     *n_bytes = r.n_bytes;
 
@@ -841,7 +841,7 @@ static toy_status count_all(const toy_tokenizer_train_params *p, const toy_preto
     free(r.carry.v);
     for (size_t i = 0; chunks && i < n_chunks; i++) free(chunks[i].v);
     free(chunks);
-    toy_pool_free(pool);
+    ty_pool_free(pool);
     return st;
 }
 
@@ -849,7 +849,7 @@ static toy_status count_all(const toy_tokenizer_train_params *p, const toy_preto
 static toy_status make_words(trainer *t, const bmap *counts) {
     size_t n_sym = 0;
     for (size_t i = 0; i < counts->n; i++)
-        if (toy_add_overflows(n_sym, counts->e[i].len, &n_sym)) return oom();
+        if (ty_add_overflows(n_sym, counts->e[i].len, &n_sym)) return oom();
     t->words = alloc_array(counts->n, sizeof *t->words);
     t->sym = alloc_array(n_sym, sizeof *t->sym);
     if (!t->words || !t->sym) return oom();
@@ -867,30 +867,30 @@ static toy_status make_words(trainer *t, const bmap *counts) {
 
 void toy_tokenizer_train_params_init(toy_tokenizer_train_params *params, size_t size) {
     const toy_tokenizer_train_params defaults = {.size = sizeof defaults};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, const char *out_path) {
-    if (!caller_params || !out_path) return toy_error(TOY_ERR_INVALID, "tokenizer train: no parameters or output path");
+    if (!caller_params || !out_path) return ty_error(TOY_ERR_INVALID, "tokenizer train: no parameters or output path");
     toy_tokenizer_train_params full = toy_tokenizer_train_default_params();
-    if (toy_params_read(&full, sizeof full, caller_params, "toy_tokenizer_train_params")) return TOY_ERR_INVALID;
-    if (toy_result_check(full.stats, "toy_tokenizer_train_stats")) return TOY_ERR_INVALID;
+    if (ty_params_read(&full, sizeof full, caller_params, "toy_tokenizer_train_params")) return TOY_ERR_INVALID;
+    if (ty_result_check(full.stats, "toy_tokenizer_train_stats")) return TOY_ERR_INVALID;
     const toy_tokenizer_train_params *p = &full;
     if (p->n_special && !p->special)
-        return toy_error(TOY_ERR_INVALID, "n_special is %zu but special is NULL", p->n_special);
+        return ty_error(TOY_ERR_INVALID, "n_special is %zu but special is NULL", p->n_special);
     const char *pre_name = p->pre && *p->pre ? p->pre : DEFAULT_PRE;
     const char *name = p->name && *p->name ? p->name : DEFAULT_NAME;
     int n_threads = p->n_threads < 1 ? 1 : p->n_threads > 256 ? 256 : p->n_threads;
 
     trainer t = {0};
     specials sp = {0};
-    toy_pretokenizer *pre = NULL;
+    ty_pretokenizer *pre = NULL;
     counter *counters = NULL;
     uint64_t n_bytes = 0;
     toy_status st = check_specials(p, &sp, &t);
     size_t min_vocab = 256 + sp.n;
     if (!st && (p->vocab_size < 0 || (size_t)p->vocab_size < min_vocab))
-        st = toy_error(TOY_ERR_INVALID,
+        st = ty_error(TOY_ERR_INVALID,
                        "vocab size %d is below %zu, the 256 byte tokens and %zu special tokens",
                        (int)p->vocab_size, min_vocab, sp.n);
     if (!st) st = open_pretokenizer(pre_name, &pre);
@@ -904,8 +904,8 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
     if (!st) st = count_all(p, pre, &sp, n_threads, counters, &n_bytes);
     if (!st && !counters[0].n_pretokens)
         st = p->n_data == 1
-                 ? toy_error(TOY_ERR_INVALID, "%s: no training text", p->data_paths[0])
-                 : toy_error(TOY_ERR_INVALID, "no training text in the %zu data files",
+                 ? ty_error(TOY_ERR_INVALID, "%s: no training text", p->data_paths[0])
+                 : ty_error(TOY_ERR_INVALID, "no training text in the %zu data files",
                              p->n_data);
     if (!st) st = make_words(&t, &counters[0].words);
     uint64_t n_pretokens = counters ? counters[0].n_pretokens : 0;
@@ -921,12 +921,12 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
     if (!st && p->stats) {
         const toy_tokenizer_train_stats stats = {sizeof stats, n_bytes, n_pretokens, n_distinct, n_merges,
                                                  (int32_t)(t.n_tok + sp.n)};
-        st = toy_result_write(p->stats, &stats, sizeof stats, "toy_tokenizer_train_stats");
+        st = ty_result_write(p->stats, &stats, sizeof stats, "toy_tokenizer_train_stats");
     }
 
     for (int i = 0; counters && i < n_threads; i++) bmap_free(&counters[i].words);
     free(counters);
-    toy_pretokenizer_free(pre);
+    ty_pretokenizer_free(pre);
     trainer_free(&t);
     free(sp.text);
     free(sp.len);

@@ -75,11 +75,11 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-static void put_trimmed(toy_buf *b, const char *s) {
+static void put_trimmed(ty_buf *b, const char *s) {
     size_t len = strlen(s);
     while (len > 0 && is_space(*s)) s++, len--;
     while (len > 0 && is_space(s[len - 1])) len--;
-    toy_buf_append(b, s, len);
+    ty_buf_append(b, s, len);
 }
 
 static bool role_is(const toy_chat_message *m, const char *role) {
@@ -93,13 +93,13 @@ static char upper(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 'a' + 'A') 
 
 /* llm_chat_apply_template, one family at a time: each writes the conversation to b. f
  * tells the variants of a shared format apart. */
-static void format_chatml(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_chatml(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "\n", msgs[i].content, "<|im_end|>\n");
     if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant\n");
 }
 
-static void format_mistral_v7(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_mistral_v7(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* v7 puts a space after each opening tag, v7-tekken does not; neither has a
      * generation prompt (the prompt ends with [/INST]) */
     const char *sp = f == CHAT_MISTRAL_V7 ? " " : "";
@@ -114,7 +114,7 @@ static void format_mistral_v7(chat_family f, const toy_chat_message *msgs, size_
     }
 }
 
-static void format_mistral_v1_v3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_mistral_v1_v3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* Mistral's cookbook formats: v1 has a space before [INST] and [/INST], tekken
      * none after them, and only v3 trims the assistant's message. A system message
      * opens the first [INST] and runs into the user message after it; any role but
@@ -142,7 +142,7 @@ static void format_mistral_v1_v3(chat_family f, const toy_chat_message *msgs, si
     }
 }
 
-static void format_llama2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_llama2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* Plain llama2 has no <<SYS>> block: a system message is written into the first
      * turn, followed by a newline. The first [INST] has no <s> (the tokenizer adds
      * BOS); -bos puts <s> before each later one; -strip trims every message. Any role
@@ -173,37 +173,37 @@ static void format_llama2(chat_family f, const toy_chat_message *msgs, size_t n,
     }
 }
 
-static void format_phi3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_phi3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, "<|end|>\n");
     if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
 }
 
-static void format_phi4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_phi4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, "<|im_start|>", msgs[i].role, "<|im_sep|>", msgs[i].content,
             "<|im_end|>");
     if (add_ass) TOY_BUF_PUT(b, "<|im_start|>assistant<|im_sep|>");
 }
 
-static void format_falcon3_zephyr(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_falcon3_zephyr(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     const char *end = f == CHAT_ZEPHYR ? "<|endoftext|>\n" : "\n";
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, "<|", msgs[i].role, "|>\n", msgs[i].content, end);
     if (add_ass) TOY_BUF_PUT(b, "<|assistant|>\n");
 }
 
-static void format_monarch(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_monarch(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* BOS inside the history, except before the first message */
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, i > 0 ? "<s>" : "", msgs[i].role, "\n", msgs[i].content, "</s>\n");
     if (add_ass) TOY_BUF_PUT(b, "<s>assistant\n");
 }
 
-static void format_gemma(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_gemma(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* Gemma has no system turn: system messages (trimmed, run together) open the next
      * turn that is not the model's. The assistant is "model"; content is trimmed. */
-    toy_buf system = {0};
+    ty_buf system = {0};
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system")) {
@@ -213,7 +213,7 @@ static void format_gemma(chat_family f, const toy_chat_message *msgs, size_t n, 
         const char *role = role_is(m, "assistant") ? "model" : m->role;
         TOY_BUF_PUT(b, "<start_of_turn>", role, "\n");
         if (system.n > 0 && strcmp(role, "model") != 0) {
-            toy_buf_append(b, system.v, system.n);
+            ty_buf_append(b, system.v, system.n);
             TOY_BUF_PUT(b, "\n\n");
             system.n = 0;
         }
@@ -225,10 +225,10 @@ static void format_gemma(chat_family f, const toy_chat_message *msgs, size_t n, 
     free(system.v);
 }
 
-static void format_orion(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_orion(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* no system turn either: it opens the next user message. No generation prompt:
      * every user turn already ends with "Assistant: </s>". */
-    toy_buf system = {0};
+    ty_buf system = {0};
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system")) {
@@ -236,7 +236,7 @@ static void format_orion(chat_family f, const toy_chat_message *msgs, size_t n, 
         } else if (role_is(m, "user")) {
             TOY_BUF_PUT(b, "Human: ");
             if (system.n > 0) {
-                toy_buf_append(b, system.v, system.n);
+                ty_buf_append(b, system.v, system.n);
                 TOY_BUF_PUT(b, "\n\n");
                 system.n = 0;
             }
@@ -249,7 +249,7 @@ static void format_orion(chat_family f, const toy_chat_message *msgs, size_t n, 
     free(system.v);
 }
 
-static void format_openchat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_openchat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* "GPT4 Correct " and the role with its first letter capitalised */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -264,7 +264,7 @@ static void format_openchat(chat_family f, const toy_chat_message *msgs, size_t 
     if (add_ass) TOY_BUF_PUT(b, "GPT4 Correct Assistant:");
 }
 
-static void format_vicuna(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_vicuna(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* other roles are left out */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -282,7 +282,7 @@ static void format_vicuna(chat_family f, const toy_chat_message *msgs, size_t n,
     if (add_ass) TOY_BUF_PUT(b, "ASSISTANT:");
 }
 
-static void format_deepseek(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_deepseek(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system"))
@@ -295,7 +295,7 @@ static void format_deepseek(chat_family f, const toy_chat_message *msgs, size_t 
     if (add_ass) TOY_BUF_PUT(b, "### Response:\n");
 }
 
-static void format_command_r(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_command_r(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         const char *tag = role_is(m, "system")      ? "<|SYSTEM_TOKEN|>"
@@ -310,7 +310,7 @@ static void format_command_r(chat_family f, const toy_chat_message *msgs, size_t
     if (add_ass) TOY_BUF_PUT(b, "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>");
 }
 
-static void format_llama3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_llama3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         TOY_BUF_PUT(b, "<|start_header_id|>", msgs[i].role, "<|end_header_id|>\n\n");
         put_trimmed(b, msgs[i].content);
@@ -319,7 +319,7 @@ static void format_llama3(chat_family f, const toy_chat_message *msgs, size_t n,
     if (add_ass) TOY_BUF_PUT(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
 }
 
-static void format_glm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_glm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* the same turns; ChatGLM3 has a space after the newline, ChatGLM4 one after the
      * generation prompt */
     if (f == CHAT_CHATGLM3) TOY_BUF_PUT(b, "[gMASK]sop");
@@ -330,7 +330,7 @@ static void format_glm(chat_family f, const toy_chat_message *msgs, size_t n, bo
     if (add_ass) TOY_BUF_PUT(b, f == CHAT_CHATGLM4 ? "<|assistant|>\n" : "<|assistant|>");
 }
 
-static void format_minicpm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_minicpm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* no generation prompt: every user turn ends with <AI> */
     for (size_t i = 0; i < n; i++) {
         const bool user = role_is(&msgs[i], "user");
@@ -340,7 +340,7 @@ static void format_minicpm(chat_family f, const toy_chat_message *msgs, size_t n
     }
 }
 
-static void format_deepseek2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_deepseek2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system"))
@@ -353,7 +353,7 @@ static void format_deepseek2(chat_family f, const toy_chat_message *msgs, size_t
     if (add_ass) TOY_BUF_PUT(b, "Assistant:");
 }
 
-static void format_deepseek3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_deepseek3(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system"))
@@ -366,7 +366,7 @@ static void format_deepseek3(chat_family f, const toy_chat_message *msgs, size_t
     if (add_ass) TOY_BUF_PUT(b, "<｜Assistant｜>");
 }
 
-static void format_exaone(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_exaone(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* the user's turn ends with a newline, not [|endofturn|]; EXAONE 4 adds tools */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -383,7 +383,7 @@ static void format_exaone(chat_family f, const toy_chat_message *msgs, size_t n,
     if (add_ass) TOY_BUF_PUT(b, "[|assistant|]");
 }
 
-static void format_rwkv_world(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_rwkv_world(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* "\n\n" ends a turn; the generation prompt follows a final user message
      * whatever add_ass says */
     for (size_t i = 0; i < n; i++) {
@@ -400,7 +400,7 @@ static void format_rwkv_world(chat_family f, const toy_chat_message *msgs, size_
     }
 }
 
-static void format_granite(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_granite(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* The generation prompt has no newline after <|end_of_role|>, as Granite's own
      * template and llama.cpp's tests/test-chat-template.cpp have it (an older
      * llama-chat.cpp wrote one). */
@@ -413,7 +413,7 @@ static void format_granite(chat_family f, const toy_chat_message *msgs, size_t n
     if (add_ass) TOY_BUF_PUT(b, "<|start_of_role|>assistant<|end_of_role|>");
 }
 
-static void format_gigachat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_gigachat(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* a leading system message goes right after <s>; other roles are left out */
     const bool has_system = n > 0 && role_is(&msgs[0], "system");
     TOY_BUF_PUT(b, "<s>");
@@ -429,14 +429,14 @@ static void format_gigachat(chat_family f, const toy_chat_message *msgs, size_t 
     if (add_ass) TOY_BUF_PUT(b, "assistant<|role_sep|>");
 }
 
-static void format_megrez(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_megrez(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++)
         TOY_BUF_PUT(b, "<|role_start|>", msgs[i].role, "<|role_end|>", msgs[i].content,
             "<|turn_end|>");
     if (add_ass) TOY_BUF_PUT(b, "<|role_start|>assistant<|role_end|>");
 }
 
-static void format_yandex(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_yandex(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* "\n\n" ends a turn; system messages are left out */
     for (size_t i = 0; i < n; i++) {
         if (role_is(&msgs[i], "user"))
@@ -447,7 +447,7 @@ static void format_yandex(chat_family f, const toy_chat_message *msgs, size_t n,
     if (add_ass) TOY_BUF_PUT(b, " Ассистент:[SEP]");
 }
 
-static void format_bailing(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_bailing(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* the user is HUMAN; any other role is written in capitals */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -457,7 +457,7 @@ static void format_bailing(chat_family f, const toy_chat_message *msgs, size_t n
         } else {
             for (const char *r = m->role; *r; r++) {
                 const char c = upper(*r);
-                toy_buf_append(b, &c, 1);
+                ty_buf_append(b, &c, 1);
             }
         }
         TOY_BUF_PUT(b, "</role>", m->content);
@@ -465,7 +465,7 @@ static void format_bailing(chat_family f, const toy_chat_message *msgs, size_t n
     if (add_ass) TOY_BUF_PUT(b, "<role>ASSISTANT</role>");
 }
 
-static void format_llama4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_llama4(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         TOY_BUF_PUT(b, "<|header_start|>", msgs[i].role, "<|header_end|>\n\n");
         put_trimmed(b, msgs[i].content);
@@ -474,7 +474,7 @@ static void format_llama4(chat_family f, const toy_chat_message *msgs, size_t n,
     if (add_ass) TOY_BUF_PUT(b, "<|header_start|>assistant<|header_end|>\n\n");
 }
 
-static void format_smolvlm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_smolvlm(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* <|im_start|> is SmolVLM's BOS; any role but system and user is the assistant */
     TOY_BUF_PUT(b, "<|im_start|>");
     for (size_t i = 0; i < n; i++) {
@@ -489,7 +489,7 @@ static void format_smolvlm(chat_family f, const toy_chat_message *msgs, size_t n
     if (add_ass) TOY_BUF_PUT(b, "Assistant:");
 }
 
-static void format_dots1(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_dots1(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         if (role_is(m, "system"))
@@ -502,7 +502,7 @@ static void format_dots1(chat_family f, const toy_chat_message *msgs, size_t n, 
     if (add_ass) TOY_BUF_PUT(b, "<|response|>");
 }
 
-static void format_hunyuan_moe(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_hunyuan_moe(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* no generation prompt: a user turn ends with <|extra_0|> */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -515,7 +515,7 @@ static void format_hunyuan_moe(chat_family f, const toy_chat_message *msgs, size
     }
 }
 
-static void format_gpt_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_gpt_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* OpenAI's Harmony format: the assistant's turn ends with <|return|> */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -525,7 +525,7 @@ static void format_gpt_oss(chat_family f, const toy_chat_message *msgs, size_t n
     if (add_ass) TOY_BUF_PUT(b, "<|start|>assistant");
 }
 
-static void format_hunyuan_dense(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_hunyuan_dense(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* only a first system message is kept; a user turn opens the assistant's, so
      * there is no generation prompt */
     for (size_t i = 0; i < n; i++) {
@@ -539,7 +539,7 @@ static void format_hunyuan_dense(chat_family f, const toy_chat_message *msgs, si
     }
 }
 
-static void format_kimi_k2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_kimi_k2(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     /* a role other than these four gets no header, only its content */
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
@@ -556,7 +556,7 @@ static void format_kimi_k2(chat_family f, const toy_chat_message *msgs, size_t n
     if (add_ass) TOY_BUF_PUT(b, "<|im_assistant|>assistant<|im_middle|>");
 }
 
-static void format_seed_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b) {
+static void format_seed_oss(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b) {
     for (size_t i = 0; i < n; i++) {
         const toy_chat_message *m = &msgs[i];
         TOY_BUF_PUT(b, "<seed:bos>", m->role, "\n");
@@ -571,7 +571,7 @@ static void format_seed_oss(chat_family f, const toy_chat_message *msgs, size_t 
 
 /* Each family: llama.cpp's name (LLM_CHAT_TEMPLATES), which toy_chat_template_detect
  * returns, and the function that writes its format. */
-typedef void format_fn(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, toy_buf *b);
+typedef void format_fn(chat_family f, const toy_chat_message *msgs, size_t n, bool add_ass, ty_buf *b);
 static const struct {
     const char *name;
     format_fn *format;
@@ -713,11 +713,11 @@ toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
     size_t len;
     if (toy_gguf_get_str(gguf, "tokenizer.chat_template", &tmpl, &len)) return TOY_ERR_NOT_FOUND;
     char *z = strndup(tmpl, len);
-    if (!z) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!z) return ty_error(TOY_ERR_NOMEM, "no memory");
     const char *f = toy_chat_template_detect(z);
     free(z);
     if (!f)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer.chat_template is not a template toy recognises",
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer.chat_template is not a template toy recognises",
                          toy_gguf_path(gguf));
     *family = f;
     return TOY_OK;
@@ -725,17 +725,17 @@ toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
 
 toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
                           size_t n_messages, bool add_assistant, char **out) {
-    if (!out) return toy_error(TOY_ERR_INVALID, "toy_chat_apply: out is NULL");
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_chat_apply: out is NULL");
     *out = NULL;
-    if (!family) return toy_error(TOY_ERR_INVALID, "toy_chat_apply: no template family");
+    if (!family) return ty_error(TOY_ERR_INVALID, "toy_chat_apply: no template family");
     if (n_messages > 0 && !messages)
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "toy_chat_apply: %zu messages but the list is NULL", n_messages);
     for (size_t i = 0; i < n_messages; i++) {
         if (!messages[i].role)
-            return toy_error(TOY_ERR_INVALID, "chat message %zu has no role", i);
+            return ty_error(TOY_ERR_INVALID, "chat message %zu has no role", i);
         if (!messages[i].content)
-            return toy_error(TOY_ERR_INVALID, "chat message %zu (%s) has no content", i,
+            return ty_error(TOY_ERR_INVALID, "chat message %zu (%s) has no content", i,
                              messages[i].role);
     }
     const chat_family f = detect_family(family);
@@ -747,16 +747,16 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
             used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
                                      k ? ", " : "", families[k].name);
         const size_t shown = strlen(family) > 60 ? 60 : strlen(family);
-        return toy_error(TOY_ERR_UNSUPPORTED,
+        return ty_error(TOY_ERR_UNSUPPORTED,
                          "unknown chat template family \"%.*s%s\" (known: %s)", (int)shown,
                          family, shown < strlen(family) ? "..." : "", known);
     }
-    toy_buf b = {0};
-    toy_buf_append(&b, "", 0); /* an empty conversation still gives an empty string */
+    ty_buf b = {0};
+    ty_buf_append(&b, "", 0); /* an empty conversation still gives an empty string */
     families[f].format(f, messages, n_messages, add_assistant, &b);
     if (b.oom) {
         free(b.v);
-        return toy_error(TOY_ERR_NOMEM, "chat template %s: out of memory", families[f].name);
+        return ty_error(TOY_ERR_NOMEM, "chat template %s: out of memory", families[f].name);
     }
     *out = b.v;
     return TOY_OK;

@@ -7,26 +7,26 @@
 
 #include "unicode.h"
 
-int toy_symbols_init(toy_symbol *sym, const char *text, size_t n) {
+int ty_symbols_init(ty_symbol *sym, const char *text, size_t n) {
     int n_sym = 0;
     for (size_t off = 0; off < n;) {
-        size_t l = toy_utf8_len((unsigned char)text[off]);
+        size_t l = ty_utf8_len((unsigned char)text[off]);
         if (l > n - off) l = n - off;
-        sym[n_sym] = (toy_symbol){n_sym - 1, off + l == n ? -1 : n_sym + 1, off, l};
+        sym[n_sym] = (ty_symbol){n_sym - 1, off + l == n ? -1 : n_sym + 1, off, l};
         off += l;
         n_sym++;
     }
     return n_sym;
 }
 
-static bool bigram_before(const toy_bigram *a, const toy_bigram *b) {
+static bool bigram_before(const ty_bigram *a, const ty_bigram *b) {
     return a->key < b->key || (a->key == b->key && a->left < b->left);
 }
 
-bool toy_bigram_push(toy_bigram_queue *q, toy_bigram b) {
+bool ty_bigram_push(ty_bigram_queue *q, ty_bigram b) {
     if (q->n == q->cap) {
         size_t cap = q->cap ? 2 * q->cap : 64;
-        toy_bigram *v = realloc(q->v, cap * sizeof *v);
+        ty_bigram *v = realloc(q->v, cap * sizeof *v);
         if (!v) return false;
         q->v = v;
         q->cap = cap;
@@ -42,8 +42,8 @@ bool toy_bigram_push(toy_bigram_queue *q, toy_bigram b) {
     return true;
 }
 
-static toy_bigram bigram_pop(toy_bigram_queue *q) {
-    toy_bigram top = q->v[0], last = q->v[--q->n];
+static ty_bigram bigram_pop(ty_bigram_queue *q) {
+    ty_bigram top = q->v[0], last = q->v[--q->n];
     size_t i = 0;
     for (;;) {
         size_t c = 2 * i + 1;
@@ -57,10 +57,10 @@ static toy_bigram bigram_pop(toy_bigram_queue *q) {
     return top;
 }
 
-int toy_bigram_merge_next(toy_bigram_queue *q, toy_symbol *sym) {
+int ty_bigram_merge_next(ty_bigram_queue *q, ty_symbol *sym) {
     while (q->n) {
-        toy_bigram b = bigram_pop(q);
-        toy_symbol *l = &sym[b.left], *r = &sym[b.right];
+        ty_bigram b = bigram_pop(q);
+        ty_symbol *l = &sym[b.left], *r = &sym[b.right];
         /* stale: one side was merged since (llama.cpp compares the texts) */
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue;
         l->n += r->n;
@@ -72,18 +72,18 @@ int toy_bigram_merge_next(toy_bigram_queue *q, toy_symbol *sym) {
     return -1;
 }
 
-void toy_symbols_emit(const toy_vocab *v, const char *text, const toy_symbol *sym, int n_sym,
-                      int32_t unk, toy_ids *out) {
+void ty_symbols_emit(const toy_vocab *v, const char *text, const ty_symbol *sym, int n_sym,
+                      int32_t unk, ty_ids *out) {
     for (int i = 0; n_sym > 0 && i != -1; i = sym[i].next) {
-        int32_t id = toy_vocab_find(v, text + sym[i].off, sym[i].n);
+        int32_t id = ty_vocab_find(v, text + sym[i].off, sym[i].n);
         if (id >= 0) {
-            toy_ids_push(out, id);
+            ty_ids_push(out, id);
             continue;
         }
         for (size_t j = 0; j < sym[i].n; j++) {
             int32_t b = v->byte_token[(unsigned char)text[sym[i].off + j]];
             if (b < 0) b = unk;
-            if (b >= 0) toy_ids_push(out, b);
+            if (b >= 0) ty_ids_push(out, b);
         }
     }
 }

@@ -14,7 +14,7 @@
 typedef struct {
     int prev, next; /* -1: none */
     size_t off, n;  /* bytes of the text; n = 0 once merged into its left neighbour */
-} toy_symbol;
+} ty_symbol;
 
 typedef struct {
     int left, right;
@@ -24,26 +24,26 @@ typedef struct {
      * or the score itself. */
     double key;
     size_t size; /* bytes of the pair when it was queued; differs once it is stale */
-} toy_bigram;
+} ty_bigram;
 
 /* A binary heap of bigrams. */
 typedef struct {
-    toy_bigram *v;
+    ty_bigram *v;
     size_t n, cap;
-} toy_bigram_queue;
+} ty_bigram_queue;
 
 /* One symbol per UTF-8 character of text[0..n), linked in order (a truncated character
  * at the end keeps what is left); sym has room for n. Returns the number of symbols. */
-int toy_symbols_init(toy_symbol *sym, const char *text, size_t n);
+int ty_symbols_init(ty_symbol *sym, const char *text, size_t n);
 /* False when out of memory. */
-bool toy_bigram_push(toy_bigram_queue *q, toy_bigram b);
+bool ty_bigram_push(ty_bigram_queue *q, ty_bigram b);
 /* Pops pairs until one whose symbols are as they were when it was queued, merges its
  * right symbol into its left one and returns the left one's index; -1 once the queue is
  * empty. */
-int toy_bigram_merge_next(toy_bigram_queue *q, toy_symbol *sym);
+int ty_bigram_merge_next(ty_bigram_queue *q, ty_symbol *sym);
 /* Appends the token of every symbol, in order. A symbol that is no token falls back to
  * the byte_token of each of its bytes, else to `unk` (-1: the byte is dropped). */
-void toy_symbols_emit(const toy_vocab *v, const char *text, const toy_symbol *sym, int n_sym,
-                      int32_t unk, toy_ids *out);
+void ty_symbols_emit(const toy_vocab *v, const char *text, const ty_symbol *sym, int n_sym,
+                      int32_t unk, ty_ids *out);
 
 #endif

@@ -33,7 +33,7 @@ static toy_status get_str_opt(const toy_gguf *g, const char *key, const char **s
     *len = 0;
     if (!v) return TOY_OK;
     if (toy_gguf_value_type(v) != TOY_GGUF_STRING)
-        return toy_error(TOY_ERR_FORMAT, "%s: expected a string, got %s", key,
+        return ty_error(TOY_ERR_FORMAT, "%s: expected a string, got %s", key,
                          toy_gguf_type_name(toy_gguf_value_type(v)));
     return toy_gguf_value_str(v, s, len);
 }
@@ -42,7 +42,7 @@ static toy_status get_bool_opt(const toy_gguf *g, const char *key, bool *out) {
     const toy_gguf_value *v = toy_gguf_get(g, key);
     if (!v) return TOY_OK;
     if (toy_gguf_value_type(v) != TOY_GGUF_BOOL)
-        return toy_error(TOY_ERR_FORMAT, "%s: expected a bool, got %s", key,
+        return ty_error(TOY_ERR_FORMAT, "%s: expected a bool, got %s", key,
                          toy_gguf_type_name(toy_gguf_value_type(v)));
     return toy_gguf_value_bool(v, out);
 }
@@ -56,7 +56,7 @@ static toy_status get_token_id(const toy_gguf *g, const char *key, int32_t n_tok
     if (!v) return TOY_OK;
     int64_t x;
     if (toy_gguf_value_i64(v, &x))
-        return toy_error(TOY_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
+        return ty_error(TOY_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
                          toy_gguf_type_name(toy_gguf_value_type(v)));
     if (x >= 0 && x < n_tokens) *id = (int32_t)x;
     return TOY_OK;
@@ -67,11 +67,11 @@ static toy_status get_str_array(const toy_gguf *g, const char *key, bool require
     const toy_gguf_value *v = toy_gguf_get(g, key);
     *out = NULL;
     if (!v) {
-        if (required) return toy_error(TOY_ERR_NOT_FOUND, "%s: key not found", key);
+        if (required) return ty_error(TOY_ERR_NOT_FOUND, "%s: key not found", key);
         return TOY_OK;
     }
     if (toy_gguf_value_type(v) != TOY_GGUF_ARRAY || toy_gguf_array_type(v) != TOY_GGUF_STRING)
-        return toy_error(TOY_ERR_FORMAT, "%s: expected an array of strings", key);
+        return ty_error(TOY_ERR_FORMAT, "%s: expected an array of strings", key);
     *out = v;
     return TOY_OK;
 }
@@ -86,9 +86,9 @@ static toy_status get_num_array(const toy_gguf *g, const char *key, int32_t n_to
                                                                 : TOY_GGUF_TYPE_COUNT;
     if (t == TOY_GGUF_TYPE_COUNT || t == TOY_GGUF_STRING || t == TOY_GGUF_ARRAY ||
         t == TOY_GGUF_BOOL)
-        return toy_error(TOY_ERR_FORMAT, "%s: expected an array of numbers", key);
+        return ty_error(TOY_ERR_FORMAT, "%s: expected an array of numbers", key);
     if (toy_gguf_array_len(v) < (uint64_t)n_tokens)
-        return toy_error(TOY_ERR_FORMAT, "%s: %llu entries for %d tokens", key,
+        return ty_error(TOY_ERR_FORMAT, "%s: %llu entries for %d tokens", key,
                          (unsigned long long)toy_gguf_array_len(v), (int)n_tokens);
     *out = v;
     return TOY_OK;
@@ -112,8 +112,8 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
     toy_status st = get_str_array(g, KEY_TOKENS, true, &tokens);
     if (st) return st;
     uint64_t n = toy_gguf_array_len(tokens);
-    if (n == 0) return toy_error(TOY_ERR_FORMAT, "%s: no tokens", KEY_TOKENS);
-    if (n > INT32_MAX) return toy_error(TOY_ERR_FORMAT, "%s: %llu tokens", KEY_TOKENS,
+    if (n == 0) return ty_error(TOY_ERR_FORMAT, "%s: no tokens", KEY_TOKENS);
+    if (n > INT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: %llu tokens", KEY_TOKENS,
                                         (unsigned long long)n);
     v->n_tokens = (int32_t)n;
     if ((st = get_num_array(g, KEY_SCORES, v->n_tokens, &scores))) return st;
@@ -124,18 +124,18 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
         const char *s;
         size_t len;
         if ((st = toy_gguf_array_str(tokens, i, &s, &len)))
-            return toy_error_wrap(st, "%s[%llu]", KEY_TOKENS, (unsigned long long)i);
+            return ty_error_wrap(st, "%s[%llu]", KEY_TOKENS, (unsigned long long)i);
         if (len > UINT32_MAX / 2)
-            return toy_error(TOY_ERR_FORMAT, "%s[%llu]: token of %zu bytes", KEY_TOKENS,
+            return ty_error(TOY_ERR_FORMAT, "%s[%llu]: token of %zu bytes", KEY_TOKENS,
                              (unsigned long long)i, len);
         total += (len ? len : 20) + 1;
     }
-    if (total > UINT32_MAX) return toy_error(TOY_ERR_FORMAT, "%s: too much text", KEY_TOKENS);
+    if (total > UINT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: too much text", KEY_TOKENS);
 
     v->tokens = calloc(n, sizeof *v->tokens);
     v->text = malloc(total);
-    if (!v->tokens || !v->text) return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
-    if ((st = toy_strmap_init(&v->token_ids, (uint32_t)n))) return st;
+    if (!v->tokens || !v->text) return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    if ((st = ty_strmap_init(&v->token_ids, (uint32_t)n))) return st;
 
     uint32_t off = 0;
     for (int32_t i = 0; i < v->n_tokens; i++) {
@@ -149,25 +149,25 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
             len = (size_t)snprintf(dst, 21, "[EMPTY_%d]", (int)i);
         }
         dst[len] = 0;
-        toy_token_data *t = &v->tokens[i];
+        ty_token_data *t = &v->tokens[i];
         t->text_off = off;
         t->text_len = (uint32_t)len;
         off += (uint32_t)len + 1;
-        if (!toy_strmap_insert(&v->token_ids, dst, t->text_len, i))
-            return toy_error(TOY_ERR_FORMAT, "%s: duplicate token '%s' has ids %d and %d",
-                             KEY_TOKENS, dst, (int)toy_strmap_find(&v->token_ids, dst, len),
+        if (!ty_strmap_insert(&v->token_ids, dst, t->text_len, i))
+            return ty_error(TOY_ERR_FORMAT, "%s: duplicate token '%s' has ids %d and %d",
+                             KEY_TOKENS, dst, (int)ty_strmap_find(&v->token_ids, dst, len),
                              (int)i);
         if ((int)len > v->max_token_len) v->max_token_len = (int)len;
 
         double score = 0;
         if (scores && toy_gguf_array_f64(scores, (uint64_t)i, &score))
-            return toy_error_wrap(TOY_ERR_FORMAT, "%s[%d]", KEY_SCORES, (int)i);
+            return ty_error_wrap(TOY_ERR_FORMAT, "%s[%d]", KEY_SCORES, (int)i);
         t->score = (float)score;
         t->attr = TOY_ATTR_NORMAL;
         if (types) {
             int64_t type;
             if (toy_gguf_array_i64(types, (uint64_t)i, &type))
-                return toy_error(TOY_ERR_FORMAT, "%s: expected an array of integers",
+                return ty_error(TOY_ERR_FORMAT, "%s: expected an array of integers",
                                  KEY_TOKEN_TYPE);
             t->attr = attr_of_type(type);
         }
@@ -183,20 +183,20 @@ static toy_status load_merges(toy_vocab *v, const toy_gguf *g) {
     toy_status st = get_str_array(g, KEY_MERGES, true, &merges);
     if (st) return st;
     uint64_t n = toy_gguf_array_len(merges);
-    if (n > INT32_MAX) return toy_error(TOY_ERR_FORMAT, "%s: %llu merges", KEY_MERGES,
+    if (n > INT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: %llu merges", KEY_MERGES,
                                         (unsigned long long)n);
     size_t total = 1;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
         size_t len;
         if ((st = toy_gguf_array_str(merges, i, &s, &len)))
-            return toy_error_wrap(st, "%s[%llu]", KEY_MERGES, (unsigned long long)i);
-        if (len > UINT32_MAX) return toy_error(TOY_ERR_FORMAT, "%s: merge too long", KEY_MERGES);
+            return ty_error_wrap(st, "%s[%llu]", KEY_MERGES, (unsigned long long)i);
+        if (len > UINT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: merge too long", KEY_MERGES);
         total += len + 1;
     }
     v->merge_text = malloc(total);
-    if (!v->merge_text) return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
-    if ((st = toy_strmap_init(&v->merges, (uint32_t)n))) return st;
+    if (!v->merge_text) return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    if ((st = ty_strmap_init(&v->merges, (uint32_t)n))) return st;
     size_t off = 0;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
@@ -207,7 +207,7 @@ static toy_status load_merges(toy_vocab *v, const toy_gguf *g) {
         memcpy(dst, s, len);
         dst[len] = 0;
         off += len + 1;
-        toy_strmap_insert(&v->merges, dst, (uint32_t)len, (int32_t)i);
+        ty_strmap_insert(&v->merges, dst, (uint32_t)len, (int32_t)i);
     }
     return TOY_OK;
 }
@@ -215,7 +215,7 @@ static toy_status load_merges(toy_vocab *v, const toy_gguf *g) {
 /* ---------------------------------------------------------------- special tokens */
 
 static int32_t find_text(const toy_vocab *v, const char *s) {
-    return toy_vocab_find(v, s, strlen(s));
+    return ty_vocab_find(v, s, strlen(s));
 }
 
 /* llama.cpp finds EOT, EOM and FIM tokens by their text when no key names them, and
@@ -272,7 +272,7 @@ static int cmp_i32(const void *a, const void *b) {
 static toy_status build_eog(toy_vocab *v) {
     /* at most: every text of the list, 3 FIM tokens, EOS, EOT, EOM */
     v->eog = malloc(32 * sizeof *v->eog);
-    if (!v->eog) return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    if (!v->eog) return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
     int32_t n = 0;
     int32_t ids[] = {v->fim_pad, v->fim_rep, v->fim_sep};
     for (int i = 0; i < 3; i++)
@@ -336,7 +336,7 @@ static toy_status build_special(toy_vocab *v) {
     v->special = malloc((n ? (size_t)n : 1) * sizeof *v->special);
     if (!order || !v->special) {
         free(order);
-        return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
     }
     int32_t k = 0;
     for (int32_t i = 0; i < v->n_tokens; i++)
@@ -409,55 +409,55 @@ static char byte_of_token(const char *text, size_t len) {
 
 /* BPE: GPT-2 characters back to bytes; llama.cpp writes a character that stands for no
  * byte as "[UNK_BYTE_0x<its UTF-8 in hex><the token's text>]". */
-static void decode_byte_level(const char *text, size_t len, toy_buf *out) {
+static void decode_byte_level(const char *text, size_t len, ty_buf *out) {
     for (size_t pos = 0; pos < len;) {
-        uint32_t cpt = toy_utf8_decode(text, len, &pos);
-        int b = toy_unicode_cpt_to_byte(cpt);
+        uint32_t cpt = ty_utf8_decode(text, len, &pos);
+        int b = ty_unicode_cpt_to_byte(cpt);
         if (b >= 0) {
             char c = (char)b;
-            toy_buf_append(out, &c, 1);
+            ty_buf_append(out, &c, 1);
             continue;
         }
         char utf8[4], hex[16];
-        size_t l = toy_utf8_encode(cpt, utf8);
-        toy_buf_append(out, "[UNK_BYTE_0x", 12);
+        size_t l = ty_utf8_encode(cpt, utf8);
+        ty_buf_append(out, "[UNK_BYTE_0x", 12);
         for (size_t k = 0; k < l; k++) {
             snprintf(hex, sizeof hex, "%02x", (unsigned char)utf8[k]);
-            toy_buf_append(out, hex, 2);
+            ty_buf_append(out, hex, 2);
         }
-        toy_buf_append(out, text, len);
-        toy_buf_append(out, "]", 1);
+        ty_buf_append(out, text, len);
+        ty_buf_append(out, "]", 1);
     }
 }
 
 /* The piece of every token as token_to_piece(special = true) gives it; without
  * `special`, control and unknown tokens are "" (decided when asked). */
 static toy_status build_pieces(toy_vocab *v) {
-    toy_buf buf = {0};
+    ty_buf buf = {0};
     static const char space[] = "\xe2\x96\x81";
     for (int32_t i = 0; i < v->n_tokens && !buf.oom; i++) {
-        toy_token_data *t = &v->tokens[i];
-        const char *text = toy_token_text_of(v, i);
+        ty_token_data *t = &v->tokens[i];
+        const char *text = ty_token_text_of(v, i);
         size_t start = buf.n;
         if (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL | TOY_ATTR_USER_DEFINED)) {
-            toy_buf_append(&buf, text, t->text_len);
+            ty_buf_append(&buf, text, t->text_len);
         } else if (t->attr & TOY_ATTR_NORMAL) {
             if (v->kind == TOY_VOCAB_BPE) {
                 decode_byte_level(text, t->text_len, &buf);
             } else { /* SPM, WPM: U+2581 is a space */
                 for (size_t k = 0; k < t->text_len;) {
                     if (t->text_len - k >= 3 && !memcmp(text + k, space, 3)) {
-                        toy_buf_append(&buf, " ", 1);
+                        ty_buf_append(&buf, " ", 1);
                         k += 3;
                     } else {
-                        toy_buf_append(&buf, text + k, 1);
+                        ty_buf_append(&buf, text + k, 1);
                         k++;
                     }
                 }
             }
         } else if (t->attr & TOY_ATTR_BYTE) {
             char b = byte_of_token(text, t->text_len);
-            toy_buf_append(&buf, &b, 1);
+            ty_buf_append(&buf, &b, 1);
         }
         if (buf.n - start > UINT32_MAX || buf.n > UINT32_MAX) buf.oom = true;
         t->piece_off = (uint32_t)start;
@@ -465,10 +465,10 @@ static toy_status build_pieces(toy_vocab *v) {
     }
     if (buf.oom) {
         free(buf.v);
-        return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
     }
     v->pieces = buf.v ? buf.v : calloc(1, 1);
-    return v->pieces ? TOY_OK : toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    return v->pieces ? TOY_OK : ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
 }
 
 static void build_byte_tokens(toy_vocab *v) {
@@ -480,7 +480,7 @@ static void build_byte_tokens(toy_vocab *v) {
             snprintf(hex, sizeof hex, "<0x%02X>", b);
             id = find_text(v, hex);
         }
-        if (id < 0 && v->kind != TOY_VOCAB_WPM) id = toy_vocab_find(v, &c, 1);
+        if (id < 0 && v->kind != TOY_VOCAB_WPM) id = ty_vocab_find(v, &c, 1);
         v->byte_token[b] = id;
     }
 }
@@ -492,7 +492,7 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
     size_t model_len, pre_len;
     toy_status st;
     if (!toy_gguf_get(g, KEY_MODEL))
-        return toy_error(TOY_ERR_NOT_FOUND, "%s: key not found", KEY_MODEL);
+        return ty_error(TOY_ERR_NOT_FOUND, "%s: key not found", KEY_MODEL);
     if ((st = get_str_opt(g, KEY_MODEL, &model, &model_len))) return st;
     if ((st = get_str_opt(g, KEY_PRE, &pre, &pre_len))) return st;
 
@@ -516,13 +516,13 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
         v->add_sep = true;
         v->clean_spaces = true;
     } else {
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer '%.*s' is not supported", KEY_MODEL,
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer '%.*s' is not supported", KEY_MODEL,
                          (int)model_len, model);
     }
 
     if (v->kind == TOY_VOCAB_BPE) {
         if ((st = load_merges(v, g))) return st;
-        if ((st = toy_pretokenizer_new(pre, pre_len, v, &v->pre))) return st;
+        if ((st = ty_pretokenizer_new(pre, pre_len, v, &v->pre))) return st;
     }
     if ((st = get_bool_opt(g, "tokenizer.ggml.add_space_prefix", &v->add_space_prefix)))
         return st;
@@ -557,11 +557,11 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
     if ((st = get_bool_opt(g, KEY_ADD_EOS, &v->add_eos))) return st;
     if ((st = get_bool_opt(g, KEY_ADD_SEP, &v->add_sep))) return st;
     if (v->add_bos && v->bos < 0)
-        return toy_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_BOS, KEY_BOS);
+        return ty_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_BOS, KEY_BOS);
     if (v->add_eos && v->eos < 0)
-        return toy_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
+        return ty_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_EOS, KEY_EOS);
     if (v->add_sep && v->sep < 0)
-        return toy_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_SEP, KEY_SEP);
+        return ty_error(TOY_ERR_FORMAT, "%s is true, but %s is not set", KEY_ADD_SEP, KEY_SEP);
 
     if ((st = get_bool_opt(g, "tokenizer.ggml.normalizer.lowercase", &v->lowercase))) return st;
     v->strip_accents = v->lowercase;
@@ -585,11 +585,11 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
 }
 
 toy_status toy_vocab_load(const toy_gguf *gguf, toy_vocab **out) {
-    if (!out) return toy_error(TOY_ERR_INVALID, "toy_vocab_load: out is NULL");
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_vocab_load: out is NULL");
     *out = NULL;
-    if (!gguf) return toy_error(TOY_ERR_INVALID, "toy_vocab_load: gguf is NULL");
+    if (!gguf) return ty_error(TOY_ERR_INVALID, "toy_vocab_load: gguf is NULL");
     toy_vocab *v = calloc(1, sizeof *v);
-    if (!v) return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    if (!v) return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
     toy_status st = load(v, gguf);
     if (st) {
         toy_vocab_free(v);
@@ -604,10 +604,10 @@ void toy_vocab_free(toy_vocab *v) {
     free(v->tokens);
     free(v->text);
     free(v->pieces);
-    toy_strmap_free(&v->token_ids);
-    toy_strmap_free(&v->merges);
+    ty_strmap_free(&v->token_ids);
+    ty_strmap_free(&v->merges);
     free(v->merge_text);
-    toy_pretokenizer_free(v->pre);
+    ty_pretokenizer_free(v->pre);
     free(v->special);
     free(v->eog);
     if (v->grammar_trie) v->grammar_trie_free(v->grammar_trie);
@@ -644,7 +644,7 @@ toy_token_type toy_vocab_token_type(const toy_vocab *v, int32_t token) {
 
 const char *toy_vocab_token_text(const toy_vocab *v, int32_t token) {
     if (!v || token < 0 || token >= v->n_tokens) return NULL;
-    return toy_token_text_of(v, token);
+    return ty_token_text_of(v, token);
 }
 
 /* ---------------------------------------------------------------- tokenizing */
@@ -682,8 +682,8 @@ static bool is_space(char c) {
  * whitespace before it (LSTRIP) or after it (RSTRIP) where the token says so. */
 static void split_at(const toy_vocab *v, int32_t id, const char *text, size_t off, size_t len,
                      fragments *out) {
-    const toy_token_data *t = &v->tokens[id];
-    const char *tok = toy_token_text_of(v, id);
+    const ty_token_data *t = &v->tokens[id];
+    const char *tok = ty_token_text_of(v, id);
     for (;;) {
         const char *m = memmem(text + off, len, tok, t->text_len);
         if (!m) {
@@ -731,7 +731,7 @@ static toy_status partition(const toy_vocab *v, const char *text, size_t len,
     free(next.v);
     if (cur.oom) {
         free(cur.v);
-        return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     }
     *out = cur;
     return TOY_OK;
@@ -739,43 +739,43 @@ static toy_status partition(const toy_vocab *v, const char *text, size_t len,
 
 /* The text's ids, as many as it needs, in *ids (malloc'd). */
 static toy_status tokenize_ids(const toy_vocab *v, const char *text, size_t len, bool add_special,
-                               bool parse_special, toy_ids *ids) {
-    *ids = (toy_ids){0};
+                               bool parse_special, ty_ids *ids) {
+    *ids = (ty_ids){0};
     fragments frags = {0};
     toy_status st = partition(v, text, len, parse_special, &frags);
     if (st) return st;
     bool prev_special = true; /* SPM: the start counts as after a special token */
-    if (add_special && v->add_bos && v->bos >= 0) toy_ids_push(ids, v->bos);
+    if (add_special && v->add_bos && v->bos >= 0) ty_ids_push(ids, v->bos);
     for (size_t i = 0; i < frags.n && !st; i++) {
         const fragment *f = &frags.v[i];
         if (f->token >= 0) {
-            toy_ids_push(ids, f->token);
+            ty_ids_push(ids, f->token);
             prev_special = true;
             continue;
         }
         switch (v->kind) {
         case TOY_VOCAB_SPM:
-            st = toy_spm_tokenize(v, text + f->off, f->len, prev_special, ids);
+            st = ty_spm_tokenize(v, text + f->off, f->len, prev_special, ids);
             break;
-        case TOY_VOCAB_BPE: st = toy_bpe_tokenize(v, text + f->off, f->len, ids); break;
-        case TOY_VOCAB_WPM: st = toy_wpm_tokenize(v, text + f->off, f->len, ids); break;
+        case TOY_VOCAB_BPE: st = ty_bpe_tokenize(v, text + f->off, f->len, ids); break;
+        case TOY_VOCAB_WPM: st = ty_wpm_tokenize(v, text + f->off, f->len, ids); break;
         }
         prev_special = false;
     }
     if (add_special) {
         /* BERT ends with [SEP]; the others with EOS if the vocabulary asks */
         if (v->kind == TOY_VOCAB_WPM) {
-            if (v->sep >= 0) toy_ids_push(ids, v->sep);
+            if (v->sep >= 0) ty_ids_push(ids, v->sep);
         } else if (v->add_eos && v->eos >= 0) {
-            toy_ids_push(ids, v->eos);
+            ty_ids_push(ids, v->eos);
         }
     }
     free(frags.v);
-    if (!st && ids->oom) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
-    if (!st && ids->n > INT32_MAX) st = toy_error(TOY_ERR_INVALID, "tokenize: %zu tokens, over %d", ids->n, INT32_MAX);
+    if (!st && ids->oom) st = ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!st && ids->n > INT32_MAX) st = ty_error(TOY_ERR_INVALID, "tokenize: %zu tokens, over %d", ids->n, INT32_MAX);
     if (st) {
         free(ids->v);
-        *ids = (toy_ids){0};
+        *ids = (ty_ids){0};
     }
     return st;
 }
@@ -784,14 +784,14 @@ toy_status toy_tokenize(const toy_vocab *v, const char *text, size_t len, bool a
                         bool parse_special, int32_t *tokens, int32_t n_max,
                         int32_t *n_tokens) {
     if (!v || !n_tokens || (!text && len) || n_max < 0 || (!tokens && n_max > 0))
-        return toy_error(TOY_ERR_INVALID, "toy_tokenize: bad arguments");
+        return ty_error(TOY_ERR_INVALID, "toy_tokenize: bad arguments");
     *n_tokens = 0;
-    toy_ids ids;
+    ty_ids ids;
     toy_status st = tokenize_ids(v, text, len, add_special, parse_special, &ids);
     if (st) return st;
     *n_tokens = (int32_t)ids.n;
     if (ids.n > (size_t)n_max)
-        st = toy_error(TOY_ERR_BUFFER, "tokenize: the text is %zu tokens, the buffer holds %d", ids.n, (int)n_max);
+        st = ty_error(TOY_ERR_BUFFER, "tokenize: the text is %zu tokens, the buffer holds %d", ids.n, (int)n_max);
     else if (ids.n)
         memcpy(tokens, ids.v, ids.n * sizeof *tokens);
     free(ids.v);
@@ -801,14 +801,14 @@ toy_status toy_tokenize(const toy_vocab *v, const char *text, size_t len, bool a
 toy_status toy_tokenize_alloc(const toy_vocab *v, const char *text, size_t len, bool add_special,
                               bool parse_special, int32_t **tokens, int32_t *n_tokens) {
     if (!v || !tokens || !n_tokens || (!text && len))
-        return toy_error(TOY_ERR_INVALID, "toy_tokenize_alloc: bad arguments");
+        return ty_error(TOY_ERR_INVALID, "toy_tokenize_alloc: bad arguments");
     *tokens = NULL;
     *n_tokens = 0;
-    toy_ids ids;
+    ty_ids ids;
     toy_status st = tokenize_ids(v, text, len, add_special, parse_special, &ids);
     if (st) return st;
     if (!ids.v && !(ids.v = malloc(sizeof *ids.v))) /* a valid pointer even for no tokens */
-        return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     *tokens = ids.v;
     *n_tokens = (int32_t)ids.n;
     return TOY_OK;
@@ -818,13 +818,13 @@ toy_status toy_tokenize_alloc(const toy_vocab *v, const char *text, size_t len, 
 
 static toy_status check_token(const toy_vocab *v, int32_t token) {
     if (token < 0 || token >= v->n_tokens)
-        return toy_error(TOY_ERR_INVALID, "token %d out of range (vocabulary has %d tokens)",
+        return ty_error(TOY_ERR_INVALID, "token %d out of range (vocabulary has %d tokens)",
                          (int)token, (int)v->n_tokens);
     return TOY_OK;
 }
 
 static const char *piece_of(const toy_vocab *v, int32_t token, bool special, size_t *len) {
-    const toy_token_data *t = &v->tokens[token];
+    const ty_token_data *t = &v->tokens[token];
     if (!special && (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL))) {
         *len = 0;
         return "";
@@ -836,7 +836,7 @@ static const char *piece_of(const toy_vocab *v, int32_t token, bool special, siz
 toy_status toy_token_to_piece(const toy_vocab *v, int32_t token, bool special, char *buf,
                               size_t cap, size_t *len) {
     if (!v || !len || (!buf && cap))
-        return toy_error(TOY_ERR_INVALID, "toy_token_to_piece: bad arguments");
+        return ty_error(TOY_ERR_INVALID, "toy_token_to_piece: bad arguments");
     *len = 0;
     toy_status st = check_token(v, token);
     if (st) return st;
@@ -844,17 +844,17 @@ toy_status toy_token_to_piece(const toy_vocab *v, int32_t token, bool special, c
     const char *p = piece_of(v, token, special, &n);
     *len = n;
     if (n > cap)
-        return toy_error(TOY_ERR_BUFFER, "token %d: its text is %zu bytes, the buffer holds %zu", (int)token, n, cap);
+        return ty_error(TOY_ERR_BUFFER, "token %d: its text is %zu bytes, the buffer holds %zu", (int)token, n, cap);
     if (n) memcpy(buf, p, n);
     return TOY_OK;
 }
 
-toy_status toy_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
+toy_status ty_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
                           const char **text, size_t *len) {
     toy_status st = toy_token_to_piece(v, token, special, buf, cap, len);
     *text = buf;
     if (st != TOY_ERR_BUFFER) return st;
-    if (!(*big = malloc(*len))) return toy_error(TOY_ERR_NOMEM, "no memory for the text of token %d", (int)token);
+    if (!(*big = malloc(*len))) return ty_error(TOY_ERR_NOMEM, "no memory for the text of token %d", (int)token);
     *text = *big;
     if ((st = toy_token_to_piece(v, token, special, *big, *len, len))) {
         free(*big);
@@ -908,16 +908,16 @@ static size_t clean_spaces(char *text, size_t total) {
 toy_status toy_detokenize(const toy_vocab *v, const int32_t *tokens, int32_t n_tokens,
                           bool special, char **out, size_t *len) {
     if (!v || !out || !len || n_tokens < 0 || (!tokens && n_tokens))
-        return toy_error(TOY_ERR_INVALID, "toy_detokenize: bad arguments");
+        return ty_error(TOY_ERR_INVALID, "toy_detokenize: bad arguments");
     *out = NULL;
     *len = 0;
     for (int32_t i = 0; i < n_tokens; i++) {
         toy_status st = check_token(v, tokens[i]);
-        if (st) return toy_error_wrap(st, "detokenize: tokens[%d]", (int)i);
+        if (st) return ty_error_wrap(st, "detokenize: tokens[%d]", (int)i);
     }
 
-    toy_buf buf = {0};
-    toy_buf_append(&buf, "", 0);
+    ty_buf buf = {0};
+    ty_buf_append(&buf, "", 0);
     /* the first token's leading space is the one the tokenizer added (SPM), whatever
      * that token is */
     bool remove_space = v->add_space_prefix;
@@ -929,11 +929,11 @@ toy_status toy_detokenize(const toy_vocab *v, const int32_t *tokens, int32_t n_t
             n--;
         }
         remove_space = false;
-        toy_buf_append(&buf, p, n);
+        ty_buf_append(&buf, p, n);
     }
     if (buf.oom) {
         free(buf.v);
-        return toy_error(TOY_ERR_NOMEM, "detokenize: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "detokenize: out of memory");
     }
     if (v->clean_spaces) {
         buf.n = clean_spaces(buf.v, buf.n);

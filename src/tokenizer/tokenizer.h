@@ -24,7 +24,7 @@
 /* A token's text (toy_token_to_piece) however long: *text is buf when it fits in cap
  * bytes, else *big, malloc'd for the caller to free (on success; *big is left alone when
  * the text fits, and holds nothing to free after a failure). */
-toy_status toy_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
+toy_status ty_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
                           const char **text, size_t *len);
 
 #endif

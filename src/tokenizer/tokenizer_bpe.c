@@ -217,7 +217,7 @@ typedef enum {
 
 enum { MAX_SPLITTERS = 8 };
 
-struct toy_pretokenizer {
+struct ty_pretokenizer {
     int n;
     split_kind kind[MAX_SPLITTERS];
     pcre2_code *code[MAX_SPLITTERS];
@@ -252,20 +252,20 @@ static bool uses_categories(const char *re) {
 
 /* The regex over collapsed text, built as llama.cpp builds it: every known \p{X}
  * becomes its byte and ASCII members, in brackets unless already inside some. */
-static toy_status collapse_regex(const char *re, toy_buf *out) {
+static toy_status collapse_regex(const char *re, ty_buf *out) {
     size_t n = strlen(re);
     bool inside = false;
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)re[i] >= 0x80)
-            return toy_error(TOY_ERR_UNSUPPORTED,
+            return ty_error(TOY_ERR_UNSUPPORTED,
                              "pre-tokenizer regex has Unicode classes and non-ASCII text");
         if (re[i] == '[' && (i == 0 || re[i - 1] != '\\')) {
-            toy_buf_append(out, "[", 1);
+            ty_buf_append(out, "[", 1);
             inside = true;
             continue;
         }
         if (inside && re[i] == ']' && re[i - 1] != '\\') {
-            toy_buf_append(out, "]", 1);
+            ty_buf_append(out, "]", 1);
             inside = false;
             continue;
         }
@@ -278,17 +278,17 @@ static toy_status collapse_regex(const char *re, toy_buf *out) {
                         !memcmp(ucats[k].name, re + i, strlen(ucats[k].name)))
                         cat = &ucats[k];
             if (cat) {
-                if (!inside) toy_buf_append(out, "[", 1);
-                toy_buf_append(out, &cat->byte, 1);
-                toy_buf_append(out, cat->ascii, strlen(cat->ascii));
-                if (!inside) toy_buf_append(out, "]", 1);
+                if (!inside) ty_buf_append(out, "[", 1);
+                ty_buf_append(out, &cat->byte, 1);
+                ty_buf_append(out, cat->ascii, strlen(cat->ascii));
+                if (!inside) ty_buf_append(out, "]", 1);
                 i = (size_t)(close - re);
                 continue;
             }
         }
-        toy_buf_append(out, re + i, 1);
+        ty_buf_append(out, re + i, 1);
     }
-    return out->oom ? toy_error(TOY_ERR_NOMEM, "pre-tokenizer: out of memory") : TOY_OK;
+    return out->oom ? ty_error(TOY_ERR_NOMEM, "pre-tokenizer: out of memory") : TOY_OK;
 }
 
 static toy_status compile_regex(const char *pattern, size_t len, uint32_t options,
@@ -300,15 +300,15 @@ static toy_status compile_regex(const char *pattern, size_t len, uint32_t option
     if (!*out) {
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
-        return toy_error(TOY_ERR_UNSUPPORTED, "pre-tokenizer regex: %s at offset %zu",
+        return ty_error(TOY_ERR_UNSUPPORTED, "pre-tokenizer regex: %s at offset %zu",
                          (const char *)msg, (size_t)erroff);
     }
     pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
     return TOY_OK;
 }
 
-toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
-                                toy_pretokenizer **out) {
+toy_status ty_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
+                                ty_pretokenizer **out) {
     /* llama.cpp falls back to the default pre-tokenizer (with a warning) when the
      * key is absent */
     const pre_def *def = &pre_defs[0];
@@ -318,7 +318,7 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
             if (strlen(pre_defs[i].name) == len && !memcmp(pre_defs[i].name, name, len))
                 def = &pre_defs[i];
         if (!def)
-            return toy_error(TOY_ERR_UNSUPPORTED,
+            return ty_error(TOY_ERR_UNSUPPORTED,
                              "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'", (int)len, name);
     }
     if (v && (def->flags & PRE_IGNORE_MERGES)) v->ignore_merges = true;
@@ -326,8 +326,8 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
     if (v && (def->flags & PRE_ADD_BOS)) v->add_bos = true;
     if (v && (def->flags & PRE_NO_BOS)) v->bos = -1;
 
-    toy_pretokenizer *p = calloc(1, sizeof *p);
-    if (!p) return toy_error(TOY_ERR_NOMEM, "pre-tokenizer: out of memory");
+    ty_pretokenizer *p = calloc(1, sizeof *p);
+    if (!p) return ty_error(TOY_ERR_NOMEM, "pre-tokenizer: out of memory");
     p->flags = def->flags;
     toy_status st = TOY_OK;
     for (const char *const *re = def->regexes; *re && !st; re++) {
@@ -338,7 +338,7 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
             p->kind[i] = SPLIT_LLAMA3;
         } else if (uses_categories(*re)) {
             p->kind[i] = SPLIT_COLLAPSED;
-            toy_buf c = {0};
+            ty_buf c = {0};
             st = collapse_regex(*re, &c);
             if (!st) st = compile_regex(c.v, c.n, 0, &p->code[i]);
             free(c.v);
@@ -348,24 +348,24 @@ toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
         }
     }
     if (st) {
-        toy_pretokenizer_free(p);
-        return toy_error_wrap(st, "tokenizer.ggml.pre '%s'", def->name);
+        ty_pretokenizer_free(p);
+        return ty_error_wrap(st, "tokenizer.ggml.pre '%s'", def->name);
     }
     *out = p;
     return TOY_OK;
 }
 
-void toy_pretokenizer_free(toy_pretokenizer *p) {
+void ty_pretokenizer_free(ty_pretokenizer *p) {
     if (!p) return;
     for (int i = 0; i < p->n; i++) pcre2_code_free(p->code[i]);
     free(p);
 }
 
-bool toy_pretokenizer_ignores_merges(const toy_pretokenizer *p) {
+bool ty_pretokenizer_ignores_merges(const ty_pretokenizer *p) {
     return p->flags & PRE_IGNORE_MERGES;
 }
 
-const char *toy_pretokenizer_name(size_t i) {
+const char *ty_pretokenizer_name(size_t i) {
     return i < sizeof pre_defs / sizeof pre_defs[0] ? pre_defs[i].name : NULL;
 }
 
@@ -502,13 +502,13 @@ static void split_llama3(custom_split *c) {
 
         if (cpt == '\'' && pos + 1 < c->end) {
             /* case-insensitive: llama.cpp lowercases with its table */
-            uint32_t next = toy_unicode_tolower(cpt_at(c, pos + 1));
+            uint32_t next = ty_unicode_tolower(cpt_at(c, pos + 1));
             if (next == 's' || next == 't' || next == 'm' || next == 'd') {
                 pos += add_token(c, pos + 2);
                 continue;
             }
             if (pos + 2 < c->end &&
-                is_contraction3(next, toy_unicode_tolower(cpt_at(c, pos + 2)))) {
+                is_contraction3(next, ty_unicode_tolower(cpt_at(c, pos + 2)))) {
                 pos += add_token(c, pos + 3);
                 continue;
             }
@@ -575,7 +575,7 @@ static void split_llama3(custom_split *c) {
 static toy_status build_collapsed(pretok_text *t) {
     if (t->collapsed) return TOY_OK;
     t->collapsed = malloc(t->n ? t->n : 1);
-    if (!t->collapsed) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!t->collapsed) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     for (size_t i = 0; i < t->n; i++) {
         uint32_t c = t->cpts[i];
         uint16_t f = t->flags[i];
@@ -597,7 +597,7 @@ static toy_status build_wide(pretok_text *t) {
     if (t->wide) return TOY_OK;
     t->wide = malloc(4 * t->n + 1);
     t->wide_offset = malloc((t->n + 1) * sizeof *t->wide_offset);
-    if (!t->wide || !t->wide_offset) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!t->wide || !t->wide_offset) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     size_t o = 0;
     for (size_t i = 0; i < t->n; i++) {
         uint32_t c = t->cpts[i];
@@ -605,7 +605,7 @@ static toy_status build_wide(pretok_text *t) {
         /* keep PCRE2's input valid UTF-8; no regex here names these code points */
         if ((c >= 0xD800 && c <= 0xDFFF) || c > 0x10FFFF) c = TOY_UNICODE_REPLACEMENT;
         t->wide_offset[i] = o;
-        o += toy_utf8_encode(c, t->wide + o);
+        o += ty_utf8_encode(c, t->wide + o);
     }
     t->wide_offset[t->n] = o;
     return TOY_OK;
@@ -675,7 +675,7 @@ static toy_status split_regex(pretok_text *t, split_kind kind, const pcre2_code 
         if (rc < 0) {
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return toy_error(TOY_ERR_INVALID, "tokenize: pre-tokenizer regex failed: %s",
+            return ty_error(TOY_ERR_INVALID, "tokenize: pre-tokenizer regex failed: %s",
                              (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
@@ -686,7 +686,7 @@ static toy_status split_regex(pretok_text *t, split_kind kind, const pcre2_code 
              * character further, as regex_iterator's does */
             last = m0;
             if (m0 >= len) break;
-            from = m0 + (kind == SPLIT_COLLAPSED ? 1 : toy_utf8_len((unsigned char)subject[m0]));
+            from = m0 + (kind == SPLIT_COLLAPSED ? 1 : ty_utf8_len((unsigned char)subject[m0]));
             continue;
         }
         lengths_push(out, CPT(m1) - CPT(m0));
@@ -699,12 +699,12 @@ static toy_status split_regex(pretok_text *t, split_kind kind, const pcre2_code 
 
 /* Runs the pre-tokenizer's splitters in turn over the text, each within the pieces
  * of the one before. */
-static toy_status pretokenize(const toy_pretokenizer *p, pretok_text *t, lengths *words) {
+static toy_status pretokenize(const ty_pretokenizer *p, pretok_text *t, lengths *words) {
     lengths cur = {0}, next = {0};
     lengths_push(&cur, t->n);
     toy_status st = TOY_OK;
     matcher m = {pcre2_match_data_create(1, NULL), NULL, NULL};
-    if (!m.md) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!m.md) st = ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
 
     for (int k = 0; k < p->n && !st; k++) {
         next.n = 0;
@@ -724,7 +724,7 @@ static toy_status pretokenize(const toy_pretokenizer *p, pretok_text *t, lengths
             }
             start = end;
         }
-        if (!st && next.oom) st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+        if (!st && next.oom) st = ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
         lengths tmp = cur;
         cur = next;
         next = tmp;
@@ -747,42 +747,42 @@ static toy_status pretokenize(const toy_pretokenizer *p, pretok_text *t, lengths
 typedef struct {
     const toy_vocab *vocab;
     const char *word;
-    toy_symbol *sym;
+    ty_symbol *sym;
     size_t sym_cap;
-    toy_bigram_queue queue;
-    toy_buf key; /* "left right", the form merges are stored in */
+    ty_bigram_queue queue;
+    ty_buf key; /* "left right", the form merges are stored in */
     bool oom;
 } bpe_session;
 
 static void add_bigram(bpe_session *s, int left, int right) {
     if (left < 0 || right < 0) return;
-    const toy_symbol *l = &s->sym[left], *r = &s->sym[right];
+    const ty_symbol *l = &s->sym[left], *r = &s->sym[right];
     s->key.n = 0;
-    toy_buf_append(&s->key, s->word + l->off, l->n);
-    toy_buf_append(&s->key, " ", 1);
-    toy_buf_append(&s->key, s->word + r->off, r->n);
+    ty_buf_append(&s->key, s->word + l->off, l->n);
+    ty_buf_append(&s->key, " ", 1);
+    ty_buf_append(&s->key, s->word + r->off, r->n);
     if (s->key.oom) {
         s->oom = true;
         return;
     }
-    int32_t rank = toy_strmap_find(&s->vocab->merges, s->key.v, s->key.n);
+    int32_t rank = ty_strmap_find(&s->vocab->merges, s->key.v, s->key.n);
     if (rank < 0) return;
-    if (!toy_bigram_push(&s->queue, (toy_bigram){left, right, rank, l->n + r->n})) s->oom = true;
+    if (!ty_bigram_push(&s->queue, (ty_bigram){left, right, rank, l->n + r->n})) s->oom = true;
 }
 
 /* One pre-token, already in GPT-2 characters. */
-static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
+static void merge_word(bpe_session *s, const char *w, size_t n, ty_ids *out) {
     const toy_vocab *v = s->vocab;
     if (!n) return;
     if (v->ignore_merges) {
-        int32_t id = toy_vocab_find(v, w, n);
+        int32_t id = ty_vocab_find(v, w, n);
         if (id >= 0) {
-            toy_ids_push(out, id);
+            ty_ids_push(out, id);
             return;
         }
     }
     if (n > s->sym_cap) {
-        toy_symbol *sym = realloc(s->sym, n * sizeof *sym);
+        ty_symbol *sym = realloc(s->sym, n * sizeof *sym);
         if (!sym) {
             s->oom = true;
             return;
@@ -792,37 +792,37 @@ static void merge_word(bpe_session *s, const char *w, size_t n, toy_ids *out) {
     }
     s->word = w;
     s->queue.n = 0;
-    int n_sym = toy_symbols_init(s->sym, w, n);
+    int n_sym = ty_symbols_init(s->sym, w, n);
     for (int i = 1; i < n_sym; i++) add_bigram(s, i - 1, i);
 
-    for (int left; !s->oom && (left = toy_bigram_merge_next(&s->queue, s->sym)) >= 0;) {
+    for (int left; !s->oom && (left = ty_bigram_merge_next(&s->queue, s->sym)) >= 0;) {
         add_bigram(s, s->sym[left].prev, left);
         add_bigram(s, left, s->sym[left].next);
     }
 
     /* llama.cpp looks up each byte of a symbol that is no token as a one-byte token,
      * and drops the byte when there is none */
-    toy_symbols_emit(v, w, s->sym, n_sym, -1, out);
+    ty_symbols_emit(v, w, s->sym, n_sym, -1, out);
 }
 
-toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t len,
-                           toy_pretoken_fn fn, void *user) {
+toy_status ty_pretokenize(const ty_pretokenizer *p, const char *text, size_t len,
+                           ty_pretoken_fn fn, void *user) {
     /* the buffers below take up to 8 bytes per byte of text (build_wide: 4 + offsets) */
     if (len > SIZE_MAX / 16)
-        return toy_error(TOY_ERR_INVALID, "tokenize: a text of %zu bytes is too long", len);
+        return ty_error(TOY_ERR_INVALID, "tokenize: a text of %zu bytes is too long", len);
     uint32_t *cpts = malloc((len ? len : 1) * sizeof *cpts);
     uint16_t *flags = malloc((len ? len : 1) * sizeof *flags);
     pretok_text t = {.cpts = cpts, .flags = flags};
     lengths words = {0};
-    toy_buf word = {0};
+    ty_buf word = {0};
     toy_status st = TOY_OK;
 
     if (!cpts || !flags) {
-        st = toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+        st = ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     } else {
         for (size_t pos = 0; pos < len; t.n++) {
-            cpts[t.n] = toy_utf8_decode(text, len, &pos);
-            flags[t.n] = toy_unicode_flags(cpts[t.n]);
+            cpts[t.n] = ty_utf8_decode(text, len, &pos);
+            flags[t.n] = ty_unicode_flags(cpts[t.n]);
         }
         st = pretokenize(p, &t, &words);
     }
@@ -831,10 +831,10 @@ toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t l
         word.n = 0;
         for (size_t i = start; i < start + words.v[w]; i++) {
             char utf8[4];
-            toy_buf_append(&word, utf8, toy_utf8_encode(t.cpts[i], utf8));
+            ty_buf_append(&word, utf8, ty_utf8_encode(t.cpts[i], utf8));
         }
         start += words.v[w];
-        st = word.oom ? toy_error(TOY_ERR_NOMEM, "tokenize: out of memory")
+        st = word.oom ? ty_error(TOY_ERR_NOMEM, "tokenize: out of memory")
                       : fn(user, word.v, word.n);
     }
 
@@ -850,10 +850,10 @@ toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t l
 
 typedef struct {
     bpe_session s;
-    toy_buf enc; /* the word in GPT-2 characters */
+    ty_buf enc; /* the word in GPT-2 characters */
     char byte_chars[256][4];
     unsigned char byte_char_len[256];
-    toy_ids *out;
+    ty_ids *out;
 } bpe_words;
 
 /* One pre-token: its bytes as GPT-2 characters, through the merges. */
@@ -862,19 +862,19 @@ static toy_status merge_pretoken(void *user, const char *word, size_t len) {
     b->enc.n = 0;
     for (size_t i = 0; i < len; i++) {
         unsigned char c = (unsigned char)word[i];
-        toy_buf_append(&b->enc, b->byte_chars[c], b->byte_char_len[c]);
+        ty_buf_append(&b->enc, b->byte_chars[c], b->byte_char_len[c]);
     }
     if (!b->enc.oom) merge_word(&b->s, b->enc.v, b->enc.n, b->out);
-    if (b->enc.oom || b->s.oom) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (b->enc.oom || b->s.oom) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     return TOY_OK;
 }
 
-toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out) {
+toy_status ty_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, ty_ids *out) {
     bpe_words b = {.s = {.vocab = v}, .out = out};
     for (int c = 0; c < 256; c++)
-        b.byte_char_len[c] = (unsigned char)toy_utf8_encode(toy_unicode_byte_to_cpt((uint8_t)c),
+        b.byte_char_len[c] = (unsigned char)ty_utf8_encode(ty_unicode_byte_to_cpt((uint8_t)c),
                                                             b.byte_chars[c]);
-    toy_status st = toy_pretokenize(v->pre, text, len, merge_pretoken, &b);
+    toy_status st = ty_pretokenize(v->pre, text, len, merge_pretoken, &b);
     free(b.s.sym);
     free(b.s.queue.v);
     free(b.s.key.v);

@@ -9,26 +9,26 @@
 #include "vocab.h"
 
 /* Plain text (no special tokens) to ids, appended to out. */
-toy_status toy_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out);
+toy_status ty_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, ty_ids *out);
 
 /* The pre-tokenizer named by tokenizer.ggml.pre ("" for the default). Sets the
  * vocabulary flags that llama.cpp ties to the name (ignore_merges, clean_spaces, the
  * default of add_bos) unless v is NULL. TOY_ERR_UNSUPPORTED for an unknown name. */
-toy_status toy_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
-                                toy_pretokenizer **out);
-void toy_pretokenizer_free(toy_pretokenizer *p);
+toy_status ty_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
+                                ty_pretokenizer **out);
+void ty_pretokenizer_free(ty_pretokenizer *p);
 /* llama.cpp looks a whole pre-token up in the vocabulary before merging (llama3's
  * ignore_merges) under this pre-tokenizer's name. */
-bool toy_pretokenizer_ignores_merges(const toy_pretokenizer *p);
+bool ty_pretokenizer_ignores_merges(const ty_pretokenizer *p);
 /* The i-th name tokenizer.ggml.pre may hold, NULL past the last. */
-const char *toy_pretokenizer_name(size_t i);
+const char *ty_pretokenizer_name(size_t i);
 
 /* Called with each pre-token in order: the UTF-8 of its code points (so invalid UTF-8
  * arrives as U+FFFD's bytes). A status other than TOY_OK stops the walk. */
-typedef toy_status (*toy_pretoken_fn)(void *user, const char *word, size_t len);
-/* Cuts plain text (no special tokens) into the pre-tokens that toy_bpe_tokenize merges;
+typedef toy_status (*ty_pretoken_fn)(void *user, const char *word, size_t len);
+/* Cuts plain text (no special tokens) into the pre-tokens that ty_bpe_tokenize merges;
  * tokenizing and training a tokenizer (bpe_train.c) share this one path. */
-toy_status toy_pretokenize(const toy_pretokenizer *p, const char *text, size_t len,
-                           toy_pretoken_fn fn, void *user);
+toy_status ty_pretokenize(const ty_pretokenizer *p, const char *text, size_t len,
+                           ty_pretoken_fn fn, void *user);
 
 #endif

@@ -16,32 +16,32 @@
 typedef struct {
     const toy_vocab *vocab;
     const char *text;
-    toy_symbol *sym;
-    toy_bigram_queue queue;
+    ty_symbol *sym;
+    ty_bigram_queue queue;
     bool oom;
 } spm_session;
 
 static void try_add_bigram(spm_session *s, int left, int right) {
     if (left < 0 || right < 0) return;
-    const toy_symbol *l = &s->sym[left], *r = &s->sym[right];
+    const ty_symbol *l = &s->sym[left], *r = &s->sym[right];
     size_t size = l->n + r->n;
-    int32_t id = toy_vocab_find(s->vocab, s->text + l->off, size);
+    int32_t id = ty_vocab_find(s->vocab, s->text + l->off, size);
     if (id < 0) return;
     /* llama.cpp's priority queue order: the higher score first, then the leftmost */
-    toy_bigram b = {left, right, -(double)s->vocab->tokens[id].score, size};
-    if (!toy_bigram_push(&s->queue, b)) s->oom = true;
+    ty_bigram b = {left, right, -(double)s->vocab->tokens[id].score, size};
+    if (!ty_bigram_push(&s->queue, b)) s->oom = true;
 }
 
-toy_status toy_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bool first,
-                            toy_ids *out) {
+toy_status ty_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bool first,
+                            ty_ids *out) {
     static const char space[] = "\xe2\x96\x81"; /* U+2581 */
 
     /* the escaped text: at most 3 bytes for every input byte, plus the prefix */
     size_t cap;
-    if (toy_mul_overflows(len + 1, 3, &cap))
-        return toy_error(TOY_ERR_NOMEM, "tokenize: text too long");
+    if (ty_mul_overflows(len + 1, 3, &cap))
+        return ty_error(TOY_ERR_NOMEM, "tokenize: text too long");
     char *esc = malloc(cap);
-    if (!esc) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (!esc) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     size_t n = 0;
     if (v->add_space_prefix && first) {
         memcpy(esc, space, 3);
@@ -60,13 +60,13 @@ toy_status toy_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bo
     s.sym = malloc((n ? n : 1) * sizeof *s.sym);
     if (!s.sym) {
         free(esc);
-        return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+        return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     }
 
-    int n_sym = toy_symbols_init(s.sym, esc, n);
+    int n_sym = ty_symbols_init(s.sym, esc, n);
     for (int i = 1; i < n_sym; i++) try_add_bigram(&s, i - 1, i);
 
-    for (int left; !s.oom && (left = toy_bigram_merge_next(&s.queue, s.sym)) >= 0;) {
+    for (int left; !s.oom && (left = ty_bigram_merge_next(&s.queue, s.sym)) >= 0;) {
         try_add_bigram(&s, s.sym[left].prev, left);
         try_add_bigram(&s, left, s.sym[left].next);
     }
@@ -76,12 +76,12 @@ toy_status toy_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bo
      * made, but a text that is no token was never queued, so that never applies.) */
     /* llama.cpp throws when the vocabulary has no token for a byte; toy uses the unknown
      * token, or drops the byte when there is none */
-    toy_symbols_emit(v, esc, s.sym, n_sym, v->unk, out);
+    ty_symbols_emit(v, esc, s.sym, n_sym, v->unk, out);
 
     bool oom = s.oom;
     free(s.queue.v);
     free(s.sym);
     free(esc);
-    if (oom) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (oom) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     return TOY_OK;
 }

@@ -42,7 +42,7 @@ static bool is_chinese_char(uint32_t c) {
 }
 
 /* word holds "▁" followed by the word's bytes */
-static void tokenize_word(const toy_vocab *v, const toy_buf *word, toy_ids *out) {
+static void tokenize_word(const toy_vocab *v, const ty_buf *word, ty_ids *out) {
     const char *w = word->v;
     size_t n = word->n;
     size_t start = out->n;
@@ -51,9 +51,9 @@ static void tokenize_word(const toy_vocab *v, const toy_buf *word, toy_ids *out)
         if (j > n) j = n;
         bool match = false;
         for (; j > i; j--) {
-            int32_t id = toy_vocab_find(v, w + i, j - i);
+            int32_t id = ty_vocab_find(v, w + i, j - i);
             if (id >= 0) {
-                toy_ids_push(out, id);
+                ty_ids_push(out, id);
                 match = true;
                 i = j - 1;
                 break;
@@ -64,18 +64,18 @@ static void tokenize_word(const toy_vocab *v, const toy_buf *word, toy_ids *out)
             break;
         }
     }
-    if (out->n == start && v->unk >= 0) toy_ids_push(out, v->unk);
+    if (out->n == start && v->unk >= 0) ty_ids_push(out, v->unk);
 }
 
-toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out) {
+toy_status ty_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, ty_ids *out) {
     static const char space[] = "\xe2\x96\x81";
-    toy_buf word = {0};
-    toy_buf_append(&word, space, 3);
+    ty_buf word = {0};
+    ty_buf_append(&word, space, 3);
 
     for (size_t pos = 0; pos < len && !word.oom;) {
-        uint32_t cpt = toy_utf8_decode(text, len, &pos);
-        if (v->strip_accents) cpt = toy_unicode_nfd_first(cpt);
-        uint16_t flags = toy_unicode_flags(cpt);
+        uint32_t cpt = ty_utf8_decode(text, len, &pos);
+        if (v->strip_accents) cpt = ty_unicode_nfd_first(cpt);
+        uint16_t flags = ty_unicode_flags(cpt);
 
         if (flags & TOY_UCD_WHITESPACE) {
             if (word.n > 3) tokenize_word(v, &word, out);
@@ -85,22 +85,22 @@ toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, to
         if (cpt == 0 || cpt == TOY_UNICODE_REPLACEMENT || (flags & TOY_UCD_CONTROL)) continue;
 
         char utf8[4];
-        size_t l = toy_utf8_encode(v->lowercase ? toy_unicode_tolower(cpt) : cpt, utf8);
+        size_t l = ty_utf8_encode(v->lowercase ? ty_unicode_tolower(cpt) : cpt, utf8);
         if ((flags & TOY_UCD_PUNCTUATION) || (cpt < 0x7F && (flags & TOY_UCD_SYMBOL)) ||
             is_chinese_char(cpt)) {
             if (word.n > 3) tokenize_word(v, &word, out);
             word.n = 3;
-            toy_buf_append(&word, utf8, l);
+            ty_buf_append(&word, utf8, l);
             tokenize_word(v, &word, out);
             word.n = 3;
         } else {
-            toy_buf_append(&word, utf8, l);
+            ty_buf_append(&word, utf8, l);
         }
     }
     if (word.n > 3 && !word.oom) tokenize_word(v, &word, out);
 
     bool oom = word.oom;
     free(word.v);
-    if (oom) return toy_error(TOY_ERR_NOMEM, "tokenize: out of memory");
+    if (oom) return ty_error(TOY_ERR_NOMEM, "tokenize: out of memory");
     return TOY_OK;
 }

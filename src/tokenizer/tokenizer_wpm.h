@@ -8,6 +8,6 @@
 #include "vocab.h"
 
 /* Plain text (no special tokens) to ids, appended to out. */
-toy_status toy_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, toy_ids *out);
+toy_status ty_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, ty_ids *out);
 
 #endif

@@ -3,7 +3,7 @@
 
 #include <stdbool.h>
 
-uint32_t toy_utf8_decode(const char *s, size_t n, size_t *pos) {
+uint32_t ty_utf8_decode(const char *s, size_t n, size_t *pos) {
     const unsigned char *u = (const unsigned char *)s + *pos;
     size_t left = n - *pos;
     /* llama.cpp checks the lead byte bit by bit and throws on a missing or malformed
@@ -36,7 +36,7 @@ invalid:
     return TOY_UNICODE_REPLACEMENT;
 }
 
-size_t toy_utf8_encode(uint32_t cpt, char *out) {
+size_t ty_utf8_encode(uint32_t cpt, char *out) {
     unsigned char *o = (unsigned char *)out;
     if (cpt <= 0x7F) {
         o[0] = (unsigned char)cpt;
@@ -70,61 +70,61 @@ static bool is_whitespace(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
-uint16_t toy_unicode_flags(uint32_t cpt) {
+uint16_t ty_unicode_flags(uint32_t cpt) {
     if (cpt >= 0x110000) return TOY_UCD_UNDEFINED;
     /* the last range that starts at or before cpt */
-    size_t lo = 0, hi = toy_unicode_n_ranges;
+    size_t lo = 0, hi = ty_unicode_n_ranges;
     while (hi - lo > 1) {
         size_t mid = lo + (hi - lo) / 2;
-        if (toy_unicode_ranges[mid].first <= cpt)
+        if (ty_unicode_ranges[mid].first <= cpt)
             lo = mid;
         else
             hi = mid;
     }
-    uint16_t flags = toy_unicode_ranges[lo].flags;
+    uint16_t flags = ty_unicode_ranges[lo].flags;
     if (is_whitespace(cpt)) flags |= TOY_UCD_WHITESPACE;
     return flags;
 }
 
-uint32_t toy_unicode_tolower(uint32_t cpt) {
-    size_t lo = 0, hi = toy_unicode_n_lowercase;
+uint32_t ty_unicode_tolower(uint32_t cpt) {
+    size_t lo = 0, hi = ty_unicode_n_lowercase;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (toy_unicode_lowercase[mid].from < cpt)
+        if (ty_unicode_lowercase[mid].from < cpt)
             lo = mid + 1;
         else
             hi = mid;
     }
-    if (lo < toy_unicode_n_lowercase && toy_unicode_lowercase[lo].from == cpt)
-        return toy_unicode_lowercase[lo].to;
+    if (lo < ty_unicode_n_lowercase && ty_unicode_lowercase[lo].from == cpt)
+        return ty_unicode_lowercase[lo].to;
     return cpt;
 }
 
-uint32_t toy_unicode_nfd_first(uint32_t cpt) {
-    size_t lo = 0, hi = toy_unicode_n_nfd;
+uint32_t ty_unicode_nfd_first(uint32_t cpt) {
+    size_t lo = 0, hi = ty_unicode_n_nfd;
     while (lo < hi) { /* first range with first > cpt */
         size_t mid = lo + (hi - lo) / 2;
-        if (toy_unicode_nfd_ranges[mid].first <= cpt)
+        if (ty_unicode_nfd_ranges[mid].first <= cpt)
             lo = mid + 1;
         else
             hi = mid;
     }
     if (lo == 0) return cpt;
-    const toy_unicode_nfd *r = &toy_unicode_nfd_ranges[lo - 1];
+    const ty_unicode_nfd *r = &ty_unicode_nfd_ranges[lo - 1];
     return cpt <= r->last ? r->nfd : cpt;
 }
 
 /* bytes_to_unicode() of GPT-2's encoder.py: the printable bytes '!'..'~', U+00A1..U+00AC
  * and U+00AE..U+00FF stand for themselves; the other 68 bytes, in order, become
  * U+0100..U+0143. */
-uint32_t toy_unicode_byte_to_cpt(uint8_t b) {
+uint32_t ty_unicode_byte_to_cpt(uint8_t b) {
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE) return b;
     if (b <= 0x20) return 0x100u + b;              /* 33 bytes: U+0100..U+0120 */
     if (b <= 0xA0) return 0x121u + (b - 0x7Fu);    /* 0x7F..0xA0: U+0121..U+0142 */
     return 0x143u;                                 /* 0xAD */
 }
 
-int toy_unicode_cpt_to_byte(uint32_t cpt) {
+int ty_unicode_cpt_to_byte(uint32_t cpt) {
     if ((cpt >= 0x21 && cpt <= 0x7E) || (cpt >= 0xA1 && cpt <= 0xAC) ||
         (cpt >= 0xAE && cpt <= 0xFF))
         return (int)cpt;

@@ -42,28 +42,28 @@ enum {
 typedef struct {
     uint32_t first;
     uint16_t flags;
-} toy_unicode_range;
+} ty_unicode_range;
 
 typedef struct {
     uint32_t from, to;
-} toy_unicode_pair;
+} ty_unicode_pair;
 
 typedef struct {
     uint32_t first, last, nfd;
-} toy_unicode_nfd;
+} ty_unicode_nfd;
 
-extern const toy_unicode_range toy_unicode_ranges[];
-extern const size_t toy_unicode_n_ranges;
-extern const toy_unicode_pair toy_unicode_lowercase[];
-extern const size_t toy_unicode_n_lowercase;
-extern const toy_unicode_nfd toy_unicode_nfd_ranges[];
-extern const size_t toy_unicode_n_nfd;
+extern const ty_unicode_range ty_unicode_ranges[];
+extern const size_t ty_unicode_n_ranges;
+extern const ty_unicode_pair ty_unicode_lowercase[];
+extern const size_t ty_unicode_n_lowercase;
+extern const ty_unicode_nfd ty_unicode_nfd_ranges[];
+extern const size_t ty_unicode_n_nfd;
 
 #define TOY_UNICODE_REPLACEMENT 0xFFFDu
 
 /* Length of the UTF-8 sequence a lead byte announces (1 for a stray continuation
  * byte), llama.cpp's unicode_len_utf8. */
-static inline size_t toy_utf8_len(unsigned char c) {
+static inline size_t ty_utf8_len(unsigned char c) {
     static const unsigned char lookup[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return lookup[c >> 4];
 }
@@ -71,20 +71,20 @@ static inline size_t toy_utf8_len(unsigned char c) {
 /* Decodes the code point at s[*pos] (n bytes in all) and advances *pos. An invalid
  * or truncated sequence consumes one byte and gives U+FFFD. Like llama.cpp, overlong
  * forms and surrogates are not rejected, and F5..F7 leads give values above U+10FFFF. */
-uint32_t toy_utf8_decode(const char *s, size_t n, size_t *pos);
+uint32_t ty_utf8_decode(const char *s, size_t n, size_t *pos);
 /* Writes the UTF-8 of cpt (U+FFFD for a value above U+10FFFF) to out[4]; returns
  * the number of bytes. */
-size_t toy_utf8_encode(uint32_t cpt, char *out);
+size_t ty_utf8_encode(uint32_t cpt, char *out);
 
-uint16_t toy_unicode_flags(uint32_t cpt);
-uint32_t toy_unicode_tolower(uint32_t cpt);
+uint16_t ty_unicode_flags(uint32_t cpt);
+uint32_t ty_unicode_tolower(uint32_t cpt);
 /* The first code point of the canonical decomposition (llama.cpp's
  * unicode_cpts_normalize_nfd works one code point at a time). */
-uint32_t toy_unicode_nfd_first(uint32_t cpt);
+uint32_t ty_unicode_nfd_first(uint32_t cpt);
 
 /* GPT-2's byte-level alphabet: every byte as a printable character (U+0021..U+017F
- * range); toy_unicode_cpt_to_byte returns -1 for a character that is no byte. */
-uint32_t toy_unicode_byte_to_cpt(uint8_t byte);
-int toy_unicode_cpt_to_byte(uint32_t cpt);
+ * range); ty_unicode_cpt_to_byte returns -1 for a character that is no byte. */
+uint32_t ty_unicode_byte_to_cpt(uint8_t byte);
+int ty_unicode_cpt_to_byte(uint32_t cpt);
 
 #endif

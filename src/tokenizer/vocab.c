@@ -16,7 +16,7 @@ static uint32_t hash_bytes(const char *s, size_t len) {
     return (uint32_t)(h ^ (h >> 32));
 }
 
-toy_status toy_strmap_init(toy_strmap *m, uint32_t n_max) {
+toy_status ty_strmap_init(ty_strmap *m, uint32_t n_max) {
     uint32_t n_slots = 16;
     while (n_slots < 2ull * n_max) n_slots *= 2;
     m->entries = malloc((n_max ? n_max : 1) * sizeof *m->entries);
@@ -24,39 +24,39 @@ toy_status toy_strmap_init(toy_strmap *m, uint32_t n_max) {
     m->n = 0;
     m->cap = n_max;
     m->mask = n_slots - 1;
-    if (!m->entries || !m->slots) return toy_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
+    if (!m->entries || !m->slots) return ty_error(TOY_ERR_NOMEM, "vocabulary: out of memory");
     return TOY_OK;
 }
 
-void toy_strmap_free(toy_strmap *m) {
+void ty_strmap_free(ty_strmap *m) {
     free(m->entries);
     free(m->slots);
     memset(m, 0, sizeof *m);
 }
 
-bool toy_strmap_insert(toy_strmap *m, const char *key, uint32_t len, int32_t value) {
+bool ty_strmap_insert(ty_strmap *m, const char *key, uint32_t len, int32_t value) {
     uint32_t i = hash_bytes(key, len) & m->mask;
     for (; m->slots[i]; i = (i + 1) & m->mask) {
-        const toy_strmap_entry *e = &m->entries[m->slots[i] - 1];
+        const ty_strmap_entry *e = &m->entries[m->slots[i] - 1];
         if (e->len == len && !memcmp(e->key, key, len)) return false;
     }
     if (m->n == m->cap) return false; /* sized by the caller; cannot happen */
-    m->entries[m->n] = (toy_strmap_entry){key, len, value};
+    m->entries[m->n] = (ty_strmap_entry){key, len, value};
     m->slots[i] = ++m->n;
     return true;
 }
 
-int32_t toy_strmap_find(const toy_strmap *m, const char *key, size_t len) {
+int32_t ty_strmap_find(const ty_strmap *m, const char *key, size_t len) {
     if (!m->slots) return -1;
     uint32_t i = hash_bytes(key, len) & m->mask;
     for (; m->slots[i]; i = (i + 1) & m->mask) {
-        const toy_strmap_entry *e = &m->entries[m->slots[i] - 1];
+        const ty_strmap_entry *e = &m->entries[m->slots[i] - 1];
         if (e->len == len && !memcmp(e->key, key, len)) return e->value;
     }
     return -1;
 }
 
-void toy_ids_push(toy_ids *ids, int32_t id) {
+void ty_ids_push(ty_ids *ids, int32_t id) {
     if (ids->n == ids->cap) {
         size_t cap = ids->cap ? 2 * ids->cap : 64;
         int32_t *v = realloc(ids->v, cap * sizeof *v);

@@ -31,53 +31,53 @@ typedef struct {
     const char *key;
     uint32_t len;
     int32_t value;
-} toy_strmap_entry;
+} ty_strmap_entry;
 
 typedef struct {
-    toy_strmap_entry *entries;
+    ty_strmap_entry *entries;
     uint32_t n, cap;
     uint32_t *slots; /* entry index + 1; 0 = empty */
     uint32_t mask;
-} toy_strmap;
+} ty_strmap;
 
-toy_status toy_strmap_init(toy_strmap *m, uint32_t n_max);
-void toy_strmap_free(toy_strmap *m);
+toy_status ty_strmap_init(ty_strmap *m, uint32_t n_max);
+void ty_strmap_free(ty_strmap *m);
 /* False if the key was already there (its value is kept). */
-bool toy_strmap_insert(toy_strmap *m, const char *key, uint32_t len, int32_t value);
+bool ty_strmap_insert(ty_strmap *m, const char *key, uint32_t len, int32_t value);
 /* -1 if absent. */
-int32_t toy_strmap_find(const toy_strmap *m, const char *key, size_t len);
+int32_t ty_strmap_find(const ty_strmap *m, const char *key, size_t len);
 
 typedef struct {
     uint32_t text_off, text_len;   /* into toy_vocab.text (NUL-terminated there) */
     uint32_t piece_off, piece_len; /* into toy_vocab.pieces: the piece with special */
     float score;
     uint16_t attr;
-} toy_token_data;
+} ty_token_data;
 
 /* Growing list of token ids; a failed allocation sets oom and drops the id. */
 typedef struct {
     int32_t *v;
     size_t n, cap;
     bool oom;
-} toy_ids;
+} ty_ids;
 
-void toy_ids_push(toy_ids *ids, int32_t id);
+void ty_ids_push(ty_ids *ids, int32_t id);
 
-typedef struct toy_pretokenizer toy_pretokenizer;
+typedef struct ty_pretokenizer ty_pretokenizer;
 
 struct toy_vocab {
     toy_vocab_kind kind;
     int32_t n_tokens;
-    toy_token_data *tokens;
+    ty_token_data *tokens;
     char *text;   /* every token's text, each NUL-terminated */
     char *pieces; /* every token's piece (token_to_piece with special) */
-    toy_strmap token_ids;
+    ty_strmap token_ids;
     int max_token_len; /* bytes, for WordPiece's longest-match search */
 
     /* BPE: "left right" -> rank, over the merge strings kept in merge_text */
-    toy_strmap merges;
+    ty_strmap merges;
     char *merge_text;
-    toy_pretokenizer *pre;
+    ty_pretokenizer *pre;
     bool ignore_merges; /* look the whole pre-token up before merging (llama3) */
 
     int32_t bos, eos, eot, eom, unk, sep, pad, mask;
@@ -104,13 +104,13 @@ struct toy_vocab {
     void (*grammar_trie_free)(void *trie);
 };
 
-static inline const char *toy_token_text_of(const toy_vocab *v, int32_t id) {
+static inline const char *ty_token_text_of(const toy_vocab *v, int32_t id) {
     return v->text + v->tokens[id].text_off;
 }
 
 /* Token id of a text, -1 if none. */
-static inline int32_t toy_vocab_find(const toy_vocab *v, const char *s, size_t len) {
-    return toy_strmap_find(&v->token_ids, s, len);
+static inline int32_t ty_vocab_find(const toy_vocab *v, const char *s, size_t len) {
+    return ty_strmap_find(&v->token_ids, s, len);
 }
 
 #endif

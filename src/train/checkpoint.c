@@ -15,12 +15,12 @@ static toy_status grow(void **p, int64_t *cap, int64_t need, size_t elem) {
     int64_t c = *cap ? 2 * *cap : 256;
     while (c < need) c *= 2;
     void *q = realloc(*p, (size_t)c * elem);
-    if (!q) return toy_error(TOY_ERR_NOMEM, "no memory for the loss history");
+    if (!q) return ty_error(TOY_ERR_NOMEM, "no memory for the loss history");
     *p = q;
     return TOY_OK;
 }
 
-toy_status history_add(train_history *h, float loss, float lr, float grad_norm) {
+toy_status ty_history_add(train_history *h, float loss, float lr, float grad_norm) {
     int64_t cap = h->cap;
     toy_status st = grow((void **)&h->loss, &cap, h->n + 1, sizeof *h->loss);
     if (!st) {
@@ -40,7 +40,7 @@ toy_status history_add(train_history *h, float loss, float lr, float grad_norm) 
     return TOY_OK;
 }
 
-toy_status history_add_eval(train_history *h, int64_t step, float loss) {
+toy_status ty_history_add_eval(train_history *h, int64_t step, float loss) {
     int64_t cap = h->cap_eval;
     toy_status st = grow((void **)&h->eval_step, &cap, h->n_eval + 1, sizeof *h->eval_step);
     if (!st) {
@@ -54,7 +54,7 @@ toy_status history_add_eval(train_history *h, int64_t step, float loss) {
     return TOY_OK;
 }
 
-void history_free(train_history *h) {
+void ty_history_free(train_history *h) {
     free(h->loss);
     free(h->lr);
     free(h->grad_norm);
@@ -75,22 +75,22 @@ static void param_row(void *user, int64_t r, float *out) {
     memcpy(out, p->data + r * p->n_cols, (size_t)p->n_cols * sizeof *out);
 }
 
-toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
+toy_status ty_checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
                                   const char *path) {
-    const int n = train_model_n_tensors(tm);
+    const int n = ty_train_model_n_tensors(tm);
     toy_gguf_tensor *infos = calloc((size_t)n, sizeof *infos);
     int64_t *order = calloc((size_t)n, sizeof *order);
     int *types = calloc((size_t)n, sizeof *types);
     toy_gguf_writer *w = toy_gguf_writer_new();
-    toy_status st = infos && order && types && w ? TOY_OK : toy_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = infos && order && types && w ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
     for (int i = 0; !st && i < n; i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         infos[i] = (toy_gguf_tensor){.name = t->name, .type = TOY_TYPE_F32, .n_dims = t->n_dims};
         memcpy(infos[i].ne, t->ne, sizeof t->ne);
     }
-    toy_quant_shape shape;
-    toy_quant_shape_from_gguf(source, &shape);
-    if (!st) st = toy_quantize_plan(&shape, infos, n, ftype, false, order, types);
+    ty_quant_shape shape;
+    ty_quant_shape_from_gguf(source, &shape);
+    if (!st) st = ty_quantize_plan(&shape, infos, n, ftype, false, order, types);
     for (int64_t i = 0; !st && i < toy_gguf_n_kv(source); i++) {
         const char *key = toy_gguf_key(source, i);
         if (strcmp(key, "general.quantization_version") && strcmp(key, "general.file_type"))
@@ -104,11 +104,11 @@ toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int f
     }
     if (!st) st = toy_gguf_writer_begin(w, path);
     for (int k = 0; !st && k < n; k++) {
-        const train_tensor *t = train_model_tensor(tm, (int)order[k]);
-        param_rows src = {train_model_params(tm) + t->offset, t->ne[0]};
+        const train_tensor *t = ty_train_model_tensor(tm, (int)order[k]);
+        param_rows src = {ty_train_model_params(tm) + t->offset, t->ne[0]};
         uint8_t *buf = NULL;
         size_t size = 0;
-        st = toy_quantize_rows(t->name, t->ne[0], t->n / t->ne[0], param_row, &src, types[k], n_threads,
+        st = ty_quantize_rows(t->name, t->ne[0], t->n / t->ne[0], param_row, &src, types[k], n_threads,
                                &buf, &size);
         if (!st) st = toy_gguf_writer_write_tensor_data(w, buf, size);
         free(buf);
@@ -122,17 +122,17 @@ toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int f
 }
 
 /* A LoRA run's adapter: its tensors come in (lora_a, lora_b) pairs. */
-toy_status checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path) {
-    const train_lora_params *lp = train_model_lora(tm);
-    const int n = train_model_n_tensors(tm);
-    toy_lora_pair *pairs = calloc((size_t)n / 2 + 1, sizeof *pairs);
-    if (!pairs) return toy_error(TOY_ERR_NOMEM, "no memory");
+toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path) {
+    const train_lora_params *lp = ty_train_model_lora(tm);
+    const int n = ty_train_model_n_tensors(tm);
+    ty_lora_pair *pairs = calloc((size_t)n / 2 + 1, sizeof *pairs);
+    if (!pairs) return ty_error(TOY_ERR_NOMEM, "no memory");
     int n_pairs = 0;
-    float *params = train_model_params(tm);
+    float *params = ty_train_model_params(tm);
     for (int i = 0; i + 1 < n; i++) {
-        const train_tensor *a = train_model_tensor(tm, i), *b = train_model_tensor(tm, i + 1);
+        const train_tensor *a = ty_train_model_tensor(tm, i), *b = ty_train_model_tensor(tm, i + 1);
         if (!a->lora) continue;
-        toy_lora_pair *p = &pairs[n_pairs++];
+        ty_lora_pair *p = &pairs[n_pairs++];
         snprintf(p->name, sizeof p->name, "%.*s", (int)(strlen(a->name) - strlen(".lora_a")), a->name);
         p->n_in = a->ne[0];
         p->n_out = b->ne[1];
@@ -147,7 +147,7 @@ toy_status checkpoint_write_adapter(train_model *tm, const toy_gguf *source, con
     toy_status st = toy_gguf_get_str(source, "general.architecture", &arch, &len);
     if (!st) {
         snprintf(arch_buf, sizeof arch_buf, "%.*s", (int)(len < 63 ? len : 63), arch);
-        st = toy_lora_write(path, arch_buf, lp->alpha, pairs, n_pairs);
+        st = ty_lora_write(path, arch_buf, lp->alpha, pairs, n_pairs);
     }
     free(pairs);
     return st;
@@ -163,10 +163,10 @@ static toy_status add_f32(toy_gguf_writer *w, const char *prefix, const train_te
     return toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F32, t->n_dims ? t->n_dims : 1, t->ne, data);
 }
 
-toy_status checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,
+toy_status ty_checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,
                                   bool master, const train_state *s, const train_history *h) {
     toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!w) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = toy_gguf_writer_set_str(w, "general.type", "toy-train-state", 15);
 #define U64(key, val) \
     if (!st) st = toy_gguf_writer_set_u64(w, "toy.train." key, (uint64_t)(val))
@@ -193,9 +193,9 @@ toy_status checkpoint_write_state(const char *path, train_model *tm, const float
     if (!st)
         st = toy_gguf_writer_set_array(w, "toy.train.history.eval_loss", TOY_GGUF_FLOAT32, h->eval_loss,
                                        (uint64_t)h->n_eval);
-    const float *params = train_model_params(tm);
-    for (int i = 0; !st && i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    const float *params = ty_train_model_params(tm);
+    for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (t->trainable) st = add_f32(w, "adam_m", t, m + t->offset);
         if (!st && t->trainable) st = add_f32(w, "adam_v", t, v + t->offset);
         if (!st && master) st = add_f32(w, "master", t, params + t->offset);
@@ -211,7 +211,7 @@ static toy_status read_u64(const toy_gguf *g, const char *key, int64_t *out) {
     snprintf(full, sizeof full, "toy.train.%s", key);
     toy_status st = toy_gguf_get_u64(g, full, &v);
     if (st || v > INT64_MAX)
-        return toy_error(TOY_ERR_FORMAT, "%s: key %s is missing or out of range", toy_gguf_path(g), full);
+        return ty_error(TOY_ERR_FORMAT, "%s: key %s is missing or out of range", toy_gguf_path(g), full);
     *out = (int64_t)v;
     return TOY_OK;
 }
@@ -222,10 +222,10 @@ static toy_status read_tensor(const toy_gguf *g, const char *prefix, const train
     char name[160];
     snprintf(name, sizeof name, "%s.%s", prefix, t->name);
     const toy_gguf_tensor *x = toy_gguf_find_tensor(g, name);
-    if (!x) return required ? toy_error(TOY_ERR_FORMAT, "%s: tensor %s is missing", toy_gguf_path(g), name)
+    if (!x) return required ? ty_error(TOY_ERR_FORMAT, "%s: tensor %s is missing", toy_gguf_path(g), name)
                             : TOY_OK;
     if (x->type != TOY_TYPE_F32 || toy_tensor_nelements(x) != t->n || x->ne[0] != t->ne[0])
-        return toy_error(TOY_ERR_FORMAT, "%s: tensor %s does not match the model's %s", toy_gguf_path(g), name,
+        return ty_error(TOY_ERR_FORMAT, "%s: tensor %s does not match the model's %s", toy_gguf_path(g), name,
                          t->name);
     memcpy(dst, x->data, (size_t)t->n * sizeof *dst);
     return TOY_OK;
@@ -234,17 +234,17 @@ static toy_status read_tensor(const toy_gguf *g, const char *prefix, const train
 static toy_status read_array(const toy_gguf *g, const char *key, toy_gguf_type type, void **out, int64_t *n) {
     const toy_gguf_value *v = toy_gguf_get(g, key);
     if (!v || toy_gguf_value_type(v) != TOY_GGUF_ARRAY || toy_gguf_array_type(v) != type)
-        return toy_error(TOY_ERR_FORMAT, "%s: key %s is missing or has the wrong type", toy_gguf_path(g), key);
+        return ty_error(TOY_ERR_FORMAT, "%s: key %s is missing or has the wrong type", toy_gguf_path(g), key);
     const uint64_t len = toy_gguf_array_len(v);
     const size_t elem = type == TOY_GGUF_INT64 ? 8 : 4;
     *out = malloc((size_t)(len ? len : 1) * elem);
-    if (!*out) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!*out) return ty_error(TOY_ERR_NOMEM, "no memory");
     memcpy(*out, toy_gguf_array_data(v), (size_t)len * elem);
     *n = (int64_t)len;
     return TOY_OK;
 }
 
-toy_status checkpoint_read_state(const char *path, train_model *tm, float *m, float *v, train_state *s,
+toy_status ty_checkpoint_read_state(const char *path, train_model *tm, float *m, float *v, train_state *s,
                                  train_history *h) {
     toy_gguf *g;
     toy_status st = toy_gguf_open(path, &g);
@@ -252,7 +252,7 @@ toy_status checkpoint_read_state(const char *path, train_model *tm, float *m, fl
     int64_t version = 0, x;
     if ((st = read_u64(g, "version", &version))) goto done;
     if (version != STATE_VERSION) {
-        st = toy_error(TOY_ERR_UNSUPPORTED, "%s: training state version %lld (toy reads %d)", path,
+        st = ty_error(TOY_ERR_UNSUPPORTED, "%s: training state version %lld (toy reads %d)", path,
                        (long long)version, STATE_VERSION);
         goto done;
     }
@@ -270,7 +270,7 @@ toy_status checkpoint_read_state(const char *path, train_model *tm, float *m, fl
     if ((st = read_u64(g, "n_windows", &s->n_windows)) || (st = read_u64(g, "tokens", &s->tokens))) goto done;
     double sec = 0;
     if (!toy_gguf_get_f64(g, "toy.train.seconds", &sec)) s->seconds = sec;
-    history_free(h);
+    ty_history_free(h);
     int64_t n_lr, n_gn, n_es;
     if ((st = read_array(g, "toy.train.history.loss", TOY_GGUF_FLOAT32, (void **)&h->loss, &h->n)) ||
         (st = read_array(g, "toy.train.history.lr", TOY_GGUF_FLOAT32, (void **)&h->lr, &n_lr)) ||
@@ -281,14 +281,14 @@ toy_status checkpoint_read_state(const char *path, train_model *tm, float *m, fl
     h->cap = h->n;
     h->cap_eval = h->n_eval;
     if (n_lr != h->n || n_gn != h->n || n_es != h->n_eval || h->n != s->step) {
-        st = toy_error(TOY_ERR_FORMAT, "%s: the loss history does not match step %lld", path, (long long)s->step);
+        st = ty_error(TOY_ERR_FORMAT, "%s: the loss history does not match step %lld", path, (long long)s->step);
         goto done;
     }
-    for (int i = 0; !st && i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (t->trainable) st = read_tensor(g, "adam_m", t, m + t->offset, true);
         if (!st && t->trainable) st = read_tensor(g, "adam_v", t, v + t->offset, true);
-        if (!st) st = read_tensor(g, "master", t, train_model_params(tm) + t->offset, false);
+        if (!st) st = read_tensor(g, "master", t, ty_train_model_params(tm) + t->offset, false);
     }
 done:
     toy_gguf_close(g);

@@ -30,24 +30,24 @@ typedef struct {
     int64_t n_eval, cap_eval;
 } train_history;
 
-toy_status history_add(train_history *h, float loss, float lr, float grad_norm);
-toy_status history_add_eval(train_history *h, int64_t step, float loss);
-void history_free(train_history *h);
+toy_status ty_history_add(train_history *h, float loss, float lr, float grad_norm);
+toy_status ty_history_add_eval(train_history *h, int64_t step, float loss);
+void ty_history_free(train_history *h);
 
 /* The model's tensors converted to ftype (a toy_ftype, with llama.cpp's per-tensor mix
  * rules) and the metadata of `source`, written atomically to path. */
-toy_status checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
+toy_status ty_checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
                                   const char *path);
 
 /* A LoRA run's adapters in llama.cpp's adapter format, atomically. */
-toy_status checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path);
+toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path);
 
 /* The state file; with master the parameters themselves are kept too. */
-toy_status checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,
+toy_status ty_checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,
                                   bool master, const train_state *s, const train_history *h);
 /* Reads it back into m, v (and the parameters, if it holds them); an error names what
  * does not match the model. */
-toy_status checkpoint_read_state(const char *path, train_model *tm, float *m, float *v,
+toy_status ty_checkpoint_read_state(const char *path, train_model *tm, float *m, float *v,
                                  train_state *s, train_history *h);
 
 #endif

@@ -12,19 +12,19 @@
 /* ---------------------------------------------------------------- the stream */
 
 static toy_status stream_reserve(train_stream *s, int64_t more) {
-    if (more < 0 || s->n > INT64_MAX - more) return toy_error(TOY_ERR_INVALID, "training data too large");
+    if (more < 0 || s->n > INT64_MAX - more) return ty_error(TOY_ERR_INVALID, "training data too large");
     if (s->n + more <= s->cap) return TOY_OK;
     int64_t cap = s->cap ? s->cap : 4096;
     while (cap < s->n + more) {
-        if (cap > INT64_MAX / 2) return toy_error(TOY_ERR_NOMEM, "training data too large");
+        if (cap > INT64_MAX / 2) return ty_error(TOY_ERR_NOMEM, "training data too large");
         cap *= 2;
     }
-    if ((uint64_t)cap > SIZE_MAX / sizeof(int32_t)) return toy_error(TOY_ERR_NOMEM, "training data too large");
+    if ((uint64_t)cap > SIZE_MAX / sizeof(int32_t)) return ty_error(TOY_ERR_NOMEM, "training data too large");
     int32_t *t = realloc(s->tokens, (size_t)cap * sizeof *t);
     if (t) s->tokens = t;
     uint8_t *m = t ? realloc(s->scored, (size_t)cap) : NULL;
     if (m) s->scored = m;
-    if (!t || !m) return toy_error(TOY_ERR_NOMEM, "no memory for %lld tokens of training data", (long long)cap);
+    if (!t || !m) return ty_error(TOY_ERR_NOMEM, "no memory for %lld tokens of training data", (long long)cap);
     s->cap = cap;
     return TOY_OK;
 }
@@ -43,7 +43,7 @@ static toy_status stream_push(train_stream *s, int32_t token, bool scored) {
  * three byte tokens for each U+FFFD). */
 static toy_status stream_text(train_stream *s, const toy_vocab *vocab, const char *text, size_t len,
                               bool add_special, bool parse_special, bool scored) {
-    if (len > (size_t)INT32_MAX - 8) return toy_error(TOY_ERR_INVALID, "a text of %zu bytes is too long", len);
+    if (len > (size_t)INT32_MAX - 8) return ty_error(TOY_ERR_INVALID, "a text of %zu bytes is too long", len);
     int32_t room = (int32_t)len + 8, n = 0;
     toy_status st = stream_reserve(s, room);
     if (!st) st = toy_tokenize(vocab, text, len, add_special, parse_special, s->tokens + s->n, room, &n);
@@ -59,7 +59,7 @@ static toy_status stream_text(train_stream *s, const toy_vocab *vocab, const cha
     return TOY_OK;
 }
 
-void train_stream_free(train_stream *s) {
+void ty_train_stream_free(train_stream *s) {
     free(s->tokens);
     free(s->scored);
     memset(s, 0, sizeof *s);
@@ -69,7 +69,7 @@ void train_stream_free(train_stream *s) {
 
 static toy_status read_file(const char *path, char **out, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) return toy_error(TOY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (!f) return ty_error(TOY_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     char *buf = NULL;
     size_t n = 0, cap = 0;
     for (;;) {
@@ -79,7 +79,7 @@ static toy_status read_file(const char *path, char **out, size_t *len) {
             if (!b) {
                 free(buf);
                 fclose(f);
-                return toy_error(TOY_ERR_NOMEM, "%s: no memory", path);
+                return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
             }
             buf = b;
         }
@@ -91,7 +91,7 @@ static toy_status read_file(const char *path, char **out, size_t *len) {
     fclose(f);
     if (err) {
         free(buf);
-        return toy_error(TOY_ERR_IO, "%s: read error", path);
+        return ty_error(TOY_ERR_IO, "%s: read error", path);
     }
     buf[n] = 0;
     *out = buf;
@@ -106,7 +106,7 @@ static toy_status load_text(train_stream *s, const toy_vocab *vocab, const char 
     if (st) return st;
     st = stream_text(s, vocab, text, len, true, false, true);
     if (!st && toy_vocab_eos(vocab) >= 0) st = stream_push(s, toy_vocab_eos(vocab), true);
-    if (st) toy_error_wrap(st, "%s", path);
+    if (st) ty_error_wrap(st, "%s", path);
     s->n_docs++;
     free(text);
     return st;
@@ -127,8 +127,8 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
     const size_t full_len = st ? 0 : strlen(full);
     size_t replies = 0, work;
     for (size_t k = 0; k < n; k++) replies += !strcmp(msgs[k].role, "assistant");
-    if (!st && (toy_mul_overflows(replies, full_len, &work) || work > RECORD_FORMAT_BYTES_MAX))
-        st = toy_error(TOY_ERR_INVALID,
+    if (!st && (ty_mul_overflows(replies, full_len, &work) || work > RECORD_FORMAT_BYTES_MAX))
+        st = ty_error(TOY_ERR_INVALID,
                        "a record of %zu messages (%zu replies) and %zu formatted bytes is too large to train on: "
                        "split it into records of fewer turns",
                        n, replies, full_len);
@@ -140,7 +140,7 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
             break;
         const size_t la = strlen(a), lb = strlen(b);
         if (la < cursor || la > lb || memcmp(a, b, la) || lb > full_len || memcmp(b, full, lb)) {
-            st = toy_error(TOY_ERR_UNSUPPORTED,
+            st = ty_error(TOY_ERR_UNSUPPORTED,
                            "the %s chat template does not extend the conversation at message %zu", family, k + 1);
             break;
         }
@@ -182,13 +182,13 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
         json_error_t jerr;
         json_t *rec = json_loadb(q, l, 0, &jerr);
         if (!rec) {
-            st = toy_error(TOY_ERR_FORMAT, "%s:%lld: invalid JSON at column %d: %s", path, (long long)line,
+            st = ty_error(TOY_ERR_FORMAT, "%s:%lld: invalid JSON at column %d: %s", path, (long long)line,
                            jerr.column, jerr.text);
             break;
         }
         json_t *arr = json_is_object(rec) ? json_object_get(rec, "messages") : NULL;
         if (!json_is_array(arr) || json_array_size(arr) == 0) {
-            st = toy_error(TOY_ERR_FORMAT, "%s:%lld: expected an object with a non-empty \"messages\" array",
+            st = ty_error(TOY_ERR_FORMAT, "%s:%lld: expected an object with a non-empty \"messages\" array",
                            path, (long long)line);
             json_decref(rec);
             break;
@@ -197,7 +197,7 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
         if (n > cap) {
             toy_chat_message *m = realloc(msgs, n * sizeof *m);
             if (!m) {
-                st = toy_error(TOY_ERR_NOMEM, "no memory");
+                st = ty_error(TOY_ERR_NOMEM, "no memory");
                 json_decref(rec);
                 break;
             }
@@ -210,13 +210,13 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
             json_t *role = json_is_object(msg) ? json_object_get(msg, "role") : NULL;
             json_t *content = json_is_object(msg) ? json_object_get(msg, "content") : NULL;
             if (!json_is_string(role) || !json_is_string(content)) {
-                st = toy_error(TOY_ERR_FORMAT, "%s:%lld: message %zu needs string fields \"role\" and \"content\"",
+                st = ty_error(TOY_ERR_FORMAT, "%s:%lld: message %zu needs string fields \"role\" and \"content\"",
                                path, (long long)line, i + 1);
                 break;
             }
             const char *r = json_string_value(role);
             if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
-                st = toy_error(TOY_ERR_FORMAT, "%s:%lld: message %zu: role \"%s\" is not system, user or assistant",
+                st = ty_error(TOY_ERR_FORMAT, "%s:%lld: message %zu: role \"%s\" is not system, user or assistant",
                                path, (long long)line, i + 1, r);
                 break;
             }
@@ -224,14 +224,14 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
             msgs[i] = (toy_chat_message){r, json_string_value(content)};
         }
         if (!st && !has_reply)
-            st = toy_error(TOY_ERR_FORMAT, "%s:%lld: the record has no assistant message to learn", path,
+            st = ty_error(TOY_ERR_FORMAT, "%s:%lld: the record has no assistant message to learn", path,
                            (long long)line);
         if (!st && (st = load_record(s, vocab, family, msgs, n)))
-            toy_error_wrap(st, "%s:%lld", path, (long long)line);
+            ty_error_wrap(st, "%s:%lld", path, (long long)line);
         json_decref(rec);
         records++;
     }
-    if (!st && records == 0) st = toy_error(TOY_ERR_FORMAT, "%s: no chat records", path);
+    if (!st && records == 0) st = ty_error(TOY_ERR_FORMAT, "%s: no chat records", path);
     free(msgs);
     free(text);
     return st;
@@ -242,7 +242,7 @@ static bool is_jsonl(const char *path) {
     return n >= 6 && !strcmp(path + n - 6, ".jsonl");
 }
 
-toy_status train_stream_load(train_stream *s, const toy_vocab *vocab, const char *chat_family,
+toy_status ty_train_stream_load(train_stream *s, const toy_vocab *vocab, const char *chat_family,
                              const char *const *paths, int n_paths) {
     for (int i = 0; i < n_paths; i++) {
         toy_status st = is_jsonl(paths[i]) ? load_jsonl(s, vocab, chat_family, paths[i])
@@ -254,11 +254,11 @@ toy_status train_stream_load(train_stream *s, const toy_vocab *vocab, const char
 
 /* ---------------------------------------------------------------- windows */
 
-int64_t train_stream_n_windows(const train_stream *s, int T) {
+int64_t ty_train_stream_n_windows(const train_stream *s, int T) {
     return T > 0 && s->n > T ? (s->n - 1) / T : 0;
 }
 
-int train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens, int32_t *targets) {
+int ty_train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens, int32_t *targets) {
     const int32_t *src = s->tokens + w * T;
     const uint8_t *scored = s->scored + w * T;
     int n = 0;
@@ -272,13 +272,13 @@ int train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens
 
 /* Fisher-Yates with a stream seeded by (seed, epoch); the bound of each draw by
  * rejection, so the order is exactly uniform and the same on every machine */
-void train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch) {
+void ty_train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch) {
     uint64_t state = seed * 0x9e3779b97f4a7c15ULL ^ (uint64_t)(epoch + 1) * 0xd1b54a32d192ed03ULL;
     for (int64_t i = 0; i < n; i++) order[i] = i;
     for (int64_t i = n - 1; i > 0; i--) {
         const uint64_t bound = (uint64_t)i + 1, limit = UINT64_MAX - UINT64_MAX % bound;
         uint64_t r;
-        do r = toy_splitmix64(&state);
+        do r = ty_splitmix64(&state);
         while (r >= limit);
         const int64_t j = (int64_t)(r % bound);
         const int64_t t = order[i];

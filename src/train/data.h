@@ -27,18 +27,18 @@ typedef struct {
 
 /* Appends the files to the stream (tokenized with vocab; chat records formatted with the
  * template family `chat_family`). Errors name the file and, for JSONL, the line. */
-toy_status train_stream_load(train_stream *s, const toy_vocab *vocab, const char *chat_family,
+toy_status ty_train_stream_load(train_stream *s, const toy_vocab *vocab, const char *chat_family,
                              const char *const *paths, int n_paths);
-void train_stream_free(train_stream *s);
+void ty_train_stream_free(train_stream *s);
 
 /* Whole windows of T + 1 tokens the stream holds. */
-int64_t train_stream_n_windows(const train_stream *s, int T);
+int64_t ty_train_stream_n_windows(const train_stream *s, int T);
 /* Window w as T inputs and T targets (-1 where the next token is not scored); returns
  * how many targets are scored. */
-int train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens, int32_t *targets);
+int ty_train_stream_window(const train_stream *s, int64_t w, int T, int32_t *tokens, int32_t *targets);
 
 /* The order of the n windows in epoch `epoch`: a permutation that depends only on the
  * seed and the epoch. */
-void train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch);
+void ty_train_window_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch);
 
 #endif

@@ -19,9 +19,9 @@ static int launched_by_mpirun(void) {
 
 static void finalize(void) { MPI_Finalize(); }
 
-int train_dist_available(void) { return 1; }
+int ty_train_dist_available(void) { return 1; }
 
-toy_status train_dist_init(train_dist *d) {
+toy_status ty_train_dist_init(train_dist *d) {
     *d = (train_dist){0, 1};
     if (!launched_by_mpirun()) return TOY_OK;
     int inited = 0;
@@ -29,7 +29,7 @@ toy_status train_dist_init(train_dist *d) {
     if (!inited) {
         int provided;
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            return toy_error(TOY_ERR_IO, "MPI_Init failed");
+            return ty_error(TOY_ERR_IO, "MPI_Init failed");
         atexit(finalize);
     }
     MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
@@ -40,10 +40,10 @@ toy_status train_dist_init(train_dist *d) {
 /* Chunks of at most 2^24 floats, within MPI's int counts. */
 #define CHUNK (1 << 24)
 
-toy_status train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
+toy_status ty_train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
     if (d->size == 1) return TOY_OK;
     float *buf = malloc((size_t)(n < CHUNK ? n : CHUNK) * sizeof *buf);
-    if (!buf) return toy_error(TOY_ERR_NOMEM, "no memory for the gradient sum");
+    if (!buf) return ty_error(TOY_ERR_NOMEM, "no memory for the gradient sum");
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         const int m = (int)(n - i0 < CHUNK ? n - i0 : CHUNK);
         float *xs = x + i0;
@@ -58,7 +58,7 @@ toy_status train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
     return TOY_OK;
 }
 
-toy_status train_dist_sum_double(const train_dist *d, double *x) {
+toy_status ty_train_dist_sum_double(const train_dist *d, double *x) {
     if (d->size == 1) return TOY_OK;
     if (d->rank > 0) {
         double before;
@@ -72,30 +72,30 @@ toy_status train_dist_sum_double(const train_dist *d, double *x) {
 
 #else
 
-int train_dist_available(void) { return 0; }
+int ty_train_dist_available(void) { return 0; }
 
-toy_status train_dist_init(train_dist *d) {
+toy_status ty_train_dist_init(train_dist *d) {
     *d = (train_dist){0, 1};
     const char *v = getenv("OMPI_COMM_WORLD_SIZE");
     if (v && atoi(v) > 1)
-        return toy_error(TOY_ERR_UNSUPPORTED, "started by mpirun with %s processes, but this toy was built without "
+        return ty_error(TOY_ERR_UNSUPPORTED, "started by mpirun with %s processes, but this toy was built without "
                          "MPI (install libopenmpi-dev and rebuild)", v);
     return TOY_OK;
 }
 
-toy_status train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
+toy_status ty_train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
     (void)d, (void)x, (void)n;
     return TOY_OK;
 }
 
-toy_status train_dist_sum_double(const train_dist *d, double *x) {
+toy_status ty_train_dist_sum_double(const train_dist *d, double *x) {
     (void)d, (void)x;
     return TOY_OK;
 }
 
 #endif
 
-bool toy_have_mpi(void) { return train_dist_available() != 0; }
+bool toy_have_mpi(void) { return ty_train_dist_available() != 0; }
 
 void toy_mpi_abort(int code) {
 #ifdef TOY_HAVE_MPI

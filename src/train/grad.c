@@ -14,17 +14,17 @@
 static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_params *lp) {
     *lp = (train_lora_params){.alpha = l->alpha};
     for (int i = 0; i < l->n_pairs; i++) {
-        const toy_lora_pair *p = &l->pairs[i];
+        const ty_lora_pair *p = &l->pairs[i];
         int il, len = 0;
         char kind[32];
         uint32_t bits = 0;
         if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
             for (int k = 0; k < MAT_KINDS; k++)
-                if (!strcmp(kind, toy_layer_mat_home(&m->hp, k).tensor)) bits |= 1u << k;
+                if (!strcmp(kind, ty_layer_mat_home(&m->hp, k).tensor)) bits |= 1u << k;
         if (!bits || il < 0 || il >= m->hp.n_layer)
-            return toy_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
+            return ty_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
         if (lp->rank && p->rank != lp->rank)
-            return toy_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
+            return ty_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
                              lp->rank, (long long)p->rank);
         lp->rank = (int32_t)p->rank;
         lp->targets |= bits;
@@ -35,7 +35,7 @@ static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_p
 
 void toy_grad_params_init(toy_grad_params *params, size_t size) {
     const toy_grad_params defaults = {.size = sizeof defaults, .n_threads = 1};
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 static toy_status grad_of(const toy_model *m, const char *lora_path, const int32_t *tokens, int32_t n,
@@ -45,32 +45,32 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     const int32_t n_vocab = m->hp.n_vocab;
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
-            return toy_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
+            return ty_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
                              n_vocab - 1);
-    toy_pool *pool = toy_pool_new(n_threads > 0 ? n_threads : 1);
+    ty_pool *pool = ty_pool_new(n_threads > 0 ? n_threads : 1);
     train_model *tm = NULL;
     int32_t *targets = malloc((size_t)n * sizeof *targets);
     float *weights = malloc((size_t)n * sizeof *weights);
-    if (!pool || !targets || !weights) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!pool || !targets || !weights) st = ty_error(TOY_ERR_NOMEM, "no memory");
     toy_lora *lora = NULL;
     train_lora_params lp;
     if (!st && lora_path && !(st = toy_lora_load(m, lora_path, &lora))) st = lora_setup(m, lora, &lp);
-    if (!st) st = lora ? train_model_new_lora(m, n, pool, &lp, &tm) : train_model_new(m, n, pool, &tm);
+    if (!st) st = lora ? ty_train_model_new_lora(m, n, pool, &lp, &tm) : ty_train_model_new(m, n, pool, &tm);
     /* the adapter's values in place of the fresh ones; every pair has its tensors there */
-    for (int i = 0; !st && lora && i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    for (int i = 0; !st && lora && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (!t->lora) continue;
         char name[96];
         snprintf(name, sizeof name, "%.*s", (int)(strlen(t->name) - strlen(".lora_a")), t->name);
-        const toy_lora_pair *p = toy_lora_find(lora, name);
+        const ty_lora_pair *p = ty_lora_find(lora, name);
         const bool is_a = t->name[strlen(t->name) - 1] == 'a';
         if (!p) { /* a target the adapter has in another layer only */
-            memset(train_model_params(tm) + t->offset, 0, (size_t)t->n * sizeof(float));
+            memset(ty_train_model_params(tm) + t->offset, 0, (size_t)t->n * sizeof(float));
             continue;
         }
-        memcpy(train_model_params(tm) + t->offset, is_a ? p->a : p->b, (size_t)t->n * sizeof(float));
+        memcpy(ty_train_model_params(tm) + t->offset, is_a ? p->a : p->b, (size_t)t->n * sizeof(float));
     }
-    if (!st) st = train_model_reserve(tm, 1, n);
+    if (!st) st = ty_train_model_reserve(tm, 1, n);
     double loss = 0;
     if (!st) {
         for (int32_t i = 0; i < n; i++) {
@@ -78,23 +78,23 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
             weights[i] = 1.0f / (float)(n - 1);
         }
         train_batch b = {1, n, 0, tokens, targets, weights};
-        loss = train_model_step(tm, &b, true);
+        loss = ty_train_model_step(tm, &b, true);
     }
     toy_gguf_writer *w = st ? NULL : toy_gguf_writer_new();
-    if (!st && !w) st = toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!st && !w) st = ty_error(TOY_ERR_NOMEM, "no memory");
     if (!st) st = toy_gguf_writer_set_f32(w, "toy.loss", (float)loss);
     if (!st) st = toy_gguf_writer_set_u32(w, "toy.n_tokens", (uint32_t)n);
-    for (int i = 0; !st && i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (lora && !t->lora) continue; /* the frozen base has no gradient */
         st = toy_gguf_writer_add_tensor(w, t->name, TOY_TYPE_F32, t->n_dims, t->ne,
-                                        train_model_grads(tm) + t->offset);
+                                        ty_train_model_grads(tm) + t->offset);
     }
     if (!st) st = toy_gguf_writer_write(w, out_path);
     if (!st && loss_out) *loss_out = loss;
     toy_gguf_writer_free(w);
-    train_model_free(tm);
-    toy_pool_free(pool);
+    ty_train_model_free(tm);
+    ty_pool_free(pool);
     toy_lora_free(lora);
     free(targets);
     free(weights);
@@ -104,11 +104,11 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
 toy_status toy_grad(const toy_grad_params *caller_params, const int32_t *tokens, int32_t n,
                     const char *out_path, double *loss_out) {
     toy_grad_params p = toy_grad_default_params();
-    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_grad: params is NULL");
-    if (toy_params_read(&p, sizeof p, caller_params, "toy_grad_params")) return TOY_ERR_INVALID;
-    if (!p.model && !p.model_path) return toy_error(TOY_ERR_INVALID, "toy_grad: neither model nor model_path");
-    if (!tokens || !out_path) return toy_error(TOY_ERR_INVALID, "toy_grad: tokens or out_path is NULL");
-    if (n < 2) return toy_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
+    if (!caller_params) return ty_error(TOY_ERR_INVALID, "toy_grad: params is NULL");
+    if (ty_params_read(&p, sizeof p, caller_params, "toy_grad_params")) return TOY_ERR_INVALID;
+    if (!p.model && !p.model_path) return ty_error(TOY_ERR_INVALID, "toy_grad: neither model nor model_path");
+    if (!tokens || !out_path) return ty_error(TOY_ERR_INVALID, "toy_grad: tokens or out_path is NULL");
+    if (n < 2) return ty_error(TOY_ERR_INVALID, "the gradient needs at least 2 tokens, got %d", n);
     if (p.model) return grad_of(p.model, p.lora_path, tokens, n, p.n_threads, out_path, loss_out);
     toy_model *m;
     toy_status st = toy_model_load(p.model_path, &m);

@@ -32,9 +32,9 @@ static void range_task(void *ctx, int64_t task, int thread) {
 
 /* fn over [0, n) in pieces of at least `grain`: which thread runs a piece never changes
  * what it computes */
-static void parallel_for(toy_pool *pool, int64_t n, int64_t grain, range_fn fn, const void *args) {
+static void parallel_for(ty_pool *pool, int64_t n, int64_t grain, range_fn fn, const void *args) {
     if (n <= 0) return;
-    const int n_threads = pool ? toy_pool_size(pool) : 1;
+    const int n_threads = pool ? ty_pool_size(pool) : 1;
     if (n_threads == 1 || n <= grain) {
         fn(args, 0, n);
         return;
@@ -42,7 +42,7 @@ static void parallel_for(toy_pool *pool, int64_t n, int64_t grain, range_fn fn, 
     int64_t per_task = (n + 4 * n_threads - 1) / (4 * n_threads);
     if (per_task < grain) per_task = grain;
     range_job j = {fn, args, n, per_task};
-    toy_pool_run(pool, (n + per_task - 1) / per_task, range_task, &j);
+    ty_pool_run(pool, (n + per_task - 1) / per_task, range_task, &j);
 }
 
 /* Rows that touch about this many floats make a task worth its overhead. */
@@ -67,12 +67,12 @@ static float row_dot(const float *x, const float *y, int64_t n) {
     for (; i + 16 <= n; i += 16)
         for (int k = 0; k < 16; k++) l[k] += x[i + k] * y[i + k];
     for (; i < n; i++) l[i % 16] += x[i] * y[i];
-    return toy_lanes16_sum(l);
+    return ty_lanes16_sum(l);
 }
 
 /* ---------------------------------------------------------------- embedding */
 
-void embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t n, int64_t C,
+void ty_embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t n, int64_t C,
                        float scale) {
     for (int64_t i = 0; i < n; i++) {
         const float *src = wte + (int64_t)tok[i] * C;
@@ -84,7 +84,7 @@ void embedding_forward(float *out, const int32_t *tok, const float *wte, int64_t
 }
 
 /* in token order: a row several tokens share gets their gradients in a fixed order */
-void embedding_backward(float *dwte, const float *dout, const int32_t *tok, int64_t n, int64_t C,
+void ty_embedding_backward(float *dwte, const float *dout, const int32_t *tok, int64_t n, int64_t C,
                         float scale) {
     for (int64_t i = 0; i < n; i++) {
         float *dst = dwte + (int64_t)tok[i] * C;
@@ -114,7 +114,7 @@ static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
     }
 }
 
-void rmsnorm_forward(toy_pool *pool, float *out, float *rstd, const float *x, const float *w,
+void ty_rmsnorm_forward(ty_pool *pool, float *out, float *rstd, const float *x, const float *w,
                      int64_t n, int64_t C, float eps) {
     norm_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .n = n, .C = C, .eps = eps};
     parallel_for(pool, n, grain_rows(C), rmsnorm_fwd_rows, &a);
@@ -129,7 +129,7 @@ static void rmsnorm_bwd_rows(const void *args, int64_t r0, int64_t r1) {
         const float rs = a->rstd_in[r];
         float l[16] = {0};
         for (int64_t i = 0; i < a->C; i++) l[i % 16] += (a->w[i] * dy[i]) * x[i];
-        const float k = rs * rs * rs * toy_lanes16_sum(l) / (float)a->C;
+        const float k = rs * rs * rs * ty_lanes16_sum(l) / (float)a->C;
         for (int64_t i = 0; i < a->C; i++) dx[i] += rs * (a->w[i] * dy[i]) - k * x[i];
     }
 }
@@ -144,7 +144,7 @@ static void rmsnorm_bwd_cols(const void *args, int64_t c0, int64_t c1) {
     }
 }
 
-void rmsnorm_backward(toy_pool *pool, float *dx, float *dw, const float *dout, const float *x,
+void ty_rmsnorm_backward(ty_pool *pool, float *dx, float *dw, const float *dout, const float *x,
                       const float *w, const float *rstd, int64_t n, int64_t C) {
     norm_args a = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd, .n = n, .C = C};
     if (dx) parallel_for(pool, n, grain_rows(C), rmsnorm_bwd_rows, &a);
@@ -172,29 +172,29 @@ static void bias_bwd_cols(const void *args, int64_t c0, int64_t c1) {
         for (int64_t i = c0; i < c1; i++) a->db[i] += a->dy[r * a->C + i];
 }
 
-void matmul_forward(toy_gemm *g, float *out, const float *in, const float *w, const float *bias,
+void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, const float *bias,
                     int64_t n, int64_t C, int64_t OC) {
-    toy_gemm_args p = {false, true, false, n, OC, C, in, C, w, C, out, OC};
-    toy_gemm_run(g, &p);
+    ty_gemm_args p = {false, true, false, n, OC, C, in, C, w, C, out, OC};
+    ty_gemm_run(g, &p);
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        parallel_for(toy_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        parallel_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
-void matmul_backward(toy_gemm *g, float *din, float *dw, float *dbias, const float *dout,
+void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const float *dout,
                      const float *in, const float *w, int64_t n, int64_t C, int64_t OC) {
     if (din) { /* din[n x C] += dout[n x OC] W[OC x C] */
-        toy_gemm_args p = {false, false, true, n, C, OC, dout, OC, w, C, din, C};
-        toy_gemm_run(g, &p);
+        ty_gemm_args p = {false, false, true, n, C, OC, dout, OC, w, C, din, C};
+        ty_gemm_run(g, &p);
     }
     if (dw) { /* dW[OC x C] += dout^T in */
-        toy_gemm_args p = {true, false, true, OC, C, n, dout, OC, in, C, dw, C};
-        toy_gemm_run(g, &p);
+        ty_gemm_args p = {true, false, true, OC, C, n, dout, OC, in, C, dw, C};
+        ty_gemm_run(g, &p);
     }
     if (dbias) {
         bias_args a = {.db = dbias, .dy = dout, .n = n, .C = OC};
-        parallel_for(toy_gemm_pool(g), OC, 16, bias_bwd_cols, &a);
+        parallel_for(ty_gemm_pool(g), OC, 16, bias_bwd_cols, &a);
     }
 }
 
@@ -204,7 +204,7 @@ typedef struct {
     float *x;
     int64_t T;
     int n_heads, head_dim;
-    const toy_rope_params *p;
+    const ty_rope_params *p;
     const float *cs;
     float sign; /* +1 forward, -1 backward (the transposed rotation) */
 } rope_args;
@@ -228,22 +228,22 @@ static void rope_rows(const void *args, int64_t r0, int64_t r1) {
     }
 }
 
-void rope_forward(toy_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
-                  const toy_rope_params *p, const float *cs) {
+void ty_rope_forward(ty_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
+                  const ty_rope_params *p, const float *cs) {
     rope_args a = {x, T, n_heads, head_dim, p, cs, 1.0f};
     parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* y0 = c x0 - s x1, y1 = s x0 + c x1: dx0 = c dy0 + s dy1, dx1 = -s dy0 + c dy1 */
-void rope_backward(toy_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
-                   const toy_rope_params *p, const float *cs) {
+void ty_rope_backward(ty_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
+                   const ty_rope_params *p, const float *cs) {
     rope_args a = {dx, T, n_heads, head_dim, p, cs, -1.0f};
     parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* one pass in row order: the sums do not depend on threads */
-void rope_freq_backward(float *dff, const float *y, const float *dy, int64_t n, int64_t T,
-                        int n_heads, int head_dim, const toy_rope_params *p, const float *theta) {
+void ty_rope_freq_backward(float *dff, const float *y, const float *dy, int64_t n, int64_t T,
+                        int n_heads, int head_dim, const ty_rope_params *p, const float *theta) {
     const int32_t n_rot = p->n_rot;
     for (int64_t r = 0; r < n; r++) {
         const float *th = theta + (r % T) * (n_rot / 2);
@@ -290,12 +290,12 @@ static float att_score(const attention_shape *s, float dot, float *dscore_ddot) 
     return dot * s->scale;
 }
 
-int64_t attention_scratch_floats(const attention_shape *s, int n_threads) {
+int64_t ty_attention_scratch_floats(const attention_shape *s, int n_threads) {
     return 2 * (int64_t)ATT_ROWS * s->T * n_threads;
 }
 
 typedef struct {
-    toy_gemm *g;
+    ty_gemm *g;
     const attention_shape *s;
     float *out, *lse, *dq, *dk, *dv;
     const float *q, *k, *v, *dout, *out_in, *lse_in;
@@ -307,9 +307,9 @@ static void att_dots(const att_job *j, int thread, const float *q, const float *
                      int64_t i1, int64_t lo, int64_t hi, float *S) {
     const attention_shape *s = j->s;
     const int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
-    toy_gemm_args p = {false, true, false, i1 - i0, hi - lo, s->head_dim, q + i0 * qd, qd,
+    ty_gemm_args p = {false, true, false, i1 - i0, hi - lo, s->head_dim, q + i0 * qd, qd,
                        k + lo * kvd, kvd, S, hi - lo};
-    toy_gemm_run_1(j->g, thread, &p);
+    ty_gemm_run_1(j->g, thread, &p);
 }
 
 static void att_fwd_task(void *ctx, int64_t task, int thread) {
@@ -335,7 +335,7 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
             att_visible_range(s, i, lo, &c0, &c1);
             for (int64_t c = c0; c < c1; c++) row[c] = att_score(s, row[c], NULL);
             const float mx = row_max(row + c0, c1 - c0);
-            const float sum = toy_cpu()->row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
+            const float sum = ty_cpu()->row_exp(row + c0, row + c0, c1 - c0, mx, 1.0f);
             const float inv = 1.0f / sum;
             for (int64_t c = c0; c < c1; c++) row[c] *= inv;
             memset(row, 0, (size_t)c0 * sizeof *row);
@@ -343,18 +343,18 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
             lse[i] = mx + logf(sum);
         }
         /* out rows [i0, i1) = P V */
-        toy_gemm_args p = {false, false, false, i1 - i0, s->head_dim, nk, S, nk, v + lo * kvd, kvd,
+        ty_gemm_args p = {false, false, false, i1 - i0, s->head_dim, nk, S, nk, v + lo * kvd, kvd,
                            out + i0 * qd, qd};
-        toy_gemm_run_1(j->g, thread, &p);
+        ty_gemm_run_1(j->g, thread, &p);
     }
 }
 
-void attention_forward(toy_gemm *g, float *out, float *lse, const float *q, const float *k,
+void ty_attention_forward(ty_gemm *g, float *out, float *lse, const float *q, const float *k,
                        const float *v, const attention_shape *s, float *scratch) {
     att_job j = {.g = g, .s = s, .out = out, .lse = lse, .q = q, .k = k, .v = v, .scratch = scratch};
-    toy_pool *pool = toy_gemm_pool(g);
+    ty_pool *pool = ty_gemm_pool(g);
     const int64_t tasks = s->B * s->n_head;
-    if (pool) toy_pool_run(pool, tasks, att_fwd_task, &j);
+    if (pool) ty_pool_run(pool, tasks, att_fwd_task, &j);
     else
         for (int64_t t = 0; t < tasks; t++) att_fwd_task(&j, t, 0);
 }
@@ -385,9 +385,9 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
             const int64_t nk = hi - lo;
             att_dots(j, thread, q, k, i0, i1, lo, hi, S);
             /* dP = dO V^T */
-            toy_gemm_args pdp = {false, true, false, m, nk, s->head_dim, dout + i0 * qd, qd,
+            ty_gemm_args pdp = {false, true, false, m, nk, s->head_dim, dout + i0 * qd, qd,
                                  v + lo * kvd, kvd, dP, nk};
-            toy_gemm_run_1(j->g, thread, &pdp);
+            ty_gemm_run_1(j->g, thread, &pdp);
             for (int64_t i = i0; i < i1; i++) {
                 float *srow = S + (i - i0) * nk, *drow = dP + (i - i0) * nk;
                 /* dO_i . O_i = sum_j P_ij dP_ij */
@@ -397,13 +397,13 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
                 if (s->softcap > 0.0f) {
                     for (int64_t c = c0; c < c1; c++) {
                         float dsc;
-                        const float p = toy_exp_nonpos(att_score(s, srow[c], &dsc) - lse[i]);
+                        const float p = ty_exp_nonpos(att_score(s, srow[c], &dsc) - lse[i]);
                         srow[c] = p;
                         drow[c] = p * (drow[c] - D) * dsc;
                     }
                 } else {
                     for (int64_t c = c0; c < c1; c++) srow[c] *= s->scale;
-                    toy_cpu()->row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
+                    ty_cpu()->row_exp(srow + c0, srow + c0, c1 - c0, lse[i], 1.0f); /* P, for dV */
                     for (int64_t c = c0; c < c1; c++) drow[c] = srow[c] * (drow[c] - D) * s->scale; /* d(raw dot) */
                 }
                 memset(srow, 0, (size_t)c0 * sizeof *srow);
@@ -412,27 +412,27 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
                 memset(drow + c1, 0, (size_t)(nk - c1) * sizeof *drow);
             }
             /* dV[lo, hi) += P^T dO;  dQ[i0, i1) += dS K;  dK[lo, hi) += dS^T Q */
-            toy_gemm_args pdv = {true, false, true, nk, s->head_dim, m, S, nk, dout + i0 * qd, qd,
+            ty_gemm_args pdv = {true, false, true, nk, s->head_dim, m, S, nk, dout + i0 * qd, qd,
                                  dv + lo * kvd, kvd};
-            toy_gemm_run_1(j->g, thread, &pdv);
-            toy_gemm_args pdq = {false, false, true, m, s->head_dim, nk, dP, nk, k + lo * kvd, kvd,
+            ty_gemm_run_1(j->g, thread, &pdv);
+            ty_gemm_args pdq = {false, false, true, m, s->head_dim, nk, dP, nk, k + lo * kvd, kvd,
                                  dq + i0 * qd, qd};
-            toy_gemm_run_1(j->g, thread, &pdq);
-            toy_gemm_args pdk = {true, false, true, nk, s->head_dim, m, dP, nk, q + i0 * qd, qd,
+            ty_gemm_run_1(j->g, thread, &pdq);
+            ty_gemm_args pdk = {true, false, true, nk, s->head_dim, m, dP, nk, q + i0 * qd, qd,
                                  dk + lo * kvd, kvd};
-            toy_gemm_run_1(j->g, thread, &pdk);
+            ty_gemm_run_1(j->g, thread, &pdk);
         }
     }
 }
 
-void attention_backward(toy_gemm *g, float *dq, float *dk, float *dv, const float *dout,
+void ty_attention_backward(ty_gemm *g, float *dq, float *dk, float *dv, const float *dout,
                         const float *out, const float *lse, const float *q, const float *k,
                         const float *v, const attention_shape *s, float *scratch) {
     att_job j = {.g = g, .s = s, .dq = dq, .dk = dk, .dv = dv, .dout = dout, .out_in = out,
                  .lse_in = lse, .q = q, .k = k, .v = v, .scratch = scratch};
-    toy_pool *pool = toy_gemm_pool(g);
+    ty_pool *pool = ty_gemm_pool(g);
     const int64_t tasks = s->B * s->n_head_kv;
-    if (pool) toy_pool_run(pool, tasks, att_bwd_task, &j);
+    if (pool) ty_pool_run(pool, tasks, att_bwd_task, &j);
     else
         for (int64_t t = 0; t < tasks; t++) att_bwd_task(&j, t, 0);
 }
@@ -446,12 +446,12 @@ typedef struct {
 
 static void swiglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    toy_cpu()->swiglu_fwd(a->out + i0, a->gate + i0, a->up + i0, i1 - i0);
+    ty_cpu()->swiglu_fwd(a->out + i0, a->gate + i0, a->up + i0, i1 - i0);
 }
 
 static void swiglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    toy_cpu()->swiglu_bwd(a->dgate + i0, a->dup + i0, a->dout + i0, a->gate + i0, a->up + i0, i1 - i0);
+    ty_cpu()->swiglu_bwd(a->dgate + i0, a->dup + i0, a->dout + i0, a->gate + i0, a->up + i0, i1 - i0);
 }
 
 #define GELU_C 0.79788456080286535588f /* sqrt(2 / pi) */
@@ -479,23 +479,23 @@ static void geglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
     }
 }
 
-void swiglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
+void ty_swiglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
     parallel_for(pool, n, 16384, swiglu_fwd_range, &a);
 }
 
-void swiglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+void ty_swiglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
     parallel_for(pool, n, 16384, swiglu_bwd_range, &a);
 }
 
-void geglu_forward(toy_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
+void ty_geglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
     parallel_for(pool, n, 16384, geglu_fwd_range, &a);
 }
 
-void geglu_backward(toy_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
+void ty_geglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                     const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
     parallel_for(pool, n, 16384, geglu_bwd_range, &a);
@@ -520,13 +520,13 @@ static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
         if (a->c > 0.0f)
             for (int64_t v = 0; v < a->V; v++) z[v] = a->c * tanhf(z[v] / a->c);
         const float mx = row_max(z, a->V);
-        const float lse = mx + logf(toy_cpu()->row_exp(z, NULL, a->V, mx, 1.0f));
+        const float lse = mx + logf(ty_cpu()->row_exp(z, NULL, a->V, mx, 1.0f));
         a->lse[r] = lse;
         a->loss[r] = a->target[r] >= 0 ? lse - z[a->target[r]] : 0.0f;
     }
 }
 
-void lm_loss_forward(toy_pool *pool, float *y, float *loss, float *lse, const int32_t *target,
+void ty_lm_loss_forward(ty_pool *pool, float *y, float *loss, float *lse, const int32_t *target,
                      int64_t n, int64_t V, float s, float c) {
     loss_args a = {.y = y, .loss = loss, .lse = lse, .target = target, .V = V, .s = s, .c = c};
     parallel_for(pool, n, 1, loss_fwd_rows, &a);
@@ -545,20 +545,20 @@ static void loss_bwd_rows(const void *args, int64_t r0, int64_t r1) {
         if (a->c > 0.0f) {
             for (int64_t v = 0; v < a->V; v++) {
                 const float zv = z[v];
-                dy[v] = (toy_exp_nonpos(zv - lse) * w) * (1.0f - (zv / a->c) * (zv / a->c)) * a->s;
+                dy[v] = (ty_exp_nonpos(zv - lse) * w) * (1.0f - (zv / a->c) * (zv / a->c)) * a->s;
             }
         } else {
-            toy_cpu()->row_exp(z, dy, a->V, lse, w * a->s);
+            ty_cpu()->row_exp(z, dy, a->V, lse, w * a->s);
         }
         if (t >= 0) { /* the target's -1 */
-            float d = (toy_exp_nonpos(zt - lse) - 1.0f) * w;
+            float d = (ty_exp_nonpos(zt - lse) - 1.0f) * w;
             if (a->c > 0.0f) d *= 1.0f - (zt / a->c) * (zt / a->c);
             dy[t] = d * a->s;
         }
     }
 }
 
-void lm_loss_backward(toy_pool *pool, float *dy, const float *z, const float *lse,
+void ty_lm_loss_backward(ty_pool *pool, float *dy, const float *z, const float *lse,
                       const int32_t *target, const float *dloss, int64_t n, int64_t V, float s,
                       float c) {
     loss_args a = {.dy = dy, .z = z, .lse_in = lse, .dloss = dloss, .target = target, .V = V,
@@ -584,12 +584,12 @@ static void scale_range(const void *args, int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; i++) a->y[i] *= a->s;
 }
 
-void add_scaled(toy_pool *pool, float *y, const float *a, const float *b, float s, int64_t n) {
+void ty_add_scaled(ty_pool *pool, float *y, const float *a, const float *b, float s, int64_t n) {
     axpy_args x = {y, a, b, s};
     parallel_for(pool, n, 65536, add_scaled_range, &x);
 }
 
-void scale_inplace(toy_pool *pool, float *y, float s, int64_t n) {
+void ty_scale_inplace(ty_pool *pool, float *y, float s, int64_t n) {
     axpy_args x = {y, NULL, NULL, s};
     parallel_for(pool, n, 65536, scale_range, &x);
 }
@@ -597,57 +597,57 @@ void scale_inplace(toy_pool *pool, float *y, float s, int64_t n) {
 /* ---------------------------------------------------------------- frozen matrices */
 
 typedef struct {
-    const toy_weight *w;
+    const ty_weight *w;
     int64_t row0;
     float *panel;
 } dequant_args;
 
 static void dequant_rows(const void *args, int64_t r0, int64_t r1) {
     const dequant_args *a = args;
-    const toy_type_traits *tr = toy_type_traits_get(a->w->type);
+    const ty_type_traits *tr = ty_type_traits_get(a->w->type);
     for (int64_t r = r0; r < r1; r++)
-        tr->to_float(toy_weight_row(a->w, a->row0 + r), a->panel + r * a->w->n_cols, a->w->n_cols);
+        tr->to_float(ty_weight_row(a->w, a->row0 + r), a->panel + r * a->w->n_cols, a->w->n_cols);
 }
 
 /* Rows [o0, o0 + rows) of w as floats into panel, split over the pool. */
-static void dequant_panel(toy_pool *pool, const toy_weight *w, int64_t o0, int64_t rows, float *panel) {
+static void dequant_panel(ty_pool *pool, const ty_weight *w, int64_t o0, int64_t rows, float *panel) {
     dequant_args a = {w, o0, panel};
     parallel_for(pool, rows, 4, dequant_rows, &a);
 }
 
-void frozen_matmul_forward(toy_gemm *g, float *out, const float *in, const toy_weight *w, const float *bias,
+void ty_frozen_matmul_forward(ty_gemm *g, float *out, const float *in, const ty_weight *w, const float *bias,
                            int64_t n, float *panel, int64_t panel_rows) {
     const int64_t C = w->n_cols, OC = w->n_rows;
     for (int64_t o0 = 0; o0 < OC; o0 += panel_rows) {
         const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
-        dequant_panel(toy_gemm_pool(g), w, o0, rows, panel);
-        toy_gemm_args p = {false, true, false, n, rows, C, in, C, panel, C, out + o0, OC};
-        toy_gemm_run(g, &p);
+        dequant_panel(ty_gemm_pool(g), w, o0, rows, panel);
+        ty_gemm_args p = {false, true, false, n, rows, C, in, C, panel, C, out + o0, OC};
+        ty_gemm_run(g, &p);
     }
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        parallel_for(toy_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        parallel_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
-void frozen_matmul_backward(toy_gemm *g, float *din, const float *dout, const toy_weight *w, int64_t n,
+void ty_frozen_matmul_backward(ty_gemm *g, float *din, const float *dout, const ty_weight *w, int64_t n,
                             float *panel, int64_t panel_rows) {
     const int64_t C = w->n_cols, OC = w->n_rows;
     for (int64_t o0 = 0; o0 < OC; o0 += panel_rows) {
         const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
-        dequant_panel(toy_gemm_pool(g), w, o0, rows, panel);
+        dequant_panel(ty_gemm_pool(g), w, o0, rows, panel);
         /* the k = o chain continues across panels (accumulate): the bits of one product */
-        toy_gemm_args p = {false, false, true, n, C, rows, dout + o0, OC, panel, C, din, C};
-        toy_gemm_run(g, &p);
+        ty_gemm_args p = {false, false, true, n, C, rows, dout + o0, OC, panel, C, din, C};
+        ty_gemm_run(g, &p);
     }
 }
 
-void frozen_embedding_forward(float *out, const int32_t *tok, const toy_weight *w, int64_t n, float scale) {
-    const toy_type_traits *tr = toy_type_traits_get(w->type);
+void ty_frozen_embedding_forward(float *out, const int32_t *tok, const ty_weight *w, int64_t n, float scale) {
+    const ty_type_traits *tr = ty_type_traits_get(w->type);
     const int64_t C = w->n_cols;
     for (int64_t i = 0; i < n; i++) {
         float *o = out + i * C;
-        tr->to_float(toy_weight_row(w, tok[i]), o, C);
+        tr->to_float(ty_weight_row(w, tok[i]), o, C);
         if (scale != 1.0f)
             for (int64_t c = 0; c < C; c++) o[c] *= scale;
     }
@@ -682,39 +682,39 @@ static void dropout_rows(const void *args, int64_t r0, int64_t r1) {
         }
 }
 
-void dropout_forward(toy_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key) {
+void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key) {
     dropout_args a = {out, in, C, (uint32_t)((double)p * 4294967296.0 > 4294967295.0 ? 4294967295u
                                                                                         : (double)p * 4294967296.0),
                       1.0f / (1.0f - p), key};
     parallel_for(pool, n, grain_rows(C), dropout_rows, &a);
 }
 
-void lora_forward(toy_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
+void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
                   int64_t C, int64_t OC, int64_t r, float s) {
-    toy_gemm_args t = {false, true, false, n, r, C, x, C, a, C, ts, r};
-    toy_gemm_run(g, &t);
-    scale_inplace(toy_gemm_pool(g), ts, s, n * r);
-    toy_gemm_args o = {false, true, true, n, OC, r, ts, r, b, r, out, OC};
-    toy_gemm_run(g, &o);
+    ty_gemm_args t = {false, true, false, n, r, C, x, C, a, C, ts, r};
+    ty_gemm_run(g, &t);
+    ty_scale_inplace(ty_gemm_pool(g), ts, s, n * r);
+    ty_gemm_args o = {false, true, true, n, OC, r, ts, r, b, r, out, OC};
+    ty_gemm_run(g, &o);
 }
 
-void lora_backward(toy_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
+void ty_lora_backward(ty_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
                    const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
                    float s) {
     if (db) { /* dB[OC x r] += dout^T ts */
-        toy_gemm_args p = {true, false, true, OC, r, n, dout, OC, ts, r, db, r};
-        toy_gemm_run(g, &p);
+        ty_gemm_args p = {true, false, true, OC, r, n, dout, OC, ts, r, db, r};
+        ty_gemm_run(g, &p);
     }
     /* dts = dout B [n x r]; dt = s dts */
-    toy_gemm_args p = {false, false, false, n, r, OC, dout, OC, b, r, dts, r};
-    toy_gemm_run(g, &p);
-    scale_inplace(toy_gemm_pool(g), dts, s, n * r);
+    ty_gemm_args p = {false, false, false, n, r, OC, dout, OC, b, r, dts, r};
+    ty_gemm_run(g, &p);
+    ty_scale_inplace(ty_gemm_pool(g), dts, s, n * r);
     if (da) { /* dA[r x C] += dt^T x */
-        toy_gemm_args q = {true, false, true, r, C, n, dts, r, x, C, da, C};
-        toy_gemm_run(g, &q);
+        ty_gemm_args q = {true, false, true, r, C, n, dts, r, x, C, da, C};
+        ty_gemm_run(g, &q);
     }
     if (dx) { /* dx[n x C] (+)= dt A */
-        toy_gemm_args q = {false, false, true, n, C, r, dts, r, a, C, dx, C};
-        toy_gemm_run(g, &q);
+        ty_gemm_args q = {false, false, true, n, C, r, dts, r, a, C, dx, C};
+        ty_gemm_run(g, &q);
     }
 }

@@ -4,7 +4,7 @@
 
 #include "optimizer.h"
 
-float adamw_lr(const adamw_params *p, int64_t step) {
+float ty_adamw_lr(const adamw_params *p, int64_t step) {
     if (step < p->warmup) return p->lr * (float)(step + 1) / (float)p->warmup;
     const int64_t span = p->steps - p->warmup;
     if (span <= 1) return p->lr;
@@ -30,7 +30,7 @@ static void norm_task(void *ctx, int64_t b, int thread) {
     j->partial[b] = s;
 }
 
-double grad_norm(toy_pool *pool, const float *g, int64_t n) {
+double ty_grad_norm(ty_pool *pool, const float *g, int64_t n) {
     const int64_t blocks = (n + NORM_BLOCK - 1) / NORM_BLOCK;
     double *partial = malloc((size_t)(blocks ? blocks : 1) * sizeof *partial);
     if (!partial) { /* no memory for the partial sums: the same sums, one thread */
@@ -43,7 +43,7 @@ double grad_norm(toy_pool *pool, const float *g, int64_t n) {
         return sqrt(s);
     }
     norm_job j = {g, n, partial};
-    if (pool) toy_pool_run(pool, blocks, norm_task, &j);
+    if (pool) ty_pool_run(pool, blocks, norm_task, &j);
     else
         for (int64_t b = 0; b < blocks; b++) norm_task(&j, b, 0);
     double s = 0;
@@ -75,13 +75,13 @@ static void adamw_task(void *ctx, int64_t b, int thread) {
     }
 }
 
-void adamw_update(toy_pool *pool, float *p, const float *g, float *m, float *v, int64_t n,
+void ty_adamw_update(ty_pool *pool, float *p, const float *g, float *m, float *v, int64_t n,
                   const adamw_params *ap, float lr, int64_t t, float grad_scale, bool decay) {
     adamw_job j = {p, m, v, g, n, lr, ap->beta1, ap->beta2, ap->eps,
                    decay ? 1.0f - lr * ap->weight_decay : 1.0f, grad_scale,
                    (float)(1.0 - pow(ap->beta1, (double)t)), (float)(1.0 - pow(ap->beta2, (double)t))};
     const int64_t blocks = (n + UPDATE_BLOCK - 1) / UPDATE_BLOCK;
-    if (pool) toy_pool_run(pool, blocks, adamw_task, &j);
+    if (pool) ty_pool_run(pool, blocks, adamw_task, &j);
     else
         for (int64_t b = 0; b < blocks; b++) adamw_task(&j, b, 0);
 }

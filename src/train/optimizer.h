@@ -18,16 +18,16 @@ typedef struct {
 } adamw_params;
 
 /* The learning rate of step `step` (0-based). */
-float adamw_lr(const adamw_params *p, int64_t step);
+float ty_adamw_lr(const adamw_params *p, int64_t step);
 
 /* The L2 norm of the n gradients, summed in double in fixed blocks: the same bits
  * whatever the threads. */
-double grad_norm(toy_pool *pool, const float *g, int64_t n);
+double ty_grad_norm(ty_pool *pool, const float *g, int64_t n);
 
 /* One update of n parameters: p -= lr * wd * p (where decay), then the Adam step with
  * bias correction for step t (1-based). m and v are the moments; g is scaled by
  * grad_scale first (clipping). Elementwise, so any split over threads gives the same. */
-void adamw_update(toy_pool *pool, float *p, const float *g, float *m, float *v, int64_t n,
+void ty_adamw_update(ty_pool *pool, float *p, const float *g, float *m, float *v, int64_t n,
                   const adamw_params *ap, float lr, int64_t t, float grad_scale, bool decay);
 
 #endif

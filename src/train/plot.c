@@ -16,14 +16,14 @@
 #define TOP 40
 #define BOTTOM 50
 
-static void put(toy_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(toy_buf *b, const char *fmt, ...) {
+static void put(ty_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(ty_buf *b, const char *fmt, ...) {
     char tmp[512];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
-    if (n > 0) toy_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
+    if (n > 0) ty_buf_append(b, tmp, (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1);
 }
 
 /* a round step covering span in about n ticks: 1, 2 or 5 times a power of ten */
@@ -32,16 +32,16 @@ static double tick_step(double span, int n) {
     return (f < 1.5 ? 1 : f < 3.5 ? 2 : f < 7.5 ? 5 : 10) * p;
 }
 
-static void xml_text(toy_buf *b, const char *s) {
+static void xml_text(ty_buf *b, const char *s) {
     for (; *s; s++) {
-        if (*s == '<') toy_buf_append(b, "&lt;", 4);
-        else if (*s == '>') toy_buf_append(b, "&gt;", 4);
-        else if (*s == '&') toy_buf_append(b, "&amp;", 5);
-        else toy_buf_append(b, s, 1);
+        if (*s == '<') ty_buf_append(b, "&lt;", 4);
+        else if (*s == '>') ty_buf_append(b, "&gt;", 4);
+        else if (*s == '&') ty_buf_append(b, "&amp;", 5);
+        else ty_buf_append(b, s, 1);
     }
 }
 
-char *loss_curve_svg(const char *title, const float *train, int64_t n, const int64_t *eval_step,
+char *ty_loss_curve_svg(const char *title, const float *train, int64_t n, const int64_t *eval_step,
                      const float *eval, int64_t n_eval, size_t *len) {
     double lo = INFINITY, hi = -INFINITY;
     for (int64_t i = 0; i < n; i++)
@@ -58,13 +58,13 @@ char *loss_curve_svg(const char *title, const float *train, int64_t n, const int
 #define X(step) (LEFT + pw * (double)(step) / xmax)
 #define Y(v) (TOP + ph * (1.0 - ((double)(v) - lo) / (hi - lo)))
 
-    toy_buf b = {0};
+    ty_buf b = {0};
     put(&b, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
             "font-family=\"sans-serif\" font-size=\"12\">\n", W, H, W, H);
     put(&b, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, H);
-    toy_buf_append(&b, "<text x=\"70\" y=\"24\" font-size=\"15\">", 35);
+    ty_buf_append(&b, "<text x=\"70\" y=\"24\" font-size=\"15\">", 35);
     xml_text(&b, title);
-    toy_buf_append(&b, "</text>\n", 8);
+    ty_buf_append(&b, "</text>\n", 8);
     /* grid and ticks */
     for (double y = lo; y <= hi + ystep / 2; y += ystep) {
         put(&b, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", LEFT, W - RIGHT, Y(y), Y(y));
@@ -80,12 +80,12 @@ char *loss_curve_svg(const char *title, const float *train, int64_t n, const int
         TOP + ph / 2, TOP + ph / 2);
     /* the training loss, raw and averaged over a window of about n / 50 steps */
     if (n > 0) {
-        toy_buf_append(&b, "<polyline fill=\"none\" stroke=\"#9ecae1\" stroke-width=\"1\" points=\"", 64);
+        ty_buf_append(&b, "<polyline fill=\"none\" stroke=\"#9ecae1\" stroke-width=\"1\" points=\"", 64);
         for (int64_t i = 0; i < n; i++)
             if (isfinite(train[i])) put(&b, "%.1f,%.1f ", X(i + 1), Y(train[i]));
-        toy_buf_append(&b, "\"/>\n", 4);
+        ty_buf_append(&b, "\"/>\n", 4);
         const int64_t win = n / 50 > 1 ? n / 50 : 1;
-        toy_buf_append(&b, "<polyline fill=\"none\" stroke=\"#08519c\" stroke-width=\"2\" points=\"", 64);
+        ty_buf_append(&b, "<polyline fill=\"none\" stroke=\"#08519c\" stroke-width=\"2\" points=\"", 64);
         double sum = 0;
         int64_t cnt = 0;
         for (int64_t i = 0; i < n; i++) {
@@ -93,12 +93,12 @@ char *loss_curve_svg(const char *title, const float *train, int64_t n, const int
             if (i >= win && isfinite(train[i - win])) sum -= train[i - win], cnt--;
             if (cnt) put(&b, "%.1f,%.1f ", X(i + 1), Y(sum / (double)cnt));
         }
-        toy_buf_append(&b, "\"/>\n", 4);
+        ty_buf_append(&b, "\"/>\n", 4);
     }
     if (n_eval > 0) {
-        toy_buf_append(&b, "<polyline fill=\"none\" stroke=\"#d94801\" stroke-width=\"2\" points=\"", 64);
+        ty_buf_append(&b, "<polyline fill=\"none\" stroke=\"#d94801\" stroke-width=\"2\" points=\"", 64);
         for (int64_t i = 0; i < n_eval; i++) put(&b, "%.1f,%.1f ", X(eval_step[i]), Y(eval[i]));
-        toy_buf_append(&b, "\"/>\n", 4);
+        ty_buf_append(&b, "\"/>\n", 4);
         for (int64_t i = 0; i < n_eval; i++)
             put(&b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#d94801\"/>\n", X(eval_step[i]), Y(eval[i]));
     }
@@ -109,7 +109,7 @@ char *loss_curve_svg(const char *title, const float *train, int64_t n, const int
     if (n_eval > 0)
         put(&b, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#d94801\" stroke-width=\"2\"/>"
                 "<text x=\"%d\" y=\"%d\">evaluation</text>\n", lx, lx + 20, ly + 18, ly + 18, lx + 26, ly + 22);
-    toy_buf_append(&b, "</svg>\n", 7);
+    ty_buf_append(&b, "</svg>\n", 7);
 #undef X
 #undef Y
     if (b.oom) {

@@ -1,8 +1,8 @@
 /* train_model.c — the training forward and backward of a dense model.
  *
- * train_model_step reads as toy_decode does: embed → for each layer (norm, attention,
+ * ty_train_model_step reads as toy_decode does: embed → for each layer (norm, attention,
  * FFN) → final norm → output projection and loss; then the same in reverse. The
- * architecture switches are those of toy_hparams. Per layer the forward keeps what the
+ * architecture switches are those of ty_hparams. Per layer the forward keeps what the
  * backward cannot cheaply recompute (the layer's input, Q/K/V, the attention output and
  * its log-sum-exp, the FFN's gate and up); norms and gated activations are recomputed.
  * The output projection and the loss run over chunks of rows, the backward of each
@@ -38,8 +38,8 @@ typedef struct {
 } lora_ab;
 
 struct train_model {
-    toy_hparams hp;
-    toy_rope_params *rope; /* per layer, freq_factors pointing into the parameters */
+    ty_hparams hp;
+    ty_rope_params *rope; /* per layer, freq_factors pointing into the parameters */
     int32_t *n_swa;        /* per layer */
     int32_t seq_len;
     train_tensor *tensors;
@@ -47,8 +47,8 @@ struct train_model {
     int64_t n_floats, n_trainable;
     float *params, *grads;
     train_weights w, g;
-    toy_gemm *gemm;
-    toy_pool *pool;
+    ty_gemm *gemm;
+    ty_pool *pool;
 
     /* activations, for B x T */
     int B, T;
@@ -63,8 +63,8 @@ struct train_model {
     /* LoRA (lora.rank > 0): the base's matrices, frozen, and the adapters */
     train_lora_params lora;
     float lora_scale;                 /* alpha / rank */
-    const toy_weight **frozen;        /* [n_layer * MAT_KINDS] */
-    const toy_weight *frozen_embd, *frozen_output;
+    const ty_weight **frozen;        /* [n_layer * MAT_KINDS] */
+    const ty_weight *frozen_embd, *frozen_output;
     lora_ab *lw, *lg;                 /* [n_layer * MAT_KINDS], a NULL: not adapted */
     float *panel;                     /* a frozen matrix's rows as floats, panel_rows at a time */
     int64_t panel_rows;
@@ -89,7 +89,7 @@ static float *tensor_at(const train_model *tm, float *base, const char *name, in
 }
 
 static void bind_weights(const train_model *tm, float *base, train_weights *w) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     char name[96];
     w->token_embd = tensor_at(tm, base, "token_embd.weight", 0, 0);
     w->output_norm = tensor_at(tm, base, "output_norm.weight", 0, 0);
@@ -98,7 +98,7 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
         train_layer_weights *l = &w->layers[il];
         float **mats[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
         for (int k = 0; k < MAT_KINDS; k++) {
-            const toy_mat_home h = toy_layer_mat_home(hp, k);
+            const ty_mat_home h = ty_layer_mat_home(hp, k);
             snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
             *mats[k] = tensor_at(tm, base, name, h.row0, h.n_in);
         }
@@ -128,7 +128,7 @@ static void bind_lora(const train_model *tm, float *base, lora_ab *ab) {
     char name[128];
     for (int il = 0; il < tm->hp.n_layer; il++)
         for (int k = 0; k < MAT_KINDS; k++) {
-            const toy_mat_home h = toy_layer_mat_home(&tm->hp, k);
+            const ty_mat_home h = ty_layer_mat_home(&tm->hp, k);
             snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, h.tensor);
             ab[il * MAT_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
             snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, h.tensor);
@@ -158,47 +158,47 @@ static float train_gaussian(uint64_t *state) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(2 * M_PI * u2));
 }
 
-static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, const train_lora_params *lp,
                             train_model **out);
 
-toy_status train_model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, train_model **out) {
+toy_status ty_train_model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, train_model **out) {
     return model_new(m, seq_len, pool, NULL, out);
 }
 
-toy_status train_model_new_lora(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+toy_status ty_train_model_new_lora(const toy_model *m, int32_t seq_len, ty_pool *pool, const train_lora_params *lp,
                                 train_model **out) {
     *out = NULL;
     const char *path = toy_gguf_path(m->gguf);
-    if (lp->rank < 1 || lp->rank > 4096) return toy_error(TOY_ERR_INVALID, "LoRA rank %d (1..4096)", lp->rank);
+    if (lp->rank < 1 || lp->rank > 4096) return ty_error(TOY_ERR_INVALID, "LoRA rank %d (1..4096)", lp->rank);
     if (!(lp->dropout >= 0 && lp->dropout < 1))
-        return toy_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
-    if (!(lp->targets & ((1u << MAT_KINDS) - 1))) return toy_error(TOY_ERR_INVALID, "no LoRA targets");
+        return ty_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
+    if (!(lp->targets & ((1u << MAT_KINDS) - 1))) return ty_error(TOY_ERR_INVALID, "no LoRA targets");
     (void)path;
     /* a fused matrix has one adapter: naming one of its parts adapts them all */
     train_lora_params p = *lp;
     for (int k = 0; k < MAT_KINDS; k++)
-        if (p.targets >> k & 1) p.targets |= 1u << toy_layer_mat_home(&m->hp, k).first;
+        if (p.targets >> k & 1) p.targets |= 1u << ty_layer_mat_home(&m->hp, k).first;
     for (int k = 0; k < MAT_KINDS; k++)
-        if (p.targets >> toy_layer_mat_home(&m->hp, k).first & 1) p.targets |= 1u << k;
+        if (p.targets >> ty_layer_mat_home(&m->hp, k).first & 1) p.targets |= 1u << k;
     return model_new(m, seq_len, pool, &p, out);
 }
 
-const train_lora_params *train_model_lora(const train_model *tm) { return tm->lora.rank ? &tm->lora : NULL; }
+const train_lora_params *ty_train_model_lora(const train_model *tm) { return tm->lora.rank ? &tm->lora : NULL; }
 
-static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool, const train_lora_params *lp,
+static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, const train_lora_params *lp,
                             train_model **out) {
     *out = NULL;
-    const toy_hparams *hp = &m->hp;
+    const ty_hparams *hp = &m->hp;
     const char *path = toy_gguf_path(m->gguf);
     if (hp->n_expert > 0)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for %s (mixture of experts)",
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for %s (mixture of experts)",
                          path, arch_name(m));
     if (hp->per_head_weights)
-        return toy_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for the per-head tensor layout",
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for the per-head tensor layout",
                          path);
-    if (seq_len < 1) return toy_error(TOY_ERR_INVALID, "sequence length %d", seq_len);
+    if (seq_len < 1) return ty_error(TOY_ERR_INVALID, "sequence length %d", seq_len);
     train_model *tm = calloc(1, sizeof *tm);
-    if (!tm) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!tm) return ty_error(TOY_ERR_NOMEM, "no memory");
     tm->hp = *hp;
     tm->seq_len = seq_len;
     tm->pool = pool;
@@ -210,10 +210,10 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     tm->n_swa = calloc((size_t)hp->n_layer, sizeof *tm->n_swa);
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
     tm->g.layers = calloc((size_t)hp->n_layer, sizeof *tm->g.layers);
-    tm->gemm = toy_gemm_new(pool, toy_cpu()->gemm());
+    tm->gemm = ty_gemm_new(pool, ty_cpu()->gemm());
     if (!tm->tensors || !tm->rope || !tm->n_swa || !tm->w.layers || !tm->g.layers || !tm->gemm) {
-        train_model_free(tm);
-        return toy_error(TOY_ERR_NOMEM, "no memory");
+        ty_train_model_free(tm);
+        return ty_error(TOY_ERR_NOMEM, "no memory");
     }
     if (lp) {
         tm->lora = *lp;
@@ -222,11 +222,11 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         tm->lw = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lw);
         tm->lg = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lg);
         if (!tm->frozen || !tm->lw || !tm->lg) {
-            train_model_free(tm);
-            return toy_error(TOY_ERR_NOMEM, "no memory");
+            ty_train_model_free(tm);
+            return ty_error(TOY_ERR_NOMEM, "no memory");
         }
         for (int il = 0; il < hp->n_layer; il++)
-            for (int k = 0; k < MAT_KINDS; k++) tm->frozen[il * MAT_KINDS + k] = toy_layer_mat(&m->layers[il], k);
+            for (int k = 0; k < MAT_KINDS; k++) tm->frozen[il * MAT_KINDS + k] = ty_layer_mat(&m->layers[il], k);
         tm->frozen_embd = &m->token_embd;
         tm->frozen_output = &m->output;
     }
@@ -244,7 +244,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         tt->n = toy_tensor_nelements(t);
         tt->offset = off;
         if (!toy_type_can_dequantize(t->type)) {
-            st = toy_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot train",
+            st = ty_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot train",
                            path, t->name, toy_type_name(t->type));
             break;
         }
@@ -257,8 +257,8 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
     for (int il = 0; lp && !st && il < hp->n_layer; il++)
         for (int k = 0; k < MAT_KINDS; k++) {
             if (!(lp->targets & (1u << k))) continue;
-            const toy_weight *w = tm->frozen[il * MAT_KINDS + k];
-            const toy_mat_home h = toy_layer_mat_home(hp, k);
+            const ty_weight *w = tm->frozen[il * MAT_KINDS + k];
+            const ty_mat_home h = ty_layer_mat_home(hp, k);
             if (h.first != k) continue; /* a part of a fused pair */
             for (int ab = 0; ab < 2; ab++) {
                 train_tensor *tt = &tm->tensors[tm->n_tensors++];
@@ -280,13 +280,13 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         tm->params = aligned_alloc(64, (size_t)off * sizeof(float) + 64);
         tm->grads = aligned_alloc(64, (size_t)off * sizeof(float) + 64);
         if (!tm->params || !tm->grads)
-            st = toy_error(TOY_ERR_NOMEM, "cannot allocate %lld parameters and gradients",
+            st = ty_error(TOY_ERR_NOMEM, "cannot allocate %lld parameters and gradients",
                            (long long)off);
     }
     for (int i = 0; !st && i < n_vectors; i++) {
         const toy_gguf_tensor *t = toy_gguf_find_tensor(g, tm->tensors[i].name);
         st = toy_dequantize(t->type, t->data, tm->params + tm->tensors[i].offset, tm->tensors[i].n);
-        if (st) toy_error_wrap(st, "%s: tensor %s", path, t->name);
+        if (st) ty_error_wrap(st, "%s: tensor %s", path, t->name);
     }
     /* LoRA's standard start: A ~ N(0, 1 / rank^2), B = 0 */
     uint64_t rng = lp ? lp->seed * 0x9e3779b97f4a7c15ull + 1 : 0;
@@ -297,7 +297,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         for (int64_t j = 0; j < t->n; j++) x[j] = is_a ? train_gaussian(&rng) / (float)lp->rank : 0.0f;
     }
     if (st) {
-        train_model_free(tm);
+        ty_train_model_free(tm);
         return st;
     }
     memset(tm->grads, 0, (size_t)off * sizeof(float));
@@ -313,21 +313,21 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, toy_pool *pool,
         tm->panel_rows = ((1 << 20) / widest + 15) / 16 * 16;
         tm->panel = aligned_alloc(64, (size_t)(tm->panel_rows * widest) * sizeof(float) + 64);
         if (!tm->panel) {
-            train_model_free(tm);
-            return toy_error(TOY_ERR_NOMEM, "no memory");
+            ty_train_model_free(tm);
+            return ty_error(TOY_ERR_NOMEM, "no memory");
         }
     }
     /* RoPE as a context of seq_len would use it (LongRoPE: long factors past the
      * original context), the factors pointing at the trainable copy */
     const float *file_factors;
-    const char *factors = toy_model_rope_factors(m, seq_len, &file_factors);
+    const char *factors = ty_model_rope_factors(m, seq_len, &file_factors);
     if (factors) {
         tm->w.rope_factors = tensor_at(tm, tm->params, factors, 0, 0);
         tm->g.rope_factors = lp ? NULL : tensor_at(tm, tm->grads, factors, 0, 0);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         tm->rope[il] = m->layers[il].rope;
-        tm->rope[il].freq_factors = tm->w.rope_factors; /* every layer, as toy_context_rope */
+        tm->rope[il].freq_factors = tm->w.rope_factors; /* every layer, as ty_context_rope */
         tm->n_swa[il] = m->layers[il].n_swa;
     }
     *out = tm;
@@ -342,7 +342,7 @@ static void free_acts(train_model *tm) {
     tm->B = tm->T = 0;
 }
 
-void train_model_free(train_model *tm) {
+void ty_train_model_free(train_model *tm) {
     if (!tm) return;
     free_acts(tm);
     free(tm->tensors);
@@ -356,7 +356,7 @@ void train_model_free(train_model *tm) {
     free(tm->lw);
     free(tm->lg);
     free(tm->panel);
-    toy_gemm_free(tm->gemm);
+    ty_gemm_free(tm->gemm);
     free(tm);
 }
 
@@ -375,7 +375,7 @@ static float *carve(carver *c, int64_t n) {
 }
 
 static void layout_acts(train_model *tm, carver *c, int B, int T) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)B * T, C = hp->n_embd, F = hp->n_ff;
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -424,7 +424,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
     tm->dq_raw = carve(c, n * qd);
     tm->dk_raw = carve(c, n * kvd);
     const attention_shape as = {B, T, hp->n_head, hp->n_head_kv, hp->head_dim, 1, 0, 0};
-    tm->att_scratch = carve(c, attention_scratch_floats(&as, tm->pool ? toy_pool_size(tm->pool) : 1));
+    tm->att_scratch = carve(c, ty_attention_scratch_floats(&as, tm->pool ? ty_pool_size(tm->pool) : 1));
     tm->cs = carve(c, (int64_t)T * hp->n_rot);
     tm->theta = carve(c, (int64_t)T * hp->n_rot / 2 + 1);
     /* logits of about 16M floats at a time, at least one row */
@@ -436,10 +436,10 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
     tm->row_lse = carve(c, n);
 }
 
-toy_status train_model_reserve(train_model *tm, int B, int T) {
-    if (B < 1 || T < 1) return toy_error(TOY_ERR_INVALID, "batch of %d x %d tokens", B, T);
+toy_status ty_train_model_reserve(train_model *tm, int B, int T) {
+    if (B < 1 || T < 1) return ty_error(TOY_ERR_INVALID, "batch of %d x %d tokens", B, T);
     if (T > tm->seq_len)
-        return toy_error(TOY_ERR_INVALID, "sequences of %d tokens, the model was set up for %d", T,
+        return ty_error(TOY_ERR_INVALID, "sequences of %d tokens, the model was set up for %d", T,
                          tm->seq_len);
     if (B == tm->B && T == tm->T) return TOY_OK;
     free_acts(tm);
@@ -449,7 +449,7 @@ toy_status train_model_reserve(train_model *tm, int B, int T) {
     tm->act_mem = aligned_alloc(64, (size_t)c.used * sizeof(float) + 64);
     if (!tm->acts || !tm->act_mem) {
         free_acts(tm);
-        return toy_error(TOY_ERR_NOMEM, "cannot allocate %.1f MB of activations for %d x %d tokens",
+        return ty_error(TOY_ERR_NOMEM, "cannot allocate %.1f MB of activations for %d x %d tokens",
                          (double)c.used * 4 / 1e6, B, T);
     }
     c = (carver){tm->act_mem, 0};
@@ -464,18 +464,18 @@ toy_status train_model_reserve(train_model *tm, int B, int T) {
 static void zero(float *x, int64_t n) { memset(x, 0, (size_t)n * sizeof *x); }
 
 static attention_shape layer_attention(const train_model *tm, int il, int B, int T) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     return (attention_shape){B, T, hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
                              tm->n_swa[il]};
 }
 
 static void rope_tables(train_model *tm, int il, int T) {
-    for (int t = 0; t < T; t++) toy_rope_cos_sin(&tm->rope[il], t, tm->cs + (int64_t)t * tm->hp.n_rot);
+    for (int t = 0; t < T; t++) ty_rope_cos_sin(&tm->rope[il], t, tm->cs + (int64_t)t * tm->hp.n_rot);
 }
 
 static void glu_forward(train_model *tm, float *out, const float *gate, const float *up, int64_t n) {
-    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) geglu_forward(tm->pool, out, gate, up, n);
-    else swiglu_forward(tm->pool, out, gate, up, n);
+    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_forward(tm->pool, out, gate, up, n);
+    else ty_swiglu_forward(tm->pool, out, gate, up, n);
 }
 
 /* ---------------------------------------------------------------- products
@@ -484,131 +484,131 @@ static void glu_forward(train_model *tm, float *out, const float *gate, const fl
 
 /* The dropout mask's key of an adapter input: the micro-batch, the layer, the pair. */
 static uint64_t dropout_key(const train_model *tm, int il, int kind) {
-    const int home = toy_layer_mat_home(&tm->hp, kind).first;
+    const int home = ty_layer_mat_home(&tm->hp, kind).first;
     return tm->key * 0x9e3779b97f4a7c15ull ^ ((uint64_t)(il * MAT_KINDS + home) << 40) ^ tm->lora.seed;
 }
 
 static const float *lora_input(train_model *tm, int il, int kind, const float *in, int64_t n, int64_t C) {
     if (tm->lora.dropout <= 0) return in;
     const uint64_t key = dropout_key(tm, il, kind);
-    dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key);
+    ty_dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key);
     return tm->xd;
 }
 
 static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
                            const float *bias, int64_t n, int64_t C, int64_t OC) {
-    if (w) matmul_forward(tm->gemm, out, in, w, bias, n, C, OC);
-    else frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * MAT_KINDS + kind], bias, n, tm->panel,
+    if (w) ty_matmul_forward(tm->gemm, out, in, w, bias, n, C, OC);
+    else ty_frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * MAT_KINDS + kind], bias, n, tm->panel,
                                tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
     if (!ab || !ab->a) return;
     const float *x = lora_input(tm, il, kind, in, n, C);
-    lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank, tm->lora_scale);
+    ty_lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank, tm->lora_scale);
 }
 
 /* din += dout W (and the trainable weight's dw, dbias), and the adapter's gradients. */
 static void linear_backward(train_model *tm, int il, int kind, const float *w, float *dw, float *dbias, float *din,
                             const float *dout, const float *in, int64_t n, int64_t C, int64_t OC) {
-    if (w) matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, n, C, OC);
-    else frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * MAT_KINDS + kind], n, tm->panel,
+    if (w) ty_matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, n, C, OC);
+    else ty_frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * MAT_KINDS + kind], n, tm->panel,
                                 tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
     if (!ab || !ab->a) return;
     const lora_ab *gab = &tm->lg[il * MAT_KINDS + kind];
     const float *x = lora_input(tm, il, kind, in, n, C);
     if (tm->lora.dropout <= 0) {
-        lora_backward(tm->gemm, din, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
+        ty_lora_backward(tm->gemm, din, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
                       tm->lora.rank, tm->lora_scale);
         return;
     }
     /* the gradient reaches the input through the same mask */
     memset(tm->dxd, 0, (size_t)(n * C) * sizeof *tm->dxd);
-    lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
+    ty_lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
                   tm->lora.rank, tm->lora_scale);
-    dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind));
-    add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
+    ty_dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind));
+    ty_add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
 }
 
 static void layer_forward(train_model *tm, int il, int B, int T) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     const train_layer_weights *w = &tm->w.layers[il];
     layer_acts *a = &tm->acts[il];
-    toy_pool *pool = tm->pool;
-    toy_gemm *g = tm->gemm;
+    ty_pool *pool = tm->pool;
+    ty_gemm *g = tm->gemm;
     const int64_t n = (int64_t)B * T, C = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
     const int64_t qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
     float *x_next = il + 1 < hp->n_layer ? tm->acts[il + 1].x : tm->x_final;
 
     /* attention */
-    rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
+    ty_rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
     float *q = hp->q_norm_len ? a->q_raw : a->q;
     float *k = hp->q_norm_len ? a->k_raw : a->k;
     linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, w->bq, n, C, qd);
     linear_forward(tm, il, MAT_K, w->wk, k, tm->h, w->bk, n, C, kvd);
     linear_forward(tm, il, MAT_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
     if (hp->q_norm_len) {
-        rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * qd / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
-        rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * kvd / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
+        ty_rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * qd / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
+        ty_rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * kvd / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
     }
     rope_tables(tm, il, T);
-    rope_forward(pool, a->q, n, T, hp->n_head, hd, &tm->rope[il], tm->cs);
-    rope_forward(pool, a->k, n, T, hp->n_head_kv, hd, &tm->rope[il], tm->cs);
-    if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, hp->q_scale, n * qd);
+    ty_rope_forward(pool, a->q, n, T, hp->n_head, hd, &tm->rope[il], tm->cs);
+    ty_rope_forward(pool, a->k, n, T, hp->n_head_kv, hd, &tm->rope[il], tm->cs);
+    if (hp->q_scale != 1.0f) ty_scale_inplace(pool, a->q, hp->q_scale, n * qd);
     const attention_shape as = layer_attention(tm, il, B, T);
-    attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
+    ty_attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
     linear_forward(tm, il, MAT_O, w->wo, o, a->att, NULL, n, qd, C);
     if (hp->post_norms) {
-        rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
+        ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
     }
-    add_scaled(pool, a->x_mid, a->x, o, hp->residual_scale, n * C);
+    ty_add_scaled(pool, a->x_mid, a->x, o, hp->residual_scale, n * C);
 
     /* feed-forward */
-    rmsnorm_forward(pool, tm->h, NULL, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
+    ty_rmsnorm_forward(pool, tm->h, NULL, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
     linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
     linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, NULL, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     float *f = hp->post_norms ? a->f_raw : tm->dbranch;
     linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, NULL, n, F, C);
     if (hp->post_norms) {
-        rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
+        ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
     }
-    add_scaled(pool, x_next, a->x_mid, f, hp->residual_scale, n * C);
+    ty_add_scaled(pool, x_next, a->x_mid, f, hp->residual_scale, n * C);
 }
 
 /* Output projection and loss over chunks of rows; with backward, each chunk's gradient
  * right away: dres (zeroed first) gets d(final norm input). */
 static double head_forward_backward(train_model *tm, const train_batch *b, bool backward) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd, V = hp->n_vocab;
-    toy_pool *pool = tm->pool;
-    rmsnorm_forward(pool, tm->h, tm->rstd, tm->x_final, tm->w.output_norm, n, C, hp->rms_eps);
+    ty_pool *pool = tm->pool;
+    ty_rmsnorm_forward(pool, tm->h, tm->rstd, tm->x_final, tm->w.output_norm, n, C, hp->rms_eps);
     if (backward) zero(tm->dh, n * C);
     const float s = 1.0f / hp->logit_scale;
     double total = 0;
     for (int64_t r0 = 0; r0 < n; r0 += tm->head_rows) {
         const int64_t m = n - r0 < tm->head_rows ? n - r0 : tm->head_rows;
-        if (tm->w.output) matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
-        else frozen_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->frozen_output, NULL, m, tm->panel,
+        if (tm->w.output) ty_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
+        else ty_frozen_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->frozen_output, NULL, m, tm->panel,
                                    tm->panel_rows);
-        lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
+        ty_lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
                         s, hp->final_softcap);
         for (int64_t i = r0; i < r0 + m; i++)
             if (b->targets[i] >= 0) total += (double)b->weights[i] * tm->row_loss[i];
         if (!backward) continue;
-        lm_loss_backward(pool, tm->logits, tm->logits, tm->row_lse + r0, b->targets + r0, b->weights + r0,
+        ty_lm_loss_backward(pool, tm->logits, tm->logits, tm->row_lse + r0, b->targets + r0, b->weights + r0,
                          m, V, s, hp->final_softcap);
         if (tm->w.output)
-            matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C, tm->w.output,
+            ty_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C, tm->w.output,
                             m, C, V);
-        else frozen_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->logits, tm->frozen_output, m, tm->panel,
+        else ty_frozen_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->logits, tm->frozen_output, m, tm->panel,
                                     tm->panel_rows);
     }
     if (backward) {
         zero(tm->dbranch, n * C); /* becomes d(x_final), the start of the residual gradient */
-        rmsnorm_backward(pool, tm->dbranch, tm->g.output_norm, tm->dh, tm->x_final, tm->w.output_norm,
+        ty_rmsnorm_backward(pool, tm->dbranch, tm->g.output_norm, tm->dh, tm->x_final, tm->w.output_norm,
                          tm->rstd, n, C);
     }
     return total;
@@ -618,8 +618,8 @@ static double head_forward_backward(train_model *tm, const train_batch *b, bool 
 
 static void glu_backward(train_model *tm, float *dgate, float *dup, const float *dout,
                          const float *gate, const float *up, int64_t n) {
-    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
-    else swiglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
+    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
+    else ty_swiglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
 }
 
 /* d(branch output) = residual_scale * dres into dbranch, through the branch's post-norm
@@ -627,24 +627,24 @@ static void glu_backward(train_model *tm, float *dgate, float *dup, const float 
  * raw branch output. */
 static const float *branch_grad(train_model *tm, const float *dres, const float *raw, const float *w,
                                 float *gw, int64_t n) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     const int64_t C = hp->n_embd;
     for (int64_t i = 0; i < n * C; i++) tm->dbranch[i] = hp->residual_scale * dres[i];
     if (!hp->post_norms) return tm->dbranch;
-    rmsnorm_forward(tm->pool, tm->h, tm->rstd, raw, w, n, C, hp->rms_eps); /* for rstd */
+    ty_rmsnorm_forward(tm->pool, tm->h, tm->rstd, raw, w, n, C, hp->rms_eps); /* for rstd */
     zero(tm->draw, n * C);
-    rmsnorm_backward(tm->pool, tm->draw, gw, tm->dbranch, raw, w, tm->rstd, n, C);
+    ty_rmsnorm_backward(tm->pool, tm->draw, gw, tm->dbranch, raw, w, tm->rstd, n, C);
     return tm->draw;
 }
 
 /* dres holds d(layer output) on entry, d(layer input) on return */
 static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
-    const toy_hparams *hp = &tm->hp;
+    const ty_hparams *hp = &tm->hp;
     const train_layer_weights *w = &tm->w.layers[il];
     train_layer_weights *gw = &tm->g.layers[il];
     layer_acts *a = &tm->acts[il];
-    toy_pool *pool = tm->pool;
-    toy_gemm *g = tm->gemm;
+    ty_pool *pool = tm->pool;
+    ty_gemm *g = tm->gemm;
     const int64_t n = (int64_t)B * T, C = hp->n_embd, F = hp->n_ff, hd = hp->head_dim;
     const int64_t qd = hp->n_head * hd, kvd = hp->n_head_kv * hd;
 
@@ -656,11 +656,11 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     zero(tm->dgate, n * F);
     zero(tm->dup, n * F);
     glu_backward(tm, tm->dgate, tm->dup, tm->dact, a->gate, a->up, n * F);
-    rmsnorm_forward(pool, tm->h, tm->rstd, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
+    ty_rmsnorm_forward(pool, tm->h, tm->rstd, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
     linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
     linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, NULL, tm->dh, tm->dup, tm->h, n, C, F);
-    rmsnorm_backward(pool, dres, gw->ffn_norm, tm->dh, a->x_mid, w->ffn_norm, tm->rstd, n, C);
+    ty_rmsnorm_backward(pool, dres, gw->ffn_norm, tm->dh, a->x_mid, w->ffn_norm, tm->rstd, n, C);
 
     /* attention: x_mid = x + rs * post_norm(attention(q, k, v) W_o^T) */
     const float *dox = branch_grad(tm, dres, a->o_raw, w->post_attn_norm, gw->post_attn_norm, n);
@@ -670,45 +670,45 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     zero(tm->dk, n * kvd);
     zero(tm->dv, n * kvd);
     const attention_shape as = layer_attention(tm, il, B, T);
-    attention_backward(g, tm->dq, tm->dk, tm->dv, tm->datt, a->att, a->lse, a->q, a->k, a->v, &as,
+    ty_attention_backward(g, tm->dq, tm->dk, tm->dv, tm->datt, a->att, a->lse, a->q, a->k, a->v, &as,
                        tm->att_scratch);
-    if (hp->q_scale != 1.0f) scale_inplace(pool, tm->dq, hp->q_scale, n * qd);
+    if (hp->q_scale != 1.0f) ty_scale_inplace(pool, tm->dq, hp->q_scale, n * qd);
     if (tm->rope[il].freq_factors && tm->g.rope_factors) {
         /* the rotated q is a->q before its prescale (a->q is not read again) */
-        for (int t = 0; t < T; t++) toy_rope_angles(&tm->rope[il], t, tm->theta + (int64_t)t * hp->n_rot / 2);
-        if (hp->q_scale != 1.0f) scale_inplace(pool, a->q, 1.0f / hp->q_scale, n * qd);
-        rope_freq_backward(tm->g.rope_factors, a->q, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->theta);
-        rope_freq_backward(tm->g.rope_factors, a->k, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->theta);
+        for (int t = 0; t < T; t++) ty_rope_angles(&tm->rope[il], t, tm->theta + (int64_t)t * hp->n_rot / 2);
+        if (hp->q_scale != 1.0f) ty_scale_inplace(pool, a->q, 1.0f / hp->q_scale, n * qd);
+        ty_rope_freq_backward(tm->g.rope_factors, a->q, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->theta);
+        ty_rope_freq_backward(tm->g.rope_factors, a->k, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->theta);
     }
     rope_tables(tm, il, T);
-    rope_backward(pool, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->cs);
-    rope_backward(pool, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->cs);
+    ty_rope_backward(pool, tm->dq, n, T, hp->n_head, (int)hd, &tm->rope[il], tm->cs);
+    ty_rope_backward(pool, tm->dk, n, T, hp->n_head_kv, (int)hd, &tm->rope[il], tm->cs);
     float *dq = tm->dq, *dk = tm->dk;
     if (hp->q_norm_len) {
         const int64_t qw = hp->q_norm_len, kw = hp->k_norm_len, qrows = n * qd / qw, krows = n * kvd / kw;
         zero(tm->dq_raw, n * qd);
         zero(tm->dk_raw, n * kvd);
-        rmsnorm_forward(pool, tm->datt, tm->rstd, a->q_raw, w->q_norm, qrows, qw, hp->rms_eps);
-        rmsnorm_backward(pool, tm->dq_raw, gw->q_norm, tm->dq, a->q_raw, w->q_norm, tm->rstd, qrows, qw);
-        rmsnorm_forward(pool, tm->datt, tm->rstd, a->k_raw, w->k_norm, krows, kw, hp->rms_eps);
-        rmsnorm_backward(pool, tm->dk_raw, gw->k_norm, tm->dk, a->k_raw, w->k_norm, tm->rstd, krows, kw);
+        ty_rmsnorm_forward(pool, tm->datt, tm->rstd, a->q_raw, w->q_norm, qrows, qw, hp->rms_eps);
+        ty_rmsnorm_backward(pool, tm->dq_raw, gw->q_norm, tm->dq, a->q_raw, w->q_norm, tm->rstd, qrows, qw);
+        ty_rmsnorm_forward(pool, tm->datt, tm->rstd, a->k_raw, w->k_norm, krows, kw, hp->rms_eps);
+        ty_rmsnorm_backward(pool, tm->dk_raw, gw->k_norm, tm->dk, a->k_raw, w->k_norm, tm->rstd, krows, kw);
         dq = tm->dq_raw;
         dk = tm->dk_raw;
     }
-    rmsnorm_forward(pool, tm->h, tm->rstd, a->x, w->attn_norm, n, C, hp->rms_eps);
+    ty_rmsnorm_forward(pool, tm->h, tm->rstd, a->x, w->attn_norm, n, C, hp->rms_eps);
     zero(tm->dh, n * C);
     linear_backward(tm, il, MAT_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
     linear_backward(tm, il, MAT_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
     linear_backward(tm, il, MAT_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
-    rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
+    ty_rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
 }
 
-double train_model_step(train_model *tm, const train_batch *b, bool backward) {
-    const toy_hparams *hp = &tm->hp;
+double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {
+    const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd;
     tm->key = b->key;
-    if (tm->w.token_embd) embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
-    else frozen_embedding_forward(tm->acts[0].x, b->tokens, tm->frozen_embd, n, hp->embd_scale);
+    if (tm->w.token_embd) ty_embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
+    else ty_frozen_embedding_forward(tm->acts[0].x, b->tokens, tm->frozen_embd, n, hp->embd_scale);
     for (int il = 0; il < hp->n_layer; il++) layer_forward(tm, il, b->B, b->T);
     const double loss = head_forward_backward(tm, b, backward);
     if (!backward) return loss;
@@ -717,18 +717,18 @@ double train_model_step(train_model *tm, const train_batch *b, bool backward) {
     float *dres = tm->x_final;
     memcpy(dres, tm->dbranch, (size_t)(n * C) * sizeof *dres);
     for (int il = hp->n_layer - 1; il >= 0; il--) layer_backward(tm, il, b->B, b->T, dres);
-    if (tm->g.token_embd) embedding_backward(tm->g.token_embd, dres, b->tokens, n, C, hp->embd_scale);
+    if (tm->g.token_embd) ty_embedding_backward(tm->g.token_embd, dres, b->tokens, n, C, hp->embd_scale);
     return loss;
 }
 
 /* ---------------------------------------------------------------- accessors */
 
-int64_t train_model_n_params(const train_model *tm) { return tm->n_trainable; }
-int64_t train_model_n_floats(const train_model *tm) { return tm->n_floats; }
-float *train_model_params(train_model *tm) { return tm->params; }
-float *train_model_grads(train_model *tm) { return tm->grads; }
-void train_model_zero_grads(train_model *tm) { zero(tm->grads, tm->n_floats); }
-int train_model_n_tensors(const train_model *tm) { return tm->n_tensors; }
-const train_tensor *train_model_tensor(const train_model *tm, int i) { return &tm->tensors[i]; }
-const toy_hparams *train_model_hparams(const train_model *tm) { return &tm->hp; }
-toy_gemm *train_model_gemm(train_model *tm) { return tm->gemm; }
+int64_t ty_train_model_n_params(const train_model *tm) { return tm->n_trainable; }
+int64_t ty_train_model_n_floats(const train_model *tm) { return tm->n_floats; }
+float *ty_train_model_params(train_model *tm) { return tm->params; }
+float *ty_train_model_grads(train_model *tm) { return tm->grads; }
+void ty_train_model_zero_grads(train_model *tm) { zero(tm->grads, tm->n_floats); }
+int ty_train_model_n_tensors(const train_model *tm) { return tm->n_tensors; }
+const train_tensor *ty_train_model_tensor(const train_model *tm, int i) { return &tm->tensors[i]; }
+const ty_hparams *ty_train_model_hparams(const train_model *tm) { return &tm->hp; }
+ty_gemm *ty_train_model_gemm(train_model *tm) { return tm->gemm; }

@@ -55,9 +55,9 @@ typedef struct train_model train_model;
 /* Training copies of a loaded model's tensors (the model may be freed after). MoE and
  * other layouts training does not cover are an error naming the architecture. seq_len
  * is the context the model is trained at (it picks LongRoPE's factors). */
-toy_status train_model_new(const toy_model *model, int32_t seq_len, toy_pool *pool,
+toy_status ty_train_model_new(const toy_model *model, int32_t seq_len, ty_pool *pool,
                            train_model **out);
-void train_model_free(train_model *tm);
+void ty_train_model_free(train_model *tm);
 
 /* LoRA: the base's matrices stay as they are in the file (any type, memory-mapped: the
  * model must outlive the train_model), frozen with its norms and biases; the
@@ -73,26 +73,26 @@ typedef struct {
     float dropout;
     uint64_t seed;
 } train_lora_params;
-toy_status train_model_new_lora(const toy_model *model, int32_t seq_len, toy_pool *pool,
+toy_status ty_train_model_new_lora(const toy_model *model, int32_t seq_len, ty_pool *pool,
                                 const train_lora_params *lp, train_model **out);
 /* NULL for a full model */
-const train_lora_params *train_model_lora(const train_model *tm);
+const train_lora_params *ty_train_model_lora(const train_model *tm);
 
 /* Activations for micro-batches of up to B x T tokens (T <= the seq_len given). */
-toy_status train_model_reserve(train_model *tm, int B, int T);
+toy_status ty_train_model_reserve(train_model *tm, int B, int T);
 
 /* The weighted loss sum_i weights[i] * loss_i of a batch. With backward, the gradient
  * of that sum is ADDED to the gradients (zero them to start a sum). */
-double train_model_step(train_model *tm, const train_batch *b, bool backward);
+double ty_train_model_step(train_model *tm, const train_batch *b, bool backward);
 
-int64_t train_model_n_params(const train_model *tm); /* trainable floats */
-int64_t train_model_n_floats(const train_model *tm);   /* the length of params and grads */
-float *train_model_params(train_model *tm);
-float *train_model_grads(train_model *tm);
-void train_model_zero_grads(train_model *tm);
-int train_model_n_tensors(const train_model *tm);
-const train_tensor *train_model_tensor(const train_model *tm, int i);
-const toy_hparams *train_model_hparams(const train_model *tm);
-toy_gemm *train_model_gemm(train_model *tm);
+int64_t ty_train_model_n_params(const train_model *tm); /* trainable floats */
+int64_t ty_train_model_n_floats(const train_model *tm);   /* the length of params and grads */
+float *ty_train_model_params(train_model *tm);
+float *ty_train_model_grads(train_model *tm);
+void ty_train_model_zero_grads(train_model *tm);
+int ty_train_model_n_tensors(const train_model *tm);
+const train_tensor *ty_train_model_tensor(const train_model *tm, int i);
+const ty_hparams *ty_train_model_hparams(const train_model *tm);
+ty_gemm *ty_train_model_gemm(train_model *tm);
 
 #endif

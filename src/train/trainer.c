@@ -33,7 +33,7 @@ void toy_train_params_init(toy_train_params *params, size_t size) {
         .lora_targets = 0x7f, .warmup = 100, .weight_decay = 0.1f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
         .clip = 1.0f, .seed = 42, .n_threads = 1, .out_ftype = -1,
     };
-    toy_params_init(params, size, &defaults, sizeof defaults);
+    ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
 /* ---------------------------------------------------------------- output files */
@@ -52,7 +52,7 @@ static toy_status make_paths(const char *out, out_paths *p) {
         *dst[i] = malloc(stem + strlen(suffix[i]) + 1);
         if (*dst[i]) snprintf(*dst[i], stem + strlen(suffix[i]) + 1, "%.*s%s", (int)stem, out, suffix[i]);
     }
-    if (!p->model || !p->state || !p->csv || !p->svg) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!p->model || !p->state || !p->csv || !p->svg) return ty_error(TOY_ERR_NOMEM, "no memory");
     return TOY_OK;
 }
 
@@ -65,9 +65,9 @@ static void free_paths(out_paths *p) {
 
 /* The loss log: one row per step, the evaluation where there was one. */
 static toy_status write_csv(const char *path, const train_history *h, int64_t tokens_per_step) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     const char *head = "step,tokens,lr,loss,grad_norm,eval_loss,eval_ppl\n";
-    toy_buf_append(&b, head, strlen(head));
+    ty_buf_append(&b, head, strlen(head));
     int64_t e = 0;
     char line[256];
     for (int64_t i = 0; i < h->n; i++) {
@@ -79,18 +79,18 @@ static toy_status write_csv(const char *path, const train_history *h, int64_t to
                             exp(h->eval_loss[e]));
         else
             len += snprintf(line + len, sizeof line - (size_t)len, ",\n");
-        toy_buf_append(&b, line, (size_t)len);
+        ty_buf_append(&b, line, (size_t)len);
     }
-    toy_status st = b.oom ? toy_error(TOY_ERR_NOMEM, "no memory") : toy_write_file_atomic(path, b.v, b.n);
+    toy_status st = b.oom ? ty_error(TOY_ERR_NOMEM, "no memory") : ty_write_file_atomic(path, b.v, b.n);
     free(b.v);
     return st;
 }
 
 static toy_status write_svg(const char *path, const char *title, const train_history *h) {
     size_t len;
-    char *svg = loss_curve_svg(title, h->loss, h->n, h->eval_step, h->eval_loss, h->n_eval, &len);
-    if (!svg) return toy_error(TOY_ERR_NOMEM, "no memory");
-    toy_status st = toy_write_file_atomic(path, svg, len);
+    char *svg = ty_loss_curve_svg(title, h->loss, h->n, h->eval_step, h->eval_loss, h->n_eval, &len);
+    if (!svg) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = ty_write_file_atomic(path, svg, len);
     free(svg);
     return st;
 }
@@ -100,7 +100,7 @@ static toy_status write_svg(const char *path, const char *title, const train_his
 typedef struct {
     const toy_train_params *p;
     out_paths out;
-    toy_pool *pool;
+    ty_pool *pool;
     train_dist dist; /* this process among those of mpirun (rank 0 of 1 alone) */
     toy_model *model;  /* the source of metadata and tokenizer */
     train_model *tm;
@@ -117,15 +117,15 @@ typedef struct {
 
 static void run_free(run *r) {
     free_paths(&r->out);
-    train_model_free(r->tm);
+    ty_train_model_free(r->tm);
     toy_model_free(r->model);
-    toy_pool_free(r->pool);
+    ty_pool_free(r->pool);
     free(r->m);
     free(r->v);
-    train_stream_free(&r->data);
-    train_stream_free(&r->eval);
+    ty_train_stream_free(&r->data);
+    ty_train_stream_free(&r->eval);
     free(r->order);
-    history_free(&r->hist);
+    ty_history_free(&r->hist);
     free(r->tokens);
     free(r->targets);
     free(r->weights);
@@ -146,21 +146,21 @@ static toy_status open_model(run *r) {
     const toy_train_params *p = r->p;
     if (p->resume) {
         if (!file_exists(r->out.model) || !file_exists(r->out.state))
-            return toy_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
+            return ty_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
                              r->out.model, r->out.state);
         /* LoRA: the adapters come back from the state's master copy; the base is the base */
         if (!p->lora_rank) return load_model(p, r->out.model, &r->model);
     }
-    if (p->lora_rank && !p->model_path) return toy_error(TOY_ERR_INVALID, "LoRA needs a base model");
+    if (p->lora_rank && !p->model_path) return ty_error(TOY_ERR_INVALID, "LoRA needs a base model");
     if (p->model_path) return load_model(p, p->model_path, &r->model);
     const size_t n = strlen(r->out.model) + 32;
     char *tmp = malloc(n);
-    if (!tmp) return toy_error(TOY_ERR_NOMEM, "no memory");
+    if (!tmp) return ty_error(TOY_ERR_NOMEM, "no memory");
     /* every process of mpirun makes the same model from the same seed, each its own file */
     if (r->dist.size > 1) snprintf(tmp, n, "%s.init.%d.gguf", r->out.model, r->dist.rank);
     else snprintf(tmp, n, "%s.init.gguf", r->out.model);
     toy_init_params ip = toy_init_default_params();
-    if (p->init && toy_params_read(&ip, sizeof ip, p->init, "toy_train_params.init")) {
+    if (p->init && ty_params_read(&ip, sizeof ip, p->init, "toy_train_params.init")) {
         free(tmp);
         return TOY_ERR_INVALID;
     }
@@ -181,21 +181,21 @@ static int model_ftype(const toy_model *m) {
 }
 
 static toy_status check_params(const toy_train_params *p) {
-    if (!p->out_path) return toy_error(TOY_ERR_INVALID, "no output model path");
-    if (p->n_data < 1) return toy_error(TOY_ERR_INVALID, "no training data");
+    if (!p->out_path) return ty_error(TOY_ERR_INVALID, "no output model path");
+    if (p->n_data < 1) return ty_error(TOY_ERR_INVALID, "no training data");
     if (p->batch < 1 || p->seq < 2 || p->grad_accum < 1)
-        return toy_error(TOY_ERR_INVALID, "batch %d, seq %d, grad_accum %d: each must be at least 1 (seq 2)",
+        return ty_error(TOY_ERR_INVALID, "batch %d, seq %d, grad_accum %d: each must be at least 1 (seq 2)",
                          p->batch, p->seq, p->grad_accum);
     if (p->steps < 0 || (p->steps == 0 && p->epochs < 1))
-        return toy_error(TOY_ERR_INVALID, "nothing to train: steps %lld, epochs %d", (long long)p->steps, p->epochs);
+        return ty_error(TOY_ERR_INVALID, "nothing to train: steps %lld, epochs %d", (long long)p->steps, p->epochs);
     if (!(p->lr > 0) || !(p->min_lr >= 0) || p->min_lr > p->lr)
-        return toy_error(TOY_ERR_INVALID, "learning rates: lr %g must be > 0 and min_lr %g in 0..lr", p->lr, p->min_lr);
+        return ty_error(TOY_ERR_INVALID, "learning rates: lr %g must be > 0 and min_lr %g in 0..lr", p->lr, p->min_lr);
     if (!(p->beta1 >= 0 && p->beta1 < 1) || !(p->beta2 >= 0 && p->beta2 < 1) || !(p->eps > 0))
-        return toy_error(TOY_ERR_INVALID, "AdamW: betas must be in [0, 1) and eps > 0");
+        return ty_error(TOY_ERR_INVALID, "AdamW: betas must be in [0, 1) and eps > 0");
     if (!(p->weight_decay >= 0) || !(p->clip >= 0) || p->warmup < 0)
-        return toy_error(TOY_ERR_INVALID, "weight decay, clip and warmup must be >= 0");
+        return ty_error(TOY_ERR_INVALID, "weight decay, clip and warmup must be >= 0");
     if (p->out_ftype != -1 && !toy_ftype_name(p->out_ftype))
-        return toy_error(TOY_ERR_INVALID, "unknown output type %d", p->out_ftype);
+        return ty_error(TOY_ERR_INVALID, "unknown output type %d", p->out_ftype);
     return TOY_OK;
 }
 
@@ -203,51 +203,51 @@ static toy_status setup(run *r) {
     const toy_train_params *p = r->p;
     toy_status st = make_paths(p->out_path, &r->out);
     if (st) return st;
-    if ((st = train_dist_init(&r->dist))) return st;
+    if ((st = ty_train_dist_init(&r->dist))) return st;
     if (p->grad_accum % r->dist.size)
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "%d processes share each step's %d micro-batches (--grad-accum): make it a multiple of %d",
                          r->dist.size, p->grad_accum, r->dist.size);
-    r->pool = toy_pool_new(p->n_threads > 0 ? p->n_threads : 1);
-    if (!r->pool) return toy_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
+    r->pool = ty_pool_new(p->n_threads > 0 ? p->n_threads : 1);
+    if (!r->pool) return ty_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     if ((st = open_model(r))) return st;
     r->ftype = p->out_ftype >= 0 ? p->out_ftype : p->model_path ? model_ftype(r->model) : TOY_FTYPE_ALL_F32;
     if (p->lora_rank) {
         const train_lora_params lp = {p->lora_rank, p->lora_alpha > 0 ? p->lora_alpha : (float)p->lora_rank,
                                       p->lora_targets, p->lora_dropout, p->seed};
-        if ((st = train_model_new_lora(r->model, p->seq, r->pool, &lp, &r->tm))) return st;
-    } else if ((st = train_model_new(r->model, p->seq, r->pool, &r->tm))) {
+        if ((st = ty_train_model_new_lora(r->model, p->seq, r->pool, &lp, &r->tm))) return st;
+    } else if ((st = ty_train_model_new(r->model, p->seq, r->pool, &r->tm))) {
         return st;
     }
     if (p->compute_type && p->compute_type != TOY_TYPE_F32 && p->compute_type != TOY_TYPE_BF16 &&
         p->compute_type != TOY_TYPE_F16)
-        return toy_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(p->compute_type));
-    toy_gemm_set_operand_type(train_model_gemm(r->tm), p->compute_type ? p->compute_type : TOY_TYPE_F32);
-    if ((st = train_model_reserve(r->tm, p->batch, p->seq))) return st;
+        return ty_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(p->compute_type));
+    ty_gemm_set_operand_type(ty_train_model_gemm(r->tm), p->compute_type ? p->compute_type : TOY_TYPE_F32);
+    if ((st = ty_train_model_reserve(r->tm, p->batch, p->seq))) return st;
 
     const toy_vocab *vocab = toy_model_vocab(r->model);
     const char *family;
     toy_chat_template_of(toy_model_gguf(r->model), &family); /* ChatML when none is recognised */
-    if ((st = train_stream_load(&r->data, vocab, family, p->data, p->n_data))) return st;
-    if ((st = train_stream_load(&r->eval, vocab, family, p->eval_data, p->n_eval_data))) return st;
-    r->n_windows = train_stream_n_windows(&r->data, p->seq);
+    if ((st = ty_train_stream_load(&r->data, vocab, family, p->data, p->n_data))) return st;
+    if ((st = ty_train_stream_load(&r->eval, vocab, family, p->eval_data, p->n_eval_data))) return st;
+    r->n_windows = ty_train_stream_n_windows(&r->data, p->seq);
     const int64_t per_step = (int64_t)p->batch * p->grad_accum;
     r->steps_per_epoch = r->n_windows / per_step;
     if (r->steps_per_epoch == 0)
-        return toy_error(TOY_ERR_INVALID,
+        return ty_error(TOY_ERR_INVALID,
                          "%s%s: the training data holds %lld tokens: %lld windows of %d + 1, and a step needs "
                          "batch %d x grad_accum %d = %lld",
                          p->data[0], p->n_data > 1 ? " and the other training files" : "", (long long)r->data.n,
                          (long long)r->n_windows, p->seq, p->batch, p->grad_accum, (long long)per_step);
-    if (p->n_eval_data > 0 && train_stream_n_windows(&r->eval, p->seq) == 0)
-        return toy_error(TOY_ERR_INVALID, "%s%s: the evaluation data holds %lld tokens, less than one window of %d + 1",
+    if (p->n_eval_data > 0 && ty_train_stream_n_windows(&r->eval, p->seq) == 0)
+        return ty_error(TOY_ERR_INVALID, "%s%s: the evaluation data holds %lld tokens, less than one window of %d + 1",
                          p->eval_data[0], p->n_eval_data > 1 ? " and the other evaluation files" : "",
                          (long long)r->eval.n, p->seq);
     r->n_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * r->steps_per_epoch;
     r->ap = (adamw_params){p->lr, p->min_lr, p->warmup, r->n_steps, p->beta1, p->beta2, p->eps,
                            p->weight_decay, p->clip};
 
-    const int64_t nf = train_model_n_floats(r->tm);
+    const int64_t nf = ty_train_model_n_floats(r->tm);
     r->m = calloc((size_t)nf, sizeof *r->m);
     r->v = calloc((size_t)nf, sizeof *r->v);
     r->order = malloc((size_t)r->n_windows * sizeof *r->order);
@@ -256,15 +256,15 @@ static toy_status setup(run *r) {
     r->targets = malloc(rows * sizeof *r->targets);
     r->weights = malloc(rows * sizeof *r->weights);
     if (!r->m || !r->v || !r->order || !r->tokens || !r->targets || !r->weights)
-        return toy_error(TOY_ERR_NOMEM, "no memory for the optimizer state");
+        return ty_error(TOY_ERR_NOMEM, "no memory for the optimizer state");
     r->st = (train_state){.seed = p->seed, .batch = p->batch, .seq = p->seq, .grad_accum = p->grad_accum,
                           .n_windows = r->n_windows};
     if (p->resume) {
         train_state saved;
-        if ((st = checkpoint_read_state(r->out.state, r->tm, r->m, r->v, &saved, &r->hist))) return st;
+        if ((st = ty_checkpoint_read_state(r->out.state, r->tm, r->m, r->v, &saved, &r->hist))) return st;
         if (saved.seed != p->seed || saved.batch != p->batch || saved.seq != p->seq ||
             saved.grad_accum != p->grad_accum || saved.n_windows != r->n_windows)
-            return toy_error(TOY_ERR_INVALID,
+            return ty_error(TOY_ERR_INVALID,
                              "%s: saved with seed %llu, batch %d, seq %d, grad_accum %d and %lld windows of "
                              "data; this run has %llu, %d, %d, %d and %lld: resume with the same data and options",
                              r->out.state, (unsigned long long)saved.seed, saved.batch, saved.seq,
@@ -272,35 +272,35 @@ static toy_status setup(run *r) {
                              p->batch, p->seq, p->grad_accum, (long long)r->n_windows);
         r->st = saved;
     }
-    train_window_order(r->order, r->n_windows, p->seed, r->st.epoch);
+    ty_train_window_order(r->order, r->n_windows, p->seed, r->st.epoch);
     return TOY_OK;
 }
 
 /* The mean loss over every window of the evaluation data, in order. */
 static double evaluate(run *r) {
     const toy_train_params *p = r->p;
-    const int64_t nw = train_stream_n_windows(&r->eval, p->seq);
+    const int64_t nw = ty_train_stream_n_windows(&r->eval, p->seq);
     double sum = 0;
     int64_t scored = 0;
     for (int64_t w0 = 0; w0 < nw; w0 += p->batch) {
         const int b = (int)(nw - w0 < p->batch ? nw - w0 : p->batch);
         for (int i = 0; i < b; i++)
-            scored += train_stream_window(&r->eval, w0 + i, p->seq, r->tokens + (size_t)i * p->seq,
+            scored += ty_train_stream_window(&r->eval, w0 + i, p->seq, r->tokens + (size_t)i * p->seq,
                                           r->targets + (size_t)i * p->seq);
         for (int i = 0; i < b * p->seq; i++) r->weights[i] = 1.0f;
         const train_batch batch = {b, p->seq, 0, r->tokens, r->targets, r->weights};
-        sum += train_model_step(r->tm, &batch, false);
+        sum += ty_train_model_step(r->tm, &batch, false);
     }
     return scored ? sum / (double)scored : NAN;
 }
 
 static toy_status save(run *r) {
-    const bool lora = train_model_lora(r->tm) != NULL;
+    const bool lora = ty_train_model_lora(r->tm) != NULL;
     const bool master = lora || r->ftype != TOY_FTYPE_ALL_F32;
-    toy_status st = lora ? checkpoint_write_adapter(r->tm, toy_model_gguf(r->model), r->out.model)
-                         : checkpoint_write_model(r->tm, toy_model_gguf(r->model), r->ftype, r->p->n_threads,
+    toy_status st = lora ? ty_checkpoint_write_adapter(r->tm, toy_model_gguf(r->model), r->out.model)
+                         : ty_checkpoint_write_model(r->tm, toy_model_gguf(r->model), r->ftype, r->p->n_threads,
                                                   r->out.model);
-    if (!st) st = checkpoint_write_state(r->out.state, r->tm, r->m, r->v, master, &r->st, &r->hist);
+    if (!st) st = ty_checkpoint_write_state(r->out.state, r->tm, r->m, r->v, master, &r->st, &r->hist);
     const int64_t per_step = (int64_t)r->p->batch * r->p->grad_accum * r->p->seq;
     if (!st) st = write_csv(r->out.csv, &r->hist, per_step);
     if (!st) {
@@ -320,7 +320,7 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
     if (r->st.position + per_step > r->n_windows) { /* the next epoch */
         r->st.epoch++;
         r->st.position = 0;
-        train_window_order(r->order, r->n_windows, p->seed, r->st.epoch);
+        ty_train_window_order(r->order, r->n_windows, p->seed, r->st.epoch);
     }
     const int64_t *windows = r->order + r->st.position;
     /* the step's scored tokens, so that every token weighs the same */
@@ -329,7 +329,7 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
         const int64_t w = windows[i] * p->seq;
         for (int t = 1; t <= p->seq; t++) scored += r->data.scored[w + t];
     }
-    train_model_zero_grads(tm);
+    ty_train_model_zero_grads(tm);
     double loss = 0;
     const float weight = scored ? 1.0f / (float)scored : 0.0f;
     /* this process's share of the micro-batches: a contiguous run of them */
@@ -337,29 +337,29 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
     for (int a = a0; a < a1; a++) {
         if (r->dist.size == 1 && p->stop && *p->stop) return false; /* (several: at step boundaries) */
         for (int i = 0; i < p->batch; i++)
-            train_stream_window(&r->data, windows[a * p->batch + i], p->seq, r->tokens + (size_t)i * p->seq,
+            ty_train_stream_window(&r->data, windows[a * p->batch + i], p->seq, r->tokens + (size_t)i * p->seq,
                                 r->targets + (size_t)i * p->seq);
         for (int i = 0; i < p->batch * p->seq; i++) r->weights[i] = weight;
         const train_batch b = {p->batch, p->seq, (uint64_t)(r->st.step * p->grad_accum + a), r->tokens, r->targets,
                                r->weights};
-        loss += train_model_step(tm, &b, true);
+        loss += ty_train_model_step(tm, &b, true);
     }
     /* tensors that are not trained (RoPE factors) take no part in the norm */
-    float *g = train_model_grads(tm), *params = train_model_params(tm);
+    float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
     /* every process gets the same sums, in rank order */
-    if (train_dist_sum_floats(&r->dist, g, train_model_n_floats(tm)) || train_dist_sum_double(&r->dist, &loss))
+    if (ty_train_dist_sum_floats(&r->dist, g, ty_train_model_n_floats(tm)) || ty_train_dist_sum_double(&r->dist, &loss))
         return false;
-    for (int i = 0; i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (!t->trainable) memset(g + t->offset, 0, (size_t)t->n * sizeof *g);
     }
-    const double gnorm = grad_norm(r->pool, g, train_model_n_floats(tm));
+    const double gnorm = ty_grad_norm(r->pool, g, ty_train_model_n_floats(tm));
     const float scale = p->clip > 0 && gnorm > p->clip ? (float)(p->clip / gnorm) : 1.0f;
-    const float lr = adamw_lr(&r->ap, r->st.step);
-    for (int i = 0; i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    const float lr = ty_adamw_lr(&r->ap, r->st.step);
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         if (t->trainable)
-            adamw_update(r->pool, params + t->offset, g + t->offset, r->m + t->offset, r->v + t->offset, t->n,
+            ty_adamw_update(r->pool, params + t->offset, g + t->offset, r->m + t->offset, r->v + t->offset, t->n,
                          &r->ap, lr, r->st.step + 1, scale, t->decay);
     }
     r->st.step++;
@@ -374,10 +374,10 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
 
 toy_status toy_train(const toy_train_params *caller_params, toy_train_result *result) {
     toy_train_params full = toy_train_default_params();
-    if (!caller_params) return toy_error(TOY_ERR_INVALID, "toy_train: no parameters");
-    if (toy_params_read(&full, sizeof full, caller_params, "toy_train_params")) return TOY_ERR_INVALID;
+    if (!caller_params) return ty_error(TOY_ERR_INVALID, "toy_train: no parameters");
+    if (ty_params_read(&full, sizeof full, caller_params, "toy_train_params")) return TOY_ERR_INVALID;
     const toy_train_params *p = &full;
-    toy_status st = toy_result_check(result, "toy_train_result");
+    toy_status st = ty_result_check(result, "toy_train_result");
     if (!st) st = toy_kernel_init();
     if (!st) st = check_params(p);
     if (st) return st;
@@ -386,21 +386,21 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
         run_free(&r);
         return st;
     }
-    toy_train_result res = {.size = sizeof res, .n_params = train_model_n_params(r.tm), .n_train_tokens = r.data.n_scored,
+    toy_train_result res = {.size = sizeof res, .n_params = ty_train_model_n_params(r.tm), .n_train_tokens = r.data.n_scored,
                             .n_eval_tokens = r.eval.n_scored, .eval_loss = NAN};
-    const double t_start = toy_now_s(), seconds_before = r.st.seconds;
+    const double t_start = ty_now_s(), seconds_before = r.st.seconds;
     const int64_t step0 = r.st.step;
     res.rank = r.dist.rank;
     res.n_procs = r.dist.size;
     const bool main_rank = r.dist.rank == 0;
     while (!st && r.st.step < r.n_steps) {
         double stop = p->stop && *p->stop; /* all stop together, if any was told to */
-        if (r.dist.size > 1 && (st = train_dist_sum_double(&r.dist, &stop))) break;
+        if (r.dist.size > 1 && (st = ty_train_dist_sum_double(&r.dist, &stop))) break;
         if (stop > 0) {
             res.stopped = true;
             break;
         }
-        const double t0 = toy_now_s();
+        const double t0 = ty_now_s();
         double loss, gnorm;
         float lr;
         int64_t scored;
@@ -408,14 +408,14 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
             res.stopped = true;
             break;
         }
-        const double dt = toy_now_s() - t0;
-        r.st.seconds = seconds_before + (toy_now_s() - t_start);
-        if ((st = history_add(&r.hist, (float)loss, lr, (float)gnorm))) break;
+        const double dt = ty_now_s() - t0;
+        r.st.seconds = seconds_before + (ty_now_s() - t_start);
+        if ((st = ty_history_add(&r.hist, (float)loss, lr, (float)gnorm))) break;
         toy_train_progress pr = {.step = r.st.step, .n_steps = r.n_steps, .epoch = r.st.epoch, .loss = loss,
                                  .lr = lr, .grad_norm = gnorm,
                                  .tokens_per_s = (double)p->batch * p->grad_accum * p->seq / dt};
         pr.elapsed_s = r.st.seconds;
-        const double per = (toy_now_s() - t_start) / (double)(r.st.step - step0);
+        const double per = (ty_now_s() - t_start) / (double)(r.st.step - step0);
         pr.eta_s = per * (double)(r.n_steps - r.st.step);
         res.loss = loss;
         const bool last = r.st.step == r.n_steps;
@@ -424,7 +424,7 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
             pr.eval_loss = evaluate(&r);
             pr.eval_ppl = exp(pr.eval_loss);
             res.eval_loss = pr.eval_loss;
-            if ((st = history_add_eval(&r.hist, r.st.step, (float)pr.eval_loss))) break;
+            if ((st = ty_history_add_eval(&r.hist, r.st.step, (float)pr.eval_loss))) break;
         }
         if (!last && p->save_every > 0 && r.st.step % p->save_every == 0) {
             if (main_rank && (st = save(&r))) break;
@@ -435,7 +435,7 @@ toy_status toy_train(const toy_train_params *caller_params, toy_train_result *re
     /* at the end, and when stopped: a run always leaves a checkpoint (rank 0 writes) */
     if (!st && main_rank) st = save(&r);
     res.steps = r.st.step;
-    if (result && !st) st = toy_result_write(result, &res, sizeof res, "toy_train_result");
+    if (result && !st) st = ty_result_write(result, &res, sizeof res, "toy_train_result");
     run_free(&r);
     return st;
 }
@@ -450,26 +450,26 @@ static int cmp_double(const void *a, const void *b) {
 toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps, int n_threads,
                            toy_train_bench_result *out) {
     if (batch < 1 || seq < 2 || steps < 1)
-        return toy_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
-    if (!out) return toy_error(TOY_ERR_INVALID, "toy_train_bench: no result");
-    if (toy_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
+        return ty_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_train_bench: no result");
+    if (ty_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
     toy_model *m;
     toy_status st = toy_model_load(model_path, &m);
     if (st) return st;
-    toy_pool *pool = toy_pool_new(n_threads);
+    ty_pool *pool = ty_pool_new(n_threads);
     train_model *tm = NULL;
     const size_t rows = (size_t)batch * (size_t)seq;
     int32_t *tok = malloc(rows * sizeof *tok), *tgt = malloc(rows * sizeof *tgt);
     float *w = malloc(rows * sizeof *w);
     float *mom = NULL, *var = NULL;
     double *times = calloc((size_t)steps, sizeof *times);
-    if (!pool || !tok || !tgt || !w || !times) st = toy_error(TOY_ERR_NOMEM, "no memory");
-    if (!st) st = train_model_new(m, seq, pool, &tm);
-    if (!st) st = train_model_reserve(tm, batch, seq);
+    if (!pool || !tok || !tgt || !w || !times) st = ty_error(TOY_ERR_NOMEM, "no memory");
+    if (!st) st = ty_train_model_new(m, seq, pool, &tm);
+    if (!st) st = ty_train_model_reserve(tm, batch, seq);
     if (!st) {
-        mom = calloc((size_t)train_model_n_floats(tm), sizeof *mom);
-        var = calloc((size_t)train_model_n_floats(tm), sizeof *var);
-        if (!mom || !var) st = toy_error(TOY_ERR_NOMEM, "no memory for the optimizer state");
+        mom = calloc((size_t)ty_train_model_n_floats(tm), sizeof *mom);
+        var = calloc((size_t)ty_train_model_n_floats(tm), sizeof *var);
+        if (!mom || !var) st = ty_error(TOY_ERR_NOMEM, "no memory for the optimizer state");
     }
     if (!st) {
         uint64_t x = 12345;
@@ -485,30 +485,30 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
         const adamw_params ap = {1e-4f, 1e-5f, 0, 100, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
         const train_batch b = {batch, seq, 0, tok, tgt, w};
         for (int s = -1; s < steps; s++) { /* step -1 warms up */
-            const double t0 = toy_now_s();
-            train_model_zero_grads(tm);
-            train_model_step(tm, &b, true);
-            float *g = train_model_grads(tm), *params = train_model_params(tm);
-            const double gn = grad_norm(pool, g, train_model_n_floats(tm));
+            const double t0 = ty_now_s();
+            ty_train_model_zero_grads(tm);
+            ty_train_model_step(tm, &b, true);
+            float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
+            const double gn = ty_grad_norm(pool, g, ty_train_model_n_floats(tm));
             const float scale = gn > ap.clip ? (float)(ap.clip / gn) : 1.0f;
-            for (int i = 0; i < train_model_n_tensors(tm); i++) {
-                const train_tensor *t = train_model_tensor(tm, i);
+            for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+                const train_tensor *t = ty_train_model_tensor(tm, i);
                 if (t->trainable)
-                    adamw_update(pool, params + t->offset, g + t->offset, mom + t->offset, var + t->offset, t->n,
+                    ty_adamw_update(pool, params + t->offset, g + t->offset, mom + t->offset, var + t->offset, t->n,
                                  &ap, ap.lr, s + 2, scale, t->decay);
             }
-            if (s >= 0) times[s] = toy_now_s() - t0;
+            if (s >= 0) times[s] = ty_now_s() - t0;
         }
         qsort(times, (size_t)steps, sizeof *times, cmp_double);
         const double step_s = steps % 2 ? times[steps / 2] : 0.5 * (times[steps / 2 - 1] + times[steps / 2]);
         struct rusage ru;
         getrusage(RUSAGE_SELF, &ru);
         toy_train_bench_result r = {.size = sizeof r, .step_s = step_s, .tokens_per_s = (double)rows / step_s,
-                                    .n_params = train_model_n_params(tm), .tokens_per_step = (int64_t)rows,
+                                    .n_params = ty_train_model_n_params(tm), .tokens_per_step = (int64_t)rows,
                                     .threads = n_threads, .peak_rss_mb = (double)ru.ru_maxrss / 1024.0};
         r.peak_gflops = toy_cpu_peak_gflops(n_threads);
         r.utilisation = 6.0 * (double)r.n_params * r.tokens_per_s / (r.peak_gflops * 1e9);
-        st = toy_result_write(out, &r, sizeof r, "toy_train_bench_result");
+        st = ty_result_write(out, &r, sizeof r, "toy_train_bench_result");
     }
     free(times);
     free(mom);
@@ -516,8 +516,8 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
     free(tok);
     free(tgt);
     free(w);
-    train_model_free(tm);
-    toy_pool_free(pool);
+    ty_train_model_free(tm);
+    ty_pool_free(pool);
     toy_model_free(m);
     return st;
 }

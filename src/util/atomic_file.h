@@ -12,15 +12,15 @@
 typedef struct {
     FILE *f;   /* write here between open and commit */
     char *path, *tmp_path;
-} toy_atomic_file;
+} ty_atomic_file;
 
-toy_status toy_atomic_open(toy_atomic_file *a, const char *path);
+toy_status ty_atomic_open(ty_atomic_file *a, const char *path);
 /* Flushes, syncs and renames; on failure the temporary file is removed. */
-toy_status toy_atomic_commit(toy_atomic_file *a);
+toy_status ty_atomic_commit(ty_atomic_file *a);
 /* Drops the temporary file (safe after commit, or on a zeroed struct). */
-void toy_atomic_abort(toy_atomic_file *a);
+void ty_atomic_abort(ty_atomic_file *a);
 
 /* The whole file at once. */
-toy_status toy_write_file_atomic(const char *path, const void *data, size_t len);
+toy_status ty_write_file_atomic(const char *path, const void *data, size_t len);
 
 #endif

@@ -16,9 +16,9 @@ typedef struct {
     char *v;
     size_t n, cap;
     bool oom;
-} toy_buf;
+} ty_buf;
 
-static inline void toy_buf_append(toy_buf *b, const void *data, size_t len) {
+static inline void ty_buf_append(ty_buf *b, const void *data, size_t len) {
     if (b->oom) return;
     if (b->cap - b->n < len + 1) {
         size_t cap = b->cap ? b->cap : 64;
@@ -46,12 +46,12 @@ static inline void toy_buf_append(toy_buf *b, const void *data, size_t len) {
 #if defined(__GNUC__)
 __attribute__((sentinel))
 #endif
-static inline void toy_buf_put_strings(toy_buf *b, ...) {
+static inline void ty_buf_put_strings(ty_buf *b, ...) {
     va_list ap;
     va_start(ap, b);
-    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) toy_buf_append(b, s, strlen(s));
+    for (const char *s; (s = va_arg(ap, const char *)) != NULL;) ty_buf_append(b, s, strlen(s));
     va_end(ap);
 }
-#define TOY_BUF_PUT(b, ...) toy_buf_put_strings(b, __VA_ARGS__, (const char *)NULL)
+#define TOY_BUF_PUT(b, ...) ty_buf_put_strings(b, __VA_ARGS__, (const char *)NULL)
 
 #endif

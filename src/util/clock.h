@@ -5,7 +5,7 @@
 #include <time.h>
 
 /* Seconds on CLOCK_MONOTONIC (an arbitrary origin: only differences mean anything). */
-static inline double toy_now_s(void) {
+static inline double ty_now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;

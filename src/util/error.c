@@ -16,7 +16,7 @@ static void make_one_line(char *s) {
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
 
-toy_status toy_error(toy_status status, const char *fmt, ...) {
+toy_status ty_error(toy_status status, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(last_error, sizeof last_error, fmt, ap);
@@ -25,7 +25,7 @@ toy_status toy_error(toy_status status, const char *fmt, ...) {
     return status;
 }
 
-toy_status toy_error_wrap(toy_status status, const char *fmt, ...) {
+toy_status ty_error_wrap(toy_status status, const char *fmt, ...) {
     char prefix[TOY_ERROR_MAX], old[TOY_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);

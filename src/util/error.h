@@ -9,22 +9,22 @@
 #include "toy.h"
 
 /* Records a message for toy_last_error() on this thread and returns `status`, so a
- * failure reads `return toy_error(TOY_ERR_FORMAT, "%s: ...", path);`. */
+ * failure reads `return ty_error(TOY_ERR_FORMAT, "%s: ...", path);`. */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-toy_status toy_error(toy_status status, const char *fmt, ...);
+toy_status ty_error(toy_status status, const char *fmt, ...);
 
 /* Prefixes the current message with more context: "CONTEXT: old message". */
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-toy_status toy_error_wrap(toy_status status, const char *fmt, ...);
+toy_status ty_error_wrap(toy_status status, const char *fmt, ...);
 
-static inline bool toy_mul_overflows(size_t a, size_t b, size_t *out) {
+static inline bool ty_mul_overflows(size_t a, size_t b, size_t *out) {
     return __builtin_mul_overflow(a, b, out);
 }
-static inline bool toy_add_overflows(size_t a, size_t b, size_t *out) {
+static inline bool ty_add_overflows(size_t a, size_t b, size_t *out) {
     return __builtin_add_overflow(a, b, out);
 }
 

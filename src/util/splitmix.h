@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 /* Advances *state and returns the next value of its stream. */
-static inline uint64_t toy_splitmix64(uint64_t *state) {
+static inline uint64_t ty_splitmix64(uint64_t *state) {
     uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;

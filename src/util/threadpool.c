@@ -42,7 +42,7 @@ typedef struct {
 
 #define RANGE_MAX_TASKS 0x7fffffffLL /* a job of more runs in slices of this many */
 
-struct toy_pool {
+struct ty_pool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t lock;
@@ -53,14 +53,14 @@ struct toy_pool {
     atomic_bool shutdown;
 
     /* the current job */
-    toy_task_fn fn;
+    ty_task_fn fn;
     void *ctx;
     int64_t first; /* task index of range position 0 */
     task_range *ranges; /* one per thread */
 };
 
 typedef struct {
-    toy_pool *pool;
+    ty_pool *pool;
     int index;
 } worker_arg;
 
@@ -81,7 +81,7 @@ static bool take(task_range *r, bool front, int64_t *task) {
     }
 }
 
-static void work(toy_pool *p, int thread) {
+static void work(ty_pool *p, int thread) {
     int64_t t;
     while (take(&p->ranges[thread], true, &t)) p->fn(p->ctx, p->first + t, thread);
     for (int k = 1; k < p->n_threads; k++) {
@@ -91,13 +91,13 @@ static void work(toy_pool *p, int thread) {
 }
 
 /* Waits until the generation differs from `seen`; returns false on shutdown. */
-static bool wait_for_job(toy_pool *p, uint64_t seen) {
-    double deadline = toy_now_s() + SPIN_SECONDS;
+static bool wait_for_job(ty_pool *p, uint64_t seen) {
+    double deadline = ty_now_s() + SPIN_SECONDS;
     for (unsigned i = 1;; i++) {
         if (atomic_load(&p->generation) != seen) return true;
         if (atomic_load(&p->shutdown)) return false;
         spin_once(i);
-        if (i % 1024 == 0 && toy_now_s() > deadline) break;
+        if (i % 1024 == 0 && ty_now_s() > deadline) break;
     }
     pthread_mutex_lock(&p->lock);
     atomic_fetch_add(&p->sleepers, 1);
@@ -112,7 +112,7 @@ static bool wait_for_job(toy_pool *p, uint64_t seen) {
 
 static void *worker(void *arg) {
     worker_arg *a = arg;
-    toy_pool *p = a->pool;
+    ty_pool *p = a->pool;
     int index = a->index;
     free(a);
     uint64_t seen = 0;
@@ -124,9 +124,9 @@ static void *worker(void *arg) {
     return NULL;
 }
 
-toy_pool *toy_pool_new(int n_threads) {
+ty_pool *ty_pool_new(int n_threads) {
     if (n_threads < 1) n_threads = 1;
-    toy_pool *p = calloc(1, sizeof *p);
+    ty_pool *p = calloc(1, sizeof *p);
     if (!p) return NULL;
     p->n_threads = n_threads;
     pthread_mutex_init(&p->lock, NULL);
@@ -135,7 +135,7 @@ toy_pool *toy_pool_new(int n_threads) {
     p->ranges = aligned_alloc(_Alignof(task_range), (size_t)n_threads * sizeof *p->ranges);
     if (!p->threads || !p->ranges) {
         p->n_threads = 1; /* no workers to join */
-        toy_pool_free(p);
+        ty_pool_free(p);
         return NULL;
     }
     for (int i = 1; i < n_threads; i++) {
@@ -154,7 +154,7 @@ toy_pool *toy_pool_new(int n_threads) {
     return p;
 }
 
-void toy_pool_free(toy_pool *p) {
+void ty_pool_free(ty_pool *p) {
     if (!p) return;
     pthread_mutex_lock(&p->lock);
     atomic_store(&p->shutdown, true);
@@ -168,9 +168,9 @@ void toy_pool_free(toy_pool *p) {
     free(p);
 }
 
-int toy_pool_size(const toy_pool *p) { return p->n_threads; }
+int ty_pool_size(const ty_pool *p) { return p->n_threads; }
 
-void toy_pool_run(toy_pool *p, int64_t n_tasks, toy_task_fn fn, void *ctx) {
+void ty_pool_run(ty_pool *p, int64_t n_tasks, ty_task_fn fn, void *ctx) {
     if (n_tasks <= 0) return;
     if (p->n_threads == 1 || n_tasks == 1) {
         for (int64_t t = 0; t < n_tasks; t++) fn(ctx, t, 0);

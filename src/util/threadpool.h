@@ -9,16 +9,16 @@
 
 #include <stdint.h>
 
-typedef struct toy_pool toy_pool;
+typedef struct ty_pool ty_pool;
 
 /* Runs task `task` (0..n_tasks-1) on thread `thread` (0..n_threads-1). Which thread runs
  * which task varies from run to run: a task's result must not depend on it. */
-typedef void (*toy_task_fn)(void *ctx, int64_t task, int thread);
+typedef void (*ty_task_fn)(void *ctx, int64_t task, int thread);
 
 /* n_threads counts the caller: 1 means no worker threads. NULL on failure. */
-toy_pool *toy_pool_new(int n_threads);
-void toy_pool_free(toy_pool *pool);
-int toy_pool_size(const toy_pool *pool);
-void toy_pool_run(toy_pool *pool, int64_t n_tasks, toy_task_fn fn, void *ctx);
+ty_pool *ty_pool_new(int n_threads);
+void ty_pool_free(ty_pool *pool);
+int ty_pool_size(const ty_pool *pool);
+void ty_pool_run(ty_pool *pool, int64_t n_tasks, ty_task_fn fn, void *ctx);
 
 #endif

@@ -8,7 +8,7 @@
 /* The length of the valid UTF-8 sequence at s (at most n bytes), or 0 where it is not
  * one: a bad lead or continuation byte, a truncated sequence, an overlong form, a
  * surrogate, or a value past U+10FFFF. */
-static inline size_t toy_utf8_valid_len(const unsigned char *s, size_t n) {
+static inline size_t ty_utf8_valid_len(const unsigned char *s, size_t n) {
     if (s[0] < 0x80) return 1;
     size_t len;
     uint32_t cp;

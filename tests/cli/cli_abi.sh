@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shared library's ABI: it exports exactly the functions toy.h marks TOY_API (no
-# internal symbol leaks, none is missing), and its soname is libtoy.so.MAJOR with
+# internal symbol leaks, none is missing), libtoy.a's other globals all start with ty_,
+# and its soname is libtoy.so.MAJOR with
 # MAJOR the header's TOY_VERSION_MAJOR.
 . "$(dirname "$0")/../lib.sh"
 lib=$build/libtoy.so
@@ -18,6 +19,15 @@ missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
 [ -n "$missing" ] && { die "TOY_API in toy.h but not exported:"; echo "$missing"; }
 n=$(echo "$declared" | wc -l)
 [ "$n" -gt 100 ] || die "only $n TOY_API functions found in toy.h: the parse is wrong"
+
+# The static library: every global it defines is public (toy.h's) or internal (ty_), so a
+# program linked against libtoy.a meets no other name of ours.
+static=$build/libtoy.a
+if [ -e "$static" ]; then
+  others=$(nm -g --defined-only "$static" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u |
+           grep -v '^ty_' | comm -23 - <(echo "$declared"))
+  [ -n "$others" ] && { die "libtoy.a defines globals neither TOY_API nor ty_:"; echo "$others"; }
+fi
 
 major=$(sed -n 's/^#define TOY_VERSION_MAJOR \([0-9]*\)$/\1/p' "$src/include/toy.h")
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')

@@ -10,7 +10,7 @@
  * four unsigned bytes of column n in each of B's K / 4 rows (TDPBSSD: signed bytes). Anything the hardware would
  * fault on or compute from undefined state — an unconfigured tile, shapes that do not
  * fit (A's rows != C's rows, B's colsb != C's, A's colsb != 4 x B's rows) — is recorded
- * in toy_amx_emulator_fault, which the test requires to stay NULL. */
+ * in ty_amx_emulator_fault, which the test requires to stay NULL. */
 #ifndef TOY_AMX_EMULATOR_H
 #define TOY_AMX_EMULATOR_H
 
@@ -22,12 +22,12 @@
 #include "packed.h"
 
 #define TOY_AMX_EMULATE 1
-#define AMX_ENTRY toy_packed_amx_emulated
-const toy_packed_kernel *toy_packed_amx_emulated(int type);
+#define AMX_ENTRY ty_packed_amx_emulated
+const ty_packed_kernel *ty_packed_amx_emulated(int type);
 
 /* The first misuse seen, NULL while there is none. */
-extern const char *toy_amx_emulator_fault;
-const char *toy_amx_emulator_fault;
+extern const char *ty_amx_emulator_fault;
+const char *ty_amx_emulator_fault;
 
 typedef struct {
     int rows, colsb;
@@ -40,7 +40,7 @@ static _Thread_local struct {
 } amx;
 
 static void amx_fault(const char *what) {
-    if (!toy_amx_emulator_fault) toy_amx_emulator_fault = what;
+    if (!ty_amx_emulator_fault) ty_amx_emulator_fault = what;
 }
 
 static void emulated_loadconfig(const void *config) {

@@ -34,13 +34,13 @@ static const int32_t tok_pos[TOKENS] = {299, 150, 40, 31, 32, 33, 255, 256, 99, 
 
 /* Bytes of a row of hd elements of type */
 static size_t row_size(int type, int32_t hd) {
-    const toy_type_traits *tr = toy_type_traits_get(type);
+    const ty_type_traits *tr = ty_type_traits_get(type);
     return (size_t)hd / (size_t)tr->block_size * tr->type_size;
 }
 
 /* Writes n floats as cache rows of type (rows of hd) */
 static void to_cache(int type, const float *src, uint8_t *dst, size_t n_rows, int32_t hd) {
-    const toy_type_traits *tr = toy_type_traits_get(type);
+    const ty_type_traits *tr = ty_type_traits_get(type);
     const size_t row_bytes = row_size(type, hd);
     for (size_t r = 0; r < n_rows; r++) {
         if (type == TOY_TYPE_F32) memcpy(dst + r * row_bytes, src + r * (size_t)hd, row_bytes);
@@ -50,7 +50,7 @@ static void to_cache(int type, const float *src, uint8_t *dst, size_t n_rows, in
 
 /* One case: the batch, then every token alone; prints a hash of the batch's output bits
  * and returns the number of tokens whose output alone differs from the batch's. */
-static int run_case(toy_backend *be, const toy_kv_view *kv, const toy_attn_params *p, const float *q,
+static int run_case(ty_backend *be, const ty_kv_view *kv, const ty_attn_params *p, const float *q,
                     float *out, float *alone) {
     const size_t row = (size_t)p->n_head * (size_t)p->head_dim;
     be->attention(be, out, q, TOKENS, tok_pos, tok_seq, kv, p);
@@ -72,7 +72,7 @@ static int child(void) {
     int differ = 0;
     for (size_t sh = 0; sh < sizeof shapes / sizeof shapes[0]; sh++) {
         const int32_t heads = shapes[sh][0], kv_heads = shapes[sh][1], hd = shapes[sh][2];
-        toy_backend *be = toy_backend_cpu_new(2);
+        ty_backend *be = ty_backend_cpu_new(2);
         if (!be || be->reserve(be, TOKENS, heads * hd, heads, hd) != TOY_OK) return 1;
         /* [seq][kv head][cell][hd], two sequences */
         const size_t n_rows = 2 * (size_t)kv_heads * CELLS, n_kv = n_rows * (size_t)hd;
@@ -103,9 +103,9 @@ static int child(void) {
                 to_cache(type, k, kc, n_rows, hd);
                 to_cache(type, v, vc, n_rows, hd);
                 const size_t row_bytes = row_size(type, hd);
-                const toy_kv_view kv = {kc, vc, type, type, row_bytes, row_bytes, pos, CELLS, n_used};
+                const ty_kv_view kv = {kc, vc, type, type, row_bytes, row_bytes, pos, CELLS, n_used};
                 /* plain, soft-capped, a sliding window of 64 */
-                const toy_attn_params ps[] = {{heads, kv_heads, hd, 0.125f, 0.0f, 0},
+                const ty_attn_params ps[] = {{heads, kv_heads, hd, 0.125f, 0.0f, 0},
                                               {heads, kv_heads, hd, 0.125f, 3.0f, 0},
                                               {heads, kv_heads, hd, 0.125f, 0.0f, 64}};
                 for (size_t pi = 0; pi < sizeof ps / sizeof ps[0]; pi++) {

@@ -168,12 +168,12 @@ static void test_determinism(void) {
     CHECK_EQ(s1.n_tokens, 2000);
 
     /* the chunks' pre-tokens are those of the whole text */
-    toy_pretokenizer *pre;
+    ty_pretokenizer *pre;
     uint64_t n_words = 0;
-    CHECK(!toy_pretokenizer_new("qwen2", 5, NULL, &pre));
-    CHECK(!toy_pretokenize(pre, text, len, count_word, &n_words));
+    CHECK(!ty_pretokenizer_new("qwen2", 5, NULL, &pre));
+    CHECK(!ty_pretokenize(pre, text, len, count_word, &n_words));
     CHECK_EQ(s1.n_pretokens, n_words);
-    toy_pretokenizer_free(pre);
+    ty_pretokenizer_free(pre);
     free(f1);
     free(f3);
     free(text);

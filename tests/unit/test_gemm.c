@@ -1,9 +1,9 @@
 /* test_gemm.c — the matrix products (gemm.h): every micro-kernel this CPU can run, on
- * 1-3 threads, gives exactly the bits of toy_gemm_ref (one fused multiply-add chain per
+ * 1-3 threads, gives exactly the bits of ty_gemm_ref (one fused multiply-add chain per
  * element, in k order) for every transpose combination, with and without accumulation,
  * on shapes that are not multiples of any tile or block size; a product split over K
  * into accumulating calls equals the product in one call. The same with the operands
- * rounded to BF16 or F16 (mixed precision), against toy_gemm_ref_rounded; rounding
+ * rounded to BF16 or F16 (mixed precision), against ty_gemm_ref_rounded; rounding
  * changes the result (it is not silently skipped). */
 #include <math.h>
 
@@ -30,7 +30,7 @@ static int64_t first_diff(const float *a, const float *b, int64_t m, int64_t n, 
     return -1;
 }
 
-static void check_shape(toy_gemm *g, const char *isa, int round, int64_t m, int64_t n, int64_t k, bool ta,
+static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64_t n, int64_t k, bool ta,
                         bool tb, bool acc) {
     /* leading dimensions larger than the rows, so strides are exercised */
     const int64_t lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 5, ldc = n + 7;
@@ -43,10 +43,10 @@ static void check_shape(toy_gemm *g, const char *isa, int round, int64_t m, int6
     fill(b, rows_b * ldb);
     fill(c, m * ldc);
     memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
-    toy_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc};
-    toy_gemm_run(g, &p);
+    ty_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc};
+    ty_gemm_run(g, &p);
     p.c = ref;
-    toy_gemm_ref_rounded(&p, round);
+    ty_gemm_ref_rounded(&p, round);
     int64_t d = first_diff(c, ref, m, n, ldc);
     CHECK_MSG(d < 0, "%s (operands %d) m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %.9g, ref %.9g",
               isa, round, (long long)m, (long long)n, (long long)k, ta, tb, acc, (long long)d,
@@ -59,13 +59,13 @@ static void check_shape(toy_gemm *g, const char *isa, int round, int64_t m, int6
         const int64_t k1 = k / 3 + 1;
         fill(c, m * ldc);
         memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
-        toy_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc};
-        toy_gemm_run(g, &p1);
-        toy_gemm_args p2 = {ta, tb, true, m, n, k - k1, ta ? a + k1 * lda : a + k1, lda,
+        ty_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc};
+        ty_gemm_run(g, &p1);
+        ty_gemm_args p2 = {ta, tb, true, m, n, k - k1, ta ? a + k1 * lda : a + k1, lda,
                             tb ? b + k1 : b + k1 * ldb, ldb, c, ldc};
-        toy_gemm_run(g, &p2);
+        ty_gemm_run(g, &p2);
         p.c = ref;
-        toy_gemm_run(g, &p);
+        ty_gemm_run(g, &p);
         CHECK_MSG(first_diff(c, ref, m, n, ldc) < 0, "%s split K m=%lld n=%lld k=%lld", isa,
                   (long long)m, (long long)n, (long long)k);
     }
@@ -76,11 +76,11 @@ static void check_shape(toy_gemm *g, const char *isa, int round, int64_t m, int6
 }
 
 int main(void) {
-    const toy_gemm_kernel *kernels[3] = {toy_gemm_kernel_scalar(), NULL, NULL};
+    const ty_gemm_kernel *kernels[3] = {ty_gemm_kernel_scalar(), NULL, NULL};
     int n_kernels = 1;
 #if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = toy_gemm_kernel_avx2();
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = toy_gemm_kernel_avx512();
+    if (ty_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = ty_gemm_kernel_avx2();
+    if (ty_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = ty_gemm_kernel_avx512();
 #endif
     if (n_kernels < 3) printf("kernels above %s are not tested: this CPU (or TOY_ISA) lacks them\n",
                               kernels[n_kernels - 1]->isa);
@@ -90,35 +90,35 @@ int main(void) {
     };
     for (int ki = 0; ki < n_kernels; ki++)
         for (int nt = 1; nt <= 3; nt++) {
-            toy_pool *pool = toy_pool_new(nt);
-            toy_gemm *g = toy_gemm_new(pool, kernels[ki]);
+            ty_pool *pool = ty_pool_new(nt);
+            ty_gemm *g = ty_gemm_new(pool, kernels[ki]);
             CHECK(pool && g);
             if (!pool || !g) return 1;
             static const int rounds[] = {TOY_TYPE_F32, TOY_TYPE_BF16, TOY_TYPE_F16};
             for (int r = 0; r < 3; r++) {
-                toy_gemm_set_operand_type(g, rounds[r]);
+                ty_gemm_set_operand_type(g, rounds[r]);
                 for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
                     for (int t = 0; t < 8; t++)
                         check_shape(g, kernels[ki]->isa, rounds[r], shapes[s][0], shapes[s][1], shapes[s][2],
                                     t & 1, t & 2, t & 4);
             }
-            toy_gemm_free(g);
-            toy_pool_free(pool);
+            ty_gemm_free(g);
+            ty_pool_free(pool);
         }
     /* K = 0 without accumulation writes zeros */
-    toy_gemm *g = toy_gemm_new(NULL, toy_cpu()->gemm());
+    ty_gemm *g = ty_gemm_new(NULL, ty_cpu()->gemm());
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
-    toy_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
-    toy_gemm_run(g, &p);
+    ty_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
+    ty_gemm_run(g, &p);
     for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
     /* BF16 operands: 1 + 2^-10 rounds to 1, so the product is 1, not 1 + 2^-10 */
     float one_plus[1] = {1.0f + 1.0f / 1024}, one[1] = {1.0f}, out[1];
-    toy_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1};
-    toy_gemm_set_operand_type(g, TOY_TYPE_BF16);
-    toy_gemm_run(g, &q);
+    ty_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1};
+    ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
+    ty_gemm_run(g, &q);
     CHECK(out[0] == 1.0f);
-    toy_gemm_set_operand_type(g, TOY_TYPE_F16);
-    toy_gemm_run(g, &q);
+    ty_gemm_set_operand_type(g, TOY_TYPE_F16);
+    ty_gemm_run(g, &q);
     CHECK(out[0] == one_plus[0]); /* F16 holds 10 mantissa bits */
     /* the fast rounding on every kind of value: random bit patterns (subnormals, F16's
      * subnormal range and overflow, ties), each multiplied by 1 against the definition */
@@ -134,11 +134,11 @@ int main(void) {
     }
     for (int r = 0; r < 2; r++) {
         const int type = r ? TOY_TYPE_F16 : TOY_TYPE_BF16;
-        toy_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1};
-        toy_gemm_set_operand_type(g, type);
-        toy_gemm_run(g, &q2);
+        ty_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1};
+        ty_gemm_set_operand_type(g, type);
+        ty_gemm_run(g, &q2);
         q2.c = want;
-        toy_gemm_ref_rounded(&q2, type);
+        ty_gemm_ref_rounded(&q2, type);
         int bad = 0;
         for (int i = 0; i < NV && !bad; i++)
             if (float_bits(got[i]) != float_bits(want[i]) && !(isnan(got[i]) && isnan(want[i]))) {
@@ -150,6 +150,6 @@ int main(void) {
     free(av);
     free(got);
     free(want);
-    toy_gemm_free(g);
+    ty_gemm_free(g);
     return test_finish("test_gemm");
 }

@@ -127,7 +127,7 @@ static void test_errors(void) {
 
 typedef struct {
     int32_t ed, b1, x9f, quote;
-} toy_vocab_internal_ids;
+} ty_vocab_internal_ids;
 
 static uint64_t rng_state = 0x1234567;
 static uint32_t rnd(void) {
@@ -145,26 +145,26 @@ static void check_masks(const toy_vocab *v, const char *name, const char *gbnf, 
     uint64_t *bits = malloc(words * sizeof *bits);
     int32_t *allowed = malloc((size_t)n * sizeof *allowed);
     grammar_cursor c;
-    CHECK(!grammar_cursor_init(g, &c));
+    CHECK(!ty_grammar_cursor_init(g, &c));
     int mismatches = 0;
     for (int step = 0; step < steps && !c.finished; step++) {
-        CHECK(!grammar_allowed(g, &c, bits));
+        CHECK(!ty_grammar_allowed(g, &c, bits));
         int32_t n_allowed = 0;
         /* every allowed token, and a sample of the others, against the reference */
         for (int32_t t = 0; t < n; t++) {
             const bool mask = bits[t / 64] >> (t % 64) & 1;
             if (!mask && rnd() % 16) continue;
-            const bool ref = grammar_allows_reference(g, &c, t);
+            const bool ref = ty_grammar_allows_reference(g, &c, t);
             if (mask != ref && mismatches++ < 5)
                 fprintf(stderr, "%s: step %d token %d: mask %d, reference %d\n", name, step, t, mask, ref);
             if (mask) allowed[n_allowed++] = t;
         }
         if (!n_allowed) break;
         const int32_t t = allowed[rnd() % (uint32_t)n_allowed];
-        CHECK_MSG(!grammar_accept_token(g, &c, t), "%s: %s", name, toy_last_error());
+        CHECK_MSG(!ty_grammar_accept_token(g, &c, t), "%s: %s", name, toy_last_error());
     }
     CHECK_MSG(mismatches == 0, "%s: %d tokens where the mask and the reference differ for %s", name, mismatches, gbnf);
-    grammar_cursor_free(&c);
+    ty_grammar_cursor_free(&c);
     free(bits);
     free(allowed);
     toy_grammar_free(g);
@@ -174,20 +174,20 @@ static void check_masks(const toy_vocab *v, const char *name, const char *gbnf, 
  * could only begin a surrogate, after which no byte fits (seen on a random model). */
 static void check_surrogate_prefix(const toy_vocab *v) {
     toy_grammar *g = compile(v, "root ::= \"\\\"\" [^\"]{0,5} \"\\\"\"");
-    const toy_vocab_internal_ids ids = {toy_vocab_find(v, "<0xED>", 6), toy_vocab_find(v, "<0xB1>", 6),
-                                        toy_vocab_find(v, "<0x9F>", 6), toy_vocab_find(v, "\"", 1)};
+    const ty_vocab_internal_ids ids = {ty_vocab_find(v, "<0xED>", 6), ty_vocab_find(v, "<0xB1>", 6),
+                                        ty_vocab_find(v, "<0x9F>", 6), ty_vocab_find(v, "\"", 1)};
     CHECK(g && ids.ed >= 0 && ids.b1 >= 0 && ids.x9f >= 0 && ids.quote >= 0);
     if (!g || ids.ed < 0 || ids.b1 < 0 || ids.x9f < 0 || ids.quote < 0) return toy_grammar_free(g);
     grammar_cursor c;
-    CHECK(!grammar_cursor_init(g, &c));
-    CHECK(!grammar_accept_token(g, &c, ids.quote));
-    CHECK(!grammar_accept_token(g, &c, ids.ed));
+    CHECK(!ty_grammar_cursor_init(g, &c));
+    CHECK(!ty_grammar_accept_token(g, &c, ids.quote));
+    CHECK(!ty_grammar_accept_token(g, &c, ids.ed));
     uint64_t *bits = calloc(((size_t)toy_vocab_n_tokens(v) + 63) / 64, sizeof *bits);
-    CHECK(!grammar_allowed(g, &c, bits));
+    CHECK(!ty_grammar_allowed(g, &c, bits));
     CHECK(bits[ids.x9f / 64] >> (ids.x9f % 64) & 1);
     CHECK(!(bits[ids.b1 / 64] >> (ids.b1 % 64) & 1));
     free(bits);
-    grammar_cursor_free(&c);
+    ty_grammar_cursor_free(&c);
     toy_grammar_free(g);
 }
 
@@ -336,20 +336,20 @@ static void test_sampler_equals_masked_row(void) {
             p.grammar = g;
             CHECK(!toy_sampler_new(&p, n, &constrained));
             grammar_cursor c;
-            CHECK(!grammar_cursor_init(g, &c));
+            CHECK(!ty_grammar_cursor_init(g, &c));
             for (int step = 0; step < 60; step++) {
                 /* logits that favour '"' and digits now and then, so strings end */
                 for (int32_t t = 0; t < n; t++) logits[t] = (float)(rnd() % 1000) / 200.0f;
-                CHECK(!grammar_allowed(g, &c, bits));
+                CHECK(!ty_grammar_allowed(g, &c, bits));
                 for (int32_t t = 0; t < n; t++) masked[t] = bits[t / 64] >> (t % 64) & 1 ? logits[t] : -INFINITY;
                 const int32_t want = toy_sampler_sample(plain, masked), got = toy_sampler_sample(constrained, logits);
                 CHECK_MSG(want == got, "chain %zu seed %llu step %d: %d with the grammar, %d from the masked row", k,
                           (unsigned long long)seed, step, got, want);
                 compared++;
                 if (want != got || got < 0 || toy_vocab_is_eog(v, got)) break;
-                CHECK(!grammar_accept_token(g, &c, got));
+                CHECK(!ty_grammar_accept_token(g, &c, got));
             }
-            grammar_cursor_free(&c);
+            ty_grammar_cursor_free(&c);
             toy_sampler_free(plain);
             toy_sampler_free(constrained);
         }

@@ -20,9 +20,9 @@ static inline size_t test_row_bytes(int type, int64_t n) {
 }
 
 /* The bytes of an activation row of n values for kernel k (F16's are floats). */
-static inline size_t test_act_bytes(const toy_kernel *k, int64_t n) {
+static inline size_t test_act_bytes(const ty_kernel *k, int64_t n) {
     size_t size = 0;
-    if (toy_kernel_act_row_size(k, n, &size) != TOY_OK) abort();
+    if (ty_kernel_act_row_size(k, n, &size) != TOY_OK) abort();
     return size;
 }
 
@@ -32,8 +32,8 @@ static inline void test_fill_normal(float *x, int64_t n, float scale, unsigned l
 }
 
 /* A fp16 factor uniform in [-scale, scale). */
-static inline toy_half test_rand_half(unsigned long long *rng, float scale) {
-    return toy_fp32_to_fp16(scale * (2.0f * test_rand_uniform(rng) - 1.0f));
+static inline ty_half test_rand_half(unsigned long long *rng, float scale) {
+    return ty_fp32_to_fp16(scale * (2.0f * test_rand_uniform(rng) - 1.0f));
 }
 
 /* The offsets of a block's fp16 factors: d, and then dmin or m where the type has one

@@ -253,16 +253,16 @@ static void check_case(const schema_case *k) {
 
 /* Several conversions in one grammar text: each under its own root. */
 static void check_shared_text(void) {
-    toy_buf out = {0};
+    ty_buf out = {0};
     char err[256];
     json_t *a = json_loads("{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}},\"required\":[\"x\"]}", 0, NULL);
     json_t *b = json_loads("{\"type\":\"array\",\"items\":{\"type\":\"integer\",\"minimum\":3}}", 0, NULL);
-    CHECK(json_schema_gbnf(a, true, "tool-0", &out, err, sizeof err));
-    CHECK(json_schema_gbnf(b, true, "tool-1", &out, err, sizeof err));
-    CHECK(json_schema_gbnf_any_object("obj", &out));
-    toy_buf all = {0};
-    toy_buf_append(&all, "root ::= tool-0 | tool-1 | obj\n", 31);
-    toy_buf_append(&all, out.v, out.n);
+    CHECK(ty_json_schema_gbnf(a, true, "tool-0", &out, err, sizeof err));
+    CHECK(ty_json_schema_gbnf(b, true, "tool-1", &out, err, sizeof err));
+    CHECK(ty_json_schema_gbnf_any_object("obj", &out));
+    ty_buf all = {0};
+    ty_buf_append(&all, "root ::= tool-0 | tool-1 | obj\n", 31);
+    ty_buf_append(&all, out.v, out.n);
     char why[256];
     /* every rule is root, tool-0..., tool-1... or obj...: check each prefix's lines */
     const char *bad = NULL;
@@ -278,7 +278,7 @@ static void check_shared_text(void) {
     CHECK_STR_CONTAINS(out.v, "obj ::= obj-object\n");
     CHECK_STR_CONTAINS(out.v, "tool-1-item ::= ( [3-9] |");
     (void)why;
-    CHECK(!json_schema_gbnf(a, true, "bad name", &out, err, sizeof err));
+    CHECK(!ty_json_schema_gbnf(a, true, "bad name", &out, err, sizeof err));
     CHECK_STR_CONTAINS(err, "root rule name must match [a-zA-Z0-9-]+");
     json_decref(a);
     json_decref(b);
@@ -288,13 +288,13 @@ static void check_shared_text(void) {
 
 /* Nesting beyond the limit is an error, not a stack overflow. */
 static void check_deep(void) {
-    toy_buf s = {0};
+    ty_buf s = {0};
     char *g = NULL;
     for (int depth = 100; depth <= 5000; depth += 4900) {
         s.n = 0;
-        for (int i = 0; i < depth; i++) toy_buf_append(&s, "{\"items\":", 9);
-        toy_buf_append(&s, "{}", 2);
-        for (int i = 0; i < depth; i++) toy_buf_append(&s, "}", 1);
+        for (int i = 0; i < depth; i++) ty_buf_append(&s, "{\"items\":", 9);
+        ty_buf_append(&s, "{}", 2);
+        for (int i = 0; i < depth; i++) ty_buf_append(&s, "}", 1);
         toy_status st = toy_json_schema_to_gbnf(s.v, false, &g);
         CHECK(st == TOY_ERR_INVALID || st == TOY_ERR_UNSUPPORTED);
         /* jansson stops the deeper one while parsing */
@@ -318,12 +318,12 @@ static void check_mutations(void) {
     };
     unsigned long long seed = 42;
     int converted = 0, refused = 0;
-    toy_buf m = {0};
+    ty_buf m = {0};
     for (int it = 0; it < 3000; it++) {
         const char *base = cases[test_rand_u64(&seed) % (sizeof cases / sizeof cases[0])].schema;
         size_t n = strlen(base);
         m.n = 0;
-        toy_buf_append(&m, base, n);
+        ty_buf_append(&m, base, n);
         for (int k = 1 + (int)(test_rand_u64(&seed) % 3); k > 0; k--) {
             size_t at = (size_t)(test_rand_u64(&seed) % (m.n + 1));
             if (test_rand_u64(&seed) % 4 == 0 && m.n) { /* drop a byte */
@@ -338,7 +338,7 @@ static void check_mutations(void) {
             const char *sn = snippets[test_rand_u64(&seed) % (sizeof snippets / sizeof snippets[0])];
             size_t sl = strlen(sn);
             if (m.v[pos] == '}') sl--; /* no trailing comma before '}' */
-            toy_buf_append(&m, sn, sl); /* grow, then move into place */
+            ty_buf_append(&m, sn, sl); /* grow, then move into place */
             memmove(m.v + pos + sl, m.v + pos, m.n - sl - pos);
             memcpy(m.v + pos, sn, sl);
         }
@@ -445,8 +445,8 @@ static void check_members(void) {
         toy_grammar_free(g);
     }
     /* the grammar for response_format json_object: any object, nothing else */
-    toy_buf out = {0};
-    CHECK(json_schema_gbnf_any_object("root", &out));
+    ty_buf out = {0};
+    CHECK(ty_json_schema_gbnf_any_object("root", &out));
     toy_grammar *g = NULL;
     CHECK(toy_grammar_new(NULL, out.v, &g) == TOY_OK);
     static const char *const objects[] = {"{}", "{\"a\":[1,{\"b\":null}],\"c\":\"d\"}", "{ \"x\" : -1.5e3 }"};
@@ -460,11 +460,11 @@ static void check_members(void) {
 /* ---------------------------------------------------------------- driver modes */
 
 static char *read_stdin(size_t *len) {
-    toy_buf b = {0};
+    ty_buf b = {0};
     char tmp[65536];
     size_t n;
-    while ((n = fread(tmp, 1, sizeof tmp, stdin)) > 0) toy_buf_append(&b, tmp, n);
-    if (!b.v) toy_buf_append(&b, "", 0);
+    while ((n = fread(tmp, 1, sizeof tmp, stdin)) > 0) ty_buf_append(&b, tmp, n);
+    if (!b.v) ty_buf_append(&b, "", 0);
     *len = b.n;
     return b.v;
 }

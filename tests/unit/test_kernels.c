@@ -86,13 +86,13 @@ static void act_to_double(int vdt, const void *a, double *out, int64_t n) {
     case TOY_TYPE_Q8_0:
         for (int64_t i = 0; i < n; i++) {
             const block_q8_0 *blk = (const block_q8_0 *)a + i / QK8_0;
-            out[i] = (double)toy_fp16_to_fp32(blk->d) * blk->qs[i % QK8_0];
+            out[i] = (double)ty_fp16_to_fp32(blk->d) * blk->qs[i % QK8_0];
         }
         break;
     case TOY_TYPE_Q8_1:
         for (int64_t i = 0; i < n; i++) {
             const block_q8_1 *blk = (const block_q8_1 *)a + i / QK8_1;
-            out[i] = (double)toy_fp16_to_fp32(blk->d) * blk->qs[i % QK8_1];
+            out[i] = (double)ty_fp16_to_fp32(blk->d) * blk->qs[i % QK8_1];
         }
         break;
     case TOY_TYPE_Q8_K:
@@ -121,7 +121,7 @@ static void test_table(void) {
         {TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K},
     };
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
-        const toy_kernel *k = toy_kernel_scalar(expect[i].type);
+        const ty_kernel *k = ty_kernel_scalar(expect[i].type);
         CHECK_MSG(k != NULL, "no kernel for %s", toy_type_name(expect[i].type));
         if (!k) continue;
         CHECK_EQ(k->type, expect[i].type);
@@ -131,7 +131,7 @@ static void test_table(void) {
     const int none[] = {-1, TOY_TYPE_Q8_1, TOY_TYPE_Q8_K, TOY_TYPE_IQ2_XXS, TOY_TYPE_I32,
                         TOY_TYPE_F64, TOY_TYPE_MXFP4, TOY_TYPE_COUNT, 1000};
     for (size_t i = 0; i < sizeof none / sizeof none[0]; i++)
-        CHECK_MSG(toy_kernel_scalar(none[i]) == NULL, "type %d has a kernel", none[i]);
+        CHECK_MSG(ty_kernel_scalar(none[i]) == NULL, "type %d has a kernel", none[i]);
 }
 
 /* ---------------------------------------------------------------- activation quantizers */
@@ -148,7 +148,7 @@ static void test_q8_0_bytes(void) {
     x[2 * QK8_0 + 1] = -1.0f;
     block_q8_0 y[3];
     memset(y, 0xAA, sizeof y);
-    toy_quantize_act_q8_0(x, y, 3 * QK8_0);
+    ty_quantize_act_q8_0(x, y, 3 * QK8_0);
     CHECK_EQ(y[0].d, 0x3C00); /* 1.0 */
     for (int j = 0; j < 12; j++) CHECK_MSG(y[0].qs[j] == out0[j], "j=%d: %d", j, y[0].qs[j]);
     for (int j = 12; j < QK8_0; j++) CHECK_EQ(y[0].qs[j], 0);
@@ -171,7 +171,7 @@ static void test_q8_1_bytes(void) {
     memcpy(x + QK8_1, in1, sizeof in1);
     block_q8_1 y[2];
     memset(y, 0xAA, sizeof y);
-    toy_quantize_act_q8_1(x, y, 2 * QK8_1);
+    ty_quantize_act_q8_1(x, y, 2 * QK8_1);
     CHECK_EQ(y[0].d, 0x3C00);
     CHECK_EQ(y[0].s, 0x57F0); /* 127.0 */
     CHECK_EQ(y[0].qs[0], 127);
@@ -185,7 +185,7 @@ static void test_q8_1_bytes(void) {
     float z[QK8_1] = {0};
     block_q8_1 yz;
     memset(&yz, 0xAA, sizeof yz);
-    toy_quantize_act_q8_1(z, &yz, QK8_1);
+    ty_quantize_act_q8_1(z, &yz, QK8_1);
     CHECK_EQ(yz.d, 0);
     CHECK_EQ(yz.s, 0);
     for (int j = 0; j < QK8_1; j++) CHECK_EQ(yz.qs[j], 0);
@@ -195,7 +195,7 @@ static void test_q8_1_bytes(void) {
     float r[8 * QK8_1];
     block_q8_1 yr[8];
     test_fill_normal(r, 8 * QK8_1, 3.0f, &rng);
-    toy_quantize_act_q8_1(r, yr, 8 * QK8_1);
+    ty_quantize_act_q8_1(r, yr, 8 * QK8_1);
     for (int b = 0; b < 8; b++) {
         float amax = 0.0f;
         int sum = 0;
@@ -204,8 +204,8 @@ static void test_q8_1_bytes(void) {
             sum += yr[b].qs[j];
         }
         const float d = amax / 127;
-        CHECK_EQ(yr[b].s, toy_fp32_to_fp16((float)sum * d));
-        CHECK_EQ(yr[b].d, toy_fp32_to_fp16(d));
+        CHECK_EQ(yr[b].s, ty_fp32_to_fp16((float)sum * d));
+        CHECK_EQ(yr[b].d, ty_fp32_to_fp16(d));
     }
 }
 
@@ -234,7 +234,7 @@ static void test_q8_K_bytes(void) {
     memcpy(x + 20, in_a, sizeof in_a); /* inside bsums group 1 */
     memcpy(qs + 20, out_a, sizeof out_a);
     memset(&y, 0xAA, sizeof y);
-    toy_quantize_act_q8_K(x, &y, QK_K);
+    ty_quantize_act_q8_K(x, &y, QK_K);
     check_q8_K(&y, 1.0f, qs, "negative max");
 
     /* A positive extreme: iscale = -127 / 63.5 = -2, d = -0.5; every level flips sign. */
@@ -245,14 +245,14 @@ static void test_q8_K_bytes(void) {
     memcpy(x + 250, in_b, sizeof in_b);
     memcpy(qs + 250, out_b, sizeof out_b);
     memset(&y, 0x55, sizeof y);
-    toy_quantize_act_q8_K(x, &y, QK_K);
+    ty_quantize_act_q8_K(x, &y, QK_K);
     check_q8_K(&y, -0.5f, qs, "positive max");
 
     /* All zero: d = 0, zero quants and zero bsums written over whatever was there. */
     memset(x, 0, sizeof x);
     memset(qs, 0, sizeof qs);
     memset(&y, 0xAA, sizeof y);
-    toy_quantize_act_q8_K(x, &y, QK_K);
+    ty_quantize_act_q8_K(x, &y, QK_K);
     check_q8_K(&y, 0.0f, qs, "zero");
 
     /* A non-trivial scale: max -3, iscale = 127/3, d = 1/iscale as a float (not fp16). */
@@ -261,11 +261,11 @@ static void test_q8_K_bytes(void) {
     x[0] = 1.0f;
     x[1] = -3.0f;
     x[2] = 3.0f;
-    qs[0] = (int8_t)toy_nearest_int(-127.0f / -3.0f * 1.0f); /* 42.33 -> 42 */
+    qs[0] = (int8_t)ty_nearest_int(-127.0f / -3.0f * 1.0f); /* 42.33 -> 42 */
     qs[1] = -127;
     qs[2] = 127;
     CHECK_EQ(qs[0], 42);
-    toy_quantize_act_q8_K(x, &y, QK_K);
+    ty_quantize_act_q8_K(x, &y, QK_K);
     check_q8_K(&y, 1.0f / (-127.0f / -3.0f), qs, "max -3");
 }
 
@@ -285,7 +285,7 @@ static void test_q8_K_bytes(void) {
 static double worst_ratio[TOY_TYPE_COUNT];
 
 static void check_accuracy(int type, int64_t n, int raw, unsigned long long *rng) {
-    const toy_kernel *k = toy_kernel_scalar(type);
+    const ty_kernel *k = ty_kernel_scalar(type);
     void *w = xmalloc(test_row_bytes(type, n));
     void *a = xmalloc(test_act_bytes(k, n));
     float *x = xmalloc((size_t)n * sizeof *x);
@@ -304,10 +304,10 @@ static void check_accuracy(int type, int64_t n, int raw, unsigned long long *rng
          * block's s, an fp16 rounding of d * sum(q) (0.05% off sum(a_i)); the exact value
          * of what the kernel is asked is sum (w_i - m) * a_i + m * s. */
         for (int64_t b = 0; b < n / 32; b++) {
-            const toy_half mh = type == TOY_TYPE_Q4_1 ? ((const block_q4_1 *)w)[b].m
+            const ty_half mh = type == TOY_TYPE_Q4_1 ? ((const block_q4_1 *)w)[b].m
                                                       : ((const block_q5_1 *)w)[b].m;
-            const double m = toy_fp16_to_fp32(mh);
-            const double s = toy_fp16_to_fp32(((const block_q8_1 *)a)[b].s);
+            const double m = ty_fp16_to_fp32(mh);
+            const double s = ty_fp16_to_fp32(((const block_q8_1 *)a)[b].s);
             for (int64_t i = 32 * b; i < 32 * b + 32; i++) {
                 exact += ((double)wf[i] - m) * ad[i];
                 mag += fabs(((double)wf[i] - m) * ad[i]);
@@ -365,7 +365,7 @@ static void test_reduction_shape(void) {
     unsigned long long rng = 0xfeed;
     for (int t = 0; t < N_WEIGHT_TYPES; t++) {
         const int type = weight_types[t];
-        const toy_kernel *k = toy_kernel_scalar(type);
+        const ty_kernel *k = ty_kernel_scalar(type);
         const int64_t bs = toy_type_block_size(type);
         const int lanes = bs == 1 ? 32 : 8;
         const int64_t nb = bs == 1 ? 101 : bs == 32 ? 75 : 19;
@@ -396,19 +396,19 @@ static void test_reduction_shape(void) {
      * 2^24 + 31; 32 lanes halved 16, 8, 4, 2, 1 give 2^24 + 30. */
     {
         float xf[32], yf[32];
-        toy_half xh[32]; /* F16's and BF16's activations are floats */
+        ty_half xh[32]; /* F16's and BF16's activations are floats */
         uint16_t xb[32];
         for (int i = 0; i < 32; i++) {
             xf[i] = i == 0 ? 4096.0f : 1.0f;
             yf[i] = xf[i];
         }
-        toy_quantize_row_f16(xf, xh, 32);
-        toy_quantize_row_bf16(xf, xb, 32);
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_F32)->vec_dot(32, xf, yf)),
+        ty_quantize_row_f16(xf, xh, 32);
+        ty_quantize_row_bf16(xf, xb, 32);
+        CHECK_EQ(float_bits(ty_kernel_scalar(TOY_TYPE_F32)->vec_dot(32, xf, yf)),
                  float_bits(16777246.0f));
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_F16)->vec_dot(32, xh, yf)),
+        CHECK_EQ(float_bits(ty_kernel_scalar(TOY_TYPE_F16)->vec_dot(32, xh, yf)),
                  float_bits(16777246.0f));
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_BF16)->vec_dot(32, xb, yf)),
+        CHECK_EQ(float_bits(ty_kernel_scalar(TOY_TYPE_BF16)->vec_dot(32, xb, yf)),
                  float_bits(16777246.0f));
     }
     /* BF16 adds its products with one rounding (FMA), also where a product underflows:
@@ -418,11 +418,11 @@ static void test_reduction_shape(void) {
     {
         uint16_t w[33] = {0};
         float a[33] = {0};
-        w[0] = toy_fp32_to_bf16(ldexpf(1.0f, -62));
+        w[0] = ty_fp32_to_bf16(ldexpf(1.0f, -62));
         a[0] = ldexpf(1.0f, -63);
-        w[32] = toy_fp32_to_bf16(ldexpf(1.40625f, -75));
+        w[32] = ty_fp32_to_bf16(ldexpf(1.40625f, -75));
         a[32] = ldexpf(1.0f, -74);
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_BF16)->vec_dot(33, w, a)),
+        CHECK_EQ(float_bits(ty_kernel_scalar(TOY_TYPE_BF16)->vec_dot(33, w, a)),
                  float_bits(ldexpf(1.0f, -125) + ldexpf(1.0f, -148)));
     }
     /* Blocks: Q8_0 x Q8_0, block 0 worth 2^24 (d = 32 * 32, sumi = 4 * 64 * 64), blocks
@@ -431,13 +431,13 @@ static void test_reduction_shape(void) {
         block_q8_0 w[9], a[9];
         memset(w, 0, sizeof w);
         memset(a, 0, sizeof a);
-        w[0].d = a[0].d = toy_fp32_to_fp16(32.0f);
+        w[0].d = a[0].d = ty_fp32_to_fp16(32.0f);
         for (int j = 0; j < 4; j++) w[0].qs[j] = a[0].qs[j] = 64;
         for (int b = 1; b < 9; b++) {
-            w[b].d = a[b].d = toy_fp32_to_fp16(1.0f);
+            w[b].d = a[b].d = ty_fp32_to_fp16(1.0f);
             w[b].qs[b] = a[b].qs[b] = 1;
         }
-        CHECK_EQ(float_bits(toy_kernel_scalar(TOY_TYPE_Q8_0)->vec_dot(9 * QK8_0, w, a)),
+        CHECK_EQ(float_bits(ty_kernel_scalar(TOY_TYPE_Q8_0)->vec_dot(9 * QK8_0, w, a)),
                  float_bits(16777222.0f));
     }
 }
@@ -447,7 +447,7 @@ static void test_reduction_shape(void) {
  * dmin) leaves the kernel with the first product alone, zeroing d with the second (times
  * zero is exact), so the whole block must equal their float sum. A compiler contracting
  * the kernel into an FMA (-ffp-contract=fast) fails this. */
-static void set_factor(int type, void *blk, int which, toy_half v) {
+static void set_factor(int type, void *blk, int which, ty_half v) {
     switch (type) {
     case TOY_TYPE_Q4_1: *(which ? &((block_q4_1 *)blk)->m : &((block_q4_1 *)blk)->d) = v; break;
     case TOY_TYPE_Q5_1: *(which ? &((block_q5_1 *)blk)->m : &((block_q5_1 *)blk)->d) = v; break;
@@ -470,7 +470,7 @@ static void test_block_value_unfused(void) {
     unsigned long long rng = 0xfa5e;
     for (size_t t = 0; t < sizeof affine / sizeof affine[0]; t++) {
         const int type = affine[t];
-        const toy_kernel *k = toy_kernel_scalar(type);
+        const ty_kernel *k = ty_kernel_scalar(type);
         const int64_t bs = toy_type_block_size(type);
         const size_t wbs = toy_type_size(type);
         uint16_t blk[128], only_first[128], only_second[128]; /* aligned for the halves */
@@ -509,7 +509,7 @@ static void test_determinism(void) {
     for (int i = 256; i < 512; i++) x[i] = 0.0f; /* a zero Q8_K block, zero Q8_0 blocks */
     for (int t = 0; t < N_WEIGHT_TYPES; t++) {
         const int type = weight_types[t];
-        const toy_kernel *k = toy_kernel_scalar(type);
+        const ty_kernel *k = ty_kernel_scalar(type);
         const size_t wsize = test_row_bytes(type, n), asize = test_act_bytes(k, n);
         uint8_t *w = xmalloc(wsize), *w2 = xmalloc(wsize + 64);
         uint8_t *a = xmalloc(asize), *a2 = xmalloc(asize + 64);

@@ -44,12 +44,12 @@ typedef enum {
 static const char *const weight_mode_name[W_MODES] = {"gaussian", "random",     "zero",
                                                       "big-scale", "tiny-scale", "max-quants"};
 
-static toy_half factor(weight_mode mode, unsigned long long *rng) {
+static ty_half factor(weight_mode mode, unsigned long long *rng) {
     const uint64_t r = test_rand_u64(rng);
     const uint16_t sign = (r & 1) ? 0x8000 : 0;
     switch (mode) {
-    case W_BIG_SCALE: return (toy_half)(sign | 0x7bff); /* 65504 */
-    case W_TINY_SCALE: return (toy_half)(sign | (1 + (r >> 8) % 0x3ff));
+    case W_BIG_SCALE: return (ty_half)(sign | 0x7bff); /* 65504 */
+    case W_TINY_SCALE: return (ty_half)(sign | (1 + (r >> 8) % 0x3ff));
     default: return test_rand_half(rng, 0.02f);
     }
 }
@@ -100,7 +100,7 @@ static void make_weights(int type, void *row, int64_t n, weight_mode mode,
     const size_t bsize = toy_type_size(type);
     for (int64_t b = 0; b < n / toy_type_block_size(type); b++)
         for (int f = 0; f < n_factors; f++) {
-            const toy_half h = factor(mode == W_MAX_QUANTS ? W_RANDOM : mode, rng);
+            const ty_half h = factor(mode == W_MAX_QUANTS ? W_RANDOM : mode, rng);
             memcpy(bytes + (size_t)b * bsize + off[f], &h, sizeof h);
         }
 }
@@ -109,8 +109,8 @@ static void make_weights(int type, void *row, int64_t n, weight_mode mode,
 
 typedef struct {
     const char *name;
-    toy_isa isa;
-    const toy_kernel *(*get)(int type);
+    ty_isa isa;
+    const ty_kernel *(*get)(int type);
 } isa_entry;
 
 typedef struct {
@@ -120,7 +120,7 @@ typedef struct {
 
 /* The activation bytes of the SIMD kernel's quantizer equal the scalar one's, over
  * buffers prefilled differently so that no byte is left unwritten. */
-static void check_act(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+static void check_act(const isa_entry *isa, const ty_kernel *k, const ty_kernel *ref,
                       const float *x, int64_t n, const void *want, tally *t) {
     const size_t size = test_act_bytes(ref, n);
     uint8_t *got = xmalloc(size);
@@ -137,7 +137,7 @@ static void check_act(const isa_entry *isa, const toy_kernel *k, const toy_kerne
     free(got);
 }
 
-static void check_dot(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+static void check_dot(const isa_entry *isa, const ty_kernel *k, const ty_kernel *ref,
                       int64_t n, const void *w, const void *a, const char *what, tally *t) {
     const float want = ref->vec_dot(n, w, a);
     const float got = k->vec_dot(n, w, a);
@@ -151,7 +151,7 @@ static void check_dot(const isa_entry *isa, const toy_kernel *k, const toy_kerne
 }
 
 /* vec_dot over every length, weight mode and activation mode. */
-static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+static void test_vec_dot(const isa_entry *isa, const ty_kernel *k, const ty_kernel *ref,
                          unsigned long long *rng, tally *t) {
     static const int64_t lens_elem[] = {1, 7, 31, 32, 33, 100, 4096, 11008, 14336};
     static const int64_t blocks[] = {1, 7, 8, 9, 15, 17};
@@ -198,7 +198,7 @@ static void test_vec_dot(const isa_entry *isa, const toy_kernel *k, const toy_ke
  * alignment (rows stay as aligned as a GGUF row of that type may be: 2 bytes, 4 for
  * F32 and Q8_K's float d), an odd output stride. Every result must be the scalar
  * vec_dot of its pair, and no other output element may be written. */
-static void test_tile(const isa_entry *isa, const toy_kernel *k, const toy_kernel *ref,
+static void test_tile(const isa_entry *isa, const ty_kernel *k, const ty_kernel *ref,
                       int64_t n, unsigned long long *rng, tally *t) {
     const size_t wrow = test_row_bytes(k->type, n), arow = test_act_bytes(ref, n);
     const size_t w_align = k->type == TOY_TYPE_F32 ? 4 : 2;
@@ -277,7 +277,7 @@ static void test_dispatched_act(void) {
     unsigned long long rng = 77;
     int rows = 0;
     for (size_t v = 0; v < sizeof vdts / sizeof *vdts; v++) {
-        const toy_kernel *k = toy_kernel_get(weights_of[v]), *ref = toy_kernel_scalar(weights_of[v]);
+        const ty_kernel *k = ty_kernel_get(weights_of[v]), *ref = ty_kernel_scalar(weights_of[v]);
         CHECK_EQ(k->vec_dot_type, vdts[v]);
         size_t bytes = test_act_bytes(ref, n);
         uint8_t *a = xmalloc(bytes), *b = xmalloc(bytes);
@@ -316,12 +316,12 @@ static void test_dispatched_act(void) {
         free(b);
     }
     printf("dispatched activation quantizers (%s): %d rows byte-identical to scalar\n",
-           toy_isa_name(toy_cpu_isa()), rows);
+           ty_isa_name(ty_cpu_isa()), rows);
     free(x);
 }
 
 #if defined(__x86_64__)
-/* The vector exponentials (vec_exp.h) give toy_exp_nonpos's bits: one vector at a time,
+/* The vector exponentials (vec_exp.h) give ty_exp_nonpos's bits: one vector at a time,
  * N at once (5, every lane different), and on 16 lanes, over -inf, NaN, 0, the -87 edge
  * and values spread over [-100, 0]: EXP_INPUTS in all, whole groups of 40 and of 16. */
 #define EXP_INPUTS 4160
@@ -331,11 +331,11 @@ TOY_AVX2 static int exp_avx2_differs(const float *x, int n) {
         __m256 v[5];
         for (int k = 0; k < 5; k++) v[k] = _mm256_loadu_ps(x + i + 8 * k);
         float one[8], many[40];
-        _mm256_storeu_ps(one, toy_exp8_nonpos(v[0]));
-        toy_exp8x_nonpos(5, v);
+        _mm256_storeu_ps(one, ty_exp8_nonpos(v[0]));
+        ty_exp8x_nonpos(5, v);
         for (int k = 0; k < 5; k++) _mm256_storeu_ps(many + 8 * k, v[k]);
         for (int k = 0; k < 40; k++) {
-            const uint32_t want = float_bits(toy_exp_nonpos(x[i + k]));
+            const uint32_t want = float_bits(ty_exp_nonpos(x[i + k]));
             bad += float_bits(many[k]) != want || (k < 8 && float_bits(one[k]) != want);
         }
     }
@@ -345,12 +345,12 @@ TOY_AVX512 static int exp_avx512_differs(const float *x, int n) {
     int bad = 0;
     for (int i = 0; i + 16 <= n; i += 16) {
         float got[16];
-        _mm512_storeu_ps(got, toy_exp16_nonpos(_mm512_loadu_ps(x + i)));
-        for (int k = 0; k < 16; k++) bad += float_bits(got[k]) != float_bits(toy_exp_nonpos(x[i + k]));
+        _mm512_storeu_ps(got, ty_exp16_nonpos(_mm512_loadu_ps(x + i)));
+        for (int k = 0; k < 16; k++) bad += float_bits(got[k]) != float_bits(ty_exp_nonpos(x[i + k]));
     }
     return bad;
 }
-static void test_exp(toy_isa have) {
+static void test_exp(ty_isa have) {
     static float x[EXP_INPUTS];
     const float edge[] = {-INFINITY, NAN, 0.0f, -0.0f, -87.0f, -87.00001f, -86.99999f, -1e-30f, -88.7f, -1.0f};
     unsigned long long rng = 0xe8;
@@ -358,11 +358,11 @@ static void test_exp(toy_isa have) {
         x[i] = i < 10 ? edge[i] : -100.0f * (float)(test_rand_u64(&rng) % 1000001) / 1e6f;
     const int n = EXP_INPUTS;
     const int bad2 = exp_avx2_differs(x, n);
-    CHECK_MSG(bad2 == 0, "avx2 exp: %d lanes differ from toy_exp_nonpos", bad2);
+    CHECK_MSG(bad2 == 0, "avx2 exp: %d lanes differ from ty_exp_nonpos", bad2);
     printf("exp     avx2: %d inputs, %d differ from scalar\n", n, bad2);
     if (have >= TOY_ISA_AVX512) {
         const int bad5 = exp_avx512_differs(x, n);
-        CHECK_MSG(bad5 == 0, "avx512 exp: %d lanes differ from toy_exp_nonpos", bad5);
+        CHECK_MSG(bad5 == 0, "avx512 exp: %d lanes differ from ty_exp_nonpos", bad5);
         printf("exp     avx512: %d inputs, %d differ from scalar\n", n, bad5);
     } else {
         printf("exp     avx512 (not on this CPU: skipped)\n");
@@ -371,14 +371,14 @@ static void test_exp(toy_isa have) {
 #endif
 
 int main(void) {
-    const toy_isa have = toy_cpu_isa();
+    const ty_isa have = ty_cpu_isa();
     if (have == TOY_ISA_SCALAR) {
         printf("SKIP: no SIMD instruction set on this CPU (or TOY_ISA=scalar)\n");
         return TEST_SKIP_CODE;
     }
     const isa_entry isas[] = {
-        {"avx2", TOY_ISA_AVX2, toy_kernel_avx2},
-        {"avx512", TOY_ISA_AVX512, toy_kernel_avx512},
+        {"avx2", TOY_ISA_AVX2, ty_kernel_avx2},
+        {"avx512", TOY_ISA_AVX512, ty_kernel_avx512},
     };
 #if defined(__x86_64__)
     test_exp(have);
@@ -393,8 +393,8 @@ int main(void) {
         }
         for (int ti = 0; ti < N_TYPES; ti++) {
             const int type = weight_types[ti];
-            const toy_kernel *k = isa->get(type);
-            const toy_kernel *ref = toy_kernel_scalar(type);
+            const ty_kernel *k = isa->get(type);
+            const ty_kernel *ref = ty_kernel_scalar(type);
             if (!k) {
                 printf("%-7s %-7s %8s %7s %6s  scalar fallback\n", isa->name, toy_type_name(type),
                        "-", "-", "-");

@@ -109,13 +109,13 @@ static bool is_adaptable(const char *name) {
 /* An adapter on every adaptable matrix of m: A ~ N(0, a_sd^2), B ~ N(0, b_sd^2). */
 static void write_adapter(const toy_model *m, const char *path, float a_sd, float b_sd, unsigned long long seed) {
     const toy_gguf *g = toy_model_gguf(m);
-    toy_lora_pair *pairs = calloc((size_t)toy_gguf_n_tensors(g), sizeof *pairs);
+    ty_lora_pair *pairs = calloc((size_t)toy_gguf_n_tensors(g), sizeof *pairs);
     int n = 0;
     unsigned long long rng = seed;
     for (int64_t i = 0; i < toy_gguf_n_tensors(g); i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
         if (!is_adaptable(t->name)) continue;
-        toy_lora_pair *p = &pairs[n++];
+        ty_lora_pair *p = &pairs[n++];
         snprintf(p->name, sizeof p->name, "%s", t->name);
         p->n_in = t->ne[0];
         p->n_out = t->ne[1];
@@ -132,7 +132,7 @@ static void write_adapter(const toy_model *m, const char *path, float a_sd, floa
     char arch_buf[64];
     CHECK(toy_gguf_get_str(g, "general.architecture", &arch, &len) == TOY_OK);
     snprintf(arch_buf, sizeof arch_buf, "%.*s", (int)len, arch);
-    CHECK_MSG(toy_lora_write(path, arch_buf, 2.0f * RANK, pairs, n) == TOY_OK, "%s", toy_last_error());
+    CHECK_MSG(ty_lora_write(path, arch_buf, 2.0f * RANK, pairs, n) == TOY_OK, "%s", toy_last_error());
     for (int i = 0; i < n; i++) {
         free(pairs[i].a);
         free(pairs[i].b);
@@ -228,9 +228,9 @@ static void check_f16_adapter(const char *fix, const char *model) {
     toy_gguf_writer_set_str(w, "general.architecture", "llama", 5);
     toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
     toy_gguf_writer_set_f32(w, "adapter.lora.alpha", l->alpha);
-    toy_half **halves = calloc((size_t)l->n_pairs * 2, sizeof *halves);
+    ty_half **halves = calloc((size_t)l->n_pairs * 2, sizeof *halves);
     for (int i = 0; i < l->n_pairs; i++) {
-        toy_lora_pair *p = &l->pairs[i];
+        ty_lora_pair *p = &l->pairs[i];
         const bool embd = !strcmp(p->name, "token_embd.weight");
         const int64_t na = p->rank * (embd ? p->n_out : p->n_in), nb = p->rank * (embd ? p->n_in : p->n_out);
         float *src[2] = {p->a, p->b};
@@ -238,9 +238,9 @@ static void check_f16_adapter(const char *fix, const char *model) {
         const int64_t ne[2][2] = {{embd ? p->rank : p->n_in, embd ? p->n_out : p->rank},
                                   {p->rank, embd ? p->n_in : p->n_out}};
         for (int k = 0; k < 2; k++) {
-            toy_half *h = halves[2 * i + k] = xmalloc((size_t)cnt[k] * sizeof *h);
+            ty_half *h = halves[2 * i + k] = xmalloc((size_t)cnt[k] * sizeof *h);
             CHECK(toy_quantize(TOY_TYPE_F16, src[k], h, cnt[k]) == TOY_OK);
-            for (int64_t j = 0; j < cnt[k]; j++) src[k][j] = toy_fp16_to_fp32(h[j]); /* the same values */
+            for (int64_t j = 0; j < cnt[k]; j++) src[k][j] = ty_fp16_to_fp32(h[j]); /* the same values */
             char name[128];
             snprintf(name, sizeof name, "%s.lora_%c", p->name, k ? 'b' : 'a');
             CHECK(toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F16, 2, ne[k], h) == TOY_OK);
@@ -283,16 +283,16 @@ static void check_errors(const char *fix, const char *name, const char *other_na
     snprintf(want, sizeof want, "architecture \"%s\", the base model is \"llama\"", other_arch);
     CHECK_STR_CONTAINS(toy_last_error(), want);
     /* the right architecture, the wrong shapes */
-    toy_lora_pair p = {.name = "blk.0.attn_q.weight", .n_in = 7, .n_out = 64, .rank = 2};
+    ty_lora_pair p = {.name = "blk.0.attn_q.weight", .n_in = 7, .n_out = 64, .rank = 2};
     p.a = calloc(14, sizeof(float));
     p.b = calloc(128, sizeof(float));
     snprintf(bad, sizeof bad, "%s/shape.gguf", tmp_dir);
-    CHECK(toy_lora_write(bad, "llama", 4, &p, 1) == TOY_OK);
+    CHECK(ty_lora_write(bad, "llama", 4, &p, 1) == TOY_OK);
     CHECK(toy_lora_load(m, bad, &l) != TOY_OK);
     CHECK_STR_CONTAINS(toy_last_error(), "blk.0.attn_q.weight.lora_a is [7, 2]");
     /* a tensor the base does not have */
     snprintf(p.name, sizeof p.name, "blk.99.attn_q.weight");
-    CHECK(toy_lora_write(bad, "llama", 4, &p, 1) == TOY_OK);
+    CHECK(ty_lora_write(bad, "llama", 4, &p, 1) == TOY_OK);
     CHECK(toy_lora_load(m, bad, &l) != TOY_OK);
     CHECK_STR_CONTAINS(toy_last_error(), "has no tensor blk.99.attn_q.weight");
     free(p.a);

@@ -38,12 +38,12 @@ static size_t file_block(int type) {
     }
 }
 
-static toy_half random_scale(weight_mode mode, unsigned long long *rng) {
-    const toy_half sign = (toy_half)((test_rand_u64(rng) & 1) << 15);
+static ty_half random_scale(weight_mode mode, unsigned long long *rng) {
+    const ty_half sign = (ty_half)((test_rand_u64(rng) & 1) << 15);
     switch (mode) {
     case W_BIG_SCALE: return sign | 0x7bff; /* 65504 */
-    case W_TINY_SCALE: return sign | (toy_half)(1 + test_rand_u64(rng) % 0x3ff);
-    default: return toy_fp32_to_fp16(0.01f * test_rand_normal(rng));
+    case W_TINY_SCALE: return sign | (ty_half)(1 + test_rand_u64(rng) % 0x3ff);
+    default: return ty_fp32_to_fp16(0.01f * test_rand_normal(rng));
     }
 }
 
@@ -66,7 +66,7 @@ static void fill_weights(int type, void *w, int64_t n_rows, int64_t n_cols, weig
         uint8_t *blk = (uint8_t *)w + (size_t)b * block;
         for (size_t j = 0; j < block; j++) blk[j] = (uint8_t)(test_rand_u64(rng) & 0xff);
         for (int f = 0; f < n_factors; f++) {
-            const toy_half h = random_scale(mode, rng);
+            const ty_half h = random_scale(mode, rng);
             memcpy(blk + off[f], &h, sizeof h);
         }
     }
@@ -78,9 +78,9 @@ static void check_act_layout(int type, const float *x, int64_t n) {
     if (type == TOY_TYPE_Q4_K || type == TOY_TYPE_Q5_K || type == TOY_TYPE_IQ4_XS) {
         const int64_t nb = n / QK_K;
         block_q8_K *q = xmalloc((size_t)nb * sizeof *q);
-        toy_act_q8_Kx *p = xmalloc((size_t)nb * sizeof *p);
-        toy_quantize_act_q8_K(x, q, n);
-        toy_quantize_act_q8_Kx(x, p, n);
+        ty_act_q8_Kx *p = xmalloc((size_t)nb * sizeof *p);
+        ty_quantize_act_q8_K(x, q, n);
+        ty_quantize_act_q8_Kx(x, p, n);
         for (int64_t b = 0; b < nb; b++) {
             int same = float_bits(p[b].d) == float_bits(q[b].d) && !memcmp(p[b].qs, q[b].qs, sizeof q[b].qs);
             for (int j = 0; j < 8; j++) same &= p[b].msum[j] == q[b].bsums[2 * j] + q[b].bsums[2 * j + 1];
@@ -92,13 +92,13 @@ static void check_act_layout(int type, const float *x, int64_t n) {
     }
     const int64_t nb = n / 32;
     block_q8_0 *q = xmalloc((size_t)nb * sizeof *q);
-    toy_act_q8_0x *p = xmalloc((size_t)nb * sizeof *p);
-    toy_quantize_act_q8_0(x, q, n);
-    toy_quantize_act_q8_0x(x, p, n);
+    ty_act_q8_0x *p = xmalloc((size_t)nb * sizeof *p);
+    ty_quantize_act_q8_0(x, q, n);
+    ty_quantize_act_q8_0x(x, p, n);
     for (int64_t b = 0; b < nb; b++) {
         int32_t sum = 0;
         for (int j = 0; j < 32; j++) sum += q[b].qs[j];
-        CHECK_MSG(float_bits(p[b].d) == float_bits(toy_fp16_to_fp32(q[b].d)) &&
+        CHECK_MSG(float_bits(p[b].d) == float_bits(ty_fp16_to_fp32(q[b].d)) &&
                       !memcmp(p[b].qs, q[b].qs, sizeof q[b].qs) && p[b].start == -128 * sum,
                   "packed activation block %lld of %lld differs from Q8_0", (long long)b, (long long)nb);
     }
@@ -106,22 +106,22 @@ static void check_act_layout(int type, const float *x, int64_t n) {
     free(p);
 }
 
-static int run_shape(int type, const toy_packed_kernel *const *kernels, const char *const *names, int n_kernels,
+static int run_shape(int type, const ty_packed_kernel *const *kernels, const char *const *names, int n_kernels,
                      int64_t n_rows, int64_t n_cols, int64_t n_a, weight_mode wm, act_mode am,
                      unsigned long long *rng) {
     const int64_t nb = n_cols / block_cols(type);
-    const toy_kernel *ref = toy_kernel_scalar(type);
-    const toy_packed_kernel *pk = kernels[0];
+    const ty_kernel *ref = ty_kernel_scalar(type);
+    const ty_packed_kernel *pk = kernels[0];
     const size_t wblock = file_block(type);
     uint8_t *w = xmalloc((size_t)(n_rows * nb) * wblock);
     fill_weights(type, w, n_rows, n_cols, wm, rng);
     float *x = xmalloc((size_t)(n_a * n_cols) * sizeof *x);
     test_fill_acts(x, n_a * n_cols, am, rng);
 
-    const size_t group = toy_packed_group_size(type, n_cols);
+    const size_t group = ty_packed_group_size(type, n_cols);
     const int64_t n_groups = (n_rows + 15) / 16;
     uint8_t *packed = xmalloc(group * (size_t)n_groups);
-    toy_pack_rows(type, w, (size_t)nb * wblock, n_rows, n_cols, packed);
+    ty_pack_rows(type, w, (size_t)nb * wblock, n_rows, n_cols, packed);
 
     size_t qa_row;
     CHECK(toy_type_row_size(ref->vec_dot_type, n_cols, &qa_row) == TOY_OK);
@@ -191,8 +191,8 @@ static int run_shape(int type, const toy_packed_kernel *const *kernels, const ch
 
 #if defined(__x86_64__)
 /* packed_amx.c over the C model of the tile instructions (amx_emulated.c) */
-const toy_packed_kernel *toy_packed_amx_emulated(int type);
-extern const char *toy_amx_emulator_fault;
+const ty_packed_kernel *ty_packed_amx_emulated(int type);
+extern const char *ty_amx_emulator_fault;
 #endif
 
 #if defined(__x86_64__)
@@ -205,21 +205,21 @@ static void gemm_trapping(int64_t n_cols, const void *w, int64_t n_rows, const v
 
 static void gemm_off_by_one(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                             int64_t n_a, float *y, size_t y_stride) {
-    toy_packed_avx512(TOY_TYPE_Q4_K)->gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
+    ty_packed_avx512(TOY_TYPE_Q4_K)->gemm(n_cols, w, n_rows, a, a_stride, n_a, y, y_stride);
     y[(size_t)(n_a - 1) * y_stride + (size_t)(n_rows - 1)] += 1.0f;
 }
 
-static const toy_packed_kernel *get_trapping(int type) {
-    static toy_packed_kernel k;
-    k = *toy_packed_avx512(type);
+static const ty_packed_kernel *get_trapping(int type) {
+    static ty_packed_kernel k;
+    k = *ty_packed_avx512(type);
     k.gemm = gemm_trapping;
     return &k;
 }
 
-static const toy_packed_kernel *get_off_by_one(int type) {
-    static toy_packed_kernel k;
-    if (type != TOY_TYPE_Q4_K) return toy_packed_avx512(type);
-    k = *toy_packed_avx512(type);
+static const ty_packed_kernel *get_off_by_one(int type) {
+    static ty_packed_kernel k;
+    if (type != TOY_TYPE_Q4_K) return ty_packed_avx512(type);
+    k = *ty_packed_avx512(type);
     k.gemm = gemm_off_by_one;
     return &k;
 }
@@ -227,54 +227,54 @@ static const toy_packed_kernel *get_off_by_one(int type) {
 /* The self-test that guards AMX: the tile model passes; a faulting kernel and one with a
  * wrong bit fail it, without a crash, and the signal handlers are given back. */
 static void check_amx_self_test(void) {
-    if (toy_cpu_isa() < TOY_ISA_AVX512) {
-        printf("amx self-test: skipped (the CPU or TOY_ISA=%s does not allow AVX-512)\n", toy_isa_name(toy_cpu_isa()));
+    if (ty_cpu_isa() < TOY_ISA_AVX512) {
+        printf("amx self-test: skipped (the CPU or TOY_ISA=%s does not allow AVX-512)\n", ty_isa_name(ty_cpu_isa()));
         return;
     }
     struct sigaction before, after;
     sigaction(SIGILL, NULL, &before);
-    CHECK_MSG(toy_packed_amx_self_test_with(toy_packed_amx_emulated), "the tile model's products failed the self-test");
-    CHECK_MSG(!toy_packed_amx_self_test_with(get_trapping), "a kernel that raises SIGILL passed the self-test");
-    CHECK_MSG(!toy_packed_amx_self_test_with(get_off_by_one), "a kernel with a wrong result passed the self-test");
+    CHECK_MSG(ty_packed_amx_self_test_with(ty_packed_amx_emulated), "the tile model's products failed the self-test");
+    CHECK_MSG(!ty_packed_amx_self_test_with(get_trapping), "a kernel that raises SIGILL passed the self-test");
+    CHECK_MSG(!ty_packed_amx_self_test_with(get_off_by_one), "a kernel with a wrong result passed the self-test");
     sigaction(SIGILL, NULL, &after);
     CHECK_MSG(after.sa_handler == before.sa_handler, "the self-test left its SIGILL handler behind");
 }
 #endif
 
 static void run_type(int type) {
-    const toy_packed_kernel *kernels[6] = {toy_packed_scalar(type)};
+    const ty_packed_kernel *kernels[6] = {ty_packed_scalar(type)};
     const char *names[6] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
-    if (toy_cpu_isa() >= TOY_ISA_AVX2) {
-        if ((kernels[n_kernels] = toy_packed_avx2(type))) names[n_kernels++] = "avx2";
+    if (ty_cpu_isa() >= TOY_ISA_AVX2) {
+        if ((kernels[n_kernels] = ty_packed_avx2(type))) names[n_kernels++] = "avx2";
     } else {
         printf("packed avx2 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX2)\n", toy_type_name(type),
-               toy_isa_name(toy_cpu_isa()));
+               ty_isa_name(ty_cpu_isa()));
     }
-    if (toy_cpu_avx_vnni()) {
-        if ((kernels[n_kernels] = toy_packed_avxvnni(type))) names[n_kernels++] = "avxvnni";
+    if (ty_cpu_avx_vnni()) {
+        if ((kernels[n_kernels] = ty_packed_avxvnni(type))) names[n_kernels++] = "avxvnni";
     } else {
         printf("packed avxvnni %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-VNNI)\n", toy_type_name(type),
-               toy_isa_name(toy_cpu_isa()));
+               ty_isa_name(ty_cpu_isa()));
     }
-    if (toy_cpu_isa() >= TOY_ISA_AVX512) {
-        kernels[n_kernels] = toy_packed_avx512(type);
+    if (ty_cpu_isa() >= TOY_ISA_AVX512) {
+        kernels[n_kernels] = ty_packed_avx512(type);
         names[n_kernels++] = "avx512";
     } else {
         printf("packed avx512 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-512 VNNI)\n", toy_type_name(type),
-               toy_isa_name(toy_cpu_isa()));
+               ty_isa_name(ty_cpu_isa()));
     }
     /* the AMX kernels' epilogues are AVX-512: their model runs wherever that does */
-    if (toy_cpu_isa() >= TOY_ISA_AVX512 && toy_packed_amx_emulated(type)) {
-        kernels[n_kernels] = toy_packed_amx_emulated(type);
+    if (ty_cpu_isa() >= TOY_ISA_AVX512 && ty_packed_amx_emulated(type)) {
+        kernels[n_kernels] = ty_packed_amx_emulated(type);
         names[n_kernels++] = "amx (emulated tiles)";
     }
-    if (toy_cpu_isa() >= TOY_ISA_AMX) {
-        if ((kernels[n_kernels] = toy_packed_amx(type))) names[n_kernels++] = "amx";
-    } else if (toy_packed_amx_emulated(type)) {
+    if (ty_cpu_isa() >= TOY_ISA_AMX) {
+        if ((kernels[n_kernels] = ty_packed_amx(type))) names[n_kernels++] = "amx";
+    } else if (ty_packed_amx_emulated(type)) {
         printf("packed amx %s: skipped (the CPU or TOY_ISA=%s does not allow AMX)\n", toy_type_name(type),
-               toy_isa_name(toy_cpu_isa()));
+               ty_isa_name(ty_cpu_isa()));
     }
 #endif
     unsigned long long rng = 0x9e3779b97f4a7c15ull;
@@ -299,31 +299,31 @@ static void run_type(int type) {
     /* decode over one group at a time and over four side by side (groups_tile, halves),
      * with groups left over, whole and partial */
     for (int streams = 1; streams <= 4; streams += 3) {
-        toy_packed_set_decode_streams(streams);
+        ty_packed_set_decode_streams(streams);
         run_shape(type, kernels, names, n_kernels, 64, 9 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
         run_shape(type, kernels, names, n_kernels, 150, 18 * bc, 1, W_GAUSSIAN, A_GAUSSIAN, &rng);
     }
-    toy_packed_set_decode_streams(0);
+    ty_packed_set_decode_streams(0);
 #if defined(__x86_64__)
-    CHECK_MSG(!toy_amx_emulator_fault, "%s: the AMX kernel misused a tile: %s", toy_type_name(type),
-              toy_amx_emulator_fault ? toy_amx_emulator_fault : "");
+    CHECK_MSG(!ty_amx_emulator_fault, "%s: the AMX kernel misused a tile: %s", toy_type_name(type),
+              ty_amx_emulator_fault ? ty_amx_emulator_fault : "");
 #endif
 }
 
 int main(void) {
     /* where AMX is present and granted, its products must have passed the self-test */
-    CHECK_MSG(!toy_amx_self_test_failed(), "AMX products differ from the VNNI ones (self-test): running AVX-512");
-    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_1, 64) == 2 * 320);
-    CHECK(toy_packed_group_size(TOY_TYPE_IQ4_NL, 64) == 2 * 288);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q6_K, 256) == 3360);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q5_K, 512) == 2 * 2816);
-    CHECK(toy_packed_group_size(TOY_TYPE_IQ4_XS, 256) == 2176);
-    CHECK(toy_packed_group_size(TOY_TYPE_Q3_K, 256) == 0);
+    CHECK_MSG(!ty_amx_self_test_failed(), "AMX products differ from the VNNI ones (self-test): running AVX-512");
+    CHECK(ty_packed_group_size(TOY_TYPE_Q8_0, 64) == 2 * 544);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q4_0, 64) == 2 * 288);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q4_1, 64) == 2 * 320);
+    CHECK(ty_packed_group_size(TOY_TYPE_IQ4_NL, 64) == 2 * 288);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q8_0, 48) == 0);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q4_K, 512) == 2 * 2304);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q4_K, 288) == 0);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q6_K, 256) == 3360);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q5_K, 512) == 2 * 2816);
+    CHECK(ty_packed_group_size(TOY_TYPE_IQ4_XS, 256) == 2176);
+    CHECK(ty_packed_group_size(TOY_TYPE_Q3_K, 256) == 0);
 #if defined(__x86_64__)
     check_amx_self_test();
 #endif

@@ -18,7 +18,7 @@ static float f32_from_bits(uint32_t u) {
     return f;
 }
 
-static int half_is_nan(toy_half h) {
+static int half_is_nan(ty_half h) {
     return (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
 }
 
@@ -35,8 +35,8 @@ static void test_fp16_every_half(void) {
     int bad = 0;
     unsigned first_bad = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
-        const float f = toy_fp16_to_fp32((toy_half)h);
-        const toy_half back = toy_fp32_to_fp16(f);
+        const float f = ty_fp16_to_fp32((ty_half)h);
+        const ty_half back = ty_fp32_to_fp16(f);
         const uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
         const int negative = (h & 0x8000) != 0;
         int ok;
@@ -63,15 +63,15 @@ static void test_fp16_rounding(void) {
     unsigned first_bad = 0;
     for (uint32_t h = 0; h < 0x7c00; h++) {
         for (uint32_t sign = 0; sign <= 0x8000; sign += 0x8000) {
-            const double lo = toy_fp16_to_fp32((toy_half)h);
+            const double lo = ty_fp16_to_fp32((ty_half)h);
             /* The step above 65504 would be to 65536, which only exists as infinity. */
-            const double hi = h == 0x7bff ? 65536.0 : toy_fp16_to_fp32((toy_half)(h + 1));
+            const double hi = h == 0x7bff ? 65536.0 : ty_fp16_to_fp32((ty_half)(h + 1));
             const float mid = (float)((lo + hi) / 2); /* exact: halves have 11 bits */
             const float s = sign ? -1.0f : 1.0f;
-            const toy_half even = (toy_half)(sign | ((h & 1) ? h + 1 : h));
-            const int ok = (double)mid == (lo + hi) / 2 && toy_fp32_to_fp16(s * mid) == even &&
-                           toy_fp32_to_fp16(s * nextafterf(mid, 0.0f)) == (sign | h) &&
-                           toy_fp32_to_fp16(s * nextafterf(mid, INFINITY)) == (sign | (h + 1));
+            const ty_half even = (ty_half)(sign | ((h & 1) ? h + 1 : h));
+            const int ok = (double)mid == (lo + hi) / 2 && ty_fp32_to_fp16(s * mid) == even &&
+                           ty_fp32_to_fp16(s * nextafterf(mid, 0.0f)) == (sign | h) &&
+                           ty_fp32_to_fp16(s * nextafterf(mid, INFINITY)) == (sign | (h + 1));
             if (!ok && bad++ == 0) first_bad = sign | h;
         }
     }
@@ -79,42 +79,42 @@ static void test_fp16_rounding(void) {
 }
 
 static void test_fp16_special_values(void) {
-    CHECK_EQ(toy_fp32_to_fp16(1.0f), 0x3c00);
-    CHECK_EQ(toy_fp32_to_fp16(-2.0f), 0xc000);
-    CHECK_EQ(toy_fp32_to_fp16(0.0f), 0x0000);
-    CHECK_EQ(toy_fp32_to_fp16(-0.0f), 0x8000);
-    CHECK_EQ(toy_fp32_to_fp16(65504.0f), 0x7bff);
-    CHECK_EQ(toy_fp32_to_fp16(65519.996f), 0x7bff); /* just below the midpoint to 65536 */
-    CHECK_EQ(toy_fp32_to_fp16(65520.0f), 0x7c00);   /* the midpoint: 0x7bff is odd */
-    CHECK_EQ(toy_fp32_to_fp16(1e10f), 0x7c00);
-    CHECK_EQ(toy_fp32_to_fp16(FLT_MAX), 0x7c00);
-    CHECK_EQ(toy_fp32_to_fp16(-FLT_MAX), 0xfc00);
-    CHECK_EQ(toy_fp32_to_fp16(INFINITY), 0x7c00);
-    CHECK_EQ(toy_fp32_to_fp16(-INFINITY), 0xfc00);
+    CHECK_EQ(ty_fp32_to_fp16(1.0f), 0x3c00);
+    CHECK_EQ(ty_fp32_to_fp16(-2.0f), 0xc000);
+    CHECK_EQ(ty_fp32_to_fp16(0.0f), 0x0000);
+    CHECK_EQ(ty_fp32_to_fp16(-0.0f), 0x8000);
+    CHECK_EQ(ty_fp32_to_fp16(65504.0f), 0x7bff);
+    CHECK_EQ(ty_fp32_to_fp16(65519.996f), 0x7bff); /* just below the midpoint to 65536 */
+    CHECK_EQ(ty_fp32_to_fp16(65520.0f), 0x7c00);   /* the midpoint: 0x7bff is odd */
+    CHECK_EQ(ty_fp32_to_fp16(1e10f), 0x7c00);
+    CHECK_EQ(ty_fp32_to_fp16(FLT_MAX), 0x7c00);
+    CHECK_EQ(ty_fp32_to_fp16(-FLT_MAX), 0xfc00);
+    CHECK_EQ(ty_fp32_to_fp16(INFINITY), 0x7c00);
+    CHECK_EQ(ty_fp32_to_fp16(-INFINITY), 0xfc00);
     /* Subnormals: 2^-24 is the smallest; 2^-25 is the tie between it and 0 (0 is even). */
-    CHECK_EQ(toy_fp32_to_fp16(ldexpf(1.0f, -24)), 0x0001);
-    CHECK_EQ(toy_fp32_to_fp16(ldexpf(1.0f, -25)), 0x0000);
-    CHECK_EQ(toy_fp32_to_fp16(nextafterf(ldexpf(1.0f, -25), 1.0f)), 0x0001);
-    CHECK_EQ(toy_fp32_to_fp16(ldexpf(3.0f, -25)), 0x0002); /* 1.5 ulp: tie, to even 2 */
-    CHECK_EQ(toy_fp32_to_fp16(ldexpf(1023.0f, -24)), 0x03ff);
-    CHECK_EQ(toy_fp32_to_fp16(ldexpf(1023.5f, -24)), 0x0400); /* carries into the normals */
-    CHECK_EQ(toy_fp32_to_fp16(1e-30f), 0x0000);
-    CHECK_EQ(toy_fp32_to_fp16(-1e-30f), 0x8000);
-    CHECK_EQ(toy_fp32_to_fp16(FLT_TRUE_MIN), 0x0000);
-    CHECK_EQ(toy_fp32_to_fp16(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie: 0x3c00 is even */
-    CHECK_EQ(toy_fp32_to_fp16(1.0f + ldexpf(3.0f, -11)), 0x3c02); /* tie: to even 0x3c02 */
-    CHECK(toy_fp16_to_fp32(0x8000) == 0.0f && signbit(toy_fp16_to_fp32(0x8000)));
-    CHECK(toy_fp16_to_fp32(0x0001) == ldexpf(1.0f, -24));
+    CHECK_EQ(ty_fp32_to_fp16(ldexpf(1.0f, -24)), 0x0001);
+    CHECK_EQ(ty_fp32_to_fp16(ldexpf(1.0f, -25)), 0x0000);
+    CHECK_EQ(ty_fp32_to_fp16(nextafterf(ldexpf(1.0f, -25), 1.0f)), 0x0001);
+    CHECK_EQ(ty_fp32_to_fp16(ldexpf(3.0f, -25)), 0x0002); /* 1.5 ulp: tie, to even 2 */
+    CHECK_EQ(ty_fp32_to_fp16(ldexpf(1023.0f, -24)), 0x03ff);
+    CHECK_EQ(ty_fp32_to_fp16(ldexpf(1023.5f, -24)), 0x0400); /* carries into the normals */
+    CHECK_EQ(ty_fp32_to_fp16(1e-30f), 0x0000);
+    CHECK_EQ(ty_fp32_to_fp16(-1e-30f), 0x8000);
+    CHECK_EQ(ty_fp32_to_fp16(FLT_TRUE_MIN), 0x0000);
+    CHECK_EQ(ty_fp32_to_fp16(1.0f + ldexpf(1.0f, -11)), 0x3c00); /* tie: 0x3c00 is even */
+    CHECK_EQ(ty_fp32_to_fp16(1.0f + ldexpf(3.0f, -11)), 0x3c02); /* tie: to even 0x3c02 */
+    CHECK(ty_fp16_to_fp32(0x8000) == 0.0f && signbit(ty_fp16_to_fp32(0x8000)));
+    CHECK(ty_fp16_to_fp32(0x0001) == ldexpf(1.0f, -24));
     /* NaN stays NaN whatever its payload: one only in the low float bits must not become
      * infinity, and the sign is kept. */
-    CHECK(half_is_nan(toy_fp32_to_fp16(NAN)));
-    CHECK(half_is_nan(toy_fp32_to_fp16(f32_from_bits(0x7f800001))));
-    CHECK(half_is_nan(toy_fp32_to_fp16(f32_from_bits(0x7fc00000))));
-    CHECK_EQ(toy_fp32_to_fp16(f32_from_bits(0xffc00000)) & 0x8000, 0x8000);
-    CHECK(half_is_nan(toy_fp32_to_fp16(f32_from_bits(0xffc00000))));
-    CHECK(isnan(toy_fp16_to_fp32(0x7e00)));
-    CHECK(isinf(toy_fp16_to_fp32(0x7c00)) && toy_fp16_to_fp32(0x7c00) > 0);
-    CHECK(isinf(toy_fp16_to_fp32(0xfc00)) && toy_fp16_to_fp32(0xfc00) < 0);
+    CHECK(half_is_nan(ty_fp32_to_fp16(NAN)));
+    CHECK(half_is_nan(ty_fp32_to_fp16(f32_from_bits(0x7f800001))));
+    CHECK(half_is_nan(ty_fp32_to_fp16(f32_from_bits(0x7fc00000))));
+    CHECK_EQ(ty_fp32_to_fp16(f32_from_bits(0xffc00000)) & 0x8000, 0x8000);
+    CHECK(half_is_nan(ty_fp32_to_fp16(f32_from_bits(0xffc00000))));
+    CHECK(isnan(ty_fp16_to_fp32(0x7e00)));
+    CHECK(isinf(ty_fp16_to_fp32(0x7c00)) && ty_fp16_to_fp32(0x7c00) > 0);
+    CHECK(isinf(ty_fp16_to_fp32(0xfc00)) && ty_fp16_to_fp32(0xfc00) < 0);
 }
 
 #if defined(__FLT16_MANT_DIG__)
@@ -128,7 +128,7 @@ static void test_fp16_against_compiler(void) {
         const _Float16 c = (_Float16)f;
         uint16_t want;
         memcpy(&want, &c, sizeof want);
-        const toy_half got = toy_fp32_to_fp16(f);
+        const ty_half got = ty_fp32_to_fp16(f);
         const int ok = isnan(f) ? half_is_nan(got) && half_is_nan(want) : got == want;
         if (!ok && bad++ == 0) first_bad = (uint32_t)u;
     }
@@ -137,7 +137,7 @@ static void test_fp16_against_compiler(void) {
         const uint16_t bits = (uint16_t)h;
         _Float16 c;
         memcpy(&c, &bits, sizeof c);
-        const float want = (float)c, got = toy_fp16_to_fp32((toy_half)h);
+        const float want = (float)c, got = ty_fp16_to_fp32((ty_half)h);
         if (isnan(want) ? !isnan(got) : float_bits(want) != float_bits(got)) {
             CHECK_MSG(0, "half 0x%04x decodes to %a, _Float16 gives %a", h, got, want);
             break;
@@ -152,8 +152,8 @@ static void test_bf16(void) {
     int bad = 0;
     unsigned first_bad = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {
-        const float f = toy_bf16_to_fp32((uint16_t)h);
-        const uint16_t back = toy_fp32_to_bf16(f);
+        const float f = ty_bf16_to_fp32((uint16_t)h);
+        const uint16_t back = ty_fp32_to_bf16(f);
         int ok = float_bits(f) == h << 16; /* bf16 is the top half of a float */
         if (bf16_is_nan((uint16_t)h))
             ok = ok && bf16_is_nan(back) && (back & 0x8040) == ((h & 0x8000) | 0x40);
@@ -171,23 +171,23 @@ static void test_bf16(void) {
         for (uint32_t sign = 0; sign <= 0x8000; sign += 0x8000) {
             const uint32_t mid = (sign | h) << 16 | 0x8000;
             const uint16_t even = (uint16_t)(sign | ((h & 1) ? h + 1 : h));
-            const int ok = toy_fp32_to_bf16(f32_from_bits(mid)) == even &&
-                           toy_fp32_to_bf16(f32_from_bits(mid - 1)) == (sign | h) &&
-                           toy_fp32_to_bf16(f32_from_bits(mid + 1)) == (sign | (h + 1));
+            const int ok = ty_fp32_to_bf16(f32_from_bits(mid)) == even &&
+                           ty_fp32_to_bf16(f32_from_bits(mid - 1)) == (sign | h) &&
+                           ty_fp32_to_bf16(f32_from_bits(mid + 1)) == (sign | (h + 1));
             if (!ok && bad++ == 0) first_bad = sign | h;
         }
     }
     CHECK_MSG(bad == 0, "%d bf16 rounding boundaries wrong, first above 0x%04x", bad, first_bad);
 
-    CHECK_EQ(toy_fp32_to_bf16(1.0f), 0x3f80);
-    CHECK_EQ(toy_fp32_to_bf16(FLT_MAX), 0x7f80); /* above the last midpoint: infinity */
-    CHECK_EQ(toy_fp32_to_bf16(-INFINITY), 0xff80);
-    CHECK_EQ(toy_fp32_to_bf16(FLT_TRUE_MIN), 0x0000);
+    CHECK_EQ(ty_fp32_to_bf16(1.0f), 0x3f80);
+    CHECK_EQ(ty_fp32_to_bf16(FLT_MAX), 0x7f80); /* above the last midpoint: infinity */
+    CHECK_EQ(ty_fp32_to_bf16(-INFINITY), 0xff80);
+    CHECK_EQ(ty_fp32_to_bf16(FLT_TRUE_MIN), 0x0000);
     /* A NaN whose payload is only in the dropped bits must stay NaN (quieted). */
-    CHECK_EQ(toy_fp32_to_bf16(f32_from_bits(0x7f800001)), 0x7fc0);
-    CHECK_EQ(toy_fp32_to_bf16(f32_from_bits(0xff800001)), 0xffc0);
-    CHECK_EQ(toy_fp32_to_bf16(f32_from_bits(0x7fc00000)), 0x7fc0);
-    CHECK(bf16_is_nan(toy_fp32_to_bf16(NAN)));
+    CHECK_EQ(ty_fp32_to_bf16(f32_from_bits(0x7f800001)), 0x7fc0);
+    CHECK_EQ(ty_fp32_to_bf16(f32_from_bits(0xff800001)), 0xffc0);
+    CHECK_EQ(ty_fp32_to_bf16(f32_from_bits(0x7fc00000)), 0x7fc0);
+    CHECK(bf16_is_nan(ty_fp32_to_bf16(NAN)));
 }
 
 /* ================================================================ hand-built blocks
@@ -198,7 +198,7 @@ static void test_dequant_q4_0(void) {
     block_q4_0 b = {.d = 0x3800}; /* 0.5 */
     for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (15 - j) << 4);
     float y[32];
-    toy_dequantize_row_q4_0(&b, y, 32);
+    ty_dequantize_row_q4_0(&b, y, 32);
     for (int j = 0; j < 16; j++) {
         CHECK(y[j] == 0.5f * (float)(j - 8));       /* low nibble: element j */
         CHECK(y[j + 16] == 0.5f * (float)(7 - j));  /* high nibble: element j + 16 */
@@ -209,7 +209,7 @@ static void test_dequant_q4_1(void) {
     block_q4_1 b = {.d = 0x3400, .m = 0xbc00}; /* 0.25, -1 */
     for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | ((7 * j) & 15) << 4);
     float y[32];
-    toy_dequantize_row_q4_1(&b, y, 32);
+    ty_dequantize_row_q4_1(&b, y, 32);
     for (int j = 0; j < 16; j++) {
         CHECK(y[j] == 0.25f * (float)j - 1.0f);
         CHECK(y[j + 16] == 0.25f * (float)((7 * j) & 15) - 1.0f);
@@ -222,7 +222,7 @@ static void test_dequant_q5_0(void) {
     block_q5_0 b = {.d = 0x4000, .qh = {0x01, 0x80, 0x00, 0x80}}; /* d = 2 */
     for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (15 - j) << 4);
     float y[32];
-    toy_dequantize_row_q5_0(&b, y, 32);
+    ty_dequantize_row_q5_0(&b, y, 32);
     for (int j = 0; j < 16; j++) {
         const int high_lo = j == 0 || j == 15, high_hi = j == 15;
         CHECK(y[j] == 2.0f * (float)(j + 16 * high_lo - 16));
@@ -235,7 +235,7 @@ static void test_dequant_q5_1(void) {
     block_q5_1 b = {.d = 0x3800, .m = 0x4200, .qh = {0xff, 0x00, 0x0f, 0x00}}; /* 0.5, 3 */
     for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)((15 - j) | j << 4);
     float y[32];
-    toy_dequantize_row_q5_1(&b, y, 32);
+    ty_dequantize_row_q5_1(&b, y, 32);
     for (int j = 0; j < 16; j++) {
         const int high_lo = j < 8, high_hi = j < 4; /* bits 0..7 and 16..19 */
         CHECK(y[j] == 0.5f * (float)(15 - j + 16 * high_lo) + 3.0f);
@@ -249,7 +249,7 @@ static void test_dequant_q8_0(void) {
     for (int j = 0; j < 32; j++) b.qs[j] = (int8_t)(8 * j - 128);
     b.qs[31] = 127;
     float y[32];
-    toy_dequantize_row_q8_0(&b, y, 32);
+    ty_dequantize_row_q8_0(&b, y, 32);
     for (int j = 0; j < 32; j++) CHECK(y[j] == ldexpf((float)b.qs[j], -7));
     CHECK(y[0] == -1.0f);
 }
@@ -257,17 +257,17 @@ static void test_dequant_q8_0(void) {
 static void test_iq4nl_codebook(void) {
     static const int8_t ggml_levels[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                            1,    13,   25,  38,  53,  69,  89,  113};
-    CHECK(memcmp(toy_iq4nl_values, ggml_levels, sizeof ggml_levels) == 0);
+    CHECK(memcmp(ty_iq4nl_values, ggml_levels, sizeof ggml_levels) == 0);
 }
 
 static void test_dequant_iq4_nl(void) {
     block_iq4_nl b = {.d = 0x3800}; /* 0.5 */
     for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | (15 - j) << 4);
     float y[64];
-    toy_dequantize_row_iq4_nl(&b, y, 32);
+    ty_dequantize_row_iq4_nl(&b, y, 32);
     for (int j = 0; j < 16; j++) {
-        CHECK(y[j] == 0.5f * (float)toy_iq4nl_values[j]);
-        CHECK(y[j + 16] == 0.5f * (float)toy_iq4nl_values[15 - j]);
+        CHECK(y[j] == 0.5f * (float)ty_iq4nl_values[j]);
+        CHECK(y[j + 16] == 0.5f * (float)ty_iq4nl_values[15 - j]);
     }
     CHECK(y[0] == -63.5f && y[16] == 56.5f);
 }
@@ -282,12 +282,12 @@ static void test_dequant_iq4_xs(void) {
         for (int j = 0; j < 16; j++)
             b.qs[16 * ib + j] = (uint8_t)(((j + ib) & 15) | ((3 * j + ib) & 15) << 4);
     float y[256], want[256];
-    toy_dequantize_row_iq4_xs(&b, y, 256);
+    ty_dequantize_row_iq4_xs(&b, y, 256);
     for (int ib = 0; ib < 8; ib++) {
         const float dl = 0.25f * (float)scale[ib];
         for (int j = 0; j < 16; j++) {
-            want[32 * ib + j] = dl * (float)toy_iq4nl_values[(j + ib) & 15];
-            want[32 * ib + 16 + j] = dl * (float)toy_iq4nl_values[(3 * j + ib) & 15];
+            want[32 * ib + j] = dl * (float)ty_iq4nl_values[(j + ib) & 15];
+            want[32 * ib + 16 + j] = dl * (float)ty_iq4nl_values[(3 * j + ib) & 15];
         }
     }
     int bad = 0;
@@ -311,9 +311,9 @@ static void test_quantize_q4_0_rules(void) {
         x[half + 3] = -1.5f;
     }
     block_q4_0 b;
-    toy_quantize_row_q4_0(x, &b, 32);
+    ty_quantize_row_q4_0(x, &b, 32);
     CHECK_EQ(b.d, 0x3c00);
-    toy_dequantize_row_q4_0(&b, y, 32);
+    ty_dequantize_row_q4_0(&b, y, 32);
     for (int j = 0; j < 32; j++) {
         const float want = j % 16 == 1 ? 1.0f : j % 16 == 2 ? 0.0f : j % 16 == 3 ? -1.0f : x[j];
         CHECK(y[j] == want);
@@ -323,9 +323,9 @@ static void test_quantize_q4_0_rules(void) {
     x[3] = 8.0f;
     x[4] = -8.0f;
     x[5] = 3.0f;
-    toy_quantize_row_q4_0(x, &b, 32);
+    ty_quantize_row_q4_0(x, &b, 32);
     CHECK_EQ(b.d, 0xbc00); /* -1 */
-    toy_dequantize_row_q4_0(&b, y, 32);
+    ty_dequantize_row_q4_0(&b, y, 32);
     CHECK(y[3] == 8.0f && y[4] == -7.0f && y[5] == 3.0f && y[0] == 0.0f);
 }
 
@@ -335,34 +335,34 @@ static void test_quantize_exact_grids(void) {
     float x[32], y[32];
     block_q4_1 b41;
     for (int j = 0; j < 32; j++) x[j] = -2.0f + 0.5f * (float)(j < 16 ? j : 31 - j);
-    toy_quantize_row_q4_1(x, &b41, 32);
+    ty_quantize_row_q4_1(x, &b41, 32);
     CHECK_EQ(b41.d, 0x3800);
     CHECK_EQ(b41.m, 0xc000);
-    toy_dequantize_row_q4_1(&b41, y, 32);
+    ty_dequantize_row_q4_1(&b41, y, 32);
     CHECK(memcmp(x, y, sizeof x) == 0);
 
     block_q5_0 b50;
     for (int j = 0; j < 32; j++) x[j] = (float)((j * 7) % 32 - 16); /* -16..15, each once */
-    toy_quantize_row_q5_0(x, &b50, 32);
+    ty_quantize_row_q5_0(x, &b50, 32);
     CHECK_EQ(b50.d, 0x3c00);
-    toy_dequantize_row_q5_0(&b50, y, 32);
+    ty_dequantize_row_q5_0(&b50, y, 32);
     CHECK(memcmp(x, y, sizeof x) == 0);
 
     block_q5_1 b51;
     for (int j = 0; j < 32; j++) x[j] = -3.0f + 0.25f * (float)((j * 5) % 32);
-    toy_quantize_row_q5_1(x, &b51, 32);
+    ty_quantize_row_q5_1(x, &b51, 32);
     CHECK_EQ(b51.d, 0x3400);
     CHECK_EQ(b51.m, 0xc200);
-    toy_dequantize_row_q5_1(&b51, y, 32);
+    ty_dequantize_row_q5_1(&b51, y, 32);
     CHECK(memcmp(x, y, sizeof x) == 0);
 
     /* IQ4_NL: a block that is exactly half the codebook is found at scale 0.5 (the search
      * tries the inverse scale that maps the extreme -63.5 onto -127). */
     block_iq4_nl bnl;
-    for (int j = 0; j < 32; j++) x[j] = 0.5f * (float)toy_iq4nl_values[(j * 3) % 16];
-    toy_quantize_row_iq4_nl(x, &bnl, 32);
+    for (int j = 0; j < 32; j++) x[j] = 0.5f * (float)ty_iq4nl_values[(j * 3) % 16];
+    ty_quantize_row_iq4_nl(x, &bnl, 32);
     CHECK_EQ(bnl.d, 0x3800);
-    toy_dequantize_row_iq4_nl(&bnl, y, 32);
+    ty_dequantize_row_iq4_nl(&bnl, y, 32);
     CHECK(memcmp(x, y, sizeof x) == 0);
 }
 
@@ -376,7 +376,7 @@ static void test_quantize_q8_0_rules(void) {
     x[2] = -2.5f;
     x[3] = 0.5f;
     block_q8_0 b;
-    toy_quantize_row_q8_0(x, &b, 32);
+    ty_quantize_row_q8_0(x, &b, 32);
     CHECK_EQ(b.d, 0x3c00);
     CHECK_EQ(b.qs[0], 127);
     CHECK_EQ(b.qs[1], 63);
@@ -542,8 +542,8 @@ typedef struct {
     int type;
     int block_size;
     size_t block_bytes;
-    toy_from_float_fn quantize; /* NULL: dequantize only */
-    toy_to_float_fn dequantize;
+    ty_from_float_fn quantize; /* NULL: dequantize only */
+    ty_to_float_fn dequantize;
     const uint8_t *golden; /* llama.cpp's blocks for golden_x, or NULL */
     /* Bound on RMSE/std for N(0,1) data, measured on the 65536 values used below:
      * Q4_0 0.0864, Q4_1 0.0789, Q5_0 0.0427, Q5_1 0.0381, Q8_0 0.00538, IQ4_NL 0.0764.
@@ -560,23 +560,23 @@ typedef struct {
 } type_case;
 
 static const type_case cases[] = {
-    {"Q4_0", TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), toy_quantize_row_q4_0,
-     toy_dequantize_row_q4_0, golden_q4_0, 0.0907,
+    {"Q4_0", TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), ty_quantize_row_q4_0,
+     ty_dequantize_row_q4_0, golden_q4_0, 0.0907,
      {0x00, 0x80, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
       0x88, 0x88, 0x88}},
-    {"Q4_1", TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), toy_quantize_row_q4_1,
-     toy_dequantize_row_q4_1, golden_q4_1, 0.0828, {0}},
-    {"Q5_0", TOY_TYPE_Q5_0, 32, sizeof(block_q5_0), toy_quantize_row_q5_0,
-     toy_dequantize_row_q5_0, golden_q5_0, 0.0449, {0x00, 0x80, 0xff, 0xff, 0xff, 0xff}},
-    {"Q5_1", TOY_TYPE_Q5_1, 32, sizeof(block_q5_1), toy_quantize_row_q5_1,
-     toy_dequantize_row_q5_1, golden_q5_1, 0.0400, {0}},
-    {"Q8_0", TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), toy_quantize_row_q8_0,
-     toy_dequantize_row_q8_0, golden_q8_0, 0.00565, {0}},
-    {"IQ4_NL", TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), toy_quantize_row_iq4_nl,
-     toy_dequantize_row_iq4_nl, golden_iq4_nl, 0.0802,
+    {"Q4_1", TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), ty_quantize_row_q4_1,
+     ty_dequantize_row_q4_1, golden_q4_1, 0.0828, {0}},
+    {"Q5_0", TOY_TYPE_Q5_0, 32, sizeof(block_q5_0), ty_quantize_row_q5_0,
+     ty_dequantize_row_q5_0, golden_q5_0, 0.0449, {0x00, 0x80, 0xff, 0xff, 0xff, 0xff}},
+    {"Q5_1", TOY_TYPE_Q5_1, 32, sizeof(block_q5_1), ty_quantize_row_q5_1,
+     ty_dequantize_row_q5_1, golden_q5_1, 0.0400, {0}},
+    {"Q8_0", TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), ty_quantize_row_q8_0,
+     ty_dequantize_row_q8_0, golden_q8_0, 0.00565, {0}},
+    {"IQ4_NL", TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), ty_quantize_row_iq4_nl,
+     ty_dequantize_row_iq4_nl, golden_iq4_nl, 0.0802,
      {0x00, 0x00, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
       0x88, 0x88, 0x88}},
-    {"IQ4_XS", TOY_TYPE_IQ4_XS, 256, sizeof(block_iq4_xs), NULL, toy_dequantize_row_iq4_xs,
+    {"IQ4_XS", TOY_TYPE_IQ4_XS, 256, sizeof(block_iq4_xs), NULL, ty_dequantize_row_iq4_xs,
      NULL, 0, {0}},
 };
 
@@ -585,7 +585,7 @@ static const type_case cases[] = {
 /* The type table hands out these functions and sizes. */
 static void test_type_table(void) {
     for (int c = 0; c < N_CASES; c++) {
-        const toy_type_traits *t = toy_type_traits_get(cases[c].type);
+        const ty_type_traits *t = ty_type_traits_get(cases[c].type);
         CHECK_MSG(t && t->block_size == cases[c].block_size &&
                       t->type_size == cases[c].block_bytes && t->to_float == cases[c].dequantize &&
                       t->from_float == cases[c].quantize,

@@ -8,8 +8,8 @@
 
 typedef struct {
     const char *name;
-    toy_from_float_fn quantize;
-    toy_to_float_fn dequantize;
+    ty_from_float_fn quantize;
+    ty_to_float_fn dequantize;
     size_t block_bytes;
     /* Upper bound on RMSE / std of a round trip of N(0, 1) data. Measured over five
      * seeds of 64 super-blocks each (Q2_K 0.295-0.301, Q3_K 0.149-0.152, Q4_K
@@ -33,15 +33,15 @@ typedef struct {
 } kquant;
 
 static const kquant kquants[] = {
-    {"Q2_K", toy_quantize_row_q2_K, toy_dequantize_row_q2_K, sizeof(block_q2_K), 0.32, 0.30,
+    {"Q2_K", ty_quantize_row_q2_K, ty_dequantize_row_q2_K, sizeof(block_q2_K), 0.32, 0.30,
      0.10},
-    {"Q3_K", toy_quantize_row_q3_K, toy_dequantize_row_q3_K, sizeof(block_q3_K), 0.16, 0.30,
+    {"Q3_K", ty_quantize_row_q3_K, ty_dequantize_row_q3_K, sizeof(block_q3_K), 0.16, 0.30,
      0.30},
-    {"Q4_K", toy_quantize_row_q4_K, toy_dequantize_row_q4_K, sizeof(block_q4_K), 0.076,
+    {"Q4_K", ty_quantize_row_q4_K, ty_dequantize_row_q4_K, sizeof(block_q4_K), 0.076,
      0.072, 0.01},
-    {"Q5_K", toy_quantize_row_q5_K, toy_dequantize_row_q5_K, sizeof(block_q5_K), 0.038,
+    {"Q5_K", ty_quantize_row_q5_K, ty_dequantize_row_q5_K, sizeof(block_q5_K), 0.038,
      0.038, 0.20},
-    {"Q6_K", toy_quantize_row_q6_K, toy_dequantize_row_q6_K, sizeof(block_q6_K), 0.019,
+    {"Q6_K", ty_quantize_row_q6_K, ty_dequantize_row_q6_K, sizeof(block_q6_K), 0.019,
      0.038, 0.01},
 };
 #define N_KQUANTS ((int)(sizeof kquants / sizeof kquants[0]))
@@ -107,7 +107,7 @@ static void test_hand_q2_K(void) {
     want[255] = -9.0f;          /* 2*1*3 - 15 */
 
     float got[QK_K];
-    toy_dequantize_row_q2_K(&b, got, QK_K);
+    ty_dequantize_row_q2_K(&b, got, QK_K);
     check_decodes_to("Q2_K", got, want);
 }
 
@@ -137,7 +137,7 @@ static void test_hand_q3_K(void) {
     want[210] = -1.5f;          /* 0.5 * -3 * 1 */
 
     float got[QK_K];
-    toy_dequantize_row_q3_K(&b, got, QK_K);
+    ty_dequantize_row_q3_K(&b, got, QK_K);
     check_decodes_to("Q3_K", got, want);
 }
 
@@ -167,7 +167,7 @@ static void test_hand_q4_K(void) {
     want[163] = 222.0f;           /* 33*7 - 9 */
 
     float got[QK_K];
-    toy_dequantize_row_q4_K(&b, got, QK_K);
+    ty_dequantize_row_q4_K(&b, got, QK_K);
     check_decodes_to("Q4_K", got, want);
 }
 
@@ -191,7 +191,7 @@ static void test_hand_q5_K(void) {
     want[163] = 750.0f;          /* 33*23 - 9 */
 
     float got[QK_K];
-    toy_dequantize_row_q5_K(&b, got, QK_K);
+    ty_dequantize_row_q5_K(&b, got, QK_K);
     check_decodes_to("Q5_K", got, want);
 }
 
@@ -222,7 +222,7 @@ static void test_hand_q6_K(void) {
     want[255] = -2.5f;            /* 0.25 * -2 * 5 */
 
     float got[QK_K];
-    toy_dequantize_row_q6_K(&b, got, QK_K);
+    ty_dequantize_row_q6_K(&b, got, QK_K);
     check_decodes_to("Q6_K", got, want);
 }
 

@@ -1,6 +1,6 @@
 /* test_sampler.c — the sampler chain (sampler.c) and stop strings (stop.c).
  *
- * Each stage is checked exactly on crafted logits through toy_sampler_candidates (the
+ * Each stage is checked exactly on crafted logits through ty_sampler_candidates (the
  * chain without the random pick); the pick is checked for determinism and, statistically,
  * against the distribution it should draw from. */
 #include <math.h>
@@ -31,8 +31,8 @@ static toy_sampler *make(const toy_sampler_params *p, int32_t n_vocab) {
 /* The ids the chain keeps, in its order, as a string like "1 3 0" for easy comparison. */
 static const char *kept_ids(toy_sampler *s, const float *logits) {
     static char buf[512];
-    const toy_sampler_candidate *c;
-    const size_t n = toy_sampler_candidates(s, logits, &c);
+    const ty_sampler_candidate *c;
+    const size_t n = ty_sampler_candidates(s, logits, &c);
     size_t used = 0;
     buf[0] = 0;
     for (size_t i = 0; i < n && used < sizeof buf; i++)
@@ -127,8 +127,8 @@ static void test_top_k(void) {
     toy_sampler *s = make(&p, 5);
     const float logits[5] = {1, 5, 3, 4, 2};
     CHECK_KEPT(s, logits, "1 3");
-    const toy_sampler_candidate *c;
-    CHECK_EQ(toy_sampler_candidates(s, logits, &c), 2);
+    const ty_sampler_candidate *c;
+    CHECK_EQ(ty_sampler_candidates(s, logits, &c), 2);
     /* the softmax over the survivors only: 1 / (1 + e^-1) */
     CHECK_NEAR(c[0].p, 1 / (1 + exp(-1.0)), 1e-12);
     CHECK_NEAR(c[1].p, 1 / (1 + exp(1.0)), 1e-12);
@@ -242,8 +242,8 @@ static void test_top_p_large_vocab(void) {
             toy_sampler_params p = plain_params();
             p.top_p = cases[t];
             toy_sampler *s = make(&p, N);
-            const toy_sampler_candidate *c;
-            const size_t n = toy_sampler_candidates(s, logits, &c);
+            const ty_sampler_candidate *c;
+            const size_t n = ty_sampler_candidates(s, logits, &c);
             int same = n == expect;
             for (size_t i = 0; i < n && same; i++) same = c[i].id == want[i];
             CHECK_MSG(same, "top_p %g%s: kept %zu tokens, brute force %zu (or other ids)",
@@ -261,8 +261,8 @@ static void test_min_p(void) {
     p.min_p = 0.1f;
     toy_sampler *s = make(&p, 5);
     CHECK_KEPT(s, logits, "0 1 4"); /* unsorted path: id order */
-    const toy_sampler_candidate *c;
-    toy_sampler_candidates(s, logits, &c);
+    const ty_sampler_candidate *c;
+    ty_sampler_candidates(s, logits, &c);
     CHECK_NEAR(c[0].p, 0.5 / 0.934, 1e-6);
     CHECK_NEAR(c[2].p, 0.234 / 0.934, 1e-6);
     toy_sampler_free(s);
@@ -292,8 +292,8 @@ static void test_stage_order(void) {
     p.min_p = 0.6f;  /* then 0.3 / 0.4 = 0.75 stays, 0.2 / 0.4 = 0.5 goes */
     p.temperature = 2.0f;
     toy_sampler *s = make(&p, 4);
-    const toy_sampler_candidate *c;
-    CHECK_EQ(toy_sampler_candidates(s, logits, &c), 2);
+    const ty_sampler_candidate *c;
+    CHECK_EQ(ty_sampler_candidates(s, logits, &c), 2);
     /* temperature 2 on the two survivors: p ∝ sqrt(0.4), sqrt(0.3) */
     const double a = sqrt(0.4), b = sqrt(0.3);
     CHECK_NEAR(c[0].p, a / (a + b), 1e-6);
@@ -313,7 +313,7 @@ static void test_penalties(void) {
     const float logits[5] = {1, 2, -2, 0, 4};
     float out[5];
 
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(memcmp(out, logits, sizeof out) == 0); /* nothing accepted yet */
 
     /* the window (last 3) holds 2, 2, 3; token 1 has left it */
@@ -321,7 +321,7 @@ static void test_penalties(void) {
     toy_sampler_accept(s, 2);
     toy_sampler_accept(s, 2);
     toy_sampler_accept(s, 3);
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(out[0] == 1.0f);
     CHECK(out[1] == 2.0f);
     CHECK(out[2] == -5.25f); /* -2 * 2 - (2 * 0.5 + 0.25) */
@@ -329,17 +329,17 @@ static void test_penalties(void) {
     CHECK(out[4] == 4.0f);
 
     toy_sampler_accept(s, 4); /* window 2, 3, 4 */
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(out[2] == -4.75f); /* -2 * 2 - 0.75 */
     CHECK(out[4] == 1.25f);  /* 4 / 2 - 0.75: a positive logit is divided */
 
     toy_sampler_accept(s, 99); /* out of range: ignored */
     toy_sampler_accept(s, -1);
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(out[2] == -4.75f && out[4] == 1.25f);
 
     toy_sampler_reset(s);
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(memcmp(out, logits, sizeof out) == 0);
     toy_sampler_free(s);
 
@@ -348,7 +348,7 @@ static void test_penalties(void) {
     p.repeat_penalty = 1.0f;
     s = make(&p, 5);
     for (int i = 0; i < 100; i++) toy_sampler_accept(s, 1);
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(out[1] == 2.0f - (100 * 0.5f + 0.25f));
     toy_sampler_free(s);
 
@@ -356,7 +356,7 @@ static void test_penalties(void) {
     p.repeat_last_n = 0;
     s = make(&p, 5);
     toy_sampler_accept(s, 1);
-    toy_sampler_apply_penalties(s, logits, out);
+    ty_sampler_apply_penalties(s, logits, out);
     CHECK(memcmp(out, logits, sizeof out) == 0);
     toy_sampler_free(s);
 
@@ -406,11 +406,11 @@ static void test_determinism(void) {
      * fixed forever, so a platform that computes them differently fails here */
     toy_sampler_params p = plain_params();
     toy_sampler *s = make(&p, 3);
-    const double u0 = toy_sampler_uniform(s), u1 = toy_sampler_uniform(s);
+    const double u0 = ty_sampler_uniform(s), u1 = ty_sampler_uniform(s);
     CHECK(u0 >= 0 && u0 < 1 && u1 >= 0 && u1 < 1 && u0 != u1);
     toy_sampler_reset(s); /* starts the stream over */
-    CHECK(toy_sampler_uniform(s) == u0);
-    CHECK(toy_sampler_uniform(s) == u1);
+    CHECK(ty_sampler_uniform(s) == u0);
+    CHECK(ty_sampler_uniform(s) == u1);
     toy_sampler_free(s);
 }
 
@@ -447,8 +447,8 @@ static void test_nan_inf(void) {
     CHECK_KEPT(s, with_nan, "1 3");
 
     const float with_inf[4] = {INFINITY, 0.0f, INFINITY, -INFINITY};
-    const toy_sampler_candidate *c;
-    const size_t n = toy_sampler_candidates(s, with_inf, &c);
+    const ty_sampler_candidate *c;
+    const size_t n = ty_sampler_candidates(s, with_inf, &c);
     CHECK_EQ(n, 3);
     CHECK(c[0].p == 0.5 && c[1].p == 0 && c[2].p == 0.5);
     for (int i = 0; i < 200; i++) {

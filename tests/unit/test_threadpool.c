@@ -28,17 +28,17 @@ static void task(void *ctx, int64_t t, int thread) {
 int main(void) {
     static const int64_t sizes[] = {1, 2, 3, 5, 16, 17, 100, 1000, 4097};
     for (int n_threads = 1; n_threads <= 4; n_threads++) {
-        toy_pool *pool = toy_pool_new(n_threads);
+        ty_pool *pool = ty_pool_new(n_threads);
         CHECK(pool != NULL);
         if (!pool) continue;
-        CHECK_EQ(toy_pool_size(pool), n_threads);
+        CHECK_EQ(ty_pool_size(pool), n_threads);
         for (int uneven = 0; uneven < 2; uneven++)
             for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++)
                 for (int rep = 0; rep < 20; rep++) {
                     const int64_t n = sizes[s];
                     atomic_int *runs = calloc((size_t)n, sizeof *runs);
                     job j = {runs, n_threads, 0, uneven};
-                    toy_pool_run(pool, n, task, &j);
+                    ty_pool_run(pool, n, task, &j);
                     int64_t wrong = 0;
                     for (int64_t t = 0; t < n; t++) wrong += atomic_load(&runs[t]) != 1;
                     CHECK_MSG(wrong == 0, "%d threads, %lld tasks: %lld tasks did not run once",
@@ -46,8 +46,8 @@ int main(void) {
                     CHECK_EQ(atomic_load(&j.bad_thread), 0);
                     free(runs);
                 }
-        toy_pool_run(pool, 0, task, NULL); /* no tasks: returns at once */
-        toy_pool_free(pool);
+        ty_pool_run(pool, 0, task, NULL); /* no tasks: returns at once */
+        ty_pool_free(pool);
     }
     return test_finish("test_threadpool");
 }

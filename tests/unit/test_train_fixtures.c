@@ -57,7 +57,7 @@ static double ref_loss(const toy_gguf *ref, const int32_t **tokens_out, int32_t 
     return sum / (n - 1);
 }
 
-static double loss_of(train_model *tm, const train_batch *b) { return train_model_step(tm, b, false); }
+static double loss_of(train_model *tm, const train_batch *b) { return ty_train_model_step(tm, b, false); }
 
 static void check_model(const char *fix, const char *name) {
     char path[4400], ref_path[4400];
@@ -72,9 +72,9 @@ static void check_model(const char *fix, const char *name) {
     const int32_t *tok;
     int32_t n;
     const double want = ref_loss(ref, &tok, &n);
-    toy_pool *pool = toy_pool_new(2);
+    ty_pool *pool = ty_pool_new(2);
     train_model *tm = NULL;
-    toy_status st = train_model_new(m, n, pool, &tm);
+    toy_status st = ty_train_model_new(m, n, pool, &tm);
     if (is_moe(name)) {
         CHECK_MSG(st == TOY_ERR_UNSUPPORTED, "%s: MoE accepted for training", name);
         CHECK_STR_CONTAINS(toy_last_error(), "training not supported for");
@@ -82,7 +82,7 @@ static void check_model(const char *fix, const char *name) {
         goto done;
     }
     CHECK_MSG(st == TOY_OK, "%s: %s", name, toy_last_error());
-    if (st || train_model_reserve(tm, 1, n)) goto done;
+    if (st || ty_train_model_reserve(tm, 1, n)) goto done;
     int32_t *targets = xmalloc((size_t)n * sizeof *targets);
     float *weights = xmalloc((size_t)n * sizeof *weights);
     for (int32_t i = 0; i < n; i++) {
@@ -90,17 +90,17 @@ static void check_model(const char *fix, const char *name) {
         weights[i] = 1.0f / (float)(n - 1);
     }
     train_batch b = {1, n, 0, tok, targets, weights};
-    train_model_zero_grads(tm);
-    const double loss = train_model_step(tm, &b, true);
+    ty_train_model_zero_grads(tm);
+    const double loss = ty_train_model_step(tm, &b, true);
 
     bool quant = false, bf16 = false, f16 = false;
-    for (int i = 0; i < train_model_n_tensors(tm); i++) {
-        const int t = train_model_tensor(tm, i)->type;
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const int t = ty_train_model_tensor(tm, i)->type;
         quant |= t != TOY_TYPE_F32 && t != TOY_TYPE_F16 && t != TOY_TYPE_BF16;
         bf16 |= t == TOY_TYPE_BF16;
         f16 |= t == TOY_TYPE_F16;
     }
-    const bool gelu_table = train_model_hparams(tm)->ffn_act == TOY_ACT_GELU_TANH;
+    const bool gelu_table = ty_train_model_hparams(tm)->ffn_act == TOY_ACT_GELU_TANH;
     const double tol = quant ? 5e-3 : bf16 || gelu_table ? 2e-3 : f16 ? 3e-4 : 1e-5;
     const double rel = fabs(loss - want) / want;
     CHECK_MSG(rel <= tol, "%s: loss %.7f, from llama.cpp's logits %.7f (relative %.2e > %.0e)", name,
@@ -111,13 +111,13 @@ static void check_model(const char *fix, const char *name) {
         goto done_fd;
     }
     /* finite differences along random directions, tensor by tensor */
-    float *params = train_model_params(tm), *grads = train_model_grads(tm);
+    float *params = ty_train_model_params(tm), *grads = ty_train_model_grads(tm);
     unsigned long long rng = 0x5eed0000ULL + (unsigned long long)n;
     double worst = 0;
     const char *worst_name = "";
     const float h = 1e-3f;
-    for (int i = 0; i < train_model_n_tensors(tm); i++) {
-        const train_tensor *t = train_model_tensor(tm, i);
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
         float *w = params + t->offset;
         const float *g = grads + t->offset;
         double ms = 0;
@@ -161,8 +161,8 @@ done_fd:
     free(targets);
     free(weights);
 done:
-    train_model_free(tm);
-    toy_pool_free(pool);
+    ty_train_model_free(tm);
+    ty_pool_free(pool);
     toy_gguf_close(ref);
     toy_model_free(m);
 }

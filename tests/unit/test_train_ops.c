@@ -67,24 +67,24 @@ static double dot_dy(const float *dy, const float *y, int64_t n) {
 /* ---------------------------------------------------------------- rmsnorm */
 
 typedef struct {
-    toy_pool *pool;
+    ty_pool *pool;
     int64_t n, C;
     float *x, *w, *y, *dy, *rstd;
 } norm_t;
 
 static double norm_loss(op_case *c) {
     norm_t *t = c->state;
-    rmsnorm_forward(t->pool, t->y, t->rstd, t->x, t->w, t->n, t->C, 1e-5f);
+    ty_rmsnorm_forward(t->pool, t->y, t->rstd, t->x, t->w, t->n, t->C, 1e-5f);
     return dot_dy(t->dy, t->y, t->n * t->C);
 }
 
-static void test_rmsnorm(toy_pool *pool) {
+static void test_rmsnorm(ty_pool *pool) {
     norm_t t = {pool, 5, 37, rand_array(5 * 37, 1, 0), rand_array(37, 0.3f, 1), zeros(5 * 37),
                 rand_array(5 * 37, 1, 0), zeros(5)};
     op_case c = {"rmsnorm", norm_loss, &t};
     float *dx = zeros(t.n * t.C), *dw = zeros(t.C);
     norm_loss(&c);
-    rmsnorm_backward(pool, dx, dw, t.dy, t.x, t.w, t.rstd, t.n, t.C);
+    ty_rmsnorm_backward(pool, dx, dw, t.dy, t.x, t.w, t.rstd, t.n, t.C);
     fd_check(&c, t.x, dx, t.n * t.C, "x");
     fd_check(&c, t.w, dw, t.C, "w");
     free(t.x), free(t.w), free(t.y), free(t.dy), free(t.rstd), free(dx), free(dw);
@@ -93,24 +93,24 @@ static void test_rmsnorm(toy_pool *pool) {
 /* ---------------------------------------------------------------- matmul */
 
 typedef struct {
-    toy_gemm *g;
+    ty_gemm *g;
     int64_t n, C, OC;
     float *x, *w, *b, *y, *dy;
 } mm_t;
 
 static double mm_loss(op_case *c) {
     mm_t *t = c->state;
-    matmul_forward(t->g, t->y, t->x, t->w, t->b, t->n, t->C, t->OC);
+    ty_matmul_forward(t->g, t->y, t->x, t->w, t->b, t->n, t->C, t->OC);
     return dot_dy(t->dy, t->y, t->n * t->OC);
 }
 
-static void test_matmul(toy_gemm *g) {
+static void test_matmul(ty_gemm *g) {
     mm_t t = {g, 7, 19, 23, rand_array(7 * 19, 1, 0), rand_array(23 * 19, 0.5f, 0),
               rand_array(23, 0.5f, 0), zeros(7 * 23), rand_array(7 * 23, 1, 0)};
     op_case c = {"matmul", mm_loss, &t};
     float *dx = zeros(t.n * t.C), *dw = zeros(t.OC * t.C), *db = zeros(t.OC);
     mm_loss(&c);
-    matmul_backward(g, dx, dw, db, t.dy, t.x, t.w, t.n, t.C, t.OC);
+    ty_matmul_backward(g, dx, dw, db, t.dy, t.x, t.w, t.n, t.C, t.OC);
     fd_check(&c, t.x, dx, t.n * t.C, "x");
     fd_check(&c, t.w, dw, t.OC * t.C, "w");
     fd_check(&c, t.b, db, t.OC, "bias");
@@ -120,17 +120,17 @@ static void test_matmul(toy_gemm *g) {
 /* ---------------------------------------------------------------- rope */
 
 typedef struct {
-    toy_pool *pool;
+    ty_pool *pool;
     int64_t n, T;
     int heads, hd;
-    toy_rope_params p;
+    ty_rope_params p;
     float *cs, *x, *y, *dy;
 } rope_t;
 
 static double rope_loss(op_case *c) {
     rope_t *t = c->state;
     memcpy(t->y, t->x, (size_t)(t->n * t->heads * t->hd) * sizeof(float));
-    rope_forward(t->pool, t->y, t->n, t->T, t->heads, t->hd, &t->p, t->cs);
+    ty_rope_forward(t->pool, t->y, t->n, t->T, t->heads, t->hd, &t->p, t->cs);
     return dot_dy(t->dy, t->y, t->n * t->heads * t->hd);
 }
 
@@ -138,32 +138,32 @@ static float rope_factors[4] = {1.0f, 2.0f, 4.0f, 8.0f};
 
 static double rope_factor_loss(op_case *c) {
     rope_t *t = c->state;
-    for (int64_t p = 0; p < t->T; p++) toy_rope_cos_sin(&t->p, (int32_t)(p + 5), t->cs + p * t->p.n_rot);
+    for (int64_t p = 0; p < t->T; p++) ty_rope_cos_sin(&t->p, (int32_t)(p + 5), t->cs + p * t->p.n_rot);
     return rope_loss(c);
 }
 
-static void test_rope(toy_pool *pool, toy_rope_type type) {
+static void test_rope(ty_pool *pool, ty_rope_type type) {
     const float *factors = rope_factors;
     rope_t t = {pool, 6, 3, 2, 10, {0}, NULL, NULL, NULL, NULL};
-    t.p = (toy_rope_params){.type = type, .n_rot = 8, .freq_base = 10000.0f, .freq_scale = 0.5f,
+    t.p = (ty_rope_params){.type = type, .n_rot = 8, .freq_base = 10000.0f, .freq_scale = 0.5f,
                             .freq_factors = factors, .attn_factor = 1.19f, .ext_factor = 1.0f,
                             .corr_dims = {1.0f, 3.0f}};
     const int64_t nx = t.n * t.heads * t.hd;
     t.cs = zeros(t.T * t.p.n_rot);
-    for (int64_t p = 0; p < t.T; p++) toy_rope_cos_sin(&t.p, (int32_t)(p + 5), t.cs + p * t.p.n_rot);
+    for (int64_t p = 0; p < t.T; p++) ty_rope_cos_sin(&t.p, (int32_t)(p + 5), t.cs + p * t.p.n_rot);
     t.x = rand_array(nx, 1, 0);
     t.y = zeros(nx);
     t.dy = rand_array(nx, 1, 0);
     op_case c = {type == TOY_ROPE_NEOX ? "rope neox" : "rope norm", rope_loss, &t};
     float *dx = zeros(nx);
     memcpy(dx, t.dy, (size_t)nx * sizeof *dx);
-    rope_backward(pool, dx, t.n, t.T, t.heads, t.hd, &t.p, t.cs);
+    ty_rope_backward(pool, dx, t.n, t.T, t.heads, t.hd, &t.p, t.cs);
     fd_check(&c, t.x, dx, nx, "x");
     /* the frequency factors, through the angles */
     float theta[3 * 4], dff[4] = {0};
-    for (int64_t p = 0; p < t.T; p++) toy_rope_angles(&t.p, (int32_t)(p + 5), theta + p * 4);
+    for (int64_t p = 0; p < t.T; p++) ty_rope_angles(&t.p, (int32_t)(p + 5), theta + p * 4);
     rope_loss(&c);
-    rope_freq_backward(dff, t.y, t.dy, t.n, t.T, t.heads, t.hd, &t.p, theta);
+    ty_rope_freq_backward(dff, t.y, t.dy, t.n, t.T, t.heads, t.hd, &t.p, theta);
     op_case cf = {c.name, rope_factor_loss, &t};
     fd_check(&cf, rope_factors, dff, 4, "freq_factors");
     free(t.cs), free(t.x), free(t.y), free(t.dy), free(dx);
@@ -172,29 +172,29 @@ static void test_rope(toy_pool *pool, toy_rope_type type) {
 /* ---------------------------------------------------------------- attention */
 
 typedef struct {
-    toy_gemm *g;
+    ty_gemm *g;
     attention_shape s;
     float *q, *k, *v, *out, *lse, *dy, *scratch;
 } att_t;
 
 static double att_loss(op_case *c) {
     att_t *t = c->state;
-    attention_forward(t->g, t->out, t->lse, t->q, t->k, t->v, &t->s, t->scratch);
+    ty_attention_forward(t->g, t->out, t->lse, t->q, t->k, t->v, &t->s, t->scratch);
     return dot_dy(t->dy, t->out, t->s.B * t->s.T * t->s.n_head * t->s.head_dim);
 }
 
-static void test_attention(toy_gemm *g, int n_threads, float softcap, int32_t n_swa, int64_t T) {
+static void test_attention(ty_gemm *g, int n_threads, float softcap, int32_t n_swa, int64_t T) {
     att_t t = {.g = g, .s = {2, T, 4, 2, 8, 0.35f, softcap, n_swa}};
     const int64_t n = t.s.B * t.s.T, qd = 4 * 8, kvd = 2 * 8;
     t.q = rand_array(n * qd, 1, 0), t.k = rand_array(n * kvd, 1, 0), t.v = rand_array(n * kvd, 1, 0);
     t.out = zeros(n * qd), t.lse = zeros(t.s.B * 4 * T), t.dy = rand_array(n * qd, 1, 0);
-    t.scratch = zeros(attention_scratch_floats(&t.s, n_threads));
+    t.scratch = zeros(ty_attention_scratch_floats(&t.s, n_threads));
     char name[96];
     snprintf(name, sizeof name, "attention T=%lld softcap=%g swa=%d", (long long)T, softcap, n_swa);
     op_case c = {name, att_loss, &t};
     float *dq = zeros(n * qd), *dk = zeros(n * kvd), *dv = zeros(n * kvd);
     att_loss(&c);
-    attention_backward(g, dq, dk, dv, t.dy, t.out, t.lse, t.q, t.k, t.v, &t.s, t.scratch);
+    ty_attention_backward(g, dq, dk, dv, t.dy, t.out, t.lse, t.q, t.k, t.v, &t.s, t.scratch);
     /* L sums thousands of outputs: a larger step keeps its rounding noise below the
      * gradients of K (small: a row's weights sum to 1 whatever the keys) */
     fd_step = 1e-2f;
@@ -209,7 +209,7 @@ static void test_attention(toy_gemm *g, int n_threads, float softcap, int32_t n_
 /* ---------------------------------------------------------------- gated activations */
 
 typedef struct {
-    toy_pool *pool;
+    ty_pool *pool;
     bool gelu;
     int64_t n;
     float *g, *u, *y, *dy;
@@ -217,18 +217,18 @@ typedef struct {
 
 static double glu_loss(op_case *c) {
     glu_t *t = c->state;
-    if (t->gelu) geglu_forward(t->pool, t->y, t->g, t->u, t->n);
-    else swiglu_forward(t->pool, t->y, t->g, t->u, t->n);
+    if (t->gelu) ty_geglu_forward(t->pool, t->y, t->g, t->u, t->n);
+    else ty_swiglu_forward(t->pool, t->y, t->g, t->u, t->n);
     return dot_dy(t->dy, t->y, t->n);
 }
 
-static void test_glu(toy_pool *pool, bool gelu) {
+static void test_glu(ty_pool *pool, bool gelu) {
     glu_t t = {pool, gelu, 200, rand_array(200, 4, 0), rand_array(200, 1, 0), zeros(200),
                rand_array(200, 1, 0)};
     op_case c = {gelu ? "geglu" : "swiglu", glu_loss, &t};
     float *dg = zeros(t.n), *du = zeros(t.n);
-    if (gelu) geglu_backward(pool, dg, du, t.dy, t.g, t.u, t.n);
-    else swiglu_backward(pool, dg, du, t.dy, t.g, t.u, t.n);
+    if (gelu) ty_geglu_backward(pool, dg, du, t.dy, t.g, t.u, t.n);
+    else ty_swiglu_backward(pool, dg, du, t.dy, t.g, t.u, t.n);
     fd_check(&c, t.g, dg, t.n, "gate");
     fd_check(&c, t.u, du, t.n, "up");
     free(t.g), free(t.u), free(t.y), free(t.dy), free(dg), free(du);
@@ -237,7 +237,7 @@ static void test_glu(toy_pool *pool, bool gelu) {
 /* ---------------------------------------------------------------- loss */
 
 typedef struct {
-    toy_pool *pool;
+    ty_pool *pool;
     int64_t n, V;
     float s, cap;
     int32_t *target;
@@ -247,13 +247,13 @@ typedef struct {
 static double lm_loss(op_case *c) {
     loss_t *t = c->state;
     memcpy(t->z, t->y, (size_t)(t->n * t->V) * sizeof(float));
-    lm_loss_forward(t->pool, t->z, t->loss, t->lse, t->target, t->n, t->V, t->s, t->cap);
+    ty_lm_loss_forward(t->pool, t->z, t->loss, t->lse, t->target, t->n, t->V, t->s, t->cap);
     double l = 0;
     for (int64_t i = 0; i < t->n; i++) l += (double)t->w[i] * t->loss[i];
     return l;
 }
 
-static void test_lm_loss(toy_pool *pool, float s, float cap) {
+static void test_lm_loss(ty_pool *pool, float s, float cap) {
     int32_t target[4] = {3, -1, 0, 10};
     loss_t t = {pool, 4, 11, s, cap, target, rand_array(44, 3, 0), zeros(44), zeros(4), zeros(4),
                 rand_array(4, 0.5f, 1)};
@@ -263,7 +263,7 @@ static void test_lm_loss(toy_pool *pool, float s, float cap) {
     lm_loss(&c);
     CHECK(t.loss[1] == 0.0f);
     float *dy = zeros(44);
-    lm_loss_backward(pool, dy, t.z, t.lse, t.target, t.w, t.n, t.V, t.s, t.cap);
+    ty_lm_loss_backward(pool, dy, t.z, t.lse, t.target, t.w, t.n, t.V, t.s, t.cap);
     /* the logits are y * s: a step of h on y is h * s on them */
     fd_step = 1e-3f / s;
     fd_check(&c, t.y, dy, 44, "y");
@@ -272,7 +272,7 @@ static void test_lm_loss(toy_pool *pool, float s, float cap) {
     lm_loss(&c);
     float *dz = xmalloc(44 * sizeof *dz);
     memcpy(dz, t.z, 44 * sizeof *dz);
-    lm_loss_backward(pool, dz, dz, t.lse, t.target, t.w, t.n, t.V, t.s, t.cap);
+    ty_lm_loss_backward(pool, dz, dz, t.lse, t.target, t.w, t.n, t.V, t.s, t.cap);
     CHECK(memcmp(dz, dy, 44 * sizeof *dz) == 0);
     free(t.y), free(t.z), free(t.loss), free(t.lse), free(t.w), free(dy), free(dz);
 }
@@ -283,9 +283,9 @@ static void test_embedding(void) {
     const int32_t tok[5] = {2, 0, 2, 3, 2};
     float *wte = rand_array(4 * 6, 1, 0), *out = zeros(5 * 6), *dy = rand_array(5 * 6, 1, 0);
     float *dw = zeros(4 * 6);
-    embedding_forward(out, tok, wte, 5, 6, 3.0f);
+    ty_embedding_forward(out, tok, wte, 5, 6, 3.0f);
     CHECK(out[6 + 1] == wte[1] * 3.0f);
-    embedding_backward(dw, dy, tok, 5, 6, 3.0f);
+    ty_embedding_backward(dw, dy, tok, 5, 6, 3.0f);
     /* row 2 is used by tokens 0, 2 and 4, in that order */
     CHECK(dw[2 * 6 + 4] == ((0.0f + dy[4] * 3.0f) + dy[2 * 6 + 4] * 3.0f) + dy[4 * 6 + 4] * 3.0f);
     CHECK(dw[1 * 6] == 0.0f);
@@ -301,16 +301,16 @@ static void test_attention_threads(void) {
     float *res[2][4];
     for (int r = 0; r < 2; r++) {
         const int nt = r ? 3 : 1;
-        toy_pool *pool = toy_pool_new(nt);
-        toy_gemm *g = toy_gemm_new(pool, toy_cpu()->gemm());
-        float *scratch = zeros(attention_scratch_floats(&s, nt)), *lse = zeros(s.B * s.n_head * s.T);
+        ty_pool *pool = ty_pool_new(nt);
+        ty_gemm *g = ty_gemm_new(pool, ty_cpu()->gemm());
+        float *scratch = zeros(ty_attention_scratch_floats(&s, nt)), *lse = zeros(s.B * s.n_head * s.T);
         res[r][0] = zeros(n * qd), res[r][1] = zeros(n * qd), res[r][2] = zeros(n * kvd);
         res[r][3] = zeros(n * kvd);
-        attention_forward(g, res[r][0], lse, q, k, v, &s, scratch);
-        attention_backward(g, res[r][1], res[r][2], res[r][3], dy, res[r][0], lse, q, k, v, &s, scratch);
+        ty_attention_forward(g, res[r][0], lse, q, k, v, &s, scratch);
+        ty_attention_backward(g, res[r][1], res[r][2], res[r][3], dy, res[r][0], lse, q, k, v, &s, scratch);
         free(scratch), free(lse);
-        toy_gemm_free(g);
-        toy_pool_free(pool);
+        ty_gemm_free(g);
+        ty_pool_free(pool);
     }
     const int64_t sizes[4] = {n * qd, n * qd, n * kvd, n * kvd};
     for (int i = 0; i < 4; i++) {
@@ -321,8 +321,8 @@ static void test_attention_threads(void) {
 }
 
 int main(void) {
-    toy_pool *pool = toy_pool_new(2);
-    toy_gemm *g = toy_gemm_new(pool, toy_cpu()->gemm());
+    ty_pool *pool = ty_pool_new(2);
+    ty_gemm *g = ty_gemm_new(pool, ty_cpu()->gemm());
     test_embedding();
     test_rmsnorm(pool);
     test_matmul(g);
@@ -337,7 +337,7 @@ int main(void) {
     test_lm_loss(pool, 1.0f, 0.0f);
     test_lm_loss(pool, 0.125f, 2.5f);
     test_attention_threads();
-    toy_gemm_free(g);
-    toy_pool_free(pool);
+    ty_gemm_free(g);
+    ty_pool_free(pool);
     return test_finish("test_train_ops");
 }
