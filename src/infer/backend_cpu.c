@@ -21,35 +21,6 @@
  * elements or tokens. Each element (token) is computed alone, by the same code whatever
  * the range, so the results do not depend on where the ranges split or on the threads. */
 
-typedef void (*range_fn)(void *ctx, int64_t i0, int64_t i1);
-
-typedef struct {
-    range_fn fn;
-    void *ctx;
-    int64_t n, per_task;
-} range_job;
-
-static void range_task(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    const range_job *r = ctx;
-    const int64_t i0 = task * r->per_task, i1 = i0 + r->per_task < r->n ? i0 + r->per_task : r->n;
-    r->fn(r->ctx, i0, i1);
-}
-
-/* fn over [0, n) in ranges of at least min_per (smaller jobs are not worth a wake-up) */
-static void run_ranges(cpu_backend *c, int64_t n, int64_t min_per, range_fn fn, void *ctx) {
-    const int threads = ty_pool_size(c->pool);
-    if (threads <= 1 || n < 2 * min_per) {
-        fn(ctx, 0, n);
-        return;
-    }
-    const int64_t tasks = (int64_t)threads * 4;
-    int64_t per = (n + tasks - 1) / tasks;
-    if (per < min_per) per = min_per;
-    range_job r = {fn, ctx, n, per};
-    ty_pool_run(c->pool, (n + per - 1) / per, range_task, &r);
-}
-
 /* elements per range: 64 KB of floats */
 #define RANGE_ELEMENTS 16384
 
@@ -83,7 +54,7 @@ typedef struct {
     float eps;
 } rms_norm_job;
 
-static void rms_norm_range(void *ctx, int64_t t0, int64_t t1) {
+static void rms_norm_range(const void *ctx, int64_t t0, int64_t t1) {
     const rms_norm_job *j = ctx;
     float *y = j->y;
     const float *x = j->x, *w = j->w;
@@ -104,7 +75,7 @@ static void rms_norm_range(void *ctx, int64_t t0, int64_t t1) {
 static void cpu_rms_norm(ty_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                          int64_t n, float eps) {
     rms_norm_job j = {y, x, w, n, eps};
-    run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + n - 1) / n, rms_norm_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, (RANGE_ELEMENTS + n - 1) / n, rms_norm_range, &j);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -258,7 +229,7 @@ typedef struct {
     const ty_rope_params *p;
 } rope_job;
 
-static void rope_range(void *ctx, int64_t t0, int64_t t1) {
+static void rope_range(const void *ctx, int64_t t0, int64_t t1) {
     const rope_job *j = ctx;
     float *x = j->x;
     const int32_t n_heads = j->n_heads, head_dim = j->head_dim;
@@ -292,7 +263,7 @@ static void cpu_rope(ty_backend *be, float *x, int64_t n_tok, int32_t n_heads, i
                      const int32_t *pos, const ty_rope_params *p) {
     rope_job j = {x, n_heads, head_dim, pos, p};
     const int64_t per_token = (int64_t)n_heads * head_dim;
-    run_ranges((cpu_backend *)be, n_tok, (RANGE_ELEMENTS + per_token - 1) / per_token, rope_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, (RANGE_ELEMENTS + per_token - 1) / per_token, rope_range, &j);
 }
 
 
@@ -304,14 +275,14 @@ typedef struct {
     const ty_cpu_ops *cpu;
 } glu_job;
 
-static void swiglu_range(void *ctx, int64_t i0, int64_t i1) {
+static void swiglu_range(const void *ctx, int64_t i0, int64_t i1) {
     const glu_job *j = ctx;
     j->cpu->silu_mul(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
 }
 
 static void cpu_swiglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
-    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, swiglu_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, swiglu_range, &j);
 }
 
 /* ggml evaluates GELU through a table of all 65536 halves: the input is rounded to
@@ -328,7 +299,7 @@ static void gelu_table_init(void) {
     }
 }
 
-static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
+static void geglu_range(const void *ctx, int64_t i0, int64_t i1) {
     const glu_job *j = ctx;
     float *y = j->y;
     const float *gate = j->gate, *up = j->up;
@@ -344,7 +315,7 @@ static void geglu_range(void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_geglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
-    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, geglu_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, geglu_range, &j);
 }
 
 typedef struct {
@@ -352,14 +323,14 @@ typedef struct {
     const float *x;
 } add_job;
 
-static void add_range(void *ctx, int64_t i0, int64_t i1) {
+static void add_range(const void *ctx, int64_t i0, int64_t i1) {
     const add_job *j = ctx;
     for (int64_t i = i0; i < i1; i++) j->y[i] += j->x[i];
 }
 
 static void cpu_add(ty_backend *be, float *y, const float *x, int64_t n) {
     add_job j = {y, x};
-    run_ranges((cpu_backend *)be, n, RANGE_ELEMENTS, add_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, add_range, &j);
 }
 
 static void cpu_add_bias(ty_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {

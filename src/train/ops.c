@@ -15,36 +15,6 @@
 
 /* ---------------------------------------------------------------- parallel loops */
 
-typedef void (*range_fn)(const void *args, int64_t i0, int64_t i1);
-
-typedef struct {
-    range_fn fn;
-    const void *args;
-    int64_t n, per_task;
-} range_job;
-
-static void range_task(void *ctx, int64_t task, int thread) {
-    (void)thread;
-    const range_job *j = ctx;
-    const int64_t i0 = task * j->per_task;
-    j->fn(j->args, i0, i0 + j->per_task < j->n ? i0 + j->per_task : j->n);
-}
-
-/* fn over [0, n) in pieces of at least `grain`: which thread runs a piece never changes
- * what it computes */
-static void parallel_for(ty_pool *pool, int64_t n, int64_t grain, range_fn fn, const void *args) {
-    if (n <= 0) return;
-    const int n_threads = pool ? ty_pool_size(pool) : 1;
-    if (n_threads == 1 || n <= grain) {
-        fn(args, 0, n);
-        return;
-    }
-    int64_t per_task = (n + 4 * n_threads - 1) / (4 * n_threads);
-    if (per_task < grain) per_task = grain;
-    range_job j = {fn, args, n, per_task};
-    ty_pool_run(pool, (n + per_task - 1) / per_task, range_task, &j);
-}
-
 /* Rows that touch about this many floats make a task worth its overhead. */
 static int64_t grain_rows(int64_t row_floats) {
     const int64_t g = 16384 / (row_floats > 0 ? row_floats : 1);
@@ -117,7 +87,7 @@ static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
 void ty_rmsnorm_forward(ty_pool *pool, float *out, float *rstd, const float *x, const float *w,
                      int64_t n, int64_t C, float eps) {
     norm_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .n = n, .C = C, .eps = eps};
-    parallel_for(pool, n, grain_rows(C), rmsnorm_fwd_rows, &a);
+    ty_pool_for(pool, n, grain_rows(C), rmsnorm_fwd_rows, &a);
 }
 
 /* dx_i = rstd * (w_i dy_i - x_i rstd^2 mean_j(w_j dy_j x_j)) */
@@ -147,8 +117,8 @@ static void rmsnorm_bwd_cols(const void *args, int64_t c0, int64_t c1) {
 void ty_rmsnorm_backward(ty_pool *pool, float *dx, float *dw, const float *dout, const float *x,
                       const float *w, const float *rstd, int64_t n, int64_t C) {
     norm_args a = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd, .n = n, .C = C};
-    if (dx) parallel_for(pool, n, grain_rows(C), rmsnorm_bwd_rows, &a);
-    if (dw) parallel_for(pool, C, 16, rmsnorm_bwd_cols, &a);
+    if (dx) ty_pool_for(pool, n, grain_rows(C), rmsnorm_bwd_rows, &a);
+    if (dw) ty_pool_for(pool, C, 16, rmsnorm_bwd_cols, &a);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -178,7 +148,7 @@ void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, 
     ty_gemm_run(g, &p);
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        parallel_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        ty_pool_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
@@ -194,7 +164,7 @@ void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const f
     }
     if (dbias) {
         bias_args a = {.db = dbias, .dy = dout, .n = n, .C = OC};
-        parallel_for(ty_gemm_pool(g), OC, 16, bias_bwd_cols, &a);
+        ty_pool_for(ty_gemm_pool(g), OC, 16, bias_bwd_cols, &a);
     }
 }
 
@@ -231,14 +201,14 @@ static void rope_rows(const void *args, int64_t r0, int64_t r1) {
 void ty_rope_forward(ty_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
                   const ty_rope_params *p, const float *cs) {
     rope_args a = {x, T, n_heads, head_dim, p, cs, 1.0f};
-    parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+    ty_pool_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* y0 = c x0 - s x1, y1 = s x0 + c x1: dx0 = c dy0 + s dy1, dx1 = -s dy0 + c dy1 */
 void ty_rope_backward(ty_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
                    const ty_rope_params *p, const float *cs) {
     rope_args a = {dx, T, n_heads, head_dim, p, cs, -1.0f};
-    parallel_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+    ty_pool_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* one pass in row order: the sums do not depend on threads */
@@ -481,24 +451,24 @@ static void geglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
 
 void ty_swiglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
-    parallel_for(pool, n, 16384, swiglu_fwd_range, &a);
+    ty_pool_for(pool, n, 16384, swiglu_fwd_range, &a);
 }
 
 void ty_swiglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
-    parallel_for(pool, n, 16384, swiglu_bwd_range, &a);
+    ty_pool_for(pool, n, 16384, swiglu_bwd_range, &a);
 }
 
 void ty_geglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
-    parallel_for(pool, n, 16384, geglu_fwd_range, &a);
+    ty_pool_for(pool, n, 16384, geglu_fwd_range, &a);
 }
 
 void ty_geglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                     const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
-    parallel_for(pool, n, 16384, geglu_bwd_range, &a);
+    ty_pool_for(pool, n, 16384, geglu_bwd_range, &a);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -529,7 +499,7 @@ static void loss_fwd_rows(const void *args, int64_t r0, int64_t r1) {
 void ty_lm_loss_forward(ty_pool *pool, float *y, float *loss, float *lse, const int32_t *target,
                      int64_t n, int64_t V, float s, float c) {
     loss_args a = {.y = y, .loss = loss, .lse = lse, .target = target, .V = V, .s = s, .c = c};
-    parallel_for(pool, n, 1, loss_fwd_rows, &a);
+    ty_pool_for(pool, n, 1, loss_fwd_rows, &a);
 }
 
 /* dz_v = (softmax(z)_v - [v = target]) dloss; through the softcap dx = dz (1 - (z / c)^2),
@@ -563,7 +533,7 @@ void ty_lm_loss_backward(ty_pool *pool, float *dy, const float *z, const float *
                       float c) {
     loss_args a = {.dy = dy, .z = z, .lse_in = lse, .dloss = dloss, .target = target, .V = V,
                    .s = s, .c = c};
-    parallel_for(pool, n, 1, loss_bwd_rows, &a);
+    ty_pool_for(pool, n, 1, loss_bwd_rows, &a);
 }
 
 /* ---------------------------------------------------------------- helpers */
@@ -586,12 +556,12 @@ static void scale_range(const void *args, int64_t i0, int64_t i1) {
 
 void ty_add_scaled(ty_pool *pool, float *y, const float *a, const float *b, float s, int64_t n) {
     axpy_args x = {y, a, b, s};
-    parallel_for(pool, n, 65536, add_scaled_range, &x);
+    ty_pool_for(pool, n, 65536, add_scaled_range, &x);
 }
 
 void ty_scale_inplace(ty_pool *pool, float *y, float s, int64_t n) {
     axpy_args x = {y, NULL, NULL, s};
-    parallel_for(pool, n, 65536, scale_range, &x);
+    ty_pool_for(pool, n, 65536, scale_range, &x);
 }
 
 /* ---------------------------------------------------------------- frozen matrices */
@@ -612,7 +582,7 @@ static void dequant_rows(const void *args, int64_t r0, int64_t r1) {
 /* Rows [o0, o0 + rows) of w as floats into panel, split over the pool. */
 static void dequant_panel(ty_pool *pool, const ty_weight *w, int64_t o0, int64_t rows, float *panel) {
     dequant_args a = {w, o0, panel};
-    parallel_for(pool, rows, 4, dequant_rows, &a);
+    ty_pool_for(pool, rows, 4, dequant_rows, &a);
 }
 
 void ty_frozen_matmul_forward(ty_gemm *g, float *out, const float *in, const ty_weight *w, const float *bias,
@@ -626,7 +596,7 @@ void ty_frozen_matmul_forward(ty_gemm *g, float *out, const float *in, const ty_
     }
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        parallel_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        ty_pool_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
@@ -686,7 +656,7 @@ void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, i
     dropout_args a = {out, in, C, (uint32_t)((double)p * 4294967296.0 > 4294967295.0 ? 4294967295u
                                                                                         : (double)p * 4294967296.0),
                       1.0f / (1.0f - p), key};
-    parallel_for(pool, n, grain_rows(C), dropout_rows, &a);
+    ty_pool_for(pool, n, grain_rows(C), dropout_rows, &a);
 }
 
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,

@@ -197,3 +197,30 @@ void ty_pool_run(ty_pool *p, int64_t n_tasks, ty_task_fn fn, void *ctx) {
         for (unsigned i = 1; atomic_load_explicit(&p->busy, memory_order_acquire) > 0; i++) spin_once(i);
     }
 }
+
+typedef struct {
+    ty_range_fn fn;
+    const void *ctx;
+    int64_t n, per_task;
+} range_job;
+
+static void range_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const range_job *r = ctx;
+    const int64_t i0 = task * r->per_task, i1 = i0 + r->per_task < r->n ? i0 + r->per_task : r->n;
+    r->fn(r->ctx, i0, i1);
+}
+
+void ty_pool_for(ty_pool *pool, int64_t n, int64_t grain, ty_range_fn fn, const void *ctx) {
+    if (n <= 0) return;
+    const int threads = pool ? ty_pool_size(pool) : 1;
+    if (threads <= 1 || n < 2 * grain) {
+        fn(ctx, 0, n);
+        return;
+    }
+    const int64_t tasks = (int64_t)threads * 4;
+    int64_t per = (n + tasks - 1) / tasks;
+    if (per < grain) per = grain;
+    range_job r = {fn, ctx, n, per};
+    ty_pool_run(pool, (n + per - 1) / per, range_task, &r);
+}

@@ -21,4 +21,13 @@ void ty_pool_free(ty_pool *pool);
 int ty_pool_size(const ty_pool *pool);
 void ty_pool_run(ty_pool *pool, int64_t n_tasks, ty_task_fn fn, void *ctx);
 
+/* Runs fn over [0, n) cut into ranges [i0, i1). */
+typedef void (*ty_range_fn)(const void *ctx, int64_t i0, int64_t i1);
+
+/* fn over [0, n) in about four ranges per thread, each of at least `grain` (smaller ones
+ * are not worth a wake-up; under two grains runs on the caller alone). fn must compute
+ * each index alone, so that where the ranges split never changes a result. A NULL pool
+ * is one thread. */
+void ty_pool_for(ty_pool *pool, int64_t n, int64_t grain, ty_range_fn fn, const void *ctx);
+
 #endif
