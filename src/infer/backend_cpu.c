@@ -277,7 +277,7 @@ typedef struct {
 
 static void swiglu_range(const void *ctx, int64_t i0, int64_t i1) {
     const glu_job *j = ctx;
-    j->cpu->silu_mul(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
+    j->cpu->swiglu(j->y + i0, j->gate + i0, j->up + i0, i1 - i0);
 }
 
 static void cpu_swiglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {

@@ -14,7 +14,7 @@
  *   GEMM micro-kernel (gemm.h)    4x4    6x16   <        12x32         <
  *   attention tasks               ref    x      <        x             <
  *   row_exp (softmax rows)        ref    x      <        x             <
- *   SwiGLU (elementwise.h)        ref    x      <        x             <
+ *   SwiGLU and its backward       ref    x      <        x             <
  *   FMA peak (peak.c)             ref    x      <        x             <
  */
 #ifndef TOY_CPU_H
@@ -46,8 +46,7 @@ typedef struct {
     const ty_gemm_kernel *(*gemm)(void);
     ty_isa attention; /* the attention tasks (attention_cpu.c): scalar, avx2 or avx512 */
     ty_row_exp_fn row_exp;
-    ty_silu_mul_fn silu_mul;
-    ty_swiglu_fwd_fn swiglu_fwd;
+    ty_swiglu_fn swiglu; /* inference's and training's */
     ty_swiglu_bwd_fn swiglu_bwd;
     double (*fma_peak)(long iters); /* FLOPs of a fixed run of independent FMA chains */
 } ty_cpu_ops;

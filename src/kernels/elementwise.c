@@ -16,29 +16,25 @@ float ty_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scal
     return ty_lanes16_sum(l);
 }
 
-/* silu(g) * u through exp_nonpos, so that every instruction set computes the same bits:
- * with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g * e) / (1 + e). */
+/* Every SwiGLU goes through exp_nonpos, so that every instruction set computes the same
+ * bits: with e = exp(-|g|), silu(g) = g / (1 + exp(-g)) = (g >= 0 ? g : g e) / (1 + e) and
+ * sigmoid(g) = (g >= 0 ? 1 : e) / (1 + e). */
 static inline float silu_mul(float g, float u) {
     const float e = ty_exp_nonpos(-fabsf(g));
     return ((g >= 0.0f ? g : g * e) / (1.0f + e)) * u;
 }
 
-void ty_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
-}
-
-/* gates: sigmoid(g) = 1 / (1 + e) for g >= 0, e / (1 + e) below, e = exp(-|g|) */
-static float sigmoid_of(float g) {
+static inline float sigmoid_of(float g) {
     const float e = ty_exp_nonpos(-fabsf(g));
     return (g >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
-void ty_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n) {
-    for (int64_t i = 0; i < n; i++) out[i] = (gate[i] * sigmoid_of(gate[i])) * up[i];
+void ty_swiglu_scalar(float *y, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
 }
 
 void ty_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                           int64_t n) {
+                          int64_t n) {
     for (int64_t i = 0; i < n; i++) {
         const float g = gate[i], sg = sigmoid_of(g), dy = dout[i];
         dgate[i] += (dy * up[i]) * (sg * (1.0f + g * (1.0f - sg)));
@@ -132,45 +128,64 @@ TOY_AVX2 float ty_row_exp_avx2(const float *x, float *y, int64_t n, float m, flo
     return ty_lanes16_sum(l);
 }
 
-/* silu_mul on 8 lanes: the same operations */
-TOY_AVX2 void ty_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n) {
-    const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        const __m256 g = _mm256_loadu_ps(gate + i);
-        const __m256 e = ty_exp8_nonpos(_mm256_or_ps(g, sign)); /* -|g| */
-        const __m256 num = _mm256_blendv_ps(_mm256_mul_ps(g, e), g,
-                                            _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ));
-        const __m256 s = _mm256_div_ps(num, _mm256_add_ps(one, e));
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
-    }
-    for (; i < n; i++) y[i] = silu_mul(gate[i], up[i]);
+/* The SwiGLUs on 8 and 16 lanes: the same operations */
+TOY_AVX2 TOY_ALWAYS_INLINE __m256 silu8(__m256 g, __m256 *sigmoid) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = ty_exp8_nonpos(_mm256_or_ps(g, _mm256_set1_ps(-0.0f))); /* -|g| */
+    const __m256 pos = _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_GE_OQ);
+    const __m256 den = _mm256_add_ps(one, e);
+    if (sigmoid) *sigmoid = _mm256_div_ps(_mm256_blendv_ps(e, one, pos), den);
+    return _mm256_div_ps(_mm256_blendv_ps(_mm256_mul_ps(g, e), g, pos), den);
 }
 
-/* sigmoid_of on 16 lanes */
-TOY_AVX512 TOY_ALWAYS_INLINE __m512 sigmoid16(__m512 g) {
+TOY_AVX512 TOY_ALWAYS_INLINE __m512 silu16(__m512 g, __m512 *sigmoid) {
     const __m512 one = _mm512_set1_ps(1.0f);
     const __m512 e = ty_exp16_nonpos(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
     const __mmask16 pos = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ);
-    return _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), _mm512_add_ps(one, e));
+    const __m512 den = _mm512_add_ps(one, e);
+    if (sigmoid) *sigmoid = _mm512_div_ps(_mm512_mask_mov_ps(e, pos, one), den);
+    return _mm512_div_ps(_mm512_mask_mov_ps(_mm512_mul_ps(g, e), pos, g), den);
 }
 
-TOY_AVX512 void ty_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n) {
+TOY_AVX2 void ty_swiglu_avx2(float *y, const float *gate, const float *up, int64_t n) {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        const __m512 g = _mm512_loadu_ps(gate + i);
-        _mm512_storeu_ps(out + i, _mm512_mul_ps(_mm512_mul_ps(g, sigmoid16(g)), _mm512_loadu_ps(up + i)));
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(silu8(_mm256_loadu_ps(gate + i), NULL), _mm256_loadu_ps(up + i)));
+    ty_swiglu_scalar(y + i, gate + i, up + i, n - i);
+}
+
+TOY_AVX512 void ty_swiglu_avx512(float *y, const float *gate, const float *up, int64_t n) {
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_mul_ps(silu16(_mm512_loadu_ps(gate + i), NULL), _mm512_loadu_ps(up + i)));
+    ty_swiglu_scalar(y + i, gate + i, up + i, n - i);
+}
+
+/* silu'(g) = s (1 + g (1 - s)); g s is computed as g * s, as in the scalar loop */
+TOY_AVX2 void ty_swiglu_bwd_avx2(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                                 int64_t n) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 sg;
+        const __m256 g = _mm256_loadu_ps(gate + i), dy = _mm256_loadu_ps(dout + i);
+        (void)silu8(g, &sg);
+        const __m256 d = _mm256_mul_ps(sg, _mm256_add_ps(one, _mm256_mul_ps(g, _mm256_sub_ps(one, sg))));
+        _mm256_storeu_ps(dgate + i, _mm256_add_ps(_mm256_loadu_ps(dgate + i),
+                                                  _mm256_mul_ps(_mm256_mul_ps(dy, _mm256_loadu_ps(up + i)), d)));
+        _mm256_storeu_ps(dup + i, _mm256_add_ps(_mm256_loadu_ps(dup + i), _mm256_mul_ps(dy, _mm256_mul_ps(g, sg))));
     }
-    ty_swiglu_fwd_scalar(out + i, gate + i, up + i, n - i);
+    ty_swiglu_bwd_scalar(dgate + i, dup + i, dout + i, gate + i, up + i, n - i);
 }
 
 TOY_AVX512 void ty_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate,
-                                      const float *up, int64_t n) {
+                                     const float *up, int64_t n) {
     const __m512 one = _mm512_set1_ps(1.0f);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        const __m512 g = _mm512_loadu_ps(gate + i), dy = _mm512_loadu_ps(dout + i), sg = sigmoid16(g);
-        /* silu'(g) = s (1 + g (1 - s)) */
+        __m512 sg;
+        const __m512 g = _mm512_loadu_ps(gate + i), dy = _mm512_loadu_ps(dout + i);
+        (void)silu16(g, &sg);
         const __m512 d = _mm512_mul_ps(sg, _mm512_add_ps(one, _mm512_mul_ps(g, _mm512_sub_ps(one, sg))));
         _mm512_storeu_ps(dgate + i, _mm512_add_ps(_mm512_loadu_ps(dgate + i),
                                                   _mm512_mul_ps(_mm512_mul_ps(dy, _mm512_loadu_ps(up + i)), d)));

@@ -13,26 +13,26 @@
 
 /* y[i] = exp(x[i] - m) * scale (when y is not NULL); returns the sum of exp(x[i] - m). */
 typedef float (*ty_row_exp_fn)(const float *x, float *y, int64_t n, float m, float scale);
-/* Inference's SwiGLU: y[i] = silu(gate[i]) * up[i], silu(g) = (g >= 0 ? g : g e) / (1 + e)
- * with e = exp(-|g|). */
-typedef void (*ty_silu_mul_fn)(float *y, const float *gate, const float *up, int64_t n);
-/* Training's SwiGLU: out[i] = (g sigmoid(g)) up[i], sigmoid(g) = (g >= 0 ? 1 : e) / (1 + e),
- * and its backward, which adds into dgate and dup: silu'(g) = s (1 + g (1 - s)). */
-typedef void (*ty_swiglu_fwd_fn)(float *out, const float *gate, const float *up, int64_t n);
+/* SwiGLU, the one of inference and training: y[i] = silu(gate[i]) up[i] with
+ * silu(g) = (g >= 0 ? g : g e) / (1 + e), e = exp(-|g|); and its backward, which adds into
+ * dgate and dup: silu'(g) = s (1 + g (1 - s)), dup = dy g s, with s = sigmoid(g) =
+ * (g >= 0 ? 1 : e) / (1 + e). */
+typedef void (*ty_swiglu_fn)(float *y, const float *gate, const float *up, int64_t n);
 typedef void (*ty_swiglu_bwd_fn)(float *dgate, float *dup, const float *dout, const float *gate,
-                                  const float *up, int64_t n);
+                                 const float *up, int64_t n);
 
 float ty_row_exp_scalar(const float *x, float *y, int64_t n, float m, float scale);
 float ty_row_exp_avx2(const float *x, float *y, int64_t n, float m, float scale);
 float ty_row_exp_avx512(const float *x, float *y, int64_t n, float m, float scale);
-void ty_silu_mul_scalar(float *y, const float *gate, const float *up, int64_t n);
-void ty_silu_mul_avx2(float *y, const float *gate, const float *up, int64_t n);
-void ty_swiglu_fwd_scalar(float *out, const float *gate, const float *up, int64_t n);
-void ty_swiglu_fwd_avx512(float *out, const float *gate, const float *up, int64_t n);
+void ty_swiglu_scalar(float *y, const float *gate, const float *up, int64_t n);
+void ty_swiglu_avx2(float *y, const float *gate, const float *up, int64_t n);
+void ty_swiglu_avx512(float *y, const float *gate, const float *up, int64_t n);
 void ty_swiglu_bwd_scalar(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                           int64_t n);
+                          int64_t n);
+void ty_swiglu_bwd_avx2(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
+                        int64_t n);
 void ty_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const float *gate, const float *up,
-                           int64_t n);
+                          int64_t n);
 
 /* FLOPs of a run of independent FMA chains in registers, `iters` scaled to a similar time
  * (peak.c: the denominator of toy train --bench's utilisation). */

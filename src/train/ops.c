@@ -416,7 +416,7 @@ typedef struct {
 
 static void swiglu_fwd_range(const void *args, int64_t i0, int64_t i1) {
     const glu_args *a = args;
-    ty_cpu()->swiglu_fwd(a->out + i0, a->gate + i0, a->up + i0, i1 - i0);
+    ty_cpu()->swiglu(a->out + i0, a->gate + i0, a->up + i0, i1 - i0);
 }
 
 static void swiglu_bwd_range(const void *args, int64_t i0, int64_t i1) {

@@ -368,6 +368,57 @@ static void test_exp(ty_isa have) {
         printf("exp     avx512 (not on this CPU: skipped)\n");
     }
 }
+
+/* The elementwise operations of each instruction set against the scalar ones, bit for
+ * bit: n = 77 covers whole vectors of 8 and 16 and a tail. */
+typedef struct {
+    const char *name;
+    ty_isa isa;
+    float (*row_exp)(const float *x, float *y, int64_t n, float m, float scale);
+    ty_swiglu_fn swiglu;
+    ty_swiglu_bwd_fn swiglu_bwd;
+} elementwise_entry;
+
+static void test_elementwise(ty_isa have) {
+    enum { N = 77 };
+    float g[N], u[N], dy[N], ref[N], got[N], dg_ref[N], du_ref[N], dg[N], du[N];
+    unsigned long long rng = 0x5e1;
+    for (int i = 0; i < N; i++) {
+        g[i] = 24.0f * ((float)(test_rand_u64(&rng) % 100001) / 1e5f - 0.5f);
+        u[i] = (float)(test_rand_u64(&rng) % 2001) / 1e3f - 1.0f;
+        dy[i] = (float)(test_rand_u64(&rng) % 2001) / 1e3f - 1.0f;
+    }
+    g[0] = 0.0f, g[1] = -0.0f, g[2] = -90.0f, g[3] = 90.0f;
+    const elementwise_entry sets[] = {
+        {"avx2", TOY_ISA_AVX2, ty_row_exp_avx2, ty_swiglu_avx2, ty_swiglu_bwd_avx2},
+        {"avx512", TOY_ISA_AVX512, ty_row_exp_avx512, ty_swiglu_avx512, ty_swiglu_bwd_avx512},
+    };
+    for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+        const elementwise_entry *e = &sets[s];
+        if (have < e->isa) {
+            printf("elementwise %s (not on this CPU: skipped)\n", e->name);
+            continue;
+        }
+        int bad = 0;
+        ty_swiglu_scalar(ref, g, u, N);
+        e->swiglu(got, g, u, N);
+        for (int i = 0; i < N; i++) bad += float_bits(got[i]) != float_bits(ref[i]);
+        CHECK_MSG(bad == 0, "%s swiglu: %d of %d differ from scalar", e->name, bad, N);
+        for (int i = 0; i < N; i++) dg_ref[i] = dg[i] = du_ref[i] = du[i] = 0.25f;
+        ty_swiglu_bwd_scalar(dg_ref, du_ref, dy, g, u, N);
+        e->swiglu_bwd(dg, du, dy, g, u, N);
+        int bad_bwd = 0;
+        for (int i = 0; i < N; i++)
+            bad_bwd += float_bits(dg[i]) != float_bits(dg_ref[i]) || float_bits(du[i]) != float_bits(du_ref[i]);
+        CHECK_MSG(bad_bwd == 0, "%s swiglu backward: %d of %d differ from scalar", e->name, bad_bwd, N);
+        const float sum_ref = ty_row_exp_scalar(u, ref, N, 1.0f, 0.5f), sum = e->row_exp(u, got, N, 1.0f, 0.5f);
+        int bad_exp = float_bits(sum) != float_bits(sum_ref);
+        for (int i = 0; i < N; i++) bad_exp += float_bits(got[i]) != float_bits(ref[i]);
+        CHECK_MSG(bad_exp == 0, "%s row_exp: %d values differ from scalar", e->name, bad_exp);
+        printf("elementwise %s: swiglu %d, backward %d, row_exp %d of %d differ from scalar\n", e->name, bad,
+               bad_bwd, bad_exp, N);
+    }
+}
 #endif
 
 int main(void) {
@@ -382,6 +433,7 @@ int main(void) {
     };
 #if defined(__x86_64__)
     test_exp(have);
+    test_elementwise(have);
 #endif
     const clock_t start = clock();
     printf("%-7s %-7s %8s %7s %6s  %s\n", "isa", "type", "vec_dot", "tile", "act", "result");
