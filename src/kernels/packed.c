@@ -200,12 +200,12 @@ static int64_t residue_position(int64_t b, int64_t nb) {
     return before + b / BLOCK_LANES;
 }
 
-void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
-                   void *out) {
+void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, int64_t g0,
+                    int64_t g1, void *out) {
     const packed_layout *l = layout_of(type);
-    const int64_t nb = n_cols / l->block_cols, n_groups = (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS;
-    uint8_t *group = out;
-    for (int64_t g = 0; g < n_groups; g++, group += (size_t)nb * l->packed_block)
+    const int64_t nb = n_cols / l->block_cols;
+    uint8_t *group = (uint8_t *)out + (size_t)g0 * (size_t)nb * l->packed_block;
+    for (int64_t g = g0; g < g1; g++, group += (size_t)nb * l->packed_block)
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *pb = group + (size_t)residue_position(b, nb) * l->packed_block;
             for (int r = 0; r < TOY_PACK_ROWS; r++) {
@@ -215,6 +215,10 @@ void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, i
                 l->move_row(pb, r, (void *)src, false); /* packing only reads src */
             }
         }
+}
+
+void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, void *out) {
+    ty_pack_groups(type, rows, row_size, n_rows, n_cols, 0, (n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS, out);
 }
 
 void ty_widen_q8_0(const block_q8_0 *src, ty_act_q8_0x *a) {

@@ -143,7 +143,11 @@ size_t ty_packed_group_size(int type, int64_t n_cols);
 
 /* Packs n_rows rows (row_size bytes apart) into ceil(n_rows / 16) groups at out. */
 void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols,
-                   void *out);
+                  void *out);
+/* The same for groups [g0, g1) only (rows 16 g0 .. 16 g1 - 1), into their places at out:
+ * ranges of one matrix may be packed by different threads. */
+void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, int64_t g0,
+                    int64_t g1, void *out);
 
 /* The kernel of a type among n, NULL if none is */
 const ty_packed_kernel *ty_packed_find(const ty_packed_kernel *kernels, size_t n, int type);

@@ -22,6 +22,7 @@
 #include "model.h"
 #include "packed.h"
 #include "params.h"
+#include "threadpool.h"
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -520,8 +521,29 @@ static toy_status bind_tensors(toy_model *m) {
 
 /* ---------------------------------------------------------------- packing */
 
-/* Packs n_mats stacked matrices of w (experts; 1 otherwise). */
-static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats) {
+typedef struct {
+    const ty_weight *w;
+    uint8_t *out;
+    int64_t n_groups; /* per matrix */
+    size_t per_mat;   /* packed bytes per matrix */
+} pack_job;
+
+/* groups [i0, i1) of the stacked matrices, counted across them */
+static void pack_range(const void *ctx, int64_t i0, int64_t i1) {
+    const pack_job *j = ctx;
+    const ty_weight *w = j->w;
+    const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
+    while (i0 < i1) {
+        const int64_t e = i0 / j->n_groups, g0 = i0 % j->n_groups;
+        const int64_t g1 = i1 - e * j->n_groups < j->n_groups ? i1 - e * j->n_groups : j->n_groups;
+        ty_pack_groups(w->type, w->data + (size_t)e * mat_bytes, w->row_size, w->n_rows, w->n_cols, g0, g1,
+                       j->out + (size_t)e * j->per_mat);
+        i0 += g1 - g0;
+    }
+}
+
+/* Packs n_mats stacked matrices of w (experts; 1 otherwise) on the pool. */
+static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats, ty_pool *pool) {
     if (!w->data || w->n_parts > 1 || w->packed || !ty_packed_get(w->type)) return TOY_OK;
     const size_t group = ty_packed_group_size(w->type, w->n_cols);
     if (!group) return TOY_OK;
@@ -545,9 +567,8 @@ static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats) {
     toy_status st = own(m, p);
     if (st) return st;
     const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
-    for (int64_t e = 0; e < n_mats; e++)
-        ty_pack_rows(w->type, w->data + (size_t)e * mat_bytes, w->row_size, w->n_rows, w->n_cols,
-                      p + (size_t)e * per_mat);
+    const pack_job job = {w, p, packed_groups(w), per_mat};
+    ty_pool_for(pool, n_mats * job.n_groups, 4, pack_range, &job); /* 4 groups: 64 rows a range at least */
     /* the file's pages of this matrix are read no more by products: out of this
      * process's memory with them (a private read-only mapping refills from the page
      * cache if they are touched again; the embedding, tied to the output, is). Not so
@@ -564,23 +585,27 @@ static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats) {
     return TOY_OK;
 }
 
-toy_status ty_model_pack(toy_model *m) {
+toy_status ty_model_pack(toy_model *m, int n_threads) {
     pthread_mutex_lock(&m->pack_lock);
     toy_status st = TOY_OK;
-    if (!m->packed) {
+    ty_pool *pool = NULL;
+    if (!m->packed && n_threads > 1 && !(pool = ty_pool_new(n_threads)))
+        st = ty_error(TOY_ERR_NOMEM, "cannot start %d threads", n_threads);
+    if (!m->packed && !st) {
         const ty_hparams *hp = &m->hp;
         for (int il = 0; il < hp->n_layer && !st; il++) {
             ty_layer *l = &m->layers[il];
             ty_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                                    &l->ffn_gate_inp, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp,
                                    &l->ffn_up_shexp, &l->ffn_down_shexp};
-            for (size_t i = 0; i < sizeof dense / sizeof dense[0] && !st; i++) st = pack_weight(m, dense[i], 1);
+            for (size_t i = 0; i < sizeof dense / sizeof dense[0] && !st; i++) st = pack_weight(m, dense[i], 1, pool);
             ty_weight *experts[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
-            for (size_t i = 0; i < 3 && !st; i++) st = pack_weight(m, experts[i], hp->n_expert);
+            for (size_t i = 0; i < 3 && !st; i++) st = pack_weight(m, experts[i], hp->n_expert, pool);
         }
-        if (!st) st = pack_weight(m, &m->output, 1);
+        if (!st) st = pack_weight(m, &m->output, 1, pool);
         m->packed = !st;
     }
+    ty_pool_free(pool);
     pthread_mutex_unlock(&m->pack_lock);
     return st;
 }

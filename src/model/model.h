@@ -179,8 +179,10 @@ struct toy_model {
 
 /* Repacks, once, every matrix of a type this CPU has a packed kernel for (packed.h) and
  * gives the file's pages of those matrices back to the kernel (they are read again, from
- * the page cache, only by row lookups such as the token embedding). Contexts call it. */
-toy_status ty_model_pack(toy_model *m);
+ * the page cache, only by row lookups such as the token embedding). Each matrix is packed
+ * by n_threads threads, one after another (so the file's pages go as soon as a matrix is
+ * done). Contexts call it. */
+toy_status ty_model_pack(toy_model *m, int n_threads);
 
 /* The RoPE frequency factors of a context of n_ctx tokens (*data, NULL: none) and the
  * tensor that holds them: LongRoPE models use their long factors only when the context is

@@ -122,6 +122,15 @@ static int run_shape(int type, const ty_packed_kernel *const *kernels, const cha
     const int64_t n_groups = (n_rows + 15) / 16;
     uint8_t *packed = xmalloc(group * (size_t)n_groups);
     ty_pack_rows(type, w, (size_t)nb * wblock, n_rows, n_cols, packed);
+    /* packed in ranges of groups (as threads do at load): the same bytes */
+    uint8_t *ranged = xmalloc(group * (size_t)n_groups);
+    memset(ranged, 0xa5, group * (size_t)n_groups);
+    for (int64_t g0 = 0, step = 1; g0 < n_groups; g0 += step, step++)
+        ty_pack_groups(type, w, (size_t)nb * wblock, n_rows, n_cols, g0, g0 + step < n_groups ? g0 + step : n_groups,
+                       ranged);
+    CHECK_MSG(!memcmp(ranged, packed, group * (size_t)n_groups), "%s %lldx%lld: packing by ranges of groups differs",
+              toy_type_name(type), (long long)n_rows, (long long)n_cols);
+    free(ranged);
 
     size_t qa_row;
     CHECK(toy_type_row_size(ref->vec_dot_type, n_cols, &qa_row) == TOY_OK);
