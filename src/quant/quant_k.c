@@ -454,9 +454,10 @@ static void quantize_scale_min_super_block(const float *x, int nmax, float rmin,
 
 /* One Q4_K/Q5_K super-block: weight 32*j + l has its low 4 bits in the low (even j) or
  * high (odd j) nibble of qs[32*(j/2) + l]; Q5_K's fifth bit is bit j of qh[l] (qh NULL
- * for Q4_K). */
-static void dequantize_k4_block(ty_half d16, ty_half dmin16, const uint8_t *scales,
-                                const uint8_t *qs, const uint8_t *qh, float *y) {
+ * for Q4_K, a constant once inlined). */
+static inline __attribute__((always_inline)) void
+dequantize_k4_block(ty_half d16, ty_half dmin16, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                    float *y) {
     float d = ty_fp16_to_fp32(d16);
     float dmin = ty_fp16_to_fp32(dmin16);
     for (int j = 0; j < QK_K / 32; j++) {
