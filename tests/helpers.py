@@ -127,19 +127,24 @@ def close(a, b, tol):
 # ---------------------------------------------------------------- toy serve
 
 
+def serve_start(toy, model, *args):
+    """toy serve on a free port, its log read away in the background: (process, port)."""
+    proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
+                            stderr=subprocess.PIPE, text=True)
+    line = proc.stderr.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    if not m:
+        raise SystemExit(f"toy serve did not start: {line}{proc.stderr.read()}")
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
+    return proc, int(m.group(1))
+
+
 class Server:
     """A toy serve process: started on a free port, requests whole or streamed, stopped
     with SIGTERM."""
 
     def __init__(self, toy, model, *args):
-        self.proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        if not m:
-            raise SystemExit(f"toy serve did not start: {line}{self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
+        self.proc, self.port = serve_start(toy, model, *args)
 
     def post(self, body, path="/v1/chat/completions"):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=300)

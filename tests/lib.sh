@@ -131,3 +131,29 @@ node_ready() {
     (cd "$tests/node" && npm ci --no-audit --no-fund --loglevel=error) || { die "npm ci in tests/node"; return 1; }
   fi
 }
+
+# ---------------------------------------------------------------- toy train, toy finetune
+# check_resume WHAT COMMAND...: Ctrl-C and --resume. COMMAND (a toy train or finetune
+# line without --out) runs whole into $tmp/full.gguf, then into $tmp/int.gguf stopped by
+# SIGINT after its first step (exit 130, a checkpoint written) and run again with
+# --resume: the two files must be the same. WHAT names the output ("model", "adapter").
+check_resume() {
+  local what=$1 pid rc i
+  shift
+  "$@" --out "$tmp/full.gguf" 2> /dev/null || die "the uninterrupted run failed"
+  "$@" --out "$tmp/int.gguf" 2> "$tmp/int.err" &
+  pid=$!
+  for i in $(seq 1 100); do grep -q "^step [1-9]" "$tmp/int.err" 2> /dev/null && break; sleep 0.1; done
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  if [ $rc -eq 0 ]; then
+    echo "  (the run ended before the interrupt: nothing to resume)"
+    return
+  fi
+  [ $rc -eq 130 ] || die "Ctrl-C: exit code $rc, expected 130"
+  grep -q "stopped; checkpoint" "$tmp/int.err" || die "Ctrl-C: no checkpoint message: $(tail -1 "$tmp/int.err")"
+  "$@" --out "$tmp/int.gguf" --resume 2> "$tmp/err" || die "--resume: $(tail -1 "$tmp/err")"
+  cmp -s "$tmp/full.gguf" "$tmp/int.gguf" || die "interrupted and resumed: a different $what than the uninterrupted run"
+  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed: the same $what"
+}

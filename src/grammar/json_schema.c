@@ -224,8 +224,9 @@ static void make_hint(char *dst, size_t size, const char *hint, const char *what
 
 /* ---------------------------------------------------------------- GBNF text */
 
-/* A GBNF string literal of n bytes of UTF-8 text. */
-static void put_lit(ty_buf *b, const char *s, size_t n) {
+/* n bytes of UTF-8 text in quotes, escaped for a GBNF string literal or (json) for JSON
+ * text. */
+static void put_quoted(ty_buf *b, const char *s, size_t n, bool json) {
     put(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -234,10 +235,18 @@ static void put_lit(ty_buf *b, const char *s, size_t n) {
         else if (ch == '\n') put(b, "\\n");
         else if (ch == '\r') put(b, "\\r");
         else if (ch == '\t') put(b, "\\t");
-        else if (ch < 0x20 || ch == 0x7f) putf(b, "\\x%02X", ch);
+        else if (json && ch == '\b') put(b, "\\b");
+        else if (json && ch == '\f') put(b, "\\f");
+        else if (json && ch < 0x20) putf(b, "\\u%04x", ch);
+        else if (!json && (ch < 0x20 || ch == 0x7f)) putf(b, "\\x%02X", ch);
         else ty_buf_append(b, &s[i], 1);
     }
     put(b, "\"");
+}
+
+/* A GBNF string literal of n bytes of UTF-8 text. */
+static void put_lit(ty_buf *b, const char *s, size_t n) {
+    put_quoted(b, s, n, false);
 }
 
 /* One code point inside a GBNF character class. */
@@ -369,20 +378,7 @@ static bool put_prim(conv *c, ty_buf *b, prim_id id) {
 static void put_json(ty_buf *b, const json_t *v);
 
 static void put_json_string(ty_buf *b, const char *s, size_t n) {
-    put(b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') put(b, "\\\"");
-        else if (ch == '\\') put(b, "\\\\");
-        else if (ch == '\n') put(b, "\\n");
-        else if (ch == '\r') put(b, "\\r");
-        else if (ch == '\t') put(b, "\\t");
-        else if (ch == '\b') put(b, "\\b");
-        else if (ch == '\f') put(b, "\\f");
-        else if (ch < 0x20) putf(b, "\\u%04x", ch);
-        else ty_buf_append(b, &s[i], 1);
-    }
-    put(b, "\"");
+    put_quoted(b, s, n, true);
 }
 
 static void put_json(ty_buf *b, const json_t *v) {
@@ -1699,9 +1695,12 @@ typedef struct {
     bool required;
 } prop;
 
-/* The rule of one member: the key as a JSON string, the colon between spaces, the value's
- * rule; its index, or -1 (out of memory). */
-static long kv_rule(conv *c, const char *rule_hint, const char *key, const char *value, const char *sp) {
+/* One member, key: value, value being its value's rule (NULL: a failure already
+ * reported): its rule (the key as a JSON string, the colon between spaces, the value's
+ * rule), named after hint, goes into *item; false on failure. */
+static bool add_member(conv *c, prop *item, const char *hint, const char *key, bool required,
+                       const char *value, const char *sp) {
+    if (!value) return false;
     ty_buf kv = {0}, k = {0};
     put_json_string(&k, key, strlen(key));
     if (k.oom) kv.oom = true;
@@ -1709,9 +1708,13 @@ static long kv_rule(conv *c, const char *rule_hint, const char *key, const char 
     free(k.v);
     putf(&kv, " %s \":\" %s ", sp, sp);
     put(&kv, value);
-    const long r = kv.oom ? (oom(c), -1) : add_rule(c, rule_hint, kv.v);
+    char kh[HINT_MAX + 48];
+    snprintf(kh, sizeof kh, "%s-kv", hint);
+    const long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
     free(kv.v);
-    return r;
+    if (r < 0) return false;
+    *item = (prop){.key = key, .kv = c->rules[r].name, .required = required};
+    return true;
 }
 
 static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
@@ -1744,24 +1747,15 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             if (required) ok = fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
             continue;
         }
-        char h[HINT_MAX + 32], kh[HINT_MAX + 48];
+        char h[HINT_MAX + 32];
         make_hint(h, sizeof h, hint, key);
         size_t o2 = path_push(c, key);
         const char *value = ok ? visit(c, ps, h) : NULL;
         path_pop(c, o2);
-        if (!value) {
+        if (!add_member(c, &items[n], h, key, required, value, sp)) {
             ok = false;
             break;
         }
-        snprintf(kh, sizeof kh, "%s-kv", h);
-        const long r = kv_rule(c, kh, key, value, sp);
-        if (r < 0) {
-            ok = false;
-            break;
-        }
-        items[n].key = key;
-        items[n].kv = c->rules[r].name;
-        items[n].required = required;
         n++;
     }
     path_pop(c, old);
@@ -1777,7 +1771,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             break;
         }
         if (!trie_insert(&names, k)) ok = oom(c);
-        char h[HINT_MAX + 32], kh[HINT_MAX + 48];
+        char h[HINT_MAX + 32];
         make_hint(h, sizeof h, hint, k);
         const char *value;
         if (addl_schema) {
@@ -1787,19 +1781,10 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
         } else {
             value = prim(c, PRIM_VALUE);
         }
-        if (!value) {
+        if (!add_member(c, &items[n], h, k, true, value, sp)) {
             ok = false;
             break;
         }
-        snprintf(kh, sizeof kh, "%s-kv", h);
-        const long r = kv_rule(c, kh, k, value, sp);
-        if (r < 0) {
-            ok = false;
-            break;
-        }
-        items[n].key = k;
-        items[n].kv = c->rules[r].name;
-        items[n].required = true;
         n++;
     }
     /* additional properties: after the named ones, keys other than theirs */

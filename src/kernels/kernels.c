@@ -396,49 +396,39 @@ static inline void k4_scale_min(const uint8_t *q, int j, int *sc, int *m) {
 }
 
 /* Weight 32*j + l of a Q4_K/Q5_K super-block has its low 4 bits in qs[32*(j/2) + l],
- * low nibble for even j, high nibble for odd j. The min of sub-block j applies to its
- * 32 activations, i.e. bsums 2j and 2j + 1. */
-static float value_q4_K(const void *w, const void *a, int64_t b) {
-    const block_q4_K *x = w;
-    const block_q8_K *y = a;
-    const block_q4_K *blk = &x[b];
-    const int8_t *q8 = y[b].qs;
+ * low nibble for even j, high nibble for odd j; Q5_K's fifth bit is bit j of qh[l] (qh
+ * NULL for Q4_K, a constant once inlined). The min of sub-block j applies to its 32
+ * activations, i.e. bsums 2j and 2j + 1. */
+static inline __attribute__((always_inline)) float
+value_k4(ty_half d, ty_half dmin, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+         const block_q8_K *y) {
+    const int8_t *q8 = y->qs;
     int32_t isum = 0, summs = 0;
     for (int j = 0; j < QK_K / 32; j++) {
         int sc, m;
-        k4_scale_min(blk->scales, j, &sc, &m);
-        const uint8_t *q4 = blk->qs + 32 * (j / 2);
-        const int shift = 4 * (j % 2);
-        int32_t s = 0;
-        for (int l = 0; l < 32; l++) s += q8[32 * j + l] * ((q4[l] >> shift) & 0x0f);
-        isum += sc * s;
-        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
-    }
-    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
-}
-static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q4_K); }
-
-/* Q5_K: Q4_K plus a fifth bit, bit j of qh[l] for weight 32*j + l. */
-static float value_q5_K(const void *w, const void *a, int64_t b) {
-    const block_q5_K *x = w;
-    const block_q8_K *y = a;
-    const block_q5_K *blk = &x[b];
-    const int8_t *q8 = y[b].qs;
-    int32_t isum = 0, summs = 0;
-    for (int j = 0; j < QK_K / 32; j++) {
-        int sc, m;
-        k4_scale_min(blk->scales, j, &sc, &m);
-        const uint8_t *q4 = blk->qs + 32 * (j / 2);
+        k4_scale_min(scales, j, &sc, &m);
+        const uint8_t *q4 = qs + 32 * (j / 2);
         const int shift = 4 * (j % 2);
         int32_t s = 0;
         for (int l = 0; l < 32; l++) {
-            const int q = ((q4[l] >> shift) & 0x0f) | ((blk->qh[l] >> j) & 1) << 4;
+            const int q = ((q4[l] >> shift) & 0x0f) | (qh ? ((qh[l] >> j) & 1) << 4 : 0);
             s += q8[32 * j + l] * q;
         }
         isum += sc * s;
-        summs += m * (y[b].bsums[2 * j] + y[b].bsums[2 * j + 1]);
+        summs += m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
     }
-    return value_dmin(blk->d, blk->dmin, y[b].d, isum, summs);
+    return value_dmin(d, dmin, y->d, isum, summs);
+}
+
+static float value_q4_K(const void *w, const void *a, int64_t b) {
+    const block_q4_K *blk = (const block_q4_K *)w + b;
+    return value_k4(blk->d, blk->dmin, blk->scales, blk->qs, NULL, (const block_q8_K *)a + b);
+}
+static float vec_dot_q4_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q4_K); }
+
+static float value_q5_K(const void *w, const void *a, int64_t b) {
+    const block_q5_K *blk = (const block_q5_K *)w + b;
+    return value_k4(blk->d, blk->dmin, blk->scales, blk->qs, blk->qh, (const block_q8_K *)a + b);
 }
 static float vec_dot_q5_K(int64_t n, const void *w, const void *a) { return dot_blocks(n / QK_K, w, a, value_q5_K); }
 

@@ -34,30 +34,36 @@ typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_X
 #define DECODE_STREAMS 4 /* groups read side by side in decode where ty_packed_decode_streams() says so */
 #endif
 
+/* Eight weight registers of 16 rows times 32 activation bytes, register k against bytes
+ * 4k.. broadcast: start plus the rows' exact integer sums (wrapping int32 adds, so the
+ * order of the terms does not matter). Two chains of four, so that a lone row is not one
+ * long latency chain. */
+INLINE __m512i dot32(const __m512i start, const __m512i w[8], const int8_t *qs) {
+    __m512i z0 = start, z1 = _mm512_setzero_si512();
+    TOY_UNROLL8
+    for (int k = 0; k < 8; k += 2) {
+        z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
+        z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
+    }
+    return _mm512_add_epi32(z0, z1);
+}
+
 /* A packed block's 16 rows times one activation block: the exact integer sums.
  * Q8_0: eight weight registers, each against four broadcast activation bytes.
  * Q4_0: four registers of file bytes, whose low nibbles (weights + 8) meet activation
  * bytes 4g.. and high nibbles bytes 16 + 4g..; the start is then -8 * sum a. */
 INLINE __m512i block_sums(const __m512i *w, const ty_act_q8_0x *x, const bool q4) {
-    /* Q4_0's start -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
     const __m512i start = _mm512_set1_epi32(x->start);
-    __m512i z0 = q4 ? _mm512_srai_epi32(start, 4) : start, z1 = _mm512_setzero_si512();
-    if (q4) {
-        const __m512i low = _mm512_set1_epi8(0x0f);
-        TOY_UNROLL8
-        for (int g = 0; g < 4; g++) {
-            const __m512i lo = _mm512_and_si512(w[g], low);
-            const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w[g], 4), low);
-            z0 = _mm512_dpbusd_epi32(z0, lo, _mm512_set1_epi32(rd32(x->qs + 4 * g)));
-            z1 = _mm512_dpbusd_epi32(z1, hi, _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
-        }
-    } else {
-        /* two chains of four, so that a lone row is not one long latency chain */
-        TOY_UNROLL8
-        for (int k = 0; k < 8; k += 2) {
-            z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(x->qs + 4 * k)));
-            z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(x->qs + 4 * k + 4)));
-        }
+    if (!q4) return dot32(start, w, x->qs);
+    /* Q4_0's start -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
+    __m512i z0 = _mm512_srai_epi32(start, 4), z1 = _mm512_setzero_si512();
+    const __m512i low = _mm512_set1_epi8(0x0f);
+    TOY_UNROLL8
+    for (int g = 0; g < 4; g++) {
+        const __m512i lo = _mm512_and_si512(w[g], low);
+        const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w[g], 4), low);
+        z0 = _mm512_dpbusd_epi32(z0, lo, _mm512_set1_epi32(rd32(x->qs + 4 * g)));
+        z1 = _mm512_dpbusd_epi32(z1, hi, _mm512_set1_epi32(rd32(x->qs + 16 + 4 * g)));
     }
     return _mm512_add_epi32(z0, z1);
 }
@@ -210,14 +216,8 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-            const int8_t *qs = x->qs + 32 * j;
-            __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-            TOY_UNROLL8
-            for (int k = 0; k < 8; k += 2) {
-                z0 = _mm512_dpbusd_epi32(z0, w[k], _mm512_set1_epi32(rd32(qs + 4 * k)));
-                z1 = _mm512_dpbusd_epi32(z1, w[k + 1], _mm512_set1_epi32(rd32(qs + 4 * k + 4)));
-            }
-            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+            const __m512i z = dot32(_mm512_setzero_si512(), w, x->qs + 32 * j);
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(z, sc));
         }
     }
     __m512i mp[4];
@@ -303,14 +303,8 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
             const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
-            const int8_t *qs = x->qs + 32 * j;
-            __m512i z0 = _mm512_setzero_si512(), z1 = _mm512_setzero_si512();
-            TOY_UNROLL8
-            for (int g = 0; g < 4; g++) {
-                z0 = _mm512_dpbusd_epi32(z0, w[g], _mm512_set1_epi32(rd32(qs + 4 * g)));
-                z1 = _mm512_dpbusd_epi32(z1, w[4 + g], _mm512_set1_epi32(rd32(qs + 16 + 4 * g)));
-            }
-            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_add_epi32(z0, z1), sc));
+            const __m512i z = dot32(_mm512_setzero_si512(), w, x->qs + 32 * j);
+            isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(z, sc));
         }
     }
     __m512i sc_pair[4];

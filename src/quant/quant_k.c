@@ -113,16 +113,20 @@ static float fit_scale_min(int n, int nmax, const float *x, const float *w, uint
     return scale;
 }
 
-/* Largest-magnitude element of x, with its sign; *amax gets its magnitude. */
-static float signed_absmax(int n, const float *x, float *amax) {
-    float max = 0;
-    *amax = 0;
+/* Largest-magnitude element of x, with its sign, where a symmetric fit starts; 0 for a
+ * group below GROUP_MAX_EPS, which has nothing to fit and gets all-zero levels in L. */
+static float group_signed_max(int n, const float *x, int8_t *L) {
+    float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         float ax = fabsf(x[i]);
-        if (ax > *amax) {
-            *amax = ax;
+        if (ax > amax) {
+            amax = ax;
             max = x[i];
         }
+    }
+    if (amax < GROUP_MAX_EPS) {
+        memset(L, 0, (size_t)n);
+        return 0.0f;
     }
     return max;
 }
@@ -149,12 +153,8 @@ static void grid_sums(int n, int nmax, const float *x, float iscale, int offset,
  * scale explains the most weighted energy (sumlx^2 / suml2) wins. (ggml's
  * make_qx_quants with rmse_type 1 and no importance weights.) */
 static float fit_symmetric_grid(int n, int nmax, const float *x, int8_t *L) {
-    float amax;
-    float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.0f;
-    }
+    float max = group_signed_max(n, x, L);
+    if (!max) return 0.0f;
 
     float sumlx, suml2;
     grid_sums(n, nmax, x, -nmax / max, nmax, L, &sumlx, &suml2);
@@ -179,12 +179,8 @@ static float fit_symmetric_grid(int n, int nmax, const float *x, int8_t *L) {
  * keeping a move when it raises sumlx^2 / suml2; at most 5 sweeps. Weighted by x^2.
  * L[i] in [0, 2*nmax). (ggml's make_q3_quants with do_rmse.) */
 static float fit_symmetric_refine(int n, int nmax, const float *x, int8_t *L) {
-    float amax;
-    float max = signed_absmax(n, x, &amax);
-    if (amax < GROUP_MAX_EPS) {
-        memset(L, 0, (size_t)n);
-        return 0.0f;
-    }
+    float max = group_signed_max(n, x, L);
+    if (!max) return 0.0f;
 
     float sumlx, suml2;
     grid_sums(n, nmax, x, -nmax / max, 0, L, &sumlx, &suml2);
@@ -456,22 +452,33 @@ static void quantize_scale_min_super_block(const float *x, int nmax, float rmin,
 /* Q4_K: each 64-weight pair of sub-blocks shares 32 bytes of qs, the first sub-block
  * in the low nibbles, the second in the high ones. 4.5 bits per weight. */
 
+/* One Q4_K/Q5_K super-block: weight 32*j + l has its low 4 bits in the low (even j) or
+ * high (odd j) nibble of qs[32*(j/2) + l]; Q5_K's fifth bit is bit j of qh[l] (qh NULL
+ * for Q4_K, a constant once inlined). */
+static inline __attribute__((always_inline)) void
+dequantize_k4_block(ty_half d16, ty_half dmin16, const uint8_t *scales, const uint8_t *qs, const uint8_t *qh,
+                    float *y) {
+    float d = ty_fp16_to_fp32(d16);
+    float dmin = ty_fp16_to_fp32(dmin16);
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, scales, &sc, &m);
+        float dl = d * sc;
+        float ml = dmin * m;
+        const uint8_t *q = qs + 32 * (j / 2);
+        int shift = 4 * (j % 2);
+        for (int l = 0; l < 32; l++) {
+            int high = qh ? (qh[l] >> j) & 1 : 0;
+            y[32 * j + l] = dl * (((q[l] >> shift) & 0xF) + (high ? 16 : 0)) - ml;
+        }
+    }
+}
+
 void ty_dequantize_row_q4_K(const void *src, float *dst, int64_t n) {
     const block_q4_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q4_K *blk = &blocks[b];
-        float d = ty_fp16_to_fp32(blk->d);
-        float dmin = ty_fp16_to_fp32(blk->dmin);
-        float *y = dst + b * QK_K;
-        for (int j = 0; j < QK_K / 32; j++) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, blk->scales, &sc, &m);
-            float dl = d * sc;
-            float ml = dmin * m;
-            const uint8_t *q = blk->qs + 32 * (j / 2);
-            int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; l++) y[32 * j + l] = dl * ((q[l] >> shift) & 0xF) - ml;
-        }
+        dequantize_k4_block(blk->d, blk->dmin, blk->scales, blk->qs, NULL, dst + b * QK_K);
     }
 }
 
@@ -495,21 +502,7 @@ void ty_dequantize_row_q5_K(const void *src, float *dst, int64_t n) {
     const block_q5_K *blocks = src;
     for (int64_t b = 0; b < n / QK_K; b++) {
         const block_q5_K *blk = &blocks[b];
-        float d = ty_fp16_to_fp32(blk->d);
-        float dmin = ty_fp16_to_fp32(blk->dmin);
-        float *y = dst + b * QK_K;
-        for (int j = 0; j < QK_K / 32; j++) {
-            uint8_t sc, m;
-            get_scale_min_k4(j, blk->scales, &sc, &m);
-            float dl = d * sc;
-            float ml = dmin * m;
-            const uint8_t *q = blk->qs + 32 * (j / 2);
-            int shift = 4 * (j % 2);
-            for (int l = 0; l < 32; l++) {
-                int high = (blk->qh[l] >> j) & 1;
-                y[32 * j + l] = dl * (((q[l] >> shift) & 0xF) + (high ? 16 : 0)) - ml;
-            }
-        }
+        dequantize_k4_block(blk->d, blk->dmin, blk->scales, blk->qs, blk->qh, dst + b * QK_K);
     }
 }
 

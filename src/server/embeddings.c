@@ -102,26 +102,17 @@ bool emb_parse(const emb_context *ec, const char *body, size_t len, emb_request 
                     "this server's pooling is %s, which gives no one vector per input: start toy serve with --pooling "
                     "mean, cls or last",
                     ec->pooling >= 0 && ec->pooling <= TOY_POOLING_RANK ? pooling_names[ec->pooling] : "unknown");
-    json_error_t jerr;
-    json_t *j = json_loadb(body, len, 0, &jerr);
-    if (!j) return fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-    bool ok = json_is_object(j) || fail(err, 400, NULL, "the request body must be a JSON object");
+    json_t *j = oai_load_object(body, len, err);
+    if (!j) return false;
+    bool ok = true;
     const char *key;
     json_t *v;
-    if (ok) {
-        json_object_foreach(j, key, v) {
-            if (ok && strcmp(key, "input") && strcmp(key, "model") && strcmp(key, "encoding_format") &&
-                strcmp(key, "dimensions") && strcmp(key, "user"))
-                ok = fail(err, 400, key, "unknown field '%.64s' for /v1/embeddings", key);
-        }
+    json_object_foreach(j, key, v) {
+        if (ok && strcmp(key, "input") && strcmp(key, "model") && strcmp(key, "encoding_format") &&
+            strcmp(key, "dimensions") && strcmp(key, "user"))
+            ok = fail(err, 400, key, "unknown field '%.64s' for /v1/embeddings", key);
     }
-    const json_t *model = ok ? json_object_get(j, "model") : NULL;
-    if (ok && model && !json_is_null(model)) {
-        if (!json_is_string(model)) ok = fail(err, 400, "model", "model must be a string");
-        else if (strcmp(json_string_value(model), c->model_id))
-            ok = fail(err, 400, "model", "the model '%.200s' does not exist: this server has '%s'",
-                      json_string_value(model), c->model_id);
-    }
+    if (ok) ok = oai_check_model(c, j, err);
     const json_t *format = ok ? json_object_get(j, "encoding_format") : NULL;
     if (ok && format && !json_is_null(format)) {
         if (json_is_string(format) && !strcmp(json_string_value(format), "base64")) out->base64 = true;

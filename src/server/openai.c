@@ -515,6 +515,28 @@ static bool parse_tools(const oai_context *c, const json_t *body, oai_request *o
     return ok;
 }
 
+json_t *oai_load_object(const char *body, size_t len, oai_error *err) {
+    json_error_t jerr;
+    json_t *j = json_loadb(body, len, 0, &jerr);
+    if (!j) fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
+    else if (!json_is_object(j)) fail(err, 400, NULL, "the request body must be a JSON object");
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+bool oai_check_model(const oai_context *c, const json_t *j, oai_error *err) {
+    const json_t *model = json_object_get(j, "model");
+    if (!model || json_is_null(model)) return true;
+    if (!json_is_string(model)) return fail(err, 400, "model", "model must be a string");
+    if (strcmp(json_string_value(model), c->model_id))
+        return fail(err, 400, "model", "the model '%.200s' does not exist: this server has '%s'",
+                    json_string_value(model), c->model_id);
+    return true;
+}
+
 bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out, oai_error *err) {
     memset(out, 0, sizeof *out);
     memset(err, 0, sizeof *err);
@@ -524,18 +546,9 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     out->gen.max_tokens = -1;
     out->gen.n_choices = 1;
     out->gen.top_logprobs = -1;
-    json_error_t jerr;
-    json_t *j = json_loadb(body, len, 0, &jerr);
-    if (!j) return fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-    bool ok = json_is_object(j) || fail(err, 400, NULL, "the request body must be a JSON object");
-    if (ok) ok = check_fields(j, chat, err);
-    const json_t *model = ok ? json_object_get(j, "model") : NULL;
-    if (ok && model && !json_is_null(model)) {
-        if (!json_is_string(model)) ok = fail(err, 400, "model", "model must be a string");
-        else if (strcmp(json_string_value(model), c->model_id))
-            ok = fail(err, 400, "model", "the model '%.200s' does not exist: this server has '%s'",
-                      json_string_value(model), c->model_id);
-    }
+    json_t *j = oai_load_object(body, len, err);
+    if (!j) return false;
+    bool ok = check_fields(j, chat, err) && oai_check_model(c, j, err);
     double x;
     long long k;
     toy_sampler_params *sp = &out->gen.sampling;
@@ -622,17 +635,6 @@ void oai_request_free(oai_request *r) {
 
 /* ---------------------------------------------------------------- /tokenize, /detokenize */
 
-static json_t *load_object(const char *body, size_t len, oai_error *err) {
-    json_error_t jerr;
-    json_t *j = json_loadb(body, len, 0, &jerr);
-    if (!j) fail(err, 400, NULL, "invalid JSON at line %d, column %d: %s", jerr.line, jerr.column, jerr.text);
-    else if (!json_is_object(j)) fail(err, 400, NULL, "the request body must be a JSON object");
-    if (j && !json_is_object(j)) {
-        json_decref(j);
-        return NULL;
-    }
-    return j;
-}
 
 static char *dump_and_free(json_t *o, oai_error *err) {
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -643,7 +645,7 @@ static char *dump_and_free(json_t *o, oai_error *err) {
 
 char *oai_tokenize(const oai_context *c, const char *body, size_t len, oai_error *err) {
     memset(err, 0, sizeof *err);
-    json_t *j = load_object(body, len, err);
+    json_t *j = oai_load_object(body, len, err);
     if (!j) return NULL;
     const json_t *content = json_object_get(j, "content");
     bool add = true, parse = false, ok = true;
@@ -679,7 +681,7 @@ char *oai_tokenize(const oai_context *c, const char *body, size_t len, oai_error
 
 char *oai_detokenize(const oai_context *c, const char *body, size_t len, oai_error *err) {
     memset(err, 0, sizeof *err);
-    json_t *j = load_object(body, len, err);
+    json_t *j = oai_load_object(body, len, err);
     if (!j) return NULL;
     const json_t *tokens = json_object_get(j, "tokens");
     const char *key;

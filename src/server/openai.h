@@ -46,6 +46,12 @@ typedef struct {
  * more tokens than the context holds, and is refused before the tokenizer runs. */
 size_t oai_max_text_bytes(const toy_vocab *v, int32_t n_ctx);
 
+/* A request's body as a JSON object, or NULL with *err set (invalid JSON, not an object). */
+json_t *oai_load_object(const char *body, size_t len, oai_error *err);
+/* Whether the request's "model", where it names one, is this server's; false with *err
+ * set otherwise. */
+bool oai_check_model(const oai_context *c, const json_t *j, oai_error *err);
+
 /* Parses and checks a completion request's body: every field's type and range, the
  * prompt templated and tokenized within the context. false with *err set otherwise.
  * The caller owns the prompt and stops in out->gen until it submits them. */

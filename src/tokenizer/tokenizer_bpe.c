@@ -433,6 +433,29 @@ static bool is_contraction3(uint32_t a, uint32_t b) {
     return (a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l');
 }
 
+/* The length of 's|'t|'re|'ve|'m|'ll|'d at pos, 0 where none is there; fold_case for
+ * llama3's (?i:...), lowercased with llama.cpp's table. */
+static size_t contraction_at(custom_split *c, size_t pos, bool fold_case) {
+    if (cpt_at(c, pos) != '\'' || pos + 1 >= c->end) return 0;
+    uint32_t next = cpt_at(c, pos + 1);
+    if (fold_case) next = ty_unicode_tolower(next);
+    if (next == 's' || next == 't' || next == 'm' || next == 'd') return 2;
+    if (pos + 2 >= c->end) return 0;
+    uint32_t third = cpt_at(c, pos + 2);
+    if (fold_case) third = ty_unicode_tolower(third);
+    return is_contraction3(next, third) ? 3 : 0;
+}
+
+/* \s+(?!\S)|\s+ for the n_ws white-space characters at pos, or one character where there
+ * are none (no match): takes the piece and returns where the next one starts. */
+static size_t split_white_space(custom_split *c, size_t pos, size_t n_ws) {
+    if (n_ws > 1 && cpt_at(c, pos + n_ws) != OUT_OF_RANGE) pos += n_ws - 1; /* \s+(?!\S) */
+    else if (n_ws > 0) pos += n_ws;
+    else pos++; /* no match: one character */
+    add_token(c, pos);
+    return pos;
+}
+
 enum {
     F_WS = TOY_UCD_WHITESPACE,
     F_L = TOY_UCD_LETTER,
@@ -445,16 +468,10 @@ static void split_gpt2(custom_split *c) {
         uint32_t cpt = cpt_at(c, pos);
         uint16_t flags = flags_at(c, pos);
 
-        if (cpt == '\'' && pos + 1 < c->end) {
-            uint32_t next = cpt_at(c, pos + 1);
-            if (next == 's' || next == 't' || next == 'm' || next == 'd') {
-                pos += add_token(c, pos + 2);
-                continue;
-            }
-            if (pos + 2 < c->end && is_contraction3(next, cpt_at(c, pos + 2))) {
-                pos += add_token(c, pos + 3);
-                continue;
-            }
+        size_t n_contraction = contraction_at(c, pos, false);
+        if (n_contraction) {
+            pos += add_token(c, pos + n_contraction);
+            continue;
         }
 
         uint16_t flags2 = cpt == ' ' ? flags_at(c, pos + 1) : flags;
@@ -479,17 +496,7 @@ static void split_gpt2(custom_split *c) {
 
         size_t n_ws = 0;
         while (flags_at(c, pos + n_ws) & F_WS) n_ws++;
-        if (n_ws > 1 && cpt_at(c, pos + n_ws) != OUT_OF_RANGE) { /* \s+(?!\S) */
-            pos += n_ws - 1;
-            add_token(c, pos);
-            continue;
-        }
-        if (n_ws > 0) {
-            pos += n_ws;
-            add_token(c, pos);
-            continue;
-        }
-        add_token(c, ++pos); /* no match: one character */
+        pos = split_white_space(c, pos, n_ws);
     }
 }
 
@@ -500,18 +507,10 @@ static void split_llama3(custom_split *c) {
         uint32_t cpt = cpt_at(c, pos);
         uint16_t flags = flags_at(c, pos);
 
-        if (cpt == '\'' && pos + 1 < c->end) {
-            /* case-insensitive: llama.cpp lowercases with its table */
-            uint32_t next = ty_unicode_tolower(cpt_at(c, pos + 1));
-            if (next == 's' || next == 't' || next == 'm' || next == 'd') {
-                pos += add_token(c, pos + 2);
-                continue;
-            }
-            if (pos + 2 < c->end &&
-                is_contraction3(next, ty_unicode_tolower(cpt_at(c, pos + 2)))) {
-                pos += add_token(c, pos + 3);
-                continue;
-            }
+        size_t n_contraction = contraction_at(c, pos, true);
+        if (n_contraction) {
+            pos += add_token(c, pos + n_contraction);
+            continue;
         }
 
         if (!(cpt == '\r' || cpt == '\n' || (flags & F_N))) {
@@ -558,17 +557,7 @@ static void split_llama3(custom_split *c) {
             add_token(c, pos);
             continue;
         }
-        if (n_ws > 1 && cpt_at(c, pos + n_ws) != OUT_OF_RANGE) {
-            pos += n_ws - 1;
-            add_token(c, pos);
-            continue;
-        }
-        if (n_ws > 0) {
-            pos += n_ws;
-            add_token(c, pos);
-            continue;
-        }
-        add_token(c, ++pos);
+        pos = split_white_space(c, pos, n_ws);
     }
 }
 

@@ -122,23 +122,7 @@ PY
 # 300 steps; 60 under the sanitizers (the resume path is the same, 5x slower per step)
 long_steps=300
 [ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=60
-long=("${lora[@]}" --steps $long_steps --lora-dropout 0.05)
-"$toy" finetune -m "$base" "${long[@]}" --out "$tmp/full.gguf" 2> /dev/null || die "the uninterrupted run failed"
-"$toy" finetune -m "$base" "${long[@]}" --out "$tmp/int.gguf" 2> "$tmp/int.err" &
-pid=$!
-for i in $(seq 1 100); do grep -q "^step [1-9]" "$tmp/int.err" 2> /dev/null && break; sleep 0.1; done
-kill -INT $pid
-wait $pid
-rc=$?
-if [ $rc -eq 0 ]; then
-  echo "  (the run ended before the interrupt: nothing to resume)"
-else
-  [ $rc -eq 130 ] || die "Ctrl-C: exit code $rc, expected 130"
-  "$toy" finetune -m "$base" "${long[@]}" --out "$tmp/int.gguf" --resume 2> "$tmp/err" \
-    || die "--resume: $(tail -1 "$tmp/err")"
-  cmp -s "$tmp/full.gguf" "$tmp/int.gguf" || die "LoRA interrupted and resumed: a different adapter"
-  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed to $long_steps: the same adapter"
-fi
+check_resume adapter "$toy" finetune -m "$base" "${lora[@]}" --steps $long_steps --lora-dropout 0.05
 
 # ---- errors
 "$toy" finetune -m "$base" "${lora[@]}" --lora-targets q,x --out "$tmp/e.gguf" 2> "$tmp/err" && die "--lora-targets q,x accepted"

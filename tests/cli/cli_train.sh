@@ -82,23 +82,7 @@ cmp -s "$tmp/mp-bf16.gguf" "$tmp/mp-scalar.gguf" || die "--compute bf16: TOY_ISA
 grep -q "f32, bf16 or f16" "$tmp/err" || die "--compute q8_0: $(cat "$tmp/err")"
 
 # ---- Ctrl-C and --resume
-"$toy" train "${new[@]}" --steps 400 --out "$tmp/full.gguf" 2> /dev/null || die "the uninterrupted run failed"
-"$toy" train "${new[@]}" --steps 400 --out "$tmp/int.gguf" 2> "$tmp/int.err" &
-pid=$!
-for i in $(seq 1 100); do grep -q "^step [1-9]" "$tmp/int.err" 2> /dev/null && break; sleep 0.1; done
-kill -INT $pid
-wait $pid
-rc=$?
-if [ $rc -eq 0 ]; then
-  echo "  (the run ended before the interrupt: nothing to resume)"
-else
-  [ $rc -eq 130 ] || die "Ctrl-C: exit code $rc, expected 130"
-  grep -q "stopped; checkpoint" "$tmp/int.err" || die "Ctrl-C: no checkpoint message: $(tail -1 "$tmp/int.err")"
-  "$toy" train "${new[@]}" --steps 400 --out "$tmp/int.gguf" --resume 2> "$tmp/err" \
-    || die "--resume: $(tail -1 "$tmp/err")"
-  cmp -s "$tmp/full.gguf" "$tmp/int.gguf" || die "interrupted and resumed: a different model than the uninterrupted run"
-  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed to 400: the same model"
-fi
+check_resume model "$toy" train "${new[@]}" --steps 400
 
 # ---- full fine-tune of a qwen2 model on text: the base's type (F16) is kept
 "$toy" finetune -m "$base" --data "$text" --seq 128 --batch 2 --steps 12 --warmup 2 --lr 3e-3 -t 2 \

@@ -5,15 +5,9 @@
 //
 // usage: node chat_page.mjs PORT [CHROMIUM] [KEY]
 import { chromium } from "playwright-core";
+import { check, finish } from "./check.mjs";
 
 const [port, exe = "/usr/bin/chromium", key] = process.argv.slice(2);
-let failures = 0;
-const check = (cond, what) => {
-  if (!cond) {
-    failures++;
-    console.log("FAIL:", what);
-  }
-};
 
 const browser = await chromium.launch({
   executablePath: exe,
@@ -52,12 +46,7 @@ try {
     check(answer.length > 0, "a reply with the key");
     check(requests.length === 1, "one request with the key");
     await browser.close();
-    if (failures) {
-      console.log(`${failures} check(s) failed`);
-      process.exit(1);
-    }
-    console.log("chat_page (API key): ok");
-    process.exit(0);
+    finish("chat_page (API key)");
   }
 
   const first = await reply("Who made the heaven and the earth?");
@@ -90,8 +79,4 @@ try {
 } finally {
   await browser.close();
 }
-if (failures) {
-  console.log(`${failures} check(s) failed`);
-  process.exit(1);
-}
-console.log("chat_page: ok");
+finish("chat_page");

@@ -4,16 +4,10 @@
 //
 // usage: node serve_openai.mjs PORT MODEL_ID PROMPT EXPECTED_GREEDY_24
 import OpenAI from "openai";
+import { check, finish } from "./check.mjs";
 
 const [port, model, prompt, expected] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
-let failures = 0;
-const check = (cond, what) => {
-  if (!cond) {
-    failures++;
-    console.log("FAIL:", what);
-  }
-};
 
 // text completions: the same tokens as toy run
 const c = await client.completions.create({ model, prompt, max_tokens: 24, temperature: 0 });
@@ -93,8 +87,4 @@ try {
   check(e.status === 400 && e.param === "temperature", `temperature 7: ${e.status} ${e.param}`);
 }
 
-if (failures) {
-  console.log(`${failures} check(s) failed`);
-  process.exit(1);
-}
-console.log("serve_openai: ok");
+finish("serve_openai");

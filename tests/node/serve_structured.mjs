@@ -4,16 +4,10 @@
 //
 // usage: node serve_structured.mjs PORT MODEL_ID
 import OpenAI from "openai";
+import { check, finish } from "./check.mjs";
 
 const [port, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
-let failures = 0;
-const check = (cond, what) => {
-  if (!cond) {
-    failures++;
-    console.log("FAIL:", what);
-  }
-};
 
 const schema = {
   type: "object",
@@ -58,5 +52,4 @@ try {
   check(e.status === 400 && /xml/.test(e.message), `response_format xml: ${e}`);
 }
 
-console.log(failures ? `serve_structured.mjs: ${failures} failure(s)` : "serve_structured.mjs: all passed");
-process.exit(failures ? 1 : 0);
+finish("serve_structured");

@@ -4,16 +4,10 @@
 //
 // usage: node serve_tools.mjs PORT MODEL_ID
 import OpenAI from "openai";
+import { check, finish } from "./check.mjs";
 
 const [port, model] = process.argv.slice(2);
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "none", maxRetries: 0 });
-let failures = 0;
-const check = (cond, what) => {
-  if (!cond) {
-    failures++;
-    console.log("FAIL:", what);
-  }
-};
 
 const tools = [{
   type: "function",
@@ -73,5 +67,4 @@ try {
 } catch (e) {
   check(e.status === 400 && /nope/.test(e.message), `undeclared function: ${e.status} ${e.message}`);
 }
-if (failures) console.log(`${failures} failures`);
-process.exit(failures ? 1 : 0);
+finish("serve_tools");

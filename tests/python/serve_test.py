@@ -23,6 +23,9 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
+from helpers import serve_start  # noqa: E402
+
 TOY, MODEL = sys.argv[1], sys.argv[2]
 failures = []
 
@@ -35,19 +38,7 @@ def check(cond, what):
 
 class Server:
     def __init__(self, *args):
-        self.proc = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", "-t", "2", *args],
-                                     stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        if not m:
-            raise SystemExit(f"toy serve did not start: {line}{self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        self.log = []
-        threading.Thread(target=self._drain, daemon=True).start()
-
-    def _drain(self):
-        for line in self.proc.stderr:
-            self.log.append(line)
+        self.proc, self.port = serve_start(TOY, MODEL, *args)
 
     def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)

@@ -1,9 +1,11 @@
 /* serve_outcome.h — what the engine tests (test_serve_engine, test_serve_embeddings) do
- * with a request: its parameters, and every event of it collected into an outcome. */
+ * with a request: its parameters, and every event of it collected into an outcome; and
+ * what they share besides: the bundled model they serve, a refused request body. */
 #ifndef TOY_TEST_SERVE_OUTCOME_H
 #define TOY_TEST_SERVE_OUTCOME_H
 
 #include "engine.h"
+#include "openai.h"
 #include "test.h"
 
 typedef struct {
@@ -66,6 +68,27 @@ static inline void serve_run(srv_engine *e, srv_params *p, outcome *o) {
     srv_request *r;
     CHECK(!srv_submit(e, p, &r));
     serve_collect(r, o);
+}
+
+/* The bundled model, or NULL after printing why. */
+static inline toy_model *serve_load_model(void) {
+    toy_model *m = NULL;
+    if (toy_model_load(TOY_SOURCE_DIR "/models/toy-kjv.gguf", &m)) {
+        fprintf(stderr, "%s\n", toy_last_error());
+        return NULL;
+    }
+    return m;
+}
+
+/* A parser's answer to a body it must refuse (accepted: what it returned): a 400 naming
+ * param, its message containing message. */
+static inline void check_refused(const char *body, bool accepted, const oai_error *err, const char *param,
+                                 const char *message) {
+    CHECK_MSG(!accepted, "accepted: %s", body);
+    if (accepted) return;
+    CHECK_EQ(err->status, 400);
+    CHECK_MSG(!strcmp(err->param, param), "%s: param '%s', expected '%s'", body, err->param, param);
+    CHECK_STR_CONTAINS(err->message, message);
 }
 
 #endif

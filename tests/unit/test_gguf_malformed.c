@@ -1141,10 +1141,6 @@ static void check_written(const toy_gguf *g, const writer_data *wd) {
     uint64_t u = 0;
     int64_t i = 0;
     double d = 0;
-    bool b = false;
-    const char *s = NULL;
-    size_t len = 0;
-    const toy_gguf_value *v;
 #define TYPE_OF(key) toy_gguf_value_type(toy_gguf_get(g, key))
     CHECK_EQ(TYPE_OF("w.u8"), TOY_GGUF_UINT8);
     CHECK(toy_gguf_get_u64(g, "w.u8", &u) == TOY_OK && u == 250);
@@ -1167,6 +1163,7 @@ static void check_written(const toy_gguf *g, const writer_data *wd) {
     CHECK_EQ(TYPE_OF("w.f64"), TOY_GGUF_FLOAT64);
     CHECK(toy_gguf_get_f64(g, "w.f64", &d) == TOY_OK && d == 1e300);
     CHECK_EQ(TYPE_OF("w.bool"), TOY_GGUF_BOOL);
+    bool b = false;
     CHECK(toy_gguf_get_bool(g, "w.bool", &b) == TOY_OK && b);
     CHECK_EQ(TYPE_OF("w.str"), TOY_GGUF_STRING);
     check_str(toy_gguf_get(g, "w.str"), "hi\0there", 8);
@@ -1189,7 +1186,7 @@ static void check_written(const toy_gguf *g, const writer_data *wd) {
         {"w.a_f64", TOY_GGUF_FLOAT64, 2, 8, a_f64}, {"w.a_empty", TOY_GGUF_INT32, 0, 4, NULL},
     };
     for (size_t k = 0; k < sizeof arrays / sizeof arrays[0]; k++) {
-        v = toy_gguf_get(g, arrays[k].key);
+        const toy_gguf_value *v = toy_gguf_get(g, arrays[k].key);
         CHECK_MSG(v != NULL, "%s missing", arrays[k].key);
         if (!v) continue;
         CHECK_EQ(toy_gguf_value_type(v), TOY_GGUF_ARRAY);
@@ -1206,10 +1203,12 @@ static void check_written(const toy_gguf *g, const writer_data *wd) {
     CHECK(toy_gguf_array_i64(toy_gguf_get(g, "w.a_i8"), 0, &i) == TOY_OK && i == -1);
     CHECK(toy_gguf_array_f64(toy_gguf_get(g, "w.a_f64"), 0, &d) == TOY_OK && d == -0.5);
     CHECK(toy_gguf_array_f64(toy_gguf_get(g, "w.a_f64"), 1, &d) == TOY_OK && d == 1e-300);
-    v = toy_gguf_get(g, "w.a_str");
+    const toy_gguf_value *v = toy_gguf_get(g, "w.a_str");
     CHECK_EQ(toy_gguf_array_type(v), TOY_GGUF_STRING);
     CHECK_EQ(toy_gguf_array_len(v), 3);
     for (uint64_t k = 0; k < 3; k++) {
+        const char *s = NULL;
+        size_t len = 0;
         CHECK(toy_gguf_array_str(v, k, &s, &len) == TOY_OK && len == w_str_lens[k] &&
               memcmp(s, w_str_array[k], len) == 0);
     }
