@@ -484,27 +484,10 @@ static float vec_dot_iq4_xs(int64_t n, const void *w, const void *a) { return do
 
 /* ================================================================ the table */
 
-#define K(t, vdt, q, dot) [t] = {t, vdt, q, dot, NULL}
-
-static const ty_kernel scalar_kernels[TOY_TYPE_COUNT] = {
-    K(TOY_TYPE_F32, TOY_TYPE_F32, ty_quantize_row_f32, vec_dot_f32),
-    K(TOY_TYPE_F16, TOY_TYPE_F16, ty_quantize_act_f16, vec_dot_f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, ty_quantize_act_bf16, vec_dot_bf16),
-    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q4_0),
-    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, vec_dot_q4_1),
-    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q5_0),
-    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, vec_dot_q5_1),
-    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_q8_0),
-    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q2_K),
-    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q3_K),
-    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q4_K),
-    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q5_K),
-    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_q6_K),
-    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, vec_dot_iq4_nl),
-    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, vec_dot_iq4_xs),
-};
-
-#undef K
+/* TY_ROW_KERNEL without tiles: the matmul loops the reference's vec_dot */
+#define SCALAR_KERNEL(T, name, VDT, quantize_act) \
+    [TOY_TYPE_##T] = {TOY_TYPE_##T, TOY_TYPE_##VDT, quantize_act, vec_dot_##name, NULL},
+static const ty_kernel scalar_kernels[TOY_TYPE_COUNT] = {TY_ROW_KERNEL_TYPES(SCALAR_KERNEL)};
 
 const ty_kernel *ty_kernel_scalar(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !scalar_kernels[type].vec_dot) return NULL;

@@ -38,6 +38,31 @@ typedef struct {
 
 #define TOY_TILE_MAX 8
 
+/* The weight types with row kernels, once: X(TYPE, name, VEC_DOT_TYPE, activation
+ * quantizer) for each. Each instruction set's table is this list expanded over its own
+ * vec_dot_name and vec_dot_tile_name, so that all of them pair a type with the same
+ * activations. */
+#define TY_ROW_KERNEL_TYPES(X)                                \
+    X(F32, f32, F32, ty_quantize_row_f32)                     \
+    X(F16, f16, F16, ty_quantize_act_f16)                     \
+    X(BF16, bf16, BF16, ty_quantize_act_bf16)                 \
+    X(Q4_0, q4_0, Q8_0, ty_quantize_act_q8_0)                 \
+    X(Q4_1, q4_1, Q8_1, ty_quantize_act_q8_1)                 \
+    X(Q5_0, q5_0, Q8_0, ty_quantize_act_q8_0)                 \
+    X(Q5_1, q5_1, Q8_1, ty_quantize_act_q8_1)                 \
+    X(Q8_0, q8_0, Q8_0, ty_quantize_act_q8_0)                 \
+    X(Q2_K, q2_K, Q8_K, ty_quantize_act_q8_K)                 \
+    X(Q3_K, q3_K, Q8_K, ty_quantize_act_q8_K)                 \
+    X(Q4_K, q4_K, Q8_K, ty_quantize_act_q8_K)                 \
+    X(Q5_K, q5_K, Q8_K, ty_quantize_act_q8_K)                 \
+    X(Q6_K, q6_K, Q8_K, ty_quantize_act_q8_K)                 \
+    X(IQ4_NL, iq4_nl, Q8_0, ty_quantize_act_q8_0)             \
+    X(IQ4_XS, iq4_xs, Q8_K, ty_quantize_act_q8_K)
+
+/* One entry of such a table */
+#define TY_ROW_KERNEL(T, name, VDT, quantize_act) \
+    [TOY_TYPE_##T] = {TOY_TYPE_##T, TOY_TYPE_##VDT, quantize_act, vec_dot_##name, vec_dot_tile_##name},
+
 /* Bytes of one activation row of n elements of kernel k: the vec_dot type's row, but 4
  * an element for F16 and BF16 (floats rounded to the type). */
 toy_status ty_kernel_act_row_size(const ty_kernel *k, int64_t n, size_t *out);

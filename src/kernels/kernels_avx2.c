@@ -916,29 +916,8 @@ static float vec_dot_f32(int64_t n, const void *w, const void *a) {
 
 /* ================================================================ the table */
 
-/* vec_dot types and activation quantizers are the scalar table's (test_kernels_simd checks
- * they agree). */
-#define K(t, vdt, q, name) [t] = {t, vdt, q, vec_dot_##name, vec_dot_tile_##name}
-
-static const ty_kernel avx2_kernels[TOY_TYPE_COUNT] = {
-    [TOY_TYPE_F32] = {TOY_TYPE_F32, TOY_TYPE_F32, ty_quantize_row_f32, vec_dot_f32, NULL},
-    K(TOY_TYPE_F16, TOY_TYPE_F16, ty_quantize_act_f16, f16),
-    K(TOY_TYPE_BF16, TOY_TYPE_BF16, ty_quantize_act_bf16, bf16),
-    K(TOY_TYPE_Q4_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q4_0),
-    K(TOY_TYPE_Q4_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q4_1),
-    K(TOY_TYPE_Q5_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q5_0),
-    K(TOY_TYPE_Q5_1, TOY_TYPE_Q8_1, ty_quantize_act_q8_1, q5_1),
-    K(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, q8_0),
-    K(TOY_TYPE_Q2_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q2_K),
-    K(TOY_TYPE_Q3_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q3_K),
-    K(TOY_TYPE_Q4_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q4_K),
-    K(TOY_TYPE_Q5_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q5_K),
-    K(TOY_TYPE_Q6_K, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, q6_K),
-    K(TOY_TYPE_IQ4_NL, TOY_TYPE_Q8_0, ty_quantize_act_q8_0, iq4_nl),
-    K(TOY_TYPE_IQ4_XS, TOY_TYPE_Q8_K, ty_quantize_act_q8_K, iq4_xs),
-};
-
-#undef K
+#define vec_dot_tile_f32 NULL /* none, as said above */
+static const ty_kernel avx2_kernels[TOY_TYPE_COUNT] = {TY_ROW_KERNEL_TYPES(TY_ROW_KERNEL)};
 
 const ty_kernel *ty_kernel_avx2(int type) {
     if (type < 0 || type >= TOY_TYPE_COUNT || !avx2_kernels[type].vec_dot) return NULL;
