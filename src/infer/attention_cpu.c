@@ -839,39 +839,35 @@ TOY_ALWAYS_INLINE void fold_rows(const int V, int32_t hd, int32_t R, float *run_
 #define ATTN_FLATTEN __attribute__((flatten))
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_dots(const int isa, int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                  float *out) {
+    if (isa == TOY_ISA_SCALAR) dots_scalar(n, n_rows, rows, q, out);
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) dots_avx512(n, n_rows, rows, q, out);
     else if (isa == TOY_ISA_AVX2) dots_avx2(n, n_rows, rows, q, out);
-    else
+    else dots_avx512(n, n_rows, rows, q, out);
 #endif
-        dots_scalar(n, n_rows, rows, q, out);
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_ktdots(const int isa, int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                    size_t tok_stride, float *out) {
+    if (isa == TOY_ISA_SCALAR) ktdots_scalar(n, kt, R, G, q0, tok_stride, out);
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) ktdots_avx512(n, kt, R, G, q0, tok_stride, out);
     else if (isa == TOY_ISA_AVX2) ktdots_avx2(n, kt, R, G, q0, tok_stride, out);
-    else
+    else ktdots_avx512(n, kt, R, G, q0, tok_stride, out);
 #endif
-        ktdots_scalar(n, kt, R, G, q0, tok_stride, out);
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_weights4(const int isa, int32_t hd, int32_t nc, uint32_t visible, float scale,
                                      const int NR, float *w, float *m, float *l, float *acc) {
+    if (isa == TOY_ISA_SCALAR) weights4_scalar(hd, nc, visible, scale, NR, w, m, l, acc);
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) weights4_avx512(hd, nc, visible, scale, NR, w, m, l, acc);
     else if (isa == TOY_ISA_AVX2) weights4_avx2(hd, nc, visible, scale, NR, w, m, l, acc);
-    else
+    else weights4_avx512(hd, nc, visible, scale, NR, w, m, l, acc);
 #endif
-        weights4_scalar(hd, nc, visible, scale, NR, w, m, l, acc);
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum(const int isa, int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                   int32_t n_heads, const float *const *rows, float *acc) {
+    if (isa == TOY_ISA_SCALAR) accum_scalar(n, n_live, live, w, n_heads, rows, acc);
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) accum_avx512(n, n_live, live, w, n_heads, rows, acc);
     else if (isa == TOY_ISA_AVX2) accum_avx2(n, n_live, live, w, n_heads, rows, acc);
-    else
+    else accum_avx512(n, n_live, live, w, n_heads, rows, acc);
 #endif
-        accum_scalar(n, n_live, live, w, n_heads, rows, acc);
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE const float *attn_row(const int isa, int type, const ty_type_traits *tr, const uint8_t *src,
                                         float *buf, int32_t n) {
@@ -891,12 +887,11 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE int32_t attn_live(const int isa, int32_t nc, cons
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_fold_rows(const int isa, int32_t hd, int32_t R, float *run_acc, float *run_m,
                                       float *run_l, const float *acc, const float *m, const float *l) {
+    if (isa == TOY_ISA_SCALAR) fold_scalar(hd, R, run_acc, run_m, run_l, acc, m, l);
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) fold_rows(16, hd, R, run_acc, run_m, run_l, acc, m, l);
     else if (isa == TOY_ISA_AVX2) fold_rows(8, hd, R, run_acc, run_m, run_l, acc, m, l);
-    else
+    else fold_rows(16, hd, R, run_acc, run_m, run_l, acc, m, l);
 #endif
-        fold_scalar(hd, R, run_acc, run_m, run_l, acc, m, l);
 }
 
 /* The scores of a chunk (w, nc of them) of n_rows query rows of one token become their
@@ -1203,34 +1198,16 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_convert_task(const int isa, void *ctx, 
 }
 
 /* The tasks of each instruction set */
-ATTN_FLATTEN static void attention_task_scalar(void *ctx, int64_t task, int thread) {
-    attn_token_task(TOY_ISA_SCALAR, ctx, task, thread);
-}
-ATTN_FLATTEN static void attention_block_task_scalar(void *ctx, int64_t task, int thread) {
-    attn_block_task(TOY_ISA_SCALAR, ctx, task, thread);
-}
-ATTN_FLATTEN static void attention_convert_task_scalar(void *ctx, int64_t task, int thread) {
-    attn_convert_task(TOY_ISA_SCALAR, ctx, task, thread);
-}
+ATTN_FLATTEN static void attention_task_scalar(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_block_task_scalar(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_convert_task_scalar(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_SCALAR, ctx, task, thread); }
 #if defined(__x86_64__)
-TOY_AVX2 ATTN_FLATTEN static void attention_task_avx2(void *ctx, int64_t task, int thread) {
-    attn_token_task(TOY_ISA_AVX2, ctx, task, thread);
-}
-TOY_AVX2 ATTN_FLATTEN static void attention_block_task_avx2(void *ctx, int64_t task, int thread) {
-    attn_block_task(TOY_ISA_AVX2, ctx, task, thread);
-}
-TOY_AVX2 ATTN_FLATTEN static void attention_convert_task_avx2(void *ctx, int64_t task, int thread) {
-    attn_convert_task(TOY_ISA_AVX2, ctx, task, thread);
-}
-TOY_AVX512 ATTN_FLATTEN static void attention_task_avx512(void *ctx, int64_t task, int thread) {
-    attn_token_task(TOY_ISA_AVX512, ctx, task, thread);
-}
-TOY_AVX512 ATTN_FLATTEN static void attention_block_task_avx512(void *ctx, int64_t task, int thread) {
-    attn_block_task(TOY_ISA_AVX512, ctx, task, thread);
-}
-TOY_AVX512 ATTN_FLATTEN static void attention_convert_task_avx512(void *ctx, int64_t task, int thread) {
-    attn_convert_task(TOY_ISA_AVX512, ctx, task, thread);
-}
+TOY_AVX2 ATTN_FLATTEN static void attention_task_avx2(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_block_task_avx2(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_convert_task_avx2(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_task_avx512(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_block_task_avx512(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_convert_task_avx512(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX512, ctx, task, thread); }
 #endif
 
 /* The tasks of one instruction set, by the set cpu.h's table names */
