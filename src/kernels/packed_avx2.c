@@ -1,5 +1,6 @@
 /* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights (packed.h) with up to 4
- * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
+ * activation rows at a time, for CPUs without AVX-512 VNNI, and their AVX-VNNI variant
+ * (ty_packed_avxvnni: Q8_0 and Q4_0 by vpdpbusd on ymm); bit-identical to the scalar
  * reference (packed.c).
  *
  * The layout is the AVX-512 one: a group of 16 rows is taken as two halves of 8, each
@@ -22,8 +23,8 @@
  *   IQ4_NL, IQ4_XS: the levels (vpshufb on the nibbles, within -127..113) as Q8_0's
  *         weights are.
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
- * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
- * after ty_cpu_isa() found them. */
+ * order are the reference's. Compiled with AVX2, FMA and F16C enabled (the AVX-VNNI
+ * products with AVX-VNNI too); called only after ty_cpu_isa() found them. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
