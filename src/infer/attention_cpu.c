@@ -1,7 +1,7 @@
 /* attention_cpu.c — the CPU backend's attention: softmax(q K^T * scale) V over the cells of
  * each token's sequence in the KV cache, with causal and sliding-window masks and
  * grouped query heads, in one fixed order whatever the batch, the threads or the
- * instruction set (attention_tasks.h holds the task text every instruction set shares). */
+ * instruction set (the tasks are written once, for every instruction set). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +92,7 @@ typedef struct {
     const float *vf;     /* [n_head_kv][kv_chunks * ATTN_CHUNK][head_dim]; NULL: the cache's f32 rows */
 } attn_job;
 
-/* The state of token t's segment s, with seg_split, laid out as ATTN_SEGMENT writes it
+/* The state of token t's segment s, with seg_split, laid out as attn_segment writes it
  * for all n_head heads: the weighted sums (n_head rows of head_dim), the maxima, the sums
  * of weights. */
 typedef struct {
@@ -186,7 +186,7 @@ TOY_ALWAYS_INLINE void scal_scalar(int32_t n, float s, float *acc) {
     for (int32_t d = 0; d < n; d++) acc[d] *= s;
 }
 
-/* ATTN_WEIGHTS (attention_tasks.h) for NR rows after the soft-cap: scaled, masked, the
+/* attn_weights for NR rows after the soft-cap: scaled, masked, the
  * maximum, the rescale, the exps and their sum as a token alone has always had them */
 TOY_ALWAYS_INLINE void weights4_scalar(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
                                    float *m, float *l, float *acc) {
@@ -221,7 +221,7 @@ TOY_ALWAYS_INLINE const float *row_scalar(int type, const ty_type_traits *tr, co
 
 /* Folds a segment's state (sums as, maximum ms, weights ls) into the running one (acc,
  * *m, *l) of one head; the running state starts with *l = 0. The reference: the tasks of
- * the vector instruction sets fold their rows with fold_avx2 / fold_avx512, the same
+ * the vector instruction sets fold their rows with fold_rows, the same
  * operations on vectors; after a split job every set folds with this. */
 static void attn_fold(int32_t hd, float *acc, float *m, float *l, const float *as, float ms,
                       float ls) {
@@ -270,22 +270,6 @@ static void attn_finish(int32_t hd, const float *acc, float l, float *out) {
     for (int32_t d = 0; d < hd; d++) out[d] = acc[d] * inv;
 }
 
-#define ATTN_TASK attention_task_scalar
-#define ATTN_SEGMENT attention_segment_scalar
-#define ATTN_BLOCK_TASK attention_block_task_scalar
-#define ATTN_BLOCK_SEGMENT attention_block_segment_scalar
-#define ATTN_CONVERT_TASK attention_convert_task_scalar
-#define ATTN_KTDOTS ktdots_scalar
-#define ATTN_WEIGHTS attention_weights_scalar
-#define ATTN_WEIGHTS4 weights4_scalar
-#define ATTN_TARGET
-#define ATTN_DOTS dots_scalar
-#define ATTN_ACCUM accum_scalar
-#define ATTN_ROW row_scalar
-#define ATTN_LIVE live_scalar
-#define ATTN_FOLD fold_scalar
-#include "attention_tasks.h"
-
 #if defined(__x86_64__)
 
 /* head_dim % 16 == 0 only (the dispatcher checks) */
@@ -297,7 +281,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE float dot_avx2(int32_t n, const float *a, const float
     }
     return ty_combine8(_mm256_add_ps(lo, hi)); /* lanes k and k + 8 first */
 }
-TOY_AVX2 TOY_ALWAYS_INLINE void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+TOY_AVX2 static inline void dots_avx2(int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                   float *out) {
     for (int32_t r = 0; r < n_rows; r++) out[r] = dot_avx2(n, rows[r], q);
 }
@@ -351,7 +335,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void ktrows2_avx2(int32_t n, const float *kt, const f
     for (int i = 0; i < 2; i++)
         _mm256_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm256_storeu_ps(out + i * ATTN_CHUNK + 8, x[i][1]);
 }
-TOY_AVX2 TOY_ALWAYS_INLINE void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+TOY_AVX2 static inline void ktdots_avx2(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                     size_t tok_stride, float *out) {
     const float *q[2];
     int32_t tt = 0, h = 0; /* row r is head h of token tt */
@@ -423,7 +407,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void accum32_pair_avx2(int32_t n, int32_t d, int32_t 
         for (int i = 0; i < 4; i++) _mm256_storeu_ps(acc + (size_t)h * n + d + 8 * i, a[h][i]);
 }
 /* The heads two at a time where head_dim is whole blocks of 32, else one by one. */
-TOY_AVX2 TOY_ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX2 static inline void accum_avx2(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                    int32_t n_heads, const float *const *rows, float *acc) {
     int32_t h = 0;
     if (n % 32 == 0)
@@ -434,7 +418,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void accum_avx2(int32_t n, int32_t n_live, const int3
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (ty_kv_cache_init) */
-TOY_AVX2 TOY_ALWAYS_INLINE const float *row_avx2(int type, const ty_type_traits *tr, const uint8_t *src,
+TOY_AVX2 static inline const float *row_avx2(int type, const ty_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
     switch (type) {
     case TOY_TYPE_F32:
@@ -470,7 +454,7 @@ TOY_AVX2 TOY_ALWAYS_INLINE void scal_avx2(int32_t n, float s, float *acc) {
 }
 
 /* weights4_avx512 (below) on 8-lane vectors, four per row */
-TOY_AVX2 TOY_ALWAYS_INLINE void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
+TOY_AVX2 static inline void weights4_avx2(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR, float *w,
                                       float *m, float *l, float *acc) {
     const __m256 minf = _mm256_set1_ps(-INFINITY), s = _mm256_set1_ps(scale);
     const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -554,7 +538,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE __m512 dots16_avx512(int32_t n, const float *const 
     return _mm512_add_ps(_mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(2, 0, 2, 0)),
                          _mm512_shuffle_ps(g[0], g[1], _MM_SHUFFLE(3, 1, 3, 1)));
 }
-TOY_AVX512 TOY_ALWAYS_INLINE void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
+TOY_AVX512 static inline void dots_avx512(int32_t n, int32_t n_rows, const float *const *rows,
                                       const float *q, float *out) {
     /* element 4L + p holds row L + 4p: gather row r from element 4 (r % 4) + r / 4 */
     const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
@@ -618,7 +602,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void ktrows_avx512(int32_t n, const float *kt, cons
     for (int i = 0; i < NQ; i++)
         _mm512_storeu_ps(out + i * ATTN_CHUNK, x[i][0]), _mm512_storeu_ps(out + i * ATTN_CHUNK + 16, x[i][1]);
 }
-TOY_AVX512 TOY_ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+TOY_AVX512 static inline void ktdots_avx512(int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                         size_t tok_stride, float *out) {
     const float *q[4];
     int32_t tt = 0, h = 0; /* row r is head h of token tt */
@@ -641,7 +625,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void ktdots_avx512(int32_t n, const float *kt, int3
 TOY_AVX512 TOY_ALWAYS_INLINE __mmask16 lanes_below(int32_t n) {
     return n >= 16 ? (__mmask16)0xffff : n <= 0 ? (__mmask16)0 : (__mmask16)((1u << n) - 1u);
 }
-TOY_AVX512 TOY_ALWAYS_INLINE int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
+TOY_AVX512 static inline int32_t live_avx512(int32_t nc, const int32_t *kpos, int32_t qpos,
                                          int32_t n_swa, int32_t *live) {
     const __m512i q = _mm512_set1_epi32(qpos);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -712,7 +696,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void accum1_avx512(int32_t n, int32_t n_live, const
     }
 }
 /* The heads four at a time where head_dim is whole blocks of 64, else one by one. */
-TOY_AVX512 TOY_ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
+TOY_AVX512 static inline void accum_avx512(int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                        int32_t n_heads, const float *const *rows, float *acc) {
     int32_t h = 0;
     if (n % 64 == 0)
@@ -728,7 +712,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void accum_avx512(int32_t n, int32_t n_live, const 
         }
     for (; h < n_heads; h++) accum1_avx512(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
-TOY_AVX512 TOY_ALWAYS_INLINE const float *row_avx512(int type, const ty_type_traits *tr, const uint8_t *src,
+TOY_AVX512 static inline const float *row_avx512(int type, const ty_type_traits *tr, const uint8_t *src,
                                            float *buf, int32_t n) {
     if (type != TOY_TYPE_F16) return row_avx2(type, tr, src, buf, n);
     for (int32_t d = 0; d < n; d += 16)
@@ -745,7 +729,7 @@ TOY_AVX512 TOY_ALWAYS_INLINE void scal_avx512(int32_t n, float s, float *acc) {
  * a maximum changes nothing), one exp16 for the rows' rescale factors and exp16 of w - m
  * (ty_exp_nonpos lane by lane), chunk_sum_scalar's lanes and pairs; a row's sums are
  * rescaled only where its maximum grew, as in weights4_scalar. */
-TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
+TOY_AVX512 static inline void weights4_avx512(int32_t hd, int32_t nc, uint32_t visible, float scale, const int NR,
                                           float *w, float *m, float *l, float *acc) {
     const __m512 minf = _mm512_set1_ps(-INFINITY), s = _mm512_set1_ps(scale);
     const __mmask16 in0 = lanes_below(nc), in1 = lanes_below(nc - 16);
@@ -787,77 +771,443 @@ TOY_AVX512 TOY_ALWAYS_INLINE void weights4_avx512(int32_t hd, int32_t nc, uint32
         l[r] += ty_combine16(v);
     }
 }
-/* fold_scalar with the rows' exponentials eight at a time (ty_exp_nonpos lane by lane)
- * and each row's products acc * ca + as * cs on vectors: the same bits. V is the vector
- * width, EXP its exponential, and the load, store, multiply and add of its type. */
-#define FOLD_ROWS(V, EXP, LD, ST, MUL, ADD, SET1)                                                      \
-    for (int32_t r0 = 0; r0 < R; r0 += V) {                                                          \
-        const int32_t nr = R - r0 < V ? R - r0 : V;                                                  \
-        float da[V], ds[V], ca[V], cs[V];                                                            \
-        fold_exponents(r0, nr, run_m, run_l, m, l, da, ds);                                          \
-        for (int32_t i = nr; i < V; i++) da[i] = ds[i] = 0.0f;                                       \
-        ST(ca, EXP(LD(da)));                                                                         \
-        ST(cs, EXP(LD(ds)));                                                                         \
-        for (int32_t i = 0; i < nr; i++) {                                                           \
-            const int32_t r = r0 + i;                                                                \
-            float *ra = run_acc + (size_t)r * hd;                                                    \
-            const float *as = acc + (size_t)r * hd;                                                  \
-            if (l[r] == 0.0f) continue; /* no visible cell in the segment */                         \
-            if (run_l[r] == 0.0f) {                                                                  \
-                memcpy(ra, as, (size_t)hd * sizeof *ra);                                             \
-                run_m[r] = m[r];                                                                     \
-                run_l[r] = l[r];                                                                     \
-                continue;                                                                            \
-            }                                                                                        \
-            for (int32_t d = 0; d < hd; d += V)                                                      \
-                ST(ra + d, ADD(MUL(LD(ra + d), SET1(ca[i])), MUL(LD(as + d), SET1(cs[i]))));        \
-            run_l[r] = run_l[r] * ca[i] + l[r] * cs[i];                                              \
-            run_m[r] = m[r] > run_m[r] ? m[r] : run_m[r];                                            \
-        }                                                                                            \
+/* exps[i] = exp(x[i]) for one vector, 8 or 16 floats (ty_exp_nonpos lane by lane) */
+TOY_AVX2 static inline void exps8_avx2(const float *x, float *exps) {
+    _mm256_storeu_ps(exps, ty_exp8_nonpos(_mm256_loadu_ps(x)));
+}
+TOY_AVX512 static inline void exps16_avx512(const float *x, float *exps) {
+    _mm512_storeu_ps(exps, ty_exp16_nonpos(_mm512_loadu_ps(x)));
+}
+/* ra[d] = ra[d] * ca + as[d] * cs for d < hd, a vector at a time */
+TOY_AVX2 static inline void fold_row_avx2(int32_t hd, float *ra, const float *as, float ca, float cs) {
+    for (int32_t d = 0; d < hd; d += 8)
+        _mm256_storeu_ps(ra + d, _mm256_add_ps(_mm256_mul_ps(_mm256_loadu_ps(ra + d), _mm256_set1_ps(ca)),
+                                               _mm256_mul_ps(_mm256_loadu_ps(as + d), _mm256_set1_ps(cs))));
+}
+TOY_AVX512 static inline void fold_row_avx512(int32_t hd, float *ra, const float *as, float ca, float cs) {
+    for (int32_t d = 0; d < hd; d += 16)
+        _mm512_storeu_ps(ra + d, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(ra + d), _mm512_set1_ps(ca)),
+                                               _mm512_mul_ps(_mm512_loadu_ps(as + d), _mm512_set1_ps(cs))));
+}
+
+/* fold_scalar with the rows' exponentials V (8: AVX2, 16: AVX-512) at a time and each
+ * row's products acc * ca + as * cs on vectors of V: the same bits. */
+TOY_ALWAYS_INLINE void fold_rows(const int V, int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
+                                 const float *acc, const float *m, const float *l) {
+    for (int32_t r0 = 0; r0 < R; r0 += V) {
+        const int32_t nr = R - r0 < V ? R - r0 : V;
+        float da[16], ds[16], ca[16], cs[16];
+        fold_exponents(r0, nr, run_m, run_l, m, l, da, ds);
+        for (int32_t i = nr; i < V; i++) da[i] = ds[i] = 0.0f;
+        if (V == 16) {
+            exps16_avx512(da, ca);
+            exps16_avx512(ds, cs);
+        } else {
+            exps8_avx2(da, ca);
+            exps8_avx2(ds, cs);
+        }
+        for (int32_t i = 0; i < nr; i++) {
+            const int32_t r = r0 + i;
+            float *ra = run_acc + (size_t)r * hd;
+            const float *as = acc + (size_t)r * hd;
+            if (l[r] == 0.0f) continue; /* no visible cell in the segment */
+            if (run_l[r] == 0.0f) {
+                memcpy(ra, as, (size_t)hd * sizeof *ra);
+                run_m[r] = m[r];
+                run_l[r] = l[r];
+                continue;
+            }
+            if (V == 16) fold_row_avx512(hd, ra, as, ca[i], cs[i]);
+            else fold_row_avx2(hd, ra, as, ca[i], cs[i]);
+            run_l[r] = run_l[r] * ca[i] + l[r] * cs[i];
+            run_m[r] = m[r] > run_m[r] ? m[r] : run_m[r];
+        }
     }
-TOY_AVX2 TOY_ALWAYS_INLINE void fold_avx2(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
-                                  const float *acc, const float *m, const float *l) {
-    FOLD_ROWS(8, ty_exp8_nonpos, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps, _mm256_add_ps, _mm256_set1_ps)
+}
+#endif
+
+/* ---------------------------------------------------------------- one text, three sets
+ *
+ * The tasks below are written once, as always-inline functions of the instruction set
+ * (isa, a constant: TOY_ISA_SCALAR, _AVX2 or _AVX512), and instantiated per set at the
+ * end. The helpers they call pick that set's version; the vector versions are static
+ * inline with their target attribute, not always-inline: an always-inline function of
+ * a wider target is refused in a caller without it, even in a branch the constant
+ * drops. The instances are flattened so that every helper is inlined all the same, and
+ * so are these functions: clang's flatten reaches only the calls written in the
+ * flattened function itself. */
+#define ATTN_FLATTEN __attribute__((flatten))
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_dots(const int isa, int32_t n, int32_t n_rows, const float *const *rows, const float *q,
+                                 float *out) {
+    if (isa == TOY_ISA_SCALAR) dots_scalar(n, n_rows, rows, q, out);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) dots_avx2(n, n_rows, rows, q, out);
+    else dots_avx512(n, n_rows, rows, q, out);
+#endif
+}
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_ktdots(const int isa, int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
+                                   size_t tok_stride, float *out) {
+    if (isa == TOY_ISA_SCALAR) ktdots_scalar(n, kt, R, G, q0, tok_stride, out);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) ktdots_avx2(n, kt, R, G, q0, tok_stride, out);
+    else ktdots_avx512(n, kt, R, G, q0, tok_stride, out);
+#endif
+}
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_weights4(const int isa, int32_t hd, int32_t nc, uint32_t visible, float scale,
+                                     const int NR, float *w, float *m, float *l, float *acc) {
+    if (isa == TOY_ISA_SCALAR) weights4_scalar(hd, nc, visible, scale, NR, w, m, l, acc);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) weights4_avx2(hd, nc, visible, scale, NR, w, m, l, acc);
+    else weights4_avx512(hd, nc, visible, scale, NR, w, m, l, acc);
+#endif
+}
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum(const int isa, int32_t n, int32_t n_live, const int32_t *live, const float *w,
+                                  int32_t n_heads, const float *const *rows, float *acc) {
+    if (isa == TOY_ISA_SCALAR) accum_scalar(n, n_live, live, w, n_heads, rows, acc);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) accum_avx2(n, n_live, live, w, n_heads, rows, acc);
+    else accum_avx512(n, n_live, live, w, n_heads, rows, acc);
+#endif
+}
+ATTN_FLATTEN TOY_ALWAYS_INLINE const float *attn_row(const int isa, int type, const ty_type_traits *tr, const uint8_t *src,
+                                        float *buf, int32_t n) {
+#if defined(__x86_64__)
+    if (isa == TOY_ISA_AVX512) return row_avx512(type, tr, src, buf, n);
+    if (isa == TOY_ISA_AVX2) return row_avx2(type, tr, src, buf, n);
+#endif
+    return row_scalar(type, tr, src, buf, n);
+}
+/* AVX2 lists the live cells as the scalar version does */
+ATTN_FLATTEN TOY_ALWAYS_INLINE int32_t attn_live(const int isa, int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
+                                    int32_t *live) {
+#if defined(__x86_64__)
+    if (isa == TOY_ISA_AVX512) return live_avx512(nc, kpos, qpos, n_swa, live);
+#endif
+    return live_scalar(nc, kpos, qpos, n_swa, live);
+}
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_fold_rows(const int isa, int32_t hd, int32_t R, float *run_acc, float *run_m,
+                                      float *run_l, const float *acc, const float *m, const float *l) {
+    if (isa == TOY_ISA_SCALAR) fold_scalar(hd, R, run_acc, run_m, run_l, acc, m, l);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) fold_rows(8, hd, R, run_acc, run_m, run_l, acc, m, l);
+    else fold_rows(16, hd, R, run_acc, run_m, run_l, acc, m, l);
+#endif
 }
 
-#define ATTN_TASK attention_task_avx2
-#define ATTN_SEGMENT attention_segment_avx2
-#define ATTN_BLOCK_TASK attention_block_task_avx2
-#define ATTN_BLOCK_SEGMENT attention_block_segment_avx2
-#define ATTN_CONVERT_TASK attention_convert_task_avx2
-#define ATTN_KTDOTS ktdots_avx2
-#define ATTN_WEIGHTS attention_weights_avx2
-#define ATTN_WEIGHTS4 weights4_avx2
-#define ATTN_TARGET TOY_AVX2
-#define ATTN_DOTS dots_avx2
-#define ATTN_ACCUM accum_avx2
-#define ATTN_ROW row_avx2
-#define ATTN_LIVE live_scalar
-#define ATTN_FOLD fold_avx2
-#include "attention_tasks.h"
-
-TOY_AVX512 TOY_ALWAYS_INLINE void fold_avx512(int32_t hd, int32_t R, float *run_acc, float *run_m, float *run_l,
-                                    const float *acc, const float *m, const float *l) {
-    FOLD_ROWS(16, ty_exp16_nonpos, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps, _mm512_add_ps,
-              _mm512_set1_ps)
+/* The scores of a chunk (w, nc of them) of n_rows query rows of one token become their
+ * weights: soft-capped, scaled, -inf where the token does not see the cell (bit i of
+ * visible clear); each row's maximum m[r], sum of weights l[r] and sums acc (rows hd
+ * apart) rescaled if its maximum grew; w[i] = exp(w[i] - m[r]); l[r] += their sum. Rows
+ * are ATTN_CHUNK scores apart; attn_weights4 takes them four at a time. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_weights(const int isa, int32_t hd, int32_t nc, uint32_t visible, float scale, float cap,
+                                            int32_t n_rows, float *w, float *m, float *l, float *acc) {
+    if (cap > 0.0f)
+        for (int32_t r = 0; r < n_rows; r++)
+            for (int32_t i = 0; i < nc; i++)
+                w[(size_t)r * ATTN_CHUNK + i] = tanhf(w[(size_t)r * ATTN_CHUNK + i] * (1.0f / cap)) * cap;
+    for (int32_t r = 0; r < n_rows; r += 4) {
+        float *wr = w + (size_t)r * ATTN_CHUNK, *ar = acc + (size_t)r * hd;
+        switch (n_rows - r < 4 ? n_rows - r : 4) {
+        case 1: attn_weights4(isa, hd, nc, visible, scale, 1, wr, m + r, l + r, ar); break;
+        case 2: attn_weights4(isa, hd, nc, visible, scale, 2, wr, m + r, l + r, ar); break;
+        case 3: attn_weights4(isa, hd, nc, visible, scale, 3, wr, m + r, l + r, ar); break;
+        default: attn_weights4(isa, hd, nc, visible, scale, 4, wr, m + r, l + r, ar); break;
+        }
+    }
 }
-#undef FOLD_ROWS
 
-#define ATTN_TASK attention_task_avx512
-#define ATTN_SEGMENT attention_segment_avx512
-#define ATTN_BLOCK_TASK attention_block_task_avx512
-#define ATTN_BLOCK_SEGMENT attention_block_segment_avx512
-#define ATTN_CONVERT_TASK attention_convert_task_avx512
-#define ATTN_KTDOTS ktdots_avx512
-#define ATTN_WEIGHTS attention_weights_avx512
-#define ATTN_WEIGHTS4 weights4_avx512
-#define ATTN_TARGET TOY_AVX512
-#define ATTN_DOTS dots_avx512
-#define ATTN_ACCUM accum_avx512
-#define ATTN_ROW row_avx512
-#define ATTN_LIVE live_avx512
-#define ATTN_FOLD fold_avx512
-#include "attention_tasks.h"
+/* One token and one KV head: the query heads sharing that KV head go through the cells
+ * together, so each K and V row is read (and converted to float) once for the group. A
+ * half or 8-bit cache rounds only K and V, not the queries: ggml would round the queries
+ * to K's type too, which doubles the error of a q8_0 cache on models with large scores
+ * (the gemma2 fixture: median relRMS 0.102 against 0.072).
+ *
+ * The cells of a sequence are cut into segments of ATTN_SEGMENT_CELLS, each a fresh
+ * online (flash-style) softmax over chunks of ATTN_CHUNK cells: the chunk's K and V rows
+ * as floats and its scores first, then per head one rescale of the running sum if the
+ * maximum grew, the weighted V rows, accumulated in registers, and the chunk's sum of
+ * weights (16 lanes combined pairwise) added to the running sum. The segments are then
+ * folded in order (attn_fold). The cut depends only on the cell index, so the result
+ * does not depend on the batch or the threads; in decode, the segments of one token can
+ * run on different threads. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_segment(const int isa, const attn_job *j, int64_t t, int32_t g, int32_t head0,
+                                            int32_t group, int32_t c_begin, int32_t c_end,
+                                            float *acc, float *m, float *l, float *ws) {
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
+    const int32_t hd = p->head_dim;
+    float *scores = ws, *kbuf = scores + (size_t)group * ATTN_CHUNK;
+    float *vbuf = kbuf + (size_t)ATTN_CHUNK * hd;
+    const float *q = j->q + (t * p->n_head + head0) * hd;
+    for (int32_t h = 0; h < group; h++) {
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+    }
+    memset(acc, 0, (size_t)group * hd * sizeof *acc);
+    const int32_t seq = j->seq_id[t], qpos = j->pos[t];
+    const int64_t base = (int64_t)seq * kv->cells_per_seq;
+    /* the sequence's rows of KV head g follow each other from here */
+    const size_t head_row = ((size_t)seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
+    for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
+        const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
+        /* the cells this query sees, in order */
+        int32_t live[ATTN_CHUNK];
+        const int32_t n_live = attn_live(isa, nc, kv->pos + base + c0, qpos, p->n_swa, live);
+        if (!n_live) continue;
+        /* all rows converted before any is read back: a load right after the stores
+         * that wrote it waits for them */
+        const float *krows[ATTN_CHUNK], *vrows[ATTN_CHUNK];
+        for (int32_t r = 0; r < n_live; r++) {
+            const size_t row = head_row + (size_t)(c0 + live[r]);
+            krows[r] = attn_row(isa, kv->type_k, j->tk, kv->k + row * kv->head_bytes_k,
+                                kbuf + (size_t)r * hd, hd);
+            vrows[r] = attn_row(isa, kv->type_v, j->tv, kv->v + row * kv->head_bytes_v,
+                                vbuf + (size_t)r * hd, hd);
+        }
+        /* each head's scores of the chunk's cells, the seen ones (the others are never read) */
+        for (int32_t h = 0; h < group; h++) {
+            float *w = scores + (size_t)h * ATTN_CHUNK;
+            if (n_live == nc) {
+                attn_dots(isa, hd, n_live, krows, q + (size_t)h * hd, w);
+                continue;
+            }
+            float dots[ATTN_CHUNK];
+            attn_dots(isa, hd, n_live, krows, q + (size_t)h * hd, dots);
+            memset(w, 0, ATTN_CHUNK * sizeof *w);
+            for (int32_t r = 0; r < n_live; r++) w[live[r]] = dots[r];
+        }
+        attn_weights(isa, hd, nc, attn_live_bits(n_live, live), p->scale, p->softcap, group, scores, m, l, acc);
+        /* acc += w_i * v_i over the live cells in order, each element on its own; the
+         * group's heads together, so that each V row is loaded once for all of them */
+        attn_accum(isa, hd, n_live, live, scores, group, vrows, acc);
+    }
+}
+
+/* A task is one token (of j->tok when the job has a list, else the batch's t-th), one KV head and a share of the query heads using it (all of them
+ * in a batch, fewer in decode so the threads have enough tasks), and, when the job
+ * splits the cells (seg_split), one segment of ATTN_SEGMENT_CELLS cells; otherwise the
+ * task folds its segments in order itself. Either way each segment is computed alone and
+ * the segments are folded in order by attn_fold, so the result is the same. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_token_task(const int isa, void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const ty_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, n_split = j->group_split, n_seg = j->seg_split ? j->n_seg : 1;
+    const int32_t s = (int32_t)(task % n_seg);
+    const int64_t rest = task / n_seg;
+    const int64_t i = rest / ((int64_t)p->n_head_kv * n_split), t = j->tok ? j->tok[i] : i;
+    const int32_t g = (int32_t)(rest / n_split % p->n_head_kv), share = (int32_t)(rest % n_split);
+    /* share k of n_split takes heads [k G / n_split, (k + 1) G / n_split) of the group of
+     * G: never empty, since n_split <= G */
+    const int32_t G = p->n_head / p->n_head_kv;
+    const int32_t h0 = share * G / n_split, group = (share + 1) * G / n_split - h0;
+    const int32_t head0 = g * G + h0; /* the group's heads are adjacent */
+    const int32_t n = j->kv->n_used[j->seq_id[t]];
+    /* the thread's workspace: one segment's sums, maxima and weights, the running fold
+     * of the segments so far, then attn_segment's scratch (a split job's segment goes
+     * straight to its slot instead) */
+    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    float *m = acc + (size_t)group * hd, *l = m + group;
+    float *run_acc = l + group, *run_m = run_acc + (size_t)group * hd, *run_l = run_m + group;
+    float *ws = run_l + group;
+    if (j->seg_split) {
+        /* this segment only: into its slot, folded by cpu_attention */
+        const int32_t c_begin = s * ATTN_SEGMENT_CELLS;
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        const attn_state st = attn_slot(j, t, s);
+        float *st_m = st.m + head0, *st_l = st.l + head0;
+        if (c_begin >= c_end) { /* past this token's cells: an empty segment */
+            for (int32_t h = 0; h < group; h++) st_m[h] = -INFINITY, st_l[h] = 0.0f;
+            return;
+        }
+        attn_segment(isa, j, t, g, head0, group, c_begin, c_end, st.acc + (size_t)head0 * hd, st_m,
+                     st_l, ws);
+        return;
+    }
+    for (int32_t h = 0; h < group; h++) run_l[h] = 0.0f;
+    for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        attn_segment(isa, j, t, g, head0, group, c_begin, c_end, acc, m, l, ws);
+        attn_fold_rows(isa, hd, group, run_acc, run_m, run_l, acc, m, l);
+    }
+    for (int32_t h = 0; h < group; h++)
+        attn_finish(hd, run_acc + (size_t)h * hd, run_l[h], j->out + (t * p->n_head + head0 + h) * hd);
+}
+
+/* ---------------------------------------------------------------- blocks of tokens */
+
+/* A prefill's tokens go in blocks: up to ATTN_BLOCK_TOKENS tokens of one sequence and
+ * one KV head, so nt x group query rows, share each chunk's K and V rows. K comes
+ * transposed (attn_convert_task wrote it once for the whole call: [d][cell of the chunk]),
+ * so that attn_ktdots computes 16 cells' scores in a vector with no horizontal sums; V
+ * comes as float rows. Every row's arithmetic is the one attn_segment does for its token
+ * alone, in the same order: its scores have the same bits (the same 16 lanes combined
+ * pairwise, see attention_cpu.c), and its softmax and V sums are the same calls. Only
+ * where a token sees part of a chunk (the diagonal, a window's edge) does it take its
+ * own cells, as attn_segment would. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_block_segment(const int isa, const attn_job *j, int32_t t0, int32_t nt, int32_t g,
+                                                  int32_t c_begin, int32_t c_end, float *acc, float *m,
+                                                  float *l, float *scores) {
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
+    const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv, R = nt * G;
+    const size_t tok_stride = (size_t)p->n_head * (size_t)hd;
+    const float *q0 = j->q + ((size_t)t0 * (size_t)p->n_head + (size_t)g * (size_t)G) * (size_t)hd;
+    for (int32_t r = 0; r < R; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0.0f;
+    }
+    memset(acc, 0, (size_t)R * (size_t)hd * sizeof *acc);
+    const int64_t base = (int64_t)j->kv_seq * kv->cells_per_seq;
+    const size_t head_row = ((size_t)j->kv_seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
+    const float *kt_head = j->kt + (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK * (size_t)hd;
+    const float *vf_head = j->vf ? j->vf + (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK * (size_t)hd : NULL;
+    for (int32_t c0 = c_begin; c0 < c_end; c0 += ATTN_CHUNK) {
+        const int32_t nc = c_end - c0 < ATTN_CHUNK ? c_end - c0 : ATTN_CHUNK;
+        /* the cells each token sees: all of them or none where the chunk's positions lie
+         * on one side of the token's (most chunks), else listed */
+        const int32_t *kpos = kv->pos + base + c0;
+        int32_t kmin = kpos[0], kmax = kpos[0];
+        for (int32_t i = 1; i < nc; i++) {
+            kmin = kpos[i] < kmin ? kpos[i] : kmin;
+            kmax = kpos[i] > kmax ? kpos[i] : kmax;
+        }
+        const uint32_t all = nc == ATTN_CHUNK ? ~0u : (1u << nc) - 1u;
+        int32_t live[ATTN_BLOCK_TOKENS][ATTN_CHUNK], n_live[ATTN_BLOCK_TOKENS], seen = 0;
+        uint32_t visible[ATTN_BLOCK_TOKENS];
+        for (int32_t tt = 0; tt < nt; tt++) {
+            const int32_t qpos = j->pos[t0 + tt];
+            if (qpos >= kmax && !(p->n_swa > 0 && qpos - kmin >= p->n_swa)) {
+                n_live[tt] = nc;
+                visible[tt] = all;
+            } else if (qpos < kmin || (p->n_swa > 0 && qpos - kmax >= p->n_swa)) {
+                n_live[tt] = 0;
+                visible[tt] = 0;
+            } else {
+                n_live[tt] = attn_live(isa, nc, kpos, qpos, p->n_swa, live[tt]);
+                visible[tt] = attn_live_bits(n_live[tt], live[tt]);
+            }
+            seen |= n_live[tt];
+        }
+        if (!seen) continue;
+        /* the K and V of the chunk after next towards the cache in L2: for a long
+         * sequence they come from L3, in an order the hardware prefetcher misses */
+        const int32_t ahead = c0 / ATTN_CHUNK + 2;
+        if (ahead < j->kv_chunks) {
+            const char *kn = (const char *)(kt_head + (size_t)ahead * ATTN_CHUNK * (size_t)hd);
+            const char *vn = vf_head ? (const char *)(vf_head + (size_t)ahead * ATTN_CHUNK * (size_t)hd)
+                                     : (const char *)(kv->v + (head_row + (size_t)ahead * ATTN_CHUNK) * kv->head_bytes_v);
+            const size_t k_bytes = ATTN_CHUNK * (size_t)hd * sizeof(float);
+            const size_t v_bytes = vf_head ? k_bytes : ATTN_CHUNK * kv->head_bytes_v;
+            for (size_t o = 0; o < k_bytes; o += 64) __builtin_prefetch(kn + o, 0, 2);
+            for (size_t o = 0; o < v_bytes; o += 64) __builtin_prefetch(vn + o, 0, 2);
+        }
+        const float *vrows[ATTN_CHUNK];
+        for (int32_t i = 0; i < nc; i++)
+            vrows[i] = vf_head ? vf_head + (size_t)(c0 + i) * (size_t)hd
+                               : (const float *)(kv->v + (head_row + (size_t)(c0 + i)) * kv->head_bytes_v);
+        /* every row's scores of all ATTN_CHUNK cells (cells past nc are zeros) */
+        attn_ktdots(isa, hd, kt_head + (size_t)(c0 / ATTN_CHUNK) * ATTN_CHUNK * (size_t)hd, R, G, q0, tok_stride,
+                    scores);
+        /* the weights: tokens that see the whole chunk together (their rows four at a
+         * time whatever G), the others with their own cells */
+        for (int32_t tt = 0; tt < nt;) {
+            int32_t te = tt + 1;
+            if (n_live[tt] == nc)
+                while (te < nt && n_live[te] == nc) te++;
+            if (n_live[tt]) {
+                const int32_t r = tt * G;
+                attn_weights(isa, hd, nc, visible[tt], p->scale, p->softcap, (te - tt) * G,
+                             scores + (size_t)r * ATTN_CHUNK, m + r, l + r, acc + (size_t)r * hd);
+            }
+            tt = te;
+        }
+        /* the V rows: tokens that see the whole chunk together (each row loaded once for
+         * all their query rows), the others over their own cells */
+        for (int32_t tt = 0; tt < nt;) {
+            if (n_live[tt] == nc) {
+                int32_t te = tt + 1;
+                while (te < nt && n_live[te] == nc) te++;
+                attn_accum(isa, hd, nc, attn_all_cells, scores + (size_t)tt * G * ATTN_CHUNK, (te - tt) * G, vrows,
+                           acc + (size_t)tt * G * hd);
+                tt = te;
+                continue;
+            }
+            if (n_live[tt]) {
+                const float *own[ATTN_CHUNK];
+                for (int32_t r = 0; r < n_live[tt]; r++) own[r] = vrows[live[tt][r]];
+                attn_accum(isa, hd, n_live[tt], live[tt], scores + (size_t)tt * G * ATTN_CHUNK, G, own,
+                           acc + (size_t)tt * G * hd);
+            }
+            tt++;
+        }
+    }
+}
+
+/* A block task: one run of tokens (j->runs, the last run first: the later a token, the
+ * more cells it sees, so the longest tasks start first) and one KV head, its segments
+ * folded in order as attn_token_task folds a token's. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_block_task(const int isa, void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const ty_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, G = p->n_head / p->n_head_kv;
+    const int32_t run = j->n_runs - 1 - (int32_t)(task / p->n_head_kv), g = (int32_t)(task % p->n_head_kv);
+    const int32_t t0 = j->runs[2 * run], nt = j->runs[2 * run + 1], R = nt * G;
+    const int32_t n = j->kv->n_used[j->kv_seq];
+    float *acc = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    float *m = acc + (size_t)R * hd, *l = m + R;
+    float *run_acc = l + R, *run_m = run_acc + (size_t)R * hd, *run_l = run_m + R;
+    float *scores = run_l + R;
+    for (int32_t r = 0; r < R; r++) run_l[r] = 0.0f;
+    for (int32_t c_begin = 0; c_begin < n; c_begin += ATTN_SEGMENT_CELLS) {
+        const int32_t c_end = n - c_begin < ATTN_SEGMENT_CELLS ? n : c_begin + ATTN_SEGMENT_CELLS;
+        attn_block_segment(isa, j, t0, nt, g, c_begin, c_end, acc, m, l, scores);
+        attn_fold_rows(isa, hd, R, run_acc, run_m, run_l, acc, m, l);
+    }
+    for (int32_t r = 0; r < R; r++) {
+        const int32_t tt = r / G, h = r % G;
+        attn_finish(hd, run_acc + (size_t)r * hd, run_l[r],
+                    j->out + ((size_t)(t0 + tt) * (size_t)p->n_head + (size_t)(g * G + h)) * (size_t)hd);
+    }
+}
+
+/* One chunk of one KV head of j->kv_seq: its K rows as floats, transposed into kt
+ * ([d][cell], cells past the sequence's end zero), and, when the cache's V is not f32,
+ * its V rows as floats into vf. */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_convert_task(const int isa, void *ctx, int64_t task, int thread) {
+    attn_job *j = ctx;
+    const ty_attn_params *p = j->p;
+    const ty_kv_view *kv = j->kv;
+    const int32_t hd = p->head_dim, g = (int32_t)(task / j->kv_chunks), ch = (int32_t)(task % j->kv_chunks);
+    const int32_t n = kv->n_used[j->kv_seq];
+    const size_t head_row = ((size_t)j->kv_seq * (size_t)p->n_head_kv + (size_t)g) * (size_t)kv->cells_per_seq;
+    const size_t first = (size_t)g * (size_t)j->kv_chunks * ATTN_CHUNK + (size_t)ch * ATTN_CHUNK;
+    float *kt = (float *)j->kt + first * (size_t)hd;
+    float *row = j->c->attn_ws + (size_t)thread * j->c->attn_ws_per_thread;
+    for (int32_t i = 0; i < ATTN_CHUNK; i++) {
+        const int32_t cell = ch * ATTN_CHUNK + i;
+        if (cell >= n) {
+            for (int32_t d = 0; d < hd; d++) kt[(size_t)d * ATTN_CHUNK + i] = 0.0f;
+            continue;
+        }
+        const float *k = attn_row(isa, kv->type_k, j->tk, kv->k + (head_row + (size_t)cell) * kv->head_bytes_k, row, hd);
+        for (int32_t d = 0; d < hd; d++) kt[(size_t)d * ATTN_CHUNK + i] = k[d];
+        if (j->vf)
+            attn_row(isa, kv->type_v, j->tv, kv->v + (head_row + (size_t)cell) * kv->head_bytes_v,
+                     (float *)j->vf + (first + (size_t)i) * (size_t)hd, hd);
+    }
+}
+
+/* The tasks of each instruction set */
+ATTN_FLATTEN static void attention_task_scalar(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_block_task_scalar(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_convert_task_scalar(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_SCALAR, ctx, task, thread); }
+#if defined(__x86_64__)
+TOY_AVX2 ATTN_FLATTEN static void attention_task_avx2(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_block_task_avx2(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_convert_task_avx2(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_task_avx512(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_block_task_avx512(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_convert_task_avx512(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX512, ctx, task, thread); }
 #endif
 
 /* The tasks of one instruction set, by the set cpu.h's table names */

@@ -99,6 +99,15 @@ typedef struct {
     int8_t qs[256];
 } ty_act_q8_Kx;
 
+/* Block b of activation row j of a tile, its rows a_stride bytes apart (the products'
+ * a, a_stride). */
+static inline const ty_act_q8_0x *ty_act_q8_0x_at(const uint8_t *a, size_t a_stride, int j, int64_t b) {
+    return (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+}
+static inline const ty_act_q8_Kx *ty_act_q8_Kx_at(const uint8_t *a, size_t a_stride, int j, int64_t b) {
+    return (const ty_act_q8_Kx *)(a + (size_t)j * a_stride) + b;
+}
+
 typedef struct {
     int type;           /* the weight type */
     int64_t block_cols; /* the columns of one weight block: 32, or 256 for K-quants */

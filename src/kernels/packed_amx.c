@@ -251,8 +251,9 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
 
 /* A step's products into ca = A0 x B0 and cb = A1 x B1 (b1 NULL: only the first), the A
  * tiles at a0, a1 with rows a_stride apart, the B tiles at b0, b1; then, after the
- * epilogue of the step before, STEP_STORE puts them to s[0], s[1]. The tile instructions
- * take their tiles as immediates, so these are macros. */
+ * epilogue of the step before, STEP_STORE puts them to s[0], s[1]. These stay macros, not
+ * simd.h's always-inline functions: the tile instructions take their tile numbers as
+ * compile-time immediates, and the intrinsics reject a function parameter there. */
 #define TILE_DP(c, a, b, b_signed)              \
     do {                                        \
         if (b_signed) tile_dpbssd(c, a, b);     \

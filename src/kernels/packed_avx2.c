@@ -1,5 +1,6 @@
 /* packed_avx2.c — AVX2 products of packed Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, IQ4_NL and IQ4_XS weights (packed.h) with up to 4
- * activation rows at a time, for CPUs without VNNI; bit-identical to the scalar
+ * activation rows at a time, for CPUs without AVX-512 VNNI, and their AVX-VNNI variant
+ * (ty_packed_avxvnni: Q8_0 and Q4_0 by vpdpbusd on ymm); bit-identical to the scalar
  * reference (packed.c).
  *
  * The layout is the AVX-512 one: a group of 16 rows is taken as two halves of 8, each
@@ -22,8 +23,8 @@
  *   IQ4_NL, IQ4_XS: the levels (vpshufb on the nibbles, within -127..113) as Q8_0's
  *         weights are.
  * The integer sums are exact, so they equal vpdpbusd's; the float epilogue and the lane
- * order are the reference's. Compiled with AVX2, FMA and F16C enabled; called only
- * after ty_cpu_isa() found them. */
+ * order are the reference's. Compiled with AVX2, FMA and F16C enabled (the AVX-VNNI
+ * products with AVX-VNNI too); called only after ty_cpu_isa() found them. */
 #include <immintrin.h>
 #include <stddef.h>
 #include <string.h>
@@ -32,25 +33,10 @@
 #include "packed.h"
 #include "simd.h"
 
-/* packed_avxvnni.c compiles this file again with AVX-VNNI: the Q8_0 and Q4_0 sums then
- * take one vpdpbusd (VEX, on ymm) per weight vector and row instead of vpmaddubsw's
- * detour, as the AVX-512 kernels do on zmm. */
-#ifdef TOY_PACKED_AVX_VNNI
-#define PACKED_ENTRY ty_packed_avxvnni
-#else
-#define PACKED_ENTRY ty_packed_avx2
-#endif
-
 #if defined(__x86_64__)
 
 #if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
-#endif
-
-#ifdef TOY_PACKED_AVX_VNNI
-TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
-#else
-TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
 #endif
 
 #define LANES 8 /* the reduction shape's block lanes */
@@ -75,6 +61,61 @@ TOY_ALWAYS_INLINE int32_t rd32(const void *p) {
     return v;
 }
 
+/* AVX-VNNI (ty_packed_avxvnni): the Q8_0 and Q4_0 sums take one vpdpbusd (VEX, on ymm)
+ * per weight vector and row instead of vpmaddubsw's detour, as the AVX-512 kernels do on
+ * zmm. Only these leaves and the functions that instantiate the products with them are
+ * compiled with AVX-VNNI, so that no compiler fuses the AVX2 products' vpmaddwd + vpaddd
+ * into vpdpwssd. The leaves are static inline, not always-inline: an always-inline
+ * function of a wider target is refused in the AVX2 bodies that call it, even in the
+ * branch that the AVX2 products drop; the VNNI products inline them (flatten). */
+TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
+
+/* The exact sums of 8 rows (half h of a packed Q4_0 or Q8_0 block) against n_a
+ * activation rows (block b of each), by vpdpbusd from the activation's start, as the
+ * AVX-512 kernel: Q8_0's stored bytes (weight + 128) against the activation bytes;
+ * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
+static inline void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                                     __m256i *sumi) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    TOY_UNROLL8
+    for (int j = 0; j < n_a; j++) {
+        const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
+        sumi[j] = _mm256_set1_epi32(x->start / 16);
+    }
+    TOY_UNROLL8
+    for (int g = 0; g < 4; g++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        TOY_UNROLL8
+        for (int j = 0; j < n_a; j++) {
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], lo, _mm256_set1_epi32(rd32(x->qs + 4 * g)));
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)));
+        }
+    }
+}
+
+static inline void q8_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
+                                     __m256i *sumi) {
+    TOY_UNROLL8
+    for (int j = 0; j < n_a; j++) {
+        const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
+        sumi[j] = _mm256_set1_epi32(x->start);
+    }
+    TOY_UNROLL8
+    for (int k = 0; k < 8; k++) {
+        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
+        TOY_UNROLL8
+        for (int j = 0; j < n_a; j++) {
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
+            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], w, _mm256_set1_epi32(rd32(x->qs + 4 * k)));
+        }
+    }
+}
+TOY_TARGET_END
+
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
+
 /* Decode's fetch of the block two ahead of blk, spread over the n_steps steps of a
  * block: step s takes its s-th share of the lines. A block's many instructions leave
  * time to fetch it, and all its lines at once at a block's start queued behind each
@@ -84,51 +125,6 @@ TOY_ALWAYS_INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, in
     for (size_t c = per * (size_t)step; c < per * (size_t)(step + 1) && c < block_bytes; c += 64)
         _mm_prefetch((const char *)blk + 2 * block_bytes + c, _MM_HINT_T0);
 }
-
-#ifdef TOY_PACKED_AVX_VNNI
-/* The exact sums of 8 rows (half h of a packed Q4_0 or Q8_0 block) against n_a
- * activation rows (block b of each), by vpdpbusd from the activation's start, as the
- * AVX-512 kernel: Q8_0's stored bytes (weight + 128) against the activation bytes;
- * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
-TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
-                         __m256i *sumi) {
-    const __m256i low = _mm256_set1_epi8(0x0f);
-    TOY_UNROLL8
-    for (int j = 0; j < n_a; j++) {
-        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-        sumi[j] = _mm256_set1_epi32(x->start / 16);
-    }
-    TOY_UNROLL8
-    for (int g = 0; g < 4; g++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
-        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
-        TOY_UNROLL8
-        for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], lo, _mm256_set1_epi32(rd32(x->qs + 4 * g)));
-            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)));
-        }
-    }
-}
-
-TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
-                         __m256i *sumi) {
-    TOY_UNROLL8
-    for (int j = 0; j < n_a; j++) {
-        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-        sumi[j] = _mm256_set1_epi32(x->start);
-    }
-    TOY_UNROLL8
-    for (int k = 0; k < 8; k++) {
-        const __m256i w = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * k + 32 * h));
-        TOY_UNROLL8
-        for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
-            sumi[j] = _mm256_dpbusd_avx_epi32(sumi[j], w, _mm256_set1_epi32(rd32(x->qs + 4 * k)));
-        }
-    }
-}
-#else
 /* The exact sums of 8 rows (half h of a packed Q4_0 block) against n_a activation rows
  * (block b of each): each vector's nibbles once, against every row. */
 TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
@@ -143,7 +139,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
             s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x->qs + 4 * g))));
             s[j] = _mm256_add_epi16(s[j], _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x->qs + 16 + 4 * g))));
         }
@@ -151,7 +147,7 @@ TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a,
     /* -8 * sum a is the Q8_0 start / 16, exact: an arithmetic shift */
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
         sumi[j] = _mm256_add_epi32(_mm256_madd_epi16(s[j], _mm256_set1_epi16(1)), _mm256_srai_epi32(_mm256_set1_epi32(x->start), 4));
     }
 }
@@ -167,7 +163,7 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i w_abs = _mm256_abs_epi8(w);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs)), w);
             sumi[j] = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), ones);
         }
@@ -179,14 +175,13 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i w_abs = _mm256_abs_epi8(w);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
             const __m256i as = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * k)), w);
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, as), ones));
         }
     }
 }
 
-#endif
 
 /* IQ4_NL (Q4_0's layout): the levels of half h's nibbles (vpshufb) as signed weights
  * through vpmaddubsw as Q8_0's without VNNI, |level| against the activation times the
@@ -206,7 +201,7 @@ TOY_ALWAYS_INLINE void nl_half_sums(const uint8_t *blk, int h, const uint8_t *a,
         const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
             const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 4 * g)), w0);
             const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(x->qs + 16 + 4 * g)), w1);
             sumi[j] = _mm256_add_epi32(sumi[j], _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u0, a0), ones),
@@ -236,10 +231,10 @@ TOY_ALWAYS_INLINE void store_halves(__m256 lane[LANES][2][TILE_MAX], const int n
 }
 
 /* Block b of a group (its bytes at blk), halves [h0, h0 + n_h), times n_a activation
- * rows, into acc. */
-TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int h0, const int n_h, const uint8_t *a,
-                            size_t a_stride, const int n_a, const bool q4, const bool nl,
-                            __m256 acc[2][TILE_MAX]) {
+ * rows, into acc; with vpdpbusd where vnni. */
+TOY_ALWAYS_INLINE void q8_halves_block(const bool vnni, const uint8_t *blk, int64_t b, const int h0, const int n_h,
+                                       const uint8_t *a, size_t a_stride, const int n_a, const bool q4, const bool nl,
+                                       __m256 acc[2][TILE_MAX]) {
     const size_t block_bytes = q4 || nl ? Q4_BLOCK_BYTES : Q8_BLOCK_BYTES;
     if (n_h == 2) /* decode: from memory */
         for (size_t c = 0; c < block_bytes; c += 64) _mm_prefetch((const char *)blk + c + PREFETCH_BYTES, _MM_HINT_T0);
@@ -248,12 +243,14 @@ TOY_ALWAYS_INLINE void q8_halves_block(const uint8_t *blk, int64_t b, const int 
         const int h = h0 + i;
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         __m256i sumi[TILE_MAX];
-        if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        if (q4 && vnni) q4_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
+        else if (q4) q4_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         else if (nl) nl_half_sums(blk, h, a, a_stride, b, n_a, sumi);
+        else if (vnni) q8_half_sums_vnni(blk, h, a, a_stride, b, n_a, sumi);
         else q8_half_sums(blk, h, a, a_stride, b, n_a, sumi);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
-            const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+            const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
             acc[i][j] = _mm256_add_ps(acc[i][j], _mm256_mul_ps(d, _mm256_cvtepi32_ps(sumi[j])));
         }
@@ -338,7 +335,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
                         }
                         TOY_UNROLL8
                         for (int t = 0; t < n_a; t++) {
-                            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                            const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
                             const int8_t *qs = x->qs + 64 * p + 4 * k;
                             s16[0][t] = _mm256_add_epi16(s16[0][t], _mm256_maddubs_epi16(w0, _mm256_set1_epi32(rd32(qs))));
                             s16[1][t] = _mm256_add_epi16(s16[1][t], _mm256_maddubs_epi16(w1, _mm256_set1_epi32(rd32(qs + 32))));
@@ -371,7 +368,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
                             if (q5) w = _mm256_or_si256(w, q5k_high(_mm256_loadu_si256((const __m256i *)(qh + 64 * k)), j));
                             TOY_UNROLL8
                             for (int t = 0; t < n_a; t++) {
-                                const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                                const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
                                 const __m256i as = _mm256_set1_epi32(rd32(x->qs + 32 * j + 4 * k));
                                 s16[t] = _mm256_add_epi16(s16[t], _mm256_maddubs_epi16(w, as));
                             }
@@ -391,7 +388,7 @@ TOY_ALWAYS_INLINE void q4k_halves_block(const uint8_t *blk, int64_t b, const int
         const __m256 wdm = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * h)));
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
             __m256i summs = _mm256_madd_epi16(mp[0], _mm256_set1_epi32(rd32(x->msum)));
             TOY_UNROLL8
             for (int p = 1; p < 4; p++)
@@ -576,7 +573,7 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
                 const __m256i u0 = _mm256_abs_epi8(w0), u1 = _mm256_abs_epi8(w1);
                 TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
-                    const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
                     const int8_t *qs = x->qs + 32 * j + 4 * g;
                     const __m256i a0 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs)), w0);
                     const __m256i a1 = _mm256_sign_epi8(_mm256_set1_epi32(rd32(qs + 16)), w1);
@@ -589,7 +586,7 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
         const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(blk + 16 * h)));
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
             const __m256 d = _mm256_mul_ps(wd, _mm256_set1_ps(x->d));
             acc[i][t] = _mm256_add_ps(acc[i][t], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[t])));
         }
@@ -613,13 +610,13 @@ TOY_ALWAYS_INLINE size_t kind_block_bytes(const kind k) {
 }
 
 /* Block b of a group of the type, halves [h0, h0 + n_h), times n_a activation rows, into
- * acc: kind, n_h and n_a are constants in each caller. */
-TOY_ALWAYS_INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
+ * acc: vnni, kind, n_h and n_a are constants in each caller. */
+TOY_ALWAYS_INLINE void kind_halves_block(const bool vnni, const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
                               const uint8_t *a, size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     switch (k) {
-    case KIND_Q8_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
-    case KIND_Q4_0: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
-    case KIND_IQ4_NL: q8_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
+    case KIND_Q8_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
+    case KIND_Q4_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
+    case KIND_IQ4_NL: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
     case KIND_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
     case KIND_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
     case KIND_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
@@ -634,7 +631,7 @@ TOY_ALWAYS_INLINE void kind_halves_block(const kind k, const uint8_t *blk, int64
  * Several groups (n_groups, whole ones but for the last: rows) go side by side in decode,
  * their blocks taken in turn: n_groups streams for the hardware prefetchers (as the
  * AVX-512 groups_tile), each group's operations the same as alone. */
-TOY_ALWAYS_INLINE void halves(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
+TOY_ALWAYS_INLINE void halves(const bool vnni, const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
                    const int h0, const int n_h, int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y,
                    size_t y_stride) {
     const size_t block_bytes = kind_block_bytes(k);
@@ -651,7 +648,7 @@ TOY_ALWAYS_INLINE void halves(const kind k, int64_t nb, const uint8_t *group, si
         for (int64_t b = l; b < nb; b += LANES, blk += block_bytes)
             TOY_UNROLL8
             for (int g = 0; g < n_groups; g++)
-                kind_halves_block(k, blk + (size_t)g * group_bytes, b, h0, n_h, a, a_stride, n_a, acc[g]);
+                kind_halves_block(vnni, k, blk + (size_t)g * group_bytes, b, h0, n_h, a, a_stride, n_a, acc[g]);
         TOY_UNROLL8
         for (int g = 0; g < n_groups; g++)
             TOY_UNROLL8
@@ -664,9 +661,10 @@ TOY_ALWAYS_INLINE void halves(const kind k, int64_t nb, const uint8_t *group, si
         store_halves(lane[g], n_h, g + 1 < n_groups ? 16 : rows, n_a, y + 16 * g, y_stride);
 }
 
-/* The product of one packed type: per group, decode (one or two activation rows) in one
- * pass over both halves, larger tiles half by half. */
-TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
+/* The product of one packed type, with vpdpbusd where vnni (Q8_0 and Q4_0): per group,
+ * decode (one or two activation rows) in one pass over both halves, larger tiles half by
+ * half. */
+TOY_ALWAYS_INLINE void packed_gemm(const bool vnni, const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
     static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
     const int64_t nb = n_cols / block_cols[k];
@@ -676,13 +674,13 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
     if (n_a == 1 && ty_packed_decode_streams() == DECODE_STREAMS) {
         const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
-            halves(k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);
+            halves(vnni, k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);
     }
     for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
-            if (n_a == 1) halves(k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
-            else halves(k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
+            if (n_a == 1) halves(vnni, k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
+            else halves(vnni, k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 2, y + r0, y_stride);
             continue;
         }
         for (int h = 0; h < 2 && 8 * h < rows; h++)
@@ -691,12 +689,12 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
                 float *yj = y + (size_t)j0 * y_stride + (size_t)(r0 + 8 * h);
                 const int rh = rows - 8 * h;
                 switch (n_a - j0 < tile ? (int)(n_a - j0) : (int)tile) {
-                case 1: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
-                case 2: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
-                case 3: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
-                case 4: halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
+                case 1: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 1, yj, y_stride); break;
+                case 2: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 2, yj, y_stride); break;
+                case 3: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
+                case 4: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 default:
-                    if (k == KIND_Q8_0) halves(k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
+                    if (k == KIND_Q8_0) halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
                     break;
                 }
             }
@@ -704,42 +702,59 @@ TOY_ALWAYS_INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, 
 }
 
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
-#ifndef TOY_PACKED_AVX_VNNI
+                       float *y, size_t ys) { packed_gemm(false, KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                         float *y, size_t ys) { packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                         float *y, size_t ys) { packed_gemm(false, KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                         float *y, size_t ys) { packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
-#endif
+                         float *y, size_t ys) { packed_gemm(false, KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
 
 static const ty_packed_kernel kernels[] = {
     {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
     {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
-#ifndef TOY_PACKED_AVX_VNNI
     {TOY_TYPE_Q4_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
     {TOY_TYPE_Q5_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
     {TOY_TYPE_IQ4_XS, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
     {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
-#endif
 };
 
-const ty_packed_kernel *PACKED_ENTRY(int type) {
-    const ty_packed_kernel *k = ty_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
-#ifdef TOY_PACKED_AVX_VNNI
+const ty_packed_kernel *ty_packed_avx2(int type) {
+    return ty_packed_find(kernels, sizeof kernels / sizeof kernels[0], type);
+}
+
+TOY_TARGET_END
+
+/* The AVX-VNNI products: the AVX2 bodies with the vpdpbusd leaves, compiled with AVX-VNNI
+ * and flattened so that the leaves are inlined into the loops. */
+TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
+
+__attribute__((flatten)) static void gemm_q8_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
+                                                     size_t as, int64_t n_a, float *y, size_t ys) {
+    packed_gemm(true, KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+__attribute__((flatten)) static void gemm_q4_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
+                                                     size_t as, int64_t n_a, float *y, size_t ys) {
+    packed_gemm(true, KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+}
+
+static const ty_packed_kernel kernels_vnni[] = {
+    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x_vnni, NULL, NULL, NULL},
+    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x_vnni, NULL, NULL, NULL},
+};
+
+const ty_packed_kernel *ty_packed_avxvnni(int type) {
+    const ty_packed_kernel *k = ty_packed_find(kernels_vnni, sizeof kernels_vnni / sizeof kernels_vnni[0], type);
     /* vpdpbusd gains nothing on nibbles, which vpmaddubsw sums eight vectors at a time
      * in 16 bits (TinyLlama-1.1B Q4_K_M prompts: the same speed within noise) */
-    if (!k) return ty_packed_avx2(type);
-#endif
-    return k;
+    return k ? k : ty_packed_avx2(type);
 }
 
 TOY_TARGET_END

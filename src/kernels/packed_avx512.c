@@ -106,7 +106,7 @@ INLINE void q8_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_s
     }
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
-        const ty_act_q8_0x *x = (const ty_act_q8_0x *)(a + (size_t)j * a_stride) + b;
+        const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
         const __m512i sumi = block_sums(w, x, q4);
         const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(x->d));
         acc[j] = _mm512_add_ps(acc[j], _mm512_mul_ps(d, _mm512_cvtepi32_ps(sumi)));
@@ -184,7 +184,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
                 }
                 TOY_UNROLL8
                 for (int t = 0; t < n_a; t++) {
-                    const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+                    const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
                     const int8_t *qs = x->qs + 64 * p + 4 * k;
                     /* two chains per sub-block, k even and odd */
                     z[t][k % 2] = _mm512_dpbusd_epi32(z[t][k % 2], w0, _mm512_set1_epi32(rd32(qs)));
@@ -215,7 +215,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
         }
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
             const __m512i z = dot32(_mm512_setzero_si512(), w, x->qs + 32 * j);
             isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(z, sc));
         }
@@ -226,7 +226,7 @@ INLINE void q4k_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_
     const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
     TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
-        const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
         acc[t] = _mm512_add_ps(acc[t], q4k_row_value(wd, wdm, mp, x, isum[t]));
     }
 }
@@ -302,7 +302,7 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
         iq4xs_sub_block(blk, j, table, w);
         TOY_UNROLL8
         for (int t = 0; t < n_a; t++) {
-            const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+            const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
             const __m512i z = dot32(_mm512_setzero_si512(), w, x->qs + 32 * j);
             isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(z, sc));
         }
@@ -312,7 +312,7 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
     TOY_UNROLL8
     for (int t = 0; t < n_a; t++) {
-        const ty_act_q8_Kx *x = (const ty_act_q8_Kx *)(a + (size_t)t * a_stride) + b;
+        const ty_act_q8_Kx *x = ty_act_q8_Kx_at(a, a_stride, t, b);
         __m512i corr = _mm512_setzero_si512();
         TOY_UNROLL8
         for (int p = 0; p < 4; p++)
