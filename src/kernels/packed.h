@@ -146,6 +146,19 @@ void ty_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, i
 void ty_widen_q8_0(const block_q8_0 *src, ty_act_q8_0x *a);
 void ty_widen_q8_K(const block_q8_K *src, ty_act_q8_Kx *a);
 
+/* Each packed type's activations, once, for the SIMD tables: block columns, activation
+ * block bytes and the (AVX2) activation quantizer. TY_PACKED(T, gemm) is an entry
+ * without tiled activations. */
+#define TY_PACKED_ACT_Q8_0 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2
+#define TY_PACKED_ACT_Q4_0 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2
+#define TY_PACKED_ACT_IQ4_NL 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2
+#define TY_PACKED_ACT_Q4_1 32, sizeof(block_q8_1), ty_quantize_act_q8_1_avx2
+#define TY_PACKED_ACT_Q4_K 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2
+#define TY_PACKED_ACT_Q5_K 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2
+#define TY_PACKED_ACT_IQ4_XS 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2
+#define TY_PACKED_ACT_Q6_K 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2
+#define TY_PACKED(T, gemm) {TOY_TYPE_##T, TY_PACKED_ACT_##T, gemm, NULL, NULL, NULL}
+
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */
 size_t ty_packed_group_size(int type, int64_t n_cols);

@@ -438,14 +438,14 @@ NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows,
 }
 
 static const ty_packed_kernel kernels[] = {
-    {TOY_TYPE_Q4_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q4_0x, NULL, NULL, NULL},
-    {TOY_TYPE_Q8_0, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_q8_0x, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q4_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q5_K, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_q5_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_Q6_K, 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2, gemm_q6_Kx, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(ty_act_q8_0x), ty_quantize_act_q8_0x_avx2, gemm_iq4_nlx, NULL, NULL, NULL},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q8_1), ty_quantize_act_q8_1_avx2, gemm_q4_1x, NULL, NULL, NULL},
-    {TOY_TYPE_IQ4_XS, 256, sizeof(ty_act_q8_Kx), ty_quantize_act_q8_Kx_avx2, gemm_iq4_xsx, NULL, NULL, NULL},
+    TY_PACKED(Q4_0, gemm_q4_0x),
+    TY_PACKED(Q8_0, gemm_q8_0x),
+    TY_PACKED(Q4_K, gemm_q4_Kx),
+    TY_PACKED(Q5_K, gemm_q5_Kx),
+    TY_PACKED(Q6_K, gemm_q6_Kx),
+    TY_PACKED(IQ4_NL, gemm_iq4_nlx),
+    TY_PACKED(Q4_1, gemm_q4_1x),
+    TY_PACKED(IQ4_XS, gemm_iq4_xsx),
 };
 
 const ty_packed_kernel *ty_packed_avx512(int type) {
