@@ -159,10 +159,10 @@ TOY_ALWAYS_INLINE size_t field_offset(const void *block, const void *field) {
     return (size_t)((const uint8_t *)field - (const uint8_t *)block);
 }
 
-/* The fp16 field of a step's weight blocks. */
-#define WEIGHT_HALVES(w, field, count)                                                         \
-    ((count) == GROUP ? halves8_group((w), field_offset(w, &(w)[0].field), sizeof *(w))        \
-                      : halves_n(&(w)[0].field, sizeof *(w), (count)))
+/* The fp16 field (field0: the first block's) of a step's weight blocks, stride bytes apart. */
+TOY_ALWAYS_INLINE __m256 weight_halves(const void *w, const void *field0, size_t stride, int count) {
+    return count == GROUP ? halves8_group(w, field_offset(w, field0), stride) : halves_n(field0, stride, count);
+}
 
 /* The first `count` of 8 float fields (Q8_K's d), zeros after. */
 TOY_ALWAYS_INLINE __m256 floats_n(const void *p, size_t stride, int count) {
@@ -438,7 +438,7 @@ TOY_ALWAYS_INLINE void decode8_q8_0(const block_q8_0 *w, int count, group8 *g) {
     TOY_UNROLL8
     for (int k = 0; k < 4; k++)
         g->q[k] = load_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-    g->d = WEIGHT_HALVES(w, d, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
 }
 
 /* ---------------------------------------------------------------- Q4_0 */
@@ -448,7 +448,7 @@ TOY_ALWAYS_INLINE void decode8_q4_0_biased(const block_q4_0 *w, int count, group
     TOY_UNROLL8
     for (int k = 0; k < 4; k++)
         g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-    g->d = WEIGHT_HALVES(w, d, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
 }
 
 /* The signed weights w, for the tiles. */
@@ -468,7 +468,7 @@ TOY_ALWAYS_INLINE void decode8_q5_0_biased(const block_q5_0 *w, int count, group
         const __m512i nib = nibbles_pair(b0->qs, b4->qs);
         g->q[k] = _mm512_mask_add_epi8(nib, qh_pair(b0->qh, b4->qh), nib, _mm512_set1_epi8(16));
     }
-    g->d = WEIGHT_HALVES(w, d, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
 }
 
 /* A clear fifth bit means the nibble minus 16, a set one the nibble itself. */
@@ -480,7 +480,7 @@ TOY_ALWAYS_INLINE void decode8_q5_0(const block_q5_0 *w, int count, group8 *g) {
         const __mmask64 clear = _knot_mask64(qh_pair(b0->qh, b4->qh));
         g->q[k] = _mm512_mask_sub_epi8(nib, clear, nib, _mm512_set1_epi8(16));
     }
-    g->d = WEIGHT_HALVES(w, d, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
 }
 
 /* ---------------------------------------------------------------- IQ4_NL */
@@ -496,7 +496,7 @@ TOY_ALWAYS_INLINE void decode8_iq4_nl(const block_iq4_nl *w, int count, group8 *
     for (int k = 0; k < 4; k++)
         g->q[k] = _mm512_shuffle_epi8(
             table, nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs));
-    g->d = WEIGHT_HALVES(w, d, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
 }
 
 /* ---------------------------------------------------------------- Q4_1 */
@@ -505,8 +505,8 @@ TOY_ALWAYS_INLINE void decode8_q4_1(const block_q4_1 *w, int count, group8 *g) {
     TOY_UNROLL8
     for (int k = 0; k < 4; k++)
         g->q[k] = nibbles_pair(BLOCK_AT(w, k, count)->qs, BLOCK_AT(w, k + 4, count)->qs);
-    g->d = WEIGHT_HALVES(w, d, count);
-    g->m = WEIGHT_HALVES(w, m, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
+    g->m = weight_halves(w, &w->m, sizeof *w, count);
 }
 
 /* ---------------------------------------------------------------- Q5_1 */
@@ -519,8 +519,8 @@ TOY_ALWAYS_INLINE void decode8_q5_1(const block_q5_1 *w, int count, group8 *g) {
         const __mmask64 set = qh_pair(b0->qh, b4->qh);
         g->q[k] = _mm512_mask_add_epi8(nib, set, nib, _mm512_set1_epi8(16));
     }
-    g->d = WEIGHT_HALVES(w, d, count);
-    g->m = WEIGHT_HALVES(w, m, count);
+    g->d = weight_halves(w, &w->d, sizeof *w, count);
+    g->m = weight_halves(w, &w->m, sizeof *w, count);
 }
 
 /* ---------------------------------------------------------------- block drivers */
