@@ -61,6 +61,16 @@ TOY_ALWAYS_INLINE int32_t rd32(const void *p) {
     return v;
 }
 
+/* The low and high nibbles of vector g of half h of a packed Q4_0 block */
+TOY_TARGET_BEGIN(TOY_FEATURES_AVX2)
+TOY_ALWAYS_INLINE void q4_nibbles(const uint8_t *blk, int g, int h, __m256i *lo, __m256i *hi) {
+    const __m256i low = _mm256_set1_epi8(0x0f);
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
+    *lo = _mm256_and_si256(v, low);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+}
+TOY_TARGET_END
+
 /* AVX-VNNI (ty_packed_avxvnni): the Q8_0 and Q4_0 sums take one vpdpbusd (VEX, on ymm)
  * per weight vector and row instead of vpmaddubsw's detour, as the AVX-512 kernels do on
  * zmm. Only these leaves and the functions that instantiate the products with them are
@@ -76,7 +86,6 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
  * Q4_0's nibbles (weight + 8) against bytes 4g.. and 16 + 4g.., from start / 16. */
 static inline void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                                      __m256i *sumi) {
-    const __m256i low = _mm256_set1_epi8(0x0f);
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) {
         const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
@@ -84,8 +93,8 @@ static inline void q4_half_sums_vnni(const uint8_t *blk, int h, const uint8_t *a
     }
     TOY_UNROLL8
     for (int g = 0; g < 4; g++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
-        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        __m256i lo, hi;
+        q4_nibbles(blk, g, h, &lo, &hi);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
@@ -129,14 +138,13 @@ TOY_ALWAYS_INLINE void prefetch_share(const uint8_t *blk, size_t block_bytes, in
  * (block b of each): each vector's nibbles once, against every row. */
 TOY_ALWAYS_INLINE void q4_half_sums(const uint8_t *blk, int h, const uint8_t *a, size_t a_stride, int64_t b, const int n_a,
                          __m256i *sumi) {
-    const __m256i low = _mm256_set1_epi8(0x0f);
     __m256i s[TILE_MAX];
     TOY_UNROLL8
     for (int j = 0; j < n_a; j++) s[j] = _mm256_setzero_si256();
     _Pragma("GCC unroll 1")
     for (int g = 0; g < 4; g++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(blk + 32 + 64 * g + 32 * h));
-        const __m256i lo = _mm256_and_si256(v, low), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low);
+        __m256i lo, hi;
+        q4_nibbles(blk, g, h, &lo, &hi);
         TOY_UNROLL8
         for (int j = 0; j < n_a; j++) {
             const ty_act_q8_0x *x = ty_act_q8_0x_at(a, a_stride, j, b);
