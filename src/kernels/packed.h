@@ -159,6 +159,27 @@ void ty_widen_q8_K(const block_q8_K *src, ty_act_q8_Kx *a);
 #define TY_PACKED_ACT_Q6_K 256, sizeof(block_q8_K), ty_quantize_act_q8_K_avx2
 #define TY_PACKED(T, gemm) {TOY_TYPE_##T, TY_PACKED_ACT_##T, gemm, NULL, NULL, NULL}
 
+/* Weights per row of a packed block of a type: 32, or a 256-weight super-block. */
+static inline int64_t ty_packed_block_cols(int type) {
+    return type == TOY_TYPE_Q8_0 || type == TOY_TYPE_Q4_0 || type == TOY_TYPE_Q4_1 || type == TOY_TYPE_IQ4_NL ? 32 : 256;
+}
+
+/* Bytes of one packed block (16 rows) of a type: the file's 16 blocks, the size every
+ * layout above keeps; a constant wherever the type is one. */
+static inline size_t ty_packed_block_bytes(int type) {
+    switch (type) {
+    case TOY_TYPE_Q8_0: return 16 * sizeof(block_q8_0);
+    case TOY_TYPE_Q4_0: return 16 * sizeof(block_q4_0);
+    case TOY_TYPE_IQ4_NL: return 16 * sizeof(block_iq4_nl);
+    case TOY_TYPE_Q4_1: return 16 * sizeof(block_q4_1);
+    case TOY_TYPE_Q4_K: return 16 * sizeof(block_q4_K);
+    case TOY_TYPE_Q5_K: return 16 * sizeof(block_q5_K);
+    case TOY_TYPE_Q6_K: return 16 * sizeof(block_q6_K);
+    case TOY_TYPE_IQ4_XS: return 16 * sizeof(block_iq4_xs);
+    }
+    return 0;
+}
+
 /* Bytes of one packed group of 16 rows of n_cols columns; 0 when the type has no packed
  * layout. */
 size_t ty_packed_group_size(int type, int64_t n_cols);

@@ -108,7 +108,8 @@ typedef struct {
     int32_t v[CHUNK][16] __attribute__((aligned(64)));
 } chunk_sums;
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
+/* the packed type a product is compiled for (a constant in every caller) */
+typedef int kind;
 
 /* ------------------------------------------------------------ the unpacked group (panel)
  * A group's weights are unpacked once, before its first chunk of activation rows, into B
@@ -160,14 +161,14 @@ static uint8_t *panel_get(size_t bytes) {
 
 /* Q8_0, Q4_0, IQ4_NL (signed) and Q4_1 (unsigned nibbles): one tile a block. */
 INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8_t *panel) {
-    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
-    const size_t quants = k == KIND_Q4_1 ? 64 : 32;
+    const size_t block_bytes = k == TOY_TYPE_Q8_0 ? BLOCK_BYTES : k == TOY_TYPE_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t quants = k == TOY_TYPE_Q4_1 ? 64 : 32;
     const __m512i low = _mm512_set1_epi8(0x0f), eight = _mm512_set1_epi8(8), sign = _mm512_set1_epi8((char)0x80);
     const __m512i table = iq4xs_table();
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *q = group + (size_t)i * block_bytes + quants;
         uint8_t *p = panel + (size_t)i * PANEL_TILE;
-        if (k == KIND_Q8_0) { /* the packed bytes are weight + 128 */
+        if (k == TOY_TYPE_Q8_0) { /* the packed bytes are weight + 128 */
             TOY_UNROLL8
             for (int v = 0; v < 8; v++) _mm512_store_si512(p + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(q + 64 * v), sign));
             continue;
@@ -177,10 +178,10 @@ INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8
         for (int v = 0; v < 4; v++) {
             const __m512i n = _mm512_loadu_si512(q + 64 * v);
             __m512i lo = _mm512_and_si512(n, low), hi = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
-            if (k == KIND_Q4_0) { /* the nibbles are weight + 8 */
+            if (k == TOY_TYPE_Q4_0) { /* the nibbles are weight + 8 */
                 lo = _mm512_sub_epi8(lo, eight);
                 hi = _mm512_sub_epi8(hi, eight);
-            } else if (k == KIND_IQ4_NL) { /* the table gives level + 128 */
+            } else if (k == TOY_TYPE_IQ4_NL) { /* the table gives level + 128 */
                 lo = _mm512_xor_si512(_mm512_shuffle_epi8(table, lo), sign);
                 hi = _mm512_xor_si512(_mm512_shuffle_epi8(table, hi), sign);
             }
@@ -193,16 +194,16 @@ INLINE void unpack_q8_form(const kind k, const uint8_t *group, int64_t nb, uint8
 /* Q4_K, Q5_K, Q6_K, IQ4_XS: 4096 bytes a super-block, sub-block j's tile at 512 j
  * (Q6_K: its 16 sub-blocks of 16, K = 16 tiles of 256 bytes, at 256 g). */
 INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, uint8_t *panel) {
-    const size_t block_bytes = k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
-                               : k == KIND_Q5_K ? Q5K_BLOCK_BYTES
-                               : k == KIND_Q6_K ? Q6K_BLOCK_BYTES
+    const size_t block_bytes = k == TOY_TYPE_Q4_K   ? Q4K_BLOCK_BYTES
+                               : k == TOY_TYPE_Q5_K ? Q5K_BLOCK_BYTES
+                               : k == TOY_TYPE_Q6_K ? Q6K_BLOCK_BYTES
                                                 : IQ4XS_BLOCK_BYTES;
     const __m512i low = _mm512_set1_epi8(0x0f), sign = _mm512_set1_epi8((char)0x80);
     const __m512i table = iq4xs_table(), thirty_two = _mm512_set1_epi8(32);
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *blk = group + (size_t)i * block_bytes;
         uint8_t *p = panel + (size_t)i * 8 * PANEL_TILE;
-        if (k == KIND_Q4_K || k == KIND_Q5_K) {
+        if (k == TOY_TYPE_Q4_K || k == TOY_TYPE_Q5_K) {
             /* sub-blocks 2s (low nibbles) and 2s + 1 (high) share their bytes */
             for (int s = 0; s < 4; s++) {
                 uint8_t *lo = p + 2 * s * PANEL_TILE, *hi = lo + PANEL_TILE;
@@ -210,7 +211,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
                 for (int v = 0; v < 8; v++) {
                     const __m512i n = _mm512_loadu_si512(blk + 256 + 512 * s + 64 * v);
                     __m512i l = _mm512_and_si512(n, low), h = _mm512_and_si512(_mm512_srli_epi16(n, 4), low);
-                    if (k == KIND_Q5_K) {
+                    if (k == TOY_TYPE_Q5_K) {
                         const __m512i qh = _mm512_loadu_si512(blk + Q5K_HIGH_BITS + 64 * v);
                         l = _mm512_or_si512(l, q5k_high(qh, 2 * s));
                         h = _mm512_or_si512(h, q5k_high(qh, 2 * s + 1));
@@ -219,7 +220,7 @@ INLINE void unpack_super_blocks(const kind k, const uint8_t *group, int64_t nb, 
                     _mm512_store_si512(hi + 64 * v, h);
                 }
             }
-        } else if (k == KIND_Q6_K) {
+        } else if (k == TOY_TYPE_Q6_K) {
             for (int h = 0; h < 2; h++) {
                 const uint8_t *ql = blk + 288 + 1024 * h, *qh = blk + 2336 + 512 * h;
                 for (int m = 0; m < 4; m++) {
@@ -315,7 +316,7 @@ INLINE void lanes_move(__m512 lane[CHUNK], __m512 acc[CHUNK]) {
 INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *act, size_t a_stride, int64_t b,
                               const float *ad, const chunk_sums *s, __m512 acc[CHUNK]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    if (k == KIND_Q4_1) {
+    if (k == TOY_TYPE_Q4_1) {
         const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         UNROLLED_CHUNK
         for (int t = 0; t < CHUNK; t++) {
@@ -344,10 +345,10 @@ INLINE void q8_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *a
 INLINE void q8_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8_t *panel, const int64_t *order,
                      const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, const uint8_t *tiles,
                      const float *ads, float *y, size_t y_stride) {
-    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
-    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
-    const bool b_signed = k != KIND_Q4_1;
+    const size_t block_bytes = k == TOY_TYPE_Q8_0 ? BLOCK_BYTES : k == TOY_TYPE_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t act_block = k == TOY_TYPE_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
+    const size_t qs = k == TOY_TYPE_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
+    const bool b_signed = k != TOY_TYPE_Q4_1;
     __m512 lane[LANES][CHUNK], acc[CHUNK];
     chunk_sums s[2][2];
     lanes_start(lane, acc);
@@ -389,10 +390,10 @@ INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const
                           const uint8_t *panel1, const int64_t *order, const int64_t *lane_end, int rows1,
                           const uint8_t *act, size_t a_stride, const uint8_t *tiles, const float *ads, float *y,
                           size_t y_stride) {
-    const size_t block_bytes = k == KIND_Q8_0 ? BLOCK_BYTES : k == KIND_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
-    const size_t qs = k == KIND_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
-    const bool b_signed = k != KIND_Q4_1;
+    const size_t block_bytes = k == TOY_TYPE_Q8_0 ? BLOCK_BYTES : k == TOY_TYPE_Q4_1 ? Q41_BLOCK_BYTES : Q4_BLOCK_BYTES;
+    const size_t act_block = k == TOY_TYPE_Q4_1 ? sizeof(block_q8_1) : sizeof(ty_act_q8_0x);
+    const size_t qs = k == TOY_TYPE_Q4_1 ? offsetof(block_q8_1, qs) : offsetof(ty_act_q8_0x, qs);
+    const bool b_signed = k != TOY_TYPE_Q4_1;
     __m512 lane0[LANES][CHUNK], lane1[LANES][CHUNK], acc0[CHUNK], acc1[CHUNK];
     chunk_sums s[2][2];
     lanes_start(lane0, acc0);
@@ -439,11 +440,11 @@ INLINE void q8_chunk_pair(const kind k, int64_t nb, const uint8_t *group0, const
 
 /* The integer scales of the two sub-blocks of step p of a super-block, per weight row. */
 INLINE void step_scales(const kind k, const uint8_t *blk, int p, __m512i sc[2]) {
-    if (k == KIND_Q6_K) {
+    if (k == TOY_TYPE_Q6_K) {
         TOY_UNROLL8
         for (int e = 0; e < 2; e++)
             sc[e] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 32 + 16 * (2 * p + e))));
-    } else if (k == KIND_IQ4_XS) {
+    } else if (k == TOY_TYPE_IQ4_XS) {
         const __m512i sl = _mm512_loadu_si512(blk + 64);
         const __m512i sh = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(blk + 32)));
         sc[0] = iq4xs_scale(sl, sh, 2 * p);
@@ -461,7 +462,7 @@ INLINE void step_scales(const kind k, const uint8_t *blk, int p, __m512i sc[2]) 
 INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t *xb, size_t a_stride,
                                  const __m512i isum[CHUNK], __m512 acc[CHUNK]) {
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)blk));
-    if (k == KIND_Q4_K || k == KIND_Q5_K) {
+    if (k == TOY_TYPE_Q4_K || k == TOY_TYPE_Q5_K) {
         __m512i mp[4];
         q4k_min_pairs(blk, mp);
         const __m512 wdm = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(blk + 32)));
@@ -486,14 +487,14 @@ INLINE void super_block_epilogue(const kind k, const uint8_t *blk, const uint8_t
 INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const uint8_t *panel, const int64_t *order,
                         const int64_t *lane_end, int rows, const uint8_t *act, size_t a_stride, float *y,
                         size_t y_stride) {
-    const size_t block_bytes = k == KIND_Q4_K   ? Q4K_BLOCK_BYTES
-                               : k == KIND_Q5_K ? Q5K_BLOCK_BYTES
-                               : k == KIND_Q6_K ? Q6K_BLOCK_BYTES
+    const size_t block_bytes = k == TOY_TYPE_Q4_K   ? Q4K_BLOCK_BYTES
+                               : k == TOY_TYPE_Q5_K ? Q5K_BLOCK_BYTES
+                               : k == TOY_TYPE_Q6_K ? Q6K_BLOCK_BYTES
                                                 : IQ4XS_BLOCK_BYTES;
-    const size_t act_block = k == KIND_Q6_K ? sizeof(block_q8_K) : sizeof(ty_act_q8_Kx);
-    const size_t qs = k == KIND_Q6_K ? offsetof(block_q8_K, qs) : offsetof(ty_act_q8_Kx, qs);
-    const int steps = k == KIND_Q6_K ? 8 : 4, quants = k == KIND_Q6_K ? 16 : 32; /* a sub-block's */
-    const bool b_signed = k == KIND_Q6_K || k == KIND_IQ4_XS;
+    const size_t act_block = k == TOY_TYPE_Q6_K ? sizeof(block_q8_K) : sizeof(ty_act_q8_Kx);
+    const size_t qs = k == TOY_TYPE_Q6_K ? offsetof(block_q8_K, qs) : offsetof(ty_act_q8_Kx, qs);
+    const int steps = k == TOY_TYPE_Q6_K ? 8 : 4, quants = k == TOY_TYPE_Q6_K ? 16 : 32; /* a sub-block's */
+    const bool b_signed = k == TOY_TYPE_Q6_K || k == TOY_TYPE_IQ4_XS;
     const int64_t n_steps = nb * steps;
     __m512 lane[LANES][CHUNK], acc[CHUNK];
     chunk_sums s[2][2];
@@ -543,7 +544,7 @@ INLINE void super_chunk(const kind k, int64_t nb, const uint8_t *group, const ui
 INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_bytes, const uint8_t *w, int64_t n_rows,
                      const uint8_t *a, size_t a_stride, int64_t n_chunked, float *y, size_t y_stride, uint8_t *panel,
                      const int64_t *order, const int64_t *lane_end, const uint8_t *tiled) {
-    tile_config(k == KIND_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
+    tile_config(k == TOY_TYPE_Q6_K ? &tile_shapes_q6_K : &tile_shapes);
     int64_t r0 = 0;
     if (!super)
         for (; r0 + 16 < n_rows; r0 += 32) {
@@ -578,16 +579,13 @@ INLINE void amx_pass(const kind k, const bool super, int64_t nb, size_t group_by
  * whole chunk go to the VNNI kernel, and so does everything where the panel cannot be had. */
 INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                      size_t a_stride, int64_t n_a, const uint8_t *tiled, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
-    static const size_t block_bytes[] = {BLOCK_BYTES,     Q4_BLOCK_BYTES,    Q4K_BLOCK_BYTES, Q5K_BLOCK_BYTES,
-                                         Q6K_BLOCK_BYTES, IQ4XS_BLOCK_BYTES, Q41_BLOCK_BYTES, Q4_BLOCK_BYTES};
-    const bool super = k == KIND_Q4_K || k == KIND_Q5_K || k == KIND_Q6_K || k == KIND_IQ4_XS;
-    const int64_t nb = n_cols / block_cols[k];
+    const bool super = k == TOY_TYPE_Q4_K || k == TOY_TYPE_Q5_K || k == TOY_TYPE_Q6_K || k == TOY_TYPE_IQ4_XS;
+    const int64_t nb = n_cols / ty_packed_block_cols(k);
     int64_t n_chunked = n_a / CHUNK * CHUNK;
     /* the panel (16 bytes a column), then the packed order's block numbers */
     uint8_t *panel = NULL;
-    const size_t panel_bytes = (size_t)nb * (size_t)block_cols[k] * 16 * (super ? 1 : 2); /* q8 forms: two groups */
-    if (n_chunked > 0 && nb > 0 && (uint64_t)nb <= SIZE_MAX / 64 / (uint64_t)block_cols[k])
+    const size_t panel_bytes = (size_t)nb * (size_t)ty_packed_block_cols(k) * 16 * (super ? 1 : 2); /* q8 forms: two groups */
+    if (n_chunked > 0 && nb > 0 && (uint64_t)nb <= SIZE_MAX / 64 / (uint64_t)ty_packed_block_cols(k))
         panel = panel_get(panel_bytes + (size_t)nb * sizeof(int64_t));
     if (!panel) n_chunked = 0;
     if (n_chunked > 0) {
@@ -596,7 +594,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
             for (int64_t b = l; b < nb; b += LANES) order[i++] = b;
             lane_end[l] = i;
         }
-        amx_pass(k, super, nb, (size_t)nb * block_bytes[k], w, n_rows, a, a_stride, n_chunked, y, y_stride, panel, order,
+        amx_pass(k, super, nb, (size_t)nb * ty_packed_block_bytes(k), w, n_rows, a, a_stride, n_chunked, y, y_stride, panel, order,
                  lane_end, tiled);
     }
     if (n_a > n_chunked)
@@ -628,47 +626,47 @@ NO_UBSAN static void q8_tile_act(int64_t n_cols, const void *a, size_t a_stride,
 
 NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q4_K, TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q4_K, TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q5_K, TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q5_K, TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q6_K, TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q6_K, TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
-    amx_gemm(KIND_IQ4_XS, TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_IQ4_XS, TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
                                 float *y, size_t ys) {
-    amx_gemm(KIND_Q4_1, TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_Q4_1, TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
-    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
+    amx_gemm(TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, NULL, y, ys);
 }
 NO_UBSAN static void gemm_q8_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                       int64_t n_a, const void *tiled, float *y, size_t ys) {
-    amx_gemm(KIND_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+    amx_gemm(TOY_TYPE_Q8_0, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
 }
 NO_UBSAN static void gemm_q4_0x_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                       int64_t n_a, const void *tiled, float *y, size_t ys) {
-    amx_gemm(KIND_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+    amx_gemm(TOY_TYPE_Q4_0, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
 }
 NO_UBSAN static void gemm_iq4_nlx_tiled(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                         int64_t n_a, const void *tiled, float *y, size_t ys) {
-    amx_gemm(KIND_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
+    amx_gemm(TOY_TYPE_IQ4_NL, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, tiled, y, ys);
 }
 
 /* The activation layouts and quantizers are the VNNI kernels' (the same packed weights). */

@@ -190,7 +190,6 @@ TOY_ALWAYS_INLINE void q8_half_sums(const uint8_t *blk, int h, const uint8_t *a,
     }
 }
 
-
 /* IQ4_NL (Q4_0's layout): the levels of half h's nibbles (vpshufb) as signed weights
  * through vpmaddubsw as Q8_0's without VNNI, |level| against the activation times the
  * level's sign: a pair at most 2 * 127 * 127 (activations within +-127). Weight k of
@@ -601,34 +600,21 @@ TOY_ALWAYS_INLINE void iq4xs_halves_block(const uint8_t *blk, int64_t b, const i
     }
 }
 
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_IQ4_NL } kind;
-
-/* The bytes of one packed block of the type (16 rows). */
-TOY_ALWAYS_INLINE size_t kind_block_bytes(const kind k) {
-    switch (k) {
-    case KIND_Q8_0: return Q8_BLOCK_BYTES;
-    case KIND_Q4_0:
-    case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
-    case KIND_Q4_K: return Q4K_BLOCK_BYTES;
-    case KIND_Q5_K: return Q5K_BLOCK_BYTES;
-    case KIND_Q6_K: return Q6K_BLOCK_BYTES;
-    case KIND_IQ4_XS: return IQ4XS_BLOCK_BYTES;
-    }
-    return 0;
-}
+/* the packed type a product is compiled for (a constant in every caller) */
+typedef int kind;
 
 /* Block b of a group of the type, halves [h0, h0 + n_h), times n_a activation rows, into
  * acc: vnni, kind, n_h and n_a are constants in each caller. */
 TOY_ALWAYS_INLINE void kind_halves_block(const bool vnni, const kind k, const uint8_t *blk, int64_t b, const int h0, const int n_h,
                               const uint8_t *a, size_t a_stride, const int n_a, __m256 acc[2][TILE_MAX]) {
     switch (k) {
-    case KIND_Q8_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
-    case KIND_Q4_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
-    case KIND_IQ4_NL: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
-    case KIND_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
-    case KIND_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
-    case KIND_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
-    case KIND_IQ4_XS: iq4xs_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
+    case TOY_TYPE_Q8_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, false, acc); break;
+    case TOY_TYPE_Q4_0: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, true, false, acc); break;
+    case TOY_TYPE_IQ4_NL: q8_halves_block(vnni, blk, b, h0, n_h, a, a_stride, n_a, false, true, acc); break;
+    case TOY_TYPE_Q4_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, false, acc); break;
+    case TOY_TYPE_Q5_K: q4k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, true, acc); break;
+    case TOY_TYPE_Q6_K: q6k_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
+    case TOY_TYPE_IQ4_XS: iq4xs_halves_block(blk, b, h0, n_h, a, a_stride, n_a, acc); break;
     }
 }
 
@@ -642,7 +628,7 @@ TOY_ALWAYS_INLINE void kind_halves_block(const bool vnni, const kind k, const ui
 TOY_ALWAYS_INLINE void halves(const bool vnni, const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
                    const int h0, const int n_h, int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y,
                    size_t y_stride) {
-    const size_t block_bytes = kind_block_bytes(k);
+    const size_t block_bytes = ty_packed_block_bytes(k);
     __m256 lane[DECODE_STREAMS][LANES][2][TILE_MAX];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -674,17 +660,16 @@ TOY_ALWAYS_INLINE void halves(const bool vnni, const kind k, int64_t nb, const u
  * half. */
 TOY_ALWAYS_INLINE void packed_gemm(const bool vnni, const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32};
-    const int64_t nb = n_cols / block_cols[k];
-    const int64_t tile = k == KIND_Q8_0 ? TILE_Q8 : TILE;
+    const int64_t nb = n_cols / ty_packed_block_cols(k);
+    const int64_t tile = k == TOY_TYPE_Q8_0 ? TILE_Q8 : TILE;
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && ty_packed_decode_streams() == DECODE_STREAMS) {
-        const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
+        const size_t group_bytes = (size_t)nb * ty_packed_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             halves(vnni, k, nb, group, group_bytes, DECODE_STREAMS, 0, 2, 16, act, a_stride, 1, y + r0, y_stride);
     }
-    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * ty_packed_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         if (n_a <= 2) {
             if (n_a == 1) halves(vnni, k, nb, group, 0, 1, 0, 2, rows, act, a_stride, 1, y + r0, y_stride);
@@ -702,7 +687,7 @@ TOY_ALWAYS_INLINE void packed_gemm(const bool vnni, const kind k, int64_t n_cols
                 case 3: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 3, yj, y_stride); break;
                 case 4: halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, 4, yj, y_stride); break;
                 default:
-                    if (k == KIND_Q8_0) halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
+                    if (k == TOY_TYPE_Q8_0) halves(vnni, k, nb, group, 0, 1, h, 1, rh, aj, a_stride, TILE_Q8, yj, y_stride);
                     break;
                 }
             }
@@ -710,19 +695,19 @@ TOY_ALWAYS_INLINE void packed_gemm(const bool vnni, const kind k, int64_t n_cols
 }
 
 static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(false, KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(false, KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(false, KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(false, KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                       float *y, size_t ys) { packed_gemm(false, KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                       float *y, size_t ys) { packed_gemm(false, TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                         float *y, size_t ys) { packed_gemm(false, KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                         float *y, size_t ys) { packed_gemm(false, TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys); }
 static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                         float *y, size_t ys) { packed_gemm(false, KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                         float *y, size_t ys) { packed_gemm(false, TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys); }
 
 static const ty_packed_kernel kernels[] = {
     TY_PACKED(Q8_0, gemm_q8_0x),
@@ -746,11 +731,11 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AVXVNNI)
 
 __attribute__((flatten)) static void gemm_q8_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                                                      size_t as, int64_t n_a, float *y, size_t ys) {
-    packed_gemm(true, KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+    packed_gemm(true, TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 __attribute__((flatten)) static void gemm_q4_0x_vnni(int64_t n_cols, const void *w, int64_t n_rows, const void *a,
                                                      size_t as, int64_t n_a, float *y, size_t ys) {
-    packed_gemm(true, KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
+    packed_gemm(true, TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
 static const ty_packed_kernel kernels_vnni[] = {

@@ -28,7 +28,8 @@ TOY_TARGET_BEGIN(TOY_FEATURES_AVX512)
 #endif
 
 #define TILE 8 /* activation rows per pass */
-typedef enum { KIND_Q8_0, KIND_Q4_0, KIND_Q4_K, KIND_Q5_K, KIND_Q6_K, KIND_IQ4_XS, KIND_Q4_1, KIND_IQ4_NL } kind;
+/* the packed type a product is compiled for (a constant in every caller) */
+typedef int kind;
 
 #ifndef DECODE_STREAMS
 #define DECODE_STREAMS 4 /* groups read side by side in decode where ty_packed_decode_streams() says so */
@@ -323,34 +324,19 @@ INLINE void iq4xs_block(const uint8_t *blk, int64_t b, const uint8_t *a, size_t 
     }
 }
 
-/* The bytes of one packed block of the type (16 rows). */
-INLINE size_t kind_block_bytes(const kind k) {
-    switch (k) {
-    case KIND_Q8_0: return BLOCK_BYTES;
-    case KIND_Q4_0:
-    case KIND_IQ4_NL: return Q4_BLOCK_BYTES;
-    case KIND_Q4_K: return Q4K_BLOCK_BYTES;
-    case KIND_Q5_K: return Q5K_BLOCK_BYTES;
-    case KIND_Q6_K: return Q6K_BLOCK_BYTES;
-    case KIND_IQ4_XS: return IQ4XS_BLOCK_BYTES;
-    case KIND_Q4_1: return Q41_BLOCK_BYTES;
-    }
-    return 0;
-}
-
 /* Block b of a group of the type (its bytes at blk) times n_a activation rows, into acc:
  * kind and n_a are constants in each caller, so the accumulators live in registers. */
 INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_t *a, size_t a_stride, const int n_a,
                        __m512 acc[TILE]) {
     switch (k) {
-    case KIND_Q8_0: q8_block(blk, b, a, a_stride, n_a, false, false, acc); break;
-    case KIND_Q4_0: q8_block(blk, b, a, a_stride, n_a, true, false, acc); break;
-    case KIND_IQ4_NL: q8_block(blk, b, a, a_stride, n_a, false, true, acc); break;
-    case KIND_Q4_K: q4k_block(blk, b, a, a_stride, n_a, false, acc); break;
-    case KIND_Q5_K: q4k_block(blk, b, a, a_stride, n_a, true, acc); break;
-    case KIND_Q6_K: q6k_block(blk, b, a, a_stride, n_a, acc); break;
-    case KIND_IQ4_XS: iq4xs_block(blk, b, a, a_stride, n_a, iq4xs_table(), acc); break;
-    case KIND_Q4_1: q41_block(blk, b, a, a_stride, n_a, _mm512_set1_epi8(0x0f), acc); break;
+    case TOY_TYPE_Q8_0: q8_block(blk, b, a, a_stride, n_a, false, false, acc); break;
+    case TOY_TYPE_Q4_0: q8_block(blk, b, a, a_stride, n_a, true, false, acc); break;
+    case TOY_TYPE_IQ4_NL: q8_block(blk, b, a, a_stride, n_a, false, true, acc); break;
+    case TOY_TYPE_Q4_K: q4k_block(blk, b, a, a_stride, n_a, false, acc); break;
+    case TOY_TYPE_Q5_K: q4k_block(blk, b, a, a_stride, n_a, true, acc); break;
+    case TOY_TYPE_Q6_K: q6k_block(blk, b, a, a_stride, n_a, acc); break;
+    case TOY_TYPE_IQ4_XS: iq4xs_block(blk, b, a, a_stride, n_a, iq4xs_table(), acc); break;
+    case TOY_TYPE_Q4_1: q41_block(blk, b, a, a_stride, n_a, _mm512_set1_epi8(0x0f), acc); break;
     }
 }
 
@@ -363,7 +349,7 @@ INLINE void kind_block(const kind k, const uint8_t *blk, int64_t b, const uint8_
  * constants in each caller, so the accumulators live in registers. */
 INLINE void groups_tile(const kind k, int64_t nb, const uint8_t *group, size_t group_bytes, const int n_groups,
                         int rows, const uint8_t *a, size_t a_stride, const int n_a, float *y, size_t y_stride) {
-    const size_t block_bytes = kind_block_bytes(k);
+    const size_t block_bytes = ty_packed_block_bytes(k);
     __m512 lane[DECODE_STREAMS][LANES][TILE];
     const uint8_t *blk = group;
     for (int l = 0; l < LANES; l++) {
@@ -388,16 +374,15 @@ INLINE void groups_tile(const kind k, int64_t nb, const uint8_t *group, size_t g
 /* Group outer, activation tiles inner: a group's weights stay in L1 for all rows. */
 INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t a_stride,
                         int64_t n_a, float *y, size_t y_stride) {
-    static const int64_t block_cols[] = {32, 32, 256, 256, 256, 256, 32, 32};
-    const int64_t nb = n_cols / block_cols[k];
+    const int64_t nb = n_cols / ty_packed_block_cols(k);
     const uint8_t *group = w, *act = a;
     int64_t r0 = 0;
     if (n_a == 1 && ty_packed_decode_streams() == DECODE_STREAMS) {
-        const size_t group_bytes = (size_t)nb * kind_block_bytes(k);
+        const size_t group_bytes = (size_t)nb * ty_packed_block_bytes(k);
         for (; r0 + 16 * DECODE_STREAMS <= n_rows; r0 += 16 * DECODE_STREAMS, group += DECODE_STREAMS * group_bytes)
             groups_tile(k, nb, group, group_bytes, DECODE_STREAMS, 16, act, a_stride, 1, y + r0, y_stride);
     }
-    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * kind_block_bytes(k)) {
+    for (; r0 < n_rows; r0 += 16, group += (size_t)nb * ty_packed_block_bytes(k)) {
         const int rows = n_rows - r0 < 16 ? (int)(n_rows - r0) : 16;
         for (int64_t j0 = 0; j0 < n_a; j0 += TILE) {
             const uint8_t *aj = act + (size_t)j0 * a_stride;
@@ -417,24 +402,24 @@ INLINE void packed_gemm(const kind k, int64_t n_cols, const void *w, int64_t n_r
 }
 
 NO_UBSAN static void gemm_q8_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q8_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q4_0x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q4_0, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q4_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q4_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q5_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q5_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_q6_Kx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q6_K, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_iq4_xsx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
-    packed_gemm(KIND_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
+    packed_gemm(TOY_TYPE_IQ4_XS, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 NO_UBSAN static void gemm_q4_1x(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as, int64_t n_a,
-                                float *y, size_t ys) { packed_gemm(KIND_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys); }
+                                float *y, size_t ys) { packed_gemm(TOY_TYPE_Q4_1, n_cols, w, n_rows, a, as, n_a, y, ys); }
 NO_UBSAN static void gemm_iq4_nlx(int64_t n_cols, const void *w, int64_t n_rows, const void *a, size_t as,
                                   int64_t n_a, float *y, size_t ys) {
-    packed_gemm(KIND_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
+    packed_gemm(TOY_TYPE_IQ4_NL, n_cols, w, n_rows, a, as, n_a, y, ys);
 }
 
 static const ty_packed_kernel kernels[] = {
