@@ -203,7 +203,7 @@ const ty_packed_kernel *ty_packed_avx512(int type);
 const ty_packed_kernel *ty_packed_amx(int type);
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const ty_packed_kernel *ty_packed_avx2(int type);
-/* The same with AVX-VNNI (packed_avxvnni.c); call only where the CPU has AVX-VNNI. */
+/* The same with AVX-VNNI (packed_avx2.c's *_vnni); call only where the CPU has AVX-VNNI. */
 const ty_packed_kernel *ty_packed_avxvnni(int type);
 
 /* The groups of 16 weight rows the AVX-512 and AVX2 kernels read side by side in decode
