@@ -76,16 +76,18 @@ static inline void move(void *packed, void *file, size_t n, const bool unpack) {
     else memcpy(packed, file, n);
 }
 
-/* Q8_0: the quants plus 128 */
+/* Q8_0: the quants plus 128, which on a byte is its top bit flipped: four at a time */
 static void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
     static block_q8_0 zero;
     packed_q8_0 *pb = block;
     block_q8_0 *wb = file ? file : &zero;
     move(&pb->d[r], &wb->d, sizeof wb->d, unpack);
-    for (int k = 0; k < 8; k++)
-        for (int i = 0; i < 4; i++)
-            if (unpack) wb->qs[4 * k + i] = (int8_t)(pb->q[k][r][i] - 128);
-            else pb->q[k][r][i] = (uint8_t)(wb->qs[4 * k + i] + 128);
+    for (int k = 0; k < 8; k++) {
+        uint32_t v;
+        memcpy(&v, unpack ? (const void *)pb->q[k][r] : (const void *)(wb->qs + 4 * k), 4);
+        v ^= 0x80808080u;
+        memcpy(unpack ? (void *)(wb->qs + 4 * k) : (void *)pb->q[k][r], &v, 4);
+    }
 }
 
 /* Q4_0 and IQ4_NL (the same block fields): a Q4_0 zero row has nibbles 8 (weights 0) */
