@@ -121,14 +121,14 @@ static toy_status same_tokenizer(const toy_model *a, const toy_model *b) {
     const int32_t na = toy_vocab_n_tokens(va), nb = toy_vocab_n_tokens(vb);
     if (na != nb || toy_vocab_kind_of(va) != toy_vocab_kind_of(vb))
         return ty_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (%d and %d tokens): CKA needs one "
-                         "token stream for both", toy_gguf_path(toy_model_gguf(a)), toy_gguf_path(toy_model_gguf(b)),
-                         na, nb);
+                        "token stream for both", toy_gguf_path(toy_model_gguf(a)), toy_gguf_path(toy_model_gguf(b)),
+                        na, nb);
     for (int32_t t = 0; t < na; t++)
         if (strcmp(toy_vocab_token_text(va, t), toy_vocab_token_text(vb, t)))
             return ty_error(TOY_ERR_INVALID, "%s and %s have different tokenizers (token %d is \"%s\" and \"%s\"): "
-                             "CKA needs one token stream for both", toy_gguf_path(toy_model_gguf(a)),
-                             toy_gguf_path(toy_model_gguf(b)), t, toy_vocab_token_text(va, t),
-                             toy_vocab_token_text(vb, t));
+                            "CKA needs one token stream for both", toy_gguf_path(toy_model_gguf(a)),
+                            toy_gguf_path(toy_model_gguf(b)), t, toy_vocab_token_text(va, t),
+                            toy_vocab_token_text(vb, t));
     return TOY_OK;
 }
 

@@ -102,8 +102,8 @@ static size_t cursor_left(const cursor *c) { return c->g->size - c->pos; }
 static toy_status need(const cursor *c, size_t n, const char *what) {
     if (cursor_left(c) < n)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: truncated at byte %zu reading %s (need %zu bytes, %zu left)",
-                         c->g->path, c->pos, what, n, cursor_left(c));
+                        "%s: truncated at byte %zu reading %s (need %zu bytes, %zu left)",
+                        c->g->path, c->pos, what, n, cursor_left(c));
     return TOY_OK;
 }
 
@@ -130,8 +130,8 @@ static toy_status read_str(cursor *c, const char **ptr, uint64_t *len, const cha
     if (st) return st;
     if (*len > cursor_left(c))
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: %s at byte %zu has length %llu but only %zu bytes are left",
-                         c->g->path, what, at, (unsigned long long)*len, cursor_left(c));
+                        "%s: %s at byte %zu has length %llu but only %zu bytes are left",
+                        c->g->path, what, at, (unsigned long long)*len, cursor_left(c));
     *ptr = (const char *)c->g->base + c->pos;
     c->pos += (size_t)*len;
     return TOY_OK;
@@ -170,7 +170,7 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     v->type = type;
     if ((unsigned)type >= TOY_GGUF_TYPE_COUNT)
         return ty_error(TOY_ERR_FORMAT, "%s: key '%s' has unknown value type %u at byte %zu",
-                         c->g->path, key, (unsigned)type, c->pos);
+                        c->g->path, key, (unsigned)type, c->pos);
     if (is_scalar(type)) {
         uint8_t buf[8];
         toy_status st = read_raw(c, buf, value_types[type].size, key);
@@ -182,15 +182,15 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     /* an array */
     if (depth >= GGUF_MAX_ARRAY_DEPTH)
         return ty_error(TOY_ERR_FORMAT, "%s: key '%s' nests arrays deeper than %d at byte %zu",
-                         c->g->path, key, GGUF_MAX_ARRAY_DEPTH, c->pos);
+                        c->g->path, key, GGUF_MAX_ARRAY_DEPTH, c->pos);
     uint32_t elem;
     size_t at = c->pos;
     toy_status st = read_u32(c, &elem, key);
     if (st) return st;
     if (elem >= TOY_GGUF_TYPE_COUNT)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: key '%s' is an array of unknown type %u at byte %zu",
-                         c->g->path, key, elem, at);
+                        "%s: key '%s' is an array of unknown type %u at byte %zu",
+                        c->g->path, key, elem, at);
     v->arr.type = (toy_gguf_type)elem;
     at = c->pos;
     if ((st = read_u64(c, &v->arr.n, key))) return st;
@@ -198,10 +198,10 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
      * allocation. */
     if (v->arr.n > cursor_left(c) / value_types[elem].size)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: key '%s' at byte %zu claims %llu elements of type %s, more than "
-                         "the %zu bytes left can hold",
-                         c->g->path, key, at, (unsigned long long)v->arr.n,
-                         value_types[elem].name, cursor_left(c));
+                        "%s: key '%s' at byte %zu claims %llu elements of type %s, more than "
+                        "the %zu bytes left can hold",
+                        c->g->path, key, at, (unsigned long long)v->arr.n,
+                        value_types[elem].name, cursor_left(c));
     if (is_scalar(v->arr.type)) {
         v->arr.raw = c->g->base + c->pos;
         c->pos += (size_t)v->arr.n * value_types[elem].size;
@@ -210,7 +210,7 @@ static toy_status read_value(cursor *c, toy_gguf_type type, toy_gguf_value *v, c
     v->arr.items = calloc(v->arr.n ? v->arr.n : 1, sizeof *v->arr.items);
     if (!v->arr.items)
         return ty_error(TOY_ERR_NOMEM, "%s: key '%s': no memory for %llu elements", c->g->path,
-                         key, (unsigned long long)v->arr.n);
+                        key, (unsigned long long)v->arr.n);
     for (uint64_t j = 0; j < v->arr.n; j++) {
         st = read_value(c, v->arr.type, &v->arr.items[j], key, depth + 1);
         if (st) return st;
@@ -286,19 +286,19 @@ static toy_status parse_header(toy_gguf *g, cursor *c, uint64_t *n_tensors, uint
     if (st) return st;
     if (memcmp(magic, "GGUF", 4) != 0)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: bad magic %02x %02x %02x %02x at byte 0 (not a GGUF file)",
-                         g->path, (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
-                         (uint8_t)magic[3]);
+                        "%s: bad magic %02x %02x %02x %02x at byte 0 (not a GGUF file)",
+                        g->path, (uint8_t)magic[0], (uint8_t)magic[1], (uint8_t)magic[2],
+                        (uint8_t)magic[3]);
     if ((st = read_u32(c, &g->version, "the version"))) return st;
     if (g->version != 2 && g->version != 3) {
         if (g->version != 0 && (g->version & 0xffff) == 0)
             return ty_error(TOY_ERR_UNSUPPORTED,
-                             "%s: version field 0x%08x at byte 4 looks byte-swapped: "
-                             "big-endian GGUF files are not supported",
-                             g->path, g->version);
+                            "%s: version field 0x%08x at byte 4 looks byte-swapped: "
+                            "big-endian GGUF files are not supported",
+                            g->path, g->version);
         return ty_error(TOY_ERR_UNSUPPORTED,
-                         "%s: GGUF version %u at byte 4 is not supported (only 2 and 3)",
-                         g->path, g->version);
+                        "%s: GGUF version %u at byte 4 is not supported (only 2 and 3)",
+                        g->path, g->version);
     }
     if ((st = read_u64(c, n_tensors, "the tensor count"))) return st;
     if ((st = read_u64(c, n_kv, "the metadata count"))) return st;
@@ -306,12 +306,12 @@ static toy_status parse_header(toy_gguf *g, cursor *c, uint64_t *n_tensors, uint
      * the smallest tensor info 24; counts beyond that cannot be right. */
     if (*n_kv > cursor_left(c) / 13)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: metadata count %llu at byte 16 is more than the file can hold",
-                         g->path, (unsigned long long)*n_kv);
+                        "%s: metadata count %llu at byte 16 is more than the file can hold",
+                        g->path, (unsigned long long)*n_kv);
     if (*n_tensors > cursor_left(c) / 24)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: tensor count %llu at byte 8 is more than the file can hold",
-                         g->path, (unsigned long long)*n_tensors);
+                        "%s: tensor count %llu at byte 8 is more than the file can hold",
+                        g->path, (unsigned long long)*n_tensors);
     return TOY_OK;
 }
 
@@ -327,7 +327,7 @@ static toy_status parse_kv(toy_gguf *g, cursor *c, uint64_t n_kv) {
         if (st) return st;
         if (memchr(kp, 0, (size_t)klen))
             return ty_error(TOY_ERR_FORMAT, "%s: metadata key at byte %zu contains a NUL byte",
-                             g->path, at);
+                            g->path, at);
         g->keys[i] = strndup(kp, (size_t)klen);
         if (!g->keys[i]) return ty_error(TOY_ERR_NOMEM, "%s: no memory for a key", g->path);
         g->n_kv = (int64_t)i + 1;
@@ -345,10 +345,10 @@ static toy_status parse_alignment(toy_gguf *g) {
     if (!v) return TOY_OK;
     if (v->type != TOY_GGUF_UINT32)
         return ty_error(TOY_ERR_FORMAT, "%s: general.alignment has type %s, expected u32",
-                         g->path, toy_gguf_type_name(v->type));
+                        g->path, toy_gguf_type_name(v->type));
     if (v->u64 == 0 || (v->u64 & (v->u64 - 1)) != 0)
         return ty_error(TOY_ERR_FORMAT, "%s: general.alignment %llu is not a power of two",
-                         g->path, (unsigned long long)v->u64);
+                        g->path, (unsigned long long)v->u64);
     g->alignment = (size_t)v->u64;
     return TOY_OK;
 }
@@ -361,12 +361,12 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
     if (st) return st;
     if (nlen >= GGUF_MAX_TENSOR_NAME)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: tensor name at byte %zu is %llu bytes long (the limit is %d): "
-                         "'%.40s...'",
-                         g->path, at, (unsigned long long)nlen, GGUF_MAX_TENSOR_NAME - 1, np);
+                        "%s: tensor name at byte %zu is %llu bytes long (the limit is %d): "
+                        "'%.40s...'",
+                        g->path, at, (unsigned long long)nlen, GGUF_MAX_TENSOR_NAME - 1, np);
     if (memchr(np, 0, (size_t)nlen))
         return ty_error(TOY_ERR_FORMAT, "%s: tensor name at byte %zu contains a NUL byte",
-                         g->path, at);
+                        g->path, at);
     char *name = strndup(np, (size_t)nlen);
     if (!name) return ty_error(TOY_ERR_NOMEM, "%s: no memory", g->path);
     *name_out = name;
@@ -376,7 +376,7 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
     if ((st = read_u32(c, &n_dims, name))) return st;
     if (n_dims > TOY_MAX_DIMS)
         return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has %u dimensions (at most %d)",
-                         g->path, name, n_dims, TOY_MAX_DIMS);
+                        g->path, name, n_dims, TOY_MAX_DIMS);
     t->n_dims = (int)n_dims;
     int64_t nelements = 1;
     for (int d = 0; d < TOY_MAX_DIMS; d++) {
@@ -385,23 +385,23 @@ static toy_status parse_tensor_info(toy_gguf *g, cursor *c, toy_gguf_tensor *t, 
         if ((st = read_raw(c, &t->ne[d], sizeof t->ne[d], name))) return st;
         if (t->ne[d] < 0)
             return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has negative dimension %d: %lld",
-                             g->path, name, d, (long long)t->ne[d]);
+                            g->path, name, d, (long long)t->ne[d]);
         if (__builtin_mul_overflow(nelements, t->ne[d], &nelements))
             return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s': element count overflows",
-                             g->path, name);
+                            g->path, name);
     }
     uint32_t type;
     if ((st = read_u32(c, &type, name))) return st;
     const char *tname = toy_type_name((int)type);
     if (!tname)
         return ty_error(TOY_ERR_FORMAT, "%s: tensor '%s' has unknown type %u", g->path, name,
-                         type);
+                        type);
     t->type = (int)type;
     int64_t bs = toy_type_block_size(t->type);
     if (t->ne[0] % bs != 0)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: tensor '%s': type %s needs ne[0] %% %lld == 0, got %lld", g->path,
-                         name, tname, (long long)bs, (long long)t->ne[0]);
+                        "%s: tensor '%s': type %s needs ne[0] %% %lld == 0, got %lld", g->path,
+                        name, tname, (long long)bs, (long long)t->ne[0]);
     size_t row, size = 0;
     if (toy_type_row_size(t->type, t->ne[0], &row) ||
         ty_mul_overflows(row, (size_t)(nelements / (t->ne[0] ? t->ne[0] : 1)), &size))
@@ -430,15 +430,15 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         size_t begin, end;
         if (t->offset % g->alignment != 0)
             return ty_error(TOY_ERR_FORMAT,
-                             "%s: tensor '%s' has offset %llu, not a multiple of the alignment %zu",
-                             g->path, t->name, (unsigned long long)t->offset, g->alignment);
+                            "%s: tensor '%s' has offset %llu, not a multiple of the alignment %zu",
+                            g->path, t->name, (unsigned long long)t->offset, g->alignment);
         if (t->offset > SIZE_MAX || ty_add_overflows(data, (size_t)t->offset, &begin) ||
             ty_add_overflows(begin, t->size, &end) || end > g->size)
             return ty_error(TOY_ERR_FORMAT,
-                             "%s: tensor '%s' data (offset %llu, %zu bytes) lies outside the "
-                             "file (data section at byte %zu, file size %zu)",
-                             g->path, t->name, (unsigned long long)t->offset, t->size, data,
-                             g->size);
+                            "%s: tensor '%s' data (offset %llu, %zu bytes) lies outside the "
+                            "file (data section at byte %zu, file size %zu)",
+                            g->path, t->name, (unsigned long long)t->offset, t->size, data,
+                            g->size);
         t->data = g->base + begin;
         /* blocks are read in place as structs of halves and floats: refuse data that
          * is not aligned for them (only files with general.alignment below 8 can) */
@@ -446,10 +446,10 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         uintptr_t need = ts % 8 == 0 ? 8 : ts % 4 == 0 ? 4 : ts % 2 == 0 ? 2 : 1;
         if ((uintptr_t)t->data % need != 0)
             return ty_error(TOY_ERR_UNSUPPORTED,
-                             "%s: tensor '%s' data at byte %zu is not %zu-byte aligned, as type "
-                             "%s needs (general.alignment is %zu)",
-                             g->path, t->name, begin, (size_t)need, toy_type_name(t->type),
-                             g->alignment);
+                            "%s: tensor '%s' data at byte %zu is not %zu-byte aligned, as type "
+                            "%s needs (general.alignment is %zu)",
+                            g->path, t->name, begin, (size_t)need, toy_type_name(t->type),
+                            g->alignment);
     }
 
     toy_status st = sort_names(g, &g->tensors[0].name, sizeof *g->tensors, g->n_tensors,
@@ -468,9 +468,9 @@ static toy_status parse_tensors(toy_gguf *g, cursor *c, uint64_t n_tensors) {
         const toy_gguf_tensor *t = &g->tensors[by_offset[i].index];
         if (p->offset + p->size > t->offset)
             st = ty_error(TOY_ERR_FORMAT,
-                           "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)", g->path,
-                           p->name, t->name, (unsigned long long)p->offset,
-                           (unsigned long long)t->offset);
+                          "%s: tensors '%s' and '%s' overlap (offsets %llu and %llu)", g->path,
+                          p->name, t->name, (unsigned long long)p->offset,
+                          (unsigned long long)t->offset);
     }
     free(by_offset);
     return st;
@@ -618,7 +618,7 @@ toy_status toy_gguf_open_read(const char *path, toy_gguf **out) {
             close(fd);
             free(buf);
             return ty_error(TOY_ERR_IO, "%s: read failed at byte %zu of %zu: %s", path, done, size,
-                             e ? strerror(e) : "the file shrank");
+                            e ? strerror(e) : "the file shrank");
         }
         done += (size_t)n;
     }
@@ -703,7 +703,7 @@ toy_status toy_gguf_value_u64(const toy_gguf_value *v, uint64_t *out) {
         return TOY_OK;
     }
     return ty_error(TOY_ERR_FORMAT, "value of type %s is not a non-negative integer",
-                     toy_gguf_type_name(v->type));
+                    toy_gguf_type_name(v->type));
 }
 
 toy_status toy_gguf_value_i64(const toy_gguf_value *v, int64_t *out) {
@@ -716,7 +716,7 @@ toy_status toy_gguf_value_i64(const toy_gguf_value *v, int64_t *out) {
         return TOY_OK;
     }
     return ty_error(TOY_ERR_FORMAT, "value of type %s is not an int64",
-                     toy_gguf_type_name(v->type));
+                    toy_gguf_type_name(v->type));
 }
 
 toy_status toy_gguf_value_f64(const toy_gguf_value *v, double *out) {
@@ -725,14 +725,14 @@ toy_status toy_gguf_value_f64(const toy_gguf_value *v, double *out) {
     else if (is_unsigned(v->type)) *out = (double)v->u64;
     else
         return ty_error(TOY_ERR_FORMAT, "value of type %s is not a number",
-                         toy_gguf_type_name(v->type));
+                        toy_gguf_type_name(v->type));
     return TOY_OK;
 }
 
 toy_status toy_gguf_value_bool(const toy_gguf_value *v, bool *out) {
     if (v->type != TOY_GGUF_BOOL)
         return ty_error(TOY_ERR_FORMAT, "value of type %s is not a bool",
-                         toy_gguf_type_name(v->type));
+                        toy_gguf_type_name(v->type));
     *out = v->b;
     return TOY_OK;
 }
@@ -740,7 +740,7 @@ toy_status toy_gguf_value_bool(const toy_gguf_value *v, bool *out) {
 toy_status toy_gguf_value_str(const toy_gguf_value *v, const char **s, size_t *len) {
     if (v->type != TOY_GGUF_STRING)
         return ty_error(TOY_ERR_FORMAT, "value of type %s is not a string",
-                         toy_gguf_type_name(v->type));
+                        toy_gguf_type_name(v->type));
     *s = v->str.ptr;
     if (len) *len = (size_t)v->str.len;
     return TOY_OK;
@@ -769,7 +769,7 @@ static toy_status array_elem(const toy_gguf_value *v, uint64_t j, toy_gguf_value
         return ty_error(TOY_ERR_FORMAT, "value is not an array of numbers");
     if (j >= v->arr.n)
         return ty_error(TOY_ERR_INVALID, "array index %llu out of range (%llu elements)",
-                         (unsigned long long)j, (unsigned long long)v->arr.n);
+                        (unsigned long long)j, (unsigned long long)v->arr.n);
     memset(out, 0, sizeof *out);
     out->type = v->arr.type;
     decode_scalar(v->arr.type, v->arr.raw + j * value_types[v->arr.type].size, out);
@@ -797,7 +797,7 @@ toy_status toy_gguf_array_f64(const toy_gguf_value *v, uint64_t j, double *out) 
 toy_status toy_gguf_array_str(const toy_gguf_value *v, uint64_t j, const char **s, size_t *len) {
     const toy_gguf_value *e = toy_gguf_array_get(v, j);
     if (!e) return ty_error(TOY_ERR_FORMAT, "array element %llu is not a string",
-                             (unsigned long long)j);
+                            (unsigned long long)j);
     return toy_gguf_value_str(e, s, len);
 }
 
@@ -842,7 +842,7 @@ int64_t toy_gguf_n_tensors(const toy_gguf *g) { return g->n_tensors; }
 toy_status toy_gguf_mlock(toy_gguf *g) {
     if ((g->mapped || g->owned) && mlock(g->base, g->size) != 0)
         return ty_error(TOY_ERR_IO, "%s: cannot lock %zu bytes in memory: %s (see ulimit -l)",
-                         g->path, g->size, strerror(errno));
+                        g->path, g->size, strerror(errno));
     return TOY_OK;
 }
 

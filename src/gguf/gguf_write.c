@@ -174,7 +174,7 @@ toy_status toy_gguf_writer_set_array(toy_gguf_writer *w, const char *key,
     if (elem_type == TOY_GGUF_STRING || elem_type == TOY_GGUF_ARRAY ||
         !ty_gguf_type_size(elem_type))
         return ty_error(TOY_ERR_INVALID, "gguf writer: key '%s': bad array element type %d",
-                         key, (int)elem_type);
+                        key, (int)elem_type);
     size_t bytes;
     if (ty_mul_overflows((size_t)n, ty_gguf_type_size(elem_type), &bytes))
         return ty_error(TOY_ERR_INVALID, "gguf writer: key '%s': array too large", key);
@@ -278,13 +278,13 @@ toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, toy_
     size_t nlen = strlen(name);
     if (nlen == 0 || nlen >= GGUF_MAX_TENSOR_NAME)
         return ty_error(TOY_ERR_INVALID, "gguf writer: tensor name '%s' must be 1..%d bytes",
-                         name, GGUF_MAX_TENSOR_NAME - 1);
+                        name, GGUF_MAX_TENSOR_NAME - 1);
     if (n_dims < 1 || n_dims > TOY_MAX_DIMS)
         return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has %d dimensions", name,
-                         n_dims);
+                        n_dims);
     if (!toy_type_name(type))
         return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' has unknown type %d", name,
-                         type);
+                        type);
     if (w->file)
         return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s' added after begin", name);
     for (int64_t i = 0; i < w->n_tensors; i++)
@@ -297,7 +297,7 @@ toy_status toy_gguf_writer_add_tensor(toy_gguf_writer *w, const char *name, toy_
         t.ne[d] = d < n_dims ? ne[d] : 1;
         if (t.ne[d] < 0 || (d > 0 && ty_mul_overflows(rows, (size_t)t.ne[d], &rows)))
             return ty_error(TOY_ERR_INVALID, "gguf writer: tensor '%s': bad dimension %d", name,
-                             d);
+                            d);
     }
     size_t row;
     toy_status st = toy_type_row_size(type, t.ne[0], &row);
@@ -334,7 +334,7 @@ static toy_status write_bytes(toy_gguf_writer *w, const void *p, size_t n) {
         const char *source = errno == EFAULT ? toy_gguf_mapped_file(p) : NULL;
         if (source)
             return ty_error(TOY_ERR_IO, "%s: write failed: %s changed while it was read (it is memory-mapped)",
-                             w->path, source);
+                            w->path, source);
         return ty_error(TOY_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
     }
     return TOY_OK;
@@ -358,7 +358,7 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
     w->alignment = writer_alignment(w);
     if (w->alignment == 0 || (w->alignment & (w->alignment - 1)))
         return ty_error(TOY_ERR_INVALID, "%s: general.alignment %zu is not a power of two", path,
-                         w->alignment);
+                        w->alignment);
 
     /* Offsets: each tensor starts aligned, as llama.cpp's writer lays them out. */
     uint64_t offset = 0;
@@ -411,7 +411,7 @@ toy_status toy_gguf_writer_write_tensor_data(toy_gguf_writer *w, const void *dat
     const writer_tensor *t = &w->tensors[w->next_tensor];
     if (size != t->size)
         return ty_error(TOY_ERR_INVALID, "%s: tensor '%s' needs %zu bytes, got %zu", w->path,
-                         t->name, t->size, size);
+                        t->name, t->size, size);
     toy_status st = write_bytes(w, data, size);
     if (!st) st = write_padding(w, pad_to(size, w->alignment));
     if (st) return st;
@@ -423,7 +423,7 @@ toy_status toy_gguf_writer_finish(toy_gguf_writer *w) {
     if (!w->file) return ty_error(TOY_ERR_INVALID, "gguf writer: finish before begin");
     if (w->next_tensor != w->n_tensors) {
         toy_status st = ty_error(TOY_ERR_INVALID, "%s: only %lld of %lld tensors written",
-                                  w->path, (long long)w->next_tensor, (long long)w->n_tensors);
+                                 w->path, (long long)w->next_tensor, (long long)w->n_tensors);
         writer_close_file(w);
         return st;
     }
@@ -437,7 +437,7 @@ toy_status toy_gguf_writer_write(toy_gguf_writer *w, const char *path) {
     for (int64_t i = 0; i < w->n_tensors; i++)
         if (!w->tensors[i].data && w->tensors[i].size)
             return ty_error(TOY_ERR_INVALID, "%s: tensor '%s' has no data", path,
-                             w->tensors[i].name);
+                            w->tensors[i].name);
     toy_status st = toy_gguf_writer_begin(w, path);
     for (int64_t i = 0; i < w->n_tensors && !st; i++)
         st = toy_gguf_writer_write_tensor_data(w, w->tensors[i].data, w->tensors[i].size);

@@ -516,7 +516,7 @@ static toy_status check_rules(gbnf_rules *g) {
         const uint32_t bad = find_left_recursion(g, nullable, mark, todo, pos, r);
         if (bad != UINT32_MAX)
             st = ty_error(TOY_ERR_INVALID, "rule '%s' is left-recursive (it can reach itself before reading a character)",
-                           g->names[bad]);
+                          g->names[bad]);
     }
     free(nullable);
     free(mark);

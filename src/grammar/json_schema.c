@@ -2344,7 +2344,7 @@ toy_status toy_json_schema_to_gbnf(const char *schema_json, bool strict, char **
     json_t *s = json_loads(schema_json, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &jerr);
     if (!s)
         return ty_error(TOY_ERR_INVALID, "JSON schema: invalid JSON at line %d, column %d: %s", jerr.line, jerr.column,
-                         jerr.text);
+                        jerr.text);
     ty_buf out = {0};
     char err[700];
     toy_status st = convert(s, strict, "root", &out, err, sizeof err);

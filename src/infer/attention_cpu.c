@@ -1287,8 +1287,8 @@ static int64_t attn_blocks(cpu_backend *c, attn_job *j, const attn_tasks *tasks,
 }
 
 void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok,
-                       const int32_t *pos, const int32_t *seq_id, const ty_kv_view *kv,
-                       const ty_attn_params *p) {
+                      const int32_t *pos, const int32_t *seq_id, const ty_kv_view *kv,
+                      const ty_attn_params *p) {
     cpu_backend *c = (cpu_backend *)be;
     attn_job j = {.c = c, .out = out, .q = q, .pos = pos, .seq_id = seq_id, .kv = kv, .p = p,
                   .tk = ty_type_traits_get(kv->type_k), .tv = ty_type_traits_get(kv->type_v),

@@ -33,7 +33,7 @@ static toy_status cpu_reserve(ty_backend *be, int64_t n_tok, int64_t max_cols, i
     if (__builtin_mul_overflow((size_t)n_tok, (size_t)max_cols, &act) ||
         __builtin_mul_overflow(act, sizeof(float), &act) || act > SIZE_MAX - 64)
         return ty_error(TOY_ERR_NOMEM, "scratch of %lld x %lld floats is too large", (long long)n_tok,
-                         (long long)max_cols);
+                        (long long)max_cols);
     free(c->act);
     c->act = aligned_alloc(64, (act + 64) / 64 * 64);
     if (!c->act) return ty_error(TOY_ERR_NOMEM, "cannot allocate %zu bytes of scratch", act);

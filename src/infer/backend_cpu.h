@@ -32,6 +32,6 @@ toy_status ty_cpu_attention_reserve(cpu_backend *c, int64_t n_tok, int64_t n_hea
 void ty_cpu_attention_free(cpu_backend *c);
 /* The backend's attention (backend.h) */
 void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok, const int32_t *pos,
-                       const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p);
+                      const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p);
 
 #endif

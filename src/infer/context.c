@@ -48,7 +48,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (p.n_threads <= 0) p.n_threads = 1;
     if (p.n_ctx > (1 << 24) || p.n_seq_max > 4096 || p.n_batch > (1 << 20))
         return ty_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
-                         p.n_ctx, p.n_seq_max, p.n_batch);
+                        p.n_ctx, p.n_seq_max, p.n_batch);
 
     if ((st = ty_model_pack(model, p.n_threads))) return st;
     toy_context *ctx = calloc(1, sizeof *ctx);
@@ -278,7 +278,7 @@ const float *toy_get_embeddings(const toy_context *ctx, int32_t i) {
 static toy_status check_seq(const toy_context *ctx, int32_t seq_id) {
     if (seq_id < 0 || seq_id >= ctx->params.n_seq_max)
         return ty_error(TOY_ERR_INVALID, "sequence id %d out of range (0..%d)", seq_id,
-                         ctx->params.n_seq_max - 1);
+                        ctx->params.n_seq_max - 1);
     return TOY_OK;
 }
 

@@ -69,22 +69,22 @@ static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
                                                                        : "sequence ids");
     if (b->n_tokens > ctx->params.n_batch)
         return ty_error(TOY_ERR_INVALID, "batch of %d tokens exceeds n_batch %d", b->n_tokens,
-                         ctx->params.n_batch);
+                        ctx->params.n_batch);
     int32_t n_out = 0;
     for (int32_t i = 0; i < b->n_tokens; i++) {
         if (b->token[i] < 0 || b->token[i] >= hp->n_vocab)
             return ty_error(TOY_ERR_INVALID, "batch token %d: id %d out of range (0..%d)", i,
-                             b->token[i], hp->n_vocab - 1);
+                            b->token[i], hp->n_vocab - 1);
         if (b->seq_id[i] < 0 || b->seq_id[i] >= ctx->params.n_seq_max)
             return ty_error(TOY_ERR_INVALID, "batch token %d: sequence id %d out of range (0..%d)",
-                             i, b->seq_id[i], ctx->params.n_seq_max - 1);
+                            i, b->seq_id[i], ctx->params.n_seq_max - 1);
         if (b->pos[i] < 0)
             return ty_error(TOY_ERR_INVALID, "batch token %d: negative position %d", i, b->pos[i]);
         n_out += b->logits ? b->logits[i] != 0 : i == b->n_tokens - 1;
     }
     if (n_out > ctx->params.n_outputs)
         return ty_error(TOY_ERR_INVALID, "batch asks for logits of %d tokens, the context holds %d",
-                         n_out, ctx->params.n_outputs);
+                        n_out, ctx->params.n_outputs);
     return TOY_OK;
 }
 

@@ -13,17 +13,17 @@ static bool cache_type_ok(int type) {
 }
 
 toy_status ty_kv_cache_init(ty_kv_cache *c, int32_t n_layer, int32_t n_seq,
-                             int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
-                             int type_k, int type_v) {
+                            int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
+                            int type_k, int type_v) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < 2; i++) {
         int t = i ? type_v : type_k;
         if (!cache_type_ok(t))
             return ty_error(TOY_ERR_UNSUPPORTED, "KV cache type %s is not supported (f32, f16, bf16, q8_0)",
-                             toy_type_name(t) ? toy_type_name(t) : "?");
+                            toy_type_name(t) ? toy_type_name(t) : "?");
         if (toy_type_row_size(t, head_dim, i ? &c->head_bytes_v : &c->head_bytes_k))
             return ty_error(TOY_ERR_UNSUPPORTED, "KV cache type %s needs head_dim %% %lld == 0, got %d",
-                             toy_type_name(t), (long long)toy_type_block_size(t), head_dim);
+                            toy_type_name(t), (long long)toy_type_block_size(t), head_dim);
     }
     c->n_layer = n_layer;
     c->n_seq = n_seq;
@@ -57,16 +57,16 @@ void ty_kv_cache_free(ty_kv_cache *c) {
 }
 
 toy_status ty_kv_cache_place(ty_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
-                              const int32_t *pos, int32_t *cells) {
+                             const int32_t *pos, int32_t *cells) {
     for (int32_t i = 0; i < n_tokens; i++) {
         int32_t s = seq_id[i];
         int32_t used = c->n_used[s];
         for (int32_t j = 0; j < i; j++) used += seq_id[j] == s;
         if (used >= c->cells_per_seq)
             return ty_error(TOY_ERR_INVALID,
-                             "the context of sequence %d is full (%d cells): position %d does "
-                             "not fit",
-                             s, c->cells_per_seq, pos[i]);
+                            "the context of sequence %d is full (%d cells): position %d does "
+                            "not fit",
+                            s, c->cells_per_seq, pos[i]);
     }
     for (int32_t i = 0; i < n_tokens; i++) {
         int32_t s = seq_id[i];
@@ -92,7 +92,7 @@ ty_kv_view ty_kv_cache_view(const ty_kv_cache *c, int32_t layer) {
 }
 
 void ty_kv_cache_store(ty_kv_cache *c, int32_t layer, int64_t cell, const float *k,
-                        const float *v) {
+                       const float *v) {
     const ty_type_traits *tk = ty_type_traits_get(c->type_k), *tv = ty_type_traits_get(c->type_v);
     for (int32_t h = 0; h < c->n_head_kv; h++) {
         tk->from_float(k + (size_t)h * c->head_dim, ty_kv_k(c, layer, cell, h), c->head_dim);
@@ -138,8 +138,8 @@ toy_status ty_kv_cache_seq_cp(ty_kv_cache *c, int32_t src, int32_t dst, int32_t 
     for (int32_t i = 0; i < c->n_used[dst]; i++) n_keep += !(c->pos[dbase + i] >= p0 && c->pos[dbase + i] < p1);
     if (n_keep + n_copy > c->cells_per_seq)
         return ty_error(TOY_ERR_INVALID,
-                         "copying %d cells of sequence %d into sequence %d overflows its %d cells (%d kept)",
-                         n_copy, src, dst, c->cells_per_seq, n_keep);
+                        "copying %d cells of sequence %d into sequence %d overflows its %d cells (%d kept)",
+                        n_copy, src, dst, c->cells_per_seq, n_keep);
     ty_kv_cache_seq_rm(c, dst, p0, p1);
     int32_t at = 0;
     while (at < c->n_used[dst] && c->pos[dbase + at] < p1) at++;

@@ -27,14 +27,14 @@ typedef struct {
 } ty_kv_cache;
 
 toy_status ty_kv_cache_init(ty_kv_cache *c, int32_t n_layer, int32_t n_seq,
-                             int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
-                             int type_k, int type_v);
+                            int32_t cells_per_seq, int32_t n_head_kv, int32_t head_dim,
+                            int type_k, int type_v);
 void ty_kv_cache_free(ty_kv_cache *c);
 
 /* Picks the cell of every token of a batch (appending to its sequence's range) and
  * records its position. Fails, changing nothing, if a sequence would overflow. */
 toy_status ty_kv_cache_place(ty_kv_cache *c, int32_t n_tokens, const int32_t *seq_id,
-                              const int32_t *pos, int32_t *cells);
+                             const int32_t *pos, int32_t *cells);
 
 /* The K (V) row of one head of one cell and layer. Rows are laid out
  * [layer][seq][head][cell]: the cells of a sequence and head follow each other, so
@@ -54,7 +54,7 @@ static inline uint8_t *ty_kv_v(const ty_kv_cache *c, int32_t layer, int64_t cell
 /* Stores the float K and V rows (n_head_kv * head_dim each) of a token in a cell,
  * converted to the cache types. */
 void ty_kv_cache_store(ty_kv_cache *c, int32_t layer, int64_t cell, const float *k,
-                        const float *v);
+                       const float *v);
 
 ty_kv_view ty_kv_cache_view(const ty_kv_cache *c, int32_t layer);
 

@@ -66,7 +66,7 @@ void ty_gemm_ref_rounded(const ty_gemm_args *p, int type);
  * A tile of mr x nr results: c[i * ldc + j] (+)= sum over k < kc of a[k * mr + i] *
  * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */
 typedef void (*ty_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
-                                   int64_t ldc, bool load_c);
+                                  int64_t ldc, bool load_c);
 /* Transposing packs (NULL: the portable loops): an A panel from `rows` <= mr rows of A
  * stored M x K, dst[k * mr + i] = a[i * lda + k]; a B panel from `cols` <= nr rows of B
  * stored N x K, dst[k * nr + j] = b[j * ldb + k]; zeros past rows / cols. */

@@ -257,7 +257,7 @@ void ty_quantize_act_q8_0x(const float *x, void *y, int64_t n) {
 
 /* Block by block (Q8_K blocks are independent). */
 void ty_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
-                                 void *y, int64_t n) {
+                                void *y, int64_t n) {
     ty_act_q8_Kx *a = y;
     for (int64_t b = 0; b < n / QK_K; b++) {
         block_q8_K q;

@@ -139,7 +139,7 @@ void ty_quantize_act_q8_0x_avx2(const float *x, void *y, int64_t n);
 void ty_quantize_act_q8_Kx_avx2(const float *x, void *y, int64_t n);
 /* ty_quantize_act_q8_Kx through a given Q8_K quantizer */
 void ty_quantize_act_q8_Kx_with(void (*quantize_q8_K)(const float *x, void *y, int64_t n), const float *x,
-                                 void *y, int64_t n);
+                                void *y, int64_t n);
 
 /* A Q8_0 block as a packed activation block (the scale as float, the start); a Q8_K
  * block as a packed Q4_K activation block (the sums of its 32-quant sub-blocks). */

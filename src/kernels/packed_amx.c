@@ -599,7 +599,7 @@ INLINE void amx_gemm(const kind k, int type, int64_t n_cols, const void *w, int6
     }
     if (n_a > n_chunked)
         ty_packed_avx512(type)->gemm(n_cols, w, n_rows, (const uint8_t *)a + (size_t)n_chunked * a_stride, a_stride,
-                                      n_a - n_chunked, y + (size_t)n_chunked * y_stride, y_stride);
+                                     n_a - n_chunked, y + (size_t)n_chunked * y_stride, y_stride);
 }
 
 /* The tiled layout (TILED_BLOCK) of Q8_0 activations (ty_act_q8_0x), for Q8_0, Q4_0

@@ -234,11 +234,11 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
     }
     if (p && (!params->arch || strcmp(params->arch, p->arch) != 0))
         return ty_error(TOY_ERR_INVALID, "preset %s is architecture %s, not '%s'", p->name, p->arch,
-                         params->arch ? params->arch : "");
+                        params->arch ? params->arch : "");
     if (!p) {
         if (!params->arch || (strcmp(params->arch, "llama") && strcmp(params->arch, "qwen2")))
             return ty_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama or qwen2",
-                             params->arch ? params->arch : "");
+                            params->arch ? params->arch : "");
         const bool qwen2 = !strcmp(params->arch, "qwen2");
         *out = (preset){"custom", qwen2 ? "qwen2" : "llama", 0, 0, 0, 0, 0, 2048,
                         qwen2 ? 1000000.0f : 10000.0f, qwen2 ? 1e-6f : 1e-5f, true, qwen2, false, 0, 0};
@@ -259,13 +259,13 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
     for (int i = 0; i < 6; i++)
         if (vals[i] <= 0 || vals[i] > (i == 5 ? (1 << 24) : (1 << 16)))
             return ty_error(TOY_ERR_INVALID, "%s %d is out of range%s", dims[i], vals[i],
-                             p ? "" : " (without a preset, give every dimension)");
+                            p ? "" : " (without a preset, give every dimension)");
     if (out->n_embd % out->n_head || (out->n_embd / out->n_head) % 2)
         return ty_error(TOY_ERR_INVALID, "n_embd %d is not n_head %d times an even head size",
-                         out->n_embd, out->n_head);
+                        out->n_embd, out->n_head);
     if (out->n_head % out->n_head_kv)
         return ty_error(TOY_ERR_INVALID, "n_head %d is not a multiple of n_head_kv %d", out->n_head,
-                         out->n_head_kv);
+                        out->n_head_kv);
     if (out->n_layer > TOY_MAX_LAYERS)
         return ty_error(TOY_ERR_INVALID, "n_layer %d is over %d", out->n_layer, TOY_MAX_LAYERS);
     return TOY_OK;
@@ -297,7 +297,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
     if (n_vocab <= 0) {
         toy_gguf_close(vocab);
         return ty_error(TOY_ERR_FORMAT, "%s: no tokenizer.ggml.tokens: not a vocabulary",
-                         params->vocab_path);
+                        params->vocab_path);
     }
     /* a tokenizer toy cannot load is refused here, naming the file it came from, not
      * when the model made from it is loaded */
@@ -348,7 +348,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
         uint8_t *buf = NULL;
         size_t size = 0;
         st = ty_quantize_rows(t->info.name, t->info.ne[0], rows, random_row, &gen, types[k],
-                               params->n_threads, &buf, &size);
+                              params->n_threads, &buf, &size);
         if (!st) st = toy_gguf_writer_write_tensor_data(w, buf, size);
         free(buf);
         if (!st && params->progress)

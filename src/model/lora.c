@@ -66,10 +66,10 @@ static toy_status load_pair(const toy_model *base, const char *path, const char 
     const toy_gguf_tensor *w = toy_gguf_find_tensor(base->gguf, name);
     if (!w)
         return ty_error(TOY_ERR_FORMAT, "%s: adapter tensor %s.lora_a: the base model %s has no tensor %s",
-                         path, name, toy_gguf_path(base->gguf), name);
+                        path, name, toy_gguf_path(base->gguf), name);
     if (w->n_dims != 2)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s has %d dimensions: toy applies LoRA to matrices only",
-                         path, name, w->n_dims);
+                        path, name, w->n_dims);
     if (ta->n_dims > 2 || tb->n_dims > 2)
         return ty_error(TOY_ERR_FORMAT, "%s: %s.lora_a/lora_b must be matrices", path, name);
     snprintf(p->name, sizeof p->name, "%s", name);
@@ -82,10 +82,10 @@ static toy_status load_pair(const toy_model *base, const char *path, const char 
                                : ta->ne[0] == w->ne[0] && tb->ne[1] == w->ne[1] && tb->ne[0] == p->rank;
     if (!shape_ok || p->rank < 1)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: %s.lora_a is [%lld, %lld] and lora_b [%lld, %lld], which do not fit %s [%lld, %lld] "
-                         "of the base model (a different base?)",
-                         path, name, (long long)ta->ne[0], (long long)ta->ne[1], (long long)tb->ne[0],
-                         (long long)tb->ne[1], name, (long long)w->ne[0], (long long)w->ne[1]);
+                        "%s: %s.lora_a is [%lld, %lld] and lora_b [%lld, %lld], which do not fit %s [%lld, %lld] "
+                        "of the base model (a different base?)",
+                        path, name, (long long)ta->ne[0], (long long)ta->ne[1], (long long)tb->ne[0],
+                        (long long)tb->ne[1], name, (long long)w->ne[0], (long long)w->ne[1]);
     toy_status st = to_f32(path, ta, &p->a);
     if (!st) st = to_f32(path, tb, &p->b);
     return st;
@@ -100,15 +100,15 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
     size_t len = 0, base_len = 0;
     if (!str_is(g, "general.type", "adapter", &s, &len))
         st = ty_error(TOY_ERR_FORMAT, "%s: general.type is \"%.*s\", not \"adapter\": not a LoRA adapter", path,
-                       (int)len, s);
+                      (int)len, s);
     else if (!str_is(g, "adapter.type", "lora", &s, &len))
         st = ty_error(TOY_ERR_UNSUPPORTED, "%s: adapter.type is \"%.*s\"; toy reads \"lora\" adapters", path,
-                       (int)len, s);
+                      (int)len, s);
     else if (toy_gguf_get_str(base->gguf, "general.architecture", &base_arch, &base_len) ||
              toy_gguf_get_str(g, "general.architecture", &s, &len) || len != base_len ||
              memcmp(s, base_arch, len))
         st = ty_error(TOY_ERR_FORMAT, "%s: an adapter for architecture \"%.*s\", the base model is \"%.*s\"",
-                       path, (int)len, s, (int)base_len, base_arch);
+                      path, (int)len, s, (int)base_len, base_arch);
     toy_lora *lora = NULL;
     if (!st) {
         lora = calloc(1, sizeof *lora);
@@ -164,7 +164,7 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
 }
 
 toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
-                          int n) {
+                         int n) {
     toy_gguf_writer *w = toy_gguf_writer_new();
     if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = toy_gguf_writer_set_str(w, "general.type", "adapter", 7);

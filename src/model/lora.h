@@ -41,6 +41,6 @@ float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scal
 
 /* Writes an adapter of n pairs (F32 tensors) for a base of architecture arch, atomically. */
 toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
-                          int n);
+                         int n);
 
 #endif

@@ -45,21 +45,21 @@ static toy_status meta_int(const meta_reader *r, const char *suffix, int64_t def
     } else if (toy_gguf_value_type(v) == TOY_GGUF_ARRAY) {
         if (toy_gguf_array_len(v) == 0 || toy_gguf_array_i64(v, 0, &x))
             return ty_error(TOY_ERR_FORMAT, "%s: %s: expected an integer or integer array",
-                             r->path, key);
+                            r->path, key);
         /* layers that differ are not supported yet: say so rather than misread */
         for (uint64_t j = 1; j < toy_gguf_array_len(v); j++) {
             int64_t y;
             if (toy_gguf_array_i64(v, j, &y) || y != x)
                 return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s differs between layers", r->path,
-                                 key);
+                                key);
         }
     } else if (toy_gguf_value_i64(v, &x)) {
         return ty_error(TOY_ERR_FORMAT, "%s: %s: expected an integer, got %s", r->path, key,
-                         toy_gguf_type_name(toy_gguf_value_type(v)));
+                        toy_gguf_type_name(toy_gguf_value_type(v)));
     }
     if (x < min || x > max)
         return ty_error(TOY_ERR_FORMAT, "%s: %s = %lld is outside %lld..%lld", r->path, key,
-                         (long long)x, (long long)min, (long long)max);
+                        (long long)x, (long long)min, (long long)max);
     *out = (int32_t)x;
     return TOY_OK;
 }
@@ -73,7 +73,7 @@ static toy_status meta_float(const meta_reader *r, const char *suffix, double de
         if (isnan(def)) return ty_error(TOY_ERR_FORMAT, "%s: required key %s is missing", r->path, key);
     } else if (toy_gguf_value_f64(v, &x)) {
         return ty_error(TOY_ERR_FORMAT, "%s: %s: expected a number, got %s", r->path, key,
-                         toy_gguf_type_name(toy_gguf_value_type(v)));
+                        toy_gguf_type_name(toy_gguf_value_type(v)));
     }
     if (!isfinite(x))
         return ty_error(TOY_ERR_FORMAT, "%s: %s is not a finite number", r->path, key);
@@ -136,7 +136,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     size_t len;
     if (toy_gguf_get_str(m->gguf, "general.architecture", &arch, &len))
         return ty_error(TOY_ERR_FORMAT, "%s: key general.architecture is missing: not a model",
-                         path);
+                        path);
     char name[64], supported[256] = "";
     snprintf(name, sizeof name, "%.*s", (int)(len < 63 ? len : 63), arch);
     int ai = 0;
@@ -146,7 +146,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
                  archs[i].name);
     if (ai == N_ARCHS)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported (supported: %s)", path,
-                         name, supported);
+                        name, supported);
     const arch_desc *a = m->arch = &archs[ai];
     meta_reader r = {m->gguf, path, name};
     toy_status st;
@@ -158,7 +158,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         return st;
     if (hp->n_head % hp->n_head_kv)
         return ty_error(TOY_ERR_FORMAT, "%s: head_count %d is not a multiple of head_count_kv %d",
-                         path, hp->n_head, hp->n_head_kv);
+                        path, hp->n_head, hp->n_head_kv);
     if ((st = meta_int(&r, "attention.key_length", hp->n_embd / hp->n_head, 1, TOY_MAX_HEAD_DIM,
                        &hp->head_dim)))
         return st;
@@ -166,7 +166,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         return st;
     if (hp->head_dim_v != hp->head_dim)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d", path,
-                         hp->head_dim, hp->head_dim_v);
+                        hp->head_dim, hp->head_dim_v);
     if ((st = meta_int(&r, "rope.dimension_count", hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
         return st;
     if (hp->n_rot % 2)
@@ -176,10 +176,10 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     /* either not positive would make every logit NaN */
     if (!(hp->rms_eps > 0))
         return ty_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, not positive", path, name,
-                         (double)hp->rms_eps);
+                        (double)hp->rms_eps);
     if (!(hp->rope_freq_base > 0))
         return ty_error(TOY_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not positive", path, name,
-                         (double)hp->rope_freq_base);
+                        (double)hp->rope_freq_base);
     float factor = 1.0f;
     if ((st = meta_float(&r, "rope.scaling.factor", 1.0, &factor))) return st;
     hp->rope_freq_scale = factor > 0 ? 1.0f / factor : 1.0f;
@@ -192,7 +192,7 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         else if (scaling_len == 4 && !memcmp(scaling, "none", 4)) hp->rope_freq_scale = 1.0f;
         else if (!(scaling_len == 6 && !memcmp(scaling, "linear", 6)))
             return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s '%.*s' is not supported (none, linear, yarn)",
-                             path, key, (int)scaling_len, scaling);
+                            path, key, (int)scaling_len, scaling);
     }
     if ((st = meta_int(&r, "rope.scaling.original_context_length", hp->n_ctx_train, 1, INT32_MAX,
                        &hp->n_ctx_orig)))
@@ -279,13 +279,13 @@ static toy_status find_shaped(const toy_model *m, const char *name, int n_dims,
     for (int d = 0; d < TOY_MAX_DIMS; d++) ok &= t->ne[d] == (d < n_dims ? ne[d] : 1);
     if (!ok)
         return ty_error(TOY_ERR_FORMAT,
-                         "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
-                         model_path(m), name, (long long)t->ne[0], (long long)t->ne[1],
-                         (long long)t->ne[2], (long long)t->ne[3], (long long)ne[0],
-                         (long long)(n_dims > 1 ? ne[1] : 1), (long long)(n_dims > 2 ? ne[2] : 1));
+                        "%s: tensor %s has shape [%lld, %lld, %lld, %lld], expected [%lld, %lld, %lld]",
+                        model_path(m), name, (long long)t->ne[0], (long long)t->ne[1],
+                        (long long)t->ne[2], (long long)t->ne[3], (long long)ne[0],
+                        (long long)(n_dims > 1 ? ne[1] : 1), (long long)(n_dims > 2 ? ne[2] : 1));
     if (!ty_kernel_scalar(t->type))
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot compute with",
-                         model_path(m), name, toy_type_name(t->type));
+                        model_path(m), name, toy_type_name(t->type));
     return TOY_OK;
 }
 
@@ -320,7 +320,7 @@ static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n
         if ((st = find_shaped(m, name, 2, ne, true, &t))) break;
         if (h > 0 && t->type != w->type)
             return ty_error(TOY_ERR_FORMAT, "%s: tensor %s has type %s, head 0 has %s",
-                             model_path(m), name, toy_type_name(t->type), toy_type_name(w->type));
+                            model_path(m), name, toy_type_name(t->type), toy_type_name(w->type));
         w->type = t->type;
         w->parts[h] = t->data;
     }
@@ -489,7 +489,7 @@ static toy_status bind_tensors(toy_model *m) {
     hp->n_vocab = (int32_t)emb->ne[1];
     if (emb->ne[1] > INT32_MAX || emb->ne[1] < 1)
         return ty_error(TOY_ERR_FORMAT, "%s: token_embd.weight has %lld rows", model_path(m),
-                         (long long)emb->ne[1]);
+                        (long long)emb->ne[1]);
     toy_status st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, true, &m->token_embd);
     if (st) return st;
     if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->output_norm))) return st;
@@ -504,7 +504,7 @@ static toy_status bind_tensors(toy_model *m) {
             return st;
     if (!m->rope_factors_long.data != !m->rope_factors_short.data)
         return ty_error(TOY_ERR_FORMAT, "%s: LongRoPE needs both rope_factors_long and rope_factors_short",
-                         model_path(m));
+                        model_path(m));
     hp->tied_output = m->output.data == NULL;
     if (hp->tied_output) m->output = m->token_embd;
     m->layers = calloc((size_t)hp->n_layer, sizeof *m->layers);
@@ -513,7 +513,7 @@ static toy_status bind_tensors(toy_model *m) {
         if ((st = bind_layer(m, il))) return st;
     if (toy_vocab_n_tokens(m->vocab) != hp->n_vocab)
         return ty_error(TOY_ERR_FORMAT, "%s: tokenizer has %d tokens but token_embd.weight has %d rows",
-                         model_path(m), toy_vocab_n_tokens(m->vocab), hp->n_vocab);
+                        model_path(m), toy_vocab_n_tokens(m->vocab), hp->n_vocab);
     return TOY_OK;
 }
 

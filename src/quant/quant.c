@@ -94,10 +94,10 @@ toy_status toy_type_row_size(toy_type type, int64_t n, size_t *out) {
     if (!t) return ty_error(TOY_ERR_UNSUPPORTED, "unknown tensor type %d", type);
     if (n < 0 || n % t->block_size != 0)
         return ty_error(TOY_ERR_INVALID, "type %s needs a multiple of %lld elements, got %lld",
-                         t->name, (long long)t->block_size, (long long)n);
+                        t->name, (long long)t->block_size, (long long)n);
     if (ty_mul_overflows((size_t)(n / t->block_size), t->type_size, out))
         return ty_error(TOY_ERR_INVALID, "row of %lld %s elements overflows size_t",
-                         (long long)n, t->name);
+                        (long long)n, t->name);
     return TOY_OK;
 }
 

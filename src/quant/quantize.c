@@ -317,12 +317,12 @@ static void *convert_rows(void *arg) {
 }
 
 toy_status ty_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
-                             ty_row_source source, void *user, int type_out, int n_threads,
-                             uint8_t **out, size_t *out_size) {
+                            ty_row_source source, void *user, int type_out, int n_threads,
+                            uint8_t **out, size_t *out_size) {
     const ty_type_traits *tr = ty_type_traits_get(type_out);
     if (!tr || !tr->from_float)
         return ty_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot quantize to type %s", name,
-                         tr ? tr->name : "?");
+                        tr ? tr->name : "?");
     convert_job base = {.name = name, .n_cols = n_cols, .n_rows = n_rows, .source = source,
                         .user = user, .type_out = type_out};
     toy_status st = toy_type_row_size(type_out, n_cols, &base.row_out);
@@ -375,12 +375,12 @@ static toy_status convert_tensor(const toy_gguf_tensor *t, int type_out, int n_t
     tensor_rows src = {t, ty_type_traits_get(t->type), 0};
     if (!src.in->to_float)
         return ty_error(TOY_ERR_UNSUPPORTED, "tensor '%s': cannot convert from type %s",
-                         t->name, src.in->name);
+                        t->name, src.in->name);
     toy_status st = toy_type_row_size(t->type, t->ne[0], &src.row_in);
     if (st) return ty_error_wrap(st, "tensor '%s'", t->name);
     int64_t n_rows = t->ne[0] ? toy_tensor_nelements(t) / t->ne[0] : 0;
     return ty_quantize_rows(t->name, t->ne[0], n_rows, dequantized_row, &src, type_out, n_threads,
-                             out, out_size);
+                            out, out_size);
 }
 
 /* ---------------------------------------------------------------- the file */
@@ -396,7 +396,7 @@ static int cmp_tensor_order(const void *a, const void *b) {
 }
 
 toy_status ty_quantize_plan(const ty_quant_shape *shape, const toy_gguf_tensor *tensors,
-                             int64_t n, int ftype, bool pure, int64_t *order, int *types) {
+                            int64_t n, int ftype, bool pure, int64_t *order, int *types) {
     int base_type = ftype_base_type(ftype);
     if (base_type < 0) return ty_error(TOY_ERR_INVALID, "unknown file type %d", ftype);
     const toy_gguf_tensor **sorted = malloc((size_t)(n ? n : 1) * sizeof *sorted);

@@ -23,7 +23,7 @@ void ty_quant_shape_from_gguf(const toy_gguf *g, ty_quant_shape *shape);
  * order[k] is the index of the k-th tensor in llama.cpp's write order, types[k] its type
  * under ftype (tensors that are not quantized keep their type). */
 toy_status ty_quantize_plan(const ty_quant_shape *shape, const toy_gguf_tensor *tensors,
-                             int64_t n, int ftype, bool pure, int64_t *order, int *types);
+                            int64_t n, int ftype, bool pure, int64_t *order, int *types);
 
 /* Produces row `row` (n_cols floats) of a tensor being written. Called from several
  * threads at once, for different rows. */
@@ -32,7 +32,7 @@ typedef void (*ty_row_source)(void *user, int64_t row, float *out);
 /* n_rows rows from `source`, converted to type_out with n_threads threads (the result
  * does not depend on them); *out is malloc'd. */
 toy_status ty_quantize_rows(const char *name, int64_t n_cols, int64_t n_rows,
-                             ty_row_source source, void *user, int type_out, int n_threads,
-                             uint8_t **out, size_t *out_size);
+                            ty_row_source source, void *user, int type_out, int n_threads,
+                            uint8_t **out, size_t *out_size);
 
 #endif

@@ -47,7 +47,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
     int32_t n_past = toy_kv_seq_pos_max(ctx, 0) + 1;
     if (n_past + n_prompt > n_ctx)
         return ty_error(TOY_ERR_INVALID, "the prompt is %d tokens but the context holds %d (%d in use)",
-                         n_prompt, n_ctx, n_past);
+                        n_prompt, n_ctx, n_past);
     if (n_prompt == 0) return ty_error(TOY_ERR_INVALID, "toy_generate: an empty prompt");
     toy_stop *stop;
     toy_status st = toy_stop_new(p.stops, p.n_stops, &stop);

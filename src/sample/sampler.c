@@ -269,7 +269,7 @@ static size_t nothing_allowed(void) {
 }
 
 size_t ty_sampler_candidates(toy_sampler *s, const float *logits,
-                              const ty_sampler_candidate **out) {
+                             const ty_sampler_candidate **out) {
     const toy_sampler_params *p = &s->params;
     ty_sampler_candidate *c = s->cand;
     *out = c;
@@ -435,26 +435,26 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
     if (params && ty_params_read(&p, sizeof p, params, "toy_sampler_params")) return TOY_ERR_INVALID;
     if (n_vocab <= 0)
         return ty_error(TOY_ERR_INVALID, "sampler: n_vocab must be positive, got %d",
-                         (int)n_vocab);
+                        (int)n_vocab);
     if (isnan(p.temperature) || isnan(p.top_p) || isnan(p.min_p))
         return ty_error(TOY_ERR_INVALID,
-                         "sampler: temperature, top_p and min_p must not be NaN");
+                        "sampler: temperature, top_p and min_p must not be NaN");
     if (!(p.repeat_penalty > 0) || isinf(p.repeat_penalty))
         return ty_error(TOY_ERR_INVALID,
-                         "sampler: repeat_penalty must be finite and > 0, got %g",
-                         (double)p.repeat_penalty);
+                        "sampler: repeat_penalty must be finite and > 0, got %g",
+                        (double)p.repeat_penalty);
     if (!isfinite(p.frequency_penalty) || !isfinite(p.presence_penalty))
         return ty_error(TOY_ERR_INVALID,
-                         "sampler: frequency_penalty and presence_penalty must be finite");
+                        "sampler: frequency_penalty and presence_penalty must be finite");
     if (p.repeat_last_n < -1)
         return ty_error(TOY_ERR_INVALID, "sampler: repeat_last_n must be >= -1, got %d",
-                         (int)p.repeat_last_n);
+                        (int)p.repeat_last_n);
     if (p.n_logit_bias && !p.logit_bias)
         return ty_error(TOY_ERR_INVALID, "sampler: n_logit_bias is %zu but logit_bias is NULL", p.n_logit_bias);
     for (size_t i = 0; i < p.n_logit_bias; i++) {
         if (p.logit_bias[i].token < 0 || p.logit_bias[i].token >= n_vocab)
             return ty_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: token %d is out of range (vocabulary of %d)", i,
-                             (int)p.logit_bias[i].token, (int)n_vocab);
+                            (int)p.logit_bias[i].token, (int)n_vocab);
         if (isnan(p.logit_bias[i].bias) || p.logit_bias[i].bias == INFINITY)
             return ty_error(TOY_ERR_INVALID, "sampler: logit_bias[%zu]: the bias must be a number below +inf", i);
     }
@@ -486,7 +486,7 @@ toy_status toy_sampler_new(const toy_sampler_params *params, int32_t n_vocab,
         (p.grammar && (!s->ids || !s->allowed))) {
         toy_sampler_free(s);
         return ty_error(TOY_ERR_NOMEM, "sampler: out of memory for a vocabulary of %d",
-                         (int)n_vocab);
+                        (int)n_vocab);
     }
     seed_rng(s);
     *out = s;

@@ -19,7 +19,7 @@ typedef struct {
 /* Writes n_vocab logits with NaN read as -inf and the repetition, frequency and presence
  * penalties of the accepted history applied — the first stage of the chain. */
 void ty_sampler_apply_penalties(const toy_sampler *sampler, const float *logits,
-                                 float *out);
+                                float *out);
 
 /* Runs every stage but the random pick: logit bias, penalties, grammar, top-k, top-p,
  * min-p, temperature, softmax. *out points at the survivors (valid until the next call
@@ -28,7 +28,7 @@ void ty_sampler_apply_penalties(const toy_sampler *sampler, const float *logits,
  * toy_last_error set when the grammar allows no token). Greedy (temperature <= 0)
  * leaves the one argmax token with p = 1. */
 size_t ty_sampler_candidates(toy_sampler *sampler, const float *logits,
-                              const ty_sampler_candidate **out);
+                             const ty_sampler_candidate **out);
 
 /* Whether the sampler has a grammar whose text is complete where it stands (so a
  * generation that finds no token to sample has ended rather than failed). */

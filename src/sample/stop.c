@@ -120,7 +120,7 @@ bool toy_stop_feed(toy_stop *st, const char *piece, size_t len, const char **emi
             /* The API has no status here: end the stream as a stop would, releasing what
              * was safe, and leave the reason for toy_last_error(). */
             ty_error(TOY_ERR_NOMEM, "stop strings: out of memory buffering %zu bytes",
-                      len);
+                     len);
             st->stopped = true;
             safe = stop_prefix_start(st);
         } else {
@@ -157,12 +157,12 @@ toy_status toy_stop_new(const char *const *stops, size_t n_stops, toy_stop **out
     *out = NULL;
     if (n_stops > 0 && !stops)
         return ty_error(TOY_ERR_INVALID, "stop strings: %zu strings but the list is NULL",
-                         n_stops);
+                        n_stops);
     for (size_t k = 0; k < n_stops; k++) {
         if (!stops[k]) return ty_error(TOY_ERR_INVALID, "stop string %zu is NULL", k);
         if (!stops[k][0])
             return ty_error(TOY_ERR_INVALID,
-                             "stop string %zu is empty (it would match before any text)", k);
+                            "stop string %zu is empty (it would match before any text)", k);
     }
     toy_stop *st = calloc(1, sizeof *st);
     if (!st) return ty_error(TOY_ERR_NOMEM, "stop strings: out of memory");

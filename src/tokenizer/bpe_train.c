@@ -239,7 +239,7 @@ static toy_status reader_next(reader *r, const specials *sp, chunk *c, bool *got
             if (got_n == 0) {
                 if (ferror(r->f))
                     return ty_error(TOY_ERR_IO, "%s: read failed: %s", r->paths[r->file],
-                                     strerror(errno));
+                                    strerror(errno));
                 eof = true;
                 break;
             }
@@ -738,7 +738,7 @@ static toy_status check_specials(const toy_tokenizer_train_params *p, specials *
         if (!st && bytes.oom) st = oom();
         if (!st && spells_bytes && bytes.n == 1)
             st = ty_error(TOY_ERR_INVALID, "special token '%s' is the text of byte token %d", s,
-                           (unsigned char)bytes.v[0]);
+                          (unsigned char)bytes.v[0]);
         if (!st && spells_bytes) {
             int64_t e = bmap_get(&t->tok_ids, bytes.v, bytes.n, true);
             if (e < 0) st = oom();
@@ -767,7 +767,7 @@ static toy_status open_pretokenizer(const char *name, ty_pretokenizer **out) {
             ty_pretokenizer_free(p);
         }
         toy_status st = ty_error(TOY_ERR_INVALID, "unknown pre-tokenizer '%s' (known: %s)", name,
-                                  known.v ? known.v : "");
+                                 known.v ? known.v : "");
         free(known.v);
         return st;
     }
@@ -775,11 +775,11 @@ static toy_status open_pretokenizer(const char *name, ty_pretokenizer **out) {
         ty_pretokenizer_free(*out);
         *out = NULL;
         return ty_error(TOY_ERR_INVALID,
-                         "pre-tokenizer '%s': llama.cpp looks each whole pre-token up in the "
-                         "vocabulary before merging under this name, so the learned merges "
-                         "would not be applied as learned; choose another (smaug-bpe splits as "
-                         "llama-bpe does, without the lookup)",
-                         name);
+                        "pre-tokenizer '%s': llama.cpp looks each whole pre-token up in the "
+                        "vocabulary before merging under this name, so the learned merges "
+                        "would not be applied as learned; choose another (smaug-bpe splits as "
+                        "llama-bpe does, without the lookup)",
+                        name);
     }
     return TOY_OK;
 }
@@ -891,8 +891,8 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
     size_t min_vocab = 256 + sp.n;
     if (!st && (p->vocab_size < 0 || (size_t)p->vocab_size < min_vocab))
         st = ty_error(TOY_ERR_INVALID,
-                       "vocab size %d is below %zu, the 256 byte tokens and %zu special tokens",
-                       (int)p->vocab_size, min_vocab, sp.n);
+                      "vocab size %d is below %zu, the 256 byte tokens and %zu special tokens",
+                      (int)p->vocab_size, min_vocab, sp.n);
     if (!st) st = open_pretokenizer(pre_name, &pre);
     if (!st) st = check_files(p);
     for (int b = 0; !st && b < 256; b++) {
@@ -906,7 +906,7 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
         st = p->n_data == 1
                  ? ty_error(TOY_ERR_INVALID, "%s: no training text", p->data_paths[0])
                  : ty_error(TOY_ERR_INVALID, "no training text in the %zu data files",
-                             p->n_data);
+                            p->n_data);
     if (!st) st = make_words(&t, &counters[0].words);
     uint64_t n_pretokens = counters ? counters[0].n_pretokens : 0;
     uint64_t n_distinct = counters ? counters[0].words.n : 0;

@@ -718,7 +718,7 @@ toy_status toy_chat_template_of(const toy_gguf *gguf, const char **family) {
     free(z);
     if (!f)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer.chat_template is not a template toy recognises",
-                         toy_gguf_path(gguf));
+                        toy_gguf_path(gguf));
     *family = f;
     return TOY_OK;
 }
@@ -730,13 +730,13 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
     if (!family) return ty_error(TOY_ERR_INVALID, "toy_chat_apply: no template family");
     if (n_messages > 0 && !messages)
         return ty_error(TOY_ERR_INVALID,
-                         "toy_chat_apply: %zu messages but the list is NULL", n_messages);
+                        "toy_chat_apply: %zu messages but the list is NULL", n_messages);
     for (size_t i = 0; i < n_messages; i++) {
         if (!messages[i].role)
             return ty_error(TOY_ERR_INVALID, "chat message %zu has no role", i);
         if (!messages[i].content)
             return ty_error(TOY_ERR_INVALID, "chat message %zu (%s) has no content", i,
-                             messages[i].role);
+                            messages[i].role);
     }
     const chat_family f = detect_family(family);
     if (f == CHAT_UNKNOWN) {
@@ -748,8 +748,8 @@ toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
                                      k ? ", " : "", families[k].name);
         const size_t shown = strlen(family) > 60 ? 60 : strlen(family);
         return ty_error(TOY_ERR_UNSUPPORTED,
-                         "unknown chat template family \"%.*s%s\" (known: %s)", (int)shown,
-                         family, shown < strlen(family) ? "..." : "", known);
+                        "unknown chat template family \"%.*s%s\" (known: %s)", (int)shown,
+                        family, shown < strlen(family) ? "..." : "", known);
     }
     ty_buf b = {0};
     ty_buf_append(&b, "", 0); /* an empty conversation still gives an empty string */

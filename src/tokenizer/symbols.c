@@ -73,7 +73,7 @@ int ty_bigram_merge_next(ty_bigram_queue *q, ty_symbol *sym) {
 }
 
 void ty_symbols_emit(const toy_vocab *v, const char *text, const ty_symbol *sym, int n_sym,
-                      int32_t unk, ty_ids *out) {
+                     int32_t unk, ty_ids *out) {
     for (int i = 0; n_sym > 0 && i != -1; i = sym[i].next) {
         int32_t id = ty_vocab_find(v, text + sym[i].off, sym[i].n);
         if (id >= 0) {

@@ -44,6 +44,6 @@ int ty_bigram_merge_next(ty_bigram_queue *q, ty_symbol *sym);
 /* Appends the token of every symbol, in order. A symbol that is no token falls back to
  * the byte_token of each of its bytes, else to `unk` (-1: the byte is dropped). */
 void ty_symbols_emit(const toy_vocab *v, const char *text, const ty_symbol *sym, int n_sym,
-                      int32_t unk, ty_ids *out);
+                     int32_t unk, ty_ids *out);
 
 #endif

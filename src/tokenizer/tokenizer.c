@@ -34,7 +34,7 @@ static toy_status get_str_opt(const toy_gguf *g, const char *key, const char **s
     if (!v) return TOY_OK;
     if (toy_gguf_value_type(v) != TOY_GGUF_STRING)
         return ty_error(TOY_ERR_FORMAT, "%s: expected a string, got %s", key,
-                         toy_gguf_type_name(toy_gguf_value_type(v)));
+                        toy_gguf_type_name(toy_gguf_value_type(v)));
     return toy_gguf_value_str(v, s, len);
 }
 
@@ -43,7 +43,7 @@ static toy_status get_bool_opt(const toy_gguf *g, const char *key, bool *out) {
     if (!v) return TOY_OK;
     if (toy_gguf_value_type(v) != TOY_GGUF_BOOL)
         return ty_error(TOY_ERR_FORMAT, "%s: expected a bool, got %s", key,
-                         toy_gguf_type_name(toy_gguf_value_type(v)));
+                        toy_gguf_type_name(toy_gguf_value_type(v)));
     return toy_gguf_value_bool(v, out);
 }
 
@@ -57,7 +57,7 @@ static toy_status get_token_id(const toy_gguf *g, const char *key, int32_t n_tok
     int64_t x;
     if (toy_gguf_value_i64(v, &x))
         return ty_error(TOY_ERR_FORMAT, "%s: expected an integer token id, got %s", key,
-                         toy_gguf_type_name(toy_gguf_value_type(v)));
+                        toy_gguf_type_name(toy_gguf_value_type(v)));
     if (x >= 0 && x < n_tokens) *id = (int32_t)x;
     return TOY_OK;
 }
@@ -89,7 +89,7 @@ static toy_status get_num_array(const toy_gguf *g, const char *key, int32_t n_to
         return ty_error(TOY_ERR_FORMAT, "%s: expected an array of numbers", key);
     if (toy_gguf_array_len(v) < (uint64_t)n_tokens)
         return ty_error(TOY_ERR_FORMAT, "%s: %llu entries for %d tokens", key,
-                         (unsigned long long)toy_gguf_array_len(v), (int)n_tokens);
+                        (unsigned long long)toy_gguf_array_len(v), (int)n_tokens);
     *out = v;
     return TOY_OK;
 }
@@ -114,7 +114,7 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
     uint64_t n = toy_gguf_array_len(tokens);
     if (n == 0) return ty_error(TOY_ERR_FORMAT, "%s: no tokens", KEY_TOKENS);
     if (n > INT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: %llu tokens", KEY_TOKENS,
-                                        (unsigned long long)n);
+                                       (unsigned long long)n);
     v->n_tokens = (int32_t)n;
     if ((st = get_num_array(g, KEY_SCORES, v->n_tokens, &scores))) return st;
     if ((st = get_num_array(g, KEY_TOKEN_TYPE, v->n_tokens, &types))) return st;
@@ -127,7 +127,7 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
             return ty_error_wrap(st, "%s[%llu]", KEY_TOKENS, (unsigned long long)i);
         if (len > UINT32_MAX / 2)
             return ty_error(TOY_ERR_FORMAT, "%s[%llu]: token of %zu bytes", KEY_TOKENS,
-                             (unsigned long long)i, len);
+                            (unsigned long long)i, len);
         total += (len ? len : 20) + 1;
     }
     if (total > UINT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: too much text", KEY_TOKENS);
@@ -155,8 +155,8 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
         off += (uint32_t)len + 1;
         if (!ty_strmap_insert(&v->token_ids, dst, t->text_len, i))
             return ty_error(TOY_ERR_FORMAT, "%s: duplicate token '%s' has ids %d and %d",
-                             KEY_TOKENS, dst, (int)ty_strmap_find(&v->token_ids, dst, len),
-                             (int)i);
+                            KEY_TOKENS, dst, (int)ty_strmap_find(&v->token_ids, dst, len),
+                            (int)i);
         if ((int)len > v->max_token_len) v->max_token_len = (int)len;
 
         double score = 0;
@@ -168,7 +168,7 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
             int64_t type;
             if (toy_gguf_array_i64(types, (uint64_t)i, &type))
                 return ty_error(TOY_ERR_FORMAT, "%s: expected an array of integers",
-                                 KEY_TOKEN_TYPE);
+                                KEY_TOKEN_TYPE);
             t->attr = attr_of_type(type);
         }
     }
@@ -184,7 +184,7 @@ static toy_status load_merges(toy_vocab *v, const toy_gguf *g) {
     if (st) return st;
     uint64_t n = toy_gguf_array_len(merges);
     if (n > INT32_MAX) return ty_error(TOY_ERR_FORMAT, "%s: %llu merges", KEY_MERGES,
-                                        (unsigned long long)n);
+                                       (unsigned long long)n);
     size_t total = 1;
     for (uint64_t i = 0; i < n; i++) {
         const char *s;
@@ -517,7 +517,7 @@ static toy_status load(toy_vocab *v, const toy_gguf *g) {
         v->clean_spaces = true;
     } else {
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: tokenizer '%.*s' is not supported", KEY_MODEL,
-                         (int)model_len, model);
+                        (int)model_len, model);
     }
 
     if (v->kind == TOY_VOCAB_BPE) {
@@ -819,7 +819,7 @@ toy_status toy_tokenize_alloc(const toy_vocab *v, const char *text, size_t len, 
 static toy_status check_token(const toy_vocab *v, int32_t token) {
     if (token < 0 || token >= v->n_tokens)
         return ty_error(TOY_ERR_INVALID, "token %d out of range (vocabulary has %d tokens)",
-                         (int)token, (int)v->n_tokens);
+                        (int)token, (int)v->n_tokens);
     return TOY_OK;
 }
 
@@ -850,7 +850,7 @@ toy_status toy_token_to_piece(const toy_vocab *v, int32_t token, bool special, c
 }
 
 toy_status ty_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
-                          const char **text, size_t *len) {
+                         const char **text, size_t *len) {
     toy_status st = toy_token_to_piece(v, token, special, buf, cap, len);
     *text = buf;
     if (st != TOY_ERR_BUFFER) return st;

@@ -25,6 +25,6 @@
  * bytes, else *big, malloc'd for the caller to free (on success; *big is left alone when
  * the text fits, and holds nothing to free after a failure). */
 toy_status ty_token_text(const toy_vocab *v, int32_t token, bool special, char *buf, size_t cap, char **big,
-                          const char **text, size_t *len);
+                         const char **text, size_t *len);
 
 #endif

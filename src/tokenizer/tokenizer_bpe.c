@@ -258,7 +258,7 @@ static toy_status collapse_regex(const char *re, ty_buf *out) {
     for (size_t i = 0; i < n; i++) {
         if ((unsigned char)re[i] >= 0x80)
             return ty_error(TOY_ERR_UNSUPPORTED,
-                             "pre-tokenizer regex has Unicode classes and non-ASCII text");
+                            "pre-tokenizer regex has Unicode classes and non-ASCII text");
         if (re[i] == '[' && (i == 0 || re[i - 1] != '\\')) {
             ty_buf_append(out, "[", 1);
             inside = true;
@@ -301,14 +301,14 @@ static toy_status compile_regex(const char *pattern, size_t len, uint32_t option
         PCRE2_UCHAR msg[256];
         pcre2_get_error_message(err, msg, sizeof msg);
         return ty_error(TOY_ERR_UNSUPPORTED, "pre-tokenizer regex: %s at offset %zu",
-                         (const char *)msg, (size_t)erroff);
+                        (const char *)msg, (size_t)erroff);
     }
     pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE); /* optional: the interpreter is the fallback */
     return TOY_OK;
 }
 
 toy_status ty_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
-                                ty_pretokenizer **out) {
+                               ty_pretokenizer **out) {
     /* llama.cpp falls back to the default pre-tokenizer (with a warning) when the
      * key is absent */
     const pre_def *def = &pre_defs[0];
@@ -319,7 +319,7 @@ toy_status ty_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
                 def = &pre_defs[i];
         if (!def)
             return ty_error(TOY_ERR_UNSUPPORTED,
-                             "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'", (int)len, name);
+                            "tokenizer.ggml.pre: unknown pre-tokenizer '%.*s'", (int)len, name);
     }
     if (v && (def->flags & PRE_IGNORE_MERGES)) v->ignore_merges = true;
     if (v && (def->flags & PRE_KEEP_SPACES)) v->clean_spaces = false;
@@ -665,7 +665,7 @@ static toy_status split_regex(pretok_text *t, split_kind kind, const pcre2_code 
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(rc, msg, sizeof msg);
             return ty_error(TOY_ERR_INVALID, "tokenize: pre-tokenizer regex failed: %s",
-                             (const char *)msg);
+                            (const char *)msg);
         }
         const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
         size_t m0 = ov[0], m1 = ov[1];
@@ -795,7 +795,7 @@ static void merge_word(bpe_session *s, const char *w, size_t n, ty_ids *out) {
 }
 
 toy_status ty_pretokenize(const ty_pretokenizer *p, const char *text, size_t len,
-                           ty_pretoken_fn fn, void *user) {
+                          ty_pretoken_fn fn, void *user) {
     /* the buffers below take up to 8 bytes per byte of text (build_wide: 4 + offsets) */
     if (len > SIZE_MAX / 16)
         return ty_error(TOY_ERR_INVALID, "tokenize: a text of %zu bytes is too long", len);
@@ -862,7 +862,7 @@ toy_status ty_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, ty_
     bpe_words b = {.s = {.vocab = v}, .out = out};
     for (int c = 0; c < 256; c++)
         b.byte_char_len[c] = (unsigned char)ty_utf8_encode(ty_unicode_byte_to_cpt((uint8_t)c),
-                                                            b.byte_chars[c]);
+                                                           b.byte_chars[c]);
     toy_status st = ty_pretokenize(v->pre, text, len, merge_pretoken, &b);
     free(b.s.sym);
     free(b.s.queue.v);

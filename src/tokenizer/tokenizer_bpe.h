@@ -15,7 +15,7 @@ toy_status ty_bpe_tokenize(const toy_vocab *v, const char *text, size_t len, ty_
  * vocabulary flags that llama.cpp ties to the name (ignore_merges, clean_spaces, the
  * default of add_bos) unless v is NULL. TOY_ERR_UNSUPPORTED for an unknown name. */
 toy_status ty_pretokenizer_new(const char *name, size_t len, toy_vocab *v,
-                                ty_pretokenizer **out);
+                               ty_pretokenizer **out);
 void ty_pretokenizer_free(ty_pretokenizer *p);
 /* llama.cpp looks a whole pre-token up in the vocabulary before merging (llama3's
  * ignore_merges) under this pre-tokenizer's name. */
@@ -29,6 +29,6 @@ typedef toy_status (*ty_pretoken_fn)(void *user, const char *word, size_t len);
 /* Cuts plain text (no special tokens) into the pre-tokens that ty_bpe_tokenize merges;
  * tokenizing and training a tokenizer (bpe_train.c) share this one path. */
 toy_status ty_pretokenize(const ty_pretokenizer *p, const char *text, size_t len,
-                           ty_pretoken_fn fn, void *user);
+                          ty_pretoken_fn fn, void *user);
 
 #endif

@@ -33,7 +33,7 @@ static void try_add_bigram(spm_session *s, int left, int right) {
 }
 
 toy_status ty_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bool first,
-                            ty_ids *out) {
+                           ty_ids *out) {
     static const char space[] = "\xe2\x96\x81"; /* U+2581 */
 
     /* the escaped text: at most 3 bytes for every input byte, plus the prefix */

@@ -10,6 +10,6 @@
 /* Plain text (no special tokens) to ids, appended to out. `first` tells whether the
  * text follows the start or a special token (where the space prefix goes). */
 toy_status ty_spm_tokenize(const toy_vocab *v, const char *text, size_t len, bool first,
-                            ty_ids *out);
+                           ty_ids *out);
 
 #endif

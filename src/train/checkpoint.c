@@ -109,7 +109,7 @@ toy_status ty_checkpoint_write_model(train_model *tm, const toy_gguf *source, in
         uint8_t *buf = NULL;
         size_t size = 0;
         st = ty_quantize_rows(t->name, t->ne[0], t->n / t->ne[0], param_row, &src, types[k], n_threads,
-                               &buf, &size);
+                              &buf, &size);
         if (!st) st = toy_gguf_writer_write_tensor_data(w, buf, size);
         free(buf);
     }
@@ -226,7 +226,7 @@ static toy_status read_tensor(const toy_gguf *g, const char *prefix, const train
                             : TOY_OK;
     if (x->type != TOY_TYPE_F32 || toy_tensor_nelements(x) != t->n || x->ne[0] != t->ne[0])
         return ty_error(TOY_ERR_FORMAT, "%s: tensor %s does not match the model's %s", toy_gguf_path(g), name,
-                         t->name);
+                        t->name);
     memcpy(dst, x->data, (size_t)t->n * sizeof *dst);
     return TOY_OK;
 }
@@ -253,7 +253,7 @@ toy_status ty_checkpoint_read_state(const char *path, train_model *tm, float *m,
     if ((st = read_u64(g, "version", &version))) goto done;
     if (version != STATE_VERSION) {
         st = ty_error(TOY_ERR_UNSUPPORTED, "%s: training state version %lld (toy reads %d)", path,
-                       (long long)version, STATE_VERSION);
+                      (long long)version, STATE_VERSION);
         goto done;
     }
     memset(s, 0, sizeof *s);

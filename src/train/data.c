@@ -129,9 +129,9 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
     for (size_t k = 0; k < n; k++) replies += !strcmp(msgs[k].role, "assistant");
     if (!st && (ty_mul_overflows(replies, full_len, &work) || work > RECORD_FORMAT_BYTES_MAX))
         st = ty_error(TOY_ERR_INVALID,
-                       "a record of %zu messages (%zu replies) and %zu formatted bytes is too large to train on: "
-                       "split it into records of fewer turns",
-                       n, replies, full_len);
+                      "a record of %zu messages (%zu replies) and %zu formatted bytes is too large to train on: "
+                      "split it into records of fewer turns",
+                      n, replies, full_len);
     size_t cursor = 0;
     bool first = true;
     for (size_t k = 0; !st && k < n; k++) {
@@ -141,7 +141,7 @@ static toy_status load_record(train_stream *s, const toy_vocab *vocab, const cha
         const size_t la = strlen(a), lb = strlen(b);
         if (la < cursor || la > lb || memcmp(a, b, la) || lb > full_len || memcmp(b, full, lb)) {
             st = ty_error(TOY_ERR_UNSUPPORTED,
-                           "the %s chat template does not extend the conversation at message %zu", family, k + 1);
+                          "the %s chat template does not extend the conversation at message %zu", family, k + 1);
             break;
         }
         if (la > cursor) st = stream_text(s, vocab, full + cursor, la - cursor, first, true, false);
@@ -183,13 +183,13 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
         json_t *rec = json_loadb(q, l, 0, &jerr);
         if (!rec) {
             st = ty_error(TOY_ERR_FORMAT, "%s:%lld: invalid JSON at column %d: %s", path, (long long)line,
-                           jerr.column, jerr.text);
+                          jerr.column, jerr.text);
             break;
         }
         json_t *arr = json_is_object(rec) ? json_object_get(rec, "messages") : NULL;
         if (!json_is_array(arr) || json_array_size(arr) == 0) {
             st = ty_error(TOY_ERR_FORMAT, "%s:%lld: expected an object with a non-empty \"messages\" array",
-                           path, (long long)line);
+                          path, (long long)line);
             json_decref(rec);
             break;
         }
@@ -211,13 +211,13 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
             json_t *content = json_is_object(msg) ? json_object_get(msg, "content") : NULL;
             if (!json_is_string(role) || !json_is_string(content)) {
                 st = ty_error(TOY_ERR_FORMAT, "%s:%lld: message %zu needs string fields \"role\" and \"content\"",
-                               path, (long long)line, i + 1);
+                              path, (long long)line, i + 1);
                 break;
             }
             const char *r = json_string_value(role);
             if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
                 st = ty_error(TOY_ERR_FORMAT, "%s:%lld: message %zu: role \"%s\" is not system, user or assistant",
-                               path, (long long)line, i + 1, r);
+                              path, (long long)line, i + 1, r);
                 break;
             }
             has_reply |= !strcmp(r, "assistant");
@@ -225,7 +225,7 @@ static toy_status load_jsonl(train_stream *s, const toy_vocab *vocab, const char
         }
         if (!st && !has_reply)
             st = ty_error(TOY_ERR_FORMAT, "%s:%lld: the record has no assistant message to learn", path,
-                           (long long)line);
+                          (long long)line);
         if (!st && (st = load_record(s, vocab, family, msgs, n)))
             ty_error_wrap(st, "%s:%lld", path, (long long)line);
         json_decref(rec);

@@ -79,7 +79,7 @@ toy_status ty_train_dist_init(train_dist *d) {
     const char *v = getenv("OMPI_COMM_WORLD_SIZE");
     if (v && atoi(v) > 1)
         return ty_error(TOY_ERR_UNSUPPORTED, "started by mpirun with %s processes, but this toy was built without "
-                         "MPI (install libopenmpi-dev and rebuild)", v);
+                        "MPI (install libopenmpi-dev and rebuild)", v);
     return TOY_OK;
 }
 

@@ -25,7 +25,7 @@ static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_p
             return ty_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
         if (lp->rank && p->rank != lp->rank)
             return ty_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
-                             lp->rank, (long long)p->rank);
+                            lp->rank, (long long)p->rank);
         lp->rank = (int32_t)p->rank;
         lp->targets |= bits;
     }
@@ -46,7 +46,7 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     for (int32_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= n_vocab)
             return ty_error(TOY_ERR_INVALID, "token %d: id %d out of range (0..%d)", i, tokens[i],
-                             n_vocab - 1);
+                            n_vocab - 1);
     ty_pool *pool = ty_pool_new(n_threads > 0 ? n_threads : 1);
     train_model *tm = NULL;
     int32_t *targets = malloc((size_t)n * sizeof *targets);

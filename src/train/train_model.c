@@ -192,10 +192,10 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     const char *path = toy_gguf_path(m->gguf);
     if (hp->n_expert > 0)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for %s (mixture of experts)",
-                         path, arch_name(m));
+                        path, arch_name(m));
     if (hp->per_head_weights)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for the per-head tensor layout",
-                         path);
+                        path);
     if (seq_len < 1) return ty_error(TOY_ERR_INVALID, "sequence length %d", seq_len);
     train_model *tm = calloc(1, sizeof *tm);
     if (!tm) return ty_error(TOY_ERR_NOMEM, "no memory");
@@ -245,7 +245,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         tt->offset = off;
         if (!toy_type_can_dequantize(t->type)) {
             st = ty_error(TOY_ERR_UNSUPPORTED, "%s: tensor %s has type %s, which toy cannot train",
-                           path, t->name, toy_type_name(t->type));
+                          path, t->name, toy_type_name(t->type));
             break;
         }
         tt->trainable = !lp && strncmp(t->name, "rope_freqs", 10) && strncmp(t->name, "rope_factors", 12);
@@ -281,7 +281,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         tm->grads = aligned_alloc(64, (size_t)off * sizeof(float) + 64);
         if (!tm->params || !tm->grads)
             st = ty_error(TOY_ERR_NOMEM, "cannot allocate %lld parameters and gradients",
-                           (long long)off);
+                          (long long)off);
     }
     for (int i = 0; !st && i < n_vectors; i++) {
         const toy_gguf_tensor *t = toy_gguf_find_tensor(g, tm->tensors[i].name);
@@ -440,7 +440,7 @@ toy_status ty_train_model_reserve(train_model *tm, int B, int T) {
     if (B < 1 || T < 1) return ty_error(TOY_ERR_INVALID, "batch of %d x %d tokens", B, T);
     if (T > tm->seq_len)
         return ty_error(TOY_ERR_INVALID, "sequences of %d tokens, the model was set up for %d", T,
-                         tm->seq_len);
+                        tm->seq_len);
     if (B == tm->B && T == tm->T) return TOY_OK;
     free_acts(tm);
     carver c = {0};
@@ -450,7 +450,7 @@ toy_status ty_train_model_reserve(train_model *tm, int B, int T) {
     if (!tm->acts || !tm->act_mem) {
         free_acts(tm);
         return ty_error(TOY_ERR_NOMEM, "cannot allocate %.1f MB of activations for %d x %d tokens",
-                         (double)c.used * 4 / 1e6, B, T);
+                        (double)c.used * 4 / 1e6, B, T);
     }
     c = (carver){tm->act_mem, 0};
     layout_acts(tm, &c, B, T);

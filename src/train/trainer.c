@@ -147,7 +147,7 @@ static toy_status open_model(run *r) {
     if (p->resume) {
         if (!file_exists(r->out.model) || !file_exists(r->out.state))
             return ty_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
-                             r->out.model, r->out.state);
+                            r->out.model, r->out.state);
         /* LoRA: the adapters come back from the state's master copy; the base is the base */
         if (!p->lora_rank) return load_model(p, r->out.model, &r->model);
     }
@@ -185,7 +185,7 @@ static toy_status check_params(const toy_train_params *p) {
     if (p->n_data < 1) return ty_error(TOY_ERR_INVALID, "no training data");
     if (p->batch < 1 || p->seq < 2 || p->grad_accum < 1)
         return ty_error(TOY_ERR_INVALID, "batch %d, seq %d, grad_accum %d: each must be at least 1 (seq 2)",
-                         p->batch, p->seq, p->grad_accum);
+                        p->batch, p->seq, p->grad_accum);
     if (p->steps < 0 || (p->steps == 0 && p->epochs < 1))
         return ty_error(TOY_ERR_INVALID, "nothing to train: steps %lld, epochs %d", (long long)p->steps, p->epochs);
     if (!(p->lr > 0) || !(p->min_lr >= 0) || p->min_lr > p->lr)
@@ -206,8 +206,8 @@ static toy_status setup(run *r) {
     if ((st = ty_train_dist_init(&r->dist))) return st;
     if (p->grad_accum % r->dist.size)
         return ty_error(TOY_ERR_INVALID,
-                         "%d processes share each step's %d micro-batches (--grad-accum): make it a multiple of %d",
-                         r->dist.size, p->grad_accum, r->dist.size);
+                        "%d processes share each step's %d micro-batches (--grad-accum): make it a multiple of %d",
+                        r->dist.size, p->grad_accum, r->dist.size);
     r->pool = ty_pool_new(p->n_threads > 0 ? p->n_threads : 1);
     if (!r->pool) return ty_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     if ((st = open_model(r))) return st;
@@ -235,14 +235,14 @@ static toy_status setup(run *r) {
     r->steps_per_epoch = r->n_windows / per_step;
     if (r->steps_per_epoch == 0)
         return ty_error(TOY_ERR_INVALID,
-                         "%s%s: the training data holds %lld tokens: %lld windows of %d + 1, and a step needs "
-                         "batch %d x grad_accum %d = %lld",
-                         p->data[0], p->n_data > 1 ? " and the other training files" : "", (long long)r->data.n,
-                         (long long)r->n_windows, p->seq, p->batch, p->grad_accum, (long long)per_step);
+                        "%s%s: the training data holds %lld tokens: %lld windows of %d + 1, and a step needs "
+                        "batch %d x grad_accum %d = %lld",
+                        p->data[0], p->n_data > 1 ? " and the other training files" : "", (long long)r->data.n,
+                        (long long)r->n_windows, p->seq, p->batch, p->grad_accum, (long long)per_step);
     if (p->n_eval_data > 0 && ty_train_stream_n_windows(&r->eval, p->seq) == 0)
         return ty_error(TOY_ERR_INVALID, "%s%s: the evaluation data holds %lld tokens, less than one window of %d + 1",
-                         p->eval_data[0], p->n_eval_data > 1 ? " and the other evaluation files" : "",
-                         (long long)r->eval.n, p->seq);
+                        p->eval_data[0], p->n_eval_data > 1 ? " and the other evaluation files" : "",
+                        (long long)r->eval.n, p->seq);
     r->n_steps = p->steps > 0 ? p->steps : (int64_t)p->epochs * r->steps_per_epoch;
     r->ap = (adamw_params){p->lr, p->min_lr, p->warmup, r->n_steps, p->beta1, p->beta2, p->eps,
                            p->weight_decay, p->clip};
@@ -265,11 +265,11 @@ static toy_status setup(run *r) {
         if (saved.seed != p->seed || saved.batch != p->batch || saved.seq != p->seq ||
             saved.grad_accum != p->grad_accum || saved.n_windows != r->n_windows)
             return ty_error(TOY_ERR_INVALID,
-                             "%s: saved with seed %llu, batch %d, seq %d, grad_accum %d and %lld windows of "
-                             "data; this run has %llu, %d, %d, %d and %lld: resume with the same data and options",
-                             r->out.state, (unsigned long long)saved.seed, saved.batch, saved.seq,
-                             saved.grad_accum, (long long)saved.n_windows, (unsigned long long)p->seed,
-                             p->batch, p->seq, p->grad_accum, (long long)r->n_windows);
+                            "%s: saved with seed %llu, batch %d, seq %d, grad_accum %d and %lld windows of "
+                            "data; this run has %llu, %d, %d, %d and %lld: resume with the same data and options",
+                            r->out.state, (unsigned long long)saved.seed, saved.batch, saved.seq,
+                            saved.grad_accum, (long long)saved.n_windows, (unsigned long long)p->seed,
+                            p->batch, p->seq, p->grad_accum, (long long)r->n_windows);
         r->st = saved;
     }
     ty_train_window_order(r->order, r->n_windows, p->seed, r->st.epoch);

@@ -25,7 +25,7 @@ toy_status ty_atomic_open(ty_atomic_file *a, const char *path) {
         a->tmp_path = NULL;
         ty_atomic_abort(a);
         return ty_error(TOY_ERR_IO, "%s: cannot create a temporary file beside it: %s", path,
-                         strerror(e));
+                        strerror(e));
     }
     /* mkstemp creates 0600; the file is as readable as any other file. */
     const mode_t mask = umask(0);

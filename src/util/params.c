@@ -10,12 +10,12 @@ toy_status ty_params_read(void *dst, size_t dst_size, const void *src, const cha
     memcpy(&size, src, sizeof size);
     if (size < sizeof size)
         return ty_error(TOY_ERR_INVALID,
-                         "%s: size is %zu; initialise the struct with its _default_params() "
-                         "or _params_init()", name, size);
+                        "%s: size is %zu; initialise the struct with its _default_params() "
+                        "or _params_init()", name, size);
     if (size > dst_size)
         return ty_error(TOY_ERR_INVALID,
-                         "%s: size is %zu, but this library's is %zu: the program was built "
-                         "against a newer toy.h than the library it runs with", name, size, dst_size);
+                        "%s: size is %zu, but this library's is %zu: the program was built "
+                        "against a newer toy.h than the library it runs with", name, size, dst_size);
     memcpy((char *)dst + sizeof size, (const char *)src + sizeof size, size - sizeof size);
     return TOY_OK;
 }
