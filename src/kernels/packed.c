@@ -163,22 +163,18 @@ static void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
         for (int g = 0; g < 4; g++) move(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4, unpack);
 }
 
+/* A type's packed layout: how a file block's row moves in and out of a packed block.
+ * The sizes are packed.h's ty_packed_block_cols and ty_packed_block_bytes (16 file blocks,
+ * as the _Static_asserts above keep the structs). */
 typedef struct {
     int type;
-    int64_t block_cols; /* the columns of one file block */
-    size_t file_block, packed_block;
     void (*move_row)(void *block, int r, void *file, bool unpack);
 } packed_layout;
 
 static const packed_layout layouts[] = {
-    {TOY_TYPE_Q8_0, 32, sizeof(block_q8_0), sizeof(packed_q8_0), move_row_q8_0},
-    {TOY_TYPE_Q4_0, 32, sizeof(block_q4_0), sizeof(packed_q4_0), move_row_q4_0},
-    {TOY_TYPE_Q4_1, 32, sizeof(block_q4_1), sizeof(packed_q4_1), move_row_q4_1},
-    {TOY_TYPE_IQ4_NL, 32, sizeof(block_iq4_nl), sizeof(packed_q4_0), move_row_iq4_nl},
-    {TOY_TYPE_Q4_K, QK_K, sizeof(block_q4_K), sizeof(packed_q4_K), move_row_q4_K},
-    {TOY_TYPE_Q5_K, QK_K, sizeof(block_q5_K), sizeof(packed_q5_K), move_row_q5_K},
-    {TOY_TYPE_Q6_K, QK_K, sizeof(block_q6_K), sizeof(packed_q6_K), move_row_q6_K},
-    {TOY_TYPE_IQ4_XS, QK_K, sizeof(block_iq4_xs), sizeof(packed_iq4_xs), move_row_iq4_xs},
+    {TOY_TYPE_Q8_0, move_row_q8_0},     {TOY_TYPE_Q4_0, move_row_q4_0},   {TOY_TYPE_Q4_1, move_row_q4_1},
+    {TOY_TYPE_IQ4_NL, move_row_iq4_nl}, {TOY_TYPE_Q4_K, move_row_q4_K},   {TOY_TYPE_Q5_K, move_row_q5_K},
+    {TOY_TYPE_Q6_K, move_row_q6_K},     {TOY_TYPE_IQ4_XS, move_row_iq4_xs},
 };
 
 static const packed_layout *layout_of(int type) {
@@ -189,8 +185,8 @@ static const packed_layout *layout_of(int type) {
 
 size_t ty_packed_group_size(int type, int64_t n_cols) {
     const packed_layout *l = layout_of(type);
-    if (!l || n_cols <= 0 || n_cols % l->block_cols) return 0;
-    return (size_t)(n_cols / l->block_cols) * l->packed_block;
+    if (!l || n_cols <= 0 || n_cols % ty_packed_block_cols(type)) return 0;
+    return (size_t)(n_cols / ty_packed_block_cols(type)) * ty_packed_block_bytes(type);
 }
 
 /* The position of block b among nb in a group's residue order. */
@@ -205,14 +201,15 @@ static int64_t residue_position(int64_t b, int64_t nb) {
 void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, int64_t g0,
                     int64_t g1, void *out) {
     const packed_layout *l = layout_of(type);
-    const int64_t nb = n_cols / l->block_cols;
-    uint8_t *group = (uint8_t *)out + (size_t)g0 * (size_t)nb * l->packed_block;
-    for (int64_t g = g0; g < g1; g++, group += (size_t)nb * l->packed_block)
+    const int64_t nb = n_cols / ty_packed_block_cols(type);
+    const size_t packed_block = ty_packed_block_bytes(type), file_block = packed_block / TOY_PACK_ROWS;
+    uint8_t *group = (uint8_t *)out + (size_t)g0 * (size_t)nb * packed_block;
+    for (int64_t g = g0; g < g1; g++, group += (size_t)nb * packed_block)
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *pb = group + (size_t)residue_position(b, nb) * l->packed_block;
+            uint8_t *pb = group + (size_t)residue_position(b, nb) * packed_block;
             for (int r = 0; r < TOY_PACK_ROWS; r++) {
                 const int64_t row = g * TOY_PACK_ROWS + r;
-                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * l->file_block
+                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * file_block
                                                   : NULL;
                 l->move_row(pb, r, (void *)src, false); /* packing only reads src */
             }
@@ -277,10 +274,11 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
                         int64_t n_a, float *y, size_t y_stride) {
     const packed_layout *lay = layout_of(type);
     const ty_kernel *k = ty_kernel_scalar(type);
-    const int64_t nb = n_cols / lay->block_cols;
+    const int64_t nb = n_cols / ty_packed_block_cols(type);
+    const size_t packed_block = ty_packed_block_bytes(type), file_block = packed_block / TOY_PACK_ROWS;
     const size_t act_block = ty_packed_scalar(type)->act_block, vd_block = toy_type_size(k->vec_dot_type);
     const size_t act_row = (size_t)nb * vd_block;
-    uint8_t *row = malloc((size_t)nb * lay->file_block), *acts = malloc((size_t)n_a * act_row);
+    uint8_t *row = malloc((size_t)nb * file_block), *acts = malloc((size_t)n_a * act_row);
     for (int64_t j = 0; row && acts && j < n_a; j++) {
         const uint8_t *x = (const uint8_t *)a + (size_t)j * a_stride;
         for (int64_t b = 0; b < nb; b++, x += act_block) {
@@ -303,11 +301,11 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
         }
     }
     for (int64_t r0 = 0; row && acts && r0 < n_rows; r0 += TOY_PACK_ROWS) {
-        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * lay->packed_block;
+        const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * packed_block;
         for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
             for (int64_t b = 0; b < nb; b++)
-                lay->move_row((void *)(group + (size_t)residue_position(b, nb) * lay->packed_block), r,
-                              row + (size_t)b * lay->file_block, true);
+                lay->move_row((void *)(group + (size_t)residue_position(b, nb) * packed_block), r,
+                              row + (size_t)b * file_block, true);
             for (int64_t j = 0; j < n_a; j++)
                 y[(size_t)j * y_stride + (size_t)(r0 + r)] = k->vec_dot(n_cols, row, acts + (size_t)j * act_row);
         }
