@@ -21,9 +21,6 @@
  * elements or tokens. Each element (token) is computed alone, by the same code whatever
  * the range, so the results do not depend on where the ranges split or on the threads. */
 
-/* elements per range: 64 KB of floats */
-#define RANGE_ELEMENTS 16384
-
 static toy_status cpu_reserve(ty_backend *be, int64_t n_tok, int64_t max_cols, int64_t n_head,
                               int64_t head_dim) {
     cpu_backend *c = (cpu_backend *)be;
@@ -75,7 +72,7 @@ static void rms_norm_range(const void *ctx, int64_t t0, int64_t t1) {
 static void cpu_rms_norm(ty_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                          int64_t n, float eps) {
     rms_norm_job j = {y, x, w, n, eps};
-    ty_pool_for(((cpu_backend *)be)->pool, n_tok, (RANGE_ELEMENTS + n - 1) / n, rms_norm_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, ty_pool_grain_rows(n), rms_norm_range, &j);
 }
 
 /* ---------------------------------------------------------------- matmul */
@@ -263,7 +260,7 @@ static void cpu_rope(ty_backend *be, float *x, int64_t n_tok, int32_t n_heads, i
                      const int32_t *pos, const ty_rope_params *p) {
     rope_job j = {x, n_heads, head_dim, pos, p};
     const int64_t per_token = (int64_t)n_heads * head_dim;
-    ty_pool_for(((cpu_backend *)be)->pool, n_tok, (RANGE_ELEMENTS + per_token - 1) / per_token, rope_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, ty_pool_grain_rows(per_token), rope_range, &j);
 }
 
 
@@ -282,7 +279,7 @@ static void swiglu_range(const void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_swiglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
-    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, swiglu_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, TY_POOL_GRAIN, swiglu_range, &j);
 }
 
 /* ggml evaluates GELU through a table of all 65536 halves: the input is rounded to
@@ -315,7 +312,7 @@ static void geglu_range(const void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_geglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
-    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, geglu_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, TY_POOL_GRAIN, geglu_range, &j);
 }
 
 typedef struct {
@@ -330,7 +327,7 @@ static void add_range(const void *ctx, int64_t i0, int64_t i1) {
 
 static void cpu_add(ty_backend *be, float *y, const float *x, int64_t n) {
     add_job j = {y, x};
-    ty_pool_for(((cpu_backend *)be)->pool, n, RANGE_ELEMENTS, add_range, &j);
+    ty_pool_for(((cpu_backend *)be)->pool, n, TY_POOL_GRAIN, add_range, &j);
 }
 
 static void cpu_add_bias(ty_backend *be, float *y, const float *b, int64_t n_tok, int64_t n) {

@@ -13,15 +13,6 @@
 #include "ops.h"
 #include "vec_exp.h"
 
-/* ---------------------------------------------------------------- parallel loops */
-
-/* Rows that touch about this many floats make a task worth its overhead. */
-static int64_t grain_rows(int64_t row_floats) {
-    const int64_t g = 16384 / (row_floats > 0 ? row_floats : 1);
-    return g > 0 ? g : 1;
-}
-
-
 /* ---------------------------------------------------------------- row kernels */
 
 static float row_max(const float *x, int64_t n) {
@@ -87,7 +78,7 @@ static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
 void ty_rmsnorm_forward(ty_pool *pool, float *out, float *rstd, const float *x, const float *w,
                      int64_t n, int64_t C, float eps) {
     norm_args a = {.out = out, .rstd = rstd, .x = x, .w = w, .n = n, .C = C, .eps = eps};
-    ty_pool_for(pool, n, grain_rows(C), rmsnorm_fwd_rows, &a);
+    ty_pool_for(pool, n, ty_pool_grain_rows(C), rmsnorm_fwd_rows, &a);
 }
 
 /* dx_i = rstd * (w_i dy_i - x_i rstd^2 mean_j(w_j dy_j x_j)) */
@@ -117,7 +108,7 @@ static void rmsnorm_bwd_cols(const void *args, int64_t c0, int64_t c1) {
 void ty_rmsnorm_backward(ty_pool *pool, float *dx, float *dw, const float *dout, const float *x,
                       const float *w, const float *rstd, int64_t n, int64_t C) {
     norm_args a = {.dx = dx, .dw = dw, .x = x, .w = w, .dout = dout, .rstd_in = rstd, .n = n, .C = C};
-    if (dx) ty_pool_for(pool, n, grain_rows(C), rmsnorm_bwd_rows, &a);
+    if (dx) ty_pool_for(pool, n, ty_pool_grain_rows(C), rmsnorm_bwd_rows, &a);
     if (dw) ty_pool_for(pool, C, 16, rmsnorm_bwd_cols, &a);
 }
 
@@ -148,7 +139,7 @@ void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, 
     ty_gemm_run(g, &p);
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        ty_pool_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        ty_pool_for(ty_gemm_pool(g), n, ty_pool_grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
@@ -201,14 +192,14 @@ static void rope_rows(const void *args, int64_t r0, int64_t r1) {
 void ty_rope_forward(ty_pool *pool, float *x, int64_t n, int64_t T, int n_heads, int head_dim,
                   const ty_rope_params *p, const float *cs) {
     rope_args a = {x, T, n_heads, head_dim, p, cs, 1.0f};
-    ty_pool_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+    ty_pool_for(pool, n, ty_pool_grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* y0 = c x0 - s x1, y1 = s x0 + c x1: dx0 = c dy0 + s dy1, dx1 = -s dy0 + c dy1 */
 void ty_rope_backward(ty_pool *pool, float *dx, int64_t n, int64_t T, int n_heads, int head_dim,
                    const ty_rope_params *p, const float *cs) {
     rope_args a = {dx, T, n_heads, head_dim, p, cs, -1.0f};
-    ty_pool_for(pool, n, grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
+    ty_pool_for(pool, n, ty_pool_grain_rows((int64_t)n_heads * head_dim), rope_rows, &a);
 }
 
 /* one pass in row order: the sums do not depend on threads */
@@ -451,24 +442,24 @@ static void geglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
 
 void ty_swiglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
-    ty_pool_for(pool, n, 16384, swiglu_fwd_range, &a);
+    ty_pool_for(pool, n, TY_POOL_GRAIN, swiglu_fwd_range, &a);
 }
 
 void ty_swiglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
-    ty_pool_for(pool, n, 16384, swiglu_bwd_range, &a);
+    ty_pool_for(pool, n, TY_POOL_GRAIN, swiglu_bwd_range, &a);
 }
 
 void ty_geglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {
     glu_args a = {.out = out, .gate = gate, .up = up};
-    ty_pool_for(pool, n, 16384, geglu_fwd_range, &a);
+    ty_pool_for(pool, n, TY_POOL_GRAIN, geglu_fwd_range, &a);
 }
 
 void ty_geglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                     const float *up, int64_t n) {
     glu_args a = {.dgate = dgate, .dup = dup, .dout = dout, .gate = gate, .up = up};
-    ty_pool_for(pool, n, 16384, geglu_bwd_range, &a);
+    ty_pool_for(pool, n, TY_POOL_GRAIN, geglu_bwd_range, &a);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -596,7 +587,7 @@ void ty_frozen_matmul_forward(ty_gemm *g, float *out, const float *in, const ty_
     }
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
-        ty_pool_for(ty_gemm_pool(g), n, grain_rows(OC), bias_fwd_rows, &a);
+        ty_pool_for(ty_gemm_pool(g), n, ty_pool_grain_rows(OC), bias_fwd_rows, &a);
     }
 }
 
@@ -656,7 +647,7 @@ void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, i
     dropout_args a = {out, in, C, (uint32_t)((double)p * 4294967296.0 > 4294967295.0 ? 4294967295u
                                                                                         : (double)p * 4294967296.0),
                       1.0f / (1.0f - p), key};
-    ty_pool_for(pool, n, grain_rows(C), dropout_rows, &a);
+    ty_pool_for(pool, n, ty_pool_grain_rows(C), dropout_rows, &a);
 }
 
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,

@@ -21,6 +21,16 @@ void ty_pool_free(ty_pool *pool);
 int ty_pool_size(const ty_pool *pool);
 void ty_pool_run(ty_pool *pool, int64_t n_tasks, ty_task_fn fn, void *ctx);
 
+/* Elements (64 KB of floats) a range of an elementwise job should touch at least: fewer
+ * are not worth a thread's wake-up. */
+#define TY_POOL_GRAIN 16384
+
+/* That grain in rows of row_elements elements each (at least one row). */
+static inline int64_t ty_pool_grain_rows(int64_t row_elements) {
+    if (row_elements <= 0) row_elements = 1;
+    return row_elements >= TY_POOL_GRAIN ? 1 : (TY_POOL_GRAIN + row_elements - 1) / row_elements;
+}
+
 /* Runs fn over [0, n) cut into ranges [i0, i1). */
 typedef void (*ty_range_fn)(const void *ctx, int64_t i0, int64_t i1);
 
