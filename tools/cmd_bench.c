@@ -253,7 +253,7 @@ static int run_bench(const bench_options *o) {
     if (!load_model("bench", o->model.path, o->model.no_mmap, &m)) return 1;
     if (o->mlock && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
     toy_context_params cp = toy_context_default_params();
-    cp.n_ctx = n_prompt + n_gen + 1;
+    cp.n_ctx = n_prompt + n_gen + 2;
     cp.n_batch = n_prompt > 0 && n_prompt < 512 ? n_prompt : 512;
     cp.n_threads = n_threads;
     cp.cache_type_k = o->cache_k;
@@ -268,11 +268,13 @@ static int run_bench(const bench_options *o) {
     uint64_t rng = 1;
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     double *bws = calloc((size_t)reps, sizeof *bws), *roofs = calloc((size_t)reps, sizeof *roofs);
-    const uint64_t bytes = toy_model_weight_bytes_per_token(m);
     int rc = 0;
-    /* one warm-up pass of each, so page faults of the mapping are not measured */
+    /* one warm-up pass of each, so that neither the page faults of the mapping nor the
+     * repacking (before a context's second forward at the latest) are measured */
     run_tokens(ctx, n_prompt ? n_prompt : 1, 0, n_vocab, &rng, cp.n_batch);
+    run_tokens(ctx, 1, n_prompt ? n_prompt : 1, n_vocab, &rng, 1);
     toy_kv_seq_rm(ctx, 0, 0, -1);
+    const uint64_t bytes = toy_model_weight_bytes_per_token(m);
     struct rusage ru; /* the model's peak, before the bandwidth probe adds to it */
     getrusage(RUSAGE_SELF, &ru);
     uint64_t *probe = probe_new();

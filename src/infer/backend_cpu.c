@@ -91,6 +91,7 @@ typedef struct {
     const ty_weight *w[MATMUL_MAX];
     const ty_kernel *k[MATMUL_MAX];
     const ty_packed_kernel *pk; /* the packed kernel, or NULL */
+    const uint8_t *packed[MATMUL_MAX]; /* each matrix's packed groups (pk) */
     float *y[MATMUL_MAX];
     /* where each matrix starts in the joint row range (packed: rows rounded up to whole
      * groups, so that tasks split at group boundaries) */
@@ -125,11 +126,11 @@ static void matmul_rows(const matmul_job *j, int i, int64_t r0, int64_t r1) {
     if (j->pk) {
         if (r1 > w->n_rows) r1 = w->n_rows;
         if (j->tiled) {
-            j->pk->gemm_tiled(w->n_cols, w->packed + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0,
+            j->pk->gemm_tiled(w->n_cols, j->packed[i] + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0,
                               j->act, j->act_row, j->n_tok, j->tiled, y + r0, (size_t)w->n_rows);
             return;
         }
-        j->pk->gemm(w->n_cols, w->packed + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0, j->act,
+        j->pk->gemm(w->n_cols, j->packed[i] + (size_t)(r0 / TOY_PACK_ROWS) * w->packed_group, r1 - r0, j->act,
                     j->act_row, j->n_tok, y + r0, (size_t)w->n_rows);
         return;
     }
@@ -168,7 +169,8 @@ static void cpu_matmul_multi(ty_backend *be, int n_w, const ty_weight *const *w,
     matmul_job j = {.x = x, .n_cols = w[0]->n_cols, .n_tok = n_tok};
     for (int i = 0; i < n_w; i++) {
         const ty_kernel *k = ty_kernel_get(w[i]->type);
-        const ty_packed_kernel *pk = w[i]->packed ? ty_packed_get(w[i]->type) : NULL;
+        const uint8_t *packed = ty_weight_packed(w[i]); /* once: it may appear meanwhile */
+        const ty_packed_kernel *pk = packed ? ty_packed_get(w[i]->type) : NULL;
         /* matrices whose inputs are rounded differently run as jobs of their own */
         if (j.n_w == MATMUL_MAX ||
             (j.n_w && (k->vec_dot_type != j.k[0]->vec_dot_type || pk != j.pk))) {
@@ -178,6 +180,7 @@ static void cpu_matmul_multi(ty_backend *be, int n_w, const ty_weight *const *w,
         j.w[j.n_w] = w[i];
         j.k[j.n_w] = k;
         j.pk = pk;
+        j.packed[j.n_w] = packed;
         j.y[j.n_w] = y[i];
         const int64_t rows = pk ? (w[i]->n_rows + TOY_PACK_ROWS - 1) / TOY_PACK_ROWS * TOY_PACK_ROWS : w[i]->n_rows;
         j.row0[j.n_w + 1] = j.row0[j.n_w] + rows;

@@ -50,7 +50,6 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         return ty_error(TOY_ERR_INVALID, "context too large (n_ctx %d, n_seq_max %d, n_batch %d)",
                         p.n_ctx, p.n_seq_max, p.n_batch);
 
-    if ((st = ty_model_pack(model, p.n_threads))) return st;
     toy_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return ty_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;

@@ -20,6 +20,8 @@ struct toy_context {
     toy_context_params params;
     ty_backend *be;
     ty_kv_cache kv;
+    int64_t n_forwards; /* toy_decode calls that ran: the model is packed before the second */
+    bool packed;        /* ty_model_pack returned for this context */
 
     /* scratch, n_batch rows each */
     float *x;      /* residual stream [n_embd] */

@@ -478,7 +478,8 @@ const char *ty_model_rope_factors(const toy_model *m, int32_t n_ctx, const float
 ty_weight ty_weight_expert(const ty_weight *w, int e) {
     ty_weight x = *w;
     x.data = w->data + (size_t)e * (size_t)w->n_rows * w->row_size;
-    if (w->packed) x.packed = w->packed + (size_t)e * (size_t)packed_groups(w) * w->packed_group;
+    const uint8_t *packed = ty_weight_packed(w);
+    x.packed = packed ? packed + (size_t)e * (size_t)packed_groups(w) * w->packed_group : NULL;
     return x;
 }
 
@@ -579,8 +580,8 @@ static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats, ty_poo
         const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
         if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
     }
-    w->packed = p;
     w->packed_group = group;
+    __atomic_store_n(&w->packed, p, __ATOMIC_RELEASE); /* the groups, then their pointer */
     m->packed_bytes += bytes;
     return TOY_OK;
 }
@@ -655,7 +656,7 @@ toy_status toy_model_mlock(toy_model *m) { return toy_gguf_mlock(m->gguf); }
 
 /* The bytes a product with the matrix reads: its packed copy where it has one. */
 static uint64_t weight_bytes(const ty_weight *w) {
-    if (w->packed) return (uint64_t)packed_groups(w) * w->packed_group;
+    if (ty_weight_packed(w)) return (uint64_t)packed_groups(w) * w->packed_group;
     return w->data || w->n_parts > 1 ? (uint64_t)w->n_rows * w->row_size : 0;
 }
 

@@ -119,7 +119,7 @@ typedef struct {
     int n_parts;
     int64_t rows_per_part;
     const uint8_t **parts;        /* n_parts > 1 */
-    const uint8_t *packed;        /* the packed groups, or NULL (ty_model_pack) */
+    const uint8_t *packed;        /* the packed groups, or NULL (ty_model_pack; read with ty_weight_packed) */
     size_t packed_group;          /* bytes of one packed group of 16 rows */
 } ty_weight;
 
@@ -181,8 +181,22 @@ struct toy_model {
  * gives the file's pages of those matrices back to the kernel (they are read again, from
  * the page cache, only by row lookups such as the token embedding). Each matrix is packed
  * by n_threads threads, one after another (so the file's pages go as soon as a matrix is
- * done). Contexts call it. */
+ * done). toy_decode calls it when a context first needs it (TY_PACK_PROMPT_TOKENS); a
+ * matrix is published, whole, by a release store of its `packed`, so other contexts'
+ * products may run meanwhile on the row kernels (the same bits: packed.h). */
 toy_status ty_model_pack(toy_model *m, int n_threads);
+
+/* A context's first forward of fewer tokens than this runs before the model is packed,
+ * on the row kernels: a short prompt's first token does not wait for the repacking,
+ * which then runs before the context's next forward. A longer first batch is packed
+ * first: the packed products make up for their packing by this many tokens or so
+ * (docs/performance.md, "Start-up against llama.cpp"). */
+#define TY_PACK_PROMPT_TOKENS 16
+
+/* The packed groups of w, or NULL while there are none (another thread may be packing). */
+static inline const uint8_t *ty_weight_packed(const ty_weight *w) {
+    return __atomic_load_n(&w->packed, __ATOMIC_ACQUIRE);
+}
 
 /* The RoPE frequency factors of a context of n_ctx tokens (*data, NULL: none) and the
  * tensor that holds them: LongRoPE models use their long factors only when the context is
