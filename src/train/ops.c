@@ -631,22 +631,24 @@ typedef struct {
     uint32_t threshold; /* drop when the element's 32 random bits are below it */
     float keep_scale;
     uint64_t key;
+    int64_t row0; /* the first row's index in the micro-batch */
 } dropout_args;
 
 static void dropout_rows(const void *args, int64_t r0, int64_t r1) {
     const dropout_args *a = args;
     for (int64_t r = r0; r < r1; r++)
         for (int64_t c = 0; c < a->C; c++) {
-            const uint32_t u = (uint32_t)(mix64(a->key ^ mix64((uint64_t)(r * a->C + c))) >> 32);
+            const uint32_t u = (uint32_t)(mix64(a->key ^ mix64((uint64_t)((a->row0 + r) * a->C + c))) >> 32);
             const float v = a->in[r * a->C + c];
             a->out[r * a->C + c] = u < a->threshold ? 0.0f : v * a->keep_scale;
         }
 }
 
-void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key) {
+void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key,
+                        int64_t row0) {
     dropout_args a = {out, in, C, (uint32_t)((double)p * 4294967296.0 > 4294967295.0 ? 4294967295u
                                                                                         : (double)p * 4294967296.0),
-                      1.0f / (1.0f - p), key};
+                      1.0f / (1.0f - p), key, row0};
     ty_pool_for(pool, n, ty_pool_grain_rows(C), dropout_rows, &a);
 }
 

@@ -110,8 +110,11 @@ void ty_frozen_embedding_forward(float *out, const int32_t *tok, const ty_weight
  * dx += dt A with dt = s (dout B) (dts: [n x r] scratch). x is the adapter's input after
  * dropout: ty_dropout_forward zeroes each element with probability p (a hash of key and
  * the element's index, so the backward can redraw the same mask) and scales the rest by
- * 1 / (1 - p); it is its own backward (the same mask applied to the gradient). */
-void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key);
+ * 1 / (1 - p); it is its own backward (the same mask applied to the gradient). The rows
+ * are rows row0.. of the micro-batch: the index counts from its first row, so that a
+ * micro-batch run in parts draws the masks of the whole. */
+void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key,
+                        int64_t row0);
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
                   int64_t C, int64_t OC, int64_t r, float s);
 void ty_lora_backward(ty_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,

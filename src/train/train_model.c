@@ -7,6 +7,13 @@
  * its log-sum-exp, the FFN's gate and up); norms and gated activations are recomputed.
  * The output projection and the loss run over chunks of rows, the backward of each
  * chunk right after its forward, so the logits of the whole batch never exist at once.
+ *
+ * A micro-batch runs in parts of whole sequences, TRAIN_PART_TOKENS rows or so each,
+ * forward and backward one part after another, so that the activations kept are those
+ * of one part. The gradients are the same bits as in one pass: each gradient is a sum
+ * over rows in row order, a product over rows continued by accumulate (gemm.h) or a
+ * per-column loop adding row after row, and the parts come in row order; the loss sums
+ * on from part to part, and LoRA's dropout draws by the row's place in the micro-batch.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +24,11 @@
 #include "error.h"
 #include "ops.h"
 #include "train_model.h"
+
+/* Rows of one part of a micro-batch (whole sequences, one at least). 512 rows: the
+ * products are as fast as over the whole micro-batch (docs/performance.md, "Training"),
+ * and a 135M model keeps 0.3 GB of activations instead of 2.8 at 8 x 512. */
+#define TRAIN_PART_TOKENS 512
 
 /* what the forward keeps of one layer, [n rows] each */
 typedef struct {
@@ -50,11 +62,13 @@ struct train_model {
     ty_gemm *gemm;
     ty_pool *pool;
 
-    /* activations, for B x T */
-    int B, T;
+    /* activations, for part_B sequences of T tokens (a part of a B x T micro-batch) */
+    int B, T, part_B;
+    int64_t row0; /* the part's first row in the micro-batch */
     float *act_mem;
     layer_acts *acts;
     float *x_final;
+    float *dembd; /* [B * T][n_embd]: the embedding output's gradient (a trainable embedding) */
     /* scratch */
     float *h, *rstd, *act, *dact, *dgate, *dup, *dh, *dbranch, *draw, *datt, *dq, *dk, *dv;
     float *dq_raw, *dk_raw, *att_scratch, *cs, *theta, *logits, *row_loss, *row_lse;
@@ -374,9 +388,13 @@ static float *carve(carver *c, int64_t n) {
     return p;
 }
 
-static void layout_acts(train_model *tm, carver *c, int B, int T) {
+static void layout_acts(train_model *tm, carver *c, int B, int T, int part_B) {
     const ty_hparams *hp = &tm->hp;
-    const int64_t n = (int64_t)B * T, C = hp->n_embd, F = hp->n_ff;
+    const int64_t n = (int64_t)part_B * T, C = hp->n_embd, F = hp->n_ff;
+    /* d(embedding output) of the whole micro-batch: the embedding's backward runs after
+     * the last part, so that a tied embedding's gradient adds the output's products of
+     * every part first, in the order of the whole */
+    if (tm->w.token_embd) tm->dembd = carve(c, (int64_t)B * T * C);
     const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
     for (int il = 0; il < hp->n_layer; il++) {
         layer_acts *a = tm->acts ? &tm->acts[il] : &(layer_acts){0};
@@ -423,7 +441,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
     tm->dv = carve(c, n * kvd);
     tm->dq_raw = carve(c, n * qd);
     tm->dk_raw = carve(c, n * kvd);
-    const attention_shape as = {B, T, hp->n_head, hp->n_head_kv, hp->head_dim, 1, 0, 0};
+    const attention_shape as = {part_B, T, hp->n_head, hp->n_head_kv, hp->head_dim, 1, 0, 0};
     tm->att_scratch = carve(c, ty_attention_scratch_floats(&as, tm->pool ? ty_pool_size(tm->pool) : 1));
     tm->cs = carve(c, (int64_t)T * hp->n_rot);
     tm->theta = carve(c, (int64_t)T * hp->n_rot / 2 + 1);
@@ -437,25 +455,32 @@ static void layout_acts(train_model *tm, carver *c, int B, int T) {
 }
 
 toy_status ty_train_model_reserve(train_model *tm, int B, int T) {
-    if (B < 1 || T < 1) return ty_error(TOY_ERR_INVALID, "batch of %d x %d tokens", B, T);
+    const int part_B = T > 0 && TRAIN_PART_TOKENS / T > 1 ? TRAIN_PART_TOKENS / T : 1;
+    return ty_train_model_reserve_parts(tm, B, T, part_B);
+}
+
+toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_B) {
+    if (B < 1 || T < 1 || part_B < 1) return ty_error(TOY_ERR_INVALID, "batch of %d x %d tokens", B, T);
     if (T > tm->seq_len)
         return ty_error(TOY_ERR_INVALID, "sequences of %d tokens, the model was set up for %d", T,
                         tm->seq_len);
-    if (B == tm->B && T == tm->T) return TOY_OK;
+    if (part_B > B) part_B = B;
+    if (B == tm->B && T == tm->T && part_B == tm->part_B) return TOY_OK;
     free_acts(tm);
     carver c = {0};
-    layout_acts(tm, &c, B, T);
+    layout_acts(tm, &c, B, T, part_B);
     tm->acts = calloc((size_t)tm->hp.n_layer, sizeof *tm->acts);
     tm->act_mem = aligned_alloc(64, (size_t)c.used * sizeof(float) + 64);
     if (!tm->acts || !tm->act_mem) {
         free_acts(tm);
         return ty_error(TOY_ERR_NOMEM, "cannot allocate %.1f MB of activations for %d x %d tokens",
-                        (double)c.used * 4 / 1e6, B, T);
+                        (double)c.used * 4 / 1e6, part_B, T);
     }
     c = (carver){tm->act_mem, 0};
-    layout_acts(tm, &c, B, T);
+    layout_acts(tm, &c, B, T, part_B);
     tm->B = B;
     tm->T = T;
+    tm->part_B = part_B;
     return TOY_OK;
 }
 
@@ -491,7 +516,7 @@ static uint64_t dropout_key(const train_model *tm, int il, int kind) {
 static const float *lora_input(train_model *tm, int il, int kind, const float *in, int64_t n, int64_t C) {
     if (tm->lora.dropout <= 0) return in;
     const uint64_t key = dropout_key(tm, il, kind);
-    ty_dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key);
+    ty_dropout_forward(tm->pool, tm->xd, in, n, C, tm->lora.dropout, key, tm->row0);
     return tm->xd;
 }
 
@@ -525,7 +550,7 @@ static void linear_backward(train_model *tm, int il, int kind, const float *w, f
     memset(tm->dxd, 0, (size_t)(n * C) * sizeof *tm->dxd);
     ty_lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
                   tm->lora.rank, tm->lora_scale);
-    ty_dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind));
+    ty_dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind), tm->row0);
     ty_add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
 }
 
@@ -580,14 +605,13 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
 /* Output projection and loss over chunks of rows; with backward, each chunk's gradient
  * right away: dres (zeroed first) gets d(final norm input). */
-static double head_forward_backward(train_model *tm, const train_batch *b, bool backward) {
+static void head_forward_backward(train_model *tm, const train_batch *b, bool backward, double *total) {
     const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd, V = hp->n_vocab;
     ty_pool *pool = tm->pool;
     ty_rmsnorm_forward(pool, tm->h, tm->rstd, tm->x_final, tm->w.output_norm, n, C, hp->rms_eps);
     if (backward) zero(tm->dh, n * C);
     const float s = 1.0f / hp->logit_scale;
-    double total = 0;
     for (int64_t r0 = 0; r0 < n; r0 += tm->head_rows) {
         const int64_t m = n - r0 < tm->head_rows ? n - r0 : tm->head_rows;
         if (tm->w.output) ty_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
@@ -596,7 +620,7 @@ static double head_forward_backward(train_model *tm, const train_batch *b, bool 
         ty_lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
                         s, hp->final_softcap);
         for (int64_t i = r0; i < r0 + m; i++)
-            if (b->targets[i] >= 0) total += (double)b->weights[i] * tm->row_loss[i];
+            if (b->targets[i] >= 0) *total += (double)b->weights[i] * tm->row_loss[i];
         if (!backward) continue;
         ty_lm_loss_backward(pool, tm->logits, tm->logits, tm->row_lse + r0, b->targets + r0, b->weights + r0,
                          m, V, s, hp->final_softcap);
@@ -611,7 +635,6 @@ static double head_forward_backward(train_model *tm, const train_batch *b, bool 
         ty_rmsnorm_backward(pool, tm->dbranch, tm->g.output_norm, tm->dh, tm->x_final, tm->w.output_norm,
                          tm->rstd, n, C);
     }
-    return total;
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -703,22 +726,37 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     ty_rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
 }
 
-double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {
+/* One part of a micro-batch: its loss added to *total (and its gradient to the grads). */
+static void part_step(train_model *tm, const train_batch *b, bool backward, double *total) {
     const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd;
-    tm->key = b->key;
     if (tm->w.token_embd) ty_embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
     else ty_frozen_embedding_forward(tm->acts[0].x, b->tokens, tm->frozen_embd, n, hp->embd_scale);
     for (int il = 0; il < hp->n_layer; il++) layer_forward(tm, il, b->B, b->T);
-    const double loss = head_forward_backward(tm, b, backward);
-    if (!backward) return loss;
+    head_forward_backward(tm, b, backward, total);
+    if (!backward) return;
     /* The gradient of the residual stream, layer by layer, lives where x_final was (the
      * layers use dbranch as scratch). */
     float *dres = tm->x_final;
     memcpy(dres, tm->dbranch, (size_t)(n * C) * sizeof *dres);
     for (int il = hp->n_layer - 1; il >= 0; il--) layer_backward(tm, il, b->B, b->T, dres);
-    if (tm->g.token_embd) ty_embedding_backward(tm->g.token_embd, dres, b->tokens, n, C, hp->embd_scale);
-    return loss;
+    if (tm->g.token_embd) memcpy(tm->dembd + tm->row0 * C, dres, (size_t)(n * C) * sizeof *dres);
+}
+
+double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {
+    tm->key = b->key;
+    double total = 0;
+    for (int s0 = 0; s0 < b->B; s0 += tm->part_B) {
+        const int64_t off = (int64_t)s0 * b->T;
+        const train_batch part = {b->B - s0 < tm->part_B ? b->B - s0 : tm->part_B, b->T, b->key,
+                                  b->tokens + off, b->targets + off, b->weights + off};
+        tm->row0 = off;
+        part_step(tm, &part, backward, &total);
+    }
+    if (backward && tm->g.token_embd)
+        ty_embedding_backward(tm->g.token_embd, tm->dembd, b->tokens, (int64_t)b->B * b->T, tm->hp.n_embd,
+                              tm->hp.embd_scale);
+    return total;
 }
 
 /* ---------------------------------------------------------------- accessors */

@@ -78,8 +78,12 @@ toy_status ty_train_model_new_lora(const toy_model *model, int32_t seq_len, ty_p
 /* NULL for a full model */
 const train_lora_params *ty_train_model_lora(const train_model *tm);
 
-/* Activations for micro-batches of up to B x T tokens (T <= the seq_len given). */
+/* Activations for micro-batches of up to B x T tokens (T <= the seq_len given), which
+ * run in parts of whole sequences (train_model.c): the memory is that of one part. */
 toy_status ty_train_model_reserve(train_model *tm, int B, int T);
+/* The same in parts of part_B sequences (ty_train_model_reserve picks it): the parts
+ * change the memory, never the bits, as test_train_fixtures checks. */
+toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_B);
 
 /* The weighted loss sum_i weights[i] * loss_i of a batch. With backward, the gradient
  * of that sum is ADDED to the gradients (zero them to start a sum). */
