@@ -41,7 +41,7 @@ static void kernel_6x16(int64_t kc, const float *a, const float *b, float *c, in
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_avx2(void) {
-    static const ty_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL};
+    static const ty_gemm_kernel k = {"avx2", MR, NR, kernel_6x16, NULL, NULL, false};
     return &k;
 }
 TOY_TARGET_END
