@@ -94,7 +94,7 @@ float ty_gemm_dpbf16_pair(float acc, uint32_t a, uint32_t b);
 /* bf(x) above: x to bf16 bits, nearest even, NaN kept, subnormals to signed zero. */
 uint16_t ty_gemm_bf16_daz(float x);
 
-/* ---- micro-kernels (gemm_avx2.c, gemm_avx512.c) ----
+/* ---- micro-kernels (gemm_avx2.c, gemm_avx512.c, gemm_avx512_bf16.c) ----
  * A tile of mr x nr results: c[i * ldc + j] (+)= sum over k < kc of a[k * mr + i] *
  * b[k * nr + j], as fused multiply-adds in k order, starting from c (load_c) or 0. */
 typedef void (*ty_gemm_kernel_fn)(int64_t kc, const float *a, const float *b, float *c,
@@ -118,9 +118,16 @@ typedef struct {
 const ty_gemm_kernel *ty_gemm_kernel_avx2(void);   /* AVX2 + FMA */
 const ty_gemm_kernel *ty_gemm_kernel_avx512(void); /* AVX-512 F */
 const ty_gemm_kernel *ty_gemm_kernel_scalar(void);
-/* A pair kernel: the definition in a 4 x 4 tile, which runs the driver's pair path on
- * any CPU (tests). */
+/* Pair kernels: vdpbf16ps on a 12 x 32 tile (gemm_avx512_bf16.c; only where the CPU has
+ * AVX512_BF16), and the definition in a 4 x 4 tile, which runs the driver's pair path
+ * on any CPU (tests). */
+const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void);
 const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void);
+/* vdpbf16ps on fixed inputs that tell apart the order of a pair's products (odd first),
+ * one rounding against two, FTZ of tiny results and DAZ of subnormal inputs, each lane
+ * compared with ty_gemm_dpbf16_pair: true where every lane agrees (NaN with NaN). Run
+ * only where the CPU has AVX512_BF16. */
+bool ty_gemm_bf16_probe(void);
 
 /* A product engine for the pool's threads (pool may be NULL: the caller alone) with a
  * micro-kernel: this CPU's is ty_cpu()->gemm() (cpu.h). NULL: no memory. */
