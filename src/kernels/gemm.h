@@ -135,7 +135,8 @@ ty_gemm *ty_gemm_new(ty_pool *pool, const ty_gemm_kernel *kernel);
 
 /* The pair kernel (bf16_pairs) that products with TOY_TYPE_BF16 operands run, under the
  * BF16 dot definition above, in ty_gemm_run and ty_gemm_run_1 alike (attention's
- * products follow the rest of training). NULL (the default): the rounding mode. */
+ * products follow the rest of training): this CPU's is ty_cpu_gemm_bf16() (cpu.h).
+ * NULL (the default): the rounding mode. */
 void ty_gemm_set_bf16_dot(ty_gemm *g, const ty_gemm_kernel *pairs);
 
 #endif

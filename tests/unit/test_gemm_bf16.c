@@ -4,10 +4,12 @@
  * the probe's inputs gives the values the SDM's pseudocode gives; the packing's rounding
  * on every kind of value; the driver's pair path (packing in pairs, an odd K's pad,
  * slices, edge tiles, threads, ty_gemm_run_1) with the portable pair kernel, bit for bit
- * against the reference, on any CPU. */
+ * against the reference, on any CPU. Where cpu.c chose vdpbf16ps, the same for the
+ * AVX-512 BF16 kernel, and the probe agrees; elsewhere a line says why it is skipped. */
 #include <float.h>
 #include <math.h>
 
+#include "cpu.h"
 #include "gemm.h"
 #include "test.h"
 
@@ -312,5 +314,22 @@ int main(void) {
     check_rounding();
     CHECK_EQ(check_kernel(ty_gemm_kernel_bf16_scalar(), 3), 3 * 13 * 8);
 
+    /* where toy runs vdpbf16ps, the kernel it runs */
+    const char *state = ty_cpu_bf16_dot();
+    const ty_gemm_kernel *dot = ty_cpu_gemm_bf16();
+    CHECK_MSG(!strcmp(state, "vdpbf16ps") == (dot != NULL), "bf16 dot: %s, yet the pair kernel is %s", state,
+              dot ? dot->isa : "none");
+    CHECK(!strcmp(state, "vdpbf16ps") || !strcmp(state, "absent") || !strcmp(state, "off (kernels below avx512)") ||
+          !strcmp(state, "off (probe differs)"));
+    if (dot) {
+        CHECK(dot->bf16_pairs && ty_gemm_bf16_probe());
+        CHECK_EQ(check_kernel(dot, 2), 2 * 13 * 8);
+    } else if (!strcmp(state, "off (probe differs)")) {
+        printf("the AVX-512 BF16 kernel is not tested: this CPU's vdpbf16ps differs from gemm.h's definition "
+               "on the probe's inputs, so toy does not use it\n");
+    } else {
+        printf("the AVX-512 BF16 kernel is not tested: %s\n",
+               !strcmp(state, "absent") ? "no AVX512_BF16 on this CPU" : "TOY_ISA asks for less than avx512");
+    }
     return test_finish("test_gemm_bf16");
 }
