@@ -976,6 +976,10 @@ typedef struct {
  * seq tokens per step, `steps` measured after one warm-up step. */
 TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps,
                                    int n_threads, toy_train_bench_result *result);
+/* The same with the products' operand type of toy_train_params.compute_type (TOY_TYPE_F32,
+ * BF16 or F16; toy_kernel_bf16_dot says how BF16 runs). */
+TOY_API toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_t seq, int steps,
+                                           int n_threads, toy_type compute_type, toy_train_bench_result *result);
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
 
