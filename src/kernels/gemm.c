@@ -182,7 +182,7 @@ static void kernel_bf16_scalar(int64_t kp, const float *a, const float *b, float
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void) {
-    static const ty_gemm_kernel k = {"bf16 scalar", 4, 4, kernel_bf16_scalar, NULL, NULL, true};
+    static const ty_gemm_kernel k = {"bf16 scalar", 4, 4, kernel_bf16_scalar, NULL, NULL, true, NULL};
     return &k;
 }
 
@@ -206,7 +206,7 @@ static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, 
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_scalar(void) {
-    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL, false};
+    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL, false, NULL};
     return &k;
 }
 
@@ -293,12 +293,17 @@ static int64_t panel_steps(const ty_gemm_kernel *kern, int64_t kc) {
 
 /* pack_panels for a pair kernel: panel q holding, in slot dst[q * kp * width + s * width
  * + i] (kp = ceil(kc / 2)), bf(X[r][k0 + 2s]) | bf(X[r][k0 + 2s + 1]) << 16 for row r =
- * r0 + q * width + i; zero past row rc and past column kc. */
-static void pack_pairs(const float *x, int64_t ld, bool k_major, int width, int64_t r0, int64_t rc, int64_t k0,
-                       int64_t kc, float *dst) {
+ * r0 + q * width + i; zero past row rc and past column kc. Each panel by the kernel's
+ * `pack` where it has one, else by these loops (the definition of the slots). */
+static void pack_pairs(const float *x, int64_t ld, bool k_major, int width, ty_gemm_pack_pairs_fn pack,
+                       int64_t r0, int64_t rc, int64_t k0, int64_t kc, float *dst) {
     const int64_t kp = (kc + 1) / 2;
     for (int64_t q0 = 0; q0 < rc; q0 += width, dst += kp * width) {
         const int rows = rc - q0 < width ? (int)(rc - q0) : width;
+        if (pack) {
+            pack(k_major ? x + k0 * ld + r0 + q0 : x + (r0 + q0) * ld + k0, ld, k_major, width, rows, kc, dst);
+            continue;
+        }
         if (k_major) {
             /* the pair's two columns are contiguous in X's storage rows k and k + 1 */
             for (int64_t s = 0; s < kp; s++) {
@@ -324,7 +329,8 @@ static void pack_pairs(const float *x, int64_t ld, bool k_major, int width, int6
 /* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels */
 static void pack_a(const ty_gemm *g, const ty_gemm_args *p, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
                    float *dst) {
-    if (g->kern->bf16_pairs) pack_pairs(p->a, p->lda, p->trans_a, g->kern->mr, m0, mc, k0, kc, dst);
+    if (g->kern->bf16_pairs)
+        pack_pairs(p->a, p->lda, p->trans_a, g->kern->mr, g->kern->pack_pairs, m0, mc, k0, kc, dst);
     else pack_panels(p->a, p->lda, p->trans_a, g->kern->mr, g->kern->pack_a_rows, m0, mc, k0, kc, dst,
                      g->operand_type);
 }
@@ -332,7 +338,8 @@ static void pack_a(const ty_gemm *g, const ty_gemm_args *p, int64_t m0, int64_t 
 /* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels (of op(B)^T's rows) */
 static void pack_b(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
                    float *dst) {
-    if (g->kern->bf16_pairs) pack_pairs(p->b, p->ldb, !p->trans_b, g->kern->nr, n0, nc, k0, kc, dst);
+    if (g->kern->bf16_pairs)
+        pack_pairs(p->b, p->ldb, !p->trans_b, g->kern->nr, g->kern->pack_pairs, n0, nc, k0, kc, dst);
     else pack_panels(p->b, p->ldb, !p->trans_b, g->kern->nr, g->kern->pack_b_rows, n0, nc, k0, kc, dst,
                      g->operand_type);
 }

@@ -106,13 +106,19 @@ typedef void (*ty_gemm_pack_fn)(const float *src, int64_t ld, int n, int64_t kc,
 /* A pair kernel (bf16_pairs) reads panels of bf16 pairs: each 32-bit slot holds k = 2p
  * in its low half and 2p + 1 in its high half (bf() of the operands, a zero pad past an
  * odd K), a[p * mr + i] and b[p * nr + j]; its kc counts pairs, and its chains are the
- * BF16 dot definition's. The driver packs its panels (pack_*_rows NULL). */
+ * BF16 dot definition's (pack_*_rows NULL). Its panels are packed by pack_pairs (NULL:
+ * the portable loops): one panel of `width` rows of X, `rows` of them real (zeros past),
+ * from X[i][k] = x[k * ld + i] where k_major, else x[i * ld + k], k < kc:
+ * dst[s * width + i] = bf(X[i][2s]) | bf(X[i][2s + 1]) << 16, zero past kc. */
+typedef void (*ty_gemm_pack_pairs_fn)(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc,
+                                      float *dst);
 typedef struct {
     const char *isa;
     int mr, nr;
     ty_gemm_kernel_fn kernel;
     ty_gemm_pack_fn pack_a_rows, pack_b_rows;
     bool bf16_pairs;
+    ty_gemm_pack_pairs_fn pack_pairs;
 } ty_gemm_kernel;
 
 const ty_gemm_kernel *ty_gemm_kernel_avx2(void);   /* AVX2 + FMA */
@@ -123,6 +129,8 @@ const ty_gemm_kernel *ty_gemm_kernel_scalar(void);
  * on any CPU (tests). */
 const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void);
 const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void);
+/* The pair packing in AVX2 (gemm_avx2.c), the AVX-512 BF16 kernel's pack_pairs. */
+void ty_gemm_pack_pairs_avx2(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc, float *dst);
 /* vdpbf16ps on fixed inputs that tell apart the order of a pair's products (odd first),
  * one rounding against two, FTZ of tiny results and DAZ of subnormal inputs, each lane
  * compared with ty_gemm_dpbf16_pair: true where every lane agrees (NaN with NaN). Run

@@ -60,7 +60,8 @@ static void kernel_12x32_bf16(int64_t kp, const float *a, const float *b, float 
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void) {
-    static const ty_gemm_kernel k = {"avx512 bf16", MR, NR, kernel_12x32_bf16, NULL, NULL, true};
+    static const ty_gemm_kernel k = {"avx512 bf16", MR, NR, kernel_12x32_bf16, NULL, NULL, true,
+                                     ty_gemm_pack_pairs_avx2};
     return &k;
 }
 

@@ -4,8 +4,10 @@
  * the probe's inputs gives the values the SDM's pseudocode gives; the packing's rounding
  * on every kind of value; the driver's pair path (packing in pairs, an odd K's pad,
  * slices, edge tiles, threads, ty_gemm_run_1) with the portable pair kernel, bit for bit
- * against the reference, on any CPU. Where cpu.c chose vdpbf16ps, the same for the
- * AVX-512 BF16 kernel, and the probe agrees; elsewhere a line says why it is skipped. */
+ * against the reference, on any CPU; the AVX2 pair packing (the AVX-512 BF16 kernel's)
+ * with the definition in that kernel's 12 x 32 tile, where the CPU has AVX2. Where cpu.c
+ * chose vdpbf16ps, the same for the AVX-512 BF16 kernel, and the probe agrees; elsewhere
+ * a line says why it is skipped. */
 #include <float.h>
 #include <math.h>
 
@@ -202,17 +204,20 @@ static void check_rounding(void) {
     }
     float one[1] = {1.0f};
     ty_gemm *g = ty_gemm_new(NULL, ty_gemm_kernel_scalar());
-    ty_gemm_set_bf16_dot(g, ty_gemm_kernel_bf16_scalar());
+    ty_gemm_kernel avx2_packing = *ty_gemm_kernel_bf16_scalar();
+    avx2_packing.pack_pairs = ty_gemm_pack_pairs_avx2;
     ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
-    for (int t = 0; t < 2; t++) { /* A packed along K (a column) and across it (a row) */
-        ty_gemm_args p = {t == 1, false, false, NV, 1, 1, av, t ? NV : 1, one, 1, got, 1};
+    /* A packed along K (a column) and across it (a row), by the loops and by AVX2 */
+    for (int t = 0; t < (ty_cpu_isa() >= TOY_ISA_AVX2 ? 4 : 2); t++) {
+        ty_gemm_set_bf16_dot(g, t < 2 ? ty_gemm_kernel_bf16_scalar() : &avx2_packing);
+        ty_gemm_args p = {t % 2, false, false, NV, 1, 1, av, t % 2 ? NV : 1, one, 1, got, 1};
         ty_gemm_run(g, &p);
         p.c = want;
         ty_gemm_ref_dpbf16(&p);
         for (int i = 0; i < NV && bad < 6; i++)
             if (!same(got[i], want[i]) || !same(want[i], lit_bf(av[i]) + 0.0f)) { /* -0 * 1 + 0 is +0 */
-                CHECK_MSG(0, "packed bf(%a) (bits %08x): product %a, ref %a", av[i], float_bits(av[i]), got[i],
-                          want[i]);
+                CHECK_MSG(0, "packed bf(%a) (bits %08x, %s): product %a, ref %a", av[i], float_bits(av[i]),
+                          t < 2 ? "loops" : "avx2", got[i], want[i]);
                 bad++;
             }
     }
@@ -220,6 +225,22 @@ static void check_rounding(void) {
     free(av);
     free(got);
     free(want);
+}
+
+/* The AVX-512 BF16 kernel's tile, 12 x 32, computed as the definition: with AVX2
+ * packing, everything of that kernel but its vdpbf16ps loop. */
+static void kernel_12x32_definition(int64_t kp, const float *a, const float *b, float *c, int64_t ldc, bool load_c) {
+    for (int i = 0; i < 12; i++)
+        for (int j = 0; j < 32; j++) {
+            float acc = load_c ? lit_ftz(c[i * ldc + j]) : 0.0f;
+            for (int64_t q = 0; q < kp; q++) {
+                uint32_t ap, bp;
+                memcpy(&ap, &a[q * 12 + i], sizeof ap);
+                memcpy(&bp, &b[q * 32 + j], sizeof bp);
+                acc = ty_gemm_dpbf16_pair(acc, ap, bp);
+            }
+            c[i * ldc + j] = acc;
+        }
 }
 
 static const int64_t shapes[][3] = {
@@ -251,7 +272,8 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                 p.c = o.want;
                 ty_gemm_ref_dpbf16(&p);
                 int64_t d = first_diff(o.c, o.want, m, o.ldc);
-                CHECK_MSG(d < 0, "%s, %d threads%s, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %a, ref %a",
+                CHECK_MSG(d < 0,
+                          "%s, %d threads%s, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld is %a, ref %a",
                           kernel->isa, nt, single ? " (run_1)" : "", (long long)m, (long long)nn, (long long)k, ta, tb,
                           acc, (long long)d, d < 0 ? 0.0 : o.c[d], d < 0 ? 0.0 : o.want[d]);
                 n++;
@@ -313,6 +335,15 @@ int main(void) {
     check_pair_step();
     check_rounding();
     CHECK_EQ(check_kernel(ty_gemm_kernel_bf16_scalar(), 3), 3 * 13 * 8);
+#if defined(__x86_64__)
+    if (ty_cpu_isa() >= TOY_ISA_AVX2) {
+        const ty_gemm_kernel tile_12x32 = {"12x32 definition, avx2 packing", 12, 32, kernel_12x32_definition,
+                                           NULL, NULL, true, ty_gemm_pack_pairs_avx2};
+        CHECK_EQ(check_kernel(&tile_12x32, 2), 2 * 13 * 8);
+    } else {
+        printf("the AVX2 pair packing is not tested: this CPU (or TOY_ISA) lacks AVX2\n");
+    }
+#endif
 
     /* where toy runs vdpbf16ps, the kernel it runs */
     const char *state = ty_cpu_bf16_dot();
