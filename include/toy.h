@@ -78,8 +78,9 @@ TOY_API const char *toy_last_error(void);
 TOY_API const char *toy_kernel_isa(void);
 /* How `--compute bf16` training products run: "vdpbf16ps" (AVX-512 BF16 dot products,
  * F32 sums), else why not: "absent" (the CPU lacks AVX512_BF16), "off (kernels below
- * avx512)" or "off (probe differs)" (the instruction's results differ from toy's
- * definition on this CPU); then operands are rounded to BF16 for the F32 products. */
+ * avx512)" or "off (probe differs: ...)" (the instruction's results differ from toy's
+ * definition on this CPU, in what it names); then operands are rounded to BF16 for the
+ * F32 products. */
 TOY_API const char *toy_kernel_bf16_dot(void);
 /* TOY_OK, or TOY_ERR_INVALID naming the allowed values when the environment variable
  * TOY_ISA names no instruction set (contexts and training fail the same way). */

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -229,6 +230,7 @@ static struct {
     const ty_packed_kernel *packed[TOY_TYPE_COUNT];
     const ty_gemm_kernel *gemm_bf16; /* NULL: BF16 products round operands for the F32 kernel */
     const char *bf16_dot;            /* ty_cpu_bf16_dot's answer */
+    char bf16_dot_off[300];          /* "off (probe differs: ...)" */
 } chosen;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
@@ -261,9 +263,10 @@ static void choose(void) {
     if (avx512_bf16() && !ops->gemm_bf16) chosen.bf16_dot = "off (kernels below avx512)";
 #if defined(__x86_64__)
     if (avx512_bf16() && ops->gemm_bf16) {
-        const bool agrees = ty_gemm_bf16_probe();
-        chosen.gemm_bf16 = agrees ? ops->gemm_bf16() : NULL;
-        chosen.bf16_dot = agrees ? "vdpbf16ps" : "off (probe differs)";
+        const char *differs = ty_gemm_bf16_probe();
+        chosen.gemm_bf16 = differs ? NULL : ops->gemm_bf16();
+        snprintf(chosen.bf16_dot_off, sizeof chosen.bf16_dot_off, "off (probe differs: %s)", differs ? differs : "");
+        chosen.bf16_dot = differs ? chosen.bf16_dot_off : "vdpbf16ps";
     }
 #endif
 

@@ -133,9 +133,10 @@ const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void);
 void ty_gemm_pack_pairs_avx2(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc, float *dst);
 /* vdpbf16ps on fixed inputs that tell apart the order of a pair's products (odd first),
  * one rounding against two, FTZ of tiny results and DAZ of subnormal inputs, each lane
- * compared with ty_gemm_dpbf16_pair: true where every lane agrees (NaN with NaN). Run
- * only where the CPU has AVX512_BF16. */
-bool ty_gemm_bf16_probe(void);
+ * compared with ty_gemm_dpbf16_pair: NULL where every lane agrees (NaN with NaN), else
+ * what the lanes that differ show ("FTZ, DAZ"; static, overwritten by the next call).
+ * Run only where the CPU has AVX512_BF16. */
+const char *ty_gemm_bf16_probe(void);
 
 /* A product engine for the pool's threads (pool may be NULL: the caller alone) with a
  * micro-kernel: this CPU's is ty_cpu()->gemm() (cpu.h). NULL: no memory. */

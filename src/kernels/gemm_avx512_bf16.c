@@ -6,6 +6,7 @@
  * (simd-everywhere/simde#1095: results generated on AMD EPYC 9454 fail under Intel SDE
  * and back), so cpu.c runs ty_gemm_bf16_probe first and chooses this kernel only where
  * it agrees. Compiled with AVX-512 BF16 enabled; called only where the CPU has it. */
+#include <stdio.h>
 #include <string.h>
 
 #include "gemm.h"
@@ -78,27 +79,28 @@ const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void) {
 #define BF_INF 0x7f80u
 #define BF_M0 0x8000u
 
-bool ty_gemm_bf16_probe(void) {
+const char *ty_gemm_bf16_probe(void) {
     static const struct {
         float acc;
         uint32_t a, b;
+        const char *tells; /* what a difference in this lane shows */
     } fixed[] = {
         /* order and rounding: odd first, each product rounded into acc: (1 - 1) + 2^-30 =
          * 2^-30 and (1 + 2^-30) - 1 = 0; even first gives 0 and 2^-30, one rounding of
          * the three terms 2^-30 twice, the products summed first 0 and 0 */
-        {1.0f, PAIR(BF_M1, BF_2M30), PAIR(BF_1, BF_1)},
-        {1.0f, PAIR(BF_2M30, BF_M1), PAIR(BF_1, BF_1)},
+        {1.0f, PAIR(BF_M1, BF_2M30), PAIR(BF_1, BF_1), "order or products summed first"},
+        {1.0f, PAIR(BF_2M30, BF_M1), PAIR(BF_1, BF_1), "order or one rounding"},
         /* FTZ: -2^-140 flushed to -0, and -0 + (-0 * 1) stays -0 */
-        {0.0f, PAIR(BF_2M70 | 0x8000u, BF_M0), PAIR(BF_2M70, BF_1)},
+        {0.0f, PAIR(BF_2M70 | 0x8000u, BF_M0), PAIR(BF_2M70, BF_1), "FTZ"},
         /* FTZ between the two steps: 2^-126 - 2^-127 is flushed, then + 2^-126 (unflushed:
          * 1.5 * 2^-126, as one rounding also gives) */
-        {0x1p-126f, PAIR(BF_2M63 | 0x8000u, BF_2M63), PAIR(BF_2M64, BF_2M63)},
+        {0x1p-126f, PAIR(BF_2M63 | 0x8000u, BF_2M63), PAIR(BF_2M64, BF_2M63), "FTZ between the products"},
         /* DAZ: subnormal bf16 inputs read as zero (else 2^-127 * 2^100 + 2^-133 * 2^127) */
-        {0.0f, PAIR(0x0040u, 0x0001u), PAIR(BF_2P100, BF_2P127)},
-        {0.0f, PAIR(BF_2P100, BF_1), PAIR(0x8040u, 0x0001u)},
+        {0.0f, PAIR(0x0040u, 0x0001u), PAIR(BF_2P100, BF_2P127), "DAZ"},
+        {0.0f, PAIR(BF_2P100, BF_1), PAIR(0x8040u, 0x0001u), "DAZ"},
         /* +0 * +0 into -0 is +0; infinity * 0 is NaN */
-        {-0.0f, PAIR(0, 0), PAIR(0, 0)},
-        {1.0f, PAIR(BF_INF, BF_1), PAIR(0, BF_1)},
+        {-0.0f, PAIR(0, 0), PAIR(0, 0), "signed zero"},
+        {1.0f, PAIR(BF_INF, BF_1), PAIR(0, BF_1), "NaN"},
     };
     enum { LANES = 16, FIXED = sizeof fixed / sizeof fixed[0] };
     float acc[LANES], got[LANES];
@@ -121,14 +123,19 @@ bool ty_gemm_bf16_probe(void) {
     __asm__ volatile("" : "+v"(v), "+v"(va), "+v"(vb)); /* computed by the CPU, never folded */
     v = _mm512_dpbf16_ps(v, (__m512bh)va, (__m512bh)vb);
     _mm512_storeu_ps(got, v);
+    static char differs[256]; /* run once, inside cpu.c's choice */
+    differs[0] = '\0';
     for (int i = 0; i < LANES; i++) {
         const float want = ty_gemm_dpbf16_pair(acc[i], a[i], b[i]);
         uint32_t gu, wu;
         memcpy(&gu, &got[i], sizeof gu);
         memcpy(&wu, &want, sizeof wu);
-        if (gu != wu && !(got[i] != got[i] && want != want)) return false;
+        const char *tells = i < FIXED ? fixed[i].tells : "random values";
+        if (gu == wu || (got[i] != got[i] && want != want) || strstr(differs, tells)) continue;
+        const size_t n = strlen(differs);
+        snprintf(differs + n, sizeof differs - n, "%s%s", n ? ", " : "", tells);
     }
-    return true;
+    return differs[0] ? differs : NULL;
 }
 
 TOY_TARGET_END
