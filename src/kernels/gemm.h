@@ -34,12 +34,16 @@
  *         acc = ftz(fmaf(a1, b1, acc));  acc = ftz(fmaf(a0, b0, acc))
  *
  * C's own subnormals are flushed as it is loaded (the definition does not leave the
- * instruction's treatment of its accumulator to chance). Threads and blocking still only
- * decide where chains run (K slices are even, so pairs never straddle them). A product
- * split over K into calls with accumulate equals the product in one call only where
- * every split point is even: an odd split pairs k differently. ty_gemm_ref_dpbf16 is the
- * definition, ty_gemm_dpbf16_pair one step of it. Without a pair kernel (no AVX512_BF16,
- * TOY_ISA below avx512, a probe that differs), BF16 operands take the rounding mode.
+ * instruction's treatment of its accumulator to chance). ftz looks at fmaf's rounded
+ * result: an exact sum just below FLT_MIN that rounds up to it is kept, where hardware
+ * judging tininess before rounding would flush it; the probe does not test that
+ * window (2^-150 wide), which sums of training-sized values hardly reach. Threads and
+ * blocking still only decide where chains run (K slices are even, so pairs never
+ * straddle them). A product split over K into calls with accumulate equals the product
+ * in one call only where every split point is even: an odd split pairs k differently.
+ * ty_gemm_ref_dpbf16 is the definition, ty_gemm_dpbf16_pair one step of it. Without a
+ * pair kernel (no AVX512_BF16, TOY_ISA below avx512, a probe that differs), BF16
+ * operands take the rounding mode.
  */
 #ifndef TOY_GEMM_H
 #define TOY_GEMM_H
