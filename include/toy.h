@@ -76,6 +76,12 @@ TOY_API const char *toy_last_error(void);
  * or "scalar" (the environment variable TOY_ISA may ask for a lower one). Results are the
  * same bits. */
 TOY_API const char *toy_kernel_isa(void);
+/* How `--compute bf16` training products run: "vdpbf16ps" (AVX-512 BF16 dot products,
+ * F32 sums), else why not: "absent" (the CPU lacks AVX512_BF16), "off (kernels below
+ * avx512)" or "off (probe differs: ...)" (the instruction's results differ from toy's
+ * definition on this CPU, in what it names); then operands are rounded to BF16 for the
+ * F32 products. */
+TOY_API const char *toy_kernel_bf16_dot(void);
 /* TOY_OK, or TOY_ERR_INVALID naming the allowed values when the environment variable
  * TOY_ISA names no instruction set (contexts and training fail the same way). */
 TOY_API toy_status toy_kernel_init(void);
@@ -971,6 +977,10 @@ typedef struct {
  * seq tokens per step, `steps` measured after one warm-up step. */
 TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps,
                                    int n_threads, toy_train_bench_result *result);
+/* The same with the products' operand type of toy_train_params.compute_type (TOY_TYPE_F32,
+ * BF16 or F16; toy_kernel_bf16_dot says how BF16 runs). */
+TOY_API toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_t seq, int steps,
+                                           int n_threads, toy_type compute_type, toy_train_bench_result *result);
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
 

@@ -9,6 +9,8 @@
 #     ty_packed_decode_streams.
 #   attention_cpu.c: the scalar tasks use no ymm or zmm, the AVX2 tasks no zmm, and the
 #     tasks call no function of their own file but attn_fold.
+#   gemm_avx512_bf16.c: the pair kernel is vdpbf16ps, 24 per pair of k (12 rows x 2
+#     vectors) once its loops are unrolled, and calls nothing.
 # The checks of calls need an optimized build without sanitizers (a Debug or sanitized
 # build inlines nothing); elsewhere only the instructions are checked.
 # Prints one line per failed check; exits 1 if any, 0 if none.
@@ -63,4 +65,18 @@ for fn in $own; do
     [ -z "$c" ] || die "an attention task calls $fn: $(head -2 <<< "$c")"
 done
 grep -q "^attention_task_avx2	" <<< "$lines" || die "no attention_task_avx2 in $attn (renamed? update this check)"
+
+bf16="$objs/kernels/gemm_avx512_bf16.c.o"
+if [ -f "$bf16" ]; then # (absent from cli_isa_leaks's own leak case)
+    lines=$(awk -F'\t' '$1 == "kernel_12x32_bf16"' <<< "$(fn_lines "$bf16")")
+    [ -n "$lines" ] || die "no kernel_12x32_bf16 in $bf16 (renamed? update this check)"
+    n=$(grep -c vdpbf16ps <<< "$lines")
+    if [ $inlined = 1 ]; then
+        [ "$n" -ge 24 ] || die "kernel_12x32_bf16 has $n vdpbf16ps, not 24 or more"
+        calls=$(grep call <<< "$lines")
+        [ -z "$calls" ] || die "calls in kernel_12x32_bf16: $(head -3 <<< "$calls")"
+    else
+        [ "$n" -ge 1 ] || die "kernel_12x32_bf16 has no vdpbf16ps"
+    fi
+fi
 exit $fail

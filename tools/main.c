@@ -91,8 +91,8 @@ int main(int argc, char **argv) {
         }
         int major, minor, patch;
         toy_version(&major, &minor, &patch);
-        printf("toy %d.%d.%d (kernels: %s; mpirun: %s)\n", major, minor, patch, toy_kernel_isa(),
-               toy_have_mpi() ? "yes" : "no, built without MPI");
+        printf("toy %d.%d.%d (kernels: %s; bf16 dot: %s; mpirun: %s)\n", major, minor, patch, toy_kernel_isa(),
+               toy_kernel_bf16_dot(), toy_have_mpi() ? "yes" : "no, built without MPI");
         return 0;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)

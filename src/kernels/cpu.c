@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__)
@@ -34,12 +35,14 @@ static const ty_cpu_ops ops_of[] = {
                          .swiglu_bwd = ty_swiglu_bwd_avx2, .fma_peak = ty_fma_peak_avx2},
     [TOY_ISA_AVX512] = {.isa = TOY_ISA_AVX512, .row = {ty_kernel_avx512, ty_kernel_avx2},
                         .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_avx512},
-                        .gemm = ty_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                        .gemm = ty_gemm_kernel_avx512, .gemm_bf16 = ty_gemm_kernel_avx512_bf16,
+                        .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
                         .swiglu = ty_swiglu_avx512, .swiglu_bwd = ty_swiglu_bwd_avx512,
                         .fma_peak = ty_fma_peak_avx512},
     [TOY_ISA_AMX] = {.isa = TOY_ISA_AMX, .row = {ty_kernel_avx512, ty_kernel_avx2},
                      .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_amx, ty_packed_avx512},
-                     .gemm = ty_gemm_kernel_avx512, .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                     .gemm = ty_gemm_kernel_avx512, .gemm_bf16 = ty_gemm_kernel_avx512_bf16,
+                     .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
                      .swiglu = ty_swiglu_avx512, .swiglu_bwd = ty_swiglu_bwd_avx512,
                      .fma_peak = ty_fma_peak_avx512},
 #endif
@@ -97,6 +100,16 @@ static bool avx_vnni(void) {
 #if defined(__x86_64__)
     unsigned eax, ebx, ecx, edx;
     return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+#else
+    return false;
+#endif
+}
+
+/* AVX512_BF16: vdpbf16ps and the conversions (CPUID 7.1 EAX bit 5) */
+static bool avx512_bf16(void) {
+#if defined(__x86_64__)
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
 #else
     return false;
 #endif
@@ -215,6 +228,9 @@ static struct {
     const ty_kernel *kernel[TOY_TYPE_COUNT];
     ty_kernel kernel_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
     const ty_packed_kernel *packed[TOY_TYPE_COUNT];
+    const ty_gemm_kernel *gemm_bf16; /* NULL: BF16 products round operands for the F32 kernel */
+    const char *bf16_dot;            /* ty_cpu_bf16_dot's answer */
+    char bf16_dot_off[300];          /* "off (probe differs: ...)" */
 } chosen;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
@@ -241,6 +257,18 @@ static void choose(void) {
     if (want < isa) isa = want;
     if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
     const ty_cpu_ops *ops = chosen.ops = &ops_of[isa];
+
+    /* vdpbf16ps only where it computes gemm.h's BF16 dot definition */
+    chosen.bf16_dot = "absent";
+    if (avx512_bf16() && !ops->gemm_bf16) chosen.bf16_dot = "off (kernels below avx512)";
+#if defined(__x86_64__)
+    if (avx512_bf16() && ops->gemm_bf16) {
+        const char *differs = ty_gemm_bf16_probe();
+        chosen.gemm_bf16 = differs ? NULL : ops->gemm_bf16();
+        snprintf(chosen.bf16_dot_off, sizeof chosen.bf16_dot_off, "off (probe differs: %s)", differs ? differs : "");
+        chosen.bf16_dot = differs ? chosen.bf16_dot_off : "vdpbf16ps";
+    }
+#endif
 
     const char *streams = getenv("TOY_DECODE_STREAMS");
     const bool streams_set = streams && (!strcmp(streams, "1") || !strcmp(streams, "4"));
@@ -299,6 +327,20 @@ const char *toy_kernel_isa(void) {
     return ty_cpu_isa() == TOY_ISA_AVX512 && chosen.amx_failed
                ? "avx512 (AMX off: its products failed the self-test)"
                : ty_isa_name(ty_cpu_isa());
+}
+
+const char *toy_kernel_bf16_dot(void) {
+    return ty_cpu_bf16_dot();
+}
+
+const ty_gemm_kernel *ty_cpu_gemm_bf16(void) {
+    choose_once_only();
+    return chosen.gemm_bf16;
+}
+
+const char *ty_cpu_bf16_dot(void) {
+    choose_once_only();
+    return chosen.bf16_dot;
 }
 
 bool ty_cpu_avx_vnni(void) {

@@ -12,6 +12,9 @@
  *   packed products (packed.h)    -      x      x Q8_0,  x             x (16+ rows;
  *                                               Q4_0                     else avx512)
  *   GEMM micro-kernel (gemm.h)    4x4    6x16   <        12x32         <
+ *   BF16 dot kernel (gemm.h)      -      -      -        12x32 pairs   <
+ *     (vdpbf16ps: only where the CPU has AVX512_BF16 and ty_gemm_bf16_probe agrees;
+ *     else --compute bf16 rounds operands for the F32 kernel)
  *   attention tasks               ref    x      <        x             <
  *   row_exp (softmax rows)        ref    x      <        x             <
  *   SwiGLU and its backward       ref    x      <        x             <
@@ -44,6 +47,7 @@ typedef struct {
     ty_quantize_act_fn (*quantize_act)(int vec_dot_type); /* NULL: the kernel's own */
     const ty_packed_kernel *(*packed[2])(int type);      /* none: the row kernels */
     const ty_gemm_kernel *(*gemm)(void);
+    const ty_gemm_kernel *(*gemm_bf16)(void); /* a pair kernel; ty_cpu_gemm_bf16 decides */
     ty_isa attention; /* the attention tasks (attention_cpu.c): scalar, avx2 or avx512 */
     ty_row_exp_fn row_exp;
     ty_swiglu_fn swiglu; /* inference's and training's */
@@ -80,6 +84,14 @@ bool ty_amx_self_test_failed(void);
  * some CPU or kernel costs speed, never a crash or a wrong logit. get_amx: ty_packed_amx,
  * or for tests the tile model, a broken kernel. */
 bool ty_packed_amx_self_test_with(const ty_packed_kernel *(*get_amx)(int type));
+/* The pair kernel that BF16 products run (gemm.h's BF16 dot definition): the table's,
+ * where the CPU has AVX512_BF16 (CPUID 7.1 EAX bit 5) and its vdpbf16ps passed
+ * ty_gemm_bf16_probe, run once when the table is chosen; else NULL (the rounding mode). */
+const ty_gemm_kernel *ty_cpu_gemm_bf16(void);
+/* What toy --version says of it: "vdpbf16ps", "absent" (no AVX512_BF16), "off (kernels
+ * below avx512)" (the CPU has it; TOY_ISA asks for less) or "off (probe differs: WHAT)",
+ * WHAT what ty_gemm_bf16_probe's differing lanes show. */
+const char *ty_cpu_bf16_dot(void);
 /* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
 bool ty_cpu_intel(void);
 

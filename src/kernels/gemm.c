@@ -8,7 +8,12 @@
  * GEMM_TM x GEMM_TN, loading C after the first slice. The single-thread product
  * (ty_gemm_run_1) does the same per block with its thread's own buffers. Either way a
  * tile's chains run k = 0..K-1 in order, whatever the sizes, threads or ISA.
+ *
+ * A pair kernel (BF16 dot products) goes through the same driver: its panels hold one
+ * 32-bit slot per pair of k instead of one float per k, so a slice of kc takes
+ * ceil(kc / 2) slots per row (panel_steps), packed here with the definition's bf().
  */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,18 +21,20 @@
 #include "gemm.h"
 #include "quant.h"
 
-#define GEMM_KC 256
+#define GEMM_KC 256    /* even: a slice never splits a pair of k */
 #define GEMM_MC 192    /* rows of a single-thread block: a multiple of every mr (4, 6, 12) */
 #define GEMM_NC 512    /* its columns: a multiple of every nr (4, 16, 32) */
 #define GEMM_CHUNK 3072 /* rows and columns of a threaded chunk: a multiple of both */
 #define GEMM_TM 96     /* a threaded tile: GEMM_TM rows (multiple of every mr) */
 #define GEMM_TN 256    /* by GEMM_TN columns (multiple of every nr) */
 #define GEMM_MAX_TILE (16 * 32)
+#define GEMM_MAX_WIDTH 32 /* the widest panel: every mr and nr */
 #define PANELS_PER_TASK 8
 
 struct ty_gemm {
     ty_pool *pool;
-    const ty_gemm_kernel *kern;
+    const ty_gemm_kernel *kern; /* the one products run: f32's, or bf16_dot's */
+    const ty_gemm_kernel *f32, *bf16_dot;
     int operand_type;       /* TOY_TYPE_F32, or BF16 / F16: operands rounded when packed */
     int n_threads;
     float *pack;            /* per thread: A slice, B slice, an edge tile */
@@ -84,8 +91,18 @@ static void round_panel(float *d, int64_t n, int type) {
     else if (type == TOY_TYPE_F16) round_panel_f16(d, n);
 }
 
+static void choose_kernel(ty_gemm *g) {
+    g->kern = g->operand_type == TOY_TYPE_BF16 && g->bf16_dot ? g->bf16_dot : g->f32;
+}
+
 void ty_gemm_set_operand_type(ty_gemm *g, int type) {
     g->operand_type = type == TOY_TYPE_BF16 || type == TOY_TYPE_F16 ? type : TOY_TYPE_F32;
+    choose_kernel(g);
+}
+
+void ty_gemm_set_bf16_dot(ty_gemm *g, const ty_gemm_kernel *pairs) {
+    g->bf16_dot = pairs && pairs->bf16_pairs ? pairs : NULL;
+    choose_kernel(g);
 }
 
 void ty_gemm_ref_rounded(const ty_gemm_args *p, int type) {
@@ -99,6 +116,74 @@ void ty_gemm_ref_rounded(const ty_gemm_args *p, int type) {
             }
             p->c[i * p->ldc + j] = acc;
         }
+}
+
+/* ---------------------------------------------------------------- BF16 dot products */
+
+uint16_t ty_gemm_bf16_daz(float x) {
+    const uint16_t h = ty_fp32_to_bf16(x);
+    return h & 0x7f80u ? h : (uint16_t)(h & 0x8000u);
+}
+
+/* bf16 bits to float, subnormals read as zero (DAZ) */
+static float bf16_daz_to_fp32(uint32_t h) {
+    const uint32_t u = (h & 0x7f80u ? h : h & 0x8000u) << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static float ftz(float x) {
+    return fabsf(x) < FLT_MIN ? copysignf(0.0f, x) : x;
+}
+
+float ty_gemm_dpbf16_pair(float acc, uint32_t a, uint32_t b) {
+    acc = ftz(fmaf(bf16_daz_to_fp32(a >> 16), bf16_daz_to_fp32(b >> 16), acc));
+    return ftz(fmaf(bf16_daz_to_fp32(a & 0xffffu), bf16_daz_to_fp32(b & 0xffffu), acc));
+}
+
+/* opA[i][k] and opB[k][j] as bf(), zero at k == K (the pad of an odd K) */
+static uint32_t ref_bf16_a(const ty_gemm_args *p, int64_t i, int64_t k) {
+    return k == p->k ? 0 : ty_gemm_bf16_daz(p->trans_a ? p->a[k * p->lda + i] : p->a[i * p->lda + k]);
+}
+
+static uint32_t ref_bf16_b(const ty_gemm_args *p, int64_t k, int64_t j) {
+    return k == p->k ? 0 : ty_gemm_bf16_daz(p->trans_b ? p->b[j * p->ldb + k] : p->b[k * p->ldb + j]);
+}
+
+void ty_gemm_ref_dpbf16(const ty_gemm_args *p) {
+    for (int64_t i = 0; i < p->m; i++)
+        for (int64_t j = 0; j < p->n; j++) {
+            float acc = p->accumulate ? p->c[i * p->ldc + j] : 0.0f;
+            if (p->k > 0) acc = ftz(acc); /* read with DAZ by the first step */
+            for (int64_t k = 0; k < p->k; k += 2)
+                acc = ty_gemm_dpbf16_pair(acc, ref_bf16_a(p, i, k) | ref_bf16_a(p, i, k + 1) << 16,
+                                          ref_bf16_b(p, k, j) | ref_bf16_b(p, k + 1, j) << 16);
+            p->c[i * p->ldc + j] = acc;
+        }
+}
+
+/* The definition in a 4 x 4 tile of pairs: the driver's pair path on any CPU. */
+static void kernel_bf16_scalar(int64_t kp, const float *a, const float *b, float *c, int64_t ldc,
+                               bool load_c) {
+    float acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = load_c ? ftz(c[i * ldc + j]) : 0.0f;
+    for (int64_t q = 0; q < kp; q++)
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+                uint32_t ap, bp;
+                memcpy(&ap, &a[q * 4 + i], sizeof ap);
+                memcpy(&bp, &b[q * 4 + j], sizeof bp);
+                acc[i][j] = ty_gemm_dpbf16_pair(acc[i][j], ap, bp);
+            }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) c[i * ldc + j] = acc[i][j];
+}
+
+const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void) {
+    static const ty_gemm_kernel k = {"bf16 scalar", 4, 4, kernel_bf16_scalar, NULL, NULL, true, NULL};
+    return &k;
 }
 
 /* ---------------------------------------------------------------- reference */
@@ -121,7 +206,7 @@ static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, 
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_scalar(void) {
-    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL};
+    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL, false, NULL};
     return &k;
 }
 
@@ -131,7 +216,7 @@ ty_gemm *ty_gemm_new(ty_pool *pool, const ty_gemm_kernel *kernel) {
     ty_gemm *g = calloc(1, sizeof *g);
     if (!g) return NULL;
     g->pool = pool;
-    g->kern = kernel;
+    g->kern = g->f32 = kernel;
     g->operand_type = TOY_TYPE_F32;
     g->n_threads = pool ? ty_pool_size(pool) : 1;
     g->pack_per_thread = (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC + GEMM_MAX_TILE + 16;
@@ -192,16 +277,71 @@ static void pack_panels(const float *x, int64_t ld, bool k_major, int width, ty_
     round_panel(start, (dst - start), round);
 }
 
+/* ty_gemm_bf16_daz, inline for the packing loops (test_gemm checks them equal on every
+ * kind of value) */
+static inline uint32_t bf16_pack(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    const uint32_t h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 64u : (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    return h & 0x7f80u ? h : h & 0x8000u;
+}
+
+/* The slots a panel row takes for a slice of kc: one per k, or one per pair of k. */
+static int64_t panel_steps(const ty_gemm_kernel *kern, int64_t kc) {
+    return kern->bf16_pairs ? (kc + 1) / 2 : kc;
+}
+
+/* pack_panels for a pair kernel: panel q holding, in slot dst[q * kp * width + s * width
+ * + i] (kp = ceil(kc / 2)), bf(X[r][k0 + 2s]) | bf(X[r][k0 + 2s + 1]) << 16 for row r =
+ * r0 + q * width + i; zero past row rc and past column kc. Each panel by the kernel's
+ * `pack` where it has one, else by these loops (the definition of the slots). */
+static void pack_pairs(const float *x, int64_t ld, bool k_major, int width, ty_gemm_pack_pairs_fn pack,
+                       int64_t r0, int64_t rc, int64_t k0, int64_t kc, float *dst) {
+    const int64_t kp = (kc + 1) / 2;
+    for (int64_t q0 = 0; q0 < rc; q0 += width, dst += kp * width) {
+        const int rows = rc - q0 < width ? (int)(rc - q0) : width;
+        if (pack) {
+            pack(k_major ? x + k0 * ld + r0 + q0 : x + (r0 + q0) * ld + k0, ld, k_major, width, rows, kc, dst);
+            continue;
+        }
+        if (k_major) {
+            /* the pair's two columns are contiguous in X's storage rows k and k + 1 */
+            for (int64_t s = 0; s < kp; s++) {
+                const bool has_odd = 2 * s + 1 < kc;
+                const float *even = x + (k0 + 2 * s) * ld + r0 + q0, *odd = has_odd ? even + ld : even;
+                uint32_t w[GEMM_MAX_WIDTH] = {0};
+                for (int i = 0; i < rows; i++) w[i] = bf16_pack(even[i]) | (has_odd ? bf16_pack(odd[i]) << 16 : 0);
+                memcpy(dst + s * width, w, (size_t)width * sizeof *w);
+            }
+            continue;
+        }
+        for (int i = 0; i < width; i++) {
+            const float *src = i < rows ? x + (r0 + q0 + i) * ld + k0 : NULL;
+            for (int64_t s = 0; s < kp; s++) {
+                uint32_t w = 0;
+                if (src) w = bf16_pack(src[2 * s]) | (2 * s + 1 < kc ? bf16_pack(src[2 * s + 1]) << 16 : 0);
+                memcpy(dst + s * width + i, &w, sizeof w);
+            }
+        }
+    }
+}
+
 /* op(A) rows [m0, m0 + mc), columns [k0, k0 + kc) as mr-tall panels */
-static void pack_a(const ty_gemm_kernel *kern, const ty_gemm_args *p, int64_t m0, int64_t mc,
-                   int64_t k0, int64_t kc, float *dst, int round) {
-    pack_panels(p->a, p->lda, p->trans_a, kern->mr, kern->pack_a_rows, m0, mc, k0, kc, dst, round);
+static void pack_a(const ty_gemm *g, const ty_gemm_args *p, int64_t m0, int64_t mc, int64_t k0, int64_t kc,
+                   float *dst) {
+    if (g->kern->bf16_pairs)
+        pack_pairs(p->a, p->lda, p->trans_a, g->kern->mr, g->kern->pack_pairs, m0, mc, k0, kc, dst);
+    else pack_panels(p->a, p->lda, p->trans_a, g->kern->mr, g->kern->pack_a_rows, m0, mc, k0, kc, dst,
+                     g->operand_type);
 }
 
 /* op(B) rows [k0, k0 + kc), columns [n0, n0 + nc) as nr-wide panels (of op(B)^T's rows) */
-static void pack_b(const ty_gemm_kernel *kern, const ty_gemm_args *p, int64_t n0, int64_t nc,
-                   int64_t k0, int64_t kc, float *dst, int round) {
-    pack_panels(p->b, p->ldb, !p->trans_b, kern->nr, kern->pack_b_rows, n0, nc, k0, kc, dst, round);
+static void pack_b(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t nc, int64_t k0, int64_t kc,
+                   float *dst) {
+    if (g->kern->bf16_pairs)
+        pack_pairs(p->b, p->ldb, !p->trans_b, g->kern->nr, g->kern->pack_pairs, n0, nc, k0, kc, dst);
+    else pack_panels(p->b, p->ldb, !p->trans_b, g->kern->nr, g->kern->pack_b_rows, n0, nc, k0, kc, dst,
+                     g->operand_type);
 }
 
 /* ---------------------------------------------------------------- blocks */
@@ -211,22 +351,23 @@ static void pack_b(const ty_gemm_kernel *kern, const ty_gemm_args *p, int64_t n0
 static void gemm_tiles(const ty_gemm *g, const ty_gemm_args *p, const float *pa, const float *pb,
                        float *tile, int64_t m0, int64_t mc, int64_t n0, int64_t nc, int64_t kc, bool load_c) {
     const int mr = g->kern->mr, nr = g->kern->nr;
+    const int64_t steps = panel_steps(g->kern, kc);
     for (int64_t c0 = 0; c0 < nc; c0 += nr) {
-        const float *b = pb + (c0 / nr) * kc * nr;
+        const float *b = pb + (c0 / nr) * steps * nr;
         const int cols = nc - c0 < nr ? (int)(nc - c0) : nr;
         for (int64_t r0 = 0; r0 < mc; r0 += mr) {
-            const float *a = pa + (r0 / mr) * kc * mr;
+            const float *a = pa + (r0 / mr) * steps * mr;
             const int rows = mc - r0 < mr ? (int)(mc - r0) : mr;
             float *c = p->c + (m0 + r0) * p->ldc + n0 + c0;
             if (rows == mr && cols == nr) {
-                g->kern->kernel(kc, a, b, c, p->ldc, load_c);
+                g->kern->kernel(steps, a, b, c, p->ldc, load_c);
                 continue;
             }
             /* an edge tile: through a full-size copy (zeros start the same chains) */
             for (int i = 0; i < mr; i++)
                 for (int j = 0; j < nr; j++)
                     tile[i * nr + j] = load_c && i < rows && j < cols ? c[i * p->ldc + j] : 0.0f;
-            g->kern->kernel(kc, a, b, tile, nr, true);
+            g->kern->kernel(steps, a, b, tile, nr, true);
             for (int i = 0; i < rows; i++) memcpy(c + i * p->ldc, tile + i * nr, (size_t)cols * sizeof *c);
         }
     }
@@ -240,8 +381,8 @@ static void gemm_block(const ty_gemm *g, const ty_gemm_args *p, int thread, int6
     float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        pack_b(g->kern, p, n0, nc, k0, kc, pb, g->operand_type);
-        pack_a(g->kern, p, m0, mc, k0, kc, pa, g->operand_type);
+        pack_b(g, p, n0, nc, k0, kc, pb);
+        pack_a(g, p, m0, mc, k0, kc, pa);
         gemm_tiles(g, p, pa, pb, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
     }
 }
@@ -275,15 +416,14 @@ static void pack_task(void *ctx, int64_t task, int thread) {
     (void)thread;
     const chunk_job *j = ctx;
     const int mr = j->g->kern->mr, nr = j->g->kern->nr;
+    const int64_t steps = panel_steps(j->g->kern, j->kc);
     for (int64_t q = task * PANELS_PER_TASK; q < (task + 1) * PANELS_PER_TASK; q++) {
         if (q < j->a_panels) {
             const int64_t r0 = q * mr, rows = j->mc - r0 < mr ? j->mc - r0 : mr;
-            pack_a(j->g->kern, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * j->kc,
-                   j->g->operand_type);
+            pack_a(j->g, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * steps);
         } else if (q < j->a_panels + j->b_panels) {
             const int64_t c0 = (q - j->a_panels) * nr, cols = j->nc - c0 < nr ? j->nc - c0 : nr;
-            pack_b(j->g->kern, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * j->kc,
-                   j->g->operand_type);
+            pack_b(j->g, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * steps);
         }
     }
 }
@@ -294,7 +434,8 @@ static void tile_task(void *ctx, int64_t task, int thread) {
     const int64_t mc = j->mc - r0 < GEMM_TM ? j->mc - r0 : GEMM_TM;
     const int64_t nc = j->nc - c0 < GEMM_TN ? j->nc - c0 : GEMM_TN;
     float *tile = j->g->pack + (size_t)thread * j->g->pack_per_thread + (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC;
-    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * j->kc, j->g->shared_b + c0 * j->kc, tile, j->m0 + r0, mc,
+    const int64_t steps = panel_steps(j->g->kern, j->kc);
+    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * steps, j->g->shared_b + c0 * steps, tile, j->m0 + r0, mc,
                j->n0 + c0, nc, j->kc, j->load_c);
 }
 

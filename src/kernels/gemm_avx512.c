@@ -111,7 +111,7 @@ static void pack_b_rows(const float *b, int64_t ldb, int cols, int64_t kc, float
 }
 
 const ty_gemm_kernel *ty_gemm_kernel_avx512(void) {
-    static const ty_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows};
+    static const ty_gemm_kernel k = {"avx512", MR, NR, kernel_12x32, pack_a_rows, pack_b_rows, false, NULL};
     return &k;
 }
 TOY_TARGET_END

@@ -25,6 +25,7 @@
 #define TOY_FEATURES_AVX2 "avx2,fma,f16c"
 #define TOY_FEATURES_AVXVNNI "avxvnni,avx2,fma,f16c"
 #define TOY_FEATURES_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
+#define TOY_FEATURES_AVX512_BF16 "avx512bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 #define TOY_FEATURES_AMX "amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c"
 
 #define TOY_AVX2 __attribute__((target(TOY_FEATURES_AVX2)))

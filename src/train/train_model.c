@@ -225,6 +225,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
     tm->g.layers = calloc((size_t)hp->n_layer, sizeof *tm->g.layers);
     tm->gemm = ty_gemm_new(pool, ty_cpu()->gemm());
+    if (tm->gemm) ty_gemm_set_bf16_dot(tm->gemm, ty_cpu_gemm_bf16());
     if (!tm->tensors || !tm->rope || !tm->n_swa || !tm->w.layers || !tm->g.layers || !tm->gemm) {
         ty_train_model_free(tm);
         return ty_error(TOY_ERR_NOMEM, "no memory");

@@ -449,8 +449,15 @@ static int cmp_double(const void *a, const void *b) {
 
 toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps, int n_threads,
                            toy_train_bench_result *out) {
+    return toy_train_bench_compute(model_path, batch, seq, steps, n_threads, TOY_TYPE_F32, out);
+}
+
+toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_t seq, int steps, int n_threads,
+                                   toy_type compute_type, toy_train_bench_result *out) {
     if (batch < 1 || seq < 2 || steps < 1)
         return ty_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
+    if (compute_type != TOY_TYPE_F32 && compute_type != TOY_TYPE_BF16 && compute_type != TOY_TYPE_F16)
+        return ty_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(compute_type));
     if (!out) return ty_error(TOY_ERR_INVALID, "toy_train_bench: no result");
     if (ty_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
     toy_model *m;
@@ -465,6 +472,7 @@ toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, i
     double *times = calloc((size_t)steps, sizeof *times);
     if (!pool || !tok || !tgt || !w || !times) st = ty_error(TOY_ERR_NOMEM, "no memory");
     if (!st) st = ty_train_model_new(m, seq, pool, &tm);
+    if (!st) ty_gemm_set_operand_type(ty_train_model_gemm(tm), compute_type);
     if (!st) st = ty_train_model_reserve(tm, batch, seq);
     if (!st) {
         mom = calloc((size_t)ty_train_model_n_floats(tm), sizeof *mom);
