@@ -28,7 +28,9 @@
 /* Rows of one part of a micro-batch (whole sequences, one at least). 512 rows: the
  * products are as fast as over the whole micro-batch (docs/performance.md, "Training"),
  * and a 135M model keeps 0.3 GB of activations instead of 2.8 at 8 x 512. */
+#ifndef TRAIN_PART_TOKENS
 #define TRAIN_PART_TOKENS 512
+#endif
 
 /* what the forward keeps of one layer, [n rows] each */
 typedef struct {
@@ -456,7 +458,9 @@ static void layout_acts(train_model *tm, carver *c, int B, int T, int part_B) {
 }
 
 toy_status ty_train_model_reserve(train_model *tm, int B, int T) {
-    const int part_B = T > 0 && TRAIN_PART_TOKENS / T > 1 ? TRAIN_PART_TOKENS / T : 1;
+    int part_B = T > 0 && TRAIN_PART_TOKENS / T > 1 ? TRAIN_PART_TOKENS / T : 1;
+    /* an even number of rows, where the BF16 pair products (gemm.h) split as the whole's */
+    if (T % 2 && part_B % 2 && part_B < B) part_B = part_B > 1 ? part_B - 1 : 2;
     return ty_train_model_reserve_parts(tm, B, T, part_B);
 }
 
