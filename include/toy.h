@@ -965,12 +965,18 @@ typedef struct {
     double peak_rss_mb;
     int64_t n_params, tokens_per_step;
     int threads;
+    double loss;           /* the mean loss of the last step measured (random tokens) */
 } toy_train_bench_result;
 
 /* Full training steps (forward, backward, AdamW) of the model on random tokens: batch x
  * seq tokens per step, `steps` measured after one warm-up step. */
 TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_t seq, int steps,
                                    int n_threads, toy_train_bench_result *result);
+/* toy_train_bench with the products' operands rounded to compute_type (TOY_TYPE_F32, BF16
+ * or F16), as toy_train_params.compute_type rounds them; toy_train_bench is F32. */
+TOY_API toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_t seq, int steps,
+                                           int n_threads, toy_type compute_type,
+                                           toy_train_bench_result *result);
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
 

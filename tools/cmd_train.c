@@ -14,7 +14,7 @@
 
 static const char *const train_usage =
     "usage: toy train --data FILE... --out MODEL.gguf [model] [options]\n"
-    "       toy train --bench -m MODEL.gguf [--batch B] [--seq T] [--steps N] [--json]\n"
+    "       toy train --bench -m MODEL.gguf [--batch B] [--seq T] [--steps N] [--compute T] [--json]\n"
     "\n"
     "Trains a new model from scratch (or, with -m, trains an existing one further) on plain\n"
     "text or .jsonl chat records, and writes it as a GGUF model llama.cpp loads, with\n"
@@ -140,9 +140,12 @@ static int take_files(int argc, char **argv, int i, const char ***list, int *n) 
     return count;
 }
 
-static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, int threads, bool json) {
+static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, int threads, toy_type compute,
+                     bool json) {
+    /* as --compute spells it, and as bench-train-torch.py's JSON does */
+    const char *compute_name = compute == TOY_TYPE_BF16 ? "bf16" : compute == TOY_TYPE_F16 ? "f16" : "f32";
     toy_train_bench_result r = {.size = sizeof r};
-    if (toy_train_bench(model, batch, seq, steps, threads, &r)) {
+    if (toy_train_bench_compute(model, batch, seq, steps, threads, compute, &r)) {
         fprintf(stderr, "toy train --bench: %s\n", toy_last_error());
         return 1;
     }
@@ -150,8 +153,8 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
         printf("{\"model\": ");
         print_json_string(stdout, model, strlen(model));
         printf(", \"n_params\": %lld, \"batch\": %d, \"seq\": %d, \"threads\": %d, \"isa\": \"%s\", "
-               "\"step_s\": ",
-               (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa());
+               "\"compute\": \"%s\", \"step_s\": ",
+               (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa(), compute_name);
         print_json_number(stdout, r.step_s);
         printf(", \"tokens_per_s\": ");
         print_json_number(stdout, r.tokens_per_s);
@@ -161,12 +164,15 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
         print_json_number(stdout, r.utilisation);
         printf(", \"peak_rss_mb\": ");
         print_json_number(stdout, r.peak_rss_mb);
+        printf(", \"loss\": ");
+        print_json_number(stdout, r.loss);
         printf("}\n");
         return 0;
     }
     printf("model             %s (%.1f M parameters)\n", model, (double)r.n_params / 1e6);
     printf("threads           %d (kernels: %s)\n", r.threads, toy_kernel_isa());
     printf("tokens/step       %lld (%d x %d)\n", (long long)r.tokens_per_step, batch, seq);
+    printf("compute           %s (the products' operands)\n", compute_name);
     printf("step              %.3f s (median of %d: forward, backward, AdamW)\n", r.step_s, steps);
     printf("throughput        %.1f tokens/s\n", r.tokens_per_s);
     printf("peak              %.1f GFLOP/s (F32 FMA with %d threads, measured)\n", r.peak_gflops, r.threads);
@@ -358,7 +364,8 @@ static int run_train(train_options *o) {
     if (o->bench) {
         const bool shape_given = p->batch != toy_train_default_params().batch || p->seq != toy_train_default_params().seq;
         rc = run_bench(p->model_path, shape_given ? p->batch : 8, shape_given ? p->seq : 512,
-                       p->steps > 0 ? (int)p->steps : 3, p->n_threads, o->json);
+                       p->steps > 0 ? (int)p->steps : 3, p->n_threads,
+                       p->compute_type ? p->compute_type : TOY_TYPE_F32, o->json);
         goto done;
     }
     progress_state ps = {isatty(2), 0, cmd};
