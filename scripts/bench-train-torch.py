@@ -20,8 +20,8 @@ with --matmul onednn the script casts them itself, as autocast would, before eac
 product; its result is BF16, as autocast's is. oneDNN's BF16 products in PyTorch 1.13
 need AVX-512 BW, VL and DQ; on a CPU without them the products fall back to torch's own
 BF16 matmul, and the output says so ("matmul": "blas"). "product_dtypes" lists the
-dtypes of the operands that the products saw (with --matmul blas, in the forward pass
-only), so a run shows that they were BF16.
+dtypes of the operands that oneDNN's products saw, forward and backward (with --matmul
+blas, of the forward products' results), so a run shows that they were BF16.
 
 usage: bench-train-torch.py [--batch 8] [--seq 512] [--steps 3] [--threads 2]
                             [--matmul onednn|blas] [--compute f32|bf16]
@@ -39,7 +39,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-PRODUCT_DTYPES = set()  # the operand dtypes the products saw
+PRODUCT_DTYPES = set()  # oneDNN's products' operand dtypes, or torch's products' result dtypes
 
 
 def mm_nt(a, b):
