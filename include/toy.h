@@ -43,9 +43,9 @@ extern "C" {
  * was built against; toy_version() the library it runs against. */
 
 #define TOY_VERSION_MAJOR 3
-#define TOY_VERSION_MINOR 0
+#define TOY_VERSION_MINOR 1
 #define TOY_VERSION_PATCH 0
-#define TOY_VERSION_STRING "3.0.0"
+#define TOY_VERSION_STRING "3.1.0"
 
 /* MAJOR * 1000000 + MINOR * 1000 + PATCH of the running library; each of major, minor
  * and patch may be NULL. */
@@ -971,6 +971,7 @@ typedef struct {
     double peak_rss_mb;
     int64_t n_params, tokens_per_step;
     int threads;
+    double loss;           /* the mean loss of the last step measured (random tokens) */
 } toy_train_bench_result;
 
 /* Full training steps (forward, backward, AdamW) of the model on random tokens: batch x

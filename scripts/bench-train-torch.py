@@ -12,23 +12,52 @@ by side on one machine.
 attention products, forward and backward) through oneDNN, which Debian's PyTorch
 contains; --matmul blas uses torch's BLAS (Debian's stock build: the reference BLAS).
 
+--compute bf16, the peer of `toy train --compute bf16`, runs the step under PyTorch's CPU
+autocast (torch.autocast("cpu", dtype=torch.bfloat16)): the matrix products take BF16
+operands, the master weights, their gradients and AdamW stay F32. Autocast casts the
+operands of torch's own products (--matmul blas) but not those of oneDNN's linear, so
+with --matmul onednn the script casts them itself, as autocast would, before each
+product; its result is BF16, as autocast's is. oneDNN's BF16 products in PyTorch 1.13
+need AVX-512 BW, VL and DQ; on a CPU without them the products fall back to torch's own
+BF16 matmul, and the output says so ("matmul": "blas"). "product_dtypes" lists the
+dtypes of the operands that oneDNN's products saw, forward and backward (with --matmul
+blas, of the forward products' results), so a run shows that they were BF16.
+
 usage: bench-train-torch.py [--batch 8] [--seq 512] [--steps 3] [--threads 2]
-                            [--matmul onednn|blas] [--peak-gflops G] [--json]
+                            [--matmul onednn|blas] [--compute f32|bf16]
+                            [--peak-gflops G] [--json]
 """
 import argparse
+import contextlib
 import json
 import math
 import resource
 import statistics
+import sys
 import time
 
 import torch
 import torch.nn.functional as F
 
+PRODUCT_DTYPES = set()  # oneDNN's products' operand dtypes, or torch's products' result dtypes
+
 
 def mm_nt(a, b):
-    """a @ b.T for 2-D float32 tensors, through oneDNN."""
+    """a @ b.T for 2-D float32 or bfloat16 tensors (both the same), through oneDNN."""
+    PRODUCT_DTYPES.add(str(a.dtype).replace("torch.", ""))
+    PRODUCT_DTYPES.add(str(b.dtype).replace("torch.", ""))
     return torch._C._nn.mkldnn_linear(a.contiguous().to_mkldnn(), b.contiguous().to_mkldnn(), None).to_dense()
+
+
+def onednn_bf16_works():
+    """Whether this PyTorch's oneDNN takes BF16 products on this CPU (1.13 refuses without
+    AVX-512 BW/VL/DQ: "mkldnn_linear: bf16 path needs the cpu support ...")."""
+    try:
+        x = torch.ones(2, 2, dtype=torch.bfloat16)
+        torch._C._nn.mkldnn_linear(x.to_mkldnn(), x.to_mkldnn(), None)
+        return True
+    except RuntimeError:
+        return False
 
 
 class LinearNT(torch.autograd.Function):
@@ -62,8 +91,11 @@ class BatchedNT(torch.autograd.Function):
 
 
 class Model(torch.nn.Module):
-    def __init__(s, vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, onednn):
+    def __init__(s, vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, onednn, bf16):
         super().__init__()
+        # autocast does not see oneDNN's linear, so its operands are cast here, as autocast
+        # casts those of torch's own products; the casts' backward returns F32 gradients
+        s.cast = (lambda t: t.to(torch.bfloat16)) if bf16 else (lambda t: t)
         s.onednn, s.n_head, s.n_head_kv, s.hd = onednn, n_head, n_head_kv, n_embd // n_head
         P = lambda *shape: torch.nn.Parameter(torch.randn(*shape) * 0.02)
         s.emb = P(vocab, n_embd)
@@ -78,15 +110,19 @@ class Model(torch.nn.Module):
 
     def lin(s, x, w):
         if not s.onednn:
-            return x @ w.t()
+            y = x @ w.t()
+            PRODUCT_DTYPES.add(str(y.dtype).replace("torch.", ""))
+            return y
         shape = x.shape
-        return LinearNT.apply(x.reshape(-1, shape[-1]), w).reshape(*shape[:-1], w.shape[0])
+        return LinearNT.apply(s.cast(x.reshape(-1, shape[-1])), s.cast(w)).reshape(*shape[:-1], w.shape[0])
 
     def bmm_nt(s, a, b):
         if not s.onednn:
-            return a @ b.transpose(-1, -2)
+            y = a @ b.transpose(-1, -2)
+            PRODUCT_DTYPES.add(str(y.dtype).replace("torch.", ""))
+            return y
         lead = a.shape[:-2]
-        out = BatchedNT.apply(a.reshape(-1, *a.shape[-2:]), b.reshape(-1, *b.shape[-2:]))
+        out = BatchedNT.apply(s.cast(a.reshape(-1, *a.shape[-2:])), s.cast(b.reshape(-1, *b.shape[-2:])))
         return out.reshape(*lead, *out.shape[-2:])
 
     @staticmethod
@@ -127,6 +163,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--matmul", choices=["onednn", "blas"], default="onednn")
+    ap.add_argument("--compute", choices=["f32", "bf16"], default="f32",
+                    help="the operands of the matrix products (bf16: under CPU autocast)")
     ap.add_argument("--vocab", type=int, default=50257)
     ap.add_argument("--dims", default="576,30,9,3,1536", help="n_embd,n_layer,n_head,n_head_kv,n_ff")
     ap.add_argument("--peak-gflops", type=float, default=0.0, help="the peak to divide by (toy train --bench measures it)")
@@ -135,7 +173,12 @@ def main():
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
     e, nl, nh, nkv, ff = (int(x) for x in a.dims.split(","))
-    m = Model(a.vocab, e, nl, nh, nkv, ff, a.matmul == "onednn")
+    bf16 = a.compute == "bf16"
+    if bf16 and a.matmul == "onednn" and not onednn_bf16_works():
+        print("bench-train-torch: this CPU lacks the AVX-512 BW/VL/DQ that PyTorch's oneDNN BF16 "
+              "products need; torch's own BF16 matmul instead (--matmul blas)", file=sys.stderr)
+        a.matmul = "blas"
+    m = Model(a.vocab, e, nl, nh, nkv, ff, a.matmul == "onednn", bf16)
     n_params = sum(p.numel() for p in m.parameters())
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, betas=(0.9, 0.95), weight_decay=0.1)
     tok = torch.randint(0, a.vocab, (a.batch, a.seq + 1))
@@ -143,7 +186,8 @@ def main():
     for step in range(a.steps + 1):  # the first warms up
         t0 = time.time()
         opt.zero_grad(set_to_none=True)
-        loss = m(tok[:, :-1], tok[:, 1:])
+        with torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext():
+            loss = m(tok[:, :-1], tok[:, 1:])
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
@@ -154,11 +198,13 @@ def main():
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     util = 6 * n_params * tps / (a.peak_gflops * 1e9) if a.peak_gflops > 0 else float("nan")
     r = {"tokens_per_s": tps, "step_s": step_s, "n_params": n_params, "threads": a.threads,
-         "matmul": a.matmul, "peak_rss_mb": rss, "utilisation": util, "torch": torch.__version__}
+         "matmul": a.matmul, "compute": a.compute, "product_dtypes": sorted(PRODUCT_DTYPES),
+         "loss": loss.item(), "peak_rss_mb": rss, "utilisation": util, "torch": torch.__version__}
     if a.json:
         print(json.dumps(r))
     else:
-        print(f"PyTorch {torch.__version__} ({a.matmul} matmuls), {n_params / 1e6:.1f} M parameters, "
+        print(f"PyTorch {torch.__version__} ({a.matmul} matmuls, {a.compute} compute: operands "
+              f"{', '.join(sorted(PRODUCT_DTYPES))}), {n_params / 1e6:.1f} M parameters, "
               f"{a.batch} x {a.seq} tokens per step, {a.threads} threads")
         print(f"step {step_s:.3f} s (median of {a.steps}), {tps:.1f} tokens/s, utilisation "
               f"{100 * util:.1f} %, peak RSS {rss:.0f} MB")

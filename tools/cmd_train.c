@@ -142,6 +142,8 @@ static int take_files(int argc, char **argv, int i, const char ***list, int *n) 
 
 static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, int threads, toy_type compute,
                      bool json) {
+    /* as --compute spells it, and as bench-train-torch.py's JSON does */
+    const char *compute_name = compute == TOY_TYPE_BF16 ? "bf16" : compute == TOY_TYPE_F16 ? "f16" : "f32";
     toy_train_bench_result r = {.size = sizeof r};
     if (toy_train_bench_compute(model, batch, seq, steps, threads, compute, &r)) {
         fprintf(stderr, "toy train --bench: %s\n", toy_last_error());
@@ -152,8 +154,7 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
         print_json_string(stdout, model, strlen(model));
         printf(", \"n_params\": %lld, \"batch\": %d, \"seq\": %d, \"threads\": %d, \"isa\": \"%s\", "
                "\"compute\": \"%s\", \"bf16_dot\": \"%s\", \"step_s\": ",
-               (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa(), toy_type_name(compute),
-               toy_kernel_bf16_dot());
+               (long long)r.n_params, batch, seq, r.threads, toy_kernel_isa(), compute_name, toy_kernel_bf16_dot());
         print_json_number(stdout, r.step_s);
         printf(", \"tokens_per_s\": ");
         print_json_number(stdout, r.tokens_per_s);
@@ -163,6 +164,8 @@ static int run_bench(const char *model, int32_t batch, int32_t seq, int steps, i
         print_json_number(stdout, r.utilisation);
         printf(", \"peak_rss_mb\": ");
         print_json_number(stdout, r.peak_rss_mb);
+        printf(", \"loss\": ");
+        print_json_number(stdout, r.loss);
         printf("}\n");
         return 0;
     }

@@ -457,7 +457,7 @@ toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_
     if (batch < 1 || seq < 2 || steps < 1)
         return ty_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
     if (compute_type != TOY_TYPE_F32 && compute_type != TOY_TYPE_BF16 && compute_type != TOY_TYPE_F16)
-        return ty_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(compute_type));
+        return ty_error(TOY_ERR_INVALID, "bench: compute type %s: f32, bf16 or f16", toy_type_name(compute_type));
     if (!out) return ty_error(TOY_ERR_INVALID, "toy_train_bench: no result");
     if (ty_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
     toy_model *m;
@@ -492,10 +492,11 @@ toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_
         }
         const adamw_params ap = {1e-4f, 1e-5f, 0, 100, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f};
         const train_batch b = {batch, seq, 0, tok, tgt, w};
+        double loss = 0;
         for (int s = -1; s < steps; s++) { /* step -1 warms up */
             const double t0 = ty_now_s();
             ty_train_model_zero_grads(tm);
-            ty_train_model_step(tm, &b, true);
+            loss = ty_train_model_step(tm, &b, true);
             float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
             const double gn = ty_grad_norm(pool, g, ty_train_model_n_floats(tm));
             const float scale = gn > ap.clip ? (float)(ap.clip / gn) : 1.0f;
@@ -513,7 +514,8 @@ toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_
         getrusage(RUSAGE_SELF, &ru);
         toy_train_bench_result r = {.size = sizeof r, .step_s = step_s, .tokens_per_s = (double)rows / step_s,
                                     .n_params = ty_train_model_n_params(tm), .tokens_per_step = (int64_t)rows,
-                                    .threads = n_threads, .peak_rss_mb = (double)ru.ru_maxrss / 1024.0};
+                                    .threads = n_threads, .peak_rss_mb = (double)ru.ru_maxrss / 1024.0,
+                                    .loss = loss};
         r.peak_gflops = toy_cpu_peak_gflops(n_threads);
         r.utilisation = 6.0 * (double)r.n_params * r.tokens_per_s / (r.peak_gflops * 1e9);
         st = ty_result_write(out, &r, sizeof r, "toy_train_bench_result");

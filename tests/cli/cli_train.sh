@@ -91,6 +91,20 @@ TOY_ISA=scalar "$toy" train "${new[@]}" --compute bf16 --out "$tmp/mp-scalar.ggu
 cmp -s "$rounded" "$tmp/mp-scalar.gguf" || die "--compute bf16: TOY_ISA=scalar wrote a different model"
 "$toy" train "${new[@]}" --compute q8_0 --out "$tmp/e.gguf" 2> "$tmp/err" && die "--compute q8_0 accepted"
 grep -q "f32, bf16 or f16" "$tmp/err" || die "--compute q8_0: $(cat "$tmp/err")"
+# --bench takes --compute too (bench-train-vs-torch.sh sets it beside PyTorch's autocast):
+# the step's loss moves with the rounding, and stays the same bits whatever the threads
+for c in f32:1 f32:2 bf16:2; do
+  "$toy" train --bench -m "$tmp/new.gguf" --batch 2 --seq 16 --steps 1 --compute ${c%:*} -t ${c#*:} --json \
+    > "$tmp/bench-${c/:/-}.json" 2> "$tmp/err" || die "train --bench --compute ${c%:*}: $(tail -1 "$tmp/err")"
+done
+python3 - "$tmp"/bench-f32-1.json "$tmp"/bench-f32-2.json "$tmp"/bench-bf16-2.json <<'PY' || die "train --bench --compute"
+import json, sys
+f1, f2, b = (json.load(open(p)) for p in sys.argv[1:4])
+assert (f1["compute"], f2["compute"], b["compute"]) == ("f32", "f32", "bf16"), (f1, b)
+assert f1["loss"] == f2["loss"], ("threads changed the loss", f1["loss"], f2["loss"])
+assert b["loss"] != f1["loss"], "--compute bf16 changed nothing in --bench"
+assert abs(b["loss"] / f1["loss"] - 1) < 0.01, (b["loss"], f1["loss"])
+PY
 
 # ---- Ctrl-C and --resume
 check_resume model "$toy" train "${new[@]}" --steps 400
