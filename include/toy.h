@@ -644,6 +644,9 @@ typedef struct {
     int32_t n_keep;
     toy_text_fn on_text;    /* may be NULL */
     void *user;
+    /* true (default): the last token is fed back into the cache when max_tokens ends the
+     * generation; false saves that forward pass where nothing follows (toy run) */
+    bool feed_last;
 } toy_generate_params;
 
 TOY_API void toy_generate_params_init(toy_generate_params *params, size_t size);
@@ -665,8 +668,9 @@ typedef struct {
 /* Generates on sequence 0 of ctx: the prompt goes after the tokens the sequence holds
  * (none after toy_kv_seq_rm(ctx, 0, 0, -1)) and into the sampler's history; the sampler
  * picks every token. The cache then holds the prompt and the generated tokens, all of
- * them when max_tokens ended the generation, all but the last when a stop string, the
- * full context or the callback did (an end-of-generation token is never fed back).
+ * them when max_tokens ended the generation (unless feed_last is false), all but the
+ * last when a stop string, the full context or the callback did (an end-of-generation
+ * token is never fed back).
  * When the sampler's grammar allows no token, TOY_ERR_INVALID with the sampler's
  * message ("generated token 5: ..."). result may be NULL. */
 TOY_API toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *prompt,

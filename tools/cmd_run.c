@@ -56,6 +56,7 @@ static int parse_run_options(int argc, char **argv, run_options *o) {
 static int run_run(const run_options *o) {
     gen_session s;
     if (!gen_session_open(&s, "run", &o->gen)) return 1;
+    s.feed_last = false; /* nothing follows the last token: no forward pass for it */
     size_t len = strlen(o->prompt);
     int32_t *tokens = NULL, n = 0;
     int rc = 1;

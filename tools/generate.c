@@ -254,6 +254,7 @@ static char *constraint_text(const char *cmd, const gen_options *o, bool *is_sch
 
 bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     memset(s, 0, sizeof *s);
+    s->feed_last = true;
     s->opt = *o;
     if (!s->opt.model.path && !(s->opt.model.path = default_model_path())) {
         fprintf(stderr, "toy %s: no model given (-m MODEL), and the bundled models/%s is not there\n", cmd,
@@ -395,6 +396,7 @@ gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t 
     gp.n_keep = s->opt.n_keep;
     gp.on_text = on_text;
     gp.user = &sink;
+    gp.feed_last = s->feed_last;
     toy_generate_result r = {.size = sizeof r};
     const toy_status st = toy_generate(s->ctx, s->sampler, prompt, n, &gp, &r);
     /* the list holds what the cache holds: the prompt and the tokens fed back; after a

@@ -54,6 +54,7 @@ typedef struct {
     toy_grammar *grammar; /* the constraint's, compiled for the vocabulary; NULL: none */
     const toy_vocab *vocab;
     int32_t n_ctx;
+    bool feed_last; /* feed the last generated token back (toy_generate_params): chat's next turn reads it */
     /* the tokens in the cache (sequence 0), in order */
     int32_t *tokens;
     int32_t n_tokens;

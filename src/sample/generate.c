@@ -12,7 +12,7 @@
 #include "clock.h"
 
 void toy_generate_params_init(toy_generate_params *params, size_t size) {
-    const toy_generate_params defaults = {.size = sizeof defaults, .max_tokens = -1};
+    const toy_generate_params defaults = {.size = sizeof defaults, .max_tokens = -1, .feed_last = true};
     ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
@@ -95,6 +95,7 @@ toy_status toy_generate(toy_context *ctx, toy_sampler *sampler, const int32_t *p
             r.finish = TOY_FINISH_STOP;
             break;
         }
+        if (!p.feed_last && r.n_generated == p.max_tokens) break;
         if (n_past >= n_ctx) {
             const int32_t dropped = p.context_shift ? shift_context(ctx, n_past, p.n_keep) : 0;
             if (!dropped) {

@@ -4,7 +4,9 @@
  * keeps the other cells' rows and positions in order, in every layer and head. Copying
  * a range between sequences (toy_kv_seq_cp) replaces the target's cells in that range,
  * and on the bundled model, for every cache type, the next token's logits after a copy
- * are the bits of a sequence that computed the prefix itself. */
+ * are the bits of a sequence that computed the prefix itself. toy_generate leaves the
+ * prompt and every generated token in the cache when max_tokens ends it, all but the
+ * last with feed_last false (the forward pass toy run saves). */
 #include <stdint.h>
 
 #include "toy.h"
@@ -132,6 +134,33 @@ static void check_copy_errors(toy_model *m) {
     toy_context_free(ctx);
 }
 
+static void check_generate_feed_last(toy_model *m) {
+    toy_context_params cp = toy_context_default_params();
+    cp.n_ctx = 64;
+    toy_context *ctx = NULL;
+    toy_sampler *s = NULL;
+    toy_sampler_params sp = toy_sampler_default_params();
+    sp.temperature = 0.0f;
+    CHECK_MSG(toy_context_new(m, &cp, &ctx) == TOY_OK && toy_sampler_new(&sp, toy_model_n_vocab(m), &s) == TOY_OK,
+              "%s", toy_last_error());
+    const int32_t prompt[3] = {1, 200, 300};
+    for (int feed = 0; feed < 2 && ctx && s; feed++) {
+        toy_kv_seq_rm(ctx, 0, 0, -1);
+        toy_generate_params gp = toy_generate_default_params();
+        CHECK(gp.feed_last); /* the default */
+        gp.max_tokens = 4;
+        gp.feed_last = feed;
+        toy_generate_result r = {.size = sizeof r};
+        CHECK_MSG(toy_generate(ctx, s, prompt, 3, &gp, &r) == TOY_OK, "%s", toy_last_error());
+        CHECK_EQ(r.finish, TOY_FINISH_LENGTH); /* greedy after this prompt: no end-of-generation token */
+        CHECK_EQ(r.n_generated, 4);
+        CHECK_MSG(toy_kv_seq_pos_max(ctx, 0) + 1 == (feed ? 7 : 6), "feed_last %d: the cache holds %d tokens",
+                  feed, toy_kv_seq_pos_max(ctx, 0) + 1);
+    }
+    toy_sampler_free(s);
+    toy_context_free(ctx);
+}
+
 int main(void) {
     ty_kv_cache c;
     CHECK(ty_kv_cache_init(&c, LAYERS, SEQS, CELLS, HEADS, HD, TOY_TYPE_F32, TOY_TYPE_F32) == TOY_OK);
@@ -186,6 +215,7 @@ int main(void) {
     if (m) {
         check_copy_logits(m);
         check_copy_errors(m);
+        check_generate_feed_last(m);
         toy_model_free(m);
     }
     return test_finish("test_kv_cache");
