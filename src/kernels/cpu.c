@@ -95,25 +95,22 @@ static bool amx_usable(void) {
 #endif
 }
 
-/* AVX-VNNI: vpdpbusd with a VEX encoding, on ymm (CPUID 7.1 EAX bit 4) */
-static bool avx_vnni(void) {
+/* a feature bit of CPUID leaf 7, subleaf 1, EAX */
+static bool cpuid_7_1_eax(unsigned bit) {
 #if defined(__x86_64__)
     unsigned eax, ebx, ecx, edx;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << bit));
 #else
+    (void)bit;
     return false;
 #endif
 }
 
-/* AVX512_BF16: vdpbf16ps and the conversions (CPUID 7.1 EAX bit 5) */
-static bool avx512_bf16(void) {
-#if defined(__x86_64__)
-    unsigned eax, ebx, ecx, edx;
-    return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 5));
-#else
-    return false;
-#endif
-}
+/* AVX-VNNI: vpdpbusd with a VEX encoding, on ymm */
+static bool avx_vnni(void) { return cpuid_7_1_eax(4); }
+
+/* AVX512_BF16: vdpbf16ps and the conversions */
+static bool avx512_bf16(void) { return cpuid_7_1_eax(5); }
 
 bool ty_cpu_intel(void) {
 #if defined(__x86_64__)

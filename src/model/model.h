@@ -189,8 +189,9 @@ toy_status ty_model_pack(toy_model *m, int n_threads);
 /* A context's first forward of fewer tokens than this runs before the model is packed,
  * on the row kernels: a short prompt's first token does not wait for the repacking,
  * which then runs before the context's next forward. A longer first batch is packed
- * first: the packed products make up for their packing by this many tokens or so
- * (docs/performance.md, "Start-up against llama.cpp"). */
+ * first: on the row kernels it would take longer than packed by more than a generation
+ * should pay for an earlier first token (docs/performance.md, "Start-up against
+ * llama.cpp"). */
 #define TY_PACK_PROMPT_TOKENS 16
 
 /* The packed groups of w, or NULL while there are none (another thread may be packing). */
