@@ -97,7 +97,7 @@ class GenerateParams(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("max_tokens", ctypes.c_int32),
                 ("stops", ctypes.POINTER(ctypes.c_char_p)), ("n_stops", ctypes.c_size_t),
                 ("context_shift", ctypes.c_bool), ("n_keep", ctypes.c_int32), ("on_text", TEXT_FN),
-                ("user", ctypes.c_void_p)]
+                ("user", ctypes.c_void_p), ("feed_last", ctypes.c_bool)]
 
 
 class GenerateResult(ctypes.Structure):
