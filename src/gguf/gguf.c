@@ -659,6 +659,13 @@ void toy_gguf_close(toy_gguf *g) {
 
 const char *toy_gguf_path(const toy_gguf *g) { return g->path; }
 bool ty_gguf_is_mapped(const toy_gguf *g) { return g->mapped; }
+
+void ty_gguf_drop_pages(const toy_gguf *g, const void *p, size_t n) {
+    if (!g->mapped) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t lo = ((uintptr_t)p + page - 1) / page * page, hi = ((uintptr_t)p + n) / page * page;
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
 uint32_t toy_gguf_version(const toy_gguf *g) { return g->version; }
 size_t toy_gguf_alignment(const toy_gguf *g) { return g->alignment; }
 size_t toy_gguf_file_size(const toy_gguf *g) { return g->size; }

@@ -12,4 +12,9 @@ size_t ty_gguf_type_size(toy_gguf_type type);
  * (toy_gguf_open_read) or a caller's buffer, whose pages must be kept. */
 bool ty_gguf_is_mapped(const toy_gguf *gguf);
 
+/* Gives the whole pages of [p, p + n), tensor data of a mapped file, back to the kernel:
+ * a copy was made and the process's memory need not hold them too. Reading them again
+ * refills them from the page cache. Nothing for a copy in memory, which would be zeroed. */
+void ty_gguf_drop_pages(const toy_gguf *gguf, const void *p, size_t n);
+
 #endif

@@ -570,16 +570,9 @@ static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats, ty_poo
     const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
     const pack_job job = {w, p, packed_groups(w), per_mat};
     ty_pool_for(pool, n_mats * job.n_groups, 4, pack_range, &job); /* 4 groups: 64 rows a range at least */
-    /* the file's pages of this matrix are read no more by products: out of this
-     * process's memory with them (a private read-only mapping refills from the page
-     * cache if they are touched again; the embedding, tied to the output, is). Not so
-     * for a copy in allocated memory, where MADV_DONTNEED would zero the pages. */
-    if (ty_gguf_is_mapped(m->gguf)) {
-        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        const uintptr_t lo = ((uintptr_t)w->data + page - 1) / page * page;
-        const uintptr_t hi = ((uintptr_t)w->data + mat_bytes * (size_t)n_mats) / page * page;
-        if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
-    }
+    /* the file's pages of this matrix are read no more by products (only by row
+     * lookups: the embedding, tied to the output, refills from the page cache) */
+    ty_gguf_drop_pages(m->gguf, w->data, mat_bytes * (size_t)n_mats);
     w->packed_group = group;
     __atomic_store_n(&w->packed, p, __ATOMIC_RELEASE); /* the groups, then their pointer */
     m->packed_bytes += bytes;

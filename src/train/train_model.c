@@ -22,6 +22,7 @@
 
 #include "cpu.h"
 #include "error.h"
+#include "gguf.h"
 #include "ops.h"
 #include "train_model.h"
 
@@ -304,6 +305,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         const toy_gguf_tensor *t = toy_gguf_find_tensor(g, tm->tensors[i].name);
         st = toy_dequantize(t->type, t->data, tm->params + tm->tensors[i].offset, tm->tensors[i].n);
         if (st) ty_error_wrap(st, "%s: tensor %s", path, t->name);
+        else ty_gguf_drop_pages(g, t->data, t->size); /* copied: training reads the copy */
     }
     /* LoRA's standard start: A ~ N(0, 1 / rank^2), B = 0 */
     uint64_t rng = lp ? lp->seed * 0x9e3779b97f4a7c15ull + 1 : 0;

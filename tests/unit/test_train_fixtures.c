@@ -8,7 +8,8 @@
  * with central finite differences of that loss along random directions. MoE models give
  * the "training not supported" error. On one model, the gradients with 1 and 3 threads
  * are the same bits, and so are the loss and gradients of a micro-batch run whole or in
- * parts of 1 or 2 sequences (train_model.c), full and LoRA with dropout.
+ * parts of 1 or 2 sequences (train_model.c), full and LoRA with dropout. Once copied, a
+ * mapped model's tensor pages leave the process's memory (RssFile).
  *
  * Tolerances. The loss: training runs in F32 without ggml's rounding of matmul inputs
  * and with the smooth tanh-GELU, so against llama.cpp's logits it differs by that
@@ -254,6 +255,37 @@ static void check_parts(const char *fix) {
     toy_model_free(m);
 }
 
+/* kB of the file pages this process holds ("RssFile" of /proc/self/status), -1: unknown */
+static long rss_file_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "RssFile:", 8)) kb = strtol(line + 8, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* Training copies every tensor of a full model: the file's pages go (8.6 MB of F32 data
+ * here), where before they stayed resident beside the copy all through training. */
+static void check_pages_dropped(const char *fix) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
+    toy_model *m;
+    if (toy_model_load(path, &m)) {
+        CHECK_MSG(0, "%s", toy_last_error());
+        return;
+    }
+    const long before = rss_file_kb();
+    train_model *tm = NULL;
+    CHECK_MSG(ty_train_model_new(m, 8, NULL, &tm) == TOY_OK, "%s", toy_last_error());
+    const long after = rss_file_kb();
+    if (before < 0) printf("SKIP: no RssFile in /proc/self/status\n");
+    else CHECK_MSG(after - before < 2048, "RssFile grew by %ld kB while copying the tensors", after - before);
+    ty_train_model_free(tm);
+    toy_model_free(m);
+}
+
 int main(void) {
     const char *fix = test_fixtures_dir();
     if (!fix) {
@@ -263,5 +295,6 @@ int main(void) {
     test_each_fixture_model(fix, NULL, check_model);
     check_threads(fix);
     check_parts(fix);
+    check_pages_dropped(fix);
     return test_finish("test_train_fixtures");
 }
