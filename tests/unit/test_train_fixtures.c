@@ -199,6 +199,15 @@ static void check_threads(const char *fix) {
     remove(out[1]);
 }
 
+/* A fixture model by name; NULL (and a failed check) if it does not load. */
+static toy_model *load_fixture(const char *fix, const char *name) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    toy_model *m = NULL;
+    if (toy_model_load(path, &m)) CHECK_MSG(0, "%s", toy_last_error());
+    return m;
+}
+
 /* The loss and gradients of a 3 x 8 micro-batch, run in parts of part_B sequences. */
 static double parts_step(train_model *tm, int part_B, float *grads_out) {
     enum { B = 3, T = 8 };
@@ -218,13 +227,8 @@ static double parts_step(train_model *tm, int part_B, float *grads_out) {
 }
 
 static void check_parts(const char *fix) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/models/qwen3-f16.gguf", fix);
-    toy_model *m;
-    if (toy_model_load(path, &m)) {
-        CHECK_MSG(0, "%s", toy_last_error());
-        return;
-    }
+    toy_model *m = load_fixture(fix, "qwen3-f16");
+    if (!m) return;
     ty_pool *pool = ty_pool_new(2);
     for (int lora = 0; lora < 2; lora++) {
         train_model *tm = NULL;
@@ -269,13 +273,8 @@ static long rss_file_kb(void) {
 /* Training copies every tensor of a full model: the file's pages go (8.6 MB of F32 data
  * here), where before they stayed resident beside the copy all through training. */
 static void check_pages_dropped(const char *fix) {
-    char path[4400];
-    snprintf(path, sizeof path, "%s/models/llama-spm-f32.gguf", fix);
-    toy_model *m;
-    if (toy_model_load(path, &m)) {
-        CHECK_MSG(0, "%s", toy_last_error());
-        return;
-    }
+    toy_model *m = load_fixture(fix, "llama-spm-f32");
+    if (!m) return;
     const long before = rss_file_kb();
     train_model *tm = NULL;
     CHECK_MSG(ty_train_model_new(m, 8, NULL, &tm) == TOY_OK, "%s", toy_last_error());
