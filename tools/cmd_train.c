@@ -67,7 +67,8 @@ static const char *const common_usage =
     "  --no-mmap              read the model into memory instead of mapping it\n"
     "  -t, --threads N        threads (default: the CPUs available; the losses are the same)\n"
     "  --compute T            f32 (default), bf16 or f16: the products' operands rounded to T\n"
-    "                         (F32 accumulation, F32 master weights and AdamW moments)\n"
+    "                         (F32 accumulation, F32 master weights and AdamW moments;\n"
+    "                         bf16 runs vdpbf16ps where toy --version says so)\n"
     "  -h, --help             this message\n";
 
 static volatile sig_atomic_t stop_requested;

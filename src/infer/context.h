@@ -20,8 +20,7 @@ struct toy_context {
     toy_context_params params;
     ty_backend *be;
     ty_kv_cache kv;
-    int64_t n_forwards; /* toy_decode calls that ran: the model is packed before the second */
-    bool packed;        /* ty_model_pack returned for this context */
+    bool decoded; /* a toy_decode has run: the model is packed before the next (model.h) */
 
     /* scratch, n_batch rows each */
     float *x;      /* residual stream [n_embd] */

@@ -187,11 +187,10 @@ static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     toy_status st = check_batch(ctx, b);
     if (st) return st;
-    if (!ctx->packed && (ctx->n_forwards > 0 || b->n_tokens >= TY_PACK_PROMPT_TOKENS)) {
-        if ((st = ty_model_pack(ctx->model, ctx->params.n_threads))) return st;
-        ctx->packed = true;
-    }
-    ctx->n_forwards++;
+    if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
+        (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
+        return st;
+    ctx->decoded = true;
     const toy_model *m = ctx->model;
     const ty_hparams *hp = &m->hp;
     ty_backend *be = ctx->be;

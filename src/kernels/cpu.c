@@ -226,7 +226,7 @@ static struct {
     ty_kernel kernel_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
     const ty_packed_kernel *packed[TOY_TYPE_COUNT];
     const ty_gemm_kernel *gemm_bf16; /* NULL: BF16 products round operands for the F32 kernel */
-    const char *bf16_dot;            /* ty_cpu_bf16_dot's answer */
+    const char *bf16_dot;            /* toy_kernel_bf16_dot's answer */
     char bf16_dot_off[300];          /* "off (probe differs: ...)" */
 } chosen;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
@@ -327,17 +327,13 @@ const char *toy_kernel_isa(void) {
 }
 
 const char *toy_kernel_bf16_dot(void) {
-    return ty_cpu_bf16_dot();
+    choose_once_only();
+    return chosen.bf16_dot;
 }
 
 const ty_gemm_kernel *ty_cpu_gemm_bf16(void) {
     choose_once_only();
     return chosen.gemm_bf16;
-}
-
-const char *ty_cpu_bf16_dot(void) {
-    choose_once_only();
-    return chosen.bf16_dot;
 }
 
 bool ty_cpu_avx_vnni(void) {

@@ -86,12 +86,9 @@ bool ty_amx_self_test_failed(void);
 bool ty_packed_amx_self_test_with(const ty_packed_kernel *(*get_amx)(int type));
 /* The pair kernel that BF16 products run (gemm.h's BF16 dot definition): the table's,
  * where the CPU has AVX512_BF16 (CPUID 7.1 EAX bit 5) and its vdpbf16ps passed
- * ty_gemm_bf16_probe, run once when the table is chosen; else NULL (the rounding mode). */
+ * ty_gemm_bf16_probe, run once when the table is chosen; else NULL (the rounding mode).
+ * toy_kernel_bf16_dot (toy.h) says which, and why not. */
 const ty_gemm_kernel *ty_cpu_gemm_bf16(void);
-/* What toy --version says of it: "vdpbf16ps", "absent" (no AVX512_BF16), "off (kernels
- * below avx512)" (the CPU has it; TOY_ISA asks for less) or "off (probe differs: WHAT)",
- * WHAT what ty_gemm_bf16_probe's differing lanes show. */
-const char *ty_cpu_bf16_dot(void);
 /* The CPU says it is Intel's (CPUID leaf 0: "GenuineIntel"). */
 bool ty_cpu_intel(void);
 

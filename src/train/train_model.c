@@ -742,12 +742,12 @@ static void part_step(train_model *tm, const train_batch *b, bool backward, doub
     for (int il = 0; il < hp->n_layer; il++) layer_forward(tm, il, b->B, b->T);
     head_forward_backward(tm, b, backward, total);
     if (!backward) return;
-    /* The gradient of the residual stream, layer by layer, lives where x_final was (the
-     * layers use dbranch as scratch). */
-    float *dres = tm->x_final;
+    /* The gradient of the residual stream, layer by layer (the layers use dbranch as
+     * scratch), lives in the part's rows of dembd, which the embedding's backward reads
+     * after the last part, or where x_final was. */
+    float *dres = tm->g.token_embd ? tm->dembd + tm->row0 * C : tm->x_final;
     memcpy(dres, tm->dbranch, (size_t)(n * C) * sizeof *dres);
     for (int il = hp->n_layer - 1; il >= 0; il--) layer_backward(tm, il, b->B, b->T, dres);
-    if (tm->g.token_embd) memcpy(tm->dembd + tm->row0 * C, dres, (size_t)(n * C) * sizeof *dres);
 }
 
 double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {

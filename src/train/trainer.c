@@ -180,6 +180,13 @@ static int model_ftype(const toy_model *m) {
     return TOY_FTYPE_ALL_F32;
 }
 
+/* The products' operand types training has (0: the default, F32). */
+static toy_status check_compute_type(toy_type t) {
+    if (t && t != TOY_TYPE_F32 && t != TOY_TYPE_BF16 && t != TOY_TYPE_F16)
+        return ty_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(t));
+    return TOY_OK;
+}
+
 static toy_status check_params(const toy_train_params *p) {
     if (!p->out_path) return ty_error(TOY_ERR_INVALID, "no output model path");
     if (p->n_data < 1) return ty_error(TOY_ERR_INVALID, "no training data");
@@ -196,7 +203,7 @@ static toy_status check_params(const toy_train_params *p) {
         return ty_error(TOY_ERR_INVALID, "weight decay, clip and warmup must be >= 0");
     if (p->out_ftype != -1 && !toy_ftype_name(p->out_ftype))
         return ty_error(TOY_ERR_INVALID, "unknown output type %d", p->out_ftype);
-    return TOY_OK;
+    return check_compute_type(p->compute_type);
 }
 
 static toy_status setup(run *r) {
@@ -219,9 +226,6 @@ static toy_status setup(run *r) {
     } else if ((st = ty_train_model_new(r->model, p->seq, r->pool, &r->tm))) {
         return st;
     }
-    if (p->compute_type && p->compute_type != TOY_TYPE_F32 && p->compute_type != TOY_TYPE_BF16 &&
-        p->compute_type != TOY_TYPE_F16)
-        return ty_error(TOY_ERR_INVALID, "compute type %s: f32, bf16 or f16", toy_type_name(p->compute_type));
     ty_gemm_set_operand_type(ty_train_model_gemm(r->tm), p->compute_type ? p->compute_type : TOY_TYPE_F32);
     if ((st = ty_train_model_reserve(r->tm, p->batch, p->seq))) return st;
 
@@ -456,8 +460,8 @@ toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_
                                    toy_type compute_type, toy_train_bench_result *out) {
     if (batch < 1 || seq < 2 || steps < 1)
         return ty_error(TOY_ERR_INVALID, "bench: batch %d, seq %d, steps %d", batch, seq, steps);
-    if (compute_type != TOY_TYPE_F32 && compute_type != TOY_TYPE_BF16 && compute_type != TOY_TYPE_F16)
-        return ty_error(TOY_ERR_INVALID, "bench: compute type %s: f32, bf16 or f16", toy_type_name(compute_type));
+    const toy_status bad = check_compute_type(compute_type);
+    if (bad) return bad;
     if (!out) return ty_error(TOY_ERR_INVALID, "toy_train_bench: no result");
     if (ty_result_check(out, "toy_train_bench_result") || toy_kernel_init()) return TOY_ERR_INVALID;
     toy_model *m;

@@ -91,6 +91,9 @@ TOY_ISA=scalar "$toy" train "${new[@]}" --compute bf16 --out "$tmp/mp-scalar.ggu
 cmp -s "$rounded" "$tmp/mp-scalar.gguf" || die "--compute bf16: TOY_ISA=scalar wrote a different model"
 "$toy" train "${new[@]}" --compute q8_0 --out "$tmp/e.gguf" 2> "$tmp/err" && die "--compute q8_0 accepted"
 grep -q "f32, bf16 or f16" "$tmp/err" || die "--compute q8_0: $(cat "$tmp/err")"
+"$toy" train --bench -m "$tmp/new.gguf" --batch 1 --seq 8 --steps 1 --compute q8_0 2> "$tmp/err" &&
+  die "--bench --compute q8_0 accepted"
+grep -q "compute must be f32, bf16 or f16" "$tmp/err" || die "--bench --compute q8_0: $(cat "$tmp/err")"
 # --bench takes --compute too (bench-train-vs-torch.sh sets it beside PyTorch's autocast):
 # the step's loss moves with the rounding, and stays the same bits whatever the threads
 for c in f32:1 f32:2 bf16:2; do

@@ -346,7 +346,7 @@ int main(void) {
 #endif
 
     /* where toy runs vdpbf16ps, the kernel it runs */
-    const char *state = ty_cpu_bf16_dot();
+    const char *state = toy_kernel_bf16_dot();
     const ty_gemm_kernel *dot = ty_cpu_gemm_bf16();
     CHECK_MSG(!strcmp(state, "vdpbf16ps") == (dot != NULL), "bf16 dot: %s, yet the pair kernel is %s", state,
               dot ? dot->isa : "none");

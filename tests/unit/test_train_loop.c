@@ -183,6 +183,15 @@ int main(void) {
     CHECK(toy_train(&p, &r) == TOY_ERR_INVALID);
     CHECK_STR_CONTAINS(toy_last_error(), "resume with the same data and options");
 
+    /* products of a type training does not have: refused by the run and the bench */
+    p = tiny(b, 1, 10, &lb);
+    p.compute_type = TOY_TYPE_Q8_0;
+    CHECK(toy_train(&p, &r) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "compute type Q8_0: f32, bf16 or f16");
+    toy_train_bench_result br = {.size = sizeof br};
+    CHECK(toy_train_bench_compute(a, 1, 8, 1, 1, TOY_TYPE_Q8_0, &br) == TOY_ERR_INVALID);
+    CHECK_STR_CONTAINS(toy_last_error(), "compute type Q8_0: f32, bf16 or f16");
+
     /* too little data */
     char small[512];
     path_in(small, sizeof small, "small.txt");
