@@ -417,6 +417,45 @@ TOY_AVX2 static inline void accum_avx2(int32_t n, int32_t n_live, const int32_t 
     for (; h < n_heads; h++)
         accum1_avx2(n, n_live, live, w + (size_t)h * ATTN_CHUNK, rows, acc + (size_t)h * n);
 }
+/* accum_scalar of MR rows (weights ATTN_CHUNK apart, sums n apart) over all nc cells of
+ * a chunk, elements [d, d + 16) of each: 2 MR sums in registers, each V vector pair
+ * loaded once for the MR rows. */
+TOY_AVX2 TOY_ALWAYS_INLINE void accum16_rows_avx2(int32_t n, int32_t d, const int MR, int32_t nc, const float *w,
+                                          const float *const *rows, float *acc) {
+    __m256 a[6][2];
+    TOY_UNROLL16
+    for (int r = 0; r < MR; r++)
+        a[r][0] = _mm256_loadu_ps(acc + (size_t)r * n + d), a[r][1] = _mm256_loadu_ps(acc + (size_t)r * n + d + 8);
+    for (int32_t c = 0; c < nc; c++) {
+        const __m256 v0 = _mm256_loadu_ps(rows[c] + d), v1 = _mm256_loadu_ps(rows[c] + d + 8);
+        TOY_UNROLL16
+        for (int r = 0; r < MR; r++) {
+            const __m256 vw = _mm256_broadcast_ss(w + r * ATTN_CHUNK + c);
+            a[r][0] = _mm256_fmadd_ps(vw, v0, a[r][0]);
+            a[r][1] = _mm256_fmadd_ps(vw, v1, a[r][1]);
+        }
+    }
+    TOY_UNROLL16
+    for (int r = 0; r < MR; r++)
+        _mm256_storeu_ps(acc + (size_t)r * n + d, a[r][0]), _mm256_storeu_ps(acc + (size_t)r * n + d + 8, a[r][1]);
+}
+/* accum_avx2 for rows that see every cell of the chunk: six rows at a time (12 sums, two
+ * V vectors and a weight fill the 16 registers), so each V vector serves six rows. */
+TOY_AVX2 static inline void accum_all_avx2(int32_t n, int32_t nc, const float *w, int32_t n_rows,
+                                       const float *const *rows, float *acc) {
+    for (int32_t r = 0; r < n_rows; r += 6) {
+        const float *wr = w + (size_t)r * ATTN_CHUNK;
+        float *ar = acc + (size_t)r * n;
+        for (int32_t d = 0; d < n; d += 16) switch (n_rows - r < 6 ? n_rows - r : 6) {
+            case 1: accum16_rows_avx2(n, d, 1, nc, wr, rows, ar); break;
+            case 2: accum16_rows_avx2(n, d, 2, nc, wr, rows, ar); break;
+            case 3: accum16_rows_avx2(n, d, 3, nc, wr, rows, ar); break;
+            case 4: accum16_rows_avx2(n, d, 4, nc, wr, rows, ar); break;
+            case 5: accum16_rows_avx2(n, d, 5, nc, wr, rows, ar); break;
+            default: accum16_rows_avx2(n, d, 6, nc, wr, rows, ar); break;
+            }
+    }
+}
 /* head_dim % 16 == 0; a q8_0 cache also has head_dim % 32 == 0 (ty_kv_cache_init) */
 TOY_AVX2 static inline const float *row_avx2(int type, const ty_type_traits *tr, const uint8_t *src,
                                          float *buf, int32_t n) {
@@ -869,6 +908,15 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum(const int isa, int32_t n, int32_t
     else accum_avx512(n, n_live, live, w, n_heads, rows, acc);
 #endif
 }
+/* attn_accum of n_rows rows that see all nc cells of the chunk */
+ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum_all(const int isa, int32_t n, int32_t nc, const float *w, int32_t n_rows,
+                                      const float *const *rows, float *acc) {
+    if (isa == TOY_ISA_SCALAR) accum_scalar(n, nc, attn_all_cells, w, n_rows, rows, acc);
+#if defined(__x86_64__)
+    else if (isa == TOY_ISA_AVX2) accum_all_avx2(n, nc, w, n_rows, rows, acc);
+    else accum_avx512(n, nc, attn_all_cells, w, n_rows, rows, acc);
+#endif
+}
 ATTN_FLATTEN TOY_ALWAYS_INLINE const float *attn_row(const int isa, int type, const ty_type_traits *tr, const uint8_t *src,
                                         float *buf, int32_t n) {
 #if defined(__x86_64__)
@@ -1127,8 +1175,8 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_block_segment(const int isa, const attn
             if (n_live[tt] == nc) {
                 int32_t te = tt + 1;
                 while (te < nt && n_live[te] == nc) te++;
-                attn_accum(isa, hd, nc, attn_all_cells, scores + (size_t)tt * G * ATTN_CHUNK, (te - tt) * G, vrows,
-                           acc + (size_t)tt * G * hd);
+                attn_accum_all(isa, hd, nc, scores + (size_t)tt * G * ATTN_CHUNK, (te - tt) * G, vrows,
+                               acc + (size_t)tt * G * hd);
                 tt = te;
                 continue;
             }
