@@ -222,6 +222,7 @@ static struct {
     const char *bad_isa; /* TOY_ISA's value when it names no instruction set */
     bool amx_failed;     /* AMX present and granted, but its products failed the self-test */
     const ty_cpu_ops *ops;
+    ty_cpu_ops ops_copy; /* the table's row, with the scalar GEMM kernel's FMA build where it runs */
     const ty_kernel *kernel[TOY_TYPE_COUNT];
     ty_kernel kernel_copy[TOY_TYPE_COUNT]; /* with the fastest activation quantizer */
     const ty_packed_kernel *packed[TOY_TYPE_COUNT];
@@ -253,7 +254,11 @@ static void choose(void) {
 #endif
     if (want < isa) isa = want;
     if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
-    const ty_cpu_ops *ops = chosen.ops = &ops_of[isa];
+    chosen.ops_copy = ops_of[isa];
+#if defined(__x86_64__)
+    if (isa == TOY_ISA_SCALAR && __builtin_cpu_supports("fma")) chosen.ops_copy.gemm = ty_gemm_kernel_scalar_fma;
+#endif
+    const ty_cpu_ops *ops = chosen.ops = &chosen.ops_copy;
 
     /* vdpbf16ps only where it computes gemm.h's BF16 dot definition */
     chosen.bf16_dot = "absent";

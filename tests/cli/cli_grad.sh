@@ -34,6 +34,23 @@ else
   bare_text "$text"
 fi
 
+# toy's gradients first, then one run of the reference over them all (PyTorch's import
+# costs more than a comparison): jobs holds "OUTPUT MODEL TOKENS GRADS [--lora A]" lines
+jobs="$tmp/jobs"
+: > "$jobs"
+job_names=()
+add_job() { # NAME MODEL TOKENS GRADS [ARGS...]: MODEL as the reference reads it (F32 for quantized)
+  local name=$1 model=$2 i=${#job_names[@]}
+  shift 2
+  case "$model" in
+  *-f32.gguf | *-f16.gguf | *-bf16.gguf) ;;
+  *) "$toy" quantize "$model" "$tmp/f32-$i.gguf" F32 > /dev/null 2>&1 || { die "$name: toy quantize to F32 failed"; return; }
+     model="$tmp/f32-$i.gguf" ;;
+  esac
+  echo "$tmp/out-$i $model $* --tol 1e-3" >> "$jobs"
+  job_names+=("$name")
+}
+
 for f in "${refs[@]}"; do
   name=$(basename "$f" .ref.gguf)
   if [ -n "$fixtures" ]; then
@@ -49,41 +66,36 @@ for f in "${refs[@]}"; do
     grep -q "training not supported for" "$tmp/err" || die "$name: unexpected error: $(cat "$tmp/err")"
     continue ;;
   esac
-  "$toy" grad -m "$models/$name.gguf" --tokens "$tokens" --out "$tmp/g.gguf" -t 2 > /dev/null 2> "$tmp/err" \
+  g="$tmp/g-$name.gguf"
+  "$toy" grad -m "$models/$name.gguf" --tokens "$tokens" --out "$g" -t 2 > /dev/null 2> "$tmp/err" \
     || { die "$name: toy grad failed: $(cat "$tmp/err")"; continue; }
-  model="$models/$name.gguf"
-  case "$name" in
-  *-f32 | *-f16 | *-bf16) ;;
-  *) "$toy" quantize "$model" "$tmp/f32.gguf" F32 > /dev/null 2>&1 || die "$name: toy quantize to F32 failed"
-     model="$tmp/f32.gguf" ;;
-  esac
-  if "$torch_py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 > "$tmp/out" 2>&1; then
-    printf '%-20s %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
-  else
-    die "$name: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"
-  fi
+  add_job "$name" "$models/$name.gguf" "$tokens" "$g"
 done
 
 # LoRA: the adapters' gradients (toy grad --lora), the base frozen in its own type; the
 # adapters come from a few steps of toy finetune, so that B is no longer zero
 for name in $lora_models; do
   model="$models/$name.gguf"
+  a="$tmp/a-$name.gguf" g="$tmp/g-lora-$name.gguf"
   "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 4 \
-    --lora-alpha 8 --out "$tmp/a.gguf" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }
+    --lora-alpha 8 --out "$a" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }
   tokens="1,$(seq -s, 40 7 200)"
-  "$toy" grad -m "$model" --lora "$tmp/a.gguf" --tokens "$tokens" --out "$tmp/g.gguf" -t 2 > /dev/null 2> "$tmp/err" \
+  "$toy" grad -m "$model" --lora "$a" --tokens "$tokens" --out "$g" -t 2 > /dev/null 2> "$tmp/err" \
     || { die "$name: toy grad --lora: $(cat "$tmp/err")"; continue; }
-  case "$name" in
-  *-f32 | *-f16 | *-bf16) ;;
-  *) "$toy" quantize "$model" "$tmp/f32.gguf" F32 > /dev/null 2>&1 || die "$name: toy quantize to F32 failed"
-     model="$tmp/f32.gguf" ;;
-  esac
-  if "$torch_py" "$ref" "$model" "$tokens" "$tmp/g.gguf" --tol 1e-3 --lora "$tmp/a.gguf" > "$tmp/out" 2>&1; then
-    printf '%-20s LoRA: %s; %s\n' "$name" "$(head -1 "$tmp/out")" "$(tail -1 "$tmp/out")"
+  add_job "$name LoRA" "$model" "$tokens" "$g" --lora "$a"
+done
+
+case "$tmp" in *" "*) die "a space in $tmp: the jobs file cannot hold it" ;; esac
+"$torch_py" "$ref" --jobs "$jobs" > "$tmp/ref.out" 2>&1
+for i in "${!job_names[@]}"; do
+  out="$tmp/out-$i"
+  if grep -q "): ok$" "$out" 2> /dev/null; then
+    printf '%-26s %s; %s\n' "${job_names[$i]}" "$(head -1 "$out")" "$(tail -1 "$out")"
   else
-    die "$name LoRA: $(grep -E 'over the tolerance|FAILED|Error|error' "$tmp/out" | head -5)"
+    die "${job_names[$i]}: $(grep -E 'over the tolerance|FAILED|Error|error' "$out" 2> /dev/null | head -5)$(tail -3 "$tmp/ref.out")"
   fi
 done
+[ ${#job_names[@]} -gt 0 ] || die "no gradients compared"
 
 # bad input: errors that name the problem
 m="$models/$f32.gguf"

@@ -9,6 +9,7 @@ Nothing here comes from toy's sources: the GGUF reader, the architecture rules a
 derivatives are all separate.
 
 usage: grad_reference.py MODEL.gguf TOKENS_CSV TOY_GRADS.gguf [--tol T] [--lora ADAPTER.gguf]
+       grad_reference.py --jobs FILE   (many comparisons: see run_jobs)
 Prints the loss of both and the relative RMS difference of every tensor's gradient;
 exits 1 if the loss differs by more than 0.1 % or a tensor by more than T. With --lora
 the model is frozen and the gradients are those of the adapter's lora_a / lora_b
@@ -236,8 +237,9 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
     return loss.item(), {k: (t.grad.numpy() if t.grad is not None else np.zeros(t.shape)) for k, t in W.items()}
 
 
-def main():
-    args = sys.argv[1:]
+def compare(args, out=sys.stdout):
+    """One comparison (the command line's arguments); True when it passes."""
+    args = list(args)
     tol = 1e-3
     if "--tol" in args:
         i = args.index("--tol")
@@ -257,22 +259,48 @@ def main():
     gkv, toy = read_gguf(toy_grads)
     toy_loss = gkv["toy.loss"]
     ok = abs(toy_loss - loss) <= 1e-3 * abs(loss)
-    print(f"loss: toy {toy_loss:.7f}, reference {loss:.7f} (relative {abs(toy_loss - loss) / loss:.1e})")
+    print(f"loss: toy {toy_loss:.7f}, reference {loss:.7f} (relative {abs(toy_loss - loss) / loss:.1e})", file=out)
     worst = 0.0
     for name, ref in grads.items():
         got = toy.get(name)
         if got is None or got.shape != ref.shape:
-            print(f"  {name}: missing or mis-shaped in {toy_grads}")
+            print(f"  {name}: missing or mis-shaped in {toy_grads}", file=out)
             ok = False
             continue
         norm = np.linalg.norm(ref)
         rel = np.linalg.norm(got - ref) / norm if norm > 0 else np.linalg.norm(got)
         worst = max(worst, rel)
         flag = "" if rel <= tol else "   <-- over the tolerance"
-        print(f"  {name:36s} relRMS {rel:.2e}  |grad| {norm:.3e}{flag}")
+        print(f"  {name:36s} relRMS {rel:.2e}  |grad| {norm:.3e}{flag}", file=out)
         ok &= rel <= tol
-    print(f"worst relRMS {worst:.2e} (tolerance {tol:g}): {'ok' if ok else 'FAILED'}")
-    sys.exit(0 if ok else 1)
+    print(f"worst relRMS {worst:.2e} (tolerance {tol:g}): {'ok' if ok else 'FAILED'}", file=out)
+    return ok
+
+
+def run_jobs(path):
+    """--jobs FILE: one comparison per line, "OUTPUT ARGS..." (no spaces within an argument);
+    each one's report goes to its OUTPUT, an error included. One process for all of them:
+    PyTorch's import costs more than a comparison."""
+    ok = True
+    with open(path) as f:
+        for line in f:
+            words = line.split()
+            if not words:
+                continue
+            with open(words[0], "w") as out:
+                try:
+                    ok &= compare(words[1:], out)
+                except Exception as e:  # noqa: BLE001 - reported in the job's output, the rest go on
+                    print(f"error: {type(e).__name__}: {e}", file=out)
+                    ok = False
+    return ok
+
+
+def main():
+    args = sys.argv[1:]
+    if len(args) == 2 and args[0] == "--jobs":
+        sys.exit(0 if run_jobs(args[1]) else 1)
+    sys.exit(0 if compare(args) else 1)
 
 
 if __name__ == "__main__":

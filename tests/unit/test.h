@@ -61,6 +61,16 @@ static int test_failures;
 
 #define TEST_SKIP_CODE 77
 
+/* TEST_UNDER_ASAN: built with AddressSanitizer (make test-sanitize), where a test may thin
+ * out repetitions that check numbers the plain build checks, never a code path */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+
 static inline int test_finish(const char *name) {
     if (test_failures) {
         fprintf(stderr, "%s: %d check(s) failed\n", name, test_failures);

@@ -75,23 +75,30 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
     free(ref);
 }
 
+typedef struct {
+    const ty_gemm_kernel *k;
+    int threads;
+} tested_kernel;
+
 int main(void) {
-    const ty_gemm_kernel *kernels[3] = {ty_gemm_kernel_scalar(), NULL, NULL};
+    /* each kernel on 1-3 threads; the scalar kernel's FMA build (the same source) on one */
+    tested_kernel kernels[4] = {{ty_gemm_kernel_scalar(), 3}};
     int n_kernels = 1;
 #if defined(__x86_64__)
-    if (ty_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = ty_gemm_kernel_avx2();
-    if (ty_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = ty_gemm_kernel_avx512();
+    if (__builtin_cpu_supports("fma")) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_scalar_fma(), 1};
+    if (ty_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx2(), 3};
+    if (ty_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx512(), 3};
 #endif
-    if (n_kernels < 3) printf("kernels above %s are not tested: this CPU (or TOY_ISA) lacks them\n",
-                              kernels[n_kernels - 1]->isa);
+    if (strcmp(kernels[n_kernels - 1].k->isa, "avx512"))
+        printf("kernels above %s are not tested: this CPU (or TOY_ISA) lacks them\n", kernels[n_kernels - 1].k->isa);
     static const int64_t shapes[][3] = {
         {1, 1, 1}, {1, 37, 5}, {13, 1, 9}, {12, 32, 256}, {25, 65, 257}, {7, 100, 600},
         {200, 33, 70}, {193, 515, 31}, {64, 64, 0}, {50, 1030, 3},
     };
     for (int ki = 0; ki < n_kernels; ki++)
-        for (int nt = 1; nt <= 3; nt++) {
+        for (int nt = 1; nt <= kernels[ki].threads; nt++) {
             ty_pool *pool = ty_pool_new(nt);
-            ty_gemm *g = ty_gemm_new(pool, kernels[ki]);
+            ty_gemm *g = ty_gemm_new(pool, kernels[ki].k);
             CHECK(pool && g);
             if (!pool || !g) return 1;
             static const int rounds[] = {TOY_TYPE_F32, TOY_TYPE_BF16, TOY_TYPE_F16};
@@ -99,7 +106,7 @@ int main(void) {
                 ty_gemm_set_operand_type(g, rounds[r]);
                 for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
                     for (int t = 0; t < 8; t++)
-                        check_shape(g, kernels[ki]->isa, rounds[r], shapes[s][0], shapes[s][1], shapes[s][2],
+                        check_shape(g, kernels[ki].k->isa, rounds[r], shapes[s][0], shapes[s][1], shapes[s][2],
                                     t & 1, t & 2, t & 4);
             }
             ty_gemm_free(g);

@@ -26,14 +26,6 @@
 #include "test.h"
 #include "toy.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TEST_UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TEST_UNDER_ASAN 1
-#endif
-#endif
-
 /* ---------------------------------------------------------------- byte builder */
 
 typedef struct {
