@@ -176,6 +176,31 @@ def free_port():
     return port
 
 
+def stir(path, seed=5):
+    """A model of toy init (every tensor F32) made harder to match by chance, in place:
+    norms of 1 and biases of 0 would hide a bias added in the wrong place, and small
+    matrices give nearly uniform logits. Every vector gets random values (norm weights
+    around 1, biases around 0) and every matrix twice its weights."""
+    import array
+    import random
+    g, r = GGUF(path), random.Random(seed)
+    with open(path, "r+b") as f:
+        for name, (ne, typ, off) in g.tensors.items():
+            if typ != 0:
+                raise SystemExit(f"{path}: tensor {name} is not F32")
+            n = 1
+            for d in ne:
+                n *= d
+            f.seek(off)
+            if len(ne) == 1:
+                base, spread = (1.0, 0.3) if name.endswith("norm.weight") else (0.0, 0.2)
+                f.write(struct.pack(f"<{n}f", *(base + r.gauss(0, spread) for _ in range(n))))
+            else:
+                a = array.array("f", f.read(4 * n))
+                f.seek(off)
+                f.write(array.array("f", (2 * x for x in a)).tobytes())
+
+
 # ---------------------------------------------------------------- command line
 
 
@@ -204,6 +229,8 @@ def _main(argv):
         print(",".join(map(str, v)) if isinstance(v, list) else v)
     elif cmd == "matrix-types":
         print(" ".join(sorted({t["type"] for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2})))
+    elif cmd == "stir":
+        stir(args[0])
     elif cmd == "free-port":
         print(free_port())
     else:

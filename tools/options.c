@@ -183,7 +183,7 @@ int parse_shape_option(const char *cmd, int argc, char **argv, int *i, toy_init_
 }
 
 const char *const shape_options_help =
-    "  --arch ARCH            llama (default for toy train) or qwen2\n"
+    "  --arch ARCH            llama (default for toy train), qwen2 or gpt2\n"
     "  --preset NAME          a published shape (toy init --help lists them), or the dimensions:\n"
     "  --n-embd N --n-layer N --n-head N --n-head-kv N --n-ff N --ctx N\n"
     "                         (each replaces the preset's; without a preset give them all but\n"

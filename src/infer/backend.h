@@ -45,6 +45,10 @@ struct ty_backend {
     /* y[t] = x[t] * rsqrt(mean(x[t]^2) + eps) * w, over n_tok rows of n */
     void (*rms_norm)(ty_backend *be, float *y, const float *x, const float *w, int64_t n_tok,
                      int64_t n, float eps);
+    /* LayerNorm: y[t] = (x[t] - mean(x[t])) * rsqrt(var(x[t]) + eps) * w + b, over n_tok rows of n
+     * (ggml_norm, then mul and add: each step rounded) */
+    void (*layer_norm)(ty_backend *be, float *y, const float *x, const float *w, const float *b, int64_t n_tok,
+                       int64_t n, float eps);
     /* y[t][r] = W[r] . x[t] for n_tok tokens; x rows have w->n_cols floats, y rows
      * w->n_rows floats */
     void (*matmul)(ty_backend *be, const ty_weight *w, const float *x, int64_t n_tok, float *y);
@@ -66,6 +70,8 @@ struct ty_backend {
     void (*swiglu)(ty_backend *be, float *y, const float *gate, const float *up, int64_t n);
     /* y = gelu(gate) * up, tanh GELU through ggml's fp16 table */
     void (*geglu)(ty_backend *be, float *y, const float *gate, const float *up, int64_t n);
+    /* y = gelu(x), elementwise, through the same table */
+    void (*gelu)(ty_backend *be, float *y, const float *x, int64_t n);
     /* y += x, elementwise */
     void (*add)(ty_backend *be, float *y, const float *x, int64_t n);
     /* y[t] += b for n_tok rows of n */

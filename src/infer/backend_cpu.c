@@ -75,6 +75,39 @@ static void cpu_rms_norm(ty_backend *be, float *y, const float *x, const float *
     ty_pool_for(((cpu_backend *)be)->pool, n_tok, ty_pool_grain_rows(n), rms_norm_range, &j);
 }
 
+typedef struct {
+    float *y;
+    const float *x, *w, *b;
+    int64_t n;
+    float eps;
+} layer_norm_job;
+
+static void layer_norm_range(const void *ctx, int64_t t0, int64_t t1) {
+    const layer_norm_job *j = ctx;
+    const int64_t n = j->n;
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xr = j->x + t * n;
+        float *yr = j->y + t * n;
+        double sum = 0.0;
+        for (int64_t i = 0; i < n; i++) sum += (double)xr[i];
+        const float mean = (float)sum / (float)n;
+        double sum2 = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const float v = xr[i] - mean;
+            yr[i] = v;
+            sum2 += (double)(v * v);
+        }
+        const float scale = 1.0f / sqrtf((float)(sum2 / (double)n) + j->eps);
+        for (int64_t i = 0; i < n; i++) yr[i] = (yr[i] * scale) * j->w[i] + j->b[i];
+    }
+}
+
+static void cpu_layer_norm(ty_backend *be, float *y, const float *x, const float *w, const float *b,
+                           int64_t n_tok, int64_t n, float eps) {
+    layer_norm_job j = {y, x, w, b, n, eps};
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, ty_pool_grain_rows(n), layer_norm_range, &j);
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 #ifndef MATMUL_TASKS_PER_THREAD
@@ -299,23 +332,30 @@ static void gelu_table_init(void) {
     }
 }
 
+static float gelu(float g) {
+    if (g <= -10.0f) return 0.0f;
+    if (g >= 10.0f) return g;
+    return gelu_table[ty_fp32_to_fp16(g)];
+}
+
 static void geglu_range(const void *ctx, int64_t i0, int64_t i1) {
     const glu_job *j = ctx;
-    float *y = j->y;
-    const float *gate = j->gate, *up = j->up;
-    for (int64_t i = i0; i < i1; i++) {
-        const float g = gate[i];
-        float a;
-        if (g <= -10.0f) a = 0.0f;
-        else if (g >= 10.0f) a = g;
-        else a = gelu_table[ty_fp32_to_fp16(g)];
-        y[i] = a * up[i];
-    }
+    for (int64_t i = i0; i < i1; i++) j->y[i] = gelu(j->gate[i]) * j->up[i];
+}
+
+static void gelu_range(const void *ctx, int64_t i0, int64_t i1) {
+    const glu_job *j = ctx;
+    for (int64_t i = i0; i < i1; i++) j->y[i] = gelu(j->gate[i]);
 }
 
 static void cpu_geglu(ty_backend *be, float *y, const float *gate, const float *up, int64_t n) {
     glu_job j = {y, gate, up, ((cpu_backend *)be)->cpu};
     ty_pool_for(((cpu_backend *)be)->pool, n, TY_POOL_GRAIN, geglu_range, &j);
+}
+
+static void cpu_gelu(ty_backend *be, float *y, const float *x, int64_t n) {
+    glu_job j = {y, x, NULL, ((cpu_backend *)be)->cpu};
+    ty_pool_for(((cpu_backend *)be)->pool, n, TY_POOL_GRAIN, gelu_range, &j);
 }
 
 typedef struct {
@@ -372,6 +412,7 @@ ty_backend *ty_backend_cpu_new(int n_threads) {
         .name = "cpu",
         .reserve = cpu_reserve,
         .rms_norm = cpu_rms_norm,
+        .layer_norm = cpu_layer_norm,
         .matmul = cpu_matmul,
         .matmul_multi = cpu_matmul_multi,
         .get_rows = cpu_get_rows,
@@ -379,6 +420,7 @@ ty_backend *ty_backend_cpu_new(int n_threads) {
         .attention = ty_cpu_attention,
         .swiglu = cpu_swiglu,
         .geglu = cpu_geglu,
+        .gelu = cpu_gelu,
         .add = cpu_add,
         .add_bias = cpu_add_bias,
         .scale = cpu_scale,

@@ -41,6 +41,9 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (params && ty_params_read(&p, sizeof p, params, "toy_context_params")) return TOY_ERR_INVALID;
     const ty_hparams *hp = &model->hp;
     if (p.n_ctx <= 0) p.n_ctx = hp->n_ctx_train;
+    if (hp->pos_embd && p.n_ctx > hp->n_ctx_train) /* no position past the learned ones */
+        return ty_error(TOY_ERR_INVALID, "a context of %d tokens: the model has %d learned positions", p.n_ctx,
+                        hp->n_ctx_train);
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_outputs <= 0) p.n_outputs = p.n_seq_max;

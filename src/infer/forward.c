@@ -80,6 +80,9 @@ static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
                             i, b->seq_id[i], ctx->params.n_seq_max - 1);
         if (b->pos[i] < 0)
             return ty_error(TOY_ERR_INVALID, "batch token %d: negative position %d", i, b->pos[i]);
+        if (hp->pos_embd && b->pos[i] >= hp->n_ctx_train)
+            return ty_error(TOY_ERR_INVALID, "batch token %d: position %d is past the model's %d learned positions",
+                            i, b->pos[i], hp->n_ctx_train);
         n_out += b->logits ? b->logits[i] != 0 : i == b->n_tokens - 1;
     }
     if (n_out > ctx->params.n_outputs)
@@ -170,9 +173,26 @@ static void moe_ffn(toy_context *ctx, const ty_layer *l, int64_t n_tok) {
     }
 }
 
+/* The norm of a model, RMSNorm or LayerNorm, with weight w (and bias b) */
+static void norm(toy_context *ctx, float *y, const float *x, const ty_vector *w, const ty_vector *b, int64_t n_tok) {
+    const ty_hparams *hp = &ctx->model->hp;
+    if (hp->layer_norm) ctx->be->layer_norm(ctx->be, y, x, w->data, b->data, n_tok, hp->n_embd, hp->rms_eps);
+    else ctx->be->rms_norm(ctx->be, y, x, w->data, n_tok, hp->n_embd, hp->rms_eps);
+}
+
 static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok) {
     const ty_hparams *hp = &ctx->model->hp;
     ty_backend *be = ctx->be;
+    if (hp->ffn_no_gate) { /* down(gelu(up h + b_up)) + b_down */
+        be->matmul(be, &l->ffn_up, ctx->h, n_tok, ctx->up);
+        apply_lora(ctx, il * MAT_KINDS + MAT_UP, ctx->h, n_tok, ctx->up);
+        be->add_bias(be, ctx->up, l->b_up.data, n_tok, hp->n_ff);
+        be->gelu(be, ctx->gate, ctx->up, n_tok * hp->n_ff);
+        be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
+        apply_lora(ctx, il * MAT_KINDS + MAT_DOWN, ctx->gate, n_tok, ctx->o);
+        be->add_bias(be, ctx->o, l->b_down.data, n_tok, hp->n_embd);
+        return;
+    }
     const ty_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
     float *gate_up_out[2] = {ctx->gate, ctx->up};
     be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
@@ -202,13 +222,17 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
     apply_lora_embd(ctx, b->token, n, ctx->x);
     if (hp->embd_scale != 1.0f) be->scale(be, ctx->x, hp->embd_scale, n * n_embd);
+    if (hp->pos_embd) {
+        be->get_rows(be, &m->pos_embd, b->pos, n, ctx->h);
+        be->add(be, ctx->x, ctx->h, n * n_embd);
+    }
     trace(ctx, "embed", -1, ctx->x, n, n_embd);
 
     for (int il = 0; il < hp->n_layer; il++) {
         const ty_layer *l = &m->layers[il];
 
         /* attention */
-        be->rms_norm(be, ctx->h, ctx->x, l->attn_norm.data, n, n_embd, hp->rms_eps);
+        norm(ctx, ctx->h, ctx->x, &l->attn_norm, &l->attn_norm_b, n);
         trace(ctx, "attn_norm", il, ctx->h, n, n_embd);
         const ty_weight *qkv[3] = {&l->wq, &l->wk, &l->wv};
         float *qkv_out[3] = {ctx->q, ctx->k, ctx->v};
@@ -227,8 +251,10 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
                          hp->rms_eps);
         }
         const ty_rope_params rope = ty_context_rope(ctx, il);
-        be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
-        be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
+        if (hp->n_rot) {
+            be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
+            be->rope(be, ctx->k, n, hp->n_head_kv, hp->head_dim, b->pos, &rope);
+        }
         if (hp->q_scale != 1.0f) be->scale(be, ctx->q, hp->q_scale, n * q_dim);
         trace(ctx, "q", il, ctx->q, n, q_dim);
         trace(ctx, "k", il, ctx->k, n, kv_dim);
@@ -243,6 +269,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
         apply_lora(ctx, il * MAT_KINDS + MAT_O, ctx->attn, n, ctx->o);
+        if (hp->mat_bias) be->add_bias(be, ctx->o, l->bo.data, n, n_embd);
         if (hp->post_norms)
             be->rms_norm(be, ctx->o, ctx->o, l->post_attn_norm.data, n, n_embd, hp->rms_eps);
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
@@ -250,7 +277,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         be->add(be, ctx->x, ctx->o, n * n_embd);
 
         /* feed-forward */
-        be->rms_norm(be, ctx->h, ctx->x, l->ffn_norm.data, n, n_embd, hp->rms_eps);
+        norm(ctx, ctx->h, ctx->x, &l->ffn_norm, &l->ffn_norm_b, n);
         trace(ctx, "ffn_norm", il, ctx->h, n, n_embd);
         if (hp->n_expert) moe_ffn(ctx, l, n);
         else dense_ffn(ctx, l, il, n);
@@ -265,7 +292,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     /* only the rows whose logits were asked for go through the output projection; with
      * embeddings on, every row is normed first and kept (a row's norm is its own, so
      * the projected rows are the same bits either way) */
-    if (ctx->embd) be->rms_norm(be, ctx->embd, ctx->x, m->output_norm.data, n, n_embd, hp->rms_eps);
+    if (ctx->embd) norm(ctx, ctx->embd, ctx->x, &m->output_norm, &m->output_norm_b, n);
     int32_t n_out = 0;
     for (int64_t t = 0; t < n; t++) {
         bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
@@ -277,7 +304,7 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     }
     ctx->n_last = b->n_tokens;
     if (n_out) {
-        if (!ctx->embd) be->rms_norm(be, ctx->h, ctx->x, m->output_norm.data, n_out, n_embd, hp->rms_eps);
+        if (!ctx->embd) norm(ctx, ctx->h, ctx->x, &m->output_norm, &m->output_norm_b, n_out);
         trace(ctx, "final_norm", -1, ctx->h, n_out, n_embd);
         float *logits = ctx->logits;
         const int64_t n_logits = (int64_t)n_out * hp->n_vocab;

@@ -41,6 +41,8 @@ static const preset presets[] = {
     {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 32768, 1000000.0f, 1e-6f, true, true, false, 0, 0},
     /* a small Mixtral-style MoE: 8 experts, 2 per token */
     {"mixtral-tiny", "llama", 1024, 8, 16, 4, 1408, 4096, 1000000.0f, 1e-5f, false, false, false, 8, 2},
+    /* GPT-2 small: LayerNorm, learned positions, biases everywhere, tied output */
+    {"gpt2-124m", "gpt2", 768, 12, 12, 12, 3072, 1024, 0.0f, 1e-5f, true, true, false, 0, 0},
 };
 
 #define N_PRESETS (int)(sizeof presets / sizeof presets[0])
@@ -137,12 +139,17 @@ static toy_status add(tensor_list *l, const char *name, int n_dims, int64_t ne0,
     return TOY_OK;
 }
 
+static bool is_gpt2(const preset *p) { return !strcmp(p->arch, "gpt2"); }
+
 static toy_status plan_tensors(const preset *p, int64_t n_vocab, tensor_list *l) {
     const int64_t e = p->n_embd, hd = p->n_embd / p->n_head;
     const int64_t q = p->n_head * hd, kv = p->n_head_kv * hd;
     const float std = 0.02f, std_out = 0.02f / sqrtf(2.0f * (float)p->n_layer);
+    const bool gpt2 = is_gpt2(p);
     toy_status st = add(l, "token_embd.weight", 2, e, n_vocab, 1, FILL_NORMAL, std);
+    if (!st && gpt2) st = add(l, "position_embd.weight", 2, e, p->n_ctx, 1, FILL_NORMAL, 0.01f);
     if (!st) st = add(l, "output_norm.weight", 1, e, 1, 1, FILL_ONES, 0);
+    if (!st && gpt2) st = add(l, "output_norm.bias", 1, e, 1, 1, FILL_ZEROS, 0);
     if (!st && !p->tied) st = add(l, "output.weight", 2, e, n_vocab, 1, FILL_NORMAL, std);
     if (!st && p->llama3_rope) st = add(l, "rope_freqs.weight", 1, hd / 2, 1, 1, FILL_ROPE_FREQS, 0);
     for (int il = 0; il < p->n_layer && !st; il++) {
@@ -153,6 +160,20 @@ static toy_status plan_tensors(const preset *p, int64_t n_vocab, tensor_list *l)
         st = add(l, name, nd, a, b, c, fill, s);                                           \
     }
         T("attn_norm.weight", 1, e, 1, 1, FILL_ONES, 0);
+        if (gpt2) {
+            T("attn_norm.bias", 1, e, 1, 1, FILL_ZEROS, 0);
+            T("attn_qkv.weight", 2, e, q + 2 * kv, 1, FILL_NORMAL, std);
+            T("attn_qkv.bias", 1, q + 2 * kv, 1, 1, FILL_ZEROS, 0);
+            T("attn_output.weight", 2, q, e, 1, FILL_NORMAL, std_out);
+            T("attn_output.bias", 1, e, 1, 1, FILL_ZEROS, 0);
+            T("ffn_norm.weight", 1, e, 1, 1, FILL_ONES, 0);
+            T("ffn_norm.bias", 1, e, 1, 1, FILL_ZEROS, 0);
+            T("ffn_up.weight", 2, e, p->n_ff, 1, FILL_NORMAL, std);
+            T("ffn_up.bias", 1, p->n_ff, 1, 1, FILL_ZEROS, 0);
+            T("ffn_down.weight", 2, p->n_ff, e, 1, FILL_NORMAL, std_out);
+            T("ffn_down.bias", 1, e, 1, 1, FILL_ZEROS, 0);
+            continue;
+        }
         T("attn_q.weight", 2, e, q, 1, FILL_NORMAL, std);
         T("attn_k.weight", 2, e, kv, 1, FILL_NORMAL, std);
         T("attn_v.weight", 2, e, kv, 1, FILL_NORMAL, std);
@@ -201,10 +222,14 @@ static toy_status set_hparams(toy_gguf_writer *w, const preset *p, int64_t n_voc
     U32("block_count", p->n_layer);
     U32("feed_forward_length", p->n_ff);
     U32("attention.head_count", p->n_head);
-    U32("attention.head_count_kv", p->n_head_kv);
-    F32("attention.layer_norm_rms_epsilon", p->rms_eps);
-    F32("rope.freq_base", p->rope_base);
-    U32("rope.dimension_count", p->n_embd / p->n_head);
+    if (is_gpt2(p)) { /* no RoPE */
+        F32("attention.layer_norm_epsilon", p->rms_eps);
+    } else {
+        U32("attention.head_count_kv", p->n_head_kv);
+        F32("attention.layer_norm_rms_epsilon", p->rms_eps);
+        F32("rope.freq_base", p->rope_base);
+        U32("rope.dimension_count", p->n_embd / p->n_head);
+    }
     if (p->n_expert) {
         U32("expert_count", p->n_expert);
         U32("expert_used_count", p->n_expert_used);
@@ -236,12 +261,13 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
         return ty_error(TOY_ERR_INVALID, "preset %s is architecture %s, not '%s'", p->name, p->arch,
                         params->arch ? params->arch : "");
     if (!p) {
-        if (!params->arch || (strcmp(params->arch, "llama") && strcmp(params->arch, "qwen2")))
-            return ty_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama or qwen2",
+        if (!params->arch ||
+            (strcmp(params->arch, "llama") && strcmp(params->arch, "qwen2") && strcmp(params->arch, "gpt2")))
+            return ty_error(TOY_ERR_INVALID, "architecture '%s': toy init writes llama, qwen2 or gpt2",
                             params->arch ? params->arch : "");
-        const bool qwen2 = !strcmp(params->arch, "qwen2");
-        *out = (preset){"custom", qwen2 ? "qwen2" : "llama", 0, 0, 0, 0, 0, 2048,
-                        qwen2 ? 1000000.0f : 10000.0f, qwen2 ? 1e-6f : 1e-5f, true, qwen2, false, 0, 0};
+        const bool qwen2 = !strcmp(params->arch, "qwen2"), gpt2 = !strcmp(params->arch, "gpt2");
+        *out = (preset){"custom", params->arch, 0, 0, 0, 0, 0, gpt2 ? 1024 : 2048,
+                        qwen2 ? 1000000.0f : 10000.0f, qwen2 ? 1e-6f : 1e-5f, true, qwen2 || gpt2, false, 0, 0};
     } else {
         *out = *p;
     }
@@ -251,6 +277,12 @@ static toy_status choose_shape(const toy_init_params *params, preset *out) {
     if (params->n_head) out->n_head = params->n_head;
     if (params->n_head_kv) out->n_head_kv = params->n_head_kv;
     else if (params->n_head && !p) out->n_head_kv = params->n_head;
+    if (is_gpt2(out)) { /* no grouped-query attention: every head has its K and V */
+        if (params->n_head_kv && params->n_head_kv != out->n_head)
+            return ty_error(TOY_ERR_INVALID, "gpt2 has no grouped-query attention: n_head_kv %d must be n_head %d",
+                            params->n_head_kv, out->n_head);
+        out->n_head_kv = out->n_head;
+    }
     if (params->n_ff) out->n_ff = params->n_ff;
     if (params->n_ctx) out->n_ctx = params->n_ctx;
     if (params->tied) out->tied = params->tied > 0;

@@ -103,7 +103,10 @@ typedef struct arch_desc {
     ty_qk_norm qk_norm;
     bool post_norms;           /* post_attention_norm and post_ffw_norm */
     ty_ffn_act ffn_act;
-    bool fused;                /* attn_qkv, and ffn_up holding the gate rows too */
+    bool fused_qkv;            /* attn_qkv */
+    bool fused_gate_up;        /* ffn_up holding the gate rows too */
+    bool gpt2;                 /* LayerNorm with biases, learned positions and no RoPE, biases on every
+                                  matrix, a plain GELU FFN */
     bool q_prescale;           /* Q, not QK^T, carries the attention scale */
     bool query_pre_attn_scalar; /* not in GGUF: llama.cpp scales by 1/sqrt(head_dim) */
     bool embd_scale_sqrt;      /* embeddings are multiplied by sqrt(n_embd) */
@@ -124,9 +127,10 @@ static const arch_desc archs[] = {
     {"gemma3", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD, .post_norms = true, .ffn_act = TOY_ACT_GELU_TANH,
      .q_prescale = true, .query_pre_attn_scalar = true, .embd_scale_sqrt = true, .swa_period = 6,
      .swa_rope_base = 10000.0f},
-    {"phi3", TOY_ROPE_NEOX, .fused = true, .q_prescale = true, .swa_ignored = true},
+    {"phi3", TOY_ROPE_NEOX, .fused_qkv = true, .fused_gate_up = true, .q_prescale = true, .swa_ignored = true},
     {"olmoe", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_FULL},
     {"granite", TOY_ROPE_NORM, .expert_weights_norm = true},
+    {"gpt2", TOY_ROPE_NORM, .qkv_bias = true, .ffn_act = TOY_ACT_GELU_TANH, .fused_qkv = true, .gpt2 = true},
 };
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
@@ -167,16 +171,18 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     if (hp->head_dim_v != hp->head_dim)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: key_length %d != value_length %d", path,
                         hp->head_dim, hp->head_dim_v);
-    if ((st = meta_int(&r, "rope.dimension_count", hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
+    if ((st = meta_int(&r, "rope.dimension_count", a->gpt2 ? 0 : hp->head_dim, 0, hp->head_dim, &hp->n_rot)))
         return st;
     if (hp->n_rot % 2)
         return ty_error(TOY_ERR_FORMAT, "%s: rope.dimension_count %d is odd", path, hp->n_rot);
-    if ((st = meta_float(&r, "attention.layer_norm_rms_epsilon", 1e-5, &hp->rms_eps))) return st;
+    if ((st = meta_float(&r, a->gpt2 ? "attention.layer_norm_epsilon" : "attention.layer_norm_rms_epsilon", 1e-5,
+                         &hp->rms_eps)))
+        return st;
     if ((st = meta_float(&r, "rope.freq_base", 10000.0, &hp->rope_freq_base))) return st;
     /* either not positive would make every logit NaN */
     if (!(hp->rms_eps > 0))
-        return ty_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm_rms_epsilon is %g, not positive", path, name,
-                        (double)hp->rms_eps);
+        return ty_error(TOY_ERR_FORMAT, "%s: %s.attention.layer_norm%s_epsilon is %g, not positive", path, name,
+                        a->gpt2 ? "" : "_rms", (double)hp->rms_eps);
     if (!(hp->rope_freq_base > 0))
         return ty_error(TOY_ERR_FORMAT, "%s: %s.rope.freq_base is %g, not positive", path, name,
                         (double)hp->rope_freq_base);
@@ -232,7 +238,9 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     hp->k_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? kv_dim : 0;
     hp->post_norms = a->post_norms;
     hp->ffn_act = a->ffn_act;
-    hp->fused_qkv = hp->fused_gate_up = a->fused;
+    hp->fused_qkv = a->fused_qkv;
+    hp->fused_gate_up = a->fused_gate_up;
+    hp->mat_bias = hp->layer_norm = hp->pos_embd = hp->ffn_no_gate = a->gpt2;
     hp->expert_weights_norm = a->expert_weights_norm;
     if (a->embd_scale_sqrt) hp->embd_scale = sqrtf((float)hp->n_embd);
     if (a->query_pre_attn_scalar) /* except on gemma3 27B (62 layers): n_embd / n_head */
@@ -418,6 +426,7 @@ static toy_status bind_layer(toy_model *m, int il) {
 #define NAME(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), name)
     toy_status st;
     if ((st = bind_vector(m, NAME("attn_norm.weight"), n_embd, &l->attn_norm))) return st;
+    if (hp->layer_norm && (st = bind_vector(m, NAME("attn_norm.bias"), n_embd, &l->attn_norm_b))) return st;
     if (hp->per_head_weights) {
         if ((st = bind_per_head(m, il, "attn_q", hp->n_head, n_embd, hp->head_dim, &l->wq))) return st;
         if ((st = bind_per_head(m, il, "attn_k", hp->n_head_kv, n_embd, hp->head_dim, &l->wk))) return st;
@@ -425,13 +434,20 @@ static toy_status bind_layer(toy_model *m, int il) {
     }
     /* the matrices but per-head ones (above) and, in a mixture of experts, the FFN's (below) */
     for (int k = hp->per_head_weights ? MAT_O : MAT_Q; k < (hp->n_expert ? MAT_GATE : MAT_KINDS); k++) {
+        if (k == MAT_GATE && hp->ffn_no_gate) continue;
         const ty_mat_home h = ty_layer_mat_home(hp, k);
         ty_weight whole;
         snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
         if ((st = bind_matrix(m, name, h.n_in, h.n_out, 1, true, &whole))) return st;
         *ty_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
     }
-    if (hp->qkv_bias) {
+    if (hp->qkv_bias && hp->fused_qkv) { /* attn_qkv.bias: Q's, then K's, then V's */
+        ty_vector b;
+        if ((st = bind_vector(m, NAME("attn_qkv.bias"), q_rows + 2 * kv_rows, &b))) return st;
+        l->bq = (ty_vector){b.data, q_rows};
+        l->bk = (ty_vector){b.data + q_rows, kv_rows};
+        l->bv = (ty_vector){b.data + q_rows + kv_rows, kv_rows};
+    } else if (hp->qkv_bias) {
         if ((st = bind_vector(m, NAME("attn_q.bias"), q_rows, &l->bq))) return st;
         if ((st = bind_vector(m, NAME("attn_k.bias"), kv_rows, &l->bk))) return st;
         if ((st = bind_vector(m, NAME("attn_v.bias"), kv_rows, &l->bv))) return st;
@@ -445,6 +461,12 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_vector(m, NAME("post_ffw_norm.weight"), n_embd, &l->post_ffn_norm))) return st;
     }
     if ((st = bind_vector(m, NAME("ffn_norm.weight"), n_embd, &l->ffn_norm))) return st;
+    if (hp->layer_norm && (st = bind_vector(m, NAME("ffn_norm.bias"), n_embd, &l->ffn_norm_b))) return st;
+    if (hp->mat_bias) {
+        if ((st = bind_vector(m, NAME("attn_output.bias"), n_embd, &l->bo))) return st;
+        if ((st = bind_vector(m, NAME("ffn_up.bias"), hp->n_ff, &l->b_up))) return st;
+        if ((st = bind_vector(m, NAME("ffn_down.bias"), n_embd, &l->b_down))) return st;
+    }
     if (hp->n_expert) {
         int64_t ne = hp->n_expert, ff = hp->n_ff_exp;
         if ((st = bind_matrix(m, NAME("ffn_gate_inp.weight"), n_embd, ne, 1, true, &l->ffn_gate_inp))) return st;
@@ -494,6 +516,10 @@ static toy_status bind_tensors(toy_model *m) {
     toy_status st = bind_matrix(m, "token_embd.weight", hp->n_embd, hp->n_vocab, 1, true, &m->token_embd);
     if (st) return st;
     if ((st = bind_vector(m, "output_norm.weight", hp->n_embd, &m->output_norm))) return st;
+    if (hp->layer_norm && (st = bind_vector(m, "output_norm.bias", hp->n_embd, &m->output_norm_b))) return st;
+    if (hp->pos_embd &&
+        (st = bind_matrix(m, "position_embd.weight", hp->n_embd, hp->n_ctx_train, 1, true, &m->pos_embd)))
+        return st;
     if ((st = bind_matrix(m, "output.weight", hp->n_embd, hp->n_vocab, 1, false, &m->output))) return st;
     /* llama3's frequency factors; LongRoPE's two sets (a context chooses one) */
     static const char *const factor_names[3] = {"rope_freqs.weight", "rope_factors_long.weight",

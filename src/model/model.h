@@ -20,7 +20,7 @@
 
 typedef enum {
     TOY_ACT_SILU,      /* SwiGLU */
-    TOY_ACT_GELU_TANH, /* GeGLU with tanh-approximated GELU (gemma) */
+    TOY_ACT_GELU_TANH, /* tanh-approximated GELU: GeGLU (gemma), or plain with ffn_no_gate (gpt2) */
 } ty_ffn_act;
 
 typedef enum {
@@ -38,7 +38,7 @@ typedef struct {
     int32_t head_dim;   /* attention.key_length, default n_embd / n_head */
     int32_t head_dim_v; /* attention.value_length, default head_dim */
     int32_t n_ff;
-    float rms_eps;
+    float rms_eps;      /* the norms' epsilon (layer_norm_epsilon where layer_norm) */
 
     /* RoPE (per-layer parameters are in ty_layer.rope) */
     ty_rope_type rope_type;
@@ -54,7 +54,11 @@ typedef struct {
     bool per_head_weights;  /* old toy layout: blk.N.attn_{q,k,v}.head_H.weight */
     bool fused_qkv;         /* one attn_qkv matrix: rows of Q, then K, then V (phi3) */
     bool fused_gate_up;     /* ffn_up holds the gate rows, then the up rows (phi3) */
-    bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2) */
+    bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2), or attn_qkv.bias's parts (gpt2) */
+    bool mat_bias;          /* attn_output, ffn_up and ffn_down have biases too (gpt2) */
+    bool layer_norm;        /* the norms are LayerNorm (mean removed) with a bias, not RMSNorm (gpt2) */
+    bool pos_embd;          /* learned position embeddings position_embd.weight, added to the token's (gpt2) */
+    bool ffn_no_gate;       /* the FFN is down(act(up x)): no gate matrix (gpt2) */
     int32_t q_norm_len;     /* q is RMS-normed in groups of this many: head_dim or all of it, 0: not */
     int32_t k_norm_len;     /* the same for k */
     bool post_norms;        /* post_attention_norm and post_ffw_norm (gemma) */
@@ -136,12 +140,13 @@ typedef struct {
 } ty_vector;
 
 typedef struct {
-    ty_vector attn_norm;
+    ty_vector attn_norm, attn_norm_b; /* the bias: layer_norm */
     ty_weight wq, wk, wv, wo;
     ty_vector bq, bk, bv;          /* qkv_bias */
+    ty_vector bo, b_up, b_down;    /* mat_bias */
     ty_vector q_norm, k_norm;      /* q_norm_len, k_norm_len */
     ty_vector post_attn_norm;      /* post_norms */
-    ty_vector ffn_norm;
+    ty_vector ffn_norm, ffn_norm_b;
     ty_vector post_ffn_norm;
     int32_t n_swa;                  /* this layer's sliding window, 0: full attention */
     ty_rope_params rope;           /* this layer's RoPE */
@@ -164,7 +169,8 @@ struct toy_model {
     toy_vocab *vocab;
     ty_hparams hp;
     ty_weight token_embd;
-    ty_vector output_norm;
+    ty_weight pos_embd;   /* pos_embd: [n_embd, n_ctx_train] */
+    ty_vector output_norm, output_norm_b;
     ty_vector rope_freqs; /* llama3 frequency factors (data NULL when absent) */
     ty_vector rope_factors_long, rope_factors_short; /* LongRoPE (phi3) */
     ty_weight output;

@@ -54,14 +54,112 @@ void ty_embedding_backward(float *dwte, const float *dout, const int32_t *tok, i
     }
 }
 
-/* ---------------------------------------------------------------- rmsnorm */
+/* ---------------------------------------------------------------- positions */
+
+void ty_position_forward(float *out, const float *wpe, int64_t n, int64_t T, int64_t C) {
+    for (int64_t r = 0; r < n; r++) {
+        const float *p = wpe + (r % T) * C;
+        float *y = out + r * C;
+        for (int64_t c = 0; c < C; c++) y[c] += p[c];
+    }
+}
 
 typedef struct {
-    float *out, *rstd, *dx, *dw;
-    const float *x, *w, *dout, *rstd_in;
+    float *dwpe;
+    const float *dout;
+    int64_t n, T, C;
+} position_args;
+
+/* one position's row per task, its rows (one per sequence) in order */
+static void position_bwd_rows(const void *args, int64_t t0, int64_t t1) {
+    const position_args *a = args;
+    for (int64_t t = t0; t < t1; t++)
+        for (int64_t r = t; r < a->n; r += a->T)
+            for (int64_t c = 0; c < a->C; c++) a->dwpe[t * a->C + c] += a->dout[r * a->C + c];
+}
+
+void ty_position_backward(ty_pool *pool, float *dwpe, const float *dout, int64_t n, int64_t T, int64_t C) {
+    position_args a = {dwpe, dout, n, T, C};
+    ty_pool_for(pool, T < n ? T : n, ty_pool_grain_rows(C), position_bwd_rows, &a);
+}
+
+/* ---------------------------------------------------------------- norms */
+
+typedef struct {
+    float *out, *mean, *rstd, *dx, *dw, *db;
+    const float *x, *w, *b, *dout, *mean_in, *rstd_in;
     int64_t n, C;
     float eps;
 } norm_args;
+
+/* the sum of x[i] in 16 lanes */
+static float row_sum(const float *x, int64_t n) {
+    float l[16] = {0};
+    for (int64_t i = 0; i < n; i++) l[i % 16] += x[i];
+    return ty_lanes16_sum(l);
+}
+
+static void layernorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const norm_args *a = args;
+    const int64_t C = a->C;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = a->x + r * C;
+        float *y = a->out + r * C;
+        const float mu = row_sum(x, C) / (float)C;
+        float l[16] = {0};
+        for (int64_t i = 0; i < C; i++) l[i % 16] += (x[i] - mu) * (x[i] - mu);
+        const float rs = 1.0f / sqrtf(ty_lanes16_sum(l) / (float)C + a->eps);
+        if (a->mean) a->mean[r] = mu;
+        if (a->rstd) a->rstd[r] = rs;
+        for (int64_t i = 0; i < C; i++) y[i] = (x[i] - mu) * rs * a->w[i] + a->b[i];
+    }
+}
+
+void ty_layernorm_forward(ty_pool *pool, float *out, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int64_t n, int64_t C, float eps) {
+    norm_args a = {.out = out, .mean = mean, .rstd = rstd, .x = x, .w = w, .b = b, .n = n, .C = C, .eps = eps};
+    ty_pool_for(pool, n, ty_pool_grain_rows(C), layernorm_fwd_rows, &a);
+}
+
+/* with xh = (x - mean) rstd and g = w dy: dx = rstd (g - mean(g) - xh mean(g xh)) */
+static void layernorm_bwd_rows(const void *args, int64_t r0, int64_t r1) {
+    const norm_args *a = args;
+    const int64_t C = a->C;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = a->x + r * C, *dy = a->dout + r * C;
+        float *dx = a->dx + r * C;
+        const float mu = a->mean_in[r], rs = a->rstd_in[r];
+        float lg[16] = {0}, lgx[16] = {0};
+        for (int64_t i = 0; i < C; i++) {
+            const float g = a->w[i] * dy[i];
+            lg[i % 16] += g;
+            lgx[i % 16] += g * ((x[i] - mu) * rs);
+        }
+        const float mg = ty_lanes16_sum(lg) / (float)C, mgx = ty_lanes16_sum(lgx) / (float)C;
+        for (int64_t i = 0; i < C; i++) dx[i] += rs * (a->w[i] * dy[i] - mg - ((x[i] - mu) * rs) * mgx);
+    }
+}
+
+/* dw_i += sum over rows of dy_i xh_i, db_i += sum of dy_i: one column range per task */
+static void layernorm_bwd_cols(const void *args, int64_t c0, int64_t c1) {
+    const norm_args *a = args;
+    for (int64_t r = 0; r < a->n; r++) {
+        const float *x = a->x + r * a->C, *dy = a->dout + r * a->C;
+        const float mu = a->mean_in[r], rs = a->rstd_in[r];
+        for (int64_t i = c0; i < c1; i++) {
+            if (a->dw) a->dw[i] += dy[i] * ((x[i] - mu) * rs);
+            if (a->db) a->db[i] += dy[i];
+        }
+    }
+}
+
+void ty_layernorm_backward(ty_pool *pool, float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *w, const float *mean, const float *rstd, int64_t n, int64_t C) {
+    norm_args a = {.dx = dx, .dw = dw, .db = db, .x = x, .w = w, .dout = dout, .mean_in = mean, .rstd_in = rstd,
+                   .n = n, .C = C};
+    if (dx) ty_pool_for(pool, n, ty_pool_grain_rows(C), layernorm_bwd_rows, &a);
+    if (dw || db) ty_pool_for(pool, C, 16, layernorm_bwd_cols, &a);
+}
 
 static void rmsnorm_fwd_rows(const void *args, int64_t r0, int64_t r1) {
     const norm_args *a = args;
@@ -438,6 +536,30 @@ static void geglu_bwd_range(const void *args, int64_t i0, int64_t i1) {
         a->dgate[i] += dy * a->up[i] * dg;
         a->dup[i] += dy * g;
     }
+}
+
+static void gelu_fwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) a->out[i] = gelu(a->gate[i], NULL);
+}
+
+static void gelu_bwd_range(const void *args, int64_t i0, int64_t i1) {
+    const glu_args *a = args;
+    for (int64_t i = i0; i < i1; i++) {
+        float dg;
+        gelu(a->gate[i], &dg);
+        a->dgate[i] += a->dout[i] * dg;
+    }
+}
+
+void ty_gelu_forward(ty_pool *pool, float *out, const float *x, int64_t n) {
+    glu_args a = {.out = out, .gate = x};
+    ty_pool_for(pool, n, TY_POOL_GRAIN, gelu_fwd_range, &a);
+}
+
+void ty_gelu_backward(ty_pool *pool, float *dx, const float *dout, const float *x, int64_t n) {
+    glu_args a = {.dgate = dx, .dout = dout, .gate = x};
+    ty_pool_for(pool, n, TY_POOL_GRAIN, gelu_bwd_range, &a);
 }
 
 void ty_swiglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n) {

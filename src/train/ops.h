@@ -26,6 +26,17 @@ void ty_embedding_forward(float *out, const int32_t *tok, const float *wte, int6
 void ty_embedding_backward(float *dwte, const float *dout, const int32_t *tok, int64_t n, int64_t C,
                         float scale);
 
+/* ---- learned positions: out[r] += wpe[r % T] (row r is at position r % T) */
+void ty_position_forward(float *out, const float *wpe, int64_t n, int64_t T, int64_t C);
+void ty_position_backward(ty_pool *pool, float *dwpe, const float *dout, int64_t n, int64_t T, int64_t C);
+
+/* ---- LayerNorm: out = (x - mean) * rstd * w + b, rstd = 1 / sqrt(var(x) + eps) per row;
+ * mean and rstd kept for the backward (either may be NULL in a forward that needs none) */
+void ty_layernorm_forward(ty_pool *pool, float *out, float *mean, float *rstd, const float *x, const float *w,
+                       const float *b, int64_t n, int64_t C, float eps);
+void ty_layernorm_backward(ty_pool *pool, float *dx, float *dw, float *db, const float *dout, const float *x,
+                        const float *w, const float *mean, const float *rstd, int64_t n, int64_t C);
+
 /* ---- RMSNorm: out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) per row */
 void ty_rmsnorm_forward(ty_pool *pool, float *out, float *rstd, const float *x, const float *w,
                      int64_t n, int64_t C, float eps);
@@ -78,6 +89,9 @@ void ty_attention_backward(ty_gemm *g, float *dq, float *dk, float *dv, const fl
 void ty_swiglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n);
 void ty_swiglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                      const float *up, int64_t n);
+/* ---- GELU (tanh), plain: out = gelu(x) (gpt2's MLP) */
+void ty_gelu_forward(ty_pool *pool, float *out, const float *x, int64_t n);
+void ty_gelu_backward(ty_pool *pool, float *dx, const float *dout, const float *x, int64_t n);
 void ty_geglu_forward(ty_pool *pool, float *out, const float *gate, const float *up, int64_t n);
 void ty_geglu_backward(ty_pool *pool, float *dgate, float *dup, const float *dout, const float *gate,
                     const float *up, int64_t n);

@@ -73,7 +73,7 @@ struct train_model {
     float *x_final;
     float *dembd; /* [B * T][n_embd]: the embedding output's gradient (a trainable embedding) */
     /* scratch */
-    float *h, *rstd, *act, *dact, *dgate, *dup, *dh, *dbranch, *draw, *datt, *dq, *dk, *dv;
+    float *h, *mean, *rstd, *act, *dact, *dgate, *dup, *dh, *dbranch, *draw, *datt, *dq, *dk, *dv;
     float *dq_raw, *dk_raw, *att_scratch, *cs, *theta, *logits, *row_loss, *row_lse;
     int64_t head_rows; /* rows of logits per chunk */
 
@@ -110,6 +110,8 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
     char name[96];
     w->token_embd = tensor_at(tm, base, "token_embd.weight", 0, 0);
     w->output_norm = tensor_at(tm, base, "output_norm.weight", 0, 0);
+    w->output_norm_b = tensor_at(tm, base, "output_norm.bias", 0, 0);
+    w->pos_embd = tensor_at(tm, base, "position_embd.weight", 0, 0);
     w->output = hp->tied_output ? w->token_embd : tensor_at(tm, base, "output.weight", 0, 0);
     for (int il = 0; il < hp->n_layer; il++) {
         train_layer_weights *l = &w->layers[il];
@@ -122,7 +124,22 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
 #define T(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), tensor_at(tm, base, name, 0, 0))
         l->attn_norm = T("attn_norm.weight");
         l->ffn_norm = T("ffn_norm.weight");
-        if (hp->qkv_bias) {
+        if (hp->layer_norm) {
+            l->attn_norm_b = T("attn_norm.bias");
+            l->ffn_norm_b = T("ffn_norm.bias");
+        }
+        if (hp->mat_bias) {
+            l->bo = T("attn_output.bias");
+            l->b_up = T("ffn_up.bias");
+            l->b_down = T("ffn_down.bias");
+        }
+        if (hp->qkv_bias && hp->fused_qkv) { /* attn_qkv.bias: Q's, then K's, then V's */
+            const int64_t qd = (int64_t)hp->n_head * hp->head_dim, kvd = (int64_t)hp->n_head_kv * hp->head_dim;
+            snprintf(name, sizeof name, "blk.%d.attn_qkv.bias", il);
+            l->bq = tensor_at(tm, base, name, 0, 0);
+            l->bk = l->bq ? l->bq + qd : NULL;
+            l->bv = l->bq ? l->bq + qd + kvd : NULL;
+        } else if (hp->qkv_bias) {
             l->bq = T("attn_q.bias");
             l->bk = T("attn_k.bias");
             l->bv = T("attn_v.bias");
@@ -190,7 +207,9 @@ toy_status ty_train_model_new_lora(const toy_model *m, int32_t seq_len, ty_pool 
     if (!(lp->dropout >= 0 && lp->dropout < 1))
         return ty_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
     if (!(lp->targets & ((1u << MAT_KINDS) - 1))) return ty_error(TOY_ERR_INVALID, "no LoRA targets");
-    (void)path;
+    if (m->hp.ffn_no_gate && !(lp->targets & ((1u << MAT_KINDS) - 1) & ~(1u << MAT_GATE)))
+        return ty_error(TOY_ERR_INVALID, "%s: LoRA targets: the model has no gate matrix (ffn_gate), the only one named",
+                        path);
     /* a fused matrix has one adapter: naming one of its parts adapts them all */
     train_lora_params p = *lp;
     for (int k = 0; k < MAT_KINDS; k++)
@@ -253,7 +272,8 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     int64_t off = 0;
     for (int i = 0; i < n_file; i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
-        if (lp && t->n_dims >= 2) continue; /* a frozen matrix, read in place */
+        /* a frozen matrix, read in place (but the learned positions, which are added) */
+        if (lp && t->n_dims >= 2 && strcmp(t->name, "position_embd.weight")) continue;
         train_tensor *tt = &tm->tensors[tm->n_tensors++];
         snprintf(tt->name, sizeof tt->name, "%s", t->name);
         tt->type = t->type;
@@ -274,7 +294,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     const int n_vectors = tm->n_tensors;
     for (int il = 0; lp && !st && il < hp->n_layer; il++)
         for (int k = 0; k < MAT_KINDS; k++) {
-            if (!(lp->targets & (1u << k))) continue;
+            if (!(lp->targets & (1u << k)) || (k == MAT_GATE && hp->ffn_no_gate)) continue;
             const ty_weight *w = tm->frozen[il * MAT_KINDS + k];
             const ty_mat_home h = ty_layer_mat_home(hp, k);
             if (h.first != k) continue; /* a part of a fused pair */
@@ -418,7 +438,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T, int part_B) {
             a->f_raw = carve(c, n * C);
         }
         a->x_mid = carve(c, n * C);
-        a->gate = carve(c, n * F);
+        if (!hp->ffn_no_gate) a->gate = carve(c, n * F);
         a->up = carve(c, n * F);
         for (int k = 0; k < MAT_KINDS; k++)
             if (tm->lora.rank && (tm->lora.targets & (1u << k))) a->ts[k] = carve(c, n * tm->lora.rank);
@@ -433,6 +453,7 @@ static void layout_acts(train_model *tm, carver *c, int B, int T, int part_B) {
     const int64_t wide = C > qd ? C : qd;
     tm->h = carve(c, n * C);
     tm->rstd = carve(c, n * (hp->n_head > 1 ? hp->n_head : 1));
+    tm->mean = carve(c, n);
     tm->act = carve(c, n * F);
     tm->dact = carve(c, n * F);
     tm->dgate = carve(c, n * F);
@@ -471,6 +492,9 @@ toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_
     if (T > tm->seq_len)
         return ty_error(TOY_ERR_INVALID, "sequences of %d tokens, the model was set up for %d", T,
                         tm->seq_len);
+    if (tm->hp.pos_embd && T > tm->hp.n_ctx_train)
+        return ty_error(TOY_ERR_INVALID, "sequences of %d tokens, past the model's %d learned positions", T,
+                        tm->hp.n_ctx_train);
     if (part_B > B) part_B = B;
     if (B == tm->B && T == tm->T && part_B == tm->part_B) return TOY_OK;
     free_acts(tm);
@@ -505,9 +529,27 @@ static void rope_tables(train_model *tm, int il, int T) {
     for (int t = 0; t < T; t++) ty_rope_cos_sin(&tm->rope[il], t, tm->cs + (int64_t)t * tm->hp.n_rot);
 }
 
+/* The FFN's activation: act(gate) * up, or act(up) without a gate */
 static void glu_forward(train_model *tm, float *out, const float *gate, const float *up, int64_t n) {
-    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_forward(tm->pool, out, gate, up, n);
+    if (tm->hp.ffn_no_gate) ty_gelu_forward(tm->pool, out, up, n);
+    else if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_forward(tm->pool, out, gate, up, n);
     else ty_swiglu_forward(tm->pool, out, gate, up, n);
+}
+
+/* The model's norm of x, weight w (and bias b: LayerNorm), over n rows of n_embd; mean and
+ * rstd (NULL: not kept) for the backward */
+static void norm_forward(train_model *tm, float *out, float *mean, float *rstd, const float *x, const float *w,
+                         const float *b, int64_t n) {
+    const ty_hparams *hp = &tm->hp;
+    if (hp->layer_norm) ty_layernorm_forward(tm->pool, out, mean, rstd, x, w, b, n, hp->n_embd, hp->rms_eps);
+    else ty_rmsnorm_forward(tm->pool, out, rstd, x, w, n, hp->n_embd, hp->rms_eps);
+}
+
+static void norm_backward(train_model *tm, float *dx, float *dw, float *db, const float *dout, const float *x,
+                          const float *w, int64_t n) {
+    const ty_hparams *hp = &tm->hp;
+    if (hp->layer_norm) ty_layernorm_backward(tm->pool, dx, dw, db, dout, x, w, tm->mean, tm->rstd, n, hp->n_embd);
+    else ty_rmsnorm_backward(tm->pool, dx, dw, dout, x, w, tm->rstd, n, hp->n_embd);
 }
 
 /* ---------------------------------------------------------------- products
@@ -572,7 +614,7 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     float *x_next = il + 1 < hp->n_layer ? tm->acts[il + 1].x : tm->x_final;
 
     /* attention */
-    ty_rmsnorm_forward(pool, tm->h, NULL, a->x, w->attn_norm, n, C, hp->rms_eps);
+    norm_forward(tm, tm->h, NULL, NULL, a->x, w->attn_norm, w->attn_norm_b, n);
     float *q = hp->q_norm_len ? a->q_raw : a->q;
     float *k = hp->q_norm_len ? a->k_raw : a->k;
     linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, w->bq, n, C, qd);
@@ -589,7 +631,7 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     const attention_shape as = layer_attention(tm, il, B, T);
     ty_attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
-    linear_forward(tm, il, MAT_O, w->wo, o, a->att, NULL, n, qd, C);
+    linear_forward(tm, il, MAT_O, w->wo, o, a->att, w->bo, n, qd, C);
     if (hp->post_norms) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
@@ -597,12 +639,12 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     ty_add_scaled(pool, a->x_mid, a->x, o, hp->residual_scale, n * C);
 
     /* feed-forward */
-    ty_rmsnorm_forward(pool, tm->h, NULL, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
-    linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
-    linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, NULL, n, C, F);
+    norm_forward(tm, tm->h, NULL, NULL, a->x_mid, w->ffn_norm, w->ffn_norm_b, n);
+    if (!hp->ffn_no_gate) linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
+    linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, w->b_up, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     float *f = hp->post_norms ? a->f_raw : tm->dbranch;
-    linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, NULL, n, F, C);
+    linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, w->b_down, n, F, C);
     if (hp->post_norms) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
@@ -616,7 +658,7 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
     const ty_hparams *hp = &tm->hp;
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd, V = hp->n_vocab;
     ty_pool *pool = tm->pool;
-    ty_rmsnorm_forward(pool, tm->h, tm->rstd, tm->x_final, tm->w.output_norm, n, C, hp->rms_eps);
+    norm_forward(tm, tm->h, tm->mean, tm->rstd, tm->x_final, tm->w.output_norm, tm->w.output_norm_b, n);
     if (backward) zero(tm->dh, n * C);
     const float s = 1.0f / hp->logit_scale;
     for (int64_t r0 = 0; r0 < n; r0 += tm->head_rows) {
@@ -639,8 +681,8 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
     }
     if (backward) {
         zero(tm->dbranch, n * C); /* becomes d(x_final), the start of the residual gradient */
-        ty_rmsnorm_backward(pool, tm->dbranch, tm->g.output_norm, tm->dh, tm->x_final, tm->w.output_norm,
-                         tm->rstd, n, C);
+        norm_backward(tm, tm->dbranch, tm->g.output_norm, tm->g.output_norm_b, tm->dh, tm->x_final,
+                      tm->w.output_norm, n);
     }
 }
 
@@ -648,7 +690,8 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
 
 static void glu_backward(train_model *tm, float *dgate, float *dup, const float *dout,
                          const float *gate, const float *up, int64_t n) {
-    if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
+    if (tm->hp.ffn_no_gate) ty_gelu_backward(tm->pool, dup, dout, up, n);
+    else if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
     else ty_swiglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
 }
 
@@ -682,20 +725,21 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     const float *df = branch_grad(tm, dres, a->f_raw, w->post_ffn_norm, gw->post_ffn_norm, n);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     zero(tm->dact, n * F);
-    linear_backward(tm, il, MAT_DOWN, w->ffn_down, gw->ffn_down, NULL, tm->dact, df, tm->act, n, F, C);
+    linear_backward(tm, il, MAT_DOWN, w->ffn_down, gw->ffn_down, gw->b_down, tm->dact, df, tm->act, n, F, C);
     zero(tm->dgate, n * F);
     zero(tm->dup, n * F);
     glu_backward(tm, tm->dgate, tm->dup, tm->dact, a->gate, a->up, n * F);
-    ty_rmsnorm_forward(pool, tm->h, tm->rstd, a->x_mid, w->ffn_norm, n, C, hp->rms_eps);
+    norm_forward(tm, tm->h, tm->mean, tm->rstd, a->x_mid, w->ffn_norm, w->ffn_norm_b, n);
     zero(tm->dh, n * C);
-    linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
-    linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, NULL, tm->dh, tm->dup, tm->h, n, C, F);
-    ty_rmsnorm_backward(pool, dres, gw->ffn_norm, tm->dh, a->x_mid, w->ffn_norm, tm->rstd, n, C);
+    if (!hp->ffn_no_gate)
+        linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
+    linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, gw->b_up, tm->dh, tm->dup, tm->h, n, C, F);
+    norm_backward(tm, dres, gw->ffn_norm, gw->ffn_norm_b, tm->dh, a->x_mid, w->ffn_norm, n);
 
     /* attention: x_mid = x + rs * post_norm(attention(q, k, v) W_o^T) */
     const float *dox = branch_grad(tm, dres, a->o_raw, w->post_attn_norm, gw->post_attn_norm, n);
     zero(tm->datt, n * qd);
-    linear_backward(tm, il, MAT_O, w->wo, gw->wo, NULL, tm->datt, dox, a->att, n, qd, C);
+    linear_backward(tm, il, MAT_O, w->wo, gw->wo, gw->bo, tm->datt, dox, a->att, n, qd, C);
     zero(tm->dq, n * qd);
     zero(tm->dk, n * kvd);
     zero(tm->dv, n * kvd);
@@ -725,12 +769,12 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
         dq = tm->dq_raw;
         dk = tm->dk_raw;
     }
-    ty_rmsnorm_forward(pool, tm->h, tm->rstd, a->x, w->attn_norm, n, C, hp->rms_eps);
+    norm_forward(tm, tm->h, tm->mean, tm->rstd, a->x, w->attn_norm, w->attn_norm_b, n);
     zero(tm->dh, n * C);
     linear_backward(tm, il, MAT_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
     linear_backward(tm, il, MAT_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
     linear_backward(tm, il, MAT_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
-    ty_rmsnorm_backward(pool, dres, gw->attn_norm, tm->dh, a->x, w->attn_norm, tm->rstd, n, C);
+    norm_backward(tm, dres, gw->attn_norm, gw->attn_norm_b, tm->dh, a->x, w->attn_norm, n);
 }
 
 /* One part of a micro-batch: its loss added to *total (and its gradient to the grads). */
@@ -739,6 +783,7 @@ static void part_step(train_model *tm, const train_batch *b, bool backward, doub
     const int64_t n = (int64_t)b->B * b->T, C = hp->n_embd;
     if (tm->w.token_embd) ty_embedding_forward(tm->acts[0].x, b->tokens, tm->w.token_embd, n, C, hp->embd_scale);
     else ty_frozen_embedding_forward(tm->acts[0].x, b->tokens, tm->frozen_embd, n, hp->embd_scale);
+    if (hp->pos_embd) ty_position_forward(tm->acts[0].x, tm->w.pos_embd, n, b->T, C);
     for (int il = 0; il < hp->n_layer; il++) layer_forward(tm, il, b->B, b->T);
     head_forward_backward(tm, b, backward, total);
     if (!backward) return;
@@ -748,6 +793,7 @@ static void part_step(train_model *tm, const train_batch *b, bool backward, doub
     float *dres = tm->g.token_embd ? tm->dembd + tm->row0 * C : tm->x_final;
     memcpy(dres, tm->dbranch, (size_t)(n * C) * sizeof *dres);
     for (int il = hp->n_layer - 1; il >= 0; il--) layer_backward(tm, il, b->B, b->T, dres);
+    if (tm->g.pos_embd) ty_position_backward(tm->pool, tm->g.pos_embd, dres, n, b->T, C);
 }
 
 double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {

@@ -22,10 +22,12 @@
 typedef struct {
     float *attn_norm, *wq, *wk, *wv, *bq, *bk, *bv, *q_norm, *k_norm, *wo, *post_attn_norm;
     float *ffn_norm, *ffn_gate, *ffn_up, *ffn_down, *post_ffn_norm;
+    float *attn_norm_b, *ffn_norm_b, *bo, *b_up, *b_down; /* layer_norm, mat_bias (gpt2) */
 } train_layer_weights;
 
 typedef struct {
     float *token_embd, *output_norm, *output; /* output == token_embd when tied */
+    float *output_norm_b, *pos_embd;          /* layer_norm, pos_embd (gpt2) */
     float *rope_factors;                      /* the frequency factors the layers use, or NULL */
     train_layer_weights *layers;
 } train_weights;

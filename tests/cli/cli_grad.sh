@@ -4,7 +4,8 @@
 # gradient within 1e-3 relative RMS (quantized models: the reference reads the F32
 # conversion that toy quantize writes, the same dequantized values toy grad
 # differentiates); then the same for LoRA adapters (toy grad --lora) on float and
-# quantized bases. MoE models and bad input give errors naming the problem. Without the
+# quantized bases; the same for GPT-2 (F32 and Q8_0 models of toy init, the fixtures having
+# none). MoE models and bad input give errors naming the problem. Without the
 # fixtures: llama (F32, Q4_K_M), qwen2 (F16) and mixtral-shaped models of toy init with
 # the bundled model's tokenizer, on fixed tokens and the source tree's text.
 . "$(dirname "$0")/../lib.sh"
@@ -72,10 +73,27 @@ for f in "${refs[@]}"; do
   add_job "$name" "$models/$name.gguf" "$tokens" "$g"
 done
 
+# GPT-2, of which the fixtures have no model: toy init's, stirred (helpers.py), F32 and
+# Q8_0, with the fixtures' GPT-2 vocabulary (else the bundled model's)
+gpt2_vocab="$bundled"
+[ -n "$fixtures" ] && gpt2_vocab="$fixtures/vocab/ggml-vocab-gpt-2.gguf"
+gpt2="$tmp/gpt2-f32.gguf"
+"$toy" init --arch gpt2 --n-embd 64 --n-layer 2 --n-head 4 --n-ff 256 --ctx 64 --vocab-from "$gpt2_vocab" \
+  --out "$gpt2" -t 2 > /dev/null 2> "$tmp/err" || die "toy init --arch gpt2: $(tail -1 "$tmp/err")"
+python3 "$py" stir "$gpt2" || die "stirring $gpt2"
+"$toy" quantize "$gpt2" "$tmp/gpt2-q8_0.gguf" Q8_0 -t 2 > /dev/null 2>&1 || die "toy quantize gpt2 Q8_0"
+tokens="1,$(seq -s, 40 7 200)"
+for name in gpt2-f32 gpt2-q8_0; do
+  g="$tmp/g-$name.gguf"
+  "$toy" grad -m "$tmp/$name.gguf" --tokens "$tokens" --out "$g" -t 2 > /dev/null 2> "$tmp/err" \
+    || { die "$name: toy grad failed: $(cat "$tmp/err")"; continue; }
+  add_job "$name" "$tmp/$name.gguf" "$tokens" "$g"
+done
+
 # LoRA: the adapters' gradients (toy grad --lora), the base frozen in its own type; the
 # adapters come from a few steps of toy finetune, so that B is no longer zero
-for name in $lora_models; do
-  model="$models/$name.gguf"
+for model in $(for name in $lora_models; do echo "$models/$name.gguf"; done) "$gpt2" "$tmp/gpt2-q8_0.gguf"; do
+  name=$(basename "$model" .gguf)
   a="$tmp/a-$name.gguf" g="$tmp/g-lora-$name.gguf"
   "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 4 \
     --lora-alpha 8 --out "$a" -t 2 2> "$tmp/err" || { die "$name: LoRA finetune: $(tail -1 "$tmp/err")"; continue; }

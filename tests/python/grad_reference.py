@@ -59,6 +59,12 @@ def rms_norm(x, w, eps):
     return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
 
 
+def layer_norm(x, w, b, eps):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(var + eps) * w + b
+
+
 def rope_angles(n_tok, n_rot, base, freq_scale, factors, yarn, n_ctx_orig):
     i = torch.arange(0, n_rot // 2, dtype=torch.float64)
     inv = base ** (-2.0 * i / n_rot)
@@ -123,8 +129,9 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
     n_head = hp("attention.head_count")
     n_head_kv = hp("attention.head_count_kv", n_head)
     head_dim = hp("attention.key_length", n_embd // n_head)
-    n_rot = hp("rope.dimension_count", head_dim)
-    eps = hp("attention.layer_norm_rms_epsilon", 1e-5)
+    gpt2 = arch == "gpt2"  # LayerNorm with biases, learned positions, no RoPE, a plain GELU MLP
+    n_rot = hp("rope.dimension_count", 0 if gpt2 else head_dim)
+    eps = hp("attention.layer_norm_epsilon" if gpt2 else "attention.layer_norm_rms_epsilon", 1e-5)
     base = hp("rope.freq_base", 10000.0)
     factor = hp("rope.scaling.factor", 1.0)
     scaling = kv.get(f"{arch}.rope.scaling.type", "linear" if factor != 1.0 else "none")
@@ -161,15 +168,25 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
             return n_swa if il % 6 < 5 else 0
         return n_swa
 
+    def norm(x, prefix):  # prefix: "output_norm" or "blk.N.attn_norm" ...
+        if gpt2:
+            return layer_norm(x, W[prefix + ".weight"], W[prefix + ".bias"], eps)
+        return rms_norm(x, W[prefix + ".weight"], eps)
+
+    def bias(y, name):
+        return y + W[name] if name in W else y
+
     x = W["token_embd.weight"][torch.tensor(tokens)] * embd_scale
+    if gpt2:
+        x = x + W["position_embd.weight"][:T]
     qd, kvd = n_head * head_dim, n_head_kv * head_dim
     idx = torch.arange(T)
     for il in range(n_layer):
         def w(name):
             return W.get(f"blk.{il}.{name}")
-        h = rms_norm(x, w("attn_norm.weight"), eps)
+        h = norm(x, f"blk.{il}.attn_norm")
         if w("attn_qkv.weight") is not None:
-            qkv = mm(h, f"blk.{il}.attn_qkv.weight")
+            qkv = bias(mm(h, f"blk.{il}.attn_qkv.weight"), f"blk.{il}.attn_qkv.bias")
             q, k, v = qkv[:, :qd], qkv[:, qd:qd + kvd], qkv[:, qd + kvd:]
         else:
             q, k, v = (mm(h, f"blk.{il}.attn_{t}.weight") for t in "qkv")
@@ -189,8 +206,9 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
         if arch == "gemma3" and swa:
             lbase, lscale, lyarn = 10000.0, 1.0, False
         theta, mscale = rope_angles(T, n_rot, lbase, lscale, factors, lyarn, n_ctx_orig)
-        q = apply_rope(q, theta, mscale, attn_factor, n_rot, neox)
-        k = apply_rope(k, theta, mscale, attn_factor, n_rot, neox)
+        if n_rot:
+            q = apply_rope(q, theta, mscale, attn_factor, n_rot, neox)
+            k = apply_rope(k, theta, mscale, attn_factor, n_rot, neox)
         group = n_head // n_head_kv
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
@@ -208,11 +226,16 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
             mask = mask | (idx[:, None] - idx[None, :] >= swa)
         scores = scores.masked_fill(mask[None], float("-inf"))
         att = torch.einsum("htu,uhd->thd", torch.softmax(scores, -1), v).reshape(T, qd)
-        o = mm(att, f"blk.{il}.attn_output.weight")
+        o = bias(mm(att, f"blk.{il}.attn_output.weight"), f"blk.{il}.attn_output.bias")
         if w("post_attention_norm.weight") is not None:
             o = rms_norm(o, w("post_attention_norm.weight"), eps)
         x = x + residual_scale * o
-        h = rms_norm(x, w("ffn_norm.weight"), eps)
+        h = norm(x, f"blk.{il}.ffn_norm")
+        if gpt2:  # down(gelu(up h + b) ) + b
+            up = bias(mm(h, f"blk.{il}.ffn_up.weight"), f"blk.{il}.ffn_up.bias")
+            f = bias(mm(gelu_tanh(up), f"blk.{il}.ffn_down.weight"), f"blk.{il}.ffn_down.bias")
+            x = x + f
+            continue
         if w("ffn_gate.weight") is not None:
             gate, up = mm(h, f"blk.{il}.ffn_gate.weight"), mm(h, f"blk.{il}.ffn_up.weight")
         else:  # phi3: gate rows, then up rows
@@ -223,7 +246,7 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
         if w("post_ffw_norm.weight") is not None:
             f = rms_norm(f, w("post_ffw_norm.weight"), eps)
         x = x + residual_scale * f
-    h = rms_norm(x, W["output_norm.weight"], eps)
+    h = norm(x, "output_norm")
     z = mm(h, "output.weight" if "output.weight" in W else "token_embd.weight") / logit_scale
     if final_softcap:
         z = final_softcap * torch.tanh(z / final_softcap)

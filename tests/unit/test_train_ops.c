@@ -90,6 +90,49 @@ static void test_rmsnorm(ty_pool *pool) {
     free(t.x), free(t.w), free(t.y), free(t.dy), free(t.rstd), free(dx), free(dw);
 }
 
+/* ---------------------------------------------------------------- layernorm */
+
+typedef struct {
+    ty_pool *pool;
+    int64_t n, C;
+    float *x, *w, *b, *y, *dy, *mean, *rstd;
+} layernorm_t;
+
+static double layernorm_loss(op_case *c) {
+    layernorm_t *t = c->state;
+    ty_layernorm_forward(t->pool, t->y, t->mean, t->rstd, t->x, t->w, t->b, t->n, t->C, 1e-5f);
+    return dot_dy(t->dy, t->y, t->n * t->C);
+}
+
+static void test_layernorm(ty_pool *pool) {
+    layernorm_t t = {pool, 5, 37, rand_array(5 * 37, 1, 0.5f), rand_array(37, 0.3f, 1), rand_array(37, 0.3f, 0),
+                     zeros(5 * 37), rand_array(5 * 37, 1, 0), zeros(5), zeros(5)};
+    op_case c = {"layernorm", layernorm_loss, &t};
+    float *dx = zeros(t.n * t.C), *dw = zeros(t.C), *db = zeros(t.C);
+    layernorm_loss(&c);
+    ty_layernorm_backward(pool, dx, dw, db, t.dy, t.x, t.w, t.mean, t.rstd, t.n, t.C);
+    fd_check(&c, t.x, dx, t.n * t.C, "x");
+    fd_check(&c, t.w, dw, t.C, "w");
+    fd_check(&c, t.b, db, t.C, "bias");
+    free(t.x), free(t.w), free(t.b), free(t.y), free(t.dy), free(t.mean), free(t.rstd), free(dx), free(dw), free(db);
+}
+
+/* ---------------------------------------------------------------- positions */
+
+/* out[r] += wpe[r % T]; the gradient of a position sums its rows in row order */
+static void test_positions(ty_pool *pool) {
+    const int64_t n = 6, T = 3, C = 5;
+    float *wpe = rand_array(4 * C, 1, 0), *out = rand_array(n * C, 1, 0), *dy = rand_array(n * C, 1, 0);
+    float *before = xmalloc((size_t)(n * C) * sizeof *before), *dw = zeros(4 * C);
+    memcpy(before, out, (size_t)(n * C) * sizeof *out);
+    ty_position_forward(out, wpe, n, T, C);
+    CHECK(out[4 * C + 2] == before[4 * C + 2] + wpe[1 * C + 2]);
+    ty_position_backward(pool, dw, dy, n, T, C);
+    CHECK(dw[2 * C + 3] == (0.0f + dy[2 * C + 3]) + dy[5 * C + 3]);
+    CHECK(dw[3 * C] == 0.0f); /* a position no row is at */
+    free(wpe), free(out), free(dy), free(before), free(dw);
+}
+
 /* ---------------------------------------------------------------- matmul */
 
 typedef struct {
@@ -217,7 +260,8 @@ typedef struct {
 
 static double glu_loss(op_case *c) {
     glu_t *t = c->state;
-    if (t->gelu) ty_geglu_forward(t->pool, t->y, t->g, t->u, t->n);
+    if (!t->u) ty_gelu_forward(t->pool, t->y, t->g, t->n);
+    else if (t->gelu) ty_geglu_forward(t->pool, t->y, t->g, t->u, t->n);
     else ty_swiglu_forward(t->pool, t->y, t->g, t->u, t->n);
     return dot_dy(t->dy, t->y, t->n);
 }
@@ -232,6 +276,19 @@ static void test_glu(ty_pool *pool, bool gelu) {
     fd_check(&c, t.g, dg, t.n, "gate");
     fd_check(&c, t.u, du, t.n, "up");
     free(t.g), free(t.u), free(t.y), free(t.dy), free(dg), free(du);
+}
+
+/* GELU without a gate (gpt2): its forward is geglu's with up = 1 */
+static void test_gelu(ty_pool *pool) {
+    glu_t t = {pool, true, 200, rand_array(200, 4, 0), NULL, zeros(200), rand_array(200, 1, 0)};
+    op_case c = {"gelu", glu_loss, &t};
+    float *dx = zeros(t.n), *ones = rand_array(t.n, 0, 1), *y1 = zeros(t.n);
+    ty_gelu_backward(pool, dx, t.dy, t.g, t.n);
+    fd_check(&c, t.g, dx, t.n, "x");
+    glu_loss(&c);
+    ty_geglu_forward(pool, y1, t.g, ones, t.n);
+    CHECK(memcmp(y1, t.y, (size_t)t.n * sizeof *y1) == 0);
+    free(t.g), free(t.y), free(t.dy), free(dx), free(ones), free(y1);
 }
 
 /* ---------------------------------------------------------------- loss */
@@ -325,6 +382,8 @@ int main(void) {
     ty_gemm *g = ty_gemm_new(pool, ty_cpu()->gemm());
     test_embedding();
     test_rmsnorm(pool);
+    test_layernorm(pool);
+    test_positions(pool);
     test_matmul(g);
     test_rope(pool, TOY_ROPE_NORM);
     test_rope(pool, TOY_ROPE_NEOX);
@@ -334,6 +393,7 @@ int main(void) {
     test_attention(g, 2, 0.0f, 4, 70);
     test_glu(pool, false);
     test_glu(pool, true);
+    test_gelu(pool);
     test_lm_loss(pool, 1.0f, 0.0f);
     test_lm_loss(pool, 0.125f, 2.5f);
     test_attention_threads();
