@@ -435,6 +435,16 @@ typedef struct toy_context toy_context;
 typedef void (*toy_trace_fn)(void *user, const char *name, const float *data,
                              int64_t n_tokens, int64_t n);
 
+/* How attention runs: fused (one pass, online softmax, nothing of size tokens x cells
+ * kept), or plain, the scaled scores QK^T, their softmax and its product with V each
+ * materialised in turn, as the trace tensors "Ln.kq" and "Ln.kq_soft" (n_head x n_kv
+ * per token, the cells of its sequence; those it does not see -inf, then 0). The two
+ * agree to rounding; each is deterministic. */
+typedef enum {
+    TOY_ATTN_FUSED = 0,
+    TOY_ATTN_PLAIN = 1,
+} toy_attn;
+
 typedef struct {
     size_t size;       /* sizeof (toy_context_params), as toy_context_default_params sets it */
     int32_t n_ctx;     /* KV cache cells per sequence (0: the model's training context) */
@@ -454,6 +464,7 @@ typedef struct {
      * for toy_get_embeddings, whether or not the token's logits were asked for. Off
      * (default): no memory, no cost. */
     bool embeddings;
+    toy_attn attn; /* TOY_ATTN_FUSED (default) or TOY_ATTN_PLAIN */
 } toy_context_params;
 
 /* Defaults: the model's context, n_batch 512, one sequence, 1 thread, F32 cache. */

@@ -23,6 +23,8 @@ static const char *const eval_usage =
     "  --no-mmap            read the model into memory instead of mapping it\n"
     "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T     the same for values\n"
+    "  --attn fused|plain   attention fused (default), or plain: scores, softmax and product\n"
+    "                       with V each kept\n"
     "  --lora FILE          apply a LoRA adapter on the fly (repeatable)\n"
     "  --lora-scale S       the scale of the --lora before it (default 1)\n"
     "  -h, --help           this message\n";
@@ -33,6 +35,7 @@ typedef struct {
     int32_t *tokens, n_tokens; /* --tokens, malloc'd: run_eval frees them */
     bool seq; /* --mode seq: one token at a time */
     int cache_k, cache_v;
+    toy_attn attn;
     lora_options lora;
 } eval_options;
 
@@ -55,6 +58,8 @@ static int parse_eval_options(int argc, char **argv, eval_options *o) {
             o->out = argv[++i];
         } else if (!strcmp(a, "--mode") && next) {
             mode = argv[++i];
+        } else if (!strcmp(a, "--attn") && next) {
+            if (!parse_attn("eval", argv[++i], &o->attn)) return 2;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("eval", a, next, a[13] == 'k' ? &o->cache_k : &o->cache_v)) return 2;
             i++;
@@ -99,6 +104,7 @@ static int run_eval(eval_options *o) {
     cp.n_outputs = cp.n_batch;
     cp.n_threads = o->model.n_threads;
     cp.cache_type_k = o->cache_k;
+    cp.attn = o->attn;
     cp.cache_type_v = o->cache_v;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy eval: %s\n", toy_last_error());

@@ -35,6 +35,8 @@ static const char *const perplexity_usage =
     "  --cache-type-k T       KV cache type of keys: f16 (default, as llama-perplexity's),\n"
     "                         f32, bf16, q8_0\n"
     "  --cache-type-v T       the same for values\n"
+    "  --attn fused|plain     attention fused (default), or plain: scores, softmax and product\n"
+    "                         with V each kept\n"
     "  --lora FILE            apply a LoRA adapter on the fly (repeatable)\n"
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
     "  -h, --help             this message\n";
@@ -71,6 +73,7 @@ typedef struct {
     const char *text_path;
     int n_ctx, n_batch, max_chunks; /* max_chunks -1: all */
     int cache_k, cache_v;
+    toy_attn attn;
     lora_options lora;
 } perplexity_options;
 
@@ -97,6 +100,8 @@ static int parse_perplexity_options(int argc, char **argv, perplexity_options *o
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             if (!parse_int_arg("perplexity", a, next, 1, 1 << 16, &o->n_batch)) return 2;
             i++;
+        } else if (!strcmp(a, "--attn") && next) {
+            if (!parse_attn("perplexity", argv[++i], &o->attn)) return 2;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("perplexity", a, next, a[13] == 'k' ? &o->cache_k : &o->cache_v)) return 2;
             i++;
@@ -164,6 +169,7 @@ static int run_perplexity(perplexity_options *o) {
     cp.n_outputs = step < n_seq * n_scored ? step : n_seq * n_scored;
     cp.n_threads = o->model.n_threads;
     cp.cache_type_k = o->cache_k;
+    cp.attn = o->attn;
     cp.cache_type_v = o->cache_v;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy perplexity: %s\n", toy_last_error());

@@ -37,6 +37,8 @@ static const char *const serve_usage =
     "  --api-key-file F       the same, the key read from the first line of F\n"
     "  --cache-type-k T       KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T       the same for values\n"
+    "  --attn fused|plain     attention fused (default), or plain: scores, softmax and product\n"
+    "                         with V each kept\n"
     "  --timeout S            close a connection idle for S seconds (default 600; 0: never)\n"
     "  --queue N              choices waiting for a slot before 503 (default 256)\n"
     "  --max-body BYTES       the largest request body (default 8 MiB; larger: 413)\n"
@@ -184,6 +186,8 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
                 goto fail;
             }
             i++;
+        } else if (!strcmp(a, "--attn") && v) {
+            if (!parse_attn("serve", argv[++i], &p->attn)) goto fail;
         } else if (!strcmp(a, "--cache-type-k") || !strcmp(a, "--cache-type-v")) {
             if (!parse_cache_type("serve", a, v, a[13] == 'k' ? &p->cache_type_k : &p->cache_type_v)) goto fail;
             i++;

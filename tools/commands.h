@@ -92,6 +92,11 @@ bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out
 
 /* Shared by the commands: parse a KV cache type (f32, f16, bf16, q8_0). */
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
+/* --attn fused|plain (toy_attn) */
+bool parse_attn(const char *cmd, const char *value, toy_attn *out);
+#define ATTN_OPTION_HELP "  --attn fused|plain      attention in one fused pass (default), or plain: the scores,\n" \
+                         "                          their softmax and the product with V, each kept (traced\n" \
+                         "                          as Ln.kq and Ln.kq_soft)\n"
 
 /* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
 void print_json_string(FILE *f, const char *s, size_t len);

@@ -31,6 +31,7 @@ const char *const gen_options_help =
     "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n"
     "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T        the same for values\n"
+    ATTN_OPTION_HELP
     "  --mlock                 lock the weights in RAM\n"
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  --grammar GBNF          generate only text of this grammar (GBNF; docs/grammars.md)\n"
@@ -166,6 +167,8 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--trace")) {
         o->trace = true;
         return 1;
+    } else if (IS("--attn")) {
+        ok = parse_attn(cmd, v, &o->attn);
     } else if (IS("--cache-type-k") || IS("--cache-type-v")) {
         ok = parse_cache_type(cmd, a, v, IS("--cache-type-k") ? &o->cache_type_k : &o->cache_type_v);
     } else if (IS("--mlock")) {
@@ -298,6 +301,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     cp.n_threads = o->model.n_threads;
     cp.honor_sliding_window = o->sliding_window;
     cp.cache_type_k = o->cache_type_k;
+    cp.attn = o->attn;
     cp.cache_type_v = o->cache_type_v;
     if (o->mlock && toy_model_mlock(s->model)) fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
     if (o->trace) cp.trace = trace_print;

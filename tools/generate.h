@@ -26,6 +26,7 @@ typedef struct {
     bool trace;
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
     int cache_type_k, cache_type_v;
+    toy_attn attn;
     bool mlock;
     lora_options lora;
     /* at most one constraint: --grammar (GBNF text), --grammar-file, --json-schema (a

@@ -92,6 +92,16 @@ bool parse_cache_type(const char *cmd, const char *flag, const char *value, int 
     return true;
 }
 
+bool parse_attn(const char *cmd, const char *value, toy_attn *out) {
+    if (value && !strcmp(value, "fused")) *out = TOY_ATTN_FUSED;
+    else if (value && !strcmp(value, "plain")) *out = TOY_ATTN_PLAIN;
+    else {
+        fprintf(stderr, "toy %s: --attn must be fused or plain, got '%s'\n", cmd, value ? value : "");
+        return false;
+    }
+    return true;
+}
+
 char *read_text_file(const char *cmd, const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f) {

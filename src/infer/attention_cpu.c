@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "backend_cpu.h"
+#include "elementwise.h"
 #include "error.h"
+#include "model.h"
 #include "quant.h"
 #include "simd.h"
 #include "vec_exp.h"
@@ -1381,4 +1383,116 @@ void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok,
             }
             attn_finish(hd, acc, l, out + (t * p->n_head + h) * hd);
         }
+}
+
+/* ---------------------------------------------------------------- the plain path
+ * toy_attn's TOY_ATTN_PLAIN: scores, softmax and the product with V, each over all of
+ * kq [n_tok][n_head][n_kv] (backend.h). Plain loops, one token per task. */
+
+typedef struct {
+    float *out, *kq;
+    const float *q;
+    const int32_t *pos, *seq_id;
+    const ty_kv_view *kv;
+    const ty_attn_params *p;
+    int32_t n_kv;
+} plain_job;
+
+/* K or V row of KV head kh, cell c of sequence s, as floats */
+static void plain_row(const ty_kv_view *kv, bool v, int32_t s, int32_t kh, int32_t c, int32_t n_head_kv,
+                      int32_t hd, float *row) {
+    const size_t i = ((size_t)s * (size_t)n_head_kv + (size_t)kh) * (size_t)kv->cells_per_seq + (size_t)c;
+    const uint8_t *src = v ? kv->v + i * kv->head_bytes_v : kv->k + i * kv->head_bytes_k;
+    ty_type_traits_get(v ? kv->type_v : kv->type_k)->to_float(src, row, hd);
+}
+
+static void plain_scores_range(const void *ctx, int64_t t0, int64_t t1) {
+    const plain_job *j = ctx;
+    const ty_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    float row[TOY_MAX_HEAD_DIM];
+    for (int64_t t = t0; t < t1; t++) {
+        const int32_t s = j->seq_id[t], n_used = j->kv->n_used[s];
+        const int32_t *cell_pos = j->kv->pos + (size_t)s * (size_t)j->kv->cells_per_seq;
+        for (int32_t kh = 0; kh < p->n_head_kv; kh++)
+            for (int32_t c = 0; c < j->n_kv; c++) {
+                const int32_t d = c < n_used ? j->pos[t] - cell_pos[c] : -1;
+                const bool seen = d >= 0 && (!p->n_swa || d < p->n_swa);
+                if (seen) plain_row(j->kv, false, s, kh, c, p->n_head_kv, hd, row);
+                for (int32_t h = kh * group; h < (kh + 1) * group; h++) {
+                    float *score = j->kq + ((size_t)t * (size_t)p->n_head + (size_t)h) * (size_t)j->n_kv + (size_t)c;
+                    if (!seen) {
+                        *score = -INFINITY;
+                        continue;
+                    }
+                    const float *q = j->q + ((size_t)t * (size_t)p->n_head + (size_t)h) * (size_t)hd;
+                    float l[16] = {0};
+                    for (int32_t i = 0; i < hd; i++) l[i % 16] += q[i] * row[i];
+                    float x = ty_lanes16_sum(l);
+                    if (p->softcap > 0.0f) x = tanhf(x * (1.0f / p->softcap)) * p->softcap;
+                    *score = x * p->scale;
+                }
+            }
+    }
+}
+
+void ty_cpu_attn_scores(ty_backend *be, float *kq, const float *q, int64_t n_tok, const int32_t *pos,
+                            const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv) {
+    plain_job j = {.kq = kq, .q = q, .pos = pos, .seq_id = seq_id, .kv = kv, .p = p, .n_kv = n_kv};
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, 1, plain_scores_range, &j);
+}
+
+typedef struct {
+    float *x;
+    int64_t n;
+} softmax_job;
+
+static void softmax_range(const void *ctx, int64_t r0, int64_t r1) {
+    const softmax_job *j = ctx;
+    for (int64_t r = r0; r < r1; r++) {
+        float *x = j->x + r * j->n, m = -INFINITY, l[16] = {0};
+        for (int64_t i = 0; i < j->n; i++) m = x[i] > m ? x[i] : m;
+        for (int64_t i = 0; i < j->n; i++) {
+            x[i] = m == -INFINITY ? 0.0f : expf(x[i] - m);
+            l[i % 16] += x[i];
+        }
+        const float sum = ty_lanes16_sum(l), inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+        for (int64_t i = 0; i < j->n; i++) x[i] *= inv;
+    }
+}
+
+void ty_cpu_softmax_rows(ty_backend *be, float *x, int64_t n_rows, int64_t n) {
+    softmax_job j = {x, n};
+    ty_pool_for(((cpu_backend *)be)->pool, n_rows, ty_pool_grain_rows(n), softmax_range, &j);
+}
+
+static void plain_mix_range(const void *ctx, int64_t t0, int64_t t1) {
+    const plain_job *j = ctx;
+    const ty_attn_params *p = j->p;
+    const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
+    float row[TOY_MAX_HEAD_DIM];
+    for (int64_t t = t0; t < t1; t++) {
+        const int32_t s = j->seq_id[t];
+        float *out = j->out + (size_t)t * (size_t)p->n_head * (size_t)hd;
+        memset(out, 0, (size_t)p->n_head * (size_t)hd * sizeof *out);
+        for (int32_t kh = 0; kh < p->n_head_kv; kh++)
+            for (int32_t c = 0; c < j->n_kv && c < j->kv->n_used[s]; c++) {
+                bool any = false;
+                for (int32_t h = kh * group; h < (kh + 1) * group; h++)
+                    any |= j->kq[((size_t)t * (size_t)p->n_head + (size_t)h) * (size_t)j->n_kv + (size_t)c] != 0.0f;
+                if (!any) continue;
+                plain_row(j->kv, true, s, kh, c, p->n_head_kv, hd, row);
+                for (int32_t h = kh * group; h < (kh + 1) * group; h++) {
+                    const float w = j->kq[((size_t)t * (size_t)p->n_head + (size_t)h) * (size_t)j->n_kv + (size_t)c];
+                    float *o = out + (size_t)h * (size_t)hd;
+                    for (int32_t i = 0; i < hd; i++) o[i] += w * row[i];
+                }
+            }
+    }
+}
+
+void ty_cpu_attn_mix(ty_backend *be, float *out, const float *kq, int64_t n_tok, const int32_t *seq_id,
+                         const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv) {
+    plain_job j = {.out = out, .kq = (float *)kq, .seq_id = seq_id, .kv = kv, .p = p, .n_kv = n_kv};
+    ty_pool_for(((cpu_backend *)be)->pool, n_tok, 1, plain_mix_range, &j);
 }

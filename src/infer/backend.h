@@ -66,6 +66,15 @@ struct ty_backend {
     void (*attention)(ty_backend *be, float *out, const float *q, int64_t n_tok,
                       const int32_t *pos, const int32_t *seq_id, const ty_kv_view *kv,
                       const ty_attn_params *p);
+    /* The plain path (toy_attn), in three steps over kq [n_tok][n_head][n_kv], column c
+     * of a token being cell c of its sequence: the scores (softcapped, scaled; -inf
+     * where the token does not see the cell or it is past the sequence's cells), their
+     * softmax in place, and out[t] = kq V. */
+    void (*attn_scores)(ty_backend *be, float *kq, const float *q, int64_t n_tok, const int32_t *pos,
+                        const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv);
+    void (*softmax_rows)(ty_backend *be, float *x, int64_t n_rows, int64_t n);
+    void (*attn_mix)(ty_backend *be, float *out, const float *kq, int64_t n_tok, const int32_t *seq_id,
+                     const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv);
     /* y = silu(gate) * up, elementwise */
     void (*swiglu)(ty_backend *be, float *y, const float *gate, const float *up, int64_t n);
     /* y = gelu(gate) * up, tanh GELU through ggml's fp16 table */

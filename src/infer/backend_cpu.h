@@ -33,5 +33,11 @@ void ty_cpu_attention_free(cpu_backend *c);
 /* The backend's attention (backend.h) */
 void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok, const int32_t *pos,
                       const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p);
+/* The plain path's three steps (backend.h) */
+void ty_cpu_attn_scores(ty_backend *be, float *kq, const float *q, int64_t n_tok, const int32_t *pos,
+                        const int32_t *seq_id, const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv);
+void ty_cpu_softmax_rows(ty_backend *be, float *x, int64_t n_rows, int64_t n);
+void ty_cpu_attn_mix(ty_backend *be, float *out, const float *kq, int64_t n_tok, const int32_t *seq_id,
+                     const ty_kv_view *kv, const ty_attn_params *p, int32_t n_kv);
 
 #endif

@@ -45,6 +45,8 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         return ty_error(TOY_ERR_INVALID, "a context of %d tokens: the model has %d learned positions", p.n_ctx,
                         hp->n_ctx_train);
     if (p.n_seq_max <= 0) p.n_seq_max = 1;
+    if (p.attn != TOY_ATTN_FUSED && p.attn != TOY_ATTN_PLAIN)
+        return ty_error(TOY_ERR_INVALID, "attention %d is neither TOY_ATTN_FUSED nor TOY_ATTN_PLAIN", (int)p.attn);
     if (p.n_batch <= 0) p.n_batch = 512;
     if (p.n_outputs <= 0) p.n_outputs = p.n_seq_max;
     if (p.n_outputs > p.n_batch) p.n_outputs = p.n_batch;
@@ -113,6 +115,7 @@ void toy_context_free(toy_context *ctx) {
     free(ctx->k);
     free(ctx->v);
     free(ctx->attn);
+    free(ctx->kq);
     free(ctx->o);
     free(ctx->gate);
     free(ctx->up);

@@ -29,6 +29,8 @@ struct toy_context {
     float *k;      /* [n_head_kv * head_dim] */
     float *v;
     float *attn;   /* attention output [n_head * head_dim] */
+    float *kq;     /* TOY_ATTN_PLAIN: scores, then their softmax [n_tok][n_head][n_kv] */
+    size_t kq_cap; /* floats kq holds */
     float *o;      /* block output [n_embd] */
     float *gate;   /* [n_ff] */
     float *up;

@@ -8,6 +8,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
@@ -173,6 +174,35 @@ static void moe_ffn(toy_context *ctx, const ty_layer *l, int64_t n_tok) {
     }
 }
 
+/* Attention the plain way (toy_attn): the scores of every token against the n_kv cells of
+ * the longest of the batch's sequences, traced; their softmax, traced; its product with V. */
+static toy_status plain_attention(toy_context *ctx, const toy_batch *b, int il, const ty_kv_view *kv,
+                                  const ty_attn_params *attn) {
+    ty_backend *be = ctx->be;
+    const int64_t n = b->n_tokens;
+    int32_t n_kv = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (kv->n_used[b->seq_id[t]] > n_kv) n_kv = kv->n_used[b->seq_id[t]];
+    const int64_t row = (int64_t)attn->n_head * n_kv;
+    if (row > 0 && n > (int64_t)(SIZE_MAX / sizeof(float)) / row)
+        return ty_error(TOY_ERR_NOMEM, "plain attention: %lld tokens x %lld scores", (long long)n, (long long)row);
+    const size_t need = (size_t)n * (size_t)row;
+    if (need > ctx->kq_cap) {
+        float *kq = realloc(ctx->kq, need * sizeof *kq);
+        if (!kq)
+            return ty_error(TOY_ERR_NOMEM, "plain attention: no memory for %zu scores (%lld tokens x %d heads x %d cells)",
+                            need, (long long)n, attn->n_head, n_kv);
+        ctx->kq = kq;
+        ctx->kq_cap = need;
+    }
+    be->attn_scores(be, ctx->kq, ctx->q, n, b->pos, b->seq_id, kv, attn, n_kv);
+    trace(ctx, "kq", il, ctx->kq, n, row);
+    be->softmax_rows(be, ctx->kq, n * attn->n_head, n_kv);
+    trace(ctx, "kq_soft", il, ctx->kq, n, row);
+    be->attn_mix(be, ctx->attn, ctx->kq, n, b->seq_id, kv, attn, n_kv);
+    return TOY_OK;
+}
+
 /* The norm of a model, RMSNorm or LayerNorm, with weight w (and bias b) */
 static void norm(toy_context *ctx, float *y, const float *x, const ty_vector *w, const ty_vector *b, int64_t n_tok) {
     const ty_hparams *hp = &ctx->model->hp;
@@ -266,7 +296,11 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         const ty_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
                                       n_swa};
         ty_kv_view kv = ty_kv_cache_view(&ctx->kv, il);
-        be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
+        if (ctx->params.attn == TOY_ATTN_PLAIN) {
+            if ((st = plain_attention(ctx, b, il, &kv, &attn))) return st;
+        } else {
+            be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
+        }
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
         apply_lora(ctx, il * MAT_KINDS + MAT_O, ctx->attn, n, ctx->o);
         if (hp->mat_bias) be->add_bias(be, ctx->o, l->bo.data, n, n_embd);

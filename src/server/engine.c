@@ -671,6 +671,7 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     cp.n_outputs = e->p.n_parallel;
     cp.n_threads = p->n_threads;
     cp.cache_type_k = p->cache_type_k;
+    cp.attn = p->attn;
     cp.cache_type_v = p->cache_type_v;
     cp.embeddings = p->embeddings;
     toy_status st = toy_context_new(model, &cp, &e->ctx);

@@ -86,6 +86,7 @@ typedef struct {
     int cache_type_k, cache_type_v;
     int queue_max;      /* choices waiting for a slot, at most */
     bool embeddings;    /* the context keeps every token's final-norm state, for embedding jobs */
+    toy_attn attn;
 } srv_engine_params;
 
 toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out);

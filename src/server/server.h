@@ -18,6 +18,7 @@ typedef struct {
     int n_threads;
     const char *api_key; /* NULL: none */
     int cache_type_k, cache_type_v;
+    toy_attn attn;       /* TOY_ATTN_FUSED or TOY_ATTN_PLAIN */
     int timeout_s;       /* an idle connection is closed after this (0: never) */
     size_t max_body;     /* bytes of a request body, at most */
     int queue_max;       /* choices waiting for a slot, at most */

@@ -206,11 +206,36 @@ static void check_model(const char *fix, const char *name) {
         toy_context_free(cctx);
     }
 
+    /* the plain attention (toy_attn), batched and one token at a time: the same tolerance,
+     * and the same bits both ways (each step is per token, in cell order) */
+    toy_context_params cpl = cp;
+    cpl.attn = TOY_ATTN_PLAIN;
+    toy_context *pctx = NULL;
+    row_errors ep = {0};
+    if (toy_context_new(m, &cpl, &pctx) == TOY_OK) {
+        CHECK(toy_decode(pctx, &b) == TOY_OK);
+        for (int32_t i = 0; i < n; i++)
+            memcpy(logits + (int64_t)i * n_vocab, toy_get_logits(pctx, i), n_vocab * sizeof(float));
+        ep = compare(logits, tl->data, margin, n, n_vocab, tol->margin);
+        CHECK_MSG(ep.median <= tol->median_max && ep.max <= tol->max_max && ep.argmax_bad == 0,
+                  "%s: plain attention's logits outside tolerance (median %.3g, max %.3g)", name, ep.median, ep.max);
+        CHECK(toy_kv_seq_rm(pctx, 0, 0, -1) == TOY_OK);
+        for (int32_t i = 0; i < n; i++) {
+            toy_batch one = {1, ref_tokens + i, pos + i, seq, want};
+            CHECK(toy_decode(pctx, &one) == TOY_OK);
+            CHECK_MSG(!memcmp(logits + (int64_t)i * n_vocab, toy_get_logits(pctx, 0), n_vocab * sizeof(float)),
+                      "%s: plain attention, token %d: other bits one at a time than batched", name, i);
+        }
+        toy_context_free(pctx);
+    } else {
+        CHECK_MSG(0, "%s: %s", name, toy_last_error());
+    }
+
     printf("%-20s %-9s batch %.2e/%.2e (abs %.3f, argmax %d/%d)  seq %.2e/%.2e (abs %.3f, "
-           "argmax %d/%d)  greedy %d/%d  cache f16 %.1e q8_0 %.1e\n",
+           "argmax %d/%d)  greedy %d/%d  cache f16 %.1e q8_0 %.1e  plain %.2e/%.2e\n",
            name, tol->name, eb.median, eb.max, eb.max_abs, eb.argmax_checked - eb.argmax_bad,
            eb.argmax_checked, es.median, es.max, es.max_abs, es.argmax_checked - es.argmax_bad,
-           es.argmax_checked, matched, n - (int32_t)n_prompt, cache_median[0], cache_median[1]);
+           es.argmax_checked, matched, n - (int32_t)n_prompt, cache_median[0], cache_median[1], ep.median, ep.max);
     CHECK_MSG(eb.median <= tol->median_max && eb.max <= tol->max_max && eb.argmax_bad == 0,
               "%s: batch logits outside tolerance", name);
     CHECK_MSG(es.median <= tol->median_max && es.max <= tol->max_max && es.argmax_bad == 0,
