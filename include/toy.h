@@ -398,6 +398,8 @@ TOY_API int32_t toy_model_n_vocab(const toy_model *model);
 TOY_API int32_t toy_model_n_ctx_train(const toy_model *model);
 TOY_API int32_t toy_model_n_embd(const toy_model *model);
 TOY_API int32_t toy_model_n_layer(const toy_model *model);
+TOY_API int32_t toy_model_n_head(const toy_model *model);    /* query heads */
+TOY_API int32_t toy_model_n_head_kv(const toy_model *model); /* key/value heads */
 
 /* How an embedding's token states become one vector (llama.cpp's enum llama_pooling_type
  * numbering, which GGUF's <arch>.pooling_type stores): the mean of every token's, the
@@ -429,9 +431,19 @@ TOY_API toy_status toy_model_mlock(toy_model *model);
 
 typedef struct toy_context toy_context;
 
-/* Called during a forward pass with named intermediate tensors ("embed",
- * "L0.attn_norm", "L0.q", ..., "L0.out" (the residual stream after block 0), ...,
- * "final_norm", "logits"): n_tokens rows of n floats. */
+/* Called during a forward pass with each named intermediate tensor (a tap), n_tokens rows
+ * of n floats, in this order: "embed"; for each layer N, "LN.attn_norm", "LN.q_pre" and
+ * "LN.k_pre" (before RoPE), "LN.q", "LN.k", "LN.v" (as attention reads them), "LN.kq" and
+ * "LN.kq_soft" (the scores and their softmax: TOY_ATTN_PLAIN only), "LN.attn" (the heads'
+ * outputs, head h in columns h * head_dim ...), "LN.attn_proj" (its output projection),
+ * "LN.attn_post_norm" (post-norm models), "LN.attn_out" (what the residual stream
+ * gets), "LN.ffn_norm", then "LN.ffn_gate", "LN.ffn_up", "LN.ffn_act" (the activation of
+ * the gate, or of up without one), "LN.ffn_gated" (act * up), "LN.ffn_down" in a dense
+ * FFN, or "LN.moe_router" (router logits) and "LN.moe_experts" (each token's chosen
+ * experts' outputs, weighted, in rank order) in a mixture of experts; "LN.ffn_post_norm"
+ * (post-norm models), "LN.ffn_out", "LN.out" (the residual stream after the block); then
+ * "final_norm" and "logits". A context with a trace computes ffn_act apart (its one
+ * extra cost); without one, nothing is traced and nothing costs. */
 typedef void (*toy_trace_fn)(void *user, const char *name, const float *data,
                              int64_t n_tokens, int64_t n);
 

@@ -72,6 +72,7 @@ static int parse_chat_options(int argc, char **argv, chat_options *o) {
             fputs(chat_usage_head, stdout);
             fputs(gen_options_help, stdout);
             fputs(lora_options_help, stdout);
+            fputs(trace_options_help, stdout);
             fputs("  -h, --help              this message\n", stdout);
             return 0;
         }

@@ -37,10 +37,12 @@ typedef struct {
     int cache_k, cache_v;
     toy_attn attn;
     lora_options lora;
+    trace_options trace;
 } eval_options;
 
 static int parse_eval_options(int argc, char **argv, eval_options *o) {
-    *o = (eval_options){.model = {.n_threads = default_threads()}, .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32};
+    *o = (eval_options){.model = {.n_threads = default_threads()}, .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32,
+                        .trace = TRACE_OPTIONS_INIT};
     const char *mode = "batch";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -48,8 +50,10 @@ static int parse_eval_options(int argc, char **argv, eval_options *o) {
         int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(eval_usage, stdout);
+            fputs(trace_options_help, stdout);
             return 0;
         } else if ((r = lora_parse_option("eval", argc, argv, &i, &o->lora)) ||
+                   (r = trace_parse_option("eval", argc, argv, &i, &o->trace)) ||
                    (r = parse_model_option("eval", argc, argv, &i, &o->model))) {
             if (r < 0) return 2;
         } else if (!strcmp(a, "--tokens") && next) {
@@ -106,6 +110,8 @@ static int run_eval(eval_options *o) {
     cp.cache_type_k = o->cache_k;
     cp.attn = o->attn;
     cp.cache_type_v = o->cache_v;
+    if (!trace_options_begin("eval", &o->trace, m)) goto done;
+    trace_options_apply(&o->trace, &cp);
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy eval: %s\n", toy_last_error());
         goto done;
@@ -138,6 +144,7 @@ static int run_eval(eval_options *o) {
     rc = 0;
 done:
     if (out) fclose(out);
+    if (!trace_options_end(&o->trace)) rc = 1;
     toy_context_free(ctx);
     lora_options_free(&o->lora);
     toy_model_free(m);

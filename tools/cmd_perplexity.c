@@ -75,20 +75,24 @@ typedef struct {
     int cache_k, cache_v;
     toy_attn attn;
     lora_options lora;
+    trace_options trace;
 } perplexity_options;
 
 static int parse_perplexity_options(int argc, char **argv, perplexity_options *o) {
     /* llama-perplexity's defaults: -c 512, -b 2048 */
     *o = (perplexity_options){.model = {.n_threads = default_threads()}, .n_ctx = 512, .n_batch = 2048,
-                              .max_chunks = -1, .cache_k = TOY_TYPE_F16, .cache_v = TOY_TYPE_F16};
+                              .max_chunks = -1, .cache_k = TOY_TYPE_F16, .cache_v = TOY_TYPE_F16,
+                              .trace = TRACE_OPTIONS_INIT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *next = i + 1 < argc ? argv[i + 1] : NULL;
         int r;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(perplexity_usage, stdout);
+            fputs(trace_options_help, stdout);
             return 0;
         } else if ((r = lora_parse_option("perplexity", argc, argv, &i, &o->lora)) ||
+                   (r = trace_parse_option("perplexity", argc, argv, &i, &o->trace)) ||
                    (r = parse_model_option("perplexity", argc, argv, &i, &o->model))) {
             if (r < 0) return 2;
         } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && next) {
@@ -171,6 +175,8 @@ static int run_perplexity(perplexity_options *o) {
     cp.cache_type_k = o->cache_k;
     cp.attn = o->attn;
     cp.cache_type_v = o->cache_v;
+    if (!trace_options_begin("perplexity", &o->trace, m)) goto done;
+    trace_options_apply(&o->trace, &cp);
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy perplexity: %s\n", toy_last_error());
         goto done;
@@ -236,6 +242,7 @@ static int run_perplexity(perplexity_options *o) {
             seconds > 0 ? (double)n_chunk * n_ctx / seconds : 0.0);
     rc = 0;
 done:
+    if (!trace_options_end(&o->trace)) rc = 1;
     toy_context_free(ctx);
     lora_options_free(&o->lora);
     toy_model_free(m);

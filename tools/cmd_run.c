@@ -30,6 +30,7 @@ static int parse_run_options(int argc, char **argv, run_options *o) {
             fputs(run_usage_head, stdout);
             fputs(gen_options_help, stdout);
             fputs(lora_options_help, stdout);
+            fputs(trace_options_help, stdout);
             fputs("  -h, --help              this message\n", stdout);
             return 0;
         }

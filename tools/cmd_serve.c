@@ -117,20 +117,28 @@ typedef struct {
     const char *cors[MAX_NAMES], *aliases[MAX_NAMES];
     char *key_from_file; /* --api-key-file's key, malloc'd */
     lora_options lora;
+    trace_options trace;
 } serve_options;
+
+/* the trace file opens, and --trace-head is checked, once the server has the model */
+static bool trace_model(void *user, const toy_model *m) { return trace_options_begin("serve", user, m); }
 
 static int parse_serve_options(int argc, char **argv, serve_options *o) {
     *o = (serve_options){.params = {.host = "127.0.0.1", .port = 8080, .n_parallel = 4, .n_threads = default_threads(),
                                     .cache_type_k = TOY_TYPE_F32, .cache_type_v = TOY_TYPE_F32, .timeout_s = 600,
                                     .max_body = 8u << 20, .queue_max = 256, .max_connections = 256,
-                                    .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED}};
+                                    .shutdown_grace_s = 5, .watchdog_s = 60, .pooling = TOY_POOLING_UNSPECIFIED},
+                        .trace = TRACE_OPTIONS_INIT};
     ty_server_params *p = &o->params;
     int n_cors = 0, n_aliases = 0, n_ctx = -1, x, lora_rc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(serve_usage, stdout);
+            fputs(trace_options_help, stdout);
             return 0;
+        } else if ((x = trace_parse_option("serve", argc, argv, &i, &o->trace))) {
+            if (x < 0) goto fail;
         } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
             p->model_path = argv[++i];
         } else if (!strcmp(a, "--no-mmap")) {
@@ -211,6 +219,14 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
     p->lora_paths = o->lora.path;
     p->lora_scales = o->lora.scale;
     p->n_lora = o->lora.n;
+    if (o->trace.pattern) {
+        p->trace = trace_tap;
+        p->trace_user = &o->trace;
+        p->trace_model = trace_model;
+    } else if (o->trace.path || o->trace.head >= 0 || o->trace.json) {
+        fprintf(stderr, "toy serve: --trace-head, --trace-format and --trace-file need --trace\n");
+        goto fail;
+    }
     return GO_ON;
 fail:
     free(o->key_from_file);
@@ -223,7 +239,8 @@ static int run_serve(serve_options *o) {
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
-    const int rc = ty_server_run(&o->params, &stop_requested);
+    int rc = ty_server_run(&o->params, &stop_requested);
+    if (!trace_options_end(&o->trace) && !rc) rc = 1;
     free(o->key_from_file);
     return rc;
 }

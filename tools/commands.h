@@ -82,6 +82,26 @@ bool lora_options_apply(const char *cmd, lora_options *o, const toy_model *m, to
 void lora_options_free(lora_options *o);
 extern const char *const lora_options_help;
 
+/* --trace [PATTERN] --trace-head H --trace-format text|json --trace-file F (trace_options.c):
+ * parse like lora_parse_option; begin (after the model loads) opens the file; apply sets
+ * the context's callback when --trace was given; end closes the file. */
+typedef struct {
+    const char *pattern; /* comma-separated globs; NULL: no tracing */
+    int32_t head;        /* -1: every head */
+    bool json;
+    const char *path;    /* NULL: stderr */
+    const char *cmd;
+    FILE *out;
+    int32_t n_head, n_head_kv;
+} trace_options;
+#define TRACE_OPTIONS_INIT {NULL, -1, false, NULL, NULL, NULL, 0, 0}
+int trace_parse_option(const char *cmd, int argc, char **argv, int *i, trace_options *o);
+bool trace_options_begin(const char *cmd, trace_options *o, const toy_model *m);
+void trace_options_apply(trace_options *o, toy_context_params *cp);
+bool trace_options_end(trace_options *o);
+void trace_tap(void *user, const char *name, const float *x, int64_t n_tok, int64_t n);
+extern const char *const trace_options_help;
+
 /* A whole text file (any kind that reads to its end: a pipe too), malloc'd and
  * NUL-terminated, with *len its bytes; NULL after "toy CMD: PATH: why" on stderr. */
 char *read_text_file(const char *cmd, const char *path, size_t *len);

@@ -27,7 +27,6 @@ const char *const gen_options_help =
     "  --stop TEXT             stop when TEXT is generated (repeatable)\n"
     "  --context-shift         when the context is full, drop the oldest tokens and go on\n"
     "  --keep N                tokens kept at the start on a context shift (default 0)\n"
-    "  --trace                 min/max/mean|x|/NaNs of intermediate tensors to stderr\n"
     "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n"
     "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T        the same for values\n"
@@ -51,6 +50,7 @@ void gen_options_default(gen_options *o) {
     o->sampling = toy_sampler_default_params();
     o->sampling.seed = (uint64_t)time(NULL);
     o->cache_type_k = o->cache_type_v = TOY_TYPE_F32;
+    o->trace = (trace_options)TRACE_OPTIONS_INIT;
 }
 
 /* TOKEN+BIAS or TOKEN-BIAS, as llama.cpp's --logit-bias: "15043+1", "15043-inf" */
@@ -121,6 +121,8 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     }
     const int lora = lora_parse_option(cmd, argc, argv, i, &o->lora);
     if (lora) return lora;
+    const int trace = trace_parse_option(cmd, argc, argv, i, &o->trace);
+    if (trace) return trace;
     const int model = parse_model_option(cmd, argc, argv, i, &o->model);
     if (model) return model;
     if (IS("-n") || IS("--n-predict")) {
@@ -164,9 +166,6 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     } else if (IS("--context-shift")) {
         o->context_shift = true;
         return 1;
-    } else if (IS("--trace")) {
-        o->trace = true;
-        return 1;
     } else if (IS("--attn")) {
         ok = parse_attn(cmd, v, &o->attn);
     } else if (IS("--cache-type-k") || IS("--cache-type-v")) {
@@ -195,28 +194,6 @@ int gen_parse_option(const char *cmd, int argc, char **argv, int *i, gen_options
     if (!ok) return -1;
     (*i)++;
     return 1;
-}
-
-/* ---------------------------------------------------------------- tracing */
-
-static void trace_print(void *user, const char *name, const float *x, int64_t n_tok, int64_t n) {
-    (void)user;
-    float mn = FLT_MAX, mx = -FLT_MAX;
-    double sum_abs = 0;
-    int64_t nan = 0, total = n_tok * n;
-    for (int64_t i = 0; i < total; i++) {
-        float v = x[i];
-        if (isnan(v)) {
-            nan++;
-            continue;
-        }
-        if (v < mn) mn = v;
-        if (v > mx) mx = v;
-        sum_abs += fabs(v);
-    }
-    fprintf(stderr, "trace %-16s [%lld x %lld] min %11.4g max %11.4g mean|x| %10.4g nan %lld\n", name,
-            (long long)n_tok, (long long)n, mn, mx, total > nan ? sum_abs / (double)(total - nan) : 0.0,
-            (long long)nan);
 }
 
 /* ---------------------------------------------------------------- session */
@@ -304,7 +281,11 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
     cp.attn = o->attn;
     cp.cache_type_v = o->cache_type_v;
     if (o->mlock && toy_model_mlock(s->model)) fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
-    if (o->trace) cp.trace = trace_print;
+    if (!trace_options_begin(cmd, &s->opt.trace, s->model)) {
+        gen_session_close(s);
+        return false;
+    }
+    trace_options_apply(&s->opt.trace, &cp);
     if (toy_context_new(s->model, &cp, &s->ctx) ||
         toy_sampler_new(&s->opt.sampling, n_vocab, &s->sampler)) {
         fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
@@ -326,6 +307,7 @@ bool gen_session_open(gen_session *s, const char *cmd, const gen_options *o) {
 }
 
 void gen_session_close(gen_session *s) {
+    trace_options_end(&s->opt.trace);
     toy_sampler_free(s->sampler);
     toy_grammar_free(s->grammar); /* after the sampler, which reads it */
     toy_context_free(s->ctx);

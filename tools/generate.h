@@ -23,7 +23,7 @@ typedef struct {
     size_t n_stops;
     bool context_shift;
     int32_t n_keep;        /* tokens kept at the start when the context shifts */
-    bool trace;
+    trace_options trace;
     bool sliding_window; /* honour a sliding window llama.cpp ignores (phi3) */
     int cache_type_k, cache_type_v;
     toy_attn attn;

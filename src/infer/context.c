@@ -101,6 +101,11 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     ALLOC(logits, (int64_t)p.n_outputs * hp->n_vocab);
     ALLOC(logits_row, nb);
     if (p.embeddings) ALLOC(embd, nb * hp->n_embd);
+    if (p.trace) { /* the FFN's activation without its gate's product, for the ffn_act tap */
+        ALLOC(trace_act, nb * ff);
+        ALLOC(trace_ones, nb * ff);
+        for (int64_t i = 0; i < nb * ff; i++) ctx->trace_ones[i] = 1.0f;
+    }
     *out = ctx;
     return TOY_OK;
 }
@@ -116,6 +121,8 @@ void toy_context_free(toy_context *ctx) {
     free(ctx->v);
     free(ctx->attn);
     free(ctx->kq);
+    free(ctx->trace_act);
+    free(ctx->trace_ones);
     free(ctx->o);
     free(ctx->gate);
     free(ctx->up);

@@ -94,12 +94,13 @@ static toy_status check_batch(const toy_context *ctx, const toy_batch *b) {
 
 /* Mixture of experts: softmax router, top-k experts per token, each expert a SwiGLU
  * FFN; the outputs, scaled by their router weights, are summed in rank order. */
-static void moe_ffn(toy_context *ctx, const ty_layer *l, int64_t n_tok) {
+static void moe_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok) {
     const ty_hparams *hp = &ctx->model->hp;
     ty_backend *be = ctx->be;
     const int32_t n_exp = hp->n_expert, k = hp->n_expert_used, n_embd = hp->n_embd;
 
     be->matmul(be, &l->ffn_gate_inp, ctx->h, n_tok, ctx->router);
+    trace(ctx, "moe_router", il, ctx->router, n_tok, n_exp);
     for (int64_t t = 0; t < n_tok; t++) {
         float *p = ctx->router + t * n_exp;
         float max = -INFINITY;
@@ -152,6 +153,8 @@ static void moe_ffn(toy_context *ctx, const ty_layer *l, int64_t n_tok) {
             for (int32_t d = 0; d < n_embd; d++) dst[d] = src[d] * ctx->expert_w[slot];
         }
     }
+    /* each token's k experts' outputs, in rank order, scaled by their weights */
+    trace(ctx, "moe_experts", il, ctx->expert_out, n_tok, (int64_t)k * n_embd);
     for (int64_t t = 0; t < n_tok; t++) {
         float *o = ctx->o + t * n_embd;
         const float *src = ctx->expert_out + t * k * n_embd;
@@ -210,6 +213,19 @@ static void norm(toy_context *ctx, float *y, const float *x, const ty_vector *w,
     else ctx->be->rms_norm(ctx->be, y, x, w->data, n_tok, hp->n_embd, hp->rms_eps);
 }
 
+/* y = act(gate) * up, the model's gated activation; when tracing, act(gate) alone first (its
+ * product with ones: the same bits) as the ffn_act tap */
+static void glu(toy_context *ctx, int il, float *y, const float *gate, const float *up, int64_t n_tok, int64_t n_ff) {
+    ty_backend *be = ctx->be;
+    void (*f)(ty_backend *, float *, const float *, const float *, int64_t) =
+        ctx->model->hp.ffn_act == TOY_ACT_GELU_TANH ? be->geglu : be->swiglu;
+    if (ctx->trace_act) {
+        f(be, ctx->trace_act, gate, ctx->trace_ones, n_tok * n_ff);
+        trace(ctx, "ffn_act", il, ctx->trace_act, n_tok, n_ff);
+    }
+    f(be, y, gate, up, n_tok * n_ff);
+}
+
 static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok) {
     const ty_hparams *hp = &ctx->model->hp;
     ty_backend *be = ctx->be;
@@ -217,10 +233,13 @@ static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok
         be->matmul(be, &l->ffn_up, ctx->h, n_tok, ctx->up);
         apply_lora(ctx, il * MAT_KINDS + MAT_UP, ctx->h, n_tok, ctx->up);
         be->add_bias(be, ctx->up, l->b_up.data, n_tok, hp->n_ff);
+        trace(ctx, "ffn_up", il, ctx->up, n_tok, hp->n_ff);
         be->gelu(be, ctx->gate, ctx->up, n_tok * hp->n_ff);
+        trace(ctx, "ffn_act", il, ctx->gate, n_tok, hp->n_ff);
         be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
         apply_lora(ctx, il * MAT_KINDS + MAT_DOWN, ctx->gate, n_tok, ctx->o);
         be->add_bias(be, ctx->o, l->b_down.data, n_tok, hp->n_embd);
+        trace(ctx, "ffn_down", il, ctx->o, n_tok, hp->n_embd);
         return;
     }
     const ty_weight *gate_up[2] = {&l->ffn_gate, &l->ffn_up};
@@ -228,10 +247,13 @@ static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok
     be->matmul_multi(be, 2, gate_up, ctx->h, n_tok, gate_up_out);
     apply_lora(ctx, il * MAT_KINDS + MAT_GATE, ctx->h, n_tok, ctx->gate);
     apply_lora(ctx, il * MAT_KINDS + MAT_UP, ctx->h, n_tok, ctx->up);
-    if (hp->ffn_act == TOY_ACT_GELU_TANH) be->geglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
-    else be->swiglu(be, ctx->gate, ctx->gate, ctx->up, n_tok * hp->n_ff);
+    trace(ctx, "ffn_gate", il, ctx->gate, n_tok, hp->n_ff);
+    trace(ctx, "ffn_up", il, ctx->up, n_tok, hp->n_ff);
+    glu(ctx, il, ctx->gate, ctx->gate, ctx->up, n_tok, hp->n_ff);
+    trace(ctx, "ffn_gated", il, ctx->gate, n_tok, hp->n_ff);
     be->matmul(be, &l->ffn_down, ctx->gate, n_tok, ctx->o);
     apply_lora(ctx, il * MAT_KINDS + MAT_DOWN, ctx->gate, n_tok, ctx->o);
+    trace(ctx, "ffn_down", il, ctx->o, n_tok, hp->n_embd);
 }
 
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
@@ -280,6 +302,8 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
             be->rms_norm(be, ctx->k, ctx->k, l->k_norm.data, n * kv_dim / hp->k_norm_len, hp->k_norm_len,
                          hp->rms_eps);
         }
+        trace(ctx, "q_pre", il, ctx->q, n, q_dim); /* before RoPE */
+        trace(ctx, "k_pre", il, ctx->k, n, kv_dim);
         const ty_rope_params rope = ty_context_rope(ctx, il);
         if (hp->n_rot) {
             be->rope(be, ctx->q, n, hp->n_head, hp->head_dim, b->pos, &rope);
@@ -301,11 +325,15 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         } else {
             be->attention(be, ctx->attn, ctx->q, n, b->pos, b->seq_id, &kv, &attn);
         }
+        trace(ctx, "attn", il, ctx->attn, n, q_dim); /* the heads' outputs, concatenated */
         be->matmul(be, &l->wo, ctx->attn, n, ctx->o);
         apply_lora(ctx, il * MAT_KINDS + MAT_O, ctx->attn, n, ctx->o);
         if (hp->mat_bias) be->add_bias(be, ctx->o, l->bo.data, n, n_embd);
-        if (hp->post_norms)
+        trace(ctx, "attn_proj", il, ctx->o, n, n_embd);
+        if (hp->post_norms) {
             be->rms_norm(be, ctx->o, ctx->o, l->post_attn_norm.data, n, n_embd, hp->rms_eps);
+            trace(ctx, "attn_post_norm", il, ctx->o, n, n_embd);
+        }
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
         trace(ctx, "attn_out", il, ctx->o, n, n_embd);
         be->add(be, ctx->x, ctx->o, n * n_embd);
@@ -313,10 +341,12 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         /* feed-forward */
         norm(ctx, ctx->h, ctx->x, &l->ffn_norm, &l->ffn_norm_b, n);
         trace(ctx, "ffn_norm", il, ctx->h, n, n_embd);
-        if (hp->n_expert) moe_ffn(ctx, l, n);
+        if (hp->n_expert) moe_ffn(ctx, l, il, n);
         else dense_ffn(ctx, l, il, n);
-        if (hp->post_norms)
+        if (hp->post_norms) {
             be->rms_norm(be, ctx->o, ctx->o, l->post_ffn_norm.data, n, n_embd, hp->rms_eps);
+            trace(ctx, "ffn_post_norm", il, ctx->o, n, n_embd);
+        }
         if (hp->residual_scale != 1.0f) be->scale(be, ctx->o, hp->residual_scale, n * n_embd);
         trace(ctx, "ffn_out", il, ctx->o, n, n_embd);
         be->add(be, ctx->x, ctx->o, n * n_embd);

@@ -702,3 +702,5 @@ int32_t toy_model_n_ctx_train(const toy_model *m) { return m->hp.n_ctx_train; }
 int32_t toy_model_n_embd(const toy_model *m) { return m->hp.n_embd; }
 toy_pooling toy_model_pooling(const toy_model *m) { return m->hp.pooling; }
 int32_t toy_model_n_layer(const toy_model *m) { return m->hp.n_layer; }
+int32_t toy_model_n_head(const toy_model *m) { return m->hp.n_head; }
+int32_t toy_model_n_head_kv(const toy_model *m) { return m->hp.n_head_kv; }

@@ -674,6 +674,8 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     cp.attn = p->attn;
     cp.cache_type_v = p->cache_type_v;
     cp.embeddings = p->embeddings;
+    cp.trace = p->trace;
+    cp.trace_user = p->trace_user;
     toy_status st = toy_context_new(model, &cp, &e->ctx);
     if (st) {
         free(e);

@@ -87,6 +87,8 @@ typedef struct {
     int queue_max;      /* choices waiting for a slot, at most */
     bool embeddings;    /* the context keeps every token's final-norm state, for embedding jobs */
     toy_attn attn;
+    toy_trace_fn trace; /* the context's (toy_context_params) */
+    void *trace_user;
 } srv_engine_params;
 
 toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engine **out);

@@ -725,8 +725,9 @@ int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) 
     /* by default the model's context, but not 128k cells a slot */
     const int32_t n_train = toy_model_n_ctx_train(s->model);
     const int32_t n_ctx = p->n_ctx ? p->n_ctx : n_train < 4096 ? n_train : 4096;
+    if (p->trace_model && !p->trace_model(p->trace_user, s->model)) goto done;
     const srv_engine_params ep = {p->n_parallel, n_ctx, 512, 128, p->n_threads, p->cache_type_k,
-                                  p->cache_type_v, p->queue_max, true, p->attn};
+                                  p->cache_type_v, p->queue_max, true, p->attn, p->trace, p->trace_user};
     if (srv_engine_new(s->model, &ep, &s->engine)) {
         fprintf(stderr, "toy serve: %s\n", toy_last_error());
         goto done;

@@ -36,6 +36,11 @@ typedef struct {
     const char *chat_template; /* a template family or text for chat (NULL: the model's) */
     int pooling;         /* toy_pooling of /v1/embeddings; TOY_POOLING_UNSPECIFIED: the model's
                           * pooling_type, or mean when it has none */
+    /* the engine's trace (toy_trace_fn; NULL: none), and trace_model, called with the model
+     * once it is loaded (false: do not start, after its own message) */
+    toy_trace_fn trace;
+    void *trace_user;
+    bool (*trace_model)(void *trace_user, const toy_model *model);
 } ty_server_params;
 
 /* Serves until *stop becomes non-zero; then answers new requests 503, gives those in

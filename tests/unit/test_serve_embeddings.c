@@ -67,7 +67,7 @@ static bool same_vector(const outcome *o, const float *want) {
 
 static void test_engine(void) {
     /* 2 slots, 16 prompt tokens a step: a 50-token prompt takes 4 steps */
-    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, true, TOY_ATTN_FUSED};
+    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, true, TOY_ATTN_FUSED, NULL, NULL};
     srv_engine *e;
     CHECK(!srv_engine_new(model, &ep, &e));
     int32_t prompt[50];
@@ -136,7 +136,7 @@ static void test_engine(void) {
     srv_engine_free(e);
 
     /* an engine made without embeddings refuses the job */
-    const srv_engine_params off = {1, 64, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false, TOY_ATTN_FUSED};
+    const srv_engine_params off = {1, 64, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false, TOY_ATTN_FUSED, NULL, NULL};
     CHECK(!srv_engine_new(model, &off, &e));
     srv_params p = embd_params(prompt, 10, TOY_POOLING_MEAN);
     serve_run(e, &p, &o);

@@ -386,7 +386,7 @@ static void test_long_piece(void) {
 int main(void) {
     model = serve_load_model();
     if (!model) return 1;
-    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false, TOY_ATTN_FUSED};
+    const srv_engine_params ep = {2, 128, 64, 16, 2, TOY_TYPE_F32, TOY_TYPE_F32, 8, false, TOY_ATTN_FUSED, NULL, NULL};
     CHECK(!srv_engine_new(model, &ep, &engine));
     outcome alone;
     srv_params p = serve_params(prompt_a, 5, 16);
