@@ -1027,6 +1027,12 @@ TOY_API double toy_linear_cka(const float *x, int64_t n, int64_t dx, const float
  * malloc'd [n_layer_a][n_layer_b]. */
 TOY_API toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int32_t n_tokens,
                                   int32_t window, int n_threads, double **cka, int *n_layer_a, int *n_layer_b);
+/* The same for any per-layer tap of toy_trace_fn ("attn_norm", "ffn_out", "q", ...; "resid"
+ * is "out", the residual stream; NULL: "out"): every layer of each model must have it,
+ * with rows of one width (the two models' widths may differ). */
+TOY_API toy_status toy_cka_models_tap(toy_model *a, toy_model *b, const char *tap, const int32_t *tokens,
+                                      int32_t n_tokens, int32_t window, int n_threads, double **cka, int *n_layer_a,
+                                      int *n_layer_b);
 
 #ifdef __cplusplus
 }

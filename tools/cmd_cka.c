@@ -5,32 +5,35 @@
 #include "commands.h"
 
 static const char *const cka_usage =
-    "usage: toy cka -m A.gguf -m B.gguf --data FILE [--tokens N] [--window N] [-t N] [--json]\n"
+    "usage: toy cka -m A.gguf -m B.gguf --data FILE [--tap NAME] [--tokens N] [--window N] [-t N]\n"
+    "                [--json]\n"
     "\n"
     "Feeds the first N tokens of FILE (tokenized once: the models must share the tokenizer)\n"
-    "to both models and prints the linear CKA between the residual stream after each block\n"
-    "of A (rows) and after each block of B (columns): 1 for representations equal up to a\n"
-    "rotation and a scale, near 0 for unrelated ones. Models may differ in architecture,\n"
-    "width and depth.\n"
+    "to both models and prints the linear CKA between a tap of each block of A (rows) and\n"
+    "the same tap of each block of B (columns), by default the residual stream after the\n"
+    "block: 1 for representations equal up to a rotation and a scale, near 0 for unrelated\n"
+    "ones. Models may differ in architecture, width and depth.\n"
     "\n"
     "  -m, --model FILE     model A, then model B (the same file twice: a self-comparison)\n"
     "  --data FILE          the text\n"
+    "  --tap NAME           the per-layer tap (toy run --help, --trace): resid (default: the\n"
+    "                       residual stream after the block), attn_norm, ffn_out, q, ...\n"
     "  --tokens N           tokens compared (default 512)\n"
     "  --window N           tokens per forward pass, each from position 0 (default 512)\n"
     "  -t, --threads N      threads (default: the CPUs available)\n"
     "  --no-mmap            read the model into memory instead of mapping it\n"
-    "  --json               {\"layers_a\", \"layers_b\", \"tokens\", \"cka\": [[...], ...]}\n"
+    "  --json               {\"tap\", \"layers_a\", \"layers_b\", \"tokens\", \"cka\": [[...], ...]}\n"
     "  -h, --help           this message\n";
 
 typedef struct {
-    const char *paths[2], *data;
+    const char *paths[2], *data, *tap;
     model_options model; /* -t and --no-mmap (-m is given twice) */
     int n_tokens, window;
     bool json;
 } cka_options;
 
 static int parse_cka_options(int argc, char **argv, cka_options *o) {
-    *o = (cka_options){.model = {.n_threads = default_threads()}, .n_tokens = 512, .window = 512};
+    *o = (cka_options){.model = {.n_threads = default_threads()}, .n_tokens = 512, .window = 512, .tap = "resid"};
     int n_models = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -46,6 +49,8 @@ static int parse_cka_options(int argc, char **argv, cka_options *o) {
             o->paths[n_models++] = argv[++i];
         } else if (!strcmp(a, "--data") && v) {
             o->data = argv[++i];
+        } else if (!strcmp(a, "--tap") && v) {
+            o->tap = argv[++i];
         } else if ((r = parse_model_option("cka", argc, argv, &i, &o->model))) {
             if (r < 0) return 2;
         } else if (!strcmp(a, "--tokens") || !strcmp(a, "--window")) {
@@ -84,7 +89,7 @@ static int run_cka(const cka_options *o) {
         goto done;
     }
     int la, lb;
-    if (toy_cka_models(m[0], m[1], tokens, o->n_tokens, o->window, o->model.n_threads, &cka, &la, &lb)) {
+    if (toy_cka_models_tap(m[0], m[1], o->tap, tokens, o->n_tokens, o->window, o->model.n_threads, &cka, &la, &lb)) {
         fprintf(stderr, "toy cka: %s\n", toy_last_error());
         goto done;
     }
@@ -93,6 +98,8 @@ static int run_cka(const cka_options *o) {
         print_json_string(stdout, o->paths[0], strlen(o->paths[0]));
         printf(", \"model_b\": ");
         print_json_string(stdout, o->paths[1], strlen(o->paths[1]));
+        printf(", \"tap\": ");
+        print_json_string(stdout, o->tap, strlen(o->tap));
         printf(", \"layers_a\": %d, \"layers_b\": %d, \"tokens\": %d, \"cka\": [", la, lb, o->n_tokens);
         for (int i = 0; i < la; i++) {
             printf("%s[", i ? ", " : "");
@@ -101,8 +108,8 @@ static int run_cka(const cka_options *o) {
         }
         printf("]}\n");
     } else {
-        printf("linear CKA over %d tokens: rows are the blocks of %s, columns those of %s\n", o->n_tokens, o->paths[0],
-               o->paths[1]);
+        printf("linear CKA of tap %s over %d tokens: rows are the blocks of %s, columns those of %s\n", o->tap,
+               o->n_tokens, o->paths[0], o->paths[1]);
         printf("     ");
         for (int j = 0; j < lb; j++) printf(" B%-4d", j);
         printf("\n");

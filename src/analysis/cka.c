@@ -1,6 +1,6 @@
-/* cka.c — comparing models by linear CKA of their residual streams (Kornblith et al.,
- * 2019): the taps are the residual stream after each block, read through the context's
- * trace callback on one token stream fed to both models. */
+/* cka.c — comparing models by linear CKA (Kornblith et al., 2019) of a per-layer tap —
+ * by default the residual stream after each block — read through the context's trace
+ * callback on one token stream fed to both models. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,27 +69,44 @@ double toy_linear_cka(const float *x, int64_t n, int64_t dx, const float *y, int
 /* ---------------------------------------------------------------- taps */
 
 typedef struct {
-    float *taps;     /* [n_layer][n_tokens][n_embd] */
+    const char *tap;
+    float *taps;     /* [n_layer][n_tokens][width], allocated at the tap's first rows */
     int n_layer;
-    int64_t n_embd, n_tokens, row0; /* row0: where this window's tokens go */
+    int64_t width, n_tokens, row0; /* row0: where this window's tokens go */
+    int64_t *rows;   /* per layer: rows received */
+    toy_status st;   /* the first failure (no memory, rows of another width) */
 } tap_sink;
 
 static void on_trace(void *user, const char *name, const float *data, int64_t n_tok, int64_t n) {
     tap_sink *s = user;
     int il, len = 0;
-    if (sscanf(name, "L%d.out%n", &il, &len) != 1 || name[len] || il < 0 || il >= s->n_layer || n != s->n_embd)
+    if (s->st || sscanf(name, "L%d.%n", &il, &len) != 1 || strcmp(name + len, s->tap) || il < 0 || il >= s->n_layer)
         return;
+    if (!s->taps) {
+        s->width = n;
+        if ((size_t)n > SIZE_MAX / sizeof(float) / (size_t)s->n_layer / (size_t)s->n_tokens ||
+            !(s->taps = malloc((size_t)s->n_layer * (size_t)s->n_tokens * (size_t)n * sizeof *s->taps))) {
+            s->st = ty_error(TOY_ERR_NOMEM, "no memory for %d x %lld x %lld values of tap %s", s->n_layer,
+                             (long long)s->n_tokens, (long long)n, s->tap);
+            return;
+        }
+    }
+    if (n != s->width) {
+        s->st = ty_error(TOY_ERR_INVALID, "tap %s has rows of %lld and of %lld values: CKA needs one width", name,
+                         (long long)s->width, (long long)n);
+        return;
+    }
     memcpy(s->taps + ((size_t)il * (size_t)s->n_tokens + (size_t)s->row0) * (size_t)n, data,
            (size_t)(n_tok * n) * sizeof *data);
+    s->rows[il] += n_tok;
 }
 
 static toy_status model_taps(toy_model *m, const int32_t *tokens, int32_t n, int32_t window, int n_threads,
                              tap_sink *s) {
     s->n_layer = toy_model_n_layer(m);
-    s->n_embd = toy_model_n_embd(m);
     s->n_tokens = n;
-    s->taps = malloc((size_t)s->n_layer * (size_t)n * (size_t)s->n_embd * sizeof *s->taps);
-    if (!s->taps) return ty_error(TOY_ERR_NOMEM, "no memory for %d x %d activations", s->n_layer, n);
+    s->rows = calloc((size_t)s->n_layer, sizeof *s->rows);
+    if (!s->rows) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_context_params p = toy_context_default_params();
     p.n_ctx = window;
     p.n_batch = window;
@@ -108,7 +125,12 @@ static toy_status model_taps(toy_model *m, const int32_t *tokens, int32_t n, int
         s->row0 = t0;
         toy_batch b = {len, tokens + t0, pos, seq, NULL};
         st = toy_decode(ctx, &b);
+        if (!st) st = s->st;
     }
+    for (int il = 0; !st && il < s->n_layer; il++)
+        if (s->rows[il] != n)
+            st = ty_error(TOY_ERR_INVALID, "%s has no tap L%d.%s (toy_trace_fn lists the taps)",
+                          toy_gguf_path(toy_model_gguf(m)), il, s->tap);
     free(pos);
     free(seq);
     toy_context_free(ctx);
@@ -134,7 +156,16 @@ static toy_status same_tokenizer(const toy_model *a, const toy_model *b) {
 
 toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int32_t n_tokens, int32_t window,
                           int n_threads, double **cka, int *n_layer_a, int *n_layer_b) {
+    return toy_cka_models_tap(a, b, NULL, tokens, n_tokens, window, n_threads, cka, n_layer_a, n_layer_b);
+}
+
+toy_status toy_cka_models_tap(toy_model *a, toy_model *b, const char *tap, const int32_t *tokens, int32_t n_tokens,
+                              int32_t window, int n_threads, double **cka, int *n_layer_a, int *n_layer_b) {
     *cka = NULL;
+    if (!tap || !strcmp(tap, "resid")) tap = "out";
+    if (!*tap || strchr(tap, '.'))
+        return ty_error(TOY_ERR_INVALID, "tap '%s': the name of a per-layer tap, without its layer (attn_norm, q, ...)",
+                        tap);
     toy_status st = same_tokenizer(a, b);
     if (st) return st;
     if (n_tokens < 2) return ty_error(TOY_ERR_INVALID, "CKA needs at least 2 tokens, got %d", n_tokens);
@@ -142,7 +173,7 @@ toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int
     if (window > toy_model_n_ctx_train(a)) window = toy_model_n_ctx_train(a);
     if (window > toy_model_n_ctx_train(b)) window = toy_model_n_ctx_train(b);
     if (window > n_tokens) window = n_tokens;
-    tap_sink sa = {0}, sb = {0};
+    tap_sink sa = {.tap = tap}, sb = {.tap = tap};
     if (!(st = model_taps(a, tokens, n_tokens, window, n_threads, &sa)))
         st = model_taps(b, tokens, n_tokens, window, n_threads, &sb);
     double **ga = NULL, **gb = NULL, *out = NULL;
@@ -152,11 +183,11 @@ toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int
         out = malloc((size_t)sa.n_layer * (size_t)sb.n_layer * sizeof *out);
         if (!ga || !gb || !out) st = ty_error(TOY_ERR_NOMEM, "no memory");
     }
-    const size_t per_a = (size_t)n_tokens * (size_t)sa.n_embd, per_b = (size_t)n_tokens * (size_t)sb.n_embd;
+    const size_t per_a = (size_t)n_tokens * (size_t)sa.width, per_b = (size_t)n_tokens * (size_t)sb.width;
     for (int i = 0; !st && i < sa.n_layer; i++)
-        if (!(ga[i] = centred_gram(sa.taps + i * per_a, n_tokens, sa.n_embd))) st = ty_error(TOY_ERR_NOMEM, "no memory");
+        if (!(ga[i] = centred_gram(sa.taps + i * per_a, n_tokens, sa.width))) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int j = 0; !st && j < sb.n_layer; j++)
-        if (!(gb[j] = centred_gram(sb.taps + j * per_b, n_tokens, sb.n_embd))) st = ty_error(TOY_ERR_NOMEM, "no memory");
+        if (!(gb[j] = centred_gram(sb.taps + j * per_b, n_tokens, sb.width))) st = ty_error(TOY_ERR_NOMEM, "no memory");
     for (int i = 0; !st && i < sa.n_layer; i++)
         for (int j = 0; j < sb.n_layer; j++) out[i * sb.n_layer + j] = cka_of_grams(ga[i], gb[j], n_tokens);
     for (int i = 0; ga && i < sa.n_layer; i++) free(ga[i]);
@@ -165,6 +196,8 @@ toy_status toy_cka_models(toy_model *a, toy_model *b, const int32_t *tokens, int
     free(gb);
     free(sa.taps);
     free(sb.taps);
+    free(sa.rows);
+    free(sb.rows);
     if (st) {
         free(out);
         return st;
