@@ -81,11 +81,6 @@ static toy_status meta_float(const meta_reader *r, const char *suffix, double de
     return TOY_OK;
 }
 
-static bool meta_bool(const toy_gguf *g, const char *key, bool def) {
-    bool b;
-    return toy_gguf_get_bool(g, key, &b) == TOY_OK ? b : def;
-}
-
 typedef enum {
     TOY_QK_NORM_NONE,
     TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k */
@@ -229,10 +224,16 @@ static toy_status read_hparams(toy_model *m, const char *path) {
         (st = meta_int(&r, "pooling_type", 0, TOY_POOLING_NONE, TOY_POOLING_RANK, &pooling)))
         return st;
     hp->pooling = (toy_pooling)pooling;
-    hp->per_head_weights = meta_bool(m->gguf, "toy.ggml_native", false);
+    /* The per-head layout of toy's design (blk.N.attn_q.head_H.weight ...) is told by its
+     * sentinel, whatever the key says: toy.ggml_native means, as in the design, that the
+     * file holds the ggml layout to map as it is (older toy files set it on per-head files,
+     * which the sentinel still finds). */
+    hp->per_head_weights = toy_gguf_find_tensor(m->gguf, "blk.0.attn_q.head_0.weight") != NULL;
 
     hp->rope_type = a->rope_type;
     hp->qkv_bias = a->qkv_bias;
+    /* a full fine-tune in the design writes per-head biases, whatever the architecture */
+    if (hp->per_head_weights && toy_gguf_find_tensor(m->gguf, "blk.0.attn_q.head_0.bias")) hp->qkv_bias = true;
     const int32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
     hp->q_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? q_dim : 0;
     hp->k_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? kv_dim : 0;
@@ -337,7 +338,26 @@ static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n
     w->n_rows = rows_per_head * n_heads;
     w->n_parts = n_heads;
     w->rows_per_part = rows_per_head;
+    if (n_heads == 1) w->data = w->parts[0]; /* one part: an ordinary matrix (ty_weight_row reads data) */
     return toy_type_row_size(w->type, n_cols, &w->row_size);
+}
+
+static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vector *v);
+
+/* The per-head layout's biases: blk.N.WHAT.head_H.bias of n each, stacked in one vector. */
+static toy_status bind_per_head_bias(toy_model *m, int layer, const char *what, int n_heads, int64_t n,
+                                     ty_vector *out) {
+    float *all = malloc((size_t)n_heads * (size_t)n * sizeof *all);
+    if (!all) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = own(m, all);
+    for (int h = 0; h < n_heads && !st; h++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.head_%d.bias", layer, what, h);
+        ty_vector v;
+        if (!(st = bind_vector(m, name, n, &v))) memcpy(all + (size_t)h * (size_t)n, v.data, (size_t)n * sizeof *all);
+    }
+    *out = (ty_vector){all, (int64_t)n_heads * n};
+    return st;
 }
 
 static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vector *v) {
@@ -441,7 +461,12 @@ static toy_status bind_layer(toy_model *m, int il) {
         if ((st = bind_matrix(m, name, h.n_in, h.n_out, 1, true, &whole))) return st;
         *ty_layer_mat(l, k) = weight_rows(&whole, h.row0, h.n_rows);
     }
-    if (hp->qkv_bias && hp->fused_qkv) { /* attn_qkv.bias: Q's, then K's, then V's */
+    if (hp->qkv_bias && hp->per_head_weights) {
+        if ((st = bind_per_head_bias(m, il, "attn_q", hp->n_head, hp->head_dim, &l->bq)) ||
+            (st = bind_per_head_bias(m, il, "attn_k", hp->n_head_kv, hp->head_dim, &l->bk)) ||
+            (st = bind_per_head_bias(m, il, "attn_v", hp->n_head_kv, hp->head_dim, &l->bv)))
+            return st;
+    } else if (hp->qkv_bias && hp->fused_qkv) { /* attn_qkv.bias: Q's, then K's, then V's */
         ty_vector b;
         if ((st = bind_vector(m, NAME("attn_qkv.bias"), q_rows + 2 * kv_rows, &b))) return st;
         l->bq = (ty_vector){b.data, q_rows};

@@ -51,7 +51,7 @@ typedef struct {
 
     /* feature switches: each architecture is a set of these (model.c's table) */
     bool tied_output;       /* no output.weight: token_embd is the output projection */
-    bool per_head_weights;  /* old toy layout: blk.N.attn_{q,k,v}.head_H.weight */
+    bool per_head_weights;  /* toy's design's layout: blk.N.attn_{q,k,v}.head_H.weight (and .bias) */
     bool fused_qkv;         /* one attn_qkv matrix: rows of Q, then K, then V (phi3) */
     bool fused_gate_up;     /* ffn_up holds the gate rows, then the up rows (phi3) */
     bool qkv_bias;          /* attn_{q,k,v}.bias (qwen2), or attn_qkv.bias's parts (gpt2) */

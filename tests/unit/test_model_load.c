@@ -1,5 +1,7 @@
-/* test_model_load.c — binding a model: the old per-head layout gives the same logits as
- * the standard one, and a broken model file is an error naming what is wrong. */
+/* test_model_load.c — binding a model: the per-head layout of toy's design (one tensor per
+ * head, blk.N.attn_q.head_H.weight, and per-head biases) gives the same logits as the
+ * standard one, told by its sentinel whatever toy.ggml_native says (in the design, that
+ * key marks the standard layout); a broken model file is an error naming what is wrong. */
 #include <stdint.h>
 #include <unistd.h>
 
@@ -9,7 +11,13 @@
 
 static char tmpdir[] = "/tmp/toy_model_load_XXXXXX";
 
-typedef enum { EDIT_NONE, EDIT_PER_HEAD, EDIT_DROP, EDIT_RESHAPE, EDIT_ARCH, EDIT_DROP_KEY } edit;
+/* EDIT_PER_HEAD: split Q, K, V (and their biases) by head, with toy.ggml_native = true as
+ * toy once wrote them; EDIT_PER_HEAD_BARE: the same without the key; EDIT_NATIVE: the
+ * standard layout with the key true, the design's meaning */
+typedef enum {
+    EDIT_NONE, EDIT_PER_HEAD, EDIT_PER_HEAD_BARE, EDIT_DROP_PER_HEAD_BIAS, EDIT_NATIVE, EDIT_DROP, EDIT_RESHAPE,
+    EDIT_ARCH, EDIT_DROP_KEY
+} edit;
 
 /* Copies `src` to a new file with one edit; returns its path (static buffer). */
 static const char *write_variant(const toy_gguf *src, edit e, const char *what) {
@@ -23,10 +31,16 @@ static const char *write_variant(const toy_gguf *src, edit e, const char *what) 
         CHECK(toy_gguf_writer_set_value(w, key, toy_gguf_kv(src, i)) == TOY_OK);
     }
     if (e == EDIT_ARCH) CHECK(toy_gguf_writer_set_str(w, "general.architecture", what, strlen(what)) == TOY_OK);
-    if (e == EDIT_PER_HEAD) CHECK(toy_gguf_writer_set_bool(w, "toy.ggml_native", true) == TOY_OK);
+    if (e == EDIT_PER_HEAD || e == EDIT_NATIVE) CHECK(toy_gguf_writer_set_bool(w, "toy.ggml_native", true) == TOY_OK);
     uint64_t n_head = 0, n_head_kv = 0;
-    toy_gguf_get_u64(src, "llama.attention.head_count", &n_head);
-    toy_gguf_get_u64(src, "llama.attention.head_count_kv", &n_head_kv);
+    const char *arch_s;
+    size_t arch_len;
+    CHECK(toy_gguf_get_str(src, "general.architecture", &arch_s, &arch_len) == TOY_OK);
+    char key[128];
+    snprintf(key, sizeof key, "%.*s.attention.head_count", (int)arch_len, arch_s);
+    toy_gguf_get_u64(src, key, &n_head);
+    snprintf(key, sizeof key, "%.*s.attention.head_count_kv", (int)arch_len, arch_s);
+    toy_gguf_get_u64(src, key, &n_head_kv);
     for (int64_t i = 0; i < toy_gguf_n_tensors(src); i++) {
         const toy_gguf_tensor *t = toy_gguf_tensor_at(src, i);
         if (e == EDIT_DROP && !strcmp(t->name, what)) continue;
@@ -36,24 +50,28 @@ static const char *write_variant(const toy_gguf *src, edit e, const char *what) 
             continue;
         }
         const char *dot = strstr(t->name, ".attn_");
-        bool split = e == EDIT_PER_HEAD && dot &&
-                     (!strcmp(dot, ".attn_q.weight") || !strcmp(dot, ".attn_k.weight") ||
-                      !strcmp(dot, ".attn_v.weight"));
+        bool split = (e == EDIT_PER_HEAD || e == EDIT_PER_HEAD_BARE || e == EDIT_DROP_PER_HEAD_BIAS) && dot &&
+                     strlen(dot) > 8 &&
+                     strchr("qkv", dot[6]) && dot[7] == '.' &&
+                     (!strcmp(dot + 7, ".weight") || !strcmp(dot + 7, ".bias"));
         if (!split) {
             CHECK(toy_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data) == TOY_OK);
             continue;
         }
-        /* one [n_embd, head_dim] tensor per head: rows h*head_dim .. */
-        int64_t heads = !strcmp(dot, ".attn_q.weight") ? (int64_t)n_head : (int64_t)n_head_kv;
-        int64_t hd = t->ne[1] / heads;
-        size_t row = (size_t)t->ne[0] * sizeof(float); /* the F32 fixture */
+        /* one [n_embd, head_dim] tensor (or [head_dim] bias) per head: rows h*head_dim .. */
+        const bool bias = !strcmp(dot + 7, ".bias");
+        int64_t heads = dot[6] == 'q' ? (int64_t)n_head : (int64_t)n_head_kv;
+        int64_t hd = (bias ? t->ne[0] : t->ne[1]) / heads;
+        size_t row = 0; /* bytes of one row of a matrix, or of one element of a bias */
+        CHECK(toy_type_row_size(t->type, bias ? 1 : t->ne[0], &row) == TOY_OK);
         char prefix[64];
-        snprintf(prefix, sizeof prefix, "%.*s", (int)(strstr(dot, ".weight") - t->name), t->name);
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(dot + 7 - t->name), t->name);
         for (int64_t h = 0; h < heads; h++) {
             char name[96];
-            snprintf(name, sizeof name, "%s.head_%lld.weight", prefix, (long long)h);
-            int64_t ne[2] = {t->ne[0], hd};
-            CHECK(toy_gguf_writer_add_tensor(w, name, t->type, 2, ne,
+            snprintf(name, sizeof name, "%s.head_%lld.%s", prefix, (long long)h, bias ? "bias" : "weight");
+            if (e == EDIT_DROP_PER_HEAD_BIAS && !strcmp(name, "blk.1.attn_k.head_0.bias")) continue;
+            int64_t ne[2] = {bias ? hd : t->ne[0], hd};
+            CHECK(toy_gguf_writer_add_tensor(w, name, t->type, bias ? 1 : 2, ne,
                                              (const uint8_t *)t->data + (size_t)(h * hd) * row) == TOY_OK);
         }
     }
@@ -112,11 +130,28 @@ int main(void) {
     const int32_t tok[8] = {1, 15, 300, 42, 1000, 7, 512, 2000};
     int32_t nv1 = 0, nv2 = 0;
     float *a = logits_of(base, tok, 8, &nv1);
-    float *b = logits_of(write_variant(src, EDIT_PER_HEAD, NULL), tok, 8, &nv2);
+    static const edit same[3] = {EDIT_PER_HEAD, EDIT_PER_HEAD_BARE, EDIT_NATIVE};
+    for (int v = 0; v < 3; v++) {
+        float *b = logits_of(write_variant(src, same[v], NULL), tok, 8, &nv2);
+        CHECK(a && b && nv1 == nv2);
+        if (a && b) CHECK_MSG(!memcmp(a, b, (size_t)8 * nv1 * sizeof(float)), "layout %d: other logits", (int)same[v]);
+        free(b);
+    }
+    free(a);
+    /* with per-head biases (a qwen2: Q, K and V have biases), the same bits too */
+    char qwen[4400];
+    if (fix) snprintf(qwen, sizeof qwen, "%s/models/qwen2-f16.gguf", fix);
+    else snprintf(qwen, sizeof qwen, "%s/models/init-qwen2-f16.gguf", init);
+    toy_gguf *qsrc;
+    CHECK(toy_gguf_open(qwen, &qsrc) == TOY_OK);
+    a = logits_of(qwen, tok, 8, &nv1);
+    float *b = logits_of(write_variant(qsrc, EDIT_PER_HEAD_BARE, NULL), tok, 8, &nv2);
     CHECK(a && b && nv1 == nv2);
-    if (a && b) CHECK_MSG(!memcmp(a, b, (size_t)8 * nv1 * sizeof(float)), "per-head logits differ");
+    if (a && b) CHECK_MSG(!memcmp(a, b, (size_t)8 * nv1 * sizeof(float)), "per-head biases: other logits");
     free(a);
     free(b);
+    expect_load_error(write_variant(qsrc, EDIT_DROP_PER_HEAD_BIAS, NULL), "blk.1.attn_k.head_0.bias is missing");
+    toy_gguf_close(qsrc);
 
     /* a malformed batch is an error, not a crash */
     {
