@@ -26,6 +26,7 @@ int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
 int cmd_lora(int argc, char **argv);
 int cmd_cka(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
 
 /* Every command is two steps: parse_NAME_options fills a NAME_options from argv, and
  * run_NAME does the work with it and returns the exit code (1 for a failure). A parse

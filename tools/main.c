@@ -22,6 +22,7 @@ static const struct {
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
     {"perplexity", cmd_perplexity, "measure a model's perplexity over a text file, as llama.cpp does"},
     {"quantize", cmd_quantize, "convert a GGUF model to another weight type or mix"},
+    {"convert", cmd_convert, "write a model's Q, K and V per head (toy's design) or as llama.cpp does"},
     {"init", cmd_init, "write a random-weight model of a real shape"},
     {"bench", cmd_bench, "measure prompt and generation speed against the memory roofline"},
     {"serve", cmd_serve, "serve a model over HTTP with OpenAI's API, and a chat page"},
