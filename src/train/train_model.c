@@ -118,7 +118,9 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
         float **mats[MAT_KINDS] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down};
         for (int k = 0; k < MAT_KINDS; k++) {
             const ty_mat_home h = ty_layer_mat_home(hp, k);
-            snprintf(name, sizeof name, "blk.%d.%s.weight", il, h.tensor);
+            /* per-head: head 0's tensor, the others right after it (per_head_contiguous) */
+            const bool heads = hp->per_head_weights && k <= MAT_V;
+            snprintf(name, sizeof name, heads ? "blk.%d.%s.head_0.weight" : "blk.%d.%s.weight", il, h.tensor);
             *mats[k] = tensor_at(tm, base, name, h.row0, h.n_in);
         }
 #define T(fmt) (snprintf(name, sizeof name, "blk.%d." fmt, il), tensor_at(tm, base, name, 0, 0))
@@ -139,6 +141,10 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
             l->bq = tensor_at(tm, base, name, 0, 0);
             l->bk = l->bq ? l->bq + qd : NULL;
             l->bv = l->bq ? l->bq + qd + kvd : NULL;
+        } else if (hp->qkv_bias && hp->per_head_weights) {
+            l->bq = T("attn_q.head_0.bias");
+            l->bk = T("attn_k.head_0.bias");
+            l->bv = T("attn_v.head_0.bias");
         } else if (hp->qkv_bias) {
             l->bq = T("attn_q.bias");
             l->bk = T("attn_k.bias");
@@ -154,6 +160,32 @@ static void bind_weights(const train_model *tm, float *base, train_weights *w) {
         }
 #undef T
     }
+}
+
+/* The per-head layout: head h's tensor (weight or bias) of each of Q, K and V must be
+ * right after head h - 1's in the parameters, so that the heads are the matrix's rows. */
+static toy_status per_head_contiguous(const train_model *tm, const char *path) {
+    const ty_hparams *hp = &tm->hp;
+    for (int il = 0; il < hp->n_layer; il++)
+        for (int k = MAT_Q; k <= MAT_V; k++)
+            for (int b = 0; b < (hp->qkv_bias ? 2 : 1); b++) {
+                const int heads = k == MAT_Q ? hp->n_head : hp->n_head_kv;
+                const int64_t floats = (int64_t)hp->head_dim * (b ? 1 : hp->n_embd);
+                char name[128];
+                snprintf(name, sizeof name, "blk.%d.%s.head_0.%s", il, ty_layer_mat_home(hp, k).tensor,
+                         b ? "bias" : "weight");
+                const float *first = tensor_at(tm, tm->params, name, 0, 0);
+                for (int h = 1; first && h < heads; h++) {
+                    snprintf(name, sizeof name, "blk.%d.%s.head_%d.%s", il, ty_layer_mat_home(hp, k).tensor, h,
+                             b ? "bias" : "weight");
+                    if (tensor_at(tm, tm->params, name, 0, 0) != first + h * floats)
+                        return ty_error(TOY_ERR_UNSUPPORTED,
+                                        "%s: tensor %s does not follow head %d's in training's layout (head_dim %d "
+                                        "x n_embd %d floats are not a multiple of 16)",
+                                        path, name, h - 1, hp->head_dim, hp->n_embd);
+                }
+            }
+    return TOY_OK;
 }
 
 /* The adapters' A and B in params or grads. The matrices of a fused tensor (phi3's
@@ -221,6 +253,52 @@ toy_status ty_train_model_new_lora(const toy_model *m, int32_t seq_len, ty_pool 
 
 const train_lora_params *ty_train_model_lora(const train_model *tm) { return tm->lora.rank ? &tm->lora : NULL; }
 
+/* The per-head layout (model.h): the file's tensors in an order where each per-head
+ * group (blk.N.attn_q.head_H.weight or .bias, H = 0, 1, ...) comes whole, in head order,
+ * where its first member was; NULL (and *st 0) for any other layout. */
+static int *per_head_order(const toy_model *m, toy_status *st) {
+    *st = TOY_OK;
+    if (!m->hp.per_head_weights) return NULL;
+    const toy_gguf *g = m->gguf;
+    const int n = (int)toy_gguf_n_tensors(g);
+    int *order = malloc((size_t)n * sizeof *order);
+    bool *placed = calloc((size_t)n, sizeof *placed);
+    if (!order || !placed) {
+        free(order);
+        free(placed);
+        *st = ty_error(TOY_ERR_NOMEM, "no memory");
+        return NULL;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        if (placed[i]) continue;
+        const char *name = toy_gguf_tensor_at(g, i)->name;
+        int layer, head, len = 0;
+        char what[16], kind[16];
+        if (sscanf(name, "blk.%d.%15[a-z_].head_%d.%15[a-z]%n", &layer, what, &head, kind, &len) != 4 || name[len]) {
+            order[k++] = i;
+            placed[i] = true;
+            continue;
+        }
+        for (int h = 0;; h++) { /* the whole group, in head order */
+            char member[128];
+            snprintf(member, sizeof member, "blk.%d.%s.head_%d.%s", layer, what, h, kind);
+            int at = -1;
+            for (int j = 0; j < n && at < 0; j++)
+                if (!placed[j] && !strcmp(toy_gguf_tensor_at(g, j)->name, member)) at = j;
+            if (at < 0) break;
+            order[k++] = at;
+            placed[at] = true;
+        }
+        if (!placed[i]) { /* a head number with a gap before it */
+            order[k++] = i;
+            placed[i] = true;
+        }
+    }
+    free(placed);
+    return order;
+}
+
 static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, const train_lora_params *lp,
                             train_model **out) {
     *out = NULL;
@@ -229,9 +307,6 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     if (hp->n_expert > 0)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for %s (mixture of experts)",
                         path, arch_name(m));
-    if (hp->per_head_weights)
-        return ty_error(TOY_ERR_UNSUPPORTED, "%s: training not supported for the per-head tensor layout",
-                        path);
     if (seq_len < 1) return ty_error(TOY_ERR_INVALID, "sequence length %d", seq_len);
     train_model *tm = calloc(1, sizeof *tm);
     if (!tm) return ty_error(TOY_ERR_NOMEM, "no memory");
@@ -268,9 +343,16 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         tm->frozen_output = &m->output;
     }
     /* one float per element, tensors in file order (LoRA: the vectors only, then the
-     * adapters), each 16-float aligned */
+     * adapters), each 16-float aligned; the heads of a per-head matrix one after another,
+     * in head order, so that they are the matrix's rows (bind_weights checks) */
+    int *file_order = per_head_order(m, &st);
+    if (st) {
+        ty_train_model_free(tm);
+        return st;
+    }
     int64_t off = 0;
-    for (int i = 0; i < n_file; i++) {
+    for (int oi = 0; oi < n_file; oi++) {
+        const int i = file_order ? file_order[oi] : oi;
         const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
         /* a frozen matrix, read in place (but the learned positions, which are added) */
         if (lp && t->n_dims >= 2 && strcmp(t->name, "position_embd.weight")) continue;
@@ -291,6 +373,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         if (tt->trainable) tm->n_trainable += tt->n;
         off += (tt->n + 15) / 16 * 16;
     }
+    free(file_order);
     const int n_vectors = tm->n_tensors;
     for (int il = 0; lp && !st && il < hp->n_layer; il++)
         for (int k = 0; k < MAT_KINDS; k++) {
@@ -340,6 +423,10 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         return st;
     }
     memset(tm->grads, 0, (size_t)off * sizeof(float));
+    if (hp->per_head_weights && (st = per_head_contiguous(tm, path))) {
+        ty_train_model_free(tm);
+        return st;
+    }
     bind_weights(tm, tm->params, &tm->w);
     if (!lp) bind_weights(tm, tm->grads, &tm->g); /* LoRA: nothing of the base has a gradient */
     if (lp) {

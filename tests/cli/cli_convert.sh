@@ -5,6 +5,7 @@
 # round trip gives back every tensor byte for byte (and the key, the design's mark of the
 # ggml layout), which llama.cpp reads as the original. Errors: a file already in the
 # layout, a head missing, a bad --layout. F32, F16 with Q/K/V biases (qwen2) and Q4_K_M.
+# A per-head file trains (fully or with LoRA) as its ggml twin does, to the bit.
 . "$(dirname "$0")/../lib.sh"
 want_fixtures
 if [ -n "$fixtures" ]; then
@@ -62,6 +63,44 @@ PY
     done
     [ "$(python3 "$py" ppl "$m.ppl")" = "$(python3 "$py" ppl "$back.ppl")" ] || die "$name: llama.cpp's perplexity of the round trip differs"
   fi
+done
+
+# a per-head file trains as the same model in llama.cpp's layout does: a full fine-tune
+# and a LoRA one give the same tensors, bit for bit (F32 llama, F16 qwen2 with biases)
+same_tensors() { # A B WHAT: every tensor of A has B's bytes
+  python3 - "$1" "$2" "$3" << 'PY'
+import os, sys
+sys.path.insert(0, os.environ["TOY_SOURCE_DIR"] + "/tests")
+from helpers import GGUF
+a, b = GGUF(sys.argv[1]), GGUF(sys.argv[2])
+assert sorted(a.tensors) == sorted(b.tensors), (sorted(set(a.tensors) ^ set(b.tensors)))[:6]
+def nbytes(g, name):
+    offs = sorted(off for _, _, off in g.tensors.values())
+    off = g.tensors[name][2]
+    nxt = [o for o in offs if o > off]
+    return (nxt[0] if nxt else len(g.data)) - off
+for n, (ne, typ, off) in a.tensors.items():
+    assert b.tensors[n][:2] == (ne, typ), n
+    k = min(nbytes(a, n), nbytes(b, n))
+    assert a.data[off:off + k] == b.data[b.tensors[n][2]:b.tensors[n][2] + k], f"{sys.argv[3]}: {n} differs"
+print(f"{sys.argv[3]}: {len(a.tensors)} tensors, the same bits")
+PY
+}
+for m in $models; do
+  name=$(basename "$m" .gguf)
+  case $name in *q4_k_m*) continue ;; esac
+  ft=(--data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-3 -t 2)
+  "$toy" finetune -m "$m" "${ft[@]}" --out "$tmp/$name-ft.gguf" 2> "$tmp/err" || { die "$name: finetune: $(tail -1 "$tmp/err")"; continue; }
+  "$toy" finetune -m "$tmp/$name-ph.gguf" "${ft[@]}" --out "$tmp/$name-ph-ft.gguf" 2> "$tmp/err" \
+    || { die "$name: finetune of the per-head file: $(tail -1 "$tmp/err")"; continue; }
+  "$toy" convert "$tmp/$name-ph-ft.gguf" "$tmp/$name-ph-ft-back.gguf" --layout ggml 2> "$tmp/err" || die "$name: convert back"
+  same_tensors "$tmp/$name-ft.gguf" "$tmp/$name-ph-ft-back.gguf" "$name: full fine-tune, per-head against ggml" \
+    || die "$name: the per-head file trains otherwise"
+  "$toy" finetune -m "$m" "${ft[@]}" --lora-rank 2 --out "$tmp/$name-a.gguf" 2> "$tmp/err" || die "$name: LoRA: $(tail -1 "$tmp/err")"
+  "$toy" finetune -m "$tmp/$name-ph.gguf" "${ft[@]}" --lora-rank 2 --out "$tmp/$name-ph-a.gguf" 2> "$tmp/err" \
+    || die "$name: LoRA of the per-head file: $(tail -1 "$tmp/err")"
+  same_tensors "$tmp/$name-a.gguf" "$tmp/$name-ph-a.gguf" "$name: LoRA adapters, per-head base against ggml" \
+    || die "$name: LoRA of the per-head file trains otherwise"
 done
 
 # errors
