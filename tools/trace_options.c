@@ -84,7 +84,8 @@ bool trace_options_begin(const char *cmd, trace_options *o, const toy_model *m) 
 
 bool trace_options_end(trace_options *o) {
     if (!o->out || o->out == stderr) return true;
-    const bool ok = !ferror(o->out) & (fclose(o->out) == 0);
+    const bool written = !ferror(o->out), closed = fclose(o->out) == 0;
+    const bool ok = written && closed;
     o->out = NULL;
     if (!ok) fprintf(stderr, "toy %s: --trace-file %s: %s\n", o->cmd, o->path, strerror(errno));
     return ok;
