@@ -119,9 +119,10 @@ assert a[1] == 8 and b[0] == 8, (a, b)  # lora_a [n_in, rank], lora_b [rank, n_o
 PY
 
 # ---- Ctrl-C and --resume
-# 300 steps; 60 under the sanitizers (the resume path is the same, 5x slower per step)
-long_steps=300
-[ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=60
+# 120 steps (about 4 s here: the interrupt, sent at the first step's line, lands early);
+# 30 under the sanitizers (the resume path is the same, 5x slower per step)
+long_steps=120
+[ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=30
 check_resume adapter "$toy" finetune -m "$base" "${lora[@]}" --steps $long_steps --lora-dropout 0.05
 
 # ---- errors

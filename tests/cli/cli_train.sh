@@ -110,8 +110,8 @@ assert abs(b["loss"] / f1["loss"] - 1) < 0.01, (b["loss"], f1["loss"])
 PY
 
 # ---- Ctrl-C and --resume
-long_steps=400   # long enough that the interrupt lands before the end
-[ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=100
+long_steps=150   # long enough that the interrupt, sent at the first step's line, lands before the end
+[ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=40
 check_resume model "$toy" train "${new[@]}" --steps $long_steps
 
 # ---- full fine-tune of a qwen2 model on text: the base's type (F16) is kept
