@@ -223,8 +223,7 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
         p->trace = trace_tap;
         p->trace_user = &o->trace;
         p->trace_model = trace_model;
-    } else if (o->trace.path || o->trace.head >= 0 || o->trace.json) {
-        fprintf(stderr, "toy serve: --trace-head, --trace-format and --trace-file need --trace\n");
+    } else if (!trace_options_check("serve", &o->trace)) {
         goto fail;
     }
     return GO_ON;

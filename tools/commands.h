@@ -96,7 +96,9 @@ typedef struct {
     int32_t n_head, n_head_kv;
 } trace_options;
 #define TRACE_OPTIONS_INIT {NULL, -1, false, NULL, NULL, NULL, 0, 0}
+#define TRACE_PATTERN_MAX 512 /* bytes of a --trace pattern, its NUL included */
 int trace_parse_option(const char *cmd, int argc, char **argv, int *i, trace_options *o);
+bool trace_options_check(const char *cmd, const trace_options *o); /* the options agree; begin checks too */
 bool trace_options_begin(const char *cmd, trace_options *o, const toy_model *m);
 void trace_options_apply(trace_options *o, toy_context_params *cp);
 bool trace_options_end(trace_options *o);
@@ -115,9 +117,6 @@ bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out
 bool parse_cache_type(const char *cmd, const char *flag, const char *value, int *out);
 /* --attn fused|plain (toy_attn) */
 bool parse_attn(const char *cmd, const char *value, toy_attn *out);
-#define ATTN_OPTION_HELP "  --attn fused|plain      attention in one fused pass (default), or plain: the scores,\n" \
-                         "                          their softmax and the product with V, each kept (traced\n" \
-                         "                          as Ln.kq and Ln.kq_soft)\n"
 
 /* JSON output: a string value with escapes; invalid UTF-8 becomes U+FFFD. */
 void print_json_string(FILE *f, const char *s, size_t len);

@@ -30,7 +30,9 @@ const char *const gen_options_help =
     "  --sliding-window        use attention.sliding_window where llama.cpp ignores it (phi3)\n"
     "  --cache-type-k T        KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T        the same for values\n"
-    ATTN_OPTION_HELP
+    "  --attn fused|plain      attention in one fused pass (default), or plain: the scores,\n"
+    "                          their softmax and the product with V, each kept (traced\n"
+    "                          as Ln.kq and Ln.kq_soft)\n"
     "  --mlock                 lock the weights in RAM\n"
     "  --no-mmap               read the model into memory instead of mapping it\n"
     "  --grammar GBNF          generate only text of this grammar (GBNF; docs/grammars.md)\n"

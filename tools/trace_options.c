@@ -25,6 +25,11 @@ int trace_parse_option(const char *cmd, int argc, char **argv, int *i, trace_opt
     if (!strcmp(a, "--trace")) {
         /* the pattern is optional: the next word is one unless it is an option */
         if (v && *v && v[0] != '-') {
+            if (strlen(v) >= TRACE_PATTERN_MAX) {
+                fprintf(stderr, "toy %s: --trace: a pattern of %zu characters, more than %d\n", cmd, strlen(v),
+                        TRACE_PATTERN_MAX - 1);
+                return -1;
+            }
             o->pattern = v;
             (*i)++;
         } else {
@@ -61,12 +66,17 @@ int trace_parse_option(const char *cmd, int argc, char **argv, int *i, trace_opt
     return 1;
 }
 
-bool trace_options_begin(const char *cmd, trace_options *o, const toy_model *m) {
-    o->cmd = cmd;
+bool trace_options_check(const char *cmd, const trace_options *o) {
     if (!o->pattern && (o->path || o->head >= 0 || o->json)) {
         fprintf(stderr, "toy %s: --trace-head, --trace-format and --trace-file need --trace\n", cmd);
         return false;
     }
+    return true;
+}
+
+bool trace_options_begin(const char *cmd, trace_options *o, const toy_model *m) {
+    o->cmd = cmd;
+    if (!trace_options_check(cmd, o)) return false;
     if (!o->pattern) return true;
     o->n_head = toy_model_n_head(m);
     o->n_head_kv = toy_model_n_head_kv(m);
@@ -92,7 +102,7 @@ bool trace_options_end(trace_options *o) {
 }
 
 static bool selected(const trace_options *o, const char *name) {
-    char buf[512];
+    char buf[TRACE_PATTERN_MAX];
     snprintf(buf, sizeof buf, "%s", o->pattern);
     for (char *save = NULL, *p = strtok_r(buf, ",", &save); p; p = strtok_r(NULL, ",", &save))
         if (!fnmatch(p, name, 0)) return true;

@@ -30,8 +30,8 @@ struct toy_context {
     float *v;
     float *attn;   /* attention output [n_head * head_dim] */
     float *kq;     /* TOY_ATTN_PLAIN: scores, then their softmax [n_tok][n_head][n_kv] */
-    float *trace_act, *trace_ones; /* tracing: the FFN's activation alone [n_batch][n_ff], ones */
     size_t kq_cap; /* floats kq holds */
+    float *trace_act, *trace_ones; /* tracing: the FFN's activation alone [n_batch][n_ff], ones */
     float *o;      /* block output [n_embd] */
     float *gate;   /* [n_ff] */
     float *up;

@@ -193,9 +193,9 @@ void ty_gemm_ref(const ty_gemm_args *p) {
 }
 
 /* A portable micro-kernel: 4 x 4 chains of fmaf. Compiled twice: as it is, and for CPUs
- * with FMA, where fmaf is one instruction rather than a call into libm (eleven times
- * faster under TOY_ISA=scalar). fmaf rounds once either way, so the bits are the same;
- * cpu.c chooses. */
+ * with FMA, where fmaf is one instruction rather than a call into libm (measured in
+ * docs/performance.md). fmaf rounds once either way, so the bits are the same; cpu.c
+ * chooses. */
 static inline __attribute__((always_inline)) void kernel_4x4(int64_t kc, const float *a, const float *b,
                                                              float *c, int64_t ldc, bool load_c) {
     float acc[4][4];

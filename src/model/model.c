@@ -342,24 +342,6 @@ static toy_status bind_per_head(toy_model *m, int layer, const char *what, int n
     return toy_type_row_size(w->type, n_cols, &w->row_size);
 }
 
-static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vector *v);
-
-/* The per-head layout's biases: blk.N.WHAT.head_H.bias of n each, stacked in one vector. */
-static toy_status bind_per_head_bias(toy_model *m, int layer, const char *what, int n_heads, int64_t n,
-                                     ty_vector *out) {
-    float *all = malloc((size_t)n_heads * (size_t)n * sizeof *all);
-    if (!all) return ty_error(TOY_ERR_NOMEM, "no memory");
-    toy_status st = own(m, all);
-    for (int h = 0; h < n_heads && !st; h++) {
-        char name[96];
-        snprintf(name, sizeof name, "blk.%d.%s.head_%d.bias", layer, what, h);
-        ty_vector v;
-        if (!(st = bind_vector(m, name, n, &v))) memcpy(all + (size_t)h * (size_t)n, v.data, (size_t)n * sizeof *all);
-    }
-    *out = (ty_vector){all, (int64_t)n_heads * n};
-    return st;
-}
-
 static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vector *v) {
     const toy_gguf_tensor *t;
     toy_status st = find_shaped(m, name, 1, &n, true, &t);
@@ -376,6 +358,22 @@ static toy_status bind_vector(toy_model *m, const char *name, int64_t n, ty_vect
         return ty_error_wrap(st, "%s: tensor %s", model_path(m), name);
     v->data = f;
     return TOY_OK;
+}
+
+/* The per-head layout's biases: blk.N.WHAT.head_H.bias of n each, stacked in one vector. */
+static toy_status bind_per_head_bias(toy_model *m, int layer, const char *what, int n_heads, int64_t n,
+                                     ty_vector *out) {
+    float *all = malloc((size_t)n_heads * (size_t)n * sizeof *all);
+    if (!all) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = own(m, all);
+    for (int h = 0; h < n_heads && !st; h++) {
+        char name[96];
+        snprintf(name, sizeof name, "blk.%d.%s.head_%d.bias", layer, what, h);
+        ty_vector v;
+        if (!(st = bind_vector(m, name, n, &v))) memcpy(all + (size_t)h * (size_t)n, v.data, (size_t)n * sizeof *all);
+    }
+    *out = (ty_vector){all, (int64_t)n_heads * n};
+    return st;
 }
 
 static int64_t packed_groups(const ty_weight *w) {

@@ -180,9 +180,9 @@ static toy_status per_head_contiguous(const train_model *tm, const char *path) {
                              b ? "bias" : "weight");
                     if (tensor_at(tm, tm->params, name, 0, 0) != first + h * floats)
                         return ty_error(TOY_ERR_UNSUPPORTED,
-                                        "%s: tensor %s does not follow head %d's in training's layout (head_dim %d "
-                                        "x n_embd %d floats are not a multiple of 16)",
-                                        path, name, h - 1, hp->head_dim, hp->n_embd);
+                                        "%s: tensor %s does not follow head %d's in training's layout (its %lld "
+                                        "floats are not a multiple of 16)",
+                                        path, name, h - 1, (long long)floats);
                 }
             }
     return TOY_OK;
@@ -283,10 +283,9 @@ static int *per_head_order(const toy_model *m, toy_status *st) {
         for (int h = 0;; h++) { /* the whole group, in head order */
             char member[128];
             snprintf(member, sizeof member, "blk.%d.%s.head_%d.%s", layer, what, h, kind);
-            int at = -1;
-            for (int j = 0; j < n && at < 0; j++)
-                if (!placed[j] && !strcmp(toy_gguf_tensor_at(g, j)->name, member)) at = j;
-            if (at < 0) break;
+            const toy_gguf_tensor *t = toy_gguf_find_tensor(g, member);
+            const int at = t ? (int)(t - toy_gguf_tensor_at(g, 0)) : -1;
+            if (at < 0 || placed[at]) break;
             order[k++] = at;
             placed[at] = true;
         }

@@ -5,7 +5,8 @@
 # = ffn_act * ffn_up bit for bit; RoPE leaves position 0 as it is, so q_pre's first row
 # is q's; head 3 of attn is columns 3*hd..), on run, chat, eval, perplexity and serve
 # (--trace-file); the taps of a mixture of experts and of post-norm models (fixtures);
-# and the errors of bad trace options.
+# and the errors of bad trace options (a bad format or head, a file without --trace, an
+# unwritable file, a pattern too long).
 . "$(dirname "$0")/../lib.sh"
 want_fixtures "the MoE and post-norm taps are not checked"
 m="$bundled"
@@ -94,4 +95,9 @@ for bad in "--trace-format xml" "--trace-head -1" "--trace L0.q --trace-head 8" 
 done
 grep -q "the model has 8 heads" <("$toy" run -m "$m" -p x -n 1 --trace L0.q --trace-head 8 2>&1) \
   || die "--trace-head 8 of 8 heads: not named"
+long=$(printf 'L0.q,%.0s' $(seq 1 120))
+"$toy" eval -m "$m" --tokens 1,2 --dump-logits "$tmp/l.bin" --trace "$long" 2> "$tmp/err" && die "a 600-byte --trace pattern accepted"
+grep -q -- "--trace: a pattern of 600 characters, more than 511" "$tmp/err" || die "a long pattern: $(cat "$tmp/err")"
+"$toy" serve -m "$m" --port 0 --trace-file "$tmp/s.jsonl" 2> "$tmp/err" && die "serve --trace-file without --trace accepted"
+grep -q "need --trace" "$tmp/err" || die "serve --trace-file without --trace: $(cat "$tmp/err")"
 finish

@@ -171,6 +171,11 @@ int main(void) {
         CHECK(toy_decode(ctx, &bad_s) == TOY_ERR_INVALID);
         CHECK_STR_CONTAINS(toy_last_error(), "sequence id 5");
         CHECK(toy_decode(ctx, NULL) == TOY_ERR_INVALID);
+        toy_context_params bad_attn = toy_context_default_params();
+        bad_attn.attn = (toy_attn)7;
+        toy_context *none = NULL;
+        CHECK(toy_context_new(m, &bad_attn, &none) == TOY_ERR_INVALID && none == NULL);
+        CHECK_STR_CONTAINS(toy_last_error(), "attention 7 is neither");
         CHECK(toy_get_logits(ctx, 0) == NULL); /* nothing decoded yet */
         toy_context_free(ctx);
         toy_model_free(m);
