@@ -525,7 +525,9 @@ TOY_API int32_t toy_kv_seq_pos_max(const toy_context *ctx, int32_t seq_id);
 /* ---------------------------------------------------------------- LoRA adapters
  * Adapters in llama.cpp's LoRA GGUF format (general.type "adapter", adapter.lora.alpha,
  * W.lora_a / W.lora_b named after the base tensors W), applied on the fly: each adapted
- * product becomes W x + scale * alpha / rank * B (A x), the base left as it is. */
+ * product becomes W x + scale * alpha / rank * B (A x), the base left as it is. toy's
+ * design's per-head LoRA-Q adapters load too (blk.N.attn_q.head_H.lora_a.weight and
+ * lora_b.weight, one rank-r pair per query head, scale alpha / r; docs/training.md). */
 
 typedef struct toy_lora toy_lora;
 
@@ -958,6 +960,14 @@ typedef struct {
      * writes a checkpoint and returns. NULL: none. */
     const volatile int *stop;
     bool no_mmap; /* read the base model into memory instead of mapping it */
+    /* toy's design's LoRA-Q: one rank-lora_rank pair per query head (lora_targets q only),
+     * written in the design's per-head format with the AdamW moments beside each tensor. */
+    bool lora_per_head;
+    float lora_init_scale; /* the standard deviation of A's start (0: 1 / lora_rank) */
+    /* An adapter to train further (llama.cpp's format or the design's): its values, and
+     * the design's moments where it has them, in place of a fresh start. Its rank,
+     * targets, per-head form and alpha are the run's (lora_rank 0, or the same). */
+    const char *lora_from;
 } toy_train_params;
 
 typedef struct {

@@ -57,6 +57,14 @@ class GGUF:
         start = (self.pos + align - 1) // align * align
         self.tensors = {name: (ne, typ, start + off) for name, ne, typ, off in infos}
 
+    def array(self, name):
+        """An F32 tensor as a numpy array (rows of ne[0])."""
+        import numpy as np
+        ne, typ, off = self.tensors[name]
+        if typ != 0:
+            raise ValueError(f"{self.path}: tensor {name} has type {typ}, not F32")
+        return np.frombuffer(self.data, np.float32, int(np.prod(ne)), off).reshape(ne[::-1])
+
     def _take(self, fmt):
         v = struct.unpack_from("<" + fmt, self.data, self.pos)
         self.pos += struct.calcsize("<" + fmt)

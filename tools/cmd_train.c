@@ -40,7 +40,14 @@ static const char *const finetune_usage =
     "  --lora-rank R          train rank-R adapters (A Gaussian, B zero: step 0 is the base)\n"
     "  --lora-alpha A         the adapters' scale is A / R (default A = R)\n"
     "  --lora-targets LIST    products to adapt, of q,k,v,o,gate,up,down (default: all)\n"
-    "  --lora-dropout P       drop each adapter input with probability P (default 0)\n";
+    "  --lora-dropout P       drop each adapter input with probability P (default 0)\n"
+    "  --lora-per-head        one rank-R pair per query head (toy's design's LoRA-Q; needs\n"
+    "                         --lora-targets q), written in its per-head format with the\n"
+    "                         AdamW moments beside each tensor\n"
+    "  --lora-init-scale X    the standard deviation of A's start (default 1 / R; the\n"
+    "                         design's is 0.01)\n"
+    "  --lora-from FILE       train this adapter further (either format; its rank, targets\n"
+    "                         and alpha, and the design's moments where it has them)\n";
 
 static const char *const common_usage =
     "\n"
@@ -226,6 +233,7 @@ static int parse_train_options(const char *cmd, bool finetune, int argc, char **
     init->arch = "llama";
     int rc = 2;
     bool warmup_set = false;
+    const char *new_adapter_option = NULL; /* an option that shapes a new adapter */
     const char *out_type = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -292,14 +300,23 @@ static int parse_train_options(const char *cmd, bool finetune, int argc, char **
             if (!parse_int_arg(cmd, a, v, 1, 4096, &x)) goto done;
             p->lora_rank = x;
             i++;
-        } else if (finetune && (!strcmp(a, "--lora-alpha") || !strcmp(a, "--lora-dropout"))) {
+        } else if (finetune && (!strcmp(a, "--lora-alpha") || !strcmp(a, "--lora-dropout") ||
+                                !strcmp(a, "--lora-init-scale"))) {
             float f;
             if (!parse_float_arg(cmd, a, v, &f)) goto done;
             i++;
-            if (!strcmp(a, "--lora-alpha")) p->lora_alpha = f;
-            else p->lora_dropout = f;
+            if (!strcmp(a, "--lora-dropout")) p->lora_dropout = f;
+            else if (!strcmp(a, "--lora-alpha")) p->lora_alpha = f;
+            else p->lora_init_scale = f;
+            if (strcmp(a, "--lora-dropout")) new_adapter_option = a;
         } else if (finetune && !strcmp(a, "--lora-targets") && v) {
             if (!parse_lora_targets(cmd, argv[++i], &p->lora_targets)) goto done;
+            new_adapter_option = a;
+        } else if (finetune && !strcmp(a, "--lora-per-head")) {
+            p->lora_per_head = true;
+            new_adapter_option = a;
+        } else if (finetune && !strcmp(a, "--lora-from") && v) {
+            p->lora_from = argv[++i];
         } else if (!strcmp(a, "--compute") && v) {
             const int t = toy_type_from_name(argv[++i]);
             if (t != TOY_TYPE_F32 && t != TOY_TYPE_BF16 && t != TOY_TYPE_F16) {
@@ -333,6 +350,16 @@ static int parse_train_options(const char *cmd, bool finetune, int argc, char **
     if (!p->out_path || o->n_data == 0 || (finetune && !p->model_path)) {
         fprintf(stderr, "toy %s: needs %s--data and --out (see toy %s --help)\n", cmd, finetune ? "-m BASE, " : "",
                 cmd);
+        goto done;
+    }
+    if (new_adapter_option && (p->lora_from || !p->lora_rank)) {
+        fprintf(stderr, "toy %s: %s %s\n", cmd, new_adapter_option,
+                p->lora_from ? "shapes a new adapter; --lora-from's adapter has its own"
+                             : "needs --lora-rank R (a LoRA run)");
+        goto done;
+    }
+    if (p->lora_per_head && p->lora_targets != 1u) {
+        fprintf(stderr, "toy %s: --lora-per-head adapts the query only: add --lora-targets q\n", cmd);
         goto done;
     }
     if (!p->model_path && !p->resume && !init->vocab_path) {

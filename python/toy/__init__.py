@@ -376,7 +376,8 @@ def _default_threads():
 def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq=256, grad_accum=1,
           lr=1e-3, min_lr=1e-4, warmup=None, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8, clip=1.0,
           seed=42, threads=None, out_type=None, save_every=0, eval_every=0, resume=False, lora_rank=0,
-          lora_alpha=0.0, lora_targets=None, lora_dropout=0.0, compute=None, no_mmap=False, arch="llama",
+          lora_alpha=0.0, lora_targets=None, lora_dropout=0.0, lora_per_head=False, lora_init_scale=0.0,
+          lora_from=None, compute=None, no_mmap=False, arch="llama",
           preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0, ctx=0, untied=False, name=None,
           vocab_from=None, progress=None):
     """Trains as `toy train` / `toy finetune` do, with the same options (their flags with
@@ -418,6 +419,7 @@ def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq
     p.n_threads = threads or _default_threads()
     p.save_every, p.eval_every, p.resume, p.no_mmap = save_every, eval_every, resume, no_mmap
     p.lora_rank, p.lora_alpha, p.lora_dropout = lora_rank, lora_alpha, lora_dropout
+    p.lora_per_head, p.lora_init_scale, p.lora_from = lora_per_head, lora_init_scale, cstr(lora_from)
     if lora_targets is not None:
         names = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
         bad = [t for t in names if t not in _LORA_TARGETS]

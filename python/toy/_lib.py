@@ -147,7 +147,8 @@ class TrainParams(ctypes.Structure):
                 ("save_every", ctypes.c_int64), ("resume", ctypes.c_bool), ("lora_rank", ctypes.c_int32),
                 ("lora_alpha", ctypes.c_float), ("lora_targets", ctypes.c_uint32), ("lora_dropout", ctypes.c_float),
                 ("compute_type", ctypes.c_int), ("progress", TRAIN_PROGRESS_FN), ("progress_user", ctypes.c_void_p),
-                ("stop", ctypes.c_void_p), ("no_mmap", ctypes.c_bool)]
+                ("stop", ctypes.c_void_p), ("no_mmap", ctypes.c_bool), ("lora_per_head", ctypes.c_bool),
+                ("lora_init_scale", ctypes.c_float), ("lora_from", ctypes.c_char_p)]
 
 
 class TrainResult(ctypes.Structure):

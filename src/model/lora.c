@@ -44,7 +44,48 @@ const ty_lora_pair *ty_lora_find(const toy_lora *lora, const char *name) {
 }
 
 float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scale) {
-    return lora->alpha != 0.0f ? scale * lora->alpha / (float)p->rank : scale;
+    return lora->alpha != 0.0f ? scale * lora->alpha / (float)(p->rank / p->n_groups) : scale;
+}
+
+bool ty_lora_per_head_name(const char *name, int *layer, int *head, char *ab) {
+    int len = 0;
+    return sscanf(name, "blk.%d.attn_q.head_%d.lora_%c.weight%n", layer, head, ab, &len) == 3 && !name[len] &&
+           *layer >= 0 && *head >= 0 && (*ab == 'a' || *ab == 'b');
+}
+
+/* An AdamW moment of a per-head pair tensor: "X.weight.m" or "X.m" (and .v). */
+static bool is_per_head_moment(const char *name) {
+    size_t stem;
+    if (!ends_with(name, ".m", &stem) && !ends_with(name, ".v", &stem)) return false;
+    char base[128];
+    int layer, head;
+    char ab;
+    if (stem + sizeof ".weight" > sizeof base) return false;
+    snprintf(base, sizeof base, "%.*s", (int)stem, name);
+    if (ty_lora_per_head_name(base, &layer, &head, &ab)) return true;
+    snprintf(base, sizeof base, "%.*s.weight", (int)stem, name);
+    return ty_lora_per_head_name(base, &layer, &head, &ab);
+}
+
+/* The base matrix an adapter pair of `name` adapts: its shape, also for the per-head
+ * layout's Q, K and V (model.h), which have no whole tensor in the file. */
+static bool base_matrix(const toy_model *base, const char *name, int64_t *n_in, int64_t *n_out, int *n_dims) {
+    const toy_gguf_tensor *w = toy_gguf_find_tensor(base->gguf, name);
+    if (w) {
+        *n_in = w->ne[0];
+        *n_out = w->ne[1];
+        *n_dims = w->n_dims;
+        return true;
+    }
+    int il, len = 0;
+    char kind[16];
+    if (!base->hp.per_head_weights || sscanf(name, "blk.%d.attn_%15[qkv].weight%n", &il, kind, &len) != 2 ||
+        name[len] || kind[1] || il < 0 || il >= base->hp.n_layer)
+        return false;
+    *n_in = base->hp.n_embd;
+    *n_out = (int64_t)(kind[0] == 'q' ? base->hp.n_head : base->hp.n_head_kv) * base->hp.head_dim;
+    *n_dims = 2;
+    return true;
 }
 
 static toy_status to_f32(const char *path, const toy_gguf_tensor *t, float **out) {
@@ -63,32 +104,84 @@ static toy_status to_f32(const char *path, const toy_gguf_tensor *t, float **out
 /* Checks one pair against the base tensor and converts it. */
 static toy_status load_pair(const toy_model *base, const char *path, const char *name,
                             const toy_gguf_tensor *ta, const toy_gguf_tensor *tb, ty_lora_pair *p) {
-    const toy_gguf_tensor *w = toy_gguf_find_tensor(base->gguf, name);
-    if (!w)
+    int64_t w_in, w_out;
+    int w_dims;
+    if (!base_matrix(base, name, &w_in, &w_out, &w_dims))
         return ty_error(TOY_ERR_FORMAT, "%s: adapter tensor %s.lora_a: the base model %s has no tensor %s",
                         path, name, toy_gguf_path(base->gguf), name);
-    if (w->n_dims != 2)
+    if (w_dims != 2)
         return ty_error(TOY_ERR_UNSUPPORTED, "%s: %s has %d dimensions: toy applies LoRA to matrices only",
-                        path, name, w->n_dims);
+                        path, name, w_dims);
     if (ta->n_dims > 2 || tb->n_dims > 2)
         return ty_error(TOY_ERR_FORMAT, "%s: %s.lora_a/lora_b must be matrices", path, name);
     snprintf(p->name, sizeof p->name, "%s", name);
-    p->n_in = w->ne[0];
-    p->n_out = w->ne[1];
+    p->n_in = w_in;
+    p->n_out = w_out;
+    p->n_groups = 1;
     const bool embd = !strcmp(name, "token_embd.weight");
     /* token_embd: a [rank, n_vocab], b [rank, n_embd]; else a [n_in, rank], b [rank, n_out] */
     p->rank = embd ? ta->ne[0] : ta->ne[1];
-    const bool shape_ok = embd ? ta->ne[1] == w->ne[1] && tb->ne[1] == w->ne[0] && tb->ne[0] == p->rank
-                               : ta->ne[0] == w->ne[0] && tb->ne[1] == w->ne[1] && tb->ne[0] == p->rank;
+    const bool shape_ok = embd ? ta->ne[1] == w_out && tb->ne[1] == w_in && tb->ne[0] == p->rank
+                               : ta->ne[0] == w_in && tb->ne[1] == w_out && tb->ne[0] == p->rank;
     if (!shape_ok || p->rank < 1)
         return ty_error(TOY_ERR_FORMAT,
                         "%s: %s.lora_a is [%lld, %lld] and lora_b [%lld, %lld], which do not fit %s [%lld, %lld] "
                         "of the base model (a different base?)",
                         path, name, (long long)ta->ne[0], (long long)ta->ne[1], (long long)tb->ne[0],
-                        (long long)tb->ne[1], name, (long long)w->ne[0], (long long)w->ne[1]);
+                        (long long)tb->ne[1], name, (long long)w_in, (long long)w_out);
     toy_status st = to_f32(path, ta, &p->a);
     if (!st) st = to_f32(path, tb, &p->b);
     return st;
+}
+
+/* Layer il's per-head pairs as one pair of rank n_head r with a block-diagonal B (lora.h). */
+static toy_status load_per_head(const toy_model *base, const toy_gguf *g, const char *path, int il, ty_lora_pair *p) {
+    const ty_hparams *hp = &base->hp;
+    if (il >= hp->n_layer)
+        return ty_error(TOY_ERR_FORMAT, "%s: per-head adapter of layer %d: the base model has %d layers", path, il,
+                        hp->n_layer);
+    if (hp->fused_qkv)
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: a per-head LoRA-Q adapter, and the base fuses Q into attn_qkv", path);
+    const int64_t G = hp->n_head, C = hp->n_embd, hd = hp->head_dim, qd = G * hd;
+    int64_t r = 0;
+    char name[128];
+    for (int64_t h = 0; h < G; h++) {
+        const toy_gguf_tensor *t[2];
+        for (int ab = 0; ab < 2; ab++) {
+            snprintf(name, sizeof name, "blk.%d.attn_q.head_%lld.lora_%c.weight", il, (long long)h, ab ? 'b' : 'a');
+            t[ab] = toy_gguf_find_tensor(g, name);
+            if (!t[ab])
+                return ty_error(TOY_ERR_FORMAT, "%s: per-head adapter of layer %d: tensor %s is missing (the base has "
+                                "%lld query heads)", path, il, name, (long long)G);
+        }
+        if (h == 0) {
+            r = t[0]->ne[1];
+            if (r < 1 || r > 4096 || r * G > INT32_MAX / C)
+                return ty_error(TOY_ERR_FORMAT, "%s: %s: rank %lld", path, t[0]->name, (long long)r);
+            *p = (ty_lora_pair){.n_in = C, .n_out = qd, .rank = G * r, .n_groups = G, .per_head = true};
+            snprintf(p->name, sizeof p->name, "blk.%d.attn_q.weight", il);
+            p->a = malloc((size_t)(G * r * C) * sizeof *p->a);
+            p->b = calloc((size_t)(qd * G * r), sizeof *p->b);
+            if (!p->a || !p->b) return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
+        }
+        if (t[0]->n_dims > 2 || t[1]->n_dims > 2 || t[0]->ne[0] != C || t[0]->ne[1] != r || t[1]->ne[0] != r ||
+            t[1]->ne[1] != hd)
+            return ty_error(TOY_ERR_FORMAT,
+                            "%s: %s is [%lld, %lld] and lora_b [%lld, %lld]: head %lld of layer %d needs [%lld, %lld] "
+                            "and [%lld, %lld] (n_embd, rank; rank, head_dim)",
+                            path, t[0]->name, (long long)t[0]->ne[0], (long long)t[0]->ne[1], (long long)t[1]->ne[0],
+                            (long long)t[1]->ne[1], (long long)h, il, (long long)C, (long long)r, (long long)r,
+                            (long long)hd);
+        float *a, *b;
+        toy_status st = to_f32(path, t[0], &a);
+        if (st) return st;
+        memcpy(p->a + h * r * C, a, (size_t)(r * C) * sizeof *a);
+        free(a);
+        if ((st = to_f32(path, t[1], &b))) return st;
+        for (int64_t o = 0; o < hd; o++) memcpy(p->b + (h * hd + o) * G * r + h * r, b + o * r, (size_t)r * sizeof *b);
+        free(b);
+    }
+    return TOY_OK;
 }
 
 toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out) {
@@ -98,7 +191,22 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
     if (st) return st;
     const char *s = "", *base_arch = "";
     size_t len = 0, base_len = 0;
-    if (!str_is(g, "general.type", "adapter", &s, &len))
+    bool per_head = false; /* toy's design's adapter (lora.h) */
+    int layer, head;
+    char ab;
+    for (int64_t i = 0; i < toy_gguf_n_tensors(g); i++)
+        per_head |= ty_lora_per_head_name(toy_gguf_tensor_at(g, i)->name, &layer, &head, &ab);
+    if (per_head) {
+        if (toy_gguf_get(g, "adapter.type") && !str_is(g, "adapter.type", "lora", &s, &len))
+            st = ty_error(TOY_ERR_UNSUPPORTED, "%s: adapter.type is \"%.*s\"; toy reads \"lora\" adapters", path,
+                          (int)len, s);
+        else if (toy_gguf_get(g, "general.architecture") &&
+                 (toy_gguf_get_str(base->gguf, "general.architecture", &base_arch, &base_len) ||
+                  toy_gguf_get_str(g, "general.architecture", &s, &len) || len != base_len ||
+                  memcmp(s, base_arch, len)))
+            st = ty_error(TOY_ERR_FORMAT, "%s: an adapter for architecture \"%.*s\", the base model is \"%.*s\"",
+                          path, (int)len, s, (int)base_len, base_arch);
+    } else if (!str_is(g, "general.type", "adapter", &s, &len))
         st = ty_error(TOY_ERR_FORMAT, "%s: general.type is \"%.*s\", not \"adapter\": not a LoRA adapter", path,
                       (int)len, s);
     else if (!str_is(g, "adapter.type", "lora", &s, &len))
@@ -126,6 +234,17 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
         for (int64_t i = 0; !st && i < n_t; i++) {
             const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
             size_t stem;
+            if (ty_lora_per_head_name(t->name, &layer, &head, &ab)) {
+                char first[128];
+                snprintf(first, sizeof first, "blk.%d.attn_q.head_0.lora_a.weight", layer);
+                if (head == 0 && ab == 'a') st = load_per_head(base, g, path, layer, &lora->pairs[lora->n_pairs++]);
+                else if (!toy_gguf_find_tensor(g, first))
+                    st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has no %s beside it", path, t->name, first);
+                continue;
+            }
+            if (per_head && (is_per_head_moment(t->name) || (!ends_with(t->name, ".lora_a", &stem) &&
+                                                             !ends_with(t->name, ".lora_b", &stem))))
+                continue; /* the moments, and the tensors of a checkpoint's base */
             if (ends_with(t->name, "_norm.weight", &stem)) continue; /* llama.cpp skips them too */
             if (ends_with(t->name, ".lora_b", &stem)) {
                 char a_name[128];

@@ -10,6 +10,14 @@
  * token embedding is the exception llama.cpp makes: its lora_a is [rank, n_vocab] and
  * lora_b [rank, n_embd], and row t of the embedding gains s * B a_t (a_t row t of A).
  * Tensors may be of any type toy reads; they are held as F32.
+ *
+ * toy's design writes its LoRA-Q adapters another way: one rank-r pair per query head,
+ * "blk.N.attn_q.head_H.lora_a.weight" (ne [n_embd, r]) and "...lora_b.weight" (ne
+ * [r, head_dim]), each with its AdamW moments beside it ("...weight.m", "...weight.v", or
+ * "...lora_a.m"), the scale alpha / r, and no general.type required (a checkpoint may
+ * carry its base's tensors too, which the adapter ignores). Such a layer is held as one
+ * pair of rank n_head r whose B is block-diagonal (n_groups = n_head): B_H fills rows
+ * H head_dim.. and columns H r.. , zeros elsewhere.
  */
 #ifndef TOY_LORA_H
 #define TOY_LORA_H
@@ -22,6 +30,8 @@ typedef struct {
     char name[96];          /* the base tensor */
     int64_t n_in, n_out;    /* the base matrix: n_out rows of n_in */
     int64_t rank;
+    int64_t n_groups;       /* 1; a per-head pair: n_head, each of rank rank / n_groups */
+    bool per_head;          /* the design's per-head pairs (n_groups may be 1: one head) */
     float *a;               /* [rank][n_in]; token_embd: [n_vocab][rank] */
     float *b;               /* [n_out][rank]; token_embd: [n_embd][rank] */
 } ty_lora_pair;
@@ -38,6 +48,10 @@ const ty_lora_pair *ty_lora_find(const toy_lora *lora, const char *name);
 
 /* s of a pair at a user scale. */
 float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scale);
+
+/* The per-head pair tensor "blk.N.attn_q.head_H.lora_a.weight" (or lora_b): its layer,
+ * head and 'a' or 'b'; false for any other name. */
+bool ty_lora_per_head_name(const char *name, int *layer, int *head, char *ab);
 
 /* Writes an adapter of n pairs (F32 tensors) for a base of architecture arch, atomically. */
 toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,

@@ -121,35 +121,117 @@ toy_status ty_checkpoint_write_model(train_model *tm, const toy_gguf *source, in
     return st;
 }
 
-/* A LoRA run's adapter: its tensors come in (lora_a, lora_b) pairs. */
-toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path) {
+/* A LoRA run's adapter: every adapter tensor under its own name (llama.cpp's
+ * "W.lora_a", or the design's per-head "blk.N.attn_q.head_H.lora_a.weight", which keeps
+ * its AdamW moments beside it, "...weight.m" and "...weight.v", and the step they are at). */
+toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const float *m, const float *v,
+                                       int64_t adam_step, const char *path) {
     const train_lora_params *lp = ty_train_model_lora(tm);
-    const int n = ty_train_model_n_tensors(tm);
-    ty_lora_pair *pairs = calloc((size_t)n / 2 + 1, sizeof *pairs);
-    if (!pairs) return ty_error(TOY_ERR_NOMEM, "no memory");
-    int n_pairs = 0;
-    float *params = ty_train_model_params(tm);
-    for (int i = 0; i + 1 < n; i++) {
-        const train_tensor *a = ty_train_model_tensor(tm, i), *b = ty_train_model_tensor(tm, i + 1);
-        if (!a->lora) continue;
-        ty_lora_pair *p = &pairs[n_pairs++];
-        snprintf(p->name, sizeof p->name, "%.*s", (int)(strlen(a->name) - strlen(".lora_a")), a->name);
-        p->n_in = a->ne[0];
-        p->n_out = b->ne[1];
-        p->rank = a->ne[1];
-        p->a = params + a->offset;
-        p->b = params + b->offset;
-        i++;
-    }
     const char *arch;
     size_t len;
-    char arch_buf[64];
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = toy_gguf_get_str(source, "general.architecture", &arch, &len);
-    if (!st) {
-        snprintf(arch_buf, sizeof arch_buf, "%.*s", (int)(len < 63 ? len : 63), arch);
-        st = ty_lora_write(path, arch_buf, lp->alpha, pairs, n_pairs);
+    if (!st) st = toy_gguf_writer_set_str(w, "general.type", "adapter", 7);
+    if (!st) st = toy_gguf_writer_set_str(w, "general.architecture", arch, len);
+    if (!st) st = toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
+    if (!st) st = toy_gguf_writer_set_f32(w, "adapter.lora.alpha", lp->alpha);
+    const bool moments = lp->per_head && m && v;
+    if (!st && moments) st = toy_gguf_writer_set_u64(w, "toy.lora.adam_step", (uint64_t)adam_step);
+    const float *params = ty_train_model_params(tm);
+    for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
+        if (!t->lora) continue;
+        st = toy_gguf_writer_add_tensor(w, t->name, TOY_TYPE_F32, 2, t->ne, params + t->offset);
+        char name[128];
+        for (int k = 0; !st && moments && k < 2; k++) {
+            snprintf(name, sizeof name, "%s.%c", t->name, k ? 'v' : 'm');
+            st = toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F32, 2, t->ne, (k ? v : m) + t->offset);
+        }
     }
-    free(pairs);
+    if (!st) st = toy_gguf_writer_write(w, path);
+    toy_gguf_writer_free(w);
+    return st;
+}
+
+toy_status ty_checkpoint_adapter_params(const toy_model *m, const char *path, train_lora_params *lp) {
+    toy_lora *l;
+    toy_status st = toy_lora_load(m, path, &l);
+    if (st) return st;
+    *lp = (train_lora_params){.alpha = l->alpha};
+    for (int i = 0; !st && i < l->n_pairs; i++) {
+        const ty_lora_pair *p = &l->pairs[i];
+        int il = -1, len = 0;
+        char kind[32];
+        uint32_t bits = 0;
+        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
+            for (int k = 0; k < MAT_KINDS; k++)
+                if (!strcmp(kind, ty_layer_mat_home(&m->hp, k).tensor)) bits |= 1u << k;
+        const int64_t rank = p->rank / p->n_groups;
+        if (!bits || il < 0 || il >= m->hp.n_layer)
+            st = ty_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", path, p->name);
+        else if ((lp->rank && rank != lp->rank) || (i && lp->per_head != p->per_head))
+            st = ty_error(TOY_ERR_UNSUPPORTED, "%s: pairs of ranks %d and %lld%s: toy trains one kind at a time", path,
+                          lp->rank, (long long)rank, i && lp->per_head != p->per_head ? ", per head and not" : "");
+        lp->rank = (int32_t)rank;
+        lp->per_head = p->per_head;
+        lp->targets |= bits;
+    }
+    toy_lora_free(l);
+    if (lp->alpha == 0) lp->alpha = (float)lp->rank; /* llama.cpp: scale 1 */
+    return st;
+}
+
+toy_status ty_checkpoint_read_adapter(const char *path, train_model *tm, float *m, float *v, bool zero_missing,
+                                      int64_t *adam_step) {
+    toy_gguf *g;
+    toy_status st = toy_gguf_open(path, &g);
+    if (st) return st;
+    float *params = ty_train_model_params(tm);
+    bool any_moment = false;
+    for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *t = ty_train_model_tensor(tm, i);
+        if (!t->lora) continue;
+        const toy_gguf_tensor *x = toy_gguf_find_tensor(g, t->name);
+        if (!x) { /* a target the adapter has in other layers only: nothing there */
+            if (zero_missing) memset(params + t->offset, 0, (size_t)t->n * sizeof *params);
+            continue;
+        }
+        if (x->ne[0] != t->ne[0] || toy_tensor_nelements(x) != t->n) {
+            st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s is [%lld, %lld], training's is [%lld, %lld]", path, t->name,
+                          (long long)x->ne[0], (long long)x->ne[1], (long long)t->ne[0], (long long)t->ne[1]);
+            break;
+        }
+        if ((st = toy_dequantize(x->type, x->data, params + t->offset, t->n))) {
+            ty_error_wrap(st, "%s: tensor %s", path, t->name);
+            break;
+        }
+        /* the design's moments: "X.weight.m" or "X.m", both or neither */
+        const toy_gguf_tensor *mt[2] = {NULL, NULL};
+        char name[2][160];
+        const size_t stem = strlen(t->name) - (strstr(t->name, ".weight") ? strlen(".weight") : 0);
+        for (int k = 0; m && v && k < 2; k++) {
+            snprintf(name[k], sizeof name[k], "%s.%c", t->name, k ? 'v' : 'm');
+            if (!(mt[k] = toy_gguf_find_tensor(g, name[k]))) {
+                snprintf(name[k], sizeof name[k], "%.*s.%c", (int)stem, t->name, k ? 'v' : 'm');
+                mt[k] = toy_gguf_find_tensor(g, name[k]);
+            }
+        }
+        if (!mt[0] && !mt[1]) continue;
+        for (int k = 0; !st && k < 2; k++)
+            if (!mt[k])
+                st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has a moment %s and no %s", path, t->name,
+                              name[!k], name[k]);
+            else if (mt[k]->type != TOY_TYPE_F32 || toy_tensor_nelements(mt[k]) != t->n || mt[k]->ne[0] != t->ne[0])
+                st = ty_error(TOY_ERR_FORMAT, "%s: moment %s is not an F32 tensor shaped like %s", path, name[k],
+                              t->name);
+            else memcpy((k ? v : m) + t->offset, mt[k]->data, (size_t)t->n * sizeof *m);
+        any_moment = true;
+    }
+    uint64_t step = 0;
+    if (!st && adam_step) *adam_step = any_moment && !toy_gguf_get_u64(g, "toy.lora.adam_step", &step) &&
+                                               step <= INT64_MAX / 2 ? (int64_t)step : 0;
+    toy_gguf_close(g);
     return st;
 }
 
@@ -180,6 +262,7 @@ toy_status ty_checkpoint_write_state(const char *path, train_model *tm, const fl
     U64("grad_accum", s->grad_accum);
     U64("n_windows", s->n_windows);
     U64("tokens", s->tokens);
+    U64("adam_step0", s->adam_step0);
 #undef U64
     if (!st) st = toy_gguf_writer_set_f64(w, "toy.train.seconds", s->seconds);
     if (!st) st = toy_gguf_writer_set_array(w, "toy.train.history.loss", TOY_GGUF_FLOAT32, h->loss, (uint64_t)h->n);
@@ -268,6 +351,7 @@ toy_status ty_checkpoint_read_state(const char *path, train_model *tm, float *m,
     if ((st = read_u64(g, "grad_accum", &x))) goto done;
     s->grad_accum = (int32_t)x;
     if ((st = read_u64(g, "n_windows", &s->n_windows)) || (st = read_u64(g, "tokens", &s->tokens))) goto done;
+    if (toy_gguf_get(g, "toy.train.adam_step0") && (st = read_u64(g, "adam_step0", &s->adam_step0))) goto done;
     double sec = 0;
     if (!toy_gguf_get_f64(g, "toy.train.seconds", &sec)) s->seconds = sec;
     ty_history_free(h);

@@ -18,6 +18,7 @@ typedef struct {
     int32_t batch, seq, grad_accum;
     int64_t n_windows;  /* of the training data, to refuse other data on resume */
     int64_t tokens;     /* scored tokens trained on */
+    int64_t adam_step0; /* steps AdamW's moments had taken before the run (a --lora-from adapter's) */
     double seconds;     /* training time so far */
 } train_state;
 
@@ -39,8 +40,18 @@ void ty_history_free(train_history *h);
 toy_status ty_checkpoint_write_model(train_model *tm, const toy_gguf *source, int ftype, int n_threads,
                                   const char *path);
 
-/* A LoRA run's adapters in llama.cpp's adapter format, atomically. */
-toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const char *path);
+/* A LoRA run's adapters, atomically: in llama.cpp's adapter format, or (per-head pairs)
+ * in toy's design's, with their AdamW moments m, v at step adam_step (lora.h). */
+toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, const float *m, const float *v,
+                                       int64_t adam_step, const char *path);
+/* The LoRA settings of the adapter at path (either format) on model m: rank, targets,
+ * per-head, alpha (the rank when it has none: llama.cpp's scale 1). */
+toy_status ty_checkpoint_adapter_params(const toy_model *m, const char *path, train_lora_params *lp);
+/* The adapter's values in place of tm's fresh ones, tensor by name (a pair it lacks stays
+ * fresh, or is zeroed with zero_missing); with m and v its moments too, where it has them,
+ * and *adam_step the step they are at (0 without). */
+toy_status ty_checkpoint_read_adapter(const char *path, train_model *tm, float *m, float *v, bool zero_missing,
+                                      int64_t *adam_step);
 
 /* The state file; with master the parameters themselves are kept too. */
 toy_status ty_checkpoint_write_state(const char *path, train_model *tm, const float *m, const float *v,

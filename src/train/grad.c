@@ -6,32 +6,9 @@
 #include <stdio.h>
 
 #include "error.h"
-#include "lora.h"
+#include "checkpoint.h"
 #include "params.h"
 #include "train_model.h"
-
-/* The adapter's settings for a LoRA train_model: its kinds, its one rank, its alpha. */
-static toy_status lora_setup(const toy_model *m, const toy_lora *l, train_lora_params *lp) {
-    *lp = (train_lora_params){.alpha = l->alpha};
-    for (int i = 0; i < l->n_pairs; i++) {
-        const ty_lora_pair *p = &l->pairs[i];
-        int il, len = 0;
-        char kind[32];
-        uint32_t bits = 0;
-        if (sscanf(p->name, "blk.%d.%31[a-z_].weight%n", &il, kind, &len) == 2 && !p->name[len])
-            for (int k = 0; k < MAT_KINDS; k++)
-                if (!strcmp(kind, ty_layer_mat_home(&m->hp, k).tensor)) bits |= 1u << k;
-        if (!bits || il < 0 || il >= m->hp.n_layer)
-            return ty_error(TOY_ERR_UNSUPPORTED, "%s: toy trains no adapter on %s", l->path, p->name);
-        if (lp->rank && p->rank != lp->rank)
-            return ty_error(TOY_ERR_UNSUPPORTED, "%s: adapters of ranks %d and %lld; toy trains one rank", l->path,
-                            lp->rank, (long long)p->rank);
-        lp->rank = (int32_t)p->rank;
-        lp->targets |= bits;
-    }
-    if (lp->alpha == 0) lp->alpha = (float)lp->rank; /* llama.cpp: scale 1 */
-    return TOY_OK;
-}
 
 void toy_grad_params_init(toy_grad_params *params, size_t size) {
     const toy_grad_params defaults = {.size = sizeof defaults, .n_threads = 1};
@@ -52,24 +29,11 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     int32_t *targets = malloc((size_t)n * sizeof *targets);
     float *weights = malloc((size_t)n * sizeof *weights);
     if (!pool || !targets || !weights) st = ty_error(TOY_ERR_NOMEM, "no memory");
-    toy_lora *lora = NULL;
     train_lora_params lp;
-    if (!st && lora_path && !(st = toy_lora_load(m, lora_path, &lora))) st = lora_setup(m, lora, &lp);
-    if (!st) st = lora ? ty_train_model_new_lora(m, n, pool, &lp, &tm) : ty_train_model_new(m, n, pool, &tm);
-    /* the adapter's values in place of the fresh ones; every pair has its tensors there */
-    for (int i = 0; !st && lora && i < ty_train_model_n_tensors(tm); i++) {
-        const train_tensor *t = ty_train_model_tensor(tm, i);
-        if (!t->lora) continue;
-        char name[96];
-        snprintf(name, sizeof name, "%.*s", (int)(strlen(t->name) - strlen(".lora_a")), t->name);
-        const ty_lora_pair *p = ty_lora_find(lora, name);
-        const bool is_a = t->name[strlen(t->name) - 1] == 'a';
-        if (!p) { /* a target the adapter has in another layer only */
-            memset(ty_train_model_params(tm) + t->offset, 0, (size_t)t->n * sizeof(float));
-            continue;
-        }
-        memcpy(ty_train_model_params(tm) + t->offset, is_a ? p->a : p->b, (size_t)t->n * sizeof(float));
-    }
+    if (!st && lora_path) st = ty_checkpoint_adapter_params(m, lora_path, &lp);
+    if (!st) st = lora_path ? ty_train_model_new_lora(m, n, pool, &lp, &tm) : ty_train_model_new(m, n, pool, &tm);
+    /* the adapter's values in place of the fresh ones, zeros where it has no pair */
+    if (!st && lora_path) st = ty_checkpoint_read_adapter(lora_path, tm, NULL, NULL, true, NULL);
     if (!st) st = ty_train_model_reserve(tm, 1, n);
     double loss = 0;
     if (!st) {
@@ -86,7 +50,7 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     if (!st) st = toy_gguf_writer_set_u32(w, "toy.n_tokens", (uint32_t)n);
     for (int i = 0; !st && i < ty_train_model_n_tensors(tm); i++) {
         const train_tensor *t = ty_train_model_tensor(tm, i);
-        if (lora && !t->lora) continue; /* the frozen base has no gradient */
+        if (lora_path && !t->lora) continue; /* the frozen base has no gradient */
         st = toy_gguf_writer_add_tensor(w, t->name, TOY_TYPE_F32, t->n_dims, t->ne,
                                         ty_train_model_grads(tm) + t->offset);
     }
@@ -95,7 +59,6 @@ static toy_status grad_of(const toy_model *m, const char *lora_path, const int32
     toy_gguf_writer_free(w);
     ty_train_model_free(tm);
     ty_pool_free(pool);
-    toy_lora_free(lora);
     free(targets);
     free(weights);
     return st;

@@ -775,31 +775,37 @@ void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, i
 }
 
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
-                  int64_t C, int64_t OC, int64_t r, float s) {
-    ty_gemm_args t = {false, true, false, n, r, C, x, C, a, C, ts, r};
+                     int64_t C, int64_t OC, int64_t r, int64_t groups, float s) {
+    const int64_t R = r * groups, OG = OC / groups;
+    ty_gemm_args t = {false, true, false, n, R, C, x, C, a, C, ts, R};
     ty_gemm_run(g, &t);
-    ty_scale_inplace(ty_gemm_pool(g), ts, s, n * r);
-    ty_gemm_args o = {false, true, true, n, OC, r, ts, r, b, r, out, OC};
-    ty_gemm_run(g, &o);
+    ty_scale_inplace(ty_gemm_pool(g), ts, s, n * R);
+    for (int64_t q = 0; q < groups; q++) { /* out's group q += ts's group q B_q^T */
+        ty_gemm_args o = {false, true, true, n, OG, r, ts + q * r, R, b + q * OG * r, r, out + q * OG, OC};
+        ty_gemm_run(g, &o);
+    }
 }
 
 void ty_lora_backward(ty_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
-                   const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
-                   float s) {
-    if (db) { /* dB[OC x r] += dout^T ts */
-        ty_gemm_args p = {true, false, true, OC, r, n, dout, OC, ts, r, db, r};
+                      const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
+                      int64_t groups, float s) {
+    const int64_t R = r * groups, OG = OC / groups;
+    for (int64_t q = 0; q < groups; q++) {
+        if (db) { /* dB_q[OG x r] += dout_q^T ts_q */
+            ty_gemm_args p = {true, false, true, OG, r, n, dout + q * OG, OC, ts + q * r, R, db + q * OG * r, r};
+            ty_gemm_run(g, &p);
+        }
+        /* dts_q = dout_q B_q [n x r] */
+        ty_gemm_args p = {false, false, false, n, r, OG, dout + q * OG, OC, b + q * OG * r, r, dts + q * r, R};
         ty_gemm_run(g, &p);
     }
-    /* dts = dout B [n x r]; dt = s dts */
-    ty_gemm_args p = {false, false, false, n, r, OC, dout, OC, b, r, dts, r};
-    ty_gemm_run(g, &p);
-    ty_scale_inplace(ty_gemm_pool(g), dts, s, n * r);
-    if (da) { /* dA[r x C] += dt^T x */
-        ty_gemm_args q = {true, false, true, r, C, n, dts, r, x, C, da, C};
+    ty_scale_inplace(ty_gemm_pool(g), dts, s, n * R); /* dt = s dts */
+    if (da) { /* dA[R x C] += dt^T x */
+        ty_gemm_args q = {true, false, true, R, C, n, dts, R, x, C, da, C};
         ty_gemm_run(g, &q);
     }
     if (dx) { /* dx[n x C] (+)= dt A */
-        ty_gemm_args q = {false, false, true, n, C, r, dts, r, a, C, dx, C};
+        ty_gemm_args q = {false, false, true, n, C, R, dts, R, a, C, dx, C};
         ty_gemm_run(g, &q);
     }
 }

@@ -121,7 +121,10 @@ void ty_frozen_embedding_forward(float *out, const int32_t *tok, const ty_weight
 
 /* ---- LoRA: out[n x OC] += s (x A^T) B^T, A [r x C], B [OC x r]. The forward keeps
  * ts = s (x A^T) [n x r] for the backward, which adds dB += dout^T ts, dA += dt^T x and
- * dx += dt A with dt = s (dout B) (dts: [n x r] scratch). x is the adapter's input after
+ * dx += dt A with dt = s (dout B) (dts: [n x r] scratch). With groups G > 1 (one pair per
+ * query head, toy's design) A is G pairs' A stacked [G r x C], ts [n x G r], and B is G
+ * blocks [OC / G x r]: group q's rows of out gain ts's columns q r.. q r + r times B_q^T
+ * (a block-diagonal B, its zeros never stored). x is the adapter's input after
  * dropout: ty_dropout_forward zeroes each element with probability p (a hash of key and
  * the element's index, so the backward can redraw the same mask) and scales the rest by
  * 1 / (1 - p); it is its own backward (the same mask applied to the gradient). The rows
@@ -130,10 +133,10 @@ void ty_frozen_embedding_forward(float *out, const int32_t *tok, const ty_weight
 void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, int64_t C, float p, uint64_t key,
                         int64_t row0);
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
-                  int64_t C, int64_t OC, int64_t r, float s);
+                     int64_t C, int64_t OC, int64_t r, int64_t groups, float s);
 void ty_lora_backward(ty_gemm *g, float *dx, float *da, float *db, float *dts, const float *dout, const float *x,
-                   const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
-                   float s);
+                      const float *ts, const float *a, const float *b, int64_t n, int64_t C, int64_t OC, int64_t r,
+                      int64_t groups, float s);
 
 /* ---- small helpers: y = a + s * b (y may be a); y *= s */
 void ty_add_scaled(ty_pool *pool, float *y, const float *a, const float *b, float s, int64_t n);

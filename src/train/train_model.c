@@ -44,7 +44,7 @@ typedef struct {
     float *x_mid;        /* the residual stream after attention */
     float *gate, *up;    /* [n][n_ff] */
     float *f_raw;        /* FFN output before its post-norm (post_norms only) */
-    float *ts[MAT_KINDS]; /* LoRA: s (x A^T) of each adapted product [n][rank] */
+    float *ts[MAT_KINDS]; /* LoRA: s (x A^T) of each adapted product [n][groups * rank] */
 } layer_acts;
 
 /* One adapter's A [rank][n_in] and B [n_out][rank], in the parameters or gradients. */
@@ -80,6 +80,7 @@ struct train_model {
     /* LoRA (lora.rank > 0): the base's matrices, frozen, and the adapters */
     train_lora_params lora;
     float lora_scale;                 /* alpha / rank */
+    int64_t lora_groups;              /* pairs per adapted product: n_head per head, else 1 */
     const ty_weight **frozen;        /* [n_layer * MAT_KINDS] */
     const ty_weight *frozen_embd, *frozen_output;
     lora_ab *lw, *lg;                 /* [n_layer * MAT_KINDS], a NULL: not adapted */
@@ -189,16 +190,25 @@ static toy_status per_head_contiguous(const train_model *tm, const char *path) {
 }
 
 /* The adapters' A and B in params or grads. The matrices of a fused tensor (phi3's
- * attn_qkv, ffn_up) share its one pair: all of A, and B split by rows. */
+ * attn_qkv, ffn_up) share its one pair: all of A, and B split by rows. Per-head pairs
+ * lie head after head (model_new), so head 0's A and B begin the stacked A and B. */
 static void bind_lora(const train_model *tm, float *base, lora_ab *ab) {
     char name[128];
     for (int il = 0; il < tm->hp.n_layer; il++)
         for (int k = 0; k < MAT_KINDS; k++) {
             const ty_mat_home h = ty_layer_mat_home(&tm->hp, k);
+            lora_ab *p = &ab[il * MAT_KINDS + k];
+            if (tm->lora.per_head) {
+                snprintf(name, sizeof name, "blk.%d.%s.head_0.lora_a.weight", il, h.tensor);
+                p->a = tensor_at(tm, base, name, 0, 0);
+                snprintf(name, sizeof name, "blk.%d.%s.head_0.lora_b.weight", il, h.tensor);
+                p->b = tensor_at(tm, base, name, 0, 0);
+                continue;
+            }
             snprintf(name, sizeof name, "blk.%d.%s.weight.lora_a", il, h.tensor);
-            ab[il * MAT_KINDS + k].a = tensor_at(tm, base, name, 0, 0);
+            p->a = tensor_at(tm, base, name, 0, 0);
             snprintf(name, sizeof name, "blk.%d.%s.weight.lora_b", il, h.tensor);
-            ab[il * MAT_KINDS + k].b = tensor_at(tm, base, name, h.row0, tm->lora.rank);
+            p->b = tensor_at(tm, base, name, h.row0, tm->lora.rank);
         }
 }
 
@@ -239,6 +249,13 @@ toy_status ty_train_model_new_lora(const toy_model *m, int32_t seq_len, ty_pool 
     if (!(lp->dropout >= 0 && lp->dropout < 1))
         return ty_error(TOY_ERR_INVALID, "LoRA dropout %g must be in [0, 1)", lp->dropout);
     if (!(lp->targets & ((1u << MAT_KINDS) - 1))) return ty_error(TOY_ERR_INVALID, "no LoRA targets");
+    if (!(lp->init_scale >= 0) || !isfinite(lp->init_scale))
+        return ty_error(TOY_ERR_INVALID, "LoRA init scale %g must be a finite number >= 0", lp->init_scale);
+    if (lp->per_head && (lp->targets & ((1u << MAT_KINDS) - 1)) != 1u << MAT_Q)
+        return ty_error(TOY_ERR_INVALID, "per-head LoRA adapts the query only: targets q");
+    if (lp->per_head && m->hp.fused_qkv)
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: per-head LoRA needs a query matrix of its own (attn_q); %s fuses it",
+                        path, arch_name(m));
     if (m->hp.ffn_no_gate && !(lp->targets & ((1u << MAT_KINDS) - 1) & ~(1u << MAT_GATE)))
         return ty_error(TOY_ERR_INVALID, "%s: LoRA targets: the model has no gate matrix (ffn_gate), the only one named",
                         path);
@@ -315,7 +332,9 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     toy_status st = TOY_OK;
     const toy_gguf *g = m->gguf;
     const int n_file = (int)toy_gguf_n_tensors(g);
-    tm->tensors = calloc((size_t)n_file + (size_t)hp->n_layer * MAT_KINDS * 2, sizeof *tm->tensors);
+    const int pairs_per_kind = lp && lp->per_head ? hp->n_head : 1;
+    tm->tensors = calloc((size_t)n_file + (size_t)hp->n_layer * MAT_KINDS * 2 * (size_t)pairs_per_kind,
+                         sizeof *tm->tensors);
     tm->rope = calloc((size_t)hp->n_layer, sizeof *tm->rope);
     tm->n_swa = calloc((size_t)hp->n_layer, sizeof *tm->n_swa);
     tm->w.layers = calloc((size_t)hp->n_layer, sizeof *tm->w.layers);
@@ -329,6 +348,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
     if (lp) {
         tm->lora = *lp;
         tm->lora_scale = lp->alpha / (float)lp->rank;
+        tm->lora_groups = lp->per_head ? hp->n_head : 1;
         tm->frozen = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->frozen);
         tm->lw = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lw);
         tm->lg = calloc((size_t)hp->n_layer * MAT_KINDS, sizeof *tm->lg);
@@ -380,6 +400,24 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
             const ty_weight *w = tm->frozen[il * MAT_KINDS + k];
             const ty_mat_home h = ty_layer_mat_home(hp, k);
             if (h.first != k) continue; /* a part of a fused pair */
+            if (lp->per_head) { /* head after head, A then B, with no gap between heads */
+                for (int ab = 0; ab < 2; ab++) {
+                    for (int hd = 0; hd < hp->n_head; hd++) {
+                        train_tensor *tt = &tm->tensors[tm->n_tensors++];
+                        *tt = (train_tensor){.type = TOY_TYPE_F32, .n_dims = 2,
+                                             .ne = {ab ? lp->rank : w->n_cols, ab ? hp->head_dim : lp->rank, 1, 1},
+                                             .trainable = true, .decay = true, .lora = true, .lora_a = !ab};
+                        snprintf(tt->name, sizeof tt->name, "blk.%d.%s.head_%d.lora_%c.weight", il, h.tensor, hd,
+                                 ab ? 'b' : 'a');
+                        tt->n = tt->ne[0] * tt->ne[1];
+                        tt->offset = off;
+                        tm->n_trainable += tt->n;
+                        off += tt->n;
+                    }
+                    off = (off + 15) / 16 * 16;
+                }
+                continue;
+            }
             for (int ab = 0; ab < 2; ab++) {
                 train_tensor *tt = &tm->tensors[tm->n_tensors++];
                 snprintf(tt->name, sizeof tt->name, "blk.%d.%s.weight.lora_%c", il, h.tensor, ab ? 'b' : 'a');
@@ -391,6 +429,7 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
                 tt->n = tt->ne[0] * tt->ne[1];
                 tt->offset = off;
                 tt->trainable = tt->decay = tt->lora = true;
+                tt->lora_a = !ab;
                 tm->n_trainable += tt->n;
                 off += (tt->n + 15) / 16 * 16;
             }
@@ -409,13 +448,13 @@ static toy_status model_new(const toy_model *m, int32_t seq_len, ty_pool *pool, 
         if (st) ty_error_wrap(st, "%s: tensor %s", path, t->name);
         else ty_gguf_drop_pages(g, t->data, t->size); /* copied: training reads the copy */
     }
-    /* LoRA's standard start: A ~ N(0, 1 / rank^2), B = 0 */
+    /* LoRA's standard start: A ~ N(0, init_scale^2), init_scale 1 / rank by default; B = 0 */
     uint64_t rng = lp ? lp->seed * 0x9e3779b97f4a7c15ull + 1 : 0;
+    const float a_std = lp && lp->init_scale > 0 ? lp->init_scale : lp ? 1.0f / (float)lp->rank : 0.0f;
     for (int i = n_vectors; !st && i < tm->n_tensors; i++) {
         const train_tensor *t = &tm->tensors[i];
         float *x = tm->params + t->offset;
-        const bool is_a = t->name[strlen(t->name) - 1] == 'a';
-        for (int64_t j = 0; j < t->n; j++) x[j] = is_a ? train_gaussian(&rng) / (float)lp->rank : 0.0f;
+        for (int64_t j = 0; j < t->n; j++) x[j] = t->lora_a ? train_gaussian(&rng) * a_std : 0.0f;
     }
     if (st) {
         ty_train_model_free(tm);
@@ -527,13 +566,13 @@ static void layout_acts(train_model *tm, carver *c, int B, int T, int part_B) {
         if (!hp->ffn_no_gate) a->gate = carve(c, n * F);
         a->up = carve(c, n * F);
         for (int k = 0; k < MAT_KINDS; k++)
-            if (tm->lora.rank && (tm->lora.targets & (1u << k))) a->ts[k] = carve(c, n * tm->lora.rank);
+            if (tm->lora.rank && (tm->lora.targets & (1u << k))) a->ts[k] = carve(c, n * tm->lora.rank * tm->lora_groups);
     }
     if (tm->lora.rank) {
         const int64_t widest = C > F ? (C > qd ? C : qd) : (F > qd ? F : qd);
         tm->xd = carve(c, n * widest);
         tm->dxd = carve(c, n * widest);
-        tm->dts = carve(c, n * tm->lora.rank);
+        tm->dts = carve(c, n * tm->lora.rank * tm->lora_groups);
     }
     tm->x_final = carve(c, n * C);
     const int64_t wide = C > qd ? C : qd;
@@ -663,7 +702,8 @@ static void linear_forward(train_model *tm, int il, int kind, const float *w, fl
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
     if (!ab || !ab->a) return;
     const float *x = lora_input(tm, il, kind, in, n, C);
-    ty_lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank, tm->lora_scale);
+    ty_lora_forward(tm->gemm, out, tm->acts[il].ts[kind], x, ab->a, ab->b, n, C, OC, tm->lora.rank,
+                    tm->lora_groups, tm->lora_scale);
 }
 
 /* din += dout W (and the trainable weight's dw, dbias), and the adapter's gradients. */
@@ -678,13 +718,13 @@ static void linear_backward(train_model *tm, int il, int kind, const float *w, f
     const float *x = lora_input(tm, il, kind, in, n, C);
     if (tm->lora.dropout <= 0) {
         ty_lora_backward(tm->gemm, din, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
-                      tm->lora.rank, tm->lora_scale);
+                         tm->lora.rank, tm->lora_groups, tm->lora_scale);
         return;
     }
     /* the gradient reaches the input through the same mask */
     memset(tm->dxd, 0, (size_t)(n * C) * sizeof *tm->dxd);
     ty_lora_backward(tm->gemm, tm->dxd, gab->a, gab->b, tm->dts, dout, x, tm->acts[il].ts[kind], ab->a, ab->b, n, C, OC,
-                  tm->lora.rank, tm->lora_scale);
+                     tm->lora.rank, tm->lora_groups, tm->lora_scale);
     ty_dropout_forward(tm->pool, tm->dxd, tm->dxd, n, C, tm->lora.dropout, dropout_key(tm, il, kind), tm->row0);
     ty_add_scaled(tm->pool, din, din, tm->dxd, 1.0f, n * C);
 }

@@ -42,6 +42,7 @@ typedef struct {
     bool trainable;    /* false: carried unchanged (RoPE frequency factors) */
     bool decay;        /* weight decay applies: matrices, not norms and biases */
     bool lora;         /* a LoRA adapter's A or B */
+    bool lora_a;       /* its A */
 } train_tensor;
 
 typedef struct {
@@ -65,7 +66,8 @@ void ty_train_model_free(train_model *tm);
  * model must outlive the train_model), frozen with its norms and biases; the
  * parameters are adapters on the matrices named by `targets` (bits of 1 << MAT_Q ...
  * MAT_DOWN, model.h), y = W x + (alpha / rank) B (A dropout(x)), A
- * Gaussian (std 1 / rank, from seed) and B zero, so that the model starts as the base.
+ * Gaussian (std init_scale, 1 / rank by default, from seed) and B zero, so that the
+ * model starts as the base.
  * Their tensors are named as llama.cpp's adapters ("blk.0.attn_q.weight.lora_a",
  * ne [n_in, rank]; "...lora_b", ne [rank, n_out]). */
 typedef struct {
@@ -74,6 +76,11 @@ typedef struct {
     uint32_t targets;
     float dropout;
     uint64_t seed;
+    /* toy's design's LoRA-Q: one rank-`rank` pair per query head (targets q only), named
+     * "blk.0.attn_q.head_H.lora_a.weight" (ne [n_embd, rank]) and "...lora_b.weight"
+     * (ne [rank, head_dim]), the scale alpha / rank */
+    bool per_head;
+    float init_scale; /* A's standard deviation; 0: 1 / rank */
 } train_lora_params;
 toy_status ty_train_model_new_lora(const toy_model *model, int32_t seq_len, ty_pool *pool,
                                 const train_lora_params *lp, train_model **out);

@@ -149,9 +149,9 @@ static toy_status open_model(run *r) {
             return ty_error(TOY_ERR_NOT_FOUND, "--resume: %s and %s are needed, from an earlier run",
                             r->out.model, r->out.state);
         /* LoRA: the adapters come back from the state's master copy; the base is the base */
-        if (!p->lora_rank) return load_model(p, r->out.model, &r->model);
+        if (!p->lora_rank && !p->lora_from) return load_model(p, r->out.model, &r->model);
     }
-    if (p->lora_rank && !p->model_path) return ty_error(TOY_ERR_INVALID, "LoRA needs a base model");
+    if ((p->lora_rank || p->lora_from) && !p->model_path) return ty_error(TOY_ERR_INVALID, "LoRA needs a base model");
     if (p->model_path) return load_model(p, p->model_path, &r->model);
     const size_t n = strlen(r->out.model) + 32;
     char *tmp = malloc(n);
@@ -201,6 +201,9 @@ static toy_status check_params(const toy_train_params *p) {
         return ty_error(TOY_ERR_INVALID, "AdamW: betas must be in [0, 1) and eps > 0");
     if (!(p->weight_decay >= 0) || !(p->clip >= 0) || p->warmup < 0)
         return ty_error(TOY_ERR_INVALID, "weight decay, clip and warmup must be >= 0");
+    if ((p->lora_per_head || p->lora_init_scale != 0) && (!p->lora_rank || p->lora_from))
+        return ty_error(TOY_ERR_INVALID, "a per-head LoRA and an init scale make a new adapter: they need lora_rank, "
+                                         "and not lora_from (whose adapter has its own)");
     if (p->out_ftype != -1 && !toy_ftype_name(p->out_ftype))
         return ty_error(TOY_ERR_INVALID, "unknown output type %d", p->out_ftype);
     return check_compute_type(p->compute_type);
@@ -219,9 +222,19 @@ static toy_status setup(run *r) {
     if (!r->pool) return ty_error(TOY_ERR_NOMEM, "cannot start %d threads", p->n_threads);
     if ((st = open_model(r))) return st;
     r->ftype = p->out_ftype >= 0 ? p->out_ftype : p->model_path ? model_ftype(r->model) : TOY_FTYPE_ALL_F32;
-    if (p->lora_rank) {
+    if (p->lora_from) {
+        train_lora_params lp;
+        if ((st = ty_checkpoint_adapter_params(r->model, p->lora_from, &lp))) return st;
+        if (p->lora_rank && p->lora_rank != lp.rank)
+            return ty_error(TOY_ERR_INVALID, "%s: an adapter of rank %d, and the run asks for rank %d", p->lora_from,
+                            lp.rank, p->lora_rank);
+        lp.dropout = p->lora_dropout;
+        lp.seed = p->seed;
+        if ((st = ty_train_model_new_lora(r->model, p->seq, r->pool, &lp, &r->tm))) return st;
+    } else if (p->lora_rank) {
         const train_lora_params lp = {p->lora_rank, p->lora_alpha > 0 ? p->lora_alpha : (float)p->lora_rank,
-                                      p->lora_targets, p->lora_dropout, p->seed};
+                                      p->lora_targets, p->lora_dropout, p->seed, p->lora_per_head,
+                                      p->lora_init_scale};
         if ((st = ty_train_model_new_lora(r->model, p->seq, r->pool, &lp, &r->tm))) return st;
     } else if ((st = ty_train_model_new(r->model, p->seq, r->pool, &r->tm))) {
         return st;
@@ -263,6 +276,9 @@ static toy_status setup(run *r) {
         return ty_error(TOY_ERR_NOMEM, "no memory for the optimizer state");
     r->st = (train_state){.seed = p->seed, .batch = p->batch, .seq = p->seq, .grad_accum = p->grad_accum,
                           .n_windows = r->n_windows};
+    if (p->lora_from && !p->resume &&
+        (st = ty_checkpoint_read_adapter(p->lora_from, r->tm, r->m, r->v, false, &r->st.adam_step0)))
+        return st;
     if (p->resume) {
         train_state saved;
         if ((st = ty_checkpoint_read_state(r->out.state, r->tm, r->m, r->v, &saved, &r->hist))) return st;
@@ -301,7 +317,8 @@ static double evaluate(run *r) {
 static toy_status save(run *r) {
     const bool lora = ty_train_model_lora(r->tm) != NULL;
     const bool master = lora || r->ftype != TOY_FTYPE_ALL_F32;
-    toy_status st = lora ? ty_checkpoint_write_adapter(r->tm, toy_model_gguf(r->model), r->out.model)
+    toy_status st = lora ? ty_checkpoint_write_adapter(r->tm, toy_model_gguf(r->model), r->m, r->v,
+                                                       r->st.adam_step0 + r->st.step, r->out.model)
                          : ty_checkpoint_write_model(r->tm, toy_model_gguf(r->model), r->ftype, r->p->n_threads,
                                                   r->out.model);
     if (!st) st = ty_checkpoint_write_state(r->out.state, r->tm, r->m, r->v, master, &r->st, &r->hist);
@@ -364,7 +381,7 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
         const train_tensor *t = ty_train_model_tensor(tm, i);
         if (t->trainable)
             ty_adamw_update(r->pool, params + t->offset, g + t->offset, r->m + t->offset, r->v + t->offset, t->n,
-                         &r->ap, lr, r->st.step + 1, scale, t->decay);
+                         &r->ap, lr, r->st.adam_step0 + r->st.step + 1, scale, t->decay);
     }
     r->st.step++;
     r->st.position += per_step;

@@ -4,7 +4,7 @@
 # gradient within 1e-3 relative RMS (quantized models: the reference reads the F32
 # conversion that toy quantize writes, the same dequantized values toy grad
 # differentiates); then the same for LoRA adapters (toy grad --lora) on float and
-# quantized bases; the same for GPT-2 (F32 and Q8_0 models of toy init, the fixtures having
+# quantized bases, and for toy's design's per-head LoRA-Q adapters; the same for GPT-2 (F32 and Q8_0 models of toy init, the fixtures having
 # none). MoE models and bad input give errors naming the problem. Without the
 # fixtures: llama (F32, Q4_K_M), qwen2 (F16) and mixtral-shaped models of toy init with
 # the bundled model's tokenizer, on fixed tokens and the source tree's text.
@@ -101,6 +101,19 @@ for model in $(for name in $lora_models; do echo "$models/$name.gguf"; done) "$g
   "$toy" grad -m "$model" --lora "$a" --tokens "$tokens" --out "$g" -t 2 > /dev/null 2> "$tmp/err" \
     || { die "$name: toy grad --lora: $(cat "$tmp/err")"; continue; }
   add_job "$name LoRA" "$model" "$tokens" "$g" --lora "$a"
+done
+
+# toy's design's LoRA-Q (--lora-per-head: one pair per query head, moments beside each
+# tensor), against the reference's per-head product
+for name in $f32 $(echo $lora_models | cut -d' ' -f2); do
+  model="$models/$name.gguf" a="$tmp/ph-$name.gguf" g="$tmp/g-ph-$name.gguf"
+  "$toy" finetune -m "$model" --data "$text" --seq 32 --batch 2 --steps 3 --warmup 1 --lr 1e-2 --lora-rank 2 \
+    --lora-targets q --lora-per-head --lora-init-scale 0.01 --lora-alpha 4 --out "$a" -t 2 2> "$tmp/err" \
+    || { die "$name: per-head LoRA finetune: $(tail -1 "$tmp/err")"; continue; }
+  tokens="1,$(seq -s, 40 7 200)"
+  "$toy" grad -m "$model" --lora "$a" --tokens "$tokens" --out "$g" -t 2 > /dev/null 2> "$tmp/err" \
+    || { die "$name: toy grad --lora (per head): $(cat "$tmp/err")"; continue; }
+  add_job "$name LoRA per head" "$model" "$tokens" "$g" --lora "$a"
 done
 
 case "$tmp" in *" "*) die "a space in $tmp: the jobs file cannot hold it" ;; esac

@@ -16,6 +16,7 @@ the model is frozen and the gradients are those of the adapter's lora_a / lora_b
 (llama.cpp's adapter format: W x + alpha / rank * B (A x)).
 """
 import math
+import re
 import os
 import sys
 
@@ -103,8 +104,9 @@ def gelu_tanh(x):
 
 
 def loss_and_grads(kv, np_tensors, tokens, lora=None):
-    """lora: (alpha, {tensor name: (A [rank][n_in], B [n_out][rank])}); then only the
-    adapters have gradients, as W x + alpha / rank * B (A x)."""
+    """lora: (alpha, {tensor name: [(A [rank][n_in], B [n_out][rank], A's name, B's name)]});
+    then only the adapters have gradients, as W x + alpha / rank * B (A x), or with one
+    pair per query head (toy's design), head H's rows of W x gaining alpha / rank B_H (A_H x)."""
     arch = kv["general.architecture"]
 
     def hp(key, default=None):
@@ -112,18 +114,19 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
         return v[0] if isinstance(v, list) else v
 
     W = {k: torch.tensor(v, requires_grad=lora is None) for k, v in np_tensors.items()}
-    L = {}
+    L = {}  # adapted matrix: (scale, [(A, B, A's name, B's name)]), one pair or one per query head
     if lora is not None:
         alpha, pairs = lora
-        for name, (a, b) in pairs.items():
-            L[name] = (torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True),
-                       (alpha or a.shape[0]) / a.shape[0])
+        for name, ps in pairs.items():
+            r = ps[0][0].shape[0]
+            L[name] = ((alpha or r) / r, [(torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True),
+                                           na, nb) for a, b, na, nb in ps])
 
     def mm(h, name):
         y = h @ W[name].T
         if name in L:
-            a, b, s = L[name]
-            y = y + s * ((h @ a.T) @ b.T)
+            s, ps = L[name]
+            y = y + s * torch.cat([(h @ a.T) @ b.T for a, b, _, _ in ps], dim=-1)
         return y
     n_embd, n_layer = hp("embedding_length"), hp("block_count")
     n_head = hp("attention.head_count")
@@ -254,8 +257,9 @@ def loss_and_grads(kv, np_tensors, tokens, lora=None):
     loss.backward()
     if L:
         grads = {}
-        for name, (a, b, _) in L.items():
-            grads[name + ".lora_a"], grads[name + ".lora_b"] = a.grad.numpy(), b.grad.numpy()
+        for _, ps in L.values():
+            for a, b, na, nb in ps:
+                grads[na], grads[nb] = a.grad.numpy(), b.grad.numpy()
         return loss.item(), grads
     return loss.item(), {k: (t.grad.numpy() if t.grad is not None else np.zeros(t.shape)) for k, t in W.items()}
 
@@ -273,7 +277,14 @@ def compare(args, out=sys.stdout):
         i = args.index("--lora")
         akv, at = read_gguf(args[i + 1])
         del args[i:i + 2]
-        pairs = {n[:-len(".lora_a")]: (t, at[n[:-1] + "b"]) for n, t in at.items() if n.endswith(".lora_a")}
+        pairs = {n[:-len(".lora_a")]: [(t, at[n[:-1] + "b"], n, n[:-1] + "b")]
+                 for n, t in at.items() if n.endswith(".lora_a")}
+        # toy's design's LoRA-Q: blk.N.attn_q.head_H.lora_a.weight / lora_b.weight, one pair per head
+        heads = sorted((int(m.group(1)), int(m.group(2)), n) for n in at
+                       for m in [re.fullmatch(r"blk\.(\d+)\.attn_q\.head_(\d+)\.lora_a\.weight", n)] if m)
+        for il, h, n in heads:
+            nb = n.replace(".lora_a.", ".lora_b.")
+            pairs.setdefault(f"blk.{il}.attn_q.weight", []).append((at[n], at[nb], n, nb))
         lora = (akv.get("adapter.lora.alpha", 0.0), pairs)
     model, tokens_csv, toy_grads = args
     tokens = [int(t) for t in tokens_csv.split(",")]

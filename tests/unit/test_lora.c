@@ -17,7 +17,10 @@
  *     cancel to rounding: relRMS <= 2e-4 on float bases);
  *   - the logits do not depend on the batch (one batch or token by token, bit for bit);
  *   - an F16 adapter (as llama.cpp's converter writes) gives the F32 one's logits;
- *   - bad adapters are refused with messages naming the file and tensor.
+ *   - bad adapters are refused with messages naming the file and tensor;
+ *   - toy's design's per-head LoRA-Q adapter (one pair per query head, with moments and
+ *     no general.type) gives the logits of the same adapter written as one pair with a
+ *     block-diagonal B, bit for bit.
  * Without the fixtures: llama (F32, Q4_K_M) and qwen2 (F16, biases) models of
  * toy_init_model and the bundled model.
  */
@@ -305,6 +308,102 @@ out:
     toy_model_free(g);
 }
 
+/* ---------------------------------------------------------------- the design's per-head LoRA-Q */
+
+enum { HEAD_RANK = 2 };
+typedef enum { PH_GOOD, PH_MISSING_B, PH_BAD_SHAPE } per_head_edit;
+
+/* toy's design's adapter on every layer's Q (lora.h), written as the design names it: one
+ * pair per head "blk.N.attn_q.head_H.lora_a.weight" [n_embd, r] and "...lora_b.weight"
+ * [r, head_dim], with ".m" / ".v" moments, no general.type, and a base tensor beside them
+ * (a checkpoint's); `plain` gets the same adapter in llama.cpp's format: one pair of rank
+ * n_head r whose B is block-diagonal. Neither has an alpha: the scale is 1 for both. */
+static void write_per_head(const toy_model *m, const char *path, const char *plain, per_head_edit edit) {
+    const toy_gguf *g = toy_model_gguf(m);
+    const int64_t G = toy_model_n_head(m), C = toy_gguf_find_tensor(g, "blk.0.attn_q.weight")->ne[0];
+    const int64_t qd = toy_gguf_find_tensor(g, "blk.0.attn_q.weight")->ne[1], hd = qd / G, r = HEAD_RANK;
+    int n_layer = 0;
+    char name[128];
+    while (snprintf(name, sizeof name, "blk.%d.attn_q.weight", n_layer), toy_gguf_find_tensor(g, name)) n_layer++;
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    CHECK(toy_gguf_writer_set_str(w, "general.architecture", "llama", 5) == TOY_OK);
+    const toy_gguf_tensor *norm = toy_gguf_find_tensor(g, "output_norm.weight");
+    CHECK(toy_gguf_writer_add_tensor(w, norm->name, norm->type, 1, norm->ne, norm->data) == TOY_OK);
+    ty_lora_pair *pairs = calloc((size_t)n_layer, sizeof *pairs);
+    float *a = xmalloc((size_t)(n_layer * G * r * C) * sizeof *a), *b = xmalloc((size_t)(n_layer * qd * r) * sizeof *b);
+    float *moment = xmalloc((size_t)(r * (C > hd ? C : hd)) * sizeof *moment);
+    for (int64_t i = 0; i < r * (C > hd ? C : hd); i++) moment[i] = 0.5f;
+    unsigned long long rng = 11;
+    for (int il = 0; il < n_layer; il++) {
+        ty_lora_pair *p = &pairs[il];
+        *p = (ty_lora_pair){.n_in = C, .n_out = qd, .rank = G * r, .n_groups = 1};
+        snprintf(p->name, sizeof p->name, "blk.%d.attn_q.weight", il);
+        p->a = a + il * G * r * C;
+        p->b = calloc((size_t)(qd * G * r), sizeof *p->b);
+        for (int64_t h = 0; h < G; h++) {
+            float *ah = p->a + h * r * C, *bh = b + (il * G + h) * hd * r;
+            for (int64_t j = 0; j < r * C; j++) ah[j] = 0.2f * test_rand_normal(&rng);
+            for (int64_t j = 0; j < hd * r; j++) bh[j] = 0.2f * test_rand_normal(&rng);
+            for (int64_t o = 0; o < hd; o++)
+                for (int64_t k = 0; k < r; k++) p->b[(h * hd + o) * G * r + h * r + k] = bh[o * r + k];
+            const int64_t ne_a[2] = {edit == PH_BAD_SHAPE && il == 0 && h == 0 ? C - 1 : C, r}, ne_b[2] = {r, hd};
+            for (int ab = 0; ab < 2; ab++) {
+                if (edit == PH_MISSING_B && il == 0 && h == 1 && ab) continue;
+                snprintf(name, sizeof name, "blk.%d.attn_q.head_%lld.lora_%c.weight", il, (long long)h, ab ? 'b' : 'a');
+                CHECK(toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F32, 2, ab ? ne_b : ne_a, ab ? bh : ah) == TOY_OK);
+                for (int mv = 0; mv < 2; mv++) {
+                    snprintf(name, sizeof name, "blk.%d.attn_q.head_%lld.lora_%c.weight.%c", il, (long long)h,
+                             ab ? 'b' : 'a', mv ? 'v' : 'm');
+                    CHECK(toy_gguf_writer_add_tensor(w, name, TOY_TYPE_F32, 2, ab ? ne_b : ne_a, moment) == TOY_OK);
+                }
+            }
+        }
+    }
+    CHECK_MSG(toy_gguf_writer_write(w, path) == TOY_OK, "%s", toy_last_error());
+    toy_gguf_writer_free(w);
+    if (plain) CHECK_MSG(ty_lora_write(plain, "llama", 0.0f, pairs, n_layer) == TOY_OK, "%s", toy_last_error());
+    for (int il = 0; il < n_layer; il++) free(pairs[il].b);
+    free(pairs), free(a), free(b), free(moment);
+}
+
+/* The design's adapter gives the logits of its block-diagonal twin bit for bit, and
+ * differs from the base; broken ones name what is wrong. */
+static void check_per_head(const char *fix, const char *name) {
+    char path[4400], ph[512], plain[512];
+    snprintf(path, sizeof path, "%s/models/%s.gguf", fix, name);
+    snprintf(ph, sizeof ph, "%s/per-head.gguf", tmp_dir);
+    snprintf(plain, sizeof plain, "%s/plain.gguf", tmp_dir);
+    toy_model *m = load(path);
+    if (!m) return;
+    write_per_head(m, ph, plain, PH_GOOD);
+    toy_lora *l1 = load_lora(m, ph), *l2 = load_lora(m, plain);
+    if (l1 && l2) {
+        const int32_t nv = toy_model_n_vocab(m);
+        float *base = logits(m, NULL, NULL, 0, false), *got = logits(m, &l1, NULL, 1, false);
+        float *want = logits(m, &l2, NULL, 1, false);
+        if (base && got && want) {
+            CHECK_MSG(!memcmp(got, want, (size_t)N_TOK * nv * sizeof *got),
+                      "%s: the per-head adapter's logits are not its block-diagonal twin's", name);
+            double max;
+            rel_rms(got, base, nv, &max);
+            CHECK_MSG(max > 1e-2, "%s: the per-head adapter changes nothing (relRMS %g)", name, max);
+        }
+        free(base), free(got), free(want);
+    }
+    toy_lora_free(l1);
+    toy_lora_free(l2);
+    toy_lora *l = NULL;
+    write_per_head(m, ph, NULL, PH_MISSING_B);
+    CHECK(toy_lora_load(m, ph, &l) != TOY_OK && !l);
+    CHECK_STR_CONTAINS(toy_last_error(), "tensor blk.0.attn_q.head_1.lora_b.weight is missing");
+    write_per_head(m, ph, NULL, PH_BAD_SHAPE);
+    CHECK(toy_lora_load(m, ph, &l) != TOY_OK && !l);
+    CHECK_STR_CONTAINS(toy_last_error(), "head 0 of layer 0 needs");
+    unlink(ph);
+    unlink(plain);
+    toy_model_free(m);
+}
+
 int main(void) {
     const char *fix = test_fixtures_dir();
     snprintf(tmp_dir, sizeof tmp_dir, "%s/toy-lora-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -317,6 +416,7 @@ int main(void) {
             check_model(dir, "init-llama-q4_k_m", BASE_QUANT);
             check_f16_adapter(dir, "init-llama-f32");
             check_errors(dir, "init-llama-f32", "init-qwen2-f16", "qwen2");
+            check_per_head(dir, "init-llama-f32");
         }
         rmdir(tmp_dir);
         return test_finish("test_lora");
@@ -329,6 +429,8 @@ int main(void) {
     check_model(fix, "llama-spm-q8_0", BASE_QUANT); /* packed weights where the CPU has them */
     check_f16_adapter(fix, "llama-spm-f32");
     check_errors(fix, "llama-spm-f32", "gemma2-f32", "gemma2");
+    check_per_head(fix, "llama-spm-f32");
+    check_per_head(fix, "llama-spm-q4_k_m");
     rmdir(tmp_dir);
     return test_finish("test_lora");
 }

@@ -350,6 +350,49 @@ static void test_embedding(void) {
 }
 
 /* attention's gradients with 1 and 3 threads: the same bits */
+/* ---------------------------------------------------------------- lora */
+
+typedef struct {
+    ty_gemm *g;
+    int64_t n, C, OC, r, groups;
+    float s;
+    float *x, *a, *b, *y, *dy, *ts;
+} lora_t;
+
+static double lora_loss(op_case *c) {
+    lora_t *t = c->state;
+    memset(t->y, 0, (size_t)(t->n * t->OC) * sizeof(float));
+    ty_lora_forward(t->g, t->y, t->ts, t->x, t->a, t->b, t->n, t->C, t->OC, t->r, t->groups, t->s);
+    return dot_dy(t->dy, t->y, t->n * t->OC);
+}
+
+/* groups 1: the plain pair; groups 3: one pair per query head, which must also equal a
+ * plain pair of rank 3 r whose B is block-diagonal (the form inference reads it in) */
+static void test_lora(ty_gemm *g, int64_t groups) {
+    const int64_t n = 5, C = 11, OC = 6 * groups, r = 2, R = r * groups, OG = OC / groups;
+    lora_t t = {g, n, C, OC, r, groups, 0.75f, rand_array(n * C, 1, 0), rand_array(R * C, 0.5f, 0),
+                rand_array(OC * r, 0.5f, 0), zeros(n * OC), rand_array(n * OC, 1, 0), zeros(n * R)};
+    op_case c = {groups > 1 ? "lora (per head)" : "lora", lora_loss, &t};
+    float *dx = zeros(n * C), *da = zeros(R * C), *db = zeros(OC * r), *dts = zeros(n * R);
+    lora_loss(&c);
+    ty_lora_backward(g, dx, da, db, dts, t.dy, t.x, t.ts, t.a, t.b, n, C, OC, r, groups, t.s);
+    fd_check(&c, t.x, dx, n * C, "x");
+    fd_check(&c, t.a, da, R * C, "A");
+    fd_check(&c, t.b, db, OC * r, "B");
+    if (groups > 1) {
+        float *full = zeros(OC * R), *y = zeros(n * OC), *ts = zeros(n * R);
+        for (int64_t o = 0; o < OC; o++)
+            for (int64_t k = 0; k < r; k++) full[o * R + (o / OG) * r + k] = t.b[o * r + k];
+        lora_loss(&c);
+        ty_lora_forward(g, y, ts, t.x, t.a, full, n, C, OC, R, 1, t.s);
+        double err = 0;
+        for (int64_t i = 0; i < n * OC; i++) err = fmax(err, fabs(y[i] - t.y[i]));
+        CHECK_MSG(err < 1e-5, "per-head LoRA differs from its block-diagonal form by %g", err);
+        free(full), free(y), free(ts);
+    }
+    free(t.x), free(t.a), free(t.b), free(t.y), free(t.dy), free(t.ts), free(dx), free(da), free(db), free(dts);
+}
+
 static void test_attention_threads(void) {
     attention_shape s = {3, 150, 6, 2, 16, 0.25f, 0.0f, 0};
     const int64_t n = s.B * s.T, qd = 96, kvd = 32;
@@ -396,6 +439,8 @@ int main(void) {
     test_gelu(pool);
     test_lm_loss(pool, 1.0f, 0.0f);
     test_lm_loss(pool, 0.125f, 2.5f);
+    test_lora(g, 1);
+    test_lora(g, 3);
     test_attention_threads();
     ty_gemm_free(g);
     ty_pool_free(pool);
