@@ -813,6 +813,12 @@ static inline toy_init_params toy_init_default_params(void) {
 TOY_API const char *toy_init_preset_name(int i);
 TOY_API const char *toy_init_preset_arch(int i);
 TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out_path);
+/* The same model made in memory, with no file: params as for toy_init_model (arch,
+ * preset or dimensions, the tokenizer of vocab_path, ftype, seed). toy_model_save
+ * writes it (or any model) to a file. */
+TOY_API toy_status toy_model_new(const toy_init_params *params, toy_model **out);
+/* Writes the model's GGUF as it is in memory (metadata and tensors), atomically. */
+TOY_API toy_status toy_model_save(const toy_model *model, const char *path);
 
 /* ------------- tokenizer training
  * Learns a byte-level BPE tokenizer from plain text and writes it as a GGUF holding
@@ -1019,6 +1025,70 @@ TOY_API toy_status toy_train_bench(const char *model_path, int32_t batch, int32_
  * BF16 or F16; toy_kernel_bf16_dot says how BF16 runs). */
 TOY_API toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_t seq, int steps,
                                            int n_threads, toy_type compute_type, toy_train_bench_result *result);
+/* ------------- training step by step
+ * A model trained one step at a time over batches in the caller's memory (toy's design's
+ * training block): every step's loss, the gradient of every tensor and the activations
+ * the caller asked to keep are readable after it, the weights readable and writable. */
+
+typedef struct toy_trainer toy_trainer;
+
+typedef struct {
+    size_t size;             /* sizeof (toy_trainer_params), as its _default_params sets it */
+    int32_t batch, seq;      /* the largest step: batch sequences of seq + 1 tokens */
+    float lr;                /* AdamW's rate (toy_trainer_set_lr changes it between steps) */
+    float weight_decay, beta1, beta2, eps;
+    float clip;              /* the global gradient norm is clipped to this (0: off) */
+    toy_type compute_type;   /* as toy_train_params.compute_type */
+    /* LoRA (lora_rank > 0): adapters on the frozen model, as toy_train_params has them */
+    int32_t lora_rank;
+    float lora_alpha;
+    uint32_t lora_targets;
+    bool lora_per_head;
+    float lora_init_scale;
+    uint64_t seed;           /* LoRA's A */
+    /* the activations to keep from each step's forward: comma-separated globs of tap
+     * names "L<layer>.<tap>", tap attn_norm, attn_out, ffn_norm, ffn_out or out (the
+     * residual stream after the layer), as toy_trace_fn names them ("L*.out"); NULL: none */
+    const char *taps;
+    int n_threads;           /* 1 by default; the bits are the same for any number */
+} toy_trainer_params;
+
+/* Defaults: batch 8, seq 256, lr 1e-3, weight decay 0.1, betas 0.9 / 0.95, eps 1e-8,
+ * clip 1.0, LoRA off (targets all seven when a rank is given), seed 42, no taps, 1 thread. */
+TOY_API void toy_trainer_params_init(toy_trainer_params *params, size_t size);
+static inline toy_trainer_params toy_trainer_default_params(void) {
+    toy_trainer_params p;
+    toy_trainer_params_init(&p, sizeof p);
+    return p;
+}
+/* A trainer of a copy of the model's weights (F32; LoRA: the adapters, the model frozen
+ * in its own type and needed while the trainer lives). Dense architectures only. */
+TOY_API toy_status toy_trainer_new(const toy_model *model, const toy_trainer_params *params, toy_trainer **out);
+TOY_API void toy_trainer_free(toy_trainer *trainer);
+/* One step over n_seq sequences of n_tokens tokens, tokens[s * n_tokens + i]: each
+ * position predicts the next, the loss is the mean over the n_seq (n_tokens - 1)
+ * predictions. With update, AdamW then changes the weights (the gradients are those
+ * before clipping); without, only the loss and the gradients. Same inputs, same bits,
+ * whatever n_threads. */
+TOY_API toy_status toy_trainer_step(toy_trainer *trainer, const int32_t *tokens, int32_t n_seq, int32_t n_tokens,
+                                    bool update, double *loss);
+TOY_API void toy_trainer_set_lr(toy_trainer *trainer, float lr);
+TOY_API int64_t toy_trainer_n_steps(const toy_trainer *trainer); /* updates made */
+/* The trained tensors, by index (0 .. n - 1) or name (the model's, or the adapter's). */
+TOY_API int toy_trainer_n_tensors(const toy_trainer *trainer);
+TOY_API const char *toy_trainer_tensor_name(const toy_trainer *trainer, int i);
+/* Tensor `name`'s values (F32, writable: set them to load weights from memory) or the
+ * gradient of the last step; ne receives its shape (GGUF order, unused dimensions 1).
+ * NULL, with an error naming it, for a tensor the trainer does not have. */
+TOY_API float *toy_trainer_param(toy_trainer *trainer, const char *name, int64_t ne[4]);
+TOY_API const float *toy_trainer_grad(const toy_trainer *trainer, const char *name, int64_t ne[4]);
+/* A kept tap of the last step ("L3.out"): n_seq * (n_tokens - 1) rows of n_embd,
+ * sequence after sequence. NULL for a tap not kept, or before any step. */
+TOY_API const float *toy_trainer_tap(const toy_trainer *trainer, const char *name, int64_t *rows, int64_t *cols);
+/* Writes the trained model in ftype (the model's metadata and tokenizer), or for LoRA
+ * the adapter (ftype ignored), atomically. */
+TOY_API toy_status toy_trainer_save(toy_trainer *trainer, const char *path, toy_ftype ftype);
+
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
 

@@ -22,6 +22,43 @@ def read(path):
         return f.read()
 
 
+try:
+    import numpy  # noqa: F401
+    HAVE_NUMPY = True
+except ImportError:
+    HAVE_NUMPY = False
+
+
+def gguf_f32(path, name):
+    """An F32 tensor of a GGUF file, flat (enough of the format for toy grad's files)."""
+    import numpy as np
+    data = read(path)
+    pos = 8
+    n_tensors, n_kv = struct.unpack_from("<QQ", data, pos)
+    pos += 16
+
+    def string(pos):
+        n, = struct.unpack_from("<Q", data, pos)
+        return data[pos + 8:pos + 8 + n].decode(), pos + 8 + n
+    sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    for _ in range(n_kv):  # toy grad writes scalars only
+        _, pos = string(pos)
+        t, = struct.unpack_from("<I", data, pos)
+        pos += 4 + sizes[t]
+    infos = {}
+    for _ in range(n_tensors):
+        tname, pos = string(pos)
+        n_dims, = struct.unpack_from("<I", data, pos)
+        ne = struct.unpack_from("<%dQ" % n_dims, data, pos + 4)
+        pos += 4 + 8 * n_dims
+        _, off = struct.unpack_from("<IQ", data, pos)
+        pos += 12
+        infos[tname] = (ne, off)
+    start = (pos + 31) // 32 * 32
+    ne, off = infos[name]
+    return np.frombuffer(data, np.float32, int(np.prod(ne)), start + off)
+
+
 def run(*args):
     return subprocess.run([TOY, *args], check=True, capture_output=True).stdout
 
@@ -261,6 +298,45 @@ class TestConstraints(unittest.TestCase):
 
 
 class TestTrain(unittest.TestCase):
+    @unittest.skipUnless(HAVE_NUMPY, "numpy is not installed")
+    def test_model_in_memory(self):
+        """Model.create makes toy init's model with no file; a trainer's steps lower the
+        loss, its gradients are toy grad's, its taps and tensors are numpy views; save
+        writes the trained model, which gives the trainer's loss."""
+        import numpy as np
+        shape = dict(n_embd=64, n_layer=2, n_head=4, n_ff=128, ctx=64)
+        with tempfile.TemporaryDirectory() as d:
+            init, saved, grads = (os.path.join(d, n) for n in ("init.gguf", "saved.gguf", "grads.gguf"))
+            m = toy.Model.create(vocab_from=MODEL, seed=7, n_threads=2, **shape)
+            m.save(saved)
+            run("init", "--arch", "llama", "--n-embd", "64", "--n-layer", "2", "--n-head", "4", "--n-ff", "128",
+                "--ctx", "64", "--vocab-from", MODEL, "--seed", "7", "--out", init)
+            self.assertEqual(read(init), read(saved), "Model.create is not toy init's model")
+            ids = m.tokenize("In the beginning God created the heaven and the earth. And the earth was without "
+                             "form, and void; and darkness was upon the face of the deep.")
+            batch = np.array([ids[:17], ids[5:22]], dtype=np.int32)
+            t = m.trainer(batch=2, seq=16, lr=3e-3, taps="L*.out")
+            m.train_step(batch[:1], update=False)
+            run("grad", "-m", init, "--tokens", ",".join(map(str, batch[0])), "--out", grads)
+            g = m._trainer.grad("blk.1.ffn_down.weight")
+            self.assertEqual(g.shape, (64, 128))
+            ref = gguf_f32(grads, "blk.1.ffn_down.weight").reshape(g.shape)
+            self.assertTrue(np.array_equal(g, ref), "the step's gradient is not toy grad's")
+            losses = [m.train_step(batch) for _ in range(20)]
+            self.assertEqual(t.steps, 20)
+            self.assertLess(losses[-1], 0.7 * losses[0])
+            self.assertEqual(t.tap("L1.out").shape, (32, 64))
+            embd = t.param("token_embd.weight")
+            self.assertEqual(embd.shape, (m.n_vocab, 64))
+            with self.assertRaises(toy.ToyError) as e:
+                t.tap("L0.attn_norm")
+            self.assertIn("tap L0.attn_norm is not kept", str(e.exception))
+            m.save(saved)
+            after = m.train_step(batch, update=False)
+            m.close()
+            with toy.Model(saved, n_threads=2) as m2:
+                self.assertEqual(m2.train_step(batch, update=False), after)
+
     def test_train_as_the_command(self):
         """toy.train and toy train with the same options write the same model."""
         with tempfile.TemporaryDirectory() as d:

@@ -21,7 +21,7 @@ import threading
 
 from . import _lib
 
-__all__ = ["Model", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
+__all__ = ["Model", "Trainer", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
 
 _c = _lib.load_library()
 
@@ -86,14 +86,19 @@ def _decode_chunks(ctx, ids, step, logits):
         yield k
 
 class Model:
-    """A GGUF model and a context to run it in (n_ctx tokens; 0: the model's own)."""
+    """A GGUF model and a context to run it in (n_ctx tokens; 0: the model's own).
+    Model.create makes one in memory; model.trainer() / model.train_step() train it."""
 
-    def __init__(self, path, n_ctx=0, n_threads=None, use_mmap=True, n_batch=512):
-        mp = _init(_lib.ModelParams, _c.toy_model_params_init)
-        mp.use_mmap = bool(use_mmap)
-        self._model = ctypes.c_void_p()
-        _check(_c.toy_model_load_with(str(path).encode(), ctypes.byref(mp), ctypes.byref(self._model)))
+    def __init__(self, path, n_ctx=0, n_threads=None, use_mmap=True, n_batch=512, _handle=None):
         self._ctx = None
+        self._trainer = None
+        if _handle is None:
+            mp = _init(_lib.ModelParams, _c.toy_model_params_init)
+            mp.use_mmap = bool(use_mmap)
+            self._model = ctypes.c_void_p()
+            _check(_c.toy_model_load_with(str(path).encode(), ctypes.byref(mp), ctypes.byref(self._model)))
+        else:
+            self._model = _handle
         self.path = str(path)
         self.n_threads = n_threads or _default_threads()
         self.n_batch = n_batch
@@ -112,7 +117,70 @@ class Model:
         _check(_c.toy_context_new(self._model, ctypes.byref(cp), ctypes.byref(ctx)))
         return ctx
 
+    @classmethod
+    def create(cls, vocab_from, arch="llama", preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0,
+               ctx=0, untied=False, name=None, type="f32", seed=42, n_ctx=0, n_threads=None, n_batch=512):
+        """A new model of random weights made in memory, no file written: a preset
+        and/or the dimensions as `toy init` takes them, the tokenizer of vocab_from (any
+        GGUF with one). model.save(path) writes it."""
+        keep = []
+
+        def cstr(x):
+            if x is None:
+                return None
+            keep.append(str(x).encode())
+            return keep[-1]
+        ip = _init(_lib.InitParams, _c.toy_init_params_init)
+        ip.arch, ip.preset, ip.name, ip.vocab_path = cstr(arch), cstr(preset), cstr(name), cstr(vocab_from)
+        ip.n_embd, ip.n_layer, ip.n_head, ip.n_head_kv, ip.n_ff, ip.n_ctx = n_embd, n_layer, n_head, n_head_kv, n_ff, ctx
+        ip.tied = -1 if untied else 0
+        ip.seed = seed
+        ip.ftype = _c.toy_ftype_from_name(str(type).encode())
+        if ip.ftype < 0:
+            raise ToyError("TOY_ERR_INVALID", f"type: unknown type '{type}'")
+        ip.n_threads = n_threads or _default_threads()
+        handle = ctypes.c_void_p()
+        _check(_c.toy_model_new(ctypes.byref(ip), ctypes.byref(handle)))
+        return cls(f"(a new {arch} model)", n_ctx=n_ctx, n_threads=n_threads, n_batch=n_batch, _handle=handle)
+
+    def trainer(self, batch=8, seq=256, lr=1e-3, weight_decay=0.1, adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8,
+                clip=1.0, taps=None, lora_rank=0, lora_alpha=0.0, lora_targets=None, lora_per_head=False,
+                lora_init_scale=0.0, compute=None, seed=42):
+        """The model's trainer (toy_trainer), made anew with these settings: batches of up
+        to `batch` sequences of seq + 1 tokens, AdamW at rate lr (trainer.lr changes it),
+        the taps to keep ("L*.out,L0.attn_norm"), LoRA as toy.train takes it."""
+        self._close_trainer()
+        self._trainer = Trainer(self, batch, seq, lr, weight_decay, adam_beta1, adam_beta2, adam_eps, clip, taps,
+                                lora_rank, lora_alpha, lora_targets, lora_per_head, lora_init_scale, compute, seed)
+        return self._trainer
+
+    def train_step(self, batch, update=True):
+        """One training step on `batch`, rows of token ids ([n_seq][n_tokens], a list of
+        lists or an integer array): each position predicts the next. Returns the mean
+        loss. Makes a trainer of the default settings, sized for this batch, if
+        model.trainer() was not called."""
+        if self._trainer is None:
+            rows = [list(r) for r in batch]
+            self.trainer(batch=len(rows), seq=max(len(r) for r in rows) - 1)
+        return self._trainer.step(batch, update)
+
+    def save(self, path, type=None):
+        """Writes the model: the trained one (in `type`, default f32; LoRA: the
+        adapter) once a trainer exists, else the model as it is."""
+        if self._trainer is not None:
+            self._trainer.save(path, type or "f32")
+        elif type is not None:
+            raise ToyError("TOY_ERR_INVALID", "save: a type applies to a trained model (toy quantize converts one)")
+        else:
+            _check(_c.toy_model_save(self._model, str(path).encode()))
+
+    def _close_trainer(self):
+        if self._trainer is not None:
+            self._trainer.close()
+            self._trainer = None
+
     def close(self):
+        self._close_trainer()
         if self._ctx:
             _c.toy_context_free(self._ctx)
             self._ctx = None
@@ -365,6 +433,127 @@ class Model:
         return self.generate(ids, max_tokens=max_tokens, stream=stream, **sampling)
 
 
+def _numpy():
+    try:
+        import numpy
+    except ImportError:
+        raise ToyError("TOY_ERR_UNSUPPORTED", "tensors and taps are numpy arrays: install numpy") from None
+    return numpy
+
+
+class Trainer:
+    """A model trained step by step (model.trainer()). param(), grad() and tap() are
+    numpy views of the trainer's memory, valid while it lives: params are writable (set
+    weights from memory), grads are those of the last step, taps its activations."""
+
+    def __init__(self, model, batch, seq, lr, weight_decay, beta1, beta2, eps, clip, taps, lora_rank, lora_alpha,
+                 lora_targets, lora_per_head, lora_init_scale, compute, seed):
+        p = _init(_lib.TrainerParams, _c.toy_trainer_params_init)
+        p.batch, p.seq, p.lr, p.weight_decay = batch, seq, lr, weight_decay
+        p.beta1, p.beta2, p.eps, p.clip, p.seed = beta1, beta2, eps, clip, seed
+        p.lora_rank, p.lora_alpha, p.lora_per_head, p.lora_init_scale = lora_rank, lora_alpha, lora_per_head, \
+            lora_init_scale
+        if lora_targets is not None:
+            p.lora_targets = _lora_targets(lora_targets)
+        if compute is not None and compute != "f32":
+            if compute not in ("bf16", "f16"):
+                raise ToyError("TOY_ERR_INVALID", f"compute must be f32, bf16 or f16, got '{compute}'")
+            p.compute_type = _c.toy_type_from_name(compute.encode())
+        self._taps = taps.encode() if taps else None
+        p.taps = self._taps
+        p.n_threads = model.n_threads
+        self.model = model  # the model must outlive the trainer
+        self._t = ctypes.c_void_p()
+        _check(_c.toy_trainer_new(model._model, ctypes.byref(p), ctypes.byref(self._t)))
+        self.batch, self.seq, self._lr = batch, seq, float(lr)
+
+    def close(self):
+        if self._t:
+            _c.toy_trainer_free(self._t)
+            self._t = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def step(self, batch, update=True):
+        """One step on rows of token ids; returns the mean loss (see Model.train_step)."""
+        rows = [list(map(int, r)) for r in batch]
+        n_tokens = len(rows[0]) if rows else 0
+        if any(len(r) != n_tokens for r in rows):
+            raise ToyError("TOY_ERR_INVALID", "train_step: every sequence of a batch has the same length")
+        ids = (ctypes.c_int32 * max(1, len(rows) * n_tokens))(*[t for r in rows for t in r])
+        loss = ctypes.c_double()
+        _check(_c.toy_trainer_step(self._t, ids, len(rows), n_tokens, bool(update), ctypes.byref(loss)))
+        return loss.value
+
+    @property
+    def steps(self):
+        return _c.toy_trainer_n_steps(self._t)
+
+    @property
+    def lr(self):
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        if not value > 0:
+            raise ToyError("TOY_ERR_INVALID", f"lr {value} must be > 0")
+        self._lr = float(value)
+        _c.toy_trainer_set_lr(self._t, self._lr)
+
+    def tensor_names(self):
+        return [_c.toy_trainer_tensor_name(self._t, i).decode() for i in range(_c.toy_trainer_n_tensors(self._t))]
+
+    def _view(self, fn, name):
+        np = _numpy()
+        ne = (ctypes.c_int64 * 4)()
+        ptr = fn(self._t, name.encode(), ne)
+        if not ptr:
+            _check(6)
+        shape = tuple(int(n) for n in reversed(ne[:4]))
+        while len(shape) > 1 and shape[0] == 1:  # the unused outer dimensions
+            shape = shape[1:]
+        return np.ctypeslib.as_array(ptr, shape=shape)
+
+    def param(self, name):
+        """Tensor `name`'s trained values, a writable float32 view (rows of ne[0])."""
+        return self._view(_c.toy_trainer_param, name)
+
+    def grad(self, name):
+        """The last step's gradient of tensor `name` (read it before the next step)."""
+        v = self._view(_c.toy_trainer_grad, name)
+        v.flags.writeable = False
+        return v
+
+    def tap(self, name):
+        """A kept tap of the last step ("L3.out"): [n_seq * (n_tokens - 1), n_embd]."""
+        np = _numpy()
+        rows, cols = ctypes.c_int64(), ctypes.c_int64()
+        ptr = _c.toy_trainer_tap(self._t, name.encode(), ctypes.byref(rows), ctypes.byref(cols))
+        if not ptr:
+            _check(6)
+        v = np.ctypeslib.as_array(ptr, shape=(rows.value, cols.value))
+        v.flags.writeable = False
+        return v
+
+    def save(self, path, type="f32"):
+        ftype = _c.toy_ftype_from_name(str(type).encode())
+        if ftype < 0:
+            raise ToyError("TOY_ERR_INVALID", f"type: unknown type '{type}'")
+        _check(_c.toy_trainer_save(self._t, str(path).encode(), ftype))
+
+
+def _lora_targets(lora_targets):
+    names = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
+    bad = [t for t in names if t not in _LORA_TARGETS]
+    if bad or not names:
+        raise ToyError("TOY_ERR_INVALID", f"lora_targets: {bad or names} not among {', '.join(_LORA_TARGETS)}")
+    return sum(1 << _LORA_TARGETS.index(t) for t in set(names))
+
+
 def _default_threads():
     import os
     try:
@@ -421,11 +610,7 @@ def train(data, out, model=None, eval_data=None, steps=0, epochs=1, batch=8, seq
     p.lora_rank, p.lora_alpha, p.lora_dropout = lora_rank, lora_alpha, lora_dropout
     p.lora_per_head, p.lora_init_scale, p.lora_from = lora_per_head, lora_init_scale, cstr(lora_from)
     if lora_targets is not None:
-        names = lora_targets.split(",") if isinstance(lora_targets, str) else list(lora_targets)
-        bad = [t for t in names if t not in _LORA_TARGETS]
-        if bad or not names:
-            raise ToyError("TOY_ERR_INVALID", f"lora_targets: {bad or names} not among {', '.join(_LORA_TARGETS)}")
-        p.lora_targets = sum(1 << _LORA_TARGETS.index(t) for t in set(names))
+        p.lora_targets = _lora_targets(lora_targets)
     if out_type is not None:
         p.out_ftype = _c.toy_ftype_from_name(out_type.encode())
         if p.out_ftype < 0:

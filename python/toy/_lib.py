@@ -151,6 +151,15 @@ class TrainParams(ctypes.Structure):
                 ("lora_init_scale", ctypes.c_float), ("lora_from", ctypes.c_char_p)]
 
 
+class TrainerParams(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("batch", ctypes.c_int32), ("seq", ctypes.c_int32), ("lr", ctypes.c_float),
+                ("weight_decay", ctypes.c_float), ("beta1", ctypes.c_float), ("beta2", ctypes.c_float),
+                ("eps", ctypes.c_float), ("clip", ctypes.c_float), ("compute_type", ctypes.c_int),
+                ("lora_rank", ctypes.c_int32), ("lora_alpha", ctypes.c_float), ("lora_targets", ctypes.c_uint32),
+                ("lora_per_head", ctypes.c_bool), ("lora_init_scale", ctypes.c_float), ("seed", ctypes.c_uint64),
+                ("taps", ctypes.c_char_p), ("n_threads", ctypes.c_int)]
+
+
 class TrainResult(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("steps", ctypes.c_int64), ("n_params", ctypes.c_int64),
                 ("n_train_tokens", ctypes.c_int64), ("n_eval_tokens", ctypes.c_int64), ("loss", ctypes.c_double),
@@ -203,6 +212,21 @@ def _declare(lib):
         "toy_init_params_init": (None, [ctypes.POINTER(InitParams), SZ]),
         "toy_train_params_init": (None, [ctypes.POINTER(TrainParams), SZ]),
         "toy_train": (I, [ctypes.POINTER(TrainParams), ctypes.POINTER(TrainResult)]),
+        "toy_model_new": (I, [ctypes.POINTER(InitParams), PP]),
+        "toy_model_save": (I, [P, S]),
+        "toy_trainer_params_init": (None, [ctypes.POINTER(TrainerParams), SZ]),
+        "toy_trainer_new": (I, [P, ctypes.POINTER(TrainerParams), PP]),
+        "toy_trainer_free": (None, [P]),
+        "toy_trainer_step": (I, [P, c_int32_p, I32, I32, B, ctypes.POINTER(ctypes.c_double)]),
+        "toy_trainer_set_lr": (None, [P, ctypes.c_float]),
+        "toy_trainer_n_steps": (ctypes.c_int64, [P]),
+        "toy_trainer_n_tensors": (I, [P]),
+        "toy_trainer_tensor_name": (S, [P, I]),
+        "toy_trainer_param": (ctypes.POINTER(ctypes.c_float), [P, S, ctypes.POINTER(ctypes.c_int64)]),
+        "toy_trainer_grad": (ctypes.POINTER(ctypes.c_float), [P, S, ctypes.POINTER(ctypes.c_int64)]),
+        "toy_trainer_tap": (ctypes.POINTER(ctypes.c_float), [P, S, ctypes.POINTER(ctypes.c_int64),
+                                                             ctypes.POINTER(ctypes.c_int64)]),
+        "toy_trainer_save": (I, [P, S, I]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)

@@ -17,4 +17,9 @@ bool ty_gguf_is_mapped(const toy_gguf *gguf);
  * refills them from the page cache. Nothing for a copy in memory, which would be zeroed. */
 void ty_gguf_drop_pages(const toy_gguf *gguf, const void *p, size_t n);
 
+/* The writer's next file (begin .. finish, or write) goes to memory instead of a path:
+ * once finish succeeds, *data holds it (64-byte aligned; the caller frees it) and *size
+ * its length. The path given to begin names it in messages. */
+void ty_gguf_writer_to_memory(toy_gguf_writer *w, void **data, size_t *size);
+
 #endif

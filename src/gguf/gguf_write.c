@@ -46,6 +46,11 @@ struct toy_gguf_writer {
     char *path; /* out.path */
     size_t alignment;
     int64_t next_tensor;
+    /* ty_gguf_writer_to_memory: the file goes to a memory stream, then to *mem_data */
+    void **mem_data;
+    size_t *mem_size;
+    char *stream_buf;
+    size_t stream_len;
 };
 
 /* ---------------------------------------------------------------- byte buffers */
@@ -62,9 +67,17 @@ static void buf_str(ty_buf *b, const char *s, size_t n) {
 toy_gguf_writer *toy_gguf_writer_new(void) { return calloc(1, sizeof(toy_gguf_writer)); }
 
 static void writer_close_file(toy_gguf_writer *w) {
+    if (w->mem_data && w->file) fclose(w->file);
+    free(w->stream_buf);
+    w->stream_buf = NULL;
     ty_atomic_abort(&w->out);
     w->file = NULL;
     w->path = NULL;
+}
+
+void ty_gguf_writer_to_memory(toy_gguf_writer *w, void **data, size_t *size) {
+    w->mem_data = data;
+    w->mem_size = size;
 }
 
 void toy_gguf_writer_free(toy_gguf_writer *w) {
@@ -389,13 +402,19 @@ toy_status toy_gguf_writer_begin(toy_gguf_writer *w, const char *path) {
         return ty_error(TOY_ERR_NOMEM, "%s: no memory for the header", path);
     }
 
-    toy_status st = ty_atomic_open(&w->out, path);
+    toy_status st = TOY_OK;
+    if (w->mem_data) {
+        w->file = open_memstream(&w->stream_buf, &w->stream_len);
+        w->path = (char *)path;
+        if (!w->file) st = ty_error(TOY_ERR_NOMEM, "%s: no memory for the file", path);
+    } else if (!(st = ty_atomic_open(&w->out, path))) {
+        w->file = w->out.f;
+        w->path = w->out.path;
+    }
     if (st) {
         free(h.v);
         return st;
     }
-    w->file = w->out.f;
-    w->path = w->out.path;
     st = write_bytes(w, h.v, h.n);
     if (!st) st = write_padding(w, pad_to(h.n, w->alignment));
     free(h.v);
@@ -424,6 +443,19 @@ toy_status toy_gguf_writer_finish(toy_gguf_writer *w) {
     if (w->next_tensor != w->n_tensors) {
         toy_status st = ty_error(TOY_ERR_INVALID, "%s: only %lld of %lld tensors written",
                                  w->path, (long long)w->next_tensor, (long long)w->n_tensors);
+        writer_close_file(w);
+        return st;
+    }
+    if (w->mem_data) { /* the stream's bytes, copied to memory aligned for any tensor */
+        toy_status st = fclose(w->file) ? ty_error(TOY_ERR_NOMEM, "%s: no memory for the file", w->path) : TOY_OK;
+        w->file = NULL;
+        void *data = st ? NULL : aligned_alloc(64, (w->stream_len + 63) / 64 * 64 + 64);
+        if (!st && !data) st = ty_error(TOY_ERR_NOMEM, "%s: no memory for %zu bytes", w->path, w->stream_len);
+        if (!st) {
+            memcpy(data, w->stream_buf, w->stream_len);
+            *w->mem_data = data;
+            *w->mem_size = w->stream_len;
+        }
         writer_close_file(w);
         return st;
     }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "gguf.h"
 #include "model.h"
 #include "params.h"
 #include "quantize.h"
@@ -308,7 +309,8 @@ void toy_init_params_init(toy_init_params *params, size_t size) {
     ty_params_init(params, size, &defaults, sizeof defaults);
 }
 
-toy_status toy_init_model(const toy_init_params *caller_params, const char *out_path) {
+/* The model of params, written to out_path, or with mem to memory (gguf.h). */
+static toy_status init_model(const toy_init_params *caller_params, const char *out_path, void **mem, size_t *mem_size) {
     toy_init_params full = toy_init_default_params();
     if (!caller_params) return ty_error(TOY_ERR_INVALID, "toy_init_model: no parameters");
     if (ty_params_read(&full, sizeof full, caller_params, "toy_init_params")) return TOY_ERR_INVALID;
@@ -372,6 +374,7 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
         const toy_gguf_tensor *t = &infos[order[k]];
         st = toy_gguf_writer_add_tensor(w, t->name, types[k], t->n_dims, t->ne, NULL);
     }
+    if (!st && mem) ty_gguf_writer_to_memory(w, mem, mem_size);
     if (!st) st = toy_gguf_writer_begin(w, out_path);
     for (int64_t k = 0; !st && k < l.n; k++) {
         const planned_tensor *t = &l.t[order[k]];
@@ -397,4 +400,20 @@ toy_status toy_init_model(const toy_init_params *caller_params, const char *out_
     free(l.names);
     toy_gguf_close(vocab);
     return st;
+}
+
+toy_status toy_init_model(const toy_init_params *params, const char *out_path) {
+    return init_model(params, out_path, NULL, NULL);
+}
+
+toy_status toy_model_new(const toy_init_params *params, toy_model **out) {
+    *out = NULL;
+    void *mem = NULL;
+    size_t size = 0;
+    char name[96];
+    snprintf(name, sizeof name, "(a new %s model in memory)", params && params->arch ? params->arch : "llama");
+    toy_status st = init_model(params, name, &mem, &size);
+    toy_gguf *g = NULL;
+    if (!st && (st = toy_gguf_open_memory(mem, size, name, &g))) free(mem);
+    return st ? st : ty_model_from_gguf(g, mem, out);
 }

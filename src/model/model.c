@@ -662,15 +662,19 @@ void toy_model_params_init(toy_model_params *params, size_t size) {
 
 toy_status toy_model_load(const char *path, toy_model **out) { return toy_model_load_with(path, NULL, out); }
 
-toy_status toy_model_load_with(const char *path, const toy_model_params *params, toy_model **out) {
+toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out) {
     *out = NULL;
-    toy_model_params p = toy_model_default_params();
-    if (params && ty_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
     toy_model *m = calloc(1, sizeof *m);
-    if (!m) return ty_error(TOY_ERR_NOMEM, "%s: no memory", path);
+    if (!m) {
+        toy_gguf_close(gguf);
+        free(memory);
+        return ty_error(TOY_ERR_NOMEM, "%s: no memory", toy_gguf_path(gguf));
+    }
     pthread_mutex_init(&m->pack_lock, NULL);
-    toy_status st = p.use_mmap ? toy_gguf_open(path, &m->gguf) : toy_gguf_open_read(path, &m->gguf);
-    if (!st) st = read_hparams(m, path);
+    m->gguf = gguf;
+    m->memory = memory;
+    const char *path = toy_gguf_path(gguf);
+    toy_status st = read_hparams(m, path);
     if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) ty_error_wrap(st, "%s", path);
     if (!st) st = bind_tensors(m);
     if (st) {
@@ -681,6 +685,30 @@ toy_status toy_model_load_with(const char *path, const toy_model_params *params,
     return TOY_OK;
 }
 
+toy_status toy_model_load_with(const char *path, const toy_model_params *params, toy_model **out) {
+    *out = NULL;
+    toy_model_params p = toy_model_default_params();
+    if (params && ty_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
+    toy_gguf *g;
+    toy_status st = p.use_mmap ? toy_gguf_open(path, &g) : toy_gguf_open_read(path, &g);
+    return st ? st : ty_model_from_gguf(g, NULL, out);
+}
+
+toy_status toy_model_save(const toy_model *m, const char *path) {
+    const toy_gguf *g = m->gguf;
+    toy_gguf_writer *w = toy_gguf_writer_new();
+    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = TOY_OK;
+    for (int64_t i = 0; !st && i < toy_gguf_n_kv(g); i++) st = toy_gguf_writer_set_value(w, toy_gguf_key(g, i), toy_gguf_kv(g, i));
+    for (int64_t i = 0; !st && i < toy_gguf_n_tensors(g); i++) {
+        const toy_gguf_tensor *t = toy_gguf_tensor_at(g, i);
+        st = toy_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims ? t->n_dims : 1, t->ne, t->data);
+    }
+    if (!st) st = toy_gguf_writer_write(w, path);
+    toy_gguf_writer_free(w);
+    return st;
+}
+
 void toy_model_free(toy_model *m) {
     if (!m) return;
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
@@ -688,6 +716,7 @@ void toy_model_free(toy_model *m) {
     free(m->layers);
     toy_vocab_free(m->vocab);
     toy_gguf_close(m->gguf);
+    free(m->memory);
     pthread_mutex_destroy(&m->pack_lock);
     free(m);
 }

@@ -181,7 +181,12 @@ struct toy_model {
     pthread_mutex_t pack_lock;
     bool packed;      /* ty_model_pack has run */
     uint64_t packed_bytes;
+    void *memory;     /* the file, for a model made in memory (toy_model_new), freed last */
 };
+
+/* A model over an open GGUF (which it takes, with `memory`, the buffer under it, if
+ * any: both are freed with the model, also when this fails). */
+toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out);
 
 /* Repacks, once, every matrix of a type this CPU has a packed kernel for (packed.h) and
  * gives the file's pages of those matrices back to the kernel (they are read again, from

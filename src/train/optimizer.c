@@ -1,6 +1,7 @@
 /* optimizer.c — AdamW (optimizer.h), as PyTorch's torch.optim.AdamW computes it. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "optimizer.h"
 
@@ -84,4 +85,21 @@ void ty_adamw_update(ty_pool *pool, float *p, const float *g, float *m, float *v
     if (pool) ty_pool_run(pool, blocks, adamw_task, &j);
     else
         for (int64_t b = 0; b < blocks; b++) adamw_task(&j, b, 0);
+}
+
+double ty_adamw_step(ty_pool *pool, train_model *tm, float *m, float *v, const adamw_params *ap, float lr, int64_t t) {
+    float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *x = ty_train_model_tensor(tm, i);
+        if (!x->trainable) memset(g + x->offset, 0, (size_t)x->n * sizeof *g);
+    }
+    const double gnorm = ty_grad_norm(pool, g, ty_train_model_n_floats(tm));
+    const float scale = ap->clip > 0 && gnorm > ap->clip ? (float)(ap->clip / gnorm) : 1.0f;
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+        const train_tensor *x = ty_train_model_tensor(tm, i);
+        if (x->trainable)
+            ty_adamw_update(pool, params + x->offset, g + x->offset, m + x->offset, v + x->offset, x->n, ap, lr, t,
+                            scale, x->decay);
+    }
+    return gnorm;
 }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "threadpool.h"
+#include "train_model.h"
 
 typedef struct {
     float lr, min_lr;    /* peak and final learning rate */
@@ -29,5 +30,11 @@ double ty_grad_norm(ty_pool *pool, const float *g, int64_t n);
  * grad_scale first (clipping). Elementwise, so any split over threads gives the same. */
 void ty_adamw_update(ty_pool *pool, float *p, const float *g, float *m, float *v, int64_t n,
                   const adamw_params *ap, float lr, int64_t t, float grad_scale, bool decay);
+
+/* One optimizer step of a model being trained, its gradients summed: the gradients of
+ * tensors not trained are zeroed, the global norm is clipped to ap->clip (0: not), and
+ * each trainable tensor takes ty_adamw_update's step t at rate lr. Returns the norm
+ * before clipping. */
+double ty_adamw_step(ty_pool *pool, train_model *tm, float *m, float *v, const adamw_params *ap, float lr, int64_t t);
 
 #endif

@@ -88,7 +88,13 @@ struct train_model {
     int64_t panel_rows;
     float *xd, *dxd, *dts;            /* dropout's input, its gradient, d(ts) */
     uint64_t key;                     /* the micro-batch's dropout key */
+
+    /* taps kept from the forward: [n_layer * TRAIN_TAP_KINDS], each [tap_rows][n_embd] or NULL */
+    float **taps;
+    int64_t tap_rows;
 };
+
+const char *const ty_train_tap_names[TRAIN_TAP_KINDS] = {"attn_norm", "attn_out", "ffn_norm", "ffn_out", "out"};
 
 /* ---------------------------------------------------------------- tensors */
 
@@ -506,9 +512,16 @@ static void free_acts(train_model *tm) {
     tm->B = tm->T = 0;
 }
 
+static void free_taps(train_model *tm) {
+    for (int i = 0; tm->taps && i < tm->hp.n_layer * TRAIN_TAP_KINDS; i++) free(tm->taps[i]);
+    free(tm->taps);
+    tm->taps = NULL;
+}
+
 void ty_train_model_free(train_model *tm) {
     if (!tm) return;
     free_acts(tm);
+    free_taps(tm);
     free(tm->tensors);
     free(tm->rope);
     free(tm->n_swa);
@@ -623,6 +636,7 @@ toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_
     if (part_B > B) part_B = B;
     if (B == tm->B && T == tm->T && part_B == tm->part_B) return TOY_OK;
     free_acts(tm);
+    free_taps(tm); /* sized for the old batch */
     carver c = {0};
     layout_acts(tm, &c, B, T, part_B);
     tm->acts = calloc((size_t)tm->hp.n_layer, sizeof *tm->acts);
@@ -640,7 +654,32 @@ toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_
     return TOY_OK;
 }
 
+toy_status ty_train_model_keep_tap(train_model *tm, int il, int kind, float **out) {
+    *out = NULL;
+    if (!tm->B) return ty_error(TOY_ERR_INVALID, "taps: reserve the batch first");
+    if (il < 0 || il >= tm->hp.n_layer || kind < 0 || kind >= TRAIN_TAP_KINDS)
+        return ty_error(TOY_ERR_INVALID, "tap L%d.%s: the model has %d layers", il,
+                        kind >= 0 && kind < TRAIN_TAP_KINDS ? ty_train_tap_names[kind] : "?", tm->hp.n_layer);
+    if (!tm->taps && !(tm->taps = calloc((size_t)tm->hp.n_layer * TRAIN_TAP_KINDS, sizeof *tm->taps)))
+        return ty_error(TOY_ERR_NOMEM, "no memory");
+    float **t = &tm->taps[il * TRAIN_TAP_KINDS + kind];
+    tm->tap_rows = (int64_t)tm->B * tm->T;
+    if (!*t && !(*t = calloc((size_t)(tm->tap_rows * tm->hp.n_embd), sizeof **t)))
+        return ty_error(TOY_ERR_NOMEM, "no memory for tap L%d.%s", il, ty_train_tap_names[kind]);
+    *out = *t;
+    return TOY_OK;
+}
+
 /* ---------------------------------------------------------------- forward */
+
+/* A kept tap gets the part's n rows of x (times s): rows row0.. of the micro-batch. */
+static void tap(train_model *tm, int il, int kind, const float *x, int64_t n, float s) {
+    float *t = tm->taps ? tm->taps[il * TRAIN_TAP_KINDS + kind] : NULL;
+    if (!t) return;
+    const int64_t C = tm->hp.n_embd;
+    t += tm->row0 * C;
+    for (int64_t i = 0; i < n * C; i++) t[i] = s * x[i];
+}
 
 static void zero(float *x, int64_t n) { memset(x, 0, (size_t)n * sizeof *x); }
 
@@ -741,6 +780,7 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
 
     /* attention */
     norm_forward(tm, tm->h, NULL, NULL, a->x, w->attn_norm, w->attn_norm_b, n);
+    tap(tm, il, TRAIN_TAP_ATTN_NORM, tm->h, n, 1.0f);
     float *q = hp->q_norm_len ? a->q_raw : a->q;
     float *k = hp->q_norm_len ? a->k_raw : a->k;
     linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, w->bq, n, C, qd);
@@ -762,10 +802,12 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
     }
+    tap(tm, il, TRAIN_TAP_ATTN_OUT, o, n, hp->residual_scale);
     ty_add_scaled(pool, a->x_mid, a->x, o, hp->residual_scale, n * C);
 
     /* feed-forward */
     norm_forward(tm, tm->h, NULL, NULL, a->x_mid, w->ffn_norm, w->ffn_norm_b, n);
+    tap(tm, il, TRAIN_TAP_FFN_NORM, tm->h, n, 1.0f);
     if (!hp->ffn_no_gate) linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
     linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, w->b_up, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
@@ -775,7 +817,9 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
     }
+    tap(tm, il, TRAIN_TAP_FFN_OUT, f, n, hp->residual_scale);
     ty_add_scaled(pool, x_next, a->x_mid, f, hp->residual_scale, n * C);
+    tap(tm, il, TRAIN_TAP_OUT, x_next, n, 1.0f);
 }
 
 /* Output projection and loss over chunks of rows; with backward, each chunk's gradient

@@ -98,6 +98,15 @@ toy_status ty_train_model_reserve_parts(train_model *tm, int B, int T, int part_
  * of that sum is ADDED to the gradients (zero them to start a sum). */
 double ty_train_model_step(train_model *tm, const train_batch *b, bool backward);
 
+/* Taps the forward keeps on request (toy_trainer_tap), named as toy_decode's trace names
+ * them: the layer's attention norm output, the attention branch as added to the residual,
+ * the FFN norm output, the FFN branch as added, the residual stream after the layer. */
+enum { TRAIN_TAP_ATTN_NORM, TRAIN_TAP_ATTN_OUT, TRAIN_TAP_FFN_NORM, TRAIN_TAP_FFN_OUT, TRAIN_TAP_OUT, TRAIN_TAP_KINDS };
+extern const char *const ty_train_tap_names[TRAIN_TAP_KINDS];
+/* From every later step, tap `kind` of layer il: *out, [B * T][n_embd] rows of the
+ * micro-batch reserved (a reserve of another size drops the taps). */
+toy_status ty_train_model_keep_tap(train_model *tm, int il, int kind, float **out);
+
 int64_t ty_train_model_n_params(const train_model *tm); /* trainable floats */
 int64_t ty_train_model_n_floats(const train_model *tm);   /* the length of params and grads */
 float *ty_train_model_params(train_model *tm);

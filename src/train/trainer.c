@@ -366,23 +366,12 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
         loss += ty_train_model_step(tm, &b, true);
     }
     /* tensors that are not trained (RoPE factors) take no part in the norm */
-    float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
+    float *g = ty_train_model_grads(tm);
     /* every process gets the same sums, in rank order */
     if (ty_train_dist_sum_floats(&r->dist, g, ty_train_model_n_floats(tm)) || ty_train_dist_sum_double(&r->dist, &loss))
         return false;
-    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
-        const train_tensor *t = ty_train_model_tensor(tm, i);
-        if (!t->trainable) memset(g + t->offset, 0, (size_t)t->n * sizeof *g);
-    }
-    const double gnorm = ty_grad_norm(r->pool, g, ty_train_model_n_floats(tm));
-    const float scale = p->clip > 0 && gnorm > p->clip ? (float)(p->clip / gnorm) : 1.0f;
     const float lr = ty_adamw_lr(&r->ap, r->st.step);
-    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
-        const train_tensor *t = ty_train_model_tensor(tm, i);
-        if (t->trainable)
-            ty_adamw_update(r->pool, params + t->offset, g + t->offset, r->m + t->offset, r->v + t->offset, t->n,
-                         &r->ap, lr, r->st.adam_step0 + r->st.step + 1, scale, t->decay);
-    }
+    const double gnorm = ty_adamw_step(r->pool, tm, r->m, r->v, &r->ap, lr, r->st.adam_step0 + r->st.step + 1);
     r->st.step++;
     r->st.position += per_step;
     r->st.tokens += scored;
@@ -518,15 +507,7 @@ toy_status toy_train_bench_compute(const char *model_path, int32_t batch, int32_
             const double t0 = ty_now_s();
             ty_train_model_zero_grads(tm);
             loss = ty_train_model_step(tm, &b, true);
-            float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
-            const double gn = ty_grad_norm(pool, g, ty_train_model_n_floats(tm));
-            const float scale = gn > ap.clip ? (float)(ap.clip / gn) : 1.0f;
-            for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
-                const train_tensor *t = ty_train_model_tensor(tm, i);
-                if (t->trainable)
-                    ty_adamw_update(pool, params + t->offset, g + t->offset, mom + t->offset, var + t->offset, t->n,
-                                 &ap, ap.lr, s + 2, scale, t->decay);
-            }
+            ty_adamw_step(pool, tm, mom, var, &ap, ap.lr, s + 2);
             if (s >= 0) times[s] = ty_now_s() - t0;
         }
         qsort(times, (size_t)steps, sizeof *times, cmp_double);

@@ -18,6 +18,7 @@ int main(void) {
     S("SamplerParams", toy_sampler_params); S("Batch", toy_batch); S("GenerateParams", toy_generate_params);
     S("GenerateResult", toy_generate_result); S("ChatMessage", toy_chat_message); S("InitParams", toy_init_params);
     S("TrainProgress", toy_train_progress); S("TrainParams", toy_train_params); S("TrainResult", toy_train_result);
+    S("TrainerParams", toy_trainer_params);
     return 0;
 }
 C
@@ -26,6 +27,19 @@ export TOY_STRUCT_SIZES="$("$tmp/sizes")"
 
 PYTHONPATH="$src/python" python3 -m unittest discover -s "$src/python/tests" -v 2>&1 | tail -25
 [ "${PIPESTATUS[0]}" -eq 0 ] || fail=1
+
+# examples/train_in_memory.py: a model made, trained and inspected in memory, then saved
+if python3 -c 'import numpy' 2> /dev/null; then
+  (cd "$tmp" && PYTHONPATH="$src/python" python3 "$src/examples/train_in_memory.py" "$tmp/psalm.gguf" 60) \
+    > "$tmp/ex.out" 2>&1 || die "examples/train_in_memory.py: $(tail -3 "$tmp/ex.out")"
+  last=$(grep '^step  59' "$tmp/ex.out" | awk '{print $4}')
+  python3 -c "import sys; sys.exit(not float('${last:-99}') < 1.5)" || die "train_in_memory.py: last loss '$last'"
+  "$toy" run -m "$tmp/psalm.gguf" -p "The LORD is my shepherd" -n 8 --temp 0 > "$tmp/psalm.txt" 2> /dev/null \
+    || die "toy run on the example's model"
+  echo "train_in_memory.py: loss $(grep '^step   0' "$tmp/ex.out" | awk '{print $4}') -> $last; toy run: $(head -c 60 "$tmp/psalm.txt" | tr '\n' ' ')"
+else
+  echo "SKIP (examples/train_in_memory.py): numpy is not installed"
+fi
 
 if python3 -m pip --version > /dev/null 2>&1; then
   # offline: the package's own build backend needs nothing from an index. It bundles
