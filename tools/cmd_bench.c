@@ -193,11 +193,12 @@ typedef struct {
     int n_prompt, n_gen, reps;
     bool json, mlock;
     int cache_k, cache_v;
+    trace_options trace;
 } bench_options;
 
 static int parse_bench_options(int argc, char **argv, bench_options *o) {
     *o = (bench_options){.model = {.n_threads = default_threads()}, .n_prompt = 512, .n_gen = 128, .reps = 5,
-                         .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32};
+                         .cache_k = TOY_TYPE_F32, .cache_v = TOY_TYPE_F32, .trace = TRACE_OPTIONS_INIT};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int r;
@@ -219,9 +220,14 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
                    "  --mlock            lock the weights in RAM first\n"
                    "  --cache-type-k T   KV cache types: f32 (default), f16, bf16, q8_0\n"
                    "  --cache-type-v T\n"
-                   "  -h, --help         this message\n");
+                   "  -h, --help         this message\n"
+                   "\n"
+                   "Tracing is off unless asked for; with --trace the runs measure its cost (send it\n"
+                   "to --trace-file: a prompt's taps are large):\n");
+            fputs(trace_options_help, stdout);
             return 0;
-        } else if ((r = parse_model_option("bench", argc, argv, &i, &o->model))) {
+        } else if ((r = parse_model_option("bench", argc, argv, &i, &o->model)) ||
+                   (r = trace_parse_option("bench", argc, argv, &i, &o->trace))) {
             if (r < 0) return 2;
         } else if (!strcmp(a, "-p") || !strcmp(a, "-n")) {
             if (!parse_int_arg("bench", a, v, 0, 1 << 16, a[1] == 'p' ? &o->n_prompt : &o->n_gen)) return 2;
@@ -247,10 +253,14 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
     return GO_ON;
 }
 
-static int run_bench(const bench_options *o) {
+static int run_bench(bench_options *o) {
     const int n_prompt = o->n_prompt, n_gen = o->n_gen, n_threads = o->model.n_threads, reps = o->reps;
     toy_model *m;
     if (!load_model("bench", o->model.path, o->model.no_mmap, &m)) return 1;
+    if (!trace_options_begin("bench", &o->trace, m)) {
+        toy_model_free(m);
+        return 1;
+    }
     if (o->mlock && toy_model_mlock(m)) fprintf(stderr, "toy bench: %s\n", toy_last_error());
     toy_context_params cp = toy_context_default_params();
     cp.n_ctx = n_prompt + n_gen + 2;
@@ -258,9 +268,11 @@ static int run_bench(const bench_options *o) {
     cp.n_threads = n_threads;
     cp.cache_type_k = o->cache_k;
     cp.cache_type_v = o->cache_v;
+    trace_options_apply(&o->trace, &cp);
     toy_context *ctx;
     if (toy_context_new(m, &cp, &ctx)) {
         fprintf(stderr, "toy bench: %s\n", toy_last_error());
+        trace_options_end(&o->trace);
         toy_model_free(m);
         return 1;
     }
@@ -353,6 +365,7 @@ static int run_bench(const bench_options *o) {
     free(probe);
     toy_context_free(ctx);
     toy_model_free(m);
+    if (!trace_options_end(&o->trace)) rc = 1;
     return rc;
 }
 

@@ -3,7 +3,7 @@
 # --trace-file): every tap of a dense layer in order, selected by globs, one head's
 # columns of the per-head taps, JSON lines whose values agree with each other (ffn_gated
 # = ffn_act * ffn_up bit for bit; RoPE leaves position 0 as it is, so q_pre's first row
-# is q's; head 3 of attn is columns 3*hd..), on run, chat, eval, perplexity and serve
+# is q's; head 3 of attn is columns 3*hd..), on run, chat, eval, perplexity, serve and bench
 # (--trace-file); the taps of a mixture of experts and of post-norm models (fixtures);
 # and the errors of bad trace options (a bad format or head, a file without --trace, an
 # unwritable file, a pattern too long).
@@ -73,6 +73,14 @@ PY
   serve_stop
   [ "$(grep -c '"name": "L0.out"' "$tmp/serve.jsonl")" -ge 3 ] || die "toy serve --trace-file: $(wc -l < "$tmp/serve.jsonl") lines"
 fi
+
+# bench: off unless asked for; with --trace, every forward of its runs is traced
+"$toy" bench -m "$m" -p 8 -n 4 -r 1 -t 2 --json > "$tmp/b.json" 2> "$tmp/b.err" || die "bench: $(tail -1 "$tmp/b.err")"
+[ -s "$tmp/b.err" ] && die "bench without --trace wrote: $(head -2 "$tmp/b.err")"
+"$toy" bench -m "$m" -p 8 -n 4 -r 1 -t 2 --json --trace 'L0.out' --trace-file "$tmp/bench.trace" > /dev/null \
+  2> "$tmp/b.err" || die "bench --trace: $(tail -1 "$tmp/b.err")"
+# the warm-up (a prompt, a token) and one run (a prompt, 4 tokens): 7 forwards
+[ "$(grep -c '^trace L0.out ' "$tmp/bench.trace")" = 7 ] || die "bench --trace: $(grep -c . "$tmp/bench.trace") lines"
 
 # a mixture of experts and a post-norm model (fixtures)
 if [ -n "$fixtures" ]; then
