@@ -814,7 +814,9 @@ TOY_API const char *toy_init_preset_name(int i);
 TOY_API const char *toy_init_preset_arch(int i);
 TOY_API toy_status toy_init_model(const toy_init_params *params, const char *out_path);
 /* The same model made in memory, with no file: params as for toy_init_model (arch,
- * preset or dimensions, the tokenizer of vocab_path, ftype, seed). toy_model_save
+ * preset or dimensions, the tokenizer of vocab_path, ftype, seed); vocab_path NULL
+ * gives it a byte-level tokenizer of 259 tokens (the 256 bytes, then <|endoftext|>,
+ * <|im_start|> and <|im_end|>: toy tokenizer train's before any merge). toy_model_save
  * writes it (or any model) to a file. */
 TOY_API toy_status toy_model_new(const toy_init_params *params, toy_model **out);
 /* Writes the model's GGUF as it is in memory (metadata and tensors), atomically. */

@@ -118,11 +118,12 @@ class Model:
         return ctx
 
     @classmethod
-    def create(cls, vocab_from, arch="llama", preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0,
+    def create(cls, vocab_from=None, arch="llama", preset=None, n_embd=0, n_layer=0, n_head=0, n_head_kv=0, n_ff=0,
                ctx=0, untied=False, name=None, type="f32", seed=42, n_ctx=0, n_threads=None, n_batch=512):
         """A new model of random weights made in memory, no file written: a preset
         and/or the dimensions as `toy init` takes them, the tokenizer of vocab_from (any
-        GGUF with one). model.save(path) writes it."""
+        GGUF with one; None: a byte-level one of 259 tokens, no file read at all).
+        model.save(path) writes it."""
         keep = []
 
         def cstr(x):

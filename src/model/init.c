@@ -20,6 +20,7 @@
 #include "model.h"
 #include "params.h"
 #include "quantize.h"
+#include "tokenizer_bpe.h"
 #include "splitmix.h"
 
 typedef struct {
@@ -321,15 +322,24 @@ static toy_status init_model(const toy_init_params *caller_params, const char *o
     const preset *p = &chosen;
     if (!toy_ftype_name(params->ftype))
         return ty_error(TOY_ERR_INVALID, "unknown file type %d", params->ftype);
-    if (!params->vocab_path) return ty_error(TOY_ERR_INVALID, "no vocabulary file given");
+    if (!params->vocab_path && !mem) return ty_error(TOY_ERR_INVALID, "no vocabulary file given");
 
+    /* in memory without a vocabulary file: the 256 byte tokens */
     toy_gguf *vocab;
-    st = toy_gguf_open(params->vocab_path, &vocab);
-    if (st) return st;
+    void *byte_vocab = NULL;
+    size_t byte_vocab_size = 0;
+    if (params->vocab_path) st = toy_gguf_open(params->vocab_path, &vocab);
+    else if (!(st = ty_bpe_byte_vocab(&byte_vocab, &byte_vocab_size)))
+        st = toy_gguf_open_memory(byte_vocab, byte_vocab_size, "(the byte-level vocabulary)", &vocab);
+    if (st) {
+        free(byte_vocab);
+        return st;
+    }
     const toy_gguf_value *tokens = toy_gguf_get(vocab, "tokenizer.ggml.tokens");
     int64_t n_vocab = tokens ? (int64_t)toy_gguf_array_len(tokens) : 0;
     if (n_vocab <= 0) {
         toy_gguf_close(vocab);
+        free(byte_vocab);
         return ty_error(TOY_ERR_FORMAT, "%s: no tokenizer.ggml.tokens: not a vocabulary",
                         params->vocab_path);
     }
@@ -338,7 +348,8 @@ static toy_status init_model(const toy_init_params *caller_params, const char *o
     toy_vocab *check = NULL;
     if ((st = toy_vocab_load(vocab, &check))) {
         toy_gguf_close(vocab);
-        return ty_error_wrap(st, "%s", params->vocab_path);
+        free(byte_vocab);
+        return ty_error_wrap(st, "%s", params->vocab_path ? params->vocab_path : "the byte-level vocabulary");
     }
     toy_vocab_free(check);
 
@@ -399,6 +410,7 @@ static toy_status init_model(const toy_init_params *caller_params, const char *o
     free(l.t);
     free(l.names);
     toy_gguf_close(vocab);
+    free(byte_vocab);
     return st;
 }
 

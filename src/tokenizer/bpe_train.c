@@ -42,6 +42,7 @@
 
 #include "buffer.h"
 #include "error.h"
+#include "gguf.h"
 #include "params.h"
 #include "threadpool.h"
 #include "tokenizer_bpe.h"
@@ -626,8 +627,9 @@ static void append_gpt2(ty_buf *b, const char *s, size_t n) {
     }
 }
 
-static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_merges,
-                              const char *pre, const char *name, const char *out_path) {
+/* The vocabulary as a GGUF of tokenizer metadata, to out_path, or with data to memory. */
+static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_merges, const char *pre,
+                              const char *name, const char *out_path, void **data, size_t *size) {
     size_t n_tok = t->n_tok + sp->n, n_strs = n_tok > (size_t)n_merges ? n_tok : (size_t)n_merges;
     ty_buf text = {0}, merges = {0};
     size_t *tok_end = alloc_array(n_tok, sizeof *tok_end);
@@ -689,6 +691,7 @@ static toy_status write_vocab(const trainer *t, const specials *sp, int32_t n_me
     if (!st)
         st = toy_gguf_writer_set_str(w, "tokenizer.chat_template", chatml_template,
                                      sizeof chatml_template - 1);
+    if (!st && data) ty_gguf_writer_to_memory(w, data, size);
     if (!st) st = toy_gguf_writer_write(w, out_path);
 
     toy_gguf_writer_free(w);
@@ -917,7 +920,7 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
         st = learn(&t, (int32_t)((size_t)p->vocab_size - min_vocab));
         n_merges = (int32_t)(t.n_tok - 256);
     }
-    if (!st) st = write_vocab(&t, &sp, n_merges, pre_name, name, out_path);
+    if (!st) st = write_vocab(&t, &sp, n_merges, pre_name, name, out_path, NULL, NULL);
     if (!st && p->stats) {
         const toy_tokenizer_train_stats stats = {sizeof stats, n_bytes, n_pretokens, n_distinct, n_merges,
                                                  (int32_t)(t.n_tok + sp.n)};
@@ -927,6 +930,22 @@ toy_status toy_tokenizer_train(const toy_tokenizer_train_params *caller_params, 
     for (int i = 0; counters && i < n_threads; i++) bmap_free(&counters[i].words);
     free(counters);
     ty_pretokenizer_free(pre);
+    trainer_free(&t);
+    free(sp.text);
+    free(sp.len);
+    return st;
+}
+
+toy_status ty_bpe_byte_vocab(void **data, size_t *size) {
+    const toy_tokenizer_train_params p = toy_tokenizer_train_default_params();
+    trainer t = {0};
+    specials sp = {0};
+    toy_status st = check_specials(&p, &sp, &t);
+    for (int b = 0; !st && b < 256; b++) {
+        char c = (char)b;
+        if (add_token(&t, &c, 1) < 0) st = oom();
+    }
+    if (!st) st = write_vocab(&t, &sp, 0, DEFAULT_PRE, "toy-bytes", "(the byte-level vocabulary)", data, size);
     trainer_free(&t);
     free(sp.text);
     free(sp.len);

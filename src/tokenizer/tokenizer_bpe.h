@@ -31,4 +31,9 @@ typedef toy_status (*ty_pretoken_fn)(void *user, const char *word, size_t len);
 toy_status ty_pretokenize(const ty_pretokenizer *p, const char *text, size_t len,
                           ty_pretoken_fn fn, void *user);
 
+/* The vocabulary of toy_tokenizer_train before any merge: the 256 byte tokens and its
+ * default special tokens, a vocabulary-only GGUF in memory (*data, the caller frees it):
+ * the tokenizer of a model made with no tokenizer file (toy_model_new). */
+toy_status ty_bpe_byte_vocab(void **data, size_t *size);
+
 #endif

@@ -1,6 +1,7 @@
 /* test_trainer.c — models in memory (toy_model_new, toy_model_save) and training step by
  * step (toy_trainer_*), on a small llama of the bundled model's tokenizer:
  *   - toy_model_new makes, with no file, the bytes toy_init_model writes (toy_model_save);
+ *     without a tokenizer file, a byte-level one (bytes in, bytes out);
  *   - a step's gradients are toy_grad's for the same sequence, bit for bit (the
  *     interface the float64 reference checks), and its loss too;
  *   - a kept tap is the inference trace of the same name (within 1e-4 relative RMS:
@@ -247,6 +248,26 @@ int main(void) {
         toy_trainer_free(x);
     }
     toy_model_free(m);
+
+    /* no file at all: without vocab_path, the 256 byte tokens and three special ones */
+    ip.vocab_path = NULL;
+    CHECK_MSG(toy_model_new(&ip, &m) == TOY_OK, "%s", toy_last_error());
+    if (m) {
+        int32_t ids[16];
+        int32_t n = 0;
+        CHECK(toy_tokenize(toy_model_vocab(m), "Hi \xc3\xbc", 5, true, false, ids, 16, &n) == TOY_OK);
+        const int32_t want[] = {256, 'H', 'i', ' ', 0xc3, 0xbc};
+        CHECK_MSG(toy_model_n_vocab(m) == 259 && n == 6 && !memcmp(ids, want, sizeof want),
+                  "byte-level vocabulary: %d tokens, \"Hi \u00fc\" as %d ids", toy_model_n_vocab(m), n);
+        toy_trainer *tb = trainer_of(m, NULL, 2);
+        int32_t bytes[N_SEQ * N_TOK];
+        fill_tokens(bytes, N_SEQ * N_TOK, 259, 5);
+        double l0 = 0;
+        CHECK(tb && toy_trainer_step(tb, bytes, N_SEQ, N_TOK, true, &l0) == TOY_OK);
+        CHECK_MSG(fabs(l0 - log(259.0)) < 0.1, "a fresh byte-level model's loss %.3f, ln 259 %.3f", l0, log(259.0));
+        toy_trainer_free(tb);
+        toy_model_free(m);
+    }
     unlink(a_path);
     unlink(b_path);
     unlink(g_path);
