@@ -1,5 +1,5 @@
 """Shared helpers of the Python tests and of the command tests' Python snippets: reading
-GGUF files (independently of toy's C reader), llama.cpp's reference files, perplexity
+and writing GGUF files (independently of toy's C reader and writer), llama.cpp's reference files, perplexity
 outputs and training logs; comparing figures within a tolerance; a toy serve on a free
 port. Imported by the tests (sys.path gets tests/), or run from a shell test:
 
@@ -83,6 +83,34 @@ class GGUF:
             et, n = self._take("I"), self._take("Q")
             return [self._value(et) for _ in range(n)]
         return self._take(_SCALARS[t])
+
+
+def write_gguf(path, kv, tensors):
+    """A GGUF v3 file written independently of toy's writer: kv maps keys to str, int
+    (written as u64), float (f32) or bool; tensors map names to (ne, F32 bytes), in order,
+    each padded to 32 bytes."""
+    def string(s):
+        b = s.encode()
+        return struct.pack("<Q", len(b)) + b
+    out = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(kv))]
+    for k, v in kv.items():
+        out.append(string(k))
+        if isinstance(v, bool):
+            out.append(struct.pack("<I?", 7, v))
+        elif isinstance(v, int):
+            out.append(struct.pack("<IQ", 10, v))
+        elif isinstance(v, float):
+            out.append(struct.pack("<If", 6, v))
+        else:
+            out.append(struct.pack("<I", 8) + string(v))
+    off = 0
+    for name, (ne, data) in tensors.items():
+        out.append(string(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, 0, off))
+        off += (len(data) + 31) // 32 * 32
+    head = b"".join(out)
+    body = b"".join(data + bytes((32 - len(data) % 32) % 32) for _, data in tensors.values())
+    with open(path, "wb") as f:
+        f.write(head + bytes((32 - len(head) % 32) % 32) + body)
 
 
 def ref_tokens(g):

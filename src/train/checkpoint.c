@@ -209,7 +209,8 @@ toy_status ty_checkpoint_read_adapter(const char *path, train_model *tm, float *
         /* the design's moments: "X.weight.m" or "X.m", both or neither */
         const toy_gguf_tensor *mt[2] = {NULL, NULL};
         char name[2][160];
-        const size_t stem = strlen(t->name) - (strstr(t->name, ".weight") ? strlen(".weight") : 0);
+        const size_t len = strlen(t->name), w = strlen(".weight");
+        const size_t stem = len > w && !strcmp(t->name + len - w, ".weight") ? len - w : len;
         for (int k = 0; m && v && k < 2; k++) {
             snprintf(name[k], sizeof name[k], "%s.%c", t->name, k ? 'v' : 'm');
             if (!(mt[k] = toy_gguf_find_tensor(g, name[k]))) {

@@ -670,6 +670,12 @@ toy_status ty_train_model_keep_tap(train_model *tm, int il, int kind, float **ou
     return TOY_OK;
 }
 
+const float *ty_train_model_tap(const train_model *tm, int il, int kind) {
+    return tm->taps && il >= 0 && il < tm->hp.n_layer && kind >= 0 && kind < TRAIN_TAP_KINDS
+               ? tm->taps[il * TRAIN_TAP_KINDS + kind]
+               : NULL;
+}
+
 /* ---------------------------------------------------------------- forward */
 
 /* A kept tap gets the part's n rows of x (times s): rows row0.. of the micro-batch. */

@@ -106,6 +106,8 @@ extern const char *const ty_train_tap_names[TRAIN_TAP_KINDS];
 /* From every later step, tap `kind` of layer il: *out, [B * T][n_embd] rows of the
  * micro-batch reserved (a reserve of another size drops the taps). */
 toy_status ty_train_model_keep_tap(train_model *tm, int il, int kind, float **out);
+/* The tap's rows, or NULL when it is not kept. */
+const float *ty_train_model_tap(const train_model *tm, int il, int kind);
 
 int64_t ty_train_model_n_params(const train_model *tm); /* trainable floats */
 int64_t ty_train_model_n_floats(const train_model *tm);   /* the length of params and grads */

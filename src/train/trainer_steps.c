@@ -231,13 +231,12 @@ const float *toy_trainer_tap(const toy_trainer *t, const char *name, int64_t *ro
     char kind[32] = "";
     if (!name || sscanf(name, "L%d.%31[a-z_]%n", &il, kind, &len) != 2 || name[len]) il = -1;
     for (int k = 0; il >= 0 && k < TRAIN_TAP_KINDS; k++) {
-        float *buf = NULL;
-        if (strcmp(kind, ty_train_tap_names[k]) || !tap_wanted(t->taps, il, kind)) continue;
+        const float *buf = ty_train_model_tap(t->tm, il, k);
+        if (strcmp(kind, ty_train_tap_names[k]) || !buf) continue;
         if (!t->last_B) {
             ty_error(TOY_ERR_INVALID, "trainer: tap %s: no step has run", name);
             return NULL;
         }
-        if (ty_train_model_keep_tap((train_model *)t->tm, il, k, &buf)) return NULL; /* kept: returns it */
         if (rows) *rows = (int64_t)t->last_B * t->last_T;
         if (cols) *cols = toy_model_n_embd(t->model);
         return buf;

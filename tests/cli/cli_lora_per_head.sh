@@ -9,6 +9,9 @@
 #    give the adapter of 4 steps in one run bit for bit (one window of data, a constant
 #    learning rate: the steps see the same batch and rate, so only the moments and their
 #    step could differ);
+#  - a file written from the design's naming rules alone (no general.type, adapter.type or
+#    alpha; moments named "...lora_a.m"; a base tensor beside them) gives the same
+#    perplexity as toy's own file, and trains on with its moments, which change the result;
 #  - it applies at inference as the merged model computes (perplexity within 1e-3: F32,
 #    associated differently), and on the base in the per-head layout as on the ggml one
 #    (bit for bit: the same numbers), and trains there to the same bytes;
@@ -93,6 +96,37 @@ moved = sum(not np.array_equal(two.array(n), cont.array(n)) for n in two.tensors
 assert moved == len(two.tensors), moved
 print(f"2 steps + 2 from the adapter = 4 steps: {len(four.tensors)} tensors the same bits")
 EOF
+
+# a file as the design wrote it, from its naming rules alone (tests/helpers.py's writer):
+# no general.type, adapter.type or alpha, the moments as "...lora_a.m", a base tensor beside
+python3 - "$tmp/two.gguf" "$base" "$tmp/design.gguf" "$tmp/design-bare.gguf" <<EOF || die "writing the design's file"
+import sys
+sys.path.insert(0, "$src/tests")
+from helpers import GGUF, write_gguf
+a, b = GGUF(sys.argv[1]), GGUF(sys.argv[2])
+def raw(g, name):
+    ne, typ, off = g.tensors[name]
+    n = 4
+    for d in ne:
+        n *= d
+    return ne, g.data[off:off + n]
+pairs = {n: raw(a, n) for n in a.tensors if n.endswith(".weight")}
+moments = {n[:-len(".weight.m")] + n[-2:]: raw(a, n) for n in a.tensors if not n.endswith(".weight")}
+kv = {"general.architecture": b.kv["general.architecture"].decode()}
+write_gguf(sys.argv[3], kv, {"output_norm.weight": raw(b, "output_norm.weight"), **pairs, **moments})
+write_gguf(sys.argv[4], kv, pairs)
+print(f"the design's file: {len(pairs)} per-head tensors, {len(moments)} moments, a base tensor")
+EOF
+ppl_of() { "$toy" perplexity -m "$base" -f "$text" -c 128 --chunks 3 -t 2 --lora "$1" > "$tmp/p.out" 2> "$tmp/p.err" \
+  && python3 "$py" ppl "$tmp/p.out" || die "perplexity --lora $1: $(tail -1 "$tmp/p.err")"; }
+p_two=$(ppl_of "$tmp/two.gguf") p_design=$(ppl_of "$tmp/design.gguf")
+[ -n "$p_two" ] && [ "$p_design" = "$p_two" ] || die "the design's file gives perplexity $p_design, toy's $p_two"
+for f in design design-bare; do
+  "$toy" finetune -m "$base" "${one[@]}" --steps 2 --lora-from "$tmp/$f.gguf" -t 2 --out "$tmp/$f-more.gguf" \
+    2> "$tmp/err" || die "--lora-from the design's file ($f): $(tail -1 "$tmp/err")"
+done
+cmp -s "$tmp/design-more.gguf" "$tmp/design-bare-more.gguf" && die "--lora-from: the design's moments change nothing"
+echo "the design's file: perplexity $p_design as toy's own; trains on with its moments (and without)"
 
 # inference: as merged, and on the per-head layout of the same base
 ppl() { "$toy" perplexity -m "$1" -f "$text" -c 128 --chunks 3 -t 2 "${@:2}" > "$tmp/p.out" 2> "$tmp/p.err" \

@@ -5,7 +5,8 @@
  *   - a step's gradients are toy_grad's for the same sequence, bit for bit (the
  *     interface the float64 reference checks), and its loss too;
  *   - a kept tap is the inference trace of the same name (within 1e-4 relative RMS:
- *     both F32, the products associated differently); the taps not asked for are errors;
+ *     both F32, the products associated differently), also for a step that runs in
+ *     parts; the taps not asked for are errors;
  *   - the weights are writable: a zero output norm gives the uniform loss ln(n_vocab);
  *   - steps on one batch lower its loss; the same steps with 1 and 2 threads give the
  *     same weights bit for bit; toy_trainer_save writes a model whose trainer gives the
@@ -88,31 +89,34 @@ static void on_trace(void *user, const char *name, const float *data, int64_t ro
     }
 }
 
-/* tap L1.out of the trainer's first sequence against toy_decode's trace of it */
-static void check_tap(toy_model *m, toy_trainer *t, const int32_t *tok) {
+/* tap L1.out of every sequence of the last step against toy_decode's trace of it */
+static void check_tap(toy_model *m, toy_trainer *t, const int32_t *tok, int n_seq, int n_tok) {
     int64_t rows = 0, cols = 0;
     const float *tap = toy_trainer_tap(t, "L1.out", &rows, &cols);
-    CHECK_MSG(tap && rows == N_SEQ * (N_TOK - 1) && cols == toy_model_n_embd(m), "tap L1.out: %s",
+    CHECK_MSG(tap && rows == (int64_t)n_seq * (n_tok - 1) && cols == toy_model_n_embd(m), "tap L1.out: %s",
               tap ? "shape" : toy_last_error());
-    trace_catch c = {"L1.out", NULL, 0};
-    toy_context_params cp = toy_context_default_params();
-    cp.n_ctx = 64, cp.n_batch = N_TOK, cp.trace = on_trace, cp.trace_user = &c;
-    toy_context *ctx = NULL;
-    CHECK_MSG(toy_context_new(m, &cp, &ctx) == TOY_OK, "%s", toy_last_error());
-    int32_t pos[N_TOK], seq[N_TOK] = {0};
-    int8_t want[N_TOK] = {0};
-    for (int i = 0; i < N_TOK; i++) pos[i] = i;
-    toy_batch b = {N_TOK - 1, tok, pos, seq, want};
-    CHECK_MSG(toy_decode(ctx, &b) == TOY_OK, "%s", toy_last_error());
-    if (tap && c.got && c.n == (N_TOK - 1) * cols) {
-        double d = 0, r = 0;
-        for (int64_t i = 0; i < c.n; i++) d += (tap[i] - c.got[i]) * (double)(tap[i] - c.got[i]), r += c.got[i] * (double)c.got[i];
-        CHECK_MSG(sqrt(d / r) < 1e-4, "tap L1.out differs from the trace by relRMS %g", sqrt(d / r));
-    } else {
-        CHECK_MSG(0, "no trace L1.out of %lld values", (long long)c.n);
+    for (int s = 0; tap && s < n_seq; s++) {
+        trace_catch c = {"L1.out", NULL, 0};
+        toy_context_params cp = toy_context_default_params();
+        cp.n_ctx = n_tok + 16, cp.n_batch = n_tok, cp.trace = on_trace, cp.trace_user = &c;
+        toy_context *ctx = NULL;
+        CHECK_MSG(toy_context_new(m, &cp, &ctx) == TOY_OK, "%s", toy_last_error());
+        int32_t *pos = xmalloc((size_t)n_tok * sizeof *pos), *seq = calloc((size_t)n_tok, sizeof *seq);
+        for (int i = 0; i < n_tok; i++) pos[i] = i;
+        toy_batch b = {n_tok - 1, tok + (size_t)s * n_tok, pos, seq, NULL};
+        CHECK_MSG(toy_decode(ctx, &b) == TOY_OK, "%s", toy_last_error());
+        if (c.got && c.n == (n_tok - 1) * cols) {
+            const float *x = tap + (int64_t)s * (n_tok - 1) * cols;
+            double d = 0, r = 0;
+            for (int64_t i = 0; i < c.n; i++) d += (x[i] - c.got[i]) * (double)(x[i] - c.got[i]), r += c.got[i] * (double)c.got[i];
+            CHECK_MSG(sqrt(d / r) < 1e-4, "tap L1.out, sequence %d of %d tokens: relRMS %g from the trace", s, n_tok,
+                      sqrt(d / r));
+        } else {
+            CHECK_MSG(0, "no trace L1.out of %lld values", (long long)c.n);
+        }
+        free(c.got), free(pos), free(seq);
+        toy_context_free(ctx);
     }
-    free(c.got);
-    toy_context_free(ctx);
 }
 
 int main(void) {
@@ -169,7 +173,19 @@ int main(void) {
 
     /* taps */
     CHECK(toy_trainer_step(t, tok, N_SEQ, N_TOK, false, &loss) == TOY_OK);
-    check_tap(m, t, tok);
+    check_tap(m, t, tok, N_SEQ, N_TOK);
+    { /* sequences of 300 tokens: the step runs in parts of one sequence (train_model.c) */
+        toy_trainer_params lp = toy_trainer_default_params();
+        lp.batch = 2, lp.seq = 300, lp.taps = "L1.out", lp.n_threads = 2;
+        toy_trainer *tl = NULL;
+        int32_t *longer = xmalloc(2 * 301 * sizeof *longer);
+        fill_tokens(longer, 2 * 301, n_vocab, 3);
+        CHECK_MSG(toy_trainer_new(m, &lp, &tl) == TOY_OK, "%s", toy_last_error());
+        CHECK(tl && toy_trainer_step(tl, longer, 2, 301, false, &loss) == TOY_OK);
+        if (tl) check_tap(m, tl, longer, 2, 301);
+        toy_trainer_free(tl);
+        free(longer);
+    }
     CHECK(toy_trainer_tap(t, "L1.attn_norm", NULL, NULL) == NULL);
     CHECK_STR_CONTAINS(toy_last_error(), "tap L1.attn_norm is not kept");
 
