@@ -221,8 +221,8 @@ toy_status ty_checkpoint_read_adapter(const char *path, train_model *tm, float *
         if (!mt[0] && !mt[1]) continue;
         for (int k = 0; !st && k < 2; k++)
             if (!mt[k])
-                st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has a moment %s and no %s", path, t->name,
-                              name[!k], name[k]);
+                st = ty_error(TOY_ERR_FORMAT, "%s: tensor %s has the moment %s and no .%c beside it", path, t->name,
+                              name[!k], k ? 'v' : 'm');
             else if (mt[k]->type != TOY_TYPE_F32 || toy_tensor_nelements(mt[k]) != t->n || mt[k]->ne[0] != t->ne[0])
                 st = ty_error(TOY_ERR_FORMAT, "%s: moment %s is not an F32 tensor shaped like %s", path, name[k],
                               t->name);

@@ -5,9 +5,10 @@
 # BOM, CRLF, no final newline, a line of 50 MB, a 4 MB word, chat JSONL of every wrong shape
 # (wrong types, missing and unknown roles, 10,000 levels of nesting, not JSON, empty lines,
 # huge numbers, 100,000 messages), a FIFO, a file that grows and shrinks while it is read, a
-# directory, a missing file; model, tokenizer, adapter and optimizer-state files that are
-# not what they claim (garbage, truncated, or a valid GGUF whose metadata or tensors are
-# wrong).
+# directory, a missing file; model, tokenizer, adapter (llama.cpp's and the design's
+# per-head LoRA-Q, to every --lora reader and to finetune --lora-from) and optimizer-state
+# files that are not what they claim (garbage, truncated, or a valid GGUF whose metadata
+# or tensors are wrong).
 #
 # Each case passes when toy exits 0 with a sane result (a model `toy info` loads and a finite
 # loss, a finite perplexity, finite CKA, logits of the right size), or exits non-zero (< 128,
@@ -185,6 +186,8 @@ prep "$toy" finetune -m "$in/base.gguf" --lora-rank 2 --data "$in/good.txt" --se
   -t 2 --out "$in/adapter.gguf"
 prep "$toy" finetune -m "$kjv" --lora-rank 2 --lora-targets q --data "$in/good.txt" --seq 32 --batch 1 \
   --steps 1 -t 2 --out "$in/adapter-of-kjv.gguf"
+prep "$toy" finetune -m "$in/base.gguf" --lora-rank 2 --lora-targets q --lora-per-head --data "$in/good.txt" \
+  --seq 32 --batch 1 --steps 1 -t 2 --out "$in/adapter-ph.gguf"
 prep "$toy" tokenizer train --vocab-size 300 --data "$in/good.txt" --out "$in/tokenizer-only.gguf" -t 2
 mkdir "$in/run"
 prep "$toy" train --vocab-from "$kjv" --data "$in/good.txt" "${train_shape[@]}" --steps 1 --out "$in/run/m.gguf"
@@ -331,6 +334,20 @@ for name, *edits in [
     ("a-arch-unknown", ("str", "general.architecture", (b"llama", b"lxama"))),
 ]:
     variant(AD, name + ".gguf", *edits)
+
+# toy's design's per-head LoRA-Q (one pair per query head, moments beside)
+H = "blk.0.attn_q.head_"
+for name, *edits in [
+    ("p-head-b-missing", ("rename", H + "1.lora_b.weight", H + "1.lora_x.weight")),
+    ("p-head-renumbered", ("rename", H + "1.lora_a.weight", H + "7.lora_a.weight")),
+    ("p-head-0-gone", ("rename", H + "0.lora_a.weight", H + "0.lora_q.weight")),
+    ("p-layer-9", ("rename", H + "0.lora_a.weight", "blk.9.attn_q.head_0.lora_a.weight")),
+    ("p-rank-mismatch", ("dim", H + "1.lora_a.weight", (1, 1))),
+    ("p-wrong-width", ("dim", H + "0.lora_a.weight", (0, 7))),
+    ("p-moment-shape", ("dim", H + "0.lora_a.weight.m", (0, 7))),
+    ("p-moment-unpaired", ("rename", H + "0.lora_b.weight.v", H + "0.lora_b.weight.w")),
+]:
+    variant("adapter-ph.gguf", name + ".gguf", *edits)
 PY
 
 # truncations and other garbage in the place of a GGUF
@@ -651,8 +668,8 @@ fi
 
 # adapters (--lora)
 local adapter_variants=(g-empty g-random g-nul g-text g-truncated-adapter g-header-then-random dir missing
-  adapter-of-kjv base tokenizer-only)
-for f in "$in"/a-*.gguf; do adapter_variants+=("$(basename "$f" .gguf)"); done
+  adapter-of-kjv adapter-ph base tokenizer-only)
+for f in "$in"/a-*.gguf "$in"/p-*.gguf; do adapter_variants+=("$(basename "$f" .gguf)"); done
 local -A lora_cmd lora_check
 lora_cmd[lora-merge]="lora merge -m $in/base.gguf --lora @IN@ --out @OUT@/m.gguf -t 2"
 lora_cmd[eval-lora]="eval -m $in/base.gguf --lora @IN@ --tokens 1,2,3 --dump-logits @OUT@/logits.bin -t 2"
@@ -662,7 +679,9 @@ lora_check[lora-merge]="check_gguf m.gguf"
 lora_check[eval-lora]="check_logits logits.bin 3"
 lora_check[perplexity-lora]=check_ppl
 lora_check[grad-lora]="check_gguf m.gguf"
-for c in lora-merge eval-lora perplexity-lora grad-lora; do
+lora_cmd[finetune-lora-from]="finetune -m $in/base.gguf --lora-from @IN@ --data $in/good.txt --seq 32 --batch 1 --steps 1 -t 2 --out @OUT@/m.gguf"
+lora_check[finetune-lora-from]="check_gguf m.gguf"
+for c in lora-merge eval-lora perplexity-lora grad-lora finetune-lora-from; do
   read -r -a argv <<< "${lora_cmd[$c]}"
   read -r -a chk <<< "${lora_check[$c]}"
   for g in "${adapter_variants[@]}"; do
