@@ -367,6 +367,21 @@ TOY_API toy_status toy_token_to_piece(const toy_vocab *vocab, int32_t token, boo
 TOY_API toy_status toy_detokenize(const toy_vocab *vocab, const int32_t *tokens,
                                   int32_t n_tokens, bool special, char **out, size_t *len);
 
+/* ---------------------------------------------------------------- pipelines
+ * A model larger than one machine: under `mpirun -np N`, its layers split into N
+ * contiguous stages, one per process (balanced by bytes, or toy_model_params.split).
+ * Every process calls toy_pipeline_init first. Rank 0 then runs the program as alone;
+ * its models, contexts, batches and KV-cache edits are mirrored on the other ranks,
+ * which call toy_pipeline_worker and return from it when rank 0 exits. A batch's
+ * activations pass from rank to rank ([tokens x n_embd] F32), and the last rank sends
+ * the logits (and embeddings) to rank 0: the same bits as one process. Each rank maps
+ * the whole file but reads and repacks only its own layers (and the first the
+ * embeddings, the last the output); LoRA adapters and tracing are not supported there.
+ * A rank that dies ends every rank (mpirun's doing). Alone (no mpirun, or -np 1):
+ * *size 1 and nothing changes. */
+TOY_API toy_status toy_pipeline_init(int *rank, int *size);
+TOY_API toy_status toy_pipeline_worker(void);
+
 /* ---------------------------------------------------------------- models */
 
 typedef struct toy_model toy_model;
@@ -376,6 +391,10 @@ typedef struct {
     /* true (default): the weights stay in the memory-mapped file; false: the file is
      * read into allocated memory (filesystems without mmap). Same logits either way. */
     bool use_mmap;
+    /* In a pipeline (toy_pipeline_init): the layers of each stage, n_split of them, one per
+     * process (NULL: balanced by the bytes of their tensors). Alone: must be NULL. */
+    const int32_t *split;
+    int32_t n_split;
 } toy_model_params;
 
 TOY_API void toy_model_params_init(toy_model_params *params, size_t size);

@@ -96,6 +96,22 @@ int main(int argc, char **argv) {
                toy_kernel_bf16_dot(), toy_have_mpi() ? "yes" : "no, built without MPI");
         return 0;
     }
+    /* under mpirun, the commands that run a model split it into a pipeline of stages:
+     * rank 0 runs the command, the others serve its stages until it exits */
+    static const char *const pipelined[] = {"run", "chat", "eval", "perplexity", "serve", "bench"};
+    for (size_t i = 0; i < sizeof pipelined / sizeof *pipelined; i++) {
+        int rank, size;
+        if (strcmp(cmd, pipelined[i])) continue;
+        if (toy_pipeline_init(&rank, &size)) {
+            fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
+            return 1;
+        }
+        if (rank > 0) {
+            if (toy_pipeline_worker() == TOY_OK) return 0;
+            fprintf(stderr, "toy %s: rank %d: %s\n", cmd, rank, toy_last_error());
+            return 1;
+        }
+    }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(cmd, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "toy: unknown command '%s' (see toy --help)\n", cmd);

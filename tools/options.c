@@ -48,6 +48,26 @@ bool parse_float_arg(const char *cmd, const char *flag, const char *value, float
     return true;
 }
 
+/* --split A,B,...: the layers of each pipeline stage, for every model this process loads */
+static int32_t split[64];
+static int n_split;
+
+static bool parse_split(const char *cmd, const char *list) {
+    n_split = 0;
+    for (const char *s = list; *s;) {
+        char *end;
+        const long v = strtol(s, &end, 10);
+        if (end == s || v < 1 || v > 1 << 20 || (*end && *end != ',') || n_split == 64) {
+            fprintf(stderr, "toy %s: --split must be layer counts, one per process ('10,12'), got '%s'\n", cmd, list);
+            return false;
+        }
+        split[n_split++] = (int32_t)v;
+        s = *end ? end + 1 : end;
+    }
+    if (!n_split) fprintf(stderr, "toy %s: --split is empty\n", cmd);
+    return n_split > 0;
+}
+
 int parse_model_option(const char *cmd, int argc, char **argv, int *i, model_options *o) {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
@@ -57,6 +77,8 @@ int parse_model_option(const char *cmd, int argc, char **argv, int *i, model_opt
     } else if (!strcmp(a, "--no-mmap")) {
         o->no_mmap = true;
         return 1;
+    } else if (!strcmp(a, "--split") && v) {
+        if (!parse_split(cmd, v)) return -1;
     } else {
         return 0;
     }
@@ -138,6 +160,8 @@ char *read_text_file(const char *cmd, const char *path, size_t *len) {
 bool load_model(const char *cmd, const char *path, bool no_mmap, toy_model **out) {
     toy_model_params p = toy_model_default_params();
     p.use_mmap = !no_mmap;
+    p.split = n_split ? split : NULL;
+    p.n_split = n_split;
     if (toy_model_load_with(path, &p, out) == TOY_OK) return true;
     fprintf(stderr, "toy %s: %s\n", cmd, toy_last_error());
     return false;

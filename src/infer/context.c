@@ -6,6 +6,7 @@
 #include "context.h"
 #include "error.h"
 #include "lora.h"
+#include "pipeline.h"
 #include "params.h"
 #include "quant.h"
 
@@ -33,6 +34,19 @@ void toy_context_params_init(toy_context_params *params, size_t size) {
         }                                                                                   \
     } while (0)
 
+/* A context of a pipelined model: every rank makes its own (pipeline.h). */
+static toy_status join_pipeline(toy_context *ctx) {
+    if (ctx->params.trace)
+        return ty_error(TOY_ERR_UNSUPPORTED, "tracing is not supported in a pipeline (mpirun): each process holds "
+                                             "other layers");
+    if ((ctx->pipe_id = ty_pipeline_add(PIPE_CONTEXTS, ctx)) < 0)
+        return ty_error(TOY_ERR_UNSUPPORTED, "too many contexts in one pipeline");
+    if (ty_pipeline_rank() != 0) return TOY_OK;
+    ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_CONTEXT_NEW, .id = ctx->pipe_id, .x = {ctx->model->pipe_id},
+                                    .payload = (uint8_t *)&ctx->params, .len = (int64_t)sizeof ctx->params});
+    return ty_pipeline_agree(TOY_OK);
+}
+
 toy_status toy_context_new(toy_model *model, const toy_context_params *params, toy_context **out) {
     *out = NULL;
     toy_status st = toy_kernel_init();
@@ -59,6 +73,7 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
     if (!ctx) return ty_error(TOY_ERR_NOMEM, "no memory for a context");
     ctx->model = model;
     ctx->params = p;
+    ctx->pipe_id = -1;
     st = ty_kv_cache_init(&ctx->kv, hp->n_layer, p.n_seq_max, p.n_ctx, hp->n_head_kv,
                                       hp->head_dim, p.cache_type_k, p.cache_type_v);
     if (st) {
@@ -106,12 +121,20 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         ALLOC(trace_ones, nb * ff);
         for (int64_t i = 0; i < nb * ff; i++) ctx->trace_ones[i] = 1.0f;
     }
+    if (model->pipe_id >= 0 && (st = join_pipeline(ctx))) {
+        toy_context_free(ctx);
+        return st;
+    }
     *out = ctx;
     return TOY_OK;
 }
 
 void toy_context_free(toy_context *ctx) {
     if (!ctx) return;
+    if (ctx->pipe_id >= 0) {
+        ty_pipeline_remove(PIPE_CONTEXTS, ctx->pipe_id);
+        ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_CONTEXT_FREE, .id = ctx->pipe_id});
+    }
     if (ctx->be) ctx->be->free(ctx->be);
     ty_kv_cache_free(&ctx->kv);
     free(ctx->x);
@@ -171,6 +194,8 @@ static int lora_targets(const ty_hparams *hp, const char *name, lora_target *t) 
 }
 
 toy_status toy_context_set_lora(toy_context *ctx, toy_lora *const *loras, const float *scales, int n) {
+    if (ctx->pipe_id >= 0 && n > 0)
+        return ty_error(TOY_ERR_UNSUPPORTED, "LoRA adapters are not supported in a pipeline (mpirun)");
     const ty_hparams *hp = &ctx->model->hp;
     const int n_slots = hp->n_layer * MAT_KINDS + 2;
     int n_uses = 0;
@@ -300,6 +325,7 @@ toy_status toy_kv_seq_rm(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p
     if (p0 < 0) p0 = 0;
     if (p1 < 0) p1 = INT32_MAX;
     ty_kv_cache_seq_rm(&ctx->kv, seq_id, p0, p1);
+    if (ctx->pipe_id >= 0) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_KV, .id = ctx->pipe_id, .x = {PIPE_KV_RM, seq_id, p0, p1}});
     return TOY_OK;
 }
 
@@ -311,7 +337,9 @@ toy_status toy_kv_seq_cp(toy_context *ctx, int32_t seq_src, int32_t seq_dst, int
     if (p1 < 0) p1 = INT32_MAX;
     if (p1 < p0) return ty_error(TOY_ERR_INVALID, "positions [%d, %d) to copy: the end is before the start", p0, p1);
     if (seq_src == seq_dst) return TOY_OK;
-    return ty_kv_cache_seq_cp(&ctx->kv, seq_src, seq_dst, p0, p1);
+    if ((st = ty_kv_cache_seq_cp(&ctx->kv, seq_src, seq_dst, p0, p1))) return st;
+    if (ctx->pipe_id >= 0) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_KV, .id = ctx->pipe_id, .x = {PIPE_KV_CP, seq_src, seq_dst, p0, p1}});
+    return TOY_OK;
 }
 
 toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t p1, int32_t delta) {
@@ -327,7 +355,7 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
         if (*pos < p0 || *pos >= p1) continue;
         /* keys hold rotated vectors: rotating by delta moves them to pos + delta, as
          * llama.cpp's K shift does */
-        for (int32_t l = 0; l < hp->n_layer; l++) {
+        for (int32_t l = ctx->model->layer_first; l < ctx->model->layer_end; l++) { /* this process's stage */
             ty_rope_params rp = ty_context_rope(ctx, l);
             const ty_type_traits *tk = ty_type_traits_get(c->type_k);
             for (int32_t h = 0; h < hp->n_head_kv; h++) {
@@ -340,6 +368,7 @@ toy_status toy_kv_seq_add(toy_context *ctx, int32_t seq_id, int32_t p0, int32_t 
         }
         *pos += delta;
     }
+    if (ctx->pipe_id >= 0) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_KV, .id = ctx->pipe_id, .x = {PIPE_KV_ADD, seq_id, p0, p1, delta}});
     return TOY_OK;
 }
 

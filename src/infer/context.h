@@ -57,6 +57,7 @@ struct toy_context {
     float *logits;       /* [n_outputs][n_vocab] */
     int32_t *logits_row; /* per token of the last batch: row in logits, or -1 */
     int32_t n_last;      /* tokens in the last batch */
+    int pipe_id;         /* its id in a pipeline (pipeline.h), or -1 */
     float *embd;         /* params.embeddings: final-norm state of each token of the last batch
                           * [n_batch][n_embd]; else NULL */
 };

@@ -14,6 +14,7 @@
 #include "context.h"
 #include "error.h"
 #include "lora.h"
+#include "pipeline.h"
 
 static void trace(const toy_context *ctx, const char *name, int layer, const float *x,
                   int64_t n_tok, int64_t n) {
@@ -256,9 +257,35 @@ static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok
     trace(ctx, "ffn_down", il, ctx->o, n_tok, hp->n_embd);
 }
 
+/* The logits of the n_out rows gathered at the front of x (or of the normed rows in h,
+ * with embeddings on). */
+static void compute_logits(toy_context *ctx, int32_t n_out) {
+    const toy_model *m = ctx->model;
+    const ty_hparams *hp = &m->hp;
+    ty_backend *be = ctx->be;
+    if (!ctx->embd) norm(ctx, ctx->h, ctx->x, &m->output_norm, &m->output_norm_b, n_out);
+    trace(ctx, "final_norm", -1, ctx->h, n_out, hp->n_embd);
+    float *logits = ctx->logits;
+    const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
+    be->matmul(be, &m->output, ctx->h, n_out, logits);
+    apply_lora(ctx, hp->n_layer * MAT_KINDS, ctx->h, n_out, logits);
+    if (hp->logit_scale != 1.0f) be->scale(be, logits, 1.0f / hp->logit_scale, n_logits);
+    if (hp->final_softcap > 0.0f) be->softcap(be, logits, hp->final_softcap, n_logits);
+    trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);
+}
+
 toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     toy_status st = check_batch(ctx, b);
     if (st) return st;
+    if (ctx->pipe_id >= 0) ty_pipeline_send_batch(ctx->pipe_id, b); /* the other stages' share */
+    return ty_decode_stage(ctx, b);
+}
+
+/* A checked batch through this process's layers: all of them alone; in a pipeline its
+ * stage's, the activations from the stage before (or the embedding) and to the stage
+ * after (or the outputs, which go to rank 0). */
+toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
+    toy_status st;
     if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
         (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
         return st;
@@ -271,16 +298,20 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
 
-    be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
-    apply_lora_embd(ctx, b->token, n, ctx->x);
-    if (hp->embd_scale != 1.0f) be->scale(be, ctx->x, hp->embd_scale, n * n_embd);
-    if (hp->pos_embd) {
-        be->get_rows(be, &m->pos_embd, b->pos, n, ctx->h);
-        be->add(be, ctx->x, ctx->h, n * n_embd);
+    if (m->stage > 0) {
+        ty_pipeline_recv_floats(ctx->x, n * n_embd, m->stage - 1, PIPE_TAG_X);
+    } else {
+        be->get_rows(be, &m->token_embd, b->token, n, ctx->x);
+        apply_lora_embd(ctx, b->token, n, ctx->x);
+        if (hp->embd_scale != 1.0f) be->scale(be, ctx->x, hp->embd_scale, n * n_embd);
+        if (hp->pos_embd) {
+            be->get_rows(be, &m->pos_embd, b->pos, n, ctx->h);
+            be->add(be, ctx->x, ctx->h, n * n_embd);
+        }
+        trace(ctx, "embed", -1, ctx->x, n, n_embd);
     }
-    trace(ctx, "embed", -1, ctx->x, n, n_embd);
 
-    for (int il = 0; il < hp->n_layer; il++) {
+    for (int il = m->layer_first; il < m->layer_end; il++) {
         const ty_layer *l = &m->layers[il];
 
         /* attention */
@@ -353,30 +384,39 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
         trace(ctx, "out", il, ctx->x, n, n_embd); /* the residual stream after the block */
     }
 
+    const bool last = m->stage == m->n_stages - 1;
+    if (!last) ty_pipeline_send_floats(ctx->x, n * n_embd, m->stage + 1, PIPE_TAG_X);
+
     /* only the rows whose logits were asked for go through the output projection; with
      * embeddings on, every row is normed first and kept (a row's norm is its own, so
      * the projected rows are the same bits either way) */
-    if (ctx->embd) norm(ctx, ctx->embd, ctx->x, &m->output_norm, &m->output_norm_b, n);
+    if (ctx->embd && last) norm(ctx, ctx->embd, ctx->x, &m->output_norm, &m->output_norm_b, n);
     int32_t n_out = 0;
     for (int64_t t = 0; t < n; t++) {
         bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
         ctx->logits_row[t] = want ? n_out : -1;
         if (!want) continue;
-        if (ctx->embd) memcpy(ctx->h + n_out * n_embd, ctx->embd + t * n_embd, n_embd * sizeof(float));
-        else memmove(ctx->x + n_out * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
+        if (!last) {
+        } else if (ctx->embd) {
+            memcpy(ctx->h + n_out * n_embd, ctx->embd + t * n_embd, n_embd * sizeof(float));
+        } else {
+            memmove(ctx->x + n_out * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
+        }
         n_out++;
     }
     ctx->n_last = b->n_tokens;
-    if (n_out) {
-        if (!ctx->embd) norm(ctx, ctx->h, ctx->x, &m->output_norm, &m->output_norm_b, n_out);
-        trace(ctx, "final_norm", -1, ctx->h, n_out, n_embd);
-        float *logits = ctx->logits;
+    if (m->n_stages > 1 && (m->stage == 0 || last)) { /* the outputs, from the last stage to rank 0 */
         const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
-        be->matmul(be, &m->output, ctx->h, n_out, logits);
-        apply_lora(ctx, hp->n_layer * MAT_KINDS, ctx->h, n_out, logits);
-        if (hp->logit_scale != 1.0f) be->scale(be, logits, 1.0f / hp->logit_scale, n_logits);
-        if (hp->final_softcap > 0.0f) be->softcap(be, logits, hp->final_softcap, n_logits);
-        trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);
+        if (last) {
+            if (n_out) compute_logits(ctx, n_out);
+            if (n_out) ty_pipeline_send_floats(ctx->logits, n_logits, 0, PIPE_TAG_LOGITS);
+            if (ctx->embd) ty_pipeline_send_floats(ctx->embd, n * n_embd, 0, PIPE_TAG_EMBD);
+        } else {
+            if (n_out) ty_pipeline_recv_floats(ctx->logits, n_logits, m->n_stages - 1, PIPE_TAG_LOGITS);
+            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd, n * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
+        }
+        return TOY_OK;
     }
+    if (n_out) compute_logits(ctx, n_out);
     return TOY_OK;
 }

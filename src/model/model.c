@@ -22,6 +22,7 @@
 #include "model.h"
 #include "packed.h"
 #include "params.h"
+#include "pipeline.h"
 #include "threadpool.h"
 
 /* ---------------------------------------------------------------- metadata */
@@ -636,7 +637,7 @@ toy_status ty_model_pack(toy_model *m, int n_threads) {
         st = ty_error(TOY_ERR_NOMEM, "cannot start %d threads", n_threads);
     if (!m->packed && !st) {
         const ty_hparams *hp = &m->hp;
-        for (int il = 0; il < hp->n_layer && !st; il++) {
+        for (int il = m->layer_first; il < m->layer_end && !st; il++) { /* this process's stage */
             ty_layer *l = &m->layers[il];
             ty_weight *dense[] = {&l->wq, &l->wk, &l->wv, &l->wo, &l->ffn_gate, &l->ffn_up, &l->ffn_down,
                                    &l->ffn_gate_inp, &l->ffn_gate_inp_shexp, &l->ffn_gate_shexp,
@@ -645,7 +646,7 @@ toy_status ty_model_pack(toy_model *m, int n_threads) {
             ty_weight *experts[] = {&l->ffn_gate_exps, &l->ffn_up_exps, &l->ffn_down_exps};
             for (size_t i = 0; i < 3 && !st; i++) st = pack_weight(m, experts[i], hp->n_expert, pool);
         }
-        if (!st) st = pack_weight(m, &m->output, 1, pool);
+        if (!st && m->stage == m->n_stages - 1) st = pack_weight(m, &m->output, 1, pool);
         m->packed = !st;
     }
     ty_pool_free(pool);
@@ -673,10 +674,13 @@ toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out) {
     pthread_mutex_init(&m->pack_lock, NULL);
     m->gguf = gguf;
     m->memory = memory;
+    m->n_stages = 1;
+    m->pipe_id = -1;
     const char *path = toy_gguf_path(gguf);
     toy_status st = read_hparams(m, path);
     if (!st && (st = toy_vocab_load(m->gguf, &m->vocab))) ty_error_wrap(st, "%s", path);
     if (!st) st = bind_tensors(m);
+    m->layer_end = m->hp.n_layer;
     if (st) {
         toy_model_free(m);
         return st;
@@ -685,13 +689,50 @@ toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out) {
     return TOY_OK;
 }
 
+/* In a pipeline: this process's stage of the model, which rank 0 has every rank load. */
+static toy_status join_pipeline(toy_model *m, const char *path, const toy_model_params *p) {
+    const int n = ty_pipeline_size(), rank = ty_pipeline_rank();
+    int32_t *first = malloc(((size_t)n + 1) * sizeof *first);
+    if (!first) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_status st = ty_pipeline_split(m->gguf, m->hp.n_layer, m->hp.tied_output, p->split, p->split ? p->n_split : 0,
+                                      first);
+    if (!st) {
+        m->layer_first = first[rank];
+        m->layer_end = first[rank + 1];
+        m->stage = rank;
+        m->n_stages = n;
+    }
+    free(first);
+    if (st) return st;
+    if ((m->pipe_id = ty_pipeline_add(PIPE_MODELS, m)) < 0)
+        return ty_error(TOY_ERR_UNSUPPORTED, "%s: too many models in one pipeline", path);
+    if (rank != 0) return TOY_OK;
+    /* the others load it too: the path, then the split */
+    const size_t path_len = strlen(path) + 1, n_split = p->split ? (size_t)p->n_split : 0;
+    uint8_t *payload = malloc(path_len + n_split * sizeof(int32_t));
+    if (!payload) return ty_error(TOY_ERR_NOMEM, "no memory");
+    memcpy(payload, path, path_len);
+    if (n_split) memcpy(payload + path_len, p->split, n_split * sizeof(int32_t));
+    ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_MODEL_LOAD, .id = m->pipe_id, .x = {p->use_mmap, (int64_t)n_split, (int64_t)path_len},
+                                    .payload = payload, .len = (int64_t)(path_len + n_split * sizeof(int32_t))});
+    free(payload);
+    return ty_pipeline_agree(TOY_OK);
+}
+
 toy_status toy_model_load_with(const char *path, const toy_model_params *params, toy_model **out) {
     *out = NULL;
     toy_model_params p = toy_model_default_params();
     if (params && ty_params_read(&p, sizeof p, params, "toy_model_params")) return TOY_ERR_INVALID;
+    if (p.split && !ty_pipeline_on())
+        return ty_error(TOY_ERR_INVALID, "%s: a split into stages is for a pipeline of processes (mpirun -np N)", path);
     toy_gguf *g;
     toy_status st = p.use_mmap ? toy_gguf_open(path, &g) : toy_gguf_open_read(path, &g);
-    return st ? st : ty_model_from_gguf(g, NULL, out);
+    if (!st) st = ty_model_from_gguf(g, NULL, out);
+    if (!st && ty_pipeline_on() && (st = join_pipeline(*out, path, &p))) {
+        toy_model_free(*out);
+        *out = NULL;
+    }
+    return st;
 }
 
 toy_status toy_model_save(const toy_model *m, const char *path) {
@@ -711,6 +752,10 @@ toy_status toy_model_save(const toy_model *m, const char *path) {
 
 void toy_model_free(toy_model *m) {
     if (!m) return;
+    if (m->pipe_id >= 0) {
+        ty_pipeline_remove(PIPE_MODELS, m->pipe_id);
+        if (ty_pipeline_rank() == 0) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_MODEL_FREE, .id = m->pipe_id});
+    }
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);

@@ -182,6 +182,11 @@ struct toy_model {
     bool packed;      /* ty_model_pack has run */
     uint64_t packed_bytes;
     void *memory;     /* the file, for a model made in memory (toy_model_new), freed last */
+    /* the pipeline stage this process computes (pipeline.h): layers [layer_first,
+     * layer_end) of stage `stage` of n_stages; alone, all of them, stage 0 of 1 */
+    int32_t layer_first, layer_end;
+    int stage, n_stages;
+    int pipe_id; /* its id in the pipeline, or -1 */
 };
 
 /* A model over an open GGUF (which it takes, with `memory`, the buffer under it, if

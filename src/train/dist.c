@@ -6,36 +6,12 @@
 #include <stdlib.h>
 
 #include "error.h"
+#include "mpi_world.h"
 
 #ifdef TOY_HAVE_MPI
 #include <mpi.h>
 
-/* mpirun's launchers (Open MPI, PMIx, MPICH's Hydra) say so in the environment. */
-static int launched_by_mpirun(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    return v && atoi(v) > 1;
-}
-
-static void finalize(void) { MPI_Finalize(); }
-
 int ty_train_dist_available(void) { return 1; }
-
-toy_status ty_train_dist_init(train_dist *d) {
-    *d = (train_dist){0, 1};
-    if (!launched_by_mpirun()) return TOY_OK;
-    int inited = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        int provided;
-        if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
-            return ty_error(TOY_ERR_IO, "MPI_Init failed");
-        atexit(finalize);
-    }
-    MPI_Comm_rank(MPI_COMM_WORLD, &d->rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &d->size);
-    return TOY_OK;
-}
 
 /* Chunks of at most 2^24 floats, within MPI's int counts. */
 #define CHUNK (1 << 24)
@@ -74,15 +50,6 @@ toy_status ty_train_dist_sum_double(const train_dist *d, double *x) {
 
 int ty_train_dist_available(void) { return 0; }
 
-toy_status ty_train_dist_init(train_dist *d) {
-    *d = (train_dist){0, 1};
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (v && atoi(v) > 1)
-        return ty_error(TOY_ERR_UNSUPPORTED, "started by mpirun with %s processes, but this toy was built without "
-                        "MPI (install libopenmpi-dev and rebuild)", v);
-    return TOY_OK;
-}
-
 toy_status ty_train_dist_sum_floats(const train_dist *d, float *x, int64_t n) {
     (void)d, (void)x, (void)n;
     return TOY_OK;
@@ -94,6 +61,8 @@ toy_status ty_train_dist_sum_double(const train_dist *d, double *x) {
 }
 
 #endif
+
+toy_status ty_train_dist_init(train_dist *d) { return ty_mpi_join(&d->rank, &d->size); }
 
 bool toy_have_mpi(void) { return ty_train_dist_available() != 0; }
 
