@@ -258,14 +258,13 @@ static void dense_ffn(toy_context *ctx, const ty_layer *l, int il, int64_t n_tok
 }
 
 /* The logits of the n_out rows gathered at the front of x (or of the normed rows in h,
- * with embeddings on). */
-static void compute_logits(toy_context *ctx, int32_t n_out) {
+ * with embeddings on), into logits. */
+static void compute_logits(toy_context *ctx, int32_t n_out, float *logits) {
     const toy_model *m = ctx->model;
     const ty_hparams *hp = &m->hp;
     ty_backend *be = ctx->be;
     if (!ctx->embd) norm(ctx, ctx->h, ctx->x, &m->output_norm, &m->output_norm_b, n_out);
     trace(ctx, "final_norm", -1, ctx->h, n_out, hp->n_embd);
-    float *logits = ctx->logits;
     const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
     be->matmul(be, &m->output, ctx->h, n_out, logits);
     apply_lora(ctx, hp->n_layer * MAT_KINDS, ctx->h, n_out, logits);
@@ -281,22 +280,21 @@ toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
     return ty_decode_stage(ctx, b);
 }
 
-/* A checked batch through this process's layers: all of them alone; in a pipeline its
- * stage's, the activations from the stage before (or the embedding) and to the stage
- * after (or the outputs, which go to rank 0). */
-toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
+/* Rows t0 .. t1 - 1 of a batch placed in the KV cache through this process's layers:
+ * the embedding (or the stage before's activations), the layers, then the activations
+ * to the stage after, or the outputs: logits from row out0 of ctx->logits, embeddings
+ * from row t0 of ctx->embd. */
+static toy_status stage_rows(toy_context *ctx, const toy_batch *batch, int64_t t0, int64_t t1, int32_t out0) {
     toy_status st;
-    if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
-        (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
-        return st;
-    ctx->decoded = true;
     const toy_model *m = ctx->model;
     const ty_hparams *hp = &m->hp;
     ty_backend *be = ctx->be;
-    const int64_t n = b->n_tokens, n_embd = hp->n_embd;
+    const toy_batch sub = {(int32_t)(t1 - t0), batch->token + t0, batch->pos + t0, batch->seq_id + t0, NULL};
+    const toy_batch *b = &sub;
+    const int32_t *cells = ctx->cells + t0;
+    const int64_t n = t1 - t0, n_embd = hp->n_embd;
     const int64_t q_dim = (int64_t)hp->n_head * hp->head_dim;
     const int64_t kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
-    if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
 
     if (m->stage > 0) {
         ty_pipeline_recv_floats(ctx->x, n * n_embd, m->stage - 1, PIPE_TAG_X);
@@ -345,7 +343,7 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
         trace(ctx, "k", il, ctx->k, n, kv_dim);
         trace(ctx, "v", il, ctx->v, n, kv_dim);
         for (int64_t t = 0; t < n; t++)
-            ty_kv_cache_store(&ctx->kv, il, ctx->cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
+            ty_kv_cache_store(&ctx->kv, il, cells[t], ctx->k + t * kv_dim, ctx->v + t * kv_dim);
         int32_t n_swa = l->n_swa;
         if (!n_swa && ctx->params.honor_sliding_window) n_swa = hp->n_swa_ignored;
         const ty_attn_params attn = {hp->n_head, hp->n_head_kv, hp->head_dim, hp->kq_scale, hp->attn_softcap,
@@ -385,38 +383,89 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
     }
 
     const bool last = m->stage == m->n_stages - 1;
-    if (!last) ty_pipeline_send_floats(ctx->x, n * n_embd, m->stage + 1, PIPE_TAG_X);
-
+    if (!last) {
+        ty_pipeline_send_floats(ctx->x, n * n_embd, m->stage + 1, PIPE_TAG_X);
+        return TOY_OK;
+    }
     /* only the rows whose logits were asked for go through the output projection; with
      * embeddings on, every row is normed first and kept (a row's norm is its own, so
      * the projected rows are the same bits either way) */
-    if (ctx->embd && last) norm(ctx, ctx->embd, ctx->x, &m->output_norm, &m->output_norm_b, n);
+    float *embd = ctx->embd ? ctx->embd + t0 * n_embd : NULL;
+    if (embd) norm(ctx, embd, ctx->x, &m->output_norm, &m->output_norm_b, n);
     int32_t n_out = 0;
     for (int64_t t = 0; t < n; t++) {
-        bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
-        ctx->logits_row[t] = want ? n_out : -1;
-        if (!want) continue;
-        if (!last) {
-        } else if (ctx->embd) {
-            memcpy(ctx->h + n_out * n_embd, ctx->embd + t * n_embd, n_embd * sizeof(float));
-        } else {
-            memmove(ctx->x + n_out * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
-        }
+        if (ctx->logits_row[t0 + t] < 0) continue;
+        if (embd) memcpy(ctx->h + n_out * n_embd, embd + t * n_embd, n_embd * sizeof(float));
+        else memmove(ctx->x + n_out * n_embd, ctx->x + t * n_embd, n_embd * sizeof(float));
         n_out++;
     }
-    ctx->n_last = b->n_tokens;
-    if (m->n_stages > 1 && (m->stage == 0 || last)) { /* the outputs, from the last stage to rank 0 */
-        const int64_t n_logits = (int64_t)n_out * hp->n_vocab;
-        if (last) {
-            if (n_out) compute_logits(ctx, n_out);
-            if (n_out) ty_pipeline_send_floats(ctx->logits, n_logits, 0, PIPE_TAG_LOGITS);
-            if (ctx->embd) ty_pipeline_send_floats(ctx->embd, n * n_embd, 0, PIPE_TAG_EMBD);
-        } else {
-            if (n_out) ty_pipeline_recv_floats(ctx->logits, n_logits, m->n_stages - 1, PIPE_TAG_LOGITS);
-            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd, n * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
-        }
-        return TOY_OK;
+    float *logits = ctx->logits + (int64_t)out0 * hp->n_vocab;
+    if (n_out) compute_logits(ctx, n_out, logits);
+    if (m->stage > 0) { /* to rank 0, which takes them after the whole batch */
+        if (n_out) ty_pipeline_post_floats(logits, (int64_t)n_out * hp->n_vocab, 0, PIPE_TAG_LOGITS);
+        if (embd) ty_pipeline_post_floats(embd, n * n_embd, 0, PIPE_TAG_EMBD);
     }
-    if (n_out) compute_logits(ctx, n_out);
+    return TOY_OK;
+}
+
+/* Rows per micro-batch: the whole batch alone; in a pipeline about a quarter of the batch
+ * per stage, 4 rows at least, so that stage s works on one while stage s + 1 works on the
+ * one before. The same bits either way: a row's products and attention do not depend on
+ * the rows beside it. A batch in which a sequence's positions do not rise runs whole:
+ * its rows may attend to rows placed after them. */
+static int64_t micro_batch_rows(const toy_context *ctx, const toy_batch *b) {
+    const int64_t n = b->n_tokens;
+    if (ctx->model->n_stages == 1 || ctx->params.attn == TOY_ATTN_PLAIN) return n;
+    int32_t *last = malloc((size_t)ctx->params.n_seq_max * sizeof *last);
+    if (!last) return n;
+    for (int32_t s = 0; s < ctx->params.n_seq_max; s++) last[s] = INT32_MIN;
+    bool rising = true;
+    for (int64_t t = 0; t < n && rising; t++) {
+        rising = b->pos[t] > last[b->seq_id[t]];
+        last[b->seq_id[t]] = b->pos[t];
+    }
+    free(last);
+    const int64_t rows = (n + 4 * ctx->model->n_stages - 1) / (4 * ctx->model->n_stages);
+    return rising ? (rows < 4 ? 4 : rows) : n;
+}
+
+/* A checked batch through this process's layers: all of them alone; in a pipeline its
+ * stage's, in micro-batches that flow from stage to stage, the outputs sent from the last
+ * stage to rank 0 (pipeline.h). */
+toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
+    toy_status st;
+    if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
+        (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
+        return st;
+    ctx->decoded = true;
+    const toy_model *m = ctx->model;
+    const int64_t n = b->n_tokens, n_embd = m->hp.n_embd, n_vocab = m->hp.n_vocab;
+    if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
+    int32_t n_out = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const bool want = b->logits ? b->logits[t] != 0 : t == n - 1;
+        ctx->logits_row[t] = want ? n_out++ : -1;
+    }
+    ctx->n_last = b->n_tokens;
+    const int64_t rows = micro_batch_rows(ctx, b);
+    for (int64_t t0 = 0; t0 < n; t0 += rows) {
+        const int64_t t1 = t0 + rows < n ? t0 + rows : n;
+        int32_t out0 = 0;
+        for (int64_t t = 0; t < t0; t++) out0 += ctx->logits_row[t] >= 0;
+        if ((st = stage_rows(ctx, b, t0, t1, out0))) return st;
+    }
+    const bool last = m->stage == m->n_stages - 1;
+    if (m->n_stages > 1 && last) ty_pipeline_flush(); /* the outputs posted to rank 0 */
+    if (m->n_stages > 1 && m->stage == 0) /* the outputs, micro-batch by micro-batch, as posted */
+        for (int64_t t0 = 0; t0 < n; t0 += rows) {
+            const int64_t t1 = t0 + rows < n ? t0 + rows : n;
+            int32_t out0 = 0, outs = 0;
+            for (int64_t t = 0; t < t1; t++) {
+                if (t < t0) out0 += ctx->logits_row[t] >= 0;
+                else outs += ctx->logits_row[t] >= 0;
+            }
+            if (outs) ty_pipeline_recv_floats(ctx->logits + out0 * n_vocab, outs * n_vocab, m->n_stages - 1, PIPE_TAG_LOGITS);
+            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd + t0 * n_embd, (t1 - t0) * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
+        }
     return TOY_OK;
 }

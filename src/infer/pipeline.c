@@ -37,14 +37,15 @@ toy_status ty_pipeline_split(const toy_gguf *g, int n_layer, bool tied, const in
     if (split) {
         if (n_split != n_stages)
             return ty_error(TOY_ERR_INVALID, "--split gives %d stages, and there are %d processes", n_split, n_stages);
+        int64_t sum = 0;
         for (int s = 0; s < n_stages; s++) {
-            if (split[s] < 1 || split[s] > L - first[s])
-                return ty_error(TOY_ERR_INVALID, "--split: stage %d of %d layers: %s has %d, and each stage needs "
-                                "one at least", s, split[s], path, L);
-            first[s + 1] = first[s] + split[s];
+            if (split[s] < 1)
+                return ty_error(TOY_ERR_INVALID, "--split: stage %d has %d layers, and each needs one at least", s,
+                                split[s]);
+            sum += split[s];
         }
-        if (first[n_stages] != L)
-            return ty_error(TOY_ERR_INVALID, "--split gives %d layers, %s has %d", first[n_stages], path, L);
+        if (sum != L) return ty_error(TOY_ERR_INVALID, "--split gives %lld layers, %s has %d", (long long)sum, path, L);
+        for (int s = 0; s < n_stages; s++) first[s + 1] = first[s] + split[s];
         return TOY_OK;
     }
     /* balanced by bytes: the split whose largest stage (the last holds the output matrix
@@ -200,6 +201,31 @@ void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag) {
                  MPI_STATUS_IGNORE);
 }
 
+static MPI_Request *posted;
+static int n_posted, cap_posted;
+
+void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag) {
+    for (int64_t i = 0; i < n; i += FLOAT_CHUNK) {
+        if (n_posted == cap_posted) {
+            const int cap = cap_posted ? 2 * cap_posted : 64;
+            MPI_Request *r = realloc(posted, (size_t)cap * sizeof *r);
+            if (!r) { /* no room to remember it: send it now */
+                MPI_Send(x + i, (int)(n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK), MPI_FLOAT, dest, tag, MPI_COMM_WORLD);
+                continue;
+            }
+            posted = r;
+            cap_posted = cap;
+        }
+        MPI_Isend(x + i, (int)(n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK), MPI_FLOAT, dest, tag, MPI_COMM_WORLD,
+                  &posted[n_posted++]);
+    }
+}
+
+void ty_pipeline_flush(void) {
+    if (n_posted) MPI_Waitall(n_posted, posted, MPI_STATUSES_IGNORE);
+    n_posted = 0;
+}
+
 /* rank 0's exit releases the others from toy_pipeline_worker */
 static void quit(void) {
     if (pipe.on && pipe.rank == 0 && !pipe.ended) {
@@ -231,6 +257,8 @@ _Noreturn void ty_pipeline_abort(const char *what) {
 }
 void ty_pipeline_send_floats(const float *x, int64_t n, int dest, int tag) { (void)x, (void)n, (void)dest, (void)tag; }
 void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag) { (void)x, (void)n, (void)src, (void)tag; }
+void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag) { (void)x, (void)n, (void)dest, (void)tag; }
+void ty_pipeline_flush(void) {}
 
 toy_status toy_pipeline_init(int *rank, int *size) {
     toy_status st = ty_mpi_join(&pipe.rank, &pipe.size);

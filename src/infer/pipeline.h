@@ -67,6 +67,9 @@ void ty_pipeline_expect(int id);
 enum { PIPE_TAG_X = 1, PIPE_TAG_LOGITS, PIPE_TAG_EMBD };
 void ty_pipeline_send_floats(const float *x, int64_t n, int dest, int tag);
 void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag);
+/* The same without waiting (x must stay as it is until ty_pipeline_flush returns). */
+void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag);
+void ty_pipeline_flush(void);
 
 /* The stage's entry points of a checked batch (forward.c), for the worker's replay. */
 toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b);
