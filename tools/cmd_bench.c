@@ -215,6 +215,8 @@ static int parse_bench_options(int argc, char **argv, bench_options *o) {
                    "  -n N               generated tokens (default 128; 0 skips)\n"
                    "  -t, --threads N    threads (default: the CPUs available)\n"
                    "  --no-mmap          read the model into memory instead of mapping it\n"
+                   "  --split A,B,...    under mpirun -np N: the layers of each of the N pipeline stages\n"
+                   "                     (default: balanced by bytes; docs/pipeline.md)\n"
                    "  -r, --reps N       repetitions (default 5)\n"
                    "  --json             one JSON object\n"
                    "  --mlock            lock the weights in RAM first\n"

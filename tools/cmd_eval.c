@@ -21,6 +21,8 @@ static const char *const eval_usage =
     "  --mode seq           one token at a time through the KV cache\n"
     "  -t, --threads N      threads (default: the CPUs available)\n"
     "  --no-mmap            read the model into memory instead of mapping it\n"
+    "  --split A,B,...      under mpirun -np N: the layers of each of the N pipeline stages\n"
+    "                       (default: balanced by bytes; docs/pipeline.md)\n"
     "  --cache-type-k T     KV cache type of keys: f32 (default), f16, bf16, q8_0\n"
     "  --cache-type-v T     the same for values\n"
     "  --attn fused|plain   attention fused (default), or plain: scores, softmax and product\n"

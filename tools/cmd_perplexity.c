@@ -31,6 +31,8 @@ static const char *const perplexity_usage =
     "                         windows share a pass as separate sequences\n"
     "  -t, --threads N        threads (default: the CPUs available)\n"
     "  --no-mmap              read the model into memory instead of mapping it\n"
+    "  --split A,B,...        under mpirun -np N: the layers of each of the N pipeline stages\n"
+    "                         (default: balanced by bytes; docs/pipeline.md)\n"
     "  --chunks N             score at most N windows (default -1: all)\n"
     "  --cache-type-k T       KV cache type of keys: f16 (default, as llama-perplexity's),\n"
     "                         f32, bf16, q8_0\n"

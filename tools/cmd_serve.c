@@ -32,6 +32,8 @@ static const char *const serve_usage =
     "  -c, --ctx-size N       tokens of a slot's context (default: the model's, at most 4096)\n"
     "  -t, --threads N        threads (default: the CPUs available)\n"
     "  --no-mmap              read the model into memory instead of mapping it\n"
+    "  --split A,B,...        under mpirun -np N: the layers of each of the N pipeline stages\n"
+    "                         (default: balanced by bytes; docs/pipeline.md)\n"
     "  --api-key KEY          require Authorization: Bearer KEY (on every route but /health\n"
     "                         and the chat page, which asks for it)\n"
     "  --api-key-file F       the same, the key read from the first line of F\n"

@@ -35,6 +35,8 @@ const char *const gen_options_help =
     "                          as Ln.kq and Ln.kq_soft)\n"
     "  --mlock                 lock the weights in RAM\n"
     "  --no-mmap               read the model into memory instead of mapping it\n"
+    "  --split A,B,...         under mpirun -np N: the layers of each of the N pipeline stages\n"
+    "                          (default: balanced by bytes; docs/pipeline.md)\n"
     "  --grammar GBNF          generate only text of this grammar (GBNF; docs/grammars.md)\n"
     "  --grammar-file FILE     the same, the grammar read from FILE\n"
     "  --json-schema SCHEMA    generate only JSON that a JSON Schema allows: SCHEMA is a file,\n"
