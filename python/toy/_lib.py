@@ -57,7 +57,8 @@ def load_library():
 
 
 class ModelParams(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("use_mmap", ctypes.c_bool)]
+    _fields_ = [("size", ctypes.c_size_t), ("use_mmap", ctypes.c_bool), ("split", ctypes.POINTER(ctypes.c_int32)),
+                ("n_split", ctypes.c_int32)]
 
 
 TRACE_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_float),
