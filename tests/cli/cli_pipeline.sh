@@ -10,7 +10,8 @@
 #    layers, each of 2 ranks' peak RSS is at most 60 % of one process's (plain build);
 #  - killing rank 1 of a serving pipeline ends every rank within 5 s, and mpirun names
 #    the rank and its host;
-#  - a split that cannot be made is an error that says why.
+#  - a split that cannot be made, or a rank that cannot open the model, is an error on rank
+#    0 that says why (and which rank, on which host).
 # Skipped without MPI in the build or without mpirun.
 . "$(dirname "$0")/../lib.sh"
 "$toy" --version | grep -q "mpirun: yes" || skip "toy was built without MPI (libopenmpi-dev)"
@@ -102,6 +103,13 @@ mpi 2 eval -m "$m" --tokens 1,2 --dump-logits "$tmp/x.bin" --split 6,1 > /dev/nu
 grep -q -- "--split gives 7 layers, .* has 6" "$tmp/err" || die "--split 6,1: $(grep toy "$tmp/err")"
 mpi 7 eval -m "$m" --tokens 1,2 --dump-logits "$tmp/x.bin" > /dev/null 2> "$tmp/err" && die "7 stages of 6 layers accepted"
 grep -q "6 layers cannot be split into 7 stages" "$tmp/err" || die "-np 7: $(grep toy "$tmp/err")"
+# a rank that cannot load the model (a path that is not there on its host: here, another
+# working directory) is an error on rank 0 that names it
+mkdir "$tmp/a" "$tmp/b"
+ln -s "$m" "$tmp/a/model.gguf"
+timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe -np 1 --wdir "$tmp/a" "$toy" eval -m model.gguf --tokens 1,2 \
+  --dump-logits "$tmp/x.bin" : -np 1 --wdir "$tmp/b" "$toy" eval > /dev/null 2> "$tmp/err" && die "a rank without the model accepted"
+grep -q "toy eval: rank 1 (.*): model.gguf: cannot open" "$tmp/err" || die "a rank without the model: $(grep toy "$tmp/err")"
 "$toy" eval -m "$m" --tokens 1,2 --dump-logits "$tmp/x.bin" --split 3,3 > /dev/null 2> "$tmp/err" && die "--split without mpirun accepted"
 grep -q "for a pipeline of processes (mpirun -np N)" "$tmp/err" || die "--split alone: $(cat "$tmp/err")"
 
