@@ -520,6 +520,14 @@ typedef struct {
 } toy_batch;
 
 TOY_API toy_status toy_decode(toy_context *ctx, const toy_batch *batch);
+/* The same in two halves, for a pipeline (toy_pipeline_init): submit returns once this
+ * process's stage is done, and up to toy_decode_depth batches (the stages) may be in
+ * flight; wait makes the oldest one's outputs readable (toy_get_logits, with that
+ * batch's indices). A server keeps every stage busy with batches of different
+ * sequences. Alone the depth is 1: submit, then wait. */
+TOY_API toy_status toy_decode_submit(toy_context *ctx, const toy_batch *batch);
+TOY_API toy_status toy_decode_wait(toy_context *ctx);
+TOY_API int toy_decode_depth(const toy_context *ctx);
 /* Logits (n_vocab floats) of token i of the last batch, NULL if not requested. */
 TOY_API const float *toy_get_logits(const toy_context *ctx, int32_t i);
 /* The final-norm hidden state (n_embd floats) of token i of the last batch, any token,

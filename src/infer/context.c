@@ -121,6 +121,17 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
         ALLOC(trace_ones, nb * ff);
         for (int64_t i = 0; i < nb * ff; i++) ctx->trace_ones[i] = 1.0f;
     }
+    ctx->flight_cap = model->n_stages;
+    ctx->flight = calloc((size_t)ctx->flight_cap, sizeof *ctx->flight);
+    for (int i = 0; ctx->flight && i < ctx->flight_cap; i++)
+        if (!(ctx->flight[i].logits_row = malloc((size_t)nb * sizeof(int32_t)))) {
+            toy_context_free(ctx);
+            return ty_error(TOY_ERR_NOMEM, "no memory for a context");
+        }
+    if (!ctx->flight) {
+        toy_context_free(ctx);
+        return ty_error(TOY_ERR_NOMEM, "no memory for a context");
+    }
     if (model->pipe_id >= 0 && (st = join_pipeline(ctx))) {
         toy_context_free(ctx);
         return st;
@@ -131,6 +142,9 @@ toy_status toy_context_new(toy_model *model, const toy_context_params *params, t
 
 void toy_context_free(toy_context *ctx) {
     if (!ctx) return;
+    while (ctx->n_flight && toy_decode_wait(ctx) == TOY_OK) continue; /* the other ranks' outputs, taken */
+    for (int i = 0; ctx->flight && i < ctx->flight_cap; i++) free(ctx->flight[i].logits_row);
+    free(ctx->flight);
     if (ctx->pipe_id >= 0) {
         ty_pipeline_remove(PIPE_CONTEXTS, ctx->pipe_id);
         ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_CONTEXT_FREE, .id = ctx->pipe_id});
@@ -311,6 +325,31 @@ const float *toy_get_embeddings(const toy_context *ctx, int32_t i) {
     if (!ctx->embd || i < 0 || i >= ctx->n_last) return NULL;
     return ctx->embd + (int64_t)i * ctx->model->hp.n_embd;
 }
+
+toy_status toy_decode_wait(toy_context *ctx) {
+    if (!ctx->n_flight) return ty_error(TOY_ERR_INVALID, "toy_decode_wait: no batch was submitted");
+    const struct ty_flight *f = &ctx->flight[ctx->flight_head];
+    const toy_model *m = ctx->model;
+    const int64_t n = f->n_tokens, n_embd = m->hp.n_embd, n_vocab = m->hp.n_vocab;
+    if (m->n_stages > 1 && m->stage == 0) /* the outputs, micro-batch by micro-batch, as the last stage posted them */
+        for (int64_t t0 = 0; t0 < n; t0 += f->rows) {
+            const int64_t t1 = t0 + f->rows < n ? t0 + f->rows : n;
+            int32_t out0 = 0, outs = 0;
+            for (int64_t t = 0; t < t1; t++) {
+                if (t < t0) out0 += f->logits_row[t] >= 0;
+                else outs += f->logits_row[t] >= 0;
+            }
+            if (outs) ty_pipeline_recv_floats(ctx->logits + out0 * n_vocab, outs * n_vocab, m->n_stages - 1, PIPE_TAG_LOGITS);
+            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd + t0 * n_embd, (t1 - t0) * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
+        }
+    memcpy(ctx->logits_row, f->logits_row, (size_t)n * sizeof *ctx->logits_row);
+    ctx->n_last = f->n_tokens;
+    ctx->flight_head = (ctx->flight_head + 1) % ctx->flight_cap;
+    ctx->n_flight--;
+    return TOY_OK;
+}
+
+int toy_decode_depth(const toy_context *ctx) { return ctx->flight_cap; }
 
 static toy_status check_seq(const toy_context *ctx, int32_t seq_id) {
     if (seq_id < 0 || seq_id >= ctx->params.n_seq_max)

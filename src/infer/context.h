@@ -58,6 +58,14 @@ struct toy_context {
     int32_t *logits_row; /* per token of the last batch: row in logits, or -1 */
     int32_t n_last;      /* tokens in the last batch */
     int pipe_id;         /* its id in a pipeline (pipeline.h), or -1 */
+    /* batches submitted (toy_decode_submit) whose outputs are not yet taken, oldest
+     * first, a ring of depth flight_cap (the pipeline's stages; 1 alone) */
+    struct ty_flight {
+        int32_t n_tokens;
+        int64_t rows;        /* its micro-batches' rows */
+        int32_t *logits_row; /* [n_batch] */
+    } *flight;
+    int n_flight, flight_head, flight_cap;
     float *embd;         /* params.embeddings: final-norm state of each token of the last batch
                           * [n_batch][n_embd]; else NULL */
 };

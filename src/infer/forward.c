@@ -273,13 +273,6 @@ static void compute_logits(toy_context *ctx, int32_t n_out, float *logits) {
     trace(ctx, "logits", -1, logits, n_out, hp->n_vocab);
 }
 
-toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
-    toy_status st = check_batch(ctx, b);
-    if (st) return st;
-    if (ctx->pipe_id >= 0) ty_pipeline_send_batch(ctx->pipe_id, b); /* the other stages' share */
-    return ty_decode_stage(ctx, b);
-}
-
 /* Rows t0 .. t1 - 1 of a batch placed in the KV cache through this process's layers:
  * the embedding (or the stage before's activations), the layers, then the activations
  * to the stage after, or the outputs: logits from row out0 of ctx->logits, embeddings
@@ -438,8 +431,7 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
         (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
         return st;
     ctx->decoded = true;
-    const toy_model *m = ctx->model;
-    const int64_t n = b->n_tokens, n_embd = m->hp.n_embd, n_vocab = m->hp.n_vocab;
+    const int64_t n = b->n_tokens;
     if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
     int32_t n_out = 0;
     for (int64_t t = 0; t < n; t++) {
@@ -454,18 +446,29 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
         for (int64_t t = 0; t < t0; t++) out0 += ctx->logits_row[t] >= 0;
         if ((st = stage_rows(ctx, b, t0, t1, out0))) return st;
     }
-    const bool last = m->stage == m->n_stages - 1;
-    if (m->n_stages > 1 && last) ty_pipeline_flush(); /* the outputs posted to rank 0 */
-    if (m->n_stages > 1 && m->stage == 0) /* the outputs, micro-batch by micro-batch, as posted */
-        for (int64_t t0 = 0; t0 < n; t0 += rows) {
-            const int64_t t1 = t0 + rows < n ? t0 + rows : n;
-            int32_t out0 = 0, outs = 0;
-            for (int64_t t = 0; t < t1; t++) {
-                if (t < t0) out0 += ctx->logits_row[t] >= 0;
-                else outs += ctx->logits_row[t] >= 0;
-            }
-            if (outs) ty_pipeline_recv_floats(ctx->logits + out0 * n_vocab, outs * n_vocab, m->n_stages - 1, PIPE_TAG_LOGITS);
-            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd + t0 * n_embd, (t1 - t0) * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
-        }
     return TOY_OK;
+}
+
+toy_status toy_decode_submit(toy_context *ctx, const toy_batch *b) {
+    toy_status st = check_batch(ctx, b);
+    if (st) return st;
+    if (ctx->n_flight == ctx->flight_cap)
+        return ty_error(TOY_ERR_INVALID, "%d batches are in flight, as many as the context takes: toy_decode_wait first",
+                        ctx->n_flight);
+    if (ctx->pipe_id >= 0) ty_pipeline_send_batch(ctx->pipe_id, b); /* the other stages' share */
+    if ((st = ty_decode_stage(ctx, b))) return st;
+    struct ty_flight *f = &ctx->flight[(ctx->flight_head + ctx->n_flight) % ctx->flight_cap];
+    f->n_tokens = b->n_tokens;
+    f->rows = micro_batch_rows(ctx, b);
+    memcpy(f->logits_row, ctx->logits_row, (size_t)b->n_tokens * sizeof *f->logits_row);
+    ctx->n_flight++;
+    return TOY_OK;
+}
+
+toy_status toy_decode(toy_context *ctx, const toy_batch *b) {
+    if (ctx->n_flight)
+        return ty_error(TOY_ERR_INVALID, "%d batches are in flight (toy_decode_submit): toy_decode_wait first",
+                        ctx->n_flight);
+    toy_status st = toy_decode_submit(ctx, b);
+    return st ? st : toy_decode_wait(ctx);
 }

@@ -201,29 +201,55 @@ void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag) {
                  MPI_STATUS_IGNORE);
 }
 
-static MPI_Request *posted;
+/* sends posted and not yet known complete, each from a copy of its own */
+static struct posted_send {
+    MPI_Request req;
+    float *copy;
+} *posted;
 static int n_posted, cap_posted;
 
+/* Frees the copies of the sends that have completed. */
+static void reap(void) {
+    int kept = 0;
+    for (int i = 0; i < n_posted; i++) {
+        int done = 0;
+        MPI_Test(&posted[i].req, &done, MPI_STATUS_IGNORE);
+        if (done) free(posted[i].copy);
+        else posted[kept++] = posted[i];
+    }
+    n_posted = kept;
+}
+
 void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag) {
+    reap();
     for (int64_t i = 0; i < n; i += FLOAT_CHUNK) {
+        const int m = (int)(n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK);
+        float *copy = malloc((size_t)m * sizeof *copy);
         if (n_posted == cap_posted) {
-            const int cap = cap_posted ? 2 * cap_posted : 64;
-            MPI_Request *r = realloc(posted, (size_t)cap * sizeof *r);
-            if (!r) { /* no room to remember it: send it now */
-                MPI_Send(x + i, (int)(n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK), MPI_FLOAT, dest, tag, MPI_COMM_WORLD);
-                continue;
-            }
-            posted = r;
-            cap_posted = cap;
+            const int cap = cap_posted ? 2 * cap_posted : 16;
+            struct posted_send *p = realloc(posted, (size_t)cap * sizeof *p);
+            if (p) posted = p, cap_posted = cap;
         }
-        MPI_Isend(x + i, (int)(n - i < FLOAT_CHUNK ? n - i : FLOAT_CHUNK), MPI_FLOAT, dest, tag, MPI_COMM_WORLD,
-                  &posted[n_posted++]);
+        if (!copy || n_posted == cap_posted) { /* no room to keep it: sent now, rank 0 takes it in turn */
+            free(copy);
+            MPI_Send(x + i, m, MPI_FLOAT, dest, tag, MPI_COMM_WORLD);
+            continue;
+        }
+        memcpy(copy, x + i, (size_t)m * sizeof *copy);
+        MPI_Isend(copy, m, MPI_FLOAT, dest, tag, MPI_COMM_WORLD, &posted[n_posted].req);
+        posted[n_posted++].copy = copy;
     }
 }
 
 void ty_pipeline_flush(void) {
-    if (n_posted) MPI_Waitall(n_posted, posted, MPI_STATUSES_IGNORE);
+    for (int i = 0; i < n_posted; i++) {
+        MPI_Wait(&posted[i].req, MPI_STATUS_IGNORE);
+        free(posted[i].copy);
+    }
     n_posted = 0;
+    free(posted);
+    posted = NULL;
+    cap_posted = 0;
 }
 
 /* rank 0's exit releases the others from toy_pipeline_worker */

@@ -67,7 +67,9 @@ void ty_pipeline_expect(int id);
 enum { PIPE_TAG_X = 1, PIPE_TAG_LOGITS, PIPE_TAG_EMBD };
 void ty_pipeline_send_floats(const float *x, int64_t n, int dest, int tag);
 void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag);
-/* The same without waiting (x must stay as it is until ty_pipeline_flush returns). */
+/* The same without waiting for the receiver (from a copy: rank 0 takes the outputs
+ * when it waits for their batch, after submitting others); ty_pipeline_flush waits for
+ * every send posted. */
 void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag);
 void ty_pipeline_flush(void);
 

@@ -70,8 +70,9 @@ toy_status toy_pipeline_worker(void) {
         ty_pipe_msg m;
         ty_pipeline_receive(&m);
         switch (m.cmd) {
-        case PIPE_QUIT:
+        case PIPE_QUIT: /* rank 0 took every output: its contexts wait for their batches when freed */
             free(m.payload);
+            ty_pipeline_flush();
             return TOY_OK;
         case PIPE_MODEL_LOAD: load_model(&m); break;
         case PIPE_MODEL_FREE: toy_model_free(ty_pipeline_get(PIPE_MODELS, m.id)); break;

@@ -81,6 +81,12 @@ struct srv_engine {
     double last_progress; /* when the engine last finished a step or found no work */
     uint64_t clock;
     srv_metrics m;
+    /* In a pipeline of stages (toy_decode_depth > 1) the slots form as many groups (slot
+     * i in group i % n_groups), each with at most one batch in flight, so that every stage
+     * works on one group's batch while the next works on another's. Alone: one group. */
+    int n_groups;
+    int inflight[64]; /* the groups whose batches are in flight, oldest first */
+    int n_inflight, next_group;
 };
 
 /* ---------------------------------------------------------------- requests */
@@ -462,13 +468,14 @@ static bool slot_follows(srv_engine *e, slot *s) {
     return false;
 }
 
-/* One batch: every generating slot's next token, then prompt chunks while the batch has
- * room, the slots taken in turn from a rotating start so that none waits for long. A
- * slot's rows are contiguous (batch_first, batch_n). */
-static int32_t build_batch(srv_engine *e, int start) {
+/* One batch of group g's slots: every generating slot's next token, then prompt chunks
+ * while the batch has room, the slots taken in turn from a rotating start so that none
+ * waits for long. A slot's rows are contiguous (batch_first, batch_n). */
+static int32_t build_batch(srv_engine *e, int start, int g) {
     int32_t n = 0;
     for (int i = 0; i < e->p.n_parallel; i++) {
         slot *s = &e->slots[i];
+        if (i % e->n_groups != g) continue;
         s->batch_row = -1;
         s->batch_first = s->batch_n = s->batch_tokens = 0;
         if (!s->req || !s->decoding) continue;
@@ -483,7 +490,7 @@ static int32_t build_batch(srv_engine *e, int start) {
     for (int k = 0; k < e->p.n_parallel && n < e->p.n_batch; k++) {
         const int i = (start + k) % e->p.n_parallel;
         slot *s = &e->slots[i];
-        if (!s->req || s->decoding || slot_follows(e, s)) continue;
+        if (i % e->n_groups != g || !s->req || s->decoding || slot_follows(e, s)) continue;
         const srv_params *p = &s->req->p;
         int32_t m = p->n_prompt - s->n_cache;
         if (m > e->p.prefill_chunk) m = e->p.prefill_chunk;
@@ -563,26 +570,33 @@ static void slot_advance(srv_engine *e, slot *s, int32_t offset) {
     if (s->batch_row >= 0) slot_sample(e, s, s->batch_row - offset);
 }
 
-/* One step: the slots of clients that left end, the batch is evaluated and every slot
- * in it moves on. A batch that fails is evaluated again slot by slot, so that only the
- * slots whose own tokens fail end (with an error); the others get the logits the whole
- * batch would have given them (a token's logits do not depend on the batch). */
-static void step(srv_engine *e, int start) {
-    for (int i = 0; i < e->p.n_parallel; i++) {
-        slot *s = &e->slots[i];
-        if (s->req && __atomic_load_n(&s->req->cancelled, __ATOMIC_ACQUIRE)) slot_finish(e, s, NULL);
-    }
-    const int32_t n = build_batch(e, start);
-    if (n == 0) return;
-    const toy_batch b = {n, e->b_token, e->b_pos, e->b_seq, e->b_logits};
-    const bool whole = toy_decode(e->ctx, &b) == TOY_OK;
-    for (int i = 0; i < e->p.n_parallel; i++) {
+static bool in_flight(const srv_engine *e, int g) {
+    for (int k = 0; k < e->n_inflight; k++)
+        if (e->inflight[k] == g) return true;
+    return false;
+}
+
+/* The oldest batch in flight: its outputs taken, its slots move on. */
+static void take_oldest(srv_engine *e) {
+    const int g = e->inflight[0];
+    memmove(e->inflight, e->inflight + 1, (size_t)--e->n_inflight * sizeof *e->inflight);
+    const bool ok = toy_decode_wait(e->ctx) == TOY_OK;
+    for (int i = g; i < e->p.n_parallel; i += e->n_groups) {
         slot *s = &e->slots[i];
         if (!s->req || s->batch_n == 0) continue;
-        if (whole) {
-            slot_advance(e, s, 0);
-            continue;
-        }
+        if (ok) slot_advance(e, s, 0);
+        else slot_fail(e, s, 500, "the forward pass failed");
+    }
+}
+
+/* Group g's batch failed as a whole: evaluated again slot by slot (nothing else in
+ * flight), so that only the slots whose own tokens fail end (with an error); the others
+ * get the logits the whole batch would have given them (a token's logits do not depend
+ * on the batch). */
+static void retry_slots(srv_engine *e, int g) {
+    for (int i = g; i < e->p.n_parallel; i += e->n_groups) {
+        slot *s = &e->slots[i];
+        if (!s->req || s->batch_n == 0) continue;
         const int32_t f = s->batch_first;
         const toy_batch one = {s->batch_n, e->b_token + f, e->b_pos + f, e->b_seq + f, e->b_logits + f};
         if (toy_decode(e->ctx, &one)) {
@@ -593,6 +607,34 @@ static void step(srv_engine *e, int start) {
             slot_advance(e, s, f);
         }
     }
+}
+
+/* One step: the slots of clients that left end (but those of a batch in flight, until it
+ * lands), the next group with work submits its batch, and when every group that can is
+ * in flight (alone: the one), the oldest batch lands and its slots move on. */
+static void step(srv_engine *e, int start) {
+    for (int i = 0; i < e->p.n_parallel; i++) {
+        slot *s = &e->slots[i];
+        if (s->req && !in_flight(e, i % e->n_groups) && __atomic_load_n(&s->req->cancelled, __ATOMIC_ACQUIRE))
+            slot_finish(e, s, NULL);
+    }
+    bool submitted = false;
+    for (int k = 0; k < e->n_groups && !submitted && e->n_inflight < e->n_groups; k++) {
+        const int g = (e->next_group + k) % e->n_groups;
+        if (in_flight(e, g)) continue;
+        const int32_t n = build_batch(e, start, g);
+        if (n == 0) continue;
+        const toy_batch b = {n, e->b_token, e->b_pos, e->b_seq, e->b_logits};
+        if (toy_decode_submit(e->ctx, &b) != TOY_OK) {
+            while (e->n_inflight) take_oldest(e);
+            retry_slots(e, g);
+            return;
+        }
+        e->inflight[e->n_inflight++] = g;
+        e->next_group = (g + 1) % e->n_groups;
+        submitted = true;
+    }
+    if (e->n_inflight == e->n_groups || (!submitted && e->n_inflight)) take_oldest(e);
 }
 
 /* Takes out of the queue the choices of requests that were cancelled or have failed. */
@@ -682,6 +724,9 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
         return st;
     }
     e->p.n_ctx = toy_n_ctx(e->ctx);
+    e->n_groups = toy_decode_depth(e->ctx);
+    if (e->n_groups > e->p.n_parallel) e->n_groups = e->p.n_parallel;
+    if (e->n_groups > 64) e->n_groups = 64;
     const size_t nb = (size_t)e->p.n_batch;
     e->slots = calloc((size_t)e->p.n_parallel, sizeof *e->slots);
     e->logits = malloc((size_t)toy_model_n_vocab(model) * sizeof *e->logits);

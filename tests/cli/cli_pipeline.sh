@@ -5,7 +5,8 @@
 #    one process's bytes with 2 and 3 ranks, and with --split; greedy text and perplexity
 #    are equal too;
 #  - toy serve under mpirun answers 8 concurrent streams (greedy and seeded sampling) as
-#    one process does;
+#    one process does, with 2 and 3 ranks (its slots in as many groups, each group's batch
+#    in flight while the others' are), the second time from the prompt cache;
 #  - each rank holds its share of the weights: on a TinyLlama-shaped Q4_K_M model of 8
 #    layers, each of 2 ranks' peak RSS is at most 60 % of one process's (plain build);
 #  - killing rank 1 of a serving pipeline ends every rank within 5 s, and mpirun names
@@ -67,6 +68,28 @@ PY
 }
 serve_start -m "$m" --parallel 8
 [ -n "$port" ] && answers "$port" "$tmp/a1.txt" && serve_stop
+descendants() { local c; for c in $(pgrep -P "$1"); do echo "$c"; descendants "$c"; done; }
+rank_pid() { # the process of rank $1 under the mpirun of this test started last ($mpi_pid)
+  local p
+  for p in $(descendants "$mpi_pid"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && echo "$p"
+  done
+}
+# 3 ranks: the slots in 3 groups whose batches are in flight at once; twice, the second
+# time with the prompts in the cache
+mpi 3 serve -m "$m" --port 0 --parallel 8 -t 1 > /dev/null 2> "$tmp/serve3.log" &
+mpi_pid=$!
+port3=$(serve_port "$tmp/serve3.log")
+if [ -n "$port3" ]; then
+  for round in 1 2; do
+    answers "$port3" "$tmp/a3.txt" || die "serve, 3 ranks: the client failed"
+    cmp -s "$tmp/a1.txt" "$tmp/a3.txt" || die "serve with 3 ranks, round $round: $(diff "$tmp/a1.txt" "$tmp/a3.txt" | head -4)"
+  done
+  kill -TERM "$(rank_pid 0)" # toy serve's own shutdown: rank 0 exits, and with it the others
+  wait $mpi_pid 2> /dev/null || die "serve, 3 ranks: no clean exit after SIGTERM ($?)"
+else
+  die "serve, 3 ranks: did not start: $(grep -v '^-' "$tmp/serve3.log" | head -3)"
+fi
 mpi 2 serve -m "$m" --port 0 --parallel 8 -t 1 > /dev/null 2> "$tmp/serve2.log" &
 mpi_pid=$!
 at_exit "kill $mpi_pid 2> /dev/null"
@@ -74,12 +97,9 @@ port2=$(serve_port "$tmp/serve2.log")
 if [ -n "$port2" ]; then
   answers "$port2" "$tmp/a2.txt" || die "serve, 2 ranks: the client failed"
   cmp -s "$tmp/a1.txt" "$tmp/a2.txt" || die "serve with 2 ranks answers otherwise: $(diff "$tmp/a1.txt" "$tmp/a2.txt" | head -4)"
-  echo "serve: 8 concurrent answers with 2 ranks are one process's"
+  echo "serve: 8 concurrent answers with 3 ranks (twice) and 2 ranks are one process's"
   # a rank that dies ends them all, within 5 s, named
-  rank1=
-  for p in $(pgrep -f "$toy serve -m $m"); do
-    tr '\0' '\n' < "/proc/$p/environ" 2> /dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && rank1=$p
-  done
+  rank1=$(rank_pid 1) all=$(descendants "$mpi_pid")
   if [ -n "$rank1" ]; then
     t0=$(date +%s%N)
     kill -9 "$rank1"
@@ -87,7 +107,7 @@ if [ -n "$port2" ]; then
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ "$ms" -le 5000 ] || die "killing rank 1: the pipeline ended after $ms ms"
     grep -q "rank 1 .* on node .* exited on signal 9" "$tmp/serve2.log" || die "killing rank 1: $(tail -5 "$tmp/serve2.log")"
-    pgrep -f "$toy serve -m $m" > /dev/null && die "killing rank 1: processes are left"
+    for p in $all; do kill -0 "$p" 2> /dev/null && die "killing rank 1: process $p is left"; done
     echo "kill -9 of rank 1: every rank ended in $ms ms; mpirun: $(grep -o 'process rank 1 .*' "$tmp/serve2.log")"
   else
     die "serve, 2 ranks: no process of rank 1 found"
@@ -121,11 +141,13 @@ if [ "${TOY_SANITIZED:-0}" != 1 ]; then
   toks=$(seq -s, 100 50 3300)
   /usr/bin/time -f "%M" "$toy" eval -m "$big" --tokens "$toks" --dump-logits "$tmp/b1.bin" -t 2 2> "$tmp/rss1" \
     || die "eval of the TinyLlama-shaped model"
-  timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np 2 /usr/bin/time -f "%M" "$toy" eval -m "$big" \
-    --tokens "$toks" --dump-logits "$tmp/b2.bin" -t 1 > /dev/null 2> "$tmp/rss2" \
-    || die "eval of the TinyLlama-shaped model, 2 ranks"
+  # each rank's figure to a file of its own (two ranks writing one stream interleave)
+  timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np 2 sh -c \
+    'exec /usr/bin/time -f %M -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$tmp/rss2" "$toy" eval -m "$big" \
+    --tokens "$toks" --dump-logits "$tmp/b2.bin" -t 1 > /dev/null 2> "$tmp/err" \
+    || die "eval of the TinyLlama-shaped model, 2 ranks: $(grep toy "$tmp/err")"
   cmp -s "$tmp/b1.bin" "$tmp/b2.bin" || die "the TinyLlama-shaped model: other logits with 2 ranks"
-  one=$(tail -1 "$tmp/rss1") ranks=$(grep -E '^[0-9]+$' "$tmp/rss2" | tr '\n' ' ')
+  one=$(tail -1 "$tmp/rss1") ranks="$(tail -1 "$tmp/rss2.0") $(tail -1 "$tmp/rss2.1")"
   for r in $ranks; do
     [ $((r * 100)) -le $((one * 60)) ] || die "a rank's peak RSS $r KB is over 60 % of one process's $one KB"
   done
