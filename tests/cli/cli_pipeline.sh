@@ -107,7 +107,11 @@ if [ -n "$port2" ]; then
     ms=$(( ($(date +%s%N) - t0) / 1000000 ))
     [ "$ms" -le 5000 ] || die "killing rank 1: the pipeline ended after $ms ms"
     grep -q "rank 1 .* on node .* exited on signal 9" "$tmp/serve2.log" || die "killing rank 1: $(tail -5 "$tmp/serve2.log")"
-    for p in $all; do kill -0 "$p" 2> /dev/null && die "killing rank 1: process $p is left"; done
+    sleep 0.5
+    for p in $all; do # (a zombie waiting for its parent is gone)
+      state=$(awk '{print $3}' "/proc/$p/stat" 2> /dev/null)
+      [ -n "$state" ] && [ "$state" != Z ] && die "killing rank 1: process $p is left: $(tr '\0' ' ' < "/proc/$p/cmdline")"
+    done
     echo "kill -9 of rank 1: every rank ended in $ms ms; mpirun: $(grep -o 'process rank 1 .*' "$tmp/serve2.log")"
   else
     die "serve, 2 ranks: no process of rank 1 found"
