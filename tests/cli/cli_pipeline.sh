@@ -39,14 +39,16 @@ echo "eval: 200 tokens' logits with 2, 3 ranks and --split 1,5 are one process's
 
 # greedy text and perplexity
 "$toy" run -m "$m" -p "And it came to pass" -n 40 --temp 0 -t 2 > "$tmp/r1.txt" 2> /dev/null || die "run"
-mpi 2 run -m "$m" -p "And it came to pass" -n 40 --temp 0 -t 1 > "$tmp/r2.txt" 2> "$tmp/err" \
-  || die "run, 2 ranks: $(grep -v '^-' "$tmp/err" | head -3)"
-cmp -s "$tmp/r1.txt" "$tmp/r2.txt" || die "run with 2 ranks: other text: $(head -c 200 "$tmp/r2.txt")"
+for np in 2 3; do
+  mpi $np run -m "$m" -p "And it came to pass" -n 40 --temp 0 -t 1 > "$tmp/r2.txt" 2> "$tmp/err" \
+    || die "run, $np ranks: $(grep -v '^-' "$tmp/err" | head -3)"
+  cmp -s "$tmp/r1.txt" "$tmp/r2.txt" || die "run with $np ranks: other text: $(head -c 200 "$tmp/r2.txt")"
+done
 bare_text "$tmp/text.txt"
 ppl() { "$@" perplexity -m "$m" -f "$tmp/text.txt" -c 128 --chunks 4 -t 1 2> /dev/null | grep -o 'PPL = [0-9.]*'; }
-p1=$(ppl "$toy") p3=$(ppl mpi 3)
-[ -n "$p1" ] && [ "$p1" = "$p3" ] || die "perplexity: one process $p1, 3 ranks $p3"
-echo "run: the same 40 greedy tokens; perplexity: $p1 with 1 process and with 3 ranks"
+p1=$(ppl "$toy") p2=$(ppl mpi 2) p3=$(ppl mpi 3)
+[ -n "$p1" ] && [ "$p1" = "$p2" ] && [ "$p1" = "$p3" ] || die "perplexity: one process $p1, 2 ranks $p2, 3 ranks $p3"
+echo "run: the same 40 greedy tokens with 2 and 3 ranks; perplexity: $p1 with 1 process, 2 and 3 ranks"
 
 # toy serve: 8 streams at once, as one process answers them
 answers() { # PORT OUT: 8 concurrent completions, greedy and seeded, one answer a line in order
