@@ -57,7 +57,7 @@ static bool parse_split(const char *cmd, const char *list) {
     for (const char *s = list; *s;) {
         char *end;
         const long v = strtol(s, &end, 10);
-        if (end == s || v < 1 || v > 1 << 20 || (*end && *end != ',') || n_split == 64) {
+        if (end == s || v < 1 || v > 1 << 20 || (*end && (*end != ',' || !end[1])) || n_split == 64) {
             fprintf(stderr, "toy %s: --split must be layer counts, one per process ('10,12'), got '%s'\n", cmd, list);
             return false;
         }

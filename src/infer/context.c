@@ -331,17 +331,16 @@ toy_status toy_decode_wait(toy_context *ctx) {
     const struct ty_flight *f = &ctx->flight[ctx->flight_head];
     const toy_model *m = ctx->model;
     const int64_t n = f->n_tokens, n_embd = m->hp.n_embd, n_vocab = m->hp.n_vocab;
-    if (m->n_stages > 1 && m->stage == 0) /* the outputs, micro-batch by micro-batch, as the last stage posted them */
-        for (int64_t t0 = 0; t0 < n; t0 += f->rows) {
-            const int64_t t1 = t0 + f->rows < n ? t0 + f->rows : n;
-            int32_t out0 = 0, outs = 0;
-            for (int64_t t = 0; t < t1; t++) {
-                if (t < t0) out0 += f->logits_row[t] >= 0;
-                else outs += f->logits_row[t] >= 0;
-            }
-            if (outs) ty_pipeline_recv_floats(ctx->logits + out0 * n_vocab, outs * n_vocab, m->n_stages - 1, PIPE_TAG_LOGITS);
-            if (ctx->embd) ty_pipeline_recv_floats(ctx->embd + t0 * n_embd, (t1 - t0) * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
-        }
+    /* the outputs, micro-batch by micro-batch, as the last stage posted them */
+    int64_t out0 = 0;
+    for (int64_t t0 = 0; m->n_stages > 1 && m->stage == 0 && t0 < n; t0 += f->rows) {
+        const int64_t t1 = t0 + f->rows < n ? t0 + f->rows : n;
+        int64_t outs = 0;
+        for (int64_t t = t0; t < t1; t++) outs += f->logits_row[t] >= 0;
+        if (outs) ty_pipeline_recv_floats(ctx->logits + out0 * n_vocab, outs * n_vocab, m->n_stages - 1, PIPE_TAG_LOGITS);
+        if (ctx->embd) ty_pipeline_recv_floats(ctx->embd + t0 * n_embd, (t1 - t0) * n_embd, m->n_stages - 1, PIPE_TAG_EMBD);
+        out0 += outs;
+    }
     memcpy(ctx->logits_row, f->logits_row, (size_t)n * sizeof *ctx->logits_row);
     ctx->n_last = f->n_tokens;
     ctx->flight_head = (ctx->flight_head + 1) % ctx->flight_cap;

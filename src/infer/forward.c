@@ -424,8 +424,8 @@ static int64_t micro_batch_rows(const toy_context *ctx, const toy_batch *b) {
 
 /* A checked batch through this process's layers: all of them alone; in a pipeline its
  * stage's, in micro-batches that flow from stage to stage, the outputs sent from the last
- * stage to rank 0 (pipeline.h). */
-toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
+ * stage to rank 0 (pipeline.h). *rows (may be NULL): the micro-batches' rows. */
+toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_out) {
     toy_status st;
     if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
         (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
@@ -440,11 +440,12 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b) {
     }
     ctx->n_last = b->n_tokens;
     const int64_t rows = micro_batch_rows(ctx, b);
+    if (rows_out) *rows_out = rows;
+    int32_t out0 = 0; /* the outputs of the micro-batches before */
     for (int64_t t0 = 0; t0 < n; t0 += rows) {
         const int64_t t1 = t0 + rows < n ? t0 + rows : n;
-        int32_t out0 = 0;
-        for (int64_t t = 0; t < t0; t++) out0 += ctx->logits_row[t] >= 0;
         if ((st = stage_rows(ctx, b, t0, t1, out0))) return st;
+        for (int64_t t = t0; t < t1; t++) out0 += ctx->logits_row[t] >= 0;
     }
     return TOY_OK;
 }
@@ -456,10 +457,9 @@ toy_status toy_decode_submit(toy_context *ctx, const toy_batch *b) {
         return ty_error(TOY_ERR_INVALID, "%d batches are in flight, as many as the context takes: toy_decode_wait first",
                         ctx->n_flight);
     if (ctx->pipe_id >= 0) ty_pipeline_send_batch(ctx->pipe_id, b); /* the other stages' share */
-    if ((st = ty_decode_stage(ctx, b))) return st;
     struct ty_flight *f = &ctx->flight[(ctx->flight_head + ctx->n_flight) % ctx->flight_cap];
+    if ((st = ty_decode_stage(ctx, b, &f->rows))) return st;
     f->n_tokens = b->n_tokens;
-    f->rows = micro_batch_rows(ctx, b);
     memcpy(f->logits_row, ctx->logits_row, (size_t)b->n_tokens * sizeof *f->logits_row);
     ctx->n_flight++;
     return TOY_OK;

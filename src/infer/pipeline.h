@@ -73,7 +73,8 @@ void ty_pipeline_recv_floats(float *x, int64_t n, int src, int tag);
 void ty_pipeline_post_floats(const float *x, int64_t n, int dest, int tag);
 void ty_pipeline_flush(void);
 
-/* The stage's entry points of a checked batch (forward.c), for the worker's replay. */
-toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b);
+/* A checked batch through this process's stage (forward.c), for the worker's replay;
+ * *rows (may be NULL) gets its micro-batches' rows. */
+toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows);
 
 #endif

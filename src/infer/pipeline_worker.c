@@ -49,7 +49,7 @@ static void decode(const ty_pipe_msg *m) {
     toy_batch b;
     if (!ctx) ty_error(TOY_ERR_INVALID, "no context %d in this process", m->id);
     if (!ctx || ty_pipeline_batch_of(m, &b)) ty_pipeline_abort("a batch");
-    if (ty_decode_stage(ctx, &b)) ty_pipeline_abort("a batch"); /* rank 0 waits for its outputs */
+    if (ty_decode_stage(ctx, &b, NULL)) ty_pipeline_abort("a batch"); /* rank 0 waits for its outputs */
     free((void *)b.token);
 }
 

@@ -282,14 +282,20 @@ toy_status toy_lora_load(const toy_model *base, const char *path, toy_lora **out
     return TOY_OK;
 }
 
-toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
-                         int n) {
-    toy_gguf_writer *w = toy_gguf_writer_new();
+toy_status ty_lora_writer_new(const char *arch, size_t arch_len, float alpha, toy_gguf_writer **out) {
+    toy_gguf_writer *w = *out = toy_gguf_writer_new();
     if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
     toy_status st = toy_gguf_writer_set_str(w, "general.type", "adapter", 7);
-    if (!st) st = toy_gguf_writer_set_str(w, "general.architecture", arch, strlen(arch));
+    if (!st) st = toy_gguf_writer_set_str(w, "general.architecture", arch, arch_len);
     if (!st) st = toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
     if (!st) st = toy_gguf_writer_set_f32(w, "adapter.lora.alpha", alpha);
+    return st;
+}
+
+toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
+                         int n) {
+    toy_gguf_writer *w;
+    toy_status st = ty_lora_writer_new(arch, strlen(arch), alpha, &w);
     for (int i = 0; !st && i < n; i++) {
         const ty_lora_pair *p = &pairs[i];
         const bool embd = !strcmp(p->name, "token_embd.weight");

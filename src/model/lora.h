@@ -53,6 +53,10 @@ float ty_lora_pair_scale(const toy_lora *lora, const ty_lora_pair *p, float scal
  * head and 'a' or 'b'; false for any other name. */
 bool ty_lora_per_head_name(const char *name, int *layer, int *head, char *ab);
 
+/* A writer holding an adapter's metadata (general.type, general.architecture,
+ * adapter.type, adapter.lora.alpha), for its tensors to be added; free it even on error. */
+toy_status ty_lora_writer_new(const char *arch, size_t arch_len, float alpha, toy_gguf_writer **out);
+
 /* Writes an adapter of n pairs (F32 tensors) for a base of architecture arch, atomically. */
 toy_status ty_lora_write(const char *path, const char *arch, float alpha, const ty_lora_pair *pairs,
                          int n);

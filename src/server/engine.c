@@ -56,6 +56,8 @@ typedef struct {
     int choice;
 } job;
 
+#define ENGINE_MAX_GROUPS 64 /* groups of slots in flight at once: a pipeline's stages at most */
+
 struct srv_engine {
     toy_model *model;
     const toy_vocab *vocab;
@@ -85,7 +87,7 @@ struct srv_engine {
      * i in group i % n_groups), each with at most one batch in flight, so that every stage
      * works on one group's batch while the next works on another's. Alone: one group. */
     int n_groups;
-    int inflight[64]; /* the groups whose batches are in flight, oldest first */
+    int inflight[ENGINE_MAX_GROUPS]; /* the groups whose batches are in flight, oldest first */
     int n_inflight, next_group;
 };
 
@@ -726,7 +728,7 @@ toy_status srv_engine_new(toy_model *model, const srv_engine_params *p, srv_engi
     e->p.n_ctx = toy_n_ctx(e->ctx);
     e->n_groups = toy_decode_depth(e->ctx);
     if (e->n_groups > e->p.n_parallel) e->n_groups = e->p.n_parallel;
-    if (e->n_groups > 64) e->n_groups = 64;
+    if (e->n_groups > ENGINE_MAX_GROUPS) e->n_groups = ENGINE_MAX_GROUPS;
     const size_t nb = (size_t)e->p.n_batch;
     e->slots = calloc((size_t)e->p.n_parallel, sizeof *e->slots);
     e->logits = malloc((size_t)toy_model_n_vocab(model) * sizeof *e->logits);

@@ -129,13 +129,9 @@ toy_status ty_checkpoint_write_adapter(train_model *tm, const toy_gguf *source, 
     const train_lora_params *lp = ty_train_model_lora(tm);
     const char *arch;
     size_t len;
-    toy_gguf_writer *w = toy_gguf_writer_new();
-    if (!w) return ty_error(TOY_ERR_NOMEM, "no memory");
+    toy_gguf_writer *w = NULL;
     toy_status st = toy_gguf_get_str(source, "general.architecture", &arch, &len);
-    if (!st) st = toy_gguf_writer_set_str(w, "general.type", "adapter", 7);
-    if (!st) st = toy_gguf_writer_set_str(w, "general.architecture", arch, len);
-    if (!st) st = toy_gguf_writer_set_str(w, "adapter.type", "lora", 4);
-    if (!st) st = toy_gguf_writer_set_f32(w, "adapter.lora.alpha", lp->alpha);
+    if (!st) st = ty_lora_writer_new(arch, len, lp->alpha, &w);
     const bool moments = lp->per_head && m && v;
     if (!st && moments) st = toy_gguf_writer_set_u64(w, "toy.lora.adam_step", (uint64_t)adam_step);
     const float *params = ty_train_model_params(tm);

@@ -89,7 +89,7 @@ void ty_adamw_update(ty_pool *pool, float *p, const float *g, float *m, float *v
 
 double ty_adamw_step(ty_pool *pool, train_model *tm, float *m, float *v, const adamw_params *ap, float lr, int64_t t) {
     float *g = ty_train_model_grads(tm), *params = ty_train_model_params(tm);
-    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+    for (int i = 0; i < ty_train_model_n_tensors(tm); i++) { /* the untrained (RoPE factors) take no part */
         const train_tensor *x = ty_train_model_tensor(tm, i);
         if (!x->trainable) memset(g + x->offset, 0, (size_t)x->n * sizeof *g);
     }

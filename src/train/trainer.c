@@ -365,10 +365,9 @@ static bool train_step(run *r, double *loss_out, double *gnorm_out, float *lr_ou
                                r->weights};
         loss += ty_train_model_step(tm, &b, true);
     }
-    /* tensors that are not trained (RoPE factors) take no part in the norm */
-    float *g = ty_train_model_grads(tm);
     /* every process gets the same sums, in rank order */
-    if (ty_train_dist_sum_floats(&r->dist, g, ty_train_model_n_floats(tm)) || ty_train_dist_sum_double(&r->dist, &loss))
+    if (ty_train_dist_sum_floats(&r->dist, ty_train_model_grads(tm), ty_train_model_n_floats(tm)) ||
+        ty_train_dist_sum_double(&r->dist, &loss))
         return false;
     const float lr = ty_adamw_lr(&r->ap, r->st.step);
     const double gnorm = ty_adamw_step(r->pool, tm, r->m, r->v, &r->ap, lr, r->st.adam_step0 + r->st.step + 1);

@@ -46,30 +46,18 @@ void toy_trainer_free(toy_trainer *t) {
     free(t);
 }
 
-/* Whether "L<il>.<name>" matches one of the comma-separated globs. */
-static bool tap_wanted(const char *patterns, int il, const char *name) {
-    char tap[64], glob[128];
-    snprintf(tap, sizeof tap, "L%d.%s", il, name);
-    for (const char *s = patterns; *s;) {
-        const size_t len = strcspn(s, ",");
-        snprintf(glob, sizeof glob, "%.*s", (int)(len < sizeof glob ? len : sizeof glob - 1), s);
-        if (len && !fnmatch(glob, tap, 0)) return true;
-        s += len + (s[len] == ',');
-    }
-    return false;
-}
-
 /* The taps the patterns name, kept; a pattern that names none is an error. */
 static toy_status keep_taps(toy_trainer *t) {
-    const char *patterns = t->taps;
-    for (const char *s = patterns; *s;) {
+    for (const char *s = t->taps; *s;) {
         const size_t len = strcspn(s, ",");
         bool any = false;
-        char one[128];
-        snprintf(one, sizeof one, "%.*s", (int)(len < sizeof one ? len : sizeof one - 1), s);
+        char one[128], tap[64];
+        if (len >= sizeof one) return ty_error(TOY_ERR_INVALID, "taps: a glob of %zu characters", len);
+        snprintf(one, sizeof one, "%.*s", (int)len, s);
         for (int il = 0; il < toy_model_n_layer(t->model); il++)
             for (int k = 0; k < TRAIN_TAP_KINDS; k++) {
-                if (!tap_wanted(one, il, ty_train_tap_names[k])) continue;
+                snprintf(tap, sizeof tap, "L%d.%s", il, ty_train_tap_names[k]);
+                if (fnmatch(one, tap, 0)) continue;
                 float *buf;
                 toy_status st = ty_train_model_keep_tap(t->tm, il, k, &buf);
                 if (st) return st;

@@ -136,6 +136,11 @@ ln -s "$m" "$tmp/a/model.gguf"
 timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe -np 1 --wdir "$tmp/a" "$toy" eval -m model.gguf --tokens 1,2 \
   --dump-logits "$tmp/x.bin" : -np 1 --wdir "$tmp/b" "$toy" eval > /dev/null 2> "$tmp/err" && die "a rank without the model accepted"
 grep -q "toy eval: rank 1 (.*): model.gguf: cannot open" "$tmp/err" || die "a rank without the model: $(grep toy "$tmp/err")"
+for bad in 3, ,3 0,6 x 3,,3; do
+  mpi 2 eval -m "$m" --tokens 1,2 --dump-logits "$tmp/x.bin" --split "$bad" > /dev/null 2> "$tmp/err" && die "--split '$bad' accepted"
+  grep -q -- "--split must be layer counts, one per process ('10,12'), got '$bad'" "$tmp/err" \
+    || die "--split '$bad': $(grep toy "$tmp/err")"
+done
 "$toy" eval -m "$m" --tokens 1,2 --dump-logits "$tmp/x.bin" --split 3,3 > /dev/null 2> "$tmp/err" && die "--split without mpirun accepted"
 grep -q "for a pipeline of processes (mpirun -np N)" "$tmp/err" || die "--split alone: $(cat "$tmp/err")"
 
