@@ -17,6 +17,7 @@ port. Imported by the tests (sys.path gets tests/), or run from a shell test:
 import csv
 import http.client
 import json
+import os
 import re
 import signal
 import socket
@@ -24,6 +25,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 
 # ---------------------------------------------------------------- GGUF
 
@@ -158,6 +160,31 @@ def losses(path):
 def close(a, b, tol):
     """a and b agree to a relative tolerance (|a / b - 1| < tol)."""
     return abs(a / b - 1) < tol
+
+
+# ---------------------------------------------------------------- waiting
+# No check may depend on how fast the machine is (tests/lib.sh says the same for the shell
+# tests): a test waits for an event by polling it with a generous deadline, never by
+# sleeping a fixed time and assuming the work is done, or not yet done. Every pause is a
+# nap, which TOY_TEST_SLEEP_SCALE=10 makes ten times as long (a fast machine, relatively).
+
+SLEEP_SCALE = float(os.environ.get("TOY_TEST_SLEEP_SCALE", "1"))
+
+
+def nap(seconds):
+    """time.sleep(seconds times TOY_TEST_SLEEP_SCALE)."""
+    time.sleep(seconds * SLEEP_SCALE)
+
+
+def poll_until(fn, deadline=120, every=0.05):
+    """fn()'s first true value, called every `every` s (a nap) until `deadline` s of wall
+    time have passed (then its last value). The deadline does not grow with the naps."""
+    t0 = time.monotonic()
+    while True:
+        v = fn()
+        if v or time.monotonic() - t0 >= deadline:
+            return v
+        nap(every)
 
 
 # ---------------------------------------------------------------- toy serve

@@ -430,6 +430,10 @@ static enum MHD_Result embeddings(server *s, struct MHD_Connection *con, conn_st
         }
         gone = !failed && client_gone_lately(fd, &next_check);
     }
+    /* what the engine may still evaluate for a client that left: the jobs in flight */
+    if (gone)
+        fprintf(stderr, "toy serve: the client left /v1/embeddings after %zu of %zu inputs; %d in flight cancelled\n",
+                done, req.n_inputs, n_flight);
     for (int k = 0; k < n_flight; k++) {
         srv_cancel(flight[k].r);
         srv_request_release(flight[k].r);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int test_failures;
 
@@ -78,6 +79,29 @@ static inline int test_finish(const char *name) {
     }
     printf("%s: ok\n", name);
     return 0;
+}
+
+/* ---------------------------------------------------------------- waiting
+ * No check may depend on how fast the machine is: a test waits for an event by polling it
+ * with a generous deadline (test_now_s), never by sleeping a fixed time and assuming the
+ * work is done. Every pause between polls is a test_nap, which TOY_TEST_SLEEP_SCALE=10
+ * makes ten times as long (a fast machine, relatively). */
+
+/* Seconds on the monotonic clock. */
+static inline double test_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Sleeps `seconds` times TOY_TEST_SLEEP_SCALE (default 1). */
+static inline void test_nap(double seconds) {
+    const char *k = getenv("TOY_TEST_SLEEP_SCALE");
+    const double scale = k && *k ? atof(k) : 1.0;
+    const double s = seconds * (scale > 0 ? scale : 1.0);
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
 }
 
 /* The fixtures folder: $TOY_FIXTURES, else ../shared/fixtures beside the repo. NULL

@@ -23,11 +23,7 @@
 #include "test.h"
 #include "toy.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
+static double now_ms(void) { return 1e3 * test_now_s(); }
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
