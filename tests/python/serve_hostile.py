@@ -5,8 +5,8 @@ usage: serve_hostile.py TOY MODEL
 
 Every case attacks a running `toy serve` (raw sockets and hand-written HTTP/1.1 wherever
 http.client would tidy the bytes up) and compares what came back with the server's contract;
-after every case a normal completion must still be answered 200 within 5 s and the process
-must still be alive. What the cases check:
+after every case a normal completion must still be answered 200 and the process must still be
+alive. What the cases check:
 
 - the order of the checks made when a request's headers arrive, before any body is read:
   shutting down 503, over --max-connections 503 with Retry-After, a bad Host 403, a
@@ -21,10 +21,10 @@ must still be alive. What the cases check:
 - deep nesting under and over --max-body, bodies of exactly and one over --max-body,
   chunked bodies over it, absurd and malformed Content-Lengths;
 - truncated, stalled and garbage requests, a 100 KB request line, 1,000 headers; a stalled
-  connection never holds up the others and is closed after --timeout;
-- clients that leave a streaming or a non-streaming request: the slots are free again at once
-  (the requests are n 16 x 496 tokens, about 2 s of work on 2 slots, so that they are still
-  running when the client leaves);
+  connection never holds up the others (a normal request is answered while it is held) and
+  is closed after --timeout, not before;
+- clients that leave a streaming or a non-streaming request: the request is ended (the
+  server generates fewer tokens than it asked for), the slots are free and the queue empty;
 - 1,000 connections at once against --max-connections 8: each answered 200, 503 with
   Retry-After, or closed; none left hanging;
 - methods and paths (405 with Allow, path traversal, long paths, query strings, pipelining,
@@ -33,9 +33,15 @@ must still be alive. What the cases check:
   --cors-origin and the CORS preflight;
 - the API key (--api-key): 401 before the body is read, /health and preflights without it;
 - shutdown: during --shutdown-grace new requests get 503, requests cut by the grace end with
-  an SSE error event and [DONE] or a 503 error object, the process exits 0 in time; SIGINT
-  on an idle server exits 0 at once;
+  an SSE error event and [DONE] or a 503 error object, the process exits 0 once the grace is
+  over (not before: a request whose body never comes is in flight) though that request never
+  ends; SIGINT on an idle server exits 0 without waiting for its grace;
 - no sanitizer report in the servers' logs (under TOY_SANITIZED=1).
+
+No check depends on how fast the machine is (tests/helpers.py, "waiting"): the test waits
+for events (an answer, a close, a log line, a /metrics value) with a generous deadline, and
+the only time limits are the server's own (--timeout, --shutdown-grace), as lower bounds or
+as a window the server holds open on any machine.
 
 It prints one line per case, the count of failures at the end, and exits 1 if any failed.
 """
@@ -45,6 +51,7 @@ import json
 import os
 import re
 import resource
+import select
 import selectors
 import signal
 import socket
@@ -53,13 +60,15 @@ import sys
 import threading
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from helpers import nap, poll_until  # noqa: E402
+
 TOY, MODEL = sys.argv[1], sys.argv[2]
-SAN = os.environ.get("TOY_SANITIZED") == "1"
-SLOW = 3 if SAN else 1          # time limits of the server's own speed scale by this
-ATTACK_TIMEOUT = 10             # every attack's socket: a hang is a FAIL with "timeout"
-NORMAL_LIMIT = 5                # the normal request after every case (5 s, as the issue asks, sanitized too)
-BEFORE_BODY_LIMIT = 2 * SLOW    # a 413/401 answered without the body
+# every wait on the server (a socket's timeout, a poll, a process's exit): a hang is a FAIL
+# ("timeout"), a sanitized build on a loaded machine still passes
+DEADLINE = 120
 N_CTX, N_VOCAB, MAX_BODY, IDLE_TIMEOUT, GRACE = 512, 4096, 65536, 5, 2
+SIGINT_GRACE = 60  # the idle server stopped by SIGINT: exiting before this shows it did not wait
 APP_ORIGIN, ALIAS = "http://app.example", "toy.internal"
 
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -87,6 +96,7 @@ class Server:
     def __init__(self, name, extra=(), key=None):
         self.name, self.extra, self.key = name, list(extra), key
         self.logs = []  # every run's stderr, restarts included
+        self.drains = []  # the threads reading it: joined (the log complete) once the process has ended
         self.start()
 
     def start(self):
@@ -107,7 +117,9 @@ class Server:
             if m:
                 break
         self.port = int(m.group(1))
-        threading.Thread(target=self._drain, args=(self.proc, self.log), daemon=True).start()
+        th = threading.Thread(target=self._drain, args=(self.proc, self.log), daemon=True)
+        th.start()
+        self.drains.append(th)
 
     @staticmethod
     def _drain(proc, log):
@@ -126,7 +138,11 @@ class Server:
         self.proc.wait()
         self.start()
 
-    def stop(self, sig=signal.SIGTERM, limit=30):
+    def logged(self, pattern, since=0):
+        """Whether a line of the current run's log from line `since` on matches pattern."""
+        return any(re.search(pattern, line) for line in self.log[since:])
+
+    def stop(self, sig=signal.SIGTERM, limit=DEADLINE):
         """(exit status, seconds) after sig; None for the status if it did not exit in limit."""
         t0 = time.monotonic()
         self.proc.send_signal(sig)
@@ -233,7 +249,7 @@ def parse_response(buf, eof, head=False):
 
 
 class Conn:
-    def __init__(self, port, timeout=ATTACK_TIMEOUT):
+    def __init__(self, port, timeout=DEADLINE):
         self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
         self.buf, self.eof = b"", False
 
@@ -298,12 +314,16 @@ class Conn:
         except (TimeoutError, socket.timeout, OSError):
             return False
 
-    def closed_by_server(self, limit):
-        """("closed" or the response or "timeout", seconds) waiting up to limit for the server."""
-        t0 = time.monotonic()
-        self.sock.settimeout(limit)
-        r = self.response()
-        return r, time.monotonic() - t0
+    def held(self):
+        """Without waiting: "held" while the server has neither answered nor closed the
+        connection, else what it did ("closed", "answered ...", "reset")."""
+        if not select.select([self.sock], [], [], 0)[0]:
+            return "held"
+        try:
+            d = self.sock.recv(64, socket.MSG_PEEK)
+        except OSError:
+            return "reset"
+        return f"answered {d[:12]!r}" if d else "closed"
 
     def close(self):
         try:
@@ -336,7 +356,7 @@ def request_bytes(srv, method, path, body=None, *, ctype="application/json", hos
     return head.encode("latin-1") + (body or b"")
 
 
-def http(srv, method, path, body=None, *, head=False, timeout=ATTACK_TIMEOUT, **kw):
+def http(srv, method, path, body=None, *, head=False, timeout=DEADLINE, **kw):
     """One request on a new connection: a Resp or a string ("closed", "timeout", "refused")."""
     try:
         c = Conn(srv.port, timeout)
@@ -352,7 +372,7 @@ def http(srv, method, path, body=None, *, head=False, timeout=ATTACK_TIMEOUT, **
     return r
 
 
-def exchange(srv, data, timeout=ATTACK_TIMEOUT, half_close=False):
+def exchange(srv, data, timeout=DEADLINE, half_close=False):
     """Raw bytes on a new connection, the response read."""
     c = Conn(srv.port, timeout)
     if len(data) > 65536:
@@ -439,27 +459,24 @@ def sse_events(body):
 
 
 def metrics(srv):
-    r = http(srv, "GET", "/metrics", timeout=2)
+    """/metrics as {name: value} (the labelled toy_requests_total left out), or None when it
+    was not answered 200."""
+    r = http(srv, "GET", "/metrics")
     if isinstance(r, str) or r.status != 200:
         return None
-    t = r.text()
-    busy = re.search(r"^toy_busy_slots (\d+)", t, re.M)
-    queue = re.search(r"^toy_queue_depth (\d+)", t, re.M)
-    return (int(busy.group(1)) if busy else -1, int(queue.group(1)) if queue else -1)
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(toy_\w+) (\S+)$", r.text(), re.M)}
 
 
-def wait_idle(srv, limit=1.0):
-    """(got, ok): polls /metrics every 50 ms up to limit for no busy slot and an empty queue."""
-    t0 = time.monotonic()
-    last = None
-    while True:
-        last = metrics(srv)
-        el = time.monotonic() - t0
-        if last == (0, 0):
-            return f"busy_slots 0, queue 0 after {el * 1000:.0f} ms", True
-        if el > limit:
-            return f"busy_slots {last and last[0]}, queue {last and last[1]} after {el * 1000:.0f} ms", False
-        time.sleep(0.05)
+def load(srv):
+    """(busy slots, queue depth), or None."""
+    m = metrics(srv)
+    return None if m is None else (int(m.get("toy_busy_slots", -1)), int(m.get("toy_queue_depth", -1)))
+
+
+def generated(srv):
+    """toy_generated_tokens_total, or None."""
+    m = metrics(srv)
+    return None if m is None else int(m.get("toy_generated_tokens_total", -1))
 
 
 NORMAL = {"prompt": "And", "max_tokens": 4}
@@ -468,15 +485,9 @@ NORMAL = {"prompt": "And", "max_tokens": 4}
 def normal_request(srv):
     """(status or what happened, ms) of the normal request, on a new connection."""
     t0 = time.monotonic()
-    r = http(srv, "POST", "/v1/completions", NORMAL, timeout=NORMAL_LIMIT)
+    r = http(srv, "POST", "/v1/completions", NORMAL)
     ms = (time.monotonic() - t0) * 1000
     return (r if isinstance(r, str) else r.status), ms
-
-
-def held_normal(srv):
-    """The normal request, made while an attack holds its connection: 'normal 200 in N ms'."""
-    st, ms = normal_request(srv)
-    return st == 200 and ms < NORMAL_LIMIT * 1000, f"normal {st} in {ms:.0f} ms"
 
 
 # ---------------------------------------------------------------- the cases
@@ -705,19 +716,17 @@ cases_main.append(("body_max_body_plus_1", lambda srv: S(http(srv, "POST", "/v1/
                    "413"))
 
 
-def headers_only(srv, path, length, limit=BEFORE_BODY_LIMIT, obj=True, **kw):
-    """Headers with a Content-Length and no body sent: the answer, and how late if after limit."""
+def headers_only(srv, path, length, obj=True, **kw):
+    """Headers with a Content-Length and no body sent: the answer. The body never comes, so
+    any answer but a close or a 408 (--timeout) was given without reading it."""
     c = Conn(srv.port)
     data = request_bytes(srv, "POST", path, b"", length=False, **kw)
     # a Content-Length with no body: written by hand
     data = data[:-2] + f"Content-Length: {length}\r\n\r\n".encode()
     c.send(data)
-    t0 = time.monotonic()
-    r = c.response(timeout=limit)
-    el = time.monotonic() - t0
+    r = c.response()
     c.close()
-    got = S(r, obj)
-    return got if el <= limit else f"{got} after {el:.1f} s"
+    return S(r, obj)
 
 
 cases_main.append(("content_length_1e6_no_body", lambda srv: headers_only(srv, "/v1/completions", 1000000), "413"))
@@ -777,18 +786,29 @@ cases_main.append(("truncated_body_then_close", _truncated_close, ("closed", "40
 
 
 def stall(srv, data, wait_close=False):
-    """Send data and hold the connection; a normal request meanwhile; optionally wait for the
-    server to close the stalled one after --timeout."""
+    """Send data and hold the connection: a normal request meanwhile must be answered while
+    the stalled one is still held (a server stuck on it would answer only once --timeout
+    had closed it). wait_close: then the server must close the stalled one (or answer 408
+    or 400), not before --timeout."""
     c = Conn(srv.port)
     c.send(data)
-    time.sleep(0.3)
-    ok, got = held_normal(srv)
+    t_sent = time.monotonic()
+    # for the server to take the bytes in first: shorter only makes the case easier, and
+    # ten times as long is still far under --timeout
+    nap(0.1)
+    st, ms = normal_request(srv)
+    held = c.held()
+    ok = st == 200 and held == "held"
+    got = f"normal {st} in {ms:.0f} ms, the stalled connection then {held}"
+    if held != "held":
+        got += f" ({time.monotonic() - t_sent:.1f} s after its last byte)"
     if wait_close:
-        limit = (IDLE_TIMEOUT + 3) * SLOW
-        r, el = c.closed_by_server(limit)
+        r = c.response()
+        el = time.monotonic() - t_sent
         end = S(r, obj=False)
-        ok = ok and end in ("closed", "408", "400") and el <= limit
-        got += f"; the stalled connection: {end} after {el + 0.3:.1f} s (--timeout {IDLE_TIMEOUT})"
+        # (less 0.1 s: the server may read a coarse monotonic clock)
+        ok = ok and end in ("closed", "408", "400") and el >= IDLE_TIMEOUT - 0.1
+        got += f"; then {end} {el:.1f} s after its last byte (--timeout {IDLE_TIMEOUT})"
     c.close()
     return got, ok
 
@@ -799,12 +819,13 @@ def half_body(srv):
 
 
 cases_main.append(("stall_half_body", lambda srv: stall(srv, half_body(srv)),
-                   "normal 200 within 5 s while it is held"))
+                   "normal 200 while the stalled connection is held"))
 cases_main.append(("stall_headers_no_body", lambda srv: stall(srv, request_bytes(srv, "POST", "/v1/completions", " " * 100)
                                                               [:-100]),
-                   "normal 200 within 5 s while it is held"))
+                   "normal 200 while the stalled connection is held"))
 cases_main.append(("stall_half_request_line", lambda srv: stall(srv, b"POST /v1/compl", wait_close=True),
-                   "normal 200 while it is held; then the server closes it (or 408) within --timeout + 3 s"))
+                   f"normal 200 while it is held; then the server closes it (or 408), not before --timeout "
+                   f"{IDLE_TIMEOUT} s"))
 cases_main.append(("garbage", lambda srv: S(exchange(srv, b"\x00\x01GARBAGE\r\n\r\n"), obj=False), ("400", "closed")))
 cases_main.append(("request_line_100KB", lambda srv: S(exchange(
     srv, b"GET /" + b"a" * 100000 + b" HTTP/1.1\r\nHost: " + srv.host().encode() + b"\r\n\r\n"), obj=False),
@@ -817,43 +838,70 @@ cases_main.append(("headers_1000", lambda srv: S(exchange(srv, request_bytes(
 
 
 # ---- 7. clients that leave
-HEAVY = {"prompt": "And", "n": 16, "max_tokens": 496, "ignore_eos": True}  # ~2 s of work on 2 slots
+# The most one request can ask for: a client that leaves it has left nearly all of it, on
+# any machine, so a server that noticed generates only a small part of it.
+HEAVY = {"prompt": "And", "n": 16, "max_tokens": 496, "ignore_eos": True}
+HEAVY_TOKENS = HEAVY["n"] * HEAVY["max_tokens"]
+
+
+def after_leaving(srv, before, mark):
+    """(got, ok) once a client has left a HEAVY request: the server ends it (its completion
+    logged, from log line mark on, with "(connection closed)"), every slot is free and the
+    queue empty, and fewer tokens were generated than the request asked for (before: the
+    count of generated tokens when it was sent)."""
+    t0 = time.monotonic()
+    ended = poll_until(lambda: srv.logged(r"\(connection closed\)", mark) and load(srv) == (0, 0), DEADLINE)
+    el = time.monotonic() - t0
+    now = generated(srv)
+    n = None if now is None or before is None else now - before
+    if not ended:
+        return f"not ended after {el:.0f} s: busy_slots, queue {load(srv)}; {n} tokens generated", False
+    return f"ended, busy_slots 0, queue 0 after {el * 1000:.0f} ms; {n} of {HEAVY_TOKENS} tokens generated", \
+        n is not None and 0 <= n < HEAVY_TOKENS
 
 
 def _leave_stream_after_first(srv):
+    before, mark = generated(srv), len(srv.log)
     c = Conn(srv.port)
     c.send(request_bytes(srv, "POST", "/v1/completions", dict(HEAVY, stream=True)))
-    got_event = c.read_until(b"data: ", timeout=ATTACK_TIMEOUT)
+    got_event = c.read_until(b"data: ")
     c.close()
-    got, ok = wait_idle(srv, 1.0 * SLOW)
+    got, ok = after_leaving(srv, before, mark)
     return ("after the first event: " if got_event else "no event came: ") + got, ok and got_event
 
 
 def _leave_stream_at_once(srv):
+    before, mark = generated(srv), len(srv.log)
     c = Conn(srv.port)
     c.send(request_bytes(srv, "POST", "/v1/completions", dict(HEAVY, stream=True)))
     c.close()
-    time.sleep(0.1)
-    got, ok = wait_idle(srv, 1.0 * SLOW)
-    time.sleep(0.3)  # and still idle: the request was not started after the first look
-    again = metrics(srv)
-    return f"{got}; 0.3 s later busy, queue {again}", ok and again == (0, 0)
+    got, ok = after_leaving(srv, before, mark)
+    # and still idle a while after: the request is not started late (a longer pause only
+    # gives a late start more time to show)
+    nap(0.3)
+    again, now = load(srv), generated(srv)
+    more = None if now is None or before is None else now - before
+    return f"{got}; then still busy_slots, queue {again}, {more} tokens", ok and again == (0, 0) and \
+        more is not None and more < HEAVY_TOKENS
 
 
 def _leave_nonstream(srv):
+    before, mark = generated(srv), len(srv.log)
     c = Conn(srv.port)
     c.send(request_bytes(srv, "POST", "/v1/completions", HEAVY))
-    time.sleep(0.2)
-    busy = metrics(srv)
+    # running (a slot busy) before the client leaves; an answer first would show as all
+    # its tokens generated
+    poll_until(lambda: c.held() != "held" or (load(srv) or (0, 0))[0] > 0, DEADLINE, 0.01)
+    seen = load(srv)
     c.close()
-    got, ok = wait_idle(srv, 1.0 * SLOW)
-    return f"busy {busy} at 0.2 s, closed; {got}", ok
+    got, ok = after_leaving(srv, before, mark)
+    return f"busy_slots, queue {seen} when it left; {got}", ok
 
 
-cases_main.append(("leave_stream_after_first_event", _leave_stream_after_first,
-                   "busy_slots 0, queue 0 within 1 s"))
-cases_main.append(("leave_stream_before_reading", _leave_stream_at_once, "busy_slots 0, queue 0 within 1 s"))
-cases_main.append(("leave_nonstream_after_0.2s", _leave_nonstream, "busy_slots 0, queue 0 within 1 s"))
+LEFT = f"ended, busy_slots 0, queue 0, fewer than {HEAVY_TOKENS} tokens generated"
+cases_main.append(("leave_stream_after_first_event", _leave_stream_after_first, LEFT))
+cases_main.append(("leave_stream_before_reading", _leave_stream_at_once, LEFT + ", and still so after"))
+cases_main.append(("leave_nonstream_while_running", _leave_nonstream, LEFT))
 
 
 # ---- 9. methods and paths
@@ -922,7 +970,8 @@ def _expect_continue(srv, body, want_body):
     body = json.dumps(body).encode() if isinstance(body, dict) else body
     data = request_bytes(srv, "POST", "/v1/completions", body, headers=[("Expect", "100-continue")])
     c.send(data[:len(data) - len(body)])
-    c.sock.settimeout(1.0 * SLOW)
+    # the server's first word: 100 Continue, or the final answer (a 413 without the body);
+    # one that says nothing gets the body after the deadline, as RFC 9110 lets a client do
     try:
         c.fill()
     except (TimeoutError, socket.timeout):
@@ -930,7 +979,7 @@ def _expect_continue(srv, body, want_body):
     interim = c.buf.startswith(b"HTTP/1.1 100")
     if want_body and (interim or not c.buf):
         c.send(body)
-    r = c.response(timeout=ATTACK_TIMEOUT)
+    r = c.response()
     c.close()
     return S(r) + (" after 100 Continue" if interim else "")
 
@@ -1045,6 +1094,12 @@ cases_auth.append(("auth_preflight_no_key", lambda srv: _preflight_ok(preflight(
                    "204 with Allow-Origin app, -Methods POST, -Headers authorization, content-type"))
 
 
+def healthy(srv):
+    """Whether /health is answered 200."""
+    r = http(srv, "GET", "/health")
+    return not isinstance(r, str) and r.status == 200
+
+
 def _flood(srv, n=1000, all_served=False):
     """n connections opened at once, GET /health on each. all_served: every one must be
     answered 200 (a server whose --max-connections is above n); else each 200, 503 with
@@ -1063,7 +1118,7 @@ def _flood(srv, n=1000, all_served=False):
             results[i] = "closed"
             continue
         sel.register(s, selectors.EVENT_WRITE, [i, b""])
-    deadline = time.monotonic() + 15 * SLOW
+    deadline = time.monotonic() + DEADLINE
     while len(results) < n and time.monotonic() < deadline:
         for key, ev in sel.select(timeout=0.2):
             i, buf = key.data
@@ -1107,13 +1162,9 @@ def _flood(srv, n=1000, all_served=False):
     got = (f"200 x{n200}, 503 x{n503} ({n503ra} with Retry-After), closed x{nclosed}, other x{len(other)}"
            f"{' ' + repr(other[:3]) if other else ''}, hung x{hung}, in {el:.1f} s")
     ok = hung == 0 and not other and (n200 == n if all_served else n503 >= 1 and n503ra == n503)
-    # the connections are closed: the server notices before the normal request
-    t1 = time.monotonic()
-    while time.monotonic() - t1 < 3 * SLOW:
-        r = http(srv, "GET", "/health", timeout=2)
-        if not isinstance(r, str) and r.status == 200:
-            break
-        time.sleep(0.1)
+    # the connections are closed: the server has noticed (its count of connections is below
+    # --max-connections again) before the normal request
+    poll_until(lambda: healthy(srv), DEADLINE, 0.1)
     return got, ok
 
 
@@ -1149,7 +1200,7 @@ def run_cases(srv, table):
         case_s = time.monotonic() - t0
         st, ms = normal_request(srv)
         alive = srv.alive()
-        normal_ok = st == 200 and ms < NORMAL_LIMIT * 1000 and alive
+        normal_ok = st == 200 and alive
         line = f"case {name}: got {got} (expected {shown}) {'ok' if ok else 'FAIL'}; " \
                f"then a normal request: {st} in {ms:.0f} ms"
         if not alive:
@@ -1180,19 +1231,18 @@ def simple(name, got, expect, ok=None):
 
 
 def shutdown_cases():
-    """SIGTERM with requests in flight that cannot finish within --shutdown-grace."""
-    srv = Server("shutdown")
-    a = Conn(srv.port, timeout=30)
+    """SIGTERM with requests in flight: a stream and a whole request (HEAVY: cut by the grace,
+    or finished whole on a machine fast enough), and one whose body never comes, which keeps
+    the grace open for its whole length on any machine and never ends by itself (--timeout
+    3600), so the server must end it."""
+    srv = Server("shutdown", ["--timeout", "3600"])
+    a = Conn(srv.port)
     a.send(request_bytes(srv, "POST", "/v1/completions", dict(HEAVY, stream=True)))
-    first = a.read_until(b"data: ", timeout=ATTACK_TIMEOUT)
-    b = Conn(srv.port, timeout=30)
-    b.send(request_bytes(srv, "POST", "/v1/completions", HEAVY))
-    time.sleep(0.3)
+    first = a.read_until(b"data: ")
     out = {}
 
     def read_a():
         try:
-            a.sock.settimeout(15 * SLOW)
             while a.fill():
                 pass
             out["a"] = "eof"
@@ -1202,43 +1252,53 @@ def shutdown_cases():
             out["a"] = f"error {e.__class__.__name__}"
 
     def read_b():
-        out["b"] = b.response(timeout=15 * SLOW)
+        out["b"] = b.response()
 
     ta, tb = threading.Thread(target=read_a), threading.Thread(target=read_b)
     ta.start()
+    b = Conn(srv.port)
+    b.send(request_bytes(srv, "POST", "/v1/completions", HEAVY))
+    # b's choices queued beside a's before SIGTERM (sent after, it would be refused with a
+    # 503, which proves less); a already done, or b answered, also ends the wait
+    poll_until(lambda: b"data: [DONE]" in a.buf or b.held() != "held" or
+               sum(load(srv) or (0, 0)) > HEAVY["n"], DEADLINE)
     tb.start()
+    c = Conn(srv.port)
+    c.send(request_bytes(srv, "POST", "/v1/completions", b"", length=False,
+                         headers=[("Content-Length", "100"), ("Expect", "100-continue")]))
+    # its 100 Continue: the server has taken its headers, so it is in flight
+    held = c.read_until(b"HTTP/1.1 100")
+    mark = len(srv.log)
     t0 = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)
-    time.sleep(0.2)
-    health = http(srv, "GET", "/health", timeout=2)
-    comp = http(srv, "POST", "/v1/completions", NORMAL, timeout=2)
+    stopping = poll_until(lambda: srv.logged(r"toy serve: stopping:", mark), DEADLINE, 0.01)
+    health = http(srv, "GET", "/health")
+    comp = http(srv, "POST", "/v1/completions", NORMAL)
     during = time.monotonic() - t0
-    limit = GRACE + 1 + (2 if SAN else 0)
     try:
-        rc = srv.proc.wait(timeout=max(0.1, limit - (time.monotonic() - t0)))
+        rc = srv.proc.wait(timeout=DEADLINE)
     except subprocess.TimeoutExpired:
+        srv.proc.kill()
+        srv.proc.wait()
         rc = None
     el = time.monotonic() - t0
-    late = ""
-    if rc is None:
-        try:
-            rc = srv.proc.wait(timeout=30)
-            late = f" (exit status {rc} {time.monotonic() - t0:.1f} s after SIGTERM)"
-        except subprocess.TimeoutExpired:
-            srv.proc.kill()
-            srv.proc.wait()
-            late = " (killed: still running 30 s after SIGTERM)"
-        rc = None
-    ta.join(10)
-    tb.join(10)
+    ta.join(DEADLINE)
+    tb.join(DEADLINE)
     a.close()
     b.close()
+    c.close()
+    m = re.search(r"toy serve: stopping: (\d+) request", "".join(srv.log[mark:]))
+    in_flight = m.group(1) if m else None
+    after = f" ({during:.1f} s after SIGTERM{'' if stopping else ', no stopping line logged'})"
     # /health answers {"status": ...} rather than an error object: only its status is checked
-    simple("shutdown_health_during_grace", S(health, obj=False) + (f" ({during:.1f} s after SIGTERM)" if during > GRACE
-                                                                   else ""), "503")
-    simple("shutdown_completion_during_grace", S(comp), "503")
-    simple("shutdown_exit", f"exit status {rc} {el:.1f} s after SIGTERM{late}", f"exit status 0 within {limit} s",
-           rc == 0 and el <= limit)
+    got = S(health, obj=False)
+    simple("shutdown_health_during_grace", got if got == "503" else got + after, "503")
+    got = S(comp)
+    simple("shutdown_completion_during_grace", got if got == "503" else got + after, "503")
+    simple("shutdown_exit", f"exit status {rc} {el:.1f} s after SIGTERM ({in_flight} request(s) in flight, the one "
+                            f"without a body {'held' if held else 'NOT held: no 100 Continue'})"
+           + ("" if rc is not None else f" (killed: still running {DEADLINE} s after SIGTERM)"),
+           f"exit status 0, not before the grace of {GRACE} s", rc == 0 and held and el >= GRACE)
     # the stream: cut by the grace (an error event, then [DONE]) or finished whole
     status, body, whole = raw_body(a.buf)
     ev = sse_events(body)
@@ -1282,13 +1342,33 @@ def shutdown_cases():
 
 
 def sigint_case():
-    srv = Server("sigint")
-    r = http(srv, "GET", "/health", timeout=5)
-    limit = 1 + (2 if SAN else 0)
-    rc, el = srv.stop(signal.SIGINT, limit=limit)
+    """SIGINT on an idle server: it exits 0 without waiting for its --shutdown-grace."""
+    srv = Server("sigint", ["--shutdown-grace", str(SIGINT_GRACE)])
+    r = http(srv, "GET", "/health")
+    rc, el = srv.stop(signal.SIGINT)
     simple("sigint_idle", f"health {S(r)}; exit status {rc} {el:.2f} s after SIGINT",
-           f"exit status 0 within {limit} s", rc == 0 and el <= limit)
+           f"exit status 0 before the grace of {SIGINT_GRACE} s", rc == 0 and el < SIGINT_GRACE)
     return srv
+
+
+def refused(args):
+    """(exit status, stderr) of toy serve -m MODEL args; None for the status when it started
+    instead (it logged the address it listens on, and was stopped)."""
+    p = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", *args], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, errors="replace")
+    STARTED.append(p)
+    hang = threading.Timer(DEADLINE, p.kill)  # neither exits nor listens: a hang
+    hang.start()
+    err, started = [], False
+    for line in p.stderr:
+        err.append(line)
+        if re.search(r"http://127\.0\.0\.1:\d+/", line):
+            started = True
+            p.kill()
+            break
+    rc = p.wait()
+    hang.cancel()
+    return (None if started else rc), "".join(err)
 
 
 def flag_cases():
@@ -1301,19 +1381,17 @@ def flag_cases():
                         (["--watchdog", "x"], "--watchdog"),
                         (["--pooling", "xyz"], "--pooling 'xyz'"),
                         (["--chat-template", "nosuch-family"], "--chat-template 'nosuch-family'")]:
-        try:
-            r = subprocess.run([TOY, "serve", "-m", MODEL, "--port", "0", *args], capture_output=True, text=True,
-                               timeout=10 * SLOW)
-            got, ok = f"exit {r.returncode}: {r.stderr.strip()[:120]}", r.returncode == 2 and names in r.stderr
-        except subprocess.TimeoutExpired:  # (run() has killed it)
+        rc, err = refused(args)
+        if rc is None:
             got, ok = "it started and served", False
+        else:
+            got, ok = f"exit {rc}: {err.strip()[:120]}", rc == 2 and names in err
         simple(f"flag {' '.join(args)}", got, f"exit 2 naming {names}", ok)
 
 
 def main():
     t_start = time.monotonic()
-    print(f"toy serve: {TOY}; flags of every server: {' '.join(BASE_FLAGS)}"
-          f"{'; under the sanitizers (time limits x3)' if SAN else ''}", flush=True)
+    print(f"toy serve: {TOY}; flags of every server: {' '.join(BASE_FLAGS)}", flush=True)
     servers = []
     main_srv = Server("main")
     servers.append(main_srv)
@@ -1321,7 +1399,7 @@ def main():
         run_cases(main_srv, cases_main)
     finally:
         if main_srv.alive():
-            rc, el = main_srv.stop(limit=GRACE + 1 + (2 if SAN else 0))
+            rc, el = main_srv.stop()
             simple("main_server_sigterm_idle", f"exit status {rc} after {el:.1f} s", "exit status 0",
                    rc == 0)
         else:
@@ -1332,14 +1410,15 @@ def main():
         run_cases(auth_srv, cases_auth)
     finally:
         if auth_srv.alive():
-            rc, el = auth_srv.stop(limit=GRACE + 1 + (2 if SAN else 0))
+            rc, el = auth_srv.stop()
             simple("auth_server_sigterm_idle", f"exit status {rc} after {el:.1f} s", "exit status 0", rc == 0)
         else:
             auth_srv.proc.wait()
     servers.append(shutdown_cases())
     servers.append(sigint_case())
     flag_cases()
-    time.sleep(0.2)  # the drain threads have read the last lines
+    for th in (th for s in servers for th in s.drains):
+        th.join(DEADLINE)  # every process has ended: its log is read to the end
     reports = [f"{s.name}: {line.strip()}" for s in servers for log in s.logs for line in log
                if re.search(r"ERROR: (Address|Leak|Thread)Sanitizer|runtime error:|SUMMARY: \w+Sanitizer", line)]
     simple("no_sanitizer_reports", f"{len(reports)} report line(s)" + (f": {reports[:6]}" if reports else ""),
