@@ -8,7 +8,8 @@
 # helpers, tests/helpers.py), $bundled (the bundled model), $llama_cpp (TOY_LLAMA_CPP or
 # ../shared/llama.cpp beside the source tree), $tmp (a scratch folder removed at exit),
 # fail=0. Functions: die, skip, finish, at_exit, need_fixtures / want_fixtures,
-# bare_text, bare_model, not_sanitized, serve_start / serve_stop / serve_port, node_ready.
+# bare_text, bare_model, not_sanitized, nap, poll_until, proc_ids / ended, serve_start /
+# serve_stop / serve_port, node_ready, check_resume.
 set -u
 src=$(cd "${TOY_SOURCE_DIR:-$(dirname "${BASH_SOURCE[0]}")/..}" && pwd)
 export TOY_SOURCE_DIR="$src"
@@ -42,6 +43,45 @@ _lib_exit() {
   rm -rf "$tmp"
 }
 trap _lib_exit EXIT
+
+# ---------------------------------------------------------------- waiting
+# No check may depend on how fast the machine is: a test waits for an event (a line in a
+# log, a file, a process's end) by polling it with a generous deadline, never by sleeping
+# a fixed time and assuming the work is done (or not yet done). Every pause between polls
+# is a nap: TOY_TEST_SLEEP_SCALE=10 makes each ten times as long, which is how the suite
+# checks that no test relies on a sleep being short (a fast machine, relatively).
+
+# nap SECONDS: sleep SECONDS times TOY_TEST_SLEEP_SCALE (default 1)
+nap() { sleep "$(awk -v s="$1" -v k="${TOY_TEST_SLEEP_SCALE:-1}" 'BEGIN { print s * k }')"; }
+# poll_until SECONDS COMMAND...: runs COMMAND every 0.1 s (a nap) until it succeeds (0) or
+# SECONDS of wall time have passed (1); the deadline does not grow with the naps
+poll_until() {
+  local limit=$1 t0=${EPOCHREALTIME/,/.}
+  shift
+  until "$@"; do
+    awk -v t0="$t0" -v now="${EPOCHREALTIME/,/.}" -v lim="$limit" 'BEGIN { exit !(now - t0 >= lim) }' && return 1
+    nap 0.1
+  done
+}
+# proc_ids PID...: "PID:START" for each process that is there (START, its start time, tells
+# it from a later process given the same PID)
+proc_ids() {
+  local p f
+  for p in "$@"; do
+    read -r -a f < <(sed 's/.*) //' "/proc/$p/stat" 2> /dev/null) && echo "$p:${f[19]}"
+  done
+}
+# ended PID:START...: true when none of these processes runs still (a zombie, whose parent
+# has yet to read its status, has ended); else sets $left to the PID of one that runs
+ended() {
+  local id f
+  left=
+  for id in "$@"; do
+    read -r -a f < <(sed 's/.*) //' "/proc/${id%:*}/stat" 2> /dev/null) || continue
+    [ "${f[0]}" != Z ] && [ "${f[19]}" = "${id#*:}" ] && { left=${id%:*}; return 1; }
+  done
+  return 0
+}
 
 # ---------------------------------------------------------------- fixtures
 # The reference fixtures: $TOY_FIXTURES or ../shared/fixtures beside the source tree
@@ -94,14 +134,16 @@ not_sanitized() {
 }
 
 # ---------------------------------------------------------------- toy serve
-# serve_port LOG: the port a toy serve logged (waiting up to 10 s); empty if none
+# serve_port LOG [PID]: the port a toy serve logged, waiting for the line up to 300 s (a
+# large model, sanitized, on a loaded machine), or until process PID has ended; empty if none
 serve_port() {
-  local i p
-  for i in $(seq 1 100); do
+  local p
+  _logged_port() {
     p=$(grep -o 'http://127.0.0.1:[0-9]*' "$1" 2> /dev/null | cut -d: -f3)
-    [ -n "$p" ] && { echo "$p"; return; }
-    sleep 0.1
-  done
+    [ -n "$p" ] || { [ -n "${2:-}" ] && ! kill -0 "$2" 2> /dev/null; }
+  }
+  poll_until 300 _logged_port "$@"
+  echo "$p"
 }
 # serve_start ARGS...: toy serve on a free port; sets $serve_pid and $port (empty, after
 # a FAIL line, when it did not start). Stopped at exit if the test does not.
@@ -110,7 +152,7 @@ at_exit '[ -n "$serve_pid" ] && kill $serve_pid 2> /dev/null'
 serve_start() {
   "$toy" serve --port 0 -t 2 "$@" 2> "$tmp/serve.log" &
   serve_pid=$!
-  port=$(serve_port "$tmp/serve.log")
+  port=$(serve_port "$tmp/serve.log" $serve_pid)
   [ -n "$port" ] || die "toy serve did not start: $(cat "$tmp/serve.log")"
 }
 # serve_stop: SIGTERM, and toy serve must exit 0
@@ -133,27 +175,44 @@ node_ready() {
 }
 
 # ---------------------------------------------------------------- toy train, toy finetune
-# check_resume WHAT COMMAND...: Ctrl-C and --resume. COMMAND (a toy train or finetune
-# line without --out) runs whole into $tmp/full.gguf, then into $tmp/int.gguf stopped by
-# SIGINT after its first step (exit 130, a checkpoint written) and run again with
+# check_resume WHAT STEPS COMMAND...: Ctrl-C and --resume. COMMAND (a toy train or finetune
+# line without --steps or --out) runs STEPS steps whole into $tmp/full.gguf, then into
+# $tmp/int.gguf stopped by SIGINT (exit 130, a checkpoint written), and again with
 # --resume: the two files must be the same. WHAT names the output ("model", "adapter").
+# The interrupt lands on an event: the run's first "step" line, read from its stderr as
+# it is written, so at least one step is done on any machine. A run whose other steps
+# all end before the signal lands (a machine fast for STEPS) proves nothing: both runs
+# go again with twice the steps, up to 8 x STEPS.
 check_resume() {
-  local what=$1 pid rc i
-  shift
-  "$@" --out "$tmp/full.gguf" 2> /dev/null || die "the uninterrupted run failed"
-  "$@" --out "$tmp/int.gguf" 2> "$tmp/int.err" &
-  pid=$!
-  for i in $(seq 1 100); do grep -q "^step [1-9]" "$tmp/int.err" 2> /dev/null && break; sleep 0.1; done
-  kill -INT $pid
-  wait $pid
-  rc=$?
-  if [ $rc -eq 0 ]; then
-    echo "  (the run ended before the interrupt: nothing to resume)"
-    return
-  fi
+  local what=$1 steps=$2 most=$(($2 * 8)) pid rc line sent
+  shift 2
+  rm -f "$tmp/int.fifo"
+  mkfifo "$tmp/int.fifo"
+  while :; do
+    "$@" --steps "$steps" --out "$tmp/full.gguf" 2> "$tmp/full.err" \
+      || { die "the uninterrupted run failed: $(tail -1 "$tmp/full.err")"; return; }
+    "$@" --steps "$steps" --out "$tmp/int.gguf" 2> "$tmp/int.fifo" &
+    pid=$!
+    sent=
+    : > "$tmp/int.err"
+    while IFS= read -r line; do
+      printf '%s\n' "$line" >> "$tmp/int.err"
+      case $line in "step "[1-9]*) [ -n "$sent" ] || { kill -INT $pid 2> /dev/null; sent=1; } ;; esac
+    done < "$tmp/int.fifo"
+    wait $pid
+    rc=$?
+    grep -q "stopped; checkpoint" "$tmp/int.err" && break
+    # the last step's line, then exit 0 (or 130: SIGINT after toy_train returned)
+    if { [ $rc -ne 0 ] && [ $rc -ne 130 ]; } || ! grep -q "^step $steps/$steps " "$tmp/int.err"; then
+      die "Ctrl-C: exit code $rc and no checkpoint message: $(tail -1 "$tmp/int.err")"
+      return
+    fi
+    [ "$steps" -ge $most ] && { die "Ctrl-C: all $steps steps ended before the interrupt landed"; return; }
+    echo "  (all $steps steps ended before the interrupt landed: again with $((2 * steps)))"
+    steps=$((2 * steps))
+  done
   [ $rc -eq 130 ] || die "Ctrl-C: exit code $rc, expected 130"
-  grep -q "stopped; checkpoint" "$tmp/int.err" || die "Ctrl-C: no checkpoint message: $(tail -1 "$tmp/int.err")"
-  "$@" --out "$tmp/int.gguf" --resume 2> "$tmp/err" || die "--resume: $(tail -1 "$tmp/err")"
+  "$@" --steps "$steps" --out "$tmp/int.gguf" --resume 2> "$tmp/err" || die "--resume: $(tail -1 "$tmp/err")"
   cmp -s "$tmp/full.gguf" "$tmp/int.gguf" || die "interrupted and resumed: a different $what than the uninterrupted run"
-  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err"), resumed: the same $what"
+  echo "interrupted $(grep -o "after [0-9]* steps" "$tmp/int.err") of $steps, resumed: the same $what"
 }

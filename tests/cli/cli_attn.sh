@@ -54,7 +54,7 @@ serve_start -m "$m" --attn plain --parallel 2
 if [ -n "$port" ]; then
   python3 - "$port" "$tmp/run.txt" << 'PY' || die "toy serve --attn plain"
 import http.client, json, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=300)  # a hang, not a slow machine
 c.request("POST", "/v1/completions", json.dumps({"prompt": "In the beginning", "max_tokens": 4, "temperature": 0}),
           {"Content-Type": "application/json"})
 r = c.getresponse()

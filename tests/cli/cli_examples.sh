@@ -27,14 +27,16 @@ grep -q "/nonexistent.gguf: cannot open" "$tmp/tok.err" || die "tokenize's error
 # serve_one: one streamed completion; the events' text is toy run's continuation
 "$ex/serve_one" "$model" 0 > "$tmp/serve.out" 2> "$tmp/serve.err" &
 server=$!
-for _ in $(seq 100); do grep -q listening "$tmp/serve.out" 2>/dev/null && break; sleep 0.1; done
+server_id=$(proc_ids $server)
+started() { grep -q "^listening on " "$tmp/serve.out" || ended $server_id; }
+poll_until 300 started   # (the model loads first: sanitized, on a loaded machine, slowly)
 url=$(sed -n 's/^listening on //p' "$tmp/serve.out")
 [ -n "$url" ] || { echo "FAIL: serve_one did not start: $(cat "$tmp/serve.err")"; exit 1; }
 python3 - "$url" "$prompt" "$tmp/run40.txt" <<'PY' || fail=1
 import json, sys, urllib.request
 url, prompt, _ = sys.argv[1:4]
 req = urllib.request.Request(url, data=prompt.encode(), method="POST")
-with urllib.request.urlopen(req, timeout=60) as r:
+with urllib.request.urlopen(req, timeout=300) as r:  # a hang, not a slow machine
     assert r.headers["Content-Type"] == "text/event-stream", r.headers["Content-Type"]
     events = [line[6:] for line in r.read().decode().split("\n") if line.startswith("data: ")]
 assert events[-1] == "[DONE]", events[-1:]
@@ -42,6 +44,8 @@ text = "".join(json.loads(e)["text"] for e in events[:-1])
 open(sys.argv[3] + ".got", "w").write(prompt + text + "\n")
 print(f"serve_one: {len(events) - 1} events")
 PY
+# it exits after its one request
+poll_until 300 ended $server_id || die "serve_one still runs 300 s after its one request"
 wait $server || die "serve_one exited with an error: $(cat "$tmp/serve.err")"
 server=
 "$toy" run -m "$model" -p "$prompt" -n 40 --temp 0 > "$tmp/run40.txt" 2>/dev/null

@@ -128,7 +128,7 @@ if [ -s "$tr" ]; then
 import http.client, json, sys
 port, want = int(sys.argv[1]), open(sys.argv[2], encoding="utf-8").read().removeprefix("The model")
 def post(body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)  # a hang, not a slow machine
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
     return r.status, json.loads(r.read())

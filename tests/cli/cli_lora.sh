@@ -118,12 +118,11 @@ a, b = g.tensors["blk.0.attn_q.weight.lora_a"][0], g.tensors["blk.0.attn_q.weigh
 assert a[1] == 8 and b[0] == 8, (a, b)  # lora_a [n_in, rank], lora_b [rank, n_out]
 PY
 
-# ---- Ctrl-C and --resume
-# 120 steps (about 4 s here: the interrupt, sent at the first step's line, lands early);
+# ---- Ctrl-C and --resume: 120 steps, the interrupt landing at the first step's line;
 # 30 under the sanitizers (the resume path is the same, 5x slower per step)
 long_steps=120
 [ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=30
-check_resume adapter "$toy" finetune -m "$base" "${lora[@]}" --steps $long_steps --lora-dropout 0.05
+check_resume adapter $long_steps "$toy" finetune -m "$base" "${lora[@]}" --lora-dropout 0.05
 
 # ---- errors
 "$toy" finetune -m "$base" "${lora[@]}" --lora-targets q,x --out "$tmp/e.gguf" 2> "$tmp/err" && die "--lora-targets q,x accepted"

@@ -18,7 +18,7 @@ mpi=(mpirun --allow-run-as-root --oversubscribe -np 2)
 # that each leak is seen to come from inside Open MPI)
 export LSAN_OPTIONS="suppressions=$tests/cli/lsan-openmpi.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export OMPI_MCA_mca_base_component_disable_dlclose=1
-[ -n "${ASAN_OPTIONS:-}" ] && export ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0"
+[ "${TOY_SANITIZED:-0}" = 1 ] && export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}fast_unwind_on_malloc=0"
 text="$tmp/text.txt"
 if [ -n "$fixtures" ]; then
   cat "$fixtures/README.md" "$fixtures/vocab/ggml-vocab-llama-spm.gguf.inp" > "$text"

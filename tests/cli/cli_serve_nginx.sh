@@ -12,9 +12,10 @@ at_exit 'for p in "${pids[@]}"; do kill $p 2> /dev/null; done'
 pid1=$!
 pids+=($pid1)
 "$toy" serve --port 0 --parallel 2 -t 1 > /dev/null 2> "$tmp/r2.log" &
-pids+=($!)
-p1=$(serve_port "$tmp/r1.log")
-p2=$(serve_port "$tmp/r2.log")
+pid2=$!
+pids+=($pid2)
+p1=$(serve_port "$tmp/r1.log" $pid1)
+p2=$(serve_port "$tmp/r2.log" $pid2)
 [ -n "$p1" ] && [ -n "$p2" ] || { echo "FAIL: the replicas did not start"; exit 1; }
 front=$(python3 "$py" free-port)
 
@@ -24,7 +25,8 @@ sed -e "s/127.0.0.1:8081/127.0.0.1:$p1/; s/127.0.0.1:8082/127.0.0.1:$p2/; s/list
     "$src/docs/nginx-toy.conf" > "$tmp/nginx.conf"
 nginx -p "$tmp" -c "$tmp/nginx.conf" -g "daemon off; pid $tmp/nginx.pid; error_log $tmp/error.log;" > /dev/null 2>&1 &
 pids+=($!)
-for i in $(seq 1 50); do curl -s "http://127.0.0.1:$front/health" > /dev/null && break; sleep 0.1; done
+poll_until 120 curl -s -o /dev/null "http://127.0.0.1:$front/health" \
+  || { echo "FAIL: nginx does not answer on port $front: $(tail -3 "$tmp/error.log" 2> /dev/null)"; exit 1; }
 
 drive() { # N CLIENTS through nginx: every stream whole
   python3 - "$front" "$1" <<'PY'
@@ -32,7 +34,7 @@ import http.client, json, sys, threading
 port, n = int(sys.argv[1]), int(sys.argv[2])
 ok = []
 def client(i):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=300)  # a hang, not a slow machine
     c.request("POST", "/v1/completions", json.dumps({"prompt": "And God said", "max_tokens": 16 + i, "seed": i,
               "stream": True, "ignore_eos": True}), {"Content-Type": "application/json"})
     r = c.getresponse()

@@ -65,7 +65,7 @@ serve_start -m "$m" --trace 'L0.out' --trace-format json --trace-file "$tmp/serv
 if [ -n "$port" ]; then
   python3 - "$port" << 'PY' || die "toy serve --trace"
 import http.client, json, sys
-c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=60)
+c = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]), timeout=300)  # a hang, not a slow machine
 c.request("POST", "/v1/completions", json.dumps({"prompt": "In the beginning", "max_tokens": 3, "temperature": 0}),
           {"Content-Type": "application/json"})
 assert c.getresponse().status == 200

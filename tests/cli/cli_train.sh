@@ -109,10 +109,11 @@ assert b["loss"] != f1["loss"], "--compute bf16 changed nothing in --bench"
 assert abs(b["loss"] / f1["loss"] - 1) < 0.01, (b["loss"], f1["loss"])
 PY
 
-# ---- Ctrl-C and --resume
-long_steps=150   # long enough that the interrupt, sent at the first step's line, lands before the end
+# ---- Ctrl-C and --resume: 150 steps, the interrupt landing at the first step's line; 40
+# under the sanitizers
+long_steps=150
 [ "${TOY_SANITIZED:-0}" = 1 ] && long_steps=40
-check_resume model "$toy" train "${new[@]}" --steps $long_steps
+check_resume model $long_steps "$toy" train "${new[@]}"
 
 # ---- full fine-tune of a qwen2 model on text: the base's type (F16) is kept
 "$toy" finetune -m "$base" --data "$text" --seq 128 --batch 2 --steps 12 --warmup 2 --lr 3e-3 -t 2 \
