@@ -7,6 +7,7 @@
 #ifndef TOY_THREADPOOL_H
 #define TOY_THREADPOOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct ty_pool ty_pool;
@@ -19,6 +20,9 @@ typedef void (*ty_task_fn)(void *ctx, int64_t task, int thread);
 ty_pool *ty_pool_new(int n_threads);
 void ty_pool_free(ty_pool *pool);
 int ty_pool_size(const ty_pool *pool);
+/* Whether its threads spin between jobs: not when there are more of them than CPUs the
+ * process may run on (they sleep and wake instead). */
+bool ty_pool_spins(const ty_pool *pool);
 void ty_pool_run(ty_pool *pool, int64_t n_tasks, ty_task_fn fn, void *ctx);
 
 /* Elements (64 KB of floats) a range of an elementwise job should touch at least: fewer
