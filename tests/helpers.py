@@ -190,11 +190,15 @@ def poll_until(fn, deadline=120, every=0.05):
 # ---------------------------------------------------------------- toy serve
 
 
-def serve_start(toy, model, *args):
-    """toy serve on a free port, its log read away in the background: (process, port)."""
+def serve_start(toy, model, *args, deadline=300):
+    """toy serve on a free port, its log read away in the background: (process, port).
+    A server that says nothing for `deadline` s is killed (a hang, not a slow machine)."""
     proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
                             stderr=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(deadline, proc.kill)
+    watchdog.start()
     line = proc.stderr.readline()
+    watchdog.cancel()
     m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
     if not m:
         raise SystemExit(f"toy serve did not start: {line}{proc.stderr.read()}")
@@ -228,7 +232,7 @@ class Server:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        return self.proc.wait(timeout=300)
 
 
 def free_port():

@@ -175,7 +175,7 @@ class TestBindings(unittest.TestCase):
                 port = re.search(r"http://127\.0\.0\.1:(\d+)/", srv.stderr.readline()).group(1)
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/embeddings", json.dumps({"input": texts}).encode(),
                                              {"Content-Type": "application/json"})
-                served = [d["embedding"] for d in json.load(urllib.request.urlopen(req, timeout=60))["data"]]
+                served = [d["embedding"] for d in json.load(urllib.request.urlopen(req, timeout=300))["data"]]
             finally:
                 srv.terminate()
                 srv.wait()

@@ -11,6 +11,9 @@ usage: serve_test.py TOY MODEL
 - a corpus of bad requests gets the promised statuses, and the server goes on answering;
 - a client that leaves mid-stream frees its slot at once;
 - SIGTERM lets the request in flight finish, then the server exits 0.
+
+No check depends on how fast the machine is: the timeouts only catch a hang, and what the
+one-slot section needs to still be running is a stream of LONG tokens (see there).
 """
 import http.client
 import json
@@ -24,10 +27,13 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
-from helpers import serve_start  # noqa: E402
+from helpers import nap, serve_start  # noqa: E402
 
 TOY, MODEL = sys.argv[1], sys.argv[2]
 failures = []
+# How long any one request may take before the test calls it a hang: a sanitized build on
+# a loaded machine is many times slower than a plain one, and no check rests on this.
+HANG_S = 300
 
 
 def check(cond, what):
@@ -40,7 +46,7 @@ class Server:
     def __init__(self, *args):
         self.proc, self.port = serve_start(TOY, MODEL, *args)
 
-    def request(self, method, path, body=None, headers=None, raw=None, timeout=60):
+    def request(self, method, path, body=None, headers=None, raw=None, timeout=HANG_S):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         data = raw if raw is not None else (json.dumps(body) if body is not None else None)
         c.request(method, path, body=data, headers=headers or {})
@@ -58,7 +64,7 @@ class Server:
 
     def stream(self, path, body):
         """The events of a streaming request, as parsed JSON (and the last "[DONE]")."""
-        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=HANG_S)
         c.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         r = c.getresponse()
         events, buf = [], b""
@@ -77,7 +83,15 @@ class Server:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=30)
+        return self.proc.wait(timeout=HANG_S)
+
+    def metric(self, name, headers=None):
+        """A figure of /metrics."""
+        st, text, _ = self.request("GET", "/metrics", headers=headers)
+        m = re.search(r"^%s (\S+)$" % re.escape(name), text, re.M) if st == 200 else None
+        if not m:
+            raise SystemExit(f"/metrics: no {name} (status {st}): {text[:300]}")
+        return float(m.group(1))
 
 
 def toy_run(prompt, n, *flags):
@@ -105,6 +119,7 @@ def stream_text(events, choice=0):
 prompts = ["And God said", "In the beginning", "The LORD is my shepherd", "And it came to pass that",
            "Blessed are", "Then Jesus said unto them", "And Moses", "Let there be"]
 
+rates = []  # tokens per second of wall time of the seeded completions below (LONG is sized by them)
 srv = Server("--parallel", "4")
 try:
     # ---- the same tokens as toy run: greedy, and sampled with a seed
@@ -112,7 +127,9 @@ try:
         st, r, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0})
         check(st == 200 and r["choices"][0]["text"] == toy_run(p, 24, "--temp", "0"),
               f"greedy completion of {p!r} differs from toy run")
+        t0 = time.monotonic()
         st, r, _ = srv.post("/v1/completions", {"prompt": p, "max_tokens": 24, "temperature": 0.9, "seed": 100 + i})
+        rates.append(24 / (time.monotonic() - t0))
         check(st == 200 and r["choices"][0]["text"] == toy_run(p, 24, "--temp", "0.9", "--seed", str(100 + i)),
               f"seeded completion of {p!r} differs from toy run")
         check(r["usage"]["completion_tokens"] == 24 and r["choices"][0]["finish_reason"] == "length",
@@ -151,7 +168,7 @@ try:
             if stream_it:
                 s.recv(4096)
             else:
-                time.sleep(0.02)
+                nap(0.02)  # leaves before or after the answer is whole: either is checked the same
             s.close()
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
@@ -253,7 +270,7 @@ try:
         except (ValueError, KeyError, TypeError):
             check(False, f"{method} {path} {body!r}: no error object: {text[:200]}")
     # a body over --max-body is answered 413 when its headers arrive, before it is sent
-    s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\n\r\n" % (9 << 20))
     answer = s.recv(4096)
@@ -265,7 +282,7 @@ try:
     # ---- a second server on the same port is refused (it shared the port, SO_REUSEPORT, and
     # took half of the connections)
     second = subprocess.run([TOY, "serve", "-m", MODEL, "--port", str(srv.port), "-t", "1"], capture_output=True,
-                            text=True, timeout=60)
+                            text=True, timeout=HANG_S)
     check(second.returncode == 1 and f"port {srv.port}: Address already in use" in second.stderr,
           f"a second server on port {srv.port}: exit {second.returncode}: {second.stderr[-200:]!r}")
 
@@ -277,9 +294,30 @@ finally:
     rc = srv.stop()
 check(rc == 0, f"SIGTERM: exit code {rc}")
 
-# ---- one slot: a client that leaves frees it; a full queue answers 503; SIGTERM finishes the stream
-srv = Server("--parallel", "1", "--queue", "1", "--api-key", "sesame", "--shutdown-grace", "120")
+# ---- one slot: a client that leaves frees it; a full queue answers 503; SIGTERM finishes the stream.
+# Where a check needs one request to still be running while others come and go, that request
+# is a stream of LONG tokens, each a decode step after the last (ignore_eos: nothing ends it
+# sooner), while the check waits for a few HTTP round trips: it rests on that ratio of work,
+# not on a time. LONG is sized from this run's own rate (the fastest of the completions
+# above): two seconds' worth of tokens, at most what a slot holds (CTX, on a fast machine)
+# and at least 100 (on a slow one, where those round trips see a token or two made).
+CTX = 4096
+LONG = int(min(CTX - 16, max(100, 2 * max(rates))))
+srv = Server("--parallel", "1", "--queue", "1", "--api-key", "sesame", "--shutdown-grace", str(2 * HANG_S),
+             "-c", str(CTX))
 auth = {"Authorization": "Bearer sesame", "Content-Type": "application/json"}
+
+
+def send_stream(prompt, n_tokens):
+    """A socket on which a streamed completion of n_tokens was asked for, its reply begun:
+    (socket, the bytes read so far)."""
+    s = socket.create_connection(("127.0.0.1", srv.port), timeout=HANG_S)
+    body = json.dumps({"prompt": prompt, "max_tokens": n_tokens, "stream": True, "ignore_eos": True}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sesame\r\n"
+              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+    return s, s.recv(65536)
+
+
 try:
     st, _, _ = srv.request("GET", "/v1/models")
     check(st == 401, f"no key: status {st}")
@@ -303,56 +341,74 @@ try:
     for th in both:
         th.start()
     for th in both:
-        th.join(60)
+        th.join()
     check(pair == [200, 200], f"two requests at once, one slot and a queue of one: statuses {pair}")
 
-    s = socket.create_connection(("127.0.0.1", srv.port))
-    body = json.dumps({"prompt": "And God said", "max_tokens": 400, "stream": True}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sesame\r\n"
-              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    s.recv(4096)
+    # a client that leaves mid-stream frees its slot at once: the request it left is
+    # cancelled, not run to its end. Told by tokens, not by time: the next request, which
+    # waits for the slot, is answered when the one left has made fewer than its LONG tokens
+    # (the server sees the closed socket at its next write)
+    made = srv.metric("toy_generated_tokens_total", auth)
+    s, _ = send_stream("And God said", LONG)
     s.close()  # gone mid-stream
-    t0 = time.time()
     st, r, _ = srv.post("/v1/completions", {"prompt": "In the beginning", "max_tokens": 4}, headers=auth)
-    # (once seen failing at once under the sanitizers with two tests beside it: the status says how)
-    check(st == 200 and time.time() - t0 < 5,
-          f"the slot of a client that left is free again ({time.time() - t0:.1f} s, status {st}: {str(r)[:200]})")
+    left = srv.metric("toy_generated_tokens_total", auth) - made - (r["usage"]["completion_tokens"] if st == 200 else 0)
+    check(st == 200 and left < LONG,
+          f"the slot of a client that left is free again: the request it left made {left:.0f} of its {LONG} "
+          f"tokens first (status {st}: {str(r)[:200]})")
 
-    # a long stream holds the slot; of several requests at once, one waits in the queue and
-    # the others are turned away with 503
-    s = socket.create_connection(("127.0.0.1", srv.port))
-    body = json.dumps({"prompt": "And", "max_tokens": 400, "stream": True, "ignore_eos": True}).encode()
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer sesame\r\n"
-              b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
-    received = s.recv(65536)
-    statuses = []
-
-    def short():
-        st, _, resp = srv.request("POST", "/v1/completions", raw=json.dumps({"prompt": "Who", "max_tokens": 5}),
-                                  headers=auth)
-        statuses.append((st, resp.getheader("Retry-After")))
-
-    shorts = [threading.Thread(target=short) for _ in range(5)]
-    for th in shorts:
-        th.start()
-    # SIGTERM while the stream runs: it and the waiting request finish, then the server exits 0
-    time.sleep(0.05)
-    srv.proc.send_signal(signal.SIGTERM)
-    while True:
+    # a long stream holds the slot; of five requests at once, one waits in the queue and the
+    # others are turned away with 503 (once the four answers are in, the fifth is the one
+    # waiting: nothing else ends while the stream runs)
+    s, received = send_stream("And", LONG)
+    while b"data: " not in received:  # the stream has its first token: it holds the slot
         chunk = s.recv(65536)
         if not chunk:
             break
         received += chunk
+    stream = [received]
+
+    def read_stream():
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            stream.append(chunk)
+
+    reader = threading.Thread(target=read_stream)
+    reader.start()
+    statuses, answered = [], threading.Condition()
+
+    def short():
+        st, _, resp = srv.request("POST", "/v1/completions", raw=json.dumps({"prompt": "Who", "max_tokens": 5}),
+                                  headers=auth)
+        with answered:
+            statuses.append((st, resp.getheader("Retry-After")))
+            answered.notify_all()
+
+    shorts = [threading.Thread(target=short) for _ in range(5)]
+    for th in shorts:
+        th.start()
+    with answered:
+        answered.wait_for(lambda: len(statuses) >= 4, timeout=HANG_S)
+        turned_away = list(statuses)
+    # SIGTERM while the stream runs: it and the waiting request finish, then the server exits 0
+    events_before = b"".join(stream).count(b"data: ")
+    srv.proc.send_signal(signal.SIGTERM)
+    reader.join()
     s.close()
     for th in shorts:
-        th.join(60)
-    rc = srv.proc.wait(timeout=60)
+        th.join()
+    rc = srv.proc.wait(timeout=HANG_S)
     check(rc == 0, f"SIGTERM with a stream in flight: exit code {rc}")
-    check(any(st == 503 and ra for st, ra in statuses), f"a full queue answers 503 with Retry-After: {statuses}")
-    check(any(st == 200 for st, _ in statuses), f"the request that waited was answered: {statuses}")
-    text = received.decode("utf-8", "replace")
-    check(text.count("data: ") == 402 and "data: [DONE]" in text,
-          f"the stream in flight at SIGTERM was whole: {text.count('data: ')} events, expected 402")
+    check(len(turned_away) == 4 and all(st == 503 and ra for st, ra in turned_away),
+          f"a full queue answers 503 with Retry-After: the first four answers of five {turned_away}")
+    check(sorted(st for st, _ in statuses) == [200, 503, 503, 503, 503],
+          f"the request that waited was answered: {statuses}")
+    text = b"".join(stream).decode("utf-8", "replace")
+    check(events_before < LONG + 2, f"the stream was still running at SIGTERM: {events_before} events of {LONG + 2}")
+    check(text.count("data: ") == LONG + 2 and "data: [DONE]" in text,
+          f"the stream in flight at SIGTERM was whole: {text.count('data: ')} events, expected {LONG + 2}")
 except Exception:
     srv.proc.kill()
     raise
