@@ -82,10 +82,7 @@ else:
 PY
 }
 
-# under the sanitizers (about 3 times slower) two seeds a model: a schema file and an
-# inline one still, the third seed only one more sample of the output
 seeds="1 2 3"
-[ "${TOY_SANITIZED:-0}" = 1 ] && seeds="2 3"
 n_runs=0
 for name in $models; do
   model="$models_dir/$name.gguf"

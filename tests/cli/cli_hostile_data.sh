@@ -555,10 +555,7 @@ for c in "$@"; do
   done
   # one line of 50 MB: for each reader of its own (train stands for data.c's others)
   case $c in train | tokenizer | perplexity | cka)
-    # (not cka or perplexity under the sanitizers, 30 s each there: they tokenize the whole
-    # text with the tokenizer that train's case runs; their readers see the 4 MB word)
-    [ "$sanitized" = 1 ] && [[ $c =~ ^(cka|perplexity)$ ]] \
-      || run_case "$c" long-line-50mb "$in/long-line-50mb.txt" "" "${chk[@]}" -- "${argv[@]}" ;;
+    run_case "$c" long-line-50mb "$in/long-line-50mb.txt" "" "${chk[@]}" -- "${argv[@]}" ;;
   esac
   run_case "$c" fifo "fifo:$in/good.txt" "" "${chk[@]}" -- "${argv[@]}"
   run_case "$c" grow-shrink "churn:$in/good.txt" "" "${chk[@]}" -- "${argv[@]}"
@@ -575,8 +572,6 @@ for c in "$@"; do
       jsonl-bom) line=1 ;;
     esac
     case $name in
-      # a sanitizer build pays three times the 50 MB tokenizing that the plain build checks
-      jsonl-long-line-50mb) [ "$sanitized" = 1 ] && continue ;;
       # its cost must not grow with the square of the messages: a record of a tenth as
       # many (a hundredth of the work, were it quadratic) runs first, and this one may take
       # 40 times as long as that (linear: 10 times), or 60 s where that is more
@@ -625,10 +620,8 @@ model_cmd[cka-m]="cka -m $in/base.gguf -m @IN@ --data $in/good.txt --tokens 16 -
 model_cmd[run]="run -m @IN@ -p In -n 2 --seed 1 -t 2"
 model_cmd[grad]="grad -m @IN@ --tokens 1,2,3 --out @OUT@/m.gguf -t 2"
 model_cmd[finetune-lora-m]="finetune -m @IN@ --lora-rank 2 --data $in/good.txt --seq 32 --batch 1 --steps 1 -t 2 --out @OUT@/m.gguf"
-# every bad model to four commands; under the sanitizers (three times slower) to two of
-# them, the others (the same loader) getting the sample
+# every bad model to four commands, under the sanitizers too
 full=(eval finetune-m quantize lora-merge-m)
-[ "$sanitized" = 1 ] && full=(eval quantize)
 for c in eval finetune-m quantize lora-merge-m; do model_inputs[$c]="${generic_sample[*]} ${shape_variants[*]}"; done
 for c in "${full[@]}"; do model_inputs[$c]="${generic[*]} ${all_variants[*]}"; done
 model_inputs[tokenize]="${generic[*]} ${tok_variants[*]}"

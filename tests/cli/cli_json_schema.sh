@@ -10,6 +10,5 @@ if [ ! -x "$driver" ]; then
 fi
 need_jsonschema
 count=60
-[ "${TOY_SANITIZED:-0}" = 1 ] && count=20
 python3 "$tests/python/json_schema_check.py" "$driver" --count $count || fail=1
 finish

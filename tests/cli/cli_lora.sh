@@ -41,10 +41,8 @@ llama_ppl_of() { "$llama_ppl" -m "$1" -f "$text" -c 128 -t 2 "${@:2}" > "$tmp/p.
   && python3 "$py" ppl "$tmp/p.out" || { die "llama-perplexity $*: $(grep -i error "$tmp/p.out" | head -2)"; echo 0; }; }
 close() { python3 "$py" close "$@"; }
 
-# under the sanitizers (five times slower) the quantized base and phi3's fused matrices:
-# the F32 and Q8_0 bases run the same LoRA code with other weight products
+# every base under the sanitizers too (five times slower: about 10 s more for F32 and Q8_0)
 bases="$f32 $q4 $q8 $phi3" served=$q8
-[ "${TOY_SANITIZED:-0}" = 1 ] && bases="$q4 $phi3" served=$q4
 for name in $bases; do
   base="$models/$name.gguf"
   out="$tmp/$name.lora.gguf"

@@ -9,7 +9,6 @@
 . "$(dirname "$0")/../lib.sh"
 need_fixtures "the fixtures' vocabularies and llama.cpp's test strings (vocab/*.gguf, *.inp, *.out)"
 count=400
-[ "${TOY_SANITIZED:-0}" = 1 ] && count=200
 export TOY_FIXTURES="$fixtures"
 python3 "$tests/python/tokenizer_diff.py" "$toy" --count $count
 rc=$?
