@@ -750,6 +750,37 @@ TOY_API toy_status toy_chat_template_of(const toy_gguf *gguf, const char **famil
 TOY_API toy_status toy_chat_apply(const char *family, const toy_chat_message *messages,
                                   size_t n_messages, bool add_assistant, char **out);
 
+/* A model's own chat template, run as transformers' apply_chat_template runs it: the
+ * Jinja text of tokenizer.chat_template with python3-jinja2's semantics (docs/
+ * chat-templates.md). Parsed once; rendering only reads it (any threads at once). */
+typedef struct toy_chat_template toy_chat_template;
+
+/* From Jinja text, with the bos and eos text the template may read (NULL: ""). A
+ * syntax error is TOY_ERR_INVALID naming its LINE:COLUMN. */
+TOY_API toy_status toy_chat_template_new(const char *text, const char *bos_token, const char *eos_token,
+                                         toy_chat_template **out);
+/* A model's: tokenizer.chat_template, or with name its variant tokenizer.chat_template.NAME
+ * (e.g. "tool_use"), with the vocabulary's bos and eos text. TOY_ERR_NOT_FOUND when the
+ * file has none. */
+TOY_API toy_status toy_model_chat_template(const toy_model *model, const char *name, toy_chat_template **out);
+/* The prompt of a conversation. messages_json: OpenAI's messages (a JSON array; an
+ * assistant's tool call arguments may be a JSON string, given to the template as an
+ * object); tools_json: a JSON array of tools, or NULL; kwargs_json: a JSON object of
+ * further variables (chat_template_kwargs, e.g. {"enable_thinking": false}), or NULL.
+ * *prompt is malloc'd; its special tokens are text, to be tokenized with parse_special,
+ * and without add_special where it begins with the template's BOS text (the template
+ * wrote it). A template's raise_exception is TOY_ERR_INVALID "the chat template refused
+ * the conversation: MESSAGE"; a limit of the sandbox (time, steps, memory, output,
+ * depth) TOY_ERR_INVALID naming it. */
+TOY_API toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json,
+                                            const char *tools_json, const char *kwargs_json,
+                                            bool add_generation_prompt, char **prompt);
+/* Whether the template reads the variable (e.g. "tools", "enable_thinking"). */
+TOY_API bool toy_chat_template_reads(const toy_chat_template *t, const char *variable);
+/* The BOS text it was given. */
+TOY_API const char *toy_chat_template_bos(const toy_chat_template *t);
+TOY_API void toy_chat_template_free(toy_chat_template *t);
+
 /* ---------------------------------------------------------------- quantization */
 
 /* llama.cpp's llama_ftype numbering, stored as general.file_type. */

@@ -1,4 +1,4 @@
-/* chat_template.c — chat templates without a Jinja engine, the way llama.cpp's
+/* families.c — chat templates without a Jinja engine, the way llama.cpp's
  * llm_chat_detect_template and llm_chat_apply_template do them (src/llama-chat.cpp): a
  * family is recognised by its name or by marker strings in the template text, and each
  * family's prompt format is written out by hand. The outputs match llama.cpp's byte for

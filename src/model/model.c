@@ -794,6 +794,38 @@ uint64_t toy_model_weight_bytes_per_token(const toy_model *m) {
     return total;
 }
 const toy_gguf *toy_model_gguf(const toy_model *m) { return m->gguf; }
+
+/* ---------------------------------------------------------------- its chat template */
+
+static const char *token_text(const toy_vocab *v, int32_t id) {
+    const char *s = id >= 0 ? toy_vocab_token_text(v, id) : NULL;
+    return s ? s : "";
+}
+
+toy_status toy_model_chat_template(const toy_model *model, const char *name, toy_chat_template **out) {
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_model_chat_template: out is NULL");
+    *out = NULL;
+    if (!model) return ty_error(TOY_ERR_INVALID, "toy_model_chat_template: no model");
+    const toy_gguf *g = toy_model_gguf(model);
+    char key[256];
+    if (name && *name) snprintf(key, sizeof key, "tokenizer.chat_template.%s", name);
+    else snprintf(key, sizeof key, "tokenizer.chat_template");
+    const char *text;
+    size_t len;
+    if (toy_gguf_get_str(g, key, &text, &len))
+        return ty_error(TOY_ERR_NOT_FOUND, "%s: no %s", toy_gguf_path(g), key);
+    char *z = strndup(text, len);
+    if (!z) return ty_error(TOY_ERR_NOMEM, "no memory");
+    if (strlen(z) != len) {
+        free(z);
+        return ty_error(TOY_ERR_FORMAT, "%s: %s holds a NUL byte", toy_gguf_path(g), key);
+    }
+    const toy_vocab *v = toy_model_vocab(model);
+    const toy_status st = toy_chat_template_new(z, token_text(v, toy_vocab_bos(v)), token_text(v, toy_vocab_eos(v)), out);
+    free(z);
+    if (st) return ty_error_wrap(st, "%s: %s", toy_gguf_path(g), key);
+    return TOY_OK;
+}
 int32_t toy_model_n_vocab(const toy_model *m) { return m->hp.n_vocab; }
 int32_t toy_model_n_ctx_train(const toy_model *m) { return m->hp.n_ctx_train; }
 int32_t toy_model_n_embd(const toy_model *m) { return m->hp.n_embd; }

@@ -1,4 +1,4 @@
-/* test_chat_template.c — chat template detection and formatting (chat_template.c).
+/* test_chat_template.c — chat template detection and formatting (src/chat/families.c).
  *
  * The first table is llama.cpp's own: tests/test-chat-template.cpp (ggml-org/llama.cpp,
  * commit 03f94f19) feeds each template text with its six-message conversation through

@@ -1,0 +1,879 @@
+/* jinja_eval.c — a template's tree run over its variables: expressions as Python
+ * evaluates them (jinja2's rules for undefined values, attributes and items on top),
+ * statements as jinja2 runs them (a for loop's body a new scope each iteration, macros
+ * closing over the scope they were defined in), within the render's limits. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "jinja_internal.h"
+
+/* ---------------------------------------------------------------- failure and limits */
+
+void ty_jx_fail(jx *x, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (x->raised) snprintf(x->err, x->err_size, "%s", msg);
+    else if (x->at) snprintf(x->err, x->err_size, "%d:%d: %s", x->at->line, x->at->col, msg);
+    else snprintf(x->err, x->err_size, "%s", msg);
+    longjmp(x->fail, 1);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ty_jx_step(jx *x) {
+    if (++x->steps > x->lim.max_steps)
+        ty_jx_fail(x, "the template took more than %llu steps (a loop that does not end?)",
+                (unsigned long long)x->lim.max_steps);
+    if ((x->steps & 4095) == 0 && now_s() > x->deadline)
+        ty_jx_fail(x, "the template ran for more than %g s", x->lim.max_seconds);
+}
+
+static void emit(jx *x, const char *s, size_t n) {
+    if (!n) return;
+    if (n > x->lim.max_output || x->out_total > x->lim.max_output - n)
+        ty_jx_fail(x, "the template wrote more than %zu bytes", x->lim.max_output);
+    x->out_total += n;
+    ty_buf_append(x->out, s, n);
+    if (x->out->oom) ty_jx_fail(x, "no memory");
+}
+
+static void enter(jx *x) {
+    if (++x->depth > x->lim.max_depth) ty_jx_fail(x, "the template nested more than %d levels deep", x->lim.max_depth);
+}
+
+/* ---------------------------------------------------------------- scopes */
+
+static scope *push_scope(jx *x, scope *parent) {
+    scope *s = ty_arena_alloc(&x->mem, sizeof *s);
+    s->parent = parent;
+    s->vars = NULL;
+    return s;
+}
+
+/* name must live as long as the render (the template's names, the render's strings) */
+static void scope_set(jx *x, scope *s, const char *name, jv v) {
+    for (var *e = s->vars; e; e = e->next)
+        if (!strcmp(e->name, name)) {
+            e->value = v;
+            return;
+        }
+    var *e = ty_arena_alloc(&x->mem, sizeof *e);
+    *e = (var){name, v, s->vars};
+    s->vars = e;
+}
+
+static const jv *scope_get(const scope *s, const char *name) {
+    for (; s; s = s->parent)
+        for (const var *e = s->vars; e; e = e->next)
+            if (!strcmp(e->name, name)) return &e->value;
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- evaluation */
+
+typedef enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE } flow;
+
+static jv eval(jx *x, scope *s, const node *n);
+static flow exec(jx *x, scope *s, const node *n);
+
+static _Noreturn void fail_undefined(jx *x, jv v) {
+    ty_jx_fail(x, "%s", v.undef ? v.undef : "a value is undefined");
+}
+
+static const char *sprintf_arena(jx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static const char *sprintf_arena(jx *x, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ty_jv_cstr(x, buf).s->p;
+}
+
+static const char *object_type_repr(jv v) {
+    switch (v.kind) {
+    case JV_NONE: return "None";
+    case JV_STR: return "str object";
+    case JV_LIST: return v.seq == SEQ_TUPLE ? "tuple object" : "list object";
+    case JV_DICT: return "dict object";
+    case JV_INT: return "int object";
+    case JV_FLOAT: return "float object";
+    case JV_BOOL: return "bool object";
+    case JV_NAMESPACE: return "jinja2.utils.Namespace object";
+    default: return "object";
+    }
+}
+
+static jv no_attribute(jx *x, jv obj, const char *name) {
+    return ty_jv_undefined(sprintf_arena(x, "'%s' has no attribute '%s'", object_type_repr(obj), name));
+}
+
+jv ty_jx_getattr(jx *x, jv obj, const char *name) {
+    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
+    if (name[0] == '_') /* the sandbox: no dunder or private attribute is reachable */
+        return ty_jv_undefined(sprintf_arena(x, "access to attribute '%s' of '%s' object is unsafe.", name,
+                                          ty_jv_type_name(obj)));
+    switch (obj.kind) {
+    case JV_DICT: {
+        jv m = ty_jinja_method(x, obj, name);
+        if (m.kind != JV_UNDEFINED || m.undef) return m;
+        const jv *v = ty_jv_dict_get_str(obj, name);
+        return v ? *v : no_attribute(x, obj, name);
+    }
+    case JV_NAMESPACE: {
+        const jv *v = ty_jv_dict_get_str(obj, name);
+        return v ? *v : no_attribute(x, obj, name);
+    }
+    case JV_LOOP: return ty_jinja_loop_attr(x, obj, name);
+    case JV_STR:
+    case JV_LIST: {
+        jv m = ty_jinja_method(x, obj, name);
+        return m.kind != JV_UNDEFINED || m.undef ? m : no_attribute(x, obj, name);
+    }
+    case JV_CYCLER: {
+        jv m = ty_jinja_method(x, obj, name);
+        return m.kind != JV_UNDEFINED || m.undef ? m : no_attribute(x, obj, name);
+    }
+    default: return no_attribute(x, obj, name);
+    }
+}
+
+/* Python's index rules: negative from the end; false when out of range */
+static bool norm_index(int64_t i, size_t n, size_t *out) {
+    if (i < 0) i += (int64_t)n;
+    if (i < 0 || (uint64_t)i >= n) return false;
+    *out = (size_t)i;
+    return true;
+}
+
+jv ty_jx_getitem(jx *x, jv obj, jv key) {
+    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
+    switch (obj.kind) {
+    case JV_DICT: {
+        const jv *v = ty_jv_dict_get(obj, key);
+        if (v) return *v;
+        break;
+    }
+    case JV_LIST:
+    case JV_STR:
+        if (obj.kind == JV_LIST && obj.seq > SEQ_TUPLE) break; /* not subscriptable */
+        if (key.kind == JV_INT || key.kind == JV_BOOL) {
+            size_t at;
+            const int64_t i = key.kind == JV_INT ? key.i : key.b;
+            if (obj.kind == JV_LIST && norm_index(i, obj.l->n, &at)) return obj.l->v[at];
+            if (obj.kind == JV_STR && norm_index(i, obj.s->n_cp, &at)) {
+                const size_t a = ty_jstr_cp_offset(obj.s, at), b = ty_jstr_cp_offset(obj.s, at + 1);
+                return ty_jv_str(x, obj.s->p + a, b - a);
+            }
+            ty_buf k = {0};
+            ty_jv_write_repr(x, &k, key);
+            jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k.v ? k.v : ""));
+            free(k.v);
+            return u;
+        }
+        break;
+    default: break;
+    }
+    if (key.kind == JV_STR) return ty_jx_getattr(x, obj, key.s->p);
+    ty_buf k = {0};
+    ty_jv_write_repr(x, &k, key);
+    jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k.v ? k.v : ""));
+    free(k.v);
+    return u;
+}
+
+/* Python's slice indices of a sequence of n items (PySlice_AdjustIndices) */
+static void slice_indices(jx *x, jv start_v, jv stop_v, jv step_v, int64_t n, int64_t *start, int64_t *stop,
+                          int64_t *step) {
+    *step = step_v.kind == JV_NONE ? 1 : step_v.i;
+    if (*step == 0) ty_jx_fail(x, "slice step cannot be zero");
+    const bool neg = *step < 0;
+    if (start_v.kind == JV_NONE) {
+        *start = neg ? n - 1 : 0;
+    } else {
+        *start = start_v.i;
+        if (*start < 0) *start = *start + n < 0 ? (neg ? -1 : 0) : *start + n;
+        else if (*start >= n) *start = neg ? n - 1 : n;
+    }
+    if (stop_v.kind == JV_NONE) {
+        *stop = neg ? -1 : n;
+    } else {
+        *stop = stop_v.i;
+        if (*stop < 0) *stop = *stop + n < 0 ? (neg ? -1 : 0) : *stop + n;
+        else if (*stop >= n) *stop = neg ? n - 1 : n;
+    }
+}
+
+static jv slice_value(jx *x, jv obj, jv a, jv b, jv c) {
+    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
+    for (int k = 0; k < 3; k++) {
+        jv *p = k == 0 ? &a : k == 1 ? &b : &c;
+        if (p->kind == JV_BOOL) *p = ty_jv_int(p->b);
+        if (p->kind != JV_NONE && p->kind != JV_INT)
+            ty_jx_fail(x, "slice indices must be integers or None, not %s", ty_jv_type_name(*p));
+    }
+    int64_t start, stop, step;
+    if (obj.kind == JV_STR) {
+        slice_indices(x, a, b, c, (int64_t)obj.s->n_cp, &start, &stop, &step);
+        if (step > 0 && stop < start) stop = start;
+        return ty_jv_str_slice(x, obj, start, stop, step);
+    }
+    /* jinja2 answers a subscript Python refuses with an undefined value */
+    if (obj.kind != JV_LIST || obj.seq > SEQ_TUPLE)
+        return ty_jv_undefined(sprintf_arena(x, "'%s' object is not subscriptable", ty_jv_type_name(obj)));
+    slice_indices(x, a, b, c, (int64_t)obj.l->n, &start, &stop, &step);
+    jv out = ty_jv_list(x, 0);
+    out.seq = obj.seq;
+    for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+        ty_jx_step(x);
+        ty_jv_list_push(x, out, obj.l->v[i]);
+    }
+    return out;
+}
+
+/* ---------------------------------------------------------------- arithmetic */
+
+static _Noreturn void bad_operands(jx *x, const char *op, jv a, jv b) {
+    if (a.kind == JV_UNDEFINED) fail_undefined(x, a);
+    if (b.kind == JV_UNDEFINED) fail_undefined(x, b);
+    ty_jx_fail(x, "unsupported operand type(s) for %s: '%s' and '%s'", op, ty_jv_type_name(a), ty_jv_type_name(b));
+}
+
+static int64_t as_int(jv v) { return v.kind == JV_INT ? v.i : v.b; }
+
+static jv repeat(jx *x, jv seq, int64_t times) {
+    if (times < 0) times = 0;
+    if (seq.kind == JV_STR) {
+        if (times && seq.s->len > x->lim.max_memory / (uint64_t)times)
+            ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
+        char *p = ty_arena_alloc(&x->mem, seq.s->len * (size_t)times + 1);
+        for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * seq.s->len, seq.s->p, seq.s->len);
+        return ty_jv_str(x, p, seq.s->len * (size_t)times);
+    }
+    if (times && seq.l->n > x->lim.max_memory / sizeof(jv) / (uint64_t)times)
+        ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
+    jv out = ty_jv_list(x, seq.l->n * (size_t)times);
+    out.seq = seq.seq;
+    for (int64_t i = 0; i < times; i++)
+        for (size_t k = 0; k < seq.l->n; k++) ty_jv_list_push(x, out, seq.l->v[k]);
+    return out;
+}
+
+static jv concat(jx *x, jv a, jv b) {
+    jv sa = ty_jv_to_str(x, a), sb = ty_jv_to_str(x, b);
+    char *p = ty_arena_alloc(&x->mem, sa.s->len + sb.s->len + 1);
+    memcpy(p, sa.s->p, sa.s->len);
+    memcpy(p + sa.s->len, sb.s->p, sb.s->len);
+    return ty_jv_str(x, p, sa.s->len + sb.s->len);
+}
+
+jv ty_jx_binary(jx *x, char op, jv a, jv b) {
+    const bool nums = ty_jv_is_number(a) && ty_jv_is_number(b);
+    const bool ints = nums && a.kind != JV_FLOAT && b.kind != JV_FLOAT;
+    int64_t r;
+    switch (op) {
+    case '~': return concat(x, a, b);
+    case '+':
+        if (ints) {
+            if (__builtin_add_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
+            return ty_jv_int(r);
+        }
+        if (nums) return ty_jv_float(ty_jv_number(a) + ty_jv_number(b));
+        if (a.kind == JV_STR && b.kind == JV_STR) return concat(x, a, b);
+        if (a.kind == JV_LIST && b.kind == JV_LIST && a.seq == b.seq && a.seq <= SEQ_TUPLE) {
+            jv out = ty_jv_list(x, a.l->n + b.l->n);
+            out.seq = a.seq;
+            for (size_t i = 0; i < a.l->n; i++) ty_jv_list_push(x, out, a.l->v[i]);
+            for (size_t i = 0; i < b.l->n; i++) ty_jv_list_push(x, out, b.l->v[i]);
+            return out;
+        }
+        bad_operands(x, "+", a, b);
+    case '-':
+        if (ints) {
+            if (__builtin_sub_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
+            return ty_jv_int(r);
+        }
+        if (nums) return ty_jv_float(ty_jv_number(a) - ty_jv_number(b));
+        bad_operands(x, "-", a, b);
+    case '*':
+        if (ints) {
+            if (__builtin_mul_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
+            return ty_jv_int(r);
+        }
+        if (nums) return ty_jv_float(ty_jv_number(a) * ty_jv_number(b));
+        if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL)) return repeat(x, a, as_int(b));
+        if ((b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL)) return repeat(x, b, as_int(a));
+        bad_operands(x, "*", a, b);
+    case '/':
+        if (!nums) bad_operands(x, "/", a, b);
+        if (ty_jv_number(b) == 0) ty_jx_fail(x, "division by zero");
+        return ty_jv_float(ty_jv_number(a) / ty_jv_number(b));
+    case 'f':
+    case '%':
+        if (op == '%' && a.kind == JV_STR) return ty_jinja_percent_format(x, a, b);
+        if (!nums) bad_operands(x, op == 'f' ? "//" : "%", a, b);
+        if (ty_jv_number(b) == 0) ty_jx_fail(x, "integer division or modulo by zero");
+        if (ints) {
+            const int64_t p = as_int(a), q = as_int(b);
+            if (p == INT64_MIN && q == -1) ty_jx_fail(x, "integer overflow");
+            int64_t quo = p / q, rem = p % q;
+            if (rem != 0 && ((rem < 0) != (q < 0))) quo--, rem += q;
+            return ty_jv_int(op == 'f' ? quo : rem);
+        } else {
+            const double p = ty_jv_number(a), q = ty_jv_number(b);
+            double rem = fmod(p, q);
+            if (rem != 0 && ((rem < 0) != (q < 0))) rem += q;
+            return ty_jv_float(op == 'f' ? floor((p - rem) / q + 0.5) : rem);
+        }
+    case 'p':
+        if (!nums) bad_operands(x, "**", a, b);
+        if (ints && as_int(b) >= 0) {
+            int64_t base = as_int(a), e = as_int(b), acc = 1;
+            while (e > 0) {
+                if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) ty_jx_fail(x, "integer overflow");
+                e >>= 1;
+                if (e && __builtin_mul_overflow(base, base, &base)) ty_jx_fail(x, "integer overflow");
+            }
+            return ty_jv_int(acc);
+        }
+        if (ty_jv_number(a) == 0 && ty_jv_number(b) < 0) ty_jx_fail(x, "0.0 cannot be raised to a negative power");
+        return ty_jv_float(pow(ty_jv_number(a), ty_jv_number(b)));
+    }
+    ty_jx_fail(x, "unknown operator");
+}
+
+static bool contains(jx *x, jv hay, jv needle) {
+    switch (hay.kind) {
+    case JV_UNDEFINED: return false;
+    case JV_STR:
+        if (needle.kind == JV_UNDEFINED) fail_undefined(x, needle);
+        if (needle.kind != JV_STR)
+            ty_jx_fail(x, "'in <string>' requires string as left operand, not %s", ty_jv_type_name(needle));
+        return needle.s->len == 0 || memmem(hay.s->p, hay.s->len, needle.s->p, needle.s->len) != NULL;
+    case JV_LIST:
+        hay = ty_jv_iter_list(x, hay); /* a generator is used up */
+        for (size_t i = 0; i < hay.l->n; i++) {
+            ty_jx_step(x);
+            if (ty_jv_equal(hay.l->v[i], needle)) return true;
+        }
+        return false;
+    case JV_DICT:
+    case JV_NAMESPACE: return ty_jv_dict_get(hay, needle) != NULL;
+    default: ty_jx_fail(x, "argument of type '%s' is not iterable", ty_jv_type_name(hay));
+    }
+}
+
+static bool compare(jx *x, int op, jv a, jv b) {
+    switch (op) {
+    case CMP_EQ: return ty_jv_equal(a, b);
+    case CMP_NE: return !ty_jv_equal(a, b);
+    case CMP_IN: return contains(x, b, a);
+    case CMP_NOT_IN: return !contains(x, b, a);
+    default: break;
+    }
+    if (a.kind == JV_UNDEFINED) fail_undefined(x, a);
+    if (b.kind == JV_UNDEFINED) fail_undefined(x, b);
+    const int c = ty_jv_compare(x, a, b);
+    return op == CMP_LT ? c < 0 : op == CMP_LE ? c <= 0 : op == CMP_GT ? c > 0 : c >= 0;
+}
+
+/* ---------------------------------------------------------------- calls */
+
+typedef struct {
+    jv *pos;
+    int n_pos;
+    const char **kw_names;
+    jv *kw;
+    int n_kw;
+} call_args;
+
+static void eval_args(jx *x, scope *s, const node_args *na, call_args *ca, int extra_kw) {
+    int n_pos = na->n_pos, n_kw = na->n_kw;
+    jv star = {0}, starstar = {0};
+    if (na->star) {
+        star = eval(x, s, na->star);
+        star = ty_jv_iter_list(x, star);
+        n_pos += (int)star.l->n;
+    }
+    if (na->starstar) {
+        starstar = eval(x, s, na->starstar);
+        if (starstar.kind != JV_DICT) ty_jx_fail(x, "argument after ** must be a mapping, not %s", ty_jv_type_name(starstar));
+        n_kw += (int)starstar.d->n;
+    }
+    ca->pos = ty_arena_alloc(&x->mem, (size_t)(n_pos + 1) * sizeof *ca->pos);
+    ca->kw = ty_arena_alloc(&x->mem, (size_t)(n_kw + extra_kw + 1) * sizeof *ca->kw);
+    ca->kw_names = ty_arena_alloc(&x->mem, (size_t)(n_kw + extra_kw + 1) * sizeof *ca->kw_names);
+    ca->n_pos = 0;
+    for (int i = 0; i < na->n_pos; i++) ca->pos[ca->n_pos++] = eval(x, s, na->pos[i]);
+    for (size_t i = 0; na->star && i < star.l->n; i++) ca->pos[ca->n_pos++] = star.l->v[i];
+    ca->n_kw = 0;
+    for (int i = 0; i < na->n_kw; i++) {
+        ca->kw_names[ca->n_kw] = na->kw_names[i];
+        ca->kw[ca->n_kw++] = eval(x, s, na->kw[i]);
+    }
+    for (size_t i = 0; na->starstar && i < starstar.d->n; i++) {
+        if (starstar.d->k[i].kind != JV_STR) ty_jx_fail(x, "keywords must be strings");
+        ca->kw_names[ca->n_kw] = starstar.d->k[i].s->p;
+        ca->kw[ca->n_kw++] = starstar.d->v[i];
+    }
+}
+
+jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw, int pos, const char *name,
+          jv dflt) {
+    if (pos >= 0 && pos < n_args) return args[pos];
+    for (int i = 0; i < n_kw && name; i++)
+        if (!strcmp(kw_names[i], name)) return kw[i];
+    return dflt;
+}
+
+static jv capture(jx *x, scope *s, const node *body, const char *what) {
+    ty_buf buf = {0}, *saved = x->out;
+    x->out = &buf;
+    const flow f = exec(x, s, body);
+    x->out = saved;
+    if (buf.oom) {
+        free(buf.v);
+        ty_jx_fail(x, "no memory");
+    }
+    jv v = ty_jv_str(x, buf.v ? buf.v : "", buf.n);
+    free(buf.v);
+    if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop (in %s)", f == FLOW_BREAK ? "break" : "continue", what);
+    return v;
+}
+
+static jv call_macro(jx *x, jv m, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw) {
+    const node *def = m.o->macro;
+    const bool is_caller = def->kind == N_CALL_BLOCK;
+    const char *name = is_caller ? "caller" : def->name;
+    enter(x);
+    scope *s = push_scope(x, m.o->closure);
+    const int n_params = def->args.n_kw;
+    bool *bound = ty_arena_alloc(&x->mem, (size_t)(n_params + 1) * sizeof *bound);
+    memset(bound, 0, (size_t)(n_params + 1) * sizeof *bound);
+    jv varargs = ty_jv_list(x, 0);
+    varargs.seq = SEQ_TUPLE;
+    for (int i = 0; i < n_args; i++) {
+        if (i < n_params) {
+            scope_set(x, s, def->args.kw_names[i], args[i]);
+            bound[i] = true;
+        } else {
+            ty_jv_list_push(x, varargs, args[i]);
+        }
+    }
+    jv kwargs = ty_jv_dict(x, 0);
+    jv caller = m.o->caller;
+    for (int i = 0; i < n_kw; i++) {
+        int p = -1;
+        for (int k = 0; k < n_params; k++)
+            if (!strcmp(def->args.kw_names[k], kw_names[i])) p = k;
+        if (p >= 0) {
+            if (bound[p]) ty_jx_fail(x, "macro '%s' got multiple values for argument '%s'", name, kw_names[i]);
+            scope_set(x, s, kw_names[i], kw[i]);
+            bound[p] = true;
+        } else if (!strcmp(kw_names[i], "caller") && ty_jinja_node_reads(def->c, "caller")) {
+            caller = kw[i];
+        } else if (!strcmp(kw_names[i], "caller") && !ty_jinja_node_reads(def->c, "kwargs")) {
+            ty_jx_fail(x, "macro '%s' was invoked with two values for the special caller argument. This is most likely a "
+                       "bug.", name);
+        } else {
+            ty_jv_dict_set(x, kwargs, ty_jv_cstr(x, kw_names[i]), kw[i]);
+        }
+    }
+    if (varargs.l->n && !ty_jinja_node_reads(def->c, "varargs"))
+        ty_jx_fail(x, "macro '%s' takes not more than %d argument(s)", name, n_params);
+    if (kwargs.d->n && !ty_jinja_node_reads(def->c, "kwargs"))
+        ty_jx_fail(x, "macro '%s' takes no keyword argument '%s'", name, kwargs.d->k[0].s->p);
+    for (int k = 0; k < n_params; k++) {
+        if (bound[k]) continue;
+        const node *saved = x->at;
+        jv d = def->args.kw[k] ? eval(x, s, def->args.kw[k])
+                               : ty_jv_undefined(sprintf_arena(x, "parameter '%s' was not provided", def->args.kw_names[k]));
+        x->at = saved;
+        scope_set(x, s, def->args.kw_names[k], d);
+    }
+    scope_set(x, s, "varargs", varargs);
+    scope_set(x, s, "kwargs", kwargs);
+    if (ty_jinja_node_reads(def->c, "caller"))
+        scope_set(x, s, "caller", caller.kind != JV_UNDEFINED ? caller : ty_jv_undefined("No caller defined"));
+    jv out = capture(x, s, def->c, name);
+    x->depth--;
+    return out;
+}
+
+jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw) {
+    ty_jx_step(x);
+    switch (fn.kind) {
+    case JV_FUNC: return fn.o->fn->fn(x, fn.o->self, args, n_args, kw_names, kw, n_kw);
+    case JV_MACRO: return call_macro(x, fn, args, n_args, kw_names, kw, n_kw);
+    case JV_LOOP:
+        if (n_args != 1 || n_kw) ty_jx_fail(x, "loop() takes one argument, the items of the next level");
+        return ty_jx_loop_call(x, fn, args[0]);
+    case JV_JOINER: {
+        const bool first = fn.o->pos == 0;
+        fn.o->pos = 1;
+        return first ? ty_jv_str(x, "", 0) : fn.o->sep;
+    }
+    case JV_UNDEFINED: fail_undefined(x, fn);
+    default: ty_jx_fail(x, "'%s' object is not callable", ty_jv_type_name(fn));
+    }
+}
+
+jv ty_jx_apply_filter(jx *x, const char *name, jv v, const jv *args, int n_args, const char **kw_names,
+                   const jv *kw, int n_kw) {
+    const builtin *f = ty_jinja_filter(name);
+    if (!f) ty_jx_fail(x, "no filter named '%s'", name);
+    ty_jx_step(x);
+    return f->fn(x, v, args, n_args, kw_names, kw, n_kw);
+}
+
+bool ty_jx_apply_test(jx *x, const char *name, jv v, const jv *args, int n_args) {
+    const builtin *t = ty_jinja_test(name);
+    if (!t) ty_jx_fail(x, "no test named '%s'", name);
+    ty_jx_step(x);
+    return t->fn(x, v, args, n_args, NULL, NULL, 0).b;
+}
+
+/* the filter chain f on a block's text (innermost operand NULL) or on its operand */
+static jv eval_filter(jx *x, scope *s, const node *f, const jv *block) {
+    jv v = f->a ? (f->a->kind == N_FILTER ? eval_filter(x, s, f->a, block) : eval(x, s, f->a)) : *block;
+    call_args ca;
+    eval_args(x, s, &f->args, &ca, 0);
+    x->at = f;
+    return ty_jx_apply_filter(x, f->name, v, ca.pos, ca.n_pos, ca.kw_names, ca.kw, ca.n_kw);
+}
+
+static jv lookup(jx *x, scope *s, const char *name) {
+    const jv *v = scope_get(s, name);
+    if (v) return *v;
+    const builtin *g = ty_jinja_global(name);
+    if (g) {
+        jobj *o = ty_arena_alloc(&x->mem, sizeof *o);
+        memset(o, 0, sizeof *o);
+        o->fn = g;
+        return (jv){.kind = JV_FUNC, .o = o};
+    }
+    return ty_jv_undefined(sprintf_arena(x, "'%s' is undefined", name));
+}
+
+static jv eval(jx *x, scope *s, const node *n) {
+    ty_jx_step(x);
+    x->at = n;
+    switch ((node_kind)n->kind) {
+    case N_CONST: return n->value;
+    case N_NAME: return lookup(x, s, n->name);
+    case N_LIST:
+    case N_TUPLE: {
+        jv l = ty_jv_list(x, (size_t)n->args.n_pos);
+        l.seq = n->kind == N_TUPLE ? SEQ_TUPLE : SEQ_LIST;
+        for (int i = 0; i < n->args.n_pos; i++) ty_jv_list_push(x, l, eval(x, s, n->args.pos[i]));
+        return l;
+    }
+    case N_DICT: {
+        jv d = ty_jv_dict(x, (size_t)n->args.n_pos / 2);
+        for (int i = 0; i + 1 < n->args.n_pos; i += 2) {
+            jv k = eval(x, s, n->args.pos[i]);
+            if (k.kind == JV_LIST && k.seq != SEQ_TUPLE) ty_jx_fail(x, "unhashable type: '%s'", ty_jv_type_name(k));
+            if (k.kind == JV_DICT) ty_jx_fail(x, "unhashable type: 'dict'");
+            ty_jv_dict_set(x, d, k, eval(x, s, n->args.pos[i + 1]));
+        }
+        return d;
+    }
+    case N_GETATTR: {
+        jv obj = eval(x, s, n->a);
+        x->at = n;
+        return ty_jx_getattr(x, obj, n->name);
+    }
+    case N_GETITEM: {
+        jv obj = eval(x, s, n->a);
+        if (n->b->kind == N_SLICE) {
+            const node *sl = n->b;
+            jv a = sl->a ? eval(x, s, sl->a) : JV_NONE_V, b = sl->b ? eval(x, s, sl->b) : JV_NONE_V,
+               c = sl->c ? eval(x, s, sl->c) : JV_NONE_V;
+            x->at = n;
+            return slice_value(x, obj, a, b, c);
+        }
+        jv key = eval(x, s, n->b);
+        x->at = n;
+        return ty_jx_getitem(x, obj, key);
+    }
+    case N_SLICE: ty_jx_fail(x, "a slice outside of a subscript");
+    case N_CALL: {
+        jv fn = eval(x, s, n->a);
+        call_args ca;
+        eval_args(x, s, &n->args, &ca, 0);
+        x->at = n;
+        return ty_jx_call(x, fn, ca.pos, ca.n_pos, ca.kw_names, ca.kw, ca.n_kw);
+    }
+    case N_FILTER: return eval_filter(x, s, n, NULL);
+    case N_TEST: {
+        jv v = eval(x, s, n->a);
+        call_args ca;
+        eval_args(x, s, &n->args, &ca, 0);
+        x->at = n;
+        const builtin *t = ty_jinja_test(n->name);
+        jv r = t->fn(x, v, ca.pos, ca.n_pos, ca.kw_names, ca.kw, ca.n_kw);
+        return ty_jv_bool(n->flag ? !r.b : r.b);
+    }
+    case N_UNARY: {
+        jv v = eval(x, s, n->a);
+        x->at = n;
+        if (v.kind == JV_UNDEFINED) fail_undefined(x, v);
+        if (!ty_jv_is_number(v)) ty_jx_fail(x, "bad operand type for unary %c: '%s'", n->op, ty_jv_type_name(v));
+        if (n->op == '+') return v.kind == JV_BOOL ? ty_jv_int(v.b) : v;
+        if (v.kind == JV_FLOAT) return ty_jv_float(-v.f);
+        if (as_int(v) == INT64_MIN) ty_jx_fail(x, "integer overflow");
+        return ty_jv_int(-as_int(v));
+    }
+    case N_BINARY: {
+        jv a = eval(x, s, n->a), b = eval(x, s, n->b);
+        x->at = n;
+        if (n->op != '~' && (a.kind == JV_UNDEFINED || b.kind == JV_UNDEFINED) &&
+            !(n->op == '%' && a.kind == JV_STR))
+            fail_undefined(x, a.kind == JV_UNDEFINED ? a : b);
+        return ty_jx_binary(x, n->op, a, b);
+    }
+    case N_COMPARE: {
+        jv left = eval(x, s, n->a);
+        for (int i = 0; i < n->args.n_pos; i++) {
+            jv right = eval(x, s, n->args.pos[i]);
+            x->at = n;
+            if (!compare(x, n->ops[i], left, right)) return JV_FALSE_V;
+            left = right;
+        }
+        return JV_TRUE_V;
+    }
+    case N_AND: {
+        jv a = eval(x, s, n->a);
+        return ty_jv_truthy(x, a) ? eval(x, s, n->b) : a;
+    }
+    case N_OR: {
+        jv a = eval(x, s, n->a);
+        return ty_jv_truthy(x, a) ? a : eval(x, s, n->b);
+    }
+    case N_NOT: return ty_jv_bool(!ty_jv_truthy(x, eval(x, s, n->a)));
+    case N_COND:
+        if (ty_jv_truthy(x, eval(x, s, n->a))) return eval(x, s, n->b);
+        return n->c ? eval(x, s, n->c)
+                    : ty_jv_undefined(sprintf_arena(x, "the inline if-expression on line %d evaluated to false and no "
+                                                    "else section was defined.", n->line));
+    default: ty_jx_fail(x, "a statement where an expression was expected");
+    }
+}
+
+/* ---------------------------------------------------------------- statements */
+
+static void assign(jx *x, scope *s, const node *target, jv v) {
+    x->at = target;
+    if (target->kind == N_NAME) {
+        scope_set(x, s, target->name, v);
+        return;
+    }
+    if (target->kind == N_GETATTR) {
+        jv ns = eval(x, s, target->a);
+        x->at = target;
+        if (ns.kind != JV_NAMESPACE) ty_jx_fail(x, "cannot assign attribute on non-namespace object");
+        ty_jv_dict_set(x, ns, ty_jv_cstr(x, target->name), v);
+        return;
+    }
+    /* a tuple of names: unpacking */
+    jv items = ty_jv_iter_list(x, v);
+    const int n = target->args.n_pos;
+    if ((int64_t)items.l->n != n)
+        ty_jx_fail(x, (int64_t)items.l->n > n ? "too many values to unpack (expected %d)"
+                                           : "not enough values to unpack (expected %d, got %zu)", n, items.l->n);
+    for (int i = 0; i < n; i++) assign(x, s, target->args.pos[i], items.l->v[i]);
+}
+
+static jv new_obj(jx *x, jv_kind kind) {
+    jobj *o = ty_arena_alloc(&x->mem, sizeof *o);
+    memset(o, 0, sizeof *o);
+    return (jv){.kind = kind, .o = o};
+}
+
+/* a for loop over items, at depth0 (0; recursive calls one more) */
+static void run_for(jx *x, scope *s, const node *n, jv iterable, int64_t depth0) {
+    jv items = ty_jv_iter_list(x, iterable);
+    if (n->e) { /* the loop's filter: the items it keeps, with the target bound */
+        jv kept = ty_jv_list(x, items.l->n);
+        for (size_t i = 0; i < items.l->n; i++) {
+            ty_jx_step(x);
+            scope *f = push_scope(x, s);
+            assign(x, f, n->a, items.l->v[i]);
+            if (ty_jv_truthy(x, eval(x, f, n->e))) ty_jv_list_push(x, kept, items.l->v[i]);
+        }
+        items = kept;
+    }
+    enter(x);
+    jv loop = new_obj(x, JV_LOOP);
+    loop.o->items = items.l;
+    loop.o->depth0 = depth0;
+    loop.o->loop_node = n;
+    loop.o->closure = s; /* a recursive loop's loop() runs in the scope the loop began in */
+    for (size_t i = 0; i < items.l->n; i++) {
+        ty_jx_step(x);
+        loop.o->index0 = (int64_t)i;
+        scope *it = push_scope(x, s);
+        assign(x, it, n->a, items.l->v[i]);
+        scope_set(x, it, "loop", loop);
+        const flow f = exec(x, it, n->c);
+        if (f == FLOW_BREAK) break;
+    }
+    if (items.l->n == 0 && n->d) {
+        const flow f = exec(x, push_scope(x, s), n->d);
+        if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop", f == FLOW_BREAK ? "break" : "continue");
+    }
+    x->depth--;
+}
+
+jv ty_jx_loop_call(jx *x, jv loop, jv items) {
+    const node *n = loop.o->loop_node;
+    if (!n->flag) ty_jx_fail(x, "the loop is not recursive: loop() needs 'for ... recursive'");
+    ty_buf buf = {0}, *saved = x->out;
+    x->out = &buf;
+    run_for(x, loop.o->closure, n, items, loop.o->depth0 + 1);
+    x->out = saved;
+    jv v = ty_jv_str(x, buf.v ? buf.v : "", buf.n);
+    free(buf.v);
+    return v;
+}
+
+static flow exec(jx *x, scope *s, const node *n) {
+    if (!n) return FLOW_NEXT;
+    ty_jx_step(x);
+    x->at = n;
+    switch ((node_kind)n->kind) {
+    case N_BODY:
+        for (int i = 0; i < n->args.n_pos; i++) {
+            const flow f = exec(x, s, n->args.pos[i]);
+            if (f != FLOW_NEXT) return f;
+        }
+        return FLOW_NEXT;
+    case N_DATA: emit(x, n->value.s->p, n->value.s->len); return FLOW_NEXT;
+    case N_PRINT: {
+        jv v = eval(x, s, n->a);
+        if (v.kind == JV_STR) {
+            emit(x, v.s->p, v.s->len);
+        } else if (v.kind != JV_UNDEFINED) {
+            jv t = ty_jv_to_str(x, v);
+            emit(x, t.s->p, t.s->len);
+        }
+        return FLOW_NEXT;
+    }
+    case N_IF:
+        if (ty_jv_truthy(x, eval(x, s, n->a))) return exec(x, s, n->b);
+        return exec(x, s, n->c);
+    case N_FOR: run_for(x, s, n, eval(x, s, n->b), 0); return FLOW_NEXT;
+    case N_SET: assign(x, s, n->a, eval(x, s, n->b)); return FLOW_NEXT;
+    case N_SET_BLOCK: {
+        jv v = capture(x, s, n->c, "a set block");
+        if (n->b) {
+            x->at = n;
+            v = eval_filter(x, s, n->b, &v);
+        }
+        assign(x, s, n->a, v);
+        return FLOW_NEXT;
+    }
+    case N_MACRO: {
+        jv m = new_obj(x, JV_MACRO);
+        m.o->macro = n;
+        m.o->caller = ty_jv_undefined("No caller defined");
+        m.o->closure = s;
+        scope_set(x, s, n->name, m);
+        return FLOW_NEXT;
+    }
+    case N_CALL_BLOCK: {
+        jv caller = new_obj(x, JV_MACRO);
+        caller.o->macro = n;
+        caller.o->caller = ty_jv_undefined("No caller defined");
+        caller.o->closure = s;
+        const node *call = n->a;
+        jv fn = eval(x, s, call->a);
+        call_args ca;
+        eval_args(x, s, &call->args, &ca, 1);
+        ca.kw_names[ca.n_kw] = "caller";
+        ca.kw[ca.n_kw++] = caller;
+        x->at = n;
+        jv out = ty_jx_call(x, fn, ca.pos, ca.n_pos, ca.kw_names, ca.kw, ca.n_kw);
+        jv t = ty_jv_to_str(x, out);
+        emit(x, t.s->p, t.s->len);
+        return FLOW_NEXT;
+    }
+    case N_FILTER_BLOCK: {
+        jv v = capture(x, s, n->c, "a filter block");
+        x->at = n;
+        jv t = ty_jv_to_str(x, eval_filter(x, s, n->b, &v));
+        emit(x, t.s->p, t.s->len);
+        return FLOW_NEXT;
+    }
+    case N_WITH: {
+        scope *w = push_scope(x, s);
+        for (int i = 0; i < n->args.n_pos; i++) assign(x, w, n->args.pos[i], eval(x, s, n->args.kw[i]));
+        return exec(x, w, n->c);
+    }
+    case N_BREAK: return FLOW_BREAK;
+    case N_CONTINUE: return FLOW_CONTINUE;
+    default: ty_jx_fail(x, "an expression where a statement was expected");
+    }
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+jinja_limits ty_jinja_default_limits(void) {
+    return (jinja_limits){.max_steps = 20000000, .max_memory = (size_t)256 << 20, .max_output = (size_t)16 << 20,
+                          .max_depth = 200, .max_seconds = 10};
+}
+
+char *ty_jinja_render(const jinja_template *t, const json_t *vars, const jinja_limits *limits, size_t *out_len,
+                   bool *raised, char *err, size_t err_size) {
+    jx *volatile x = calloc(1, sizeof *x);
+    ty_buf out = {0};
+    if (raised) *raised = false;
+    if (!x) {
+        snprintf(err, err_size, "no memory");
+        return NULL;
+    }
+    x->lim = limits ? *limits : ty_jinja_default_limits();
+    x->mem.limit = x->lim.max_memory;
+    x->mem.owner = x;
+    x->err = err;
+    x->err_size = err_size;
+    x->deadline = now_s() + x->lim.max_seconds;
+    x->out = &out;
+    if (setjmp(x->fail)) {
+        if (raised) *raised = x->raised;
+        ty_arena_free(&x->mem);
+        free(x);
+        free(out.v);
+        return NULL;
+    }
+    x->root = push_scope(x, NULL);
+    if (vars && json_is_object(vars)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)vars, key, v) scope_set(x, x->root, ty_jv_cstr(x, key).s->p, ty_jv_of_json(x, v));
+    }
+    x->at = NULL;
+    const flow f = exec(x, push_scope(x, x->root), t->root);
+    if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop", f == FLOW_BREAK ? "break" : "continue");
+    ty_arena_free(&x->mem);
+    free(x);
+    if (out.oom) {
+        free(out.v);
+        snprintf(err, err_size, "no memory");
+        return NULL;
+    }
+    if (!out.v) out.v = calloc(1, 1);
+    if (out_len) *out_len = out.n;
+    return out.v;
+}

@@ -1,0 +1,160 @@
+/* template.c — a model's own chat template: its Jinja text (tokenizer.chat_template, or a
+ * named variant such as tokenizer.chat_template.tool_use) run over a conversation the
+ * way transformers' apply_chat_template runs it. The variables are those transformers
+ * passes: messages, tools (None without any), documents (None), add_generation_prompt,
+ * bos_token and eos_token, then the caller's chat_template_kwargs over them. Messages
+ * come as OpenAI's JSON; an assistant's tool call arguments, a JSON string there, reach
+ * the template as an object, as transformers expects them. */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "jinja.h"
+#include "toy.h"
+
+struct toy_chat_template {
+    jinja_template *jinja;
+    char *bos, *eos;
+};
+
+toy_status toy_chat_template_new(const char *text, const char *bos_token, const char *eos_token,
+                                 toy_chat_template **out) {
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_chat_template_new: out is NULL");
+    *out = NULL;
+    if (!text) return ty_error(TOY_ERR_INVALID, "toy_chat_template_new: no template text");
+    toy_chat_template *t = calloc(1, sizeof *t);
+    if (!t || !(t->bos = strdup(bos_token ? bos_token : "")) || !(t->eos = strdup(eos_token ? eos_token : ""))) {
+        toy_chat_template_free(t);
+        return ty_error(TOY_ERR_NOMEM, "no memory");
+    }
+    char err[512];
+    t->jinja = ty_jinja_parse(text, strlen(text), err, sizeof err);
+    if (!t->jinja) {
+        toy_chat_template_free(t);
+        return ty_error(TOY_ERR_INVALID, "chat template: %s", err);
+    }
+    *out = t;
+    return TOY_OK;
+}
+
+void toy_chat_template_free(toy_chat_template *t) {
+    if (!t) return;
+    ty_jinja_free(t->jinja);
+    free(t->bos);
+    free(t->eos);
+    free(t);
+}
+
+bool toy_chat_template_reads(const toy_chat_template *t, const char *variable) {
+    return t && variable && ty_jinja_reads(t->jinja, variable);
+}
+
+const char *toy_chat_template_bos(const toy_chat_template *t) { return t ? t->bos : ""; }
+
+/* Fields the OpenAI SDKs put on the messages they hand back: accepted, never shown to
+ * the template. */
+static const char *const sdk_fields[] = {"parsed", "parsed_arguments", "refusal", "annotations", "audio", NULL};
+
+/* The messages as the template takes them: each an object with a string role, tool
+ * call arguments parsed into objects. NULL with the error recorded. */
+static json_t *template_messages(const char *messages_json) {
+    json_error_t je;
+    json_t *m = json_loads(messages_json, JSON_DECODE_ANY, &je);
+    if (!m) {
+        ty_error(TOY_ERR_INVALID, "messages: invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_array(m)) {
+        json_decref(m);
+        ty_error(TOY_ERR_INVALID, "messages: expected an array of messages");
+        return NULL;
+    }
+    size_t i;
+    json_t *msg;
+    json_array_foreach(m, i, msg) {
+        if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "role"))) {
+            json_decref(m);
+            ty_error(TOY_ERR_INVALID, "messages[%zu]: expected an object with a string role", i);
+            return NULL;
+        }
+        for (const char *const *f = sdk_fields; *f; f++) json_object_del(msg, *f);
+        size_t k;
+        json_t *call;
+        json_array_foreach(json_object_get(msg, "tool_calls"), k, call) {
+            for (const char *const *f = sdk_fields; *f; f++) json_object_del(call, *f);
+            json_t *fn = json_object_get(call, "function");
+            if (!json_is_object(fn)) continue;
+            for (const char *const *f = sdk_fields; *f; f++) json_object_del(fn, *f);
+            json_t *args = json_object_get(fn, "arguments");
+            if (!json_is_string(args)) continue;
+            json_t *parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
+            if (parsed) json_object_set_new(fn, "arguments", parsed);
+        }
+    }
+    return m;
+}
+
+toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json, const char *tools_json,
+                                    const char *kwargs_json, bool add_generation_prompt, char **prompt) {
+    if (!prompt) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: prompt is NULL");
+    *prompt = NULL;
+    if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: no template or no messages");
+    json_t *vars = json_object();
+    json_t *messages = template_messages(messages_json);
+    if (!vars || !messages) {
+        json_decref(vars);
+        return messages ? ty_error(TOY_ERR_NOMEM, "no memory") : TOY_ERR_INVALID;
+    }
+    json_object_set_new(vars, "messages", messages);
+    json_t *tools = json_null();
+    if (tools_json) {
+        json_error_t je;
+        tools = json_loads(tools_json, JSON_DECODE_ANY, &je);
+        if (!tools || !(json_is_array(tools) || json_is_null(tools))) {
+            json_decref(tools);
+            json_decref(vars);
+            return ty_error(TOY_ERR_INVALID, "tools: expected a JSON array of tools");
+        }
+    }
+    json_object_set_new(vars, "tools", tools);
+    json_object_set_new(vars, "documents", json_null());
+    json_object_set_new(vars, "add_generation_prompt", json_boolean(add_generation_prompt));
+    json_object_set_new(vars, "bos_token", json_string(t->bos));
+    json_object_set_new(vars, "eos_token", json_string(t->eos));
+    if (kwargs_json) {
+        json_error_t je;
+        json_t *kw = json_loads(kwargs_json, JSON_DECODE_ANY, &je);
+        if (!json_is_object(kw)) {
+            json_decref(kw);
+            json_decref(vars);
+            return ty_error(TOY_ERR_INVALID, "chat_template_kwargs: expected a JSON object");
+        }
+        static const char *const taken[] = {"messages", "tools", "documents", "add_generation_prompt", NULL};
+        for (const char *const *k = taken; *k; k++)
+            if (json_object_get(kw, *k)) {
+                json_decref(kw);
+                json_decref(vars);
+                return ty_error(TOY_ERR_INVALID, "chat_template_kwargs: '%s' is given by the request itself", *k);
+            }
+        json_object_update(vars, kw);
+        json_decref(kw);
+    }
+    char err[600];
+    bool raised = false;
+    size_t len;
+    const jinja_limits lim = ty_jinja_default_limits();
+    char *text = ty_jinja_render(t->jinja, vars, &lim, &len, &raised, err, sizeof err);
+    json_decref(vars);
+    if (!text) {
+        if (raised) return ty_error(TOY_ERR_INVALID, "the chat template refused the conversation: %s", err);
+        return ty_error(TOY_ERR_INVALID, "chat template: %s", err);
+    }
+    if (strlen(text) != len) {
+        free(text);
+        return ty_error(TOY_ERR_INVALID, "chat template: the prompt holds a NUL character");
+    }
+    *prompt = text;
+    return TOY_OK;
+}
