@@ -70,10 +70,11 @@ test-sanitize: deps
 	  ctest --test-dir $(BUILD_SAN) --output-on-failure -j $(JOBS)
 
 # Short libFuzzer runs (FUZZ_SECONDS each) of every target in fuzz/: the GGUF reader, the
-# tokenizer, chat templates, the training-data loader and toy serve's request checks, each
+# tokenizer, chat template families, the Jinja engine, the training-data loader, toy serve's
+# request checks and grammars, each
 # seeded with its regression corpus (fuzz/corpus for the GGUF reader, fuzz/corpus_NAME for
 # fuzz/fuzz_NAME.c).
-FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_train_data fuzz_request fuzz_grammar
+FUZZ_TARGETS = fuzz_gguf fuzz_tokenizer fuzz_chat_template fuzz_jinja fuzz_train_data fuzz_request fuzz_grammar
 fuzz: deps
 	@bash scripts/install-deps.sh fuzz
 	CC=clang cmake -S . -B $(BUILD_FUZZ) -DCMAKE_BUILD_TYPE=Debug -DTOY_SANITIZE=ON -DTOY_FUZZ=ON

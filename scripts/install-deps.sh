@@ -30,14 +30,15 @@ run=("${build[@]}")
 # and python3-venv: their install with pip, into fresh venvs, is tested, cli_python); python3-numpy and python3-torch: the
 # independent float64 reference that toy grad is tested against (cli_grad);
 # python3-jsonschema: answers under JSON Schema grammars and forced tool calls are validated
-# against their schemas (cli_json_schema, cli_serve_tools); chromium: the chat page's test
+# against their schemas (cli_json_schema, cli_serve_tools); python3-jinja2: the reference
+# renderer of chat templates that toy's Jinja engine is compared with (cli_jinja_diff); chromium: the chat page's test
 # (cli_serve_openai, which skips where node and npm are missing: they are not here because
 # tests/node's playwright-core needs node 20 and Debian 12's nodejs is 18); nginx and curl:
 # replicas behind a load balancer (cli_serve_nginx); libopenmpi-dev and openmpi-bin:
 # data-parallel training under mpirun (cli_mpi); procps: pkill stops what the shards of
 # cli_hostile_data run; clang and libclang-rt-14-dev (its sanitizer runtimes): the suite again
 # under ASan+UBSan (`make test-sanitize`).
-test=("${run[@]}" python3 python3-pip python3-venv python3-numpy python3-torch python3-jsonschema chromium
+test=("${run[@]}" python3 python3-pip python3-venv python3-numpy python3-torch python3-jsonschema python3-jinja2 chromium
       nginx curl libopenmpi-dev openmpi-bin procps clang libclang-rt-14-dev)
 
 # fuzz: clang, and libclang-rt-14-dev for libFuzzer and the sanitizers

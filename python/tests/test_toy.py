@@ -197,6 +197,29 @@ class TestBindings(unittest.TestCase):
         self.assertIsInstance(reply, str)
         self.assertIn(self.m.last_finish, ("eog", "length"))
 
+    def test_chat_template(self):
+        msgs = [{"role": "system", "content": "S"}, {"role": "user", "content": "Hi"}]
+        want = "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"
+        self.assertEqual(self.m.apply_template(msgs), want)
+        t = self.m.chat_template()
+        self.assertEqual(t.render(msgs, add_generation_prompt=False), want[:-len("<|im_start|>assistant\n")])
+        self.assertFalse(t.reads("tools"))
+        # a template of one's own: bos_token, tools, chat_template_kwargs, arguments as objects
+        t = toy.ChatTemplate("{{ bos_token }}{% for m in messages %}{{ m.role }}:{{ m.content }}"
+                             "{% for c in m.tool_calls or [] %}[{{ c.function.arguments.city }}]{% endfor %};"
+                             "{% endfor %}{{ tools|length if tools else 'no tools' }}|{{ flag }}", bos_token="<s>")
+        self.assertTrue(t.reads("tools") and t.reads("flag") and not t.reads("enable_thinking"))
+        calls = [{"type": "function", "function": {"name": "w", "arguments": "{\"city\": \"Paris\"}"}}]
+        got = t.render([{"role": "user", "content": "x"}, {"role": "assistant", "content": "", "tool_calls": calls}],
+                       tools=[{"type": "function", "function": {"name": "w"}}], flag=True)
+        self.assertEqual(got, "<s>user:x;assistant:[Paris];1|True")
+        with self.assertRaises(toy.ToyError) as e:
+            toy.ChatTemplate("ok\n{% for m in messages %}")
+        self.assertIn("2:", str(e.exception))
+        with self.assertRaises(toy.ToyError) as e:
+            toy.ChatTemplate("{{ raise_exception('roles must alternate') }}").render([])
+        self.assertIn("the chat template refused the conversation: roles must alternate", str(e.exception))
+
     def test_errors(self):
         with self.assertRaises(toy.ToyError) as e:
             toy.Model("/nonexistent/model.gguf")

@@ -21,7 +21,7 @@ import threading
 
 from . import _lib
 
-__all__ = ["Model", "Trainer", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
+__all__ = ["Model", "Trainer", "ChatTemplate", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
 
 _c = _lib.load_library()
 
@@ -58,6 +58,54 @@ def version():
 def kernel_isa():
     """The instruction set toy's kernels use here: "avx512", "avx2" or "scalar"."""
     return _c.toy_kernel_isa().decode()
+
+
+def _json_arg(value):
+    import json
+    return None if value is None else json.dumps(value).encode()
+
+
+class ChatTemplate:
+    """A Jinja chat template, run as transformers' apply_chat_template runs it:
+
+        t = toy.ChatTemplate(open("template.jinja").read(), bos_token="<s>", eos_token="</s>")
+        prompt = t.render([{"role": "user", "content": "Hi"}], add_generation_prompt=True)
+
+    A model's own is Model.chat_template()."""
+
+    def __init__(self, text, bos_token="", eos_token="", _handle=None):
+        self._t = ctypes.c_void_p(_handle)
+        if _handle is None:
+            _check(_c.toy_chat_template_new(text.encode(), bos_token.encode(), eos_token.encode(),
+                                            ctypes.byref(self._t)))
+
+    def render(self, messages, tools=None, add_generation_prompt=True, **chat_template_kwargs):
+        """The prompt of messages (OpenAI's form), with tools (a list, or None) and further
+        variables of the template (e.g. enable_thinking=False)."""
+        out = ctypes.c_void_p()
+        _check(_c.toy_chat_template_render(self._t, _json_arg(messages), _json_arg(tools),
+                                           _json_arg(chat_template_kwargs) if chat_template_kwargs else None,
+                                           add_generation_prompt, ctypes.byref(out)))
+        try:
+            return ctypes.string_at(out).decode("utf-8")
+        finally:
+            _c.toy_free(out)
+
+    def reads(self, variable):
+        """Whether the template reads the variable ("tools", "enable_thinking", ...)."""
+        return bool(_c.toy_chat_template_reads(self._t, variable.encode()))
+
+    @property
+    def bos_token(self):
+        return _c.toy_chat_template_bos(self._t).decode()
+
+    def close(self):
+        if self._t:
+            _c.toy_chat_template_free(self._t)
+            self._t = ctypes.c_void_p()
+
+    def __del__(self):
+        self.close()
 
 
 def _init(cls, init_fn):
@@ -415,6 +463,28 @@ class Model:
             worker.join()
             _c.toy_sampler_free(sampler)
             _c.toy_grammar_free(grammar)  # after the sampler, which reads it
+
+    def chat_template(self, name=None):
+        """The model's own chat template (tokenizer.chat_template, or its variant
+        tokenizer.chat_template.NAME), or None when the file has none."""
+        t = ctypes.c_void_p()
+        status = _c.toy_model_chat_template(self._model, name.encode() if name else None, ctypes.byref(t))
+        if status == 6:  # TOY_ERR_NOT_FOUND
+            return None
+        _check(status)
+        return ChatTemplate(None, _handle=t.value)
+
+    def apply_template(self, messages, tools=None, add_generation_prompt=True, chat_template_kwargs=None):
+        """The prompt the model's own chat template makes of messages (as llama-server's
+        /apply-template); ToyError TOY_ERR_NOT_FOUND when the file has no template."""
+        t = self.chat_template()
+        if t is None:
+            raise ToyError("TOY_ERR_NOT_FOUND", "the model has no tokenizer.chat_template")
+        try:
+            return t.render(messages, tools=tools, add_generation_prompt=add_generation_prompt,
+                            **(chat_template_kwargs or {}))
+        finally:
+            t.close()
 
     def chat(self, messages, max_tokens=256, stream=False, **sampling):
         """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]) with the

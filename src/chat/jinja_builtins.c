@@ -20,6 +20,8 @@ static const jv UNDEF = {.kind = JV_UNDEFINED};
 
 static _Noreturn void fail_undefined(jx *x, jv v) { ty_jx_fail(x, "%s", v.undef ? v.undef : "a value is undefined"); }
 
+static jv escape_value(jx *x, jv v, bool force);
+
 static jv str_of(jx *x, jv v) { return v.kind == JV_UNDEFINED ? ty_jv_str(x, "", 0) : ty_jv_to_str(x, v); }
 
 static jv need_str(jx *x, jv v, const char *what) {
@@ -36,13 +38,11 @@ static int64_t need_int(jx *x, jv v, const char *what) {
 }
 
 /* a string built in a ty_buf, into the arena */
+/* a scratch buffer's text as a string; the buffer is done with */
 static jv buf_str(jx *x, ty_buf *b) {
-    if (b->oom) {
-        free(b->v);
-        ty_jx_fail(x, "no memory");
-    }
+    if (b->oom) ty_jx_fail(x, "no memory");
     jv s = ty_jv_str(x, b->v ? b->v : "", b->n);
-    free(b->v);
+    ty_jx_buf_done(b);
     return s;
 }
 
@@ -117,17 +117,17 @@ static bool special_case(ty_buf *b, uint32_t c, bool upper, bool title) {
 }
 
 static jv map_case(jx *x, jv s, int mode) { /* 0 lower, 1 upper, 2 capitalize, 3 title (Python's str.title) */
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     bool prev_cased = false, first = true;
     for (size_t i = 0; i < s.s->len;) {
         const uint32_t c = next_cp(s.s, &i);
         const bool upper = mode == 1 || (mode == 2 && first) || (mode == 3 && !prev_cased);
-        if (!special_case(&b, c, upper, mode >= 2)) put_cp(&b, upper ? ty_ju_upper(c) : ty_ju_lower(c));
+        if (!special_case(b, c, upper, mode >= 2)) put_cp(b, upper ? ty_ju_upper(c) : ty_ju_lower(c));
         prev_cased = cased_letter(c);
         first = false;
         ty_jx_step(x);
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 
 /* Python's str.splitlines boundaries */
@@ -228,35 +228,35 @@ static jv split(jx *x, jv s, jv sep, int64_t maxsplit, bool from_right) {
 }
 
 static jv replace(jx *x, jv s, jv old, jv new_, int64_t count) {
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     const char *p = s.s->p;
     const size_t n = s.s->len, m = old.s->len;
     if (m == 0) { /* Python inserts `new` before every character and at the end */
         int64_t k = 0;
         for (size_t i = 0; i <= n;) {
             if (count < 0 || k < count) {
-                ty_buf_append(&b, new_.s->p, new_.s->len);
+                ty_buf_append(b, new_.s->p, new_.s->len);
                 k++;
             }
             if (i == n) break;
             const size_t start = i;
             next_cp(s.s, &i);
-            ty_buf_append(&b, p + start, i - start);
+            ty_buf_append(b, p + start, i - start);
             ty_jx_step(x);
         }
-        return buf_str(x, &b);
+        return buf_str(x, b);
     }
     size_t start = 0;
     int64_t k = 0;
     for (const char *hit; (count < 0 || k < count) && (hit = memmem(p + start, n - start, old.s->p, m)); k++) {
         ty_jx_step(x);
-        ty_buf_append(&b, p + start, (size_t)(hit - p) - start);
-        ty_buf_append(&b, new_.s->p, new_.s->len);
+        ty_buf_append(b, p + start, (size_t)(hit - p) - start);
+        ty_buf_append(b, new_.s->p, new_.s->len);
         start = (size_t)(hit - p) + m;
-        if (b.n > x->lim.max_memory) break;
+        if (b->n > x->lim.max_memory) break;
     }
-    ty_buf_append(&b, p + start, n - start);
-    return buf_str(x, &b);
+    ty_buf_append(b, p + start, n - start);
+    return buf_str(x, b);
 }
 
 /* the code point index of a byte offset */
@@ -282,14 +282,16 @@ static jv affix_test(jx *x, jv s, jv affix, bool suffix) {
 
 /* ---------------------------------------------------------------- % formatting */
 
-static void format_one(jx *x, ty_buf *b, char conv, const char *flags, int width, int prec, jv v) {
+/* one conversion; markup: the format is Markup, which escapes what %s and %r bring */
+static void format_one(jx *x, ty_buf *b, char conv, const char *flags, int width, int prec, jv v, bool markup) {
     char spec[32], out[512];
     int n = 0;
     if (conv == 's' || conv == 'r' || conv == 'a') {
-        ty_buf t = {0};
-        if (conv == 's') ty_jv_write_str(x, &t, v);
-        else ty_jv_write_repr(x, &t, v);
-        jv sv = buf_str(x, &t);
+        ty_buf *t = ty_jx_buf(x);
+        if (conv == 's') ty_jv_write_str(x, t, v);
+        else ty_jv_write_repr(x, t, v);
+        jv sv = buf_str(x, t);
+        if (markup && !(conv == 's' && v.kind == JV_STR && v.markup)) sv = escape_value(x, sv, true);
         size_t len = sv.s->len;
         if (prec >= 0) len = ty_jstr_cp_offset(sv.s, (size_t)prec);
         const int64_t pad = width - cp_index(sv.s, len);
@@ -319,22 +321,25 @@ static void format_one(jx *x, ty_buf *b, char conv, const char *flags, int width
 }
 
 jv ty_jinja_percent_format(jx *x, jv fmt, jv args) {
-    const bool mapping = args.kind == JV_DICT;
+    /* Python takes any non-tuple with __getitem__ (a dict, a list) as a mapping: its
+     * %(key)s, and no complaint about arguments left over */
+    const bool mapping =
+        args.kind == JV_DICT || args.kind == JV_UNDEFINED || (args.kind == JV_LIST && args.seq != SEQ_TUPLE);
     const jv *items = args.kind == JV_LIST && args.seq == SEQ_TUPLE ? args.l->v : &args;
     const size_t n_items = args.kind == JV_LIST && args.seq == SEQ_TUPLE ? args.l->n : 1;
     size_t next = 0;
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     const char *p = fmt.s->p, *end = p + fmt.s->len;
     while (p < end) {
         const char *pct = memchr(p, '%', (size_t)(end - p));
         if (!pct) {
-            ty_buf_append(&b, p, (size_t)(end - p));
+            ty_buf_append(b, p, (size_t)(end - p));
             break;
         }
-        ty_buf_append(&b, p, (size_t)(pct - p));
+        ty_buf_append(b, p, (size_t)(pct - p));
         p = pct + 1;
         if (p < end && *p == '%') {
-            ty_buf_append(&b, "%", 1);
+            ty_buf_append(b, "%", 1);
             p++;
             continue;
         }
@@ -369,17 +374,18 @@ jv ty_jinja_percent_format(jx *x, jv fmt, jv args) {
             else if (next >= n_items) ty_jx_fail(x, "not enough arguments for format string");
             else value = items[next++];
         }
-        format_one(x, &b, conv, flags, width, prec, value);
+        format_one(x, b, conv, flags, width, prec, value, fmt.markup);
         ty_jx_step(x);
     }
-    if (!mapping && next < n_items && args.kind == JV_LIST && args.seq == SEQ_TUPLE)
-        ty_jx_fail(x, "not all arguments converted during string formatting");
-    return buf_str(x, &b);
+    if (!mapping && next < n_items) ty_jx_fail(x, "not all arguments converted during string formatting");
+    jv r = buf_str(x, b);
+    r.markup = fmt.markup;
+    return r;
 }
 
 /* str.format: {} {0} {name} {name.attr} {name[key]}, !r !s, no format spec but an empty one */
 static jv str_format(jx *x, jv fmt, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw) {
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     const char *p = fmt.s->p, *end = p + fmt.s->len;
     int auto_index = 0;
     while (p < end) {
@@ -387,15 +393,15 @@ static jv str_format(jx *x, jv fmt, const jv *args, int n_args, const char **kw_
         if (c == '}' ) {
             if (p < end && *p == '}') p++;
             else ty_jx_fail(x, "Single '}' encountered in format string");
-            ty_buf_append(&b, "}", 1);
+            ty_buf_append(b, "}", 1);
             continue;
         }
         if (c != '{') {
-            ty_buf_append(&b, &c, 1);
+            ty_buf_append(b, &c, 1);
             continue;
         }
         if (p < end && *p == '{') {
-            ty_buf_append(&b, "{", 1);
+            ty_buf_append(b, "{", 1);
             p++;
             continue;
         }
@@ -445,12 +451,12 @@ static jv str_format(jx *x, jv fmt, const jv *args, int n_args, const char **kw_
                 if (q < fend) q++;
             }
         }
-        if (conv == 'r') ty_jv_write_repr(x, &b, v);
-        else ty_jv_write_str(x, &b, v);
+        if (conv == 'r') ty_jv_write_repr(x, b, v);
+        else ty_jv_write_str(x, b, v);
         p = close + 1;
         ty_jx_step(x);
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 
 /* ---------------------------------------------------------------- sorting */
@@ -482,16 +488,18 @@ static jv sort_key(jx *x, jv v, jv attribute, bool case_sensitive) {
 }
 
 /* a stable merge sort (Python's sort is stable) by key; ty_jv_compare fails on keys that
- * do not order, as Python's < does */
-static void merge_sort(jx *x, keyed *a, keyed *tmp, size_t n, bool reverse) {
+ * do not order, as Python's < does. list_keys: the keys are as jinja2's sort filter makes
+ * them, one-item lists, which Python compares with == before < (equal undefined values
+ * sort without a complaint). */
+static void merge_sort(jx *x, keyed *a, keyed *tmp, size_t n, bool reverse, bool list_keys) {
     if (n < 2) return;
     const size_t h = n / 2;
-    merge_sort(x, a, tmp, h, reverse);
-    merge_sort(x, a + h, tmp, n - h, reverse);
+    merge_sort(x, a, tmp, h, reverse, list_keys);
+    merge_sort(x, a + h, tmp, n - h, reverse, list_keys);
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
         ty_jx_step(x);
-        int c = ty_jv_compare(x, a[j].key, a[i].key);
+        int c = list_keys && ty_jv_equal(a[j].key, a[i].key) ? 0 : ty_jv_compare(x, a[j].key, a[i].key);
         if (reverse) c = -c;
         tmp[k++] = c < 0 ? a[j++] : a[i++];
     }
@@ -500,12 +508,12 @@ static void merge_sort(jx *x, keyed *a, keyed *tmp, size_t n, bool reverse) {
     memcpy(a, tmp, n * sizeof *a);
 }
 
-static jv sorted(jx *x, jv items, jv attribute, bool case_sensitive, bool reverse) {
+static jv sorted(jx *x, jv items, jv attribute, bool case_sensitive, bool reverse, bool list_keys) {
     items = ty_jv_iter_list(x, items);
     const size_t n = items.l->n;
     keyed *a = ty_arena_alloc(&x->mem, (n + 1) * sizeof *a), *tmp = ty_arena_alloc(&x->mem, (n + 1) * sizeof *tmp);
     for (size_t i = 0; i < n; i++) a[i] = (keyed){sort_key(x, items.l->v[i], attribute, case_sensitive), items.l->v[i]};
-    merge_sort(x, a, tmp, n, reverse);
+    merge_sort(x, a, tmp, n, reverse, list_keys);
     jv out = ty_jv_list(x, n);
     for (size_t i = 0; i < n; i++) ty_jv_list_push(x, out, a[i].value);
     return out;
@@ -572,11 +580,11 @@ static jv f_center(ARGS) {
     if (width > (int64_t)x->lim.max_output) ty_jx_fail(x, "center: width too large");
     /* Python: left = pad // 2 + (pad & width & 1) */
     const int64_t pad = width - len, left = pad / 2 + (pad & width & 1);
-    ty_buf b = {0};
-    for (int64_t i = 0; i < left; i++) ty_buf_append(&b, " ", 1);
-    ty_buf_append(&b, s.s->p, s.s->len);
-    for (int64_t i = 0; i < pad - left; i++) ty_buf_append(&b, " ", 1);
-    return buf_str(x, &b);
+    ty_buf *b = ty_jx_buf(x);
+    for (int64_t i = 0; i < left; i++) ty_buf_append(b, " ", 1);
+    ty_buf_append(b, s.s->p, s.s->len);
+    for (int64_t i = 0; i < pad - left; i++) ty_buf_append(b, " ", 1);
+    return buf_str(x, b);
 }
 
 static jv f_length(ARGS) {
@@ -606,23 +614,20 @@ static jv f_dictsort(ARGS) {
         ty_jv_list_push(x, t, self.d->v[i]);
         ty_jv_list_push(x, pairs, t);
     }
-    return sorted(x, pairs, ty_jv_int(pos), case_sensitive, reverse);
+    return sorted(x, pairs, ty_jv_int(pos), case_sensitive, reverse, false);
 }
 
-static jv f_escape(ARGS) {
-    jv s = str_of(x, self);
-    ty_buf b = {0};
-    for (size_t i = 0; i < s.s->len; i++) {
-        const char c = s.s->p[i];
-        if (c == '&') ty_buf_append(&b, "&amp;", 5);
-        else if (c == '<') ty_buf_append(&b, "&lt;", 4);
-        else if (c == '>') ty_buf_append(&b, "&gt;", 4);
-        else if (c == '"') ty_buf_append(&b, "&#34;", 5);
-        else if (c == '\'') ty_buf_append(&b, "&#39;", 5);
-        else ty_buf_append(&b, &c, 1);
-    }
-    return buf_str(x, &b);
+/* Markup of the escaped text; Markup itself is left as it is, but by forceescape */
+static jv escape_value(jx *x, jv v, bool force) {
+    if (v.kind == JV_STR && v.markup && !force) return v;
+    jv s = str_of(x, v);
+    ty_buf *b = ty_jx_buf(x);
+    ty_jv_escape(b, s.s->p, s.s->len);
+    return ty_jv_markup(buf_str(x, b));
 }
+
+static jv f_escape(ARGS) { return escape_value(x, self, false); }
+static jv f_forceescape(ARGS) { return escape_value(x, self, true); }
 
 static jv f_first(ARGS) {
     jv items = ty_jv_iter_list(x, self);
@@ -652,6 +657,7 @@ static bool parse_float(jv s, double *out) {
 
 static jv f_float(ARGS) {
     jv dflt = ARG(0, "default", ty_jv_float(0));
+    if (self.kind == JV_UNDEFINED) fail_undefined(x, self); /* float(Undefined) raises */
     if (ty_jv_is_number(self)) return ty_jv_float(ty_jv_number(self));
     double f;
     if (self.kind == JV_STR && parse_float(self, &f)) return ty_jv_float(f);
@@ -676,7 +682,7 @@ static jv f_groupby(ARGS) {
     jv attribute = ARG(0, "attribute", UNDEF);
     jv dflt = ARG(1, "default", JV_NONE_V);
     const bool case_sensitive = ty_jv_truthy(x, ARG(2, "case_sensitive", JV_FALSE_V));
-    jv items = sorted(x, self, attribute, case_sensitive, false);
+    jv items = sorted(x, self, attribute, case_sensitive, false, false);
     jv out = ty_jv_list(x, 0);
     for (size_t i = 0; i < items.l->n; i++) {
         jv k = sort_key(x, items.l->v[i], attribute, case_sensitive);
@@ -703,37 +709,43 @@ static jv f_indent(ARGS) {
     } else {
         const int64_t w = need_int(x, width, "indent");
         if (w > 4096) ty_jx_fail(x, "indent: width too large");
-        ty_buf sp = {0};
-        for (int64_t i = 0; i < w; i++) ty_buf_append(&sp, " ", 1);
-        ind = buf_str(x, &sp);
+        ty_buf *sp = ty_jx_buf(x);
+        for (int64_t i = 0; i < w; i++) ty_buf_append(sp, " ", 1);
+        ind = buf_str(x, sp);
     }
-    jv s = str_of(x, self);
-    /* jinja2 adds a newline first, for splitlines */
-    ty_buf withnl = {0};
-    ty_buf_append(&withnl, s.s->p, s.s->len);
-    ty_buf_append(&withnl, "\n", 1);
-    jv lines = splitlines(x, buf_str(x, &withnl), false);
-    ty_buf b = {0};
-    if (first) ty_buf_append(&b, ind.s->p, ind.s->len);
+    /* jinja2 adds a newline to its argument as it is: a string, or a TypeError */
+    if (self.kind == JV_UNDEFINED) fail_undefined(x, self);
+    if (self.kind != JV_STR)
+        ty_jx_fail(x, "unsupported operand type(s) for +=: '%s' and 'str'", ty_jv_type_name(self));
+    jv s = self;
+    ty_buf *withnl = ty_jx_buf(x);
+    ty_buf_append(withnl, s.s->p, s.s->len);
+    ty_buf_append(withnl, "\n", 1);
+    jv lines = splitlines(x, buf_str(x, withnl), false);
+    ty_buf *b = ty_jx_buf(x);
+    if (first) ty_buf_append(b, ind.s->p, ind.s->len);
     for (size_t i = 0; i < lines.l->n; i++) {
         const jstr *line = lines.l->v[i].s;
         if (i) {
-            ty_buf_append(&b, "\n", 1);
-            if (blank || line->len) ty_buf_append(&b, ind.s->p, ind.s->len);
+            ty_buf_append(b, "\n", 1);
+            if (blank || line->len) ty_buf_append(b, ind.s->p, ind.s->len);
         }
-        ty_buf_append(&b, line->p, line->len);
+        ty_buf_append(b, line->p, line->len);
         ty_jx_step(x);
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 
 static jv f_int(ARGS) {
     jv dflt = ARG(0, "default", ty_jv_int(0));
     const int64_t base = need_int(x, ARG(1, "base", ty_jv_int(10)), "int");
+    if (self.kind == JV_UNDEFINED) fail_undefined(x, self); /* int(Undefined) raises */
     if (self.kind == JV_INT) return self;
     if (self.kind == JV_BOOL) return ty_jv_int(self.b);
     if (self.kind == JV_FLOAT) {
-        if (!isfinite(self.f) || fabs(self.f) >= 9.2e18) return dflt;
+        if (!isfinite(self.f)) return dflt; /* int(inf), int(nan): jinja2's default */
+        /* Python's ints are unbounded, toy's 64-bit: a bigger one is an error, not a wrong number */
+        if (fabs(self.f) >= 9.2e18) ty_jx_fail(x, "int: %g is beyond a 64-bit integer", self.f);
         return ty_jv_int((int64_t)self.f);
     }
     if (self.kind == JV_STR) {
@@ -774,15 +786,15 @@ static jv f_join(ARGS) {
     jv sep = str_of(x, ARG(0, "d", ty_jv_str(x, "", 0)));
     jv attribute = ARG(1, "attribute", UNDEF);
     jv items = ty_jv_iter_list(x, self);
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     for (size_t i = 0; i < items.l->n; i++) {
-        if (i) ty_buf_append(&b, sep.s->p, sep.s->len);
+        if (i) ty_buf_append(b, sep.s->p, sep.s->len);
         jv v = items.l->v[i];
         if (attribute.kind != JV_UNDEFINED) v = sort_key(x, v, attribute, true);
-        ty_jv_write_str(x, &b, v);
+        ty_jv_write_str(x, b, v);
         ty_jx_step(x);
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 
 static jv f_list(ARGS) {
@@ -881,7 +893,7 @@ static jv f_reverse(ARGS) {
     if (self.kind == JV_STR) return ty_jv_str_slice(x, self, (int64_t)self.s->n_cp - 1, -1, -1);
     jv items = ty_jv_iter_list(x, self), out = ty_jv_list(x, items.l->n);
     for (size_t i = items.l->n; i-- > 0;) ty_jv_list_push(x, out, items.l->v[i]);
-    out.seq = self.kind == JV_LIST && self.seq <= SEQ_TUPLE ? SEQ_REVITER : SEQ_LIST;
+    out.seq = self.kind == JV_LIST && self.seq <= SEQ_RANGE ? SEQ_REVITER : SEQ_LIST;
     return out;
 }
 
@@ -889,6 +901,9 @@ static jv f_round(ARGS) {
     const int64_t precision = need_int(x, ARG(0, "precision", ty_jv_int(0)), "round");
     jv method = ARG(1, "method", ty_jv_cstr(x, "common"));
     if (!ty_jv_is_number(self)) ty_jx_fail(x, "round: expected a number, got %s", ty_jv_type_name(self));
+    /* Python's round(int, n) is an int */
+    if (self.kind != JV_FLOAT && precision >= 0 && method.kind == JV_STR && !strcmp(method.s->p, "common"))
+        return ty_jv_int(self.kind == JV_INT ? self.i : self.b);
     const double v = ty_jv_number(self), scale = pow(10, (double)precision);
     const char *m = method.kind == JV_STR ? method.s->p : "";
     double r;
@@ -899,9 +914,7 @@ static jv f_round(ARGS) {
     return ty_jv_float(r);
 }
 
-static jv f_safe(ARGS) {
-    return str_of(x, self);
-}
+static jv f_safe(ARGS) { return ty_jv_markup(str_of(x, self)); }
 
 static jv f_slice(ARGS) {
     const int64_t slices = need_int(x, ARG(0, "slices", UNDEF), "slice");
@@ -925,7 +938,7 @@ static jv f_slice(ARGS) {
 static jv f_sort(ARGS) {
     const bool reverse = ty_jv_truthy(x, ARG(0, "reverse", JV_FALSE_V));
     const bool case_sensitive = ty_jv_truthy(x, ARG(1, "case_sensitive", JV_FALSE_V));
-    return sorted(x, self, ARG(2, "attribute", UNDEF), case_sensitive, reverse);
+    return sorted(x, self, ARG(2, "attribute", UNDEF), case_sensitive, reverse, true);
 }
 
 static jv f_string(ARGS) {
@@ -934,23 +947,23 @@ static jv f_string(ARGS) {
 
 static jv f_striptags(ARGS) {
     jv s = str_of(x, self);
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     bool in_tag = false;
     for (size_t i = 0; i < s.s->len; i++) {
         const char c = s.s->p[i];
         if (c == '<') in_tag = true;
         else if (c == '>' && in_tag) in_tag = false;
-        else if (!in_tag) ty_buf_append(&b, &c, 1);
+        else if (!in_tag) ty_buf_append(b, &c, 1);
     }
-    jv t = buf_str(x, &b);
+    jv t = buf_str(x, b);
     /* whitespace runs become one space */
     jv words = split(x, t, JV_NONE_V, -1, false);
-    ty_buf o = {0};
+    ty_buf *o = ty_jx_buf(x);
     for (size_t i = 0; i < words.l->n; i++) {
-        if (i) ty_buf_append(&o, " ", 1);
-        ty_buf_append(&o, words.l->v[i].s->p, words.l->v[i].s->len);
+        if (i) ty_buf_append(o, " ", 1);
+        ty_buf_append(o, words.l->v[i].s->p, words.l->v[i].s->len);
     }
-    return buf_str(x, &o);
+    return buf_str(x, o);
 }
 
 static jv f_sum(ARGS) {
@@ -967,15 +980,17 @@ static jv f_sum(ARGS) {
 /* jinja2's title: words split at runs of -, whitespace and opening brackets */
 static jv f_title(ARGS) {
     jv s = str_of(x, self);
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     bool word_start = true;
     for (size_t i = 0; i < s.s->len;) {
         const uint32_t c = next_cp(s.s, &i);
         const bool sep = c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || ty_ju_space(c);
-        put_cp(&b, sep ? c : word_start ? ty_ju_upper(c) : ty_ju_lower(c));
+        /* item[0].upper() + item[1:].lower(): str.upper's full mapping (ß: SS) */
+        if (sep) put_cp(b, c);
+        else if (!special_case(b, c, word_start, false)) put_cp(b, word_start ? ty_ju_upper(c) : ty_ju_lower(c));
         word_start = sep;
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 
 static void json_ascii(ty_buf *out, const char *s, size_t n) {
@@ -1026,13 +1041,12 @@ static jv f_tojson(ARGS) {
         ty_jx_fail(x, "tojson: separators must be a pair of strings");
     }
     if (self.kind == JV_UNDEFINED) ty_jx_fail(x, "Object of type Undefined is not JSON serializable");
-    ty_buf b = {0};
-    ty_jv_write_json(x, &b, self, ind, item_sep, key_sep, sort_keys);
-    if (!ensure_ascii) return buf_str(x, &b);
-    ty_buf a = {0};
-    json_ascii(&a, b.v ? b.v : "", b.n);
-    free(b.v);
-    return buf_str(x, &a);
+    ty_buf *b = ty_jx_buf(x);
+    ty_jv_write_json(x, b, self, ind, item_sep, key_sep, sort_keys);
+    if (!ensure_ascii) return buf_str(x, b);
+    ty_buf *a = ty_jx_buf(x);
+    json_ascii(a, b->v ? b->v : "", b->n);
+    return buf_str(x, a);
 }
 
 static jv f_trim(ARGS) {
@@ -1045,9 +1059,10 @@ static jv f_truncate(ARGS) {
     jv end = str_of(x, ARG(2, "end", ty_jv_cstr(x, "...")));
     jv leeway = ARG(3, "leeway", JV_NONE_V);
     const int64_t lee = leeway.kind == JV_NONE ? 5 : need_int(x, leeway, "truncate");
+    /* jinja2 takes len() of what it is given, and gives back what is short enough as it is */
+    if ((int64_t)ty_jv_len(x, self) <= length + lee) return self;
     jv s = str_of(x, self);
     if (length < (int64_t)end.s->n_cp) ty_jx_fail(x, "expected length >= %zu, got %lld", end.s->n_cp, (long long)length);
-    if ((int64_t)s.s->n_cp <= length + lee) return s;
     const int64_t keep = length - (int64_t)end.s->n_cp;
     jv head = ty_jv_str_slice(x, s, 0, keep, 1);
     if (!killwords) {
@@ -1060,10 +1075,10 @@ static jv f_truncate(ARGS) {
             }
         if (sp) head = ty_jv_str(x, head.s->p, (size_t)(sp - head.s->p));
     }
-    ty_buf b = {0};
-    ty_buf_append(&b, head.s->p, head.s->len);
-    ty_buf_append(&b, end.s->p, end.s->len);
-    return buf_str(x, &b);
+    ty_buf *b = ty_jx_buf(x);
+    ty_buf_append(b, head.s->p, head.s->len);
+    ty_buf_append(b, end.s->p, end.s->len);
+    return buf_str(x, b);
 }
 
 static jv f_unique(ARGS) {
@@ -1072,6 +1087,7 @@ static jv f_unique(ARGS) {
     jv items = ty_jv_iter_list(x, self), out = ty_jv_list(x, 0), seen = ty_jv_list(x, 0);
     for (size_t i = 0; i < items.l->n; i++) {
         jv k = sort_key(x, items.l->v[i], attribute, case_sensitive);
+        ty_jv_need_hashable(x, k); /* Python keeps a set of them */
         bool dup = false;
         for (size_t j = 0; j < seen.l->n && !dup; j++) {
             ty_jx_step(x);
@@ -1084,20 +1100,47 @@ static jv f_unique(ARGS) {
     return gen(out);
 }
 
-static jv f_urlencode(ARGS) {
-    jv s = str_of(x, self);
-    ty_buf b = {0};
+/* jinja2's url_quote: the UTF-8 of str(v), %XX but for letters, digits and _.-~ (and /
+ * outside a query string, where a space is +) */
+static void url_quote(jx *x, ty_buf *b, jv v, bool for_qs) {
+    jv s = str_of(x, v);
     for (size_t i = 0; i < s.s->len; i++) {
         const unsigned char c = (unsigned char)s.s->p[i];
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_.-~/", c)) {
-            ty_buf_append(&b, (const char *)&c, 1);
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("_.-~", c) ||
+            (c == '/' && !for_qs)) {
+            ty_buf_append(b, (const char *)&c, 1);
+        } else if (c == ' ' && for_qs) {
+            ty_buf_append(b, "+", 1);
         } else {
             char e[4];
             snprintf(e, sizeof e, "%%%02X", c);
-            ty_buf_append(&b, e, 3);
+            ty_buf_append(b, e, 3);
         }
     }
-    return buf_str(x, &b);
+}
+
+/* a string quoted; a dict's items or an iterable's pairs as k=v&k=v */
+static jv f_urlencode(ARGS) {
+    ty_buf *b = ty_jx_buf(x);
+    if (self.kind != JV_LIST && self.kind != JV_DICT) {
+        url_quote(x, b, self, false);
+        return buf_str(x, b);
+    }
+    jv items = self.kind == JV_DICT ? f_items(x, self, args, 0, NULL, NULL, 0) : ty_jv_iter_list(x, self);
+    for (size_t i = 0; i < items.l->n; i++) {
+        jv pair = items.l->v[i];
+        if (pair.kind != JV_LIST && pair.kind != JV_STR)
+            ty_jx_fail(x, "cannot unpack non-iterable %s object", ty_jv_type_name(pair));
+        pair = ty_jv_iter_list(x, pair);
+        if (pair.l->n != 2)
+            ty_jx_fail(x, pair.l->n > 2 ? "too many values to unpack (expected 2)"
+                                        : "not enough values to unpack (expected 2, got %zu)", pair.l->n);
+        if (i) ty_buf_append(b, "&", 1);
+        url_quote(x, b, pair.l->v[0], true);
+        ty_buf_append(b, "=", 1);
+        url_quote(x, b, pair.l->v[1], true);
+    }
+    return buf_str(x, b);
 }
 
 static jv f_wordcount(ARGS) {
@@ -1114,54 +1157,54 @@ static jv f_wordcount(ARGS) {
 }
 
 static const builtin filters[] = {
-    {"abs", f_abs},
-    {"attr", f_attr},
-    {"batch", f_batch},
-    {"capitalize", f_capitalize},
-    {"center", f_center},
-    {"count", f_length},
-    {"d", f_default},
-    {"default", f_default},
-    {"dictsort", f_dictsort},
-    {"e", f_escape},
-    {"escape", f_escape},
-    {"first", f_first},
-    {"float", f_float},
-    {"forceescape", f_escape},
-    {"format", f_format},
-    {"groupby", f_groupby},
-    {"indent", f_indent},
-    {"int", f_int},
-    {"items", f_items_gen},
-    {"join", f_join},
-    {"last", f_last},
-    {"length", f_length},
-    {"list", f_list},
-    {"lower", f_lower},
-    {"map", f_map},
-    {"max", f_max},
-    {"min", f_min},
-    {"reject", f_reject},
-    {"rejectattr", f_rejectattr},
-    {"replace", f_replace},
-    {"reverse", f_reverse},
-    {"round", f_round},
-    {"safe", f_safe},
-    {"select", f_select},
-    {"selectattr", f_selectattr},
-    {"slice", f_slice},
-    {"sort", f_sort},
-    {"string", f_string},
-    {"striptags", f_striptags},
-    {"sum", f_sum},
-    {"title", f_title},
-    {"tojson", f_tojson},
-    {"trim", f_trim},
-    {"truncate", f_truncate},
-    {"unique", f_unique},
-    {"upper", f_upper},
-    {"urlencode", f_urlencode},
-    {"wordcount", f_wordcount},
+    {"abs", f_abs, 0},
+    {"attr", f_attr, 0},
+    {"batch", f_batch, 0},
+    {"capitalize", f_capitalize, KEEPS_MARKUP},
+    {"center", f_center, KEEPS_MARKUP},
+    {"count", f_length, 0},
+    {"d", f_default, KEEPS_MARKUP},
+    {"default", f_default, KEEPS_MARKUP},
+    {"dictsort", f_dictsort, 0},
+    {"e", f_escape, 0},
+    {"escape", f_escape, 0},
+    {"first", f_first, 0},
+    {"float", f_float, 0},
+    {"forceescape", f_forceescape, 0},
+    {"format", f_format, 0},
+    {"groupby", f_groupby, 0},
+    {"indent", f_indent, KEEPS_MARKUP},
+    {"int", f_int, 0},
+    {"items", f_items_gen, 0},
+    {"join", f_join, 0},
+    {"last", f_last, 0},
+    {"length", f_length, 0},
+    {"list", f_list, 0},
+    {"lower", f_lower, KEEPS_MARKUP},
+    {"map", f_map, 0},
+    {"max", f_max, 0},
+    {"min", f_min, 0},
+    {"reject", f_reject, 0},
+    {"rejectattr", f_rejectattr, 0},
+    {"replace", f_replace, 0},
+    {"reverse", f_reverse, KEEPS_MARKUP},
+    {"round", f_round, 0},
+    {"safe", f_safe, 0},
+    {"select", f_select, 0},
+    {"selectattr", f_selectattr, 0},
+    {"slice", f_slice, 0},
+    {"sort", f_sort, 0},
+    {"string", f_string, KEEPS_MARKUP},
+    {"striptags", f_striptags, 0},
+    {"sum", f_sum, 0},
+    {"title", f_title, 0},
+    {"tojson", f_tojson, 0},
+    {"trim", f_trim, KEEPS_MARKUP},
+    {"truncate", f_truncate, KEEPS_MARKUP},
+    {"unique", f_unique, 0},
+    {"upper", f_upper, KEEPS_MARKUP},
+    {"urlencode", f_urlencode, 0},
+    {"wordcount", f_wordcount, 0},
 };
 
 /* ---------------------------------------------------------------- tests */
@@ -1177,7 +1220,8 @@ static bool one_arg(jx *x, int n_args, const char *test) {
     }
 
 TEST(boolean, self.kind == JV_BOOL)
-TEST(callable, self.kind == JV_MACRO || self.kind == JV_FUNC || self.kind == JV_LOOP || self.kind == JV_JOINER)
+TEST(callable, self.kind == JV_MACRO || self.kind == JV_FUNC || self.kind == JV_LOOP || self.kind == JV_JOINER ||
+                   self.kind == JV_UNDEFINED)
 TEST(defined, self.kind != JV_UNDEFINED)
 TEST(undefined, self.kind == JV_UNDEFINED)
 TEST(none, self.kind == JV_NONE)
@@ -1191,22 +1235,24 @@ TEST(mapping, self.kind == JV_DICT)
 TEST(iterable, self.kind == JV_STR || self.kind == JV_LIST || self.kind == JV_DICT || self.kind == JV_UNDEFINED)
 TEST(sequence, self.kind == JV_STR || self.kind == JV_LIST || self.kind == JV_DICT || self.kind == JV_UNDEFINED)
 TEST(escaped, false)
-TEST(filter, self.kind == JV_STR && ty_jinja_filter(self.s->p) != NULL)
-TEST(test, self.kind == JV_STR && ty_jinja_test(self.s->p) != NULL)
+/* value in environment.filters (a dict: an unhashable value is an error) */
+static jv t_filter(ARGS) {
+    ty_jv_need_hashable(x, self);
+    return ty_jv_bool(self.kind == JV_STR && ty_jinja_filter(self.s->p) != NULL);
+}
+static jv t_test(ARGS) {
+    ty_jv_need_hashable(x, self);
+    return ty_jv_bool(self.kind == JV_STR && ty_jinja_test(self.s->p) != NULL);
+}
 
-static jv t_odd(ARGS) {
-    const int64_t i = need_int(x, self, "odd");
-    return ty_jv_bool(i % 2 != 0);
-}
-static jv t_even(ARGS) {
-    const int64_t i = need_int(x, self, "even");
-    return ty_jv_bool(i % 2 == 0);
-}
+/* value % 2 == 1 and == 0, on any number (2.5 is neither) */
+static jv t_odd(ARGS) { return ty_jv_bool(ty_jv_equal(ty_jx_binary(x, '%', self, ty_jv_int(2)), ty_jv_int(1))); }
+static jv t_even(ARGS) { return ty_jv_bool(ty_jv_equal(ty_jx_binary(x, '%', self, ty_jv_int(2)), ty_jv_int(0))); }
 static jv t_divisibleby(ARGS) {
     one_arg(x, n_args, "divisibleby");
-    const int64_t d = need_int(x, args[0], "divisibleby");
-    if (d == 0) ty_jx_fail(x, "integer division or modulo by zero");
-    return ty_jv_bool(need_int(x, self, "divisibleby") % d == 0);
+    /* value % num == 0, on any numbers */
+    if (!ty_jv_is_number(self) || !ty_jv_is_number(args[0])) ty_jx_binary(x, '%', self, args[0]);
+    return ty_jv_bool(ty_jv_equal(ty_jx_binary(x, '%', self, args[0]), ty_jv_int(0)));
 }
 static jv t_lower(ARGS) {
     jv s = str_of(x, self);
@@ -1274,45 +1320,45 @@ static jv t_in(ARGS) {
 }
 
 static const builtin tests[] = {
-    {"!=", t_ne},
-    {"<", t_lt},
-    {"<=", t_le},
-    {"==", t_eq},
-    {">", t_gt},
-    {">=", t_ge},
-    {"boolean", t_boolean},
-    {"callable", t_callable},
-    {"defined", t_defined},
-    {"divisibleby", t_divisibleby},
-    {"eq", t_eq},
-    {"equalto", t_eq},
-    {"escaped", t_escaped},
-    {"even", t_even},
-    {"false", t_false},
-    {"filter", t_filter},
-    {"float", t_float},
-    {"ge", t_ge},
-    {"greaterthan", t_gt},
-    {"gt", t_gt},
-    {"in", t_in},
-    {"integer", t_integer},
-    {"iterable", t_iterable},
-    {"le", t_le},
-    {"lessthan", t_lt},
-    {"lower", t_lower},
-    {"lt", t_lt},
-    {"mapping", t_mapping},
-    {"ne", t_ne},
-    {"none", t_none},
-    {"number", t_number},
-    {"odd", t_odd},
-    {"sameas", t_sameas},
-    {"sequence", t_sequence},
-    {"string", t_string},
-    {"test", t_test},
-    {"true", t_true},
-    {"undefined", t_undefined},
-    {"upper", t_upper},
+    {"!=", t_ne, 0},
+    {"<", t_lt, 0},
+    {"<=", t_le, 0},
+    {"==", t_eq, 0},
+    {">", t_gt, 0},
+    {">=", t_ge, 0},
+    {"boolean", t_boolean, 0},
+    {"callable", t_callable, 0},
+    {"defined", t_defined, 0},
+    {"divisibleby", t_divisibleby, 0},
+    {"eq", t_eq, 0},
+    {"equalto", t_eq, 0},
+    {"escaped", t_escaped, 0},
+    {"even", t_even, 0},
+    {"false", t_false, 0},
+    {"filter", t_filter, 0},
+    {"float", t_float, 0},
+    {"ge", t_ge, 0},
+    {"greaterthan", t_gt, 0},
+    {"gt", t_gt, 0},
+    {"in", t_in, 0},
+    {"integer", t_integer, 0},
+    {"iterable", t_iterable, 0},
+    {"le", t_le, 0},
+    {"lessthan", t_lt, 0},
+    {"lower", t_lower, 0},
+    {"lt", t_lt, 0},
+    {"mapping", t_mapping, 0},
+    {"ne", t_ne, 0},
+    {"none", t_none, 0},
+    {"number", t_number, 0},
+    {"odd", t_odd, 0},
+    {"sameas", t_sameas, 0},
+    {"sequence", t_sequence, 0},
+    {"string", t_string, 0},
+    {"test", t_test, 0},
+    {"true", t_true, 0},
+    {"undefined", t_undefined, 0},
+    {"upper", t_upper, 0},
 };
 
 /* ---------------------------------------------------------------- globals */
@@ -1335,6 +1381,10 @@ static jv g_range(ARGS) {
     if (count > 100000) ty_jx_fail(x, "Range too big. The sandbox blocks ranges larger than MAX_RANGE (100000).");
     jv out = ty_jv_list(x, count > 0 ? (size_t)count : 0);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) ty_jv_list_push(x, out, ty_jv_int(i));
+    out.seq = SEQ_RANGE;
+    out.l->range[0] = start;
+    out.l->range[1] = stop;
+    out.l->range[2] = step;
     return out;
 }
 
@@ -1401,13 +1451,13 @@ static jv g_strftime_now(ARGS) {
 }
 
 static const builtin globals[] = {
-    {"cycler", g_cycler},
-    {"dict", g_dict},
-    {"joiner", g_joiner},
-    {"namespace", g_namespace},
-    {"raise_exception", g_raise_exception},
-    {"range", g_range},
-    {"strftime_now", g_strftime_now},
+    {"cycler", g_cycler, 0},
+    {"dict", g_dict, 0},
+    {"joiner", g_joiner, 0},
+    {"namespace", g_namespace, 0},
+    {"raise_exception", g_raise_exception, 0},
+    {"range", g_range, 0},
+    {"strftime_now", g_strftime_now, 0},
 };
 
 static const builtin *find(const builtin *table, size_t n, const char *name) {
@@ -1426,6 +1476,35 @@ static const builtin *find(const builtin *table, size_t n, const char *name) {
 const builtin *ty_jinja_filter(const char *name) { return FIND(filters, name); }
 const builtin *ty_jinja_test(const char *name) { return FIND(tests, name); }
 const builtin *ty_jinja_global(const char *name) { return FIND(globals, name); }
+
+/* ---------------------------------------------------------------- calls */
+
+/* Markup's wrapped methods: string arguments (a join's items) escaped, string results
+ * (a split's pieces) Markup */
+jv ty_jinja_call_builtin(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw) {
+    const builtin *b = fn.o->fn;
+    jv self = fn.o->self;
+    if (!(self.kind == JV_STR && self.markup && (b->flags & KEEPS_MARKUP)))
+        return b->fn(x, self, args, n_args, kw_names, kw, n_kw);
+    jv *a = ty_arena_alloc(&x->mem, (size_t)(n_args + 1) * sizeof *a), *k = ty_arena_alloc(&x->mem, (size_t)(n_kw + 1) * sizeof *k);
+    for (int i = 0; i < n_args + n_kw; i++) {
+        jv v = i < n_args ? args[i] : kw[i - n_args];
+        if (v.kind == JV_STR) {
+            v = escape_value(x, v, false);
+        } else if (v.kind == JV_LIST && !strcmp(b->name, "join")) {
+            jv items = ty_jv_iter_list(x, v);
+            v = ty_jv_list(x, items.l->n);
+            for (size_t j = 0; j < items.l->n; j++)
+                ty_jv_list_push(x, v, items.l->v[j].kind == JV_STR ? escape_value(x, items.l->v[j], false) : items.l->v[j]);
+        }
+        if (i < n_args) a[i] = v;
+        else k[i - n_args] = v;
+    }
+    jv r = b->fn(x, self, a, n_args, kw_names, k, n_kw);
+    if (r.kind == JV_LIST)
+        for (size_t j = 0; j < r.l->n; j++) r.l->v[j] = ty_jv_markup(r.l->v[j]);
+    return ty_jv_markup(r);
+}
 
 /* ---------------------------------------------------------------- methods */
 
@@ -1488,17 +1567,16 @@ static jv m_str_count(ARGS) {
 }
 static jv m_str_join(ARGS) {
     jv items = ty_jv_iter_list(x, ARG(0, "iterable", UNDEF));
-    ty_buf b = {0};
+    ty_buf *b = ty_jx_buf(x);
     for (size_t i = 0; i < items.l->n; i++) {
         if (items.l->v[i].kind != JV_STR) {
-            free(b.v);
             ty_jx_fail(x, "sequence item %zu: expected str instance, %s found", i, ty_jv_type_name(items.l->v[i]));
         }
-        if (i) ty_buf_append(&b, self.s->p, self.s->len);
-        ty_buf_append(&b, items.l->v[i].s->p, items.l->v[i].s->len);
+        if (i) ty_buf_append(b, self.s->p, self.s->len);
+        ty_buf_append(b, items.l->v[i].s->p, items.l->v[i].s->len);
         ty_jx_step(x);
     }
-    return buf_str(x, &b);
+    return buf_str(x, b);
 }
 static jv m_str_format(ARGS) { return str_format(x, self, args, n_args, kw_names, kw, n_kw); }
 static jv m_str_removeprefix(ARGS) {
@@ -1541,12 +1619,23 @@ static jv pad(jx *x, jv self, int64_t width, jv fill, int where) {
     if (width <= len) return self;
     if (width > (int64_t)x->lim.max_output) ty_jx_fail(x, "width too large");
     const int64_t p = width - len, left = where < 0 ? 0 : where > 0 ? p : p / 2 + (p & width & 1);
-    ty_buf b = {0};
-    for (int64_t i = 0; i < left; i++) ty_buf_append(&b, fill.s->p, fill.s->len);
-    ty_buf_append(&b, self.s->p, self.s->len);
-    for (int64_t i = 0; i < p - left; i++) ty_buf_append(&b, fill.s->p, fill.s->len);
-    return buf_str(x, &b);
+    ty_buf *b = ty_jx_buf(x);
+    for (int64_t i = 0; i < left; i++) ty_buf_append(b, fill.s->p, fill.s->len);
+    ty_buf_append(b, self.s->p, self.s->len);
+    for (int64_t i = 0; i < p - left; i++) ty_buf_append(b, fill.s->p, fill.s->len);
+    return buf_str(x, b);
 }
+static jv m_str_zfill(ARGS) {
+    const int64_t width = need_int(x, ARG(0, "width", UNDEF), "zfill");
+    const bool sign = self.s->len && (self.s->p[0] == '+' || self.s->p[0] == '-');
+    jv padded = pad(x, sign ? ty_jv_str(x, self.s->p + 1, self.s->len - 1) : self, width - sign, ty_jv_cstr(x, "0"), 1);
+    if (!sign) return padded;
+    ty_buf *b = ty_jx_buf(x);
+    ty_buf_append(b, self.s->p, 1);
+    ty_buf_append(b, padded.s->p, padded.s->len);
+    return buf_str(x, b);
+}
+
 static jv m_str_ljust(ARGS) {
     return pad(x, self, need_int(x, ARG(0, "width", UNDEF), "ljust"), ARG(1, "fillchar", ty_jv_cstr(x, " ")), -1);
 }
@@ -1620,47 +1709,48 @@ static jv m_loop_changed(ARGS) {
 }
 
 static const builtin str_methods[] = {
-    {"capitalize", m_str_capitalize},
-    {"center", m_str_center},
-    {"count", m_str_count},
-    {"endswith", m_str_endswith},
-    {"find", m_str_find},
-    {"format", m_str_format},
-    {"index", m_str_index},
-    {"isalnum", m_str_isalnum},
-    {"isalpha", m_str_isalpha},
-    {"isdigit", m_str_isdigit},
-    {"islower", m_str_islower},
-    {"isspace", m_str_isspace},
-    {"isupper", m_str_isupper},
-    {"join", m_str_join},
-    {"ljust", m_str_ljust},
-    {"lower", m_str_lower},
-    {"lstrip", m_str_lstrip},
-    {"removeprefix", m_str_removeprefix},
-    {"removesuffix", m_str_removesuffix},
-    {"replace", m_str_replace},
-    {"rfind", m_str_rfind},
-    {"rjust", m_str_rjust},
-    {"rsplit", m_str_rsplit},
-    {"rstrip", m_str_rstrip},
-    {"split", m_str_split},
-    {"splitlines", m_str_splitlines},
-    {"startswith", m_str_startswith},
-    {"strip", m_str_strip},
-    {"title", m_str_title},
-    {"upper", m_str_upper},
+    {"capitalize", m_str_capitalize, KEEPS_MARKUP},
+    {"center", m_str_center, KEEPS_MARKUP},
+    {"count", m_str_count, 0},
+    {"endswith", m_str_endswith, 0},
+    {"find", m_str_find, 0},
+    {"format", m_str_format, KEEPS_MARKUP},
+    {"index", m_str_index, 0},
+    {"isalnum", m_str_isalnum, 0},
+    {"isalpha", m_str_isalpha, 0},
+    {"isdigit", m_str_isdigit, 0},
+    {"islower", m_str_islower, 0},
+    {"isspace", m_str_isspace, 0},
+    {"isupper", m_str_isupper, 0},
+    {"join", m_str_join, KEEPS_MARKUP},
+    {"ljust", m_str_ljust, KEEPS_MARKUP},
+    {"lower", m_str_lower, KEEPS_MARKUP},
+    {"lstrip", m_str_lstrip, KEEPS_MARKUP},
+    {"removeprefix", m_str_removeprefix, 0},
+    {"removesuffix", m_str_removesuffix, 0},
+    {"replace", m_str_replace, KEEPS_MARKUP},
+    {"rfind", m_str_rfind, 0},
+    {"rjust", m_str_rjust, KEEPS_MARKUP},
+    {"rsplit", m_str_rsplit, KEEPS_MARKUP},
+    {"rstrip", m_str_rstrip, KEEPS_MARKUP},
+    {"split", m_str_split, KEEPS_MARKUP},
+    {"splitlines", m_str_splitlines, KEEPS_MARKUP},
+    {"startswith", m_str_startswith, 0},
+    {"strip", m_str_strip, KEEPS_MARKUP},
+    {"title", m_str_title, KEEPS_MARKUP},
+    {"upper", m_str_upper, KEEPS_MARKUP},
+    {"zfill", m_str_zfill, KEEPS_MARKUP},
 };
 static const builtin dict_methods[] = {
-    {"copy", m_copy}, {"get", m_dict_get}, {"items", m_dict_items}, {"keys", m_dict_keys}, {"values", m_dict_values},
+    {"copy", m_copy, 0}, {"get", m_dict_get, 0}, {"items", m_dict_items, 0}, {"keys", m_dict_keys, 0}, {"values", m_dict_values, 0},
 };
 static const builtin list_methods[] = {
-    {"copy", m_copy},
-    {"count", m_list_count},
-    {"index", m_list_index},
+    {"copy", m_copy, 0},
+    {"count", m_list_count, 0},
+    {"index", m_list_index, 0},
 };
-static const builtin cycler_methods[] = {{"next", m_cycler_next}, {"reset", m_cycler_reset}};
-static const builtin loop_methods[] = {{"changed", m_loop_changed}, {"cycle", m_loop_cycle}};
+static const builtin cycler_methods[] = {{"next", m_cycler_next, 0}, {"reset", m_cycler_reset, 0}};
+static const builtin loop_methods[] = {{"changed", m_loop_changed, 0}, {"cycle", m_loop_cycle, 0}};
 
 /* the methods that write, which the immutable sandbox refuses */
 static const char *const unsafe_list[] = {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort", NULL};

@@ -39,6 +39,24 @@ void ty_jx_step(jx *x) {
         ty_jx_fail(x, "the template ran for more than %g s", x->lim.max_seconds);
 }
 
+ty_buf *ty_jx_buf(jx *x) {
+    jbuf *j = ty_arena_alloc(&x->mem, sizeof *j);
+    memset(j, 0, sizeof *j);
+    j->next = x->bufs;
+    x->bufs = j;
+    return &j->b;
+}
+
+void ty_jx_buf_done(ty_buf *b) {
+    free(b->v);
+    *b = (ty_buf){0};
+}
+
+static void free_bufs(jx *x) {
+    for (jbuf *j = x->bufs; j; j = j->next) ty_jx_buf_done(&j->b);
+    x->bufs = NULL;
+}
+
 static void emit(jx *x, const char *s, size_t n) {
     if (!n) return;
     if (n > x->lim.max_output || x->out_total > x->lim.max_output - n)
@@ -149,6 +167,14 @@ jv ty_jx_getattr(jx *x, jv obj, const char *name) {
     }
 }
 
+static jv no_element(jx *x, jv obj, jv key) {
+    ty_buf *k = ty_jx_buf(x);
+    ty_jv_write_repr(x, k, key);
+    jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k->v ? k->v : ""));
+    ty_jx_buf_done(k);
+    return u;
+}
+
 /* Python's index rules: negative from the end; false when out of range */
 static bool norm_index(int64_t i, size_t n, size_t *out) {
     if (i < 0) i += (int64_t)n;
@@ -167,30 +193,24 @@ jv ty_jx_getitem(jx *x, jv obj, jv key) {
     }
     case JV_LIST:
     case JV_STR:
-        if (obj.kind == JV_LIST && obj.seq > SEQ_TUPLE) break; /* not subscriptable */
+        if (obj.kind == JV_LIST && obj.seq > SEQ_RANGE) break; /* not subscriptable */
         if (key.kind == JV_INT || key.kind == JV_BOOL) {
             size_t at;
             const int64_t i = key.kind == JV_INT ? key.i : key.b;
             if (obj.kind == JV_LIST && norm_index(i, obj.l->n, &at)) return obj.l->v[at];
             if (obj.kind == JV_STR && norm_index(i, obj.s->n_cp, &at)) {
                 const size_t a = ty_jstr_cp_offset(obj.s, at), b = ty_jstr_cp_offset(obj.s, at + 1);
-                return ty_jv_str(x, obj.s->p + a, b - a);
+                jv c = ty_jv_str(x, obj.s->p + a, b - a);
+                c.markup = obj.markup;
+                return c;
             }
-            ty_buf k = {0};
-            ty_jv_write_repr(x, &k, key);
-            jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k.v ? k.v : ""));
-            free(k.v);
-            return u;
+            return no_element(x, obj, key);
         }
         break;
     default: break;
     }
     if (key.kind == JV_STR) return ty_jx_getattr(x, obj, key.s->p);
-    ty_buf k = {0};
-    ty_jv_write_repr(x, &k, key);
-    jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k.v ? k.v : ""));
-    free(k.v);
-    return u;
+    return no_element(x, obj, key);
 }
 
 /* Python's slice indices of a sequence of n items (PySlice_AdjustIndices) */
@@ -227,14 +247,24 @@ static jv slice_value(jx *x, jv obj, jv a, jv b, jv c) {
     if (obj.kind == JV_STR) {
         slice_indices(x, a, b, c, (int64_t)obj.s->n_cp, &start, &stop, &step);
         if (step > 0 && stop < start) stop = start;
-        return ty_jv_str_slice(x, obj, start, stop, step);
+        jv r = ty_jv_str_slice(x, obj, start, stop, step);
+        r.markup = obj.markup;
+        return r;
     }
     /* jinja2 answers a subscript Python refuses with an undefined value */
-    if (obj.kind != JV_LIST || obj.seq > SEQ_TUPLE)
+    if (obj.kind != JV_LIST || obj.seq > SEQ_RANGE)
         return ty_jv_undefined(sprintf_arena(x, "'%s' object is not subscriptable", ty_jv_type_name(obj)));
     slice_indices(x, a, b, c, (int64_t)obj.l->n, &start, &stop, &step);
     jv out = ty_jv_list(x, 0);
     out.seq = obj.seq;
+    if (obj.seq == SEQ_RANGE) { /* a range's slice is a range */
+        const int64_t *r = obj.l->range;
+        int64_t count = 0;
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) count++;
+        out.l->range[0] = r[0] + start * r[2];
+        out.l->range[2] = r[2] * step;
+        out.l->range[1] = out.l->range[0] + count * out.l->range[2];
+    }
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         ty_jx_step(x);
         ty_jv_list_push(x, out, obj.l->v[i]);
@@ -252,6 +282,8 @@ static _Noreturn void bad_operands(jx *x, const char *op, jv a, jv b) {
 
 static int64_t as_int(jv v) { return v.kind == JV_INT ? v.i : v.b; }
 
+static bool repeatable(jv v) { return v.kind == JV_STR || (v.kind == JV_LIST && v.seq <= SEQ_TUPLE); }
+
 static jv repeat(jx *x, jv seq, int64_t times) {
     if (times < 0) times = 0;
     if (seq.kind == JV_STR) {
@@ -259,7 +291,9 @@ static jv repeat(jx *x, jv seq, int64_t times) {
             ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
         char *p = ty_arena_alloc(&x->mem, seq.s->len * (size_t)times + 1);
         for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * seq.s->len, seq.s->p, seq.s->len);
-        return ty_jv_str(x, p, seq.s->len * (size_t)times);
+        jv r = ty_jv_str(x, p, seq.s->len * (size_t)times);
+        r.markup = seq.markup;
+        return r;
     }
     if (times && seq.l->n > x->lim.max_memory / sizeof(jv) / (uint64_t)times)
         ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
@@ -268,6 +302,14 @@ static jv repeat(jx *x, jv seq, int64_t times) {
     for (int64_t i = 0; i < times; i++)
         for (size_t k = 0; k < seq.l->n; k++) ty_jv_list_push(x, out, seq.l->v[k]);
     return out;
+}
+
+static jv escaped(jx *x, jv s) {
+    ty_buf *b = ty_jx_buf(x);
+    ty_jv_escape(b, s.s->p, s.s->len);
+    jv e = ty_jv_str(x, b->v ? b->v : "", b->n);
+    ty_jx_buf_done(b);
+    return e;
 }
 
 static jv concat(jx *x, jv a, jv b) {
@@ -290,6 +332,8 @@ jv ty_jx_binary(jx *x, char op, jv a, jv b) {
             return ty_jv_int(r);
         }
         if (nums) return ty_jv_float(ty_jv_number(a) + ty_jv_number(b));
+        if (a.kind == JV_STR && b.kind == JV_STR && (a.markup || b.markup)) /* Markup escapes what is added */
+            return ty_jv_markup(concat(x, a.markup ? a : escaped(x, a), b.markup ? b : escaped(x, b)));
         if (a.kind == JV_STR && b.kind == JV_STR) return concat(x, a, b);
         if (a.kind == JV_LIST && b.kind == JV_LIST && a.seq == b.seq && a.seq <= SEQ_TUPLE) {
             jv out = ty_jv_list(x, a.l->n + b.l->n);
@@ -312,8 +356,8 @@ jv ty_jx_binary(jx *x, char op, jv a, jv b) {
             return ty_jv_int(r);
         }
         if (nums) return ty_jv_float(ty_jv_number(a) * ty_jv_number(b));
-        if ((a.kind == JV_STR || a.kind == JV_LIST) && (b.kind == JV_INT || b.kind == JV_BOOL)) return repeat(x, a, as_int(b));
-        if ((b.kind == JV_STR || b.kind == JV_LIST) && (a.kind == JV_INT || a.kind == JV_BOOL)) return repeat(x, b, as_int(a));
+        if (repeatable(a) && (b.kind == JV_INT || b.kind == JV_BOOL)) return repeat(x, a, as_int(b));
+        if (repeatable(b) && (a.kind == JV_INT || a.kind == JV_BOOL)) return repeat(x, b, as_int(a));
         bad_operands(x, "*", a, b);
     case '/':
         if (!nums) bad_operands(x, "/", a, b);
@@ -348,7 +392,12 @@ jv ty_jx_binary(jx *x, char op, jv a, jv b) {
             return ty_jv_int(acc);
         }
         if (ty_jv_number(a) == 0 && ty_jv_number(b) < 0) ty_jx_fail(x, "0.0 cannot be raised to a negative power");
-        return ty_jv_float(pow(ty_jv_number(a), ty_jv_number(b)));
+        {
+            const double p = ty_jv_number(a), q = ty_jv_number(b), power = pow(p, q);
+            /* Python's float ** float raises where C's pow overflows */
+            if (isinf(power) && isfinite(p) && isfinite(q)) ty_jx_fail(x, "(34, 'Numerical result out of range')");
+            return ty_jv_float(power);
+        }
     }
     ty_jx_fail(x, "unknown operator");
 }
@@ -369,7 +418,9 @@ static bool contains(jx *x, jv hay, jv needle) {
         }
         return false;
     case JV_DICT:
-    case JV_NAMESPACE: return ty_jv_dict_get(hay, needle) != NULL;
+    case JV_NAMESPACE:
+        ty_jv_need_hashable(x, needle);
+        return ty_jv_dict_get(hay, needle) != NULL;
     default: ty_jx_fail(x, "argument of type '%s' is not iterable", ty_jv_type_name(hay));
     }
 }
@@ -438,16 +489,13 @@ jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, in
 }
 
 static jv capture(jx *x, scope *s, const node *body, const char *what) {
-    ty_buf buf = {0}, *saved = x->out;
-    x->out = &buf;
+    ty_buf *buf = ty_jx_buf(x), *saved = x->out;
+    x->out = buf;
     const flow f = exec(x, s, body);
     x->out = saved;
-    if (buf.oom) {
-        free(buf.v);
-        ty_jx_fail(x, "no memory");
-    }
-    jv v = ty_jv_str(x, buf.v ? buf.v : "", buf.n);
-    free(buf.v);
+    if (buf->oom) ty_jx_fail(x, "no memory");
+    jv v = ty_jv_str(x, buf->v ? buf->v : "", buf->n);
+    ty_jx_buf_done(buf);
     if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop (in %s)", f == FLOW_BREAK ? "break" : "continue", what);
     return v;
 }
@@ -514,7 +562,7 @@ static jv call_macro(jx *x, jv m, const jv *args, int n_args, const char **kw_na
 jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw) {
     ty_jx_step(x);
     switch (fn.kind) {
-    case JV_FUNC: return fn.o->fn->fn(x, fn.o->self, args, n_args, kw_names, kw, n_kw);
+    case JV_FUNC: return ty_jinja_call_builtin(x, fn, args, n_args, kw_names, kw, n_kw);
     case JV_MACRO: return call_macro(x, fn, args, n_args, kw_names, kw, n_kw);
     case JV_LOOP:
         if (n_args != 1 || n_kw) ty_jx_fail(x, "loop() takes one argument, the items of the next level");
@@ -534,7 +582,9 @@ jv ty_jx_apply_filter(jx *x, const char *name, jv v, const jv *args, int n_args,
     const builtin *f = ty_jinja_filter(name);
     if (!f) ty_jx_fail(x, "no filter named '%s'", name);
     ty_jx_step(x);
-    return f->fn(x, v, args, n_args, kw_names, kw, n_kw);
+    jv r = f->fn(x, v, args, n_args, kw_names, kw, n_kw);
+    if ((f->flags & KEEPS_MARKUP) && v.kind == JV_STR && v.markup) r = ty_jv_markup(r);
+    return r;
 }
 
 bool ty_jx_apply_test(jx *x, const char *name, jv v, const jv *args, int n_args) {
@@ -583,8 +633,7 @@ static jv eval(jx *x, scope *s, const node *n) {
         jv d = ty_jv_dict(x, (size_t)n->args.n_pos / 2);
         for (int i = 0; i + 1 < n->args.n_pos; i += 2) {
             jv k = eval(x, s, n->args.pos[i]);
-            if (k.kind == JV_LIST && k.seq != SEQ_TUPLE) ty_jx_fail(x, "unhashable type: '%s'", ty_jv_type_name(k));
-            if (k.kind == JV_DICT) ty_jx_fail(x, "unhashable type: 'dict'");
+            ty_jv_need_hashable(x, k);
             ty_jv_dict_set(x, d, k, eval(x, s, n->args.pos[i + 1]));
         }
         return d;
@@ -720,6 +769,9 @@ static void run_for(jx *x, scope *s, const node *n, jv iterable, int64_t depth0)
     loop.o->depth0 = depth0;
     loop.o->loop_node = n;
     loop.o->closure = s; /* a recursive loop's loop() runs in the scope the loop began in */
+    /* jinja2 marks an iteration done at the end of the body: one that ended in break or
+     * continue leaves the loop's else to run */
+    bool completed = false;
     for (size_t i = 0; i < items.l->n; i++) {
         ty_jx_step(x);
         loop.o->index0 = (int64_t)i;
@@ -728,8 +780,9 @@ static void run_for(jx *x, scope *s, const node *n, jv iterable, int64_t depth0)
         scope_set(x, it, "loop", loop);
         const flow f = exec(x, it, n->c);
         if (f == FLOW_BREAK) break;
+        if (f == FLOW_NEXT) completed = true;
     }
-    if (items.l->n == 0 && n->d) {
+    if (!completed && n->d) {
         const flow f = exec(x, push_scope(x, s), n->d);
         if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop", f == FLOW_BREAK ? "break" : "continue");
     }
@@ -739,12 +792,13 @@ static void run_for(jx *x, scope *s, const node *n, jv iterable, int64_t depth0)
 jv ty_jx_loop_call(jx *x, jv loop, jv items) {
     const node *n = loop.o->loop_node;
     if (!n->flag) ty_jx_fail(x, "the loop is not recursive: loop() needs 'for ... recursive'");
-    ty_buf buf = {0}, *saved = x->out;
-    x->out = &buf;
+    ty_buf *buf = ty_jx_buf(x), *saved = x->out;
+    x->out = buf;
     run_for(x, loop.o->closure, n, items, loop.o->depth0 + 1);
     x->out = saved;
-    jv v = ty_jv_str(x, buf.v ? buf.v : "", buf.n);
-    free(buf.v);
+    if (buf->oom) ty_jx_fail(x, "no memory");
+    jv v = ty_jv_str(x, buf->v ? buf->v : "", buf->n);
+    ty_jx_buf_done(buf);
     return v;
 }
 
@@ -852,6 +906,7 @@ char *ty_jinja_render(const jinja_template *t, const json_t *vars, const jinja_l
     x->out = &out;
     if (setjmp(x->fail)) {
         if (raised) *raised = x->raised;
+        free_bufs(x);
         ty_arena_free(&x->mem);
         free(x);
         free(out.v);
@@ -866,6 +921,7 @@ char *ty_jinja_render(const jinja_template *t, const json_t *vars, const jinja_l
     x->at = NULL;
     const flow f = exec(x, push_scope(x, x->root), t->root);
     if (f != FLOW_NEXT) ty_jx_fail(x, "'%s' outside of a loop", f == FLOW_BREAK ? "break" : "continue");
+    free_bufs(x);
     ty_arena_free(&x->mem);
     free(x);
     if (out.oom) {

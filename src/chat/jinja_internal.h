@@ -54,11 +54,13 @@ typedef struct jobj jobj;
 
 /* What Python would hold a JV_LIST's items in: jinja2's filters return generators (always
  * true, no len(), not JSON, used up by one iteration), dict methods views. */
-enum { SEQ_LIST, SEQ_TUPLE, SEQ_GEN, SEQ_REVITER, SEQ_ITEMS, SEQ_KEYS, SEQ_VALUES };
+enum { SEQ_LIST, SEQ_TUPLE, SEQ_RANGE, SEQ_GEN, SEQ_REVITER, SEQ_ITEMS, SEQ_KEYS, SEQ_VALUES };
 
 typedef struct jv {
     uint8_t kind;
     uint8_t seq; /* JV_LIST: SEQ_* */
+    bool markup; /* JV_STR: a markupsafe.Markup (from |safe or |escape): what is added to it is
+                  * HTML-escaped, as Markup's operators do whatever the autoescaping */
     union {
         bool b;
         int64_t i;
@@ -80,6 +82,7 @@ struct jstr {
 struct jlist {
     size_t n, cap;
     jv *v;
+    int64_t range[3]; /* SEQ_RANGE: its start, stop and step (the items are there too) */
 };
 
 struct jdict {
@@ -171,8 +174,16 @@ struct scope {
     var *vars;
 };
 
+/* A scratch buffer of a render (jinja_eval.c, ty_jx_buf). */
+typedef struct jbuf jbuf;
+struct jbuf {
+    ty_buf b;
+    jbuf *next;
+};
+
 typedef struct jx {
     arena mem;
+    jbuf *bufs;       /* every scratch buffer: those still holding bytes are freed on failure */
     jinja_limits lim;
     uint64_t steps;
     double deadline;
@@ -186,6 +197,12 @@ typedef struct jx {
     bool raised;
     const node *at; /* the node being evaluated, for the error's line and column */
 } jx;
+
+/* A scratch buffer for text being built: its bytes are malloc'd (they may grow large),
+ * and a failure frees those of every buffer not yet done with, so a longjmp out of a
+ * builtin leaks nothing. ty_jx_buf_done frees the bytes once they are copied out. */
+ty_buf *ty_jx_buf(jx *x);
+void ty_jx_buf_done(ty_buf *b);
 
 /* The error at the current node: longjmps out of the render. */
 _Noreturn void ty_jx_fail(jx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -211,6 +228,9 @@ jv ty_jv_of_json(jx *x, const json_t *j);
 jv ty_jv_const_str(arena *a, const char *s, size_t len); /* a template constant */
 
 bool ty_jv_truthy(jx *x, jv v);
+/* fails as Python's hash() does on a list, a dict, a dict's items or keys: a dict key, a
+ * set member */
+void ty_jv_need_hashable(jx *x, jv v);
 bool ty_jv_equal(jv a, jv b);
 int ty_jv_compare(jx *x, jv a, jv b); /* <0, 0, >0; fails where Python's < would */
 bool ty_jv_is_number(jv v);
@@ -230,6 +250,11 @@ void ty_jv_write_float(ty_buf *b, double f); /* Python's repr of a float */
 /* iteration: a list's items, a dict's keys, a string's characters; undefined: none */
 jv ty_jv_iter_list(jx *x, jv v);
 
+/* HTML-escaped text (markupsafe.escape): & < > " ' */
+void ty_jv_escape(ty_buf *b, const char *s, size_t n);
+/* Markup's rules for a + b and fmt % args where either side is Markup */
+jv ty_jv_markup(jv s);
+
 /* strings by code point */
 size_t ty_jstr_cp_offset(const jstr *s, size_t cp); /* byte offset of code point cp */
 jv ty_jv_str_slice(jx *x, jv s, int64_t start, int64_t stop, int64_t step);
@@ -244,7 +269,11 @@ typedef jv (*builtin_fn)(jx *x, jv self, const jv *args, int n_args, const char 
 struct builtin {
     const char *name;
     builtin_fn fn;
+    unsigned flags; /* KEEPS_MARKUP */
 };
+/* a filter or str method whose string result is Markup when its input is (markupsafe's
+ * wrapped methods, which also escape their string arguments) */
+#define KEEPS_MARKUP 1u
 struct jobj {
     const builtin *fn;  /* JV_FUNC */
     jv self;            /* JV_FUNC: the value a method is bound to */
@@ -274,6 +303,8 @@ bool ty_jinja_node_reads(const node *n, const char *name);
 
 /* eval: jinja_eval.c */
 jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw);
+/* a built-in function or bound method called (jinja_builtins.c: Markup's rules applied) */
+jv ty_jinja_call_builtin(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw);
 jv ty_jx_apply_filter(jx *x, const char *name, jv v, const jv *args, int n_args, const char **kw_names,
                    const jv *kw, int n_kw);
 bool ty_jx_apply_test(jx *x, const char *name, jv v, const jv *args, int n_args);

@@ -198,9 +198,9 @@ const char *ty_jv_type_name(jv v) {
     case JV_BOOL: return "bool";
     case JV_INT: return "int";
     case JV_FLOAT: return "float";
-    case JV_STR: return "str";
+    case JV_STR: return v.markup ? "Markup" : "str";
     case JV_LIST: {
-        static const char *const names[] = {"list", "tuple", "generator", "list_reverseiterator", "dict_items",
+        static const char *const names[] = {"list", "tuple", "range", "generator", "list_reverseiterator", "dict_items",
                                             "dict_keys", "dict_values"};
         return names[v.seq];
     }
@@ -226,6 +226,12 @@ size_t ty_jv_len(jx *x, jv v) {
     case JV_NAMESPACE: return v.o->ns->n;
     default: ty_jx_fail(x, "object of type '%s' has no len()", ty_jv_type_name(v));
     }
+}
+
+void ty_jv_need_hashable(jx *x, jv v) {
+    if (v.kind == JV_DICT || v.kind == JV_NAMESPACE ||
+        (v.kind == JV_LIST && (v.seq == SEQ_LIST || v.seq == SEQ_ITEMS || v.seq == SEQ_KEYS)))
+        ty_jx_fail(x, "unhashable type: '%s'", ty_jv_type_name(v));
 }
 
 bool ty_jv_truthy(jx *x, jv v) {
@@ -262,7 +268,7 @@ static bool equal_at(jv a, jv b, int depth) {
     case JV_NONE: return true;
     case JV_STR: return a.s->len == b.s->len && !memcmp(a.s->p, b.s->p, a.s->len);
     case JV_LIST:
-        if (a.seq > SEQ_TUPLE || b.seq > SEQ_TUPLE) return a.l == b.l;
+        if (a.seq > SEQ_RANGE || b.seq > SEQ_RANGE) return a.l == b.l;
         if (a.seq != b.seq || a.l->n != b.l->n) return false;
         for (size_t i = 0; i < a.l->n; i++)
             if (!equal_at(a.l->v[i], b.l->v[i], depth + 1)) return false;
@@ -413,6 +419,15 @@ static void write_seq(jx *x, ty_buf *b, jv v, int depth) {
         TOY_BUF_PUT(b, "<", ty_jv_type_name(v), v.seq == SEQ_GEN ? " object" : "", " at 0x7f0000000000>");
         return;
     }
+    if (v.seq == SEQ_RANGE) {
+        char r[80];
+        const int64_t *p = v.l->range;
+        const int n = p[2] == 1 ? snprintf(r, sizeof r, "range(%lld, %lld)", (long long)p[0], (long long)p[1])
+                                : snprintf(r, sizeof r, "range(%lld, %lld, %lld)", (long long)p[0], (long long)p[1],
+                                           (long long)p[2]);
+        ty_buf_append(b, r, (size_t)n);
+        return;
+    }
     if (v.seq >= SEQ_ITEMS) TOY_BUF_PUT(b, ty_jv_type_name(v), "(");
     const bool tuple = v.seq == SEQ_TUPLE;
     ty_buf_append(b, tuple ? "(" : "[", 1);
@@ -429,14 +444,18 @@ static void write_any(jx *x, ty_buf *b, jv v, bool repr, int depth) {
     ty_jx_step(x);
     if (depth > MAX_VALUE_DEPTH) ty_jx_fail(x, "a value nested more than %d levels deep", MAX_VALUE_DEPTH);
     switch ((jv_kind)v.kind) {
-    case JV_UNDEFINED: return;
+    case JV_UNDEFINED:
+        if (repr) ty_buf_append(b, "Undefined", 9);
+        return;
     case JV_NONE: ty_buf_append(b, "None", 4); return;
     case JV_BOOL: v.b ? ty_buf_append(b, "True", 4) : ty_buf_append(b, "False", 5); return;
     case JV_INT: write_int(b, v.i); return;
     case JV_FLOAT: ty_jv_write_float(b, v.f); return;
     case JV_STR:
+        if (repr && v.markup) ty_buf_append(b, "Markup(", 7);
         if (repr) write_str_repr(b, v.s);
         else ty_buf_append(b, v.s->p, v.s->len);
+        if (repr && v.markup) ty_buf_append(b, ")", 1);
         return;
     case JV_LIST: write_seq(x, b, v, depth); return;
     case JV_DICT:
@@ -476,14 +495,30 @@ void ty_jv_write_repr(jx *x, ty_buf *b, jv v) { write_any(x, b, v, true, 0); }
 
 jv ty_jv_to_str(jx *x, jv v) {
     if (v.kind == JV_STR) return v;
-    ty_buf b = {0};
-    ty_jv_write_str(x, &b, v);
-    if (b.oom) {
-        free(b.v);
+    ty_buf *b = ty_jx_buf(x);
+    ty_jv_write_str(x, b, v);
+    if (b->oom) {
         ty_jx_fail(x, "no memory");
     }
-    jv s = ty_jv_str(x, b.v ? b.v : "", b.n);
-    free(b.v);
+    jv s = ty_jv_str(x, b->v ? b->v : "", b->n);
+    return s;
+}
+
+void ty_jv_escape(ty_buf *b, const char *s, size_t n) {
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : s[i] == '>' ? "&gt;"
+                      : s[i] == '"' ? "&#34;" : s[i] == '\'' ? "&#39;" : NULL;
+        if (!e) continue;
+        ty_buf_append(b, s + run, i - run);
+        ty_buf_append(b, e, strlen(e));
+        run = i + 1;
+    }
+    ty_buf_append(b, s + run, n - run);
+}
+
+jv ty_jv_markup(jv s) {
+    if (s.kind == JV_STR) s.markup = true;
     return s;
 }
 
@@ -518,12 +553,6 @@ static void json_newline(ty_buf *b, const char *indent, int level) {
     for (int i = 0; i < level; i++) ty_buf_append(b, indent, strlen(indent));
 }
 
-static int cmp_keys(const void *p, const void *q) {
-    const jv *a = *(jv *const *)p, *b = *(jv *const *)q;
-    const size_t n = a->s->len < b->s->len ? a->s->len : b->s->len;
-    const int c = memcmp(a->s->p, b->s->p, n);
-    return c ? c : (a->s->len > b->s->len) - (a->s->len < b->s->len);
-}
 
 static void json_any(jx *x, ty_buf *b, jv v, const char *indent, const char *item_sep, const char *key_sep,
                      bool sort_keys, int level) {
@@ -574,7 +603,14 @@ static void json_any(jx *x, ty_buf *b, jv v, const char *indent, const char *ite
             keys[i] = k;
             order[i] = &keys[i];
         }
-        if (sort_keys) qsort(order, d->n, sizeof *order, cmp_keys);
+        /* sorted(dct.items()): by the keys as they are (an int and a str do not order) */
+        for (size_t i = 1; sort_keys && i < d->n; i++)
+            for (size_t j = i; j > 0 && ty_jv_compare(x, d->k[order[j] - keys], d->k[order[j - 1] - keys]) < 0; j--) {
+                ty_jx_step(x);
+                const jv *t = order[j];
+                order[j] = order[j - 1];
+                order[j - 1] = t;
+            }
         ty_buf_append(b, "{", 1);
         for (size_t i = 0; i < d->n; i++) {
             const size_t at = (size_t)(order[i] - keys);
@@ -648,14 +684,13 @@ jv ty_jv_str_slice(jx *x, jv s, int64_t start, int64_t stop, int64_t step) {
         const size_t a = ty_jstr_cp_offset(s.s, (size_t)start), b = ty_jstr_cp_offset(s.s, (size_t)stop);
         return b > a ? ty_jv_str(x, s.s->p + a, b - a) : ty_jv_str(x, "", 0);
     }
-    ty_buf out = {0};
+    ty_buf *out = ty_jx_buf(x);
     for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
         if (i < 0 || i >= n) break;
         const size_t a = ty_jstr_cp_offset(s.s, (size_t)i), b = ty_jstr_cp_offset(s.s, (size_t)i + 1);
-        ty_buf_append(&out, s.s->p + a, b - a);
+        ty_buf_append(out, s.s->p + a, b - a);
     }
-    jv r = ty_jv_str(x, out.v ? out.v : "", out.n);
-    free(out.v);
+    jv r = ty_jv_str(x, out->v ? out->v : "", out->n);
     return r;
 }
 

@@ -7,7 +7,8 @@
  * one-line message naming the file); anything else may do either.
  *
  * Every file under the other targets' corpora (fuzz/corpus_NAME for fuzz/fuzz_NAME.c: the
- * tokenizer, chat templates, the training-data loader, toy serve's requests, grammars) goes through
+ * tokenizer, chat templates, the Jinja engine, the training-data loader, toy serve's requests,
+ * grammars) goes through
  * its target, which traps when a promise is broken.
  */
 #include <dirent.h>
@@ -29,6 +30,9 @@
 #undef LLVMFuzzerInitialize
 #define LLVMFuzzerTestOneInput fuzz_chat_template_input
 #include "../../fuzz/fuzz_chat_template.c"
+#undef LLVMFuzzerTestOneInput
+#define LLVMFuzzerTestOneInput fuzz_jinja_input
+#include "../../fuzz/fuzz_jinja.c"
 #undef LLVMFuzzerTestOneInput
 #define LLVMFuzzerTestOneInput fuzz_train_data_input
 #define LLVMFuzzerInitialize fuzz_train_data_init
@@ -151,6 +155,7 @@ int main(void) {
         {TOY_SOURCE_DIR "/fuzz/corpus_request", fuzz_request_input, fuzz_request_init},
         {TOY_SOURCE_DIR "/fuzz/corpus_tokenizer", fuzz_tokenizer_input, fuzz_tokenizer_init},
         {TOY_SOURCE_DIR "/fuzz/corpus_chat_template", fuzz_chat_template_input, NULL},
+        {TOY_SOURCE_DIR "/fuzz/corpus_jinja", fuzz_jinja_input, NULL},
         {TOY_SOURCE_DIR "/fuzz/corpus_train_data", fuzz_train_data_input, fuzz_train_data_init},
         {TOY_SOURCE_DIR "/fuzz/corpus_grammar", fuzz_grammar_input, fuzz_grammar_init},
     };
