@@ -775,7 +775,14 @@ TOY_API toy_status toy_model_chat_template(const toy_model *model, const char *n
 TOY_API toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json,
                                             const char *tools_json, const char *kwargs_json,
                                             bool add_generation_prompt, char **prompt);
-/* Whether the template reads the variable (e.g. "tools", "enable_thinking"). */
+/* A built-in family (toy_chat_template_detect's names: "chatml", "llama3", ...), as
+ * toy_chat_apply writes it; it takes each message's role and text (a family's tools are
+ * toy serve's, docs/server.md) and no kwargs. TOY_ERR_INVALID for an unknown name. */
+TOY_API toy_status toy_chat_template_builtin(const char *name, toy_chat_template **out);
+/* The family of a built-in template, NULL for a Jinja one. */
+TOY_API const char *toy_chat_template_family(const toy_chat_template *t);
+/* Whether the template reads the variable (e.g. "tools", "enable_thinking"); false for
+ * a family. */
 TOY_API bool toy_chat_template_reads(const toy_chat_template *t, const char *variable);
 /* The BOS text it was given. */
 TOY_API const char *toy_chat_template_bos(const toy_chat_template *t);

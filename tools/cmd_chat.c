@@ -1,25 +1,27 @@
 /* cmd_chat.c — `toy chat`: an interactive conversation with line editing and history.
  *
- * Each turn the whole conversation is formatted with the chat template and tokenized;
- * the tokens the KV cache already holds (the common prefix) are kept, so only the new
- * part is evaluated. Ctrl-C stops a reply; at the prompt, Ctrl-D or /quit leaves. */
+ * Each turn the whole conversation is formatted with the chat template (the model's own
+ * by default) and tokenized; the tokens the KV cache already holds (the common prefix)
+ * are kept, so only the new part is evaluated. Ctrl-C stops a reply; at the prompt,
+ * Ctrl-D or /quit leaves. */
 #include <editline/readline.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "commands.h"
 #include "generate.h"
+#include "utf8.h"
 
 static const char *const chat_usage_head =
-    "usage: toy chat [-m MODEL] [--system TEXT] [--chat-template NAME] [options]\n"
+    "usage: toy chat [-m MODEL] [--system TEXT] [--chat-template-file F | --chat-template NAME] [options]\n"
     "\n"
-    "Talks with the model. Lines are edited with the usual keys (libedit); history with\n"
-    "up/down. Ctrl-C interrupts a reply; Ctrl-D or /quit ends the chat.\n"
+    "Talks with the model through its own chat template (tokenizer.chat_template). Lines are\n"
+    "edited with the usual keys (libedit); history with up/down. Ctrl-C interrupts a reply;\n"
+    "Ctrl-D or /quit ends the chat.\n"
     "\n"
-    "  --system TEXT           a system message\n"
-    "  --chat-template NAME    chatml, llama2, llama3, gemma, phi3, mistral, zephyr, ...\n"
-    "                          (default: recognised from the model's template, else chatml)\n";
+    "  --system TEXT           a system message\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -28,39 +30,33 @@ static void on_sigint(int sig) {
     interrupted = 1;
 }
 
-typedef struct {
-    toy_chat_message *msgs;
-    size_t n, cap;
-} conversation;
-
-static bool add_message(conversation *c, const char *role, char *content) {
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? 2 * c->cap : 16;
-        toy_chat_message *m = realloc(c->msgs, cap * sizeof *m);
-        if (!m) return false;
-        c->msgs = m;
-        c->cap = cap;
+/* The conversation so far, as OpenAI's messages: text that is not UTF-8 (a line typed in
+ * another encoding, a reply cut inside a character) gets U+FFFD for each bad byte. */
+static bool add_message(json_t *conv, const char *role, const char *content) {
+    const size_t n = strlen(content);
+    char *text = malloc(3 * n + 1);
+    if (!text) return false;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        const size_t len = ty_utf8_valid_len((const unsigned char *)content + i, n - i);
+        if (len) {
+            memcpy(text + o, content + i, len);
+            o += len, i += len;
+        } else {
+            memcpy(text + o, "\xEF\xBF\xBD", 3);
+            o += 3, i++;
+        }
     }
-    c->msgs[c->n++] = (toy_chat_message){role, content};
-    return true;
-}
-
-/* The template family: --chat-template, else the model's template, else ChatML. */
-static const char *choose_template(const char *flag, const toy_model *m) {
-    if (flag) {
-        const char *f = toy_chat_template_detect(flag);
-        if (!f) fprintf(stderr, "toy chat: unknown chat template '%s'; using chatml\n", flag);
-        return f ? f : "chatml";
-    }
-    const char *f;
-    if (toy_chat_template_of(toy_model_gguf(m), &f) == TOY_ERR_UNSUPPORTED)
-        fprintf(stderr, "toy chat: the model's chat template is not recognised; using chatml\n");
-    return f;
+    text[o] = 0;
+    const bool ok = json_array_append_new(conv, json_pack("{s:s, s:s}", "role", role, "content", text)) == 0;
+    free(text);
+    return ok;
 }
 
 typedef struct {
     gen_options gen;
-    const char *system, *template_flag;
+    const char *system;
+    chat_template_options tmpl;
 } chat_options;
 
 static int parse_chat_options(int argc, char **argv, chat_options *o) {
@@ -70,6 +66,7 @@ static int parse_chat_options(int argc, char **argv, chat_options *o) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(chat_usage_head, stdout);
+            fputs(chat_template_options_help, stdout);
             fputs(gen_options_help, stdout);
             fputs(lora_options_help, stdout);
             fputs(trace_options_help, stdout);
@@ -77,31 +74,36 @@ static int parse_chat_options(int argc, char **argv, chat_options *o) {
             return 0;
         }
         int r = gen_parse_option("chat", argc, argv, &i, &o->gen);
+        if (!r) r = chat_template_parse_option("chat", argc, argv, &i, &o->tmpl);
         if (r < 0) return 2;
         if (r > 0) continue;
         if (!strcmp(a, "--system") && i + 1 < argc) {
             o->system = argv[++i];
-        } else if (!strcmp(a, "--chat-template") && i + 1 < argc) {
-            o->template_flag = argv[++i];
         } else {
             return unknown_option("chat", a);
         }
     }
-    return gen_options_check("chat", &o->gen) ? GO_ON : 2;
+    return gen_options_check("chat", &o->gen) && chat_template_options_check("chat", &o->tmpl) ? GO_ON : 2;
 }
 
 static int run_chat(const chat_options *o) {
     gen_session s;
     if (!gen_session_open(&s, "chat", &o->gen)) return 1;
-    const char *family = choose_template(o->template_flag, s.model);
+    toy_chat_template *tmpl = chat_template_open("chat", s.model, &o->tmpl);
+    json_t *conv = json_array();
+    if (!tmpl || !conv) {
+        toy_chat_template_free(tmpl);
+        json_decref(conv);
+        gen_session_close(&s);
+        return 1;
+    }
 
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL); /* no SA_RESTART: Ctrl-C ends a blocking read too */
 
-    conversation conv = {0};
-    if (o->system) add_message(&conv, "system", strdup(o->system));
+    if (o->system) add_message(conv, "system", o->system);
     using_history();
     int rc = 0;
     for (;;) {
@@ -121,17 +123,22 @@ static int run_chat(const chat_options *o) {
             continue;
         }
         add_history(line);
-        add_message(&conv, "user", line);
+        add_message(conv, "user", line);
+        free(line);
 
-        char *prompt = NULL;
-        if (toy_chat_apply(family, conv.msgs, conv.n, true, &prompt)) {
-            fprintf(stderr, "toy chat: %s\n", toy_last_error());
+        char *prompt = NULL, *messages = json_dumps(conv, JSON_COMPACT);
+        const toy_status st = messages ? toy_chat_template_render(tmpl, messages, NULL, o->tmpl.kwargs, true, &prompt)
+                                       : TOY_ERR_NOMEM;
+        free(messages);
+        if (st) {
+            fprintf(stderr, "toy chat: %s\n", st == TOY_ERR_NOMEM ? "no memory" : toy_last_error());
             rc = 1;
             break;
         }
         int32_t *tokens = NULL, n = 0;
-        /* the template's text holds the special tokens, BOS included where it wants */
-        bool ok = !toy_tokenize_alloc(s.vocab, prompt, strlen(prompt), true, true, &tokens, &n);
+        /* the template's text holds the special tokens, and BOS where it wants one */
+        bool ok = !toy_tokenize_alloc(s.vocab, prompt, strlen(prompt), chat_prompt_add_bos(tmpl, prompt), true,
+                                      &tokens, &n);
         free(prompt);
         if (!ok) {
             fprintf(stderr, "toy chat: %s\n", toy_last_error());
@@ -147,8 +154,7 @@ static int run_chat(const chat_options *o) {
             gen_session_generate(&s, "chat", tokens + common, n - common, stdout, &interrupted, &reply);
         free(tokens);
         if (got == GEN_NO_ROOM) {
-            conv.n--; /* the turn did not fit: forget it */
-            free((char *)conv.msgs[conv.n].content);
+            json_array_remove(conv, json_array_size(conv) - 1); /* the turn did not fit: forget it */
             continue;
         }
         if (got == GEN_FAILED) { /* the grammar allowed no token, say: the chat cannot go on */
@@ -156,10 +162,11 @@ static int run_chat(const chat_options *o) {
             break;
         }
         fputs(interrupted ? " [interrupted]\n" : "\n", stdout);
-        add_message(&conv, "assistant", reply ? reply : strdup(""));
+        add_message(conv, "assistant", reply ? reply : "");
+        free(reply);
     }
-    for (size_t i = 0; i < conv.n; i++) free((char *)conv.msgs[i].content);
-    free(conv.msgs);
+    json_decref(conv);
+    toy_chat_template_free(tmpl);
     gen_session_close(&s);
     return rc;
 }

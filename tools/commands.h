@@ -105,6 +105,21 @@ bool trace_options_end(trace_options *o);
 void trace_tap(void *user, const char *name, const float *x, int64_t n_tok, int64_t n);
 extern const char *const trace_options_help;
 
+/* --chat-template NAME, --chat-template-file F, --chat-template-kwargs JSON
+ * (chat_template_options.c): parse like lora_parse_option; open gives the template to use
+ * (the model's own by default; a model without one, or with one that cannot be read, gets
+ * a built-in family, said on stderr), NULL after an error. */
+typedef struct {
+    const char *name, *file, *kwargs;
+} chat_template_options;
+int chat_template_parse_option(const char *cmd, int argc, char **argv, int *i, chat_template_options *o);
+bool chat_template_options_check(const char *cmd, const chat_template_options *o);
+toy_chat_template *chat_template_open(const char *cmd, const toy_model *m, const chat_template_options *o);
+/* Whether a rendered prompt is tokenized with add_special: not when it begins with the
+ * template's BOS text (the template wrote it; the tokenizer would add a second). */
+bool chat_prompt_add_bos(const toy_chat_template *t, const char *prompt);
+extern const char *const chat_template_options_help;
+
 /* A whole text file (any kind that reads to its end: a pipe too), malloc'd and
  * NUL-terminated, with *len its bytes; NULL after "toy CMD: PATH: why" on stderr. */
 char *read_text_file(const char *cmd, const char *path, size_t *len);

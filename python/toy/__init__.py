@@ -91,6 +91,13 @@ class ChatTemplate:
         finally:
             _c.toy_free(out)
 
+    @classmethod
+    def builtin(cls, name):
+        """One of the built-in families (chatml, llama3, gemma, ...), as --chat-template NAME."""
+        t = ctypes.c_void_p()
+        _check(_c.toy_chat_template_builtin(name.encode(), ctypes.byref(t)))
+        return cls(None, _handle=t.value)
+
     def reads(self, variable):
         """Whether the template reads the variable ("tools", "enable_thinking", ...)."""
         return bool(_c.toy_chat_template_reads(self._t, variable.encode()))
@@ -486,21 +493,20 @@ class Model:
         finally:
             t.close()
 
-    def chat(self, messages, max_tokens=256, stream=False, **sampling):
+    def chat(self, messages, max_tokens=256, stream=False, chat_template_kwargs=None, **sampling):
         """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]) with the
-        model's chat template (tokenizer.chat_template; ChatML when it has none)."""
-        family = ctypes.c_char_p()
-        _c.toy_chat_template_of(_c.toy_model_gguf(self._model), ctypes.byref(family))
-        msgs = (_lib.ChatMessage * max(len(messages), 1))(
-            *[_lib.ChatMessage(m["role"].encode(), m["content"].encode()) for m in messages])
-        text = ctypes.c_void_p()
-        _check(_c.toy_chat_apply(family.value, msgs, len(messages), True, ctypes.byref(text)))
+        model's own chat template (tokenizer.chat_template; ChatML when it has none), and
+        chat_template_kwargs as further variables of the template."""
+        t = self.chat_template()
+        if t is None:
+            t = ChatTemplate.builtin("chatml")
         try:
-            prompt = ctypes.string_at(text)
+            prompt = t.render(messages, add_generation_prompt=True, **(chat_template_kwargs or {}))
+            # the template's text holds the special tokens, and BOS where it wants one
+            add_bos = not (t.bos_token and prompt.startswith(t.bos_token))
         finally:
-            _c.toy_free(text)
-        # the template's text holds the special tokens, BOS included where it wants them
-        ids = self.tokenize(prompt, add_special=True, parse_special=True)
+            t.close()
+        ids = self.tokenize(prompt, add_special=add_bos, parse_special=True)
         return self.generate(ids, max_tokens=max_tokens, stream=stream, **sampling)
 
 

@@ -209,6 +209,8 @@ def _declare(lib):
         "toy_chat_template_of": (I, [P, ctypes.POINTER(S)]),
         "toy_chat_apply": (I, [S, ctypes.POINTER(ChatMessage), SZ, B, ctypes.POINTER(ctypes.c_void_p)]),
         "toy_chat_template_new": (I, [S, S, S, PP]),
+        "toy_chat_template_builtin": (I, [S, PP]),
+        "toy_chat_template_family": (S, [P]),
         "toy_model_chat_template": (I, [P, S, PP]),
         "toy_chat_template_render": (I, [P, S, S, S, B, ctypes.POINTER(ctypes.c_void_p)]),
         "toy_chat_template_reads": (B, [P, S]),

@@ -1,10 +1,13 @@
-/* template.c — a model's own chat template: its Jinja text (tokenizer.chat_template, or a
- * named variant such as tokenizer.chat_template.tool_use) run over a conversation the
- * way transformers' apply_chat_template runs it. The variables are those transformers
- * passes: messages, tools (None without any), documents (None), add_generation_prompt,
- * bos_token and eos_token, then the caller's chat_template_kwargs over them. Messages
- * come as OpenAI's JSON; an assistant's tool call arguments, a JSON string there, reach
- * the template as an object, as transformers expects them. */
+/* template.c — a chat template: a model's own, its Jinja text (tokenizer.chat_template, or
+ * a named variant such as tokenizer.chat_template.tool_use) run over a conversation the
+ * way transformers' apply_chat_template runs it; or one of the built-in families of
+ * families.c (--chat-template NAME, and the fallback of a model without a template).
+ *
+ * Jinja's variables are those transformers passes: messages, tools (None without any),
+ * documents (None), add_generation_prompt, bos_token and eos_token, then the caller's
+ * chat_template_kwargs over them. Messages come as OpenAI's JSON; an assistant's tool
+ * call arguments, a JSON string there, reach the template as an object, as transformers
+ * expects them. A family takes each message's role and text (text parts joined). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +18,29 @@
 #include "toy.h"
 
 struct toy_chat_template {
-    jinja_template *jinja;
+    jinja_template *jinja; /* NULL for a family */
+    const char *family;    /* a built-in family's name (static), NULL for Jinja */
     char *bos, *eos;
 };
+
+toy_status toy_chat_template_builtin(const char *name, toy_chat_template **out) {
+    if (!out) return ty_error(TOY_ERR_INVALID, "toy_chat_template_builtin: out is NULL");
+    *out = NULL;
+    const char *family = name ? toy_chat_template_detect(name) : NULL;
+    if (!family)
+        return ty_error(TOY_ERR_INVALID, "'%s' is not a chat template family toy knows (chatml, llama2, llama3, "
+                                         "gemma, phi3, mistral-v7, zephyr, ...)", name ? name : "(null)");
+    toy_chat_template *t = calloc(1, sizeof *t);
+    if (!t || !(t->bos = strdup("")) || !(t->eos = strdup(""))) {
+        toy_chat_template_free(t);
+        return ty_error(TOY_ERR_NOMEM, "no memory");
+    }
+    t->family = family;
+    *out = t;
+    return TOY_OK;
+}
+
+const char *toy_chat_template_family(const toy_chat_template *t) { return t ? t->family : NULL; }
 
 toy_status toy_chat_template_new(const char *text, const char *bos_token, const char *eos_token,
                                  toy_chat_template **out) {
@@ -48,7 +71,7 @@ void toy_chat_template_free(toy_chat_template *t) {
 }
 
 bool toy_chat_template_reads(const toy_chat_template *t, const char *variable) {
-    return t && variable && ty_jinja_reads(t->jinja, variable);
+    return t && t->jinja && variable && ty_jinja_reads(t->jinja, variable);
 }
 
 const char *toy_chat_template_bos(const toy_chat_template *t) { return t ? t->bos : ""; }
@@ -96,11 +119,59 @@ static json_t *template_messages(const char *messages_json) {
     return m;
 }
 
+/* A family's prompt: each message's role and text (parts joined, none ""). */
+static toy_status render_family(const toy_chat_template *t, json_t *messages, bool add_generation_prompt, char **prompt) {
+    const size_t n = json_array_size(messages);
+    toy_chat_message *m = calloc(n ? n : 1, sizeof *m);
+    char **text = calloc(n ? n : 1, sizeof *text);
+    toy_status st = m && text ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
+    for (size_t i = 0; !st && i < n; i++) {
+        const json_t *msg = json_array_get(messages, i), *c = json_object_get(msg, "content");
+        m[i].role = json_string_value(json_object_get(msg, "role"));
+        if (json_is_array(c)) {
+            size_t k;
+            json_t *part;
+            size_t len = 0;
+            json_array_foreach(c, k, part) len += json_string_length(json_object_get(part, "text"));
+            if (!(text[i] = malloc(len + 1))) {
+                st = ty_error(TOY_ERR_NOMEM, "no memory");
+                break;
+            }
+            len = 0;
+            json_array_foreach(c, k, part) {
+                const json_t *s = json_object_get(part, "text");
+                memcpy(text[i] + len, json_string_value(s) ? json_string_value(s) : "", json_string_length(s));
+                len += json_string_length(s);
+            }
+            text[i][len] = 0;
+            m[i].content = text[i];
+        } else if (json_is_string(c)) {
+            m[i].content = json_string_value(c);
+        } else if (!c || json_is_null(c)) {
+            m[i].content = "";
+        } else {
+            st = ty_error(TOY_ERR_INVALID, "messages[%zu].content must be a string or an array of text parts", i);
+        }
+    }
+    if (!st) st = toy_chat_apply(t->family, m, n, add_generation_prompt, prompt);
+    for (size_t i = 0; text && i < n; i++) free(text[i]);
+    free(text);
+    free(m);
+    return st;
+}
+
 toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json, const char *tools_json,
                                     const char *kwargs_json, bool add_generation_prompt, char **prompt) {
     if (!prompt) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: prompt is NULL");
     *prompt = NULL;
     if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: no template or no messages");
+    if (t->family) {
+        json_t *messages = template_messages(messages_json);
+        if (!messages) return TOY_ERR_INVALID;
+        const toy_status st = render_family(t, messages, add_generation_prompt, prompt);
+        json_decref(messages);
+        return st;
+    }
     json_t *vars = json_object();
     json_t *messages = template_messages(messages_json);
     if (!vars || !messages) {
