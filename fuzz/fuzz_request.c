@@ -33,11 +33,24 @@ int LLVMFuzzerInitialize(int *argc, char ***argv);
 
 static const char *const fuzz_families[] = {"chatml", "llama2", "llama3", "gemma", "phi3", "mistral-v7", "zephyr",
                                             "deepseek3", "command-r", "granite"};
+enum { N_FAMILIES = sizeof fuzz_families / sizeof *fuzz_families };
+/* the families, then two Jinja templates: one that writes tools, and one that does not */
+static toy_chat_template *fuzz_templates[N_FAMILIES + 2];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
     fuzz_load_vocabs();
+    for (size_t i = 0; i < N_FAMILIES; i++) FUZZ_PROMISE(!toy_chat_template_builtin(fuzz_families[i], &fuzz_templates[i]));
+    FUZZ_PROMISE(!toy_chat_template_new(
+        "{{ bos_token }}{% if tools %}<tools>{{ tools|tojson }}</tools>{% endif %}{% for m in messages %}"
+        "<|{{ m.role }}|>{{ m.content if m.content is string else m.content|map(attribute='text')|join }}"
+        "{% for c in m.tool_calls or [] %}<call>{{ c.function.name }} {{ c.function.arguments|tojson }}</call>{% endfor %}"
+        "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}",
+        "<s>", "</s>", &fuzz_templates[N_FAMILIES]));
+    FUZZ_PROMISE(!toy_chat_template_new(
+        "{% for m in messages %}{% if m.role == 'user' %}[INST]{{ m.content }}[/INST]{% else %}{{ m.content }}{% endif %}"
+        "{% endfor %}", "", "", &fuzz_templates[N_FAMILIES + 1]));
     return 0;
 }
 
@@ -125,9 +138,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const int32_t n_ctx = big ? 512 : 48;
     static size_t max_text[FUZZ_MAX_VOCABS][2]; /* a walk over the vocabulary: once each */
     if (!max_text[which][big]) max_text[which][big] = oai_max_text_bytes(fuzz_vocab[which], n_ctx);
-    const oai_context cc = {"toy-kjv", fuzz_vocab[which],
-                            fuzz_families[(pick >> 3) % (sizeof fuzz_families / sizeof *fuzz_families)], n_ctx,
-                            max_text[which][big], (uint64_t)pick};
+    const toy_chat_template *tmpl = fuzz_templates[(pick >> 3) % (N_FAMILIES + 2)];
+    const oai_context cc = {"toy-kjv", fuzz_vocab[which], tmpl, toy_chat_template_family(tmpl), NULL, (pick & 0x80) != 0,
+                            n_ctx, max_text[which][big], (uint64_t)pick};
     /* the body goes through every route's checks, whatever the gate said, to reach them more often */
     const char *body = (const char *)data + at;
     const size_t len = size - at;
@@ -155,6 +168,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         check_error(&err);
     }
     char *out = oai_tokenize(&cc, body, len, &err);
+    if (!out) check_error(&err);
+    free(out);
+    out = oai_apply_template(&cc, body, len, &err);
     if (!out) check_error(&err);
     free(out);
     out = oai_detokenize(&cc, body, len, &err);

@@ -190,20 +190,34 @@ def poll_until(fn, deadline=120, every=0.05):
 # ---------------------------------------------------------------- toy serve
 
 
-def serve_start(toy, model, *args, deadline=300):
-    """toy serve on a free port, its log read away in the background: (process, port).
-    A server that says nothing for `deadline` s is killed (a hang, not a slow machine)."""
-    proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
-                            stderr=subprocess.PIPE, text=True)
+def served_port(proc, deadline=300):
+    """The port a starting toy serve logs, reading its stderr up to that line (notes, such as
+    a chat template's fallback, may come first): (port, the lines read). A server that says
+    nothing for `deadline` s is killed (a hang, not a slow machine); one that ends first
+    gives (None, its lines)."""
     watchdog = threading.Timer(deadline, proc.kill)
     watchdog.start()
-    line = proc.stderr.readline()
-    watchdog.cancel()
-    m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-    if not m:
-        raise SystemExit(f"toy serve did not start: {line}{proc.stderr.read()}")
+    lines = []
+    try:
+        for line in proc.stderr:
+            lines.append(line)
+            m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+            if m:
+                return int(m.group(1)), lines
+        return None, lines
+    finally:
+        watchdog.cancel()
+
+
+def serve_start(toy, model, *args, deadline=300):
+    """toy serve on a free port, its log read away in the background: (process, port)."""
+    proc = subprocess.Popen([toy, "serve", "-m", model, "--port", "0", "-t", "2", *args],
+                            stderr=subprocess.PIPE, text=True)
+    port, lines = served_port(proc, deadline)
+    if port is None:
+        raise SystemExit(f"toy serve did not start: {''.join(lines)}")
     threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()
-    return proc, int(m.group(1))
+    return proc, port
 
 
 class Server:

@@ -13,12 +13,14 @@ static const char *const serve_usage =
     "                 [--api-key KEY | --api-key-file F] [--cache-type-k T] [--cache-type-v T]\n"
     "                 [--timeout S] [--queue N] [--max-body BYTES] [--max-connections N]\n"
     "                 [--cors-origin ORIGIN]... [--host-alias NAME]... [--shutdown-grace S]\n"
-    "                 [--watchdog S] [--lora FILE [--lora-scale S]]... [--chat-template NAME]\n"
+    "                 [--watchdog S] [--lora FILE [--lora-scale S]]...\n"
+    "                 [--chat-template-file F | --chat-template NAME] [--chat-template-kwargs JSON]\n"
     "                 [--pooling P]\n"
     "\n"
     "Serves MODEL over HTTP with OpenAI's API (POST /v1/chat/completions, /v1/completions,\n"
     "/v1/embeddings, GET /v1/models; streaming as server-sent events), /tokenize,\n"
-    "/detokenize, /health, /metrics (Prometheus) and a chat page at /. Up to --parallel\n"
+    "/detokenize, /apply-template, /health, /metrics (Prometheus) and a chat page at /.\n"
+    "Chat is formatted with the model's own chat template (docs/chat-templates.md). Up to --parallel\n"
     "requests share each forward pass; a completion's tokens are those toy run gives for\n"
     "the same prompt and settings, whatever else runs beside it. Request bodies are JSON\n"
     "(Content-Type: application/json, or none). SIGTERM (or Ctrl-C) answers new requests\n"
@@ -54,8 +56,11 @@ static const char *const serve_usage =
     "                         seconds with work to do (default 60; 0: never)\n"
     "  --lora FILE            apply a LoRA adapter to every request (repeatable)\n"
     "  --lora-scale S         the scale of the --lora before it (default 1)\n"
-    "  --chat-template NAME   chatml, llama3, mistral-v7, gemma, phi3, ... for chat and its\n"
-    "                         tool syntax (default: the model's template, else chatml)\n"
+    "  --chat-template NAME   a built-in template family for chat: chatml, llama3, mistral-v7,\n"
+    "                         gemma, phi3, ... (default: the model's own template)\n"
+    "  --chat-template-file F a Jinja chat template read from F\n"
+    "  --chat-template-kwargs JSON  variables for the template in requests that give no\n"
+    "                         chat_template_kwargs, e.g. '{\"enable_thinking\": false}'\n"
     "  --pooling P            how /v1/embeddings pools an input's token states: mean, cls\n"
     "                         (the first token's) or last (default: the model's\n"
     "                         pooling_type, else mean)\n"
@@ -120,7 +125,12 @@ typedef struct {
     char *key_from_file; /* --api-key-file's key, malloc'd */
     lora_options lora;
     trace_options trace;
+    chat_template_options tmpl;
 } serve_options;
+
+static toy_chat_template *open_template(void *user, const toy_model *m) {
+    return chat_template_open("serve", m, user);
+}
 
 /* the trace file opens, and --trace-head is checked, once the server has the model */
 static bool trace_model(void *user, const toy_model *m) { return trace_options_begin("serve", user, m); }
@@ -147,12 +157,8 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
             p->no_mmap = true;
         } else if (!strcmp(a, "--host") && v) {
             p->host = argv[++i];
-        } else if (!strcmp(a, "--chat-template") && v) {
-            if (!toy_chat_template_detect(v)) {
-                fprintf(stderr, "toy serve: --chat-template '%s' is not a template family toy knows\n", v);
-                goto fail;
-            }
-            p->chat_template = argv[++i];
+        } else if ((x = chat_template_parse_option("serve", argc, argv, &i, &o->tmpl))) {
+            if (x < 0) goto fail;
         } else if (!strcmp(a, "--api-key") && v) {
             p->api_key = argv[++i];
         } else if (!strcmp(a, "--cors-origin") && v) {
@@ -218,6 +224,10 @@ static int parse_serve_options(int argc, char **argv, serve_options *o) {
     p->n_cors_origins = n_cors;
     p->host_aliases = o->aliases;
     p->n_host_aliases = n_aliases;
+    if (!chat_template_options_check("serve", &o->tmpl)) goto fail;
+    p->open_chat_template = open_template;
+    p->open_chat_template_user = &o->tmpl;
+    p->chat_template_kwargs = o->tmpl.kwargs;
     p->lora_paths = o->lora.path;
     p->lora_scales = o->lora.scale;
     p->n_lora = o->lora.n;

@@ -172,7 +172,8 @@ class TestBindings(unittest.TestCase):
             srv = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", "-t", "1", "--pooling", pooling],
                                    stderr=subprocess.PIPE, text=True)
             try:
-                port = re.search(r"http://127\.0\.0\.1:(\d+)/", srv.stderr.readline()).group(1)
+                port = next(m.group(1) for m in map(re.compile(r"http://127\.0\.0\.1:(\d+)/").search, srv.stderr)
+                            if m)
                 req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/embeddings", json.dumps({"input": texts}).encode(),
                                              {"Content-Type": "application/json"})
                 served = [d["embedding"] for d in json.load(urllib.request.urlopen(req, timeout=300))["data"]]

@@ -23,6 +23,7 @@ static const struct {
     {"/detokenize", "POST", ROUTE_DETOKENIZE},
     {"/v1/embeddings", "POST", ROUTE_EMBEDDINGS},
     {"/embeddings", "POST", ROUTE_EMBEDDINGS},
+    {"/apply-template", "POST", ROUTE_APPLY_TEMPLATE},
 };
 
 static bool stop(gate_verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

@@ -24,6 +24,7 @@ typedef enum {
     ROUTE_TOKENIZE,
     ROUTE_DETOKENIZE,
     ROUTE_EMBEDDINGS,
+    ROUTE_APPLY_TEMPLATE,
 } gate_route;
 
 typedef struct {

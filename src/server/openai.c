@@ -112,6 +112,8 @@ static const struct {
     {"cache_prompt", F_BOTH},
     /* checked by tools.c */
     {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
+    /* variables for the chat template (llama-server's and vLLM's) */
+    {"chat_template_kwargs", F_CHAT},
     /* constraints: OpenAI's response_format and logit_bias, llama-server's grammar and json_schema */
     {"response_format", F_BOTH}, {"grammar", F_BOTH}, {"json_schema", F_BOTH}, {"logit_bias", F_BOTH},
 };
@@ -219,32 +221,38 @@ static char *message_content(const json_t *content, size_t i, oai_error *err) {
 
 /* Text to at most n_ctx tokens; a longer text is refused, the tokenizer not even run when
  * the text is longer than any that fits. */
-static bool tokenize_text(const oai_context *c, const char *text, size_t len, bool parse_special, int32_t **out,
-                          int32_t *n, oai_error *err, const char *param) {
+static bool tokenize_text(const oai_context *c, const char *text, size_t len, bool add_special, bool parse_special,
+                          int32_t **out, int32_t *n, oai_error *err, const char *param) {
     if (len > c->max_text_bytes)
         return fail(err, 400, param,
                     "%s is %zu bytes: more than the %d tokens of a slot's context can hold (at most %zu bytes)", param,
                     len, c->n_ctx, c->max_text_bytes);
     *out = malloc((size_t)c->n_ctx * sizeof **out);
     if (!*out) return fail(err, 500, param, "no memory");
-    const toy_status st = toy_tokenize(c->vocab, text, len, true, parse_special, *out, c->n_ctx, n);
+    const toy_status st = toy_tokenize(c->vocab, text, len, add_special, parse_special, *out, c->n_ctx, n);
     if (st == TOY_ERR_BUFFER)
         return fail(err, 400, param, "the prompt is %d tokens, over the context of %d", *n, c->n_ctx);
     if (st) return fail(err, 400, param, "%s: %s", param, toy_last_error());
     return true;
 }
 
-/* The message keys besides role and content: name is accepted, as are keys a client
- * echoes back from a response with nothing in them (refusal: null, annotations: []). */
+/* The message keys besides role and content: name and reasoning_content (given to the
+ * template) are accepted, and so are the fields the OpenAI SDKs put on the messages they
+ * hand back, whatever they hold (parsed, refusal, annotations, audio: never used). */
 static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
+    static const char *const sdk_fields[] = {"parsed", "refusal", "annotations", "audio", NULL};
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)msg, key, v) {
         if (!strcmp(key, "role") || !strcmp(key, "content") || !strcmp(key, "tool_calls") ||
             !strcmp(key, "tool_call_id")) /* the last two checked by tools_message_check */
             continue;
-        if (!strcmp(key, "name")) {
-            if (!json_is_string(v)) return fail(err, 400, "messages", "messages[%zu].name must be a string", i);
+        bool sdk = false;
+        for (const char *const *f = sdk_fields; *f && !sdk; f++) sdk = !strcmp(key, *f);
+        if (sdk) continue;
+        if (!strcmp(key, "name") || !strcmp(key, "reasoning_content")) {
+            if (!json_is_string(v) && !json_is_null(v))
+                return fail(err, 400, "messages", "messages[%zu].%s must be a string", i, key);
             continue;
         }
         if (!empty_value(v))
@@ -253,13 +261,90 @@ static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
     return true;
 }
 
-static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
+static char *dump_and_free(json_t *o, oai_error *err);
+
+/* The request's chat_template_kwargs (an object), or the server's; NULL for none. A
+ * built-in family reads no variables: kwargs for one are an error, not ignored. */
+static bool template_kwargs(const oai_context *c, const json_t *body, char **out, oai_error *err) {
+    *out = NULL;
+    const json_t *kw = json_object_get(body, "chat_template_kwargs");
+    if (kw && json_is_null(kw)) kw = NULL;
+    if (kw && !json_is_object(kw)) return fail(err, 400, "chat_template_kwargs", "chat_template_kwargs must be an object");
+    if (kw && c->chat_family && json_object_size(kw))
+        return fail(err, 400, "chat_template_kwargs",
+                    "chat_template_kwargs: the chat template is the built-in %s family, which reads no variables",
+                    c->chat_family);
+    if (!kw) kw = c->chat_template_kwargs;
+    if (kw && !(*out = json_dumps(kw, JSON_COMPACT))) return fail(err, 500, NULL, "no memory");
+    return true;
+}
+
+/* A message as the Jinja template takes it: OpenAI's, developer as system, and a list of
+ * text parts as their joined text where the template writes only a string. */
+static json_t *template_message(const oai_context *c, const json_t *msg, const tools_message *m) {
+    json_t *t = json_deep_copy(msg);
+    bool ok = t && !json_object_set_new(t, "role", json_string(m->role));
+    if (ok && !c->content_parts && json_is_array(json_object_get(msg, "content")))
+        ok = !json_object_set_new(t, "content", oai_json_text(m->content, strlen(m->content)));
+    if (!ok) {
+        json_decref(t);
+        t = NULL;
+    }
+    return t;
+}
+
+/* The conversation's prompt. A Jinja template gets the messages (and the tools, when it
+ * writes tools itself) as the request gives them; one that does not write tools, and a
+ * built-in family, get the tools, calls and results in tools.c's forms. */
+static bool render_chat(const oai_context *c, const json_t *msgs, const tools_message *m, size_t n,
+                        const tools_request *t, const char *kwargs, bool add_generation_prompt, char **prompt,
+                        oai_error *err) {
+    tools_error te;
+    if (c->chat_family) {
+        if (!tools_render(t, c->chat_family, m, n, add_generation_prompt, prompt, &te))
+            return fail(err, te.status, te.param, "%s", te.message);
+        return true;
+    }
+    const bool has_tool_text = (t && t->n_functions && t->choice != TOOL_CHOICE_NONE) ||
+                               tools_messages_have_tools(m, n);
+    json_t *messages = NULL;
+    if (has_tool_text && !toy_chat_template_reads(c->chat_template, "tools")) {
+        if (!(messages = tools_generic_messages(t, m, n, &te))) return fail(err, te.status, te.param, "%s", te.message);
+    } else {
+        if (!(messages = json_array())) return fail(err, 500, NULL, "no memory");
+        for (size_t i = 0; i < n; i++)
+            if (json_array_append_new(messages, template_message(c, json_array_get(msgs, i), &m[i]))) {
+                json_decref(messages);
+                return fail(err, 500, NULL, "no memory");
+            }
+    }
+    const bool native_tools = toy_chat_template_reads(c->chat_template, "tools") && t && t->n_functions &&
+                              t->choice != TOOL_CHOICE_NONE;
+    char *messages_json = json_dumps(messages, JSON_COMPACT);
+    char *tools_json = native_tools ? json_dumps(t->json, JSON_COMPACT) : NULL;
+    json_decref(messages);
+    bool ok = messages_json && (!native_tools || tools_json);
+    if (!ok) fail(err, 500, NULL, "no memory");
+    if (ok && toy_chat_template_render(c->chat_template, messages_json, tools_json, kwargs, add_generation_prompt,
+                                       prompt))
+        ok = fail(err, 400, "messages", "%s", toy_last_error());
+    free(messages_json);
+    free(tools_json);
+    return ok;
+}
+
+/* The messages checked one by one (m: what the renderers need of each; the texts in
+ * *content, owned), then rendered. */
+static bool chat_prompt_text(const oai_context *c, const json_t *body, const tools_request *t,
+                             bool add_generation_prompt, char **prompt, oai_error *err) {
+    *prompt = NULL;
     const json_t *msgs = json_object_get(body, "messages");
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return fail(err, 400, "messages", "messages must be a non-empty array");
     const size_t n = json_array_size(msgs);
     tools_message *m = calloc(n, sizeof *m);
     char **content = calloc(n, sizeof *content);
+    char *kwargs = NULL;
     bool ok = m && content;
     if (!ok) fail(err, 500, NULL, "no memory");
     size_t total = 0;
@@ -299,18 +384,71 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
         }
         m[i] = (tools_message){r, content[i], calls, call_id};
     }
-    char *prompt = NULL;
-    tools_error te;
-    if (ok && !tools_render(&out->tools, c->chat_family, m, n, true, &prompt, &te))
-        ok = fail(err, te.status, te.param, "%s", te.message);
-    /* as toy chat: the template's special-token text becomes those tokens */
-    if (ok)
-        ok = tokenize_text(c, prompt, strlen(prompt), true, &out->gen.prompt, &out->gen.n_prompt, err, "messages");
-    free(prompt);
+    if (ok) ok = template_kwargs(c, body, &kwargs, err);
+    if (ok) ok = render_chat(c, msgs, m, n, t, kwargs, add_generation_prompt, prompt, err);
+    free(kwargs);
     for (size_t i = 0; content && i < n; i++) free(content[i]);
     free(content);
     free(m);
     return ok;
+}
+
+static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
+    char *prompt = NULL;
+    bool ok = chat_prompt_text(c, body, &out->tools, true, &prompt, err);
+    /* as toy chat: the template's special-token text becomes those tokens, and a BOS it
+     * wrote is not added again */
+    if (ok) {
+        const char *bos = toy_chat_template_bos(c->chat_template);
+        const bool add_bos = !*bos || strncmp(prompt, bos, strlen(bos)) != 0;
+        ok = tokenize_text(c, prompt, strlen(prompt), add_bos, true, &out->gen.prompt, &out->gen.n_prompt, err,
+                           "messages");
+    }
+    free(prompt);
+    return ok;
+}
+
+bool oai_template_takes_content_parts(const toy_chat_template *t) {
+    static const char probe[] = "toy-probe-7f3a";
+    char *prompt = NULL;
+    if (toy_chat_template_family(t) ||
+        toy_chat_template_render(t, "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
+                                    "\"toy-probe-7f3a\"}]}]", NULL, NULL, true, &prompt))
+        return false;
+    const bool takes = strstr(prompt, probe) != NULL;
+    toy_free(prompt);
+    return takes;
+}
+
+char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai_error *err) {
+    memset(err, 0, sizeof *err);
+    json_t *j = oai_load_object(body, len, err);
+    if (!j) return NULL;
+    static const char *const fields[] = {"messages", "tools", "tool_choice", "parallel_tool_calls",
+                                         "chat_template_kwargs", "add_generation_prompt", "model", NULL};
+    const char *key;
+    json_t *v;
+    bool ok = true;
+    json_object_foreach(j, key, v) {
+        bool known = false;
+        for (const char *const *f = fields; *f && !known; f++) known = !strcmp(key, *f);
+        if (ok && !known) ok = fail(err, 400, key, "unknown field '%.64s' for /apply-template", key);
+    }
+    bool agp = true;
+    if (ok) ok = get_bool(j, "add_generation_prompt", &agp, err);
+    tools_request t = {0};
+    tools_error te;
+    if (ok && !tools_request_parse(j, c->chat_family, &t, &te)) ok = fail(err, te.status, te.param, "%s", te.message);
+    char *prompt = NULL;
+    if (ok) ok = chat_prompt_text(c, j, &t, agp, &prompt, err);
+    tools_request_free(&t);
+    json_decref(j);
+    if (!ok) return NULL;
+    json_t *text = oai_json_text(prompt, strlen(prompt)), *o = text ? json_object() : NULL;
+    if (o && json_object_set_new(o, "prompt", text)) json_decref(o), o = NULL;
+    else if (!o) json_decref(text);
+    free(prompt);
+    return dump_and_free(o, err);
 }
 
 static bool parse_completion_prompt(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
@@ -318,7 +456,7 @@ static bool parse_completion_prompt(const oai_context *c, const json_t *body, oa
     if (json_is_array(p) && json_array_size(p) == 1 && json_is_string(json_array_get(p, 0)))
         p = json_array_get(p, 0);
     if (json_is_string(p)) /* as toy run -p: BOS as the vocabulary says, no special-token text */
-        return tokenize_text(c, json_string_value(p), json_string_length(p), false, &out->gen.prompt,
+        return tokenize_text(c, json_string_value(p), json_string_length(p), true, false, &out->gen.prompt,
                              &out->gen.n_prompt, err, "prompt");
     if (!json_is_array(p) || json_array_size(p) == 0)
         return fail(err, 400, "prompt", "prompt must be a string or a non-empty array of token ids");

@@ -33,7 +33,11 @@ typedef struct {
 typedef struct {
     const char *model_id;     /* what clients name the model */
     const toy_vocab *vocab;
-    const char *chat_family;  /* the model's chat template family */
+    const toy_chat_template *chat_template; /* the model's own (Jinja), or a built-in family */
+    const char *chat_family;  /* that family, NULL for a Jinja template */
+    const json_t *chat_template_kwargs; /* of requests that give none (an object), or NULL */
+    bool content_parts;       /* the Jinja template writes a content given as a list of text
+                               * parts; when not, it gets their text joined (as llama-server) */
     int32_t n_ctx;            /* per slot */
     size_t max_text_bytes;    /* the longest text that is tokenized (oai_max_text_bytes) */
     uint64_t seed;            /* for requests that give none */
@@ -58,6 +62,15 @@ bool oai_check_model(const oai_context *c, const json_t *j, oai_error *err);
 bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out,
                oai_error *err);
 void oai_request_free(oai_request *r);
+
+/* Whether a Jinja template writes a message's content given as a list of text parts (it
+ * renders a probe conversation); false for one that fails or drops it. */
+bool oai_template_takes_content_parts(const toy_chat_template *t);
+
+/* POST /apply-template (llama-server's): a chat request's messages, tools and
+ * chat_template_kwargs (add_generation_prompt true unless it says otherwise) as the
+ * template writes them, {"prompt": TEXT}; NULL with *err set. */
+char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai_error *err);
 
 /* POST /tokenize ({"content", "add_special", "parse_special"}) and /detokenize
  * ({"tokens"}): the response body (malloc'd), or NULL with *err set. */

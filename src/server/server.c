@@ -43,6 +43,8 @@ typedef struct {
     gate_config gate;
     toy_model *model;
     toy_lora *loras[16];
+    toy_chat_template *chat_template;
+    json_t *chat_template_kwargs; /* --chat-template-kwargs, or NULL */
     srv_engine *engine;
     oai_context oai;
     emb_context emb;
@@ -457,6 +459,14 @@ static enum MHD_Result tokens_route(server *s, struct MHD_Connection *con, conn_
     return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
 }
 
+static enum MHD_Result apply_template(server *s, struct MHD_Connection *con, conn_state *cs) {
+    oai_error err;
+    sem_wait(&s->parse_permits);
+    char *json = oai_apply_template(&s->oai, cs->body ? cs->body : "", cs->len, &err);
+    sem_post(&s->parse_permits);
+    return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
+}
+
 static enum MHD_Result health(server *s, struct MHD_Connection *con, conn_state *cs) {
     const double stalled = srv_engine_stalled_for(s->engine);
     char body[160];
@@ -557,6 +567,8 @@ static enum MHD_Result route(server *s, struct MHD_Connection *con, conn_state *
         return tokens_route(s, con, cs, true);
     case ROUTE_EMBEDDINGS:
         return embeddings(s, con, cs);
+    case ROUTE_APPLY_TEMPLATE:
+        return apply_template(s, con, cs);
     case ROUTE_NONE:
         break;
     }
@@ -745,12 +757,15 @@ int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) 
         fprintf(stderr, "toy serve: %s\n", toy_last_error());
         goto done;
     }
-    const char *family;
-    toy_chat_template_of(toy_model_gguf(s->model), &family);
-    if (p->chat_template) family = toy_chat_template_detect(p->chat_template); /* checked by the command */
+    if (!(s->chat_template = p->open_chat_template(p->open_chat_template_user, s->model))) goto done;
+    if (p->chat_template_kwargs && !(s->chat_template_kwargs = json_loads(p->chat_template_kwargs, 0, NULL))) {
+        fprintf(stderr, "toy serve: --chat-template-kwargs is not JSON\n"); /* (checked by the command) */
+        goto done;
+    }
     const toy_vocab *vocab = srv_engine_vocab(s->engine);
-    s->oai = (oai_context){s->model_id, vocab, family, srv_engine_n_ctx(s->engine),
-                           oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
+    s->oai = (oai_context){s->model_id, vocab, s->chat_template, toy_chat_template_family(s->chat_template),
+                           s->chat_template_kwargs, oai_template_takes_content_parts(s->chat_template),
+                           srv_engine_n_ctx(s->engine), oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
     /* as llama-server: --pooling, else the file's pooling_type, else the mean */
     const toy_pooling pooling = p->pooling != TOY_POOLING_UNSPECIFIED ? (toy_pooling)p->pooling
                                 : toy_model_pooling(s->model) != TOY_POOLING_UNSPECIFIED ? toy_model_pooling(s->model)
@@ -789,6 +804,8 @@ done:
     if (d) MHD_stop_daemon(d);
     srv_engine_free(s->engine);
     for (int i = 0; i < p->n_lora; i++) toy_lora_free(s->loras[i]);
+    toy_chat_template_free(s->chat_template);
+    json_decref(s->chat_template_kwargs);
     toy_model_free(s->model);
     sem_destroy(&s->parse_permits);
     free(s);

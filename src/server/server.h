@@ -33,7 +33,12 @@ typedef struct {
     const float *lora_scales;
     int n_lora;
     bool no_mmap;        /* read the model into memory instead of mapping it */
-    const char *chat_template; /* a template family or text for chat (NULL: the model's) */
+    /* the chat template, opened once the model is loaded (NULL: after its own message the
+     * server does not start), and the chat_template_kwargs of requests that give none
+     * (a JSON object's text, or NULL) */
+    toy_chat_template *(*open_chat_template)(void *user, const toy_model *model);
+    void *open_chat_template_user;
+    const char *chat_template_kwargs;
     int pooling;         /* toy_pooling of /v1/embeddings; TOY_POOLING_UNSPECIFIED: the model's
                           * pooling_type, or mean when it has none */
     /* the engine's trace (toy_trace_fn; NULL: none), and trace_model, called with the model

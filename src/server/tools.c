@@ -21,6 +21,7 @@
 #define TOOLS_MAX 128 /* functions in one request */
 
 tools_syntax tools_syntax_of(const char *family) {
+    if (!family) return TOOLS_GENERIC;
     if (!strcmp(family, "chatml")) return TOOLS_HERMES;
     if (!strcmp(family, "llama3")) return TOOLS_LLAMA3;
     if (!strncmp(family, "mistral-", 8)) return TOOLS_MISTRAL;
@@ -205,8 +206,10 @@ bool tools_message_check(const json_t *msg, size_t i, const char *role, const js
         if (strcmp(role, "assistant"))
             return tfail(err, 400, "messages", "messages[%zu].tool_calls: only an assistant's message has them", i);
         if (!json_is_array(tc)) return tfail(err, 400, "messages", "messages[%zu].tool_calls must be an array", i);
-        static const char *const call_keys[] = {"id", "type", "function", NULL};
-        static const char *const fn_keys[] = {"name", "arguments", NULL};
+        /* (index, as a stream's deltas carry it, and parsed_arguments, which the OpenAI SDKs'
+         * parse() adds, come back in messages a client echoes: accepted, not used) */
+        static const char *const call_keys[] = {"id", "type", "function", "index", NULL};
+        static const char *const fn_keys[] = {"name", "arguments", "parsed_arguments", NULL};
         for (size_t k = 0; k < json_array_size(tc); k++) {
             const json_t *c = json_array_get(tc, k);
             const json_t *cid = json_object_get(c, "id"), *type = json_object_get(c, "type");
@@ -531,6 +534,31 @@ static bool apply_items(const char *family, const item_list *l, bool add_assista
     }
     *out = b.v;
     return true;
+}
+
+bool tools_messages_have_tools(const tools_message *m, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (m[i].tool_calls || is_role(&m[i], "tool")) return true;
+    return false;
+}
+
+json_t *tools_generic_messages(const tools_request *t, const tools_message *m, size_t n, tools_error *err) {
+    item_list l = {calloc(2 * n + 2, sizeof(item)), 0, false};
+    json_t *out = l.v ? json_array() : NULL;
+    if (out) render_generic(t, m, n, &l);
+    for (size_t i = 0; out && i < l.n; i++) /* (the generic form writes no raw text) */
+        if (json_array_append_new(out, json_pack("{s:s, s:s}", "role", l.v[i].role, "content", l.v[i].content))) {
+            json_decref(out);
+            out = NULL;
+        }
+    if (!out || l.oom) {
+        json_decref(out);
+        out = NULL;
+        tfail(err, 500, "messages", "no memory");
+    }
+    for (size_t i = 0; i < l.n; i++) free(l.v[i].content);
+    free(l.v);
+    return out;
 }
 
 bool tools_render(const tools_request *t, const char *family, const tools_message *m, size_t n,

@@ -94,6 +94,13 @@ bool tools_message_check(const json_t *msg, size_t i, const char *role, const js
 bool tools_render(const tools_request *t, const char *family, const tools_message *m, size_t n,
                   bool add_assistant, char **prompt, tools_error *err);
 
+/* Whether the messages hold calls or tool results. */
+bool tools_messages_have_tools(const tools_message *m, size_t n);
+/* The conversation in the generic form (the tools in the system message, calls and
+ * results as text) as messages for a Jinja template that writes no tools of its own:
+ * [{"role", "content"}, ...]. NULL with *err set. */
+json_t *tools_generic_messages(const tools_request *t, const tools_message *m, size_t n, tools_error *err);
+
 /* ---------------------------------------------------------------- answers */
 
 typedef struct {

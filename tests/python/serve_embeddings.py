@@ -33,7 +33,7 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/, helpers.py
-from helpers import poll_until  # noqa: E402
+from helpers import poll_until, served_port  # noqa: E402
 
 TOY, MODELS, LLAMA_BIN = sys.argv[1], sys.argv[2], sys.argv[3]
 BARE = sys.argv[4].split() if len(sys.argv) > 4 else None
@@ -70,12 +70,10 @@ class Toy:
     def __init__(self, model, *args):
         self.proc = subprocess.Popen([TOY, "serve", "-m", model, "--port", "0", "-t", "1", "-c", "1024", *args],
                                      stderr=subprocess.PIPE, text=True)
-        line = self.proc.stderr.readline()
-        m = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
-        if not m:
-            raise SystemExit(f"FAIL: toy serve did not start: {line}{self.proc.stderr.read()}")
-        self.port = int(m.group(1))
-        self.log = []  # the server's lines on stderr after the first
+        self.port, lines = served_port(self.proc)
+        if self.port is None:
+            raise SystemExit(f"FAIL: toy serve did not start: {''.join(lines)}")
+        self.log = []  # the server's lines on stderr after the one that gave the port
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
     def stop(self):

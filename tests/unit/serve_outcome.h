@@ -68,6 +68,13 @@ static inline void serve_run(srv_engine *e, srv_params *p, outcome *o) {
     serve_collect(r, o);
 }
 
+/* The built-in ChatML family, the chat template of the requests these tests parse. */
+static inline const toy_chat_template *serve_chatml(void) {
+    static toy_chat_template *t;
+    if (!t && toy_chat_template_builtin("chatml", &t)) abort();
+    return t;
+}
+
 /* The bundled model, or NULL after printing why. */
 static inline toy_model *serve_load_model(void) {
     toy_model *m = NULL;
