@@ -15,13 +15,32 @@
 
 #include "error.h"
 #include "jinja.h"
+#include "tool_calls.h"
 #include "toy.h"
 
 struct toy_chat_template {
     jinja_template *jinja; /* NULL for a family */
     const char *family;    /* a built-in family's name (static), NULL for Jinja */
     char *bos, *eos;
+    ty_chat_syntax syntax; /* how its model writes calls and reasoning */
 };
+
+/* A family's tool syntax: the forms of toy serve's renderer (tools.c) for the families it
+ * knows, else the generic one; the families that think. */
+static ty_chat_syntax family_syntax(const char *family) {
+    ty_chat_syntax s = {TY_TOOLS_GENERIC, TY_REASONING_NONE};
+    if (!strcmp(family, "chatml")) s.tools = TY_TOOLS_HERMES;
+    else if (!strcmp(family, "llama3")) s.tools = TY_TOOLS_LLAMA3;
+    else if (!strncmp(family, "mistral-", 8)) s.tools = TY_TOOLS_MISTRAL_NEMO;
+    if (!strcmp(family, "deepseek3") || !strcmp(family, "hunyuan-dense")) s.reasoning = TY_REASONING_THINK;
+    else if (!strcmp(family, "seed_oss")) s.reasoning = TY_REASONING_SEED;
+    else if (!strcmp(family, "gpt-oss")) s.reasoning = TY_REASONING_GPT_OSS;
+    return s;
+}
+
+ty_chat_syntax ty_chat_template_syntax(const toy_chat_template *t) {
+    return t ? t->syntax : (ty_chat_syntax){TY_TOOLS_GENERIC, TY_REASONING_NONE};
+}
 
 toy_status toy_chat_template_builtin(const char *name, toy_chat_template **out) {
     if (!out) return ty_error(TOY_ERR_INVALID, "toy_chat_template_builtin: out is NULL");
@@ -36,6 +55,7 @@ toy_status toy_chat_template_builtin(const char *name, toy_chat_template **out) 
         return ty_error(TOY_ERR_NOMEM, "no memory");
     }
     t->family = family;
+    t->syntax = family_syntax(family);
     *out = t;
     return TOY_OK;
 }
@@ -58,6 +78,7 @@ toy_status toy_chat_template_new(const char *text, const char *bos_token, const 
         toy_chat_template_free(t);
         return ty_error(TOY_ERR_INVALID, "chat template: %s", err);
     }
+    t->syntax = ty_chat_syntax_of(text);
     *out = t;
     return TOY_OK;
 }

@@ -89,6 +89,11 @@ typedef struct {
  * when no family's markers are in it (also for NULL). */
 ty_chat_syntax ty_chat_syntax_of(const char *template_text);
 
+/* The syntax of a chat template's model (toy.h's toy_chat_template): detected from a
+ * Jinja template's text, and for a built-in family the forms toy serve writes. */
+typedef struct toy_chat_template toy_chat_template;
+ty_chat_syntax ty_chat_template_syntax(const toy_chat_template *t);
+
 /* Names for logs and docs: "hermes", "llama3", "deepseek-r1", ...; "think", "seed", ... */
 const char *ty_tool_format_name(ty_tool_format f);
 const char *ty_reasoning_format_name(ty_reasoning_format r);

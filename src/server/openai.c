@@ -112,8 +112,9 @@ static const struct {
     {"cache_prompt", F_BOTH},
     /* checked by tools.c */
     {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
-    /* variables for the chat template (llama-server's and vLLM's) */
-    {"chat_template_kwargs", F_CHAT},
+    /* variables for the chat template (llama-server's and vLLM's), and whether a thinking
+     * model's reasoning comes apart from its content (llama-server's) */
+    {"chat_template_kwargs", F_CHAT}, {"reasoning_format", F_CHAT},
     /* constraints: OpenAI's response_format and logit_bias, llama-server's grammar and json_schema */
     {"response_format", F_BOTH}, {"grammar", F_BOTH}, {"json_schema", F_BOTH}, {"logit_bias", F_BOTH},
 };
@@ -263,6 +264,15 @@ static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
 
 static char *dump_and_free(json_t *o, oai_error *err);
 
+/* The tools' syntax: the template's, but the generic form where a Jinja template writes
+ * no tools itself (the server writes them in that form then). */
+static ty_chat_syntax request_syntax(const oai_context *c) {
+    ty_chat_syntax syn = ty_chat_template_syntax(c->chat_template);
+    if (!c->chat_family && !toy_chat_template_reads(c->chat_template, "tools")) syn.tools = TY_TOOLS_GENERIC;
+    return syn;
+}
+
+
 /* The request's chat_template_kwargs (an object), or the server's; NULL for none. A
  * built-in family reads no variables: kwargs for one are an error, not ignored. */
 static bool template_kwargs(const oai_context *c, const json_t *body, char **out, oai_error *err) {
@@ -396,6 +406,7 @@ static bool chat_prompt_text(const oai_context *c, const json_t *body, const too
 static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
     char *prompt = NULL;
     bool ok = chat_prompt_text(c, body, &out->tools, true, &prompt, err);
+    if (ok) out->starts_in_reasoning = ty_chat_prompt_opens_reasoning(out->tools.syntax, prompt, strlen(prompt));
     /* as toy chat: the template's special-token text becomes those tokens, and a BOS it
      * wrote is not added again */
     if (ok) {
@@ -438,7 +449,8 @@ char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai
     if (ok) ok = get_bool(j, "add_generation_prompt", &agp, err);
     tools_request t = {0};
     tools_error te;
-    if (ok && !tools_request_parse(j, c->chat_family, &t, &te)) ok = fail(err, te.status, te.param, "%s", te.message);
+    if (ok && !tools_request_parse(j, c->chat_family, request_syntax(c), &t, &te))
+        ok = fail(err, te.status, te.param, "%s", te.message);
     char *prompt = NULL;
     if (ok) ok = chat_prompt_text(c, j, &t, agp, &prompt, err);
     tools_request_free(&t);
@@ -642,13 +654,37 @@ static bool parse_logit_bias(const oai_context *c, const json_t *body, oai_reque
 /* tools, tool_choice, parallel_tool_calls; the grammar that forces a call. */
 static bool parse_tools(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
     tools_error te;
+    if (!tools_request_parse(body, c->chat_family, request_syntax(c), &out->tools, &te))
+        return fail(err, te.status, te.param, "%s", te.message);
+    if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
+        return fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");
+    const json_t *rf = json_object_get(body, "reasoning_format");
+    out->reasoning = true;
+    if (rf && !json_is_null(rf)) { /* llama-server's: none keeps the thinking in the content */
+        const char *v = json_string_value(rf);
+        if (!v || (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "deepseek")))
+            return fail(err, 400, "reasoning_format", "reasoning_format must be \"none\", \"auto\" or \"deepseek\"");
+        out->reasoning = strcmp(v, "none") != 0;
+    }
+    const tools_request *t = &out->tools;
+    out->parse_output =
+        tools_parse_calls(t) || (out->reasoning && t->syntax.reasoning != TY_REASONING_NONE);
+    if (out->parse_output && tools_parse_calls(t)) {
+        if (!(out->fn_names = calloc(t->n_functions, sizeof *out->fn_names))) return fail(err, 500, NULL, "no memory");
+        for (size_t k = 0; k < t->n_functions; k++) out->fn_names[k] = t->functions[k].name;
+    }
+    return true;
+}
+
+/* A forced call's grammar, once the prompt says whether the answer starts inside the
+ * model's thinking. */
+static bool attach_tools_grammar(const oai_context *c, oai_request *out, oai_error *err) {
+    tools_error te;
     char *gbnf = NULL;
-    if (!tools_request_parse(body, c->chat_family, &out->tools, &te) || !tools_grammar(&out->tools, &gbnf, &te))
+    if (!tools_grammar(&out->tools, out->starts_in_reasoning, &gbnf, &te))
         return fail(err, te.status, te.param, "%s", te.message);
     bool ok = true;
-    if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
-        ok = fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");
-    if (ok && gbnf) ok = attach_grammar(c, gbnf, "tool_choice", out, err);
+    if (gbnf) ok = attach_grammar(c, gbnf, "tool_choice", out, err);
     free(gbnf);
     return ok;
 }
@@ -748,6 +784,7 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     if (ok) ok = parse_constraints(c, j, out, err);
     if (ok && chat) ok = parse_tools(c, j, out, err);
     if (ok) ok = chat ? parse_chat_prompt(c, j, out, err) : parse_completion_prompt(c, j, out, err);
+    if (ok && chat) ok = attach_tools_grammar(c, out, err);
     if (ok && out->gen.n_prompt == 0) ok = fail(err, 400, chat ? "messages" : "prompt", "the prompt has no tokens");
     if (ok) {
         const int64_t need = (int64_t)out->gen.n_prompt + (out->gen.max_tokens > 0 ? out->gen.max_tokens : 0);
@@ -762,8 +799,14 @@ bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oa
     return ok;
 }
 
-void oai_request_free(oai_request *r) {
+void oai_request_answer_free(oai_request *r) {
     tools_request_free(&r->tools);
+    free(r->fn_names);
+    r->fn_names = NULL;
+}
+
+void oai_request_free(oai_request *r) {
+    oai_request_answer_free(r);
     free(r->gen.prompt);
     for (size_t i = 0; i < r->gen.n_stops; i++) free(r->gen.stops[i]);
     toy_grammar_free(r->gen.grammar);
@@ -948,6 +991,7 @@ void oai_choice_free(oai_choice *c) {
     json_decref(c->lp_top);
     json_decref(c->lp_offsets);
     json_decref(c->tool_calls);
+    free(c->reasoning);
     memset(c, 0, sizeof *c);
 }
 
@@ -972,6 +1016,9 @@ char *oai_response_json(const oai_context *c, bool chat, const char *id, long cr
             o = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", i, "message", "role", "assistant", "content", text,
                           "logprobs", lp, "finish_reason", ch->finish_reason ? ch->finish_reason : "stop");
             if (o && ch->tool_calls) json_object_set(json_object_get(o, "message"), "tool_calls", ch->tool_calls);
+            if (o && ch->reasoning)
+                json_object_set_new(json_object_get(o, "message"), "reasoning_content",
+                                    oai_json_text(ch->reasoning, strlen(ch->reasoning)));
         } else {
             json_t *lp = ch->lp_tokens ? json_pack("{s:O,s:O,s:O,s:O}", "tokens", ch->lp_tokens, "token_logprobs",
                                                    ch->lp_token_logprobs, "top_logprobs", ch->lp_top,
@@ -1033,23 +1080,30 @@ char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *
                          "model", c->model_id, "choices", choice));
 }
 
-bool oai_choice_tools(const tools_request *t, oai_choice *c) {
-    if (!tools_parse_calls(t)) return true;
-    tools_output o;
-    if (!tools_parse_output(t->syntax, t->functions, t->n_functions, t->parallel, c->text ? c->text : "", c->len, &o))
-        return false;
-    json_t *calls = o.n_calls ? tools_calls_json(&o, false) : NULL;
+static bool parse_answer(const oai_request *req, const char *text, size_t len, bool partial, ty_chat_output *o) {
+    const tools_request *t = &req->tools;
+    return ty_chat_output_parse(t->syntax, req->starts_in_reasoning, req->reasoning, req->fn_names,
+                                tools_parse_calls(t) ? t->n_functions : 0, t->parallel, text, len, partial, o);
+}
+
+bool oai_choice_parse(const oai_request *req, oai_choice *c) {
+    if (!req->parse_output) return true;
+    ty_chat_output o;
+    if (!parse_answer(req, c->text ? c->text : "", c->len, false, &o)) return false;
+    json_t *calls = o.n_calls ? tools_calls_json(&o, 0, false, req->tools.syntax.tools) : NULL;
     const bool ok = !o.n_calls || calls;
+    free(c->text);
+    c->text = o.content;
+    c->len = o.content ? strlen(o.content) : 0;
+    c->cap = o.content ? c->len + 1 : 0;
+    o.content = NULL;
+    c->reasoning = o.reasoning;
+    o.reasoning = NULL;
     if (calls) {
-        free(c->text);
-        c->text = o.content;
-        c->len = o.content ? strlen(o.content) : 0;
-        c->cap = o.content ? c->len + 1 : 0;
-        o.content = NULL;
         c->tool_calls = calls;
         c->finish_reason = "tool_calls";
     }
-    tools_output_free(&o);
+    ty_chat_output_free(&o);
     return ok;
 }
 
@@ -1060,65 +1114,81 @@ static char *tool_calls_chunk_sse(const oai_context *c, const char *id, long cre
                          "tool_calls", calls, "logprobs", "finish_reason"));
 }
 
-char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool_stream *ts, const char *id,
-                          long created, const srv_event *ev, bool first) {
-    if (ev->len && ts->len + ev->len + 1 > ts->cap) {
-        size_t cap = ts->cap ? 2 * ts->cap : 256;
-        while (cap < ts->len + ev->len + 1) cap *= 2;
-        char *v = realloc(ts->text, cap);
+/* A chunk whose delta is reasoning text. */
+static char *reasoning_chunk_sse(const oai_context *c, const char *id, long created, int choice, const char *text,
+                                 size_t len, bool first) {
+    json_t *delta = json_object(), *t = oai_json_text(text, len);
+    if (!delta || !t) {
+        json_decref(delta);
+        json_decref(t);
+        return NULL;
+    }
+    if (first) json_object_set_new(delta, "role", json_string("assistant"));
+    json_object_set_new(delta, "reasoning_content", t);
+    return sse(json_pack("{s:s,s:s,s:I,s:s,s:[{s:i,s:o,s:n,s:n}]}", "id", id, "object", "chat.completion.chunk",
+                         "created", (json_int_t)created, "model", c->model_id, "choices", "index", choice, "delta",
+                         delta, "logprobs", "finish_reason"));
+}
+
+char *oai_parsed_chunks_sse(const oai_context *c, const oai_request *req, oai_parsed_stream *ps, const char *id,
+                            long created, const srv_event *ev, bool first) {
+    if (ev->len && ps->len + ev->len + 1 > ps->cap) {
+        size_t cap = ps->cap ? 2 * ps->cap : 256;
+        while (cap < ps->len + ev->len + 1) cap *= 2;
+        char *v = realloc(ps->text, cap);
         if (!v) return NULL;
-        ts->text = v;
-        ts->cap = cap;
+        ps->text = v;
+        ps->cap = cap;
     }
     if (ev->len) {
-        memcpy(ts->text + ts->len, ev->text, ev->len);
-        ts->len += ev->len;
-        ts->text[ts->len] = 0;
+        memcpy(ps->text + ps->len, ev->text, ev->len);
+        ps->len += ev->len;
+        ps->text[ps->len] = 0;
     }
-    char *part[3] = {NULL, NULL, NULL};
+    const bool done = ev->kind != SRV_EV_TOKEN;
+    ty_chat_output o;
+    if (!parse_answer(req, ps->text ? ps->text : "", ps->len, !done, &o)) return NULL;
+    /* what this parse adds: its texts and calls grow those of the last (tool_calls.h) */
+    char *part[4] = {NULL, NULL, NULL, NULL};
     bool ok = true;
-    srv_event e = *ev;
-    const char *text = ts->text ? ts->text : "";
-    if (ev->kind == SRV_EV_TOKEN) {
-        const size_t safe = tools_stream_safe(t->syntax, text, ts->len, ts->sent);
-        if (safe > ts->sent || first) {
-            e.text = (char *)text + ts->sent;
-            e.len = safe > ts->sent ? safe - ts->sent : 0;
-            ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
-            if (safe > ts->sent) ts->sent = safe;
-        }
-    } else {
-        tools_output o;
-        if (!tools_parse_output(t->syntax, t->functions, t->n_functions, t->parallel, text, ts->len, &o)) return NULL;
-        if (o.n_calls) { /* the content not sent yet, the calls, the end */
-            const size_t have = o.content ? strlen(o.content) : 0;
-            e.kind = SRV_EV_TOKEN;
-            e.text = o.content ? o.content + (have > ts->sent ? ts->sent : have) : (char *)"";
-            e.len = have > ts->sent ? have - ts->sent : 0;
-            if (e.len || first) ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
-            json_t *calls = ok ? tools_calls_json(&o, true) : NULL;
-            ok = ok && calls && (part[1] = tool_calls_chunk_sse(c, id, created, ev->choice, calls));
-            e = *ev;
-            e.text = NULL;
-            e.len = 0;
-            e.finish_reason = "tool_calls";
-            ok = ok && (part[2] = oai_chunk_sse(c, true, false, id, created, &e, false));
-        } else { /* no call: what was held back, and the end as it came */
-            e.text = (char *)text + ts->sent;
-            e.len = ts->len - ts->sent;
-            ok = (part[0] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
-        }
-        tools_output_free(&o);
+    const size_t r_len = o.reasoning ? strlen(o.reasoning) : 0, c_len = o.content ? strlen(o.content) : 0;
+    if (r_len > ps->sent_reasoning) {
+        ok = (part[0] = reasoning_chunk_sse(c, id, created, ev->choice, o.reasoning + ps->sent_reasoning,
+                                            r_len - ps->sent_reasoning, first)) != NULL;
+        ps->sent_reasoning = r_len;
+        first = false;
     }
+    if (ok && (c_len > ps->sent_content || (first && !done))) {
+        srv_event e = *ev;
+        e.kind = SRV_EV_TOKEN;
+        e.text = o.content ? o.content + ps->sent_content : (char *)"";
+        e.len = c_len > ps->sent_content ? c_len - ps->sent_content : 0;
+        ok = (part[1] = oai_chunk_sse(c, true, req->logprobs, id, created, &e, first)) != NULL;
+        ps->sent_content = c_len > ps->sent_content ? c_len : ps->sent_content;
+        first = false;
+    }
+    if (ok && o.n_calls > ps->sent_calls) {
+        json_t *calls = tools_calls_json(&o, ps->sent_calls, true, req->tools.syntax.tools);
+        ok = calls && (part[2] = tool_calls_chunk_sse(c, id, created, ev->choice, calls));
+        ps->sent_calls = o.n_calls;
+    }
+    if (ok && done) {
+        srv_event e = *ev;
+        e.text = NULL;
+        e.len = 0;
+        if (ps->sent_calls) e.finish_reason = "tool_calls";
+        ok = (part[3] = oai_chunk_sse(c, true, false, id, created, &e, first)) != NULL;
+    }
+    ty_chat_output_free(&o);
     size_t total = 1;
-    for (int i = 0; i < 3; i++) total += part[i] ? strlen(part[i]) : 0;
+    for (int i = 0; i < 4; i++) total += part[i] ? strlen(part[i]) : 0;
     char *out = ok ? malloc(total) : NULL;
     if (out) {
         out[0] = 0;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (part[i]) strcat(out, part[i]);
     }
-    for (int i = 0; i < 3; i++) free(part[i]);
+    for (int i = 0; i < 4; i++) free(part[i]);
     return out;
 }
 

@@ -28,6 +28,12 @@ typedef struct {
     bool logprobs; /* chat: logprobs true; completions: logprobs N given */
     char grammar_param[32]; /* the field the grammar came from, for messages */
     tools_request tools; /* chat: its tools (owned: tools_request_free, also after submitting) */
+    /* chat: how the answers are read (tool_calls.h): parsed for the tools' calls and for
+     * reasoning kept apart (reasoning_format not "none") where the model thinks */
+    bool parse_output;
+    bool reasoning;
+    bool starts_in_reasoning; /* the prompt opened the model's thinking block */
+    const char **fn_names;    /* the declared functions' names, for the parser */
 } oai_request;
 
 typedef struct {
@@ -62,6 +68,9 @@ bool oai_check_model(const oai_context *c, const json_t *j, oai_error *err);
 bool oai_parse(const oai_context *c, const char *body, size_t len, bool chat, oai_request *out,
                oai_error *err);
 void oai_request_free(oai_request *r);
+/* What the answer side keeps of a submitted request (its tools, the functions' names),
+ * freed once the answer is out. */
+void oai_request_answer_free(oai_request *r);
 
 /* Whether a Jinja template writes a message's content given as a list of text parts (it
  * renders a probe conversation); false for one that fails or drops it. */
@@ -91,6 +100,7 @@ typedef struct {
     json_t *lp_tokens, *lp_token_logprobs, *lp_top, *lp_offsets; /* completions */
     const char *finish_reason;
     json_t *tool_calls; /* the calls parsed from the text (which is then the rest), or NULL */
+    char *reasoning;    /* the reasoning parsed from it, or NULL */
 } oai_choice;
 
 /* One token's log-probability entry, in the chat format ({"token", "logprob", "bytes",
@@ -99,10 +109,10 @@ json_t *oai_token_logprob(const toy_vocab *v, const srv_event *ev);
 /* Adds an event to a choice being collected (non-streaming); false: no memory. */
 bool oai_choice_add(const toy_vocab *v, bool chat, bool logprobs, oai_choice *c, const srv_event *ev);
 void oai_choice_free(oai_choice *c);
-/* A whole choice's text parsed for the request's tool calls: with calls, the text
- * becomes the rest (content null when none is left) and finish_reason "tool_calls".
- * false: no memory. */
-bool oai_choice_tools(const tools_request *t, oai_choice *c);
+/* A whole choice's text parsed (req->parse_output): its reasoning apart, the calls of
+ * the request's tools (finish_reason "tool_calls" when there are any), the content the
+ * rest (null when none is left). false: no memory. */
+bool oai_choice_parse(const oai_request *req, oai_choice *c);
 /* The whole response object (malloc'd text); its usage has the prompt tokens that came
  * from the cache as prompt_tokens_details.cached_tokens. */
 char *oai_response_json(const oai_context *c, bool chat, const char *id, long created, oai_choice *choices,
@@ -111,18 +121,20 @@ char *oai_response_json(const oai_context *c, bool chat, const char *id, long cr
  * first chunk (chat sends the role then). */
 char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *id, long created,
                     const srv_event *ev, bool first);
-/* A stream of a chat whose answers are parsed for tool calls, per choice: the text so
- * far and the bytes of it sent as content. */
+/* A stream of a chat whose answers are parsed, per choice: the text so far, and how much
+ * of its reasoning, content and calls was sent. */
 typedef struct {
     char *text;
-    size_t len, cap, sent;
-} oai_tool_stream;
+    size_t len, cap;
+    size_t sent_reasoning, sent_content, sent_calls;
+} oai_parsed_stream;
 /* The chunks for one event of such a stream (zero or more, "" for none, malloc'd; NULL:
- * no memory): the content as far as no call can begin in it; at the choice's end the
- * rest of the content, the calls as delta.tool_calls and finish_reason "tool_calls", or
- * the held-back text and the finish_reason it had when there is no call. */
-char *oai_tool_chunks_sse(const oai_context *c, const tools_request *t, oai_tool_stream *ts, const char *id,
-                          long created, const srv_event *ev, bool first);
+ * no memory): what a partial parse of the text so far adds to the reasoning
+ * (delta.reasoning_content), the content and the calls (delta.tool_calls, each whole);
+ * at the choice's end the rest by the final parse, and finish_reason "tool_calls" when
+ * there were calls. */
+char *oai_parsed_chunks_sse(const oai_context *c, const oai_request *req, oai_parsed_stream *ps, const char *id,
+                            long created, const srv_event *ev, bool first);
 /* The last chunk with the usage and no choices. */
 char *oai_usage_chunk_sse(const oai_context *c, bool chat, const char *id, long created,
                           int32_t prompt_tokens, int32_t completion_tokens, int32_t cached_tokens);

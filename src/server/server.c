@@ -147,7 +147,7 @@ typedef struct {
     bool failed;      /* the error event is out: [DONE] and the end follow */
     double next_check; /* when to look for the client next */
     int stage;        /* 0: events, 1: usage sent, 2: [DONE] sent */
-    oai_tool_stream *tool_streams; /* per choice, when the answers are parsed for tool calls */
+    oai_parsed_stream *parsed; /* per choice, when the answers are parsed (calls, reasoning) */
 } stream_state;
 
 static bool client_gone(int fd) {
@@ -222,9 +222,9 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
             st->started |= 1u << ev.choice;
             if (ev.kind == SRV_EV_DONE) st->done++;
             /* a token whose text is held back (a possible stop string) shows nothing yet */
-            const bool show = st->tool_streams || ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs;
-            if (st->tool_streams)
-                st->pending = oai_tool_chunks_sse(&st->s->oai, &st->req.tools, &st->tool_streams[ev.choice], st->id,
+            const bool show = st->parsed || ev.kind == SRV_EV_DONE || ev.len > 0 || first || st->req.logprobs;
+            if (st->parsed)
+                st->pending = oai_parsed_chunks_sse(&st->s->oai, &st->req, &st->parsed[ev.choice], st->id,
                                                   st->created, &ev, first);
             else if (show)
                 st->pending = oai_chunk_sse(&st->s->oai, st->req.chat, st->req.logprobs, st->id, st->created, &ev, first);
@@ -243,9 +243,9 @@ static void stream_free(void *cls) {
     stream_state *st = cls;
     if (st->done < st->n_choices) srv_cancel(st->r);
     srv_request_release(st->r);
-    for (int i = 0; st->tool_streams && i < st->n_choices; i++) free(st->tool_streams[i].text);
-    free(st->tool_streams);
-    tools_request_free(&st->req.tools);
+    for (int i = 0; st->parsed && i < st->n_choices; i++) free(st->parsed[i].text);
+    free(st->parsed);
+    oai_request_answer_free(&st->req);
     free(st->pending);
     free(st);
 }
@@ -255,17 +255,17 @@ static void stream_free(void *cls) {
 static enum MHD_Result stream_reply(server *s, struct MHD_Connection *con, const conn_state *cs, srv_request *r,
                                     oai_request *req, int n_choices, const char *id, long created) {
     stream_state *st = calloc(1, sizeof *st);
-    oai_tool_stream *ts = tools_parse_calls(&req->tools) ? calloc((size_t)n_choices, sizeof *ts) : NULL;
-    if (!st || (tools_parse_calls(&req->tools) && !ts)) {
+    oai_parsed_stream *ps = req->parse_output ? calloc((size_t)n_choices, sizeof *ps) : NULL;
+    if (!st || (req->parse_output && !ps)) {
         free(st);
-        free(ts);
-        tools_request_free(&req->tools);
+        free(ps);
+        oai_request_answer_free(req);
         srv_cancel(r);
         srv_request_release(r);
         return reply_json(s, con, cs, 500, NULL);
     }
     *st = (stream_state){.s = s, .r = r, .req = *req, .created = created, .fd = connection_fd(con),
-                         .n_choices = n_choices, .tool_streams = ts};
+                         .n_choices = n_choices, .parsed = ps};
     snprintf(st->id, sizeof st->id, "%s", id);
     struct MHD_Response *resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
     if (!resp) {
@@ -308,7 +308,7 @@ static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const 
         }
         srv_event_clear(&ev);
     }
-    for (int i = 0; ok && !failed && req->chat && i < n_choices; i++) ok = oai_choice_tools(&req->tools, &choices[i]);
+    for (int i = 0; ok && !failed && req->chat && i < n_choices; i++) ok = oai_choice_parse(req, &choices[i]);
     int32_t prompt, completion, cached;
     srv_request_usage(r, &prompt, &completion, &cached);
     srv_request_release(r);
@@ -333,7 +333,7 @@ static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_s
     const int n_choices = req.gen.n_choices;
     srv_request *r;
     if (srv_submit(s->engine, &req.gen, &r)) {
-        tools_request_free(&req.tools);
+        oai_request_answer_free(&req);
         oai_fail(&err, 503, NULL, "%s",
                  atomic_load(&s->stopping) ? "the server is shutting down"
                                            : "the server is busy (every slot taken, the queue full): try again");
@@ -344,7 +344,7 @@ static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_s
     const long created = unix_now();
     if (req.stream) return stream_reply(s, con, cs, r, &req, n_choices, id, created);
     const enum MHD_Result res = whole_reply(s, con, cs, r, &req, n_choices, id, created);
-    tools_request_free(&req.tools);
+    oai_request_answer_free(&req);
     return res;
 }
 

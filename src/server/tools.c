@@ -159,11 +159,12 @@ bad:
                  "{\"name\": NAME}}");
 }
 
-bool tools_request_parse(const json_t *body, const char *family, tools_request *t, tools_error *err) {
+bool tools_request_parse(const json_t *body, const char *family, ty_chat_syntax syntax, tools_request *t,
+                         tools_error *err) {
     memset(t, 0, sizeof *t);
     t->choice = TOOL_CHOICE_AUTO;
     t->parallel = true;
-    t->syntax = tools_syntax_of(family);
+    t->syntax = syntax;
     t->family = family;
     const json_t *tools = json_object_get(body, "tools"), *pc = json_object_get(body, "parallel_tool_calls");
     if (pc && !json_is_null(pc)) {
@@ -579,262 +580,11 @@ bool tools_render(const tools_request *t, const char *family, const tools_messag
     return ok;
 }
 
-/* ---------------------------------------------------------------- parsing answers */
+/* ---------------------------------------------------------------- answers */
 
-static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-static size_t skip_ws(const char *s, size_t n, size_t i) {
-    while (i < n && is_ws(s[i])) i++;
-    return i;
-}
-
-static bool starts(const char *s, size_t n, size_t i, const char *lit) {
-    const size_t k = strlen(lit);
-    return i <= n && n - i >= k && !memcmp(s + i, lit, k);
-}
-
-static size_t find(const char *s, size_t n, const char *lit) {
-    for (size_t i = 0; i < n; i++)
-        if (starts(s, n, i, lit)) return i;
-    return n;
-}
-
-/* The end of the JSON value that begins at s[i], found lexically (strings and their
- * escapes skipped, brackets counted); 0 when it does not end within n. Whether it is
- * valid JSON is Jansson's to say. */
-static size_t json_end(const char *s, size_t n, size_t i) {
-    if (i >= n) return 0;
-    if (s[i] != '{' && s[i] != '[' && s[i] != '"') { /* a number or a literal */
-        size_t k = i;
-        while (k < n && !is_ws(s[k]) && s[k] != ',' && s[k] != '}' && s[k] != ']') k++;
-        return k > i ? k : 0;
-    }
-    size_t depth = 0;
-    for (size_t k = i; k < n; k++) {
-        if (s[k] == '"') {
-            for (k++; k < n && s[k] != '"'; k++)
-                if (s[k] == '\\') k++;
-            if (k >= n) return 0;
-        } else if (s[k] == '{' || s[k] == '[') {
-            depth++;
-        } else if (s[k] == '}' || s[k] == ']') {
-            depth--;
-        }
-        if (depth == 0) return k + 1;
-    }
-    return 0;
-}
-
-/* Where the value of `key` lies in the object text s[a, b) (valid JSON); false if the key
- * is not written plainly (escaped characters in it). */
-static bool member_span(const char *s, size_t a, size_t b, const char *key, size_t *va, size_t *vb) {
-    const size_t klen = strlen(key);
-    for (size_t i = skip_ws(s, b, a + 1); i < b && s[i] == '"';) {
-        const size_t ke = json_end(s, b, i);
-        if (!ke) return false;
-        const bool match = ke - i == klen + 2 && !memcmp(s + i + 1, key, klen);
-        i = skip_ws(s, b, ke);
-        if (i >= b || s[i] != ':') return false;
-        i = skip_ws(s, b, i + 1);
-        const size_t ve = json_end(s, b, i);
-        if (!ve) return false;
-        if (match) {
-            *va = i;
-            *vb = ve;
-            return true;
-        }
-        i = skip_ws(s, b, ve);
-        if (i >= b || s[i] != ',') return false;
-        i = skip_ws(s, b, i + 1);
-    }
-    return false;
-}
-
-typedef struct {
-    tool_call *v;
-    size_t n, cap;
-    bool oom;
-} call_list;
-
-static void calls_free(call_list *c) {
-    for (size_t i = 0; i < c->n; i++) {
-        free(c->v[i].name);
-        free(c->v[i].arguments);
-    }
-    free(c->v);
-    *c = (call_list){0};
-}
-
-/* Reads the call object in s[a, b): {"name": N, KEY: {...}} for one of the keys (the
- * arguments), N a declared function, with "id" and "type": "function" allowed besides.
- * Adds it when `keep`. false: not such a call. */
-static bool read_call(const char *s, size_t a, size_t b, const char *const *keys, const tool_function *fns,
-                      size_t n_fns, bool keep, call_list *out) {
-    json_t *o = json_loadb(s + a, b - a, JSON_REJECT_DUPLICATES, NULL);
-    const json_t *name = json_object_get(o, "name"), *type = json_object_get(o, "type"), *args = NULL;
-    const char *key_used = NULL;
-    for (const char *const *k = keys; *k && !args; k++)
-        if ((args = json_object_get(o, *k))) key_used = *k;
-    bool ok = json_is_object(o) && json_is_string(name) && json_is_object(args) &&
-              json_object_size(o) == 2u + (json_object_get(o, "id") != NULL) + (type != NULL) &&
-              (!type || (json_is_string(type) && !strcmp(json_string_value(type), "function")));
-    bool declared = false;
-    for (size_t k = 0; ok && k < n_fns && !declared; k++) declared = !strcmp(fns[k].name, json_string_value(name));
-    ok = ok && declared;
-    if (ok && keep) {
-        size_t va, vb;
-        char *text = member_span(s, a, b, key_used, &va, &vb) ? strndup(s + va, vb - va)
-                                                              : json_dumps(args, JSON_COMPACT | JSON_REAL_PRECISION(17));
-        char *nm = strdup(json_string_value(name));
-        if (out->n == out->cap) {
-            const size_t cap = out->cap ? 2 * out->cap : 4;
-            tool_call *v = realloc(out->v, cap * sizeof *v);
-            if (v) out->v = v, out->cap = cap;
-        }
-        if (!text || !nm || out->n == out->cap) {
-            out->oom = true;
-            free(text);
-            free(nm);
-        } else {
-            out->v[out->n++] = (tool_call){nm, text};
-        }
-    }
-    json_decref(o);
-    return ok;
-}
-
-/* The calls of a JSON array text s[a, b) ([{...}, ...], not empty); false unless every
- * element is a call. */
-static bool read_call_array(const char *s, size_t a, size_t b, const tool_function *fns, size_t n_fns,
-                            bool parallel, call_list *out) {
-    static const char *const keys[] = {"arguments", NULL};
-    json_t *arr = json_loadb(s + a, b - a, 0, NULL);
-    const bool array = json_is_array(arr) && json_array_size(arr) > 0;
-    json_decref(arr);
-    if (!array) return false;
-    for (size_t i = skip_ws(s, b, a + 1); i < b;) {
-        const size_t e = json_end(s, b, i);
-        if (!e || s[i] != '{' || !read_call(s, i, e, keys, fns, n_fns, parallel || out->n == 0, out)) return false;
-        i = skip_ws(s, b, e);
-        if (i < b && s[i] == ']') return true;
-        i = skip_ws(s, b, i + 1); /* after the comma */
-    }
-    return false;
-}
-
-/* The calls in the text and where they lie: [*start, *end). */
-static void find_calls(tools_syntax syn, const tool_function *fns, size_t n_fns, bool parallel, const char *s,
-                       size_t n, call_list *calls, size_t *start, size_t *end) {
-    static const char *const arguments[] = {"arguments", NULL};
-    static const char *const parameters[] = {"parameters", "arguments", NULL};
-    *start = *end = 0;
-    switch (syn) {
-    case TOOLS_HERMES: {
-        /* <tool_call>{...}</tool_call>, one after another (white space between) */
-        size_t i = *start = find(s, n, "<tool_call>");
-        while (starts(s, n, i, "<tool_call>")) {
-            const size_t j = skip_ws(s, n, i + strlen("<tool_call>"));
-            const size_t e = j < n && s[j] == '{' ? json_end(s, n, j) : 0;
-            if (!e) break;
-            const size_t k = skip_ws(s, n, e);
-            if (!starts(s, n, k, "</tool_call>") ||
-                !read_call(s, j, e, arguments, fns, n_fns, parallel || calls->n == 0, calls))
-                break;
-            *end = k + strlen("</tool_call>");
-            i = skip_ws(s, n, *end);
-        }
-        break;
-    }
-    case TOOLS_MISTRAL: {
-        *start = find(s, n, "[TOOL_CALLS]");
-        const size_t j = skip_ws(s, n, *start + strlen("[TOOL_CALLS]"));
-        const size_t e = *start < n && j < n && s[j] == '[' ? json_end(s, n, j) : 0;
-        if (e && read_call_array(s, j, e, fns, n_fns, parallel, calls)) *end = e;
-        else calls_free(calls);
-        break;
-    }
-    case TOOLS_LLAMA3: {
-        /* {"name": N, "parameters": {...}} at the start, several apart by white space or ";" */
-        size_t i = *start = skip_ws(s, n, 0);
-        while (i < n && s[i] == '{') {
-            const size_t e = json_end(s, n, i);
-            if (!e || !read_call(s, i, e, parameters, fns, n_fns, parallel || calls->n == 0, calls)) break;
-            *end = e;
-            i = skip_ws(s, n, e);
-            if (i < n && s[i] == ';') i = skip_ws(s, n, i + 1);
-        }
-        break;
-    }
-    case TOOLS_GENERIC: {
-        /* {"tool_calls": [...]} or {"tool_call": {...}} at the start */
-        *start = skip_ws(s, n, 0);
-        const size_t e = *start < n && s[*start] == '{' ? json_end(s, n, *start) : 0;
-        json_t *o = e ? json_loadb(s + *start, e - *start, JSON_REJECT_DUPLICATES, NULL) : NULL;
-        size_t va, vb;
-        bool ok = json_object_size(o) == 1;
-        if (ok && member_span(s, *start, e, "tool_calls", &va, &vb))
-            ok = s[va] == '[' && read_call_array(s, va, vb, fns, n_fns, parallel, calls);
-        else if (ok && member_span(s, *start, e, "tool_call", &va, &vb))
-            ok = s[va] == '{' && read_call(s, va, vb, arguments, fns, n_fns, true, calls);
-        else
-            ok = false;
-        json_decref(o);
-        if (ok) *end = e;
-        else calls_free(calls);
-        break;
-    }
-    }
-}
-
-bool tools_parse_output(tools_syntax syntax, const tool_function *fns, size_t n_fns, bool parallel,
-                        const char *text, size_t len, tools_output *out) {
-    memset(out, 0, sizeof *out);
-    call_list calls = {0};
-    size_t start, end;
-    find_calls(syntax, fns, n_fns, parallel, text, len, &calls, &start, &end);
-    if (calls.oom) {
-        calls_free(&calls);
-        return false;
-    }
-    size_t before = len, tail = len, tail_end = len;
-    if (calls.n) {
-        before = start;
-        while (before > 0 && is_ws(text[before - 1])) before--;
-        tail = skip_ws(text, len, end);
-        while (tail_end > tail && is_ws(text[tail_end - 1])) tail_end--;
-    }
-    ty_buf b = {0};
-    ty_buf_append(&b, text, before);
-    if (tail_end > tail) {
-        if (before) ty_buf_append(&b, "\n", 1);
-        ty_buf_append(&b, text + tail, tail_end - tail);
-    }
-    if (b.oom) {
-        calls_free(&calls);
-        free(b.v);
-        return false;
-    }
-    if (calls.n && b.n == 0) { /* calls only: content null */
-        free(b.v);
-        b.v = NULL;
-    }
-    if (!calls.n && !b.v) b.v = strdup(""); /* no call: the whole text, even empty */
-    if (!calls.n && !b.v) return false;
-    out->content = b.v;
-    out->calls = calls.v;
-    out->n_calls = calls.n;
-    return true;
-}
-
-void tools_output_free(tools_output *o) {
-    call_list c = {o->calls, o->n_calls, o->n_calls, false};
-    calls_free(&c);
-    free(o->content);
-    memset(o, 0, sizeof *o);
-}
-
-/* "call_" and 24 random letters and digits (unique within any conversation). */
-static void new_call_id(char id[32]) {
+/* A call's id: "call_" and 24 random letters and digits, or 9 of them for the Mistral
+ * models, whose templates take no other (their own ids are 9 long). */
+static void new_call_id(char id[32], bool mistral) {
     static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     static atomic_uint_fast64_t counter;
     unsigned char r[24];
@@ -846,17 +596,20 @@ static void new_call_id(char id[32]) {
             r[i] = (unsigned char)(x >> 56);
         }
     }
-    memcpy(id, "call_", 5);
-    for (size_t i = 0; i < sizeof r; i++) id[5 + i] = alnum[r[i] % (sizeof alnum - 1)];
-    id[5 + sizeof r] = 0;
+    const size_t n = mistral ? 9 : sizeof r, at = mistral ? 0 : 5;
+    memcpy(id, "call_", at);
+    for (size_t i = 0; i < n; i++) id[at + i] = alnum[r[i] % (sizeof alnum - 1)];
+    id[at + n] = 0;
 }
 
-json_t *tools_calls_json(const tools_output *o, bool with_index) {
+json_t *tools_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format) {
     json_t *arr = json_array();
-    for (size_t i = 0; arr && i < o->n_calls; i++) {
+    for (size_t i = first; arr && i < o->n_calls; i++) {
         char id[32];
-        new_call_id(id);
-        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name",
+        new_call_id(id, format == TY_TOOLS_MISTRAL_NEMO || format == TY_TOOLS_MISTRAL_SMALL);
+        /* the model's own id where it wrote one: its template expects it back */
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", o->calls[i].id ? o->calls[i].id : id, "type", "function",
+                              "function", "name",
                               o->calls[i].name, "arguments", o->calls[i].arguments);
         if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)i));
         if (!c || json_array_append_new(arr, c)) {
@@ -867,87 +620,30 @@ json_t *tools_calls_json(const tools_output *o, bool with_index) {
     return arr;
 }
 
-size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size_t sent) {
-    if (syntax == TOOLS_LLAMA3 || syntax == TOOLS_GENERIC) { /* a call can only open the answer */
-        const size_t i = skip_ws(text, len, 0);
-        return sent > 0 || (i < len && text[i] != '{') ? len : 0;
-    }
-    /* up to the tag, or up to what may be its beginning at the end; then white space that
-     * may come before it. No tag begins before `sent` (it would have been held back), so
-     * the search starts there. */
-    const char *tag = syntax == TOOLS_HERMES ? "<tool_call>" : "[TOOL_CALLS]";
-    const size_t tl = strlen(tag);
-    size_t cut = sent + find(text + sent, len - sent, tag);
-    for (size_t k = tl - 1; cut == len && k > 0; k--)
-        if (k <= len - sent && !memcmp(text + len - k, tag, k)) cut = len - k;
-    while (cut > sent && is_ws(text[cut - 1])) cut--;
-    return cut;
-}
-
 /* ---------------------------------------------------------------- forcing */
 
-/* A GBNF string literal of the text. */
-static void put_literal(ty_buf *b, const char *text) {
-    TOY_BUF_PUT(b, "\"");
-    for (const char *c = text; *c; c++) {
-        if (*c == '"' || *c == '\\') ty_buf_append(b, "\\", 1), ty_buf_append(b, c, 1);
-        else if (*c == '\n') TOY_BUF_PUT(b, "\\n");
-        else ty_buf_append(b, c, 1);
-    }
-    TOY_BUF_PUT(b, "\"");
-}
-
-bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err) {
+bool tools_grammar(const tools_request *t, bool starts_in_reasoning, char **gbnf, tools_error *err) {
     *gbnf = NULL;
     if (t->n_functions == 0 || (t->choice != TOOL_CHOICE_REQUIRED && t->choice != TOOL_CHOICE_NAMED)) return true;
-    ty_buf b = {0};
-    const bool spaced = t->syntax == TOOLS_MISTRAL && (!strcmp(t->family, "mistral-v1") || !strcmp(t->family, "mistral-v3"));
-    /* call ::= callK | ...: each function's call in the syntax, its arguments the
-     * schema's rule callK-args */
-    ty_buf alts = {0};
-    for (size_t k = 0; k < t->n_functions; k++) {
-        if (t->choice == TOOL_CHOICE_NAMED && k != t->named) continue;
-        const tool_function *fn = &t->functions[k];
-        char rule[32], schema_err[256];
-        snprintf(rule, sizeof rule, "call%zu", k);
-        char args[40];
-        snprintf(args, sizeof args, "%s-args", rule);
-        if (!ty_json_schema_gbnf(fn->parameters, fn->strict, args, &b, schema_err, sizeof schema_err)) {
-            free(b.v);
-            free(alts.v);
-            return tfail(err, strstr(schema_err, "out of memory") ? 500 : 400, "tools",
-                         "tools[%zu].function.parameters: %s", k, schema_err);
-        }
-        char head[128];
-        snprintf(head, sizeof head, "{\"name\": \"%s\", \"%s\": ", fn->name,
-                 t->syntax == TOOLS_LLAMA3 ? "parameters" : "arguments");
-        TOY_BUF_PUT(&b, rule, " ::= ");
-        if (t->syntax == TOOLS_HERMES) put_literal(&b, "<tool_call>\n"), TOY_BUF_PUT(&b, " ");
-        put_literal(&b, head);
-        TOY_BUF_PUT(&b, " ", args, " ");
-        put_literal(&b, t->syntax == TOOLS_HERMES ? "}\n</tool_call>" : "}");
-        TOY_BUF_PUT(&b, "\n");
-        TOY_BUF_PUT(&alts, alts.n ? " | " : "", rule);
-    }
-    TOY_BUF_PUT(&b, "call ::= ", alts.v ? alts.v : "", "\n");
-    free(alts.v);
-    /* one call, or with parallel up to TOOLS_MAX_PARALLEL apart as the renderer writes
-     * them (a bound, so that a model which never prefers to stop still ends) */
-    const char *calls = t->parallel ? (t->syntax == TOOLS_HERMES || t->syntax == TOOLS_LLAMA3
-                                           ? "call (\"\\n\" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}"
-                                           : "call (\", \" call){0," TOOLS_MAX_PARALLEL_MINUS_1 "}")
-                                    : "call";
-    TOY_BUF_PUT(&b, "root ::= ");
-    if (t->syntax == TOOLS_MISTRAL) put_literal(&b, spaced ? "[TOOL_CALLS] [" : "[TOOL_CALLS][");
-    if (t->syntax == TOOLS_GENERIC) put_literal(&b, "{\"tool_calls\": [");
-    TOY_BUF_PUT(&b, t->syntax == TOOLS_MISTRAL || t->syntax == TOOLS_GENERIC ? " " : "", calls);
-    if (t->syntax == TOOLS_MISTRAL) TOY_BUF_PUT(&b, " "), put_literal(&b, "]");
-    if (t->syntax == TOOLS_GENERIC) TOY_BUF_PUT(&b, " "), put_literal(&b, "]}");
-    TOY_BUF_PUT(&b, "\n");
-    if (b.oom) {
-        free(b.v);
+    ty_tool_function *fns = calloc(t->n_functions, sizeof *fns);
+    size_t *index = calloc(t->n_functions, sizeof *index), n = 0;
+    if (!fns || !index) {
+        free(fns);
+        free(index);
         return tfail(err, 500, "tools", "no memory");
     }
-    *gbnf = b.v;
-    return true;
+    for (size_t k = 0; k < t->n_functions; k++) {
+        if (t->choice == TOOL_CHOICE_NAMED && k != t->named) continue;
+        fns[n] = (ty_tool_function){t->functions[k].name, t->functions[k].parameters, t->functions[k].strict};
+        index[n++] = k;
+    }
+    size_t bad = 0;
+    char msg[300];
+    *gbnf = ty_chat_grammar(t->syntax, starts_in_reasoning, fns, n, t->parallel, &bad, msg, sizeof msg);
+    bool ok = *gbnf != NULL;
+    if (!ok && !strcmp(msg, "out of memory")) tfail(err, 500, "tools", "no memory");
+    else if (!ok) tfail(err, 400, "tools", "tools[%zu].function.parameters: %s", bad < n ? index[bad] : 0, msg);
+    free(fns);
+    free(index);
+    return ok;
 }

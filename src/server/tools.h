@@ -25,9 +25,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef enum { TOOLS_HERMES, TOOLS_LLAMA3, TOOLS_MISTRAL, TOOLS_GENERIC } tools_syntax;
+#include "tool_calls.h"
 
-/* The syntax of a chat template family (toy_chat_template_detect's names). */
+/* The renderer's form for a built-in chat template family (toy_chat_template_detect's
+ * names). */
+typedef enum { TOOLS_HERMES, TOOLS_LLAMA3, TOOLS_MISTRAL, TOOLS_GENERIC } tools_syntax;
 tools_syntax tools_syntax_of(const char *family);
 
 typedef enum { TOOL_CHOICE_AUTO, TOOL_CHOICE_NONE, TOOL_CHOICE_REQUIRED, TOOL_CHOICE_NAMED } tool_choice;
@@ -49,8 +51,8 @@ typedef struct {
     tool_choice choice; /* "auto" unless the request says otherwise */
     size_t named;       /* TOOL_CHOICE_NAMED: the function's index */
     bool parallel;      /* parallel_tool_calls: more than one call per answer */
-    tools_syntax syntax;
-    const char *family; /* the template family (a static name) */
+    ty_chat_syntax syntax; /* how the model writes its calls (the parser's and the grammar's) */
+    const char *family;    /* a built-in template family (a static name), NULL for Jinja */
 } tools_request;
 
 /* A failure: the HTTP status (400, or 500 for no memory), the field at fault and a
@@ -64,7 +66,8 @@ typedef struct {
 /* tools, tool_choice and parallel_tool_calls of a chat request's body. With no tools
  * (absent, null or []), tool_choice may only be absent, null, "none" or "auto". false
  * with *err set; *t needs tools_request_free either way. */
-bool tools_request_parse(const json_t *body, const char *family, tools_request *t, tools_error *err);
+bool tools_request_parse(const json_t *body, const char *family, ty_chat_syntax syntax, tools_request *t,
+                         tools_error *err);
 void tools_request_free(tools_request *t);
 
 /* Whether the answers are parsed for calls: the request has tools and tool_choice is
@@ -103,50 +106,20 @@ json_t *tools_generic_messages(const tools_request *t, const tools_message *m, s
 
 /* ---------------------------------------------------------------- answers */
 
-typedef struct {
-    char *name;
-    char *arguments; /* the arguments' JSON object, as generated */
-} tool_call;
-
-typedef struct {
-    char *content; /* the text besides the calls, NULL when there is none */
-    tool_call *calls;
-    size_t n_calls; /* 0: no call, and content is the whole text */
-} tools_output;
-
-/* Parses an answer in the syntax into calls of the declared functions: with parallel,
- * every call; without, the first (later ones are dropped). A call of an undeclared
- * function, arguments that are not a JSON object, or a syntax error leave the text
- * plain content (n_calls 0). The content is the text before the calls with trailing
- * white space removed, then the text after them, trimmed, on a line of its own.
- * false: no memory. */
-bool tools_parse_output(tools_syntax syntax, const tool_function *fns, size_t n_fns, bool parallel,
-                        const char *text, size_t len, tools_output *out);
-void tools_output_free(tools_output *o);
-
-/* The calls as the API gives them: [{"id": "call_...", "type": "function",
- * "function": {"name", "arguments"}}], with "index" in each for a stream's delta; NULL
- * when there is no memory. */
-json_t *tools_calls_json(const tools_output *o, bool with_index);
-
-/* While an answer streams, the text that may begin a call is held back: the content
- * that can be sent is text[0, tools_stream_safe(...)), given the `sent` bytes before
- * (the result is never less). At the end, tools_parse_output decides, and its content
- * begins with what was sent. Each call looks at the text after `sent` only. */
-size_t tools_stream_safe(tools_syntax syntax, const char *text, size_t len, size_t sent);
+/* The calls of a parsed answer (tool_calls.h) from `first` on, as the API gives them:
+ * [{"id", "type": "function", "function": {"name", "arguments"}}], with "index" in each
+ * for a stream's delta; the id the model wrote, else "call_..." (9 letters and digits
+ * for the Mistral formats, whose templates take no other). NULL when there is no memory. */
+json_t *tools_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format);
 
 /* ---------------------------------------------------------------- forcing */
 
-/* The most calls a forced answer may hold with parallel_tool_calls (as text, less one,
- * for the grammar's {0,n}). */
-#define TOOLS_MAX_PARALLEL 8
-#define TOOLS_MAX_PARALLEL_MINUS_1 "7"
-
 /* With tool_choice "required" (any function) or a named one, a GBNF grammar (start
- * rule root) whose language is the calls of the syntax, each call's arguments matching
- * its function's parameters (one or more calls with parallel, else one); NULL for
- * "auto" and "none". false with *err set (a schema the grammar cannot express, naming
- * tools[i].function.parameters). */
-bool tools_grammar(const tools_request *t, char **gbnf, tools_error *err);
+ * rule root) whose language is the calls in the request's syntax (tool_calls.h's
+ * ty_chat_grammar: one or more calls with parallel, else one; a thinking block first
+ * where the model thinks, opened already when starts_in_reasoning), each call's
+ * arguments matching its function's parameters; NULL for "auto" and "none". false with
+ * *err set (a schema the grammar cannot express, naming tools[i].function.parameters). */
+bool tools_grammar(const tools_request *t, bool starts_in_reasoning, char **gbnf, tools_error *err);
 
 #endif
