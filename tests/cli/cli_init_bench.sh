@@ -34,7 +34,8 @@ PY
 "$toy" run -m "$tmp/a.gguf" -p "Hello" -n 2 --temp 0 -c 64 > /dev/null 2> "$tmp/err" \
   || die "toy run on the initialised model failed: $(tail -1 "$tmp/err")"
 
-"$toy" bench -m "$tmp/a.gguf" -p 8 -n 4 -r 1 --json > "$tmp/bench.json" 2> "$tmp/err" \
+# -t 2: the default is the CPUs this process may use, one under taskset -c 0
+"$toy" bench -m "$tmp/a.gguf" -p 8 -n 4 -r 1 -t 2 --json > "$tmp/bench.json" 2> "$tmp/err" \
   || die "toy bench failed: $(tail -1 "$tmp/err")"
 python3 - "$tmp/bench.json" <<'PY' || die "toy bench --json lacks a field or has a bad value"
 import json, sys
