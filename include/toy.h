@@ -786,6 +786,21 @@ TOY_API const char *toy_chat_template_family(const toy_chat_template *t);
 TOY_API bool toy_chat_template_reads(const toy_chat_template *t, const char *variable);
 /* The BOS text it was given. */
 TOY_API const char *toy_chat_template_bos(const toy_chat_template *t);
+/* A reply read as the template's model writes (docs/chat-templates.md): OpenAI's
+ * assistant message as JSON, {"role": "assistant", "content", "reasoning_content",
+ * "tool_calls"} (absent where there are none; content null beside calls). prompt: the
+ * prompt the reply answers (when it opened the model's thinking, the reply starts
+ * inside it); tools_json: the tools it was given (a JSON array; calls of others stay
+ * content), or NULL for none; reasoning false keeps the thinking in the content. */
+TOY_API toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,
+                                           const char *tools_json, bool reasoning, char **message_json);
+/* A GBNF grammar (for toy_grammar_new) that forces the reply to prompt to call the
+ * tools in the model's syntax: one call, or up to 8 with parallel, of the function named
+ * `function` (NULL: any of them), its arguments matching its parameters' schema. A
+ * schema the grammar cannot express is TOY_ERR_INVALID naming the tool. */
+TOY_API toy_status toy_chat_template_tool_grammar(const toy_chat_template *t, const char *prompt,
+                                                  const char *tools_json, const char *function, bool parallel,
+                                                  char **gbnf);
 TOY_API void toy_chat_template_free(toy_chat_template *t);
 
 /* ---------------------------------------------------------------- quantization */

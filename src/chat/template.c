@@ -97,6 +97,36 @@ bool toy_chat_template_reads(const toy_chat_template *t, const char *variable) {
 
 const char *toy_chat_template_bos(const toy_chat_template *t) { return t ? t->bos : ""; }
 
+/* The functions of a tools array: names and parameters, pointing into tools (which must
+ * outlive them); function: only that one. NULL with the error recorded. */
+static ty_tool_function *tool_functions(const json_t *tools, const char *function, size_t *n) {
+    *n = 0;
+    if (!json_is_array(tools)) {
+        ty_error(TOY_ERR_INVALID, "tools: expected a JSON array of tools");
+        return NULL;
+    }
+    ty_tool_function *fns = calloc(json_array_size(tools) + 1, sizeof *fns);
+    if (!fns) {
+        ty_error(TOY_ERR_NOMEM, "no memory");
+        return NULL;
+    }
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) {
+        const json_t *fn = json_object_get(tool, "function");
+        const char *name = json_string_value(json_object_get(fn, "name"));
+        if (!name) {
+            free(fns);
+            ty_error(TOY_ERR_INVALID, "tools[%zu]: expected {\"type\": \"function\", \"function\": {\"name\", ...}}", i);
+            return NULL;
+        }
+        if (function && strcmp(function, name)) continue;
+        const json_t *params = json_object_get(fn, "parameters");
+        fns[(*n)++] = (ty_tool_function){name, params, false};
+    }
+    return fns;
+}
+
 /* Fields the OpenAI SDKs put on the messages they hand back: accepted, never shown to
  * the template. */
 static const char *const sdk_fields[] = {"parsed", "parsed_arguments", "refusal", "annotations", "audio", NULL};
@@ -249,4 +279,65 @@ toy_status toy_chat_template_render(const toy_chat_template *t, const char *mess
     }
     *prompt = text;
     return TOY_OK;
+}
+
+toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,
+                                   const char *tools_json, bool reasoning, char **message_json) {
+    if (!message_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_parse: message_json is NULL");
+    *message_json = NULL;
+    if (!t || !reply) return ty_error(TOY_ERR_INVALID, "toy_chat_template_parse: no template or no reply");
+    json_t *tools = tools_json ? json_loads(tools_json, JSON_DECODE_ANY, NULL) : NULL;
+    if (tools_json && !tools) return ty_error(TOY_ERR_INVALID, "tools: invalid JSON");
+    size_t n = 0;
+    ty_tool_function *fns = tools ? tool_functions(tools, NULL, &n) : NULL;
+    const char **names = calloc(n + 1, sizeof *names);
+    toy_status st = (tools && !fns) ? TOY_ERR_INVALID : names ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
+    for (size_t i = 0; !st && i < n; i++) names[i] = fns[i].name;
+    const ty_chat_syntax syn = t->syntax;
+    ty_chat_output o = {0};
+    if (!st && !ty_chat_output_parse(syn, prompt && ty_chat_prompt_opens_reasoning(syn, prompt, strlen(prompt)),
+                                     reasoning, names, n, true, reply, strlen(reply), false, &o))
+        st = ty_error(TOY_ERR_NOMEM, "no memory");
+    json_t *msg = st ? NULL : json_pack("{s:s}", "role", "assistant");
+    if (msg) {
+        json_object_set_new(msg, "content", o.content ? json_string(o.content) : json_null());
+        if (o.reasoning) json_object_set_new(msg, "reasoning_content", json_string(o.reasoning));
+        if (o.n_calls) json_object_set_new(msg, "tool_calls", ty_tool_calls_json(&o, 0, false, syn.tools));
+        if (!(*message_json = json_dumps(msg, JSON_COMPACT))) st = ty_error(TOY_ERR_NOMEM, "no memory");
+    } else if (!st) {
+        st = ty_error(TOY_ERR_NOMEM, "no memory");
+    }
+    json_decref(msg);
+    ty_chat_output_free(&o);
+    free(names);
+    free(fns);
+    json_decref(tools);
+    return st;
+}
+
+toy_status toy_chat_template_tool_grammar(const toy_chat_template *t, const char *prompt, const char *tools_json,
+                                          const char *function, bool parallel, char **gbnf) {
+    if (!gbnf) return ty_error(TOY_ERR_INVALID, "toy_chat_template_tool_grammar: gbnf is NULL");
+    *gbnf = NULL;
+    if (!t || !tools_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_tool_grammar: no template or no tools");
+    json_t *tools = json_loads(tools_json, JSON_DECODE_ANY, NULL);
+    if (!tools) return ty_error(TOY_ERR_INVALID, "tools: invalid JSON");
+    size_t n = 0;
+    ty_tool_function *fns = tool_functions(tools, function, &n);
+    toy_status st = fns ? TOY_OK : TOY_ERR_INVALID;
+    if (!st && n == 0)
+        st = ty_error(TOY_ERR_INVALID, function ? "tools: no function named '%s'" : "tools: no function%s",
+                      function ? function : "");
+    if (!st) {
+        size_t bad = 0;
+        char err[300];
+        const bool in_reasoning = prompt && ty_chat_prompt_opens_reasoning(t->syntax, prompt, strlen(prompt));
+        *gbnf = ty_chat_grammar(t->syntax, in_reasoning, fns, n, parallel, &bad, err, sizeof err);
+        if (!*gbnf)
+            st = !strcmp(err, "out of memory") ? ty_error(TOY_ERR_NOMEM, "no memory")
+                                               : ty_error(TOY_ERR_INVALID, "tools: %s: %s", bad < n ? fns[bad].name : "?", err);
+    }
+    free(fns);
+    json_decref(tools);
+    return st;
 }

@@ -10,10 +10,13 @@
  * stays content). A reader decides from the block's own text only, and says "open" while
  * the text ends before it can decide; that is what makes a partial parse a prefix of the
  * final one. gpt-oss's harmony messages have a reader of their own (read_harmony). */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "buffer.h"
 #include "json_schema.h"
@@ -1387,3 +1390,45 @@ char *ty_chat_grammar(ty_chat_syntax syn, bool starts_in_reasoning, const ty_too
     }
     return b.v;
 }
+
+/* ---------------------------------------------------------------- the API's calls */
+
+/* (the ids need no secrecy, only to differ: the kernel's random bytes, else the clock and
+ * a counter mixed) */
+void ty_tool_call_id(char id[32], ty_tool_format format) {
+    const bool mistral = format == TY_TOOLS_MISTRAL_NEMO || format == TY_TOOLS_MISTRAL_SMALL;
+    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    static atomic_uint_fast64_t counter;
+    unsigned char r[24];
+    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) { /* no entropy yet: time and a counter */
+        uint64_t x = (uint64_t)time(NULL) ^ (atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ULL;
+        for (size_t i = 0; i < sizeof r; i++) {
+            x ^= x >> 31;
+            x *= 0xbf58476d1ce4e5b9ULL;
+            r[i] = (unsigned char)(x >> 56);
+        }
+    }
+    const size_t n = mistral ? 9 : sizeof r, at = mistral ? 0 : 5;
+    memcpy(id, "call_", at);
+    for (size_t i = 0; i < n; i++) id[at + i] = alnum[r[i] % (sizeof alnum - 1)];
+    id[at + n] = 0;
+}
+
+json_t *ty_tool_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format) {
+    json_t *arr = json_array();
+    for (size_t i = first; arr && i < o->n_calls; i++) {
+        char id[32];
+        ty_tool_call_id(id, format);
+        /* the model's own id where it wrote one: its template expects it back */
+        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", o->calls[i].id ? o->calls[i].id : id, "type", "function",
+                              "function", "name",
+                              o->calls[i].name, "arguments", o->calls[i].arguments);
+        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)i));
+        if (!c || json_array_append_new(arr, c)) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+

@@ -134,6 +134,16 @@ bool ty_chat_output_parse(ty_chat_syntax syn, bool starts_in_reasoning, bool rea
                           ty_chat_output *out);
 void ty_chat_output_free(ty_chat_output *o);
 
+/* A new call id for a call the model gave none: "call_" and 24 random letters and
+ * digits, or 9 of them alone for the Mistral formats, whose templates take no other.
+ * out holds 32 bytes. */
+void ty_tool_call_id(char out[32], ty_tool_format format);
+
+/* The calls of a parsed answer from `first` on as OpenAI gives them: [{"id", "type":
+ * "function", "function": {"name", "arguments"}}] ("index" in each with with_index, for a
+ * stream's delta); the id the model wrote, else a new one. NULL: no memory. */
+json_t *ty_tool_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format);
+
 /* ---------------------------------------------------------------- forcing */
 
 /* The most calls a forced answer may hold with parallel calls: a bound, so that a model

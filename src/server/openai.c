@@ -1090,7 +1090,7 @@ bool oai_choice_parse(const oai_request *req, oai_choice *c) {
     if (!req->parse_output) return true;
     ty_chat_output o;
     if (!parse_answer(req, c->text ? c->text : "", c->len, false, &o)) return false;
-    json_t *calls = o.n_calls ? tools_calls_json(&o, 0, false, req->tools.syntax.tools) : NULL;
+    json_t *calls = o.n_calls ? ty_tool_calls_json(&o, 0, false, req->tools.syntax.tools) : NULL;
     const bool ok = !o.n_calls || calls;
     free(c->text);
     c->text = o.content;
@@ -1168,7 +1168,7 @@ char *oai_parsed_chunks_sse(const oai_context *c, const oai_request *req, oai_pa
         first = false;
     }
     if (ok && o.n_calls > ps->sent_calls) {
-        json_t *calls = tools_calls_json(&o, ps->sent_calls, true, req->tools.syntax.tools);
+        json_t *calls = ty_tool_calls_json(&o, ps->sent_calls, true, req->tools.syntax.tools);
         ok = calls && (part[2] = tool_calls_chunk_sse(c, id, created, ev->choice, calls));
         ps->sent_calls = o.n_calls;
     }

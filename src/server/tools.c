@@ -5,13 +5,10 @@
  * the tool text inside them, and, for Mistral's tool blocks that sit outside any turn,
  * raw text between the templated runs. */
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
 
 #include "buffer.h"
 #include "json_schema.h"
@@ -581,44 +578,6 @@ bool tools_render(const tools_request *t, const char *family, const tools_messag
 }
 
 /* ---------------------------------------------------------------- answers */
-
-/* A call's id: "call_" and 24 random letters and digits, or 9 of them for the Mistral
- * models, whose templates take no other (their own ids are 9 long). */
-static void new_call_id(char id[32], bool mistral) {
-    static const char alnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-    static atomic_uint_fast64_t counter;
-    unsigned char r[24];
-    if (getrandom(r, sizeof r, GRND_NONBLOCK) != (ssize_t)sizeof r) { /* no entropy yet: time and a counter */
-        uint64_t x = (uint64_t)time(NULL) ^ (atomic_fetch_add(&counter, 1) + 1) * 0x9e3779b97f4a7c15ULL;
-        for (size_t i = 0; i < sizeof r; i++) {
-            x ^= x >> 31;
-            x *= 0xbf58476d1ce4e5b9ULL;
-            r[i] = (unsigned char)(x >> 56);
-        }
-    }
-    const size_t n = mistral ? 9 : sizeof r, at = mistral ? 0 : 5;
-    memcpy(id, "call_", at);
-    for (size_t i = 0; i < n; i++) id[at + i] = alnum[r[i] % (sizeof alnum - 1)];
-    id[at + n] = 0;
-}
-
-json_t *tools_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format) {
-    json_t *arr = json_array();
-    for (size_t i = first; arr && i < o->n_calls; i++) {
-        char id[32];
-        new_call_id(id, format == TY_TOOLS_MISTRAL_NEMO || format == TY_TOOLS_MISTRAL_SMALL);
-        /* the model's own id where it wrote one: its template expects it back */
-        json_t *c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", o->calls[i].id ? o->calls[i].id : id, "type", "function",
-                              "function", "name",
-                              o->calls[i].name, "arguments", o->calls[i].arguments);
-        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)i));
-        if (!c || json_array_append_new(arr, c)) {
-            json_decref(arr);
-            return NULL;
-        }
-    }
-    return arr;
-}
 
 /* ---------------------------------------------------------------- forcing */
 

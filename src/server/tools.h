@@ -104,14 +104,6 @@ bool tools_messages_have_tools(const tools_message *m, size_t n);
  * [{"role", "content"}, ...]. NULL with *err set. */
 json_t *tools_generic_messages(const tools_request *t, const tools_message *m, size_t n, tools_error *err);
 
-/* ---------------------------------------------------------------- answers */
-
-/* The calls of a parsed answer (tool_calls.h) from `first` on, as the API gives them:
- * [{"id", "type": "function", "function": {"name", "arguments"}}], with "index" in each
- * for a stream's delta; the id the model wrote, else "call_..." (9 letters and digits
- * for the Mistral formats, whose templates take no other). NULL when there is no memory. */
-json_t *tools_calls_json(const ty_chat_output *o, size_t first, bool with_index, ty_tool_format format);
-
 /* ---------------------------------------------------------------- forcing */
 
 /* With tool_choice "required" (any function) or a named one, a GBNF grammar (start

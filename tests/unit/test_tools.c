@@ -322,7 +322,7 @@ static void test_parse(void) {
             json_decref(got_args);
         }
         if (o.n_calls) {
-            json_t *j = tools_calls_json(&o, 0, true, TY_TOOLS_HERMES);
+            json_t *j = ty_tool_calls_json(&o, 0, true, TY_TOOLS_HERMES);
             const char *id = json_string_value(json_object_get(json_array_get(j, 0), "id"));
             CHECK(json_array_size(j) == o.n_calls && id &&
                   (o.calls[0].id ? !strcmp(id, o.calls[0].id) : strlen(id) == 29 && !strncmp(id, "call_", 5)));
@@ -331,7 +331,7 @@ static void test_parse(void) {
                           o.calls[0].name));
             json_decref(j);
             /* a stream's later calls are counted from where the last delta stopped */
-            j = tools_calls_json(&o, o.n_calls - 1, true, TY_TOOLS_HERMES);
+            j = ty_tool_calls_json(&o, o.n_calls - 1, true, TY_TOOLS_HERMES);
             CHECK(json_array_size(j) == 1 &&
                   json_integer_value(json_object_get(json_array_get(j, 0), "index")) == (json_int_t)o.n_calls - 1);
             json_decref(j);
