@@ -139,8 +139,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static size_t max_text[FUZZ_MAX_VOCABS][2]; /* a walk over the vocabulary: once each */
     if (!max_text[which][big]) max_text[which][big] = oai_max_text_bytes(fuzz_vocab[which], n_ctx);
     const toy_chat_template *tmpl = fuzz_templates[(pick >> 3) % (N_FAMILIES + 2)];
-    const oai_context cc = {"toy-kjv", fuzz_vocab[which], tmpl, toy_chat_template_family(tmpl), NULL, (pick & 0x80) != 0,
-                            n_ctx, max_text[which][big], (uint64_t)pick};
+    const oai_context cc = {"toy-kjv", fuzz_vocab[which], tmpl, toy_chat_template_family(tmpl), NULL, n_ctx,
+                            max_text[which][big], (uint64_t)pick};
     /* the body goes through every route's checks, whatever the gate said, to reach them more often */
     const char *body = (const char *)data + at;
     const size_t len = size - at;

@@ -775,6 +775,14 @@ TOY_API toy_status toy_model_chat_template(const toy_model *model, const char *n
 TOY_API toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json,
                                             const char *tools_json, const char *kwargs_json,
                                             bool add_generation_prompt, char **prompt);
+/* The prompt a chat answers (toy chat, toy serve, Python's Model.chat): the rendering with
+ * the generation prompt, where the conversation's tools, calls and results are written
+ * in toy's generic form (docs/chat-templates.md) when the template writes no tools of its
+ * own, and text parts are joined where it takes only strings. With a template that
+ * writes tools, and without tools, it is toy_chat_template_render's prompt. */
+TOY_API toy_status toy_chat_template_prompt(const toy_chat_template *t, const char *messages_json,
+                                            const char *tools_json, const char *kwargs_json,
+                                            bool parallel_tool_calls, char **prompt);
 /* A built-in family (toy_chat_template_detect's names: "chatml", "llama3", ...), as
  * toy_chat_apply writes it; it takes each message's role and text (a family's tools are
  * toy serve's, docs/server.md) and no kwargs. TOY_ERR_INVALID for an unknown name. */

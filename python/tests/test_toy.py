@@ -221,6 +221,67 @@ class TestBindings(unittest.TestCase):
             toy.ChatTemplate("{{ raise_exception('roles must alternate') }}").render([])
         self.assertIn("the chat template refused the conversation: roles must alternate", str(e.exception))
 
+    def test_chat_tools_and_reasoning(self):
+        """Model.chat with tools. The bundled model's template (ChatML) writes no tools, so
+        they are shown in toy's generic form, and forced calls are written in it, their
+        arguments matching the schema. ChatTemplate.parse reads each syntax's replies."""
+        import json
+        weather = {"type": "function", "function": {
+            "name": "get_weather", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                                 "days": {"type": "integer", "minimum": 1, "maximum": 7}},
+                "required": ["city", "days"]}}}
+        clock = {"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {}, "additionalProperties": False}}}
+        msgs = [{"role": "user", "content": "Weather in Paris?"}]
+        m = toy.Model(MODEL, n_threads=2, n_ctx=1024)  # the tools take 500 of the KJV tokenizer's tokens
+        self.addCleanup(m.close)
+        t = m.chat_template()
+        self.assertFalse(t.reads("tools"))
+        self.assertIn("You can call functions (tools).", t.prompt(msgs, tools=[weather]))
+        self.assertEqual(t.prompt(msgs), m.apply_template(msgs))
+        for choice in ("required", {"type": "function", "function": {"name": "get_weather"}}):
+            reply = m.chat(msgs, tools=[weather, clock], tool_choice=choice, parallel_tool_calls=False,
+                                max_tokens=300, temperature=1, seed=3)
+            self.assertEqual(reply, "")
+            self.assertEqual(len(reply.tool_calls), 1, reply.message)
+            call = reply.tool_calls[0]["function"]
+            if isinstance(choice, dict):
+                self.assertEqual(call["name"], "get_weather")
+            if call["name"] == "get_weather":
+                args = json.loads(call["arguments"])
+                self.assertEqual(sorted(args), ["city", "days"])
+                self.assertTrue(isinstance(args["city"], str) and len(args["city"]) <= 20)
+                self.assertTrue(isinstance(args["days"], int) and 1 <= args["days"] <= 7)
+            self.assertEqual(reply.message["role"], "assistant")
+            self.assertIsNone(reply.message["content"])
+            self.assertEqual(reply.finish_reason, "eog")
+            # the message goes back into the conversation as it is, in the same form
+            self.assertIn('{"tool_calls": [{"name": "' + call["name"],
+                          t.prompt(msgs + [reply.message], tools=[weather, clock]))
+        streamed = "".join(m.chat(msgs, tools=[weather], tool_choice="required", parallel_tool_calls=False,
+                                  max_tokens=400, seed=3, stream=True))
+        self.assertTrue(streamed.startswith('{"tool_calls": [{"name": "get_weather"'), streamed)
+        self.assertEqual(m.last_message["tool_calls"][0]["function"]["name"], "get_weather")
+        with self.assertRaises(toy.ToyError) as e:
+            m.chat(msgs, tools=[weather], tool_choice={"type": "function", "function": {"name": "nope"}})
+        self.assertIn("no function named 'nope'", str(e.exception))
+        t.close()
+        # Hermes' syntax (the built-in chatml family), and <think> reasoning
+        t = toy.ChatTemplate("{% for m in messages %}{{ m.content }}{% endfor %}<think></think>")
+        got = t.parse("", "<think>Paris is in France.</think>Sunny.")
+        self.assertEqual(got, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Paris is in France."})
+        self.assertEqual(t.parse("", "<think>a</think>b", reasoning=False)["content"], "<think>a</think>b")
+        self.assertEqual(t.parse("<think>\n", "a</think>b"), {"role": "assistant", "content": "b",
+                                                              "reasoning_content": "a"})
+        t = toy.ChatTemplate.builtin("chatml")
+        call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
+        got = t.parse("", call, tools=[clock])
+        self.assertEqual(got["tool_calls"][0]["function"], {"name": "get_time", "arguments": "{}"})
+        self.assertNotIn("tool_calls", t.parse("", call, tools=[weather]))  # not a tool it was given
+        self.assertIn("<tool_call>", t.tool_grammar("", [weather]))
+        self.assertIn("<tools>", t.prompt(msgs, tools=[weather]))
+
     def test_errors(self):
         with self.assertRaises(toy.ToyError) as e:
             toy.Model("/nonexistent/model.gguf")

@@ -21,7 +21,7 @@ import threading
 
 from . import _lib
 
-__all__ = ["Model", "Trainer", "ChatTemplate", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
+__all__ = ["Model", "Trainer", "ChatTemplate", "ChatReply", "ToyError", "train", "version", "kernel_isa", "FINISH_REASONS"]
 
 _c = _lib.load_library()
 
@@ -65,6 +65,28 @@ def _json_arg(value):
     return None if value is None else json.dumps(value).encode()
 
 
+def _taken_string(out):
+    """The text of a string libtoy malloc'd, freed."""
+    try:
+        return ctypes.string_at(out).decode("utf-8")
+    finally:
+        _c.toy_free(out)
+
+
+class ChatReply(str):
+    """Model.chat's answer: the text of the reply's content (a str), with .reasoning_content
+    (the model's thinking, or None), .tool_calls (OpenAI's list, or None), .message (the
+    whole assistant message, ready to append to the conversation) and .finish_reason."""
+
+    def __new__(cls, message, finish_reason):
+        reply = super().__new__(cls, message.get("content") or "")
+        reply.message = message
+        reply.reasoning_content = message.get("reasoning_content")
+        reply.tool_calls = message.get("tool_calls")
+        reply.finish_reason = finish_reason
+        return reply
+
+
 class ChatTemplate:
     """A Jinja chat template, run as transformers' apply_chat_template runs it:
 
@@ -86,10 +108,38 @@ class ChatTemplate:
         _check(_c.toy_chat_template_render(self._t, _json_arg(messages), _json_arg(tools),
                                            _json_arg(chat_template_kwargs) if chat_template_kwargs else None,
                                            add_generation_prompt, ctypes.byref(out)))
-        try:
-            return ctypes.string_at(out).decode("utf-8")
-        finally:
-            _c.toy_free(out)
+        return _taken_string(out)
+
+    def prompt(self, messages, tools=None, parallel_tool_calls=True, **chat_template_kwargs):
+        """The prompt Model.chat (and toy serve) answers: render's with the generation prompt,
+        but where the template writes no tools of its own, the tools, calls and results
+        in toy's generic form (docs/chat-templates.md)."""
+        out = ctypes.c_void_p()
+        _check(_c.toy_chat_template_prompt(self._t, _json_arg(messages), _json_arg(tools),
+                                           _json_arg(chat_template_kwargs) if chat_template_kwargs else None,
+                                           bool(parallel_tool_calls), ctypes.byref(out)))
+        return _taken_string(out)
+
+    def parse(self, prompt, reply, tools=None, reasoning=True):
+        """The reply to prompt read as the template's model writes it: OpenAI's assistant
+        message, {"role", "content", "reasoning_content", "tool_calls"} (the last two only
+        where present). Calls of functions not in tools stay content; reasoning=False
+        keeps the thinking in the content."""
+        import json
+        out = ctypes.c_void_p()
+        _check(_c.toy_chat_template_parse(self._t, prompt.encode(), reply.encode(), _json_arg(tools), bool(reasoning),
+                                          ctypes.byref(out)))
+        return json.loads(_taken_string(out))
+
+    def tool_grammar(self, prompt, tools, function=None, parallel=True):
+        """A GBNF grammar (for Model.generate's grammar=) that makes the reply to prompt call
+        tools in the model's own syntax: the function named `function` (None: any), up to 8
+        calls with parallel, arguments matching the tool's parameters."""
+        out = ctypes.c_void_p()
+        _check(_c.toy_chat_template_tool_grammar(self._t, prompt.encode(), _json_arg(tools),
+                                                 function.encode() if function else None, bool(parallel),
+                                                 ctypes.byref(out)))
+        return _taken_string(out)
 
     @classmethod
     def builtin(cls, name):
@@ -493,21 +543,78 @@ class Model:
         finally:
             t.close()
 
-    def chat(self, messages, max_tokens=256, stream=False, chat_template_kwargs=None, **sampling):
-        """The assistant's reply to messages ([{"role": ..., "content": ...}, ...]) with the
-        model's own chat template (tokenizer.chat_template; ChatML when it has none), and
-        chat_template_kwargs as further variables of the template."""
-        t = self.chat_template()
-        if t is None:
-            t = ChatTemplate.builtin("chatml")
+    def chat(self, messages, max_tokens=256, stream=False, tools=None, tool_choice="auto", parallel_tool_calls=True,
+             reasoning=True, chat_template_kwargs=None, **sampling):
+        """The assistant's reply to messages (OpenAI's form) with the model's own chat
+        template (tokenizer.chat_template; ChatML when it has none).
+
+        tools: OpenAI's list of tools, shown to the template. tool_choice "auto" reads the
+        calls the model writes in its own syntax; "none" leaves them as text; "required"
+        or {"type": "function", "function": {"name": ...}} makes the model call (one call
+        unless parallel_tool_calls), its arguments matching the tool's schema.
+        reasoning=False keeps the model's thinking in the content. chat_template_kwargs:
+        further variables of the template (e.g. {"enable_thinking": False}).
+
+        stream=False: a ChatReply, the content as a str carrying .tool_calls,
+        .reasoning_content and .message. stream=True: the raw text as it is generated;
+        .last_message then holds the message read from it."""
+        import json
+        t = self.chat_template() or ChatTemplate.builtin("chatml")
         try:
-            prompt = t.render(messages, add_generation_prompt=True, **(chat_template_kwargs or {}))
+            prompt = t.prompt(messages, tools=tools if tool_choice != "none" else None,
+                              parallel_tool_calls=parallel_tool_calls, **(chat_template_kwargs or {}))
             # the template's text holds the special tokens, and BOS where it wants one
             add_bos = not (t.bos_token and prompt.startswith(t.bos_token))
-        finally:
+            forced = None
+            if tool_choice == "required":
+                forced = t.tool_grammar(prompt, tools or [], None, parallel_tool_calls)
+            elif isinstance(tool_choice, dict):
+                name = (tool_choice.get("function") or {}).get("name")
+                if tool_choice.get("type") != "function" or not isinstance(name, str):
+                    raise ToyError("TOY_ERR_INVALID", "tool_choice: expected \"auto\", \"none\", \"required\" or "
+                                                      "{\"type\": \"function\", \"function\": {\"name\": ...}}")
+                forced = t.tool_grammar(prompt, tools or [], name, parallel_tool_calls)
+            elif tool_choice not in ("auto", "none"):
+                raise ToyError("TOY_ERR_INVALID", f"tool_choice: unknown value {json.dumps(tool_choice)}")
+            if forced is not None:
+                if "grammar" in sampling or "json_schema" in sampling:
+                    raise ToyError("TOY_ERR_INVALID", "tool_choice forces a grammar: it cannot be combined with "
+                                                      "grammar or json_schema")
+                sampling["grammar"] = forced
+            read_tools = tools if tool_choice != "none" else None
+            ids = self.tokenize(prompt, add_special=add_bos, parse_special=True)
+            pieces = self.generate(ids, max_tokens=max_tokens, stream=True, **sampling)
+        except BaseException:
             t.close()
-        ids = self.tokenize(prompt, add_special=add_bos, parse_special=True)
-        return self.generate(ids, max_tokens=max_tokens, stream=stream, **sampling)
+            raise
+
+        def read(text):
+            try:
+                return t.parse(prompt, text, tools=read_tools, reasoning=reasoning)
+            finally:
+                t.close()
+
+        if not stream:
+            try:
+                text = "".join(pieces)
+            except BaseException:
+                t.close()
+                raise
+            message = read(text)
+            self.last_message = message
+            return ChatReply(message, self.last_finish)
+
+        def streamed():
+            text = []
+            try:
+                for piece in pieces:
+                    text.append(piece)
+                    yield piece
+            except BaseException:
+                t.close()
+                raise
+            self.last_message = read("".join(text))
+        return streamed()
 
 
 def _numpy():

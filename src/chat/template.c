@@ -7,7 +7,12 @@
  * documents (None), add_generation_prompt, bos_token and eos_token, then the caller's
  * chat_template_kwargs over them. Messages come as OpenAI's JSON; an assistant's tool
  * call arguments, a JSON string there, reach the template as an object, as transformers
- * expects them. A family takes each message's role and text (text parts joined). */
+ * expects them. A family takes each message's role and text (text parts joined), and
+ * writes tools, calls and results in its tool form (tool_prompt.h).
+ *
+ * A chat's prompt (ty_chat_prompt) is the rendering, but where a Jinja template writes no
+ * tools of its own, the conversation's tools, calls and results are given to it in the
+ * generic form, and the answers are read in that form (the template's syntax says so). */
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include "error.h"
 #include "jinja.h"
 #include "tool_calls.h"
+#include "tool_prompt.h"
 #include "toy.h"
 
 struct toy_chat_template {
@@ -23,7 +29,10 @@ struct toy_chat_template {
     const char *family;    /* a built-in family's name (static), NULL for Jinja */
     char *bos, *eos;
     ty_chat_syntax syntax; /* how its model writes calls and reasoning */
+    bool content_parts;    /* the Jinja template writes a content given as text parts */
 };
+
+static bool takes_content_parts(const toy_chat_template *t);
 
 /* A family's tool syntax: the forms of toy serve's renderer (tools.c) for the families it
  * knows, else the generic one; the families that think. */
@@ -78,7 +87,10 @@ toy_status toy_chat_template_new(const char *text, const char *bos_token, const 
         toy_chat_template_free(t);
         return ty_error(TOY_ERR_INVALID, "chat template: %s", err);
     }
+    /* a template that writes no tools gets them in the generic form, and answers in it */
     t->syntax = ty_chat_syntax_of(text);
+    if (!ty_jinja_reads(t->jinja, "tools")) t->syntax.tools = TY_TOOLS_GENERIC;
+    t->content_parts = takes_content_parts(t);
     *out = t;
     return TOY_OK;
 }
@@ -127,32 +139,21 @@ static ty_tool_function *tool_functions(const json_t *tools, const char *functio
     return fns;
 }
 
+/* ---------------------------------------------------------------- messages */
+
 /* Fields the OpenAI SDKs put on the messages they hand back: accepted, never shown to
  * the template. */
 static const char *const sdk_fields[] = {"parsed", "parsed_arguments", "refusal", "annotations", "audio", NULL};
 
-/* The messages as the template takes them: each an object with a string role, tool
- * call arguments parsed into objects. NULL with the error recorded. */
-static json_t *template_messages(const char *messages_json) {
-    json_error_t je;
-    json_t *m = json_loads(messages_json, JSON_DECODE_ANY, &je);
-    if (!m) {
-        ty_error(TOY_ERR_INVALID, "messages: invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
-        return NULL;
-    }
-    if (!json_is_array(m)) {
-        json_decref(m);
-        ty_error(TOY_ERR_INVALID, "messages: expected an array of messages");
-        return NULL;
-    }
+/* The messages (an array) made ready for the template in place: each an object with a
+ * string role, the SDKs' fields dropped, tool call arguments parsed into objects. */
+static toy_status prepare_messages(json_t *m) {
+    if (!json_is_array(m)) return ty_error(TOY_ERR_INVALID, "messages: expected an array of messages");
     size_t i;
     json_t *msg;
     json_array_foreach(m, i, msg) {
-        if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "role"))) {
-            json_decref(m);
-            ty_error(TOY_ERR_INVALID, "messages[%zu]: expected an object with a string role", i);
-            return NULL;
-        }
+        if (!json_is_object(msg) || !json_is_string(json_object_get(msg, "role")))
+            return ty_error(TOY_ERR_INVALID, "messages[%zu]: expected an object with a string role", i);
         for (const char *const *f = sdk_fields; *f; f++) json_object_del(msg, *f);
         size_t k;
         json_t *call;
@@ -167,101 +168,101 @@ static json_t *template_messages(const char *messages_json) {
             if (parsed) json_object_set_new(fn, "arguments", parsed);
         }
     }
+    return TOY_OK;
+}
+
+static json_t *load_messages(const char *messages_json) {
+    json_error_t je;
+    json_t *m = json_loads(messages_json, JSON_DECODE_ANY, &je);
+    if (!m) {
+        ty_error(TOY_ERR_INVALID, "messages: invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (prepare_messages(m)) {
+        json_decref(m);
+        return NULL;
+    }
     return m;
 }
 
-/* A family's prompt: each message's role and text (parts joined, none ""). */
-static toy_status render_family(const toy_chat_template *t, json_t *messages, bool add_generation_prompt, char **prompt) {
-    const size_t n = json_array_size(messages);
-    toy_chat_message *m = calloc(n ? n : 1, sizeof *m);
-    char **text = calloc(n ? n : 1, sizeof *text);
-    toy_status st = m && text ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
-    for (size_t i = 0; !st && i < n; i++) {
-        const json_t *msg = json_array_get(messages, i), *c = json_object_get(msg, "content");
-        m[i].role = json_string_value(json_object_get(msg, "role"));
-        if (json_is_array(c)) {
-            size_t k;
-            json_t *part;
-            size_t len = 0;
-            json_array_foreach(c, k, part) len += json_string_length(json_object_get(part, "text"));
-            if (!(text[i] = malloc(len + 1))) {
-                st = ty_error(TOY_ERR_NOMEM, "no memory");
-                break;
-            }
-            len = 0;
-            json_array_foreach(c, k, part) {
-                const json_t *s = json_object_get(part, "text");
-                memcpy(text[i] + len, json_string_value(s) ? json_string_value(s) : "", json_string_length(s));
-                len += json_string_length(s);
-            }
-            text[i][len] = 0;
-            m[i].content = text[i];
-        } else if (json_is_string(c)) {
-            m[i].content = json_string_value(c);
-        } else if (!c || json_is_null(c)) {
-            m[i].content = "";
-        } else {
-            st = ty_error(TOY_ERR_INVALID, "messages[%zu].content must be a string or an array of text parts", i);
-        }
+/* A message's content as text: a string, text parts joined, or "" for none. */
+static toy_status content_text(const json_t *c, size_t i, char **out) {
+    if (json_is_string(c)) *out = strdup(json_string_value(c));
+    else if (!c || json_is_null(c)) *out = strdup("");
+    else if (!json_is_array(c))
+        return ty_error(TOY_ERR_INVALID, "messages[%zu].content must be a string or an array of text parts", i);
+    else *out = NULL;
+    if (!json_is_array(c)) return *out ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
+    size_t k, len = 0;
+    json_t *part;
+    json_array_foreach(c, k, part) len += json_string_length(json_object_get(part, "text"));
+    char *text = malloc(len + 1);
+    if (!text) return ty_error(TOY_ERR_NOMEM, "no memory");
+    len = 0;
+    json_array_foreach(c, k, part) {
+        const json_t *s = json_object_get(part, "text");
+        if (json_is_string(s)) memcpy(text + len, json_string_value(s), json_string_length(s));
+        len += json_string_length(s);
     }
-    if (!st) st = toy_chat_apply(t->family, m, n, add_generation_prompt, prompt);
-    for (size_t i = 0; text && i < n; i++) free(text[i]);
-    free(text);
-    free(m);
-    return st;
+    text[len] = 0;
+    *out = text;
+    return TOY_OK;
 }
 
-toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json, const char *tools_json,
-                                    const char *kwargs_json, bool add_generation_prompt, char **prompt) {
-    if (!prompt) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: prompt is NULL");
-    *prompt = NULL;
-    if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: no template or no messages");
-    if (t->family) {
-        json_t *messages = template_messages(messages_json);
-        if (!messages) return TOY_ERR_INVALID;
-        const toy_status st = render_family(t, messages, add_generation_prompt, prompt);
-        json_decref(messages);
-        return st;
-    }
-    json_t *vars = json_object();
-    json_t *messages = template_messages(messages_json);
-    if (!vars || !messages) {
-        json_decref(vars);
-        return messages ? ty_error(TOY_ERR_NOMEM, "no memory") : TOY_ERR_INVALID;
-    }
-    json_object_set_new(vars, "messages", messages);
-    json_t *tools = json_null();
-    if (tools_json) {
-        json_error_t je;
-        tools = json_loads(tools_json, JSON_DECODE_ANY, &je);
-        if (!tools || !(json_is_array(tools) || json_is_null(tools))) {
-            json_decref(tools);
-            json_decref(vars);
-            return ty_error(TOY_ERR_INVALID, "tools: expected a JSON array of tools");
+/* The turns of prepared messages as tool_prompt.h takes them; the texts in *texts
+ * (owned, n of them, freed by the caller either way). */
+static toy_status turns_of(const json_t *messages, ty_chat_turn **turns, char ***texts) {
+    const size_t n = json_array_size(messages);
+    *turns = calloc(n ? n : 1, sizeof **turns);
+    *texts = calloc(n ? n : 1, sizeof **texts);
+    if (!*turns || !*texts) return ty_error(TOY_ERR_NOMEM, "no memory");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *msg = json_array_get(messages, i), *calls = json_object_get(msg, "tool_calls");
+        const json_t *id = json_object_get(msg, "tool_call_id");
+        const toy_status st = content_text(json_object_get(msg, "content"), i, &(*texts)[i]);
+        if (st) return st;
+        size_t k;
+        const json_t *call;
+        json_array_foreach(calls, k, call) {
+            const json_t *fn = json_object_get(call, "function"), *args = json_object_get(fn, "arguments");
+            if (!json_is_string(json_object_get(fn, "name")) || !(json_is_object(args) || json_is_string(args)))
+                return ty_error(TOY_ERR_INVALID, "messages[%zu].tool_calls[%zu]: expected {\"function\": {\"name\": "
+                                                 "NAME, \"arguments\": {...}}}", i, k);
         }
+        (*turns)[i] = (ty_chat_turn){json_string_value(json_object_get(msg, "role")), (*texts)[i],
+                                     json_array_size(calls) ? calls : NULL,
+                                     json_is_string(id) ? json_string_value(id) : ""};
     }
-    json_object_set_new(vars, "tools", tools);
+    return TOY_OK;
+}
+
+static void free_texts(char **texts, size_t n) {
+    for (size_t i = 0; texts && i < n; i++) free(texts[i]);
+    free(texts);
+}
+
+/* ---------------------------------------------------------------- rendering */
+
+/* The Jinja template over prepared messages (borrowed), tools (NULL: None) and kwargs
+ * (an object or NULL). */
+static toy_status render_jinja(const toy_chat_template *t, json_t *messages, const json_t *tools, const json_t *kw,
+                               bool add_generation_prompt, char **prompt) {
+    json_t *vars = json_object();
+    if (!vars) return ty_error(TOY_ERR_NOMEM, "no memory");
+    json_object_set(vars, "messages", messages);
+    json_object_set_new(vars, "tools", tools ? json_incref((json_t *)tools) : json_null());
     json_object_set_new(vars, "documents", json_null());
     json_object_set_new(vars, "add_generation_prompt", json_boolean(add_generation_prompt));
     json_object_set_new(vars, "bos_token", json_string(t->bos));
     json_object_set_new(vars, "eos_token", json_string(t->eos));
-    if (kwargs_json) {
-        json_error_t je;
-        json_t *kw = json_loads(kwargs_json, JSON_DECODE_ANY, &je);
-        if (!json_is_object(kw)) {
-            json_decref(kw);
-            json_decref(vars);
-            return ty_error(TOY_ERR_INVALID, "chat_template_kwargs: expected a JSON object");
-        }
+    if (kw) {
         static const char *const taken[] = {"messages", "tools", "documents", "add_generation_prompt", NULL};
         for (const char *const *k = taken; *k; k++)
             if (json_object_get(kw, *k)) {
-                json_decref(kw);
                 json_decref(vars);
                 return ty_error(TOY_ERR_INVALID, "chat_template_kwargs: '%s' is given by the request itself", *k);
             }
-        json_object_update(vars, kw);
-        json_decref(kw);
+        json_object_update(vars, (json_t *)kw);
     }
     char err[600];
     bool raised = false;
@@ -279,6 +280,130 @@ toy_status toy_chat_template_render(const toy_chat_template *t, const char *mess
     }
     *prompt = text;
     return TOY_OK;
+}
+
+/* A family's prompt, with its tool form. */
+static toy_status render_family(const toy_chat_template *t, const json_t *messages, const ty_chat_tools *tools,
+                                bool add_generation_prompt, char **prompt) {
+    ty_chat_turn *turns = NULL;
+    char **texts = NULL;
+    toy_status st = turns_of(messages, &turns, &texts);
+    if (!st) st = ty_tool_prompt_family(tools, t->family, turns, json_array_size(messages), add_generation_prompt, prompt);
+    free_texts(texts, json_array_size(messages));
+    free(turns);
+    return st;
+}
+
+/* Whether the template writes a content given as a list of text parts (or only
+ * strings, as most do: theirs are joined). */
+static bool takes_content_parts(const toy_chat_template *t) {
+    static const char probe[] = "toy-probe-7f3a";
+    json_t *m = json_pack("[{s:s, s:[{s:s, s:s}]}]", "role", "user", "content", "type", "text", "text", probe);
+    char *prompt = NULL;
+    const bool takes = m && !render_jinja(t, m, NULL, NULL, true, &prompt) && strstr(prompt, probe);
+    free(prompt);
+    json_decref(m);
+    return takes;
+}
+
+toy_status ty_chat_prompt(const toy_chat_template *t, json_t *messages, const ty_chat_tools *tools,
+                          const json_t *kwargs, bool add_generation_prompt, char **prompt) {
+    *prompt = NULL;
+    toy_status st = prepare_messages(messages);
+    if (st) return st;
+    const bool with_tools = tools && json_array_size(tools->json) > 0;
+    if (t->family) {
+        if (kwargs && json_object_size(kwargs))
+            return ty_error(TOY_ERR_INVALID,
+                            "chat_template_kwargs: the chat template is the built-in %s family, which reads no "
+                            "variables", t->family);
+        return render_family(t, messages, tools, add_generation_prompt, prompt);
+    }
+    const size_t n = json_array_size(messages);
+    ty_chat_turn *turns = NULL;
+    char **texts = NULL;
+    st = turns_of(messages, &turns, &texts);
+    const bool native = ty_jinja_reads(t->jinja, "tools");
+    json_t *shown = NULL;
+    if (!st && !native && ((with_tools && !tools->choice_none) || ty_chat_turns_have_tools(turns, n))) {
+        if (!(shown = ty_tool_prompt_generic(tools, turns, n))) st = TOY_ERR_NOMEM;
+    } else if (!st) {
+        shown = json_deep_copy(messages);
+        for (size_t i = 0; shown && i < n; i++)
+            if (!t->content_parts && json_is_array(json_object_get(json_array_get(shown, i), "content")))
+                json_object_set_new(json_array_get(shown, i), "content", json_string(texts[i]));
+        if (!shown) st = ty_error(TOY_ERR_NOMEM, "no memory");
+    }
+    if (!st)
+        st = render_jinja(t, shown, native && with_tools ? tools->json : NULL, kwargs,
+                          add_generation_prompt, prompt);
+    json_decref(shown);
+    free_texts(texts, n);
+    free(turns);
+    return st;
+}
+
+/* The JSON arguments of the public functions: tools (NULL: none) and kwargs. */
+static toy_status load_tools_kwargs(const char *tools_json, const char *kwargs_json, json_t **tools, json_t **kw) {
+    *tools = *kw = NULL;
+    if (tools_json) {
+        *tools = json_loads(tools_json, JSON_DECODE_ANY, NULL);
+        if (!*tools || !(json_is_array(*tools) || json_is_null(*tools))) {
+            json_decref(*tools);
+            *tools = NULL;
+            return ty_error(TOY_ERR_INVALID, "tools: expected a JSON array of tools");
+        }
+    }
+    if (kwargs_json) {
+        *kw = json_loads(kwargs_json, JSON_DECODE_ANY, NULL);
+        if (!json_is_object(*kw)) {
+            json_decref(*kw);
+            json_decref(*tools);
+            *tools = *kw = NULL;
+            return ty_error(TOY_ERR_INVALID, "chat_template_kwargs: expected a JSON object");
+        }
+    }
+    return TOY_OK;
+}
+
+toy_status toy_chat_template_render(const toy_chat_template *t, const char *messages_json, const char *tools_json,
+                                    const char *kwargs_json, bool add_generation_prompt, char **prompt) {
+    if (!prompt) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: prompt is NULL");
+    *prompt = NULL;
+    if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: no template or no messages");
+    json_t *tools, *kw;
+    toy_status st = load_tools_kwargs(tools_json, kwargs_json, &tools, &kw);
+    json_t *messages = st ? NULL : load_messages(messages_json);
+    if (!st && !messages) st = TOY_ERR_INVALID;
+    if (!st && t->family) {
+        const ty_chat_tools shown = {json_is_array(tools) ? tools : NULL, true, false};
+        st = render_family(t, messages, &shown, add_generation_prompt, prompt);
+    } else if (!st) {
+        st = render_jinja(t, messages, json_is_array(tools) ? tools : NULL, kw, add_generation_prompt, prompt);
+    }
+    json_decref(messages);
+    json_decref(tools);
+    json_decref(kw);
+    return st;
+}
+
+toy_status toy_chat_template_prompt(const toy_chat_template *t, const char *messages_json, const char *tools_json,
+                                    const char *kwargs_json, bool parallel_tool_calls, char **prompt) {
+    if (!prompt) return ty_error(TOY_ERR_INVALID, "toy_chat_template_prompt: prompt is NULL");
+    *prompt = NULL;
+    if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_prompt: no template or no messages");
+    json_t *tools, *kw;
+    toy_status st = load_tools_kwargs(tools_json, kwargs_json, &tools, &kw);
+    json_error_t je;
+    json_t *messages = st ? NULL : json_loads(messages_json, JSON_DECODE_ANY, &je);
+    if (!st && !messages)
+        st = ty_error(TOY_ERR_INVALID, "messages: invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+    const ty_chat_tools shown = {json_is_array(tools) ? tools : NULL, parallel_tool_calls, false};
+    if (!st) st = ty_chat_prompt(t, messages, &shown, kw, true, prompt);
+    json_decref(messages);
+    json_decref(tools);
+    json_decref(kw);
+    return st;
 }
 
 toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,

@@ -264,18 +264,9 @@ static bool check_message_keys(const json_t *msg, size_t i, oai_error *err) {
 
 static char *dump_and_free(json_t *o, oai_error *err);
 
-/* The tools' syntax: the template's, but the generic form where a Jinja template writes
- * no tools itself (the server writes them in that form then). */
-static ty_chat_syntax request_syntax(const oai_context *c) {
-    ty_chat_syntax syn = ty_chat_template_syntax(c->chat_template);
-    if (!c->chat_family && !toy_chat_template_reads(c->chat_template, "tools")) syn.tools = TY_TOOLS_GENERIC;
-    return syn;
-}
-
-
 /* The request's chat_template_kwargs (an object), or the server's; NULL for none. A
  * built-in family reads no variables: kwargs for one are an error, not ignored. */
-static bool template_kwargs(const oai_context *c, const json_t *body, char **out, oai_error *err) {
+static bool template_kwargs(const oai_context *c, const json_t *body, const json_t **out, oai_error *err) {
     *out = NULL;
     const json_t *kw = json_object_get(body, "chat_template_kwargs");
     if (kw && json_is_null(kw)) kw = NULL;
@@ -284,63 +275,30 @@ static bool template_kwargs(const oai_context *c, const json_t *body, char **out
         return fail(err, 400, "chat_template_kwargs",
                     "chat_template_kwargs: the chat template is the built-in %s family, which reads no variables",
                     c->chat_family);
-    if (!kw) kw = c->chat_template_kwargs;
-    if (kw && !(*out = json_dumps(kw, JSON_COMPACT))) return fail(err, 500, NULL, "no memory");
+    *out = kw ? kw : c->chat_template_kwargs;
     return true;
 }
 
-/* A message as the Jinja template takes it: OpenAI's, developer as system, and a list of
- * text parts as their joined text where the template writes only a string. */
-static json_t *template_message(const oai_context *c, const json_t *msg, const tools_message *m) {
-    json_t *t = json_deep_copy(msg);
-    bool ok = t && !json_object_set_new(t, "role", json_string(m->role));
-    if (ok && !c->content_parts && json_is_array(json_object_get(msg, "content")))
-        ok = !json_object_set_new(t, "content", oai_json_text(m->content, strlen(m->content)));
-    if (!ok) {
-        json_decref(t);
-        t = NULL;
-    }
-    return t;
-}
-
-/* The conversation's prompt. A Jinja template gets the messages (and the tools, when it
- * writes tools itself) as the request gives them; one that does not write tools, and a
- * built-in family, get the tools, calls and results in tools.c's forms. */
-static bool render_chat(const oai_context *c, const json_t *msgs, const tools_message *m, size_t n,
-                        const tools_request *t, const char *kwargs, bool add_generation_prompt, char **prompt,
+/* The conversation's prompt through the library's ty_chat_prompt: the messages as the
+ * request gives them (developer as system), the tools unless tool_choice is "none". */
+static bool render_chat(const oai_context *c, const json_t *msgs, const ty_chat_turn *m, size_t n,
+                        const tools_request *t, const json_t *kwargs, bool add_generation_prompt, char **prompt,
                         oai_error *err) {
-    tools_error te;
-    if (c->chat_family) {
-        if (!tools_render(t, c->chat_family, m, n, add_generation_prompt, prompt, &te))
-            return fail(err, te.status, te.param, "%s", te.message);
-        return true;
+    json_t *messages = json_array();
+    bool ok = messages != NULL;
+    for (size_t i = 0; ok && i < n; i++) {
+        json_t *msg = json_deep_copy(json_array_get(msgs, i));
+        ok = msg && !json_object_set_new(msg, "role", json_string(m[i].role)) && !json_array_append_new(messages, msg);
     }
-    const bool has_tool_text = (t && t->n_functions && t->choice != TOOL_CHOICE_NONE) ||
-                               tools_messages_have_tools(m, n);
-    json_t *messages = NULL;
-    if (has_tool_text && !toy_chat_template_reads(c->chat_template, "tools")) {
-        if (!(messages = tools_generic_messages(t, m, n, &te))) return fail(err, te.status, te.param, "%s", te.message);
-    } else {
-        if (!(messages = json_array())) return fail(err, 500, NULL, "no memory");
-        for (size_t i = 0; i < n; i++)
-            if (json_array_append_new(messages, template_message(c, json_array_get(msgs, i), &m[i]))) {
-                json_decref(messages);
-                return fail(err, 500, NULL, "no memory");
-            }
-    }
-    const bool native_tools = toy_chat_template_reads(c->chat_template, "tools") && t && t->n_functions &&
-                              t->choice != TOOL_CHOICE_NONE;
-    char *messages_json = json_dumps(messages, JSON_COMPACT);
-    char *tools_json = native_tools ? json_dumps(t->json, JSON_COMPACT) : NULL;
+    const ty_chat_tools tools = {t ? t->json : NULL, t ? t->parallel : true, t && t->choice == TOOL_CHOICE_NONE};
+    toy_status st = ok ? ty_chat_prompt(c->chat_template, messages, &tools, kwargs, add_generation_prompt, prompt)
+                       : TOY_ERR_NOMEM;
     json_decref(messages);
-    bool ok = messages_json && (!native_tools || tools_json);
-    if (!ok) fail(err, 500, NULL, "no memory");
-    if (ok && toy_chat_template_render(c->chat_template, messages_json, tools_json, kwargs, add_generation_prompt,
-                                       prompt))
-        ok = fail(err, 400, "messages", "%s", toy_last_error());
-    free(messages_json);
-    free(tools_json);
-    return ok;
+    if (st == TOY_ERR_NOMEM) return fail(err, 500, NULL, "no memory");
+    if (st) return fail(err, 400, strncmp(toy_last_error(), "chat_template_kwargs", 20) ? "messages"
+                                                                                       : "chat_template_kwargs",
+                        "%s", toy_last_error());
+    return true;
 }
 
 /* The messages checked one by one (m: what the renderers need of each; the texts in
@@ -352,9 +310,9 @@ static bool chat_prompt_text(const oai_context *c, const json_t *body, const too
     if (!json_is_array(msgs) || json_array_size(msgs) == 0)
         return fail(err, 400, "messages", "messages must be a non-empty array");
     const size_t n = json_array_size(msgs);
-    tools_message *m = calloc(n, sizeof *m);
+    ty_chat_turn *m = calloc(n, sizeof *m);
     char **content = calloc(n, sizeof *content);
-    char *kwargs = NULL;
+    const json_t *kwargs = NULL;
     bool ok = m && content;
     if (!ok) fail(err, 500, NULL, "no memory");
     size_t total = 0;
@@ -392,11 +350,10 @@ static bool chat_prompt_text(const oai_context *c, const json_t *body, const too
                       c->max_text_bytes, c->n_ctx);
             break;
         }
-        m[i] = (tools_message){r, content[i], calls, call_id};
+        m[i] = (ty_chat_turn){r, content[i], calls, call_id ? call_id : ""};
     }
     if (ok) ok = template_kwargs(c, body, &kwargs, err);
     if (ok) ok = render_chat(c, msgs, m, n, t, kwargs, add_generation_prompt, prompt, err);
-    free(kwargs);
     for (size_t i = 0; content && i < n; i++) free(content[i]);
     free(content);
     free(m);
@@ -419,18 +376,6 @@ static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_requ
     return ok;
 }
 
-bool oai_template_takes_content_parts(const toy_chat_template *t) {
-    static const char probe[] = "toy-probe-7f3a";
-    char *prompt = NULL;
-    if (toy_chat_template_family(t) ||
-        toy_chat_template_render(t, "[{\"role\": \"user\", \"content\": [{\"type\": \"text\", \"text\": "
-                                    "\"toy-probe-7f3a\"}]}]", NULL, NULL, true, &prompt))
-        return false;
-    const bool takes = strstr(prompt, probe) != NULL;
-    toy_free(prompt);
-    return takes;
-}
-
 char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai_error *err) {
     memset(err, 0, sizeof *err);
     json_t *j = oai_load_object(body, len, err);
@@ -449,7 +394,7 @@ char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai
     if (ok) ok = get_bool(j, "add_generation_prompt", &agp, err);
     tools_request t = {0};
     tools_error te;
-    if (ok && !tools_request_parse(j, c->chat_family, request_syntax(c), &t, &te))
+    if (ok && !tools_request_parse(j, ty_chat_template_syntax(c->chat_template), &t, &te))
         ok = fail(err, te.status, te.param, "%s", te.message);
     char *prompt = NULL;
     if (ok) ok = chat_prompt_text(c, j, &t, agp, &prompt, err);
@@ -654,7 +599,7 @@ static bool parse_logit_bias(const oai_context *c, const json_t *body, oai_reque
 /* tools, tool_choice, parallel_tool_calls; the grammar that forces a call. */
 static bool parse_tools(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
     tools_error te;
-    if (!tools_request_parse(body, c->chat_family, request_syntax(c), &out->tools, &te))
+    if (!tools_request_parse(body, ty_chat_template_syntax(c->chat_template), &out->tools, &te))
         return fail(err, te.status, te.param, "%s", te.message);
     if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
         return fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");

@@ -42,8 +42,6 @@ typedef struct {
     const toy_chat_template *chat_template; /* the model's own (Jinja), or a built-in family */
     const char *chat_family;  /* that family, NULL for a Jinja template */
     const json_t *chat_template_kwargs; /* of requests that give none (an object), or NULL */
-    bool content_parts;       /* the Jinja template writes a content given as a list of text
-                               * parts; when not, it gets their text joined (as llama-server) */
     int32_t n_ctx;            /* per slot */
     size_t max_text_bytes;    /* the longest text that is tokenized (oai_max_text_bytes) */
     uint64_t seed;            /* for requests that give none */
@@ -71,10 +69,6 @@ void oai_request_free(oai_request *r);
 /* What the answer side keeps of a submitted request (its tools, the functions' names),
  * freed once the answer is out. */
 void oai_request_answer_free(oai_request *r);
-
-/* Whether a Jinja template writes a message's content given as a list of text parts (it
- * renders a probe conversation); false for one that fails or drops it. */
-bool oai_template_takes_content_parts(const toy_chat_template *t);
 
 /* POST /apply-template (llama-server's): a chat request's messages, tools and
  * chat_template_kwargs (add_generation_prompt true unless it says otherwise) as the

@@ -764,8 +764,7 @@ int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) 
     }
     const toy_vocab *vocab = srv_engine_vocab(s->engine);
     s->oai = (oai_context){s->model_id, vocab, s->chat_template, toy_chat_template_family(s->chat_template),
-                           s->chat_template_kwargs, oai_template_takes_content_parts(s->chat_template),
-                           srv_engine_n_ctx(s->engine), oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
+                           s->chat_template_kwargs, srv_engine_n_ctx(s->engine), oai_max_text_bytes(vocab, srv_engine_n_ctx(s->engine)), 0};
     /* as llama-server: --pooling, else the file's pooling_type, else the mean */
     const toy_pooling pooling = p->pooling != TOY_POOLING_UNSPECIFIED ? (toy_pooling)p->pooling
                                 : toy_model_pooling(s->model) != TOY_POOLING_UNSPECIFIED ? toy_model_pooling(s->model)

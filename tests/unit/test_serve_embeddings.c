@@ -152,7 +152,7 @@ static emb_context context(const oai_context *oc) { return (emb_context){oc, n_e
 
 static void expect_400(const char *body, const char *param, const char *message) {
     const toy_vocab *v = toy_model_vocab(model);
-    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, false, 64, oai_max_text_bytes(v, 64), 1};
+    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, 64, oai_max_text_bytes(v, 64), 1};
     const emb_context c = context(&oc);
     emb_request r;
     oai_error err;
@@ -197,7 +197,7 @@ static void test_parse(void) {
 
     /* what is accepted, and how it is read */
     const toy_vocab *v = toy_model_vocab(model);
-    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, false, 64, oai_max_text_bytes(v, 64), 1};
+    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, 64, oai_max_text_bytes(v, 64), 1};
     emb_context c = context(&oc);
     emb_request r;
     oai_error err;
@@ -224,7 +224,7 @@ static void test_parse(void) {
 
 static void test_response(void) {
     const toy_vocab *v = toy_model_vocab(model);
-    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, false, 64, oai_max_text_bytes(v, 64), 1};
+    const oai_context oc = {"toy-kjv", v, serve_chatml(), "chatml", NULL, 64, oai_max_text_bytes(v, 64), 1};
     emb_context c = {&oc, 2, TOY_POOLING_MEAN, 1};
     int32_t t0[] = {1, 2, 3}, t1[] = {4};
     int32_t *tokens[] = {t0, t1}, n_tokens[] = {3, 1};

@@ -223,7 +223,7 @@ static void test_prompt_cache_choices(void) {
 
 static oai_context context(void) {
     const toy_vocab *v = toy_model_vocab(model);
-    return (oai_context){"toy-kjv", v, serve_chatml(), "chatml", NULL, false, 64, oai_max_text_bytes(v, 64), 1};
+    return (oai_context){"toy-kjv", v, serve_chatml(), "chatml", NULL, 64, oai_max_text_bytes(v, 64), 1};
 }
 
 static void expect_400(const char *body, bool chat, const char *param, const char *message) {

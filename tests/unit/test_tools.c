@@ -51,31 +51,37 @@ static tools_request request(const char *family, const char *extra) {
     json_t *j = json_loads(body, 0, NULL);
     tools_request t;
     tools_error err;
-    CHECK_MSG(tools_request_parse(j, family, family_syntax(family), &t, &err), "%s", err.message);
+    CHECK_MSG(tools_request_parse(j, family_syntax(family), &t, &err), "%s", err.message);
     json_decref(j);
     return t;
 }
 
+/* The prompt of the conversation in the family's tool form (tool_prompt.h), the tools
+ * as the request gives them. */
+static bool render(const tools_request *t, const char *family, const ty_chat_turn *m, size_t n, bool agp, char **got) {
+    const ty_chat_tools shown = {t ? t->json : NULL, t ? t->parallel : true, t && t->choice == TOOL_CHOICE_NONE};
+    return ty_tool_prompt_family(t ? &shown : NULL, family, m, n, agp, got) == TOY_OK;
+}
+
 /* system, user, an assistant's call, its result */
 static json_t *calls_json;
-static tools_message conv[4];
+static ty_chat_turn conv[4];
 
 static void make_conversation(void) {
     calls_json = json_loads("[{\"id\": \"call_1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
                             "\"arguments\": \"{\\\"city\\\":\\\"Paris\\\"}\"}}]",
                             0, NULL);
     CHECK(calls_json != NULL);
-    conv[0] = (tools_message){"system", "You are helpful.", NULL, NULL};
-    conv[1] = (tools_message){"user", "Weather in Paris?", NULL, NULL};
-    conv[2] = (tools_message){"assistant", "", calls_json, NULL};
-    conv[3] = (tools_message){"tool", "sunny", NULL, "call_1"};
+    conv[0] = (ty_chat_turn){"system", "You are helpful.", NULL, NULL};
+    conv[1] = (ty_chat_turn){"user", "Weather in Paris?", NULL, NULL};
+    conv[2] = (ty_chat_turn){"assistant", "", calls_json, NULL};
+    conv[3] = (ty_chat_turn){"tool", "sunny", NULL, "call_1"};
 }
 
 static void check_prompt(const char *family, const char *expected) {
     tools_request t = request(family, "");
     char *got = NULL;
-    tools_error err;
-    CHECK_MSG(tools_render(&t, family, conv, N_OF(conv), true, &got, &err), "%s: %s", family, err.message);
+    CHECK_MSG(render(&t, family, conv, N_OF(conv), true, &got), "%s: %s", family, toy_last_error());
     CHECK_MSG(got && !strcmp(got, expected), "%s:\n  got      \"%s\"\n  expected \"%s\"", family, got ? got : "(null)",
               expected);
     free(got);
@@ -142,14 +148,13 @@ static void test_render(void) {
     /* Mistral v3: an answer after the results follows them directly, as the template
      * writes it; a later user message opens a turn */
     {
-        tools_message m[6];
+        ty_chat_turn m[6];
         memcpy(m, conv, sizeof conv);
-        m[4] = (tools_message){"assistant", " It is sunny. ", NULL, NULL};
-        m[5] = (tools_message){"user", "Thanks", NULL, NULL};
+        m[4] = (ty_chat_turn){"assistant", " It is sunny. ", NULL, NULL};
+        m[5] = (ty_chat_turn){"user", "Thanks", NULL, NULL};
         tools_request t = request("mistral-v3", "");
         char *got = NULL;
-        tools_error err;
-        CHECK(tools_render(&t, "mistral-v3", m, 6, true, &got, &err));
+        CHECK(render(&t, "mistral-v3", m, 6, true, &got));
         CHECK_STR_CONTAINS(got, "[/TOOL_RESULTS] It is sunny.</s>[AVAILABLE_TOOLS] [");
         CHECK_STR_CONTAINS(got, "[/AVAILABLE_TOOLS][INST] Thanks[/INST]");
         CHECK(got && strncmp(got, "[INST] You are helpful.\n\nWeather in Paris?[/INST][TOOL_CALLS]", 61) == 0);
@@ -164,13 +169,12 @@ static void test_render(void) {
             "\"{\\\"city\\\": \\\"Rome\\\"}\"}}, {\"id\": \"b\", \"type\": \"function\", \"function\": {\"name\": "
             "\"get_time\", \"arguments\": \"{}\"}}]",
             0, NULL);
-        const tools_message m[] = {{"user", "Rome?", NULL, NULL},
+        const ty_chat_turn m[] = {{"user", "Rome?", NULL, NULL},
                                    {"assistant", "Let me see.", two, NULL},
                                    {"tool", "rain", NULL, "a"},
                                    {"tool", "noon", NULL, "b"}};
         char *got = NULL;
-        tools_error err;
-        CHECK(tools_render(NULL, "chatml", m, N_OF(m), false, &got, &err));
+        CHECK(render(NULL, "chatml", m, N_OF(m), false, &got));
         CHECK_MSG(got && !strcmp(got, "<|im_start|>user\nRome?<|im_end|>\n<|im_start|>assistant\nLet me see.\n"
                                       "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
                                       "\"Rome\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"get_time\", "
@@ -179,13 +183,13 @@ static void test_render(void) {
                                       "</tool_response><|im_end|>\n"),
                   "got \"%s\"", got ? got : "(null)");
         free(got);
-        CHECK(tools_render(NULL, "llama3", m, N_OF(m), false, &got, &err));
+        CHECK(render(NULL, "llama3", m, N_OF(m), false, &got));
         CHECK_STR_CONTAINS(got, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", "
                                 "\"parameters\": {\"city\": \"Rome\"}}\n{\"name\": \"get_time\", \"parameters\": "
                                 "{}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\nrain<|eot_id|>"
                                 "<|start_header_id|>ipython<|end_header_id|>\n\nnoon<|eot_id|>");
         free(got);
-        CHECK(tools_render(NULL, "zephyr", m, N_OF(m), false, &got, &err));
+        CHECK(render(NULL, "zephyr", m, N_OF(m), false, &got));
         CHECK_STR_CONTAINS(got, "<|user|>\n{\"tool_results\": [{\"tool_call_id\": \"a\", \"content\": \"rain\"}, "
                                 "{\"tool_call_id\": \"b\", \"content\": \"noon\"}]}<|endoftext|>\n");
         free(got);
@@ -197,13 +201,12 @@ static void test_render(void) {
         static const char *const families[] = {"chatml", "llama3", "mistral-v1", "mistral-v3", "mistral-v3-tekken",
                                                "mistral-v7", "gemma", "phi3", "llama2", "deepseek3"};
         const toy_chat_message plain[] = {{"system", "S"}, {"user", " Hi "}, {"assistant", " Yo "}, {"user", "Q"}};
-        tools_message m[4];
-        for (size_t i = 0; i < 4; i++) m[i] = (tools_message){plain[i].role, plain[i].content, NULL, NULL};
+        ty_chat_turn m[4];
+        for (size_t i = 0; i < 4; i++) m[i] = (ty_chat_turn){plain[i].role, plain[i].content, NULL, NULL};
         for (size_t f = 0; f < N_OF(families); f++) {
             char *want = NULL, *got = NULL;
-            tools_error err;
             CHECK(toy_chat_apply(families[f], plain, 4, true, &want) == TOY_OK);
-            CHECK(tools_render(NULL, families[f], m, 4, true, &got, &err));
+            CHECK(render(NULL, families[f], m, 4, true, &got));
             CHECK_MSG(want && got && !strcmp(want, got), "%s: \"%s\" != \"%s\"", families[f], got ? got : "",
                       want ? want : "");
             toy_free(want);
@@ -215,14 +218,13 @@ static void test_render(void) {
      * them (as llama-server, whose templates get the tools either way) */
     {
         char *got = NULL;
-        tools_error err;
         tools_request t = request("gemma", ", \"tool_choice\": \"none\"");
-        CHECK(tools_render(&t, "gemma", conv, 2, true, &got, &err));
+        CHECK(render(&t, "gemma", conv, 2, true, &got));
         CHECK_MSG(got && !strstr(got, "tool_calls"), "%s", got);
         free(got);
         tools_request_free(&t);
         t = request("chatml", ", \"tool_choice\": \"none\"");
-        CHECK(tools_render(&t, "chatml", conv, 2, true, &got, &err));
+        CHECK(render(&t, "chatml", conv, 2, true, &got));
         CHECK_STR_CONTAINS(got, "<tools>\n" TOOL0);
         CHECK(!tools_parse_calls(&t));
         free(got);
@@ -347,7 +349,7 @@ static void expect_error(const char *body, const char *message) {
     CHECK_MSG(j != NULL, "bad test body %s", body);
     tools_request t;
     tools_error err;
-    const bool ok = tools_request_parse(j, "chatml", family_syntax("chatml"), &t, &err);
+    const bool ok = tools_request_parse(j, family_syntax("chatml"), &t, &err);
     CHECK_MSG(!ok && err.status == 400 && strstr(err.message, message), "%s: %s", body, ok ? "accepted" : err.message);
     tools_request_free(&t);
     json_decref(j);
@@ -381,7 +383,7 @@ static void test_request_checks(void) {
                            0, NULL);
     tools_request t;
     tools_error err;
-    CHECK(tools_request_parse(j, "llama3", family_syntax("llama3"), &t, &err));
+    CHECK(tools_request_parse(j, family_syntax("llama3"), &t, &err));
     CHECK(t.n_functions == 2 && t.choice == TOOL_CHOICE_NAMED && t.named == 1 && !t.parallel && t.functions[1].strict);
     CHECK(t.syntax.tools == TY_TOOLS_LLAMA3 && tools_parse_calls(&t));
     /* a function without parameters takes an empty object */
@@ -391,7 +393,7 @@ static void test_request_checks(void) {
     tools_request_free(&t);
     json_decref(j);
     j = json_loads("{\"tools\": [], \"tool_choice\": \"auto\"}", 0, NULL);
-    CHECK(tools_request_parse(j, "gemma", family_syntax("gemma"), &t, &err) && t.n_functions == 0 &&
+    CHECK(tools_request_parse(j, family_syntax("gemma"), &t, &err) && t.n_functions == 0 &&
           !tools_parse_calls(&t));
     CHECK(t.syntax.tools == TY_TOOLS_GENERIC);
     tools_request_free(&t);
@@ -446,7 +448,7 @@ static char *grammar_of(const char *family, const char *extra, tools_error *err)
     json_t *j = json_loads(body, 0, NULL);
     tools_request t;
     char *gbnf = NULL;
-    if (!tools_request_parse(j, family, family_syntax(family), &t, err) || !tools_grammar(&t, false, &gbnf, err))
+    if (!tools_request_parse(j, family_syntax(family), &t, err) || !tools_grammar(&t, false, &gbnf, err))
         gbnf = NULL;
     tools_request_free(&t);
     json_decref(j);
@@ -497,7 +499,7 @@ static void test_grammar(void) {
                            0, NULL);
     tools_request t;
     err.status = 0;
-    CHECK(tools_request_parse(j, "chatml", family_syntax("chatml"), &t, &err));
+    CHECK(tools_request_parse(j, family_syntax("chatml"), &t, &err));
     g = NULL;
     CHECK(!tools_grammar(&t, false, &g, &err) && !g && err.status == 400);
     CHECK_STR_CONTAINS(err.message, "tools[1].function.parameters: #/properties/x");
