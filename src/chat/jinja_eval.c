@@ -3,54 +3,13 @@
  * statements as jinja2 runs them (a for loop's body a new scope each iteration, macros
  * closing over the scope they were defined in), within the render's limits. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "jinja_internal.h"
 
-/* ---------------------------------------------------------------- failure and limits */
-
-void ty_jx_fail(jx *x, const char *fmt, ...) {
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    if (x->raised) snprintf(x->err, x->err_size, "%s", msg);
-    else if (x->at) snprintf(x->err, x->err_size, "%d:%d: %s", x->at->line, x->at->col, msg);
-    else snprintf(x->err, x->err_size, "%s", msg);
-    longjmp(x->fail, 1);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-void ty_jx_step(jx *x) {
-    if (++x->steps > x->lim.max_steps)
-        ty_jx_fail(x, "the template took more than %llu steps (a loop that does not end?)",
-                (unsigned long long)x->lim.max_steps);
-    if ((x->steps & 4095) == 0 && now_s() > x->deadline)
-        ty_jx_fail(x, "the template ran for more than %g s", x->lim.max_seconds);
-}
-
-ty_buf *ty_jx_buf(jx *x) {
-    jbuf *j = ty_arena_alloc(&x->mem, sizeof *j);
-    memset(j, 0, sizeof *j);
-    j->next = x->bufs;
-    x->bufs = j;
-    return &j->b;
-}
-
-void ty_jx_buf_done(ty_buf *b) {
-    free(b->v);
-    *b = (ty_buf){0};
-}
+/* ---------------------------------------------------------------- output and depth */
 
 static void free_bufs(jx *x) {
     for (jbuf *j = x->bufs; j; j = j->next) ty_jx_buf_done(&j->b);
@@ -105,114 +64,6 @@ typedef enum { FLOW_NEXT, FLOW_BREAK, FLOW_CONTINUE } flow;
 static jv eval(jx *x, scope *s, const node *n);
 static flow exec(jx *x, scope *s, const node *n);
 
-static _Noreturn void fail_undefined(jx *x, jv v) {
-    ty_jx_fail(x, "%s", v.undef ? v.undef : "a value is undefined");
-}
-
-static const char *sprintf_arena(jx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static const char *sprintf_arena(jx *x, const char *fmt, ...) {
-    char buf[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    return ty_jv_cstr(x, buf).s->p;
-}
-
-static const char *object_type_repr(jv v) {
-    switch (v.kind) {
-    case JV_NONE: return "None";
-    case JV_STR: return "str object";
-    case JV_LIST: return v.seq == SEQ_TUPLE ? "tuple object" : "list object";
-    case JV_DICT: return "dict object";
-    case JV_INT: return "int object";
-    case JV_FLOAT: return "float object";
-    case JV_BOOL: return "bool object";
-    case JV_NAMESPACE: return "jinja2.utils.Namespace object";
-    default: return "object";
-    }
-}
-
-static jv no_attribute(jx *x, jv obj, const char *name) {
-    return ty_jv_undefined(sprintf_arena(x, "'%s' has no attribute '%s'", object_type_repr(obj), name));
-}
-
-jv ty_jx_getattr(jx *x, jv obj, const char *name) {
-    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
-    if (name[0] == '_') /* the sandbox: no dunder or private attribute is reachable */
-        return ty_jv_undefined(sprintf_arena(x, "access to attribute '%s' of '%s' object is unsafe.", name,
-                                          ty_jv_type_name(obj)));
-    switch (obj.kind) {
-    case JV_DICT: {
-        jv m = ty_jinja_method(x, obj, name);
-        if (m.kind != JV_UNDEFINED || m.undef) return m;
-        const jv *v = ty_jv_dict_get_str(obj, name);
-        return v ? *v : no_attribute(x, obj, name);
-    }
-    case JV_NAMESPACE: {
-        const jv *v = ty_jv_dict_get_str(obj, name);
-        return v ? *v : no_attribute(x, obj, name);
-    }
-    case JV_LOOP: return ty_jinja_loop_attr(x, obj, name);
-    case JV_STR:
-    case JV_LIST: {
-        jv m = ty_jinja_method(x, obj, name);
-        return m.kind != JV_UNDEFINED || m.undef ? m : no_attribute(x, obj, name);
-    }
-    case JV_CYCLER: {
-        jv m = ty_jinja_method(x, obj, name);
-        return m.kind != JV_UNDEFINED || m.undef ? m : no_attribute(x, obj, name);
-    }
-    default: return no_attribute(x, obj, name);
-    }
-}
-
-static jv no_element(jx *x, jv obj, jv key) {
-    ty_buf *k = ty_jx_buf(x);
-    ty_jv_write_repr(x, k, key);
-    jv u = ty_jv_undefined(sprintf_arena(x, "%s has no element %s", object_type_repr(obj), k->v ? k->v : ""));
-    ty_jx_buf_done(k);
-    return u;
-}
-
-/* Python's index rules: negative from the end; false when out of range */
-static bool norm_index(int64_t i, size_t n, size_t *out) {
-    if (i < 0) i += (int64_t)n;
-    if (i < 0 || (uint64_t)i >= n) return false;
-    *out = (size_t)i;
-    return true;
-}
-
-jv ty_jx_getitem(jx *x, jv obj, jv key) {
-    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
-    switch (obj.kind) {
-    case JV_DICT: {
-        const jv *v = ty_jv_dict_get(obj, key);
-        if (v) return *v;
-        break;
-    }
-    case JV_LIST:
-    case JV_STR:
-        if (obj.kind == JV_LIST && obj.seq > SEQ_RANGE) break; /* not subscriptable */
-        if (key.kind == JV_INT || key.kind == JV_BOOL) {
-            size_t at;
-            const int64_t i = key.kind == JV_INT ? key.i : key.b;
-            if (obj.kind == JV_LIST && norm_index(i, obj.l->n, &at)) return obj.l->v[at];
-            if (obj.kind == JV_STR && norm_index(i, obj.s->n_cp, &at)) {
-                const size_t a = ty_jstr_cp_offset(obj.s, at), b = ty_jstr_cp_offset(obj.s, at + 1);
-                jv c = ty_jv_str(x, obj.s->p + a, b - a);
-                c.markup = obj.markup;
-                return c;
-            }
-            return no_element(x, obj, key);
-        }
-        break;
-    default: break;
-    }
-    if (key.kind == JV_STR) return ty_jx_getattr(x, obj, key.s->p);
-    return no_element(x, obj, key);
-}
-
 /* Python's slice indices of a sequence of n items (PySlice_AdjustIndices) */
 static void slice_indices(jx *x, jv start_v, jv stop_v, jv step_v, int64_t n, int64_t *start, int64_t *stop,
                           int64_t *step) {
@@ -236,7 +87,7 @@ static void slice_indices(jx *x, jv start_v, jv stop_v, jv step_v, int64_t n, in
 }
 
 static jv slice_value(jx *x, jv obj, jv a, jv b, jv c) {
-    if (obj.kind == JV_UNDEFINED) fail_undefined(x, obj);
+    if (obj.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, obj);
     for (int k = 0; k < 3; k++) {
         jv *p = k == 0 ? &a : k == 1 ? &b : &c;
         if (p->kind == JV_BOOL) *p = ty_jv_int(p->b);
@@ -253,7 +104,7 @@ static jv slice_value(jx *x, jv obj, jv a, jv b, jv c) {
     }
     /* jinja2 answers a subscript Python refuses with an undefined value */
     if (obj.kind != JV_LIST || obj.seq > SEQ_RANGE)
-        return ty_jv_undefined(sprintf_arena(x, "'%s' object is not subscriptable", ty_jv_type_name(obj)));
+        return ty_jv_undefined(ty_jx_sprintf(x, "'%s' object is not subscriptable", ty_jv_type_name(obj)));
     slice_indices(x, a, b, c, (int64_t)obj.l->n, &start, &stop, &step);
     jv out = ty_jv_list(x, 0);
     out.seq = obj.seq;
@@ -272,141 +123,11 @@ static jv slice_value(jx *x, jv obj, jv a, jv b, jv c) {
     return out;
 }
 
-/* ---------------------------------------------------------------- arithmetic */
-
-static _Noreturn void bad_operands(jx *x, const char *op, jv a, jv b) {
-    if (a.kind == JV_UNDEFINED) fail_undefined(x, a);
-    if (b.kind == JV_UNDEFINED) fail_undefined(x, b);
-    ty_jx_fail(x, "unsupported operand type(s) for %s: '%s' and '%s'", op, ty_jv_type_name(a), ty_jv_type_name(b));
-}
-
-static int64_t as_int(jv v) { return v.kind == JV_INT ? v.i : v.b; }
-
-static bool repeatable(jv v) { return v.kind == JV_STR || (v.kind == JV_LIST && v.seq <= SEQ_TUPLE); }
-
-static jv repeat(jx *x, jv seq, int64_t times) {
-    if (times < 0) times = 0;
-    if (seq.kind == JV_STR) {
-        if (times && seq.s->len > x->lim.max_memory / (uint64_t)times)
-            ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
-        char *p = ty_arena_alloc(&x->mem, seq.s->len * (size_t)times + 1);
-        for (int64_t i = 0; i < times; i++) memcpy(p + (size_t)i * seq.s->len, seq.s->p, seq.s->len);
-        jv r = ty_jv_str(x, p, seq.s->len * (size_t)times);
-        r.markup = seq.markup;
-        return r;
-    }
-    if (times && seq.l->n > x->lim.max_memory / sizeof(jv) / (uint64_t)times)
-        ty_jx_fail(x, "the template used more than %zu MiB of memory", x->lim.max_memory >> 20);
-    jv out = ty_jv_list(x, seq.l->n * (size_t)times);
-    out.seq = seq.seq;
-    for (int64_t i = 0; i < times; i++)
-        for (size_t k = 0; k < seq.l->n; k++) ty_jv_list_push(x, out, seq.l->v[k]);
-    return out;
-}
-
-static jv escaped(jx *x, jv s) {
-    ty_buf *b = ty_jx_buf(x);
-    ty_jv_escape(b, s.s->p, s.s->len);
-    jv e = ty_jv_str(x, b->v ? b->v : "", b->n);
-    ty_jx_buf_done(b);
-    return e;
-}
-
-static jv concat(jx *x, jv a, jv b) {
-    jv sa = ty_jv_to_str(x, a), sb = ty_jv_to_str(x, b);
-    char *p = ty_arena_alloc(&x->mem, sa.s->len + sb.s->len + 1);
-    memcpy(p, sa.s->p, sa.s->len);
-    memcpy(p + sa.s->len, sb.s->p, sb.s->len);
-    return ty_jv_str(x, p, sa.s->len + sb.s->len);
-}
-
-jv ty_jx_binary(jx *x, char op, jv a, jv b) {
-    const bool nums = ty_jv_is_number(a) && ty_jv_is_number(b);
-    const bool ints = nums && a.kind != JV_FLOAT && b.kind != JV_FLOAT;
-    int64_t r;
-    switch (op) {
-    case '~': return concat(x, a, b);
-    case '+':
-        if (ints) {
-            if (__builtin_add_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
-            return ty_jv_int(r);
-        }
-        if (nums) return ty_jv_float(ty_jv_number(a) + ty_jv_number(b));
-        if (a.kind == JV_STR && b.kind == JV_STR && (a.markup || b.markup)) /* Markup escapes what is added */
-            return ty_jv_markup(concat(x, a.markup ? a : escaped(x, a), b.markup ? b : escaped(x, b)));
-        if (a.kind == JV_STR && b.kind == JV_STR) return concat(x, a, b);
-        if (a.kind == JV_LIST && b.kind == JV_LIST && a.seq == b.seq && a.seq <= SEQ_TUPLE) {
-            jv out = ty_jv_list(x, a.l->n + b.l->n);
-            out.seq = a.seq;
-            for (size_t i = 0; i < a.l->n; i++) ty_jv_list_push(x, out, a.l->v[i]);
-            for (size_t i = 0; i < b.l->n; i++) ty_jv_list_push(x, out, b.l->v[i]);
-            return out;
-        }
-        bad_operands(x, "+", a, b);
-    case '-':
-        if (ints) {
-            if (__builtin_sub_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
-            return ty_jv_int(r);
-        }
-        if (nums) return ty_jv_float(ty_jv_number(a) - ty_jv_number(b));
-        bad_operands(x, "-", a, b);
-    case '*':
-        if (ints) {
-            if (__builtin_mul_overflow(as_int(a), as_int(b), &r)) ty_jx_fail(x, "integer overflow");
-            return ty_jv_int(r);
-        }
-        if (nums) return ty_jv_float(ty_jv_number(a) * ty_jv_number(b));
-        if (repeatable(a) && (b.kind == JV_INT || b.kind == JV_BOOL)) return repeat(x, a, as_int(b));
-        if (repeatable(b) && (a.kind == JV_INT || a.kind == JV_BOOL)) return repeat(x, b, as_int(a));
-        bad_operands(x, "*", a, b);
-    case '/':
-        if (!nums) bad_operands(x, "/", a, b);
-        if (ty_jv_number(b) == 0) ty_jx_fail(x, "division by zero");
-        return ty_jv_float(ty_jv_number(a) / ty_jv_number(b));
-    case 'f':
-    case '%':
-        if (op == '%' && a.kind == JV_STR) return ty_jinja_percent_format(x, a, b);
-        if (!nums) bad_operands(x, op == 'f' ? "//" : "%", a, b);
-        if (ty_jv_number(b) == 0) ty_jx_fail(x, "integer division or modulo by zero");
-        if (ints) {
-            const int64_t p = as_int(a), q = as_int(b);
-            if (p == INT64_MIN && q == -1) ty_jx_fail(x, "integer overflow");
-            int64_t quo = p / q, rem = p % q;
-            if (rem != 0 && ((rem < 0) != (q < 0))) quo--, rem += q;
-            return ty_jv_int(op == 'f' ? quo : rem);
-        } else {
-            const double p = ty_jv_number(a), q = ty_jv_number(b);
-            double rem = fmod(p, q);
-            if (rem != 0 && ((rem < 0) != (q < 0))) rem += q;
-            return ty_jv_float(op == 'f' ? floor((p - rem) / q + 0.5) : rem);
-        }
-    case 'p':
-        if (!nums) bad_operands(x, "**", a, b);
-        if (ints && as_int(b) >= 0) {
-            int64_t base = as_int(a), e = as_int(b), acc = 1;
-            while (e > 0) {
-                if ((e & 1) && __builtin_mul_overflow(acc, base, &acc)) ty_jx_fail(x, "integer overflow");
-                e >>= 1;
-                if (e && __builtin_mul_overflow(base, base, &base)) ty_jx_fail(x, "integer overflow");
-            }
-            return ty_jv_int(acc);
-        }
-        if (ty_jv_number(a) == 0 && ty_jv_number(b) < 0) ty_jx_fail(x, "0.0 cannot be raised to a negative power");
-        {
-            const double p = ty_jv_number(a), q = ty_jv_number(b), power = pow(p, q);
-            /* Python's float ** float raises where C's pow overflows */
-            if (isinf(power) && isfinite(p) && isfinite(q)) ty_jx_fail(x, "(34, 'Numerical result out of range')");
-            return ty_jv_float(power);
-        }
-    }
-    ty_jx_fail(x, "unknown operator");
-}
-
 static bool contains(jx *x, jv hay, jv needle) {
     switch (hay.kind) {
     case JV_UNDEFINED: return false;
     case JV_STR:
-        if (needle.kind == JV_UNDEFINED) fail_undefined(x, needle);
+        if (needle.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, needle);
         if (needle.kind != JV_STR)
             ty_jx_fail(x, "'in <string>' requires string as left operand, not %s", ty_jv_type_name(needle));
         return needle.s->len == 0 || memmem(hay.s->p, hay.s->len, needle.s->p, needle.s->len) != NULL;
@@ -433,8 +154,8 @@ static bool compare(jx *x, int op, jv a, jv b) {
     case CMP_NOT_IN: return !contains(x, b, a);
     default: break;
     }
-    if (a.kind == JV_UNDEFINED) fail_undefined(x, a);
-    if (b.kind == JV_UNDEFINED) fail_undefined(x, b);
+    if (a.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, a);
+    if (b.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, b);
     const int c = ty_jv_compare(x, a, b);
     return op == CMP_LT ? c < 0 : op == CMP_LE ? c <= 0 : op == CMP_GT ? c > 0 : c >= 0;
 }
@@ -478,14 +199,6 @@ static void eval_args(jx *x, scope *s, const node_args *na, call_args *ca, int e
         ca->kw_names[ca->n_kw] = starstar.d->k[i].s->p;
         ca->kw[ca->n_kw++] = starstar.d->v[i];
     }
-}
-
-jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw, int pos, const char *name,
-          jv dflt) {
-    if (pos >= 0 && pos < n_args) return args[pos];
-    for (int i = 0; i < n_kw && name; i++)
-        if (!strcmp(kw_names[i], name)) return kw[i];
-    return dflt;
 }
 
 static jv capture(jx *x, scope *s, const node *body, const char *what) {
@@ -546,7 +259,7 @@ static jv call_macro(jx *x, jv m, const jv *args, int n_args, const char **kw_na
         if (bound[k]) continue;
         const node *saved = x->at;
         jv d = def->args.kw[k] ? eval(x, s, def->args.kw[k])
-                               : ty_jv_undefined(sprintf_arena(x, "parameter '%s' was not provided", def->args.kw_names[k]));
+                               : ty_jv_undefined(ty_jx_sprintf(x, "parameter '%s' was not provided", def->args.kw_names[k]));
         x->at = saved;
         scope_set(x, s, def->args.kw_names[k], d);
     }
@@ -572,26 +285,9 @@ jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, c
         fn.o->pos = 1;
         return first ? ty_jv_str(x, "", 0) : fn.o->sep;
     }
-    case JV_UNDEFINED: fail_undefined(x, fn);
+    case JV_UNDEFINED: ty_jx_fail_undefined(x, fn);
     default: ty_jx_fail(x, "'%s' object is not callable", ty_jv_type_name(fn));
     }
-}
-
-jv ty_jx_apply_filter(jx *x, const char *name, jv v, const jv *args, int n_args, const char **kw_names,
-                   const jv *kw, int n_kw) {
-    const builtin *f = ty_jinja_filter(name);
-    if (!f) ty_jx_fail(x, "no filter named '%s'", name);
-    ty_jx_step(x);
-    jv r = f->fn(x, v, args, n_args, kw_names, kw, n_kw);
-    if ((f->flags & KEEPS_MARKUP) && v.kind == JV_STR && v.markup) r = ty_jv_markup(r);
-    return r;
-}
-
-bool ty_jx_apply_test(jx *x, const char *name, jv v, const jv *args, int n_args) {
-    const builtin *t = ty_jinja_test(name);
-    if (!t) ty_jx_fail(x, "no test named '%s'", name);
-    ty_jx_step(x);
-    return t->fn(x, v, args, n_args, NULL, NULL, 0).b;
 }
 
 /* the filter chain f on a block's text (innermost operand NULL) or on its operand */
@@ -613,7 +309,7 @@ static jv lookup(jx *x, scope *s, const char *name) {
         o->fn = g;
         return (jv){.kind = JV_FUNC, .o = o};
     }
-    return ty_jv_undefined(sprintf_arena(x, "'%s' is undefined", name));
+    return ty_jv_undefined(ty_jx_sprintf(x, "'%s' is undefined", name));
 }
 
 static jv eval(jx *x, scope *s, const node *n) {
@@ -677,7 +373,7 @@ static jv eval(jx *x, scope *s, const node *n) {
     case N_UNARY: {
         jv v = eval(x, s, n->a);
         x->at = n;
-        if (v.kind == JV_UNDEFINED) fail_undefined(x, v);
+        if (v.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, v);
         if (!ty_jv_is_number(v)) ty_jx_fail(x, "bad operand type for unary %c: '%s'", n->op, ty_jv_type_name(v));
         if (n->op == '+') return v.kind == JV_BOOL ? ty_jv_int(v.b) : v;
         if (v.kind == JV_FLOAT) return ty_jv_float(-v.f);
@@ -689,7 +385,7 @@ static jv eval(jx *x, scope *s, const node *n) {
         x->at = n;
         if (n->op != '~' && (a.kind == JV_UNDEFINED || b.kind == JV_UNDEFINED) &&
             !(n->op == '%' && a.kind == JV_STR))
-            fail_undefined(x, a.kind == JV_UNDEFINED ? a : b);
+            ty_jx_fail_undefined(x, a.kind == JV_UNDEFINED ? a : b);
         return ty_jx_binary(x, n->op, a, b);
     }
     case N_COMPARE: {
@@ -714,7 +410,7 @@ static jv eval(jx *x, scope *s, const node *n) {
     case N_COND:
         if (ty_jv_truthy(x, eval(x, s, n->a))) return eval(x, s, n->b);
         return n->c ? eval(x, s, n->c)
-                    : ty_jv_undefined(sprintf_arena(x, "the inline if-expression on line %d evaluated to false and no "
+                    : ty_jv_undefined(ty_jx_sprintf(x, "the inline if-expression on line %d evaluated to false and no "
                                                     "else section was defined.", n->line));
     default: ty_jx_fail(x, "a statement where an expression was expected");
     }
@@ -897,12 +593,9 @@ char *ty_jinja_render(const jinja_template *t, const json_t *vars, const jinja_l
         snprintf(err, err_size, "no memory");
         return NULL;
     }
-    x->lim = limits ? *limits : ty_jinja_default_limits();
-    x->mem.limit = x->lim.max_memory;
-    x->mem.owner = x;
+    ty_jx_limit(x, limits ? *limits : ty_jinja_default_limits());
     x->err = err;
     x->err_size = err_size;
-    x->deadline = now_s() + x->lim.max_seconds;
     x->out = &out;
     if (setjmp(x->fail)) {
         if (raised) *raised = x->raised;

@@ -1,6 +1,8 @@
 /* jinja_internal.h — what the Jinja engine's files share: the syntax tree the parser
  * builds, the values the evaluator computes with, the render's state, and the calls
- * between ty_jinja_parse.c, jinja_value.c, jinja_eval.c and jinja_builtins.c. */
+ * between them. The files depend one way: jinja_value.c (values, the render's failure
+ * and limits) < jinja_ops.c (attributes, operators, methods) < jinja_builtins.c
+ * (filters, tests, globals) < jinja_parse.c < jinja_eval.c. */
 #ifndef TOY_JINJA_INTERNAL_H
 #define TOY_JINJA_INTERNAL_H
 
@@ -11,6 +13,7 @@
 
 #include "buffer.h"
 #include "jinja.h"
+#include "unicode.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -174,7 +177,7 @@ struct scope {
     var *vars;
 };
 
-/* A scratch buffer of a render (jinja_eval.c, ty_jx_buf). */
+/* A scratch buffer of a render (ty_jx_buf). */
 typedef struct jbuf jbuf;
 struct jbuf {
     ty_buf b;
@@ -204,14 +207,28 @@ typedef struct jx {
 ty_buf *ty_jx_buf(jx *x);
 void ty_jx_buf_done(ty_buf *b);
 
+jv ty_jx_buf_str(jx *x, ty_buf *b); /* the buffer's text as a string; the buffer is done with */
+
 /* The error at the current node: longjmps out of the render. */
 _Noreturn void ty_jx_fail(jx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+_Noreturn void ty_jx_fail_undefined(jx *x, jv v); /* the error of using an undefined value */
+/* The render's limits, its time counted from now. */
+void ty_jx_limit(jx *x, jinja_limits lim);
 /* One step of work: fails past the step or time limit. */
 void ty_jx_step(jx *x);
+/* formatted text in the render's memory */
+const char *ty_jx_sprintf(jx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* an argument by position or keyword, or dflt */
+jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw, int pos, const char *name,
+          jv dflt);
+jv ty_jx_str_of(jx *x, jv v); /* str(v); undefined: "" */
+jv ty_jx_need_str(jx *x, jv v, const char *what); /* v, or the error that `what` wants a string */
+int64_t ty_jx_need_int(jx *x, jv v, const char *what);
 
 /* values: jinja_value.c */
 static const jv JV_NONE_V = {.kind = JV_NONE}, JV_TRUE_V = {.kind = JV_BOOL, .b = true},
-                JV_FALSE_V = {.kind = JV_BOOL, .b = false};
+                JV_FALSE_V = {.kind = JV_BOOL, .b = false}, JV_UNDEF_V = {.kind = JV_UNDEFINED};
+static inline int64_t as_int(jv v) { return v.kind == JV_INT ? v.i : v.b; } /* an int or a bool */
 jv ty_jv_undefined(const char *what);
 jv ty_jv_bool(bool b);
 jv ty_jv_int(int64_t i);
@@ -261,8 +278,13 @@ jv ty_jv_str_slice(jx *x, jv s, int64_t start, int64_t stop, int64_t step);
 uint32_t ty_ju_upper(uint32_t c);
 uint32_t ty_ju_lower(uint32_t c);
 bool ty_ju_space(uint32_t c);
+static inline uint32_t next_cp(const jstr *s, size_t *i) { return ty_utf8_decode(s->p, s->len, i); }
+static inline void put_cp(ty_buf *b, uint32_t c) {
+    char u[4];
+    ty_buf_append(b, u, ty_utf8_encode(c, u));
+}
 
-/* builtins: jinja_builtins.c */
+/* builtins: a filter, test, global or method */
 typedef struct builtin builtin;
 typedef jv (*builtin_fn)(jx *x, jv self, const jv *args, int n_args, const char **kw_names, const jv *kw,
                          int n_kw);
@@ -292,30 +314,50 @@ struct jobj {
     jv sep;
 };
 
+/* the arguments every builtin takes, and one of them by position or keyword */
+#define ARGS jx *x, jv self, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw
+#define ARG(pos, name, dflt) ty_jx_arg(args, n_args, kw_names, kw, n_kw, pos, name, dflt)
+
+/* ops: jinja_ops.c */
+jv ty_jx_getattr(jx *x, jv obj, const char *name);
+jv ty_jx_getitem(jx *x, jv obj, jv key);
+jv ty_jx_binary(jx *x, char op, jv a, jv b); /* a op b: + - * / f(//) % p(**) ~ */
+jv ty_jinja_percent_format(jx *x, jv fmt, jv args); /* str % args */
+jv ty_jinja_method(jx *x, jv self, const char *name); /* a bound method, or undefined */
+jv ty_jinja_loop_attr(jx *x, jv loop, const char *name);
+/* a name in a table sorted by name, or NULL */
+const builtin *ty_jinja_find(const builtin *table, size_t n, const char *name);
+#define FIND(table, name) ty_jinja_find(table, sizeof table / sizeof *table, name)
+/* str's work, as Python's str methods do it */
+jv ty_jx_strip(jx *x, jv s, jv chars, bool left, bool right); /* chars None: whitespace */
+jv ty_jx_map_case(jx *x, jv s, int mode); /* 0 lower, 1 upper, 2 capitalize, 3 title */
+bool ty_jx_special_case(ty_buf *b, uint32_t c, bool upper, bool title); /* a full case mapping (ß: SS) */
+jv ty_jx_splitlines(jx *x, jv s, bool keepends);
+jv ty_jx_split(jx *x, jv s, jv sep, int64_t maxsplit, bool from_right);
+jv ty_jx_replace(jx *x, jv s, jv old, jv new_, int64_t count);
+jv ty_jx_escape(jx *x, jv v, bool force); /* Markup of the escaped text */
+/* the builtins that are also methods: dict.items(), list.copy(), dict(), str.islower() ... */
+jv ty_jinja_items(ARGS);
+jv ty_jinja_list(ARGS);
+jv ty_jinja_dict(ARGS);
+jv ty_jinja_islower(ARGS);
+jv ty_jinja_isupper(ARGS);
+
+/* builtins: jinja_builtins.c */
 const builtin *ty_jinja_filter(const char *name);
 const builtin *ty_jinja_test(const char *name);
 const builtin *ty_jinja_global(const char *name);
-jv ty_jinja_method(jx *x, jv self, const char *name); /* a bound method, or undefined */
-jv ty_jinja_loop_attr(jx *x, jv loop, const char *name);
-
-/* whether the tree under n reads the variable `name` (ty_jinja_parse.c) */
-bool ty_jinja_node_reads(const node *n, const char *name);
-
-/* eval: jinja_eval.c */
-jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw);
-/* a built-in function or bound method called (jinja_builtins.c: Markup's rules applied) */
+/* a built-in function or bound method called (Markup's rules applied) */
 jv ty_jinja_call_builtin(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw);
 jv ty_jx_apply_filter(jx *x, const char *name, jv v, const jv *args, int n_args, const char **kw_names,
                    const jv *kw, int n_kw);
 bool ty_jx_apply_test(jx *x, const char *name, jv v, const jv *args, int n_args);
-jv ty_jx_getattr(jx *x, jv obj, const char *name);
-jv ty_jx_binary(jx *x, char op, jv a, jv b); /* a op b: + - * / f(//) % p(**) ~ */
-jv ty_jx_getitem(jx *x, jv obj, jv key);
-jv ty_jx_loop_call(jx *x, jv loop, jv items); /* loop(items) in a recursive for */
-jv ty_jinja_percent_format(jx *x, jv fmt, jv args); /* str % args (jinja_builtins.c) */
 
-/* an argument by position or keyword, or dflt */
-jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw, int pos, const char *name,
-          jv dflt);
+/* parse: whether the tree under n reads the variable `name` (jinja_parse.c) */
+bool ty_jinja_node_reads(const node *n, const char *name);
+
+/* eval: jinja_eval.c */
+jv ty_jx_call(jx *x, jv fn, const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw);
+jv ty_jx_loop_call(jx *x, jv loop, jv items); /* loop(items) in a recursive for */
 
 #endif

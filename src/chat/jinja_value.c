@@ -1,12 +1,13 @@
 /* jinja_value.c — the values a template computes with, as Python holds them: their
  * memory (an arena per render), truth, equality and order, str() and repr(), json.dumps,
- * and strings by code point. */
+ * strings by code point, and a render's failure, limits, scratch buffers and arguments. */
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "jinja_internal.h"
 #include "unicode.h"
@@ -738,4 +739,93 @@ uint32_t ty_ju_upper(uint32_t c) {
         else hi = mid;
     }
     return lo < n_upper && upper_table[lo].from == c ? upper_table[lo].to : c;
+}
+
+/* ---------------------------------------------------------------- a render's failure, limits and scratch */
+
+void ty_jx_fail(jx *x, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (x->raised) snprintf(x->err, x->err_size, "%s", msg);
+    else if (x->at) snprintf(x->err, x->err_size, "%d:%d: %s", x->at->line, x->at->col, msg);
+    else snprintf(x->err, x->err_size, "%s", msg);
+    longjmp(x->fail, 1);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void ty_jx_limit(jx *x, jinja_limits lim) {
+    x->lim = lim;
+    x->mem.limit = lim.max_memory;
+    x->mem.owner = x;
+    x->deadline = now_s() + lim.max_seconds;
+}
+
+void ty_jx_step(jx *x) {
+    if (++x->steps > x->lim.max_steps)
+        ty_jx_fail(x, "the template took more than %llu steps (a loop that does not end?)",
+                (unsigned long long)x->lim.max_steps);
+    if ((x->steps & 4095) == 0 && now_s() > x->deadline)
+        ty_jx_fail(x, "the template ran for more than %g s", x->lim.max_seconds);
+}
+
+ty_buf *ty_jx_buf(jx *x) {
+    jbuf *j = ty_arena_alloc(&x->mem, sizeof *j);
+    memset(j, 0, sizeof *j);
+    j->next = x->bufs;
+    x->bufs = j;
+    return &j->b;
+}
+
+void ty_jx_buf_done(ty_buf *b) {
+    free(b->v);
+    *b = (ty_buf){0};
+}
+
+_Noreturn void ty_jx_fail_undefined(jx *x, jv v) { ty_jx_fail(x, "%s", v.undef ? v.undef : "a value is undefined"); }
+
+const char *ty_jx_sprintf(jx *x, const char *fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    return ty_jv_cstr(x, buf).s->p;
+}
+
+jv ty_jx_arg(const jv *args, int n_args, const char **kw_names, const jv *kw, int n_kw, int pos, const char *name,
+          jv dflt) {
+    if (pos >= 0 && pos < n_args) return args[pos];
+    for (int i = 0; i < n_kw && name; i++)
+        if (!strcmp(kw_names[i], name)) return kw[i];
+    return dflt;
+}
+
+jv ty_jx_str_of(jx *x, jv v) { return v.kind == JV_UNDEFINED ? ty_jv_str(x, "", 0) : ty_jv_to_str(x, v); }
+
+jv ty_jx_need_str(jx *x, jv v, const char *what) {
+    if (v.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, v);
+    if (v.kind != JV_STR) ty_jx_fail(x, "%s: expected a string, got %s", what, ty_jv_type_name(v));
+    return v;
+}
+
+int64_t ty_jx_need_int(jx *x, jv v, const char *what) {
+    if (v.kind == JV_UNDEFINED) ty_jx_fail_undefined(x, v);
+    if (v.kind == JV_BOOL) return v.b;
+    if (v.kind != JV_INT) ty_jx_fail(x, "%s: expected an integer, got %s", what, ty_jv_type_name(v));
+    return v.i;
+}
+
+jv ty_jx_buf_str(jx *x, ty_buf *b) {
+    if (b->oom) ty_jx_fail(x, "no memory");
+    jv s = ty_jv_str(x, b->v ? b->v : "", b->n);
+    ty_jx_buf_done(b);
+    return s;
 }
