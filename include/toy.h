@@ -802,6 +802,13 @@ TOY_API const char *toy_chat_template_bos(const toy_chat_template *t);
  * content), or NULL for none; reasoning false keeps the thinking in the content. */
 TOY_API toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,
                                            const char *tools_json, bool reasoning, char **message_json);
+/* The same for a reply still being written: only what no later text can change (a
+ * marker's first characters, trailing white space and a call not yet closed are held
+ * back), so the texts of successive calls on a growing reply extend each other and end
+ * in toy_chat_template_parse's, and its calls are a prefix of the final ones. */
+TOY_API toy_status toy_chat_template_parse_partial(const toy_chat_template *t, const char *prompt,
+                                                   const char *reply, const char *tools_json, bool reasoning,
+                                                   char **message_json);
 /* A GBNF grammar (for toy_grammar_new) that forces the reply to prompt to call the
  * tools in the model's syntax: one call, or up to 8 with parallel, of the function named
  * `function` (NULL: any of them), its arguments matching its parameters' schema. A

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "error.h"
 #include "jinja.h"
@@ -29,10 +30,18 @@ struct toy_chat_template {
     const char *family;    /* a built-in family's name (static), NULL for Jinja */
     char *bos, *eos;
     ty_chat_syntax syntax; /* how its model writes calls and reasoning */
+    bool native_tools;     /* the Jinja template writes tools: from `tools`, or firefunction's `functions` */
     bool content_parts;    /* the Jinja template writes a content given as text parts */
+    bool text_arguments;   /* it writes a call's arguments given as JSON text, not as an object */
+    bool system_role;      /* it writes a system message (Gemma's refuse one) */
+    bool empty_for_null;   /* it fails on a null content (beside calls), so gets "" (Qwen 3's) */
+    toy_chat_template *tool_use; /* the model's variant for requests with tools (owned), or NULL */
 };
 
 static bool takes_content_parts(const toy_chat_template *t);
+static bool takes_text_arguments(const toy_chat_template *t);
+static bool takes_system_role(const toy_chat_template *t);
+static bool needs_content(const toy_chat_template *t);
 
 /* A family's tool syntax: the forms of toy serve's renderer (tools.c) for the families it
  * knows, else the generic one; the families that think. */
@@ -89,18 +98,33 @@ toy_status toy_chat_template_new(const char *text, const char *bos_token, const 
     }
     /* a template that writes no tools gets them in the generic form, and answers in it */
     t->syntax = ty_chat_syntax_of(text);
-    if (!ty_jinja_reads(t->jinja, "tools")) t->syntax.tools = TY_TOOLS_GENERIC;
+    t->native_tools = ty_jinja_reads(t->jinja, "tools") ||
+                      (t->syntax.tools == TY_TOOLS_FIREFUNCTION && ty_jinja_reads(t->jinja, "functions"));
+    if (!t->native_tools) t->syntax.tools = TY_TOOLS_GENERIC;
     t->content_parts = takes_content_parts(t);
+    t->text_arguments = takes_text_arguments(t);
+    t->system_role = takes_system_role(t);
+    t->empty_for_null = needs_content(t);
     *out = t;
     return TOY_OK;
 }
 
 void toy_chat_template_free(toy_chat_template *t) {
     if (!t) return;
+    toy_chat_template_free(t->tool_use);
     ty_jinja_free(t->jinja);
     free(t->bos);
     free(t->eos);
     free(t);
+}
+
+void ty_chat_template_set_tool_use(toy_chat_template *t, toy_chat_template *tool_use) {
+    toy_chat_template_free(t->tool_use);
+    t->tool_use = tool_use;
+}
+
+const toy_chat_template *ty_chat_template_for(const toy_chat_template *t, const json_t *tools) {
+    return t && t->tool_use && json_array_size(tools) ? t->tool_use : t;
 }
 
 bool toy_chat_template_reads(const toy_chat_template *t, const char *variable) {
@@ -146,8 +170,10 @@ static ty_tool_function *tool_functions(const json_t *tools, const char *functio
 static const char *const sdk_fields[] = {"parsed", "parsed_arguments", "refusal", "annotations", "audio", NULL};
 
 /* The messages (an array) made ready for the template in place: each an object with a
- * string role, the SDKs' fields dropped, tool call arguments parsed into objects. */
-static toy_status prepare_messages(json_t *m) {
+ * string role, the SDKs' fields dropped, tool call arguments given as JSON text parsed
+ * into objects, as transformers expects them (kept as text for a template that writes
+ * only text, as functionary's do). */
+static toy_status prepare_messages(const toy_chat_template *t, json_t *m) {
     if (!json_is_array(m)) return ty_error(TOY_ERR_INVALID, "messages: expected an array of messages");
     size_t i;
     json_t *msg;
@@ -163,7 +189,7 @@ static toy_status prepare_messages(json_t *m) {
             if (!json_is_object(fn)) continue;
             for (const char *const *f = sdk_fields; *f; f++) json_object_del(fn, *f);
             json_t *args = json_object_get(fn, "arguments");
-            if (!json_is_string(args)) continue;
+            if (!json_is_string(args) || t->text_arguments) continue;
             json_t *parsed = json_loads(json_string_value(args), JSON_DECODE_ANY, NULL);
             if (parsed) json_object_set_new(fn, "arguments", parsed);
         }
@@ -171,14 +197,14 @@ static toy_status prepare_messages(json_t *m) {
     return TOY_OK;
 }
 
-static json_t *load_messages(const char *messages_json) {
+static json_t *load_messages(const toy_chat_template *t, const char *messages_json) {
     json_error_t je;
     json_t *m = json_loads(messages_json, JSON_DECODE_ANY, &je);
     if (!m) {
         ty_error(TOY_ERR_INVALID, "messages: invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
         return NULL;
     }
-    if (prepare_messages(m)) {
+    if (prepare_messages(t, m)) {
         json_decref(m);
         return NULL;
     }
@@ -244,9 +270,9 @@ static void free_texts(char **texts, size_t n) {
 /* ---------------------------------------------------------------- rendering */
 
 /* The Jinja template over prepared messages (borrowed), tools (NULL: None) and kwargs
- * (an object or NULL). */
-static toy_status render_jinja(const toy_chat_template *t, json_t *messages, const json_t *tools, const json_t *kw,
-                               bool add_generation_prompt, char **prompt) {
+ * (an object or NULL), within lim (NULL: the defaults). */
+static toy_status render_within(const toy_chat_template *t, json_t *messages, const json_t *tools, const json_t *kw,
+                                bool add_generation_prompt, const jinja_limits *lim, char **prompt) {
     json_t *vars = json_object();
     if (!vars) return ty_error(TOY_ERR_NOMEM, "no memory");
     json_object_set(vars, "messages", messages);
@@ -267,8 +293,8 @@ static toy_status render_jinja(const toy_chat_template *t, json_t *messages, con
     char err[600];
     bool raised = false;
     size_t len;
-    const jinja_limits lim = ty_jinja_default_limits();
-    char *text = ty_jinja_render(t->jinja, vars, &lim, &len, &raised, err, sizeof err);
+    const jinja_limits dflt = ty_jinja_default_limits();
+    char *text = ty_jinja_render(t->jinja, vars, lim ? lim : &dflt, &len, &raised, err, sizeof err);
     json_decref(vars);
     if (!text) {
         if (raised) return ty_error(TOY_ERR_INVALID, "the chat template refused the conversation: %s", err);
@@ -280,6 +306,22 @@ static toy_status render_jinja(const toy_chat_template *t, json_t *messages, con
     }
     *prompt = text;
     return TOY_OK;
+}
+
+static toy_status render_jinja(const toy_chat_template *t, json_t *messages, const json_t *tools, const json_t *kw,
+                               bool add_generation_prompt, char **prompt) {
+    return render_within(t, messages, tools, kw, add_generation_prompt, NULL, prompt);
+}
+
+/* A probe of what the template takes, at its creation: a conversation of two messages,
+ * which a real template renders in far fewer steps than these limits allow (a hostile
+ * one's loop costs a second at most). */
+static toy_status render_probe(const toy_chat_template *t, json_t *messages, bool add_generation_prompt,
+                               char **prompt) {
+    jinja_limits lim = ty_jinja_default_limits();
+    lim.max_steps = 1000000;
+    lim.max_seconds = 1;
+    return render_within(t, messages, NULL, NULL, add_generation_prompt, &lim, prompt);
 }
 
 /* A family's prompt, with its tool form. */
@@ -300,16 +342,116 @@ static bool takes_content_parts(const toy_chat_template *t) {
     static const char probe[] = "toy-probe-7f3a";
     json_t *m = json_pack("[{s:s, s:[{s:s, s:s}]}]", "role", "user", "content", "type", "text", "text", probe);
     char *prompt = NULL;
-    const bool takes = m && !render_jinja(t, m, NULL, NULL, true, &prompt) && strstr(prompt, probe);
+    const bool takes = m && !render_probe(t, m, true, &prompt) && strstr(prompt, probe);
     free(prompt);
     json_decref(m);
     return takes;
 }
 
+/* Whether a call's arguments must reach the template as JSON text: it fails on an object
+ * but writes text (functionary v3.1 adds them to a string). */
+static bool takes_text_arguments(const toy_chat_template *t) {
+    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:n, s:[{s:s, s:s, s:{s:s, s:{s:s}}}]}]", "role", "user", "content",
+                          "x", "role", "assistant", "content", "tool_calls", "id", "call_1", "type", "function",
+                          "function", "name", "toy_probe", "arguments", "toy_probe_arg", "v");
+    json_t *fn = m ? json_object_get(json_array_get(json_object_get(json_array_get(m, 1), "tool_calls"), 0), "function")
+                   : NULL;
+    char *prompt = NULL;
+    bool text = false;
+    if (fn && render_probe(t, m, false, &prompt)) {
+        json_object_set_new(fn, "arguments", json_string("{\"toy_probe_arg\": \"v\"}"));
+        text = !render_probe(t, m, false, &prompt);
+    }
+    free(prompt);
+    json_decref(m);
+    return text;
+}
+
+/* Whether the template fails on an assistant's null content beside its calls (as
+ * OpenAI's clients send it) but not on "": it then gets "", as llama-server gives it. */
+static bool needs_content(const toy_chat_template *t) {
+    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:n, s:[{s:s, s:s, s:{s:s, s:{}}}]}]", "role", "user", "content", "x",
+                          "role", "assistant", "content", "tool_calls", "id", "call_1", "type", "function",
+                          "function", "name", "toy_probe", "arguments");
+    json_t *msg = json_array_get(m, 1), *fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0),
+                                                               "function");
+    if (fn && t->text_arguments) json_object_set_new(fn, "arguments", json_string("{}"));
+    char *prompt = NULL;
+    bool needs = false;
+    if (msg && render_probe(t, m, false, &prompt)) {
+        json_object_set_new(msg, "content", json_string(""));
+        needs = !render_probe(t, m, false, &prompt);
+    }
+    free(prompt);
+    json_decref(m);
+    return needs;
+}
+
+/* Whether the template writes a system message (and does not refuse it). */
+static bool takes_system_role(const toy_chat_template *t) {
+    static const char probe[] = "toy-probe-51c9";
+    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:s}]", "role", "system", "content", probe, "role", "user", "content", "x");
+    char *prompt = NULL;
+    const bool takes = m && !render_probe(t, m, true, &prompt) && strstr(prompt, probe);
+    free(prompt);
+    json_decref(m);
+    return takes;
+}
+
+/* For a template without a system role, the first message's system text moves to the
+ * start of the first user message (as llama-server's --jinja does), apart by a blank
+ * line; with no user message it becomes one. */
+static toy_status merge_system(json_t *messages) {
+    json_t *sys = json_array_get(messages, 0);
+    if (!sys || strcmp(json_string_value(json_object_get(sys, "role")), "system")) return TOY_OK;
+    json_t *user = NULL;
+    for (size_t i = 1; i < json_array_size(messages) && !user; i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(messages, i), "role")), "user"))
+            user = json_array_get(messages, i);
+    if (!user) return json_object_set_new(sys, "role", json_string("user")) ? ty_error(TOY_ERR_NOMEM, "no memory")
+                                                                             : TOY_OK;
+    char *text = NULL;
+    toy_status st = content_text(json_object_get(sys, "content"), 0, &text);
+    if (st) return st;
+    json_t *content = json_object_get(user, "content");
+    const size_t a = strlen(text), b = json_string_length(content);
+    char *both = malloc(a + b + 3);
+    if (!both) {
+        st = TOY_ERR_NOMEM;
+    } else if (json_is_array(content)) { /* text parts: the system text the first */
+        snprintf(both, a + 3, "%s\n\n", text);
+        if (json_array_insert_new(content, 0, json_pack("{s:s, s:s}", "type", "text", "text", both))) st = TOY_ERR_NOMEM;
+    } else {
+        snprintf(both, a + b + 3, "%s%s%s", text, a && b ? "\n\n" : "", b ? json_string_value(content) : "");
+        if (json_object_set_new(user, "content", json_string(both))) st = TOY_ERR_NOMEM;
+    }
+    free(both);
+    free(text);
+    if (!st && json_array_remove(messages, 0)) st = TOY_ERR_NOMEM;
+    return st == TOY_ERR_NOMEM ? ty_error(TOY_ERR_NOMEM, "no memory") : st;
+}
+
+/* The variables firefunction v2's template reads beside the conversation, as llama.cpp
+ * gives them: `functions`, the tools as indented JSON, and `datetime`, now (UTC); kwargs
+ * given win. A new reference. */
+static json_t *firefunction_kwargs(const json_t *tools, const json_t *kwargs) {
+    json_t *kw = kwargs ? json_deep_copy(kwargs) : json_object();
+    char *fns = tools && json_array_size(tools) ? json_dumps(tools, JSON_INDENT(2)) : strdup("");
+    char now[64];
+    const time_t sec = time(NULL);
+    struct tm tm;
+    strftime(now, sizeof now, "%b %d %Y %H:%M:%S GMT", gmtime_r(&sec, &tm));
+    if (kw && fns && !json_object_get(kw, "functions")) json_object_set_new(kw, "functions", json_string(fns));
+    if (kw && !json_object_get(kw, "datetime")) json_object_set_new(kw, "datetime", json_string(now));
+    free(fns);
+    return kw;
+}
+
 toy_status ty_chat_prompt(const toy_chat_template *t, json_t *messages, const ty_chat_tools *tools,
                           const json_t *kwargs, bool add_generation_prompt, char **prompt) {
     *prompt = NULL;
-    toy_status st = prepare_messages(messages);
+    t = ty_chat_template_for(t, tools ? tools->json : NULL);
+    toy_status st = prepare_messages(t, messages);
     if (st) return st;
     const bool with_tools = tools && json_array_size(tools->json) > 0;
     if (t->family) {
@@ -323,7 +465,7 @@ toy_status ty_chat_prompt(const toy_chat_template *t, json_t *messages, const ty
     ty_chat_turn *turns = NULL;
     char **texts = NULL;
     st = turns_of(messages, &turns, &texts);
-    const bool native = ty_jinja_reads(t->jinja, "tools");
+    const bool native = t->native_tools;
     json_t *shown = NULL;
     if (!st && !native && ((with_tools && !tools->choice_none) || ty_chat_turns_have_tools(turns, n))) {
         if (!(shown = ty_tool_prompt_generic(tools, turns, n))) st = TOY_ERR_NOMEM;
@@ -334,9 +476,18 @@ toy_status ty_chat_prompt(const toy_chat_template *t, json_t *messages, const ty
                 json_object_set_new(json_array_get(shown, i), "content", json_string(texts[i]));
         if (!shown) st = ty_error(TOY_ERR_NOMEM, "no memory");
     }
+    for (size_t i = 0; !st && t->empty_for_null && i < json_array_size(shown); i++)
+        if (json_is_null(json_object_get(json_array_get(shown, i), "content")) &&
+            json_object_set_new(json_array_get(shown, i), "content", json_string("")))
+            st = ty_error(TOY_ERR_NOMEM, "no memory");
+    if (!st && !t->system_role) st = merge_system(shown);
+    json_t *kw = t->syntax.tools == TY_TOOLS_FIREFUNCTION
+                     ? firefunction_kwargs(with_tools ? tools->json : NULL, kwargs)
+                     : json_incref((json_t *)kwargs);
+    if (!st && t->syntax.tools == TY_TOOLS_FIREFUNCTION && !kw) st = ty_error(TOY_ERR_NOMEM, "no memory");
     if (!st)
-        st = render_jinja(t, shown, native && with_tools ? tools->json : NULL, kwargs,
-                          add_generation_prompt, prompt);
+        st = render_jinja(t, shown, native && with_tools ? tools->json : NULL, kw, add_generation_prompt, prompt);
+    json_decref(kw);
     json_decref(shown);
     free_texts(texts, n);
     free(turns);
@@ -373,7 +524,8 @@ toy_status toy_chat_template_render(const toy_chat_template *t, const char *mess
     if (!t || !messages_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_render: no template or no messages");
     json_t *tools, *kw;
     toy_status st = load_tools_kwargs(tools_json, kwargs_json, &tools, &kw);
-    json_t *messages = st ? NULL : load_messages(messages_json);
+    t = ty_chat_template_for(t, tools);
+    json_t *messages = st ? NULL : load_messages(t, messages_json);
     if (!st && !messages) st = TOY_ERR_INVALID;
     if (!st && t->family) {
         const ty_chat_tools shown = {json_is_array(tools) ? tools : NULL, true, false};
@@ -406,11 +558,12 @@ toy_status toy_chat_template_prompt(const toy_chat_template *t, const char *mess
     return st;
 }
 
-toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,
-                                   const char *tools_json, bool reasoning, char **message_json) {
-    if (!message_json) return ty_error(TOY_ERR_INVALID, "toy_chat_template_parse: message_json is NULL");
+/* toy_chat_template_parse and _parse_partial (fn: which, for errors) */
+static toy_status parse_reply(const toy_chat_template *t, const char *prompt, const char *reply, const char *tools_json,
+                              bool reasoning, bool partial, char **message_json, const char *fn) {
+    if (!message_json) return ty_error(TOY_ERR_INVALID, "%s: message_json is NULL", fn);
     *message_json = NULL;
-    if (!t || !reply) return ty_error(TOY_ERR_INVALID, "toy_chat_template_parse: no template or no reply");
+    if (!t || !reply) return ty_error(TOY_ERR_INVALID, "%s: no template or no reply", fn);
     json_t *tools = tools_json ? json_loads(tools_json, JSON_DECODE_ANY, NULL) : NULL;
     if (tools_json && !tools) return ty_error(TOY_ERR_INVALID, "tools: invalid JSON");
     size_t n = 0;
@@ -418,10 +571,10 @@ toy_status toy_chat_template_parse(const toy_chat_template *t, const char *promp
     const char **names = calloc(n + 1, sizeof *names);
     toy_status st = (tools && !fns) ? TOY_ERR_INVALID : names ? TOY_OK : ty_error(TOY_ERR_NOMEM, "no memory");
     for (size_t i = 0; !st && i < n; i++) names[i] = fns[i].name;
-    const ty_chat_syntax syn = t->syntax;
+    const ty_chat_syntax syn = ty_chat_template_for(t, tools)->syntax;
     ty_chat_output o = {0};
     if (!st && !ty_chat_output_parse(syn, prompt && ty_chat_prompt_opens_reasoning(syn, prompt, strlen(prompt)),
-                                     reasoning, names, n, true, reply, strlen(reply), false, &o))
+                                     reasoning, names, n, true, reply, strlen(reply), partial, &o))
         st = ty_error(TOY_ERR_NOMEM, "no memory");
     json_t *msg = st ? NULL : json_pack("{s:s}", "role", "assistant");
     if (msg) {
@@ -440,6 +593,17 @@ toy_status toy_chat_template_parse(const toy_chat_template *t, const char *promp
     return st;
 }
 
+toy_status toy_chat_template_parse(const toy_chat_template *t, const char *prompt, const char *reply,
+                                   const char *tools_json, bool reasoning, char **message_json) {
+    return parse_reply(t, prompt, reply, tools_json, reasoning, false, message_json, "toy_chat_template_parse");
+}
+
+toy_status toy_chat_template_parse_partial(const toy_chat_template *t, const char *prompt, const char *reply,
+                                           const char *tools_json, bool reasoning, char **message_json) {
+    return parse_reply(t, prompt, reply, tools_json, reasoning, true, message_json,
+                       "toy_chat_template_parse_partial");
+}
+
 toy_status toy_chat_template_tool_grammar(const toy_chat_template *t, const char *prompt, const char *tools_json,
                                           const char *function, bool parallel, char **gbnf) {
     if (!gbnf) return ty_error(TOY_ERR_INVALID, "toy_chat_template_tool_grammar: gbnf is NULL");
@@ -456,8 +620,9 @@ toy_status toy_chat_template_tool_grammar(const toy_chat_template *t, const char
     if (!st) {
         size_t bad = 0;
         char err[300];
-        const bool in_reasoning = prompt && ty_chat_prompt_opens_reasoning(t->syntax, prompt, strlen(prompt));
-        *gbnf = ty_chat_grammar(t->syntax, in_reasoning, fns, n, parallel, &bad, err, sizeof err);
+        const ty_chat_syntax syn = ty_chat_template_for(t, tools)->syntax;
+        const ty_prompt_thinking at = ty_chat_prompt_thinking(syn, prompt, prompt ? strlen(prompt) : 0);
+        *gbnf = ty_chat_grammar(syn, at, fns, n, parallel, &bad, err, sizeof err);
         if (!*gbnf)
             st = !strcmp(err, "out of memory") ? ty_error(TOY_ERR_NOMEM, "no memory")
                                                : ty_error(TOY_ERR_INVALID, "tools: %s: %s", bad < n ? fns[bad].name : "?", err);

@@ -185,15 +185,21 @@ const char *ty_reasoning_format_name(ty_reasoning_format r) {
     return (unsigned)r < TY_REASONING_N_FORMATS ? names[r] : "unknown";
 }
 
-bool ty_chat_prompt_opens_reasoning(ty_chat_syntax syn, const char *prompt, size_t len) {
+ty_prompt_thinking ty_chat_prompt_thinking(ty_chat_syntax syn, const char *prompt, size_t len) {
     /* harmony's analysis channel is the model's to open */
     if (!prompt || (unsigned)syn.reasoning >= TY_REASONING_N_FORMATS || syn.reasoning == TY_REASONING_GPT_OSS ||
         !thinking[syn.reasoning].open)
-        return false;
+        return TY_THINK_MAY_OPEN;
     while (len > 0 && is_ws(prompt[len - 1])) len--;
-    const char *open = thinking[syn.reasoning].open;
-    const size_t l = strlen(open);
-    return len >= l && !memcmp(prompt + len - l, open, l);
+    const char *open = thinking[syn.reasoning].open, *close = thinking[syn.reasoning].close;
+    const size_t lo = strlen(open), lc = strlen(close);
+    if (len >= lo && !memcmp(prompt + len - lo, open, lo)) return TY_THINK_OPEN;
+    if (len >= lc && !memcmp(prompt + len - lc, close, lc)) return TY_THINK_CLOSED;
+    return TY_THINK_MAY_OPEN;
+}
+
+bool ty_chat_prompt_opens_reasoning(ty_chat_syntax syn, const char *prompt, size_t len) {
+    return ty_chat_prompt_thinking(syn, prompt, len) == TY_THINK_OPEN;
 }
 
 /* ---------------------------------------------------------------- JSON text */
@@ -1302,7 +1308,7 @@ static bool put_xml_params(ty_buf *b, ty_buf *params, const char *pattern, const
     return true;
 }
 
-char *ty_chat_grammar(ty_chat_syntax syn, bool starts_in_reasoning, const ty_tool_function *fns, size_t n,
+char *ty_chat_grammar(ty_chat_syntax syn, ty_prompt_thinking thinking_at, const ty_tool_function *fns, size_t n,
                       bool parallel, size_t *bad, char *err, size_t err_size) {
     char e[320] = "";
     if (bad) *bad = SIZE_MAX;
@@ -1356,10 +1362,13 @@ char *ty_chat_grammar(ty_chat_syntax syn, bool starts_in_reasoning, const ty_too
         snprintf(calls, sizeof calls, "tc-call");
     }
 
-    /* a thinking block first (the prompt may have opened it) */
+    /* a thinking block first (the prompt may have opened it, or closed it) */
     TOY_BUF_PUT(&b, "root ::= ");
     const char *open = thinking[syn.reasoning].open, *close = thinking[syn.reasoning].close;
-    if (syn.tools == TY_TOOLS_GPT_OSS && syn.reasoning == TY_REASONING_GPT_OSS) {
+    const bool starts_in_reasoning = thinking_at == TY_THINK_OPEN;
+    if (thinking_at == TY_THINK_CLOSED) {
+        close = NULL;
+    } else if (syn.tools == TY_TOOLS_GPT_OSS && syn.reasoning == TY_REASONING_GPT_OSS) {
         TOY_BUF_PUT(&b, "( ");
         put_literal(&b, open, strlen(open));
         TOY_BUF_PUT(&b, "tc-think ");

@@ -98,10 +98,15 @@ ty_chat_syntax ty_chat_template_syntax(const toy_chat_template *t);
 const char *ty_tool_format_name(ty_tool_format f);
 const char *ty_reasoning_format_name(ty_reasoning_format r);
 
-/* Whether a rendered prompt leaves the model inside an open thinking block: it ends
- * (white space aside) with the syntax's opening marker, as the generation prompts of the
- * DeepSeek R1 distills and QwQ ("<think>\n"), DeepSeek V3.1 with thinking ("<think>") and
- * Command R7B may. Its answer is then parsed with starts_in_reasoning. */
+/* Where a rendered prompt leaves the model's thinking: inside an open thinking block when
+ * it ends (white space aside) with the syntax's opening marker, as the generation prompts
+ * of the DeepSeek R1 distills and QwQ ("<think>\n"), DeepSeek V3.1 with thinking
+ * ("<think>") and Command R7B may; done with when it ends with the closing marker, as
+ * Qwen 3's does with enable_thinking false ("<think>\n\n</think>\n\n"); else free to
+ * think or not. */
+typedef enum { TY_THINK_MAY_OPEN, TY_THINK_OPEN, TY_THINK_CLOSED } ty_prompt_thinking;
+ty_prompt_thinking ty_chat_prompt_thinking(ty_chat_syntax syn, const char *prompt, size_t len);
+/* Whether it is TY_THINK_OPEN: the answer is then parsed with starts_in_reasoning. */
 bool ty_chat_prompt_opens_reasoning(ty_chat_syntax syn, const char *prompt, size_t len);
 
 typedef struct {
@@ -160,8 +165,9 @@ typedef struct {
 /* The GBNF grammar (start rule "root") whose language is an answer of calls in the
  * syntax: one call of one of fns[0, n), or with parallel 1 to TY_TOOL_CALLS_MAX of them,
  * each call's arguments matching its function's parameters. When the syntax thinks
- * (THINK, SEED, COMMAND_R7B, GPT_OSS) a thinking block may come first; with
- * starts_in_reasoning the text begins inside it and must close it before the calls.
+ * (THINK, SEED, COMMAND_R7B, GPT_OSS) a thinking block may come first (TY_THINK_MAY_OPEN);
+ * with TY_THINK_OPEN the text begins inside it and must close it before the calls; with
+ * TY_THINK_CLOSED the calls come at once.
  * Arguments are JSON (the schema's grammar, ty_json_schema_gbnf) except for the XML
  * formats (Qwen3-Coder, Seed-OSS), which write each property as a parameter: its raw
  * text when the property is a string (an enum's values for an enum of strings), its JSON
@@ -169,7 +175,7 @@ typedef struct {
  * one call even with parallel: its call ends the turn (<|call|> is a stop token).
  * Malloc'd; NULL on failure with err set ("out of memory", or the schema's error for
  * fns[*bad], bad may be NULL). */
-char *ty_chat_grammar(ty_chat_syntax syn, bool starts_in_reasoning, const ty_tool_function *fns, size_t n,
+char *ty_chat_grammar(ty_chat_syntax syn, ty_prompt_thinking thinking, const ty_tool_function *fns, size_t n,
                       bool parallel, size_t *bad, char *err, size_t err_size);
 
 #endif

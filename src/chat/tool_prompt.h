@@ -55,6 +55,13 @@ toy_status ty_tool_prompt_family(const ty_chat_tools *t, const char *family, con
  * tools: [{"role", "content"}, ...]. NULL with the error recorded (no memory). */
 json_t *ty_tool_prompt_generic(const ty_chat_tools *t, const ty_chat_turn *m, size_t n);
 
+/* A model's template for requests with tools (tokenizer.chat_template.tool_use, owned by
+ * t from now on; toy_model_chat_template sets it), and the template a request with the
+ * tools array `tools` (NULL: none) is rendered and read with: that variant when tools has
+ * any, else t, as transformers and llama.cpp choose. */
+void ty_chat_template_set_tool_use(toy_chat_template *t, toy_chat_template *tool_use);
+const toy_chat_template *ty_chat_template_for(const toy_chat_template *t, const json_t *tools);
+
 /* toy_chat_template_prompt over JSON in memory: messages (an array, normalized in place:
  * the SDKs' fields dropped, call arguments parsed), tools (NULL: none) and kwargs (an
  * object or NULL); add_generation_prompt as the caller asks. */

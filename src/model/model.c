@@ -24,6 +24,7 @@
 #include "params.h"
 #include "pipeline.h"
 #include "threadpool.h"
+#include "tool_prompt.h"
 
 /* ---------------------------------------------------------------- metadata */
 
@@ -824,6 +825,17 @@ toy_status toy_model_chat_template(const toy_model *model, const char *name, toy
     const toy_status st = toy_chat_template_new(z, token_text(v, toy_vocab_bos(v)), token_text(v, toy_vocab_eos(v)), out);
     free(z);
     if (st) return ty_error_wrap(st, "%s: %s", toy_gguf_path(g), key);
+    /* the default template carries the variant for requests with tools, where there is one */
+    toy_chat_template *tool_use = NULL;
+    if (!(name && *name) && !toy_gguf_get_str(g, "tokenizer.chat_template.tool_use", &text, &len)) {
+        const toy_status tst = toy_model_chat_template(model, "tool_use", &tool_use);
+        if (tst) {
+            toy_chat_template_free(*out);
+            *out = NULL;
+            return tst;
+        }
+        ty_chat_template_set_tool_use(*out, tool_use);
+    }
     return TOY_OK;
 }
 int32_t toy_model_n_vocab(const toy_model *m) { return m->hp.n_vocab; }

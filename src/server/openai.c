@@ -279,6 +279,11 @@ static bool template_kwargs(const oai_context *c, const json_t *body, const json
     return true;
 }
 
+/* The model's template for this request: its tool_use variant when the request has tools. */
+static const toy_chat_template *chat_template_of(const oai_context *c, const json_t *body) {
+    return ty_chat_template_for(c->chat_template, json_object_get(body, "tools"));
+}
+
 /* The conversation's prompt through the library's ty_chat_prompt: the messages as the
  * request gives them (developer as system), the tools unless tool_choice is "none". */
 static bool render_chat(const oai_context *c, const json_t *msgs, const ty_chat_turn *m, size_t n,
@@ -363,7 +368,7 @@ static bool chat_prompt_text(const oai_context *c, const json_t *body, const too
 static bool parse_chat_prompt(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
     char *prompt = NULL;
     bool ok = chat_prompt_text(c, body, &out->tools, true, &prompt, err);
-    if (ok) out->starts_in_reasoning = ty_chat_prompt_opens_reasoning(out->tools.syntax, prompt, strlen(prompt));
+    if (ok) out->thinking = ty_chat_prompt_thinking(out->tools.syntax, prompt, strlen(prompt));
     /* as toy chat: the template's special-token text becomes those tokens, and a BOS it
      * wrote is not added again */
     if (ok) {
@@ -394,7 +399,7 @@ char *oai_apply_template(const oai_context *c, const char *body, size_t len, oai
     if (ok) ok = get_bool(j, "add_generation_prompt", &agp, err);
     tools_request t = {0};
     tools_error te;
-    if (ok && !tools_request_parse(j, ty_chat_template_syntax(c->chat_template), &t, &te))
+    if (ok && !tools_request_parse(j, ty_chat_template_syntax(chat_template_of(c, j)), &t, &te))
         ok = fail(err, te.status, te.param, "%s", te.message);
     char *prompt = NULL;
     if (ok) ok = chat_prompt_text(c, j, &t, agp, &prompt, err);
@@ -599,7 +604,7 @@ static bool parse_logit_bias(const oai_context *c, const json_t *body, oai_reque
 /* tools, tool_choice, parallel_tool_calls; the grammar that forces a call. */
 static bool parse_tools(const oai_context *c, const json_t *body, oai_request *out, oai_error *err) {
     tools_error te;
-    if (!tools_request_parse(body, ty_chat_template_syntax(c->chat_template), &out->tools, &te))
+    if (!tools_request_parse(body, ty_chat_template_syntax(chat_template_of(c, body)), &out->tools, &te))
         return fail(err, te.status, te.param, "%s", te.message);
     if (tools_parse_calls(&out->tools) && out->stream && out->logprobs)
         return fail(err, 400, "logprobs", "logprobs cannot be streamed with tools (the text of a call is held back)");
@@ -626,7 +631,7 @@ static bool parse_tools(const oai_context *c, const json_t *body, oai_request *o
 static bool attach_tools_grammar(const oai_context *c, oai_request *out, oai_error *err) {
     tools_error te;
     char *gbnf = NULL;
-    if (!tools_grammar(&out->tools, out->starts_in_reasoning, &gbnf, &te))
+    if (!tools_grammar(&out->tools, out->thinking, &gbnf, &te))
         return fail(err, te.status, te.param, "%s", te.message);
     bool ok = true;
     if (gbnf) ok = attach_grammar(c, gbnf, "tool_choice", out, err);
@@ -1027,7 +1032,7 @@ char *oai_chunk_sse(const oai_context *c, bool chat, bool logprobs, const char *
 
 static bool parse_answer(const oai_request *req, const char *text, size_t len, bool partial, ty_chat_output *o) {
     const tools_request *t = &req->tools;
-    return ty_chat_output_parse(t->syntax, req->starts_in_reasoning, req->reasoning, req->fn_names,
+    return ty_chat_output_parse(t->syntax, req->thinking == TY_THINK_OPEN, req->reasoning, req->fn_names,
                                 tools_parse_calls(t) ? t->n_functions : 0, t->parallel, text, len, partial, o);
 }
 

@@ -32,7 +32,7 @@ typedef struct {
      * reasoning kept apart (reasoning_format not "none") where the model thinks */
     bool parse_output;
     bool reasoning;
-    bool starts_in_reasoning; /* the prompt opened the model's thinking block */
+    ty_prompt_thinking thinking; /* where the prompt left the model's thinking (open: the answer starts in it) */
     const char **fn_names;    /* the declared functions' names, for the parser */
 } oai_request;
 

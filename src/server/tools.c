@@ -220,7 +220,7 @@ bool tools_message_check(const json_t *msg, size_t i, const char *role, const js
 
 /* ---------------------------------------------------------------- forcing */
 
-bool tools_grammar(const tools_request *t, bool starts_in_reasoning, char **gbnf, tools_error *err) {
+bool tools_grammar(const tools_request *t, ty_prompt_thinking thinking, char **gbnf, tools_error *err) {
     *gbnf = NULL;
     if (t->n_functions == 0 || (t->choice != TOOL_CHOICE_REQUIRED && t->choice != TOOL_CHOICE_NAMED)) return true;
     ty_tool_function *fns = calloc(t->n_functions, sizeof *fns);
@@ -237,7 +237,7 @@ bool tools_grammar(const tools_request *t, bool starts_in_reasoning, char **gbnf
     }
     size_t bad = 0;
     char msg[300];
-    *gbnf = ty_chat_grammar(t->syntax, starts_in_reasoning, fns, n, t->parallel, &bad, msg, sizeof msg);
+    *gbnf = ty_chat_grammar(t->syntax, thinking, fns, n, t->parallel, &bad, msg, sizeof msg);
     bool ok = *gbnf != NULL;
     if (!ok && !strcmp(msg, "out of memory")) tfail(err, 500, "tools", "no memory");
     else if (!ok) tfail(err, 400, "tools", "tools[%zu].function.parameters: %s", bad < n ? index[bad] : 0, msg);

@@ -65,9 +65,9 @@ bool tools_message_check(const json_t *msg, size_t i, const char *role, const js
 /* With tool_choice "required" (any function) or a named one, a GBNF grammar (start
  * rule root) whose language is the calls in the request's syntax (tool_calls.h's
  * ty_chat_grammar: one or more calls with parallel, else one; a thinking block first
- * where the model thinks, opened already when starts_in_reasoning), each call's
+ * where the model thinks unless the prompt closed it, opened already where it opened it), each call's
  * arguments matching its function's parameters; NULL for "auto" and "none". false with
  * *err set (a schema the grammar cannot express, naming tools[i].function.parameters). */
-bool tools_grammar(const tools_request *t, bool starts_in_reasoning, char **gbnf, tools_error *err);
+bool tools_grammar(const tools_request *t, ty_prompt_thinking thinking, char **gbnf, tools_error *err);
 
 #endif

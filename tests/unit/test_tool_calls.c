@@ -107,22 +107,24 @@ static void test_prompt_opens_reasoning(void) {
     static const struct {
         ty_reasoning_format r;
         const char *prompt;
-        bool opens;
+        ty_prompt_thinking at;
     } cases[] = {
-        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜><think>\n", true},        /* R1 distills, QwQ */
-        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜><think>", true},          /* V3.1 thinking */
-        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜></think>", false},        /* V3.1 not thinking */
-        {TY_REASONING_THINK, "<|im_start|>assistant\n<think>\n\n</think>\n\n", false}, /* Qwen 3, thinking off */
-        {TY_REASONING_THINK, "<|im_start|>assistant\n", false},
-        {TY_REASONING_SEED, "<seed:bos>assistant\n<seed:think>", true},
-        {TY_REASONING_COMMAND_R7B, "<|CHATBOT_TOKEN|><|START_THINKING|>", true},
-        {TY_REASONING_GPT_OSS, "<|start|>assistant", false},
-        {TY_REASONING_NONE, "<think>\n", false},
+        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜><think>\n", TY_THINK_OPEN},        /* R1 distills, QwQ */
+        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜><think>", TY_THINK_OPEN},          /* V3.1 thinking */
+        {TY_REASONING_THINK, "<｜User｜>hi<｜Assistant｜></think>", TY_THINK_CLOSED},        /* V3.1 not thinking */
+        {TY_REASONING_THINK, "<|im_start|>assistant\n<think>\n\n</think>\n\n", TY_THINK_CLOSED}, /* Qwen 3, thinking off */
+        {TY_REASONING_THINK, "<|im_start|>assistant\n", TY_THINK_MAY_OPEN},
+        {TY_REASONING_SEED, "<seed:bos>assistant\n<seed:think>", TY_THINK_OPEN},
+        {TY_REASONING_COMMAND_R7B, "<|CHATBOT_TOKEN|><|START_THINKING|>", TY_THINK_OPEN},
+        {TY_REASONING_GPT_OSS, "<|start|>assistant", TY_THINK_MAY_OPEN},
+        {TY_REASONING_NONE, "<think>\n", TY_THINK_MAY_OPEN},
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         const ty_chat_syntax syn = {TY_TOOLS_GENERIC, cases[i].r};
-        CHECK_MSG(ty_chat_prompt_opens_reasoning(syn, cases[i].prompt, strlen(cases[i].prompt)) == cases[i].opens,
-                  "%s", cases[i].prompt);
+        const size_t len = strlen(cases[i].prompt);
+        CHECK_MSG(ty_chat_prompt_thinking(syn, cases[i].prompt, len) == cases[i].at, "%s", cases[i].prompt);
+        CHECK_MSG(ty_chat_prompt_opens_reasoning(syn, cases[i].prompt, len) == (cases[i].at == TY_THINK_OPEN), "%s",
+                  cases[i].prompt);
     }
 }
 
@@ -587,9 +589,10 @@ static const char *const weather_schema =
 static const char *const time_schema =
     "{\"type\": \"object\", \"properties\": {\"tz\": {\"type\": \"string\"}}, \"required\": [\"tz\"]}";
 
-static toy_grammar *grammar_of(ty_chat_syntax syn, bool starts_in, const ty_tool_function *f, size_t n, bool parallel) {
+static toy_grammar *grammar_of(ty_chat_syntax syn, ty_prompt_thinking at, const ty_tool_function *f, size_t n,
+                               bool parallel) {
     char err[320];
-    char *gbnf = ty_chat_grammar(syn, starts_in, f, n, parallel, NULL, err, sizeof err);
+    char *gbnf = ty_chat_grammar(syn, at, f, n, parallel, NULL, err, sizeof err);
     CHECK_MSG(gbnf != NULL, "%s: %s", ty_tool_format_name(syn.tools), err);
     if (!gbnf) return NULL;
     toy_grammar *g = NULL;
@@ -616,8 +619,8 @@ static void test_grammars(void) {
         const ty_chat_syntax syn = {forced[i].tools, TY_REASONING_NONE};
         const char *tag = ty_tool_format_name(syn.tools);
         seen[syn.tools] = true;
-        toy_grammar *one = grammar_of(syn, false, both, 1, false);
-        toy_grammar *any = grammar_of(syn, false, both, 2, true);
+        toy_grammar *one = grammar_of(syn, TY_THINK_MAY_OPEN, both, 1, false);
+        toy_grammar *any = grammar_of(syn, TY_THINK_MAY_OPEN, both, 2, true);
         char *other = renamed(forced[i].one);
         CHECK_MSG(accepts(one, forced[i].one), "%s: the grammar refuses %s", tag, forced[i].one);
         CHECK_MSG(!accepts(one, other), "%s: the grammar accepts %s", tag, other);
@@ -663,7 +666,7 @@ static void test_grammars(void) {
         for (size_t k = 0; k < N_OF(forced); k++)
             if (forced[k].tools == thinkers[i].syn.tools) call = forced[k].one;
         char text[1024];
-        toy_grammar *g = grammar_of(thinkers[i].syn, false, both, 2, false);
+        toy_grammar *g = grammar_of(thinkers[i].syn, TY_THINK_MAY_OPEN, both, 2, false);
         snprintf(text, sizeof text, "%s%s", thinkers[i].think, call);
         CHECK_MSG(accepts(g, text), "refused: %s", text);
         CHECK_MSG(accepts(g, call), "refused: %s", call);
@@ -673,8 +676,13 @@ static void test_grammars(void) {
                   o.reasoning ? o.reasoning : "(null)", o.n_calls);
         ty_chat_output_free(&o);
         toy_grammar_free(g);
+        /* a prompt that closed the block (Qwen 3 without thinking): the calls at once */
+        g = grammar_of(thinkers[i].syn, TY_THINK_CLOSED, both, 2, false);
+        CHECK_MSG(accepts(g, call), "refused after a closed block: %s", call);
+        CHECK_MSG(!accepts(g, text), "a second thinking block accepted: %s", text);
+        toy_grammar_free(g);
         if (!thinkers[i].open_think) continue;
-        g = grammar_of(thinkers[i].syn, true, both, 2, false);
+        g = grammar_of(thinkers[i].syn, TY_THINK_OPEN, both, 2, false);
         snprintf(text, sizeof text, "%s%s", thinkers[i].open_think, call);
         CHECK_MSG(accepts(g, text), "refused: %s", text);
         CHECK_MSG(!accepts(g, call), "the open block must be closed first: %s", call);
@@ -691,7 +699,7 @@ static void test_grammars(void) {
                               "[\"city\", \"unit\"]}",
                               0, NULL);
     const ty_tool_function rich_fn[] = {{"get_weather", rich, false}};
-    toy_grammar *g = grammar_of((ty_chat_syntax){TY_TOOLS_QWEN3_CODER, TY_REASONING_NONE}, false, rich_fn, 1, false);
+    toy_grammar *g = grammar_of((ty_chat_syntax){TY_TOOLS_QWEN3_CODER, TY_REASONING_NONE}, TY_THINK_MAY_OPEN, rich_fn, 1, false);
     static const char *const yes[] = {
         "<tool_call>\n<function=get_weather>\n<parameter=city>\nSan Jose\n</parameter>\n<parameter=unit>\nC\n"
         "</parameter>\n</function>\n</tool_call>",
@@ -718,7 +726,7 @@ static void test_grammars(void) {
         char err[320];
         size_t bad = 0;
         const ty_chat_syntax syn = {xml ? TY_TOOLS_SEED_OSS : TY_TOOLS_HERMES, TY_REASONING_NONE};
-        char *gbnf = ty_chat_grammar(syn, false, with_bad, 2, true, &bad, err, sizeof err);
+        char *gbnf = ty_chat_grammar(syn, TY_THINK_MAY_OPEN, with_bad, 2, true, &bad, err, sizeof err);
         CHECK(gbnf == NULL);
         CHECK_EQ(bad, 1);
         CHECK_STR_CONTAINS(err, "uniqueItems");

@@ -448,7 +448,7 @@ static char *grammar_of(const char *family, const char *extra, tools_error *err)
     json_t *j = json_loads(body, 0, NULL);
     tools_request t;
     char *gbnf = NULL;
-    if (!tools_request_parse(j, family_syntax(family), &t, err) || !tools_grammar(&t, false, &gbnf, err))
+    if (!tools_request_parse(j, family_syntax(family), &t, err) || !tools_grammar(&t, TY_THINK_MAY_OPEN, &gbnf, err))
         gbnf = NULL;
     tools_request_free(&t);
     json_decref(j);
@@ -501,7 +501,7 @@ static void test_grammar(void) {
     err.status = 0;
     CHECK(tools_request_parse(j, family_syntax("chatml"), &t, &err));
     g = NULL;
-    CHECK(!tools_grammar(&t, false, &g, &err) && !g && err.status == 400);
+    CHECK(!tools_grammar(&t, TY_THINK_MAY_OPEN, &g, &err) && !g && err.status == 400);
     CHECK_STR_CONTAINS(err.message, "tools[1].function.parameters: #/properties/x");
     tools_request_free(&t);
     json_decref(j);
