@@ -71,7 +71,7 @@ static int run_run(const run_options *o) {
     }
     fwrite(o->prompt, 1, len, stdout);
     fflush(stdout);
-    if (gen_session_generate(&s, "run", tokens, n, stdout, NULL, NULL) != GEN_OK) goto done;
+    if (gen_session_generate(&s, "run", tokens, n, NULL, NULL, NULL) != GEN_OK) goto done;
     putchar('\n');
     gen_session_report(&s, "run");
     rc = 0;

@@ -329,12 +329,13 @@ void gen_session_truncate(gen_session *s, int32_t n_keep) {
 
 typedef struct {
     gen_session *s;
-    FILE *out;
+    const gen_view *view;
     volatile sig_atomic_t *interrupt;
-    char *text; /* the reply, when asked for */
+    char *text; /* the reply, when asked for or viewed */
     size_t len, cap;
     bool want_text;
-    bool printed; /* some text went to out */
+    bool oom;     /* the reply's text did not fit in memory */
+    bool printed; /* some text went to stdout */
 } gen_sink;
 
 static void sink_append(gen_sink *k, const char *t, size_t n) {
@@ -342,7 +343,10 @@ static void sink_append(gen_sink *k, const char *t, size_t n) {
         size_t cap = k->cap ? k->cap * 2 : 256;
         while (cap < k->len + n + 1) cap *= 2;
         char *p = realloc(k->text, cap);
-        if (!p) return;
+        if (!p) {
+            k->oom = true;
+            return;
+        }
         k->text = p;
         k->cap = cap;
     }
@@ -351,19 +355,24 @@ static void sink_append(gen_sink *k, const char *t, size_t n) {
     k->text[k->len] = 0;
 }
 
-/* toy_generate's callback: the text to `out` (and the reply), the token to the list */
+/* toy_generate's callback: the text to stdout or the view (and the reply), the token to
+ * the list */
 static bool on_text(void *user, int32_t token, const char *text, size_t len) {
     gen_sink *k = user;
-    fwrite(text, 1, len, k->out);
-    fflush(k->out);
-    k->printed |= len > 0;
     if (k->want_text) sink_append(k, text, len);
+    if (k->view && !k->oom) {
+        k->printed |= k->view->show(k->view->user, k->text ? k->text : "", k->len, false);
+    } else if (!k->view) {
+        fwrite(text, 1, len, stdout);
+        fflush(stdout);
+        k->printed |= len > 0;
+    }
     if (token >= 0 && k->s->n_tokens < k->s->n_ctx) k->s->tokens[k->s->n_tokens++] = token;
     return !(k->interrupt && *k->interrupt);
 }
 
-gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
-                                 volatile sig_atomic_t *interrupt, char **reply) {
+gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n,
+                                 const gen_view *view, volatile sig_atomic_t *interrupt, char **reply) {
     const int32_t in_use = toy_kv_seq_pos_max(s->ctx, 0) + 1;
     if (in_use + n > s->n_ctx) {
         fprintf(stderr, "toy %s: the prompt is %d tokens but the context holds %d (%d in use)\n", cmd, n, s->n_ctx,
@@ -377,7 +386,7 @@ gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t 
         memcpy(s->tokens + s->n_tokens, prompt, (size_t)n * sizeof *prompt);
         s->n_tokens += n;
     }
-    gen_sink sink = {.s = s, .out = out, .interrupt = interrupt, .want_text = reply != NULL};
+    gen_sink sink = {.s = s, .view = view, .interrupt = interrupt, .want_text = reply != NULL || view != NULL};
     toy_generate_params gp = toy_generate_default_params();
     gp.max_tokens = s->opt.n_predict;
     gp.stops = s->opt.stops;
@@ -394,8 +403,9 @@ gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t 
     const int32_t held = toy_kv_seq_pos_max(s->ctx, 0) + 1;
     if (r.n_discarded > 0) gen_session_truncate(s, 0);
     else if (held < s->n_tokens) s->n_tokens = held;
-    if (st) {
-        fprintf(stderr, "%stoy %s: %s\n", sink.printed ? "\n" : "", cmd, toy_last_error());
+    if (view && !sink.oom) sink.printed |= view->show(view->user, sink.text ? sink.text : "", sink.len, true);
+    if (st || sink.oom) {
+        fprintf(stderr, "%stoy %s: %s\n", sink.printed ? "\n" : "", cmd, st ? toy_last_error() : "no memory for the reply");
         free(sink.text);
         return GEN_FAILED;
     }

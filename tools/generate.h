@@ -76,13 +76,21 @@ typedef enum {
     GEN_FAILED,  /* evaluating or sampling failed: the grammar allowed no token, say */
 } gen_outcome;
 
+/* How a reply is shown as it grows: show gets the whole reply so far after each piece,
+ * and once more at the end with done; it returns whether it printed anything. */
+typedef struct {
+    bool (*show)(void *user, const char *reply, size_t len, bool done);
+    void *user;
+} gen_view;
+
 /* Evaluates the prompt after the tokens in the cache, then samples, prints and feeds
  * back tokens (toy_generate) until end of generation, n_predict, a stop string, the end
  * of the context, or *interrupt. With a grammar, each call starts it (and the sampler)
- * anew, so every reply is a whole text of its language. The text goes to `out`; with
- * `reply` it is also collected (malloc'd) there. Other than GEN_OK after a message. */
-gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n, FILE *out,
-                                 volatile sig_atomic_t *interrupt, char **reply);
+ * anew, so every reply is a whole text of its language. The text goes to the view, or
+ * with none to stdout as it comes; with `reply` it is also collected (malloc'd) there.
+ * Other than GEN_OK after a message. */
+gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t *prompt, int32_t n,
+                                 const gen_view *view, volatile sig_atomic_t *interrupt, char **reply);
 /* "prompt eval: N tokens, X tok/s; generation: ..." to stderr. */
 void gen_session_report(const gen_session *s, const char *cmd);
 
