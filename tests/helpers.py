@@ -115,6 +115,52 @@ def write_gguf(path, kv, tensors):
         f.write(head + bytes((32 - len(head) % 32) % 32) + body)
 
 
+def with_strings(src, dst, strings):
+    """A copy of the GGUF file src at dst with the string metadata `strings` ({key: text})
+    set, replacing a key that is there, the rest of the file as it was: the metadata's
+    bytes copied as read, the tensor data moved whole to the new alignment (its offsets
+    are relative to its start, so they hold)."""
+    g = GGUF(src)
+    data, pos = g.data, 4 + 4 + 16
+
+    def skip_value(p, t):
+        if t == 8:
+            return p + 8 + struct.unpack_from("<Q", data, p)[0]
+        if t == 9:
+            et, n = struct.unpack_from("<IQ", data, p)
+            p += 12
+            if et not in (8, 9):
+                return p + n * struct.calcsize("<" + _SCALARS[et])
+            for _ in range(n):
+                p = skip_value(p, et)
+            return p
+        return p + struct.calcsize("<" + _SCALARS[t])
+
+    kept = []
+    for _ in range(len(g.kv)):
+        start = pos
+        n = struct.unpack_from("<Q", data, pos)[0]
+        key = data[pos + 8:pos + 8 + n].decode()
+        pos = skip_value(pos + 8 + n + 4, struct.unpack_from("<I", data, pos + 8 + n)[0])
+        if key not in strings:
+            kept.append(data[start:pos])
+    infos_start = pos
+    for _ in range(len(g.tensors)):
+        n = struct.unpack_from("<Q", data, pos)[0]
+        pos += 8 + n
+        n_dims = struct.unpack_from("<I", data, pos)[0]
+        pos += 4 + 8 * n_dims + 4 + 8
+    infos = data[infos_start:pos]
+    align = g.kv.get("general.alignment", 32)
+    body = data[(pos + align - 1) // align * align:]
+    for key, text in strings.items():
+        k, v = key.encode(), text.encode()
+        kept.append(struct.pack("<Q", len(k)) + k + struct.pack("<IQ", 8, len(v)) + v)
+    head = b"GGUF" + struct.pack("<IQQ", g.version, len(g.tensors), len(kept)) + b"".join(kept) + infos
+    with open(dst, "wb") as f:
+        f.write(head + bytes((align - len(head) % align) % align) + body)
+
+
 def ref_tokens(g):
     """The tokens of a fixture's .ref.gguf (a GGUF): llama.cpp's reference run."""
     ne, typ, off = g.tensors["ref.tokens"]
@@ -312,6 +358,9 @@ def _main(argv):
         print(" ".join(sorted({t["type"] for t in json.load(sys.stdin)["tensors"] if len(t["shape"]) == 2})))
     elif cmd == "stir":
         stir(args[0])
+    elif cmd == "with-template":  # SRC DST TEMPLATE_FILE [NAME]: tokenizer.chat_template[.NAME] set
+        key = "tokenizer.chat_template" + (f".{args[3]}" if len(args) > 3 else "")
+        with_strings(args[0], args[1], {key: open(args[2], encoding="utf-8").read()})
     elif cmd == "free-port":
         print(free_port())
     else:
