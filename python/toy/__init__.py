@@ -532,8 +532,9 @@ class Model:
         return ChatTemplate(None, _handle=t.value)
 
     def apply_template(self, messages, tools=None, add_generation_prompt=True, chat_template_kwargs=None):
-        """The prompt the model's own chat template makes of messages (as llama-server's
-        /apply-template); ToyError TOY_ERR_NOT_FOUND when the file has no template."""
+        """The prompt the model's own chat template makes of messages, as transformers'
+        apply_chat_template renders it (toy serve's /apply-template answers the chat's prompt,
+        ChatTemplate.prompt); ToyError TOY_ERR_NOT_FOUND when the file has no template."""
         t = self.chat_template()
         if t is None:
             raise ToyError("TOY_ERR_NOT_FOUND", "the model has no tokenizer.chat_template")

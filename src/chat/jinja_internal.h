@@ -329,7 +329,7 @@ jv ty_jinja_loop_attr(jx *x, jv loop, const char *name);
 const builtin *ty_jinja_find(const builtin *table, size_t n, const char *name);
 #define FIND(table, name) ty_jinja_find(table, sizeof table / sizeof *table, name)
 /* str's work, as Python's str methods do it */
-jv ty_jx_strip(jx *x, jv s, jv chars, bool left, bool right); /* chars None: whitespace */
+jv ty_jx_strip(jx *x, jv s, jv chars, bool left, bool right); /* chars None: white space */
 jv ty_jx_map_case(jx *x, jv s, int mode); /* 0 lower, 1 upper, 2 capitalize, 3 title */
 bool ty_jx_special_case(ty_buf *b, uint32_t c, bool upper, bool title); /* a full case mapping (ß: SS) */
 jv ty_jx_splitlines(jx *x, jv s, bool keepends);

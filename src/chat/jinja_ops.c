@@ -238,37 +238,29 @@ jv ty_jx_binary(jx *x, char op, jv a, jv b) {
 
 static bool cased_letter(uint32_t c) { return ty_ju_lower(c) != c || ty_ju_upper(c) != c; }
 
-/* ty_jx_strip(chars): chars NULL strips whitespace */
+/* whether str.strip(chars) takes c away: c is in chars, or with none white space */
+static bool stripped(const jstr *chars, uint32_t c) {
+    if (!chars) return ty_ju_space(c);
+    for (size_t k = 0; k < chars->len;)
+        if (next_cp(chars, &k) == c) return true;
+    return false;
+}
+
 jv ty_jx_strip(jx *x, jv s, jv chars, bool left, bool right) {
     const jstr *cs = chars.kind == JV_STR ? chars.s : NULL;
     if (chars.kind != JV_NONE && chars.kind != JV_UNDEFINED && !cs)
         ty_jx_fail(x, "strip arg must be None or str, not %s", ty_jv_type_name(chars));
     size_t a = 0, b = s.s->len;
-    for (;;) {
-        if (!left || a >= b) break;
+    while (left && a < b) {
         size_t i = a;
-        const uint32_t c = next_cp(s.s, &i);
-        bool hit = false;
-        if (cs) {
-            for (size_t k = 0; k < cs->len && !hit;) hit = next_cp(cs, &k) == c;
-        } else {
-            hit = ty_ju_space(c);
-        }
-        if (!hit) break;
+        if (!stripped(cs, next_cp(s.s, &i))) break;
         a = i;
     }
     while (right && b > a) {
         size_t start = b - 1;
         while (start > a && ((unsigned char)s.s->p[start] & 0xC0) == 0x80) start--;
         size_t i = start;
-        const uint32_t c = next_cp(s.s, &i);
-        bool hit = false;
-        if (cs) {
-            for (size_t k = 0; k < cs->len && !hit;) hit = next_cp(cs, &k) == c;
-        } else {
-            hit = ty_ju_space(c);
-        }
-        if (!hit) break;
+        if (!stripped(cs, next_cp(s.s, &i))) break;
         b = start;
     }
     return ty_jv_str(x, s.s->p + a, b - a);
@@ -692,27 +684,21 @@ jv ty_jinja_dict(ARGS) {
     return d;
 }
 
-jv ty_jinja_islower(ARGS) {
+/* str.islower() (upper false) and str.isupper(): some cased character, none of the other case */
+static jv is_case(jx *x, jv self, bool upper) {
     jv s = ty_jx_str_of(x, self);
     bool cased = false;
     for (size_t i = 0; i < s.s->len;) {
-        const uint32_t c = next_cp(s.s, &i);
-        if (ty_ju_upper(c) != c && ty_ju_lower(c) == c) cased = true;
-        else if (ty_ju_lower(c) != c) return JV_FALSE_V;
+        const uint32_t c = next_cp(s.s, &i), same = upper ? ty_ju_upper(c) : ty_ju_lower(c),
+                       other = upper ? ty_ju_lower(c) : ty_ju_upper(c);
+        if (other != c && same == c) cased = true;
+        else if (same != c) return JV_FALSE_V;
     }
     return ty_jv_bool(cased);
 }
 
-jv ty_jinja_isupper(ARGS) {
-    jv s = ty_jx_str_of(x, self);
-    bool cased = false;
-    for (size_t i = 0; i < s.s->len;) {
-        const uint32_t c = next_cp(s.s, &i);
-        if (ty_ju_lower(c) != c && ty_ju_upper(c) == c) cased = true;
-        else if (ty_ju_upper(c) != c) return JV_FALSE_V;
-    }
-    return ty_jv_bool(cased);
-}
+jv ty_jinja_islower(ARGS) { return is_case(x, self, false); }
+jv ty_jinja_isupper(ARGS) { return is_case(x, self, true); }
 
 const builtin *ty_jinja_find(const builtin *table, size_t n, const char *name) {
     size_t lo = 0, hi = n;

@@ -269,6 +269,8 @@ static void free_texts(char **texts, size_t n) {
 
 /* ---------------------------------------------------------------- rendering */
 
+static json_t *firefunction_kwargs(const json_t *tools, const json_t *kwargs);
+
 /* The Jinja template over prepared messages (borrowed), tools (NULL: None) and kwargs
  * (an object or NULL), within lim (NULL: the defaults). */
 static toy_status render_within(const toy_chat_template *t, json_t *messages, const json_t *tools, const json_t *kw,
@@ -321,7 +323,10 @@ static toy_status render_probe(const toy_chat_template *t, json_t *messages, boo
     jinja_limits lim = ty_jinja_default_limits();
     lim.max_steps = 1000000;
     lim.max_seconds = 1;
-    return render_within(t, messages, NULL, NULL, add_generation_prompt, &lim, prompt);
+    json_t *kw = t->syntax.tools == TY_TOOLS_FIREFUNCTION ? firefunction_kwargs(NULL, NULL) : NULL;
+    const toy_status st = render_within(t, messages, NULL, kw, add_generation_prompt, &lim, prompt);
+    json_decref(kw);
+    return st;
 }
 
 /* A family's prompt, with its tool form. */
@@ -348,43 +353,44 @@ static bool takes_content_parts(const toy_chat_template *t) {
     return takes;
 }
 
+/* The probe conversation of a user message and an assistant's call (content null) of a
+ * function with these arguments (taken); *call_fn its "function", *call_msg its message. */
+static json_t *call_probe(json_t *arguments, json_t **call_msg, json_t **call_fn) {
+    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:n, s:[{s:s, s:s, s:{s:s, s:o}}]}]", "role", "user", "content", "x",
+                          "role", "assistant", "content", "tool_calls", "id", "call_1", "type", "function",
+                          "function", "name", "toy_probe", "arguments", arguments);
+    *call_msg = json_array_get(m, 1);
+    *call_fn = json_object_get(json_array_get(json_object_get(*call_msg, "tool_calls"), 0), "function");
+    return m;
+}
+
+/* Whether the template fails on the probe m but renders it with obj's key set to value
+ * (taken). m is freed. */
+static bool fails_but_takes(const toy_chat_template *t, json_t *m, json_t *obj, const char *key, json_t *value) {
+    char *prompt = NULL;
+    bool takes = false;
+    if (obj && render_probe(t, m, false, &prompt)) {
+        json_object_set(obj, key, value);
+        takes = !render_probe(t, m, false, &prompt);
+    }
+    free(prompt);
+    json_decref(value);
+    json_decref(m);
+    return takes;
+}
+
 /* Whether a call's arguments must reach the template as JSON text: it fails on an object
  * but writes text (functionary v3.1 adds them to a string). */
 static bool takes_text_arguments(const toy_chat_template *t) {
-    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:n, s:[{s:s, s:s, s:{s:s, s:{s:s}}}]}]", "role", "user", "content",
-                          "x", "role", "assistant", "content", "tool_calls", "id", "call_1", "type", "function",
-                          "function", "name", "toy_probe", "arguments", "toy_probe_arg", "v");
-    json_t *fn = m ? json_object_get(json_array_get(json_object_get(json_array_get(m, 1), "tool_calls"), 0), "function")
-                   : NULL;
-    char *prompt = NULL;
-    bool text = false;
-    if (fn && render_probe(t, m, false, &prompt)) {
-        json_object_set_new(fn, "arguments", json_string("{\"toy_probe_arg\": \"v\"}"));
-        text = !render_probe(t, m, false, &prompt);
-    }
-    free(prompt);
-    json_decref(m);
-    return text;
+    json_t *msg, *fn, *m = call_probe(json_pack("{s:s}", "toy_probe_arg", "v"), &msg, &fn);
+    return fails_but_takes(t, m, fn, "arguments", json_string("{\"toy_probe_arg\": \"v\"}"));
 }
 
 /* Whether the template fails on an assistant's null content beside its calls (as
  * OpenAI's clients send it) but not on "": it then gets "", as llama-server gives it. */
 static bool needs_content(const toy_chat_template *t) {
-    json_t *m = json_pack("[{s:s, s:s}, {s:s, s:n, s:[{s:s, s:s, s:{s:s, s:{}}}]}]", "role", "user", "content", "x",
-                          "role", "assistant", "content", "tool_calls", "id", "call_1", "type", "function",
-                          "function", "name", "toy_probe", "arguments");
-    json_t *msg = json_array_get(m, 1), *fn = json_object_get(json_array_get(json_object_get(msg, "tool_calls"), 0),
-                                                               "function");
-    if (fn && t->text_arguments) json_object_set_new(fn, "arguments", json_string("{}"));
-    char *prompt = NULL;
-    bool needs = false;
-    if (msg && render_probe(t, m, false, &prompt)) {
-        json_object_set_new(msg, "content", json_string(""));
-        needs = !render_probe(t, m, false, &prompt);
-    }
-    free(prompt);
-    json_decref(m);
-    return needs;
+    json_t *msg, *fn, *m = call_probe(t->text_arguments ? json_string("{}") : json_object(), &msg, &fn);
+    return fails_but_takes(t, m, msg, "content", json_string(""));
 }
 
 /* Whether the template writes a system message (and does not refuse it). */
