@@ -112,10 +112,10 @@ def render(text, messages, tools, agp, bos, eos, kwargs):
                                         bos_token=bos, eos_token=eos, **kwargs)
 
 
-def has_system_role(text, bos, eos):
+def has_system_role(text, bos, eos, kwargs):
     try:
         return "toy-probe" in render(text, [{"role": "system", "content": "toy-probe"}, {"role": "user", "content": "x"}],
-                                     None, True, bos, eos, {})
+                                     None, True, bos, eos, kwargs)
     except Exception:
         return False
 
@@ -187,8 +187,8 @@ def run(name, text):
     add_bos = g.kv.get("tokenizer.ggml.add_bos_token", False)
     what = f"{name} (on {fixture})"
 
-    system_role = has_system_role(text, bos, eos)
     fire = "firefunction" in name
+    system_role = has_system_role(text, bos, eos, {"functions": "", "datetime": "now"} if fire else {})
     srv = Server(TOY, model, "--parallel", "2", "-c", "2048")
     try:
         # ---- the prompt, byte for byte

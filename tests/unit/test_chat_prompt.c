@@ -101,13 +101,19 @@ static void test_system_role(void) {
 
 static void test_firefunction(void) {
     toy_chat_template *t = new_template(
-        "{# functools[ #}{{ 'F=' + functions + ';D=' + datetime + ';' }}{% for m in messages %}{{ m.content }}{% endfor %}");
+        "{# functools[ #}{{ 'F=' + functions + ';D=' + datetime + ';' }}{% for m in messages %}{{ m.content }}"
+        "{% if m.tool_calls %}{{ m.tool_calls[0].function.arguments + '!' }}{% endif %}{% endfor %}");
     expect(t, "[{\"role\": \"user\", \"content\": \"hi\"}]", tools, "{\"datetime\": \"Dec 07 2026\"}",
            "F=[\n  {\n    \"type\": \"function\",\n    \"function\": {\n      \"name\": \"get_weather\",\n      "
            "\"parameters\": {\n        \"type\": \"object\",\n        \"properties\": {\n          \"city\": {\n"
            "            \"type\": \"string\"\n          }\n        },\n        \"required\": [\n          \"city\"\n"
            "        ]\n      }\n    }\n  }\n];D=Dec 07 2026;hi");
     expect(t, "[{\"role\": \"user\", \"content\": \"hi\"}]", NULL, "{\"datetime\": \"now\"}", "F=;D=now;hi");
+    /* its template adds the arguments to a string, which the probes find with its variables given */
+    expect(t,
+           "[{\"role\": \"user\", \"content\": \"hi\"}, {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": "
+           "[{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"arguments\": \"{}\"}}]}]",
+           NULL, "{\"datetime\": \"now\"}", "F=;D=now;hi{}!");
     /* the reply is read as firefunction's */
     char *msg = NULL;
     CHECK(!toy_chat_template_parse(t, "", " functools[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}]",
