@@ -413,6 +413,7 @@ gen_outcome gen_session_generate(gen_session *s, const char *cmd, const int32_t 
         fprintf(stderr, "\ntoy %s: context full (%d tokens); stopping (--context-shift goes on)\n", cmd,
                 s->n_ctx);
     if (reply) *reply = sink.text ? sink.text : calloc(1, 1);
+    else free(sink.text); /* collected only for the view */
     s->prompt_seconds += r.prompt_seconds;
     s->prompt_count += r.n_prompt;
     s->gen_seconds += r.gen_seconds;
