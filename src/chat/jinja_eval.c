@@ -367,6 +367,7 @@ static jv eval(jx *x, scope *s, const node *n) {
         eval_args(x, s, &n->args, &ca, 0);
         x->at = n;
         const builtin *t = ty_jinja_test(n->name);
+        if (!t) ty_jx_fail(x, "no test named '%s'", n->name); /* where jinja2 fails only when it runs */
         jv r = t->fn(x, v, ca.pos, ca.n_pos, ca.kw_names, ca.kw, ca.n_kw);
         return ty_jv_bool(n->flag ? !r.b : r.b);
     }

@@ -641,8 +641,7 @@ static node *parse_filter(parser *ps, node *n, bool start_inline) {
         start_inline = false;
         const token *t = cur(ps);
         node *f = new_node(ps, N_FILTER, t);
-        f->name = dotted_name(ps);
-        if (!ty_jinja_filter(f->name)) fail_at(ps, t->line, t->col, "no filter named '%s'", f->name);
+        f->name = dotted_name(ps); /* an unknown name: check_names */
         if (is_op(cur(ps), "(")) parse_call_args(ps, &f->args);
         f->a = n;
         n = f;
@@ -652,17 +651,14 @@ static node *parse_filter(parser *ps, node *n, bool start_inline) {
 }
 
 static node *parse_test(parser *ps, node *n) {
-    const token *at = cur(ps);
     advance(ps); /* is */
     bool negated = false;
     if (is_name(cur(ps), "not")) {
         advance(ps);
         negated = true;
     }
-    const token *t = cur(ps);
-    node *x = new_node(ps, N_TEST, at);
-    x->name = dotted_name(ps);
-    if (!ty_jinja_test(x->name)) fail_at(ps, t->line, t->col, "no test named '%s'", x->name);
+    node *x = new_node(ps, N_TEST, cur(ps)); /* at its name */
+    x->name = dotted_name(ps); /* an unknown name: check_names */
     x->flag = negated;
     x->a = n;
     const token *c = cur(ps);
@@ -1274,6 +1270,43 @@ static node *subparse(parser *ps, const char *const *end_names) {
 
 /* ---------------------------------------------------------------- the whole */
 
+/* Filters and tests the engine does not know are errors where the template is compiled,
+ * as jinja2 makes them, but in an if statement (its test and its branches) and in a
+ * conditional expression, where jinja2 fails only if the filter is run (a template may
+ * guard a filter another engine has, as StepFun's `| fromjson if ... is string`). The
+ * bodies of loops, macros, calls, filter and set blocks and with are frames of their own,
+ * where the rule starts over. */
+static void check_names(parser *ps, const node *n, bool soft) {
+    if (!n) return;
+    if (!soft && n->kind == N_FILTER && n->name && !ty_jinja_filter(n->name))
+        fail_at(ps, n->line, n->col, "no filter named '%s'", n->name);
+    if (!soft && n->kind == N_TEST && !ty_jinja_test(n->name))
+        fail_at(ps, n->line, n->col, "no test named '%s'", n->name);
+    bool body_soft = soft; /* c: the body of a statement */
+    switch (n->kind) {
+    case N_IF:
+    case N_COND: soft = body_soft = true; break;
+    case N_FOR:
+    case N_MACRO:
+    case N_CALL_BLOCK:
+    case N_FILTER_BLOCK:
+    case N_WITH:
+    case N_SET_BLOCK: body_soft = false; break;
+    default: break;
+    }
+    const bool frame_soft = n->kind == N_FILTER_BLOCK || n->kind == N_SET_BLOCK ? false : soft;
+    check_names(ps, n->a, soft);
+    check_names(ps, n->b, frame_soft);
+    check_names(ps, n->c, body_soft);
+    check_names(ps, n->d, n->kind == N_FOR ? false : soft); /* a loop's else, and its filter */
+    check_names(ps, n->e, n->kind == N_FOR ? false : soft);
+    const bool args_soft = n->kind == N_MACRO || n->kind == N_CALL_BLOCK ? false : soft;
+    for (int i = 0; i < n->args.n_pos; i++) check_names(ps, n->args.pos[i], args_soft);
+    for (int i = 0; i < n->args.n_kw; i++) check_names(ps, n->args.kw[i], args_soft);
+    check_names(ps, n->args.star, args_soft);
+    check_names(ps, n->args.starstar, args_soft);
+}
+
 jinja_template *ty_jinja_parse(const char *text, size_t len, char *err, size_t err_size) {
     jinja_template *volatile t = calloc(1, sizeof *t);
     if (!t) {
@@ -1315,6 +1348,7 @@ jinja_template *ty_jinja_parse(const char *text, size_t len, char *err, size_t e
     }
     lex(&ps);
     t->root = subparse(&ps, NULL);
+    check_names(&ps, t->root, false);
     free(ps.toks);
     return t;
 }

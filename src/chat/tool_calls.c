@@ -84,6 +84,8 @@ typedef struct {
 static const format_markers tool_markers[] = {
     {{"<|channel|>"}, {NULL}, TY_TOOLS_GPT_OSS},
     {{"<seed:tool_call>"}, {NULL}, TY_TOOLS_SEED_OSS},
+    {{"<TOOLCALL>"}, {NULL}, TY_TOOLS_NEMOTRON_V2},
+    {{"<tool_calls>"}, {NULL}, TY_TOOLS_APRIEL},
     {{NULL}, {"<|tool_calls_section_begin|>", "tool_declare"}, TY_TOOLS_KIMI_K2},
     /* V3.1's template writes the arguments right after the separator, R1's the name;
      * llama.cpp tells V3.1 by its "prefix" message */
@@ -170,6 +172,8 @@ const char *ty_tool_format_name(ty_tool_format f) {
         [TY_TOOLS_GPT_OSS] = "gpt-oss",
         [TY_TOOLS_KIMI_K2] = "kimi-k2",
         [TY_TOOLS_SEED_OSS] = "seed-oss",
+        [TY_TOOLS_NEMOTRON_V2] = "nemotron-v2",
+        [TY_TOOLS_APRIEL] = "apriel",
     };
     return (unsigned)f < TY_TOOLS_N_FORMATS ? names[f] : "unknown";
 }
@@ -887,6 +891,26 @@ static block_result read_kimi_k2(parser *p, size_t at, size_t *end, call_list *g
     return got->n ? BLOCK_CALLS : BLOCK_NONE;
 }
 
+/* OPEN[{"name": N, "arguments": A}, ...]CLOSE (the closing tag may be missing at the end) */
+static block_result read_tagged_array(parser *p, size_t at, size_t *end, call_list *got, const char *open,
+                                      const char *close) {
+    if (!p->n_fns) return BLOCK_NONE;
+    size_t i = at + strlen(open), a, b;
+    TRY(p, read_json(p, &i, '[', &a, &b));
+    TRY(p, expect_close(p, &i, close));
+    if (!read_call_array(p, a, b, &openai_keys, got)) return BLOCK_NONE;
+    *end = i;
+    return BLOCK_CALLS;
+}
+
+static block_result read_nemotron_v2(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_tagged_array(p, at, end, got, "<TOOLCALL>", "</TOOLCALL>");
+}
+
+static block_result read_apriel(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_tagged_array(p, at, end, got, "<tool_calls>", "</tool_calls>");
+}
+
 /* How each format's blocks are found. */
 typedef struct {
     const char *opens[6]; /* the markers that begin a block wherever they stand */
@@ -914,6 +938,8 @@ static const format_row formats[TY_TOOLS_N_FORMATS] = {
     [TY_TOOLS_GPT_OSS] = {{NULL}, false, false, NULL}, /* read_harmony reads the whole answer */
     [TY_TOOLS_KIMI_K2] = {{"<|tool_calls_section_begin|>"}, false, false, read_kimi_k2},
     [TY_TOOLS_SEED_OSS] = {{"<seed:tool_call>"}, false, false, read_seed_oss},
+    [TY_TOOLS_NEMOTRON_V2] = {{"<TOOLCALL>"}, false, false, read_nemotron_v2},
+    [TY_TOOLS_APRIEL] = {{"<tool_calls>"}, false, false, read_apriel},
 };
 
 /* ---------------------------------------------------------------- reading an answer */
@@ -1183,6 +1209,8 @@ static const grammar_row grammars[TY_TOOLS_N_FORMATS] = {
                           NULL},
     [TY_TOOLS_KIMI_K2] = {"<|tool_call_begin|>functions.%N:%I<|tool_call_argument_begin|>%A<|tool_call_end|>",
                           "[0-9]{1,4}", "<|tool_calls_section_begin|>", "", "<|tool_calls_section_end|>", NULL},
+    [TY_TOOLS_NEMOTRON_V2] = {"{\"name\": \"%N\", \"arguments\": %A}", NULL, "<TOOLCALL>[", ", ", "]</TOOLCALL>", NULL},
+    [TY_TOOLS_APRIEL] = {"{\"name\": \"%N\", \"arguments\": %A}", NULL, "<tool_calls>[", ", ", "]</tool_calls>", NULL},
     [TY_TOOLS_SEED_OSS] = {"<seed:tool_call>\n<function=%N>\n%A</function>\n</seed:tool_call>", NULL, "", "\n", "",
                            "<parameter=%K>%V</parameter>\n"},
 };

@@ -67,8 +67,10 @@ typedef enum {
     TY_TOOLS_KIMI_K2,         /* <|tool_calls_section_begin|><|tool_call_begin|>functions.N:0<|tool_call_argument_begin|>A
                                * <|tool_call_end|>...<|tool_calls_section_end|> (the call's id: "functions.N:0") */
     TY_TOOLS_SEED_OSS,        /* <seed:tool_call>\n<function=N>\n<parameter=K>V</parameter>\n</function>\n</seed:tool_call> */
+    TY_TOOLS_NEMOTRON_V2,     /* NVIDIA Nemotron Nano v2: <TOOLCALL>[{"name": N, "arguments": A}, ...]</TOOLCALL> */
+    TY_TOOLS_APRIEL,          /* ServiceNow Apriel 1.5, 1.6: <tool_calls>[{"name": N, "arguments": A}, ...]</tool_calls> */
 } ty_tool_format;
-#define TY_TOOLS_N_FORMATS (TY_TOOLS_SEED_OSS + 1)
+#define TY_TOOLS_N_FORMATS (TY_TOOLS_APRIEL + 1)
 
 /* How a model writes its thinking. */
 typedef enum {

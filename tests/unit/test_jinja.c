@@ -58,6 +58,11 @@ static const char *const cases[][2] = {
      "023"},
     {"{% for item in [{'n': 'a', 'c': [{'n': 'b', 'c': []}]}] recursive %}{{ item.n }}{{ loop.depth }}({{ loop(item.c) }}){% endfor %}",
      "a1(b2())"},
+    /* an unknown filter or test in an if or a conditional expression fails only if it runs
+     * (jinja2 defers it there: StepFun's `| fromjson if ... is string`) */
+    {"{% if false %}{{ 'x' | fromjson }}{{ 1 is nosuch }}{% endif %}{{ ('x' | fromjson) if false else 'ok' }}"
+     "{% for i in [1] %}{% if false %}{{ i | nope }}{% endif %}{% endfor %}",
+     "ok"},
     {"{% with a = 2 %}{{ a * 3 }}{% endwith %}{{ a is defined }}{% set p, q = [1, 2] %}{{ p + q }}{{ range(1, 7, 2)|list }}{{ dict(k=1) }}",
      "6False3[1, 3, 5]{'k': 1}"},
 };
@@ -106,6 +111,19 @@ static void test_errors(void) {
     expect_error("{{ x|nofilter }}", &lim, "1:6: no filter named 'nofilter'", false);
     expect_error("{{ 'abc }}", &lim, "unterminated string", false);
     expect_error("{{ x is nosuchtest }}", &lim, "no test named 'nosuchtest'", false);
+    /* the bodies of a loop, a set block, a macro, a filter block, a loop's else: frames of
+     * their own, where an unknown name is an error again, inside an if or not */
+    expect_error("{% if false %}{% for i in [1] %}{{ i | nope }}{% endfor %}{% endif %}", &lim,
+                 "1:40: no filter named 'nope'", false);
+    expect_error("{% if false %}{% set x %}{{ 1|nope }}{% endset %}{% endif %}", &lim, "no filter named 'nope'", false);
+    expect_error("{% if false %}{% macro m() %}{{ 1|nope }}{% endmacro %}{% endif %}", &lim, "no filter named", false);
+    expect_error("{% if false %}{% filter nope %}x{% endfilter %}{% endif %}", &lim, "no filter named", false);
+    expect_error("{% if false %}{% for i in [] %}{% else %}{{ 1|nope }}{% endfor %}{% endif %}", &lim, "no filter",
+                 false);
+    expect_error("{% for x in [1] if x is nope %}{% endfor %}", &lim, "no test named 'nope'", false);
+    /* and where it runs, at run time */
+    expect_error("{% if true %}{{ 'x' | fromjson }}{% endif %}", &lim, "1:23: no filter named 'fromjson'", false);
+    expect_error("{{ 1 if false else 2 | nope }}", &lim, "no filter named 'nope'", false);
     /* run-time errors name the node */
     expect_error("\n\n{{ nope.attr }}", &lim, "3:8: 'nope' is undefined", false);
     expect_error("{{ d.z.w }}", &lim, "'dict object' has no attribute 'z'", false);

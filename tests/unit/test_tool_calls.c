@@ -42,6 +42,9 @@ static void test_detection_snippets(void) {
          TY_TOOLS_FUNCTIONARY_V32, TY_REASONING_NONE},
         {"<|start_of_role|>assistant<|end_of_role|><|tool_call|>", TY_TOOLS_GRANITE, TY_REASONING_NONE},
         {"[SYSTEM_PROMPT][TOOL_CALLS]{{ name }}[ARGS]", TY_TOOLS_MISTRAL_SMALL, TY_REASONING_NONE},
+        {"{%- if tools %}<AVAILABLE_TOOLS>...<TOOLCALL>[' -}}...<think>\\n", TY_TOOLS_NEMOTRON_V2, TY_REASONING_THINK},
+        {"<tool_calls>[{\"name\": <function-name-1>, \"arguments\": <args-dict-1>}]</tool_calls>", TY_TOOLS_APRIEL,
+         TY_REASONING_NONE},
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         const ty_chat_syntax syn = ty_chat_syntax_of(cases[i].text);
@@ -349,6 +352,14 @@ static const sample samples[] = {
     {TY_TOOLS_GRANITE, TY_REASONING_THINK, 0, "<think>Plan it.</think><response>It is sunny.</response>", "Plan it.",
      "It is sunny.", {NULL}},
     {TY_TOOLS_GRANITE, TY_REASONING_THINK, 0, "<|tool_call|>[" WEATHER ", " TIME "]", NULL, NULL, {W_CALL, T_CALL}},
+    /* ------------------------------------------------ Nemotron Nano v2, Apriel */
+    {TY_TOOLS_NEMOTRON_V2, TY_REASONING_THINK, 0, "<think>Need it.</think><TOOLCALL>[" WEATHER "]</TOOLCALL>",
+     "Need it.", NULL, {W_CALL}},
+    {TY_TOOLS_NEMOTRON_V2, TY_REASONING_NONE, 0, "Checking. <TOOLCALL>[" WEATHER ", " TIME "]", NULL, "Checking.",
+     {W_CALL, T_CALL}},
+    {TY_TOOLS_APRIEL, TY_REASONING_NONE, 0, "<tool_calls>[" WEATHER "]</tool_calls>", NULL, NULL, {W_CALL}},
+    {TY_TOOLS_APRIEL, TY_REASONING_NONE, 0, "<tool_calls>[{\"name\": \"send_mail\", \"arguments\": {}}]</tool_calls>",
+     NULL, "<tool_calls>[{\"name\": \"send_mail\", \"arguments\": {}}]</tool_calls>", {NULL}},
     /* ------------------------------------------------ gpt-oss (harmony) */
     {TY_TOOLS_GPT_OSS, TY_REASONING_GPT_OSS, 0,
      "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary "
@@ -578,6 +589,8 @@ static const struct {
          "<|tool_calls_section_end|>",
      "<|tool_calls_section_begin|>" KIMI_CALL("functions.get_weather:0", "{\"city\": \"Paris\"}") KIMI_CALL(
          "functions.get_time:1", "{\"tz\": \"UTC\"}") "<|tool_calls_section_end|>"},
+    {TY_TOOLS_NEMOTRON_V2, "<TOOLCALL>[" WEATHER "]</TOOLCALL>", "<TOOLCALL>[" WEATHER ", " TIME "]</TOOLCALL>"},
+    {TY_TOOLS_APRIEL, "<tool_calls>[" WEATHER "]</tool_calls>", "<tool_calls>[" WEATHER ", " TIME "]</tool_calls>"},
     {TY_TOOLS_SEED_OSS,
      "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
      "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>\n"
