@@ -95,6 +95,8 @@ static const format_markers tool_markers[] = {
      TY_TOOLS_DEEPSEEK_V31},
     {{"<｜tool▁calls▁begin｜>"}, {NULL}, TY_TOOLS_DEEPSEEK_R1},
     {{"<|START_ACTION|>"}, {NULL}, TY_TOOLS_COMMAND_R7B},
+    {{"<minimax:tool_call>"}, {NULL}, TY_TOOLS_MINIMAX_M2},
+    {{"<tool_call>", "<arg_key>"}, {NULL}, TY_TOOLS_GLM},
     {{"<tool_call>", "<function="}, {NULL}, TY_TOOLS_QWEN3_CODER},
     {{"<tool_call>"}, {NULL}, TY_TOOLS_HERMES},
     {{"[TOOL_CALLS]", "[ARGS]"}, {NULL}, TY_TOOLS_MISTRAL_SMALL},
@@ -174,6 +176,8 @@ const char *ty_tool_format_name(ty_tool_format f) {
         [TY_TOOLS_SEED_OSS] = "seed-oss",
         [TY_TOOLS_NEMOTRON_V2] = "nemotron-v2",
         [TY_TOOLS_APRIEL] = "apriel",
+        [TY_TOOLS_GLM] = "glm",
+        [TY_TOOLS_MINIMAX_M2] = "minimax-m2",
     };
     return (unsigned)f < TY_TOOLS_N_FORMATS ? names[f] : "unknown";
 }
@@ -615,24 +619,61 @@ static bool put_param(parser *p, ty_buf *args, json_t *seen, size_t ka, size_t k
     return true;
 }
 
-/* <function=N><parameter=K>V</parameter>...</function> (white space between the tags) */
-static block_result read_xml_function(parser *p, size_t *i, call_list *got) {
+/* How an XML format writes a call: the function's name between name_open and name_end
+ * (name_open "": right where the block opens; name_end "\n": up to the end of the line
+ * or the first tag), each parameter's name between key_open and key_end and its value up
+ * to value_end (after value_open, when there is one), then fn_close (NULL: the block's
+ * end closes the call). */
+typedef struct {
+    const char *name_open, *name_end, *fn_close;
+    const char *key_open, *key_end, *value_open, *value_end;
+} xml_shape;
+
+static const xml_shape function_tags = {"<function=", ">", "</function>", "<parameter=", ">", NULL, "</parameter>"};
+static const xml_shape glm_tags = {"", "\n", NULL, "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"};
+static const xml_shape invoke_tags = {"<invoke name=\"", "\">", "</invoke>", "<parameter name=\"", "\">", NULL,
+                                      "</parameter>"};
+
+/* The function's name at *i, as the shape writes it. */
+static step read_xml_name(const parser *p, size_t *i, const xml_shape *x, size_t *na, size_t *nb) {
+    if (x->name_open[0]) {
+        const step st = expect(p, i, x->name_open, true);
+        return st == STEP_OK ? read_until(p, i, x->name_end, "<\n", 128, na, nb) : st;
+    }
+    /* GLM: the name, then a newline or the first tag */
+    size_t e = *i;
+    while (e < p->n && p->s[e] != '\n' && p->s[e] != '<' && e - *i < 128) e++;
+    if (e == p->n) return STEP_CUT;
+    if (e - *i >= 128) return STEP_NO;
+    *na = *i, *nb = e;
+    while (*nb > *na && is_ws(p->s[*nb - 1])) (*nb)--;
+    *i = e;
+    return *nb > *na ? STEP_OK : STEP_NO;
+}
+
+/* One call in the shape, white space between the tags; `close` ends the call where the
+ * shape has no closing tag of its own (it is left for the caller to read). */
+static block_result read_xml_function(parser *p, size_t *i, call_list *got, const xml_shape *x, const char *close) {
     size_t na, nb;
-    TRY(p, expect(p, i, "<function=", true));
-    TRY(p, read_until(p, i, ">", "<\n", 128, &na, &nb));
+    TRY(p, read_xml_name(p, i, x, &na, &nb));
     if (!declared(p, p->s + na, nb - na)) return BLOCK_NONE;
     ty_buf args = {0};
     json_t *seen = json_object();
     ty_buf_append(&args, "{", 1);
     block_result r = BLOCK_CALLS;
     for (;;) {
-        const step close = expect(p, i, "</function>", true);
-        if (close == STEP_OK) break;
-        const step open = expect(p, i, "<parameter=", false);
+        size_t at = *i;
+        const step done = expect(p, &at, x->fn_close ? x->fn_close : close, true);
+        if (done == STEP_OK) {
+            if (x->fn_close) *i = at;
+            break;
+        }
+        const step open = expect(p, i, x->key_open, true);
         size_t ka = 0, kb = 0, va = 0, vb = 0;
-        step st = open == STEP_OK ? read_until(p, i, ">", "<\n", 128, &ka, &kb)
-                                  : (close == STEP_CUT || open == STEP_CUT ? STEP_CUT : STEP_NO);
-        if (st == STEP_OK) st = read_until(p, i, "</parameter>", "", SIZE_MAX, &va, &vb);
+        step st = open == STEP_OK ? read_until(p, i, x->key_end, "<\n", 128, &ka, &kb)
+                                  : (done == STEP_CUT || open == STEP_CUT ? STEP_CUT : STEP_NO);
+        if (st == STEP_OK && x->value_open) st = expect(p, i, x->value_open, true);
+        if (st == STEP_OK) st = read_until(p, i, x->value_end, "", SIZE_MAX, &va, &vb);
         if (st != STEP_OK || !put_param(p, &args, seen, ka, kb, va, vb)) {
             r = st != STEP_OK ? failed(p, st) : BLOCK_NONE;
             break;
@@ -649,24 +690,43 @@ static block_result read_xml_function(parser *p, size_t *i, call_list *got) {
     return r;
 }
 
-static block_result read_xml(parser *p, size_t at, size_t *end, call_list *got, const char *open, const char *close) {
+/* OPEN, one call (or with several, one or more), CLOSE */
+static block_result read_xml(parser *p, size_t at, size_t *end, call_list *got, const char *open, const char *close,
+                             const xml_shape *x, bool several) {
     if (!p->n_fns) return BLOCK_NONE;
     size_t i = at + strlen(open);
-    const block_result r = read_xml_function(p, &i, got);
-    if (r != BLOCK_CALLS) return r;
-    TRY(p, expect(p, &i, close, true));
+    for (;;) {
+        const block_result r = read_xml_function(p, &i, got, x, close);
+        if (r != BLOCK_CALLS) return r;
+        if (!several) break;
+        size_t k = i;
+        const step more = expect(p, &k, x->name_open, true);
+        if (more == STEP_CUT && p->partial) return BLOCK_OPEN; /* (a whole answer may end here) */
+        if (more != STEP_OK) break;
+    }
+    TRY(p, expect_close(p, &i, close));
     *end = i;
     return BLOCK_CALLS;
 }
 
 /* <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>\n</function>\n</tool_call> */
 static block_result read_qwen3_coder(parser *p, size_t at, size_t *end, call_list *got) {
-    return read_xml(p, at, end, got, "<tool_call>", "</tool_call>");
+    return read_xml(p, at, end, got, "<tool_call>", "</tool_call>", &function_tags, false);
 }
 
 /* <seed:tool_call>\n<function=N>\n<parameter=K>V</parameter>\n</function>\n</seed:tool_call> */
 static block_result read_seed_oss(parser *p, size_t at, size_t *end, call_list *got) {
-    return read_xml(p, at, end, got, "<seed:tool_call>", "</seed:tool_call>");
+    return read_xml(p, at, end, got, "<seed:tool_call>", "</seed:tool_call>", &function_tags, false);
+}
+
+/* <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call> */
+static block_result read_glm(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_xml(p, at, end, got, "<tool_call>", "</tool_call>", &glm_tags, false);
+}
+
+/* <minimax:tool_call>\n<invoke name="N">\n<parameter name="K">V</parameter>\n</invoke>...</minimax:tool_call> */
+static block_result read_minimax(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_xml(p, at, end, got, "<minimax:tool_call>", "</minimax:tool_call>", &invoke_tags, true);
 }
 
 /* {"name": N, "parameters": A} where the answer begins or after a call (";" between, as
@@ -940,6 +1000,8 @@ static const format_row formats[TY_TOOLS_N_FORMATS] = {
     [TY_TOOLS_SEED_OSS] = {{"<seed:tool_call>"}, false, false, read_seed_oss},
     [TY_TOOLS_NEMOTRON_V2] = {{"<TOOLCALL>"}, false, false, read_nemotron_v2},
     [TY_TOOLS_APRIEL] = {{"<tool_calls>"}, false, false, read_apriel},
+    [TY_TOOLS_GLM] = {{"<tool_call>"}, false, false, read_glm},
+    [TY_TOOLS_MINIMAX_M2] = {{"<minimax:tool_call>"}, false, false, read_minimax},
 };
 
 /* ---------------------------------------------------------------- reading an answer */
@@ -1211,6 +1273,9 @@ static const grammar_row grammars[TY_TOOLS_N_FORMATS] = {
                           "[0-9]{1,4}", "<|tool_calls_section_begin|>", "", "<|tool_calls_section_end|>", NULL},
     [TY_TOOLS_NEMOTRON_V2] = {"{\"name\": \"%N\", \"arguments\": %A}", NULL, "<TOOLCALL>[", ", ", "]</TOOLCALL>", NULL},
     [TY_TOOLS_APRIEL] = {"{\"name\": \"%N\", \"arguments\": %A}", NULL, "<tool_calls>[", ", ", "]</tool_calls>", NULL},
+    [TY_TOOLS_GLM] = {"<tool_call>%N\n%A</tool_call>", NULL, "", "\n", "", "<arg_key>%K</arg_key>\n<arg_value>%V</arg_value>\n"},
+    [TY_TOOLS_MINIMAX_M2] = {"<minimax:tool_call>\n<invoke name=\"%N\">\n%A</invoke>\n</minimax:tool_call>", NULL, "", "\n",
+                             "", "<parameter name=\"%K\">%V</parameter>\n"},
     [TY_TOOLS_SEED_OSS] = {"<seed:tool_call>\n<function=%N>\n%A</function>\n</seed:tool_call>", NULL, "", "\n", "",
                            "<parameter=%K>%V</parameter>\n"},
 };
@@ -1419,7 +1484,12 @@ char *ty_chat_grammar(ty_chat_syntax syn, ty_prompt_thinking thinking_at, const 
         put_text_without(&b, "tc-think", close);
         TOY_BUF_PUT(&b, "tc-ws ::= [ \\t\\n]{0,4}\n");
     }
-    if (uses_text) put_text_without(&b, "tc-text", "</parameter>");
+    if (uses_text) { /* a string's raw text: anything but the tag that ends the value */
+        const char *v = strstr(g->param, "%V"), *tag = v ? strstr(v, "</") : NULL, *gt = tag ? strchr(tag, '>') : NULL;
+        char end[48] = "</parameter>";
+        if (gt && (size_t)(gt - tag + 1) < sizeof end) snprintf(end, sizeof end, "%.*s", (int)(gt - tag + 1), tag);
+        put_text_without(&b, "tc-text", end);
+    }
     if (b.oom) {
         free(b.v);
         snprintf(err, err_size, "out of memory");

@@ -20,7 +20,7 @@
  *              Seed-OSS) get an object of their parameters in order: a value that reads
  *              as JSON stays JSON (3, true, {"a": 1}, "quoted"), any other is a string,
  *              as llama.cpp reads them (so a string parameter written 42 arrives as the
- *              number 42); one newline at either end of a value is the template's layout
+ *              number 42); GLM's and MiniMax's the same; one newline at either end of a value is the template's layout
  *              and is dropped; a parameter named twice makes the call content.
  *
  * A block that is not a call of a declared function with a JSON object for arguments,
@@ -69,8 +69,11 @@ typedef enum {
     TY_TOOLS_SEED_OSS,        /* <seed:tool_call>\n<function=N>\n<parameter=K>V</parameter>\n</function>\n</seed:tool_call> */
     TY_TOOLS_NEMOTRON_V2,     /* NVIDIA Nemotron Nano v2: <TOOLCALL>[{"name": N, "arguments": A}, ...]</TOOLCALL> */
     TY_TOOLS_APRIEL,          /* ServiceNow Apriel 1.5, 1.6: <tool_calls>[{"name": N, "arguments": A}, ...]</tool_calls> */
+    TY_TOOLS_GLM,             /* GLM 4.5, 4.6: <tool_call>N\n<arg_key>K</arg_key>\n<arg_value>V</arg_value>\n</tool_call> */
+    TY_TOOLS_MINIMAX_M2,      /* <minimax:tool_call>\n<invoke name="N">\n<parameter name="K">V</parameter>\n</invoke>\n
+                               * </minimax:tool_call> (several invokes in one block) */
 } ty_tool_format;
-#define TY_TOOLS_N_FORMATS (TY_TOOLS_APRIEL + 1)
+#define TY_TOOLS_N_FORMATS (TY_TOOLS_MINIMAX_M2 + 1)
 
 /* How a model writes its thinking. */
 typedef enum {

@@ -45,6 +45,9 @@ static void test_detection_snippets(void) {
         {"{%- if tools %}<AVAILABLE_TOOLS>...<TOOLCALL>[' -}}...<think>\\n", TY_TOOLS_NEMOTRON_V2, TY_REASONING_THINK},
         {"<tool_calls>[{\"name\": <function-name-1>, \"arguments\": <args-dict-1>}]</tool_calls>", TY_TOOLS_APRIEL,
          TY_REASONING_NONE},
+        {"<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>...<think></think>", TY_TOOLS_GLM,
+         TY_REASONING_THINK},
+        {"{%- set toolcall_begin_token = '<minimax:tool_call>' -%}<think>", TY_TOOLS_MINIMAX_M2, TY_REASONING_THINK},
     };
     for (size_t i = 0; i < N_OF(cases); i++) {
         const ty_chat_syntax syn = ty_chat_syntax_of(cases[i].text);
@@ -406,6 +409,30 @@ static const sample samples[] = {
      "</parameter>\n</function>\n</seed:tool_call>",
      NULL, "Two.", {"get_weather|{\"city\":\"Paris\",\"note\":\"line one\\nline two\"}", T_CALL}},
     {TY_TOOLS_SEED_OSS, TY_REASONING_SEED, STARTS_IN, "Hmm.</seed:think>It is sunny.", "Hmm.", "It is sunny.", {NULL}},
+    /* ------------------------------------------------ GLM 4.5, MiniMax M2 */
+    {TY_TOOLS_GLM, TY_REASONING_THINK, 0,
+     "<think>Check it.</think>\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n"
+     "</tool_call>",
+     "Check it.", NULL, {W_CALL}},
+    {TY_TOOLS_GLM, TY_REASONING_NONE, 0,
+     "Two.\n<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n<arg_key>days</arg_key>\n"
+     "<arg_value>3</arg_value>\n</tool_call>\n<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>UTC</arg_value>\n"
+     "</tool_call>",
+     NULL, "Two.", {"get_weather|{\"city\":\"Paris\",\"days\":3}", T_CALL}},
+    {TY_TOOLS_GLM, TY_REASONING_NONE, 0, "<tool_call>get_time</tool_call>", NULL, NULL, {"get_time|{}"}},
+    {TY_TOOLS_GLM, TY_REASONING_NONE, 0, "<tool_call>send_mail\n</tool_call>", NULL,
+     "<tool_call>send_mail\n</tool_call>", {NULL}},
+    {TY_TOOLS_MINIMAX_M2, TY_REASONING_THINK, 0,
+     "<think>Both.</think>\n<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris"
+     "</parameter>\n</invoke>\n<invoke name=\"get_time\">\n<parameter name=\"tz\">UTC</parameter>\n</invoke>\n"
+     "</minimax:tool_call>",
+     "Both.", NULL, {W_CALL, T_CALL}},
+    {TY_TOOLS_MINIMAX_M2, TY_REASONING_NONE, 0,
+     "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n",
+     NULL, NULL, {W_CALL}}, /* the block's closing tag left out at the very end */
+    {TY_TOOLS_MINIMAX_M2, TY_REASONING_NONE, 0,
+     "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n", NULL,
+     "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>", {NULL}},
     /* ------------------------------------------------ generic */
     {TY_TOOLS_GENERIC, TY_REASONING_NONE, 0, "{\"tool_calls\": [" WEATHER ", " TIME "]}", NULL, NULL,
      {W_CALL, T_CALL}},
@@ -591,6 +618,15 @@ static const struct {
          "functions.get_time:1", "{\"tz\": \"UTC\"}") "<|tool_calls_section_end|>"},
     {TY_TOOLS_NEMOTRON_V2, "<TOOLCALL>[" WEATHER "]</TOOLCALL>", "<TOOLCALL>[" WEATHER ", " TIME "]</TOOLCALL>"},
     {TY_TOOLS_APRIEL, "<tool_calls>[" WEATHER "]</tool_calls>", "<tool_calls>[" WEATHER ", " TIME "]</tool_calls>"},
+    {TY_TOOLS_GLM, "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>",
+     "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>\n"
+     "<tool_call>get_time\n<arg_key>tz</arg_key>\n<arg_value>UTC</arg_value>\n</tool_call>"},
+    {TY_TOOLS_MINIMAX_M2,
+     "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n"
+     "</minimax:tool_call>",
+     "<minimax:tool_call>\n<invoke name=\"get_weather\">\n<parameter name=\"city\">Paris</parameter>\n</invoke>\n"
+     "</minimax:tool_call>\n<minimax:tool_call>\n<invoke name=\"get_time\">\n<parameter name=\"tz\">UTC</parameter>\n"
+     "</invoke>\n</minimax:tool_call>"},
     {TY_TOOLS_SEED_OSS,
      "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>",
      "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n</function>\n</seed:tool_call>\n"
