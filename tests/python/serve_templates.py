@@ -23,6 +23,8 @@ For each template:
 - a reply that calls a tool in the model's own syntax gives tool_calls in auto mode (whole
   and streamed as delta.tool_calls), and forced calls (tool_choice required) validate
   against the function's parameters (python3-jsonschema).
+Then hostile templates (endless loops, deep recursion, huge strings, attribute escapes)
+as the server's: each request is an error naming the limit, and the server goes on.
 """
 import collections
 import json
@@ -343,9 +345,47 @@ def run(name, text):
         check(srv.stop() == 0, f"{what}: toy serve did not exit 0")
 
 
+# ---------------------------------------------------------------- hostile templates
+
+HOSTILE = [  # a template that would run away, and what its error names
+    # (each inner range is a list in the render's memory: its limit may come first)
+    ("{% for a in range(100000) %}{% for b in range(100000) %}{% endfor %}{% endfor %}", "steps|MiB"),
+    ("{% for a in range(100000) %}{% for b in range(1000) %}{{ b }}{% endfor %}{% endfor %}", "bytes|MiB"),
+    ("{% for i in range(1000000000) %}{% endfor %}", "Range too big"),  # jinja2's sandbox
+    ("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", "levels deep"),
+    ("{{ 'x' * 1000000000 }}", "MiB of memory"),
+    ("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "MiB"),
+    ("{{ messages.__class__.__mro__[1].__subclasses__() }}", "unsafe"),
+    ("{{ ''.__class__.__base__ }}", "unsafe"),
+    ("[{{ ''.__class__ }}{{ raise_exception('escaped') if ''.__class__ is defined }}]", None),  # undefined: nothing
+]
+
+
+def hostile(model):
+    """Each hostile template as the server's: its requests end with an error naming the
+    limit, never a hang or a crash, and the server goes on answering."""
+    for text, names in HOSTILE:
+        path = os.path.join(TMP, "hostile.jinja")
+        open(path, "w").write(text)
+        srv = Server(TOY, model, "--chat-template-file", path)
+        try:
+            st, r = srv.post({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
+            if names is None:  # a private attribute is undefined: nothing escapes, the render goes on
+                check(st == 200, f"hostile {text!r}: {st} {r}")
+            else:
+                check(st == 400 and any(n in r["error"]["message"] for n in names.split("|")),
+                      f"hostile {text!r}: {st} {r}")
+            st, r = srv.post({"content": "still here"}, "/tokenize")
+            check(st == 200 and r["tokens"], f"hostile {text!r}: the server after it: {st} {r}")
+            done["hostile templates"] += 1
+        finally:
+            check(srv.stop() == 0, f"hostile {text!r}: toy serve did not exit 0")
+
+
 names = sorted(f[:-len(".jinja")] for f in os.listdir(TEMPLATES) if f.endswith(".jinja"))
 for n in names:
     run(n, open(os.path.join(TEMPLATES, n + ".jinja"), encoding="utf-8").read())
+hostile(f"{FIXTURES}/models/qwen2-f16.gguf")
 print(f"{len(names)} templates: " + ", ".join(f"{v} {k}" for k, v in done.items()))
 print(f"{len(failures)} failures" if failures else "serve_templates: all passed")
 sys.exit(1 if failures else 0)
