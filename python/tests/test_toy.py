@@ -274,6 +274,9 @@ class TestBindings(unittest.TestCase):
         self.assertEqual(t.parse("", "<think>a</think>b", reasoning=False)["content"], "<think>a</think>b")
         self.assertEqual(t.parse("<think>\n", "a</think>b"), {"role": "assistant", "content": "b",
                                                               "reasoning_content": "a"})
+        # while it streams: a marker's beginning is held back
+        self.assertEqual(t.parse("", "<think>Paris is</thi", partial=True),
+                         {"role": "assistant", "content": None, "reasoning_content": "Paris is"})
         t = toy.ChatTemplate.builtin("chatml")
         call = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
         got = t.parse("", call, tools=[clock])

@@ -120,15 +120,16 @@ class ChatTemplate:
                                            bool(parallel_tool_calls), ctypes.byref(out)))
         return _taken_string(out)
 
-    def parse(self, prompt, reply, tools=None, reasoning=True):
+    def parse(self, prompt, reply, tools=None, reasoning=True, partial=False):
         """The reply to prompt read as the template's model writes it: OpenAI's assistant
         message, {"role", "content", "reasoning_content", "tool_calls"} (the last two only
         where present). Calls of functions not in tools stay content; reasoning=False
-        keeps the thinking in the content."""
+        keeps the thinking in the content. partial: the reply is still being written, and
+        only what no later text can change is read (successive parses extend each other)."""
         import json
         out = ctypes.c_void_p()
-        _check(_c.toy_chat_template_parse(self._t, prompt.encode(), reply.encode(), _json_arg(tools), bool(reasoning),
-                                          ctypes.byref(out)))
+        fn = _c.toy_chat_template_parse_partial if partial else _c.toy_chat_template_parse
+        _check(fn(self._t, prompt.encode(), reply.encode(), _json_arg(tools), bool(reasoning), ctypes.byref(out)))
         return json.loads(_taken_string(out))
 
     def tool_grammar(self, prompt, tools, function=None, parallel=True):

@@ -217,6 +217,7 @@ def _declare(lib):
         "toy_chat_template_bos": (S, [P]),
         "toy_chat_template_prompt": (I, [P, S, S, S, B, ctypes.POINTER(ctypes.c_void_p)]),
         "toy_chat_template_parse": (I, [P, S, S, S, B, ctypes.POINTER(ctypes.c_void_p)]),
+        "toy_chat_template_parse_partial": (I, [P, S, S, S, B, ctypes.POINTER(ctypes.c_void_p)]),
         "toy_chat_template_tool_grammar": (I, [P, S, S, S, B, ctypes.POINTER(ctypes.c_void_p)]),
         "toy_chat_template_free": (None, [P]),
         "toy_ftype_from_name": (I, [S]),
