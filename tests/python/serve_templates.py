@@ -195,7 +195,10 @@ def run(name, text):
 
     fire = "firefunction" in name
     system_role = has_system_role(text, bos, eos, {"functions": "", "datetime": "now"} if fire else {})
-    srv = Server(TOY, model, "--parallel", "2", "-c", "2048")
+    # firefunction's prompt holds the time to the second: fixed, so that a request and the
+    # same request streamed see the same prompt
+    fixed = ["--chat-template-kwargs", json.dumps({"datetime": "Dec 07 2026 12:00:00 GMT"})] if fire else []
+    srv = Server(TOY, model, "--parallel", "2", "-c", "2048", *fixed)
     try:
         # ---- the prompt, byte for byte
         for conv_name, (messages, tools, kwargs) in acceptance().items():
@@ -319,7 +322,7 @@ def run(name, text):
             rambles = bool(think) and not kwargs
             for seed in range(2):
                 body = {"messages": user, "tools": TOOLS, "tool_choice": "required", "temperature": 1,
-                        "seed": seed, "max_tokens": 600, "chat_template_kwargs": kwargs}
+                        "seed": seed, "max_tokens": 600, **({"chat_template_kwargs": kwargs} if kwargs else {})}
                 st, r = srv.post(body)
                 c = r["choices"][0] if st == 200 else {"message": {}}
                 tcs = c["message"].get("tool_calls") or []
