@@ -825,6 +825,29 @@ static block_result read_deepseek_v31(parser *p, size_t at, size_t *end, call_li
     return read_deepseek(p, at, end, got, true);
 }
 
+/* OPEN, a JSON array of calls whose parts are named as keys says, then CLOSE (none:
+ * NULL; it may be left out at the very end of the text) */
+static block_result read_tagged_array(parser *p, size_t at, size_t *end, call_list *got, const char *open,
+                                      const char *close, const call_keys *keys) {
+    if (!p->n_fns) return BLOCK_NONE;
+    size_t i = at + strlen(open), a, b;
+    TRY(p, read_json(p, &i, '[', &a, &b));
+    if (close) TRY(p, expect_close(p, &i, close));
+    if (!read_call_array(p, a, b, keys, got)) return BLOCK_NONE;
+    *end = i;
+    return BLOCK_CALLS;
+}
+
+/* Whether a marker that only frames the answer's text stands at `at` (then dropped). */
+static bool framing(const parser *p, size_t at, const char *const frames[2], size_t *end) {
+    for (int k = 0; k < 2; k++)
+        if (starts(p->s, p->n, at, frames[k])) {
+            *end = at + strlen(frames[k]);
+            return true;
+        }
+    return false;
+}
+
 /* Action: ```json\n[{"tool_name": N, "parameters": A}, ...]\n``` */
 static block_result read_command_r(parser *p, size_t at, size_t *end, call_list *got) {
     if (!p->n_fns) return BLOCK_NONE;
@@ -841,18 +864,8 @@ static block_result read_command_r(parser *p, size_t at, size_t *end, call_list 
  * the answer's text comes framed in <|START_RESPONSE|> ... <|END_RESPONSE|> */
 static block_result read_command_r7b(parser *p, size_t at, size_t *end, call_list *got) {
     static const char *const frames[] = {"<|START_RESPONSE|>", "<|END_RESPONSE|>"};
-    for (int k = 0; k < 2; k++)
-        if (starts(p->s, p->n, at, frames[k])) {
-            *end = at + strlen(frames[k]);
-            return BLOCK_DROP;
-        }
-    if (!p->n_fns) return BLOCK_NONE;
-    size_t i = at + strlen("<|START_ACTION|>"), a, b;
-    TRY(p, read_json(p, &i, '[', &a, &b));
-    TRY(p, expect_close(p, &i, "<|END_ACTION|>"));
-    if (!read_call_array(p, a, b, &cohere_keys, got)) return BLOCK_NONE;
-    *end = i;
-    return BLOCK_CALLS;
+    if (framing(p, at, frames, end)) return BLOCK_DROP;
+    return read_tagged_array(p, at, end, got, "<|START_ACTION|>", "<|END_ACTION|>", &cohere_keys);
 }
 
 /* <function=N>{...}</function>; <|python_tag|> before raw code for "python" */
@@ -896,29 +909,25 @@ static block_result read_functionary_v32(parser *p, size_t at, size_t *end, call
 
 /* functools[{"name": N, "arguments": A}, ...] */
 static block_result read_firefunction(parser *p, size_t at, size_t *end, call_list *got) {
-    if (!p->n_fns) return BLOCK_NONE;
-    size_t i = at + strlen("functools"), a, b;
-    TRY(p, read_json(p, &i, '[', &a, &b));
-    if (!read_call_array(p, a, b, &openai_keys, got)) return BLOCK_NONE;
-    *end = i;
-    return BLOCK_CALLS;
+    return read_tagged_array(p, at, end, got, "functools", NULL, &openai_keys);
 }
 
 /* <|tool_call|>[{"name": N, "arguments": A}, ...]; Granite 3.3's thinking mode frames its
  * answer in <response> ... </response> */
 static block_result read_granite(parser *p, size_t at, size_t *end, call_list *got) {
     static const char *const frames[] = {"<response>", "</response>"};
-    for (int k = 0; k < 2; k++)
-        if (starts(p->s, p->n, at, frames[k])) {
-            *end = at + strlen(frames[k]);
-            return BLOCK_DROP;
-        }
-    if (!p->n_fns) return BLOCK_NONE;
-    size_t i = at + strlen("<|tool_call|>"), a, b;
-    TRY(p, read_json(p, &i, '[', &a, &b));
-    if (!read_call_array(p, a, b, &openai_keys, got)) return BLOCK_NONE;
-    *end = i;
-    return BLOCK_CALLS;
+    if (framing(p, at, frames, end)) return BLOCK_DROP;
+    return read_tagged_array(p, at, end, got, "<|tool_call|>", NULL, &openai_keys);
+}
+
+/* <TOOLCALL>[{"name": N, "arguments": A}, ...]</TOOLCALL> */
+static block_result read_nemotron_v2(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_tagged_array(p, at, end, got, "<TOOLCALL>", "</TOOLCALL>", &openai_keys);
+}
+
+/* <tool_calls>[{"name": N, "arguments": A}, ...]</tool_calls> */
+static block_result read_apriel(parser *p, size_t at, size_t *end, call_list *got) {
+    return read_tagged_array(p, at, end, got, "<tool_calls>", "</tool_calls>", &openai_keys);
 }
 
 /* <|tool_calls_section_begin|>, for each call <|tool_call_begin|>functions.N:0
@@ -949,26 +958,6 @@ static block_result read_kimi_k2(parser *p, size_t at, size_t *end, call_list *g
     }
     *end = i;
     return got->n ? BLOCK_CALLS : BLOCK_NONE;
-}
-
-/* OPEN[{"name": N, "arguments": A}, ...]CLOSE (the closing tag may be missing at the end) */
-static block_result read_tagged_array(parser *p, size_t at, size_t *end, call_list *got, const char *open,
-                                      const char *close) {
-    if (!p->n_fns) return BLOCK_NONE;
-    size_t i = at + strlen(open), a, b;
-    TRY(p, read_json(p, &i, '[', &a, &b));
-    TRY(p, expect_close(p, &i, close));
-    if (!read_call_array(p, a, b, &openai_keys, got)) return BLOCK_NONE;
-    *end = i;
-    return BLOCK_CALLS;
-}
-
-static block_result read_nemotron_v2(parser *p, size_t at, size_t *end, call_list *got) {
-    return read_tagged_array(p, at, end, got, "<TOOLCALL>", "</TOOLCALL>");
-}
-
-static block_result read_apriel(parser *p, size_t at, size_t *end, call_list *got) {
-    return read_tagged_array(p, at, end, got, "<tool_calls>", "</tool_calls>");
 }
 
 /* How each format's blocks are found. */
