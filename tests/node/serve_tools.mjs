@@ -45,19 +45,23 @@ for (const tool_choice of ["required", { type: "function", function: { name: "ge
   check(c.finish_reason === "tool_calls" && c.message.content === null && call?.type === "function" &&
     call.function.name === "get_weather" && ["Paris", "Rome"].includes(JSON.parse(call.function.arguments).city),
     `tool_choice ${JSON.stringify(tool_choice)}: ${JSON.stringify(c)}`);
-  // streamed: the same call in delta.tool_calls
-  let name = "", args = "", finish = null, id = null;
+  // streamed: the same calls in delta.tool_calls, by index
+  const streamed = [];
+  let finish = null;
   for await (const chunk of await client.chat.completions.create({ model, messages: messages.slice(0, 1), tools, tool_choice,
     temperature: 1, seed: 7, max_tokens: 400, stream: true })) {
     for (const tc of chunk.choices[0]?.delta?.tool_calls ?? []) {
-      id = tc.id ?? id;
-      name += tc.function?.name ?? "";
-      args += tc.function?.arguments ?? "";
+      const s = (streamed[tc.index] ??= { id: null, name: "", args: "" });
+      s.id = tc.id ?? s.id;
+      s.name += tc.function?.name ?? "";
+      s.args += tc.function?.arguments ?? "";
     }
     finish = chunk.choices[0]?.finish_reason ?? finish;
   }
-  check(finish === "tool_calls" && id?.startsWith("call_") && name === call?.function.name && args === call?.function.arguments,
-    `streamed tool_choice ${JSON.stringify(tool_choice)}: ${name} ${args} ${finish}`);
+  const whole = (c.message.tool_calls ?? []).map((t) => [t.function.name, t.function.arguments]);
+  check(finish === "tool_calls" && streamed.every((s) => s.id?.startsWith("call_")) &&
+    JSON.stringify(streamed.map((s) => [s.name, s.args])) === JSON.stringify(whole),
+    `streamed tool_choice ${JSON.stringify(tool_choice)}: ${JSON.stringify(streamed)} ${finish}, whole ${JSON.stringify(whole)}`);
 }
 
 // a bad tool_choice is an APIError naming it
