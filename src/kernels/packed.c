@@ -77,7 +77,7 @@ static inline void move(void *packed, void *file, size_t n, const bool unpack) {
 }
 
 /* Q8_0: the quants plus 128, which on a byte is its top bit flipped: four at a time */
-static void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
     static block_q8_0 zero;
     packed_q8_0 *pb = block;
     block_q8_0 *wb = file ? file : &zero;
@@ -91,7 +91,7 @@ static void move_row_q8_0(void *block, int r, void *file, const bool unpack) {
 }
 
 /* Q4_0 and IQ4_NL (the same block fields): a Q4_0 zero row has nibbles 8 (weights 0) */
-static void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
     static block_q4_0 zero = {.qs = {0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88, 0x88,
                                      0x88, 0x88, 0x88, 0x88}};
     packed_q4_0 *pb = block;
@@ -100,12 +100,12 @@ static void move_row_q4_0(void *block, int r, void *file, const bool unpack) {
     for (int k = 0; k < 4; k++) move(pb->q[k][r], wb->qs + 4 * k, 4, unpack);
 }
 
-static void move_row_iq4_nl(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_iq4_nl(void *block, int r, void *file, const bool unpack) {
     static block_iq4_nl zero;
     move_row_q4_0(block, r, file ? file : &zero, unpack);
 }
 
-static void move_row_q4_1(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q4_1(void *block, int r, void *file, const bool unpack) {
     static block_q4_1 zero;
     packed_q4_1 *pb = block;
     block_q4_1 *wb = file ? file : &zero;
@@ -124,13 +124,13 @@ static void move_q4_K_fields(packed_q4_K *pb, int r, ty_half *d, ty_half *dmin, 
         for (int k = 0; k < 8; k++) move(pb->q[p][k][r], qs + 32 * p + 4 * k, 4, unpack);
 }
 
-static void move_row_q4_K(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q4_K(void *block, int r, void *file, const bool unpack) {
     static block_q4_K zero;
     block_q4_K *wb = file ? file : &zero;
     move_q4_K_fields(block, r, &wb->d, &wb->dmin, wb->scales, wb->qs, unpack);
 }
 
-static void move_row_q5_K(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q5_K(void *block, int r, void *file, const bool unpack) {
     static block_q5_K zero;
     packed_q5_K *pb = block;
     block_q5_K *wb = file ? file : &zero;
@@ -138,7 +138,7 @@ static void move_row_q5_K(void *block, int r, void *file, const bool unpack) {
     for (int k = 0; k < 8; k++) move(pb->qh[k][r], wb->qh + 4 * k, 4, unpack);
 }
 
-static void move_row_q6_K(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_q6_K(void *block, int r, void *file, const bool unpack) {
     static block_q6_K zero;
     packed_q6_K *pb = block;
     block_q6_K *wb = file ? file : &zero;
@@ -152,7 +152,7 @@ static void move_row_q6_K(void *block, int r, void *file, const bool unpack) {
 }
 
 /* A zero row: scale 0 (its nibbles are then any level). */
-static void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
+static inline void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
     static block_iq4_xs zero;
     packed_iq4_xs *pb = block;
     block_iq4_xs *wb = file ? file : &zero;
@@ -163,19 +163,36 @@ static void move_row_iq4_xs(void *block, int r, void *file, const bool unpack) {
         for (int g = 0; g < 4; g++) move(pb->q[j][g][r], wb->qs + 16 * j + 4 * g, 4, unpack);
 }
 
+/* Each direction with the direction a constant, so that the moves compile to plain loads
+ * and stores: pack_row_TYPE and unpack_row_TYPE. */
+#define DIRECTIONS(t)                                                                                    \
+    static void pack_row_##t(void *block, int r, void *file) { move_row_##t(block, r, file, false); }   \
+    static void unpack_row_##t(void *block, int r, void *file) { move_row_##t(block, r, file, true); }
+DIRECTIONS(q8_0)
+DIRECTIONS(q4_0)
+DIRECTIONS(q4_1)
+DIRECTIONS(iq4_nl)
+DIRECTIONS(q4_K)
+DIRECTIONS(q5_K)
+DIRECTIONS(q6_K)
+DIRECTIONS(iq4_xs)
+#undef DIRECTIONS
+
 /* A type's packed layout: how a file block's row moves in and out of a packed block.
  * The sizes are packed.h's ty_packed_block_cols and ty_packed_block_bytes (16 file blocks,
  * as the _Static_asserts above keep the structs). */
 typedef struct {
     int type;
-    void (*move_row)(void *block, int r, void *file, bool unpack);
+    void (*pack_row)(void *block, int r, void *file);   /* file NULL: a zero row */
+    void (*unpack_row)(void *block, int r, void *file);
 } packed_layout;
 
+#define LAYOUT(T, t) {TOY_TYPE_##T, pack_row_##t, unpack_row_##t}
 static const packed_layout layouts[] = {
-    {TOY_TYPE_Q8_0, move_row_q8_0},     {TOY_TYPE_Q4_0, move_row_q4_0},   {TOY_TYPE_Q4_1, move_row_q4_1},
-    {TOY_TYPE_IQ4_NL, move_row_iq4_nl}, {TOY_TYPE_Q4_K, move_row_q4_K},   {TOY_TYPE_Q5_K, move_row_q5_K},
-    {TOY_TYPE_Q6_K, move_row_q6_K},     {TOY_TYPE_IQ4_XS, move_row_iq4_xs},
+    LAYOUT(Q8_0, q8_0), LAYOUT(Q4_0, q4_0), LAYOUT(Q4_1, q4_1), LAYOUT(IQ4_NL, iq4_nl),
+    LAYOUT(Q4_K, q4_K), LAYOUT(Q5_K, q5_K), LAYOUT(Q6_K, q6_K), LAYOUT(IQ4_XS, iq4_xs),
 };
+#undef LAYOUT
 
 static const packed_layout *layout_of(int type) {
     for (size_t i = 0; i < sizeof layouts / sizeof layouts[0]; i++)
@@ -189,13 +206,11 @@ size_t ty_packed_group_size(int type, int64_t n_cols) {
     return (size_t)(n_cols / ty_packed_block_cols(type)) * ty_packed_block_bytes(type);
 }
 
-/* The position of block b among nb in a group's residue order. */
+/* The position of block b among nb in a group's residue order: after the blocks of the
+ * residues s < b % 8, of which the first nb % 8 have nb / 8 + 1 blocks, the others nb / 8. */
 static int64_t residue_position(int64_t b, int64_t nb) {
-    const int64_t r = b % BLOCK_LANES;
-    /* blocks of the residues before r: those of residue s < r number ceil((nb - s) / 8) */
-    int64_t before = 0;
-    for (int64_t s = 0; s < r; s++) before += (nb - s + BLOCK_LANES - 1) / BLOCK_LANES;
-    return before + b / BLOCK_LANES;
+    const int64_t r = b % BLOCK_LANES, whole = nb / BLOCK_LANES, longer = nb % BLOCK_LANES;
+    return r * whole + (r < longer ? r : longer) + b / BLOCK_LANES;
 }
 
 void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, int64_t g0,
@@ -211,7 +226,7 @@ void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows,
                 const int64_t row = g * TOY_PACK_ROWS + r;
                 const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * file_block
                                                   : NULL;
-                l->move_row(pb, r, (void *)src, false); /* packing only reads src */
+                l->pack_row(pb, r, (void *)src); /* packing only reads src */
             }
         }
 }
@@ -304,8 +319,8 @@ static void gemm_scalar(int type, int64_t n_cols, const void *w, int64_t n_rows,
         const uint8_t *group = (const uint8_t *)w + (size_t)(r0 / TOY_PACK_ROWS * nb) * packed_block;
         for (int r = 0; r < TOY_PACK_ROWS && r0 + r < n_rows; r++) {
             for (int64_t b = 0; b < nb; b++)
-                lay->move_row((void *)(group + (size_t)residue_position(b, nb) * packed_block), r,
-                              row + (size_t)b * file_block, true);
+                lay->unpack_row((void *)(group + (size_t)residue_position(b, nb) * packed_block), r,
+                                row + (size_t)b * file_block);
             for (int64_t j = 0; j < n_a; j++)
                 y[(size_t)j * y_stride + (size_t)(r0 + r)] = k->vec_dot(n_cols, row, acts + (size_t)j * act_row);
         }
