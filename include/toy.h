@@ -442,6 +442,14 @@ TOY_API toy_pooling toy_model_pooling(const toy_model *model);
 TOY_API uint64_t toy_model_weight_bytes_per_token(const toy_model *model);
 /* Locks the mapped weights in RAM (mlock), so they are never paged out. */
 TOY_API toy_status toy_model_mlock(toy_model *model);
+/* Repacks the weights, now, for this CPU's products of several rows at once (the
+ * interleaved groups of docs/performance.md, "Start-up"), on n_threads threads; once per
+ * model, later calls return at once. Without it a context repacks before its first batch
+ * of TOY_PACK_PROMPT_TOKENS tokens or more, or before its first forward of several tokens
+ * after a first one: a short prompt's first token does not wait for it. A server calls it
+ * before it says it is ready, so that its first request is as fast as the next. In a
+ * pipeline every rank repacks its stage. Logits are the same bits packed or not. */
+TOY_API toy_status toy_model_pack(toy_model *model, int n_threads);
 
 /* ---------------------------------------------------------------- contexts
  * A context holds the KV cache and scratch for one model, allocated once. toy_decode

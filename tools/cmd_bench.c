@@ -283,10 +283,13 @@ static int run_bench(bench_options *o) {
     double *pp = calloc((size_t)reps, sizeof *pp), *tg = calloc((size_t)reps, sizeof *tg);
     double *bws = calloc((size_t)reps, sizeof *bws), *roofs = calloc((size_t)reps, sizeof *roofs);
     int rc = 0;
-    /* one warm-up pass of each, so that neither the page faults of the mapping nor the
-     * repacking (before a context's second forward at the latest) are measured */
-    run_tokens(ctx, n_prompt ? n_prompt : 1, 0, n_vocab, &rng, cp.n_batch);
-    run_tokens(ctx, 1, n_prompt ? n_prompt : 1, n_vocab, &rng, 1);
+    /* the repacking on its own, then one warm-up pass of each, so that the page faults
+     * of the mapping are not measured either */
+    const double pack_t0 = ty_now_s();
+    if (toy_model_pack(m, n_threads)) rc = 1;
+    const double pack_s = ty_now_s() - pack_t0;
+    if (!rc) run_tokens(ctx, n_prompt ? n_prompt : 1, 0, n_vocab, &rng, cp.n_batch);
+    if (!rc) run_tokens(ctx, 1, n_prompt ? n_prompt : 1, n_vocab, &rng, 1);
     toy_kv_seq_rm(ctx, 0, 0, -1);
     const uint64_t bytes = toy_model_weight_bytes_per_token(m);
     struct rusage ru; /* the model's peak, before the bandwidth probe adds to it */
@@ -341,15 +344,17 @@ static int run_bench(bench_options *o) {
             printf(", \"threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
                    "\"prompt_tokens_per_s\": %.3f, \"gen_tokens_per_s\": %.3f, "
                    "\"weight_bytes_per_token\": %llu, \"bandwidth_gb_per_s\": %.3f, "
-                   "\"roofline_fraction\": %.4f, \"last_level_cache_bytes\": %llu, \"peak_rss_bytes\": %lld}\n",
+                   "\"roofline_fraction\": %.4f, \"last_level_cache_bytes\": %llu, \"peak_rss_bytes\": %lld, "
+                   "\"pack_s\": %.4f}\n",
                    n_threads, n_prompt, n_gen, reps, pp_med, tg_med, (unsigned long long)bytes,
-                   bw / 1e9, roof, (unsigned long long)llc, (long long)ru.ru_maxrss * 1024);
+                   bw / 1e9, roof, (unsigned long long)llc, (long long)ru.ru_maxrss * 1024, pack_s);
         } else {
             printf("model             %s (%s)\n", o->model.path, model_type);
             printf("threads           %d (kernels: %s)\n", n_threads, toy_kernel_isa());
             if (n_prompt) printf("prompt            %.2f tokens/s (median of %d, %d tokens)\n", pp_med, reps, n_prompt);
             if (n_gen) printf("generation        %.2f tokens/s (median of %d, %d tokens)\n", tg_med, reps, n_gen);
             printf("weights/token     %.1f MB\n", (double)bytes / 1e6);
+            printf("repacking         %.3f s (toy_model_pack, before the runs; none with TOY_REPACK=0)\n", pack_s);
             printf("read bandwidth    %.2f GB/s (measured around each generation run, %d threads)\n",
                    bw / 1e9, n_threads);
             printf("roofline          %.1f%% (median over runs of tokens/s x weights/token / bandwidth)\n",

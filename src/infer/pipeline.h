@@ -33,7 +33,7 @@ toy_status ty_pipeline_split(const toy_gguf *g, int n_layer, bool tied, const in
 
 /* What rank 0 sends the others: a command, the id of the model or context it is about,
  * five numbers and a payload. */
-enum { PIPE_QUIT, PIPE_MODEL_LOAD, PIPE_MODEL_FREE, PIPE_CONTEXT_NEW, PIPE_CONTEXT_FREE, PIPE_DECODE, PIPE_KV };
+enum { PIPE_QUIT, PIPE_MODEL_LOAD, PIPE_MODEL_FREE, PIPE_MODEL_PACK, PIPE_CONTEXT_NEW, PIPE_CONTEXT_FREE, PIPE_DECODE, PIPE_KV };
 enum { PIPE_KV_RM, PIPE_KV_CP, PIPE_KV_ADD };
 typedef struct {
     int cmd, id;

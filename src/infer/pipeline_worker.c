@@ -28,6 +28,12 @@ static void load_model(const ty_pipe_msg *m) {
     ty_pipeline_agree(st);
 }
 
+static void pack_model(const ty_pipe_msg *m) {
+    toy_model *model = ty_pipeline_get(PIPE_MODELS, m->id);
+    ty_pipeline_agree(model ? ty_model_pack(model, (int)m->x[0])
+                            : ty_error(TOY_ERR_INVALID, "no model %d in this process", m->id));
+}
+
 static void new_context(const ty_pipe_msg *m) {
     toy_context_params p;
     toy_model *model = ty_pipeline_get(PIPE_MODELS, (int)m->x[0]);
@@ -76,6 +82,7 @@ toy_status toy_pipeline_worker(void) {
             return TOY_OK;
         case PIPE_MODEL_LOAD: load_model(&m); break;
         case PIPE_MODEL_FREE: toy_model_free(ty_pipeline_get(PIPE_MODELS, m.id)); break;
+        case PIPE_MODEL_PACK: pack_model(&m); break;
         case PIPE_CONTEXT_NEW: new_context(&m); break;
         case PIPE_CONTEXT_FREE: toy_context_free(ty_pipeline_get(PIPE_CONTEXTS, m.id)); break;
         case PIPE_DECODE: decode(&m); break;

@@ -655,6 +655,14 @@ toy_status ty_model_pack(toy_model *m, int n_threads) {
     return st;
 }
 
+toy_status toy_model_pack(toy_model *m, int n_threads) {
+    if (n_threads < 1) return ty_error(TOY_ERR_INVALID, "toy_model_pack: %d threads", n_threads);
+    const bool pipelined = m->pipe_id >= 0;
+    if (pipelined) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_MODEL_PACK, .id = m->pipe_id, .x = {n_threads}});
+    const toy_status st = ty_model_pack(m, n_threads);
+    return pipelined ? ty_pipeline_agree(st) : st;
+}
+
 /* ---------------------------------------------------------------- public */
 
 void toy_model_params_init(toy_model_params *params, size_t size) {
