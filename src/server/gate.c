@@ -119,6 +119,10 @@ static bool check(const gate_config *c, const gate_request *r, gate_verdict *v) 
         v->retry_after = true;
         return stop(v, 503, "the server is shutting down");
     }
+    if (r->loading && !health && v->route != ROUTE_PAGE && v->route != ROUTE_METRICS) {
+        v->retry_after = true;
+        return stop(v, 503, "the model is loading: try again when /health answers 200");
+    }
     if (r->open_connections > c->max_connections) {
         v->retry_after = true;
         return stop(v, 503, "too many connections (over --max-connections %d): try again", c->max_connections);

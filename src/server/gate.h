@@ -45,6 +45,7 @@ typedef struct {
     const char *preflight_method; /* Access-Control-Request-Method */
     int open_connections;         /* this one included */
     bool stopping;
+    bool loading;                 /* the weights are being prepared: only /health, the page and /metrics */
 } gate_request;
 
 typedef struct {

@@ -54,6 +54,7 @@ typedef struct {
     atomic_int in_flight;   /* requests whose headers have arrived and that are not answered */
     atomic_int connections; /* open connections */
     atomic_bool stopping;
+    atomic_bool loading; /* listening, the weights not yet packed: 503 */
     atomic_uint_fast64_t next_id;
     atomic_uint_fast64_t status_count[N_STATUS + 1]; /* the last: any other */
 } server;
@@ -474,6 +475,9 @@ static enum MHD_Result health(server *s, struct MHD_Connection *con, conn_state 
     if (atomic_load(&s->stopping)) {
         status = 503;
         snprintf(body, sizeof body, "{\"status\":\"shutting down\"}");
+    } else if (atomic_load(&s->loading)) {
+        status = 503;
+        snprintf(body, sizeof body, "{\"status\":\"loading\"}");
     } else if (s->p.watchdog_s > 0 && stalled > s->p.watchdog_s) {
         status = 503;
         snprintf(body, sizeof body, "{\"status\":\"stalled\",\"seconds_since_progress\":%.1f}", stalled);
@@ -590,6 +594,7 @@ static enum MHD_Result begin(server *s, struct MHD_Connection *con, const char *
         .preflight_method = MHD_lookup_connection_value(con, MHD_HEADER_KIND, "Access-Control-Request-Method"),
         .open_connections = atomic_load(&s->connections),
         .stopping = atomic_load(&s->stopping),
+        .loading = atomic_load(&s->loading),
     };
     gate_check(&s->gate, &gr, &cs->v);
     if (cs->v.status == 204) return reply(s, con, cs, 204, NULL, "", 0);
@@ -780,6 +785,7 @@ int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) 
         fprintf(stderr, "toy serve: --host '%s' is not an IPv4 or IPv6 address\n", p->host);
         goto done;
     }
+    atomic_store(&s->loading, true);
     const unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
                            MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     d = MHD_start_daemon(flags, (uint16_t)p->port, NULL, NULL, handle, s, MHD_OPTION_SOCK_ADDR,
@@ -793,9 +799,19 @@ int ty_server_run(const ty_server_params *p, const volatile sig_atomic_t *stop) 
         goto done;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    fprintf(stderr, "toy serve: %s on http://%s%s%s:%u/ (%d slots of %d tokens, %d threads)\n", s->model_id,
-            v6 ? "[" : "", p->host, v6 ? "]" : "", di ? di->port : (unsigned)p->port, p->n_parallel,
-            srv_engine_n_ctx(s->engine), p->n_threads);
+    const unsigned port = di ? di->port : (unsigned)p->port;
+    /* the products' packed weights, before the first request rather than in it: /health
+     * says 503 "loading" meanwhile (the address is logged when ready) */
+    fprintf(stderr, "toy serve: port %u answers 503 until the weights are packed\n", port);
+    const double pack_t0 = mono_now();
+    if (toy_model_pack(s->model, p->n_threads)) {
+        fprintf(stderr, "toy serve: %s\n", toy_last_error());
+        goto done;
+    }
+    atomic_store(&s->loading, false);
+    fprintf(stderr, "toy serve: %s on http://%s%s%s:%u/ (%d slots of %d tokens, %d threads; packed in %.2f s)\n",
+            s->model_id, v6 ? "[" : "", p->host, v6 ? "]" : "", port, p->n_parallel, srv_engine_n_ctx(s->engine),
+            p->n_threads, mono_now() - pack_t0);
     while (!*stop) usleep(20000);
     shut_down(s, stop);
     rc = 0;

@@ -119,6 +119,58 @@ def stream_text(events, choice=0):
 prompts = ["And God said", "In the beginning", "The LORD is my shepherd", "And it came to pass that",
            "Blessed are", "Then Jesus said unto them", "And Moses", "Let there be"]
 
+# ---- start-up: from the "port N answers 503" line until the address line, /health says
+# 503 "loading" and the API 503 with Retry-After; from the first 200 on, never 503 again.
+# However fast packing is, every answer must match the state the log shows.
+def loading_then_ready():
+    p = subprocess.Popen([TOY, "serve", "-m", MODEL, "--port", "0", "-t", "2"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        port, lines = None, []
+        for line in p.stderr:
+            lines.append(line)
+            m = re.search(r"port (\d+) answers 503 until the weights are packed", line)
+            if m:
+                port = int(m.group(1))
+                break
+        check(port is not None, f"no 'answers 503' line before the address: {lines}")
+        if port is None:
+            return
+        ready = threading.Event()
+        threading.Thread(target=lambda: [ready.set() for l in p.stderr if "http://127.0.0.1:" in l], daemon=True).start()
+        seen = []
+        while True:
+            done = ready.is_set()  # read before asking: a 503 after this is wrong
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=HANG_S)
+            c.request("GET", "/health")
+            r = c.getresponse()
+            body = json.loads(r.read())
+            seen.append(r.status)
+            if r.status == 503:
+                check(body == {"status": "loading"} and not done, f"/health while loading: {r.status} {body}")
+                c = http.client.HTTPConnection("127.0.0.1", port, timeout=HANG_S)
+                c.request("POST", "/v1/completions", json.dumps({"prompt": "And", "max_tokens": 1}),
+                          {"Content-Type": "application/json"})
+                a = c.getresponse()
+                err = json.loads(a.read())
+                check(a.status in (503, 200), f"a completion while loading: {a.status}")
+                if a.status == 503:
+                    check(a.getheader("Retry-After") == "1" and "loading" in err["error"]["message"],
+                          f"a completion while loading: {a.getheader('Retry-After')} {err}")
+            else:
+                check(r.status == 200 and body == {"status": "ok"}, f"/health: {r.status} {body}")
+                break
+            if len(seen) > 100000:
+                check(False, "/health said 503 100000 times")
+                break
+        print(f"serve_test: /health said 503 'loading' {len(seen) - 1} time(s), then 200")
+    finally:
+        p.terminate()
+        p.wait(timeout=HANG_S)
+
+
+loading_then_ready()
+
 rates = []  # tokens per second of wall time of the seeded completions below (LONG is sized by them)
 srv = Server("--parallel", "4")
 try:

@@ -340,6 +340,24 @@ static void test_gate(void) {
     r.url = "/v1/models";
     gate_check(&c, &r, &v);
     CHECK_EQ(v.status, 503);
+    /* while the weights are packed: /health (which says "loading"), the page and the
+     * metrics answer; the API says 503 with Retry-After */
+    r.stopping = false;
+    r.loading = true;
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 503);
+    CHECK(v.retry_after);
+    CHECK_STR_CONTAINS(v.err.message, "loading");
+    const char *answered[] = {"/health", "/", "/metrics"};
+    for (int i = 0; i < 3; i++) {
+        r.url = answered[i];
+        gate_check(&c, &r, &v);
+        CHECK_EQ(v.status, 0);
+    }
+    r.loading = false;
+    r.url = "/v1/models";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 0);
 }
 
 /* A token longer than the 255 bytes toy serve's buffers held before (they cut it) comes
