@@ -259,6 +259,7 @@ void ty_gemm_free(ty_gemm *g) {
 }
 
 ty_pool *ty_gemm_pool(const ty_gemm *g) { return g->pool; }
+bool ty_gemm_runs_pairs(const ty_gemm *g) { return g->kern->bf16_pairs; }
 
 /* ---------------------------------------------------------------- packing */
 
@@ -363,6 +364,59 @@ static void pack_b(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t 
                      g->operand_type);
 }
 
+/* ---------------------------------------------------------------- packed once */
+
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Where ty_gemm_pack_b puts the panels of slice k0 from column n0 (a multiple of nr): the
+ * slices one after another, each all of N's panels. */
+static const float *packed_b_at(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t k0) {
+    const int nr = g->kern->nr;
+    const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
+    const int64_t slice = ceil_div(p->n, nr) * nr * panel_steps(g->kern, GEMM_KC);
+    return p->b_packed + (k0 / GEMM_KC) * slice + (n0 / nr) * panel_steps(g->kern, kc) * nr;
+}
+
+size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n) {
+    const int nr = g->kern->nr;
+    if (k <= 0 || n <= 0 || n > INT64_MAX / 2 - nr || k > INT64_MAX / 2 - GEMM_KC) return 0;
+    const int64_t slices = ceil_div(k, GEMM_KC), last = k - (slices - 1) * GEMM_KC;
+    int64_t per_full, total;
+    if (__builtin_mul_overflow(ceil_div(n, nr) * nr, panel_steps(g->kern, GEMM_KC), &per_full) ||
+        __builtin_mul_overflow(per_full, slices - 1, &total) ||
+        __builtin_add_overflow(total, ceil_div(n, nr) * nr * panel_steps(g->kern, last), &total) ||
+        (uint64_t)total > SIZE_MAX / sizeof(float))
+        return 0;
+    return (size_t)total;
+}
+
+typedef struct {
+    const ty_gemm *g;
+    const ty_gemm_args *p;
+    float *dst;
+    int64_t panels; /* of each slice */
+} pack_b_job;
+
+static void pack_b_task(void *ctx, int64_t task, int thread) {
+    (void)thread;
+    const pack_b_job *j = ctx;
+    const int nr = j->g->kern->nr;
+    const int64_t k0 = task / j->panels * GEMM_KC, c0 = task % j->panels * nr;
+    const int64_t kc = j->p->k - k0 < GEMM_KC ? j->p->k - k0 : GEMM_KC, cols = j->p->n - c0 < nr ? j->p->n - c0 : nr;
+    ty_gemm_args at = *j->p;
+    at.b_packed = j->dst;
+    pack_b(j->g, j->p, c0, cols, k0, kc, (float *)packed_b_at(j->g, &at, c0, k0));
+}
+
+void ty_gemm_pack_b(ty_gemm *g, const ty_gemm_args *p, float *dst) {
+    if (p->k <= 0 || p->n <= 0) return;
+    pack_b_job j = {g, p, dst, ceil_div(p->n, g->kern->nr)};
+    const int64_t tasks = ceil_div(p->k, GEMM_KC) * j.panels;
+    if (g->pool) ty_pool_run(g->pool, tasks, pack_b_task, &j);
+    else
+        for (int64_t t = 0; t < tasks; t++) pack_b_task(&j, t, 0);
+}
+
 /* ---------------------------------------------------------------- blocks */
 
 /* The tiles of C rows [m0, m0 + mc), columns [n0, n0 + nc) for one slice of kc, from
@@ -400,9 +454,10 @@ static void gemm_block(const ty_gemm *g, const ty_gemm_args *p, int thread, int6
     float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        pack_b(g, p, n0, nc, k0, kc, pb);
+        const float *b = p->b_packed ? packed_b_at(g, p, n0, k0) : pb;
+        if (!p->b_packed) pack_b(g, p, n0, nc, k0, kc, pb);
         pack_a(g, p, m0, mc, k0, kc, pa);
-        gemm_tiles(g, p, pa, pb, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
+        gemm_tiles(g, p, pa, b, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
     }
 }
 
@@ -427,8 +482,9 @@ typedef struct {
     const ty_gemm *g;
     const ty_gemm_args *p;
     int64_t m0, mc, n0, nc, k0, kc;
-    int64_t a_panels, b_panels, tiles_n;
+    int64_t a_panels, b_panels, tiles_n; /* b_panels 0: op(B) packed once */
     bool load_c;
+    const float *pb; /* the chunk's B panels: g->shared_b, or in p->b_packed */
 } chunk_job;
 
 static void pack_task(void *ctx, int64_t task, int thread) {
@@ -442,7 +498,7 @@ static void pack_task(void *ctx, int64_t task, int thread) {
             pack_a(j->g, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * steps);
         } else if (q < j->a_panels + j->b_panels) {
             const int64_t c0 = (q - j->a_panels) * nr, cols = j->nc - c0 < nr ? j->nc - c0 : nr;
-            pack_b(j->g, j->p, j->n0 + c0, cols, j->k0, j->kc, j->g->shared_b + c0 * steps);
+            pack_b(j->g, j->p, j->n0 + c0, cols, j->k0, j->kc, (float *)j->pb + c0 * steps);
         }
     }
 }
@@ -454,11 +510,9 @@ static void tile_task(void *ctx, int64_t task, int thread) {
     const int64_t nc = j->nc - c0 < GEMM_TN ? j->nc - c0 : GEMM_TN;
     float *tile = j->g->pack + (size_t)thread * j->g->pack_per_thread + (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC;
     const int64_t steps = panel_steps(j->g->kern, j->kc);
-    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * steps, j->g->shared_b + c0 * steps, tile, j->m0 + r0, mc,
+    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * steps, j->pb + c0 * steps, tile, j->m0 + r0, mc,
                j->n0 + c0, nc, j->kc, j->load_c);
 }
-
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
     if (gemm_trivial(p)) return;
@@ -473,9 +527,10 @@ void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
                 chunk_job j = {g, p, m0, p->m - m0 < GEMM_CHUNK ? p->m - m0 : GEMM_CHUNK,
                                n0, p->n - n0 < GEMM_CHUNK ? p->n - n0 : GEMM_CHUNK,
                                k0, p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC, 0, 0, 0,
-                               p->accumulate || k0 > 0};
+                               p->accumulate || k0 > 0, g->shared_b};
                 j.a_panels = ceil_div(j.mc, mr);
-                j.b_panels = ceil_div(j.nc, nr);
+                j.b_panels = p->b_packed ? 0 : ceil_div(j.nc, nr);
+                if (p->b_packed) j.pb = packed_b_at(g, p, n0, k0);
                 j.tiles_n = ceil_div(j.nc, GEMM_TN);
                 ty_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
                 ty_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);

@@ -64,12 +64,15 @@ typedef struct {
     int64_t ldb;
     float *c;
     int64_t ldc;
+    const float *b_packed; /* op(B) already packed by ty_gemm_pack_b (then b is not read), or NULL */
 } ty_gemm_args;
 
 /* Packing space of one thread, and the instruction set's micro-kernel. */
 typedef struct ty_gemm ty_gemm;
 
 void ty_gemm_free(ty_gemm *g);
+/* Whether its products run a pair kernel now (BF16 operands and ty_gemm_set_bf16_dot). */
+bool ty_gemm_runs_pairs(const ty_gemm *g);
 ty_pool *ty_gemm_pool(const ty_gemm *g);
 
 /* C = ..., split over the pool's threads. */
@@ -77,6 +80,16 @@ void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p);
 /* The same on the calling thread only, with thread `thread`'s packing space: for tasks
  * that run many small products (attention heads) inside a pool job. */
 void ty_gemm_run_1(ty_gemm *g, int thread, const ty_gemm_args *p);
+
+/* op(B) of products that share it (a weight, across the micro-batches of a training
+ * step) packed once, as ty_gemm_run would pack it in each: the panels of every slice of
+ * K, over all of N. ty_gemm_packed_b_floats: the floats it takes (0 on overflow);
+ * ty_gemm_pack_b: packs p's op(B) (p->k, p->n, b, ldb, trans_b) there (64-byte aligned,
+ * as the kernels load panels), on the pool. A
+ * product reads them where its b_packed points there; they hold while op(B) and the
+ * engine's kernel and operand type stay as they were. */
+size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n);
+void ty_gemm_pack_b(ty_gemm *g, const ty_gemm_args *p, float *dst);
 
 /* The definition above, as plain loops (fmaf). */
 void ty_gemm_ref(const ty_gemm_args *p);
@@ -134,8 +147,18 @@ const ty_gemm_kernel *ty_gemm_kernel_scalar_fma(void); /* the same bits, on a CP
  * on any CPU (tests). */
 const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void);
 const ty_gemm_kernel *ty_gemm_kernel_bf16_scalar(void);
-/* The pair packing in AVX2 (gemm_avx2.c), the AVX-512 BF16 kernel's pack_pairs. */
+/* The pair packing: in AVX2 (gemm_avx2.c), the AVX-512 BF16 kernel's where
+ * ty_gemm_pack_pairs_probe differs; by vcvtne2ps2bf16 (gemm_avx512_bf16.c, only where the
+ * CPU has AVX512_BF16), the kernel's otherwise; the same AVX-512 code with bf() in integer
+ * instructions (gemm_avx512.c, any AVX-512 CPU: what tests check where no BF16 runs). */
 void ty_gemm_pack_pairs_avx2(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc, float *dst);
+void ty_gemm_pack_pairs_avx512_bf16(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc,
+                                    float *dst);
+void ty_gemm_pack_pairs_avx512(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc, float *dst);
+/* vcvtne2ps2bf16 in ty_gemm_pack_pairs_avx512_bf16 on floats of every kind, both ways of
+ * packing, against bf(): NULL where every slot agrees, else the first that differs
+ * (static). Run only where the CPU has AVX512_BF16. */
+const char *ty_gemm_pack_pairs_probe(void);
 /* vdpbf16ps on fixed inputs that tell apart the order of a pair's products (odd first),
  * one rounding against two, FTZ of tiny results and DAZ of subnormal inputs, each lane
  * compared with ty_gemm_dpbf16_pair: NULL where every lane agrees (NaN with NaN), else

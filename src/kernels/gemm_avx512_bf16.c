@@ -16,6 +16,9 @@
 
 TOY_TARGET_BEGIN(TOY_FEATURES_AVX512_BF16)
 
+#define PAIRS_CONVERT_BF16 /* bf() by vcvtne2ps2bf16 */
+#include "gemm_pairs_avx512.h"
+
 #define MR 12
 #define NR 32
 
@@ -60,10 +63,61 @@ static void kernel_12x32_bf16(int64_t kp, const float *a, const float *b, float 
     }
 }
 
+void ty_gemm_pack_pairs_avx512_bf16(const float *x, int64_t ld, bool k_major, int width, int rows, int64_t kc,
+                                    float *dst) {
+    pack_pairs_avx512(x, ld, k_major, width, rows, kc, dst);
+}
+
+/* Floats of every kind that bf() treats apart: zeros, the subnormals below, in and above
+ * the window that rounds up to FLT_MIN, FLT_MIN itself, ties to even either way,
+ * values that round up to a new exponent and to infinity, infinities, quiet and
+ * signalling NaNs with payloads high and low; each of either sign. */
+static const uint32_t convert_probe[] = {
+    0x00000000u, 0x00000001u, 0x00007fffu, 0x00008000u, 0x0000ffffu, 0x00400000u, 0x007f7fffu,
+    0x007f8000u, 0x007fc000u, 0x007fffffu, 0x00800000u, 0x00808000u, 0x00818000u, 0x3f808000u,
+    0x3f818000u, 0x3f80ffffu, 0x3fffffffu, 0x7f7f7fffu, 0x7f7f8000u, 0x7f7fffffu, 0x7f800000u,
+    0x7f800001u, 0x7f810000u, 0x7fc00000u, 0x7fffffffu, 0x3f800000u, 0x40490fdbu, 0x0d800000u,
+};
+
+const char *ty_gemm_pack_pairs_probe(void) {
+    enum { N = sizeof convert_probe / sizeof convert_probe[0], K = 2 * N };
+    /* one row of K floats and its mirror with the signs flipped, packed across (rows) and
+     * along (k_major) K, against bf() slot by slot */
+    float x[2][K], t[K][2], packed[(K / 2) * 32], along[(K / 2) * 12];
+    for (int k = 0; k < K; k++) {
+        const uint32_t u = convert_probe[k % N] ^ (k >= N ? 0x80000000u : 0);
+        memcpy(&x[0][k], &u, sizeof u);
+        const uint32_t v = u ^ 0x80000000u;
+        memcpy(&x[1][k], &v, sizeof v);
+        t[k][0] = x[0][k], t[k][1] = x[1][k];
+    }
+    __asm__ volatile("" ::"r"(x), "r"(t) : "memory"); /* computed by the CPU, never folded */
+    ty_gemm_pack_pairs_avx512_bf16(&x[0][0], K, false, 32, 2, K, packed);
+    ty_gemm_pack_pairs_avx512_bf16(&t[0][0], 2, true, 12, 2, K, along);
+    for (int s = 0; s < K / 2; s++)
+        for (int i = 0; i < 2; i++) {
+            const uint32_t want = ty_gemm_bf16_daz(x[i][2 * s]) | (uint32_t)ty_gemm_bf16_daz(x[i][2 * s + 1]) << 16;
+            uint32_t got_rows, got_along;
+            memcpy(&got_rows, &packed[s * 32 + i], sizeof got_rows);
+            memcpy(&got_along, &along[s * 12 + i], sizeof got_along);
+            if (got_rows != want || got_along != want) {
+                static char differs[96];
+                snprintf(differs, sizeof differs, "vcvtne2ps2bf16 of %08x gives %08x, not %08x",
+                         convert_probe[(2 * s) % N], got_rows != want ? got_rows : got_along, want);
+                return differs;
+            }
+        }
+    return NULL;
+}
+
+/* The pair kernel, its panels packed by vcvtne2ps2bf16 where that instruction passes
+ * ty_gemm_pack_pairs_probe, else in AVX2 integer arithmetic. */
 const ty_gemm_kernel *ty_gemm_kernel_avx512_bf16(void) {
     static const ty_gemm_kernel k = {"avx512 bf16", MR, NR, kernel_12x32_bf16, NULL, NULL, true,
-                                     ty_gemm_pack_pairs_avx2};
-    return &k;
+                                     ty_gemm_pack_pairs_avx512_bf16};
+    static const ty_gemm_kernel k_avx2_packing = {"avx512 bf16 (avx2 packing)", MR, NR, kernel_12x32_bf16, NULL,
+                                                  NULL, true, ty_gemm_pack_pairs_avx2};
+    return ty_gemm_pack_pairs_probe() ? &k_avx2_packing : &k;
 }
 
 /* The probe's lanes: accumulator, A's pair, B's pair (odd element in the high half). */

@@ -92,6 +92,18 @@ struct train_model {
     /* taps kept from the forward: [n_layer * TRAIN_TAP_KINDS], each [tap_rows][n_embd] or NULL */
     float **taps;
     int64_t tap_rows;
+
+    /* Trainable matrices as the products' B panels, packed once per step where it has
+     * parts and runs BF16 pairs (every part reads the same weights; 2 bytes an element,
+     * where F32 panels would add the model's size again for a few percent): [2][n_layer *
+     * MAT_KINDS + 1] (forward, input gradient; the last: the output matrix, whose
+     * input-gradient panels are not kept: at a vocabulary of 50k they cost more memory
+     * than they save time, docs/performance.md), each packed in step `packed_step` */
+    float **panels;
+    size_t *panel_floats; /* each one's size, for the kernel it was packed for */
+    int64_t *packed_step;
+    int64_t step;        /* ty_train_model_step calls */
+    bool pack_once;      /* in this step */
 };
 
 const char *const ty_train_tap_names[TRAIN_TAP_KINDS] = {"attn_norm", "attn_out", "ffn_norm", "ffn_out", "out"};
@@ -533,6 +545,11 @@ void ty_train_model_free(train_model *tm) {
     free(tm->lw);
     free(tm->lg);
     free(tm->panel);
+    if (tm->panels)
+        for (int i = 0; i < 2 * (tm->hp.n_layer * MAT_KINDS + 1); i++) free(tm->panels[i]);
+    free(tm->panels);
+    free(tm->panel_floats);
+    free(tm->packed_step);
     ty_gemm_free(tm->gemm);
     free(tm);
 }
@@ -739,9 +756,45 @@ static const float *lora_input(train_model *tm, int il, int kind, const float *i
     return tm->xd;
 }
 
+static bool ensure_panel_table(train_model *tm) {
+    const size_t n = 2 * ((size_t)tm->hp.n_layer * MAT_KINDS + 1);
+    if (!tm->panels) tm->panels = calloc(n, sizeof *tm->panels);
+    if (!tm->panel_floats) tm->panel_floats = calloc(n, sizeof *tm->panel_floats);
+    if (!tm->packed_step && (tm->packed_step = malloc(n * sizeof *tm->packed_step)))
+        for (size_t i = 0; i < n; i++) tm->packed_step[i] = -1;
+    return tm->panels && tm->panel_floats && tm->packed_step;
+}
+
+/* Weight w [n_out][n_in] (slot: il * MAT_KINDS + kind, or the output matrix's) as the B
+ * panels of the forward product (x W^T) or of the input gradient's (dy W), packed at the
+ * first use in a step; NULL where the step does not pack once (the product packs it),
+ * or when there is no memory for the panels (the same then). */
+static const float *weight_panels(train_model *tm, int slot, bool forward, const float *w, int64_t n_in,
+                                  int64_t n_out) {
+    if (!tm->pack_once) return NULL;
+    if (!forward && slot == tm->hp.n_layer * MAT_KINDS) return NULL; /* see pack_once */
+    const int i = (forward ? 0 : tm->hp.n_layer * MAT_KINDS + 1) + slot;
+    const int64_t k = forward ? n_in : n_out, n = forward ? n_out : n_in;
+    if (tm->packed_step[i] == tm->step) return tm->panels[i];
+    const size_t floats = ty_gemm_packed_b_floats(tm->gemm, k, n);
+    if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
+    if (tm->panel_floats[i] != floats) { /* first use, or another kernel since */
+        free(tm->panels[i]);
+        tm->panel_floats[i] = 0;
+        if (!(tm->panels[i] = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
+        tm->panel_floats[i] = floats;
+    }
+    const ty_gemm_args p = {false, forward, false, 0, n, k, NULL, 0, w, n_in, NULL, 0, NULL};
+    ty_gemm_pack_b(tm->gemm, &p, tm->panels[i]);
+    tm->packed_step[i] = tm->step;
+    return tm->panels[i];
+}
+
 static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
                            const float *bias, int64_t n, int64_t C, int64_t OC) {
-    if (w) ty_matmul_forward(tm->gemm, out, in, w, bias, n, C, OC);
+    if (w)
+        ty_matmul_forward(tm->gemm, out, in, w, weight_panels(tm, il * MAT_KINDS + kind, true, w, C, OC), bias, n,
+                          C, OC);
     else ty_frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * MAT_KINDS + kind], bias, n, tm->panel,
                                tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
@@ -754,7 +807,9 @@ static void linear_forward(train_model *tm, int il, int kind, const float *w, fl
 /* din += dout W (and the trainable weight's dw, dbias), and the adapter's gradients. */
 static void linear_backward(train_model *tm, int il, int kind, const float *w, float *dw, float *dbias, float *din,
                             const float *dout, const float *in, int64_t n, int64_t C, int64_t OC) {
-    if (w) ty_matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, n, C, OC);
+    if (w)
+        ty_matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, weight_panels(tm, il * MAT_KINDS + kind, false, w, C, OC),
+                           n, C, OC);
     else ty_frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * MAT_KINDS + kind], n, tm->panel,
                                 tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
@@ -839,7 +894,10 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
     const float s = 1.0f / hp->logit_scale;
     for (int64_t r0 = 0; r0 < n; r0 += tm->head_rows) {
         const int64_t m = n - r0 < tm->head_rows ? n - r0 : tm->head_rows;
-        if (tm->w.output) ty_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output, NULL, m, C, V);
+        const int out_slot = hp->n_layer * MAT_KINDS;
+        if (tm->w.output)
+            ty_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output,
+                              weight_panels(tm, out_slot, true, tm->w.output, C, V), NULL, m, C, V);
         else ty_frozen_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->frozen_output, NULL, m, tm->panel,
                                    tm->panel_rows);
         ty_lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
@@ -851,6 +909,7 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
                          m, V, s, hp->final_softcap);
         if (tm->w.output)
             ty_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C, tm->w.output,
+                               weight_panels(tm, out_slot, false, tm->w.output, C, V),
                             m, C, V);
         else ty_frozen_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->logits, tm->frozen_output, m, tm->panel,
                                     tm->panel_rows);
@@ -975,6 +1034,10 @@ static void part_step(train_model *tm, const train_batch *b, bool backward, doub
 double ty_train_model_step(train_model *tm, const train_batch *b, bool backward) {
     tm->key = b->key;
     double total = 0;
+    /* several parts read the same weights: their BF16 pair panels once (2 bytes an
+     * element each way; F32 panels would double the model's memory for a few percent) */
+    tm->step++;
+    tm->pack_once = b->B > tm->part_B && ty_gemm_runs_pairs(tm->gemm) && ensure_panel_table(tm);
     for (int s0 = 0; s0 < b->B; s0 += tm->part_B) {
         const int64_t off = (int64_t)s0 * b->T;
         const train_batch part = {b->B - s0 < tm->part_B ? b->B - s0 : tm->part_B, b->T, b->key,

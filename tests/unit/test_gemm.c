@@ -43,7 +43,9 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
     fill(b, rows_b * ldb);
     fill(c, m * ldc);
     memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
-    ty_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc};
+    float *c_start = xmalloc((size_t)(m * ldc) * sizeof *c_start);
+    memcpy(c_start, c, (size_t)(m * ldc) * sizeof *c);
+    ty_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc, NULL};
     ty_gemm_run(g, &p);
     p.c = ref;
     ty_gemm_ref_rounded(&p, round);
@@ -54,15 +56,36 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
     /* the padding columns of C are never written */
     for (int64_t i = 0; i < m; i++)
         for (int64_t j = n; j < ldc; j++) CHECK(float_bits(c[i * ldc + j]) == float_bits(ref[i * ldc + j]));
+    /* op(B) packed once beforehand, then read by a product on the pool and by one on a
+     * single thread, from the same C: the same bits as the product above */
+    const size_t packed_floats = ty_gemm_packed_b_floats(g, k, n);
+    if (k > 0 && packed_floats) {
+        float *packed = aligned_alloc(64, (packed_floats * sizeof(float) + 63) / 64 * 64);
+        float *c2 = xmalloc((size_t)(m * ldc) * sizeof *c2);
+        ty_gemm_pack_b(g, &p, packed);
+        for (int one = 0; one < 2; one++) {
+            memcpy(c2, c_start, (size_t)(m * ldc) * sizeof *c2);
+            ty_gemm_args pp = p;
+            pp.c = c2;
+            pp.b = NULL;
+            pp.b_packed = packed;
+            if (one) ty_gemm_run_1(g, 0, &pp);
+            else ty_gemm_run(g, &pp);
+            CHECK_MSG(first_diff(c2, c, m, n, ldc) < 0, "%s op(B) packed once%s m=%lld n=%lld k=%lld ta=%d tb=%d",
+                      isa, one ? " (run_1)" : "", (long long)m, (long long)n, (long long)k, ta, tb);
+        }
+        free(c2);
+        free(packed);
+    }
     /* K in two accumulating calls: the same chains */
     if (k >= 2) {
         const int64_t k1 = k / 3 + 1;
         fill(c, m * ldc);
         memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
-        ty_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc};
+        ty_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc, NULL};
         ty_gemm_run(g, &p1);
         ty_gemm_args p2 = {ta, tb, true, m, n, k - k1, ta ? a + k1 * lda : a + k1, lda,
-                            tb ? b + k1 : b + k1 * ldb, ldb, c, ldc};
+                            tb ? b + k1 : b + k1 * ldb, ldb, c, ldc, NULL};
         ty_gemm_run(g, &p2);
         p.c = ref;
         ty_gemm_run(g, &p);
@@ -72,6 +95,7 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
     free(a);
     free(b);
     free(c);
+    free(c_start);
     free(ref);
 }
 
@@ -115,12 +139,12 @@ int main(void) {
     /* K = 0 without accumulation writes zeros */
     ty_gemm *g = ty_gemm_new(NULL, ty_cpu()->gemm());
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
-    ty_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3};
+    ty_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3, NULL};
     ty_gemm_run(g, &p);
     for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
     /* BF16 operands: 1 + 2^-10 rounds to 1, so the product is 1, not 1 + 2^-10 */
     float one_plus[1] = {1.0f + 1.0f / 1024}, one[1] = {1.0f}, out[1];
-    ty_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1};
+    ty_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1, NULL};
     ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
     ty_gemm_run(g, &q);
     CHECK(out[0] == 1.0f);
@@ -141,7 +165,7 @@ int main(void) {
     }
     for (int r = 0; r < 2; r++) {
         const int type = r ? TOY_TYPE_F16 : TOY_TYPE_BF16;
-        ty_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1};
+        ty_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1, NULL};
         ty_gemm_set_operand_type(g, type);
         ty_gemm_run(g, &q2);
         q2.c = want;

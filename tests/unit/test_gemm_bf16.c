@@ -151,7 +151,7 @@ static void check_reference(void) {
             for (int rep = 0; rep < 20; rep++) {
                 const int64_t m = shapes[s][0], nn = shapes[s][1], k = shapes[s][2];
                 operands o = make(m, nn, k, t & 1, t & 2, tricky);
-                ty_gemm_args p = {t & 1, t & 2, t & 4, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc};
+                ty_gemm_args p = {t & 1, t & 2, t & 4, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
                 ty_gemm_ref_dpbf16(&p);
                 p.c = o.want;
                 lit_gemm(&p);
@@ -204,20 +204,34 @@ static void check_rounding(void) {
     }
     float one[1] = {1.0f};
     ty_gemm *g = ty_gemm_new(NULL, ty_gemm_kernel_scalar());
-    ty_gemm_kernel avx2_packing = *ty_gemm_kernel_bf16_scalar();
-    avx2_packing.pack_pairs = ty_gemm_pack_pairs_avx2;
+    /* A packed along K (a column) and across it (a row), by the loops, by AVX2, by
+     * AVX-512 with bf() in integers and with vcvtne2ps2bf16, each where the CPU runs it */
+    const struct {
+        const char *name;
+        ty_gemm_pack_pairs_fn pack;
+        bool runs;
+    } packers[] = {
+        {"loops", NULL, true},
+#if defined(__x86_64__)
+        {"avx2", ty_gemm_pack_pairs_avx2, ty_cpu_isa() >= TOY_ISA_AVX2},
+        {"avx512", ty_gemm_pack_pairs_avx512, ty_cpu_isa() >= TOY_ISA_AVX512},
+        {"avx512 bf16", ty_gemm_pack_pairs_avx512_bf16, ty_cpu_gemm_bf16() != NULL},
+#endif
+    };
     ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
-    /* A packed along K (a column) and across it (a row), by the loops and by AVX2 */
-    for (int t = 0; t < (ty_cpu_isa() >= TOY_ISA_AVX2 ? 4 : 2); t++) {
-        ty_gemm_set_bf16_dot(g, t < 2 ? ty_gemm_kernel_bf16_scalar() : &avx2_packing);
-        ty_gemm_args p = {t % 2, false, false, NV, 1, 1, av, t % 2 ? NV : 1, one, 1, got, 1};
+    for (int t = 0; t < 2 * (int)(sizeof packers / sizeof packers[0]); t++) {
+        if (!packers[t / 2].runs) continue;
+        ty_gemm_kernel packing = *ty_gemm_kernel_bf16_scalar();
+        packing.pack_pairs = packers[t / 2].pack;
+        ty_gemm_set_bf16_dot(g, &packing);
+        ty_gemm_args p = {t % 2, false, false, NV, 1, 1, av, t % 2 ? NV : 1, one, 1, got, 1, NULL};
         ty_gemm_run(g, &p);
         p.c = want;
         ty_gemm_ref_dpbf16(&p);
         for (int i = 0; i < NV && bad < 6; i++)
             if (!same(got[i], want[i]) || !same(want[i], lit_bf(av[i]) + 0.0f)) { /* -0 * 1 + 0 is +0 */
                 CHECK_MSG(0, "packed bf(%a) (bits %08x, %s): product %a, ref %a", av[i], float_bits(av[i]),
-                          t < 2 ? "loops" : "avx2", got[i], want[i]);
+                          packers[t / 2].name, got[i], want[i]);
                 bad++;
             }
     }
@@ -265,8 +279,10 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                 const int64_t m = shapes[s][0], nn = shapes[s][1], k = shapes[s][2];
                 const bool ta = t & 1, tb = t & 2, acc = t & 4;
                 operands o = make(m, nn, k, ta, tb, mixed);
-                ty_gemm_args p = {ta, tb, acc, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc};
+                ty_gemm_args p = {ta, tb, acc, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
                 const bool single = (s + t) % 2 == 1;
+                float *c0 = xmalloc((size_t)(m * o.ldc + 1) * sizeof *c0);
+                memcpy(c0, o.c, (size_t)(m * o.ldc) * sizeof *c0);
                 if (single) ty_gemm_run_1(g, 0, &p);
                 else ty_gemm_run(g, &p);
                 p.c = o.want;
@@ -277,14 +293,32 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                           kernel->isa, nt, single ? " (run_1)" : "", (long long)m, (long long)nn, (long long)k, ta, tb,
                           acc, (long long)d, d < 0 ? 0.0 : o.c[d], d < 0 ? 0.0 : o.want[d]);
                 n++;
+                /* op(B) packed once beforehand (a weight across micro-batches): the same bits */
+                const size_t packed_floats = ty_gemm_packed_b_floats(g, k, nn);
+                float *packed = packed_floats ? aligned_alloc(64, (packed_floats * sizeof *packed + 63) / 64 * 64) : NULL;
+                if (k > 0 && packed) {
+                    float *c2 = c0;
+                    ty_gemm_pack_b(g, &p, packed);
+                    ty_gemm_args pp = p;
+                    pp.c = c2;
+                    pp.b = NULL; /* not read */
+                    pp.b_packed = packed;
+                    if (single) ty_gemm_run_1(g, 0, &pp);
+                    else ty_gemm_run(g, &pp);
+                    d = first_diff(c2, o.want, m, o.ldc);
+                    CHECK_MSG(d < 0, "%s, op(B) packed once, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld",
+                              kernel->isa, (long long)m, (long long)nn, (long long)k, ta, tb, acc, (long long)d);
+                }
+                free(c0);
+                free(packed);
                 /* K in two accumulating calls split at an even point: the same pairs */
                 if (k >= 4) {
                     const int64_t k1 = (k / 3 + 1) & ~(int64_t)1;
                     for (int64_t i = 0; i < m * o.ldc; i++) o.c[i] = o.want[i] = mixed();
-                    ty_gemm_args p1 = {ta, tb, acc, m, nn, k1, o.a, o.lda, o.b, o.ldb, o.c, o.ldc};
+                    ty_gemm_args p1 = {ta, tb, acc, m, nn, k1, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
                     ty_gemm_run(g, &p1);
                     ty_gemm_args p2 = {ta, tb, true, m, nn, k - k1, ta ? o.a + k1 * o.lda : o.a + k1, o.lda,
-                                       tb ? o.b + k1 : o.b + k1 * o.ldb, o.ldb, o.c, o.ldc};
+                                       tb ? o.b + k1 : o.b + k1 * o.ldb, o.ldb, o.c, o.ldc, NULL};
                     ty_gemm_run(g, &p2);
                     p.c = o.want;
                     ty_gemm_ref_dpbf16(&p);
@@ -302,7 +336,7 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
         o.b[2 * o.ldb + 7] = -INFINITY;
         o.b[6 * o.ldb + 33] = 3.4e38f; /* infinity as bf16 */
         o.a[0 * o.lda + 6] = 1.0f;   /* so C[0][33] is infinite, not 0 * infinity */
-        ty_gemm_args p = {false, false, true, 16, 40, 9, o.a, o.lda, o.b, o.ldb, o.c, o.ldc};
+        ty_gemm_args p = {false, false, true, 16, 40, 9, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
         ty_gemm_run(g, &p);
         p.c = o.want;
         ty_gemm_ref_dpbf16(&p);
@@ -315,7 +349,7 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
         for (int r = 0; r < 2; r++) {
             const int type = r ? TOY_TYPE_F16 : TOY_TYPE_F32;
             operands q = make(30, 40, 21, false, true, frand);
-            ty_gemm_args pq = {false, true, false, 30, 40, 21, q.a, q.lda, q.b, q.ldb, q.c, q.ldc};
+            ty_gemm_args pq = {false, true, false, 30, 40, 21, q.a, q.lda, q.b, q.ldb, q.c, q.ldc, NULL};
             ty_gemm_set_operand_type(g, type);
             ty_gemm_run(g, &pq);
             pq.c = q.want;
@@ -343,6 +377,15 @@ int main(void) {
     } else {
         printf("the AVX2 pair packing is not tested: this CPU (or TOY_ISA) lacks AVX2\n");
     }
+    /* the AVX-512 pair packing with bf() in integer instructions: the code vcvtne2ps2bf16
+     * packs with, checked on CPUs without that instruction too */
+    if (ty_cpu_isa() >= TOY_ISA_AVX512) {
+        const ty_gemm_kernel tile_12x32 = {"12x32 definition, avx512 packing", 12, 32, kernel_12x32_definition,
+                                           NULL, NULL, true, ty_gemm_pack_pairs_avx512};
+        CHECK_EQ(check_kernel(&tile_12x32, 2), 2 * 13 * 8);
+    } else {
+        printf("the AVX-512 pair packing is not tested: this CPU (or TOY_ISA) lacks AVX-512\n");
+    }
 #endif
 
     /* where toy runs vdpbf16ps, the kernel it runs */
@@ -355,6 +398,11 @@ int main(void) {
           probe_differs);
     if (dot) {
         CHECK(dot->bf16_pairs && ty_gemm_bf16_probe() == NULL);
+        /* its panels by vcvtne2ps2bf16 where that agrees with bf() (on every CPU seen so far) */
+        const char *convert = ty_gemm_pack_pairs_probe();
+        CHECK_MSG(dot->pack_pairs == (convert ? ty_gemm_pack_pairs_avx2 : ty_gemm_pack_pairs_avx512_bf16),
+                  "pair packing of %s: %s", dot->isa, convert ? convert : "the probe agrees");
+        if (convert) printf("vcvtne2ps2bf16 is not used: %s\n", convert);
         CHECK_EQ(check_kernel(dot, 2), 2 * 13 * 8);
     } else if (probe_differs) {
 #if defined(__x86_64__)
@@ -363,7 +411,7 @@ int main(void) {
         ty_gemm *g = ty_gemm_new(NULL, ty_gemm_kernel_scalar());
         ty_gemm_set_bf16_dot(g, ty_gemm_kernel_avx512_bf16());
         ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
-        ty_gemm_args p = {false, true, false, 97, 129, 301, o.a, o.lda, o.b, o.ldb, o.c, o.ldc};
+        ty_gemm_args p = {false, true, false, 97, 129, 301, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
         ty_gemm_run(g, &p);
         p.c = o.want;
         ty_gemm_ref_dpbf16(&p);

@@ -28,6 +28,8 @@
  * gradient (a missing term, a wrong sign, a swapped tensor) is off by far more; the
  * precise checks are test_train_ops (op by op) and an independent float64 reference.
  */
+#include "cpu.h"
+#include "gemm.h"
 #include "test.h"
 #include "toy.h"
 #include "train_model.h"
@@ -232,29 +234,43 @@ static double parts_step(train_model *tm, int part_B, float *grads_out) {
     return loss;
 }
 
+/* Parts give the whole's bits: F32, and BF16 pairs, where a step with parts packs the
+ * weights' panels once (the pair kernel of this CPU, or the portable one); a weight
+ * changed between steps is packed again. */
 static void check_parts(const char *fix) {
     toy_model *m = load_fixture(fix, "qwen3-f16");
     if (!m) return;
     ty_pool *pool = ty_pool_new(2);
-    for (int lora = 0; lora < 2; lora++) {
+    const ty_gemm_kernel *pairs = ty_cpu_gemm_bf16() ? ty_cpu_gemm_bf16() : ty_gemm_kernel_bf16_scalar();
+    for (int run = 0; run < 3; run++) {
+        const bool lora = run == 1, bf16 = run == 2;
+        const char *what = bf16 ? "full, bf16 pairs" : lora ? "LoRA" : "full";
         train_model *tm = NULL;
         const train_lora_params lp = {.rank = 4, .alpha = 8, .targets = 0x7f, .dropout = 0.25f, .seed = 7};
         toy_status st = lora ? ty_train_model_new_lora(m, 8, pool, &lp, &tm) : ty_train_model_new(m, 8, pool, &tm);
         CHECK_MSG(st == TOY_OK, "%s", toy_last_error());
         if (st) continue;
+        if (bf16) {
+            ty_gemm_set_operand_type(ty_train_model_gemm(tm), TOY_TYPE_BF16);
+            ty_gemm_set_bf16_dot(ty_train_model_gemm(tm), pairs);
+        }
         const size_t n = (size_t)ty_train_model_n_floats(tm);
         float *whole = xmalloc(n * sizeof *whole), *part = xmalloc(n * sizeof *part);
-        const double want = parts_step(tm, 3, whole);
-        CHECK_MSG(isfinite(want) && want > 0, "%s: loss %g", lora ? "LoRA" : "full", want);
-        for (int part_B = 1; part_B <= 2; part_B++) {
-            const double got = parts_step(tm, part_B, part);
-            CHECK_MSG(got == want, "%s, parts of %d: loss %.17g, whole %.17g", lora ? "LoRA" : "full", part_B,
-                      got, want);
-            for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
-                const train_tensor *t = ty_train_model_tensor(tm, i);
-                CHECK_MSG(!memcmp(part + t->offset, whole + t->offset, (size_t)t->n * sizeof *part),
-                          "%s, parts of %d: the gradient of %s differs from the whole's", lora ? "LoRA" : "full",
-                          part_B, t->name);
+        for (int changed = 0; changed < (bf16 ? 2 : 1); changed++) {
+            if (changed) /* every trainable float a little larger: the panels of the last step are stale */
+                for (int64_t i = 0; i < ty_train_model_n_params(tm); i++) ty_train_model_params(tm)[i] *= 1.0625f;
+            const double want = parts_step(tm, 3, whole);
+            CHECK_MSG(isfinite(want) && want > 0, "%s: loss %g", what, want);
+            for (int part_B = 1; part_B <= 2; part_B++) {
+                const double got = parts_step(tm, part_B, part);
+                CHECK_MSG(got == want, "%s%s, parts of %d: loss %.17g, whole %.17g", what,
+                          changed ? " (weights changed)" : "", part_B, got, want);
+                for (int i = 0; i < ty_train_model_n_tensors(tm); i++) {
+                    const train_tensor *t = ty_train_model_tensor(tm, i);
+                    CHECK_MSG(!memcmp(part + t->offset, whole + t->offset, (size_t)t->n * sizeof *part),
+                              "%s%s, parts of %d: the gradient of %s differs from the whole's", what,
+                              changed ? " (weights changed)" : "", part_B, t->name);
+                }
             }
         }
         free(whole);

@@ -143,7 +143,7 @@ typedef struct {
 
 static double mm_loss(op_case *c) {
     mm_t *t = c->state;
-    ty_matmul_forward(t->g, t->y, t->x, t->w, t->b, t->n, t->C, t->OC);
+    ty_matmul_forward(t->g, t->y, t->x, t->w, NULL, t->b, t->n, t->C, t->OC);
     return dot_dy(t->dy, t->y, t->n * t->OC);
 }
 
@@ -153,7 +153,7 @@ static void test_matmul(ty_gemm *g) {
     op_case c = {"matmul", mm_loss, &t};
     float *dx = zeros(t.n * t.C), *dw = zeros(t.OC * t.C), *db = zeros(t.OC);
     mm_loss(&c);
-    ty_matmul_backward(g, dx, dw, db, t.dy, t.x, t.w, t.n, t.C, t.OC);
+    ty_matmul_backward(g, dx, dw, db, t.dy, t.x, t.w, NULL, t.n, t.C, t.OC);
     fd_check(&c, t.x, dx, t.n * t.C, "x");
     fd_check(&c, t.w, dw, t.OC * t.C, "w");
     fd_check(&c, t.b, db, t.OC, "bias");
