@@ -20,7 +20,6 @@ struct toy_context {
     toy_context_params params;
     ty_backend *be;
     ty_kv_cache kv;
-    bool decoded; /* a toy_decode has run: the model is packed before the next (model.h) */
 
     /* scratch, n_batch rows each */
     float *x;      /* residual stream [n_embd] */

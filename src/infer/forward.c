@@ -422,15 +422,21 @@ static int64_t micro_batch_rows(const toy_context *ctx, const toy_batch *b) {
     return rising ? (rows < 4 ? 4 : rows) : n;
 }
 
+/* Whether a batch holds tokens of more than one sequence (decoding them side by side). */
+static bool several_sequences(const toy_batch *b) {
+    for (int32_t t = 1; t < b->n_tokens; t++)
+        if (b->seq_id[t] != b->seq_id[0]) return true;
+    return false;
+}
+
 /* A checked batch through this process's layers: all of them alone; in a pipeline its
  * stage's, in micro-batches that flow from stage to stage, the outputs sent from the last
  * stage to rank 0 (pipeline.h). *rows (may be NULL): the micro-batches' rows. */
 toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_out) {
     toy_status st;
-    if ((ctx->decoded || b->n_tokens >= TY_PACK_PROMPT_TOKENS) &&
+    if ((b->n_tokens >= TY_PACK_PROMPT_TOKENS || several_sequences(b)) &&
         (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
         return st;
-    ctx->decoded = true;
     const int64_t n = b->n_tokens;
     if ((st = ty_kv_cache_place(&ctx->kv, b->n_tokens, b->seq_id, b->pos, ctx->cells))) return st;
     int32_t n_out = 0;

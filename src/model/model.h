@@ -197,18 +197,19 @@ toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out);
  * gives the file's pages of those matrices back to the kernel (they are read again, from
  * the page cache, only by row lookups such as the token embedding). Each matrix is packed
  * by n_threads threads, one after another (so the file's pages go as soon as a matrix is
- * done). toy_decode calls it when a context first needs it (TY_PACK_PROMPT_TOKENS); a
- * matrix is published, whole, by a release store of its `packed`, so other contexts'
- * products may run meanwhile on the row kernels (the same bits: packed.h). */
+ * done). toy_model_pack calls it (a server, before it says ready), or toy_decode when a
+ * batch first needs it (TY_PACK_PROMPT_TOKENS); a matrix is published, whole, by a
+ * release store of its `packed`, so other contexts' products may run meanwhile on the
+ * row kernels (the same bits: packed.h). */
 toy_status ty_model_pack(toy_model *m, int n_threads);
 
-/* A context's first forward of fewer tokens than this runs before the model is packed,
- * on the row kernels: a short prompt's first token does not wait for the repacking,
- * which then runs before the context's next forward. A longer first batch is packed
- * first: on the row kernels it would take longer than packed by more than a generation
- * should pay for an earlier first token (docs/performance.md, "Start-up against
- * llama.cpp"). */
-#define TY_PACK_PROMPT_TOKENS 16
+/* toy_decode repacks before a batch of this many tokens or more, or one that holds
+ * tokens of several sequences (batched decoding); a shorter prompt and one sequence's
+ * decoding run on the row kernels. Repacking a model costs what about 80-100 prompt
+ * tokens save on the packed products (docs/performance.md, "Start-up against
+ * llama.cpp"), more where fresh memory is slow to come; one sequence's decoding reads
+ * every weight once a token either way. */
+#define TY_PACK_PROMPT_TOKENS 128
 
 /* The packed groups of w, or NULL while there are none (another thread may be packing). */
 static inline const uint8_t *ty_weight_packed(const ty_weight *w) {

@@ -8,8 +8,10 @@
  *   C. in one batch interleaved with a second sequence, with 3 threads,
  *   D. half as a batch, then token by token while another sequence decodes beside it,
  *   E. by a fresh load of the model, whose first batch (of 5 tokens, fewer than
- *      TY_PACK_PROMPT_TOKENS) runs before the weights are repacked, on the row
- *      kernels, and the rest after, on the packed ones (model.h).
+ *      TY_PACK_PROMPT_TOKENS) and next token run before the weights are repacked, on
+ *      the row kernels, and the rest after toy_model_pack, on the packed ones.
+ * A and B run on the row kernels (one sequence, fewer than TY_PACK_PROMPT_TOKENS); C's
+ * batch of two sequences repacks the model, so C and D run packed (model.h).
  * toy reduces every dot product and attention row in one fixed order, so these are
  * equal by construction; this test keeps them so. A long sequence (300 tokens: two
  * attention segments, which decode spreads over threads and a batch folds inside each
@@ -125,7 +127,9 @@ static void check_model(const char *fix, const char *name) {
         memset(got, 0, bytes);
         for (int i = 0; i < N_TOK; i++) tok[i] = f.tok[0][i], pos[i] = i, seq[i] = 0;
         run_batch(ctx, &f, 5, tok, pos, seq, got);
-        for (int i = 5; i < N_TOK; i++) run_batch(ctx, &f, 1, &tok[i], &pos[i], &seq[i], got);
+        run_batch(ctx, &f, 1, &tok[5], &pos[5], &seq[5], got);
+        CHECK_MSG(toy_model_pack(fresh, 2) == TOY_OK, "%s", toy_last_error());
+        for (int i = 6; i < N_TOK; i++) run_batch(ctx, &f, 1, &tok[i], &pos[i], &seq[i], got);
         CHECK_MSG(memcmp(ref, got, bytes) == 0, "%s: logits before and after the repacking differ", name);
         toy_context_free(ctx);
         toy_model_free(fresh);
