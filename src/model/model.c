@@ -5,7 +5,9 @@
  * copied: matrices point into the mapped file. Only norm vectors stored in a type other
  * than F32 are converted (they are a few KB).
  */
+#include <errno.h>
 #include <math.h>
+#include <sched.h>
 #ifndef M_PI
 #define M_PI 3.14159265358979323846
 #endif
@@ -571,6 +573,59 @@ static toy_status bind_tensors(toy_model *m) {
 
 /* ---------------------------------------------------------------- public */
 
+/* ---------------------------------------------------------------- huge pages
+ * Decode streams every byte of the packed weights, and fewer TLB misses bring it closer
+ * to the memory's bandwidth (TinyLlama Q4_K_M: 65 against 52 tokens/s on a Zen 5,
+ * docs/performance.md). But asking for huge pages before packing makes packing wait for
+ * them, and on a virtual machine fresh huge pages can take seconds where small pages
+ * take a fraction of one. So the copies are packed in small pages, and then a thread of
+ * idle priority (SCHED_IDLE: it runs only on CPUs nothing else wants) turns them into
+ * huge pages one at a time (MADV_COLLAPSE: the same bytes at the same addresses, read by
+ * products meanwhile as before). Where the kernel has no MADV_COLLAPSE, they are marked
+ * MADV_HUGEPAGE for the kernel's own collapsing thread. toy_model_free stops it. */
+
+#define HUGE_PAGE ((size_t)2 << 20)
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 */
+#endif
+
+static toy_status add_region(toy_model *m, uint8_t *p, size_t bytes) {
+    if (m->n_regions == m->cap_regions) {
+        const int cap = m->cap_regions ? 2 * m->cap_regions : 64;
+        struct packed_region *r = realloc(m->regions, (size_t)cap * sizeof *r);
+        if (!r) return ty_error(TOY_ERR_NOMEM, "no memory");
+        m->regions = r;
+        m->cap_regions = cap;
+    }
+    m->regions[m->n_regions++] = (struct packed_region){p, bytes};
+    return TOY_OK;
+}
+
+static void *collapse_regions(void *arg) {
+    toy_model *m = arg;
+    const struct sched_param idle = {0};
+    pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
+    bool collapse = true;
+    for (int i = 0; i < m->n_regions; i++)
+        for (size_t off = 0; off < m->regions[i].bytes; off += HUGE_PAGE) {
+            if (__atomic_load_n(&m->collapse_stop, __ATOMIC_RELAXED)) return NULL;
+            if (collapse && madvise(m->regions[i].p + off, HUGE_PAGE, MADV_COLLAPSE) && errno == EINVAL)
+                collapse = false; /* no MADV_COLLAPSE here */
+            if (!collapse) {
+#ifdef MADV_HUGEPAGE
+                madvise(m->regions[i].p + off, m->regions[i].bytes - off, MADV_HUGEPAGE);
+#endif
+                break;
+            }
+        }
+    return NULL;
+}
+
+static void start_collapsing(toy_model *m) {
+    if (m->n_regions && !m->collapser_started)
+        m->collapser_started = pthread_create(&m->collapser, NULL, collapse_regions, m) == 0;
+}
+
 /* ---------------------------------------------------------------- packing */
 
 typedef struct {
@@ -604,19 +659,16 @@ static toy_status pack_weight(toy_model *m, ty_weight *w, int64_t n_mats, ty_poo
     if (per_mat / group != (size_t)packed_groups(w) || __builtin_mul_overflow(per_mat, (size_t)n_mats, &bytes) ||
         bytes > SIZE_MAX - 63)
         return ty_error(TOY_ERR_NOMEM, "%s: packed weights too large", model_path(m));
-    /* From a 2 MiB boundary, with its whole 2 MiB pages asked to be huge ones: decode
-     * streams every byte, and fewer TLB misses bring it closer to the memory's bandwidth
-     * (docs/performance.md, "Kernel choices"). The tail past the last whole huge page keeps small
+    /* From a 2 MiB boundary, so that its whole 2 MiB pages can become huge ones after
+     * packing ("huge pages" below). The tail past the last whole huge page keeps small
      * pages (a huge page there would hold up to 2 MiB that is never used). */
-    const size_t huge = (size_t)2 << 20;
+    const size_t huge = HUGE_PAGE;
     void *mem = NULL;
     if (posix_memalign(&mem, bytes >= huge ? huge : 64, (bytes + 63) / 64 * 64))
         return ty_error(TOY_ERR_NOMEM, "%s: no memory for %zu bytes of packed weights", model_path(m), bytes);
     uint8_t *p = mem;
-#ifdef MADV_HUGEPAGE
-    if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
-#endif
     toy_status st = own(m, p);
+    if (!st && bytes >= huge) st = add_region(m, p, bytes / huge * huge);
     if (st) return st;
     const size_t mat_bytes = (size_t)w->n_rows * w->row_size;
     const pack_job job = {w, p, packed_groups(w), per_mat};
@@ -649,6 +701,7 @@ toy_status ty_model_pack(toy_model *m, int n_threads) {
         }
         if (!st && m->stage == m->n_stages - 1) st = pack_weight(m, &m->output, 1, pool);
         m->packed = !st;
+        if (!st) start_collapsing(m);
     }
     ty_pool_free(pool);
     pthread_mutex_unlock(&m->pack_lock);
@@ -765,6 +818,11 @@ void toy_model_free(toy_model *m) {
         ty_pipeline_remove(PIPE_MODELS, m->pipe_id);
         if (ty_pipeline_rank() == 0) ty_pipeline_send(&(ty_pipe_msg){.cmd = PIPE_MODEL_FREE, .id = m->pipe_id});
     }
+    if (m->collapser_started) {
+        __atomic_store_n(&m->collapse_stop, 1, __ATOMIC_RELAXED);
+        pthread_join(m->collapser, NULL);
+    }
+    free(m->regions);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->layers);

@@ -181,6 +181,16 @@ struct toy_model {
     pthread_mutex_t pack_lock;
     bool packed;      /* ty_model_pack has run */
     uint64_t packed_bytes;
+    /* the packed copies' whole 2 MiB pages, made huge after packing by a thread of idle
+     * priority (model.c, "huge pages") */
+    struct packed_region {
+        uint8_t *p;
+        size_t bytes;
+    } *regions;
+    int n_regions, cap_regions;
+    pthread_t collapser;
+    bool collapser_started;
+    volatile int collapse_stop; /* read with __atomic builtins */
     void *memory;     /* the file, for a model made in memory (toy_model_new), freed last */
     /* the pipeline stage this process computes (pipeline.h): layers [layer_first,
      * layer_end) of stage `stage` of n_stages; alone, all of them, stage 0 of 1 */
