@@ -164,9 +164,13 @@ static inline void move_row_iq4_xs(void *block, int r, void *file, const bool un
 }
 
 /* Each direction with the direction a constant, so that the moves compile to plain loads
- * and stores: pack_row_TYPE and unpack_row_TYPE. */
+ * and stores: pack_rows_TYPE packs a packed block's 16 rows (rows of them from the file,
+ * row_size bytes apart, zero rows past), unpack_row_TYPE unpacks one row. */
 #define DIRECTIONS(t)                                                                                    \
-    static void pack_row_##t(void *block, int r, void *file) { move_row_##t(block, r, file, false); }   \
+    static void pack_rows_##t(void *block, const uint8_t *file, size_t row_size, int rows) {           \
+        for (int r = 0; r < TOY_PACK_ROWS; r++)                                                        \
+            move_row_##t(block, r, r < rows ? (void *)(file + (size_t)r * row_size) : NULL, false);    \
+    }                                                                                                  \
     static void unpack_row_##t(void *block, int r, void *file) { move_row_##t(block, r, file, true); }
 DIRECTIONS(q8_0)
 DIRECTIONS(q4_0)
@@ -183,11 +187,11 @@ DIRECTIONS(iq4_xs)
  * as the _Static_asserts above keep the structs). */
 typedef struct {
     int type;
-    void (*pack_row)(void *block, int r, void *file);   /* file NULL: a zero row */
+    void (*pack_rows)(void *block, const uint8_t *file, size_t row_size, int rows);
     void (*unpack_row)(void *block, int r, void *file);
 } packed_layout;
 
-#define LAYOUT(T, t) {TOY_TYPE_##T, pack_row_##t, unpack_row_##t}
+#define LAYOUT(T, t) {TOY_TYPE_##T, pack_rows_##t, unpack_row_##t}
 static const packed_layout layouts[] = {
     LAYOUT(Q8_0, q8_0), LAYOUT(Q4_0, q4_0), LAYOUT(Q4_1, q4_1), LAYOUT(IQ4_NL, iq4_nl),
     LAYOUT(Q4_K, q4_K), LAYOUT(Q5_K, q5_K), LAYOUT(Q6_K, q6_K), LAYOUT(IQ4_XS, iq4_xs),
@@ -219,16 +223,14 @@ void ty_pack_groups(int type, const void *rows, size_t row_size, int64_t n_rows,
     const int64_t nb = n_cols / ty_packed_block_cols(type);
     const size_t packed_block = ty_packed_block_bytes(type), file_block = packed_block / TOY_PACK_ROWS;
     uint8_t *group = (uint8_t *)out + (size_t)g0 * (size_t)nb * packed_block;
-    for (int64_t g = g0; g < g1; g++, group += (size_t)nb * packed_block)
-        for (int64_t b = 0; b < nb; b++) {
-            uint8_t *pb = group + (size_t)residue_position(b, nb) * packed_block;
-            for (int r = 0; r < TOY_PACK_ROWS; r++) {
-                const int64_t row = g * TOY_PACK_ROWS + r;
-                const uint8_t *src = row < n_rows ? (const uint8_t *)rows + (size_t)row * row_size + (size_t)b * file_block
-                                                  : NULL;
-                l->pack_row(pb, r, (void *)src); /* packing only reads src */
-            }
-        }
+    for (int64_t g = g0; g < g1; g++, group += (size_t)nb * packed_block) {
+        const int64_t left = n_rows - g * TOY_PACK_ROWS;
+        const int real = left < TOY_PACK_ROWS ? (int)left : TOY_PACK_ROWS;
+        const uint8_t *first = (const uint8_t *)rows + (size_t)(g * TOY_PACK_ROWS) * row_size;
+        for (int64_t b = 0; b < nb; b++)
+            l->pack_rows(group + (size_t)residue_position(b, nb) * packed_block, first + (size_t)b * file_block,
+                         row_size, real);
+    }
 }
 
 void ty_pack_rows(int type, const void *rows, size_t row_size, int64_t n_rows, int64_t n_cols, void *out) {
