@@ -444,11 +444,12 @@ TOY_API uint64_t toy_model_weight_bytes_per_token(const toy_model *model);
 TOY_API toy_status toy_model_mlock(toy_model *model);
 /* Repacks the weights, now, for this CPU's products of several rows at once (the
  * interleaved groups of docs/performance.md, "Start-up"), on n_threads threads; once per
- * model, later calls return at once. Without it a context repacks before its first batch
- * of TOY_PACK_PROMPT_TOKENS tokens or more, or before its first forward of several tokens
- * after a first one: a short prompt's first token does not wait for it. A server calls it
- * before it says it is ready, so that its first request is as fast as the next. In a
- * pipeline every rank repacks its stage. Logits are the same bits packed or not. */
+ * model, later calls return at once. Without it toy_decode repacks before the first
+ * batch of 128 tokens or more, or of tokens of several sequences: shorter prompts and one
+ * sequence's decoding run on the row kernels, as packing costs more than it saves them.
+ * A server calls it before it says it is ready, so that its first request is as fast as
+ * the next. In a pipeline every rank repacks its stage. Logits are the same bits packed
+ * or not. */
 TOY_API toy_status toy_model_pack(toy_model *model, int n_threads);
 
 /* ---------------------------------------------------------------- contexts
