@@ -368,13 +368,13 @@ static void pack_b(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Where ty_gemm_pack_b puts the panels of slice k0 from column n0 (a multiple of nr): the
- * slices one after another, each all of N's panels. */
-static const float *packed_b_at(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t k0) {
+/* Where ty_gemm_pack_b puts p's panels of slice k0 from column n0 (a multiple of nr), from
+ * `base`: the slices one after another, each all of N's panels. */
+static float *packed_b_at(const ty_gemm *g, const ty_gemm_args *p, const float *base, int64_t n0, int64_t k0) {
     const int nr = g->kern->nr;
     const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
     const int64_t slice = ceil_div(p->n, nr) * nr * panel_steps(g->kern, GEMM_KC);
-    return p->b_packed + (k0 / GEMM_KC) * slice + (n0 / nr) * panel_steps(g->kern, kc) * nr;
+    return (float *)base + (k0 / GEMM_KC) * slice + (n0 / nr) * panel_steps(g->kern, kc) * nr;
 }
 
 size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n) {
@@ -403,9 +403,7 @@ static void pack_b_task(void *ctx, int64_t task, int thread) {
     const int nr = j->g->kern->nr;
     const int64_t k0 = task / j->panels * GEMM_KC, c0 = task % j->panels * nr;
     const int64_t kc = j->p->k - k0 < GEMM_KC ? j->p->k - k0 : GEMM_KC, cols = j->p->n - c0 < nr ? j->p->n - c0 : nr;
-    ty_gemm_args at = *j->p;
-    at.b_packed = j->dst;
-    pack_b(j->g, j->p, c0, cols, k0, kc, (float *)packed_b_at(j->g, &at, c0, k0));
+    pack_b(j->g, j->p, c0, cols, k0, kc, packed_b_at(j->g, j->p, j->dst, c0, k0));
 }
 
 void ty_gemm_pack_b(ty_gemm *g, const ty_gemm_args *p, float *dst) {
@@ -454,7 +452,7 @@ static void gemm_block(const ty_gemm *g, const ty_gemm_args *p, int thread, int6
     float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        const float *b = p->b_packed ? packed_b_at(g, p, n0, k0) : pb;
+        const float *b = p->b_packed ? packed_b_at(g, p, p->b_packed, n0, k0) : pb;
         if (!p->b_packed) pack_b(g, p, n0, nc, k0, kc, pb);
         pack_a(g, p, m0, mc, k0, kc, pa);
         gemm_tiles(g, p, pa, b, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
@@ -530,7 +528,7 @@ void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
                                p->accumulate || k0 > 0, g->shared_b};
                 j.a_panels = ceil_div(j.mc, mr);
                 j.b_panels = p->b_packed ? 0 : ceil_div(j.nc, nr);
-                if (p->b_packed) j.pb = packed_b_at(g, p, n0, k0);
+                if (p->b_packed) j.pb = packed_b_at(g, p, p->b_packed, n0, k0);
                 j.tiles_n = ceil_div(j.nc, GEMM_TN);
                 ty_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
                 ty_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);

@@ -70,17 +70,18 @@ static inline __attribute__((always_inline)) __m512i bf16_daz16(__m512 x) {
     return _mm512_mask_and_epi32(h, subnormal, h, _mm512_set1_epi32(0x8000));
 }
 
+/* The lanes of x in the window the instruction reads as zero and bf() rounds up to
+ * FLT_MIN: |x| - 0x1.fep-127 below 2^-133, unsigned */
+static inline __attribute__((always_inline)) __mmask16 below_flt_min_window(__m512 x) {
+    const __m512i abs = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7fffffff));
+    return _mm512_cmplt_epu32_mask(_mm512_sub_epi32(abs, _mm512_set1_epi32(0x007f8000)), _mm512_set1_epi32(0x8000));
+}
+
 /* 32 floats to 32 bf16 words, lo's 16 first: bf() of each */
 static inline __attribute__((always_inline)) __m512i pairs_convert(__m512 lo, __m512 hi) {
 #ifdef PAIRS_CONVERT_BF16
-    /* the window the instruction reads as zero: |x| - 0x1.fep-127 below 2^-133, unsigned */
-    const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), start = _mm512_set1_epi32(0x007f8000);
-    const __m512i width = _mm512_set1_epi32(0x8000);
-    const __mmask16 wl = _mm512_cmplt_epu32_mask(
-        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(lo), abs_mask), start), width);
-    const __mmask16 wh = _mm512_cmplt_epu32_mask(
-        _mm512_sub_epi32(_mm512_and_si512(_mm512_castps_si512(hi), abs_mask), start), width);
-    if (__builtin_expect(!(wl | wh), 1)) return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+    if (__builtin_expect(!(below_flt_min_window(lo) | below_flt_min_window(hi)), 1))
+        return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
 #endif
     return _mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi32_epi16(bf16_daz16(lo))),
                               _mm512_cvtepi32_epi16(bf16_daz16(hi)), 1);

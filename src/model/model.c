@@ -571,8 +571,6 @@ static toy_status bind_tensors(toy_model *m) {
     return TOY_OK;
 }
 
-/* ---------------------------------------------------------------- public */
-
 /* ---------------------------------------------------------------- huge pages
  * Decode streams every byte of the packed weights, and fewer TLB misses bring it closer
  * to the memory's bandwidth (TinyLlama Q4_K_M: 65 against 52 tokens/s on a Zen 5,

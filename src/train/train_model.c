@@ -98,12 +98,14 @@ struct train_model {
      * where F32 panels would add the model's size again for a few percent): [2][n_layer *
      * MAT_KINDS + 1] (forward, input gradient; the last: the output matrix, whose
      * input-gradient panels are not kept: at a vocabulary of 50k they cost more memory
-     * than they save time, docs/performance.md), each packed in step `packed_step` */
-    float **panels;
-    size_t *panel_floats; /* each one's size, for the kernel it was packed for */
-    int64_t *packed_step;
-    int64_t step;        /* ty_train_model_step calls */
-    bool pack_once;      /* in this step */
+     * than they save time, docs/performance.md) */
+    struct weight_panels {
+        float *p;
+        size_t floats; /* for the kernel it was packed for */
+        int64_t step;  /* packed in this step (0: never) */
+    } *panels;
+    int64_t step;   /* ty_train_model_step calls */
+    bool pack_once; /* in this step */
 };
 
 const char *const ty_train_tap_names[TRAIN_TAP_KINDS] = {"attn_norm", "attn_out", "ffn_norm", "ffn_out", "out"};
@@ -546,10 +548,8 @@ void ty_train_model_free(train_model *tm) {
     free(tm->lg);
     free(tm->panel);
     if (tm->panels)
-        for (int i = 0; i < 2 * (tm->hp.n_layer * MAT_KINDS + 1); i++) free(tm->panels[i]);
+        for (int i = 0; i < 2 * (tm->hp.n_layer * MAT_KINDS + 1); i++) free(tm->panels[i].p);
     free(tm->panels);
-    free(tm->panel_floats);
-    free(tm->packed_step);
     ty_gemm_free(tm->gemm);
     free(tm);
 }
@@ -756,15 +756,6 @@ static const float *lora_input(train_model *tm, int il, int kind, const float *i
     return tm->xd;
 }
 
-static bool ensure_panel_table(train_model *tm) {
-    const size_t n = 2 * ((size_t)tm->hp.n_layer * MAT_KINDS + 1);
-    if (!tm->panels) tm->panels = calloc(n, sizeof *tm->panels);
-    if (!tm->panel_floats) tm->panel_floats = calloc(n, sizeof *tm->panel_floats);
-    if (!tm->packed_step && (tm->packed_step = malloc(n * sizeof *tm->packed_step)))
-        for (size_t i = 0; i < n; i++) tm->packed_step[i] = -1;
-    return tm->panels && tm->panel_floats && tm->packed_step;
-}
-
 /* Weight w [n_out][n_in] (slot: il * MAT_KINDS + kind, or the output matrix's) as the B
  * panels of the forward product (x W^T) or of the input gradient's (dy W), packed at the
  * first use in a step; NULL where the step does not pack once (the product packs it),
@@ -773,21 +764,21 @@ static const float *weight_panels(train_model *tm, int slot, bool forward, const
                                   int64_t n_out) {
     if (!tm->pack_once) return NULL;
     if (!forward && slot == tm->hp.n_layer * MAT_KINDS) return NULL; /* see pack_once */
-    const int i = (forward ? 0 : tm->hp.n_layer * MAT_KINDS + 1) + slot;
+    struct weight_panels *e = &tm->panels[(forward ? 0 : tm->hp.n_layer * MAT_KINDS + 1) + slot];
     const int64_t k = forward ? n_in : n_out, n = forward ? n_out : n_in;
-    if (tm->packed_step[i] == tm->step) return tm->panels[i];
+    if (e->step == tm->step) return e->p;
     const size_t floats = ty_gemm_packed_b_floats(tm->gemm, k, n);
     if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
-    if (tm->panel_floats[i] != floats) { /* first use, or another kernel since */
-        free(tm->panels[i]);
-        tm->panel_floats[i] = 0;
-        if (!(tm->panels[i] = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
-        tm->panel_floats[i] = floats;
+    if (e->floats != floats) { /* first use, or another kernel since */
+        free(e->p);
+        e->floats = 0;
+        if (!(e->p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
+        e->floats = floats;
     }
     const ty_gemm_args p = {false, forward, false, 0, n, k, NULL, 0, w, n_in, NULL, 0, NULL};
-    ty_gemm_pack_b(tm->gemm, &p, tm->panels[i]);
-    tm->packed_step[i] = tm->step;
-    return tm->panels[i];
+    ty_gemm_pack_b(tm->gemm, &p, e->p);
+    e->step = tm->step;
+    return e->p;
 }
 
 static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
@@ -1037,7 +1028,9 @@ double ty_train_model_step(train_model *tm, const train_batch *b, bool backward)
     /* several parts read the same weights: their BF16 pair panels once (2 bytes an
      * element each way; F32 panels would double the model's memory for a few percent) */
     tm->step++;
-    tm->pack_once = b->B > tm->part_B && ty_gemm_runs_pairs(tm->gemm) && ensure_panel_table(tm);
+    tm->pack_once = b->B > tm->part_B && ty_gemm_runs_pairs(tm->gemm);
+    if (tm->pack_once && !tm->panels) tm->panels = calloc(2 * ((size_t)tm->hp.n_layer * MAT_KINDS + 1), sizeof *tm->panels);
+    tm->pack_once = tm->pack_once && tm->panels; /* without the table, each product packs */
     for (int s0 = 0; s0 < b->B; s0 += tm->part_B) {
         const int64_t off = (int64_t)s0 * b->T;
         const train_batch part = {b->B - s0 < tm->part_B ? b->B - s0 : tm->part_B, b->T, b->key,
