@@ -432,7 +432,7 @@ static bool several_sequences(const toy_batch *b) {
 /* A checked batch through this process's layers: all of them alone; in a pipeline its
  * stage's, in micro-batches that flow from stage to stage, the outputs sent from the last
  * stage to rank 0 (pipeline.h). *rows (may be NULL): the micro-batches' rows. */
-toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_out) {
+static toy_status decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_out) {
     toy_status st;
     if ((b->n_tokens >= TY_PACK_PROMPT_TOKENS || several_sequences(b)) &&
         (st = ty_model_pack(ctx->model, ctx->params.n_threads)))
@@ -454,6 +454,13 @@ toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_o
         for (int64_t t = t0; t < t1; t++) out0 += ctx->logits_row[t] >= 0;
     }
     return TOY_OK;
+}
+
+toy_status ty_decode_stage(toy_context *ctx, const toy_batch *b, int64_t *rows_out) {
+    ty_model_forward_begin(ctx->model);
+    const toy_status st = decode_stage(ctx, b, rows_out);
+    ty_model_forward_end(ctx->model);
+    return st;
 }
 
 toy_status toy_decode_submit(toy_context *ctx, const toy_batch *b) {

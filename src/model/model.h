@@ -190,7 +190,13 @@ struct toy_model {
     int n_regions, cap_regions;
     pthread_t collapser;
     bool collapser_started;
-    volatile int collapse_stop; /* read with __atomic builtins */
+    /* the collapser takes one huge page at a time, only while no forward pass runs
+     * (ty_model_forward_begin/end): read with __atomic builtins; the wait under
+     * collapse_lock, woken by collapse_wake */
+    int collapse_stop, forwards, collapse_waiting;
+    int collapse_pages, collapse_done; /* pages handed to the kernel; 1 once all were */
+    pthread_mutex_t collapse_lock;
+    pthread_cond_t collapse_wake;
     void *memory;     /* the file, for a model made in memory (toy_model_new), freed last */
     /* the pipeline stage this process computes (pipeline.h): layers [layer_first,
      * layer_end) of stage `stage` of n_stages; alone, all of them, stage 0 of 1 */
@@ -212,6 +218,12 @@ toy_status ty_model_from_gguf(toy_gguf *gguf, void *memory, toy_model **out);
  * release store of its `packed`, so other contexts' products may run meanwhile on the
  * row kernels (the same bits: packed.h). */
 toy_status ty_model_pack(toy_model *m, int n_threads);
+
+/* Around each forward pass over the model's weights (toy_decode's stage): while one runs,
+ * the thread that makes the packed copies' pages huge (model.c, "huge pages") waits, so
+ * that a request is not held up by a page being copied under it. */
+void ty_model_forward_begin(toy_model *m);
+void ty_model_forward_end(toy_model *m);
 
 /* toy_decode repacks before a batch of this many tokens or more, or one that holds
  * tokens of several sequences (batched decoding); a shorter prompt and one sequence's
