@@ -1,13 +1,15 @@
 /* gemm.c — the driver of the matrix products (gemm.h): operands packed into
  * micro-panels, the instruction set's micro-kernel on every mr x nr tile of C.
  *
- * The threaded product walks C in chunks (up to GEMM_CHUNK rows by GEMM_CHUNK columns)
- * and K in slices of GEMM_KC. For each chunk and slice, one job packs the slice of
- * op(A) (mr-tall panels, k-major) and of op(B) (nr-wide panels) into buffers all
- * threads share, each panel once; a second job runs the micro-kernels over tiles of
- * GEMM_TM x GEMM_TN, loading C after the first slice. The single-thread product
- * (ty_gemm_run_1) does the same per block with its thread's own buffers. Either way a
- * tile's chains run k = 0..K-1 in order, whatever the sizes, threads or ISA.
+ * The threaded product packs op(A) (mr-tall panels, k-major) and op(B) (nr-wide panels)
+ * over all of K in slices of GEMM_KC, each panel once, in one job of the pool, into a
+ * buffer all threads share; a second job runs the micro-kernels over tiles of
+ * GEMM_TM x GEMM_TN, each tile through every slice in order, loading C after the first.
+ * Operands too large for that buffer (GEMM_WHOLE_MAX) go in chunks of C (up to
+ * GEMM_CHUNK rows by GEMM_CHUNK columns) and one slice at a time, two jobs each. The
+ * single-thread product (ty_gemm_run_1) goes by blocks with its thread's own buffers.
+ * Either way a tile's chains run k = 0..K-1 in order, whatever the sizes, threads or
+ * ISA.
  *
  * A pair kernel (BF16 dot products) goes through the same driver: its panels hold one
  * 32-bit slot per pair of k instead of one float per k, so a slice of kc takes
@@ -30,6 +32,9 @@
 #define GEMM_MAX_TILE (16 * 32)
 #define GEMM_MAX_WIDTH 32 /* the widest panel: every mr and nr */
 #define PANELS_PER_TASK 8
+/* The most floats a threaded product packs at once to run as one job of tiles over all
+ * of K (16 MiB: a training part's operands; the output matrix's gradient is chunked). */
+#define GEMM_WHOLE_MAX ((size_t)4 << 20)
 
 struct ty_gemm {
     ty_pool *pool;
@@ -39,7 +44,9 @@ struct ty_gemm {
     int n_threads;
     float *pack;            /* per thread: A slice, B slice, an edge tile */
     size_t pack_per_thread; /* floats */
-    float *shared_a, *shared_b; /* the threaded product's packed slices */
+    float *shared_a, *shared_b; /* the chunked product's packed slices */
+    float *whole;               /* the whole product's panels (grown on demand) */
+    size_t whole_floats, whole_max;
 };
 
 /* ---------------------------------------------------------------- rounding */
@@ -238,6 +245,7 @@ ty_gemm *ty_gemm_new(ty_pool *pool, const ty_gemm_kernel *kernel) {
     g->kern = g->f32 = kernel;
     g->operand_type = TOY_TYPE_F32;
     g->n_threads = pool ? ty_pool_size(pool) : 1;
+    g->whole_max = GEMM_WHOLE_MAX;
     g->pack_per_thread = (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC + GEMM_MAX_TILE + 16;
     g->pack = aligned_alloc(64, g->pack_per_thread * (size_t)g->n_threads * sizeof(float));
     const size_t shared = (size_t)GEMM_CHUNK * GEMM_KC * sizeof(float);
@@ -255,6 +263,7 @@ void ty_gemm_free(ty_gemm *g) {
     free(g->pack);
     free(g->shared_a);
     free(g->shared_b);
+    free(g->whole);
     free(g);
 }
 
@@ -368,52 +377,78 @@ static void pack_b(const ty_gemm *g, const ty_gemm_args *p, int64_t n0, int64_t 
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* Where ty_gemm_pack_b puts p's panels of slice k0 from column n0 (a multiple of nr), from
- * `base`: the slices one after another, each all of N's panels. */
-static float *packed_b_at(const ty_gemm *g, const ty_gemm_args *p, const float *base, int64_t n0, int64_t k0) {
-    const int nr = g->kern->nr;
-    const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-    const int64_t slice = ceil_div(p->n, nr) * nr * panel_steps(g->kern, GEMM_KC);
-    return (float *)base + (k0 / GEMM_KC) * slice + (n0 / nr) * panel_steps(g->kern, kc) * nr;
+/* An operand's panels over all of K (ty_gemm_pack_a / ty_gemm_pack_b, and the whole
+ * product below): the slices of GEMM_KC one after another, each all of the operand's
+ * `rows` (op(A)'s M or op(B)'s N) in panels of `width` (mr or nr). Where the panel of
+ * row r0 (a multiple of width) in slice k0 starts, from base: */
+static float *panels_at(const ty_gemm *g, int width, int64_t rows, int64_t k, const float *base, int64_t r0,
+                        int64_t k0) {
+    const int64_t kc = k - k0 < GEMM_KC ? k - k0 : GEMM_KC;
+    const int64_t slice = ceil_div(rows, width) * width * panel_steps(g->kern, GEMM_KC);
+    return (float *)base + (k0 / GEMM_KC) * slice + (r0 / width) * panel_steps(g->kern, kc) * width;
 }
 
-size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n) {
-    const int nr = g->kern->nr;
-    if (k <= 0 || n <= 0 || n > INT64_MAX / 2 - nr || k > INT64_MAX / 2 - GEMM_KC) return 0;
+/* Their floats, 0 on overflow. */
+static size_t panels_floats(const ty_gemm *g, int width, int64_t rows, int64_t k) {
+    if (k <= 0 || rows <= 0 || rows > INT64_MAX / 2 - width || k > INT64_MAX / 2 - GEMM_KC) return 0;
     const int64_t slices = ceil_div(k, GEMM_KC), last = k - (slices - 1) * GEMM_KC;
     int64_t per_full, total;
-    if (__builtin_mul_overflow(ceil_div(n, nr) * nr, panel_steps(g->kern, GEMM_KC), &per_full) ||
+    if (__builtin_mul_overflow(ceil_div(rows, width) * width, panel_steps(g->kern, GEMM_KC), &per_full) ||
         __builtin_mul_overflow(per_full, slices - 1, &total) ||
-        __builtin_add_overflow(total, ceil_div(n, nr) * nr * panel_steps(g->kern, last), &total) ||
+        __builtin_add_overflow(total, ceil_div(rows, width) * width * panel_steps(g->kern, last), &total) ||
         (uint64_t)total > SIZE_MAX / sizeof(float))
         return 0;
     return (size_t)total;
 }
 
+size_t ty_gemm_packed_a_floats(const ty_gemm *g, int64_t m, int64_t k) { return panels_floats(g, g->kern->mr, m, k); }
+size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n) { return panels_floats(g, g->kern->nr, n, k); }
+
+/* Packing op(A) into pa and op(B) into pb (either NULL: not packed), all of K, as pool
+ * tasks of PANELS_PER_TASK panels each. */
 typedef struct {
     const ty_gemm *g;
     const ty_gemm_args *p;
-    float *dst;
-    int64_t panels; /* of each slice */
-} pack_b_job;
+    float *pa, *pb;
+    int64_t a_panels, b_panels, groups; /* per slice; groups of PANELS_PER_TASK */
+} pack_job;
 
-static void pack_b_task(void *ctx, int64_t task, int thread) {
+static void pack_panels_task(void *ctx, int64_t task, int thread) {
     (void)thread;
-    const pack_b_job *j = ctx;
-    const int nr = j->g->kern->nr;
-    const int64_t k0 = task / j->panels * GEMM_KC, c0 = task % j->panels * nr;
-    const int64_t kc = j->p->k - k0 < GEMM_KC ? j->p->k - k0 : GEMM_KC, cols = j->p->n - c0 < nr ? j->p->n - c0 : nr;
-    pack_b(j->g, j->p, c0, cols, k0, kc, packed_b_at(j->g, j->p, j->dst, c0, k0));
+    const pack_job *j = ctx;
+    const ty_gemm_args *p = j->p;
+    const int mr = j->g->kern->mr, nr = j->g->kern->nr;
+    const int64_t k0 = task / j->groups * GEMM_KC, kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
+    const int64_t q0 = task % j->groups * PANELS_PER_TASK;
+    for (int64_t q = q0; q < q0 + PANELS_PER_TASK && q < j->a_panels + j->b_panels; q++) {
+        if (q < j->a_panels) {
+            const int64_t r0 = q * mr;
+            pack_a(j->g, p, r0, p->m - r0 < mr ? p->m - r0 : mr, k0, kc, panels_at(j->g, mr, p->m, p->k, j->pa, r0, k0));
+        } else {
+            const int64_t c0 = (q - j->a_panels) * nr;
+            pack_b(j->g, p, c0, p->n - c0 < nr ? p->n - c0 : nr, k0, kc, panels_at(j->g, nr, p->n, p->k, j->pb, c0, k0));
+        }
+    }
+}
+
+static void pack_whole(ty_gemm *g, const ty_gemm_args *p, float *pa, float *pb) {
+    pack_job j = {g, p, pa, pb, pa ? ceil_div(p->m, g->kern->mr) : 0, pb ? ceil_div(p->n, g->kern->nr) : 0, 0};
+    j.groups = ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK);
+    const int64_t tasks = ceil_div(p->k, GEMM_KC) * j.groups;
+    if (g->pool) ty_pool_run(g->pool, tasks, pack_panels_task, &j);
+    else
+        for (int64_t t = 0; t < tasks; t++) pack_panels_task(&j, t, 0);
+}
+
+void ty_gemm_pack_a(ty_gemm *g, const ty_gemm_args *p, float *dst) {
+    if (p->k > 0 && p->m > 0) pack_whole(g, p, dst, NULL);
 }
 
 void ty_gemm_pack_b(ty_gemm *g, const ty_gemm_args *p, float *dst) {
-    if (p->k <= 0 || p->n <= 0) return;
-    pack_b_job j = {g, p, dst, ceil_div(p->n, g->kern->nr)};
-    const int64_t tasks = ceil_div(p->k, GEMM_KC) * j.panels;
-    if (g->pool) ty_pool_run(g->pool, tasks, pack_b_task, &j);
-    else
-        for (int64_t t = 0; t < tasks; t++) pack_b_task(&j, t, 0);
+    if (p->k > 0 && p->n > 0) pack_whole(g, p, NULL, dst);
 }
+
+void ty_gemm_set_whole_max(ty_gemm *g, size_t floats) { g->whole_max = floats; }
 
 /* ---------------------------------------------------------------- blocks */
 
@@ -444,18 +479,22 @@ static void gemm_tiles(const ty_gemm *g, const ty_gemm_args *p, const float *pa,
     }
 }
 
+static float *edge_tile(const ty_gemm *g, int thread) {
+    return g->pack + (size_t)thread * g->pack_per_thread + (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC;
+}
+
 /* C rows [m0, m0 + mc), columns [n0, n0 + nc), over all of K, on one thread. */
 static void gemm_block(const ty_gemm *g, const ty_gemm_args *p, int thread, int64_t m0,
                        int64_t mc, int64_t n0, int64_t nc) {
     float *pa = g->pack + (size_t)thread * g->pack_per_thread;
     float *pb = pa + (size_t)GEMM_MC * GEMM_KC;
-    float *tile = pb + (size_t)GEMM_NC * GEMM_KC;
     for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC) {
         const int64_t kc = p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC;
-        const float *b = p->b_packed ? packed_b_at(g, p, p->b_packed, n0, k0) : pb;
+        const float *a = p->a_packed ? panels_at(g, g->kern->mr, p->m, p->k, p->a_packed, m0, k0) : pa;
+        const float *b = p->b_packed ? panels_at(g, g->kern->nr, p->n, p->k, p->b_packed, n0, k0) : pb;
         if (!p->b_packed) pack_b(g, p, n0, nc, k0, kc, pb);
-        pack_a(g, p, m0, mc, k0, kc, pa);
-        gemm_tiles(g, p, pa, b, tile, m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
+        if (!p->a_packed) pack_a(g, p, m0, mc, k0, kc, pa);
+        gemm_tiles(g, p, a, b, edge_tile(g, thread), m0, mc, n0, nc, kc, p->accumulate || k0 > 0);
     }
 }
 
@@ -475,14 +514,58 @@ void ty_gemm_run_1(ty_gemm *g, int thread, const ty_gemm_args *p) {
                        p->n - n0 < GEMM_NC ? p->n - n0 : GEMM_NC);
 }
 
+/* ---------------------------------------------------------------- threaded: whole
+ * Both operands' panels over all of K at once (those not packed already, in one job),
+ * then one job of tiles, each tile over every slice of K in order: two waits for the
+ * pool a product. Where the panels would take more than whole_max floats, the chunked
+ * product below runs instead. */
+
+typedef struct {
+    const ty_gemm *g;
+    const ty_gemm_args *p;
+    const float *pa, *pb;
+    int64_t tiles_n;
+} whole_job;
+
+static void whole_tile_task(void *ctx, int64_t task, int thread) {
+    const whole_job *j = ctx;
+    const ty_gemm_args *p = j->p;
+    const int64_t r0 = (task / j->tiles_n) * GEMM_TM, c0 = (task % j->tiles_n) * GEMM_TN;
+    const int64_t mc = p->m - r0 < GEMM_TM ? p->m - r0 : GEMM_TM, nc = p->n - c0 < GEMM_TN ? p->n - c0 : GEMM_TN;
+    for (int64_t k0 = 0; k0 < p->k; k0 += GEMM_KC)
+        gemm_tiles(j->g, p, panels_at(j->g, j->g->kern->mr, p->m, p->k, j->pa, r0, k0),
+                   panels_at(j->g, j->g->kern->nr, p->n, p->k, j->pb, c0, k0), edge_tile(j->g, thread), r0, mc, c0,
+                   nc, p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC, p->accumulate || k0 > 0);
+}
+
+static bool run_whole(ty_gemm *g, const ty_gemm_args *p) {
+    size_t fa = p->a_packed ? 0 : ty_gemm_packed_a_floats(g, p->m, p->k);
+    const size_t fb = p->b_packed ? 0 : ty_gemm_packed_b_floats(g, p->k, p->n);
+    if ((!p->a_packed && !fa) || (!p->b_packed && !fb) || fa > g->whole_max || fb > g->whole_max - fa) return false;
+    fa = (fa + 15) / 16 * 16; /* B's panels from a 64-byte boundary, as the kernels load them */
+    if (fa + fb > g->whole_floats) {
+        free(g->whole);
+        g->whole_floats = 0;
+        if (!(g->whole = aligned_alloc(64, ((fa + fb) * sizeof(float) + 63) / 64 * 64))) return false;
+        g->whole_floats = fa + fb;
+    }
+    float *pa = p->a_packed ? NULL : g->whole, *pb = p->b_packed ? NULL : g->whole + fa;
+    if (pa || pb) pack_whole(g, p, pa, pb);
+    whole_job j = {g, p, pa ? pa : p->a_packed, pb ? pb : p->b_packed, ceil_div(p->n, GEMM_TN)};
+    ty_pool_run(g->pool, ceil_div(p->m, GEMM_TM) * j.tiles_n, whole_tile_task, &j);
+    return true;
+}
+
+/* ---------------------------------------------------------------- threaded: chunked */
+
 /* One chunk of C and one slice of K, shared by the jobs that pack and multiply it. */
 typedef struct {
     const ty_gemm *g;
     const ty_gemm_args *p;
     int64_t m0, mc, n0, nc, k0, kc;
-    int64_t a_panels, b_panels, tiles_n; /* b_panels 0: op(B) packed once */
+    int64_t a_panels, b_panels, tiles_n; /* 0: that operand packed once */
     bool load_c;
-    const float *pb; /* the chunk's B panels: g->shared_b, or in p->b_packed */
+    const float *pa, *pb; /* the chunk's panels: g->shared_a / shared_b, or in a_packed / b_packed */
 } chunk_job;
 
 static void pack_task(void *ctx, int64_t task, int thread) {
@@ -493,7 +576,7 @@ static void pack_task(void *ctx, int64_t task, int thread) {
     for (int64_t q = task * PANELS_PER_TASK; q < (task + 1) * PANELS_PER_TASK; q++) {
         if (q < j->a_panels) {
             const int64_t r0 = q * mr, rows = j->mc - r0 < mr ? j->mc - r0 : mr;
-            pack_a(j->g, j->p, j->m0 + r0, rows, j->k0, j->kc, j->g->shared_a + r0 * steps);
+            pack_a(j->g, j->p, j->m0 + r0, rows, j->k0, j->kc, (float *)j->pa + r0 * steps);
         } else if (q < j->a_panels + j->b_panels) {
             const int64_t c0 = (q - j->a_panels) * nr, cols = j->nc - c0 < nr ? j->nc - c0 : nr;
             pack_b(j->g, j->p, j->n0 + c0, cols, j->k0, j->kc, (float *)j->pb + c0 * steps);
@@ -506,9 +589,8 @@ static void tile_task(void *ctx, int64_t task, int thread) {
     const int64_t r0 = (task / j->tiles_n) * GEMM_TM, c0 = (task % j->tiles_n) * GEMM_TN;
     const int64_t mc = j->mc - r0 < GEMM_TM ? j->mc - r0 : GEMM_TM;
     const int64_t nc = j->nc - c0 < GEMM_TN ? j->nc - c0 : GEMM_TN;
-    float *tile = j->g->pack + (size_t)thread * j->g->pack_per_thread + (size_t)(GEMM_MC + GEMM_NC) * GEMM_KC;
     const int64_t steps = panel_steps(j->g->kern, j->kc);
-    gemm_tiles(j->g, j->p, j->g->shared_a + r0 * steps, j->pb + c0 * steps, tile, j->m0 + r0, mc,
+    gemm_tiles(j->g, j->p, j->pa + r0 * steps, j->pb + c0 * steps, edge_tile(j->g, thread), j->m0 + r0, mc,
                j->n0 + c0, nc, j->kc, j->load_c);
 }
 
@@ -518,6 +600,7 @@ void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
         ty_gemm_run_1(g, 0, p);
         return;
     }
+    if (run_whole(g, p)) return;
     const int mr = g->kern->mr, nr = g->kern->nr;
     for (int64_t n0 = 0; n0 < p->n; n0 += GEMM_CHUNK)
         for (int64_t m0 = 0; m0 < p->m; m0 += GEMM_CHUNK)
@@ -525,12 +608,14 @@ void ty_gemm_run(ty_gemm *g, const ty_gemm_args *p) {
                 chunk_job j = {g, p, m0, p->m - m0 < GEMM_CHUNK ? p->m - m0 : GEMM_CHUNK,
                                n0, p->n - n0 < GEMM_CHUNK ? p->n - n0 : GEMM_CHUNK,
                                k0, p->k - k0 < GEMM_KC ? p->k - k0 : GEMM_KC, 0, 0, 0,
-                               p->accumulate || k0 > 0, g->shared_b};
-                j.a_panels = ceil_div(j.mc, mr);
+                               p->accumulate || k0 > 0, g->shared_a, g->shared_b};
+                j.a_panels = p->a_packed ? 0 : ceil_div(j.mc, mr);
                 j.b_panels = p->b_packed ? 0 : ceil_div(j.nc, nr);
-                if (p->b_packed) j.pb = packed_b_at(g, p, p->b_packed, n0, k0);
+                if (p->a_packed) j.pa = panels_at(g, mr, p->m, p->k, p->a_packed, m0, k0);
+                if (p->b_packed) j.pb = panels_at(g, nr, p->n, p->k, p->b_packed, n0, k0);
                 j.tiles_n = ceil_div(j.nc, GEMM_TN);
-                ty_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
+                if (j.a_panels + j.b_panels)
+                    ty_pool_run(g->pool, ceil_div(j.a_panels + j.b_panels, PANELS_PER_TASK), pack_task, &j);
                 ty_pool_run(g->pool, ceil_div(j.mc, GEMM_TM) * j.tiles_n, tile_task, &j);
             }
 }

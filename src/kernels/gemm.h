@@ -65,6 +65,7 @@ typedef struct {
     float *c;
     int64_t ldc;
     const float *b_packed; /* op(B) already packed by ty_gemm_pack_b (then b is not read), or NULL */
+    const float *a_packed; /* op(A) already packed by ty_gemm_pack_a (then a is not read), or NULL */
 } ty_gemm_args;
 
 /* Packing space of one thread, and the instruction set's micro-kernel. */
@@ -90,6 +91,14 @@ void ty_gemm_run_1(ty_gemm *g, int thread, const ty_gemm_args *p);
  * engine's kernel and operand type stay as they were. */
 size_t ty_gemm_packed_b_floats(const ty_gemm *g, int64_t k, int64_t n);
 void ty_gemm_pack_b(ty_gemm *g, const ty_gemm_args *p, float *dst);
+/* The same for op(A) of products that share it (one input through several weights):
+ * p's op(A) (p->m, p->k, a, lda, trans_a), read where a product's a_packed points. */
+size_t ty_gemm_packed_a_floats(const ty_gemm *g, int64_t m, int64_t k);
+void ty_gemm_pack_a(ty_gemm *g, const ty_gemm_args *p, float *dst);
+/* Tests: the most floats a threaded product packs at once to run whole (default 4 Mi);
+ * past it, and at 0, products run in chunks of GEMM_CHUNK, one slice of K at a time.
+ * The same bits either way. */
+void ty_gemm_set_whole_max(ty_gemm *g, size_t floats);
 
 /* The definition above, as plain loops (fmaf). */
 void ty_gemm_ref(const ty_gemm_args *p);

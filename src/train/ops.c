@@ -231,9 +231,10 @@ static void bias_bwd_cols(const void *args, int64_t c0, int64_t c1) {
         for (int64_t i = c0; i < c1; i++) a->db[i] += a->dy[r * a->C + i];
 }
 
-void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, const float *w_panels,
+void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, const ty_matmul_panels *panels,
                        const float *bias, int64_t n, int64_t C, int64_t OC) {
-    ty_gemm_args p = {false, true, false, n, OC, C, in, C, w, C, out, OC, w_panels};
+    ty_gemm_args p = {false, true, false, n, OC, C, in, C, w, C, out, OC, panels ? panels->w : NULL,
+                      panels ? panels->in : NULL};
     ty_gemm_run(g, &p);
     if (bias) {
         bias_args a = {.y = out, .b = bias, .n = n, .C = OC};
@@ -241,14 +242,14 @@ void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, 
     }
 }
 
-void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const float *dout,
-                        const float *in, const float *w, const float *w_panels, int64_t n, int64_t C, int64_t OC) {
+void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const float *dout, const float *in,
+                        const float *w, const ty_matmul_panels *panels, int64_t n, int64_t C, int64_t OC) {
     if (din) { /* din[n x C] += dout[n x OC] W[OC x C] */
-        ty_gemm_args p = {false, false, true, n, C, OC, dout, OC, w, C, din, C, w_panels};
+        ty_gemm_args p = {false, false, true, n, C, OC, dout, OC, w, C, din, C, panels ? panels->w : NULL, NULL};
         ty_gemm_run(g, &p);
     }
     if (dw) { /* dW[OC x C] += dout^T in */
-        ty_gemm_args p = {true, false, true, OC, C, n, dout, OC, in, C, dw, C, NULL};
+        ty_gemm_args p = {true, false, true, OC, C, n, dout, OC, in, C, dw, C, panels ? panels->in : NULL, NULL};
         ty_gemm_run(g, &p);
     }
     if (dbias) {
@@ -367,7 +368,7 @@ static void att_dots(const att_job *j, int thread, const float *q, const float *
     const attention_shape *s = j->s;
     const int64_t qd = (int64_t)s->n_head * s->head_dim, kvd = (int64_t)s->n_head_kv * s->head_dim;
     ty_gemm_args p = {false, true, false, i1 - i0, hi - lo, s->head_dim, q + i0 * qd, qd,
-                       k + lo * kvd, kvd, S, hi - lo, NULL};
+                       k + lo * kvd, kvd, S, hi - lo, NULL, NULL};
     ty_gemm_run_1(j->g, thread, &p);
 }
 
@@ -403,7 +404,7 @@ static void att_fwd_task(void *ctx, int64_t task, int thread) {
         }
         /* out rows [i0, i1) = P V */
         ty_gemm_args p = {false, false, false, i1 - i0, s->head_dim, nk, S, nk, v + lo * kvd, kvd,
-                           out + i0 * qd, qd, NULL};
+                           out + i0 * qd, qd, NULL, NULL};
         ty_gemm_run_1(j->g, thread, &p);
     }
 }
@@ -445,7 +446,7 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
             att_dots(j, thread, q, k, i0, i1, lo, hi, S);
             /* dP = dO V^T */
             ty_gemm_args pdp = {false, true, false, m, nk, s->head_dim, dout + i0 * qd, qd,
-                                 v + lo * kvd, kvd, dP, nk, NULL};
+                                 v + lo * kvd, kvd, dP, nk, NULL, NULL};
             ty_gemm_run_1(j->g, thread, &pdp);
             for (int64_t i = i0; i < i1; i++) {
                 float *srow = S + (i - i0) * nk, *drow = dP + (i - i0) * nk;
@@ -472,13 +473,13 @@ static void att_bwd_task(void *ctx, int64_t task, int thread) {
             }
             /* dV[lo, hi) += P^T dO;  dQ[i0, i1) += dS K;  dK[lo, hi) += dS^T Q */
             ty_gemm_args pdv = {true, false, true, nk, s->head_dim, m, S, nk, dout + i0 * qd, qd,
-                                 dv + lo * kvd, kvd, NULL};
+                                 dv + lo * kvd, kvd, NULL, NULL};
             ty_gemm_run_1(j->g, thread, &pdv);
             ty_gemm_args pdq = {false, false, true, m, s->head_dim, nk, dP, nk, k + lo * kvd, kvd,
-                                 dq + i0 * qd, qd, NULL};
+                                 dq + i0 * qd, qd, NULL, NULL};
             ty_gemm_run_1(j->g, thread, &pdq);
             ty_gemm_args pdk = {true, false, true, nk, s->head_dim, m, dP, nk, q + i0 * qd, qd,
-                                 dk + lo * kvd, kvd, NULL};
+                                 dk + lo * kvd, kvd, NULL, NULL};
             ty_gemm_run_1(j->g, thread, &pdk);
         }
     }
@@ -704,7 +705,7 @@ void ty_frozen_matmul_forward(ty_gemm *g, float *out, const float *in, const ty_
     for (int64_t o0 = 0; o0 < OC; o0 += panel_rows) {
         const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
         dequant_panel(ty_gemm_pool(g), w, o0, rows, panel);
-        ty_gemm_args p = {false, true, false, n, rows, C, in, C, panel, C, out + o0, OC, NULL};
+        ty_gemm_args p = {false, true, false, n, rows, C, in, C, panel, C, out + o0, OC, NULL, NULL};
         ty_gemm_run(g, &p);
     }
     if (bias) {
@@ -720,7 +721,7 @@ void ty_frozen_matmul_backward(ty_gemm *g, float *din, const float *dout, const 
         const int64_t rows = OC - o0 < panel_rows ? OC - o0 : panel_rows;
         dequant_panel(ty_gemm_pool(g), w, o0, rows, panel);
         /* the k = o chain continues across panels (accumulate): the bits of one product */
-        ty_gemm_args p = {false, false, true, n, C, rows, dout + o0, OC, panel, C, din, C, NULL};
+        ty_gemm_args p = {false, false, true, n, C, rows, dout + o0, OC, panel, C, din, C, NULL, NULL};
         ty_gemm_run(g, &p);
     }
 }
@@ -777,11 +778,11 @@ void ty_dropout_forward(ty_pool *pool, float *out, const float *in, int64_t n, i
 void ty_lora_forward(ty_gemm *g, float *out, float *ts, const float *x, const float *a, const float *b, int64_t n,
                      int64_t C, int64_t OC, int64_t r, int64_t groups, float s) {
     const int64_t R = r * groups, OG = OC / groups;
-    ty_gemm_args t = {false, true, false, n, R, C, x, C, a, C, ts, R, NULL};
+    ty_gemm_args t = {false, true, false, n, R, C, x, C, a, C, ts, R, NULL, NULL};
     ty_gemm_run(g, &t);
     ty_scale_inplace(ty_gemm_pool(g), ts, s, n * R);
     for (int64_t q = 0; q < groups; q++) { /* out's group q += ts's group q B_q^T */
-        ty_gemm_args o = {false, true, true, n, OG, r, ts + q * r, R, b + q * OG * r, r, out + q * OG, OC, NULL};
+        ty_gemm_args o = {false, true, true, n, OG, r, ts + q * r, R, b + q * OG * r, r, out + q * OG, OC, NULL, NULL};
         ty_gemm_run(g, &o);
     }
 }
@@ -792,20 +793,20 @@ void ty_lora_backward(ty_gemm *g, float *dx, float *da, float *db, float *dts, c
     const int64_t R = r * groups, OG = OC / groups;
     for (int64_t q = 0; q < groups; q++) {
         if (db) { /* dB_q[OG x r] += dout_q^T ts_q */
-            ty_gemm_args p = {true, false, true, OG, r, n, dout + q * OG, OC, ts + q * r, R, db + q * OG * r, r, NULL};
+            ty_gemm_args p = {true, false, true, OG, r, n, dout + q * OG, OC, ts + q * r, R, db + q * OG * r, r, NULL, NULL};
             ty_gemm_run(g, &p);
         }
         /* dts_q = dout_q B_q [n x r] */
-        ty_gemm_args p = {false, false, false, n, r, OG, dout + q * OG, OC, b + q * OG * r, r, dts + q * r, R, NULL};
+        ty_gemm_args p = {false, false, false, n, r, OG, dout + q * OG, OC, b + q * OG * r, r, dts + q * r, R, NULL, NULL};
         ty_gemm_run(g, &p);
     }
     ty_scale_inplace(ty_gemm_pool(g), dts, s, n * R); /* dt = s dts */
     if (da) { /* dA[R x C] += dt^T x */
-        ty_gemm_args q = {true, false, true, R, C, n, dts, R, x, C, da, C, NULL};
+        ty_gemm_args q = {true, false, true, R, C, n, dts, R, x, C, da, C, NULL, NULL};
         ty_gemm_run(g, &q);
     }
     if (dx) { /* dx[n x C] (+)= dt A */
-        ty_gemm_args q = {false, false, true, n, C, R, dts, R, a, C, dx, C, NULL};
+        ty_gemm_args q = {false, false, true, n, C, R, dts, R, a, C, dx, C, NULL, NULL};
         ty_gemm_run(g, &q);
     }
 }

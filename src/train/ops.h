@@ -43,13 +43,19 @@ void ty_rmsnorm_forward(ty_pool *pool, float *out, float *rstd, const float *x, 
 void ty_rmsnorm_backward(ty_pool *pool, float *dx, float *dw, const float *dout, const float *x,
                       const float *w, const float *rstd, int64_t n, int64_t C);
 
-/* ---- linear: out[n x OC] = in[n x C] W^T + bias, W stored [OC][C], bias may be NULL;
- * w_panels: W already packed (ty_gemm_pack_b) as the forward's op(B) (x W^T) or the
- * input gradient's (dy W), or NULL (packed in the product) */
-void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, const float *w_panels,
+/* ---- linear: out[n x OC] = in[n x C] W^T + bias, W stored [OC][C], bias may be NULL.
+ * panels (may be NULL, and each of its members): operands packed beforehand, so that
+ * products that share one (a weight across the parts of a step, an input through
+ * several weights) pack it once. Forward: w as op(B) of x W^T (ty_gemm_pack_b), in as
+ * op(A) (ty_gemm_pack_a). Backward: w as op(B) of the input gradient's dy W, in as op(B)
+ * of the weight gradient's dy^T x. */
+typedef struct {
+    const float *w, *in;
+} ty_matmul_panels;
+void ty_matmul_forward(ty_gemm *g, float *out, const float *in, const float *w, const ty_matmul_panels *panels,
                        const float *bias, int64_t n, int64_t C, int64_t OC);
-void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const float *dout,
-                        const float *in, const float *w, const float *w_panels, int64_t n, int64_t C, int64_t OC);
+void ty_matmul_backward(ty_gemm *g, float *din, float *dw, float *dbias, const float *dout, const float *in,
+                        const float *w, const ty_matmul_panels *panels, int64_t n, int64_t C, int64_t OC);
 
 /* ---- RoPE, in place over n rows of n_heads heads of head_dim; row r is at position
  * r % T, and cs holds ty_rope_cos_sin of positions 0..T-1 (n_rot floats each). The

@@ -106,6 +106,10 @@ struct train_model {
     } *panels;
     int64_t step;   /* ty_train_model_step calls */
     bool pack_once; /* in this step */
+    /* a normed input that several matrices read (Q, K and V; gate and up) packed once for
+     * their products (shared_input) */
+    float *in_panels;
+    size_t in_panels_floats;
 };
 
 const char *const ty_train_tap_names[TRAIN_TAP_KINDS] = {"attn_norm", "attn_out", "ffn_norm", "ffn_out", "out"};
@@ -550,6 +554,7 @@ void ty_train_model_free(train_model *tm) {
     if (tm->panels)
         for (int i = 0; i < 2 * (tm->hp.n_layer * MAT_KINDS + 1); i++) free(tm->panels[i].p);
     free(tm->panels);
+    free(tm->in_panels);
     ty_gemm_free(tm->gemm);
     free(tm);
 }
@@ -775,17 +780,37 @@ static const float *weight_panels(train_model *tm, int slot, bool forward, const
         if (!(e->p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
         e->floats = floats;
     }
-    const ty_gemm_args p = {false, forward, false, 0, n, k, NULL, 0, w, n_in, NULL, 0, NULL};
+    const ty_gemm_args p = {false, forward, false, 0, n, k, NULL, 0, w, n_in, NULL, 0, NULL, NULL};
     ty_gemm_pack_b(tm->gemm, &p, e->p);
     e->step = tm->step;
     return e->p;
 }
 
+/* in[n x C], read by `users` products of dense matrices, packed once for them: as op(A)
+ * of the forward products (x W^T), or as op(B) of the weight gradients (dy^T x); NULL
+ * where fewer than two read it or there is no memory (each product packs it then). */
+static const float *shared_input(train_model *tm, const float *in, int64_t n, int64_t C, bool forward, int users) {
+    if (users < 2) return NULL;
+    const size_t floats =
+        forward ? ty_gemm_packed_a_floats(tm->gemm, n, C) : ty_gemm_packed_b_floats(tm->gemm, n, C);
+    if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
+    if (floats > tm->in_panels_floats) {
+        free(tm->in_panels);
+        tm->in_panels_floats = 0;
+        if (!(tm->in_panels = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
+        tm->in_panels_floats = floats;
+    }
+    const ty_gemm_args p = {false, false, false, n, C, forward ? C : n, in, C, in, C, NULL, 0, NULL, NULL};
+    if (forward) ty_gemm_pack_a(tm->gemm, &p, tm->in_panels);
+    else ty_gemm_pack_b(tm->gemm, &p, tm->in_panels);
+    return tm->in_panels;
+}
+
+/* in_panels: in packed by shared_input, or NULL */
 static void linear_forward(train_model *tm, int il, int kind, const float *w, float *out, const float *in,
-                           const float *bias, int64_t n, int64_t C, int64_t OC) {
-    if (w)
-        ty_matmul_forward(tm->gemm, out, in, w, weight_panels(tm, il * MAT_KINDS + kind, true, w, C, OC), bias, n,
-                          C, OC);
+                           const float *in_panels, const float *bias, int64_t n, int64_t C, int64_t OC) {
+    const ty_matmul_panels panels = {w ? weight_panels(tm, il * MAT_KINDS + kind, true, w, C, OC) : NULL, in_panels};
+    if (w) ty_matmul_forward(tm->gemm, out, in, w, &panels, bias, n, C, OC);
     else ty_frozen_matmul_forward(tm->gemm, out, in, tm->frozen[il * MAT_KINDS + kind], bias, n, tm->panel,
                                tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
@@ -797,10 +822,10 @@ static void linear_forward(train_model *tm, int il, int kind, const float *w, fl
 
 /* din += dout W (and the trainable weight's dw, dbias), and the adapter's gradients. */
 static void linear_backward(train_model *tm, int il, int kind, const float *w, float *dw, float *dbias, float *din,
-                            const float *dout, const float *in, int64_t n, int64_t C, int64_t OC) {
-    if (w)
-        ty_matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, weight_panels(tm, il * MAT_KINDS + kind, false, w, C, OC),
-                           n, C, OC);
+                            const float *dout, const float *in, const float *in_panels, int64_t n, int64_t C,
+                            int64_t OC) {
+    const ty_matmul_panels panels = {w ? weight_panels(tm, il * MAT_KINDS + kind, false, w, C, OC) : NULL, in_panels};
+    if (w) ty_matmul_backward(tm->gemm, din, dw, dbias, dout, in, w, &panels, n, C, OC);
     else ty_frozen_matmul_backward(tm->gemm, din, dout, tm->frozen[il * MAT_KINDS + kind], n, tm->panel,
                                 tm->panel_rows);
     const lora_ab *ab = tm->lw ? &tm->lw[il * MAT_KINDS + kind] : NULL;
@@ -835,9 +860,10 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     tap(tm, il, TRAIN_TAP_ATTN_NORM, tm->h, n, 1.0f);
     float *q = hp->q_norm_len ? a->q_raw : a->q;
     float *k = hp->q_norm_len ? a->k_raw : a->k;
-    linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, w->bq, n, C, qd);
-    linear_forward(tm, il, MAT_K, w->wk, k, tm->h, w->bk, n, C, kvd);
-    linear_forward(tm, il, MAT_V, w->wv, a->v, tm->h, w->bv, n, C, kvd);
+    const float *h = shared_input(tm, tm->h, n, C, true, !!w->wq + !!w->wk + !!w->wv);
+    linear_forward(tm, il, MAT_Q, w->wq, q, tm->h, h, w->bq, n, C, qd);
+    linear_forward(tm, il, MAT_K, w->wk, k, tm->h, h, w->bk, n, C, kvd);
+    linear_forward(tm, il, MAT_V, w->wv, a->v, tm->h, h, w->bv, n, C, kvd);
     if (hp->q_norm_len) {
         ty_rmsnorm_forward(pool, a->q, NULL, a->q_raw, w->q_norm, n * qd / hp->q_norm_len, hp->q_norm_len, hp->rms_eps);
         ty_rmsnorm_forward(pool, a->k, NULL, a->k_raw, w->k_norm, n * kvd / hp->k_norm_len, hp->k_norm_len, hp->rms_eps);
@@ -849,7 +875,7 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     const attention_shape as = layer_attention(tm, il, B, T);
     ty_attention_forward(g, a->att, a->lse, a->q, a->k, a->v, &as, tm->att_scratch);
     float *o = hp->post_norms ? a->o_raw : tm->dbranch; /* dbranch is free in the forward */
-    linear_forward(tm, il, MAT_O, w->wo, o, a->att, w->bo, n, qd, C);
+    linear_forward(tm, il, MAT_O, w->wo, o, a->att, NULL, w->bo, n, qd, C);
     if (hp->post_norms) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->o_raw, w->post_attn_norm, n, C, hp->rms_eps);
         o = tm->dbranch;
@@ -860,11 +886,12 @@ static void layer_forward(train_model *tm, int il, int B, int T) {
     /* feed-forward */
     norm_forward(tm, tm->h, NULL, NULL, a->x_mid, w->ffn_norm, w->ffn_norm_b, n);
     tap(tm, il, TRAIN_TAP_FFN_NORM, tm->h, n, 1.0f);
-    if (!hp->ffn_no_gate) linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, NULL, n, C, F);
-    linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, w->b_up, n, C, F);
+    h = shared_input(tm, tm->h, n, C, true, (!hp->ffn_no_gate && w->ffn_gate) + !!w->ffn_up);
+    if (!hp->ffn_no_gate) linear_forward(tm, il, MAT_GATE, w->ffn_gate, a->gate, tm->h, h, NULL, n, C, F);
+    linear_forward(tm, il, MAT_UP, w->ffn_up, a->up, tm->h, h, w->b_up, n, C, F);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     float *f = hp->post_norms ? a->f_raw : tm->dbranch;
-    linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, w->b_down, n, F, C);
+    linear_forward(tm, il, MAT_DOWN, w->ffn_down, f, tm->act, NULL, w->b_down, n, F, C);
     if (hp->post_norms) {
         ty_rmsnorm_forward(pool, tm->dbranch, NULL, a->f_raw, w->post_ffn_norm, n, C, hp->rms_eps);
         f = tm->dbranch;
@@ -888,7 +915,8 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
         const int out_slot = hp->n_layer * MAT_KINDS;
         if (tm->w.output)
             ty_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->w.output,
-                              weight_panels(tm, out_slot, true, tm->w.output, C, V), NULL, m, C, V);
+                              &(ty_matmul_panels){weight_panels(tm, out_slot, true, tm->w.output, C, V), NULL}, NULL,
+                              m, C, V);
         else ty_frozen_matmul_forward(tm->gemm, tm->logits, tm->h + r0 * C, tm->frozen_output, NULL, m, tm->panel,
                                    tm->panel_rows);
         ty_lm_loss_forward(pool, tm->logits, tm->row_loss + r0, tm->row_lse + r0, b->targets + r0, m, V,
@@ -900,8 +928,8 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
                          m, V, s, hp->final_softcap);
         if (tm->w.output)
             ty_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->g.output, NULL, tm->logits, tm->h + r0 * C, tm->w.output,
-                               weight_panels(tm, out_slot, false, tm->w.output, C, V),
-                            m, C, V);
+                               &(ty_matmul_panels){weight_panels(tm, out_slot, false, tm->w.output, C, V), NULL}, m,
+                               C, V);
         else ty_frozen_matmul_backward(tm->gemm, tm->dh + r0 * C, tm->logits, tm->frozen_output, m, tm->panel,
                                     tm->panel_rows);
     }
@@ -951,21 +979,23 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     const float *df = branch_grad(tm, dres, a->f_raw, w->post_ffn_norm, gw->post_ffn_norm, n);
     glu_forward(tm, tm->act, a->gate, a->up, n * F);
     zero(tm->dact, n * F);
-    linear_backward(tm, il, MAT_DOWN, w->ffn_down, gw->ffn_down, gw->b_down, tm->dact, df, tm->act, n, F, C);
+    linear_backward(tm, il, MAT_DOWN, w->ffn_down, gw->ffn_down, gw->b_down, tm->dact, df, tm->act, NULL, n, F, C);
     zero(tm->dgate, n * F);
     zero(tm->dup, n * F);
     glu_backward(tm, tm->dgate, tm->dup, tm->dact, a->gate, a->up, n * F);
     norm_forward(tm, tm->h, tm->mean, tm->rstd, a->x_mid, w->ffn_norm, w->ffn_norm_b, n);
     zero(tm->dh, n * C);
+    const float *h = shared_input(tm, tm->h, n, C, false,
+                                  (!hp->ffn_no_gate && w->ffn_gate && gw->ffn_gate) + (w->ffn_up && gw->ffn_up));
     if (!hp->ffn_no_gate)
-        linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, n, C, F);
-    linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, gw->b_up, tm->dh, tm->dup, tm->h, n, C, F);
+        linear_backward(tm, il, MAT_GATE, w->ffn_gate, gw->ffn_gate, NULL, tm->dh, tm->dgate, tm->h, h, n, C, F);
+    linear_backward(tm, il, MAT_UP, w->ffn_up, gw->ffn_up, gw->b_up, tm->dh, tm->dup, tm->h, h, n, C, F);
     norm_backward(tm, dres, gw->ffn_norm, gw->ffn_norm_b, tm->dh, a->x_mid, w->ffn_norm, n);
 
     /* attention: x_mid = x + rs * post_norm(attention(q, k, v) W_o^T) */
     const float *dox = branch_grad(tm, dres, a->o_raw, w->post_attn_norm, gw->post_attn_norm, n);
     zero(tm->datt, n * qd);
-    linear_backward(tm, il, MAT_O, w->wo, gw->wo, gw->bo, tm->datt, dox, a->att, n, qd, C);
+    linear_backward(tm, il, MAT_O, w->wo, gw->wo, gw->bo, tm->datt, dox, a->att, NULL, n, qd, C);
     zero(tm->dq, n * qd);
     zero(tm->dk, n * kvd);
     zero(tm->dv, n * kvd);
@@ -997,9 +1027,10 @@ static void layer_backward(train_model *tm, int il, int B, int T, float *dres) {
     }
     norm_forward(tm, tm->h, tm->mean, tm->rstd, a->x, w->attn_norm, w->attn_norm_b, n);
     zero(tm->dh, n * C);
-    linear_backward(tm, il, MAT_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, n, C, qd);
-    linear_backward(tm, il, MAT_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, n, C, kvd);
-    linear_backward(tm, il, MAT_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, n, C, kvd);
+    h = shared_input(tm, tm->h, n, C, false, (w->wq && gw->wq) + (w->wk && gw->wk) + (w->wv && gw->wv));
+    linear_backward(tm, il, MAT_Q, w->wq, gw->wq, gw->bq, tm->dh, dq, tm->h, h, n, C, qd);
+    linear_backward(tm, il, MAT_K, w->wk, gw->wk, gw->bk, tm->dh, dk, tm->h, h, n, C, kvd);
+    linear_backward(tm, il, MAT_V, w->wv, gw->wv, gw->bv, tm->dh, tm->dv, tm->h, h, n, C, kvd);
     norm_backward(tm, dres, gw->attn_norm, gw->attn_norm_b, tm->dh, a->x, w->attn_norm, n);
 }
 

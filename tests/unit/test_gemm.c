@@ -45,7 +45,7 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
     memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
     float *c_start = xmalloc((size_t)(m * ldc) * sizeof *c_start);
     memcpy(c_start, c, (size_t)(m * ldc) * sizeof *c);
-    ty_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc, NULL};
+    ty_gemm_args p = {ta, tb, acc, m, n, k, a, lda, b, ldb, c, ldc, NULL, NULL};
     ty_gemm_run(g, &p);
     p.c = ref;
     ty_gemm_ref_rounded(&p, round);
@@ -74,6 +74,38 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
             CHECK_MSG(first_diff(c2, c, m, n, ldc) < 0, "%s op(B) packed once%s m=%lld n=%lld k=%lld ta=%d tb=%d",
                       isa, one ? " (run_1)" : "", (long long)m, (long long)n, (long long)k, ta, tb);
         }
+        /* op(A) packed once too (one input through several weights): alone, and with
+         * op(B)'s panels */
+        const size_t a_floats = ty_gemm_packed_a_floats(g, m, k);
+        float *a_packed = a_floats ? aligned_alloc(64, (a_floats * sizeof(float) + 63) / 64 * 64) : NULL;
+        CHECK_MSG(a_packed != NULL, "ty_gemm_packed_a_floats(%lld, %lld) = %zu", (long long)m, (long long)k, a_floats);
+        if (a_packed) ty_gemm_pack_a(g, &p, a_packed);
+        for (int v = 0; a_packed && v < 4; v++) {
+            memcpy(c2, c_start, (size_t)(m * ldc) * sizeof *c2);
+            ty_gemm_args pp = p;
+            pp.c = c2;
+            pp.a = NULL;
+            pp.a_packed = a_packed;
+            if (v & 1) {
+                pp.b = NULL;
+                pp.b_packed = packed;
+            }
+            if (v & 2) ty_gemm_run_1(g, 0, &pp);
+            else ty_gemm_run(g, &pp);
+            CHECK_MSG(first_diff(c2, c, m, n, ldc) < 0, "%s op(A)%s packed once%s m=%lld n=%lld k=%lld ta=%d tb=%d",
+                      isa, v & 1 ? " and op(B)" : "", v & 2 ? " (run_1)" : "", (long long)m, (long long)n,
+                      (long long)k, ta, tb);
+        }
+        /* the chunked product (operands past the whole product's buffer) */
+        memcpy(c2, c_start, (size_t)(m * ldc) * sizeof *c2);
+        ty_gemm_set_whole_max(g, 0);
+        ty_gemm_args pc = p;
+        pc.c = c2;
+        ty_gemm_run(g, &pc);
+        ty_gemm_set_whole_max(g, (size_t)4 << 20);
+        CHECK_MSG(first_diff(c2, c, m, n, ldc) < 0, "%s chunked m=%lld n=%lld k=%lld ta=%d tb=%d", isa,
+                  (long long)m, (long long)n, (long long)k, ta, tb);
+        free(a_packed);
         free(c2);
         free(packed);
     }
@@ -82,10 +114,10 @@ static void check_shape(ty_gemm *g, const char *isa, int round, int64_t m, int64
         const int64_t k1 = k / 3 + 1;
         fill(c, m * ldc);
         memcpy(ref, c, (size_t)(m * ldc) * sizeof *c);
-        ty_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc, NULL};
+        ty_gemm_args p1 = {ta, tb, acc, m, n, k1, a, lda, b, ldb, c, ldc, NULL, NULL};
         ty_gemm_run(g, &p1);
         ty_gemm_args p2 = {ta, tb, true, m, n, k - k1, ta ? a + k1 * lda : a + k1, lda,
-                            tb ? b + k1 : b + k1 * ldb, ldb, c, ldc, NULL};
+                            tb ? b + k1 : b + k1 * ldb, ldb, c, ldc, NULL, NULL};
         ty_gemm_run(g, &p2);
         p.c = ref;
         ty_gemm_run(g, &p);
@@ -139,12 +171,12 @@ int main(void) {
     /* K = 0 without accumulation writes zeros */
     ty_gemm *g = ty_gemm_new(NULL, ty_cpu()->gemm());
     float c[6] = {1, 2, 3, 4, 5, 6}, a[1] = {0}, b[1] = {0};
-    ty_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3, NULL};
+    ty_gemm_args p = {false, false, false, 2, 3, 0, a, 1, b, 3, c, 3, NULL, NULL};
     ty_gemm_run(g, &p);
     for (int i = 0; i < 6; i++) CHECK(c[i] == 0.0f);
     /* BF16 operands: 1 + 2^-10 rounds to 1, so the product is 1, not 1 + 2^-10 */
     float one_plus[1] = {1.0f + 1.0f / 1024}, one[1] = {1.0f}, out[1];
-    ty_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1, NULL};
+    ty_gemm_args q = {false, false, false, 1, 1, 1, one_plus, 1, one, 1, out, 1, NULL, NULL};
     ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
     ty_gemm_run(g, &q);
     CHECK(out[0] == 1.0f);
@@ -165,7 +197,7 @@ int main(void) {
     }
     for (int r = 0; r < 2; r++) {
         const int type = r ? TOY_TYPE_F16 : TOY_TYPE_BF16;
-        ty_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1, NULL};
+        ty_gemm_args q2 = {false, false, false, NV, 1, 1, av, 1, one, 1, got, 1, NULL, NULL};
         ty_gemm_set_operand_type(g, type);
         ty_gemm_run(g, &q2);
         q2.c = want;

@@ -151,7 +151,7 @@ static void check_reference(void) {
             for (int rep = 0; rep < 20; rep++) {
                 const int64_t m = shapes[s][0], nn = shapes[s][1], k = shapes[s][2];
                 operands o = make(m, nn, k, t & 1, t & 2, tricky);
-                ty_gemm_args p = {t & 1, t & 2, t & 4, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
+                ty_gemm_args p = {t & 1, t & 2, t & 4, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL, NULL};
                 ty_gemm_ref_dpbf16(&p);
                 p.c = o.want;
                 lit_gemm(&p);
@@ -224,7 +224,7 @@ static void check_rounding(void) {
         ty_gemm_kernel packing = *ty_gemm_kernel_bf16_scalar();
         packing.pack_pairs = packers[t / 2].pack;
         ty_gemm_set_bf16_dot(g, &packing);
-        ty_gemm_args p = {t % 2, false, false, NV, 1, 1, av, t % 2 ? NV : 1, one, 1, got, 1, NULL};
+        ty_gemm_args p = {t % 2, false, false, NV, 1, 1, av, t % 2 ? NV : 1, one, 1, got, 1, NULL, NULL};
         ty_gemm_run(g, &p);
         p.c = want;
         ty_gemm_ref_dpbf16(&p);
@@ -279,7 +279,7 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                 const int64_t m = shapes[s][0], nn = shapes[s][1], k = shapes[s][2];
                 const bool ta = t & 1, tb = t & 2, acc = t & 4;
                 operands o = make(m, nn, k, ta, tb, mixed);
-                ty_gemm_args p = {ta, tb, acc, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
+                ty_gemm_args p = {ta, tb, acc, m, nn, k, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL, NULL};
                 const bool single = (s + t) % 2 == 1;
                 float *c0 = xmalloc((size_t)(m * o.ldc + 1) * sizeof *c0);
                 memcpy(c0, o.c, (size_t)(m * o.ldc) * sizeof *c0);
@@ -297,7 +297,8 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                 const size_t packed_floats = ty_gemm_packed_b_floats(g, k, nn);
                 float *packed = packed_floats ? aligned_alloc(64, (packed_floats * sizeof *packed + 63) / 64 * 64) : NULL;
                 if (k > 0 && packed) {
-                    float *c2 = c0;
+                    float *c2 = xmalloc((size_t)(m * o.ldc + 1) * sizeof *c2);
+                    memcpy(c2, c0, (size_t)(m * o.ldc) * sizeof *c2);
                     ty_gemm_pack_b(g, &p, packed);
                     ty_gemm_args pp = p;
                     pp.c = c2;
@@ -308,6 +309,40 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                     d = first_diff(c2, o.want, m, o.ldc);
                     CHECK_MSG(d < 0, "%s, op(B) packed once, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld",
                               kernel->isa, (long long)m, (long long)nn, (long long)k, ta, tb, acc, (long long)d);
+                    /* op(A) packed once too, with op(B)'s panels or without */
+                    const size_t a_floats = ty_gemm_packed_a_floats(g, m, k);
+                    float *a_packed = a_floats ? aligned_alloc(64, (a_floats * sizeof(float) + 63) / 64 * 64) : NULL;
+                    CHECK(a_packed != NULL);
+                    if (a_packed) ty_gemm_pack_a(g, &p, a_packed);
+                    for (int v = 0; a_packed && v < 2; v++) {
+                        memcpy(c2, c0, (size_t)(m * o.ldc) * sizeof *c2);
+                        pp = p;
+                        pp.c = c2;
+                        pp.a = NULL;
+                        pp.a_packed = a_packed;
+                        if (v) {
+                            pp.b = NULL;
+                            pp.b_packed = packed;
+                        }
+                        if (single) ty_gemm_run_1(g, 0, &pp);
+                        else ty_gemm_run(g, &pp);
+                        d = first_diff(c2, o.want, m, o.ldc);
+                        CHECK_MSG(d < 0, "%s, op(A)%s packed once, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld",
+                                  kernel->isa, v ? " and op(B)" : "", (long long)m, (long long)nn, (long long)k, ta, tb,
+                                  acc, (long long)d);
+                    }
+                    free(a_packed);
+                    /* the chunked product (operands past the whole product's buffer) */
+                    memcpy(c2, c0, (size_t)(m * o.ldc) * sizeof *c2);
+                    ty_gemm_set_whole_max(g, 0);
+                    pp = p;
+                    pp.c = c2;
+                    ty_gemm_run(g, &pp);
+                    ty_gemm_set_whole_max(g, (size_t)4 << 20);
+                    d = first_diff(c2, o.want, m, o.ldc);
+                    CHECK_MSG(d < 0, "%s, chunked, m=%lld n=%lld k=%lld ta=%d tb=%d acc=%d: element %lld", kernel->isa,
+                              (long long)m, (long long)nn, (long long)k, ta, tb, acc, (long long)d);
+                    free(c2);
                 }
                 free(c0);
                 free(packed);
@@ -315,10 +350,10 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
                 if (k >= 4) {
                     const int64_t k1 = (k / 3 + 1) & ~(int64_t)1;
                     for (int64_t i = 0; i < m * o.ldc; i++) o.c[i] = o.want[i] = mixed();
-                    ty_gemm_args p1 = {ta, tb, acc, m, nn, k1, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
+                    ty_gemm_args p1 = {ta, tb, acc, m, nn, k1, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL, NULL};
                     ty_gemm_run(g, &p1);
                     ty_gemm_args p2 = {ta, tb, true, m, nn, k - k1, ta ? o.a + k1 * o.lda : o.a + k1, o.lda,
-                                       tb ? o.b + k1 : o.b + k1 * o.ldb, o.ldb, o.c, o.ldc, NULL};
+                                       tb ? o.b + k1 : o.b + k1 * o.ldb, o.ldb, o.c, o.ldc, NULL, NULL};
                     ty_gemm_run(g, &p2);
                     p.c = o.want;
                     ty_gemm_ref_dpbf16(&p);
@@ -336,7 +371,7 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
         o.b[2 * o.ldb + 7] = -INFINITY;
         o.b[6 * o.ldb + 33] = 3.4e38f; /* infinity as bf16 */
         o.a[0 * o.lda + 6] = 1.0f;   /* so C[0][33] is infinite, not 0 * infinity */
-        ty_gemm_args p = {false, false, true, 16, 40, 9, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
+        ty_gemm_args p = {false, false, true, 16, 40, 9, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL, NULL};
         ty_gemm_run(g, &p);
         p.c = o.want;
         ty_gemm_ref_dpbf16(&p);
@@ -349,7 +384,7 @@ static int check_kernel(const ty_gemm_kernel *kernel, int max_threads) {
         for (int r = 0; r < 2; r++) {
             const int type = r ? TOY_TYPE_F16 : TOY_TYPE_F32;
             operands q = make(30, 40, 21, false, true, frand);
-            ty_gemm_args pq = {false, true, false, 30, 40, 21, q.a, q.lda, q.b, q.ldb, q.c, q.ldc, NULL};
+            ty_gemm_args pq = {false, true, false, 30, 40, 21, q.a, q.lda, q.b, q.ldb, q.c, q.ldc, NULL, NULL};
             ty_gemm_set_operand_type(g, type);
             ty_gemm_run(g, &pq);
             pq.c = q.want;
@@ -411,7 +446,7 @@ int main(void) {
         ty_gemm *g = ty_gemm_new(NULL, ty_gemm_kernel_scalar());
         ty_gemm_set_bf16_dot(g, ty_gemm_kernel_avx512_bf16());
         ty_gemm_set_operand_type(g, TOY_TYPE_BF16);
-        ty_gemm_args p = {false, true, false, 97, 129, 301, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL};
+        ty_gemm_args p = {false, true, false, 97, 129, 301, o.a, o.lda, o.b, o.ldb, o.c, o.ldc, NULL, NULL};
         ty_gemm_run(g, &p);
         p.c = o.want;
         ty_gemm_ref_dpbf16(&p);
