@@ -21,7 +21,7 @@ static const char *const serve_usage =
     "/v1/embeddings, GET /v1/models; streaming as server-sent events), /tokenize,\n"
     "/detokenize, /apply-template, /health, /metrics (Prometheus) and a chat page at /.\n"
     "It listens at once and packs the weights before /health answers 200 (503 \"loading\"\n"
-    "until then), so that its first request is as fast as the next.\n"
+    "until then), so that its first request does not wait for the packing.\n"
     "Chat is formatted with the model's own chat template (docs/chat-templates.md). Up to --parallel\n"
     "requests share each forward pass; a completion's tokens are those toy run gives for\n"
     "the same prompt and settings, whatever else runs beside it. Request bodies are JSON\n"
