@@ -8,22 +8,14 @@
 
 #include "gate.h"
 
+/* routes.h's table: a route's method, path and rules, by its ID */
 static const struct {
-    const char *path;
-    const char *method;
-    gate_route id;
-} routes[] = {
-    {"/", "GET", ROUTE_PAGE},
-    {"/health", "GET", ROUTE_HEALTH},
-    {"/metrics", "GET", ROUTE_METRICS},
-    {"/v1/models", "GET", ROUTE_MODELS},
-    {"/v1/chat/completions", "POST", ROUTE_CHAT},
-    {"/v1/completions", "POST", ROUTE_COMPLETIONS},
-    {"/tokenize", "POST", ROUTE_TOKENIZE},
-    {"/detokenize", "POST", ROUTE_DETOKENIZE},
-    {"/v1/embeddings", "POST", ROUTE_EMBEDDINGS},
-    {"/embeddings", "POST", ROUTE_EMBEDDINGS},
-    {"/apply-template", "POST", ROUTE_APPLY_TEMPLATE},
+    const char *method, *path;
+    int rules;
+} routes[ROUTE_COUNT] = {
+#define GATE_ROUTE_ROW(id, method, path, handler, rules) [ROUTE_##id] = {method, path, rules},
+    SRV_ROUTES(GATE_ROUTE_ROW)
+#undef GATE_ROUTE_ROW
 };
 
 static bool stop(gate_verdict *v, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -105,21 +97,22 @@ static bool is_json_type(const char *type) {
 static bool check(const gate_config *c, const gate_request *r, gate_verdict *v) {
     bool path_known = false;
     const char *route_method = NULL;
-    for (size_t i = 0; i < sizeof routes / sizeof *routes; i++) {
+    for (int i = 0; i < ROUTE_COUNT; i++) {
         if (strcmp(r->url, routes[i].path)) continue;
         path_known = true;
         route_method = routes[i].method;
         if (!strcmp(r->method, routes[i].method) || (!strcmp(r->method, "HEAD") && !strcmp(routes[i].method, "GET")))
-            v->route = routes[i].id;
+            v->route = (gate_route)i;
     }
     if (path_known) v->allow = !strcmp(route_method, "POST") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+    const int rules = v->route == ROUTE_NONE ? 0 : routes[v->route].rules;
     const bool health = v->route == ROUTE_HEALTH;
 
     if (r->stopping && !health) {
         v->retry_after = true;
         return stop(v, 503, "the server is shutting down");
     }
-    if (r->loading && !health && v->route != ROUTE_PAGE && v->route != ROUTE_METRICS) {
+    if (r->loading && !(rules & ROUTE_LOADING)) {
         v->retry_after = true;
         return stop(v, 503, "the model is loading: try again when /health answers 200");
     }
@@ -144,12 +137,11 @@ static bool check(const gate_config *c, const gate_request *r, gate_verdict *v) 
         v->status = 204;
         return false;
     }
-    /* /health for load balancers, and the chat page, which holds nothing and asks for the key */
-    if (!health && v->route != ROUTE_PAGE && c->api_key && !key_matches(c->api_key, r->authorization))
+    if (!(rules & ROUTE_OPEN) && c->api_key && !key_matches(c->api_key, r->authorization))
         return stop(v, 401, "a valid API key is needed: Authorization: Bearer KEY");
     if (!path_known) return stop(v, 404, "no route %.50s %.500s", r->method, r->url);
     if (v->route == ROUTE_NONE) return stop(v, 405, "%.500s does not take %.50s (only %s)", r->url, r->method, v->allow);
-    if (!strcmp(r->method, "POST") && r->content_type && !is_json_type(r->content_type))
+    if ((rules & ROUTE_BODY) && r->content_type && !is_json_type(r->content_type))
         return stop(v, 415, "the request body must be JSON: Content-Type: application/json, not '%.200s'",
                     r->content_type);
     if (r->content_length) {

@@ -1,7 +1,8 @@
 /* gate.h — what a request must pass when its headers arrive, before a byte of its body is
  * read: the server's state (stopping, too many connections), the Host and Origin headers
  * that keep web pages in a browser out (DNS rebinding, cross-site requests), CORS
- * preflights, the API key, the route and method, the Content-Type and the body's length.
+ * preflights, the API key, the route and method, the Content-Type and the body's length;
+ * the routes and their rules are routes.h's table.
  *
  * A pure function of the headers and the configuration, so that the fuzzer drives it as
  * the HTTP layer does. */
@@ -12,20 +13,12 @@
 #include <stddef.h>
 
 #include "openai.h"
+#include "routes.h"
 
-typedef enum {
-    ROUTE_NONE = -1,
-    ROUTE_PAGE,
-    ROUTE_HEALTH,
-    ROUTE_METRICS,
-    ROUTE_MODELS,
-    ROUTE_CHAT,
-    ROUTE_COMPLETIONS,
-    ROUTE_TOKENIZE,
-    ROUTE_DETOKENIZE,
-    ROUTE_EMBEDDINGS,
-    ROUTE_APPLY_TEMPLATE,
-} gate_route;
+/* The routes of routes.h, by ID: ROUTE_PAGE, ROUTE_HEALTH, ... in its order. */
+#define GATE_ROUTE_ID(id, method, path, handler, rules) ROUTE_##id,
+typedef enum { ROUTE_NONE = -1, SRV_ROUTES(GATE_ROUTE_ID) ROUTE_COUNT } gate_route;
+#undef GATE_ROUTE_ID
 
 typedef struct {
     const char *api_key;   /* NULL: none */

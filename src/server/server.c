@@ -322,7 +322,7 @@ static enum MHD_Result whole_reply(server *s, struct MHD_Connection *con, const 
     return reply_json(s, con, cs, 200, json);
 }
 
-static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_state *cs, bool chat) {
+static enum MHD_Result chat_or_completions(server *s, struct MHD_Connection *con, conn_state *cs, bool chat) {
     oai_request req;
     oai_error err;
     oai_context oc = s->oai;
@@ -451,6 +451,14 @@ static enum MHD_Result embeddings(server *s, struct MHD_Connection *con, conn_st
 
 /* ---------------------------------------------------------------- other routes */
 
+static enum MHD_Result chat_completions(server *s, struct MHD_Connection *con, conn_state *cs) {
+    return chat_or_completions(s, con, cs, true);
+}
+
+static enum MHD_Result completions(server *s, struct MHD_Connection *con, conn_state *cs) {
+    return chat_or_completions(s, con, cs, false);
+}
+
 static enum MHD_Result tokens_route(server *s, struct MHD_Connection *con, conn_state *cs, bool detokenize) {
     oai_error err;
     sem_wait(&s->parse_permits);
@@ -460,12 +468,24 @@ static enum MHD_Result tokens_route(server *s, struct MHD_Connection *con, conn_
     return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
 }
 
+static enum MHD_Result tokenize(server *s, struct MHD_Connection *con, conn_state *cs) {
+    return tokens_route(s, con, cs, false);
+}
+
+static enum MHD_Result detokenize(server *s, struct MHD_Connection *con, conn_state *cs) {
+    return tokens_route(s, con, cs, true);
+}
+
 static enum MHD_Result apply_template(server *s, struct MHD_Connection *con, conn_state *cs) {
     oai_error err;
     sem_wait(&s->parse_permits);
     char *json = oai_apply_template(&s->oai, cs->body ? cs->body : "", cs->len, &err);
     sem_post(&s->parse_permits);
     return json ? reply_json(s, con, cs, 200, json) : reply_error(s, con, cs, &err);
+}
+
+static enum MHD_Result page(server *s, struct MHD_Connection *con, conn_state *cs) {
+    return reply(s, con, cs, 200, "text/html; charset=utf-8", ty_chat_page, ty_chat_page_len);
 }
 
 static enum MHD_Result health(server *s, struct MHD_Connection *con, conn_state *cs) {
@@ -487,7 +507,7 @@ static enum MHD_Result health(server *s, struct MHD_Connection *con, conn_state 
     return reply(s, con, cs, status, "application/json", body, strlen(body));
 }
 
-static enum MHD_Result models(server *s, struct MHD_Connection *con, const conn_state *cs) {
+static enum MHD_Result models(server *s, struct MHD_Connection *con, conn_state *cs) {
     json_t *o = json_pack("{s:s,s:[{s:s,s:s,s:i,s:s,s:{s:i,s:i,s:i}}]}", "object", "list", "data", "id", s->model_id,
                           "object", "model", "created", (json_int_t)s->started, "owned_by", "toy", "meta", "n_ctx",
                           srv_engine_n_ctx(s->engine), "n_vocab", toy_model_n_vocab(s->model), "n_slots",
@@ -497,7 +517,7 @@ static enum MHD_Result models(server *s, struct MHD_Connection *con, const conn_
     return ok;
 }
 
-static enum MHD_Result metrics(server *s, struct MHD_Connection *con, const conn_state *cs) {
+static enum MHD_Result metrics(server *s, struct MHD_Connection *con, conn_state *cs) {
     srv_metrics m;
     srv_engine_metrics(s->engine, &m);
     char buf[4096];
@@ -546,37 +566,20 @@ static enum MHD_Result metrics(server *s, struct MHD_Connection *con, const conn
 
 /* ---------------------------------------------------------------- requests */
 
+/* routes.h's handlers, by route */
+static enum MHD_Result (*const route_handlers[ROUTE_COUNT])(server *, struct MHD_Connection *, conn_state *) = {
+#define SERVER_ROUTE_HANDLER(id, method, path, handler, rules) [ROUTE_##id] = handler,
+    SRV_ROUTES(SERVER_ROUTE_HANDLER)
+#undef SERVER_ROUTE_HANDLER
+};
+
 static enum MHD_Result route(server *s, struct MHD_Connection *con, conn_state *cs) {
     if (cs->discarded) {
         oai_error err;
         oai_fail(&err, 413, NULL, "the request body is over the limit of %zu bytes (--max-body)", s->p.max_body);
         return reply_error(s, con, cs, &err);
     }
-    switch (cs->v.route) {
-    case ROUTE_PAGE:
-        return reply(s, con, cs, 200, "text/html; charset=utf-8", ty_chat_page, ty_chat_page_len);
-    case ROUTE_HEALTH:
-        return health(s, con, cs);
-    case ROUTE_METRICS:
-        return metrics(s, con, cs);
-    case ROUTE_MODELS:
-        return models(s, con, cs);
-    case ROUTE_CHAT:
-        return completions(s, con, cs, true);
-    case ROUTE_COMPLETIONS:
-        return completions(s, con, cs, false);
-    case ROUTE_TOKENIZE:
-        return tokens_route(s, con, cs, false);
-    case ROUTE_DETOKENIZE:
-        return tokens_route(s, con, cs, true);
-    case ROUTE_EMBEDDINGS:
-        return embeddings(s, con, cs);
-    case ROUTE_APPLY_TEMPLATE:
-        return apply_template(s, con, cs);
-    case ROUTE_NONE:
-        break;
-    }
-    return MHD_NO;
+    return cs->v.route == ROUTE_NONE ? MHD_NO : route_handlers[cs->v.route](s, con, cs);
 }
 
 /* The headers have arrived: the gate decides, and a request it lets through gets a body

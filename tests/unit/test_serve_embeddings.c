@@ -263,7 +263,7 @@ static void test_gate(void) {
     CHECK_EQ(v.route, ROUTE_EMBEDDINGS);
     r.url = "/embeddings";
     gate_check(&c, &r, &v);
-    CHECK_EQ(v.route, ROUTE_EMBEDDINGS);
+    CHECK_EQ(v.route, ROUTE_EMBEDDINGS_UNVERSIONED);
     r.method = "GET";
     gate_check(&c, &r, &v);
     CHECK_EQ(v.status, 405);

@@ -358,6 +358,48 @@ static void test_gate(void) {
     r.url = "/v1/models";
     gate_check(&c, &r, &v);
     CHECK_EQ(v.status, 0);
+    /* every row of routes.h: found by its method and path (HEAD for GET), the key asked
+     * unless the row is ROUTE_OPEN, a JSON body checked where it is ROUTE_BODY */
+    static const struct {
+        const char *method, *path;
+        int rules;
+        gate_route id;
+    } rows[] = {
+#define TEST_ROUTE_ROW(id, method, path, handler, rules) {method, path, rules, ROUTE_##id},
+        SRV_ROUTES(TEST_ROUTE_ROW)
+#undef TEST_ROUTE_ROW
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        gate_request q = {.method = rows[i].method, .url = rows[i].path, .host = "127.0.0.1:8080",
+                          .content_type = "text/plain", .open_connections = 1};
+        gate_check(&c, &q, &v);
+        const int want = !(rows[i].rules & ROUTE_OPEN) ? 401 : rows[i].rules & ROUTE_BODY ? 415 : 0;
+        CHECK_MSG(v.status == want, "%s %s: %d, not %d", rows[i].method, rows[i].path, v.status, want);
+        q.authorization = "Bearer sesame";
+        gate_check(&c, &q, &v);
+        CHECK_MSG(v.status == (rows[i].rules & ROUTE_BODY ? 415 : 0), "%s %s with the key: %d", rows[i].method,
+                  rows[i].path, v.status);
+        q.content_type = "application/json";
+        gate_check(&c, &q, &v);
+        CHECK_MSG(v.status == 0 && v.route == rows[i].id, "%s %s: %d, route %d", rows[i].method, rows[i].path,
+                  v.status, (int)v.route);
+        if (!strcmp(rows[i].method, "GET")) {
+            q.method = "HEAD";
+            gate_check(&c, &q, &v);
+            CHECK_MSG(v.status == 0 && v.route == rows[i].id, "HEAD %s: %d", rows[i].path, v.status);
+        }
+        q.method = "DELETE";
+        gate_check(&c, &q, &v);
+        CHECK_MSG(v.status == 405, "DELETE %s: %d", rows[i].path, v.status);
+        q.loading = true;
+        q.method = rows[i].method;
+        gate_check(&c, &q, &v);
+        CHECK_MSG(v.status == (rows[i].rules & ROUTE_LOADING ? 0 : 503), "%s %s while loading: %d", rows[i].method,
+                  rows[i].path, v.status);
+    }
+    r.url = "/v1/nothing";
+    gate_check(&c, &r, &v);
+    CHECK_EQ(v.status, 404);
 }
 
 /* A token longer than the 255 bytes toy serve's buffers held before (they cut it) comes
