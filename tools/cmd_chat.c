@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "generate.h"
+#include "generation.h"
 #include "utf8.h"
 
 static const char *const chat_usage_head =

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
-#include "generate.h"
+#include "generation.h"
 
 static const char *const run_usage_head =
     "usage: toy run [-m MODEL] -p PROMPT [options]\n"

@@ -673,7 +673,7 @@ static jv f_wordcount(ARGS) {
     bool in_word = false;
     for (size_t i = 0; i < s.s->len;) {
         const uint32_t c = next_cp(s.s, &i);
-        const bool w = c == '_' || (ty_unicode_flags(c) & (TOY_UCD_LETTER | TOY_UCD_NUMBER));
+        const bool w = c == '_' || (ty_unicode_flags(c) & (TY_UCD_LETTER | TY_UCD_NUMBER));
         if (w && !in_word) n++;
         in_word = w;
     }

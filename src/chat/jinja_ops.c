@@ -799,17 +799,17 @@ static jv str_class(jx *x, jv self, uint16_t flags, bool digits_only, bool space
     if (self.s->len == 0) return JV_FALSE_V;
     for (size_t i = 0; i < self.s->len;) {
         const uint32_t c = next_cp(self.s, &i);
-        if (space ? !ty_ju_space(c) : digits_only ? !(c >= '0' && c <= '9') && !(ty_unicode_flags(c) & TOY_UCD_NUMBER)
+        if (space ? !ty_ju_space(c) : digits_only ? !(c >= '0' && c <= '9') && !(ty_unicode_flags(c) & TY_UCD_NUMBER)
                                                : !(ty_unicode_flags(c) & flags))
             return JV_FALSE_V;
     }
     return JV_TRUE_V;
 }
 static jv m_str_isalpha(ARGS) {
-    return str_class(x, self, TOY_UCD_LETTER, false, false);
+    return str_class(x, self, TY_UCD_LETTER, false, false);
 }
 static jv m_str_isalnum(ARGS) {
-    return str_class(x, self, TOY_UCD_LETTER | TOY_UCD_NUMBER, false, false);
+    return str_class(x, self, TY_UCD_LETTER | TY_UCD_NUMBER, false, false);
 }
 static jv m_str_isdigit(ARGS) {
     return str_class(x, self, 0, true, false);

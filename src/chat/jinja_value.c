@@ -378,8 +378,8 @@ static bool printable(uint32_t c) {
     if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) return false;
     if (c < 0x7F) return true;
     const uint16_t f = ty_unicode_flags(c);
-    if (f & (TOY_UCD_CONTROL | TOY_UCD_UNDEFINED)) return false;
-    if ((f & TOY_UCD_SEPARATOR) && c != 0x20) return false;
+    if (f & (TY_UCD_CONTROL | TY_UCD_UNDEFINED)) return false;
+    if ((f & TY_UCD_SEPARATOR) && c != 0x20) return false;
     return true;
 }
 
@@ -696,7 +696,7 @@ jv ty_jv_str_slice(jx *x, jv s, int64_t start, int64_t stop, int64_t step) {
 }
 
 bool ty_ju_space(uint32_t c) {
-    return (c >= 0x1C && c <= 0x1F) || (ty_unicode_flags(c) & TOY_UCD_WHITESPACE);
+    return (c >= 0x1C && c <= 0x1F) || (ty_unicode_flags(c) & TY_UCD_WHITESPACE);
 }
 
 uint32_t ty_ju_lower(uint32_t c) {

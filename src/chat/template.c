@@ -43,8 +43,8 @@ static bool takes_text_arguments(const toy_chat_template *t);
 static bool takes_system_role(const toy_chat_template *t);
 static bool needs_content(const toy_chat_template *t);
 
-/* A family's tool syntax: the forms of toy serve's renderer (tools.c) for the families it
- * knows, else the generic one; the families that think. */
+/* A family's tool syntax: the forms of toy serve's renderer (src/server/tool_requests.c)
+ * for the families it knows, else the generic one; the families that think. */
 static ty_chat_syntax family_syntax(const char *family) {
     ty_chat_syntax s = {TY_TOOLS_GENERIC, TY_REASONING_NONE};
     if (!strcmp(family, "chatml")) s.tools = TY_TOOLS_HERMES;

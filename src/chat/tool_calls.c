@@ -248,9 +248,9 @@ static size_t value_end(const char *s, size_t n, size_t i) {
     return i;
 }
 
-/* s[a, b) as JSON; NULL if it is not. Duplicate keys are refused (as tools.c does), and
- * integers of any size are read (as reals: only the structure is looked at, the text is
- * what is kept). */
+/* s[a, b) as JSON; NULL if it is not. Duplicate keys are refused (as
+ * src/server/tool_requests.c does), and integers of any size are read (as reals: only the
+ * structure is looked at, the text is what is kept). */
 static json_t *load_json(const char *s, size_t a, size_t b) {
     return json_loadb(s + a, b - a, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_DECODE_INT_AS_REAL, NULL);
 }
@@ -496,8 +496,8 @@ static const call_keys llama3_keys = {"name", {"parameters", "arguments"}, NULL}
 static const call_keys cohere_keys = {"tool_name", {"parameters", NULL}, "tool_call_id"};
 
 /* The call object s[a, b): a declared function's name, an object of arguments, the id
- * when the format has one and "type": "function" allowed besides (tools.c's rule),
- * nothing else. false: not a call. */
+ * when the format has one and "type": "function" allowed besides
+ * (src/server/tool_requests.c's rule), nothing else. false: not a call. */
 static bool read_call_object(parser *p, size_t a, size_t b, const call_keys *k, call_list *got) {
     json_t *o = load_json(p->s, a, b);
     const json_t *name = json_object_get(o, k->name), *type = json_object_get(o, "type");

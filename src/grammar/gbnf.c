@@ -19,7 +19,7 @@
 
 #include "buffer.h"
 #include "error.h"
-#include "grammar.h"
+#include "gbnf.h"
 #include "unicode.h"
 
 /* Limits that keep a hostile grammar from taking unbounded memory or time. */

@@ -68,7 +68,7 @@ static void grammar_trie_free(void *p) {
  * none for control and unknown tokens, which a grammar never allows. */
 static const char *token_bytes(const toy_vocab *v, int32_t id, uint32_t *len) {
     const ty_token_data *t = &v->tokens[id];
-    *len = (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL)) ? 0 : t->piece_len;
+    *len = (t->attr & (TY_ATTR_UNKNOWN | TY_ATTR_CONTROL)) ? 0 : t->piece_len;
     return v->pieces + t->piece_off;
 }
 

@@ -1,10 +1,5 @@
-/* grammar.h — GBNF grammars (internal): the compiled rules, and the state of one
- * generation within them as the sampler sees it.
- *
- * gbnf.c turns the text into rules; grammar.c runs them. A rule is a list of
- * alternatives, each a sequence of elements ending in GE_END: a set of code points
- * (GE_CHARS) or a reference to a rule (GE_RULE). Repetition and groups become rules of
- * their own while parsing, so nothing else exists at run time. */
+/* grammar.h — GBNF grammars (internal): the state of one generation within a grammar's
+ * rules (gbnf.h) as the sampler sees it; grammar.c runs them. */
 #ifndef TOY_GRAMMAR_H
 #define TOY_GRAMMAR_H
 
@@ -12,48 +7,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gbnf.h"
 #include "toy.h"
-
-typedef enum { GE_END, GE_CHARS, GE_RULE } gelem_kind;
-
-typedef struct {
-    uint32_t kind;  /* gelem_kind */
-    uint32_t value; /* GE_CHARS: the set's index; GE_RULE: the rule's */
-} gelem;
-
-/* Code points lo..hi, both included. */
-typedef struct {
-    uint32_t lo, hi;
-} grange;
-
-/* A character class: ranges[off .. off+n), sorted and disjoint; a negated set matches
- * every code point outside them ("." is a negated set with no ranges). */
-typedef struct {
-    uint32_t off, n;
-    bool negated;
-} gcharset;
-
-typedef struct {
-    gelem *elems;          /* every alternative of every rule, each ending in GE_END */
-    uint32_t n_elems;
-    grange *ranges;
-    uint32_t n_ranges;
-    gcharset *sets;
-    uint32_t n_sets;
-    uint32_t *alts;        /* the first element of each alternative, rule after rule */
-    uint32_t *rule_alt;    /* n_rules + 1: rule r's alternatives are alts[rule_alt[r] .. rule_alt[r+1]) */
-    uint32_t n_rules;
-    uint32_t root;
-    char **names;          /* n_rules, for messages */
-} gbnf_rules;
-
-/* Parses GBNF text (llama.cpp's grammars/README.md) whose start rule is `root`. Errors
- * are TOY_ERR_INVALID "line L, column C: ...". */
-toy_status ty_gbnf_parse(const char *text, size_t len, const char *root, gbnf_rules *out);
-void ty_gbnf_free(gbnf_rules *g);
-bool ty_gbnf_set_matches(const gbnf_rules *g, uint32_t set, uint32_t cpt);
-/* Whether some code point in lo..hi is in the set. */
-bool ty_gbnf_set_meets(const gbnf_rules *g, uint32_t set, uint32_t lo, uint32_t hi);
 
 /* Where a generation stands in a grammar's language (one per sampler): the stacks of
  * the pushdown automaton and any half-read UTF-8 character, cached as a state of the

@@ -870,7 +870,7 @@ TOY_ALWAYS_INLINE void fold_rows(const int V, int32_t hd, int32_t R, float *run_
 /* ---------------------------------------------------------------- one text, three sets
  *
  * The tasks below are written once, as always-inline functions of the instruction set
- * (isa, a constant: TOY_ISA_SCALAR, _AVX2 or _AVX512), and instantiated per set at the
+ * (isa, a constant: TY_ISA_SCALAR, _AVX2 or _AVX512), and instantiated per set at the
  * end. The helpers they call pick that set's version; the vector versions are static
  * inline with their target attribute, not always-inline: an always-inline function of
  * a wider target is refused in a caller without it, even in a branch the constant
@@ -880,50 +880,50 @@ TOY_ALWAYS_INLINE void fold_rows(const int V, int32_t hd, int32_t R, float *run_
 #define ATTN_FLATTEN __attribute__((flatten))
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_dots(const int isa, int32_t n, int32_t n_rows, const float *const *rows, const float *q,
                                  float *out) {
-    if (isa == TOY_ISA_SCALAR) dots_scalar(n, n_rows, rows, q, out);
+    if (isa == TY_ISA_SCALAR) dots_scalar(n, n_rows, rows, q, out);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) dots_avx2(n, n_rows, rows, q, out);
+    else if (isa == TY_ISA_AVX2) dots_avx2(n, n_rows, rows, q, out);
     else dots_avx512(n, n_rows, rows, q, out);
 #endif
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_ktdots(const int isa, int32_t n, const float *kt, int32_t R, int32_t G, const float *q0,
                                    size_t tok_stride, float *out) {
-    if (isa == TOY_ISA_SCALAR) ktdots_scalar(n, kt, R, G, q0, tok_stride, out);
+    if (isa == TY_ISA_SCALAR) ktdots_scalar(n, kt, R, G, q0, tok_stride, out);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) ktdots_avx2(n, kt, R, G, q0, tok_stride, out);
+    else if (isa == TY_ISA_AVX2) ktdots_avx2(n, kt, R, G, q0, tok_stride, out);
     else ktdots_avx512(n, kt, R, G, q0, tok_stride, out);
 #endif
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_weights4(const int isa, int32_t hd, int32_t nc, uint32_t visible, float scale,
                                      const int NR, float *w, float *m, float *l, float *acc) {
-    if (isa == TOY_ISA_SCALAR) weights4_scalar(hd, nc, visible, scale, NR, w, m, l, acc);
+    if (isa == TY_ISA_SCALAR) weights4_scalar(hd, nc, visible, scale, NR, w, m, l, acc);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) weights4_avx2(hd, nc, visible, scale, NR, w, m, l, acc);
+    else if (isa == TY_ISA_AVX2) weights4_avx2(hd, nc, visible, scale, NR, w, m, l, acc);
     else weights4_avx512(hd, nc, visible, scale, NR, w, m, l, acc);
 #endif
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum(const int isa, int32_t n, int32_t n_live, const int32_t *live, const float *w,
                                   int32_t n_heads, const float *const *rows, float *acc) {
-    if (isa == TOY_ISA_SCALAR) accum_scalar(n, n_live, live, w, n_heads, rows, acc);
+    if (isa == TY_ISA_SCALAR) accum_scalar(n, n_live, live, w, n_heads, rows, acc);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) accum_avx2(n, n_live, live, w, n_heads, rows, acc);
+    else if (isa == TY_ISA_AVX2) accum_avx2(n, n_live, live, w, n_heads, rows, acc);
     else accum_avx512(n, n_live, live, w, n_heads, rows, acc);
 #endif
 }
 /* attn_accum of n_rows rows that see all nc cells of the chunk */
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_accum_all(const int isa, int32_t n, int32_t nc, const float *w, int32_t n_rows,
                                       const float *const *rows, float *acc) {
-    if (isa == TOY_ISA_SCALAR) accum_scalar(n, nc, attn_all_cells, w, n_rows, rows, acc);
+    if (isa == TY_ISA_SCALAR) accum_scalar(n, nc, attn_all_cells, w, n_rows, rows, acc);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) accum_all_avx2(n, nc, w, n_rows, rows, acc);
+    else if (isa == TY_ISA_AVX2) accum_all_avx2(n, nc, w, n_rows, rows, acc);
     else accum_avx512(n, nc, attn_all_cells, w, n_rows, rows, acc);
 #endif
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE const float *attn_row(const int isa, int type, const ty_type_traits *tr, const uint8_t *src,
                                         float *buf, int32_t n) {
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) return row_avx512(type, tr, src, buf, n);
-    if (isa == TOY_ISA_AVX2) return row_avx2(type, tr, src, buf, n);
+    if (isa == TY_ISA_AVX512) return row_avx512(type, tr, src, buf, n);
+    if (isa == TY_ISA_AVX2) return row_avx2(type, tr, src, buf, n);
 #endif
     return row_scalar(type, tr, src, buf, n);
 }
@@ -931,15 +931,15 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE const float *attn_row(const int isa, int type, co
 ATTN_FLATTEN TOY_ALWAYS_INLINE int32_t attn_live(const int isa, int32_t nc, const int32_t *kpos, int32_t qpos, int32_t n_swa,
                                     int32_t *live) {
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_AVX512) return live_avx512(nc, kpos, qpos, n_swa, live);
+    if (isa == TY_ISA_AVX512) return live_avx512(nc, kpos, qpos, n_swa, live);
 #endif
     return live_scalar(nc, kpos, qpos, n_swa, live);
 }
 ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_fold_rows(const int isa, int32_t hd, int32_t R, float *run_acc, float *run_m,
                                       float *run_l, const float *acc, const float *m, const float *l) {
-    if (isa == TOY_ISA_SCALAR) fold_scalar(hd, R, run_acc, run_m, run_l, acc, m, l);
+    if (isa == TY_ISA_SCALAR) fold_scalar(hd, R, run_acc, run_m, run_l, acc, m, l);
 #if defined(__x86_64__)
-    else if (isa == TOY_ISA_AVX2) fold_rows(8, hd, R, run_acc, run_m, run_l, acc, m, l);
+    else if (isa == TY_ISA_AVX2) fold_rows(8, hd, R, run_acc, run_m, run_l, acc, m, l);
     else fold_rows(16, hd, R, run_acc, run_m, run_l, acc, m, l);
 #endif
 }
@@ -1248,16 +1248,16 @@ ATTN_FLATTEN TOY_ALWAYS_INLINE void attn_convert_task(const int isa, void *ctx, 
 }
 
 /* The tasks of each instruction set */
-ATTN_FLATTEN static void attention_task_scalar(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_SCALAR, ctx, task, thread); }
-ATTN_FLATTEN static void attention_block_task_scalar(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_SCALAR, ctx, task, thread); }
-ATTN_FLATTEN static void attention_convert_task_scalar(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_task_scalar(void *ctx, int64_t task, int thread) { attn_token_task(TY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_block_task_scalar(void *ctx, int64_t task, int thread) { attn_block_task(TY_ISA_SCALAR, ctx, task, thread); }
+ATTN_FLATTEN static void attention_convert_task_scalar(void *ctx, int64_t task, int thread) { attn_convert_task(TY_ISA_SCALAR, ctx, task, thread); }
 #if defined(__x86_64__)
-TOY_AVX2 ATTN_FLATTEN static void attention_task_avx2(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX2, ctx, task, thread); }
-TOY_AVX2 ATTN_FLATTEN static void attention_block_task_avx2(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX2, ctx, task, thread); }
-TOY_AVX2 ATTN_FLATTEN static void attention_convert_task_avx2(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX2, ctx, task, thread); }
-TOY_AVX512 ATTN_FLATTEN static void attention_task_avx512(void *ctx, int64_t task, int thread) { attn_token_task(TOY_ISA_AVX512, ctx, task, thread); }
-TOY_AVX512 ATTN_FLATTEN static void attention_block_task_avx512(void *ctx, int64_t task, int thread) { attn_block_task(TOY_ISA_AVX512, ctx, task, thread); }
-TOY_AVX512 ATTN_FLATTEN static void attention_convert_task_avx512(void *ctx, int64_t task, int thread) { attn_convert_task(TOY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_task_avx2(void *ctx, int64_t task, int thread) { attn_token_task(TY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_block_task_avx2(void *ctx, int64_t task, int thread) { attn_block_task(TY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX2 ATTN_FLATTEN static void attention_convert_task_avx2(void *ctx, int64_t task, int thread) { attn_convert_task(TY_ISA_AVX2, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_task_avx512(void *ctx, int64_t task, int thread) { attn_token_task(TY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_block_task_avx512(void *ctx, int64_t task, int thread) { attn_block_task(TY_ISA_AVX512, ctx, task, thread); }
+TOY_AVX512 ATTN_FLATTEN static void attention_convert_task_avx512(void *ctx, int64_t task, int thread) { attn_convert_task(TY_ISA_AVX512, ctx, task, thread); }
 #endif
 
 /* The tasks of one instruction set, by the set cpu.h's table names */
@@ -1266,10 +1266,10 @@ typedef struct {
 } attn_tasks;
 
 static const attn_tasks tasks_of[] = {
-    [TOY_ISA_SCALAR] = {attention_task_scalar, attention_block_task_scalar, attention_convert_task_scalar},
+    [TY_ISA_SCALAR] = {attention_task_scalar, attention_block_task_scalar, attention_convert_task_scalar},
 #if defined(__x86_64__)
-    [TOY_ISA_AVX2] = {attention_task_avx2, attention_block_task_avx2, attention_convert_task_avx2},
-    [TOY_ISA_AVX512] = {attention_task_avx512, attention_block_task_avx512, attention_convert_task_avx512},
+    [TY_ISA_AVX2] = {attention_task_avx2, attention_block_task_avx2, attention_convert_task_avx2},
+    [TY_ISA_AVX512] = {attention_task_avx512, attention_block_task_avx512, attention_convert_task_avx512},
 #endif
 };
 
@@ -1346,7 +1346,7 @@ void ty_cpu_attention(ty_backend *be, float *out, const float *q, int64_t n_tok,
     const int32_t hd = p->head_dim, group = p->n_head / p->n_head_kv;
     const int64_t want = 4 * (int64_t)ty_pool_size(c->pool); /* tasks for the threads */
     /* the SIMD tasks take whole vectors of head_dim */
-    attn_tasks tasks = tasks_of[hd % 16 == 0 ? c->cpu->attention : TOY_ISA_SCALAR];
+    attn_tasks tasks = tasks_of[hd % 16 == 0 ? c->cpu->attention : TY_ISA_SCALAR];
     /* Few tokens (decode): first one task per segment of cells (each K and V row still
      * read once), then, if that is not enough, split each group's query heads (their K
      * and V rows are then read once per share). */

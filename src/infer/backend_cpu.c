@@ -277,7 +277,7 @@ static void rope_range(const void *ctx, int64_t t0, int64_t t1) {
             for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
                 const float c = cs[i0], s = cs[i0 + 1];
                 int32_t a, b;
-                if (p->type == TOY_ROPE_NEOX) {
+                if (p->type == TY_ROPE_NEOX) {
                     a = i0 / 2;
                     b = i0 / 2 + n_rot / 2;
                 } else {

@@ -219,7 +219,7 @@ static void norm(toy_context *ctx, float *y, const float *x, const ty_vector *w,
 static void glu(toy_context *ctx, int il, float *y, const float *gate, const float *up, int64_t n_tok, int64_t n_ff) {
     ty_backend *be = ctx->be;
     void (*f)(ty_backend *, float *, const float *, const float *, int64_t) =
-        ctx->model->hp.ffn_act == TOY_ACT_GELU_TANH ? be->geglu : be->swiglu;
+        ctx->model->hp.ffn_act == TY_ACT_GELU_TANH ? be->geglu : be->swiglu;
     if (ctx->trace_act) {
         f(be, ctx->trace_act, gate, ctx->trace_ones, n_tok * n_ff);
         trace(ctx, "ffn_act", il, ctx->trace_act, n_tok, n_ff);

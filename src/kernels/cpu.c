@@ -21,28 +21,28 @@
 /* ---------------------------------------------------------------- the table */
 
 static const ty_cpu_ops ops_of[] = {
-    [TOY_ISA_SCALAR] = {.isa = TOY_ISA_SCALAR, .gemm = ty_gemm_kernel_scalar, .attention = TOY_ISA_SCALAR,
+    [TY_ISA_SCALAR] = {.isa = TY_ISA_SCALAR, .gemm = ty_gemm_kernel_scalar, .attention = TY_ISA_SCALAR,
                         .row_exp = ty_row_exp_scalar, .swiglu = ty_swiglu_scalar,
                         .swiglu_bwd = ty_swiglu_bwd_scalar, .fma_peak = ty_fma_peak_scalar},
 #if defined(__x86_64__)
-    [TOY_ISA_AVX2] = {.isa = TOY_ISA_AVX2, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
-                      .packed = {ty_packed_avx2}, .gemm = ty_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
+    [TY_ISA_AVX2] = {.isa = TY_ISA_AVX2, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
+                      .packed = {ty_packed_avx2}, .gemm = ty_gemm_kernel_avx2, .attention = TY_ISA_AVX2,
                       .row_exp = ty_row_exp_avx2, .swiglu = ty_swiglu_avx2, .swiglu_bwd = ty_swiglu_bwd_avx2,
                       .fma_peak = ty_fma_peak_avx2},
-    [TOY_ISA_AVXVNNI] = {.isa = TOY_ISA_AVXVNNI, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
-                         .packed = {ty_packed_avxvnni}, .gemm = ty_gemm_kernel_avx2, .attention = TOY_ISA_AVX2,
+    [TY_ISA_AVXVNNI] = {.isa = TY_ISA_AVXVNNI, .row = {ty_kernel_avx2}, .quantize_act = ty_quantize_act_avx2,
+                         .packed = {ty_packed_avxvnni}, .gemm = ty_gemm_kernel_avx2, .attention = TY_ISA_AVX2,
                          .row_exp = ty_row_exp_avx2, .swiglu = ty_swiglu_avx2,
                          .swiglu_bwd = ty_swiglu_bwd_avx2, .fma_peak = ty_fma_peak_avx2},
-    [TOY_ISA_AVX512] = {.isa = TOY_ISA_AVX512, .row = {ty_kernel_avx512, ty_kernel_avx2},
+    [TY_ISA_AVX512] = {.isa = TY_ISA_AVX512, .row = {ty_kernel_avx512, ty_kernel_avx2},
                         .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_avx512},
                         .gemm = ty_gemm_kernel_avx512, .gemm_bf16 = ty_gemm_kernel_avx512_bf16,
-                        .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                        .attention = TY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
                         .swiglu = ty_swiglu_avx512, .swiglu_bwd = ty_swiglu_bwd_avx512,
                         .fma_peak = ty_fma_peak_avx512},
-    [TOY_ISA_AMX] = {.isa = TOY_ISA_AMX, .row = {ty_kernel_avx512, ty_kernel_avx2},
+    [TY_ISA_AMX] = {.isa = TY_ISA_AMX, .row = {ty_kernel_avx512, ty_kernel_avx2},
                      .quantize_act = ty_quantize_act_avx2, .packed = {ty_packed_amx, ty_packed_avx512},
                      .gemm = ty_gemm_kernel_avx512, .gemm_bf16 = ty_gemm_kernel_avx512_bf16,
-                     .attention = TOY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
+                     .attention = TY_ISA_AVX512, .row_exp = ty_row_exp_avx512,
                      .swiglu = ty_swiglu_avx512, .swiglu_bwd = ty_swiglu_bwd_avx512,
                      .fma_peak = ty_fma_peak_avx512},
 #endif
@@ -51,7 +51,7 @@ static const ty_cpu_ops ops_of[] = {
 static const char *const isa_names[] = {"scalar", "avx2", "avxvnni", "avx512", "amx"};
 
 const char *ty_isa_name(ty_isa isa) {
-    return isa >= TOY_ISA_SCALAR && isa <= TOY_ISA_AMX ? isa_names[isa] : "scalar";
+    return isa >= TY_ISA_SCALAR && isa <= TY_ISA_AMX ? isa_names[isa] : "scalar";
 }
 
 /* ---------------------------------------------------------------- detection */
@@ -66,11 +66,11 @@ static ty_isa detected_isa(void) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") && f16c)
-        return TOY_ISA_AVX512;
+        return TY_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && f16c)
-        return TOY_ISA_AVX2;
+        return TY_ISA_AVX2;
 #endif
-    return TOY_ISA_SCALAR;
+    return TY_ISA_SCALAR;
 }
 
 #if defined(__x86_64__) && defined(__linux__)
@@ -233,30 +233,30 @@ static struct {
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
 
 static void choose(void) {
-    ty_isa isa = detected_isa(), want = TOY_ISA_AMX;
+    ty_isa isa = detected_isa(), want = TY_ISA_AMX;
     const char *env = getenv("TOY_ISA");
     if (env) {
         want = (ty_isa)-1;
-        for (int i = TOY_ISA_SCALAR; i <= TOY_ISA_AMX; i++)
+        for (int i = TY_ISA_SCALAR; i <= TY_ISA_AMX; i++)
             if (!strcmp(env, isa_names[i])) want = (ty_isa)i;
         if (want == (ty_isa)-1) {
             chosen.bad_isa = env;
-            want = TOY_ISA_SCALAR;
+            want = TY_ISA_SCALAR;
         }
     }
-    if (isa == TOY_ISA_AVX2 && avx_vnni()) isa = TOY_ISA_AVXVNNI;
+    if (isa == TY_ISA_AVX2 && avx_vnni()) isa = TY_ISA_AVXVNNI;
 #if defined(__x86_64__)
     /* the tile permission is asked for only where AMX would be used */
-    if (isa == TOY_ISA_AVX512 && want == TOY_ISA_AMX && amx_usable()) {
+    if (isa == TY_ISA_AVX512 && want == TY_ISA_AMX && amx_usable()) {
         chosen.amx_failed = !ty_packed_amx_self_test_with(ty_packed_amx);
-        if (!chosen.amx_failed) isa = TOY_ISA_AMX;
+        if (!chosen.amx_failed) isa = TY_ISA_AMX;
     }
 #endif
     if (want < isa) isa = want;
-    if (isa == TOY_ISA_AVXVNNI && !avx_vnni()) isa = TOY_ISA_AVX2; /* an AVX-512 CPU without it */
+    if (isa == TY_ISA_AVXVNNI && !avx_vnni()) isa = TY_ISA_AVX2; /* an AVX-512 CPU without it */
     chosen.ops_copy = ops_of[isa];
 #if defined(__x86_64__)
-    if (isa == TOY_ISA_SCALAR && __builtin_cpu_supports("fma")) chosen.ops_copy.gemm = ty_gemm_kernel_scalar_fma;
+    if (isa == TY_ISA_SCALAR && __builtin_cpu_supports("fma")) chosen.ops_copy.gemm = ty_gemm_kernel_scalar_fma;
 #endif
     const ty_cpu_ops *ops = chosen.ops = &chosen.ops_copy;
 
@@ -326,7 +326,7 @@ const ty_packed_kernel *ty_packed_get(int type) {
 }
 
 const char *toy_kernel_isa(void) {
-    return ty_cpu_isa() == TOY_ISA_AVX512 && chosen.amx_failed
+    return ty_cpu_isa() == TY_ISA_AVX512 && chosen.amx_failed
                ? "avx512 (AMX off: its products failed the self-test)"
                : ty_isa_name(ty_cpu_isa());
 }
@@ -342,7 +342,7 @@ const ty_gemm_kernel *ty_cpu_gemm_bf16(void) {
 }
 
 bool ty_cpu_avx_vnni(void) {
-    return ty_cpu_isa() >= TOY_ISA_AVXVNNI && avx_vnni();
+    return ty_cpu_isa() >= TY_ISA_AVXVNNI && avx_vnni();
 }
 
 bool ty_amx_self_test_failed(void) {

@@ -32,11 +32,11 @@
 #include "packed.h"
 
 typedef enum {
-    TOY_ISA_SCALAR = 0,
-    TOY_ISA_AVX2 = 1,
-    TOY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
-    TOY_ISA_AVX512 = 3,
-    TOY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
+    TY_ISA_SCALAR = 0,
+    TY_ISA_AVX2 = 1,
+    TY_ISA_AVXVNNI = 2, /* AVX2 plus AVX-VNNI (vpdpbusd on ymm), without AVX-512 */
+    TY_ISA_AVX512 = 3,
+    TY_ISA_AMX = 4, /* AVX-512 VNNI plus AMX int8 tiles, granted by the OS */
 } ty_isa;
 
 /* The operations of one instruction set: a row of the matrix above. A getter returns

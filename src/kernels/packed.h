@@ -199,7 +199,7 @@ const ty_packed_kernel *ty_packed_scalar(int type);
 /* The AVX-512 VNNI kernels (kernels_avx512.c); call only where the CPU has them. */
 const ty_packed_kernel *ty_packed_avx512(int type);
 /* The AMX kernels (packed_amx.c), NULL for a type they do not cover; call only where
- * ty_cpu_isa() is TOY_ISA_AMX. */
+ * ty_cpu_isa() is TY_ISA_AMX. */
 const ty_packed_kernel *ty_packed_amx(int type);
 /* The AVX2 kernels (packed_avx2.c); call only where the CPU has AVX2. */
 const ty_packed_kernel *ty_packed_avx2(int type);

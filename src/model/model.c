@@ -86,9 +86,9 @@ static toy_status meta_float(const meta_reader *r, const char *suffix, double de
 }
 
 typedef enum {
-    TOY_QK_NORM_NONE,
-    TOY_QK_NORM_HEAD, /* RMSNorm of each head's q and k */
-    TOY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections */
+    TY_QK_NORM_NONE,
+    TY_QK_NORM_HEAD, /* RMSNorm of each head's q and k */
+    TY_QK_NORM_FULL, /* RMSNorm over the whole q and k projections */
 } ty_qk_norm;
 
 /* The architectures, one row each: the switches of llama.cpp's llm_build_* graph for it.
@@ -116,20 +116,20 @@ typedef struct arch_desc {
 } arch_desc;
 
 static const arch_desc archs[] = {
-    {"llama", TOY_ROPE_NORM, .expert_weights_norm = true}, /* mixtral */
-    {"qwen2", TOY_ROPE_NEOX, .qkv_bias = true},
-    {"qwen2moe", TOY_ROPE_NEOX, .qkv_bias = true},
-    {"qwen3", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD},
-    {"qwen3moe", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD, .expert_weights_norm = true},
-    {"gemma2", TOY_ROPE_NEOX, .post_norms = true, .ffn_act = TOY_ACT_GELU_TANH, .q_prescale = true,
+    {"llama", TY_ROPE_NORM, .expert_weights_norm = true}, /* mixtral */
+    {"qwen2", TY_ROPE_NEOX, .qkv_bias = true},
+    {"qwen2moe", TY_ROPE_NEOX, .qkv_bias = true},
+    {"qwen3", TY_ROPE_NEOX, .qk_norm = TY_QK_NORM_HEAD},
+    {"qwen3moe", TY_ROPE_NEOX, .qk_norm = TY_QK_NORM_HEAD, .expert_weights_norm = true},
+    {"gemma2", TY_ROPE_NEOX, .post_norms = true, .ffn_act = TY_ACT_GELU_TANH, .q_prescale = true,
      .query_pre_attn_scalar = true, .embd_scale_sqrt = true, .swa_period = 2},
-    {"gemma3", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_HEAD, .post_norms = true, .ffn_act = TOY_ACT_GELU_TANH,
+    {"gemma3", TY_ROPE_NEOX, .qk_norm = TY_QK_NORM_HEAD, .post_norms = true, .ffn_act = TY_ACT_GELU_TANH,
      .q_prescale = true, .query_pre_attn_scalar = true, .embd_scale_sqrt = true, .swa_period = 6,
      .swa_rope_base = 10000.0f},
-    {"phi3", TOY_ROPE_NEOX, .fused_qkv = true, .fused_gate_up = true, .q_prescale = true, .swa_ignored = true},
-    {"olmoe", TOY_ROPE_NEOX, .qk_norm = TOY_QK_NORM_FULL},
-    {"granite", TOY_ROPE_NORM, .expert_weights_norm = true},
-    {"gpt2", TOY_ROPE_NORM, .qkv_bias = true, .ffn_act = TOY_ACT_GELU_TANH, .fused_qkv = true, .gpt2 = true},
+    {"phi3", TY_ROPE_NEOX, .fused_qkv = true, .fused_gate_up = true, .q_prescale = true, .swa_ignored = true},
+    {"olmoe", TY_ROPE_NEOX, .qk_norm = TY_QK_NORM_FULL},
+    {"granite", TY_ROPE_NORM, .expert_weights_norm = true},
+    {"gpt2", TY_ROPE_NORM, .qkv_bias = true, .ffn_act = TY_ACT_GELU_TANH, .fused_qkv = true, .gpt2 = true},
 };
 enum { N_ARCHS = sizeof archs / sizeof archs[0] };
 
@@ -239,8 +239,8 @@ static toy_status read_hparams(toy_model *m, const char *path) {
     /* a full fine-tune in the design writes per-head biases, whatever the architecture */
     if (hp->per_head_weights && toy_gguf_find_tensor(m->gguf, "blk.0.attn_q.head_0.bias")) hp->qkv_bias = true;
     const int32_t q_dim = hp->n_head * hp->head_dim, kv_dim = hp->n_head_kv * hp->head_dim;
-    hp->q_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? q_dim : 0;
-    hp->k_norm_len = a->qk_norm == TOY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TOY_QK_NORM_FULL ? kv_dim : 0;
+    hp->q_norm_len = a->qk_norm == TY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TY_QK_NORM_FULL ? q_dim : 0;
+    hp->k_norm_len = a->qk_norm == TY_QK_NORM_HEAD ? hp->head_dim : a->qk_norm == TY_QK_NORM_FULL ? kv_dim : 0;
     hp->post_norms = a->post_norms;
     hp->ffn_act = a->ffn_act;
     hp->fused_qkv = a->fused_qkv;

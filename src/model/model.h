@@ -19,13 +19,13 @@
 #define TOY_MAX_HEAD_DIM 1024
 
 typedef enum {
-    TOY_ACT_SILU,      /* SwiGLU */
-    TOY_ACT_GELU_TANH, /* tanh-approximated GELU: GeGLU (gemma), or plain with ffn_no_gate (gpt2) */
+    TY_ACT_SILU,      /* SwiGLU */
+    TY_ACT_GELU_TANH, /* tanh-approximated GELU: GeGLU (gemma), or plain with ffn_no_gate (gpt2) */
 } ty_ffn_act;
 
 typedef enum {
-    TOY_ROPE_NORM, /* rotate adjacent pairs (2i, 2i+1): llama, granite */
-    TOY_ROPE_NEOX, /* rotate (i, i + n_rot/2): qwen, gemma, phi3, olmoe */
+    TY_ROPE_NORM, /* rotate adjacent pairs (2i, 2i+1): llama, granite */
+    TY_ROPE_NEOX, /* rotate (i, i + n_rot/2): qwen, gemma, phi3, olmoe */
 } ty_rope_type;
 
 typedef struct {

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "engine.h"
+#include "piece.h"
 #include "sampler.h"
 #include "error.h"
 #include "clock.h"

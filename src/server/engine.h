@@ -132,14 +132,4 @@ void srv_engine_abort(srv_engine *e, int status, const char *message);
  * 0 when it has none. */
 double srv_engine_stalled_for(srv_engine *e);
 
-/* A token's bytes, however long: in `small` when they fit, else malloc'd. false (and
- * nothing to free) when there is no memory or the token is out of range. */
-typedef struct {
-    char small[64];
-    char *text;
-    size_t len;
-} srv_piece;
-bool srv_piece_of(const toy_vocab *v, int32_t token, srv_piece *p);
-void srv_piece_free(srv_piece *p);
-
 #endif

@@ -12,6 +12,7 @@
 
 #include "json_schema.h"
 #include "openai.h"
+#include "piece.h"
 #include "utf8.h"
 
 /* ---------------------------------------------------------------- errors */
@@ -110,7 +111,7 @@ static const struct {
     {"prompt_cache_key", F_BOTH}, {"safety_identifier", F_BOTH},
     /* llama-server's: false reads the prompt anew, reusing no cached cells */
     {"cache_prompt", F_BOTH},
-    /* checked by tools.c */
+    /* checked by tool_requests.c */
     {"tools", F_CHAT}, {"tool_choice", F_CHAT}, {"parallel_tool_calls", F_CHAT},
     /* variables for the chat template (llama-server's and vLLM's), and whether a thinking
      * model's reasoning comes apart from its content (llama-server's) */

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "engine.h"
-#include "tools.h"
+#include "tool_requests.h"
 
 typedef struct {
     int status;       /* HTTP status: 400, 404, ...; 0: no error */

@@ -1,7 +1,7 @@
-/* piece.c — a token's text of any length (engine.h's srv_piece). */
+/* piece.c — see piece.h. */
 #include <stdlib.h>
 
-#include "engine.h"
+#include "piece.h"
 #include "tokenizer.h"
 
 bool srv_piece_of(const toy_vocab *v, int32_t token, srv_piece *p) {

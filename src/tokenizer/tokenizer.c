@@ -96,13 +96,13 @@ static toy_status get_num_array(const toy_gguf *g, const char *key, int32_t n_to
 
 static uint16_t attr_of_type(int64_t type) {
     switch (type) {
-    case TOY_TOKEN_NORMAL: return TOY_ATTR_NORMAL;
-    case TOY_TOKEN_UNKNOWN: return TOY_ATTR_UNKNOWN;
-    case TOY_TOKEN_CONTROL: return TOY_ATTR_CONTROL;
-    case TOY_TOKEN_USER_DEFINED: return TOY_ATTR_USER_DEFINED;
-    case TOY_TOKEN_UNUSED: return TOY_ATTR_UNUSED;
-    case TOY_TOKEN_BYTE: return TOY_ATTR_BYTE;
-    default: return TOY_ATTR_UNDEFINED;
+    case TOY_TOKEN_NORMAL: return TY_ATTR_NORMAL;
+    case TOY_TOKEN_UNKNOWN: return TY_ATTR_UNKNOWN;
+    case TOY_TOKEN_CONTROL: return TY_ATTR_CONTROL;
+    case TOY_TOKEN_USER_DEFINED: return TY_ATTR_USER_DEFINED;
+    case TOY_TOKEN_UNUSED: return TY_ATTR_UNUSED;
+    case TOY_TOKEN_BYTE: return TY_ATTR_BYTE;
+    default: return TY_ATTR_UNDEFINED;
     }
 }
 
@@ -163,7 +163,7 @@ static toy_status load_tokens(toy_vocab *v, const toy_gguf *g) {
         if (scores && toy_gguf_array_f64(scores, (uint64_t)i, &score))
             return ty_error_wrap(TOY_ERR_FORMAT, "%s[%d]", KEY_SCORES, (int)i);
         t->score = (float)score;
-        t->attr = TOY_ATTR_NORMAL;
+        t->attr = TY_ATTR_NORMAL;
         if (types) {
             int64_t type;
             if (toy_gguf_array_i64(types, (uint64_t)i, &type))
@@ -227,7 +227,7 @@ static void detect_by_text(toy_vocab *v, int32_t *id, const char *const *texts) 
         int32_t t = find_text(v, *texts);
         if (t >= 0) {
             *id = t;
-            v->tokens[t].attr |= TOY_ATTR_CONTROL;
+            v->tokens[t].attr |= TY_ATTR_CONTROL;
             return;
         }
     }
@@ -281,14 +281,14 @@ static toy_status build_eog(toy_vocab *v) {
         int32_t id = find_text(v, *t);
         if (id < 0) continue;
         v->eog[n++] = id;
-        v->tokens[id].attr |= TOY_ATTR_CONTROL;
+        v->tokens[id].attr |= TY_ATTR_CONTROL;
     }
     /* gpt-oss: always render these */
     static const char *const user_texts[] = {"<|channel|>", "<|message|>", "<|start|>",
                                              "<|constrain|>", NULL};
     for (const char *const *t = user_texts; *t; t++) {
         int32_t id = find_text(v, *t);
-        if (id >= 0) v->tokens[id].attr = TOY_ATTR_USER_DEFINED;
+        if (id >= 0) v->tokens[id].attr = TY_ATTR_USER_DEFINED;
     }
     int32_t more[] = {v->eos, v->eot, v->eom};
     for (int i = 0; i < 3; i++)
@@ -309,7 +309,7 @@ static toy_status build_eog(toy_vocab *v) {
         for (int32_t i = 0; i < v->n_eog; i++)
             if (v->eog[i] != end) v->eog[k++] = v->eog[i];
         v->n_eog = k;
-        v->tokens[end].attr = TOY_ATTR_USER_DEFINED;
+        v->tokens[end].attr = TY_ATTR_USER_DEFINED;
     }
     return TOY_OK;
 }
@@ -328,7 +328,7 @@ static int cmp_by_length(const void *a, const void *b) {
 /* Control, user-defined and unknown tokens, longest text first (llama.cpp sorts by
  * length only, with an unstable sort; toy breaks ties by id). */
 static toy_status build_special(toy_vocab *v) {
-    const uint16_t mask = TOY_ATTR_CONTROL | TOY_ATTR_USER_DEFINED | TOY_ATTR_UNKNOWN;
+    const uint16_t mask = TY_ATTR_CONTROL | TY_ATTR_USER_DEFINED | TY_ATTR_UNKNOWN;
     int32_t n = 0;
     for (int32_t i = 0; i < v->n_tokens; i++)
         if (v->tokens[i].attr & mask) n++;
@@ -378,15 +378,15 @@ static void set_model_attrs(toy_vocab *v, const toy_gguf *g) {
     if (contains(pre, pre_len, "jina-v2-de") || contains(pre, pre_len, "jina-v2-es") ||
         contains(pre, pre_len, "jina-v2-code") || contains(arch, arch_len, "nomic-bert-moe") ||
         contains(arch, arch_len, "jina-bert-v3")) {
-        set_attr(v, "<mask>", TOY_ATTR_LSTRIP, true);
+        set_attr(v, "<mask>", TY_ATTR_LSTRIP, true);
     } else if (contains(lower, n, "phi-3") || contains(lower, n, "phi3")) {
-        for (int32_t i = 0; i < v->n_special; i++) v->tokens[v->special[i]].attr |= TOY_ATTR_RSTRIP;
-        set_attr(v, "</s>", TOY_ATTR_RSTRIP, true);
-        set_attr(v, "<unk>", TOY_ATTR_RSTRIP, false);
-        set_attr(v, "<s>", TOY_ATTR_RSTRIP, false);
-        set_attr(v, "<|endoftext|>", TOY_ATTR_RSTRIP, false);
+        for (int32_t i = 0; i < v->n_special; i++) v->tokens[v->special[i]].attr |= TY_ATTR_RSTRIP;
+        set_attr(v, "</s>", TY_ATTR_RSTRIP, true);
+        set_attr(v, "<unk>", TY_ATTR_RSTRIP, false);
+        set_attr(v, "<s>", TY_ATTR_RSTRIP, false);
+        set_attr(v, "<|endoftext|>", TY_ATTR_RSTRIP, false);
     } else if (contains(lower, n, "modern-bert")) {
-        set_attr(v, "[MASK]", TOY_ATTR_LSTRIP, true);
+        set_attr(v, "[MASK]", TY_ATTR_LSTRIP, true);
     }
 }
 
@@ -439,9 +439,9 @@ static toy_status build_pieces(toy_vocab *v) {
         ty_token_data *t = &v->tokens[i];
         const char *text = ty_token_text_of(v, i);
         size_t start = buf.n;
-        if (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL | TOY_ATTR_USER_DEFINED)) {
+        if (t->attr & (TY_ATTR_UNKNOWN | TY_ATTR_CONTROL | TY_ATTR_USER_DEFINED)) {
             ty_buf_append(&buf, text, t->text_len);
-        } else if (t->attr & TOY_ATTR_NORMAL) {
+        } else if (t->attr & TY_ATTR_NORMAL) {
             if (v->kind == TOY_VOCAB_BPE) {
                 decode_byte_level(text, t->text_len, &buf);
             } else { /* SPM, WPM: U+2581 is a space */
@@ -455,7 +455,7 @@ static toy_status build_pieces(toy_vocab *v) {
                     }
                 }
             }
-        } else if (t->attr & TOY_ATTR_BYTE) {
+        } else if (t->attr & TY_ATTR_BYTE) {
             char b = byte_of_token(text, t->text_len);
             ty_buf_append(&buf, &b, 1);
         }
@@ -633,12 +633,12 @@ toy_token_type toy_vocab_token_type(const toy_vocab *v, int32_t token) {
     if (!v || token < 0 || token >= v->n_tokens) return TOY_TOKEN_UNDEFINED;
     uint16_t a = v->tokens[token].attr;
     /* a promoted token (NORMAL|CONTROL) reports as what llama.cpp treats it as */
-    if (a & TOY_ATTR_CONTROL) return TOY_TOKEN_CONTROL;
-    if (a & TOY_ATTR_USER_DEFINED) return TOY_TOKEN_USER_DEFINED;
-    if (a & TOY_ATTR_UNKNOWN) return TOY_TOKEN_UNKNOWN;
-    if (a & TOY_ATTR_BYTE) return TOY_TOKEN_BYTE;
-    if (a & TOY_ATTR_NORMAL) return TOY_TOKEN_NORMAL;
-    if (a & TOY_ATTR_UNUSED) return TOY_TOKEN_UNUSED;
+    if (a & TY_ATTR_CONTROL) return TOY_TOKEN_CONTROL;
+    if (a & TY_ATTR_USER_DEFINED) return TOY_TOKEN_USER_DEFINED;
+    if (a & TY_ATTR_UNKNOWN) return TOY_TOKEN_UNKNOWN;
+    if (a & TY_ATTR_BYTE) return TOY_TOKEN_BYTE;
+    if (a & TY_ATTR_NORMAL) return TOY_TOKEN_NORMAL;
+    if (a & TY_ATTR_UNUSED) return TOY_TOKEN_UNUSED;
     return TOY_TOKEN_UNDEFINED;
 }
 
@@ -691,12 +691,12 @@ static void split_at(const toy_vocab *v, int32_t id, const char *text, size_t of
             return;
         }
         size_t at = (size_t)(m - text), left = at - off;
-        if (t->attr & TOY_ATTR_LSTRIP)
+        if (t->attr & TY_ATTR_LSTRIP)
             while (left > 0 && is_space(text[off + left - 1])) left--;
         if (left) fragments_push(out, -1, off, left);
         fragments_push(out, id, 0, 0);
         size_t r_off = at + t->text_len, r_len = off + len - r_off;
-        if (t->attr & TOY_ATTR_RSTRIP)
+        if (t->attr & TY_ATTR_RSTRIP)
             while (r_len > 0 && is_space(text[r_off])) r_off++, r_len--;
         off = r_off;
         len = r_len;
@@ -713,7 +713,7 @@ static toy_status partition(const toy_vocab *v, const char *text, size_t len,
     if (len) fragments_push(&cur, -1, 0, len);
     for (int32_t s = 0; s < v->n_special && cur.n && !cur.oom; s++) {
         int32_t id = v->special[s];
-        if (!parse_special && (v->tokens[id].attr & (TOY_ATTR_CONTROL | TOY_ATTR_UNKNOWN)))
+        if (!parse_special && (v->tokens[id].attr & (TY_ATTR_CONTROL | TY_ATTR_UNKNOWN)))
             continue;
         next.n = 0;
         for (size_t i = 0; i < cur.n; i++) {
@@ -825,7 +825,7 @@ static toy_status check_token(const toy_vocab *v, int32_t token) {
 
 static const char *piece_of(const toy_vocab *v, int32_t token, bool special, size_t *len) {
     const ty_token_data *t = &v->tokens[token];
-    if (!special && (t->attr & (TOY_ATTR_UNKNOWN | TOY_ATTR_CONTROL))) {
+    if (!special && (t->attr & (TY_ATTR_UNKNOWN | TY_ATTR_CONTROL))) {
         *len = 0;
         return "";
     }

@@ -457,9 +457,9 @@ static size_t split_white_space(custom_split *c, size_t pos, size_t n_ws) {
 }
 
 enum {
-    F_WS = TOY_UCD_WHITESPACE,
-    F_L = TOY_UCD_LETTER,
-    F_N = TOY_UCD_NUMBER,
+    F_WS = TY_UCD_WHITESPACE,
+    F_L = TY_UCD_LETTER,
+    F_N = TY_UCD_NUMBER,
 };
 
 /* 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ */
@@ -571,11 +571,11 @@ static toy_status build_collapsed(pretok_text *t) {
         char b;
         if (c < 128) b = (char)c;
         else if (f & F_WS) b = '\x0B';
-        else if (f & TOY_UCD_NUMBER) b = '\xD1';
-        else if (f & TOY_UCD_LETTER) b = '\xD2';
-        else if (f & TOY_UCD_PUNCTUATION) b = '\xD3';
-        else if (f & TOY_UCD_ACCENT_MARK) b = '\xD4';
-        else if (f & TOY_UCD_SYMBOL) b = '\xD5';
+        else if (f & TY_UCD_NUMBER) b = '\xD1';
+        else if (f & TY_UCD_LETTER) b = '\xD2';
+        else if (f & TY_UCD_PUNCTUATION) b = '\xD3';
+        else if (f & TY_UCD_ACCENT_MARK) b = '\xD4';
+        else if (f & TY_UCD_SYMBOL) b = '\xD5';
         else b = '\xD0';
         t->collapsed[i] = b;
     }

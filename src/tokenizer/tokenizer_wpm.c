@@ -77,16 +77,16 @@ toy_status ty_wpm_tokenize(const toy_vocab *v, const char *text, size_t len, ty_
         if (v->strip_accents) cpt = ty_unicode_nfd_first(cpt);
         uint16_t flags = ty_unicode_flags(cpt);
 
-        if (flags & TOY_UCD_WHITESPACE) {
+        if (flags & TY_UCD_WHITESPACE) {
             if (word.n > 3) tokenize_word(v, &word, out);
             word.n = 3;
             continue;
         }
-        if (cpt == 0 || cpt == TOY_UNICODE_REPLACEMENT || (flags & TOY_UCD_CONTROL)) continue;
+        if (cpt == 0 || cpt == TOY_UNICODE_REPLACEMENT || (flags & TY_UCD_CONTROL)) continue;
 
         char utf8[4];
         size_t l = ty_utf8_encode(v->lowercase ? ty_unicode_tolower(cpt) : cpt, utf8);
-        if ((flags & TOY_UCD_PUNCTUATION) || (cpt < 0x7F && (flags & TOY_UCD_SYMBOL)) ||
+        if ((flags & TY_UCD_PUNCTUATION) || (cpt < 0x7F && (flags & TY_UCD_SYMBOL)) ||
             is_chinese_char(cpt)) {
             if (word.n > 3) tokenize_word(v, &word, out);
             word.n = 3;

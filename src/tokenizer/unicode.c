@@ -71,7 +71,7 @@ static bool is_whitespace(uint32_t c) {
 }
 
 uint16_t ty_unicode_flags(uint32_t cpt) {
-    if (cpt >= 0x110000) return TOY_UCD_UNDEFINED;
+    if (cpt >= 0x110000) return TY_UCD_UNDEFINED;
     /* the last range that starts at or before cpt */
     size_t lo = 0, hi = ty_unicode_n_ranges;
     while (hi - lo > 1) {
@@ -82,7 +82,7 @@ uint16_t ty_unicode_flags(uint32_t cpt) {
             hi = mid;
     }
     uint16_t flags = ty_unicode_ranges[lo].flags;
-    if (is_whitespace(cpt)) flags |= TOY_UCD_WHITESPACE;
+    if (is_whitespace(cpt)) flags |= TY_UCD_WHITESPACE;
     return flags;
 }
 

@@ -25,18 +25,18 @@
 #include <stdint.h>
 
 /* Category flags, one per code point (llama.cpp's unicode_cpt_flags), plus
- * TOY_UCD_WHITESPACE from llama.cpp's separate whitespace set. */
+ * TY_UCD_WHITESPACE from llama.cpp's separate whitespace set. */
 enum {
-    TOY_UCD_UNDEFINED = 0x0001,
-    TOY_UCD_NUMBER = 0x0002,      /* \p{N} */
-    TOY_UCD_LETTER = 0x0004,      /* \p{L} */
-    TOY_UCD_SEPARATOR = 0x0008,   /* \p{Z} */
-    TOY_UCD_ACCENT_MARK = 0x0010, /* \p{M} */
-    TOY_UCD_PUNCTUATION = 0x0020, /* \p{P} */
-    TOY_UCD_SYMBOL = 0x0040,      /* \p{S} */
-    TOY_UCD_CONTROL = 0x0080,     /* \p{C} */
-    TOY_UCD_CATEGORIES = 0x00FF,
-    TOY_UCD_WHITESPACE = 0x0100,  /* \s */
+    TY_UCD_UNDEFINED = 0x0001,
+    TY_UCD_NUMBER = 0x0002,      /* \p{N} */
+    TY_UCD_LETTER = 0x0004,      /* \p{L} */
+    TY_UCD_SEPARATOR = 0x0008,   /* \p{Z} */
+    TY_UCD_ACCENT_MARK = 0x0010, /* \p{M} */
+    TY_UCD_PUNCTUATION = 0x0020, /* \p{P} */
+    TY_UCD_SYMBOL = 0x0040,      /* \p{S} */
+    TY_UCD_CONTROL = 0x0080,     /* \p{C} */
+    TY_UCD_CATEGORIES = 0x00FF,
+    TY_UCD_WHITESPACE = 0x0100,  /* \s */
 };
 
 typedef struct {

@@ -14,15 +14,15 @@
 /* llama.cpp's llama_token_attr bits (a token can carry several, e.g. NORMAL|CONTROL
  * when llama.cpp promotes a control-looking token). */
 enum {
-    TOY_ATTR_UNDEFINED = 0,
-    TOY_ATTR_UNKNOWN = 1 << 0,
-    TOY_ATTR_UNUSED = 1 << 1,
-    TOY_ATTR_NORMAL = 1 << 2,
-    TOY_ATTR_CONTROL = 1 << 3,
-    TOY_ATTR_USER_DEFINED = 1 << 4,
-    TOY_ATTR_BYTE = 1 << 5,
-    TOY_ATTR_LSTRIP = 1 << 7,
-    TOY_ATTR_RSTRIP = 1 << 8,
+    TY_ATTR_UNDEFINED = 0,
+    TY_ATTR_UNKNOWN = 1 << 0,
+    TY_ATTR_UNUSED = 1 << 1,
+    TY_ATTR_NORMAL = 1 << 2,
+    TY_ATTR_CONTROL = 1 << 3,
+    TY_ATTR_USER_DEFINED = 1 << 4,
+    TY_ATTR_BYTE = 1 << 5,
+    TY_ATTR_LSTRIP = 1 << 7,
+    TY_ATTR_RSTRIP = 1 << 8,
 };
 
 /* String -> int32 hash map over keys stored elsewhere (they must outlive it). The

@@ -278,8 +278,8 @@ static void rope_rows(const void *args, int64_t r0, int64_t r1) {
             float *v = a->x + (r * a->n_heads + h) * a->head_dim;
             for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
                 const float c = cs[i0], s = a->sign * cs[i0 + 1];
-                const int32_t i = a->p->type == TOY_ROPE_NEOX ? i0 / 2 : i0;
-                const int32_t j = a->p->type == TOY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
+                const int32_t i = a->p->type == TY_ROPE_NEOX ? i0 / 2 : i0;
+                const int32_t j = a->p->type == TY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
                 const float x0 = v[i], x1 = v[j];
                 v[i] = x0 * c - x1 * s;
                 v[j] = x0 * s + x1 * c;
@@ -308,8 +308,8 @@ void ty_rope_freq_backward(float *dff, const float *y, const float *dy, int64_t 
     for (int64_t r = 0; r < n; r++) {
         const float *th = theta + (r % T) * (n_rot / 2);
         for (int32_t i0 = 0; i0 < n_rot; i0 += 2) {
-            const int32_t i = p->type == TOY_ROPE_NEOX ? i0 / 2 : i0;
-            const int32_t j = p->type == TOY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
+            const int32_t i = p->type == TY_ROPE_NEOX ? i0 / 2 : i0;
+            const int32_t j = p->type == TY_ROPE_NEOX ? i0 / 2 + n_rot / 2 : i0 + 1;
             double dangle = 0;
             for (int h = 0; h < n_heads; h++) {
                 const float *yv = y + (r * n_heads + h) * head_dim, *dv = dy + (r * n_heads + h) * head_dim;

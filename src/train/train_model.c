@@ -724,7 +724,7 @@ static void rope_tables(train_model *tm, int il, int T) {
 /* The FFN's activation: act(gate) * up, or act(up) without a gate */
 static void glu_forward(train_model *tm, float *out, const float *gate, const float *up, int64_t n) {
     if (tm->hp.ffn_no_gate) ty_gelu_forward(tm->pool, out, up, n);
-    else if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_forward(tm->pool, out, gate, up, n);
+    else if (tm->hp.ffn_act == TY_ACT_GELU_TANH) ty_geglu_forward(tm->pool, out, gate, up, n);
     else ty_swiglu_forward(tm->pool, out, gate, up, n);
 }
 
@@ -945,7 +945,7 @@ static void head_forward_backward(train_model *tm, const train_batch *b, bool ba
 static void glu_backward(train_model *tm, float *dgate, float *dup, const float *dout,
                          const float *gate, const float *up, int64_t n) {
     if (tm->hp.ffn_no_gate) ty_gelu_backward(tm->pool, dup, dout, up, n);
-    else if (tm->hp.ffn_act == TOY_ACT_GELU_TANH) ty_geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
+    else if (tm->hp.ffn_act == TY_ACT_GELU_TANH) ty_geglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
     else ty_swiglu_backward(tm->pool, dgate, dup, dout, gate, up, n);
 }
 

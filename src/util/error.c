@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { TOY_ERROR_MAX = 1024 };
+enum { TY_ERROR_MAX = 1024 };
 
-static _Thread_local char last_error[TOY_ERROR_MAX];
+static _Thread_local char last_error[TY_ERROR_MAX];
 
 /* Messages quote names read from files; control bytes in them would break the
  * one-line message, so they are shown as '?'. */
@@ -26,7 +26,7 @@ toy_status ty_error(toy_status status, const char *fmt, ...) {
 }
 
 toy_status ty_error_wrap(toy_status status, const char *fmt, ...) {
-    char prefix[TOY_ERROR_MAX], old[TOY_ERROR_MAX];
+    char prefix[TY_ERROR_MAX], old[TY_ERROR_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof prefix, fmt, ap);

@@ -142,8 +142,8 @@ int main(void) {
     int n_kernels = 1;
 #if defined(__x86_64__)
     if (__builtin_cpu_supports("fma")) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_scalar_fma(), 1};
-    if (ty_cpu_isa() >= TOY_ISA_AVX2) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx2(), 3};
-    if (ty_cpu_isa() >= TOY_ISA_AVX512) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx512(), 3};
+    if (ty_cpu_isa() >= TY_ISA_AVX2) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx2(), 3};
+    if (ty_cpu_isa() >= TY_ISA_AVX512) kernels[n_kernels++] = (tested_kernel){ty_gemm_kernel_avx512(), 3};
 #endif
     if (strcmp(kernels[n_kernels - 1].k->isa, "avx512"))
         printf("kernels above %s are not tested: this CPU (or TOY_ISA) lacks them\n", kernels[n_kernels - 1].k->isa);

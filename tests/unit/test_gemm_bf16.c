@@ -213,8 +213,8 @@ static void check_rounding(void) {
     } packers[] = {
         {"loops", NULL, true},
 #if defined(__x86_64__)
-        {"avx2", ty_gemm_pack_pairs_avx2, ty_cpu_isa() >= TOY_ISA_AVX2},
-        {"avx512", ty_gemm_pack_pairs_avx512, ty_cpu_isa() >= TOY_ISA_AVX512},
+        {"avx2", ty_gemm_pack_pairs_avx2, ty_cpu_isa() >= TY_ISA_AVX2},
+        {"avx512", ty_gemm_pack_pairs_avx512, ty_cpu_isa() >= TY_ISA_AVX512},
         {"avx512 bf16", ty_gemm_pack_pairs_avx512_bf16, ty_cpu_gemm_bf16() != NULL},
 #endif
     };
@@ -405,7 +405,7 @@ int main(void) {
     check_rounding();
     CHECK_EQ(check_kernel(ty_gemm_kernel_bf16_scalar(), 3), 3 * 13 * 8);
 #if defined(__x86_64__)
-    if (ty_cpu_isa() >= TOY_ISA_AVX2) {
+    if (ty_cpu_isa() >= TY_ISA_AVX2) {
         const ty_gemm_kernel tile_12x32 = {"12x32 definition, avx2 packing", 12, 32, kernel_12x32_definition,
                                            NULL, NULL, true, ty_gemm_pack_pairs_avx2};
         CHECK_EQ(check_kernel(&tile_12x32, 2), 2 * 13 * 8);
@@ -414,7 +414,7 @@ int main(void) {
     }
     /* the AVX-512 pair packing with bf() in integer instructions: the code vcvtne2ps2bf16
      * packs with, checked on CPUs without that instruction too */
-    if (ty_cpu_isa() >= TOY_ISA_AVX512) {
+    if (ty_cpu_isa() >= TY_ISA_AVX512) {
         const ty_gemm_kernel tile_12x32 = {"12x32 definition, avx512 packing", 12, 32, kernel_12x32_definition,
                                            NULL, NULL, true, ty_gemm_pack_pairs_avx512};
         CHECK_EQ(check_kernel(&tile_12x32, 2), 2 * 13 * 8);

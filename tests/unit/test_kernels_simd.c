@@ -360,7 +360,7 @@ static void test_exp(ty_isa have) {
     const int bad2 = exp_avx2_differs(x, n);
     CHECK_MSG(bad2 == 0, "avx2 exp: %d lanes differ from ty_exp_nonpos", bad2);
     printf("exp     avx2: %d inputs, %d differ from scalar\n", n, bad2);
-    if (have >= TOY_ISA_AVX512) {
+    if (have >= TY_ISA_AVX512) {
         const int bad5 = exp_avx512_differs(x, n);
         CHECK_MSG(bad5 == 0, "avx512 exp: %d lanes differ from ty_exp_nonpos", bad5);
         printf("exp     avx512: %d inputs, %d differ from scalar\n", n, bad5);
@@ -390,8 +390,8 @@ static void test_elementwise(ty_isa have) {
     }
     g[0] = 0.0f, g[1] = -0.0f, g[2] = -90.0f, g[3] = 90.0f;
     const elementwise_entry sets[] = {
-        {"avx2", TOY_ISA_AVX2, ty_row_exp_avx2, ty_swiglu_avx2, ty_swiglu_bwd_avx2},
-        {"avx512", TOY_ISA_AVX512, ty_row_exp_avx512, ty_swiglu_avx512, ty_swiglu_bwd_avx512},
+        {"avx2", TY_ISA_AVX2, ty_row_exp_avx2, ty_swiglu_avx2, ty_swiglu_bwd_avx2},
+        {"avx512", TY_ISA_AVX512, ty_row_exp_avx512, ty_swiglu_avx512, ty_swiglu_bwd_avx512},
     };
     for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
         const elementwise_entry *e = &sets[s];
@@ -423,13 +423,13 @@ static void test_elementwise(ty_isa have) {
 
 int main(void) {
     const ty_isa have = ty_cpu_isa();
-    if (have == TOY_ISA_SCALAR) {
+    if (have == TY_ISA_SCALAR) {
         printf("SKIP: no SIMD instruction set on this CPU (or TOY_ISA=scalar)\n");
         return TEST_SKIP_CODE;
     }
     const isa_entry isas[] = {
-        {"avx2", TOY_ISA_AVX2, ty_kernel_avx2},
-        {"avx512", TOY_ISA_AVX512, ty_kernel_avx512},
+        {"avx2", TY_ISA_AVX2, ty_kernel_avx2},
+        {"avx512", TY_ISA_AVX512, ty_kernel_avx512},
     };
 #if defined(__x86_64__)
     test_exp(have);

@@ -236,7 +236,7 @@ static const ty_packed_kernel *get_off_by_one(int type) {
 /* The self-test that guards AMX: the tile model passes; a faulting kernel and one with a
  * wrong bit fail it, without a crash, and the signal handlers are given back. */
 static void check_amx_self_test(void) {
-    if (ty_cpu_isa() < TOY_ISA_AVX512) {
+    if (ty_cpu_isa() < TY_ISA_AVX512) {
         printf("amx self-test: skipped (the CPU or TOY_ISA=%s does not allow AVX-512)\n", ty_isa_name(ty_cpu_isa()));
         return;
     }
@@ -255,7 +255,7 @@ static void run_type(int type) {
     const char *names[6] = {"scalar"};
     int n_kernels = 1;
 #if defined(__x86_64__)
-    if (ty_cpu_isa() >= TOY_ISA_AVX2) {
+    if (ty_cpu_isa() >= TY_ISA_AVX2) {
         if ((kernels[n_kernels] = ty_packed_avx2(type))) names[n_kernels++] = "avx2";
     } else {
         printf("packed avx2 %s: skipped (the CPU or TOY_ISA=%s does not allow AVX2)\n", toy_type_name(type),
@@ -267,7 +267,7 @@ static void run_type(int type) {
         printf("packed avxvnni %s: skipped (the CPU or TOY_ISA=%s does not allow AVX-VNNI)\n", toy_type_name(type),
                ty_isa_name(ty_cpu_isa()));
     }
-    if (ty_cpu_isa() >= TOY_ISA_AVX512) {
+    if (ty_cpu_isa() >= TY_ISA_AVX512) {
         kernels[n_kernels] = ty_packed_avx512(type);
         names[n_kernels++] = "avx512";
     } else {
@@ -275,11 +275,11 @@ static void run_type(int type) {
                ty_isa_name(ty_cpu_isa()));
     }
     /* the AMX kernels' epilogues are AVX-512: their model runs wherever that does */
-    if (ty_cpu_isa() >= TOY_ISA_AVX512 && ty_packed_amx_emulated(type)) {
+    if (ty_cpu_isa() >= TY_ISA_AVX512 && ty_packed_amx_emulated(type)) {
         kernels[n_kernels] = ty_packed_amx_emulated(type);
         names[n_kernels++] = "amx (emulated tiles)";
     }
-    if (ty_cpu_isa() >= TOY_ISA_AMX) {
+    if (ty_cpu_isa() >= TY_ISA_AMX) {
         if ((kernels[n_kernels] = ty_packed_amx(type))) names[n_kernels++] = "amx";
     } else if (ty_packed_amx_emulated(type)) {
         printf("packed amx %s: skipped (the CPU or TOY_ISA=%s does not allow AMX)\n", toy_type_name(type),

@@ -11,6 +11,7 @@
 #include "engine.h"
 #include "gate.h"
 #include "openai.h"
+#include "piece.h"
 #include "serve_outcome.h"
 #include "test.h"
 #include "toy.h"

@@ -104,7 +104,7 @@ static void check_model(const char *fix, const char *name) {
         bf16 |= t == TOY_TYPE_BF16;
         f16 |= t == TOY_TYPE_F16;
     }
-    const bool gelu_table = ty_train_model_hparams(tm)->ffn_act == TOY_ACT_GELU_TANH;
+    const bool gelu_table = ty_train_model_hparams(tm)->ffn_act == TY_ACT_GELU_TANH;
     const double tol = quant ? 5e-3 : bf16 || gelu_table ? 2e-3 : f16 ? 3e-4 : 1e-5;
     const double rel = fabs(loss - want) / want;
     CHECK_MSG(rel <= tol, "%s: loss %.7f, from llama.cpp's logits %.7f (relative %.2e > %.0e)", name,

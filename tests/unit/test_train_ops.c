@@ -197,7 +197,7 @@ static void test_rope(ty_pool *pool, ty_rope_type type) {
     t.x = rand_array(nx, 1, 0);
     t.y = zeros(nx);
     t.dy = rand_array(nx, 1, 0);
-    op_case c = {type == TOY_ROPE_NEOX ? "rope neox" : "rope norm", rope_loss, &t};
+    op_case c = {type == TY_ROPE_NEOX ? "rope neox" : "rope norm", rope_loss, &t};
     float *dx = zeros(nx);
     memcpy(dx, t.dy, (size_t)nx * sizeof *dx);
     ty_rope_backward(pool, dx, t.n, t.T, t.heads, t.hd, &t.p, t.cs);
@@ -428,8 +428,8 @@ int main(void) {
     test_layernorm(pool);
     test_positions(pool);
     test_matmul(g);
-    test_rope(pool, TOY_ROPE_NORM);
-    test_rope(pool, TOY_ROPE_NEOX);
+    test_rope(pool, TY_ROPE_NORM);
+    test_rope(pool, TY_ROPE_NEOX);
     test_attention(g, 2, 0.0f, 0, 5);
     test_attention(g, 2, 0.0f, 0, 70);
     test_attention(g, 2, 3.0f, 0, 9);

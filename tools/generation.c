@@ -1,5 +1,5 @@
-/* generate.c — see generate.h. */
-#include "generate.h"
+/* generation.c — see generation.h. */
+#include "generation.h"
 
 #include <float.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* tools.c — see tools.h. */
+/* tool_requests.c — see tool_requests.h. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "json_schema.h"
-#include "tools.h"
+#include "tool_requests.h"
 #include "toy.h"
 
 #define TOOLS_MAX 128 /* functions in one request */

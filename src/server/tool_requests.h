@@ -1,10 +1,10 @@
-/* tools.h — OpenAI tool calling for toy serve: a chat request's tools, tool_choice and
+/* tool_requests.h — OpenAI tool calling for toy serve: a chat request's tools, tool_choice and
  * parallel_tool_calls are checked, and so are its messages' calls and tool results; a
  * named or required tool_choice gets a GBNF grammar that forces a call. The prompt's
  * forms are src/chat/tool_prompt.h's (and the model's own template's); the parser of
  * the answers is src/chat/tool_calls.h. */
-#ifndef TOY_SERVER_TOOLS_H
-#define TOY_SERVER_TOOLS_H
+#ifndef TOY_SERVER_TOOL_REQUESTS_H
+#define TOY_SERVER_TOOL_REQUESTS_H
 
 #include <jansson.h>
 #include <stdbool.h>

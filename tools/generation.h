@@ -1,7 +1,7 @@
-/* generate.h — text generation shared by `toy run` and `toy chat`: options, a session
+/* generation.h — text generation shared by `toy run` and `toy chat`: options, a session
  * (model, context, sampler, the tokens in the cache) and the streaming loop. */
-#ifndef TOY_GENERATE_H
-#define TOY_GENERATE_H
+#ifndef TOY_TOOLS_GENERATION_H
+#define TOY_TOOLS_GENERATION_H
 
 #include <signal.h>
 #include <stdbool.h>

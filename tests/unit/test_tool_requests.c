@@ -1,16 +1,16 @@
-/* test_tools.c — tool calling in toy serve (src/server/tools.c): a conversation with
- * tools, a call and its result rendered in each family's syntax (exact prompts), the
- * prompt without tools left as toy_chat_apply makes it, answers in the forms the server
- * writes parsed into calls (parallel, one, malformed; tool_calls.c's parser, whose every
- * format test_tool_calls checks), the grammars of forced calls, and the checks on tools,
- * tool_choice and tool messages. */
+/* test_tool_requests.c — tool calling in toy serve (src/server/tool_requests.c): a
+ * conversation with tools, a call and its result rendered in each family's syntax (exact
+ * prompts), the prompt without tools left as toy_chat_apply makes it, answers in the
+ * forms the server writes parsed into calls (parallel, one, malformed; tool_calls.c's
+ * parser, whose every format test_tool_calls checks), the grammars of forced calls, and
+ * the checks on tools, tool_choice and tool messages. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "test.h"
-#include "tools.h"
+#include "tool_requests.h"
 #include "toy.h"
 
 #define N_OF(a) (sizeof(a) / sizeof((a)[0]))
