@@ -5,7 +5,8 @@
  * json-schema-to-grammar: whitespace of one space or up to two newlines and 20 blanks
  * after each token, at most 16 integer digits, properties in the schema's order,
  * additional properties after the declared ones. Bounded whitespace and digits keep a
- * sampler that follows the grammar from running away on a random model. */
+ * sampler that follows the grammar from running away on a random model. Integer and
+ * number ranges are json_schema_numbers.c's, "pattern" json_schema_pattern.c's. */
 #include "json_schema.h"
 
 #include <math.h>
@@ -16,33 +17,8 @@
 #include <string.h>
 
 #include "error.h"
+#include "json_schema_internal.h"
 #include "toy.h"
-
-enum {
-    MAX_DEPTH = 64, /* nested schemas, $ref chains and allOf merges together */
-    HINT_MAX = 96,  /* rule names are cut here; a number keeps them unique */
-};
-
-/* ---------------------------------------------------------------- the converter's state */
-
-typedef struct {
-    char *name;
-    char *body; /* NULL while reserved: a $ref whose schema is being converted */
-} rule;
-
-typedef struct {
-    char *ref;      /* the $ref text */
-    size_t rule;    /* its rule */
-    bool busy;      /* its schema is being converted */
-    unsigned mark;  /* c->consumed when it started */
-} ref_entry;
-
-typedef enum {
-    PRIM_SPACE, PRIM_CHAR, PRIM_STRING, PRIM_INTEGRAL, PRIM_DECIMAL, PRIM_NUMBER, PRIM_INTEGER,
-    PRIM_BOOLEAN, PRIM_NULL, PRIM_VALUE, PRIM_OBJECT, PRIM_ARRAY, PRIM_UUID, PRIM_DATE, PRIM_TIME,
-    PRIM_DATE_TIME, PRIM_DATE_STRING, PRIM_TIME_STRING, PRIM_DATE_TIME_STRING, PRIM_KEY_CHAR,
-    N_PRIM
-} prim_id;
 
 static const char *const prim_names[N_PRIM] = {
     "space", "char", "string", "integral-part", "decimal-part", "number", "integer",
@@ -50,28 +26,8 @@ static const char *const prim_names[N_PRIM] = {
     "date-time", "date-string", "time-string", "date-time-string", "key-char",
 };
 
-typedef struct {
-    const json_t *doc; /* the whole schema: $ref's base */
-    bool strict;
-    const char *root;
-    rule *rules;
-    size_t n_rules, cap_rules;
-    size_t *index; /* open-addressing hash of rule names: rule number + 1, 0 free */
-    size_t index_cap;
-    ref_entry *refs;
-    size_t n_refs, cap_refs;
-    size_t prim[N_PRIM]; /* rule number + 1, 0 until first used */
-    json_t **owned;      /* schemas made by allOf merges, freed at the end */
-    size_t n_owned, cap_owned;
-    ty_buf path; /* "#/properties/a": the JSON pointer of the node being converted */
-    int depth;
-    unsigned consumed; /* counts object and array openings on the way down: a $ref met
-                          again with the same count would recurse without consuming input */
-    toy_status status;
-    char msg[600];
-} conv;
 
-static bool oom(conv *c) {
+bool js_oom(conv *c) {
     if (c->status == TOY_OK) {
         c->status = TOY_ERR_NOMEM;
         snprintf(c->msg, sizeof c->msg, "out of memory");
@@ -83,7 +39,7 @@ static bool oom(conv *c) {
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-static bool fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...) {
+bool js_fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...) {
     if (c->status != TOY_OK) return false;
     c->status = st;
     int n = snprintf(c->msg, sizeof c->msg, "%s", c->path.v ? c->path.v : "#");
@@ -97,14 +53,13 @@ static bool fail_at(conv *c, toy_status st, const char *key, const char *fmt, ..
     }
     return false;
 }
-#define fail(c, st, ...) fail_at(c, st, NULL, __VA_ARGS__)
 
-static void put(ty_buf *b, const char *s) { ty_buf_append(b, s, strlen(s)); }
+void js_put(ty_buf *b, const char *s) { ty_buf_append(b, s, strlen(s)); }
 
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-static void putf(ty_buf *b, const char *fmt, ...) {
+void js_putf(ty_buf *b, const char *fmt, ...) {
     char tmp[256];
     va_list ap;
     va_start(ap, fmt);
@@ -120,10 +75,10 @@ static void putf(ty_buf *b, const char *fmt, ...) {
 /* Appends "/key" (RFC 6901 escaped) to the path; returns the length to restore. */
 static size_t path_push(conv *c, const char *key) {
     size_t old = c->path.n;
-    put(&c->path, "/");
+    js_put(&c->path, "/");
     for (const char *p = key; *p; p++) {
-        if (*p == '~') put(&c->path, "~0");
-        else if (*p == '/') put(&c->path, "~1");
+        if (*p == '~') js_put(&c->path, "~0");
+        else if (*p == '/') js_put(&c->path, "~1");
         else ty_buf_append(&c->path, p, 1);
     }
     return old;
@@ -166,14 +121,14 @@ static long new_rule(conv *c, const char *name, const char *body) {
     if (c->n_rules == c->cap_rules) {
         size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
         rule *r = realloc(c->rules, cap * sizeof *r);
-        if (!r) return oom(c), -1;
+        if (!r) return js_oom(c), -1;
         c->rules = r;
         c->cap_rules = cap;
     }
     if ((c->n_rules + 1) * 2 > c->index_cap) {
         size_t cap = c->index_cap ? c->index_cap * 2 : 128;
         size_t *index = calloc(cap, sizeof *index);
-        if (!index) return oom(c), -1;
+        if (!index) return js_oom(c), -1;
         for (size_t i = 0; i < c->n_rules; i++) index_put(index, cap, c->rules[i].name, i);
         free(c->index);
         c->index = index;
@@ -185,7 +140,7 @@ static long new_rule(conv *c, const char *name, const char *body) {
     if (!r->name || (body && !r->body)) {
         free(r->name);
         free(r->body);
-        return oom(c), -1;
+        return js_oom(c), -1;
     }
     index_put(c->index, c->index_cap, name, c->n_rules);
     return (long)c->n_rules++;
@@ -227,63 +182,63 @@ static void make_hint(char *dst, size_t size, const char *hint, const char *what
 /* n bytes of UTF-8 text in quotes, escaped for a GBNF string literal or (json) for JSON
  * text. */
 static void put_quoted(ty_buf *b, const char *s, size_t n, bool json) {
-    put(b, "\"");
+    js_put(b, "\"");
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') put(b, "\\\"");
-        else if (ch == '\\') put(b, "\\\\");
-        else if (ch == '\n') put(b, "\\n");
-        else if (ch == '\r') put(b, "\\r");
-        else if (ch == '\t') put(b, "\\t");
-        else if (json && ch == '\b') put(b, "\\b");
-        else if (json && ch == '\f') put(b, "\\f");
-        else if (json && ch < 0x20) putf(b, "\\u%04x", ch);
-        else if (!json && (ch < 0x20 || ch == 0x7f)) putf(b, "\\x%02X", ch);
+        if (ch == '"') js_put(b, "\\\"");
+        else if (ch == '\\') js_put(b, "\\\\");
+        else if (ch == '\n') js_put(b, "\\n");
+        else if (ch == '\r') js_put(b, "\\r");
+        else if (ch == '\t') js_put(b, "\\t");
+        else if (json && ch == '\b') js_put(b, "\\b");
+        else if (json && ch == '\f') js_put(b, "\\f");
+        else if (json && ch < 0x20) js_putf(b, "\\u%04x", ch);
+        else if (!json && (ch < 0x20 || ch == 0x7f)) js_putf(b, "\\x%02X", ch);
         else ty_buf_append(b, &s[i], 1);
     }
-    put(b, "\"");
+    js_put(b, "\"");
 }
 
 /* A GBNF string literal of n bytes of UTF-8 text. */
-static void put_lit(ty_buf *b, const char *s, size_t n) {
+void js_put_lit(ty_buf *b, const char *s, size_t n) {
     put_quoted(b, s, n, false);
 }
 
 /* One code point inside a GBNF character class. */
-static void put_class_char(ty_buf *b, uint32_t cp) {
+void js_put_class_char(ty_buf *b, uint32_t cp) {
     if (cp >= 0x20 && cp < 0x7f && !strchr("[]\\-^", (int)cp)) {
         char ch = (char)cp;
         ty_buf_append(b, &ch, 1);
     } else if (cp < 0x80) {
-        putf(b, "\\x%02X", (unsigned)cp);
+        js_putf(b, "\\x%02X", (unsigned)cp);
     } else if (cp <= 0xffff) {
-        putf(b, "\\u%04X", (unsigned)cp);
+        js_putf(b, "\\u%04X", (unsigned)cp);
     } else {
-        putf(b, "\\U%08X", (unsigned)cp);
+        js_putf(b, "\\U%08X", (unsigned)cp);
     }
 }
 
 /* x{min,max} in GBNF (max < 0: unbounded), or "" when max is 0. */
-static void put_rep(ty_buf *b, const char *item, long long min, long long max) {
+void js_put_rep(ty_buf *b, const char *item, long long min, long long max) {
     if (max == 0) return;
-    put(b, item);
+    js_put(b, item);
     if (min == 1 && max == 1) return;
     if (max < 0) {
-        if (min == 0) put(b, "*");
-        else if (min == 1) put(b, "+");
-        else putf(b, "{%lld,}", min);
+        if (min == 0) js_put(b, "*");
+        else if (min == 1) js_put(b, "+");
+        else js_putf(b, "{%lld,}", min);
     } else if (min == 0 && max == 1) {
-        put(b, "?");
+        js_put(b, "?");
     } else if (min == max) {
-        putf(b, "{%lld}", min);
+        js_putf(b, "{%lld}", min);
     } else {
-        putf(b, "{%lld,%lld}", min, max);
+        js_putf(b, "{%lld,%lld}", min, max);
     }
 }
 
 /* The name of a shared rule (JSON whitespace, strings, numbers, any value, formats),
  * created on first use. */
-static const char *prim(conv *c, prim_id id) {
+const char *js_prim(conv *c, prim_id id) {
     if (c->prim[id]) return c->rules[c->prim[id] - 1].name;
     char hint[HINT_MAX + 32];
     make_hint(hint, sizeof hint, c->root, prim_names[id]);
@@ -291,51 +246,51 @@ static const char *prim(conv *c, prim_id id) {
     if (r < 0) return NULL;
     c->prim[id] = (size_t)r + 1; /* before the body: value and object refer to each other */
     ty_buf b = {0};
-    const char *sp = id == PRIM_SPACE ? "" : prim(c, PRIM_SPACE);
+    const char *sp = id == PRIM_SPACE ? "" : js_prim(c, PRIM_SPACE);
     if (!sp) return NULL;
-#define P(x) (prim(c, x) ? c->rules[c->prim[x] - 1].name : "")
+#define P(x) (js_prim(c, x) ? c->rules[c->prim[x] - 1].name : "")
     switch (id) {
-    case PRIM_SPACE: put(&b, "( \" \" | \"\\n\"{1,2} [ \\t]{0,20} )?"); break;
-    case PRIM_CHAR: put(&b, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"); break;
-    case PRIM_KEY_CHAR: put(&b, "[^\"\\\\\\x00-\\x1F]"); break;
-    case PRIM_STRING: putf(&b, "\"\\\"\" %s* \"\\\"\" %s", P(PRIM_CHAR), sp); break;
-    case PRIM_INTEGRAL: put(&b, "\"0\" | [1-9] [0-9]{0,15}"); break;
-    case PRIM_DECIMAL: put(&b, "[0-9]{1,16}"); break;
+    case PRIM_SPACE: js_put(&b, "( \" \" | \"\\n\"{1,2} [ \\t]{0,20} )?"); break;
+    case PRIM_CHAR: js_put(&b, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"); break;
+    case PRIM_KEY_CHAR: js_put(&b, "[^\"\\\\\\x00-\\x1F]"); break;
+    case PRIM_STRING: js_putf(&b, "\"\\\"\" %s* \"\\\"\" %s", P(PRIM_CHAR), sp); break;
+    case PRIM_INTEGRAL: js_put(&b, "\"0\" | [1-9] [0-9]{0,15}"); break;
+    case PRIM_DECIMAL: js_put(&b, "[0-9]{1,16}"); break;
     case PRIM_NUMBER:
-        putf(&b, "\"-\"? %s ( \".\" %s )? ( [eE] [-+]? %s )? %s", P(PRIM_INTEGRAL), P(PRIM_DECIMAL),
+        js_putf(&b, "\"-\"? %s ( \".\" %s )? ( [eE] [-+]? %s )? %s", P(PRIM_INTEGRAL), P(PRIM_DECIMAL),
              P(PRIM_INTEGRAL), sp);
         break;
-    case PRIM_INTEGER: putf(&b, "\"-\"? %s %s", P(PRIM_INTEGRAL), sp); break;
-    case PRIM_BOOLEAN: putf(&b, "( \"true\" | \"false\" ) %s", sp); break;
-    case PRIM_NULL: putf(&b, "\"null\" %s", sp); break;
+    case PRIM_INTEGER: js_putf(&b, "\"-\"? %s %s", P(PRIM_INTEGRAL), sp); break;
+    case PRIM_BOOLEAN: js_putf(&b, "( \"true\" | \"false\" ) %s", sp); break;
+    case PRIM_NULL: js_putf(&b, "\"null\" %s", sp); break;
     case PRIM_VALUE:
-        putf(&b, "%s | ", P(PRIM_OBJECT));
-        putf(&b, "%s | ", P(PRIM_ARRAY));
-        putf(&b, "%s | ", P(PRIM_STRING));
-        putf(&b, "%s | ", P(PRIM_NUMBER));
-        putf(&b, "%s | ", P(PRIM_BOOLEAN));
-        putf(&b, "%s", P(PRIM_NULL));
+        js_putf(&b, "%s | ", P(PRIM_OBJECT));
+        js_putf(&b, "%s | ", P(PRIM_ARRAY));
+        js_putf(&b, "%s | ", P(PRIM_STRING));
+        js_putf(&b, "%s | ", P(PRIM_NUMBER));
+        js_putf(&b, "%s | ", P(PRIM_BOOLEAN));
+        js_putf(&b, "%s", P(PRIM_NULL));
         break;
     case PRIM_OBJECT: {
         const char *s = P(PRIM_STRING), *v = P(PRIM_VALUE);
-        putf(&b, "\"{\" %s ( %s \":\" %s %s ", sp, s, sp, v);
-        putf(&b, "( \",\" %s %s \":\" %s %s )* )? \"}\" %s", sp, s, sp, v, sp);
+        js_putf(&b, "\"{\" %s ( %s \":\" %s %s ", sp, s, sp, v);
+        js_putf(&b, "( \",\" %s %s \":\" %s %s )* )? \"}\" %s", sp, s, sp, v, sp);
         break;
     }
     case PRIM_ARRAY: {
         const char *v = P(PRIM_VALUE);
-        putf(&b, "\"[\" %s ( %s ( \",\" %s %s )* )? \"]\" %s", sp, v, sp, v, sp);
+        js_putf(&b, "\"[\" %s ( %s ( \",\" %s %s )* )? \"]\" %s", sp, v, sp, v, sp);
         break;
     }
     case PRIM_UUID:
-        put(&b, "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+        js_put(&b, "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
                 "[0-9a-fA-F]{12} \"\\\"\" ");
-        put(&b, sp);
+        js_put(&b, sp);
         break;
     case PRIM_DATE:
         /* llama.cpp's allows every day up to 31 in every month: here the month has it,
            and February the 29th only in leap years; year 0000 is not a date to Python */
-        put(&b, "( [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) ) ) \"-\" ( "
+        js_put(&b, "( [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) ) ) \"-\" ( "
                 "( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
                 "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
                 "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | "
@@ -343,31 +298,31 @@ static const char *prim(conv *c, prim_id id) {
                 "\"-02-29\"");
         break;
     case PRIM_TIME:
-        put(&b, "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? "
+        js_put(&b, "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? "
                 "( \"Z\" | [+\\x2D] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )");
         break;
-    case PRIM_DATE_TIME: putf(&b, "%s \"T\" ", P(PRIM_DATE)); put(&b, P(PRIM_TIME)); break;
-    case PRIM_DATE_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE), sp); break;
-    case PRIM_TIME_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_TIME), sp); break;
-    case PRIM_DATE_TIME_STRING: putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE_TIME), sp); break;
+    case PRIM_DATE_TIME: js_putf(&b, "%s \"T\" ", P(PRIM_DATE)); js_put(&b, P(PRIM_TIME)); break;
+    case PRIM_DATE_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE), sp); break;
+    case PRIM_TIME_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_TIME), sp); break;
+    case PRIM_DATE_TIME_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE_TIME), sp); break;
     case N_PRIM: break;
     }
 #undef P
     if (b.oom || c->status != TOY_OK) {
         free(b.v);
-        if (c->status == TOY_OK) oom(c);
+        if (c->status == TOY_OK) js_oom(c);
         return NULL;
     }
     c->rules[r].body = b.v ? b.v : strdup("");
-    if (!c->rules[r].body) return oom(c), NULL;
+    if (!c->rules[r].body) return js_oom(c), NULL;
     return c->rules[r].name;
 }
 
 /* Appends a primitive's name; false on failure. */
-static bool put_prim(conv *c, ty_buf *b, prim_id id) {
-    const char *n = prim(c, id);
+bool js_put_prim(conv *c, ty_buf *b, prim_id id) {
+    const char *n = js_prim(c, id);
     if (!n) return false;
-    put(b, n);
+    js_put(b, n);
     return true;
 }
 
@@ -383,10 +338,10 @@ static void put_json_string(ty_buf *b, const char *s, size_t n) {
 
 static void put_json(ty_buf *b, const json_t *v) {
     switch (json_typeof(v)) {
-    case JSON_NULL: put(b, "null"); break;
-    case JSON_TRUE: put(b, "true"); break;
-    case JSON_FALSE: put(b, "false"); break;
-    case JSON_INTEGER: putf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_NULL: js_put(b, "null"); break;
+    case JSON_TRUE: js_put(b, "true"); break;
+    case JSON_FALSE: js_put(b, "false"); break;
+    case JSON_INTEGER: js_putf(b, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: {
         double x = json_real_value(v);
         char tmp[64];
@@ -394,32 +349,32 @@ static void put_json(ty_buf *b, const json_t *v) {
             snprintf(tmp, sizeof tmp, "%.*g", prec, x);
             if (strtod(tmp, NULL) == x) break;
         }
-        put(b, tmp);
+        js_put(b, tmp);
         break;
     }
     case JSON_STRING: put_json_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_ARRAY: {
-        put(b, "[");
+        js_put(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) put(b, ",");
+            if (i) js_put(b, ",");
             put_json(b, json_array_get(v, i));
         }
-        put(b, "]");
+        js_put(b, "]");
         break;
     }
     case JSON_OBJECT: {
-        put(b, "{");
+        js_put(b, "{");
         const char *k;
         const json_t *x;
         bool first = true;
         json_object_foreach((json_t *)v, k, x) {
-            if (!first) put(b, ",");
+            if (!first) js_put(b, ",");
             first = false;
             put_json_string(b, k, strlen(k));
-            put(b, ":");
+            js_put(b, ":");
             put_json(b, x);
         }
-        put(b, "}");
+        js_put(b, "}");
         break;
     }
     }
@@ -475,7 +430,7 @@ static bool get_count(conv *c, const json_t *s, const char *key, long long *out)
         *out = (long long)json_real_value(v);
         return true;
     }
-    return fail_at(c, TOY_ERR_INVALID, key, "%s must be a non-negative integer", key);
+    return js_fail_at(c, TOY_ERR_INVALID, key, "%s must be a non-negative integer", key);
 }
 
 /* Checks every keyword of a schema object: unknown ones (strict), values of the wrong
@@ -486,7 +441,7 @@ static bool check_keywords(conv *c, const json_t *s) {
     json_object_foreach((json_t *)s, k, v) {
         int kind = keyword_kind(k);
         if (kind < 0) {
-            if (c->strict) return fail_at(c, TOY_ERR_UNSUPPORTED, k, "unsupported keyword \"%s\"", k);
+            if (c->strict) return js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "unsupported keyword \"%s\"", k);
             continue;
         }
         bool ok = true;
@@ -535,16 +490,16 @@ static bool check_keywords(conv *c, const json_t *s) {
             long long n;
             if (!get_count(c, s, k, &n)) return false;
         }
-        if (!ok) return fail_at(c, TOY_ERR_INVALID, k, "%s must be %s", k, want);
+        if (!ok) return js_fail_at(c, TOY_ERR_INVALID, k, "%s must be %s", k, want);
     }
     long long lo, hi;
     if (get_count(c, s, "minLength", &lo) && get_count(c, s, "maxLength", &hi) && lo > hi)
-        return fail_at(c, TOY_ERR_INVALID, "minLength", "minLength %lld is greater than maxLength %lld", lo, hi);
+        return js_fail_at(c, TOY_ERR_INVALID, "minLength", "minLength %lld is greater than maxLength %lld", lo, hi);
     if (get_count(c, s, "minItems", &lo) && get_count(c, s, "maxItems", &hi) && lo > hi)
-        return fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld is greater than maxItems %lld", lo, hi);
+        return js_fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld is greater than maxItems %lld", lo, hi);
     const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
     if (mn && mx && json_number_value(mn) > json_number_value(mx))
-        return fail_at(c, TOY_ERR_INVALID, "minimum", "minimum %g is greater than maximum %g", json_number_value(mn),
+        return js_fail_at(c, TOY_ERR_INVALID, "minimum", "minimum %g is greater than maximum %g", json_number_value(mn),
                        json_number_value(mx));
     return c->status == TOY_OK;
 }
@@ -568,11 +523,11 @@ static bool has_constraints(const json_t *s, const char *const *skip) {
 /* The schema a local $ref ("#", "#/$defs/a", any JSON pointer into the document) names. */
 static const json_t *resolve_ref(conv *c, const char *ref) {
     if (ref[0] != '#')
-        return fail_at(c, TOY_ERR_UNSUPPORTED, "$ref", "$ref \"%.200s\" is not supported: only local references (#/...) are",
+        return js_fail_at(c, TOY_ERR_UNSUPPORTED, "$ref", "$ref \"%.200s\" is not supported: only local references (#/...) are",
                        ref), NULL;
     const json_t *t = c->doc;
     const char *p = ref + 1;
-    if (*p && *p != '/') return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is not a JSON pointer", ref), NULL;
+    if (*p && *p != '/') return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is not a JSON pointer", ref), NULL;
     while (*p == '/') {
         p++;
         char tok[256];
@@ -586,7 +541,7 @@ static const json_t *resolve_ref(conv *c, const char *ref) {
                 long x = strtol(hex, &end, 16);
                 if (*end == 0) ch = (char)x, p += 2;
             }
-            if (n + 1 >= sizeof tok) return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is too long", ref), NULL;
+            if (n + 1 >= sizeof tok) return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is too long", ref), NULL;
             tok[n++] = ch;
         }
         tok[n] = 0;
@@ -599,7 +554,7 @@ static const json_t *resolve_ref(conv *c, const char *ref) {
         } else {
             t = NULL;
         }
-        if (!t) return fail_at(c, TOY_ERR_INVALID, "$ref", "unresolved $ref \"%.200s\"", ref), NULL;
+        if (!t) return js_fail_at(c, TOY_ERR_INVALID, "$ref", "unresolved $ref \"%.200s\"", ref), NULL;
     }
     return t;
 }
@@ -610,13 +565,13 @@ static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body)
 static const char *visit(conv *c, const json_t *s, const char *hint);
 
 static json_t *own(conv *c, json_t *j) {
-    if (!j) return oom(c), NULL;
+    if (!j) return js_oom(c), NULL;
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? c->cap_owned * 2 : 16;
         json_t **o = realloc(c->owned, cap * sizeof *o);
         if (!o) {
             json_decref(j);
-            return oom(c), NULL;
+            return js_oom(c), NULL;
         }
         c->owned = o;
         c->cap_owned = cap;
@@ -649,9 +604,9 @@ done:
  * bounds take the tighter, types and enums intersect. */
 static bool merge_into(conv *c, json_t *dst, const json_t *src) {
     if (json_is_true(src)) return true;
-    if (json_is_false(src)) return fail_at(c, TOY_ERR_INVALID, "allOf", "allOf contains false, which no value matches");
-    if (!json_is_object(src)) return fail_at(c, TOY_ERR_INVALID, "allOf", "a schema must be an object or a boolean");
-    if (++c->depth > MAX_DEPTH) return fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d (or a $ref cycle)", MAX_DEPTH);
+    if (json_is_false(src)) return js_fail_at(c, TOY_ERR_INVALID, "allOf", "allOf contains false, which no value matches");
+    if (!json_is_object(src)) return js_fail_at(c, TOY_ERR_INVALID, "allOf", "a schema must be an object or a boolean");
+    if (++c->depth > MAX_DEPTH) return js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d (or a $ref cycle)", MAX_DEPTH);
     bool ok = check_keywords(c, src);
     const json_t *ref = json_object_get(src, "$ref");
     if (ok && ref) {
@@ -670,28 +625,28 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
         if (!old) {
             json_t *copy = (!strcmp(k, "properties") || !strcmp(k, "required")) ? json_copy((json_t *)v)
                                                                                  : json_incref((json_t *)v);
-            if (!copy || json_object_set_new(dst, k, copy)) ok = oom(c);
+            if (!copy || json_object_set_new(dst, k, copy)) ok = js_oom(c);
         } else if (!strcmp(k, "properties")) {
             const char *p;
             json_t *ps;
             json_object_foreach((json_t *)v, p, ps) {
                 json_t *prev = json_object_get(old, p);
                 json_t *nv = prev ? json_pack("{s:[O,O]}", "allOf", prev, ps) : json_incref(ps);
-                if (!nv || json_object_set_new(old, p, nv)) ok = oom(c);
+                if (!nv || json_object_set_new(old, p, nv)) ok = js_oom(c);
             }
         } else if (!strcmp(k, "required")) {
             for (size_t i = 0; i < json_array_size(v); i++) {
                 bool have = false;
                 for (size_t j = 0; j < json_array_size(old); j++)
                     have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
-                if (!have && json_array_append(old, json_array_get(v, i))) ok = oom(c);
+                if (!have && json_array_append(old, json_array_get(v, i))) ok = js_oom(c);
             }
         } else if (!strcmp(k, "type")) {
             json_t *t = type_intersection(old, v);
-            if (!t) ok = oom(c);
+            if (!t) ok = js_oom(c);
             else if (!json_array_size(t))
-                json_decref(t), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
-            else if (json_object_set_new(dst, k, t)) ok = oom(c);
+                json_decref(t), ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
+            else if (json_object_set_new(dst, k, t)) ok = js_oom(c);
         } else if (!strcmp(k, "enum")) {
             json_t *e = json_array();
             for (size_t i = 0; e && i < json_array_size(old); i++)
@@ -700,896 +655,25 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
                         json_array_append(e, json_array_get(old, i));
                         break;
                     }
-            if (!e) ok = oom(c);
+            if (!e) ok = js_oom(c);
             else if (!json_array_size(e))
-                json_decref(e), ok = fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
-            else if (json_object_set_new(dst, k, e)) ok = oom(c);
+                json_decref(e), ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
+            else if (json_object_set_new(dst, k, e)) ok = js_oom(c);
         } else if (json_equal(old, (json_t *)v)) {
             continue;
         } else if (!strcmp(k, "const")) {
-            ok = fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have different consts");
+            ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have different consts");
         } else if (json_is_number(old) && json_is_number(v) &&
                    (!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strncmp(k, "exclusive", 9))) {
             bool lower = !strncmp(k, "min", 3) || !strcmp(k, "exclusiveMinimum");
             double a = json_number_value(old), b = json_number_value(v);
-            if (lower ? b > a : b < a) ok = !json_object_set(dst, k, (json_t *)v) || oom(c);
+            if (lower ? b > a : b < a) ok = !json_object_set(dst, k, (json_t *)v) || js_oom(c);
         } else if (c->strict) {
-            ok = fail_at(c, TOY_ERR_UNSUPPORTED, "allOf", "the schemas of allOf set \"%s\" differently, which is not supported", k);
+            ok = js_fail_at(c, TOY_ERR_UNSUPPORTED, "allOf", "the schemas of allOf set \"%s\" differently, which is not supported", k);
         } /* else the first schema's value stays: the grammar accepts more than the schema */
     }
     c->depth--;
     return ok && c->status == TOY_OK;
-}
-
-/* ---------------------------------------------------------------- numbers */
-
-/* Appends the numbers of n decimal digits (leading zeros allowed) >= s. */
-static void put_ge(ty_buf *b, const char *s, size_t n) {
-    size_t z = 0;
-    while (z < n && s[z] == '0') z++;
-    if (z == n) {
-        put_rep(b, "[0-9]", (long long)n, (long long)n);
-        return;
-    }
-    if (n == 1) {
-        putf(b, "[%c-9]", s[0]);
-        return;
-    }
-    putf(b, "( [%c] ", s[0]);
-    put_ge(b, s + 1, n - 1);
-    if (s[0] < '9') {
-        if (s[0] + 1 < '9') putf(b, " | [%c-9] ", s[0] + 1);
-        else put(b, " | [9] ");
-        put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
-    }
-    put(b, " )");
-}
-
-/* Appends the numbers of n decimal digits (leading zeros allowed) <= s. */
-static void put_le(ty_buf *b, const char *s, size_t n) {
-    size_t z = 0;
-    while (z < n && s[z] == '9') z++;
-    if (z == n) {
-        put_rep(b, "[0-9]", (long long)n, (long long)n);
-        return;
-    }
-    if (n == 1) {
-        putf(b, "[0-%c]", s[0]);
-        return;
-    }
-    put(b, "( ");
-    if (s[0] > '0') {
-        if (s[0] - 1 > '0') putf(b, "[0-%c] ", s[0] - 1);
-        else put(b, "[0] ");
-        put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
-        put(b, " | ");
-    }
-    putf(b, "[%c] ", s[0]);
-    put_le(b, s + 1, n - 1);
-    put(b, " )");
-}
-
-/* Appends the numbers lo..hi, both of n digits. */
-static void put_between(ty_buf *b, const char *lo, const char *hi, size_t n) {
-    size_t i = 0;
-    while (i < n && lo[i] == hi[i]) i++;
-    if (i) put_lit(b, lo, i);
-    if (i == n) return;
-    if (i) put(b, " ");
-    size_t rest = n - i - 1;
-    if (!rest) {
-        putf(b, "[%c-%c]", lo[i], hi[i]);
-        return;
-    }
-    bool lo_zeros = strspn(lo + i + 1, "0") >= rest, hi_nines = strspn(hi + i + 1, "9") >= rest;
-    char from = lo[i], to = hi[i];
-    put(b, "( ");
-    bool any = false;
-    if (!lo_zeros) {
-        putf(b, "[%c] ", from);
-        put_ge(b, lo + i + 1, rest);
-        from++;
-        any = true;
-    }
-    if (!hi_nines) to--;
-    if (from <= to) {
-        if (any) put(b, " | ");
-        putf(b, "[%c-%c] ", from, to);
-        put_rep(b, "[0-9]", (long long)rest, (long long)rest);
-        any = true;
-    }
-    if (!hi_nines) {
-        if (any) put(b, " | ");
-        putf(b, "[%c] ", hi[i]);
-        put_le(b, hi + i + 1, rest);
-    }
-    put(b, " )");
-}
-
-/* Appends the decimal numbers lo..hi (no leading zeros), as alternatives. */
-static void put_range(ty_buf *b, uint64_t lo, uint64_t hi) {
-    char a[24], z[24];
-    int na = snprintf(a, sizeof a, "%llu", (unsigned long long)lo);
-    int nz = snprintf(z, sizeof z, "%llu", (unsigned long long)hi);
-    for (int d = na; d <= nz; d++) {
-        char from[24], to[24];
-        if (d == na) snprintf(from, sizeof from, "%s", a);
-        else from[0] = '1', memset(from + 1, '0', (size_t)d - 1), from[d] = 0;
-        if (d == nz) snprintf(to, sizeof to, "%s", z);
-        else memset(to, '9', (size_t)d), to[d] = 0;
-        if (d > na) put(b, " | ");
-        put_between(b, from, to, (size_t)d);
-    }
-}
-
-/* The integer bound of minimum/exclusiveMinimum (lower) or maximum/exclusiveMaximum:
- * lower bounds round up, upper ones down, exclusive ones move by one; the tighter of the
- * two wins. false when there is none (or none within 64 bits on the open side). */
-static bool int_bound(conv *c, const json_t *s, bool lower, long long *out) {
-    const char *keys[2] = {lower ? "minimum" : "maximum", lower ? "exclusiveMinimum" : "exclusiveMaximum"};
-    const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
-    bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4: a boolean makes minimum exclusive */
-    if (json_is_boolean(vals[1])) vals[1] = NULL;
-    bool have = false;
-    long long best = 0;
-    for (int i = 0; i < 2; i++) {
-        const json_t *v = vals[i];
-        if (!v) continue;
-        long long n;
-        if (json_is_integer(v)) {
-            n = json_integer_value(v);
-            if (exclusive[i] && (lower ? n == INT64_MAX : n == INT64_MIN))
-                return fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is beyond %lld", n);
-            if (exclusive[i]) n += lower ? 1 : -1;
-        } else {
-            double x = json_real_value(v);
-            double r = lower ? (exclusive[i] ? floor(x) + 1 : ceil(x)) : (exclusive[i] ? ceil(x) - 1 : floor(x));
-            if (lower ? r <= -9.2e18 : r >= 9.2e18) continue; /* no bound within 64 bits */
-            if (lower ? r >= 9.2e18 : r <= -9.2e18)
-                return fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is %s %g", lower ? "above" : "below", x);
-            n = (long long)r;
-        }
-        if (!have || (lower ? n > best : n < best)) best = n;
-        have = true;
-    }
-    *out = best;
-    return have;
-}
-
-static bool integer_body(conv *c, const json_t *s, ty_buf *b) {
-    long long lo = 0, hi = 0;
-    bool has_lo = int_bound(c, s, true, &lo);
-    bool has_hi = int_bound(c, s, false, &hi);
-    if (c->status != TOY_OK) return false;
-    if (!has_lo && !has_hi) return put_prim(c, b, PRIM_INTEGER);
-    /* the open side stops at 16 digits, as integers without bounds do */
-    const long long lim = 9999999999999999LL;
-    if (!has_lo) lo = hi < -lim ? -INT64_MAX : -lim;
-    if (!has_hi) hi = lo > lim ? INT64_MAX : lim;
-    if (lo == INT64_MIN) lo = -INT64_MAX;
-    if (lo > hi) return fail(c, TOY_ERR_INVALID, "no integer is between the bounds %lld and %lld", lo, hi);
-    put(b, "( ");
-    if (lo < 0) {
-        uint64_t mag_lo = (uint64_t)(hi < 0 ? -hi : 1), mag_hi = (uint64_t)(-lo);
-        put(b, "\"-\" ( ");
-        put_range(b, mag_lo, mag_hi);
-        put(b, " )");
-        if (hi >= 0) put(b, " | ");
-    }
-    if (hi >= 0) put_range(b, (uint64_t)(lo < 0 ? 0 : lo), (uint64_t)hi);
-    put(b, " ) ");
-    return put_prim(c, b, PRIM_SPACE);
-}
-
-/* A bound of a number: an integer, inclusive or exclusive. */
-typedef struct {
-    bool set, exclusive;
-    long long v;
-} num_bound;
-
-/* The tighter of minimum and exclusiveMinimum (lower) or of maximum and exclusiveMaximum.
- * A bound with a fraction is an error under strict; without, it is rounded outward (the
- * grammar then accepts a little more than the schema). */
-static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
-    const char *keys[2] = {lower ? "minimum" : "maximum", lower ? "exclusiveMinimum" : "exclusiveMaximum"};
-    const json_t *vals[2] = {json_object_get(s, keys[0]), json_object_get(s, keys[1])};
-    bool exclusive[2] = {json_is_true(vals[1]), true}; /* draft 4's boolean form */
-    if (json_is_boolean(vals[1])) vals[1] = NULL;
-    *out = (num_bound){0};
-    for (int i = 0; i < 2; i++) {
-        const json_t *v = vals[i];
-        if (!v) continue;
-        long long n;
-        bool ex = exclusive[i];
-        if (json_is_integer(v)) {
-            n = json_integer_value(v);
-            if (n == INT64_MIN) n = -INT64_MAX;
-        } else {
-            double x = json_real_value(v);
-            if (lower ? x <= -9.2e18 : x >= 9.2e18) continue; /* beyond 16 digits anyway */
-            if (lower ? x >= 9.2e18 : x <= -9.2e18)
-                return fail_at(c, TOY_ERR_INVALID, keys[i], "no number of at most 16 integer digits is %s %g",
-                               lower ? "above" : "below", x);
-            if (floor(x) != x) {
-                if (c->strict)
-                    return fail_at(c, TOY_ERR_UNSUPPORTED, keys[i],
-                                   "%s %g: bounds with a fraction are supported on type integer only", keys[i], x);
-                x = lower ? floor(x) : ceil(x);
-                ex = false;
-            }
-            n = (long long)x;
-        }
-        bool tighter = !out->set || (lower ? n > out->v : n < out->v) || (n == out->v && ex);
-        if (tighter) out->set = true, out->v = n, out->exclusive = ex;
-    }
-    return true;
-}
-
-/* Alternatives for the numbers m >= 0 (written without sign or exponent) from lo to hi,
- * with at most `frac` fraction digits and integer parts up to `open` where hi is absent;
- * how many were written (0: none is in range). */
-static int put_magnitude(ty_buf *b, long long lo, bool lo_ex, bool has_hi, long long hi, bool hi_ex, long long open,
-                         int frac) {
-    long long from = lo_ex ? (lo < INT64_MAX ? lo + 1 : lo) : lo;
-    long long to = has_hi ? hi - 1 : (from > open ? INT64_MAX : open);
-    int n = 0;
-    char num[32];
-    if (from <= to) { /* integer parts in range, any fraction */
-        put(b, "( ");
-        put_range(b, (uint64_t)from, (uint64_t)to);
-        putf(b, frac > 1 ? " ) ( \".\" [0-9]{1,%d} )?" : " ) ( \".\" [0-9] )?", frac);
-        n++;
-    }
-    if (lo_ex && (!has_hi || lo < hi)) { /* just above lo: a fraction ending in a non-zero digit */
-        snprintf(num, sizeof num, "%lld", lo);
-        if (n++) put(b, " | ");
-        put_lit(b, num, strlen(num));
-        put(b, " \".\" ");
-        if (frac > 1) putf(b, frac > 2 ? "[0-9]{0,%d} " : "[0-9]? ", frac - 1);
-        put(b, "[1-9]");
-    }
-    if (has_hi && !hi_ex && (lo_ex ? hi > lo : hi >= lo)) { /* hi itself: a fraction of zeros */
-        snprintf(num, sizeof num, "%lld", hi);
-        if (n++) put(b, " | ");
-        put_lit(b, num, strlen(num));
-        putf(b, frac > 1 ? " ( \".\" \"0\"{1,%d} )?" : " ( \".\" \"0\" )?", frac);
-    }
-    return n;
-}
-
-static int decimal_digits(unsigned long long x) {
-    int d = 1;
-    while (x >= 10) x /= 10, d++;
-    return d;
-}
-
-/* Numbers with bounds: without exponent, the integer part's digit ranges as for integers,
- * the fraction free except next to a bound. */
-static bool number_body(conv *c, const json_t *s, ty_buf *b) {
-    num_bound lo, hi;
-    if (!number_bound(c, s, true, &lo) || !number_bound(c, s, false, &hi)) return false;
-    if (!lo.set && !hi.set) return put_prim(c, b, PRIM_NUMBER);
-    /* At most 15 significant digits, so that a value read as a double compares with the
-       bounds as the decimal does: an open side stops at 9 integer digits (or the other
-       bound's), and the fraction has what is left, at least one digit. */
-    unsigned long long top = 999999999ULL;
-    if (lo.set) top = top > (unsigned long long)llabs(lo.v) ? top : (unsigned long long)llabs(lo.v);
-    if (hi.set) top = top > (unsigned long long)llabs(hi.v) ? top : (unsigned long long)llabs(hi.v);
-    if (lo.set && hi.set) top = (unsigned long long)(llabs(lo.v) > llabs(hi.v) ? llabs(lo.v) : llabs(hi.v));
-    int frac = 15 - decimal_digits(top);
-    if (frac < 1) frac = 1;
-    const long long open = (long long)(top > 999999999ULL ? top : 999999999ULL);
-    ty_buf alts = {0};
-    int n = 0;
-    /* x >= 0 */
-    if (!hi.set || hi.v > 0 || (hi.v == 0 && !hi.exclusive)) {
-        bool low = lo.set && lo.v >= 0;
-        n += put_magnitude(&alts, low ? lo.v : 0, low && lo.exclusive, hi.set, hi.v, hi.exclusive, open, frac);
-    }
-    /* x < 0, as "-" m with m > 0 */
-    if (!lo.set || lo.v < 0) {
-        ty_buf neg = {0};
-        bool high = hi.set && hi.v < 0;
-        int k = put_magnitude(&neg, high ? -hi.v : 0, high ? hi.exclusive : true, lo.set, lo.set ? -lo.v : 0,
-                              lo.exclusive, open, frac);
-        if (k) {
-            if (n) put(&alts, " | ");
-            put(&alts, "\"-\" ( ");
-            put(&alts, neg.v);
-            put(&alts, " )");
-            n += k;
-        }
-        if (neg.oom) alts.oom = true;
-        free(neg.v);
-    }
-    bool ok = c->status == TOY_OK && (!alts.oom || oom(c));
-    if (ok && !n) ok = fail(c, TOY_ERR_INVALID, "no number is between the bounds");
-    if (ok) {
-        put(b, "( ");
-        put(b, alts.v);
-        put(b, " ) ");
-        ok = put_prim(c, b, PRIM_SPACE);
-    }
-    free(alts.v);
-    return ok;
-}
-
-/* ---------------------------------------------------------------- patterns */
-
-/* Sets of code points as sorted, disjoint ranges. */
-typedef struct {
-    uint32_t lo, hi;
-} cp_range;
-typedef struct {
-    cp_range *r;
-    size_t n, cap;
-    bool oom;
-} cp_set;
-
-static void set_add(cp_set *s, uint32_t lo, uint32_t hi) {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? s->cap * 2 : 16;
-        cp_range *r = realloc(s->r, cap * sizeof *r);
-        if (!r) {
-            s->oom = true;
-            return;
-        }
-        s->r = r;
-        s->cap = cap;
-    }
-    s->r[s->n].lo = lo;
-    s->r[s->n].hi = hi;
-    s->n++;
-}
-
-static int cmp_range(const void *a, const void *b) {
-    const cp_range *x = a, *y = b;
-    return x->lo < y->lo ? -1 : x->lo > y->lo;
-}
-
-static void set_normalize(cp_set *s) {
-    if (!s->n) return;
-    qsort(s->r, s->n, sizeof *s->r, cmp_range);
-    size_t m = 0;
-    for (size_t i = 1; i < s->n; i++) {
-        if (s->r[i].lo <= s->r[m].hi + 1) {
-            if (s->r[i].hi > s->r[m].hi) s->r[m].hi = s->r[i].hi;
-        } else {
-            s->r[++m] = s->r[i];
-        }
-    }
-    s->n = m + 1;
-}
-
-static bool set_has(const cp_set *s, uint32_t cp) {
-    for (size_t i = 0; i < s->n; i++)
-        if (cp >= s->r[i].lo && cp <= s->r[i].hi) return true;
-    return false;
-}
-
-/* The complement within Unicode; s must be normalized. */
-static cp_set set_complement(const cp_set *s) {
-    cp_set o = {0};
-    uint32_t next = 0;
-    for (size_t i = 0; i < s->n; i++) {
-        if (s->r[i].lo > next) set_add(&o, next, s->r[i].lo - 1);
-        next = s->r[i].hi + 1;
-    }
-    if (next <= 0x10ffff) set_add(&o, next, 0x10ffff);
-    o.oom = o.oom || s->oom;
-    return o;
-}
-
-/* \d \w \s as ASCII, as ECMA 262 has the first two. Negated (wide), \s is every
- * character ECMA 262 or Python's re count as white space, so [^\s] and \S match none of
- * them. */
-static void set_add_class(cp_set *s, char cls, bool wide) {
-    switch (cls) {
-    case 'd': set_add(s, '0', '9'); break;
-    case 'w': set_add(s, '0', '9'), set_add(s, 'A', 'Z'), set_add(s, 'a', 'z'), set_add(s, '_', '_'); break;
-    case 's':
-        set_add(s, '\t', '\r'), set_add(s, ' ', ' ');
-        if (!wide) break;
-        set_add(s, 0x1c, 0x1f), set_add(s, 0x85, 0x85), set_add(s, 0xa0, 0xa0), set_add(s, 0x1680, 0x1680);
-        set_add(s, 0x2000, 0x200a), set_add(s, 0x2028, 0x2029), set_add(s, 0x202f, 0x202f);
-        set_add(s, 0x205f, 0x205f), set_add(s, 0x3000, 0x3000), set_add(s, 0xfeff, 0xfeff);
-        break;
-    }
-}
-
-typedef struct {
-    conv *c;
-    const char *s;
-    size_t i, n;
-} pat;
-
-static uint32_t utf8_next(pat *p) {
-    const unsigned char *u = (const unsigned char *)p->s + p->i;
-    size_t left = p->n - p->i;
-    if (u[0] < 0x80 || left < 2) return p->i++, u[0];
-    if ((u[0] & 0xe0) == 0xc0) return p->i += 2, ((uint32_t)(u[0] & 0x1f) << 6) | (u[1] & 0x3f);
-    if ((u[0] & 0xf0) == 0xe0 && left >= 3)
-        return p->i += 3, ((uint32_t)(u[0] & 0x0f) << 12) | ((uint32_t)(u[1] & 0x3f) << 6) | (u[2] & 0x3f);
-    if (left >= 4)
-        return p->i += 4, ((uint32_t)(u[0] & 0x07) << 18) | ((uint32_t)(u[1] & 0x3f) << 12) |
-                              ((uint32_t)(u[2] & 0x3f) << 6) | (u[3] & 0x3f);
-    return p->i++, u[0];
-}
-
-static void put_utf8(ty_buf *b, uint32_t cp) {
-    char u[4];
-    size_t n;
-    if (cp < 0x80) u[0] = (char)cp, n = 1;
-    else if (cp < 0x800) u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
-    else if (cp < 0x10000)
-        u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
-    else
-        u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
-        u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
-    ty_buf_append(b, u, n);
-}
-
-/* The JSON string text of one character (inside the quotes): \" \\ and the control
- * escapes, everything else as itself. */
-static void put_json_char(ty_buf *b, uint32_t cp) {
-    static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
-    if (cp == '"') put(b, "\\\"");
-    else if (cp == '\\') put(b, "\\\\");
-    else if (cp < 0x20 && cp < sizeof short_esc && short_esc[cp]) putf(b, "\\%c", short_esc[cp]);
-    else if (cp < 0x20) putf(b, "\\u%04x", (unsigned)cp);
-    else put_utf8(b, cp);
-}
-
-/* An expression for the JSON string text of any one character of the set: the
- * characters JSON writes as themselves in a class, the others as their escapes. Control
- * characters without a short escape are matched (as \u00XX) only when the set holds
- * all 32. */
-static bool put_set(pat *p, ty_buf *b, cp_set *s) {
-    set_normalize(s);
-    cp_set special = {0};
-    set_add(&special, 0, 0x1f);
-    set_add(&special, '"', '"');
-    set_add(&special, '\\', '\\');
-    /* raw = s minus special, written as a class or, when shorter, a negated class */
-    set_normalize(&special);
-    cp_set plain = set_complement(&special);
-    cp_set raw = {0};
-    for (size_t i = 0, j = 0; i < s->n && j < plain.n;) {
-        uint32_t lo = s->r[i].lo > plain.r[j].lo ? s->r[i].lo : plain.r[j].lo;
-        uint32_t hi = s->r[i].hi < plain.r[j].hi ? s->r[i].hi : plain.r[j].hi;
-        if (lo <= hi) set_add(&raw, lo, hi);
-        if (s->r[i].hi < plain.r[j].hi) i++;
-        else j++;
-    }
-    free(plain.r);
-    raw.oom = raw.oom || plain.oom;
-    set_normalize(&raw);
-    cp_set neg = set_complement(&raw);
-    bool bad = s->oom || special.oom || raw.oom || neg.oom;
-    ty_buf alt = {0};
-    int n_alt = 0;
-    if (!bad && raw.n) {
-        bool negated = neg.n < raw.n;
-        const cp_set *w = negated ? &neg : &raw;
-        put(&alt, negated ? "[^" : "[");
-        for (size_t i = 0; i < w->n; i++) {
-            put_class_char(&alt, w->r[i].lo);
-            if (w->r[i].hi != w->r[i].lo) put(&alt, "-"), put_class_char(&alt, w->r[i].hi);
-        }
-        put(&alt, "]");
-        n_alt++;
-    }
-    if (set_has(s, '"')) put(&alt, n_alt++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
-    if (set_has(s, '\\')) put(&alt, n_alt++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
-    bool all_controls = true;
-    for (uint32_t x = 0; x < 0x20; x++) all_controls = all_controls && set_has(s, x);
-    static const struct {
-        uint32_t cp;
-        const char *lit;
-    } short_esc[] = {{'\b', "\"\\\\b\""}, {'\t', "\"\\\\t\""}, {'\n', "\"\\\\n\""}, {'\f', "\"\\\\f\""}, {'\r', "\"\\\\r\""}};
-    for (size_t i = 0; i < 5; i++)
-        if (set_has(s, short_esc[i].cp)) {
-            if (n_alt++) put(&alt, " | ");
-            put(&alt, short_esc[i].lit);
-        }
-    if (all_controls) put(&alt, n_alt++ ? " | \"\\\\u00\" [01] [0-9a-fA-F]" : "\"\\\\u00\" [01] [0-9a-fA-F]");
-    free(special.r);
-    free(raw.r);
-    free(neg.r);
-    if (bad || alt.oom) {
-        free(alt.v);
-        return oom(p->c);
-    }
-    if (!n_alt) {
-        free(alt.v);
-        return fail_at(p->c, TOY_ERR_INVALID, "pattern", "a character class of the pattern matches no character");
-    }
-    if (n_alt > 1) put(b, "( ");
-    put(b, alt.v);
-    if (n_alt > 1) put(b, " )");
-    free(alt.v);
-    return true;
-}
-
-static bool pat_fail(pat *p, const char *what) {
-    return fail_at(p->c, TOY_ERR_UNSUPPORTED, "pattern", "%s at offset %zu of the pattern is not supported", what, p->i);
-}
-
-/* Reads hex digits of an escape (\xHH, \uHHHH). */
-static bool pat_hex(pat *p, int digits, uint32_t *out) {
-    uint32_t v = 0;
-    for (int k = 0; k < digits; k++) {
-        if (p->i >= p->n) return pat_fail(p, "a short hex escape");
-        char ch = p->s[p->i];
-        int d = ch >= '0' && ch <= '9'   ? ch - '0'
-                : ch >= 'a' && ch <= 'f' ? ch - 'a' + 10
-                : ch >= 'A' && ch <= 'F' ? ch - 'A' + 10
-                                         : -1;
-        if (d < 0) return pat_fail(p, "a bad hex escape");
-        v = v * 16 + (uint32_t)d;
-        p->i++;
-    }
-    *out = v;
-    return true;
-}
-
-/* An escape after '\' (already read): a class letter in *cls, else one character. */
-static bool pat_escape(pat *p, bool in_class, char *cls, uint32_t *cp) {
-    *cls = 0;
-    if (p->i >= p->n) return pat_fail(p, "a '\\' at the end");
-    uint32_t ch = utf8_next(p);
-    switch (ch) {
-    case 'd': case 'w': case 's': case 'D': case 'W': case 'S': *cls = (char)ch; return true;
-    case 'n': *cp = '\n'; return true;
-    case 't': *cp = '\t'; return true;
-    case 'r': *cp = '\r'; return true;
-    case 'f': *cp = '\f'; return true;
-    case 'v': *cp = '\v'; return true;
-    case '0': *cp = 0; return true;
-    case 'x': return pat_hex(p, 2, cp);
-    case 'u': return pat_hex(p, 4, cp);
-    case 'b':
-        if (in_class) return *cp = '\b', true;
-        return p->i--, pat_fail(p, "the word boundary \\b");
-    default: break;
-    }
-    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '1' && ch <= '9')) {
-        char what[48];
-        snprintf(what, sizeof what, "the escape \\%c", (char)ch);
-        p->i--;
-        return pat_fail(p, what);
-    }
-    *cp = ch; /* an escaped punctuation character stands for itself */
-    return true;
-}
-
-static bool pat_class(pat *p, ty_buf *b) {
-    cp_set s = {0};
-    bool negated = p->i < p->n && p->s[p->i] == '^';
-    if (negated) p->i++;
-    bool first = true, ok = true;
-    for (;;) {
-        if (p->i >= p->n) {
-            ok = pat_fail(p, "an unterminated '['");
-            break;
-        }
-        uint32_t lo = utf8_next(p);
-        if (lo == ']' && !first) break;
-        first = false;
-        if (lo == '\\') {
-            char cls;
-            if (!(ok = pat_escape(p, true, &cls, &lo))) break;
-            if (cls >= 'A' && cls <= 'Z') {
-                ok = pat_fail(p, "a negated class escape inside [...]");
-                break;
-            }
-            if (cls) {
-                set_add_class(&s, cls, negated);
-                continue;
-            }
-        }
-        uint32_t hi = lo;
-        if (p->i + 1 < p->n && p->s[p->i] == '-' && p->s[p->i + 1] != ']') {
-            p->i++;
-            hi = utf8_next(p);
-            if (hi == '\\') {
-                char cls;
-                if (!(ok = pat_escape(p, true, &cls, &hi))) break;
-                if (cls) {
-                    ok = pat_fail(p, "a class escape as the end of a range");
-                    break;
-                }
-            }
-            if (hi < lo) {
-                ok = fail_at(p->c, TOY_ERR_INVALID, "pattern", "the range at offset %zu of the pattern is reversed", p->i);
-                break;
-            }
-        }
-        set_add(&s, lo, hi);
-    }
-    if (ok) {
-        set_normalize(&s);
-        if (negated) {
-            cp_set t = set_complement(&s);
-            free(s.r);
-            s = t;
-        }
-        ok = put_set(p, b, &s);
-    }
-    free(s.r);
-    return ok;
-}
-
-/* One character, a class letter, '.', as an expression. */
-static bool pat_class_letter(pat *p, ty_buf *b, char cls) {
-    cp_set s = {0};
-    if (cls == '.') {
-        set_add(&s, '\n', '\n');
-    } else {
-        set_add_class(&s, (char)(cls | 0x20), cls >= 'A' && cls <= 'Z');
-    }
-    set_normalize(&s);
-    if (cls == '.' || (cls >= 'A' && cls <= 'Z')) {
-        cp_set t = set_complement(&s);
-        free(s.r);
-        s = t;
-    }
-    bool ok = put_set(p, b, &s);
-    free(s.r);
-    return ok;
-}
-
-/* The quantifier {m}, {m,} or {m,n} at p->i: its end in *end, -1 in *m when there is none
- * (then '{' is a literal character). */
-static void pat_braces(const pat *p, size_t i, long long *m, long long *n, size_t *end) {
-    *m = *n = -1;
-    size_t j = i + 1;
-    if (i >= p->n || p->s[i] != '{' || j >= p->n || p->s[j] < '0' || p->s[j] > '9') return;
-    long long a = 0, b = -1;
-    for (; j < p->n && p->s[j] >= '0' && p->s[j] <= '9'; j++)
-        if (a < 1000000) a = a * 10 + (p->s[j] - '0');
-    if (j < p->n && p->s[j] == ',') {
-        j++;
-        if (j < p->n && p->s[j] >= '0' && p->s[j] <= '9') {
-            b = 0;
-            for (; j < p->n && p->s[j] >= '0' && p->s[j] <= '9'; j++)
-                if (b < 1000000) b = b * 10 + (p->s[j] - '0');
-        }
-    } else {
-        b = a;
-    }
-    if (j >= p->n || p->s[j] != '}') return;
-    *m = a;
-    *n = b;
-    *end = j + 1;
-}
-
-static bool pat_is_quantifier(const pat *p, size_t i) {
-    if (i >= p->n) return false;
-    if (p->s[i] == '*' || p->s[i] == '+' || p->s[i] == '?') return true;
-    long long m, n;
-    size_t end;
-    pat_braces(p, i, &m, &n, &end);
-    return m >= 0;
-}
-
-/* A quantifier after an atom, as GBNF, or "" when there is none. */
-static bool pat_quantifier(pat *p, char *q, size_t size) {
-    q[0] = 0;
-    if (!pat_is_quantifier(p, p->i)) return true;
-    char ch = p->s[p->i];
-    if (ch == '{') {
-        long long m, n;
-        size_t end;
-        pat_braces(p, p->i, &m, &n, &end);
-        if (m >= 100000 || n >= 100000) return pat_fail(p, "a repetition count of 100000 or more");
-        if (n >= 0 && n < m)
-            return fail_at(p->c, TOY_ERR_INVALID, "pattern", "the repetition at offset %zu of the pattern has min > max", p->i);
-        p->i = end;
-        if (n < 0) snprintf(q, size, "{%lld,}", m);
-        else if (n == m) snprintf(q, size, "{%lld}", m);
-        else snprintf(q, size, "{%lld,%lld}", m, n);
-    } else {
-        q[0] = ch, q[1] = 0;
-        p->i++;
-    }
-    if (p->i < p->n && p->s[p->i] == '?') p->i++; /* lazy: the same strings */
-    if (pat_is_quantifier(p, p->i)) return pat_fail(p, "a quantifier after a quantifier");
-    return true;
-}
-
-static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nullable);
-
-/* A sequence up to '|', ')' or the end. At the top, '^' may open it and '$' close it;
- * without them it may have any text around. *nullable: whether it matches "". */
-static bool pat_sequence(pat *p, ty_buf *out, bool top, bool *nullable) {
-    *nullable = true;
-    bool anchored_start = false, anchored_end = false;
-    if (p->i < p->n && p->s[p->i] == '^') {
-        if (!top) return pat_fail(p, "'^' inside a group");
-        anchored_start = true;
-        p->i++;
-    }
-    ty_buf seq = {0}, lit = {0};
-    bool ok = true;
-    while (ok && p->i < p->n && p->s[p->i] != '|' && p->s[p->i] != ')') {
-        char ch = p->s[p->i];
-        if (ch == '$') {
-            p->i++;
-            if (!top || (p->i < p->n && p->s[p->i] != '|')) {
-                p->i--;
-                ok = pat_fail(p, "'$' before the end of the pattern");
-                break;
-            }
-            anchored_end = true;
-            break;
-        }
-        if (ch == '^') {
-            ok = pat_fail(p, "'^' after the start of the pattern");
-            break;
-        }
-        if (ch == '*' || ch == '+' || ch == '?') {
-            ok = pat_fail(p, "a quantifier with nothing to repeat");
-            break;
-        }
-        ty_buf atom = {0};
-        bool is_char = false, atom_nullable = false;
-        uint32_t cp = 0;
-        if (ch == '(') {
-            p->i++;
-            if (p->i < p->n && p->s[p->i] == '?') {
-                size_t j = p->i + 1;
-                if (j < p->n && p->s[j] == 'P') j++;
-                bool named = j < p->n && p->s[j] == '<' && j + 1 < p->n && p->s[j + 1] != '=' && p->s[j + 1] != '!';
-                const char *gt = named ? memchr(p->s + j, '>', p->n - j) : NULL;
-                if (p->i + 1 < p->n && p->s[p->i + 1] == ':') {
-                    p->i += 2;
-                } else if (gt) {
-                    p->i = (size_t)(gt - p->s) + 1; /* a named group: a group */
-                } else {
-                    char what[64];
-                    snprintf(what, sizeof what, "the group (?%.2s", p->s + p->i + 1);
-                    ok = pat_fail(p, what);
-                }
-            }
-            ty_buf inner = {0};
-            if (ok) ok = pat_alternatives(p, &inner, false, true, &atom_nullable);
-            if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
-            if (ok) {
-                p->i++;
-                if (inner.n) put(&atom, inner.v);
-            }
-            free(inner.v);
-        } else if (ch == '[') {
-            p->i++;
-            ok = pat_class(p, &atom);
-        } else if (ch == '.') {
-            p->i++;
-            ok = pat_class_letter(p, &atom, '.');
-        } else if (ch == '\\') {
-            p->i++;
-            char cls;
-            ok = pat_escape(p, false, &cls, &cp);
-            if (ok && cls) ok = pat_class_letter(p, &atom, cls);
-            else is_char = true;
-        } else {
-            cp = utf8_next(p);
-            is_char = true;
-        }
-        char q[48] = "";
-        size_t at = p->i;
-        if (ok) ok = pat_quantifier(p, q, sizeof q);
-        size_t ql = strlen(q);
-        /* a grammar engine expands X* into a rule that calls itself after X: with an X
-           that can be empty, that is left recursion */
-        if (ok && atom_nullable && ql && (q[0] == '*' || q[0] == '+' || (ql > 2 && q[ql - 2] == ','))) {
-            p->i = at;
-            ok = pat_fail(p, "repeating a group that can match the empty string");
-        }
-        if (ok) *nullable = *nullable && ((!is_char && (atom_nullable || !atom.n)) || q[0] == '*' || q[0] == '?' ||
-                                          !strncmp(q, "{0", 2));
-        if (ok && ql && atom.n && strchr("?*+}", atom.v[atom.n - 1])) { /* one operator after another */
-            ty_buf w = {0};
-            put(&w, "( ");
-            put(&w, atom.v);
-            put(&w, " )");
-            free(atom.v);
-            atom = w;
-        }
-        if (ok && is_char && !q[0]) {
-            put_json_char(&lit, cp);
-        } else if (ok) {
-            if (lit.n) {
-                if (seq.n) put(&seq, " ");
-                put_lit(&seq, lit.v, lit.n);
-                lit.n = 0;
-            }
-            if (is_char) {
-                ty_buf one = {0};
-                put_json_char(&one, cp);
-                put_lit(&atom, one.v, one.n);
-                if (one.oom) atom.oom = true;
-                free(one.v);
-            }
-            if (atom.n) {
-                if (seq.n) put(&seq, " ");
-                put(&seq, atom.v);
-                put(&seq, q);
-            }
-        }
-        if (atom.oom) ok = oom(p->c);
-        free(atom.v);
-    }
-    if (ok && lit.n) {
-        if (seq.n) put(&seq, " ");
-        put_lit(&seq, lit.v, lit.n);
-    }
-    const char *ch_rule = ok && top && !(anchored_start && anchored_end) ? prim(p->c, PRIM_CHAR) : "";
-    if (!ch_rule) ok = false;
-    if (ok && top) {
-        if (!anchored_start) put(out, ch_rule), put(out, "*"), put(out, seq.n || !anchored_end ? " " : "");
-        if (seq.n) put(out, seq.v);
-        if (!anchored_end) {
-            if (seq.n) put(out, " ");
-            put(out, ch_rule), put(out, "*");
-        }
-    } else if (ok && seq.n) {
-        put(out, seq.v);
-    }
-    if (seq.oom || lit.oom) ok = oom(p->c);
-    free(seq.v);
-    free(lit.v);
-    return ok;
-}
-
-/* Alternatives separated by '|'; an empty one makes the whole optional. A group is
- * always in parentheses. */
-static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nullable) {
-    ty_buf alts = {0};
-    int n = 0;
-    bool empty = false, ok = true;
-    *nullable = false;
-    for (;;) {
-        ty_buf one = {0};
-        bool null_one;
-        ok = pat_sequence(p, &one, top, &null_one);
-        *nullable = *nullable || null_one;
-        if (ok && one.n) {
-            if (n++) put(&alts, " | ");
-            put(&alts, one.v);
-        } else if (ok) {
-            empty = true;
-        }
-        free(one.v);
-        if (!ok || p->i >= p->n || p->s[p->i] != '|') break;
-        p->i++;
-    }
-    if (ok && n) {
-        bool wrap = n > 1 || empty || group;
-        if (wrap) put(out, "( ");
-        put(out, alts.v);
-        if (wrap) put(out, empty ? " )?" : " )");
-    }
-    if (alts.oom) ok = oom(p->c);
-    free(alts.v);
-    return ok;
-}
-
-static bool pattern_body(conv *c, const char *pattern, ty_buf *b) {
-    pat p = {c, pattern, 0, strlen(pattern)};
-    ty_buf e = {0};
-    bool nullable;
-    bool ok = pat_alternatives(&p, &e, true, false, &nullable);
-    if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
-    if (ok) {
-        put(b, "\"\\\"\" ");
-        if (e.n) put(b, e.v), put(b, " ");
-        put(b, "\"\\\"\" ");
-        ok = put_prim(c, b, PRIM_SPACE);
-    }
-    if (e.oom) ok = oom(c);
-    free(e.v);
-    return ok;
 }
 
 /* ---------------------------------------------------------------- strings */
@@ -1609,26 +693,26 @@ static bool string_body(conv *c, const json_t *s, ty_buf *b) {
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
             if (strcmp(f, formats[i].name)) continue;
             if (c->strict && (pattern || has_min || has_max))
-                return fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+                return js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
                                "format together with pattern, minLength or maxLength is not supported");
-            return put_prim(c, b, formats[i].id);
+            return js_put_prim(c, b, formats[i].id);
         }
         if (c->strict)
-            return fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+            return js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
                            "format \"%.100s\" is not supported (date, time, date-time and uuid are)", f);
     }
     if (pattern) {
         if (c->strict && (has_min || has_max))
-            return fail_at(c, TOY_ERR_UNSUPPORTED, "pattern", "pattern together with minLength or maxLength is not supported");
-        return pattern_body(c, json_string_value(pattern), b);
+            return js_fail_at(c, TOY_ERR_UNSUPPORTED, "pattern", "pattern together with minLength or maxLength is not supported");
+        return js_pattern_body(c, json_string_value(pattern), b);
     }
-    if (!has_min && !has_max) return put_prim(c, b, PRIM_STRING);
-    const char *ch = prim(c, PRIM_CHAR);
+    if (!has_min && !has_max) return js_put_prim(c, b, PRIM_STRING);
+    const char *ch = js_prim(c, PRIM_CHAR);
     if (!ch) return false;
-    put(b, "\"\\\"\" ");
-    if (max != 0) put_rep(b, ch, min, max), put(b, " ");
-    put(b, "\"\\\"\" ");
-    return put_prim(c, b, PRIM_SPACE);
+    js_put(b, "\"\\\"\" ");
+    if (max != 0) js_put_rep(b, ch, min, max), js_put(b, " ");
+    js_put(b, "\"\\\"\" ");
+    return js_put_prim(c, b, PRIM_SPACE);
 }
 
 /* ---------------------------------------------------------------- objects */
@@ -1647,9 +731,9 @@ static void trie_free(trie *t) {
 }
 
 static bool trie_insert(trie *t, const char *s) {
-    pat p = {NULL, s, 0, strlen(s)};
-    while (p.i < p.n) {
-        uint32_t cp = utf8_next(&p);
+    const size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        uint32_t cp = js_utf8_next(s, &i, n);
         if (cp < 0x20 || cp == '"' || cp == '\\') return true; /* not writable without escapes */
         size_t k = 0;
         while (k < t->n_kids && t->kids[k].cp < cp) k++;
@@ -1672,21 +756,21 @@ static bool trie_insert(trie *t, const char *s) {
 static void put_not_trie(ty_buf *b, const trie *t, const char *kc) {
     for (size_t i = 0; i < t->n_kids; i++) {
         const trie *k = &t->kids[i];
-        put(b, "[");
-        put_class_char(b, k->cp);
-        put(b, "]");
+        js_put(b, "[");
+        js_put_class_char(b, k->cp);
+        js_put(b, "]");
         if (k->n_kids) {
-            put(b, " ( ");
+            js_put(b, " ( ");
             put_not_trie(b, k, kc);
-            put(b, k->end ? " )" : " )?");
+            js_put(b, k->end ? " )" : " )?");
         } else {
-            putf(b, " %s+", kc);
+            js_putf(b, " %s+", kc);
         }
-        put(b, " | ");
+        js_put(b, " | ");
     }
-    put(b, "[^\"\\\\\\x00-\\x1F");
-    for (size_t i = 0; i < t->n_kids; i++) put_class_char(b, t->kids[i].cp);
-    putf(b, "] %s*", kc);
+    js_put(b, "[^\"\\\\\\x00-\\x1F");
+    for (size_t i = 0; i < t->n_kids; i++) js_put_class_char(b, t->kids[i].cp);
+    js_putf(b, "] %s*", kc);
 }
 
 typedef struct {
@@ -1704,13 +788,13 @@ static bool add_member(conv *c, prop *item, const char *hint, const char *key, b
     ty_buf kv = {0}, k = {0};
     put_json_string(&k, key, strlen(key));
     if (k.oom) kv.oom = true;
-    else put_lit(&kv, k.v, k.n);
+    else js_put_lit(&kv, k.v, k.n);
     free(k.v);
-    putf(&kv, " %s \":\" %s ", sp, sp);
-    put(&kv, value);
+    js_putf(&kv, " %s \":\" %s ", sp, sp);
+    js_put(&kv, value);
     char kh[HINT_MAX + 48];
     snprintf(kh, sizeof kh, "%s-kv", hint);
-    const long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
+    const long r = kv.oom ? (js_oom(c), -1) : add_rule(c, kh, kv.v);
     free(kv.v);
     if (r < 0) return false;
     *item = (prop){.key = key, .kv = c->rules[r].name, .required = required};
@@ -1722,16 +806,16 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *addl = json_object_get(s, "additionalProperties");
     /* no properties and no additionalProperties: any object; with properties, additional
        ones only when additionalProperties allows them */
-    if (!props && !addl && !req) return put_prim(c, b, PRIM_OBJECT);
+    if (!props && !addl && !req) return js_put_prim(c, b, PRIM_OBJECT);
     bool any_addl = (!props && !addl) || json_is_true(addl);
     const json_t *addl_schema = json_is_object(addl) ? addl : NULL;
     size_t cap = json_object_size(props) + json_array_size(req) + 1;
     prop *items = calloc(cap, sizeof *items);
     trie names = {0};
-    if (!items) return oom(c);
+    if (!items) return js_oom(c);
     size_t n = 0;
     bool ok = true;
-    const char *sp = prim(c, PRIM_SPACE);
+    const char *sp = js_prim(c, PRIM_SPACE);
     ok = sp != NULL;
     c->consumed++;
     const char *key;
@@ -1742,9 +826,9 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
         bool required = false;
         for (size_t i = 0; i < json_array_size(req); i++)
             required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
-        if (!trie_insert(&names, key)) ok = oom(c);
+        if (!trie_insert(&names, key)) ok = js_oom(c);
         if (json_is_false(ps)) { /* the property must be absent */
-            if (required) ok = fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
+            if (required) ok = js_fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
             continue;
         }
         char h[HINT_MAX + 32];
@@ -1766,11 +850,11 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
         for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(json_string_value(json_array_get(req, j)), k);
         if (seen) continue;
         if (json_is_false(addl)) {
-            ok = fail_at(c, TOY_ERR_INVALID, "required",
+            ok = js_fail_at(c, TOY_ERR_INVALID, "required",
                          "\"%.100s\" is required but is not in properties and additionalProperties is false", k);
             break;
         }
-        if (!trie_insert(&names, k)) ok = oom(c);
+        if (!trie_insert(&names, k)) ok = js_oom(c);
         char h[HINT_MAX + 32];
         make_hint(h, sizeof h, hint, k);
         const char *value;
@@ -1779,7 +863,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             value = visit(c, addl_schema, h);
             path_pop(c, o2);
         } else {
-            value = prim(c, PRIM_VALUE);
+            value = js_prim(c, PRIM_VALUE);
         }
         if (!add_member(c, &items[n], h, k, true, value, sp)) {
             ok = false;
@@ -1800,31 +884,31 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             value = visit(c, addl_schema, vh);
             path_pop(c, o2);
         } else {
-            value = prim(c, PRIM_VALUE);
+            value = js_prim(c, PRIM_VALUE);
         }
         const char *key_rule = NULL;
         if (value && !names.n_kids && !names.end) {
-            key_rule = prim(c, PRIM_STRING);
+            key_rule = js_prim(c, PRIM_STRING);
         } else if (value) {
-            const char *kc = prim(c, PRIM_KEY_CHAR);
+            const char *kc = js_prim(c, PRIM_KEY_CHAR);
             ty_buf kb = {0};
             if (kc) {
-                put(&kb, "\"\\\"\" ( ");
+                js_put(&kb, "\"\\\"\" ( ");
                 put_not_trie(&kb, &names, kc);
-                put(&kb, names.end ? " )" : " )?");
-                putf(&kb, " \"\\\"\" %s", sp);
+                js_put(&kb, names.end ? " )" : " )?");
+                js_putf(&kb, " \"\\\"\" %s", sp);
                 snprintf(kh, sizeof kh, "%s-key", h);
-                long r = kb.oom ? (oom(c), -1) : add_rule(c, kh, kb.v);
+                long r = kb.oom ? (js_oom(c), -1) : add_rule(c, kh, kb.v);
                 key_rule = r < 0 ? NULL : c->rules[r].name;
             }
             free(kb.v);
         }
         if (key_rule) {
             ty_buf kv = {0};
-            putf(&kv, "%s \":\" %s ", key_rule, sp);
-            put(&kv, value);
+            js_putf(&kv, "%s \":\" %s ", key_rule, sp);
+            js_put(&kv, value);
             snprintf(kh, sizeof kh, "%s-kv", h);
-            long r = kv.oom ? (oom(c), -1) : add_rule(c, kh, kv.v);
+            long r = kv.oom ? (js_oom(c), -1) : add_rule(c, kh, kv.v);
             free(kv.v);
             addl_kv = r < 0 ? NULL : c->rules[r].name;
         }
@@ -1845,23 +929,23 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     size_t n_alt = first < n ? first + 1 : n + (addl_kv ? 1 : 0);
     bool can_be_empty = first == n;
     ty_buf body = {0};
-    put(&body, "\"{\" ");
-    put(&body, sp);
+    js_put(&body, "\"{\" ");
+    js_put(&body, sp);
     /* tail(j): the members j.. each after a comma */
     char **tails = calloc(n + 2, sizeof *tails);
     if (!tails) {
         free(items);
-        return oom(c);
+        return js_oom(c);
     }
     for (size_t j = n + 1; j-- > 0 && ok;) {
         ty_buf t = {0};
         if (j == n) {
-            if (addl_kv) putf(&t, "( \",\" %s %s )*", sp, addl_kv);
+            if (addl_kv) js_putf(&t, "( \",\" %s %s )*", sp, addl_kv);
         } else {
-            putf(&t, items[j].required ? "\",\" %s %s" : "( \",\" %s %s )?", sp, items[j].kv);
-            if (tails[j + 1] && *tails[j + 1]) put(&t, " "), put(&t, tails[j + 1]);
+            js_putf(&t, items[j].required ? "\",\" %s %s" : "( \",\" %s %s )?", sp, items[j].kv);
+            if (tails[j + 1] && *tails[j + 1]) js_put(&t, " "), js_put(&t, tails[j + 1]);
         }
-        if (t.oom) ok = oom(c);
+        if (t.oom) ok = js_oom(c);
         /* tails up to the first required member are referred to twice: rules */
         if (ok && t.n && j >= 1 && j <= first && n_alt > 1) {
             char th[HINT_MAX + 48];
@@ -1869,30 +953,30 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             long r = add_rule(c, th, t.v);
             free(t.v);
             t.v = r < 0 ? NULL : strdup(c->rules[r].name);
-            if (!t.v) ok = oom(c);
+            if (!t.v) ok = js_oom(c);
         }
         tails[j] = t.v ? t.v : strdup("");
-        if (!tails[j]) ok = oom(c);
+        if (!tails[j]) ok = js_oom(c);
     }
     if (ok && n_alt) {
-        put(&body, " ( ");
+        js_put(&body, " ( ");
         for (size_t a = 0; a < n_alt; a++) {
-            if (a) put(&body, " | ");
+            if (a) js_put(&body, " | ");
             if (a < n) {
-                put(&body, items[a].kv);
-                if (*tails[a + 1]) put(&body, " "), put(&body, tails[a + 1]);
+                js_put(&body, items[a].kv);
+                if (*tails[a + 1]) js_put(&body, " "), js_put(&body, tails[a + 1]);
             } else {
-                putf(&body, "%s ( \",\" %s %s )*", addl_kv, sp, addl_kv);
+                js_putf(&body, "%s ( \",\" %s %s )*", addl_kv, sp, addl_kv);
             }
         }
-        put(&body, can_be_empty ? " )?" : " )");
+        js_put(&body, can_be_empty ? " )?" : " )");
     }
-    putf(&body, " \"}\" %s", sp);
+    js_putf(&body, " \"}\" %s", sp);
     for (size_t j = 0; j < n + 2; j++) free(tails[j]);
     free(tails);
     free(items);
-    if (body.oom) ok = oom(c);
-    if (ok) put(b, body.v);
+    if (body.oom) ok = js_oom(c);
+    if (ok) js_put(b, body.v);
     free(body.v);
     return ok;
 }
@@ -1902,7 +986,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
 static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
     if (json_is_array(items)) { /* draft 4's tuples */
-        if (prefix) return fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
+        if (prefix) return js_fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
         prefix = items;
         items = NULL;
     }
@@ -1918,17 +1002,17 @@ static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     long long emax = max < 0 ? -1 : max - n_tuple;
     if (json_is_false(items)) {
         if (emin > 0)
-            return fail_at(c, TOY_ERR_INVALID, "minItems",
+            return js_fail_at(c, TOY_ERR_INVALID, "minItems",
                            "minItems %lld needs more items than prefixItems has, and items is false", min);
         emax = 0;
     } else if (!items && prefix) {
         emax = emin;
     }
-    const char *sp = prim(c, PRIM_SPACE);
+    const char *sp = js_prim(c, PRIM_SPACE);
     if (!sp) return false;
     c->consumed++;
     ty_buf body = {0};
-    putf(&body, "\"[\" %s", sp);
+    js_putf(&body, "\"[\" %s", sp);
     bool ok = true;
     for (long long i = 0; ok && i < n_tuple; i++) {
         char h[HINT_MAX + 32], what[32];
@@ -1939,8 +1023,8 @@ static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
         const char *r = visit(c, json_array_get(prefix, (size_t)i), h);
         path_pop(c, o);
         if (!r) ok = false;
-        else if (i) putf(&body, " \",\" %s %s", sp, r);
-        else putf(&body, " %s", r);
+        else if (i) js_putf(&body, " \",\" %s %s", sp, r);
+        else js_putf(&body, " %s", r);
     }
     if (ok && emax != 0) {
         const char *item;
@@ -1951,32 +1035,32 @@ static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
             item = visit(c, items, h);
             path_pop(c, o);
         } else {
-            item = prim(c, PRIM_VALUE);
+            item = js_prim(c, PRIM_VALUE);
         }
         ok = item != NULL;
         if (ok && n_tuple) {
             ty_buf g = {0};
-            putf(&g, "( \",\" %s %s )", sp, item);
-            put(&body, " ");
-            if (g.oom) ok = oom(c);
-            else put_rep(&body, g.v, emin, emax);
+            js_putf(&g, "( \",\" %s %s )", sp, item);
+            js_put(&body, " ");
+            if (g.oom) ok = js_oom(c);
+            else js_put_rep(&body, g.v, emin, emax);
             free(g.v);
         } else if (ok) {
             /* item ( "," item ){emin-1,emax-1}, optional when emin is 0 */
             ty_buf g = {0};
-            putf(&g, "( \",\" %s %s )", sp, item);
-            put(&body, emin ? " " : " ( ");
-            put(&body, item);
-            if (emax != 1) put(&body, " "), put_rep(&body, g.v, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1);
-            if (!emin) put(&body, " )?");
-            if (g.oom) ok = oom(c);
+            js_putf(&g, "( \",\" %s %s )", sp, item);
+            js_put(&body, emin ? " " : " ( ");
+            js_put(&body, item);
+            if (emax != 1) js_put(&body, " "), js_put_rep(&body, g.v, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1);
+            if (!emin) js_put(&body, " )?");
+            if (g.oom) ok = js_oom(c);
             free(g.v);
         }
     }
     c->consumed--;
-    putf(&body, " \"]\" %s", sp);
-    if (body.oom) ok = oom(c);
-    if (ok) put(b, body.v);
+    js_putf(&body, " \"]\" %s", sp);
+    if (body.oom) ok = js_oom(c);
+    if (ok) js_put(b, body.v);
     free(body.v);
     return ok;
 }
@@ -2001,21 +1085,21 @@ static int value_types(const json_t *v) {
 /* const and enum: the values' JSON text, those of the schema's types. */
 static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
     const json_t *k = json_object_get(s, "const"), *e = json_object_get(s, "enum");
-    const char *sp = prim(c, PRIM_SPACE);
+    const char *sp = js_prim(c, PRIM_SPACE);
     if (!sp) return false;
     if (k) {
         if (e) {
             bool in = false;
             for (size_t i = 0; i < json_array_size(e); i++) in = in || json_equal((json_t *)k, json_array_get(e, i));
-            if (!in) return fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
+            if (!in) return js_fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
         }
-        if (!(value_types(k) & types)) return fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
+        if (!(value_types(k) & types)) return js_fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
         ty_buf t = {0};
         put_json(&t, k);
-        if (!t.oom) put_lit(b, t.v, t.n);
+        if (!t.oom) js_put_lit(b, t.v, t.n);
         free(t.v);
-        putf(b, " %s", sp);
-        return !t.oom || oom(c);
+        js_putf(b, " %s", sp);
+        return !t.oom || js_oom(c);
     }
     ty_buf alts = {0};
     size_t n = 0;
@@ -2024,18 +1108,18 @@ static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
         if (!(value_types(v) & types)) continue;
         ty_buf t = {0};
         put_json(&t, v);
-        if (n++) put(&alts, " | ");
+        if (n++) js_put(&alts, " | ");
         if (t.oom) alts.oom = true;
-        else put_lit(&alts, t.v, t.n);
+        else js_put_lit(&alts, t.v, t.n);
         free(t.v);
     }
-    bool ok = !alts.oom || oom(c);
-    if (ok && !n) ok = fail_at(c, TOY_ERR_INVALID, "enum", "no value of enum is of the schema's type");
+    bool ok = !alts.oom || js_oom(c);
+    if (ok && !n) ok = js_fail_at(c, TOY_ERR_INVALID, "enum", "no value of enum is of the schema's type");
     if (ok) {
-        if (n > 1) put(b, "( ");
-        put(b, alts.v);
-        put(b, n > 1 ? " ) " : " ");
-        put(b, sp);
+        if (n > 1) js_put(b, "( ");
+        js_put(b, alts.v);
+        js_put(b, n > 1 ? " ) " : " ");
+        js_put(b, sp);
     }
     free(alts.v);
     return ok;
@@ -2044,10 +1128,10 @@ static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
 /* The body for one type of a schema. */
 static bool type_body(conv *c, const json_t *s, int t, const char *hint, ty_buf *b) {
     switch (t) {
-    case T_NULL: return put_prim(c, b, PRIM_NULL);
-    case T_BOOLEAN: return put_prim(c, b, PRIM_BOOLEAN);
-    case T_INTEGER: return integer_body(c, s, b);
-    case T_NUMBER: return number_body(c, s, b);
+    case T_NULL: return js_put_prim(c, b, PRIM_NULL);
+    case T_BOOLEAN: return js_put_prim(c, b, PRIM_BOOLEAN);
+    case T_INTEGER: return js_integer_body(c, s, b);
+    case T_NUMBER: return js_number_body(c, s, b);
     case T_STRING: return string_body(c, s, b);
     case T_OBJECT: return object_body(c, s, hint, b);
     case T_ARRAY: return array_body(c, s, hint, b);
@@ -2095,8 +1179,8 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     for (size_t i = 0; i < c->n_refs; i++) {
         if (strcmp(c->refs[i].ref, ref)) continue;
         if (c->refs[i].busy && c->refs[i].mark == c->consumed)
-            return fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" refers to itself before any input (left recursion)", ref);
-        put(b, c->rules[c->refs[i].rule].name);
+            return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" refers to itself before any input (left recursion)", ref);
+        js_put(b, c->rules[c->refs[i].rule].name);
         return true;
     }
     const json_t *target = resolve_ref(c, ref);
@@ -2106,7 +1190,7 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     if (c->n_refs == c->cap_refs) {
         size_t cap = c->cap_refs ? c->cap_refs * 2 : 8;
         ref_entry *r = realloc(c->refs, cap * sizeof *r);
-        if (!r) return oom(c);
+        if (!r) return js_oom(c);
         c->refs = r;
         c->cap_refs = cap;
     }
@@ -2114,7 +1198,7 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     if (r < 0) return false;
     size_t me = c->n_refs;
     c->refs[me].ref = strdup(ref);
-    if (!c->refs[me].ref) return oom(c);
+    if (!c->refs[me].ref) return js_oom(c);
     c->refs[me].rule = (size_t)r;
     c->refs[me].busy = true;
     c->refs[me].mark = c->consumed;
@@ -2122,7 +1206,7 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     /* errors inside name the referenced schema's place */
     ty_buf saved = c->path;
     c->path = (ty_buf){0};
-    put(&c->path, ref);
+    js_put(&c->path, ref);
     ty_buf body = {0};
     char name[HINT_MAX + 32];
     snprintf(name, sizeof name, "%s", c->rules[r].name);
@@ -2130,11 +1214,11 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     free(c->path.v);
     c->path = saved;
     c->refs[me].busy = false;
-    if (ok && body.oom) ok = oom(c);
+    if (ok && body.oom) ok = js_oom(c);
     if (ok) {
         c->rules[r].body = body.v;
         body.v = NULL;
-        put(b, c->rules[r].name);
+        js_put(b, c->rules[r].name);
     }
     free(body.v);
     return ok;
@@ -2150,7 +1234,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
         return merged && merge_into(c, merged, s) && visit_body(c, merged, hint, b);
     }
     const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
-    if (any && one && c->strict) return fail_at(c, TOY_ERR_UNSUPPORTED, "oneOf", "anyOf together with oneOf is not supported");
+    if (any && one && c->strict) return js_fail_at(c, TOY_ERR_UNSUPPORTED, "oneOf", "anyOf together with oneOf is not supported");
     if (any || one) {
         const json_t *alts = any ? any : one;
         static const char *const skip[] = {"anyOf", "oneOf", NULL};
@@ -2177,7 +1261,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
             const char *r = ok ? visit(c, branch, h) : NULL;
             path_pop(c, o2);
             if (!r) ok = false;
-            else put(b, i ? " | " : ""), put(b, r);
+            else js_put(b, i ? " | " : ""), js_put(b, r);
         }
         path_pop(c, old);
         return ok;
@@ -2190,18 +1274,18 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
         json_object_foreach((json_t *)s, k, v) { /* the values are not checked against them */
             int kind = keyword_kind(k);
             if (c->strict && kind > KW_ANY)
-                return fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
+                return js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
         }
         return constant_body(c, s, json_object_get(s, "type") ? types : 0x7f, b);
     }
-    if (!n) return put_prim(c, b, PRIM_VALUE);
+    if (!n) return js_put_prim(c, b, PRIM_VALUE);
     if (n == 1) return type_body(c, s, order[0], hint, b);
     for (int i = 0; i < n; i++) {
         ty_buf t = {0};
         char h[HINT_MAX + 32];
         make_hint(h, sizeof h, hint, type_names[__builtin_ctz((unsigned)order[i])]);
         bool ok = type_body(c, s, order[i], h, &t);
-        if (ok && t.oom) ok = oom(c);
+        if (ok && t.oom) ok = js_oom(c);
         const char *name = NULL;
         if (ok && strpbrk(t.v, " \"([")) {
             long r = add_rule(c, h, t.v);
@@ -2209,7 +1293,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
         } else if (ok) {
             name = t.v;
         }
-        if (name) put(b, i ? " | " : ""), put(b, name);
+        if (name) js_put(b, i ? " | " : ""), js_put(b, name);
         free(t.v);
         if (!name) return false;
     }
@@ -2220,15 +1304,15 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
 static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body) {
     if (++c->depth > MAX_DEPTH) {
         c->depth--;
-        return fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
+        return js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
     }
     bool ok;
-    if (json_is_true(s)) ok = put_prim(c, body, PRIM_VALUE);
-    else if (json_is_false(s)) ok = fail(c, TOY_ERR_INVALID, "the schema false matches no value");
-    else if (!json_is_object(s)) ok = fail(c, TOY_ERR_INVALID, "a schema must be an object or a boolean");
+    if (json_is_true(s)) ok = js_put_prim(c, body, PRIM_VALUE);
+    else if (json_is_false(s)) ok = js_fail(c, TOY_ERR_INVALID, "the schema false matches no value");
+    else if (!json_is_object(s)) ok = js_fail(c, TOY_ERR_INVALID, "a schema must be an object or a boolean");
     else ok = object_schema_body(c, s, hint, body);
     c->depth--;
-    if (ok && body->oom) ok = oom(c);
+    if (ok && body->oom) ok = js_oom(c);
     return ok && c->status == TOY_OK;
 }
 
@@ -2272,29 +1356,29 @@ static bool valid_root(const char *root) {
 /* Writes the rules: root first, the others by name. */
 static bool emit(conv *c, long root_rule, ty_buf *out) {
     const rule **order = malloc((c->n_rules ? c->n_rules : 1) * sizeof *order);
-    if (!order) return oom(c);
+    if (!order) return js_oom(c);
     size_t n = 0;
     for (size_t i = 0; i < c->n_rules; i++)
         if ((long)i != root_rule) order[n++] = &c->rules[i];
     qsort(order, n, sizeof *order, cmp_rule_names);
     ty_buf b = {0};
-    putf(&b, "%s ::= ", c->rules[root_rule].name);
-    put(&b, c->rules[root_rule].body);
-    put(&b, "\n");
+    js_putf(&b, "%s ::= ", c->rules[root_rule].name);
+    js_put(&b, c->rules[root_rule].body);
+    js_put(&b, "\n");
     for (size_t i = 0; i < n; i++) {
-        put(&b, order[i]->name);
-        put(&b, " ::= ");
-        put(&b, order[i]->body ? order[i]->body : "");
-        put(&b, "\n");
+        js_put(&b, order[i]->name);
+        js_put(&b, " ::= ");
+        js_put(&b, order[i]->body ? order[i]->body : "");
+        js_put(&b, "\n");
     }
     free(order);
     if (b.oom) {
         free(b.v);
-        return oom(c);
+        return js_oom(c);
     }
     ty_buf_append(out, b.v, b.n);
     free(b.v);
-    return out->oom ? oom(c) : true;
+    return out->oom ? js_oom(c) : true;
 }
 
 static toy_status convert(const json_t *schema, bool strict, const char *root, ty_buf *out, char *err, size_t err_size) {
@@ -2302,18 +1386,18 @@ static toy_status convert(const json_t *schema, bool strict, const char *root, t
     c.doc = schema;
     c.strict = strict;
     c.root = root;
-    put(&c.path, "#");
+    js_put(&c.path, "#");
     if (!valid_root(root)) {
         c.status = TOY_ERR_INVALID;
         snprintf(c.msg, sizeof c.msg, "the root rule name must match [a-zA-Z0-9-]+ (at most %d characters)", HINT_MAX / 2);
     } else if (c.path.oom) {
-        oom(&c);
+        js_oom(&c);
     } else {
         ty_buf body = {0};
         if (visit_body(&c, schema, root, &body)) {
             long r = find_rule(&c, root) >= 0 ? -1 : new_rule(&c, root, body.v);
             if (r >= 0) emit(&c, r, out);
-            else if (c.status == TOY_OK) fail(&c, TOY_ERR_INVALID, "rule %s is defined twice", root);
+            else if (c.status == TOY_OK) js_fail(&c, TOY_ERR_INVALID, "rule %s is defined twice", root);
         }
         free(body.v);
     }
