@@ -1198,6 +1198,17 @@ TOY_API toy_status toy_trainer_save(toy_trainer *trainer, const char *path, toy_
 /* The F32 fused multiply-add peak of this CPU with n_threads threads, in GFLOP/s. */
 TOY_API double toy_cpu_peak_gflops(int n_threads);
 
+/* The memory's read bandwidth, as decode meets it: a probe of 512 MiB of random data
+ * (far larger than the caches; random, as some machines compress or share pages of
+ * simple patterns), read by n_threads threads. toy_bandwidth_probe_measure returns bytes
+ * per second now: the median of three passes, each the faster of one stream and four
+ * per thread (the two ways decode reads rows); a machine's bandwidth drifts with its
+ * neighbours, so toy bench measures it around every run with one probe. */
+typedef struct toy_bandwidth_probe toy_bandwidth_probe;
+TOY_API toy_status toy_bandwidth_probe_new(toy_bandwidth_probe **out);
+TOY_API double toy_bandwidth_probe_measure(toy_bandwidth_probe *probe, int n_threads);
+TOY_API void toy_bandwidth_probe_free(toy_bandwidth_probe *probe);
+
 /* ---------------------------------------------------------------- model comparison */
 
 /* Linear CKA of two sets of n activations (rows of x [n x dx] and y [n x dy]):

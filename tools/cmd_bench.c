@@ -2,9 +2,8 @@
  * generation comes to the memory-bandwidth roofline.
  *
  * Decode reads every weight once per token, so its ceiling is bandwidth / bytes per
- * token. The bandwidth is measured here, on this machine, with the same number of
- * threads: each thread sums its share of a buffer much larger than the caches. */
-#include <pthread.h>
+ * token. The bandwidth is measured around each run, on this machine, with the same
+ * number of threads (toy_bandwidth_probe_measure). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +11,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "clock.h"
 #include "commands.h"
 #include "toy.h"
 
@@ -60,114 +60,6 @@ static uint64_t last_level_cache(int *level) {
         }
     }
     return best;
-}
-
-typedef struct {
-    const uint64_t *p;
-    size_t n;
-    int streams; /* 1 or 4, see read_avx2 */
-    uint64_t sum;
-} read_job;
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#include "clock.h"
-/* 32-byte loads from `streams` streams in turn, 512 bytes of each. Decode reads four
- * groups of weight rows side by side on Intel (one stream per core reads below the
- * memory's bandwidth there) and one elsewhere (four read slower on AMD), so the probe
- * takes both (the figures: docs/performance.md, "Kernel choices"). */
-__attribute__((target("avx2"))) static uint64_t read_avx2(const uint64_t *p, size_t n, int streams) {
-    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
-    const size_t per = n / (size_t)streams / 64 * 64; /* 64 words: 512 bytes */
-    for (size_t i = 0; i < per; i += 64)
-        for (int s = 0; s < streams; s++) {
-            const uint64_t *q = p + (size_t)s * per + i;
-            for (int k = 0; k < 64; k += 16) {
-                a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(q + k)));
-                a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(q + k + 4)));
-                a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(q + k + 8)));
-                a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i *)(q + k + 12)));
-            }
-        }
-    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
-    uint64_t out[4];
-    _mm256_storeu_si256((__m256i *)out, a);
-    return out[0] ^ out[1] ^ out[2] ^ out[3];
-}
-#endif
-
-static void *read_slice(void *arg) {
-    read_job *j = arg;
-#if defined(__x86_64__)
-    if (__builtin_cpu_supports("avx2")) {
-        j->sum = read_avx2(j->p, j->n, j->streams);
-        return NULL;
-    }
-#endif
-    /* four independent sums keep several loads in flight */
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i + 4 <= j->n; i += 4) {
-        s0 += j->p[i];
-        s1 += j->p[i + 1];
-        s2 += j->p[i + 2];
-        s3 += j->p[i + 3];
-    }
-    j->sum = s0 + s1 + s2 + s3;
-    return NULL;
-}
-
-/* The bandwidth probe: a 512 MiB buffer, far larger than the caches, filled with random
- * data (a buffer of simple patterns read at up to 79 GB/s on this VM now and then: some
- * layer below shares or compresses such pages). */
-#define PROBE_BYTES ((size_t)512 << 20)
-
-static uint64_t *probe_new(void) {
-    const size_t n = PROBE_BYTES / sizeof(uint64_t);
-    uint64_t *buf = malloc(PROBE_BYTES);
-    if (!buf) return NULL;
-    uint64_t x = 0x9e3779b97f4a7c15ULL;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        buf[i] = x;
-    }
-    return buf;
-}
-
-/* One pass over the probe by n_threads threads, each reading its share as `streams`
- * streams: bytes/s. */
-static double read_pass(const uint64_t *buf, int n_threads, int streams, volatile uint64_t *sink) {
-    const size_t n = PROBE_BYTES / sizeof(uint64_t);
-    read_job jobs[256];
-    pthread_t th[256];
-    size_t per = n / (size_t)n_threads;
-    double t0 = ty_now_s();
-    for (int t = 0; t < n_threads; t++) {
-        jobs[t] = (read_job){buf + per * (size_t)t, per, streams, 0};
-        if (t && pthread_create(&th[t], NULL, read_slice, &jobs[t])) read_slice(&jobs[t]), th[t] = 0;
-    }
-    read_slice(&jobs[0]);
-    for (int t = 1; t < n_threads; t++)
-        if (th[t]) pthread_join(th[t], NULL);
-    double dt = ty_now_s() - t0;
-    for (int t = 0; t < n_threads; t++) *sink += jobs[t].sum;
-    return (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
-}
-
-/* Read bandwidth in bytes/s now: the median of three passes over the probe, each the
- * faster of one stream and four per thread (the two ways decode reads, see read_avx2).
- * The machine's bandwidth is shared with its neighbours and drifts (33 to 79 GB/s seen
- * here within minutes), so it is measured beside every generation run. */
-static double measure_bandwidth(const uint64_t *buf, int n_threads) {
-    if (!buf) return 0;
-    double rates[3];
-    volatile uint64_t sink = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        const double one = read_pass(buf, n_threads, 1, &sink), four = read_pass(buf, n_threads, 4, &sink);
-        rates[pass] = one > four ? one : four;
-    }
-    return median(rates, 3);
 }
 
 /* ---------------------------------------------------------------- the model */
@@ -296,7 +188,8 @@ static int run_bench(bench_options *o) {
     const uint64_t bytes = toy_model_weight_bytes_per_token(m);
     struct rusage ru; /* the model's peak, before the bandwidth probe adds to it */
     getrusage(RUSAGE_SELF, &ru);
-    uint64_t *probe = probe_new();
+    toy_bandwidth_probe *probe = NULL;
+    if (toy_bandwidth_probe_new(&probe)) probe = NULL; /* no memory: no roofline */
     for (int r = 0; r < reps && !rc; r++) {
         if (n_prompt) {
             double t0 = ty_now_s();
@@ -305,13 +198,13 @@ static int run_bench(bench_options *o) {
             toy_kv_seq_rm(ctx, 0, 0, -1);
         }
         if (n_gen && !rc) {
-            bws[r] = measure_bandwidth(probe, n_threads);
+            bws[r] = (probe ? toy_bandwidth_probe_measure(probe, n_threads) : 0);
             double t0 = ty_now_s();
             if (!run_tokens(ctx, n_gen, 0, n_vocab, &rng, 1)) rc = 1;
             tg[r] = n_gen / (ty_now_s() - t0);
             /* the larger of the bandwidths just before and just after the run: a probe
              * that caught a busy moment must not flatter the fraction */
-            double after = measure_bandwidth(probe, n_threads);
+            double after = (probe ? toy_bandwidth_probe_measure(probe, n_threads) : 0);
             if (after > bws[r]) bws[r] = after;
             roofs[r] = bws[r] > 0 ? tg[r] * (double)bytes / bws[r] : 0;
             toy_kv_seq_rm(ctx, 0, 0, -1);
@@ -321,7 +214,7 @@ static int run_bench(bench_options *o) {
         fprintf(stderr, "toy bench: %s\n", toy_last_error());
     } else {
         double pp_med = n_prompt ? median(pp, reps) : 0, tg_med = n_gen ? median(tg, reps) : 0;
-        if (!n_gen) bws[0] = measure_bandwidth(probe, n_threads);
+        if (!n_gen) bws[0] = (probe ? toy_bandwidth_probe_measure(probe, n_threads) : 0);
         double bw = median(bws, n_gen ? reps : 1);
         double roof = n_gen ? median(roofs, reps) : 0;
         const char *arch = "?", *name = NULL;
@@ -371,7 +264,7 @@ static int run_bench(bench_options *o) {
     free(tg);
     free(bws);
     free(roofs);
-    free(probe);
+    toy_bandwidth_probe_free(probe);
     toy_context_free(ctx);
     toy_model_free(m);
     if (!trace_options_end(&o->trace)) rc = 1;

@@ -5,8 +5,9 @@
  * json-schema-to-grammar: whitespace of one space or up to two newlines and 20 blanks
  * after each token, at most 16 integer digits, properties in the schema's order,
  * additional properties after the declared ones. Bounded whitespace and digits keep a
- * sampler that follows the grammar from running away on a random model. Integer and
- * number ranges are json_schema_numbers.c's, "pattern" json_schema_pattern.c's. */
+ * sampler that follows the grammar from running away on a random model. The rules and
+ * GBNF text are json_schema_rules.c's, integer and number ranges json_schema_numbers.c's,
+ * "pattern" json_schema_pattern.c's. */
 #include "json_schema.h"
 
 #include <math.h>
@@ -20,312 +21,6 @@
 #include "json_schema_internal.h"
 #include "toy.h"
 
-static const char *const prim_names[N_PRIM] = {
-    "space", "char", "string", "integral-part", "decimal-part", "number", "integer",
-    "boolean", "null", "value", "object", "array", "uuid", "date", "time",
-    "date-time", "date-string", "time-string", "date-time-string", "key-char",
-};
-
-
-bool js_oom(conv *c) {
-    if (c->status == TOY_OK) {
-        c->status = TOY_ERR_NOMEM;
-        snprintf(c->msg, sizeof c->msg, "out of memory");
-    }
-    return false;
-}
-
-/* Records the first failure: "<pointer>[/key]: message". */
-#if defined(__GNUC__)
-__attribute__((format(printf, 4, 5)))
-#endif
-bool js_fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...) {
-    if (c->status != TOY_OK) return false;
-    c->status = st;
-    int n = snprintf(c->msg, sizeof c->msg, "%s", c->path.v ? c->path.v : "#");
-    if (key && n >= 0 && (size_t)n < sizeof c->msg) n += snprintf(c->msg + n, sizeof c->msg - (size_t)n, "/%s", key);
-    if (n >= 0 && (size_t)n < sizeof c->msg) n += snprintf(c->msg + n, sizeof c->msg - (size_t)n, ": ");
-    if (n >= 0 && (size_t)n < sizeof c->msg) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(c->msg + n, sizeof c->msg - (size_t)n, fmt, ap);
-        va_end(ap);
-    }
-    return false;
-}
-
-void js_put(ty_buf *b, const char *s) { ty_buf_append(b, s, strlen(s)); }
-
-#if defined(__GNUC__)
-__attribute__((format(printf, 2, 3)))
-#endif
-void js_putf(ty_buf *b, const char *fmt, ...) {
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof tmp) {
-        b->oom = true; /* callers format only numbers and short names */
-        return;
-    }
-    ty_buf_append(b, tmp, (size_t)n);
-}
-
-/* Appends "/key" (RFC 6901 escaped) to the path; returns the length to restore. */
-static size_t path_push(conv *c, const char *key) {
-    size_t old = c->path.n;
-    js_put(&c->path, "/");
-    for (const char *p = key; *p; p++) {
-        if (*p == '~') js_put(&c->path, "~0");
-        else if (*p == '/') js_put(&c->path, "~1");
-        else ty_buf_append(&c->path, p, 1);
-    }
-    return old;
-}
-static size_t path_push_index(conv *c, size_t i) {
-    char k[32];
-    snprintf(k, sizeof k, "%zu", i);
-    return path_push(c, k);
-}
-static void path_pop(conv *c, size_t n) {
-    if (c->path.oom) return;
-    c->path.n = n;
-    c->path.v[n] = 0;
-}
-
-/* ---------------------------------------------------------------- rules */
-
-static uint64_t hash_name(const char *s) {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-    return h;
-}
-
-static long find_rule(const conv *c, const char *name) {
-    if (!c->index_cap) return -1;
-    for (size_t i = hash_name(name) & (c->index_cap - 1);; i = (i + 1) & (c->index_cap - 1)) {
-        if (!c->index[i]) return -1;
-        if (!strcmp(c->rules[c->index[i] - 1].name, name)) return (long)(c->index[i] - 1);
-    }
-}
-
-static void index_put(size_t *index, size_t cap, const char *name, size_t rule_no) {
-    size_t i = hash_name(name) & (cap - 1);
-    while (index[i]) i = (i + 1) & (cap - 1);
-    index[i] = rule_no + 1;
-}
-
-/* A rule with a name no other rule has; body may be NULL (reserved). -1 when out of memory. */
-static long new_rule(conv *c, const char *name, const char *body) {
-    if (c->n_rules == c->cap_rules) {
-        size_t cap = c->cap_rules ? c->cap_rules * 2 : 64;
-        rule *r = realloc(c->rules, cap * sizeof *r);
-        if (!r) return js_oom(c), -1;
-        c->rules = r;
-        c->cap_rules = cap;
-    }
-    if ((c->n_rules + 1) * 2 > c->index_cap) {
-        size_t cap = c->index_cap ? c->index_cap * 2 : 128;
-        size_t *index = calloc(cap, sizeof *index);
-        if (!index) return js_oom(c), -1;
-        for (size_t i = 0; i < c->n_rules; i++) index_put(index, cap, c->rules[i].name, i);
-        free(c->index);
-        c->index = index;
-        c->index_cap = cap;
-    }
-    rule *r = &c->rules[c->n_rules];
-    r->name = strdup(name);
-    r->body = body ? strdup(body) : NULL;
-    if (!r->name || (body && !r->body)) {
-        free(r->name);
-        free(r->body);
-        return js_oom(c), -1;
-    }
-    index_put(c->index, c->index_cap, name, c->n_rules);
-    return (long)c->n_rules++;
-}
-
-/* The rule named hint (or hint-1, hint-2, ...) with this body: an existing one with the
- * same name and body is shared. body NULL reserves a new name. -1 on failure. */
-static long add_rule(conv *c, const char *hint, const char *body) {
-    char name[HINT_MAX + 32];
-    snprintf(name, sizeof name, "%s", hint);
-    for (unsigned k = 1;; k++) {
-        long i = find_rule(c, name);
-        if (i < 0) return new_rule(c, name, body);
-        if (body && c->rules[i].body && !strcmp(c->rules[i].body, body)) return i;
-        snprintf(name, sizeof name, "%s-%u", hint, k);
-    }
-}
-
-/* hint + "-" + what, with every run of characters outside [a-zA-Z0-9-] made one "-", cut
- * at HINT_MAX. */
-static void make_hint(char *dst, size_t size, const char *hint, const char *what) {
-    size_t n = (size_t)snprintf(dst, size, "%s", hint);
-    if (n > HINT_MAX) n = HINT_MAX;
-    bool dash = false;
-    if (n < HINT_MAX) dst[n++] = '-', dash = true;
-    for (const char *p = what; *p && n < HINT_MAX; p++) {
-        char ch = *p;
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
-        if (ok) dst[n++] = ch, dash = false;
-        else if (!dash) dst[n++] = '-', dash = true;
-    }
-    while (n > 1 && dst[n - 1] == '-') n--;
-    if (n <= strlen(hint) && n < HINT_MAX) dst[n++] = '-', dst[n++] = 'x'; /* nothing left of what */
-    dst[n] = 0;
-}
-
-/* ---------------------------------------------------------------- GBNF text */
-
-/* n bytes of UTF-8 text in quotes, escaped for a GBNF string literal or (json) for JSON
- * text. */
-static void put_quoted(ty_buf *b, const char *s, size_t n, bool json) {
-    js_put(b, "\"");
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"') js_put(b, "\\\"");
-        else if (ch == '\\') js_put(b, "\\\\");
-        else if (ch == '\n') js_put(b, "\\n");
-        else if (ch == '\r') js_put(b, "\\r");
-        else if (ch == '\t') js_put(b, "\\t");
-        else if (json && ch == '\b') js_put(b, "\\b");
-        else if (json && ch == '\f') js_put(b, "\\f");
-        else if (json && ch < 0x20) js_putf(b, "\\u%04x", ch);
-        else if (!json && (ch < 0x20 || ch == 0x7f)) js_putf(b, "\\x%02X", ch);
-        else ty_buf_append(b, &s[i], 1);
-    }
-    js_put(b, "\"");
-}
-
-/* A GBNF string literal of n bytes of UTF-8 text. */
-void js_put_lit(ty_buf *b, const char *s, size_t n) {
-    put_quoted(b, s, n, false);
-}
-
-/* One code point inside a GBNF character class. */
-void js_put_class_char(ty_buf *b, uint32_t cp) {
-    if (cp >= 0x20 && cp < 0x7f && !strchr("[]\\-^", (int)cp)) {
-        char ch = (char)cp;
-        ty_buf_append(b, &ch, 1);
-    } else if (cp < 0x80) {
-        js_putf(b, "\\x%02X", (unsigned)cp);
-    } else if (cp <= 0xffff) {
-        js_putf(b, "\\u%04X", (unsigned)cp);
-    } else {
-        js_putf(b, "\\U%08X", (unsigned)cp);
-    }
-}
-
-/* x{min,max} in GBNF (max < 0: unbounded), or "" when max is 0. */
-void js_put_rep(ty_buf *b, const char *item, long long min, long long max) {
-    if (max == 0) return;
-    js_put(b, item);
-    if (min == 1 && max == 1) return;
-    if (max < 0) {
-        if (min == 0) js_put(b, "*");
-        else if (min == 1) js_put(b, "+");
-        else js_putf(b, "{%lld,}", min);
-    } else if (min == 0 && max == 1) {
-        js_put(b, "?");
-    } else if (min == max) {
-        js_putf(b, "{%lld}", min);
-    } else {
-        js_putf(b, "{%lld,%lld}", min, max);
-    }
-}
-
-/* The name of a shared rule (JSON whitespace, strings, numbers, any value, formats),
- * created on first use. */
-const char *js_prim(conv *c, prim_id id) {
-    if (c->prim[id]) return c->rules[c->prim[id] - 1].name;
-    char hint[HINT_MAX + 32];
-    make_hint(hint, sizeof hint, c->root, prim_names[id]);
-    long r = add_rule(c, hint, NULL);
-    if (r < 0) return NULL;
-    c->prim[id] = (size_t)r + 1; /* before the body: value and object refer to each other */
-    ty_buf b = {0};
-    const char *sp = id == PRIM_SPACE ? "" : js_prim(c, PRIM_SPACE);
-    if (!sp) return NULL;
-#define P(x) (js_prim(c, x) ? c->rules[c->prim[x] - 1].name : "")
-    switch (id) {
-    case PRIM_SPACE: js_put(&b, "( \" \" | \"\\n\"{1,2} [ \\t]{0,20} )?"); break;
-    case PRIM_CHAR: js_put(&b, "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )"); break;
-    case PRIM_KEY_CHAR: js_put(&b, "[^\"\\\\\\x00-\\x1F]"); break;
-    case PRIM_STRING: js_putf(&b, "\"\\\"\" %s* \"\\\"\" %s", P(PRIM_CHAR), sp); break;
-    case PRIM_INTEGRAL: js_put(&b, "\"0\" | [1-9] [0-9]{0,15}"); break;
-    case PRIM_DECIMAL: js_put(&b, "[0-9]{1,16}"); break;
-    case PRIM_NUMBER:
-        js_putf(&b, "\"-\"? %s ( \".\" %s )? ( [eE] [-+]? %s )? %s", P(PRIM_INTEGRAL), P(PRIM_DECIMAL),
-             P(PRIM_INTEGRAL), sp);
-        break;
-    case PRIM_INTEGER: js_putf(&b, "\"-\"? %s %s", P(PRIM_INTEGRAL), sp); break;
-    case PRIM_BOOLEAN: js_putf(&b, "( \"true\" | \"false\" ) %s", sp); break;
-    case PRIM_NULL: js_putf(&b, "\"null\" %s", sp); break;
-    case PRIM_VALUE:
-        js_putf(&b, "%s | ", P(PRIM_OBJECT));
-        js_putf(&b, "%s | ", P(PRIM_ARRAY));
-        js_putf(&b, "%s | ", P(PRIM_STRING));
-        js_putf(&b, "%s | ", P(PRIM_NUMBER));
-        js_putf(&b, "%s | ", P(PRIM_BOOLEAN));
-        js_putf(&b, "%s", P(PRIM_NULL));
-        break;
-    case PRIM_OBJECT: {
-        const char *s = P(PRIM_STRING), *v = P(PRIM_VALUE);
-        js_putf(&b, "\"{\" %s ( %s \":\" %s %s ", sp, s, sp, v);
-        js_putf(&b, "( \",\" %s %s \":\" %s %s )* )? \"}\" %s", sp, s, sp, v, sp);
-        break;
-    }
-    case PRIM_ARRAY: {
-        const char *v = P(PRIM_VALUE);
-        js_putf(&b, "\"[\" %s ( %s ( \",\" %s %s )* )? \"]\" %s", sp, v, sp, v, sp);
-        break;
-    }
-    case PRIM_UUID:
-        js_put(&b, "\"\\\"\" [0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-                "[0-9a-fA-F]{12} \"\\\"\" ");
-        js_put(&b, sp);
-        break;
-    case PRIM_DATE:
-        /* llama.cpp's allows every day up to 31 in every month: here the month has it,
-           and February the 29th only in leap years; year 0000 is not a date to Python */
-        js_put(&b, "( [1-9] [0-9]{3} | \"0\" ( [1-9] [0-9]{2} | \"0\" ( [1-9] [0-9] | \"0\" [1-9] ) ) ) \"-\" ( "
-                "( \"0\" [13578] | \"1\" [02] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] ) | "
-                "( \"0\" [469] | \"11\" ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"30\" ) | "
-                "\"02-\" ( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] ) ) | "
-                "( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( \"0\" [48] | [2468] [048] | [13579] [26] ) \"00\" ) "
-                "\"-02-29\"");
-        break;
-    case PRIM_TIME:
-        js_put(&b, "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] ( \".\" [0-9]{3} )? "
-                "( \"Z\" | [+\\x2D] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )");
-        break;
-    case PRIM_DATE_TIME: js_putf(&b, "%s \"T\" ", P(PRIM_DATE)); js_put(&b, P(PRIM_TIME)); break;
-    case PRIM_DATE_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE), sp); break;
-    case PRIM_TIME_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_TIME), sp); break;
-    case PRIM_DATE_TIME_STRING: js_putf(&b, "\"\\\"\" %s \"\\\"\" %s", P(PRIM_DATE_TIME), sp); break;
-    case N_PRIM: break;
-    }
-#undef P
-    if (b.oom || c->status != TOY_OK) {
-        free(b.v);
-        if (c->status == TOY_OK) js_oom(c);
-        return NULL;
-    }
-    c->rules[r].body = b.v ? b.v : strdup("");
-    if (!c->rules[r].body) return js_oom(c), NULL;
-    return c->rules[r].name;
-}
-
-/* Appends a primitive's name; false on failure. */
-bool js_put_prim(conv *c, ty_buf *b, prim_id id) {
-    const char *n = js_prim(c, id);
-    if (!n) return false;
-    js_put(b, n);
-    return true;
-}
-
 /* ---------------------------------------------------------------- JSON values as text */
 
 /* The compact JSON text of a value (const and enum): keys in their order, numbers in the
@@ -333,15 +28,15 @@ bool js_put_prim(conv *c, ty_buf *b, prim_id id) {
 static void put_json(ty_buf *b, const json_t *v);
 
 static void put_json_string(ty_buf *b, const char *s, size_t n) {
-    put_quoted(b, s, n, true);
+    ty_js_put_quoted(b, s, n, true);
 }
 
 static void put_json(ty_buf *b, const json_t *v) {
     switch (json_typeof(v)) {
-    case JSON_NULL: js_put(b, "null"); break;
-    case JSON_TRUE: js_put(b, "true"); break;
-    case JSON_FALSE: js_put(b, "false"); break;
-    case JSON_INTEGER: js_putf(b, "%lld", (long long)json_integer_value(v)); break;
+    case JSON_NULL: ty_js_put(b, "null"); break;
+    case JSON_TRUE: ty_js_put(b, "true"); break;
+    case JSON_FALSE: ty_js_put(b, "false"); break;
+    case JSON_INTEGER: ty_js_putf(b, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: {
         double x = json_real_value(v);
         char tmp[64];
@@ -349,32 +44,32 @@ static void put_json(ty_buf *b, const json_t *v) {
             snprintf(tmp, sizeof tmp, "%.*g", prec, x);
             if (strtod(tmp, NULL) == x) break;
         }
-        js_put(b, tmp);
+        ty_js_put(b, tmp);
         break;
     }
     case JSON_STRING: put_json_string(b, json_string_value(v), json_string_length(v)); break;
     case JSON_ARRAY: {
-        js_put(b, "[");
+        ty_js_put(b, "[");
         for (size_t i = 0; i < json_array_size(v); i++) {
-            if (i) js_put(b, ",");
+            if (i) ty_js_put(b, ",");
             put_json(b, json_array_get(v, i));
         }
-        js_put(b, "]");
+        ty_js_put(b, "]");
         break;
     }
     case JSON_OBJECT: {
-        js_put(b, "{");
+        ty_js_put(b, "{");
         const char *k;
         const json_t *x;
         bool first = true;
         json_object_foreach((json_t *)v, k, x) {
-            if (!first) js_put(b, ",");
+            if (!first) ty_js_put(b, ",");
             first = false;
             put_json_string(b, k, strlen(k));
-            js_put(b, ":");
+            ty_js_put(b, ":");
             put_json(b, x);
         }
-        js_put(b, "}");
+        ty_js_put(b, "}");
         break;
     }
     }
@@ -430,7 +125,7 @@ static bool get_count(conv *c, const json_t *s, const char *key, long long *out)
         *out = (long long)json_real_value(v);
         return true;
     }
-    return js_fail_at(c, TOY_ERR_INVALID, key, "%s must be a non-negative integer", key);
+    return ty_js_fail_at(c, TOY_ERR_INVALID, key, "%s must be a non-negative integer", key);
 }
 
 /* Checks every keyword of a schema object: unknown ones (strict), values of the wrong
@@ -441,7 +136,7 @@ static bool check_keywords(conv *c, const json_t *s) {
     json_object_foreach((json_t *)s, k, v) {
         int kind = keyword_kind(k);
         if (kind < 0) {
-            if (c->strict) return js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "unsupported keyword \"%s\"", k);
+            if (c->strict) return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "unsupported keyword \"%s\"", k);
             continue;
         }
         bool ok = true;
@@ -490,16 +185,16 @@ static bool check_keywords(conv *c, const json_t *s) {
             long long n;
             if (!get_count(c, s, k, &n)) return false;
         }
-        if (!ok) return js_fail_at(c, TOY_ERR_INVALID, k, "%s must be %s", k, want);
+        if (!ok) return ty_js_fail_at(c, TOY_ERR_INVALID, k, "%s must be %s", k, want);
     }
     long long lo, hi;
     if (get_count(c, s, "minLength", &lo) && get_count(c, s, "maxLength", &hi) && lo > hi)
-        return js_fail_at(c, TOY_ERR_INVALID, "minLength", "minLength %lld is greater than maxLength %lld", lo, hi);
+        return ty_js_fail_at(c, TOY_ERR_INVALID, "minLength", "minLength %lld is greater than maxLength %lld", lo, hi);
     if (get_count(c, s, "minItems", &lo) && get_count(c, s, "maxItems", &hi) && lo > hi)
-        return js_fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld is greater than maxItems %lld", lo, hi);
+        return ty_js_fail_at(c, TOY_ERR_INVALID, "minItems", "minItems %lld is greater than maxItems %lld", lo, hi);
     const json_t *mn = json_object_get(s, "minimum"), *mx = json_object_get(s, "maximum");
     if (mn && mx && json_number_value(mn) > json_number_value(mx))
-        return js_fail_at(c, TOY_ERR_INVALID, "minimum", "minimum %g is greater than maximum %g", json_number_value(mn),
+        return ty_js_fail_at(c, TOY_ERR_INVALID, "minimum", "minimum %g is greater than maximum %g", json_number_value(mn),
                        json_number_value(mx));
     return c->status == TOY_OK;
 }
@@ -523,11 +218,11 @@ static bool has_constraints(const json_t *s, const char *const *skip) {
 /* The schema a local $ref ("#", "#/$defs/a", any JSON pointer into the document) names. */
 static const json_t *resolve_ref(conv *c, const char *ref) {
     if (ref[0] != '#')
-        return js_fail_at(c, TOY_ERR_UNSUPPORTED, "$ref", "$ref \"%.200s\" is not supported: only local references (#/...) are",
+        return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "$ref", "$ref \"%.200s\" is not supported: only local references (#/...) are",
                        ref), NULL;
     const json_t *t = c->doc;
     const char *p = ref + 1;
-    if (*p && *p != '/') return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is not a JSON pointer", ref), NULL;
+    if (*p && *p != '/') return ty_js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is not a JSON pointer", ref), NULL;
     while (*p == '/') {
         p++;
         char tok[256];
@@ -541,7 +236,7 @@ static const json_t *resolve_ref(conv *c, const char *ref) {
                 long x = strtol(hex, &end, 16);
                 if (*end == 0) ch = (char)x, p += 2;
             }
-            if (n + 1 >= sizeof tok) return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is too long", ref), NULL;
+            if (n + 1 >= sizeof tok) return ty_js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" is too long", ref), NULL;
             tok[n++] = ch;
         }
         tok[n] = 0;
@@ -554,7 +249,7 @@ static const json_t *resolve_ref(conv *c, const char *ref) {
         } else {
             t = NULL;
         }
-        if (!t) return js_fail_at(c, TOY_ERR_INVALID, "$ref", "unresolved $ref \"%.200s\"", ref), NULL;
+        if (!t) return ty_js_fail_at(c, TOY_ERR_INVALID, "$ref", "unresolved $ref \"%.200s\"", ref), NULL;
     }
     return t;
 }
@@ -565,13 +260,13 @@ static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body)
 static const char *visit(conv *c, const json_t *s, const char *hint);
 
 static json_t *own(conv *c, json_t *j) {
-    if (!j) return js_oom(c), NULL;
+    if (!j) return ty_js_oom(c), NULL;
     if (c->n_owned == c->cap_owned) {
         size_t cap = c->cap_owned ? c->cap_owned * 2 : 16;
         json_t **o = realloc(c->owned, cap * sizeof *o);
         if (!o) {
             json_decref(j);
-            return js_oom(c), NULL;
+            return ty_js_oom(c), NULL;
         }
         c->owned = o;
         c->cap_owned = cap;
@@ -604,9 +299,9 @@ done:
  * bounds take the tighter, types and enums intersect. */
 static bool merge_into(conv *c, json_t *dst, const json_t *src) {
     if (json_is_true(src)) return true;
-    if (json_is_false(src)) return js_fail_at(c, TOY_ERR_INVALID, "allOf", "allOf contains false, which no value matches");
-    if (!json_is_object(src)) return js_fail_at(c, TOY_ERR_INVALID, "allOf", "a schema must be an object or a boolean");
-    if (++c->depth > MAX_DEPTH) return js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d (or a $ref cycle)", MAX_DEPTH);
+    if (json_is_false(src)) return ty_js_fail_at(c, TOY_ERR_INVALID, "allOf", "allOf contains false, which no value matches");
+    if (!json_is_object(src)) return ty_js_fail_at(c, TOY_ERR_INVALID, "allOf", "a schema must be an object or a boolean");
+    if (++c->depth > MAX_DEPTH) return ty_js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d (or a $ref cycle)", MAX_DEPTH);
     bool ok = check_keywords(c, src);
     const json_t *ref = json_object_get(src, "$ref");
     if (ok && ref) {
@@ -625,28 +320,28 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
         if (!old) {
             json_t *copy = (!strcmp(k, "properties") || !strcmp(k, "required")) ? json_copy((json_t *)v)
                                                                                  : json_incref((json_t *)v);
-            if (!copy || json_object_set_new(dst, k, copy)) ok = js_oom(c);
+            if (!copy || json_object_set_new(dst, k, copy)) ok = ty_js_oom(c);
         } else if (!strcmp(k, "properties")) {
             const char *p;
             json_t *ps;
             json_object_foreach((json_t *)v, p, ps) {
                 json_t *prev = json_object_get(old, p);
                 json_t *nv = prev ? json_pack("{s:[O,O]}", "allOf", prev, ps) : json_incref(ps);
-                if (!nv || json_object_set_new(old, p, nv)) ok = js_oom(c);
+                if (!nv || json_object_set_new(old, p, nv)) ok = ty_js_oom(c);
             }
         } else if (!strcmp(k, "required")) {
             for (size_t i = 0; i < json_array_size(v); i++) {
                 bool have = false;
                 for (size_t j = 0; j < json_array_size(old); j++)
                     have = have || json_equal(json_array_get(old, j), json_array_get(v, i));
-                if (!have && json_array_append(old, json_array_get(v, i))) ok = js_oom(c);
+                if (!have && json_array_append(old, json_array_get(v, i))) ok = ty_js_oom(c);
             }
         } else if (!strcmp(k, "type")) {
             json_t *t = type_intersection(old, v);
-            if (!t) ok = js_oom(c);
+            if (!t) ok = ty_js_oom(c);
             else if (!json_array_size(t))
-                json_decref(t), ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
-            else if (json_object_set_new(dst, k, t)) ok = js_oom(c);
+                json_decref(t), ok = ty_js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have no type in common");
+            else if (json_object_set_new(dst, k, t)) ok = ty_js_oom(c);
         } else if (!strcmp(k, "enum")) {
             json_t *e = json_array();
             for (size_t i = 0; e && i < json_array_size(old); i++)
@@ -655,21 +350,21 @@ static bool merge_into(conv *c, json_t *dst, const json_t *src) {
                         json_array_append(e, json_array_get(old, i));
                         break;
                     }
-            if (!e) ok = js_oom(c);
+            if (!e) ok = ty_js_oom(c);
             else if (!json_array_size(e))
-                json_decref(e), ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
-            else if (json_object_set_new(dst, k, e)) ok = js_oom(c);
+                json_decref(e), ok = ty_js_fail_at(c, TOY_ERR_INVALID, "allOf", "no value is in every enum of allOf");
+            else if (json_object_set_new(dst, k, e)) ok = ty_js_oom(c);
         } else if (json_equal(old, (json_t *)v)) {
             continue;
         } else if (!strcmp(k, "const")) {
-            ok = js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have different consts");
+            ok = ty_js_fail_at(c, TOY_ERR_INVALID, "allOf", "the schemas of allOf have different consts");
         } else if (json_is_number(old) && json_is_number(v) &&
                    (!strncmp(k, "min", 3) || !strncmp(k, "max", 3) || !strncmp(k, "exclusive", 9))) {
             bool lower = !strncmp(k, "min", 3) || !strcmp(k, "exclusiveMinimum");
             double a = json_number_value(old), b = json_number_value(v);
-            if (lower ? b > a : b < a) ok = !json_object_set(dst, k, (json_t *)v) || js_oom(c);
+            if (lower ? b > a : b < a) ok = !json_object_set(dst, k, (json_t *)v) || ty_js_oom(c);
         } else if (c->strict) {
-            ok = js_fail_at(c, TOY_ERR_UNSUPPORTED, "allOf", "the schemas of allOf set \"%s\" differently, which is not supported", k);
+            ok = ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "allOf", "the schemas of allOf set \"%s\" differently, which is not supported", k);
         } /* else the first schema's value stays: the grammar accepts more than the schema */
     }
     c->depth--;
@@ -693,26 +388,26 @@ static bool string_body(conv *c, const json_t *s, ty_buf *b) {
         for (size_t i = 0; i < sizeof formats / sizeof formats[0]; i++) {
             if (strcmp(f, formats[i].name)) continue;
             if (c->strict && (pattern || has_min || has_max))
-                return js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+                return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
                                "format together with pattern, minLength or maxLength is not supported");
-            return js_put_prim(c, b, formats[i].id);
+            return ty_js_put_prim(c, b, formats[i].id);
         }
         if (c->strict)
-            return js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
+            return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "format",
                            "format \"%.100s\" is not supported (date, time, date-time and uuid are)", f);
     }
     if (pattern) {
         if (c->strict && (has_min || has_max))
-            return js_fail_at(c, TOY_ERR_UNSUPPORTED, "pattern", "pattern together with minLength or maxLength is not supported");
-        return js_pattern_body(c, json_string_value(pattern), b);
+            return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "pattern", "pattern together with minLength or maxLength is not supported");
+        return ty_js_pattern_body(c, json_string_value(pattern), b);
     }
-    if (!has_min && !has_max) return js_put_prim(c, b, PRIM_STRING);
-    const char *ch = js_prim(c, PRIM_CHAR);
+    if (!has_min && !has_max) return ty_js_put_prim(c, b, PRIM_STRING);
+    const char *ch = ty_js_prim(c, PRIM_CHAR);
     if (!ch) return false;
-    js_put(b, "\"\\\"\" ");
-    if (max != 0) js_put_rep(b, ch, min, max), js_put(b, " ");
-    js_put(b, "\"\\\"\" ");
-    return js_put_prim(c, b, PRIM_SPACE);
+    ty_js_put(b, "\"\\\"\" ");
+    if (max != 0) ty_js_put_rep(b, ch, min, max), ty_js_put(b, " ");
+    ty_js_put(b, "\"\\\"\" ");
+    return ty_js_put_prim(c, b, PRIM_SPACE);
 }
 
 /* ---------------------------------------------------------------- objects */
@@ -733,7 +428,7 @@ static void trie_free(trie *t) {
 static bool trie_insert(trie *t, const char *s) {
     const size_t n = strlen(s);
     for (size_t i = 0; i < n;) {
-        uint32_t cp = js_utf8_next(s, &i, n);
+        uint32_t cp = ty_js_utf8_next(s, &i, n);
         if (cp < 0x20 || cp == '"' || cp == '\\') return true; /* not writable without escapes */
         size_t k = 0;
         while (k < t->n_kids && t->kids[k].cp < cp) k++;
@@ -756,21 +451,21 @@ static bool trie_insert(trie *t, const char *s) {
 static void put_not_trie(ty_buf *b, const trie *t, const char *kc) {
     for (size_t i = 0; i < t->n_kids; i++) {
         const trie *k = &t->kids[i];
-        js_put(b, "[");
-        js_put_class_char(b, k->cp);
-        js_put(b, "]");
+        ty_js_put(b, "[");
+        ty_js_put_class_char(b, k->cp);
+        ty_js_put(b, "]");
         if (k->n_kids) {
-            js_put(b, " ( ");
+            ty_js_put(b, " ( ");
             put_not_trie(b, k, kc);
-            js_put(b, k->end ? " )" : " )?");
+            ty_js_put(b, k->end ? " )" : " )?");
         } else {
-            js_putf(b, " %s+", kc);
+            ty_js_putf(b, " %s+", kc);
         }
-        js_put(b, " | ");
+        ty_js_put(b, " | ");
     }
-    js_put(b, "[^\"\\\\\\x00-\\x1F");
-    for (size_t i = 0; i < t->n_kids; i++) js_put_class_char(b, t->kids[i].cp);
-    js_putf(b, "] %s*", kc);
+    ty_js_put(b, "[^\"\\\\\\x00-\\x1F");
+    for (size_t i = 0; i < t->n_kids; i++) ty_js_put_class_char(b, t->kids[i].cp);
+    ty_js_putf(b, "] %s*", kc);
 }
 
 typedef struct {
@@ -788,13 +483,13 @@ static bool add_member(conv *c, prop *item, const char *hint, const char *key, b
     ty_buf kv = {0}, k = {0};
     put_json_string(&k, key, strlen(key));
     if (k.oom) kv.oom = true;
-    else js_put_lit(&kv, k.v, k.n);
+    else ty_js_put_lit(&kv, k.v, k.n);
     free(k.v);
-    js_putf(&kv, " %s \":\" %s ", sp, sp);
-    js_put(&kv, value);
+    ty_js_putf(&kv, " %s \":\" %s ", sp, sp);
+    ty_js_put(&kv, value);
     char kh[HINT_MAX + 48];
     snprintf(kh, sizeof kh, "%s-kv", hint);
-    const long r = kv.oom ? (js_oom(c), -1) : add_rule(c, kh, kv.v);
+    const long r = kv.oom ? (ty_js_oom(c), -1) : ty_js_add_rule(c, kh, kv.v);
     free(kv.v);
     if (r < 0) return false;
     *item = (prop){.key = key, .kv = c->rules[r].name, .required = required};
@@ -806,43 +501,43 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *addl = json_object_get(s, "additionalProperties");
     /* no properties and no additionalProperties: any object; with properties, additional
        ones only when additionalProperties allows them */
-    if (!props && !addl && !req) return js_put_prim(c, b, PRIM_OBJECT);
+    if (!props && !addl && !req) return ty_js_put_prim(c, b, PRIM_OBJECT);
     bool any_addl = (!props && !addl) || json_is_true(addl);
     const json_t *addl_schema = json_is_object(addl) ? addl : NULL;
     size_t cap = json_object_size(props) + json_array_size(req) + 1;
     prop *items = calloc(cap, sizeof *items);
     trie names = {0};
-    if (!items) return js_oom(c);
+    if (!items) return ty_js_oom(c);
     size_t n = 0;
     bool ok = true;
-    const char *sp = js_prim(c, PRIM_SPACE);
+    const char *sp = ty_js_prim(c, PRIM_SPACE);
     ok = sp != NULL;
     c->consumed++;
     const char *key;
     const json_t *ps;
-    size_t old = path_push(c, "properties");
+    size_t old = ty_js_path_push(c, "properties");
     json_object_foreach((json_t *)props, key, ps) {
         if (!ok) break;
         bool required = false;
         for (size_t i = 0; i < json_array_size(req); i++)
             required = required || !strcmp(json_string_value(json_array_get(req, i)), key);
-        if (!trie_insert(&names, key)) ok = js_oom(c);
+        if (!trie_insert(&names, key)) ok = ty_js_oom(c);
         if (json_is_false(ps)) { /* the property must be absent */
-            if (required) ok = js_fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
+            if (required) ok = ty_js_fail_at(c, TOY_ERR_INVALID, key, "property \"%.100s\" is required but its schema is false", key);
             continue;
         }
         char h[HINT_MAX + 32];
-        make_hint(h, sizeof h, hint, key);
-        size_t o2 = path_push(c, key);
+        ty_js_make_hint(h, sizeof h, hint, key);
+        size_t o2 = ty_js_path_push(c, key);
         const char *value = ok ? visit(c, ps, h) : NULL;
-        path_pop(c, o2);
+        ty_js_path_pop(c, o2);
         if (!add_member(c, &items[n], h, key, required, value, sp)) {
             ok = false;
             break;
         }
         n++;
     }
-    path_pop(c, old);
+    ty_js_path_pop(c, old);
     /* required names that properties lack: present, with a value additionalProperties allows */
     for (size_t i = 0; ok && i < json_array_size(req); i++) {
         const char *k = json_string_value(json_array_get(req, i));
@@ -850,20 +545,20 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
         for (size_t j = 0; j < i && !seen; j++) seen = !strcmp(json_string_value(json_array_get(req, j)), k);
         if (seen) continue;
         if (json_is_false(addl)) {
-            ok = js_fail_at(c, TOY_ERR_INVALID, "required",
+            ok = ty_js_fail_at(c, TOY_ERR_INVALID, "required",
                          "\"%.100s\" is required but is not in properties and additionalProperties is false", k);
             break;
         }
-        if (!trie_insert(&names, k)) ok = js_oom(c);
+        if (!trie_insert(&names, k)) ok = ty_js_oom(c);
         char h[HINT_MAX + 32];
-        make_hint(h, sizeof h, hint, k);
+        ty_js_make_hint(h, sizeof h, hint, k);
         const char *value;
         if (addl_schema) {
-            size_t o2 = path_push(c, "additionalProperties");
+            size_t o2 = ty_js_path_push(c, "additionalProperties");
             value = visit(c, addl_schema, h);
-            path_pop(c, o2);
+            ty_js_path_pop(c, o2);
         } else {
-            value = js_prim(c, PRIM_VALUE);
+            value = ty_js_prim(c, PRIM_VALUE);
         }
         if (!add_member(c, &items[n], h, k, true, value, sp)) {
             ok = false;
@@ -875,40 +570,40 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const char *addl_kv = NULL;
     if (ok && (any_addl || addl_schema)) {
         char h[HINT_MAX + 32], kh[HINT_MAX + 48];
-        make_hint(h, sizeof h, hint, "additional");
+        ty_js_make_hint(h, sizeof h, hint, "additional");
         const char *value;
         if (addl_schema) {
             char vh[HINT_MAX + 48];
             snprintf(vh, sizeof vh, "%s-value", h);
-            size_t o2 = path_push(c, "additionalProperties");
+            size_t o2 = ty_js_path_push(c, "additionalProperties");
             value = visit(c, addl_schema, vh);
-            path_pop(c, o2);
+            ty_js_path_pop(c, o2);
         } else {
-            value = js_prim(c, PRIM_VALUE);
+            value = ty_js_prim(c, PRIM_VALUE);
         }
         const char *key_rule = NULL;
         if (value && !names.n_kids && !names.end) {
-            key_rule = js_prim(c, PRIM_STRING);
+            key_rule = ty_js_prim(c, PRIM_STRING);
         } else if (value) {
-            const char *kc = js_prim(c, PRIM_KEY_CHAR);
+            const char *kc = ty_js_prim(c, PRIM_KEY_CHAR);
             ty_buf kb = {0};
             if (kc) {
-                js_put(&kb, "\"\\\"\" ( ");
+                ty_js_put(&kb, "\"\\\"\" ( ");
                 put_not_trie(&kb, &names, kc);
-                js_put(&kb, names.end ? " )" : " )?");
-                js_putf(&kb, " \"\\\"\" %s", sp);
+                ty_js_put(&kb, names.end ? " )" : " )?");
+                ty_js_putf(&kb, " \"\\\"\" %s", sp);
                 snprintf(kh, sizeof kh, "%s-key", h);
-                long r = kb.oom ? (js_oom(c), -1) : add_rule(c, kh, kb.v);
+                long r = kb.oom ? (ty_js_oom(c), -1) : ty_js_add_rule(c, kh, kb.v);
                 key_rule = r < 0 ? NULL : c->rules[r].name;
             }
             free(kb.v);
         }
         if (key_rule) {
             ty_buf kv = {0};
-            js_putf(&kv, "%s \":\" %s ", key_rule, sp);
-            js_put(&kv, value);
+            ty_js_putf(&kv, "%s \":\" %s ", key_rule, sp);
+            ty_js_put(&kv, value);
             snprintf(kh, sizeof kh, "%s-kv", h);
-            long r = kv.oom ? (js_oom(c), -1) : add_rule(c, kh, kv.v);
+            long r = kv.oom ? (ty_js_oom(c), -1) : ty_js_add_rule(c, kh, kv.v);
             free(kv.v);
             addl_kv = r < 0 ? NULL : c->rules[r].name;
         }
@@ -929,54 +624,54 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     size_t n_alt = first < n ? first + 1 : n + (addl_kv ? 1 : 0);
     bool can_be_empty = first == n;
     ty_buf body = {0};
-    js_put(&body, "\"{\" ");
-    js_put(&body, sp);
+    ty_js_put(&body, "\"{\" ");
+    ty_js_put(&body, sp);
     /* tail(j): the members j.. each after a comma */
     char **tails = calloc(n + 2, sizeof *tails);
     if (!tails) {
         free(items);
-        return js_oom(c);
+        return ty_js_oom(c);
     }
     for (size_t j = n + 1; j-- > 0 && ok;) {
         ty_buf t = {0};
         if (j == n) {
-            if (addl_kv) js_putf(&t, "( \",\" %s %s )*", sp, addl_kv);
+            if (addl_kv) ty_js_putf(&t, "( \",\" %s %s )*", sp, addl_kv);
         } else {
-            js_putf(&t, items[j].required ? "\",\" %s %s" : "( \",\" %s %s )?", sp, items[j].kv);
-            if (tails[j + 1] && *tails[j + 1]) js_put(&t, " "), js_put(&t, tails[j + 1]);
+            ty_js_putf(&t, items[j].required ? "\",\" %s %s" : "( \",\" %s %s )?", sp, items[j].kv);
+            if (tails[j + 1] && *tails[j + 1]) ty_js_put(&t, " "), ty_js_put(&t, tails[j + 1]);
         }
-        if (t.oom) ok = js_oom(c);
+        if (t.oom) ok = ty_js_oom(c);
         /* tails up to the first required member are referred to twice: rules */
         if (ok && t.n && j >= 1 && j <= first && n_alt > 1) {
             char th[HINT_MAX + 48];
             snprintf(th, sizeof th, "%s-rest-%zu", hint, j);
-            long r = add_rule(c, th, t.v);
+            long r = ty_js_add_rule(c, th, t.v);
             free(t.v);
             t.v = r < 0 ? NULL : strdup(c->rules[r].name);
-            if (!t.v) ok = js_oom(c);
+            if (!t.v) ok = ty_js_oom(c);
         }
         tails[j] = t.v ? t.v : strdup("");
-        if (!tails[j]) ok = js_oom(c);
+        if (!tails[j]) ok = ty_js_oom(c);
     }
     if (ok && n_alt) {
-        js_put(&body, " ( ");
+        ty_js_put(&body, " ( ");
         for (size_t a = 0; a < n_alt; a++) {
-            if (a) js_put(&body, " | ");
+            if (a) ty_js_put(&body, " | ");
             if (a < n) {
-                js_put(&body, items[a].kv);
-                if (*tails[a + 1]) js_put(&body, " "), js_put(&body, tails[a + 1]);
+                ty_js_put(&body, items[a].kv);
+                if (*tails[a + 1]) ty_js_put(&body, " "), ty_js_put(&body, tails[a + 1]);
             } else {
-                js_putf(&body, "%s ( \",\" %s %s )*", addl_kv, sp, addl_kv);
+                ty_js_putf(&body, "%s ( \",\" %s %s )*", addl_kv, sp, addl_kv);
             }
         }
-        js_put(&body, can_be_empty ? " )?" : " )");
+        ty_js_put(&body, can_be_empty ? " )?" : " )");
     }
-    js_putf(&body, " \"}\" %s", sp);
+    ty_js_putf(&body, " \"}\" %s", sp);
     for (size_t j = 0; j < n + 2; j++) free(tails[j]);
     free(tails);
     free(items);
-    if (body.oom) ok = js_oom(c);
-    if (ok) js_put(b, body.v);
+    if (body.oom) ok = ty_js_oom(c);
+    if (ok) ty_js_put(b, body.v);
     free(body.v);
     return ok;
 }
@@ -986,7 +681,7 @@ static bool object_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
 static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
     if (json_is_array(items)) { /* draft 4's tuples */
-        if (prefix) return js_fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
+        if (prefix) return ty_js_fail_at(c, TOY_ERR_INVALID, "items", "items is an array and prefixItems is present");
         prefix = items;
         items = NULL;
     }
@@ -1002,65 +697,65 @@ static bool array_body(conv *c, const json_t *s, const char *hint, ty_buf *b) {
     long long emax = max < 0 ? -1 : max - n_tuple;
     if (json_is_false(items)) {
         if (emin > 0)
-            return js_fail_at(c, TOY_ERR_INVALID, "minItems",
+            return ty_js_fail_at(c, TOY_ERR_INVALID, "minItems",
                            "minItems %lld needs more items than prefixItems has, and items is false", min);
         emax = 0;
     } else if (!items && prefix) {
         emax = emin;
     }
-    const char *sp = js_prim(c, PRIM_SPACE);
+    const char *sp = ty_js_prim(c, PRIM_SPACE);
     if (!sp) return false;
     c->consumed++;
     ty_buf body = {0};
-    js_putf(&body, "\"[\" %s", sp);
+    ty_js_putf(&body, "\"[\" %s", sp);
     bool ok = true;
     for (long long i = 0; ok && i < n_tuple; i++) {
         char h[HINT_MAX + 32], what[32];
         snprintf(what, sizeof what, "tuple-%lld", i);
-        make_hint(h, sizeof h, hint, what);
-        size_t o = path_push(c, json_object_get(s, "prefixItems") ? "prefixItems" : "items");
-        path_push_index(c, (size_t)i);
+        ty_js_make_hint(h, sizeof h, hint, what);
+        size_t o = ty_js_path_push(c, json_object_get(s, "prefixItems") ? "prefixItems" : "items");
+        ty_js_path_push_index(c, (size_t)i);
         const char *r = visit(c, json_array_get(prefix, (size_t)i), h);
-        path_pop(c, o);
+        ty_js_path_pop(c, o);
         if (!r) ok = false;
-        else if (i) js_putf(&body, " \",\" %s %s", sp, r);
-        else js_putf(&body, " %s", r);
+        else if (i) ty_js_putf(&body, " \",\" %s %s", sp, r);
+        else ty_js_putf(&body, " %s", r);
     }
     if (ok && emax != 0) {
         const char *item;
         if (items) {
             char h[HINT_MAX + 32];
-            make_hint(h, sizeof h, hint, "item");
-            size_t o = path_push(c, "items");
+            ty_js_make_hint(h, sizeof h, hint, "item");
+            size_t o = ty_js_path_push(c, "items");
             item = visit(c, items, h);
-            path_pop(c, o);
+            ty_js_path_pop(c, o);
         } else {
-            item = js_prim(c, PRIM_VALUE);
+            item = ty_js_prim(c, PRIM_VALUE);
         }
         ok = item != NULL;
         if (ok && n_tuple) {
             ty_buf g = {0};
-            js_putf(&g, "( \",\" %s %s )", sp, item);
-            js_put(&body, " ");
-            if (g.oom) ok = js_oom(c);
-            else js_put_rep(&body, g.v, emin, emax);
+            ty_js_putf(&g, "( \",\" %s %s )", sp, item);
+            ty_js_put(&body, " ");
+            if (g.oom) ok = ty_js_oom(c);
+            else ty_js_put_rep(&body, g.v, emin, emax);
             free(g.v);
         } else if (ok) {
             /* item ( "," item ){emin-1,emax-1}, optional when emin is 0 */
             ty_buf g = {0};
-            js_putf(&g, "( \",\" %s %s )", sp, item);
-            js_put(&body, emin ? " " : " ( ");
-            js_put(&body, item);
-            if (emax != 1) js_put(&body, " "), js_put_rep(&body, g.v, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1);
-            if (!emin) js_put(&body, " )?");
-            if (g.oom) ok = js_oom(c);
+            ty_js_putf(&g, "( \",\" %s %s )", sp, item);
+            ty_js_put(&body, emin ? " " : " ( ");
+            ty_js_put(&body, item);
+            if (emax != 1) ty_js_put(&body, " "), ty_js_put_rep(&body, g.v, emin ? emin - 1 : 0, emax < 0 ? -1 : emax - 1);
+            if (!emin) ty_js_put(&body, " )?");
+            if (g.oom) ok = ty_js_oom(c);
             free(g.v);
         }
     }
     c->consumed--;
-    js_putf(&body, " \"]\" %s", sp);
-    if (body.oom) ok = js_oom(c);
-    if (ok) js_put(b, body.v);
+    ty_js_putf(&body, " \"]\" %s", sp);
+    if (body.oom) ok = ty_js_oom(c);
+    if (ok) ty_js_put(b, body.v);
     free(body.v);
     return ok;
 }
@@ -1085,21 +780,21 @@ static int value_types(const json_t *v) {
 /* const and enum: the values' JSON text, those of the schema's types. */
 static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
     const json_t *k = json_object_get(s, "const"), *e = json_object_get(s, "enum");
-    const char *sp = js_prim(c, PRIM_SPACE);
+    const char *sp = ty_js_prim(c, PRIM_SPACE);
     if (!sp) return false;
     if (k) {
         if (e) {
             bool in = false;
             for (size_t i = 0; i < json_array_size(e); i++) in = in || json_equal((json_t *)k, json_array_get(e, i));
-            if (!in) return js_fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
+            if (!in) return ty_js_fail_at(c, TOY_ERR_INVALID, "const", "const is not one of enum's values");
         }
-        if (!(value_types(k) & types)) return js_fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
+        if (!(value_types(k) & types)) return ty_js_fail_at(c, TOY_ERR_INVALID, "const", "const is not of the schema's type");
         ty_buf t = {0};
         put_json(&t, k);
-        if (!t.oom) js_put_lit(b, t.v, t.n);
+        if (!t.oom) ty_js_put_lit(b, t.v, t.n);
         free(t.v);
-        js_putf(b, " %s", sp);
-        return !t.oom || js_oom(c);
+        ty_js_putf(b, " %s", sp);
+        return !t.oom || ty_js_oom(c);
     }
     ty_buf alts = {0};
     size_t n = 0;
@@ -1108,18 +803,18 @@ static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
         if (!(value_types(v) & types)) continue;
         ty_buf t = {0};
         put_json(&t, v);
-        if (n++) js_put(&alts, " | ");
+        if (n++) ty_js_put(&alts, " | ");
         if (t.oom) alts.oom = true;
-        else js_put_lit(&alts, t.v, t.n);
+        else ty_js_put_lit(&alts, t.v, t.n);
         free(t.v);
     }
-    bool ok = !alts.oom || js_oom(c);
-    if (ok && !n) ok = js_fail_at(c, TOY_ERR_INVALID, "enum", "no value of enum is of the schema's type");
+    bool ok = !alts.oom || ty_js_oom(c);
+    if (ok && !n) ok = ty_js_fail_at(c, TOY_ERR_INVALID, "enum", "no value of enum is of the schema's type");
     if (ok) {
-        if (n > 1) js_put(b, "( ");
-        js_put(b, alts.v);
-        js_put(b, n > 1 ? " ) " : " ");
-        js_put(b, sp);
+        if (n > 1) ty_js_put(b, "( ");
+        ty_js_put(b, alts.v);
+        ty_js_put(b, n > 1 ? " ) " : " ");
+        ty_js_put(b, sp);
     }
     free(alts.v);
     return ok;
@@ -1128,10 +823,10 @@ static bool constant_body(conv *c, const json_t *s, int types, ty_buf *b) {
 /* The body for one type of a schema. */
 static bool type_body(conv *c, const json_t *s, int t, const char *hint, ty_buf *b) {
     switch (t) {
-    case T_NULL: return js_put_prim(c, b, PRIM_NULL);
-    case T_BOOLEAN: return js_put_prim(c, b, PRIM_BOOLEAN);
-    case T_INTEGER: return js_integer_body(c, s, b);
-    case T_NUMBER: return js_number_body(c, s, b);
+    case T_NULL: return ty_js_put_prim(c, b, PRIM_NULL);
+    case T_BOOLEAN: return ty_js_put_prim(c, b, PRIM_BOOLEAN);
+    case T_INTEGER: return ty_js_integer_body(c, s, b);
+    case T_NUMBER: return ty_js_number_body(c, s, b);
     case T_STRING: return string_body(c, s, b);
     case T_OBJECT: return object_body(c, s, hint, b);
     case T_ARRAY: return array_body(c, s, hint, b);
@@ -1179,26 +874,26 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     for (size_t i = 0; i < c->n_refs; i++) {
         if (strcmp(c->refs[i].ref, ref)) continue;
         if (c->refs[i].busy && c->refs[i].mark == c->consumed)
-            return js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" refers to itself before any input (left recursion)", ref);
-        js_put(b, c->rules[c->refs[i].rule].name);
+            return ty_js_fail_at(c, TOY_ERR_INVALID, "$ref", "$ref \"%.200s\" refers to itself before any input (left recursion)", ref);
+        ty_js_put(b, c->rules[c->refs[i].rule].name);
         return true;
     }
     const json_t *target = resolve_ref(c, ref);
     if (!target) return false;
     char h[HINT_MAX + 32];
-    make_hint(h, sizeof h, c->root, ref[1] ? ref + 1 : "ref");
+    ty_js_make_hint(h, sizeof h, c->root, ref[1] ? ref + 1 : "ref");
     if (c->n_refs == c->cap_refs) {
         size_t cap = c->cap_refs ? c->cap_refs * 2 : 8;
         ref_entry *r = realloc(c->refs, cap * sizeof *r);
-        if (!r) return js_oom(c);
+        if (!r) return ty_js_oom(c);
         c->refs = r;
         c->cap_refs = cap;
     }
-    long r = add_rule(c, h, NULL);
+    long r = ty_js_add_rule(c, h, NULL);
     if (r < 0) return false;
     size_t me = c->n_refs;
     c->refs[me].ref = strdup(ref);
-    if (!c->refs[me].ref) return js_oom(c);
+    if (!c->refs[me].ref) return ty_js_oom(c);
     c->refs[me].rule = (size_t)r;
     c->refs[me].busy = true;
     c->refs[me].mark = c->consumed;
@@ -1206,7 +901,7 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     /* errors inside name the referenced schema's place */
     ty_buf saved = c->path;
     c->path = (ty_buf){0};
-    js_put(&c->path, ref);
+    ty_js_put(&c->path, ref);
     ty_buf body = {0};
     char name[HINT_MAX + 32];
     snprintf(name, sizeof name, "%s", c->rules[r].name);
@@ -1214,11 +909,11 @@ static bool ref_body(conv *c, const char *ref, ty_buf *b) {
     free(c->path.v);
     c->path = saved;
     c->refs[me].busy = false;
-    if (ok && body.oom) ok = js_oom(c);
+    if (ok && body.oom) ok = ty_js_oom(c);
     if (ok) {
         c->rules[r].body = body.v;
         body.v = NULL;
-        js_put(b, c->rules[r].name);
+        ty_js_put(b, c->rules[r].name);
     }
     free(body.v);
     return ok;
@@ -1234,7 +929,7 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
         return merged && merge_into(c, merged, s) && visit_body(c, merged, hint, b);
     }
     const json_t *any = json_object_get(s, "anyOf"), *one = json_object_get(s, "oneOf");
-    if (any && one && c->strict) return js_fail_at(c, TOY_ERR_UNSUPPORTED, "oneOf", "anyOf together with oneOf is not supported");
+    if (any && one && c->strict) return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, "oneOf", "anyOf together with oneOf is not supported");
     if (any || one) {
         const json_t *alts = any ? any : one;
         static const char *const skip[] = {"anyOf", "oneOf", NULL};
@@ -1245,11 +940,11 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
             json_object_del(siblings, "anyOf");
             json_object_del(siblings, "oneOf");
         }
-        size_t old = path_push(c, any ? "anyOf" : "oneOf");
+        size_t old = ty_js_path_push(c, any ? "anyOf" : "oneOf");
         bool ok = true;
         for (size_t i = 0; ok && i < json_array_size(alts); i++) {
             const json_t *branch = json_array_get(alts, i);
-            size_t o2 = path_push_index(c, i);
+            size_t o2 = ty_js_path_push_index(c, i);
             if (siblings) {
                 json_t *m = own(c, json_deep_copy(siblings));
                 ok = m && merge_into(c, m, branch);
@@ -1257,13 +952,13 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
             }
             char h[HINT_MAX + 32], what[24];
             snprintf(what, sizeof what, "%zu", i);
-            make_hint(h, sizeof h, hint, what);
+            ty_js_make_hint(h, sizeof h, hint, what);
             const char *r = ok ? visit(c, branch, h) : NULL;
-            path_pop(c, o2);
+            ty_js_path_pop(c, o2);
             if (!r) ok = false;
-            else js_put(b, i ? " | " : ""), js_put(b, r);
+            else ty_js_put(b, i ? " | " : ""), ty_js_put(b, r);
         }
-        path_pop(c, old);
+        ty_js_path_pop(c, old);
         return ok;
     }
     int order[7], n;
@@ -1274,26 +969,26 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
         json_object_foreach((json_t *)s, k, v) { /* the values are not checked against them */
             int kind = keyword_kind(k);
             if (c->strict && kind > KW_ANY)
-                return js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
+                return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, k, "\"%s\" beside enum or const is not supported", k);
         }
         return constant_body(c, s, json_object_get(s, "type") ? types : 0x7f, b);
     }
-    if (!n) return js_put_prim(c, b, PRIM_VALUE);
+    if (!n) return ty_js_put_prim(c, b, PRIM_VALUE);
     if (n == 1) return type_body(c, s, order[0], hint, b);
     for (int i = 0; i < n; i++) {
         ty_buf t = {0};
         char h[HINT_MAX + 32];
-        make_hint(h, sizeof h, hint, type_names[__builtin_ctz((unsigned)order[i])]);
+        ty_js_make_hint(h, sizeof h, hint, type_names[__builtin_ctz((unsigned)order[i])]);
         bool ok = type_body(c, s, order[i], h, &t);
-        if (ok && t.oom) ok = js_oom(c);
+        if (ok && t.oom) ok = ty_js_oom(c);
         const char *name = NULL;
         if (ok && strpbrk(t.v, " \"([")) {
-            long r = add_rule(c, h, t.v);
+            long r = ty_js_add_rule(c, h, t.v);
             name = r < 0 ? NULL : c->rules[r].name;
         } else if (ok) {
             name = t.v;
         }
-        if (name) js_put(b, i ? " | " : ""), js_put(b, name);
+        if (name) ty_js_put(b, i ? " | " : ""), ty_js_put(b, name);
         free(t.v);
         if (!name) return false;
     }
@@ -1304,15 +999,15 @@ static bool object_schema_body(conv *c, const json_t *s, const char *hint, ty_bu
 static bool visit_body(conv *c, const json_t *s, const char *hint, ty_buf *body) {
     if (++c->depth > MAX_DEPTH) {
         c->depth--;
-        return js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
+        return ty_js_fail(c, TOY_ERR_UNSUPPORTED, "schemas nested deeper than %d", MAX_DEPTH);
     }
     bool ok;
-    if (json_is_true(s)) ok = js_put_prim(c, body, PRIM_VALUE);
-    else if (json_is_false(s)) ok = js_fail(c, TOY_ERR_INVALID, "the schema false matches no value");
-    else if (!json_is_object(s)) ok = js_fail(c, TOY_ERR_INVALID, "a schema must be an object or a boolean");
+    if (json_is_true(s)) ok = ty_js_put_prim(c, body, PRIM_VALUE);
+    else if (json_is_false(s)) ok = ty_js_fail(c, TOY_ERR_INVALID, "the schema false matches no value");
+    else if (!json_is_object(s)) ok = ty_js_fail(c, TOY_ERR_INVALID, "a schema must be an object or a boolean");
     else ok = object_schema_body(c, s, hint, body);
     c->depth--;
-    if (ok && body->oom) ok = js_oom(c);
+    if (ok && body->oom) ok = ty_js_oom(c);
     return ok && c->status == TOY_OK;
 }
 
@@ -1321,8 +1016,8 @@ static const char *visit(conv *c, const json_t *s, const char *hint) {
     ty_buf b = {0};
     const char *name = NULL;
     if (visit_body(c, s, hint, &b) && b.v) {
-        long r = find_rule(c, b.v);
-        if (r < 0) r = add_rule(c, hint, b.v);
+        long r = ty_js_find_rule(c, b.v);
+        if (r < 0) r = ty_js_add_rule(c, hint, b.v);
         if (r >= 0) name = c->rules[r].name;
     }
     free(b.v);
@@ -1356,29 +1051,29 @@ static bool valid_root(const char *root) {
 /* Writes the rules: root first, the others by name. */
 static bool emit(conv *c, long root_rule, ty_buf *out) {
     const rule **order = malloc((c->n_rules ? c->n_rules : 1) * sizeof *order);
-    if (!order) return js_oom(c);
+    if (!order) return ty_js_oom(c);
     size_t n = 0;
     for (size_t i = 0; i < c->n_rules; i++)
         if ((long)i != root_rule) order[n++] = &c->rules[i];
     qsort(order, n, sizeof *order, cmp_rule_names);
     ty_buf b = {0};
-    js_putf(&b, "%s ::= ", c->rules[root_rule].name);
-    js_put(&b, c->rules[root_rule].body);
-    js_put(&b, "\n");
+    ty_js_putf(&b, "%s ::= ", c->rules[root_rule].name);
+    ty_js_put(&b, c->rules[root_rule].body);
+    ty_js_put(&b, "\n");
     for (size_t i = 0; i < n; i++) {
-        js_put(&b, order[i]->name);
-        js_put(&b, " ::= ");
-        js_put(&b, order[i]->body ? order[i]->body : "");
-        js_put(&b, "\n");
+        ty_js_put(&b, order[i]->name);
+        ty_js_put(&b, " ::= ");
+        ty_js_put(&b, order[i]->body ? order[i]->body : "");
+        ty_js_put(&b, "\n");
     }
     free(order);
     if (b.oom) {
         free(b.v);
-        return js_oom(c);
+        return ty_js_oom(c);
     }
     ty_buf_append(out, b.v, b.n);
     free(b.v);
-    return out->oom ? js_oom(c) : true;
+    return out->oom ? ty_js_oom(c) : true;
 }
 
 static toy_status convert(const json_t *schema, bool strict, const char *root, ty_buf *out, char *err, size_t err_size) {
@@ -1386,18 +1081,18 @@ static toy_status convert(const json_t *schema, bool strict, const char *root, t
     c.doc = schema;
     c.strict = strict;
     c.root = root;
-    js_put(&c.path, "#");
+    ty_js_put(&c.path, "#");
     if (!valid_root(root)) {
         c.status = TOY_ERR_INVALID;
         snprintf(c.msg, sizeof c.msg, "the root rule name must match [a-zA-Z0-9-]+ (at most %d characters)", HINT_MAX / 2);
     } else if (c.path.oom) {
-        js_oom(&c);
+        ty_js_oom(&c);
     } else {
         ty_buf body = {0};
         if (visit_body(&c, schema, root, &body)) {
-            long r = find_rule(&c, root) >= 0 ? -1 : new_rule(&c, root, body.v);
+            long r = ty_js_find_rule(&c, root) >= 0 ? -1 : ty_js_new_rule(&c, root, body.v);
             if (r >= 0) emit(&c, r, out);
-            else if (c.status == TOY_OK) js_fail(&c, TOY_ERR_INVALID, "rule %s is defined twice", root);
+            else if (c.status == TOY_OK) ty_js_fail(&c, TOY_ERR_INVALID, "rule %s is defined twice", root);
         }
         free(body.v);
     }

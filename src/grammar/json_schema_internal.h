@@ -1,7 +1,7 @@
 /* json_schema_internal.h — what the parts of the JSON Schema converter share (internal to
- * src/grammar/): the converter's state and its GBNF writing helpers (json_schema.c), the
- * integer and number ranges (json_schema_numbers.c), and the regular expressions of
- * "pattern" (json_schema_pattern.c). */
+ * src/grammar/): the converter's state, its rules and GBNF text (json_schema_rules.c),
+ * the integer and number ranges (json_schema_numbers.c) and the regular expressions of
+ * "pattern" (json_schema_pattern.c), which json_schema.c's walk over a schema calls. */
 #ifndef TOY_JSON_SCHEMA_INTERNAL_H
 #define TOY_JSON_SCHEMA_INTERNAL_H
 
@@ -58,29 +58,42 @@ typedef struct {
     char msg[600];
 } conv;
 
+/* json_schema_rules.c: the path of the node being converted ("#/properties/a"; push
+ * returns the length to restore), the rules (find by name, -1 if none; new under an
+ * exact name; add under a name made unique from a hint; make_hint: hint-what cut to
+ * HINT_MAX), and a JSON string's text as a GBNF literal (json: as JSON writes it). */
+size_t ty_js_path_push(conv *c, const char *key);
+size_t ty_js_path_push_index(conv *c, size_t i);
+void ty_js_path_pop(conv *c, size_t n);
+long ty_js_find_rule(const conv *c, const char *name);
+long ty_js_new_rule(conv *c, const char *name, const char *body);
+long ty_js_add_rule(conv *c, const char *hint, const char *body);
+void ty_js_make_hint(char *dst, size_t size, const char *hint, const char *what);
+void ty_js_put_quoted(ty_buf *b, const char *s, size_t n, bool json);
+
 /* Failure records (the first wins: "<pointer>[/key]: message"); both return false. */
-bool js_oom(conv *c);
+bool ty_js_oom(conv *c);
 #if defined(__GNUC__)
 __attribute__((format(printf, 4, 5)))
 #endif
-bool js_fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...);
-#define js_fail(c, st, ...) js_fail_at(c, st, NULL, __VA_ARGS__)
+bool ty_js_fail_at(conv *c, toy_status st, const char *key, const char *fmt, ...);
+#define ty_js_fail(c, st, ...) ty_js_fail_at(c, st, NULL, __VA_ARGS__)
 
 /* GBNF text: a string, a formatted short one, a literal of n bytes, a code point inside
  * a character class, item{min,max} (max < 0: unbounded), a shared primitive's rule. */
-void js_put(ty_buf *b, const char *s);
+void ty_js_put(ty_buf *b, const char *s);
 #if defined(__GNUC__)
 __attribute__((format(printf, 2, 3)))
 #endif
-void js_putf(ty_buf *b, const char *fmt, ...);
-void js_put_lit(ty_buf *b, const char *s, size_t n);
-void js_put_class_char(ty_buf *b, uint32_t cp);
-void js_put_rep(ty_buf *b, const char *item, long long min, long long max);
-const char *js_prim(conv *c, prim_id id);
-bool js_put_prim(conv *c, ty_buf *b, prim_id id);
+void ty_js_putf(ty_buf *b, const char *fmt, ...);
+void ty_js_put_lit(ty_buf *b, const char *s, size_t n);
+void ty_js_put_class_char(ty_buf *b, uint32_t cp);
+void ty_js_put_rep(ty_buf *b, const char *item, long long min, long long max);
+const char *ty_js_prim(conv *c, prim_id id);
+bool ty_js_put_prim(conv *c, ty_buf *b, prim_id id);
 
 /* The next code point of s[*i, n) (a byte as it is where the UTF-8 is broken). */
-static inline uint32_t js_utf8_next(const char *s, size_t *i, size_t n) {
+static inline uint32_t ty_js_utf8_next(const char *s, size_t *i, size_t n) {
     const unsigned char *u = (const unsigned char *)s + *i;
     size_t left = n - *i;
     if (u[0] < 0x80 || left < 2) return (*i)++, u[0];
@@ -95,9 +108,9 @@ static inline uint32_t js_utf8_next(const char *s, size_t *i, size_t n) {
 
 /* json_schema_numbers.c: the body of an integer or number schema (minimum, maximum,
  * exclusive bounds as digit ranges). */
-bool js_integer_body(conv *c, const json_t *s, ty_buf *b);
-bool js_number_body(conv *c, const json_t *s, ty_buf *b);
+bool ty_js_integer_body(conv *c, const json_t *s, ty_buf *b);
+bool ty_js_number_body(conv *c, const json_t *s, ty_buf *b);
 /* json_schema_pattern.c: a string schema's "pattern" (ECMA-262 regex) as GBNF. */
-bool js_pattern_body(conv *c, const char *pattern, ty_buf *b);
+bool ty_js_pattern_body(conv *c, const char *pattern, ty_buf *b);
 
 #endif

@@ -14,21 +14,21 @@ static void put_ge(ty_buf *b, const char *s, size_t n) {
     size_t z = 0;
     while (z < n && s[z] == '0') z++;
     if (z == n) {
-        js_put_rep(b, "[0-9]", (long long)n, (long long)n);
+        ty_js_put_rep(b, "[0-9]", (long long)n, (long long)n);
         return;
     }
     if (n == 1) {
-        js_putf(b, "[%c-9]", s[0]);
+        ty_js_putf(b, "[%c-9]", s[0]);
         return;
     }
-    js_putf(b, "( [%c] ", s[0]);
+    ty_js_putf(b, "( [%c] ", s[0]);
     put_ge(b, s + 1, n - 1);
     if (s[0] < '9') {
-        if (s[0] + 1 < '9') js_putf(b, " | [%c-9] ", s[0] + 1);
-        else js_put(b, " | [9] ");
-        js_put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
+        if (s[0] + 1 < '9') ty_js_putf(b, " | [%c-9] ", s[0] + 1);
+        else ty_js_put(b, " | [9] ");
+        ty_js_put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
     }
-    js_put(b, " )");
+    ty_js_put(b, " )");
 }
 
 /* Appends the numbers of n decimal digits (leading zeros allowed) <= s. */
@@ -36,60 +36,60 @@ static void put_le(ty_buf *b, const char *s, size_t n) {
     size_t z = 0;
     while (z < n && s[z] == '9') z++;
     if (z == n) {
-        js_put_rep(b, "[0-9]", (long long)n, (long long)n);
+        ty_js_put_rep(b, "[0-9]", (long long)n, (long long)n);
         return;
     }
     if (n == 1) {
-        js_putf(b, "[0-%c]", s[0]);
+        ty_js_putf(b, "[0-%c]", s[0]);
         return;
     }
-    js_put(b, "( ");
+    ty_js_put(b, "( ");
     if (s[0] > '0') {
-        if (s[0] - 1 > '0') js_putf(b, "[0-%c] ", s[0] - 1);
-        else js_put(b, "[0] ");
-        js_put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
-        js_put(b, " | ");
+        if (s[0] - 1 > '0') ty_js_putf(b, "[0-%c] ", s[0] - 1);
+        else ty_js_put(b, "[0] ");
+        ty_js_put_rep(b, "[0-9]", (long long)n - 1, (long long)n - 1);
+        ty_js_put(b, " | ");
     }
-    js_putf(b, "[%c] ", s[0]);
+    ty_js_putf(b, "[%c] ", s[0]);
     put_le(b, s + 1, n - 1);
-    js_put(b, " )");
+    ty_js_put(b, " )");
 }
 
 /* Appends the numbers lo..hi, both of n digits. */
 static void put_between(ty_buf *b, const char *lo, const char *hi, size_t n) {
     size_t i = 0;
     while (i < n && lo[i] == hi[i]) i++;
-    if (i) js_put_lit(b, lo, i);
+    if (i) ty_js_put_lit(b, lo, i);
     if (i == n) return;
-    if (i) js_put(b, " ");
+    if (i) ty_js_put(b, " ");
     size_t rest = n - i - 1;
     if (!rest) {
-        js_putf(b, "[%c-%c]", lo[i], hi[i]);
+        ty_js_putf(b, "[%c-%c]", lo[i], hi[i]);
         return;
     }
     bool lo_zeros = strspn(lo + i + 1, "0") >= rest, hi_nines = strspn(hi + i + 1, "9") >= rest;
     char from = lo[i], to = hi[i];
-    js_put(b, "( ");
+    ty_js_put(b, "( ");
     bool any = false;
     if (!lo_zeros) {
-        js_putf(b, "[%c] ", from);
+        ty_js_putf(b, "[%c] ", from);
         put_ge(b, lo + i + 1, rest);
         from++;
         any = true;
     }
     if (!hi_nines) to--;
     if (from <= to) {
-        if (any) js_put(b, " | ");
-        js_putf(b, "[%c-%c] ", from, to);
-        js_put_rep(b, "[0-9]", (long long)rest, (long long)rest);
+        if (any) ty_js_put(b, " | ");
+        ty_js_putf(b, "[%c-%c] ", from, to);
+        ty_js_put_rep(b, "[0-9]", (long long)rest, (long long)rest);
         any = true;
     }
     if (!hi_nines) {
-        if (any) js_put(b, " | ");
-        js_putf(b, "[%c] ", hi[i]);
+        if (any) ty_js_put(b, " | ");
+        ty_js_putf(b, "[%c] ", hi[i]);
         put_le(b, hi + i + 1, rest);
     }
-    js_put(b, " )");
+    ty_js_put(b, " )");
 }
 
 /* Appends the decimal numbers lo..hi (no leading zeros), as alternatives. */
@@ -103,7 +103,7 @@ static void put_range(ty_buf *b, uint64_t lo, uint64_t hi) {
         else from[0] = '1', memset(from + 1, '0', (size_t)d - 1), from[d] = 0;
         if (d == nz) snprintf(to, sizeof to, "%s", z);
         else memset(to, '9', (size_t)d), to[d] = 0;
-        if (d > na) js_put(b, " | ");
+        if (d > na) ty_js_put(b, " | ");
         put_between(b, from, to, (size_t)d);
     }
 }
@@ -125,14 +125,14 @@ static bool int_bound(conv *c, const json_t *s, bool lower, long long *out) {
         if (json_is_integer(v)) {
             n = json_integer_value(v);
             if (exclusive[i] && (lower ? n == INT64_MAX : n == INT64_MIN))
-                return js_fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is beyond %lld", n);
+                return ty_js_fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is beyond %lld", n);
             if (exclusive[i]) n += lower ? 1 : -1;
         } else {
             double x = json_real_value(v);
             double r = lower ? (exclusive[i] ? floor(x) + 1 : ceil(x)) : (exclusive[i] ? ceil(x) - 1 : floor(x));
             if (lower ? r <= -9.2e18 : r >= 9.2e18) continue; /* no bound within 64 bits */
             if (lower ? r >= 9.2e18 : r <= -9.2e18)
-                return js_fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is %s %g", lower ? "above" : "below", x);
+                return ty_js_fail_at(c, TOY_ERR_INVALID, keys[i], "no 64-bit integer is %s %g", lower ? "above" : "below", x);
             n = (long long)r;
         }
         if (!have || (lower ? n > best : n < best)) best = n;
@@ -142,29 +142,29 @@ static bool int_bound(conv *c, const json_t *s, bool lower, long long *out) {
     return have;
 }
 
-bool js_integer_body(conv *c, const json_t *s, ty_buf *b) {
+bool ty_js_integer_body(conv *c, const json_t *s, ty_buf *b) {
     long long lo = 0, hi = 0;
     bool has_lo = int_bound(c, s, true, &lo);
     bool has_hi = int_bound(c, s, false, &hi);
     if (c->status != TOY_OK) return false;
-    if (!has_lo && !has_hi) return js_put_prim(c, b, PRIM_INTEGER);
+    if (!has_lo && !has_hi) return ty_js_put_prim(c, b, PRIM_INTEGER);
     /* the open side stops at 16 digits, as integers without bounds do */
     const long long lim = 9999999999999999LL;
     if (!has_lo) lo = hi < -lim ? -INT64_MAX : -lim;
     if (!has_hi) hi = lo > lim ? INT64_MAX : lim;
     if (lo == INT64_MIN) lo = -INT64_MAX;
-    if (lo > hi) return js_fail(c, TOY_ERR_INVALID, "no integer is between the bounds %lld and %lld", lo, hi);
-    js_put(b, "( ");
+    if (lo > hi) return ty_js_fail(c, TOY_ERR_INVALID, "no integer is between the bounds %lld and %lld", lo, hi);
+    ty_js_put(b, "( ");
     if (lo < 0) {
         uint64_t mag_lo = (uint64_t)(hi < 0 ? -hi : 1), mag_hi = (uint64_t)(-lo);
-        js_put(b, "\"-\" ( ");
+        ty_js_put(b, "\"-\" ( ");
         put_range(b, mag_lo, mag_hi);
-        js_put(b, " )");
-        if (hi >= 0) js_put(b, " | ");
+        ty_js_put(b, " )");
+        if (hi >= 0) ty_js_put(b, " | ");
     }
     if (hi >= 0) put_range(b, (uint64_t)(lo < 0 ? 0 : lo), (uint64_t)hi);
-    js_put(b, " ) ");
-    return js_put_prim(c, b, PRIM_SPACE);
+    ty_js_put(b, " ) ");
+    return ty_js_put_prim(c, b, PRIM_SPACE);
 }
 
 /* A bound of a number: an integer, inclusive or exclusive. */
@@ -194,11 +194,11 @@ static bool number_bound(conv *c, const json_t *s, bool lower, num_bound *out) {
             double x = json_real_value(v);
             if (lower ? x <= -9.2e18 : x >= 9.2e18) continue; /* beyond 16 digits anyway */
             if (lower ? x >= 9.2e18 : x <= -9.2e18)
-                return js_fail_at(c, TOY_ERR_INVALID, keys[i], "no number of at most 16 integer digits is %s %g",
+                return ty_js_fail_at(c, TOY_ERR_INVALID, keys[i], "no number of at most 16 integer digits is %s %g",
                                lower ? "above" : "below", x);
             if (floor(x) != x) {
                 if (c->strict)
-                    return js_fail_at(c, TOY_ERR_UNSUPPORTED, keys[i],
+                    return ty_js_fail_at(c, TOY_ERR_UNSUPPORTED, keys[i],
                                    "%s %g: bounds with a fraction are supported on type integer only", keys[i], x);
                 x = lower ? floor(x) : ceil(x);
                 ex = false;
@@ -221,24 +221,24 @@ static int put_magnitude(ty_buf *b, long long lo, bool lo_ex, bool has_hi, long 
     int n = 0;
     char num[32];
     if (from <= to) { /* integer parts in range, any fraction */
-        js_put(b, "( ");
+        ty_js_put(b, "( ");
         put_range(b, (uint64_t)from, (uint64_t)to);
-        js_putf(b, frac > 1 ? " ) ( \".\" [0-9]{1,%d} )?" : " ) ( \".\" [0-9] )?", frac);
+        ty_js_putf(b, frac > 1 ? " ) ( \".\" [0-9]{1,%d} )?" : " ) ( \".\" [0-9] )?", frac);
         n++;
     }
     if (lo_ex && (!has_hi || lo < hi)) { /* just above lo: a fraction ending in a non-zero digit */
         snprintf(num, sizeof num, "%lld", lo);
-        if (n++) js_put(b, " | ");
-        js_put_lit(b, num, strlen(num));
-        js_put(b, " \".\" ");
-        if (frac > 1) js_putf(b, frac > 2 ? "[0-9]{0,%d} " : "[0-9]? ", frac - 1);
-        js_put(b, "[1-9]");
+        if (n++) ty_js_put(b, " | ");
+        ty_js_put_lit(b, num, strlen(num));
+        ty_js_put(b, " \".\" ");
+        if (frac > 1) ty_js_putf(b, frac > 2 ? "[0-9]{0,%d} " : "[0-9]? ", frac - 1);
+        ty_js_put(b, "[1-9]");
     }
     if (has_hi && !hi_ex && (lo_ex ? hi > lo : hi >= lo)) { /* hi itself: a fraction of zeros */
         snprintf(num, sizeof num, "%lld", hi);
-        if (n++) js_put(b, " | ");
-        js_put_lit(b, num, strlen(num));
-        js_putf(b, frac > 1 ? " ( \".\" \"0\"{1,%d} )?" : " ( \".\" \"0\" )?", frac);
+        if (n++) ty_js_put(b, " | ");
+        ty_js_put_lit(b, num, strlen(num));
+        ty_js_putf(b, frac > 1 ? " ( \".\" \"0\"{1,%d} )?" : " ( \".\" \"0\" )?", frac);
     }
     return n;
 }
@@ -251,10 +251,10 @@ static int decimal_digits(unsigned long long x) {
 
 /* Numbers with bounds: without exponent, the integer part's digit ranges as for integers,
  * the fraction free except next to a bound. */
-bool js_number_body(conv *c, const json_t *s, ty_buf *b) {
+bool ty_js_number_body(conv *c, const json_t *s, ty_buf *b) {
     num_bound lo, hi;
     if (!number_bound(c, s, true, &lo) || !number_bound(c, s, false, &hi)) return false;
-    if (!lo.set && !hi.set) return js_put_prim(c, b, PRIM_NUMBER);
+    if (!lo.set && !hi.set) return ty_js_put_prim(c, b, PRIM_NUMBER);
     /* At most 15 significant digits, so that a value read as a double compares with the
        bounds as the decimal does: an open side stops at 9 integer digits (or the other
        bound's), and the fraction has what is left, at least one digit. */
@@ -279,22 +279,22 @@ bool js_number_body(conv *c, const json_t *s, ty_buf *b) {
         int k = put_magnitude(&neg, high ? -hi.v : 0, high ? hi.exclusive : true, lo.set, lo.set ? -lo.v : 0,
                               lo.exclusive, open, frac);
         if (k) {
-            if (n) js_put(&alts, " | ");
-            js_put(&alts, "\"-\" ( ");
-            js_put(&alts, neg.v);
-            js_put(&alts, " )");
+            if (n) ty_js_put(&alts, " | ");
+            ty_js_put(&alts, "\"-\" ( ");
+            ty_js_put(&alts, neg.v);
+            ty_js_put(&alts, " )");
             n += k;
         }
         if (neg.oom) alts.oom = true;
         free(neg.v);
     }
-    bool ok = c->status == TOY_OK && (!alts.oom || js_oom(c));
-    if (ok && !n) ok = js_fail(c, TOY_ERR_INVALID, "no number is between the bounds");
+    bool ok = c->status == TOY_OK && (!alts.oom || ty_js_oom(c));
+    if (ok && !n) ok = ty_js_fail(c, TOY_ERR_INVALID, "no number is between the bounds");
     if (ok) {
-        js_put(b, "( ");
-        js_put(b, alts.v);
-        js_put(b, " ) ");
-        ok = js_put_prim(c, b, PRIM_SPACE);
+        ty_js_put(b, "( ");
+        ty_js_put(b, alts.v);
+        ty_js_put(b, " ) ");
+        ok = ty_js_put_prim(c, b, PRIM_SPACE);
     }
     free(alts.v);
     return ok;

@@ -96,7 +96,7 @@ typedef struct {
     size_t i, n;
 } pat;
 
-static uint32_t utf8_next(pat *p) { return js_utf8_next(p->s, &p->i, p->n); }
+static uint32_t utf8_next(pat *p) { return ty_js_utf8_next(p->s, &p->i, p->n); }
 
 static void put_utf8(ty_buf *b, uint32_t cp) {
     char u[4];
@@ -115,10 +115,10 @@ static void put_utf8(ty_buf *b, uint32_t cp) {
  * escapes, everything else as itself. */
 static void put_json_char(ty_buf *b, uint32_t cp) {
     static const char short_esc[] = {['\b'] = 'b', ['\f'] = 'f', ['\n'] = 'n', ['\r'] = 'r', ['\t'] = 't'};
-    if (cp == '"') js_put(b, "\\\"");
-    else if (cp == '\\') js_put(b, "\\\\");
-    else if (cp < 0x20 && cp < sizeof short_esc && short_esc[cp]) js_putf(b, "\\%c", short_esc[cp]);
-    else if (cp < 0x20) js_putf(b, "\\u%04x", (unsigned)cp);
+    if (cp == '"') ty_js_put(b, "\\\"");
+    else if (cp == '\\') ty_js_put(b, "\\\\");
+    else if (cp < 0x20 && cp < sizeof short_esc && short_esc[cp]) ty_js_putf(b, "\\%c", short_esc[cp]);
+    else if (cp < 0x20) ty_js_putf(b, "\\u%04x", (unsigned)cp);
     else put_utf8(b, cp);
 }
 
@@ -153,16 +153,16 @@ static bool put_set(pat *p, ty_buf *b, cp_set *s) {
     if (!bad && raw.n) {
         bool negated = neg.n < raw.n;
         const cp_set *w = negated ? &neg : &raw;
-        js_put(&alt, negated ? "[^" : "[");
+        ty_js_put(&alt, negated ? "[^" : "[");
         for (size_t i = 0; i < w->n; i++) {
-            js_put_class_char(&alt, w->r[i].lo);
-            if (w->r[i].hi != w->r[i].lo) js_put(&alt, "-"), js_put_class_char(&alt, w->r[i].hi);
+            ty_js_put_class_char(&alt, w->r[i].lo);
+            if (w->r[i].hi != w->r[i].lo) ty_js_put(&alt, "-"), ty_js_put_class_char(&alt, w->r[i].hi);
         }
-        js_put(&alt, "]");
+        ty_js_put(&alt, "]");
         n_alt++;
     }
-    if (set_has(s, '"')) js_put(&alt, n_alt++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
-    if (set_has(s, '\\')) js_put(&alt, n_alt++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
+    if (set_has(s, '"')) ty_js_put(&alt, n_alt++ ? " | \"\\\\\\\"\"" : "\"\\\\\\\"\"");
+    if (set_has(s, '\\')) ty_js_put(&alt, n_alt++ ? " | \"\\\\\\\\\"" : "\"\\\\\\\\\"");
     bool all_controls = true;
     for (uint32_t x = 0; x < 0x20; x++) all_controls = all_controls && set_has(s, x);
     static const struct {
@@ -171,30 +171,30 @@ static bool put_set(pat *p, ty_buf *b, cp_set *s) {
     } short_esc[] = {{'\b', "\"\\\\b\""}, {'\t', "\"\\\\t\""}, {'\n', "\"\\\\n\""}, {'\f', "\"\\\\f\""}, {'\r', "\"\\\\r\""}};
     for (size_t i = 0; i < 5; i++)
         if (set_has(s, short_esc[i].cp)) {
-            if (n_alt++) js_put(&alt, " | ");
-            js_put(&alt, short_esc[i].lit);
+            if (n_alt++) ty_js_put(&alt, " | ");
+            ty_js_put(&alt, short_esc[i].lit);
         }
-    if (all_controls) js_put(&alt, n_alt++ ? " | \"\\\\u00\" [01] [0-9a-fA-F]" : "\"\\\\u00\" [01] [0-9a-fA-F]");
+    if (all_controls) ty_js_put(&alt, n_alt++ ? " | \"\\\\u00\" [01] [0-9a-fA-F]" : "\"\\\\u00\" [01] [0-9a-fA-F]");
     free(special.r);
     free(raw.r);
     free(neg.r);
     if (bad || alt.oom) {
         free(alt.v);
-        return js_oom(p->c);
+        return ty_js_oom(p->c);
     }
     if (!n_alt) {
         free(alt.v);
-        return js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "a character class of the pattern matches no character");
+        return ty_js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "a character class of the pattern matches no character");
     }
-    if (n_alt > 1) js_put(b, "( ");
-    js_put(b, alt.v);
-    if (n_alt > 1) js_put(b, " )");
+    if (n_alt > 1) ty_js_put(b, "( ");
+    ty_js_put(b, alt.v);
+    if (n_alt > 1) ty_js_put(b, " )");
     free(alt.v);
     return true;
 }
 
 static bool pat_fail(pat *p, const char *what) {
-    return js_fail_at(p->c, TOY_ERR_UNSUPPORTED, "pattern", "%s at offset %zu of the pattern is not supported", what, p->i);
+    return ty_js_fail_at(p->c, TOY_ERR_UNSUPPORTED, "pattern", "%s at offset %zu of the pattern is not supported", what, p->i);
 }
 
 /* Reads hex digits of an escape (\xHH, \uHHHH). */
@@ -283,7 +283,7 @@ static bool pat_class(pat *p, ty_buf *b) {
                 }
             }
             if (hi < lo) {
-                ok = js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "the range at offset %zu of the pattern is reversed", p->i);
+                ok = ty_js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "the range at offset %zu of the pattern is reversed", p->i);
                 break;
             }
         }
@@ -366,7 +366,7 @@ static bool pat_quantifier(pat *p, char *q, size_t size) {
         pat_braces(p, p->i, &m, &n, &end);
         if (m >= 100000 || n >= 100000) return pat_fail(p, "a repetition count of 100000 or more");
         if (n >= 0 && n < m)
-            return js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "the repetition at offset %zu of the pattern has min > max", p->i);
+            return ty_js_fail_at(p->c, TOY_ERR_INVALID, "pattern", "the repetition at offset %zu of the pattern has min > max", p->i);
         p->i = end;
         if (n < 0) snprintf(q, size, "{%lld,}", m);
         else if (n == m) snprintf(q, size, "{%lld}", m);
@@ -439,7 +439,7 @@ static bool pat_sequence(pat *p, ty_buf *out, bool top, bool *nullable) {
             if (ok && (p->i >= p->n || p->s[p->i] != ')')) ok = pat_fail(p, "an unbalanced '('");
             if (ok) {
                 p->i++;
-                if (inner.n) js_put(&atom, inner.v);
+                if (inner.n) ty_js_put(&atom, inner.v);
             }
             free(inner.v);
         } else if (ch == '[') {
@@ -472,9 +472,9 @@ static bool pat_sequence(pat *p, ty_buf *out, bool top, bool *nullable) {
                                           !strncmp(q, "{0", 2));
         if (ok && ql && atom.n && strchr("?*+}", atom.v[atom.n - 1])) { /* one operator after another */
             ty_buf w = {0};
-            js_put(&w, "( ");
-            js_put(&w, atom.v);
-            js_put(&w, " )");
+            ty_js_put(&w, "( ");
+            ty_js_put(&w, atom.v);
+            ty_js_put(&w, " )");
             free(atom.v);
             atom = w;
         }
@@ -482,43 +482,43 @@ static bool pat_sequence(pat *p, ty_buf *out, bool top, bool *nullable) {
             put_json_char(&lit, cp);
         } else if (ok) {
             if (lit.n) {
-                if (seq.n) js_put(&seq, " ");
-                js_put_lit(&seq, lit.v, lit.n);
+                if (seq.n) ty_js_put(&seq, " ");
+                ty_js_put_lit(&seq, lit.v, lit.n);
                 lit.n = 0;
             }
             if (is_char) {
                 ty_buf one = {0};
                 put_json_char(&one, cp);
-                js_put_lit(&atom, one.v, one.n);
+                ty_js_put_lit(&atom, one.v, one.n);
                 if (one.oom) atom.oom = true;
                 free(one.v);
             }
             if (atom.n) {
-                if (seq.n) js_put(&seq, " ");
-                js_put(&seq, atom.v);
-                js_put(&seq, q);
+                if (seq.n) ty_js_put(&seq, " ");
+                ty_js_put(&seq, atom.v);
+                ty_js_put(&seq, q);
             }
         }
-        if (atom.oom) ok = js_oom(p->c);
+        if (atom.oom) ok = ty_js_oom(p->c);
         free(atom.v);
     }
     if (ok && lit.n) {
-        if (seq.n) js_put(&seq, " ");
-        js_put_lit(&seq, lit.v, lit.n);
+        if (seq.n) ty_js_put(&seq, " ");
+        ty_js_put_lit(&seq, lit.v, lit.n);
     }
-    const char *ch_rule = ok && top && !(anchored_start && anchored_end) ? js_prim(p->c, PRIM_CHAR) : "";
+    const char *ch_rule = ok && top && !(anchored_start && anchored_end) ? ty_js_prim(p->c, PRIM_CHAR) : "";
     if (!ch_rule) ok = false;
     if (ok && top) {
-        if (!anchored_start) js_put(out, ch_rule), js_put(out, "*"), js_put(out, seq.n || !anchored_end ? " " : "");
-        if (seq.n) js_put(out, seq.v);
+        if (!anchored_start) ty_js_put(out, ch_rule), ty_js_put(out, "*"), ty_js_put(out, seq.n || !anchored_end ? " " : "");
+        if (seq.n) ty_js_put(out, seq.v);
         if (!anchored_end) {
-            if (seq.n) js_put(out, " ");
-            js_put(out, ch_rule), js_put(out, "*");
+            if (seq.n) ty_js_put(out, " ");
+            ty_js_put(out, ch_rule), ty_js_put(out, "*");
         }
     } else if (ok && seq.n) {
-        js_put(out, seq.v);
+        ty_js_put(out, seq.v);
     }
-    if (seq.oom || lit.oom) ok = js_oom(p->c);
+    if (seq.oom || lit.oom) ok = ty_js_oom(p->c);
     free(seq.v);
     free(lit.v);
     return ok;
@@ -537,8 +537,8 @@ static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nu
         ok = pat_sequence(p, &one, top, &null_one);
         *nullable = *nullable || null_one;
         if (ok && one.n) {
-            if (n++) js_put(&alts, " | ");
-            js_put(&alts, one.v);
+            if (n++) ty_js_put(&alts, " | ");
+            ty_js_put(&alts, one.v);
         } else if (ok) {
             empty = true;
         }
@@ -548,28 +548,28 @@ static bool pat_alternatives(pat *p, ty_buf *out, bool top, bool group, bool *nu
     }
     if (ok && n) {
         bool wrap = n > 1 || empty || group;
-        if (wrap) js_put(out, "( ");
-        js_put(out, alts.v);
-        if (wrap) js_put(out, empty ? " )?" : " )");
+        if (wrap) ty_js_put(out, "( ");
+        ty_js_put(out, alts.v);
+        if (wrap) ty_js_put(out, empty ? " )?" : " )");
     }
-    if (alts.oom) ok = js_oom(p->c);
+    if (alts.oom) ok = ty_js_oom(p->c);
     free(alts.v);
     return ok;
 }
 
-bool js_pattern_body(conv *c, const char *pattern, ty_buf *b) {
+bool ty_js_pattern_body(conv *c, const char *pattern, ty_buf *b) {
     pat p = {c, pattern, 0, strlen(pattern)};
     ty_buf e = {0};
     bool nullable;
     bool ok = pat_alternatives(&p, &e, true, false, &nullable);
     if (ok && p.i < p.n) ok = pat_fail(&p, "an unbalanced ')'");
     if (ok) {
-        js_put(b, "\"\\\"\" ");
-        if (e.n) js_put(b, e.v), js_put(b, " ");
-        js_put(b, "\"\\\"\" ");
-        ok = js_put_prim(c, b, PRIM_SPACE);
+        ty_js_put(b, "\"\\\"\" ");
+        if (e.n) ty_js_put(b, e.v), ty_js_put(b, " ");
+        ty_js_put(b, "\"\\\"\" ");
+        ok = ty_js_put_prim(c, b, PRIM_SPACE);
     }
-    if (e.oom) ok = js_oom(c);
+    if (e.oom) ok = ty_js_oom(c);
     free(e.v);
     return ok;
 }

@@ -53,6 +53,7 @@ typedef struct {
     ty_swiglu_fn swiglu; /* inference's and training's */
     ty_swiglu_bwd_fn swiglu_bwd;
     double (*fma_peak)(long iters); /* FLOPs of a fixed run of independent FMA chains */
+    uint64_t (*read_sum)(const uint64_t *p, size_t n, int streams); /* the bandwidth probe's reads */
 } ty_cpu_ops;
 
 /* The instruction set is chosen once: the best of this CPU, or the one named by

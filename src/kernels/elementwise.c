@@ -53,7 +53,42 @@ double ty_fma_peak_scalar(long iters) {
     return (double)(iters / 8) * 8 * 2;
 }
 
+/* four independent sums keep several loads in flight */
+uint64_t ty_read_sum_scalar(const uint64_t *p, size_t n, int streams) {
+    (void)streams;
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) {
+        s0 += p[i];
+        s1 += p[i + 1];
+        s2 += p[i + 2];
+        s3 += p[i + 3];
+    }
+    return s0 + s1 + s2 + s3;
+}
+
 #if defined(__x86_64__)
+/* Decode reads four groups of weight rows side by side on Intel (one stream per core
+ * reads below the memory's bandwidth there) and one elsewhere (four read slower on AMD),
+ * so the probe takes both (the figures: docs/performance.md, "Kernel choices"). */
+TOY_AVX2 uint64_t ty_read_sum_avx2(const uint64_t *p, size_t n, int streams) {
+    __m256i a0 = _mm256_setzero_si256(), a1 = a0, a2 = a0, a3 = a0;
+    const size_t per = n / (size_t)streams / 64 * 64; /* 64 words: 512 bytes */
+    for (size_t i = 0; i < per; i += 64)
+        for (int s = 0; s < streams; s++) {
+            const uint64_t *q = p + (size_t)s * per + i;
+            for (int k = 0; k < 64; k += 16) {
+                a0 = _mm256_xor_si256(a0, _mm256_loadu_si256((const __m256i *)(q + k)));
+                a1 = _mm256_xor_si256(a1, _mm256_loadu_si256((const __m256i *)(q + k + 4)));
+                a2 = _mm256_xor_si256(a2, _mm256_loadu_si256((const __m256i *)(q + k + 8)));
+                a3 = _mm256_xor_si256(a3, _mm256_loadu_si256((const __m256i *)(q + k + 12)));
+            }
+        }
+    __m256i a = _mm256_xor_si256(_mm256_xor_si256(a0, a1), _mm256_xor_si256(a2, a3));
+    uint64_t out[4];
+    _mm256_storeu_si256((__m256i *)out, a);
+    return out[0] ^ out[1] ^ out[2] ^ out[3];
+}
+
 /* 16 chains of 16 lanes (a quarter of the iterations: as many FLOPs as 4 x 8 x 2) */
 TOY_AVX512 double ty_fma_peak_avx512(long iters) {
     iters /= 4;

@@ -39,6 +39,11 @@ void ty_swiglu_bwd_avx512(float *dgate, float *dup, const float *dout, const flo
 double ty_fma_peak_scalar(long iters);
 double ty_fma_peak_avx2(long iters);
 double ty_fma_peak_avx512(long iters);
+/* The memory read probe's loop (peak.c): the n words at p read as `streams` streams in
+ * turn, 512 bytes of each (AVX2: 32-byte loads; the scalar loop reads one stream), their
+ * XOR or sum returned so that the loads are not dropped. */
+uint64_t ty_read_sum_scalar(const uint64_t *p, size_t n, int streams);
+uint64_t ty_read_sum_avx2(const uint64_t *p, size_t n, int streams);
 
 /* The 16-lane pairwise sum: l[k] += l[k + s] for s = 8, 4, 2, 1; the result is l[0]. */
 TOY_ALWAYS_INLINE float ty_lanes16_sum(float *l) {

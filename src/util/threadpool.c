@@ -19,10 +19,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
 #include "clock.h"
-#define cpu_relax() _mm_pause()
+
+/* the spin's pause (the compiler's builtin: instruction sets' intrinsics live in
+ * src/kernels/) */
+#if defined(__x86_64__) || defined(__i386__)
+#define cpu_relax() __builtin_ia32_pause()
 #else
 #define cpu_relax() ((void)0)
 #endif
