@@ -106,9 +106,8 @@ static bool check(const gate_config *c, const gate_request *r, gate_verdict *v) 
     }
     if (path_known) v->allow = !strcmp(route_method, "POST") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
     const int rules = v->route == ROUTE_NONE ? 0 : routes[v->route].rules;
-    const bool health = v->route == ROUTE_HEALTH;
 
-    if (r->stopping && !health) {
+    if (r->stopping && !(rules & ROUTE_STOPPING)) {
         v->retry_after = true;
         return stop(v, 503, "the server is shutting down");
     }

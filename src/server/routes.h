@@ -8,7 +8,8 @@
  *                  application/json (any route's body is at most --max-body bytes);
  *   ROUTE_OPEN     it answers without the API key (--api-key): /health for load
  *                  balancers, the chat page, which holds nothing and asks for the key;
- *   ROUTE_LOADING  it answers while the weights are being packed (others: 503).
+ *   ROUTE_LOADING  it answers while the weights are being packed (others: 503);
+ *   ROUTE_STOPPING it answers while the server shuts down (others: 503).
  * A GET route answers HEAD too; every known path answers OPTIONS (CORS preflights), and
  * a path of no row is a 404, a known path with another method a 405 naming the row's.
  *
@@ -17,11 +18,11 @@
 #ifndef TOY_SERVER_ROUTES_H
 #define TOY_SERVER_ROUTES_H
 
-enum { ROUTE_BODY = 1, ROUTE_OPEN = 2, ROUTE_LOADING = 4 };
+enum { ROUTE_BODY = 1, ROUTE_OPEN = 2, ROUTE_LOADING = 4, ROUTE_STOPPING = 8 };
 
 #define SRV_ROUTES(X)                                                                          \
     X(PAGE, "GET", "/", page, ROUTE_OPEN | ROUTE_LOADING)                                      \
-    X(HEALTH, "GET", "/health", health, ROUTE_OPEN | ROUTE_LOADING)                            \
+    X(HEALTH, "GET", "/health", health, ROUTE_OPEN | ROUTE_LOADING | ROUTE_STOPPING)           \
     X(METRICS, "GET", "/metrics", metrics, ROUTE_LOADING)                                      \
     X(MODELS, "GET", "/v1/models", models, 0)                                                  \
     X(CHAT, "POST", "/v1/chat/completions", chat_completions, ROUTE_BODY)                      \

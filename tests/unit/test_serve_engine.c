@@ -397,6 +397,11 @@ static void test_gate(void) {
         gate_check(&c, &q, &v);
         CHECK_MSG(v.status == (rows[i].rules & ROUTE_LOADING ? 0 : 503), "%s %s while loading: %d", rows[i].method,
                   rows[i].path, v.status);
+        q.loading = false;
+        q.stopping = true;
+        gate_check(&c, &q, &v);
+        CHECK_MSG(v.status == (rows[i].rules & ROUTE_STOPPING ? 0 : 503), "%s %s while stopping: %d", rows[i].method,
+                  rows[i].path, v.status);
     }
     r.url = "/v1/nothing";
     gate_check(&c, &r, &v);
