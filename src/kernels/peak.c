@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cpu.h"
 #include "elementwise.h"
 #include "error.h"
@@ -15,21 +16,15 @@
 
 #define PEAK_ITERS 20000000L
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 typedef struct {
     double gflops; /* this thread's rate */
 } peak_thread;
 
 static void *peak_run(void *arg) {
     peak_thread *t = arg;
-    const double t0 = now_s();
+    const double t0 = ty_now_s();
     const double flops = ty_cpu()->fma_peak(PEAK_ITERS);
-    t->gflops = flops / (now_s() - t0) / 1e9;
+    t->gflops = flops / (ty_now_s() - t0) / 1e9;
     return NULL;
 }
 
@@ -108,7 +103,7 @@ static double read_pass(const uint64_t *words, int n_threads, int streams, volat
     read_job jobs[256];
     pthread_t th[256];
     bool started[256] = {false};
-    const double t0 = now_s();
+    const double t0 = ty_now_s();
     for (int t = 0; t < n_threads; t++) {
         jobs[t] = (read_job){words + per * (size_t)t, per, streams, 0};
         if (t) started[t] = pthread_create(&th[t], NULL, read_slice, &jobs[t]) == 0;
@@ -117,14 +112,9 @@ static double read_pass(const uint64_t *words, int n_threads, int streams, volat
     read_slice(&jobs[0]);
     for (int t = 1; t < n_threads; t++)
         if (started[t]) pthread_join(th[t], NULL);
-    const double dt = now_s() - t0;
+    const double dt = ty_now_s() - t0;
     for (int t = 0; t < n_threads; t++) *sink += jobs[t].sum;
     return (double)(per * (size_t)n_threads * sizeof(uint64_t)) / dt;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
 }
 
 double toy_bandwidth_probe_measure(toy_bandwidth_probe *probe, int n_threads) {
@@ -138,6 +128,6 @@ double toy_bandwidth_probe_measure(toy_bandwidth_probe *probe, int n_threads) {
         const double four = read_pass(probe->words, n_threads, 4, &sink);
         rates[pass] = one > four ? one : four;
     }
-    qsort(rates, 3, sizeof *rates, cmp_double);
-    return rates[1];
+    const double lo = rates[0] < rates[1] ? rates[0] : rates[1], hi = rates[0] < rates[1] ? rates[1] : rates[0];
+    return rates[2] < lo ? lo : rates[2] > hi ? hi : rates[2]; /* the median */
 }

@@ -101,7 +101,7 @@ struct train_model {
      * than they save time, docs/performance.md) */
     struct weight_panels {
         float *p;
-        size_t floats; /* for the kernel it was packed for */
+        size_t floats; /* its room */
         int64_t step;  /* packed in this step (0: never) */
     } *panels;
     int64_t step;   /* ty_train_model_step calls */
@@ -761,6 +761,19 @@ static const float *lora_input(train_model *tm, int il, int kind, const float *i
     return tm->xd;
 }
 
+/* *p with room for `floats` panel floats (64-byte aligned, as the kernels load them),
+ * grown where *room is less; NULL without memory or on overflow. */
+static float *panel_room(float **p, size_t *room, size_t floats) {
+    if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
+    if (floats > *room) {
+        free(*p);
+        *room = 0;
+        if (!(*p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
+        *room = floats;
+    }
+    return *p;
+}
+
 /* Weight w [n_out][n_in] (slot: il * MAT_KINDS + kind, or the output matrix's) as the B
  * panels of the forward product (x W^T) or of the input gradient's (dy W), packed at the
  * first use in a step; NULL where the step does not pack once (the product packs it),
@@ -772,14 +785,7 @@ static const float *weight_panels(train_model *tm, int slot, bool forward, const
     struct weight_panels *e = &tm->panels[(forward ? 0 : tm->hp.n_layer * MAT_KINDS + 1) + slot];
     const int64_t k = forward ? n_in : n_out, n = forward ? n_out : n_in;
     if (e->step == tm->step) return e->p;
-    const size_t floats = ty_gemm_packed_b_floats(tm->gemm, k, n);
-    if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
-    if (e->floats != floats) { /* first use, or another kernel since */
-        free(e->p);
-        e->floats = 0;
-        if (!(e->p = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
-        e->floats = floats;
-    }
+    if (!panel_room(&e->p, &e->floats, ty_gemm_packed_b_floats(tm->gemm, k, n))) return NULL;
     const ty_gemm_args p = {false, forward, false, 0, n, k, NULL, 0, w, n_in, NULL, 0, NULL, NULL};
     ty_gemm_pack_b(tm->gemm, &p, e->p);
     e->step = tm->step;
@@ -793,13 +799,7 @@ static const float *shared_input(train_model *tm, const float *in, int64_t n, in
     if (users < 2) return NULL;
     const size_t floats =
         forward ? ty_gemm_packed_a_floats(tm->gemm, n, C) : ty_gemm_packed_b_floats(tm->gemm, n, C);
-    if (!floats || floats > (SIZE_MAX - 63) / sizeof(float)) return NULL;
-    if (floats > tm->in_panels_floats) {
-        free(tm->in_panels);
-        tm->in_panels_floats = 0;
-        if (!(tm->in_panels = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64))) return NULL;
-        tm->in_panels_floats = floats;
-    }
+    if (!panel_room(&tm->in_panels, &tm->in_panels_floats, floats)) return NULL;
     const ty_gemm_args p = {false, false, false, n, C, forward ? C : n, in, C, in, C, NULL, 0, NULL, NULL};
     if (forward) ty_gemm_pack_a(tm->gemm, &p, tm->in_panels);
     else ty_gemm_pack_b(tm->gemm, &p, tm->in_panels);
